@@ -1,0 +1,50 @@
+# awaken — durable execution of AI-agent tool calls on NATS JetStream.
+SHELL := /bin/bash
+GO ?= go
+export GOTOOLCHAIN ?= local
+export TESTCONTAINERS_RYUK_DISABLED ?= true
+
+BIN := bin
+PKGS := ./...
+FUZZTIME ?= 30s
+CONFIG ?= examples/awaken.yaml
+
+.PHONY: all build test test-short lint fmt vet fuzz run bench clean
+
+all: build
+
+## build: the awaken binary (every service is a subcommand)
+build:
+	@mkdir -p $(BIN)
+	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/awaken ./cmd/awaken
+
+## test: the whole suite with the race detector (fuzz seed corpora included)
+test: lint
+	$(GO) test -race -count=1 -timeout 20m $(PKGS)
+
+## test-short: the suite without the slow scenarios
+test-short:
+	$(GO) test -race -count=1 -short $(PKGS)
+
+## lint: gofmt, go vet and the import rules
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	  if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet $(PKGS)
+
+fmt:
+	gofmt -w $$(git ls-files '*.go')
+
+## fuzz: every fuzz target for FUZZTIME each
+fuzz:
+	@set -e; for pkg in $$($(GO) list $(PKGS)); do \
+	  for f in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz' || true); do \
+	    echo "== $$pkg $$f"; $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg; \
+	  done; done
+
+## run: every service on an embedded NATS server with the example configuration
+run: build
+	$(BIN)/awaken dev --config $(CONFIG)
+
+clean:
+	rm -rf $(BIN)

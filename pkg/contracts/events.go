@@ -1,0 +1,187 @@
+package contracts
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// AgentSnapshot names the immutable agent snapshot a batch was produced under and the tool
+// ids visible to the model in it.
+type AgentSnapshot struct {
+	SnapshotID string   `json:"snapshot_id"`
+	Tools      []string `json:"tools"`
+}
+
+// BatchSubmission is the payload of io.awaken.toolbatch.requested.v1 (DESIGN §3.1).
+type BatchSubmission struct {
+	RunID     string                  `json:"run_id"`
+	ThreadID  string                  `json:"thread_id"`
+	Step      int64                   `json:"step"`
+	Agent     AgentSnapshot           `json:"agent"`
+	Narrowing ToolCapabilityNarrowing `json:"narrowing,omitempty"`
+	Policy    *PolicyConfig           `json:"policy,omitempty"`
+	Assistant []ContentBlock          `json:"assistant,omitempty"`
+	Calls     []ToolCall              `json:"calls"`
+}
+
+// BatchID is the derived id of the submission.
+func (s *BatchSubmission) BatchID() string { return BatchID(s.RunID, s.Step) }
+
+// BatchRejected is the payload of io.awaken.toolbatch.rejected.v1.
+type BatchRejected struct {
+	BatchID string `json:"batch_id,omitempty"`
+	RunID   string `json:"run_id,omitempty"`
+	Code    string `json:"code"`
+	Message string `json:"message"`
+	EventID string `json:"event_id"`
+}
+
+// Outcome is the terminal kind of a call in its published result.
+type Outcome string
+
+const (
+	OutcomeCompleted     Outcome = "completed"
+	OutcomeIndeterminate Outcome = "indeterminate"
+)
+
+// ToolResultEvent is the payload of io.awaken.tool.result.v1, one per call, in model order.
+type ToolResultEvent struct {
+	BatchID string     `json:"batch_id"`
+	RunID   string     `json:"run_id"`
+	Index   int        `json:"index"`
+	CallID  string     `json:"call_id"`
+	ToolID  string     `json:"tool_id"`
+	Outcome Outcome    `json:"outcome"`
+	Output  ToolOutput `json:"output"`
+}
+
+// BatchFinalized is the payload of io.awaken.toolbatch.finalized.v1, published last in the
+// same atomic batch as the results.
+type BatchFinalized struct {
+	BatchID  string    `json:"batch_id"`
+	RunID    string    `json:"run_id"`
+	ThreadID string    `json:"thread_id"`
+	Step     int64     `json:"step"`
+	CallIDs  []string  `json:"call_ids"`
+	State    []Command `json:"state"`
+}
+
+// TicketReason says why a call is parked (DESIGN §3.3).
+type TicketReason string
+
+const (
+	ReasonPermission      TicketReason = "permission"
+	ReasonScheduledAction TicketReason = "scheduled_action"
+	ReasonClientExecution TicketReason = "client_execution"
+)
+
+// ResumeTicket is the durable record of a parked call and the payload of
+// io.awaken.ticket.opened.v1. Resume commands are validated against the committed ticket.
+type ResumeTicket struct {
+	CorrelationID string          `json:"correlation_id"`
+	RunID         string          `json:"run_id"`
+	ThreadID      string          `json:"thread_id"`
+	SnapshotID    string          `json:"snapshot_id"`
+	BatchID       string          `json:"batch_id"`
+	CallID        string          `json:"call_id"`
+	ToolID        string          `json:"tool_id"`
+	Arguments     json.RawMessage `json:"arguments"`
+	Reason        TicketReason    `json:"reason"`
+	DueAt         *time.Time      `json:"due_at,omitempty"`
+	Deadline      *time.Time      `json:"deadline,omitempty"`
+	OpenedAt      time.Time       `json:"opened_at"`
+}
+
+// PermissionDecisionKind is allow or deny.
+type PermissionDecisionKind string
+
+const (
+	DecisionAllow PermissionDecisionKind = "allow"
+	DecisionDeny  PermissionDecisionKind = "deny"
+)
+
+// PermissionDecision is a human's answer to a permission (or scheduled-action) ticket.
+type PermissionDecision struct {
+	Decision PermissionDecisionKind `json:"decision"`
+	Note     string                 `json:"note,omitempty"`
+	Reason   string                 `json:"reason,omitempty"`
+}
+
+// ResumeResult is exactly one of a permission decision or a client-supplied tool result.
+type ResumeResult struct {
+	Permission *PermissionDecision `json:"permission,omitempty"`
+	ToolResult *ToolOutput         `json:"tool_result,omitempty"`
+}
+
+// ResumeCommand is the payload of io.awaken.ticket.resume.v1.
+type ResumeCommand struct {
+	CorrelationID string       `json:"correlation_id"`
+	RunID         string       `json:"run_id"`
+	ThreadID      string       `json:"thread_id"`
+	SnapshotID    string       `json:"snapshot_id"`
+	Result        ResumeResult `json:"result"`
+}
+
+// TicketResolution is the payload of io.awaken.ticket.resolved.v1 (Code approved, denied,
+// completed or expired) and io.awaken.ticket.rejected.v1 (Code a [ResumeErrorCode]).
+type TicketResolution struct {
+	CorrelationID string `json:"correlation_id"`
+	Code          string `json:"code"`
+	Message       string `json:"message"`
+	RunID         string `json:"run_id,omitempty"`
+	CallID        string `json:"call_id,omitempty"`
+}
+
+// RunCancel asks to seal the open batches of a run.
+type RunCancel struct {
+	RunID  string `json:"run_id"`
+	Reason string `json:"reason,omitempty"`
+}
+
+// ToolDisposition is the read projection of a committed tool call for protocol consumers.
+type ToolDisposition string
+
+const (
+	DispositionExecuted       ToolDisposition = "executed"
+	DispositionPendingClient  ToolDisposition = "pending_client"
+	DispositionPendingBuiltin ToolDisposition = "pending_builtin"
+)
+
+// AgentEventType tags the fact inside an [AgentEvent].
+type AgentEventType string
+
+const (
+	EventToolCall   AgentEventType = "tool_call"
+	EventToolResult AgentEventType = "tool_result"
+	EventAwaiting   AgentEventType = "awaiting"
+)
+
+// AgentFact is one fact of the projection; only the fields of its Type are set.
+type AgentFact struct {
+	Type             AgentEventType  `json:"type"`
+	ID               string          `json:"id,omitempty"`
+	Name             string          `json:"name,omitempty"`
+	Input            json.RawMessage `json:"input,omitempty"`
+	Disposition      ToolDisposition `json:"disposition,omitempty"`
+	IsError          *bool           `json:"is_error,omitempty"`
+	PendingToolUseID string          `json:"pending_tool_use_id,omitempty"`
+}
+
+// AgentEvent is the payload of io.awaken.agent.event.v1 on awaken.events.{run_id}.
+type AgentEvent struct {
+	Tier    string    `json:"tier"`
+	BatchID string    `json:"batch_id"`
+	Event   AgentFact `json:"event"`
+}
+
+// AuditRecord is a PermissionDecided record: one per gate decision and per resume.
+// Decision is allow, deny, set_result, ask, schedule, approved, denied or expired.
+type AuditRecord struct {
+	RunID    string    `json:"run_id"`
+	BatchID  string    `json:"batch_id"`
+	ToolID   string    `json:"tool_id"`
+	CallID   string    `json:"call_id"`
+	Decision string    `json:"decision"`
+	Reason   string    `json:"reason,omitempty"`
+	At       time.Time `json:"at"`
+}

@@ -1,0 +1,162 @@
+package contracts
+
+import "strconv"
+
+// DefaultPrefix is the subject prefix used when the host configuration names none.
+const DefaultPrefix = "awaken"
+
+// CloudEvent types of the normative protocol (DESIGN §3) and of the internal work subjects.
+const (
+	TypeBatchRequested = "io.awaken.toolbatch.requested.v1"
+	TypeBatchRejected  = "io.awaken.toolbatch.rejected.v1"
+	TypeBatchFinalized = "io.awaken.toolbatch.finalized.v1"
+	TypeToolResult     = "io.awaken.tool.result.v1"
+	TypeTicketOpened   = "io.awaken.ticket.opened.v1"
+	TypeTicketResume   = "io.awaken.ticket.resume.v1"
+	TypeTicketResolved = "io.awaken.ticket.resolved.v1"
+	TypeTicketRejected = "io.awaken.ticket.rejected.v1"
+	TypeAgentEvent     = "io.awaken.agent.event.v1"
+	TypeAudit          = "io.awaken.audit.permission_decided.v1"
+
+	// Internal work events: not part of the public protocol, but versioned the same way so
+	// that a mixed-version deployment fails loudly instead of misreading a payload.
+	TypeGateRequest  = "io.awaken.internal.gate.requested.v1"
+	TypeExecRequest  = "io.awaken.internal.exec.requested.v1"
+	TypeCallOutput   = "io.awaken.internal.call.output.v1"
+	TypeTicketExpire = "io.awaken.internal.ticket.expire.v1"
+	TypeRunCancel    = "io.awaken.run.cancel.v1"
+)
+
+// Durable consumer names. Renaming one makes the server deliver its stream again from the
+// start, so they are declared here once and never derived from Go identifiers.
+const (
+	ConsumerBatcherSubmit  = "batcher-submit"
+	ConsumerBatcherOutputs = "batcher-outputs"
+	ConsumerGateRequests   = "gate-requests"
+	ConsumerGateResume     = "gate-resume"
+	ConsumerGateControl    = "gate-control"
+	ConsumerBrainExec      = "brain-exec"
+	ConsumerSandboxExec    = "sandbox-exec"
+	ConsumerPublisher      = "publisher-outputs"
+)
+
+// Names derives every subject, stream and bucket from one configurable prefix. Stream and
+// bucket names are upper-case or underscore forms of the prefix so two deployments with
+// different prefixes can share one server.
+type Names struct {
+	Prefix string
+}
+
+// NewNames returns the names for prefix, or for [DefaultPrefix] when prefix is empty.
+func NewNames(prefix string) Names {
+	if prefix == "" {
+		prefix = DefaultPrefix
+	}
+	return Names{Prefix: prefix}
+}
+
+func (n Names) upper() string {
+	b := []byte(n.Prefix)
+	for i, c := range b {
+		switch {
+		case c >= 'a' && c <= 'z':
+			b[i] = c - 'a' + 'A'
+		case c == '.' || c == '-':
+			b[i] = '_'
+		}
+	}
+	return string(b)
+}
+
+// Public subjects (normative).
+
+// SubmitSubject is where platforms publish batches.
+func (n Names) SubmitSubject() string { return n.Prefix + ".batches.submit" }
+
+// RejectedSubject carries io.awaken.toolbatch.rejected.v1.
+func (n Names) RejectedSubject() string { return n.Prefix + ".batches.rejected" }
+
+// ResultsSubject carries the ordered results and the finalized event of a run.
+func (n Names) ResultsSubject(runID string) string { return n.Prefix + ".results." + runID }
+
+// ResultsWildcard matches the results of every run.
+func (n Names) ResultsWildcard() string { return n.Prefix + ".results.>" }
+
+// EventsSubject carries the agent-event projection of a run.
+func (n Names) EventsSubject(runID string) string { return n.Prefix + ".events." + runID }
+
+// TicketOpenedSubject, TicketResumeSubject, TicketResolvedSubject and TicketRejectedSubject
+// carry the approval protocol (DESIGN §3.3).
+func (n Names) TicketOpenedSubject() string   { return n.Prefix + ".tickets.opened" }
+func (n Names) TicketResumeSubject() string   { return n.Prefix + ".tickets.resume" }
+func (n Names) TicketResolvedSubject() string { return n.Prefix + ".tickets.resolved" }
+func (n Names) TicketRejectedSubject() string { return n.Prefix + ".tickets.rejected" }
+
+// TicketExpireSubject receives scheduled deadline and due-time triggers (internal).
+func (n Names) TicketExpireSubject() string { return n.Prefix + ".tickets.timer" }
+
+// TicketScheduleSubject is the schedule-holding subject for a ticket's timer; one per
+// correlation id so a new schedule replaces an old one.
+func (n Names) TicketScheduleSubject(correlationID string) string {
+	return n.Prefix + ".tickets.schedule." + correlationID
+}
+
+// RunCancelSubject receives run cancellation commands.
+func (n Names) RunCancelSubject() string { return n.Prefix + ".runs.cancel" }
+
+// AuditSubject carries PermissionDecided records of a run.
+func (n Names) AuditSubject(runID string) string { return n.Prefix + ".audit." + runID }
+
+// Internal work subjects.
+
+// GateRequestSubject carries gate requests of a run.
+func (n Names) GateRequestSubject(runID string) string { return n.Prefix + ".work.gate." + runID }
+
+// ExecRequestSubject carries executor requests for target of a run. Only the gate publishes
+// here, and only with a target it resolved from the trusted registry.
+func (n Names) ExecRequestSubject(target ToolExecutionTarget, runID string) string {
+	return n.Prefix + ".work.exec." + string(target) + "." + runID
+}
+
+// ExecRequestFilter matches executor requests of one target for every run.
+func (n Names) ExecRequestFilter(target ToolExecutionTarget) string {
+	return n.Prefix + ".work.exec." + string(target) + ".>"
+}
+
+// OutputSubject carries committed call outputs of a run.
+func (n Names) OutputSubject(runID string) string { return n.Prefix + ".work.output." + runID }
+
+// DeadLetterSubject keeps a poisoned message of consumer with the reason in its headers.
+func (n Names) DeadLetterSubject(consumer string) string {
+	return n.Prefix + ".deadletter." + consumer
+}
+
+// Streams.
+func (n Names) SubmissionsStream() string { return n.upper() + "_SUBMISSIONS" }
+func (n Names) WorkStream() string        { return n.upper() + "_WORK" }
+func (n Names) ResultsStream() string     { return n.upper() + "_RESULTS" }
+func (n Names) TicketsStream() string     { return n.upper() + "_TICKETS" }
+func (n Names) EventsStream() string      { return n.upper() + "_EVENTS" }
+func (n Names) AuditStream() string       { return n.upper() + "_AUDIT" }
+func (n Names) DeadLetterStream() string  { return n.upper() + "_DEADLETTER" }
+func (n Names) ControlStream() string     { return n.upper() + "_CONTROL" }
+
+// KV buckets.
+func (n Names) BatchesBucket() string  { return n.upper() + "_batches" }
+func (n Names) CallsBucket() string    { return n.upper() + "_calls" }
+func (n Names) TicketsBucket() string  { return n.upper() + "_tickets" }
+func (n Names) CountersBucket() string { return n.upper() + "_counters" }
+
+// BatchKey is the KV key of a batch record. Batch ids contain ':' which KV keys do not
+// allow, so keys use the subject-safe parts instead.
+func BatchKey(runID string, step int64) string {
+	return runID + "." + strconv.FormatInt(step, 10)
+}
+
+// CallKey is the KV key of one call record (one per operation id).
+func CallKey(runID string, step int64, callID string) string {
+	return BatchKey(runID, step) + "." + callID
+}
+
+// CallKeysOfBatch matches every call record of one batch.
+func CallKeysOfBatch(runID string, step int64) string { return BatchKey(runID, step) + ".*" }

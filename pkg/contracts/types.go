@@ -1,0 +1,238 @@
+package contracts
+
+import "encoding/json"
+
+// ToolCall is one call emitted by the model. CallID is the model's correlation id, not a
+// durable idempotency key: that is the operation id (see [OperationID]).
+type ToolCall struct {
+	CallID    string          `json:"call_id"`
+	ToolID    string          `json:"tool_id"`
+	Arguments json.RawMessage `json:"arguments"`
+}
+
+// ContentBlockType tags a [ContentBlock].
+type ContentBlockType string
+
+const (
+	BlockText       ContentBlockType = "text"
+	BlockImage      ContentBlockType = "image"
+	BlockToolUse    ContentBlockType = "tool_use"
+	BlockToolResult ContentBlockType = "tool_result"
+)
+
+// ImageSource locates image bytes: {"type":"base64","media_type":..,"data":..} or
+// {"type":"url","url":..}.
+type ImageSource struct {
+	Type      string `json:"type"`
+	MediaType string `json:"media_type,omitempty"`
+	Data      string `json:"data,omitempty"`
+	URL       string `json:"url,omitempty"`
+}
+
+// ContentBlock is one block of model-visible content, tagged by Type. Only the fields of
+// its type are set.
+type ContentBlock struct {
+	Type ContentBlockType `json:"type"`
+	// Text is set for text blocks.
+	Text string `json:"text,omitempty"`
+	// Source is set for image blocks.
+	Source *ImageSource `json:"source,omitempty"`
+	// ID, Name and Input are set for tool_use blocks.
+	ID    string          `json:"id,omitempty"`
+	Name  string          `json:"name,omitempty"`
+	Input json.RawMessage `json:"input,omitempty"`
+	// ToolUseID and Content are set for tool_result blocks.
+	ToolUseID string         `json:"tool_use_id,omitempty"`
+	Content   []ContentBlock `json:"content,omitempty"`
+}
+
+// ToolOutput is the result of one call as the model will see it. IsError marks a
+// model-visible failure that does not abort the run. State holds commands staged for the
+// commit boundary, never written directly.
+type ToolOutput struct {
+	CallID  string         `json:"call_id"`
+	Content []ContentBlock `json:"content"`
+	IsError bool           `json:"is_error"`
+	State   []Command      `json:"state,omitempty"`
+}
+
+// Scope is where a state command applies.
+type Scope string
+
+const (
+	ScopeRun     Scope = "run"
+	ScopeThread  Scope = "thread"
+	ScopeShared  Scope = "shared"
+	ScopeProfile Scope = "profile"
+)
+
+// MergePolicy says how two writes of one key in one commit combine.
+type MergePolicy string
+
+const (
+	// MergeDisjoint: a later write replaces an earlier one.
+	MergeDisjoint MergePolicy = "disjoint"
+	// MergeCommutative: object values shallow-merge, other values replace.
+	MergeCommutative MergePolicy = "commutative"
+	// MergeExclusive: two sets of one (scope, key) in one commit conflict.
+	MergeExclusive MergePolicy = "exclusive"
+)
+
+// ActionKind is what a state command does.
+type ActionKind string
+
+const (
+	ActionSet    ActionKind = "set"
+	ActionRemove ActionKind = "remove"
+)
+
+// Action is Set(Value) or Remove.
+type Action struct {
+	Kind  ActionKind      `json:"kind"`
+	Value json.RawMessage `json:"value,omitempty"`
+}
+
+// Command is a state command staged by a tool onto the commit boundary.
+type Command struct {
+	Key    string      `json:"key"`
+	Scope  Scope       `json:"scope"`
+	Merge  MergePolicy `json:"merge"`
+	RunID  string      `json:"run_id,omitempty"`
+	Action Action      `json:"action"`
+}
+
+// ToolExecutionTarget is the trusted placement of a tool: a property of the registered
+// executable, never of anything the model or the batch says.
+type ToolExecutionTarget string
+
+const (
+	TargetBrain   ToolExecutionTarget = "brain"
+	TargetSandbox ToolExecutionTarget = "sandbox"
+)
+
+// ToolKind classifies how a tool is dispatched.
+type ToolKind string
+
+const (
+	KindRegular        ToolKind = "regular"
+	KindClientExecuted ToolKind = "client_executed"
+	KindDelegation     ToolKind = "delegation"
+)
+
+// ToolRecoveryCapability is the trusted property of an executable that says what repeating
+// it means. The zero value is invalid; [CapabilityNonRecoverable] is the default.
+type ToolRecoveryCapability string
+
+const (
+	CapabilityNonRecoverable ToolRecoveryCapability = "non_recoverable"
+	CapabilityReplaySafe     ToolRecoveryCapability = "replay_safe"
+	CapabilityIdempotent     ToolRecoveryCapability = "idempotent"
+	CapabilityDurableRequest ToolRecoveryCapability = "durable_request"
+)
+
+// ToolRecoveryMode is the configured recovery behaviour of a call after a crash.
+type ToolRecoveryMode string
+
+const (
+	ModeNeverReplay    ToolRecoveryMode = "never_replay"
+	ModeReplaySafe     ToolRecoveryMode = "replay_safe"
+	ModeIdempotent     ToolRecoveryMode = "idempotent"
+	ModeDurableRequest ToolRecoveryMode = "durable_request"
+)
+
+// ToolRecoveryPolicy is the recovery mode and attempt budget pinned per call when its batch
+// is created. Wire form {"mode":"never_replay","max_attempts":3}; max_attempts 0 fails to
+// decode. The zero value is not valid: use [DefaultRecoveryPolicy].
+type ToolRecoveryPolicy struct {
+	Mode        ToolRecoveryMode `json:"mode"`
+	MaxAttempts uint16           `json:"max_attempts"`
+}
+
+// ToolCapabilityNarrowing is a run's restriction of host tool authority.
+type ToolCapabilityNarrowing string
+
+const (
+	NarrowingConfigured ToolCapabilityNarrowing = "configured"
+	NarrowingDenyAll    ToolCapabilityNarrowing = "deny_all"
+)
+
+// GateOutcomeKind tags a [GateOutcome].
+type GateOutcomeKind string
+
+const (
+	GateAllow               GateOutcomeKind = "allow"
+	GateBlock               GateOutcomeKind = "block"
+	GateSetResult           GateOutcomeKind = "set_result"
+	GateRequireConfirmation GateOutcomeKind = "require_confirmation"
+	GateSchedule            GateOutcomeKind = "schedule"
+)
+
+// GateOutcome is the decision of the gate chain for one call. Only the fields of its kind
+// are set: Reason for block, Output for set_result, CorrelationID for require_confirmation
+// and schedule (plus ActionKind and Delay for schedule, Timeout for require_confirmation).
+type GateOutcome struct {
+	Kind          GateOutcomeKind `json:"kind"`
+	Reason        string          `json:"reason,omitempty"`
+	Output        *ToolOutput     `json:"output,omitempty"`
+	CorrelationID string          `json:"correlation_id,omitempty"`
+	ActionKind    string          `json:"action_kind,omitempty"`
+	Delay         Duration        `json:"delay,omitempty"`
+	Timeout       Duration        `json:"timeout,omitempty"`
+}
+
+// PermissionVerdictKind tags a [ToolPermissionVerdict].
+type PermissionVerdictKind string
+
+const (
+	VerdictAllow               PermissionVerdictKind = "allow"
+	VerdictDeny                PermissionVerdictKind = "deny"
+	VerdictRequireConfirmation PermissionVerdictKind = "require_confirmation"
+	VerdictSchedule            PermissionVerdictKind = "schedule"
+)
+
+// ToolPermissionVerdict is what a permission policy says of one call. Schedule is an
+// awaken extension of the original three verdicts: a rule may defer a call by Delay.
+type ToolPermissionVerdict struct {
+	Kind          PermissionVerdictKind `json:"kind"`
+	Reason        string                `json:"reason,omitempty"`
+	CorrelationID string                `json:"correlation_id,omitempty"`
+	Delay         Duration              `json:"delay,omitempty"`
+	Timeout       Duration              `json:"timeout,omitempty"`
+}
+
+// PolicyBehavior is what a matching rule (or the default) does.
+type PolicyBehavior string
+
+const (
+	BehaviorAllow    PolicyBehavior = "allow"
+	BehaviorAsk      PolicyBehavior = "ask"
+	BehaviorDeny     PolicyBehavior = "deny"
+	BehaviorSchedule PolicyBehavior = "schedule"
+)
+
+// PolicyMode is the permission mode of a policy (Claude-Code compatible names).
+type PolicyMode string
+
+const (
+	ModeDefault           PolicyMode = "default"
+	ModeAcceptEdits       PolicyMode = "acceptEdits"
+	ModePlan              PolicyMode = "plan"
+	ModeBypassPermissions PolicyMode = "bypassPermissions"
+)
+
+// PolicyConfig is the wire and configuration form of a permission policy, shared by the
+// host policy and a batch's per-run policy.
+type PolicyConfig struct {
+	DefaultBehavior PolicyBehavior `json:"default_behavior,omitempty" yaml:"default_behavior,omitempty"`
+	Mode            PolicyMode     `json:"mode,omitempty" yaml:"mode,omitempty"`
+	Rules           []PolicyRule   `json:"rules,omitempty" yaml:"rules,omitempty"`
+}
+
+// PolicyRule is one rule: a pattern, a behaviour, and for schedule a delay, for ask an
+// optional approval timeout.
+type PolicyRule struct {
+	Pattern  string         `json:"pattern" yaml:"pattern"`
+	Behavior PolicyBehavior `json:"behavior" yaml:"behavior"`
+	Delay    Duration       `json:"delay,omitempty" yaml:"delay,omitempty"`
+	Timeout  Duration       `json:"timeout,omitempty" yaml:"timeout,omitempty"`
+}
