@@ -130,6 +130,9 @@ type TicketResolution struct {
 	Message       string `json:"message"`
 	RunID         string `json:"run_id,omitempty"`
 	CallID        string `json:"call_id,omitempty"`
+	// ResumeID is the ce-id of the resume command this answers, so a client waiting on its
+	// own command can tell its answer from another's.
+	ResumeID string `json:"resume_id,omitempty"`
 }
 
 // RunCancel asks to seal the open batches of a run.

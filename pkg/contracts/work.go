@@ -60,6 +60,10 @@ type CallRecord struct {
 	// attempt. Executing with Entered false means the gate committed the entry but no
 	// executor has started the body yet.
 	Entered bool `json:"entered,omitempty"`
+	// EnteredBy is the stream sequence of the executor request whose delivery entered the
+	// current attempt. A redelivery of that same message means its handler died (recovery
+	// applies); any other request for the call is a duplicate and is ignored.
+	EnteredBy uint64 `json:"entered_by,omitempty"`
 	// ResolvedBy is the event id of the resume command that resolved this call's ticket, so
 	// a redelivered resume re-publishes its outputs instead of being refused.
 	ResolvedBy string `json:"resolved_by,omitempty"`
