@@ -1,0 +1,415 @@
+// Package config loads and validates the host configuration: the trusted tool registry, the
+// host permission policy and the executor settings. Every service loads the same file; an
+// invalid file stops the service at start with an error naming the bad field.
+package config
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/awaken-dev/awaken/pkg/contracts"
+)
+
+// ErrInvalid is wrapped by every validation failure.
+var ErrInvalid = errors.New("invalid configuration")
+
+// FieldError names the field of the configuration that is wrong and why.
+type FieldError struct {
+	Field string
+	Msg   string
+}
+
+func (e *FieldError) Error() string { return e.Field + ": " + e.Msg }
+
+// Unwrap lets callers test for [ErrInvalid].
+func (e *FieldError) Unwrap() error { return ErrInvalid }
+
+// Config is the whole host configuration.
+type Config struct {
+	// Prefix is the subject prefix of every awaken subject (default "awaken").
+	Prefix string `yaml:"prefix"`
+	// Tools is the trusted tool registry: what runs where, and how it may be recovered.
+	Tools []Tool `yaml:"tools"`
+	// Policy is the host permission policy; a batch's run policy can only narrow it.
+	Policy contracts.PolicyConfig `yaml:"policy"`
+	// Executors holds the settings of brain-exec and sandbox-exec.
+	Executors Executors `yaml:"executors"`
+	// Storage holds the JetStream settings of every stream and bucket.
+	Storage Storage `yaml:"storage"`
+
+	// Dir is the directory of the file the configuration was loaded from; relative module
+	// paths resolve against it.
+	Dir string `yaml:"-"`
+	// Source is the path the configuration was loaded from.
+	Source string `yaml:"-"`
+
+	byID map[string]int
+}
+
+// Tool is one registered tool.
+type Tool struct {
+	ID          string `yaml:"id"`
+	Description string `yaml:"description"`
+	// Parameters is the JSON Schema of the arguments. Builtin brain tools derive it from
+	// their Go argument type when it is omitted.
+	Parameters any                         `yaml:"parameters"`
+	Kind       contracts.ToolKind            `yaml:"kind"`
+	Target     contracts.ToolExecutionTarget `yaml:"target"`
+	// Capability is the trusted recovery capability of the executable.
+	Capability contracts.ToolRecoveryCapability `yaml:"capability"`
+	// Recovery is the pinned recovery policy (default never_replay, 3 attempts). Its mode must
+	// be never_replay or equal the capability.
+	Recovery *RecoveryPolicy `yaml:"recovery_policy"`
+	// ParallelCompletion lets a batch made only of calls to this delegation tool run them
+	// concurrently once every gate allowed them.
+	ParallelCompletion bool `yaml:"parallel_completion"`
+	// Timeout ends one invocation with the execution error "timed out".
+	Timeout contracts.Duration `yaml:"timeout"`
+	// Builtin names the Go implementation of a brain tool in brain-exec's registry
+	// (default: the tool id).
+	Builtin string `yaml:"builtin"`
+	// Module is the WebAssembly module of a sandbox tool (relative to the configuration file).
+	Module string `yaml:"module"`
+	// MemoryLimitMiB, MaxOutputBytes and Scratch bound a sandbox tool.
+	MemoryLimitMiB int  `yaml:"memory_limit_mib"`
+	MaxOutputBytes int  `yaml:"max_output_bytes"`
+	Scratch        bool `yaml:"scratch"`
+	// SetResult makes the gate answer every call of this tool with this fixed output and
+	// enter no executor (dry runs, maintenance).
+	SetResult *FixedResult `yaml:"set_result"`
+}
+
+// RecoveryPolicy is the configuration form of [contracts.ToolRecoveryPolicy].
+type RecoveryPolicy struct {
+	Mode        contracts.ToolRecoveryMode `yaml:"mode"`
+	MaxAttempts int                        `yaml:"max_attempts"`
+}
+
+// FixedResult is a tool output fixed by the host.
+type FixedResult struct {
+	Text    string `yaml:"text"`
+	IsError bool   `yaml:"is_error"`
+}
+
+// Executors holds executor settings.
+type Executors struct {
+	Brain   BrainExecutor   `yaml:"brain"`
+	Sandbox SandboxExecutor `yaml:"sandbox"`
+	// MCP lists the MCP servers whose tools brain-exec mounts as mcp__{server}__{tool}.
+	MCP []MCPServer `yaml:"mcp"`
+}
+
+// BrainExecutor configures brain-exec.
+type BrainExecutor struct {
+	// Workers is how many calls one replica runs at once (default 16).
+	Workers int `yaml:"workers"`
+	// DefaultTimeout bounds a tool without its own timeout (default 5m).
+	DefaultTimeout contracts.Duration `yaml:"default_timeout"`
+	// UnavailableRetries is how many times a call that failed before dispatch is retried
+	// without counting as a replay (default 3).
+	UnavailableRetries int `yaml:"unavailable_retries"`
+}
+
+// SandboxExecutor configures sandbox-exec.
+type SandboxExecutor struct {
+	// Enabled turns the WebAssembly runtime on; without it a sandbox call completes with
+	// "sandbox executor unavailable for tool {id}".
+	Enabled bool `yaml:"enabled"`
+	Workers int  `yaml:"workers"`
+	// DefaultMemoryLimitMiB and DefaultTimeout bound modules without their own limits.
+	DefaultMemoryLimitMiB int                `yaml:"default_memory_limit_mib"`
+	DefaultTimeout        contracts.Duration `yaml:"default_timeout"`
+	// CacheDir keeps compiled modules across restarts (optional).
+	CacheDir string `yaml:"cache_dir"`
+}
+
+// MCPServer names one MCP server: a stdio command or a streamable HTTP URL.
+type MCPServer struct {
+	Name    string   `yaml:"name"`
+	Command string   `yaml:"command"`
+	Args    []string `yaml:"args"`
+	URL     string   `yaml:"url"`
+}
+
+// Storage configures streams and buckets.
+type Storage struct {
+	// Replicas of every stream and bucket (1 or 3; default 1).
+	Replicas int `yaml:"replicas"`
+	// Memory keeps streams in memory instead of files (tests and benchmarks only).
+	Memory bool `yaml:"memory"`
+}
+
+// Load reads, parses and validates the configuration at path.
+func Load(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	cfg, err := Parse(data)
+	if err != nil {
+		return nil, fmt.Errorf("config %s: %w", path, err)
+	}
+	abs, _ := filepath.Abs(path)
+	cfg.Source = abs
+	cfg.Dir = filepath.Dir(abs)
+	return cfg, nil
+}
+
+// Parse decodes YAML (or JSON, a subset of YAML) strictly — an unknown field is an error —
+// then applies defaults and validates.
+func Parse(data []byte) (*Config, error) {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	var cfg Config
+	if err := dec.Decode(&cfg); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	if err := cfg.normalize(); err != nil {
+		return nil, err
+	}
+	return &cfg, nil
+}
+
+func (c *Config) normalize() error {
+	if c.Prefix == "" {
+		c.Prefix = contracts.DefaultPrefix
+	}
+	if err := validatePrefix(c.Prefix); err != nil {
+		return &FieldError{"prefix", err.Error()}
+	}
+	c.byID = make(map[string]int, len(c.Tools))
+	for i := range c.Tools {
+		if err := c.Tools[i].normalize(fmt.Sprintf("tools[%d]", i)); err != nil {
+			return err
+		}
+		if j, dup := c.byID[c.Tools[i].ID]; dup {
+			return &FieldError{fmt.Sprintf("tools[%d].id", i), fmt.Sprintf("%q is already registered by tools[%d]", c.Tools[i].ID, j)}
+		}
+		c.byID[c.Tools[i].ID] = i
+	}
+	if _, err := contracts.CompilePolicy(c.Policy); err != nil {
+		return fmt.Errorf("%w: policy.%v", ErrInvalid, err)
+	}
+	e := &c.Executors
+	if e.Brain.Workers == 0 {
+		e.Brain.Workers = 16
+	}
+	if e.Brain.Workers < 0 {
+		return &FieldError{"executors.brain.workers", "must be positive"}
+	}
+	if e.Brain.DefaultTimeout == 0 {
+		e.Brain.DefaultTimeout = contracts.Duration(5 * time.Minute)
+	}
+	if e.Brain.UnavailableRetries == 0 {
+		e.Brain.UnavailableRetries = 3
+	}
+	if e.Brain.UnavailableRetries < 0 {
+		return &FieldError{"executors.brain.unavailable_retries", "must not be negative"}
+	}
+	if e.Sandbox.Workers == 0 {
+		e.Sandbox.Workers = 4
+	}
+	if e.Sandbox.Workers < 0 {
+		return &FieldError{"executors.sandbox.workers", "must be positive"}
+	}
+	if e.Sandbox.DefaultMemoryLimitMiB == 0 {
+		e.Sandbox.DefaultMemoryLimitMiB = 64
+	}
+	if e.Sandbox.DefaultMemoryLimitMiB < 0 || e.Sandbox.DefaultMemoryLimitMiB > 4096 {
+		return &FieldError{"executors.sandbox.default_memory_limit_mib", "must be within 1..4096"}
+	}
+	if e.Sandbox.DefaultTimeout == 0 {
+		e.Sandbox.DefaultTimeout = contracts.Duration(10 * time.Second)
+	}
+	seen := map[string]bool{}
+	for i, s := range e.MCP {
+		f := fmt.Sprintf("executors.mcp[%d]", i)
+		if err := contracts.ValidateID(f+".name", s.Name); err != nil || strings.Contains(s.Name, "__") {
+			return &FieldError{f + ".name", fmt.Sprintf("%q must match [A-Za-z0-9_-]+ without \"__\"", s.Name)}
+		}
+		if seen[s.Name] {
+			return &FieldError{f + ".name", fmt.Sprintf("%q is declared twice", s.Name)}
+		}
+		seen[s.Name] = true
+		if (s.Command == "") == (s.URL == "") {
+			return &FieldError{f, "set exactly one of command (stdio) or url (streamable HTTP)"}
+		}
+	}
+	switch c.Storage.Replicas {
+	case 0:
+		c.Storage.Replicas = 1
+	case 1, 3, 5:
+	default:
+		return &FieldError{"storage.replicas", "must be 1, 3 or 5"}
+	}
+	return nil
+}
+
+func validatePrefix(p string) error {
+	for _, tok := range strings.Split(p, ".") {
+		if err := contracts.ValidateID("prefix token", tok); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (t *Tool) normalize(f string) error {
+	if t.ID == "" || len(t.ID) > contracts.MaxIDLength || strings.ContainsAny(t.ID, " \t\r\n*>") {
+		return &FieldError{f + ".id", fmt.Sprintf("%q must be 1..200 characters without spaces, '*' or '>'", t.ID)}
+	}
+	if strings.HasPrefix(t.ID, "mcp__") {
+		return &FieldError{f + ".id", "mcp__ ids are reserved for tools of MCP servers (executors.mcp)"}
+	}
+	if t.Kind == "" {
+		t.Kind = contracts.KindRegular
+	}
+	switch t.Kind {
+	case contracts.KindRegular, contracts.KindClientExecuted, contracts.KindDelegation:
+	default:
+		return &FieldError{f + ".kind", fmt.Sprintf("%q must be regular, client_executed or delegation", t.Kind)}
+	}
+	if t.Target == "" {
+		t.Target = contracts.TargetBrain
+	}
+	switch t.Target {
+	case contracts.TargetBrain, contracts.TargetSandbox:
+	default:
+		return &FieldError{f + ".target", fmt.Sprintf("%q must be brain or sandbox", t.Target)}
+	}
+	if t.Capability == "" {
+		t.Capability = contracts.CapabilityNonRecoverable
+		if t.Kind == contracts.KindDelegation {
+			t.Capability = contracts.CapabilityDurableRequest
+		}
+	}
+	if !t.Capability.Valid() {
+		return &FieldError{f + ".capability", fmt.Sprintf("%q must be non_recoverable, replay_safe, idempotent or durable_request", t.Capability)}
+	}
+	if t.Recovery != nil {
+		if t.Recovery.MaxAttempts == 0 {
+			t.Recovery.MaxAttempts = 3
+		}
+		if t.Recovery.MaxAttempts < 1 || t.Recovery.MaxAttempts > 65535 {
+			return &FieldError{f + ".recovery_policy.max_attempts", "must be within 1..65535"}
+		}
+		if t.Recovery.Mode == "" {
+			t.Recovery.Mode = contracts.ModeNeverReplay
+		}
+	}
+	if err := t.RecoveryPolicy().Validate(t.EffectiveCapability()); err != nil {
+		return &FieldError{f + ".recovery_policy.mode", err.Error()}
+	}
+	if t.ParallelCompletion && t.Kind != contracts.KindDelegation {
+		return &FieldError{f + ".parallel_completion", "only delegation tools can declare parallel completion"}
+	}
+	if t.Timeout < 0 {
+		return &FieldError{f + ".timeout", "must not be negative"}
+	}
+	if t.Target == contracts.TargetSandbox {
+		if t.Module == "" && t.SetResult == nil && t.Kind != contracts.KindClientExecuted {
+			return &FieldError{f + ".module", "a sandbox tool needs a WebAssembly module"}
+		}
+		if t.MemoryLimitMiB < 0 || t.MemoryLimitMiB > 4096 {
+			return &FieldError{f + ".memory_limit_mib", "must be within 0..4096"}
+		}
+		if t.MaxOutputBytes < 0 {
+			return &FieldError{f + ".max_output_bytes", "must not be negative"}
+		}
+	} else if t.Module != "" || t.Scratch || t.MemoryLimitMiB != 0 {
+		return &FieldError{f + ".module", "module, scratch and memory_limit_mib apply only to sandbox tools"}
+	}
+	if t.Builtin == "" && t.Target == contracts.TargetBrain {
+		t.Builtin = t.ID
+	}
+	if t.Parameters != nil {
+		b, err := json.Marshal(t.Parameters)
+		if err != nil {
+			return &FieldError{f + ".parameters", "must be a JSON Schema object: " + err.Error()}
+		}
+		var obj map[string]any
+		if json.Unmarshal(b, &obj) != nil {
+			return &FieldError{f + ".parameters", "must be a JSON Schema object"}
+		}
+	}
+	return nil
+}
+
+// EffectiveCapability is the capability the pinned policy is validated against (reference
+// §1.6): delegation tools are durable requests whatever they declare.
+func (t *Tool) EffectiveCapability() contracts.ToolRecoveryCapability {
+	if t.Kind == contracts.KindDelegation {
+		return contracts.CapabilityDurableRequest
+	}
+	return t.Capability
+}
+
+// RecoveryPolicy is the policy pinned into every call of this tool: the configured one,
+// durable_request for delegation tools without one, else never_replay with 3 attempts.
+func (t *Tool) RecoveryPolicy() contracts.ToolRecoveryPolicy {
+	if t.Recovery != nil {
+		return contracts.ToolRecoveryPolicy{Mode: t.Recovery.Mode, MaxAttempts: uint16(t.Recovery.MaxAttempts)}
+	}
+	if t.Kind == contracts.KindDelegation {
+		return contracts.ToolRecoveryPolicy{Mode: contracts.ModeDurableRequest, MaxAttempts: 3}
+	}
+	return contracts.DefaultRecoveryPolicy()
+}
+
+// ParametersJSON returns the configured JSON Schema, or nil.
+func (t *Tool) ParametersJSON() json.RawMessage {
+	if t.Parameters == nil {
+		return nil
+	}
+	b, _ := json.Marshal(t.Parameters)
+	return b
+}
+
+// MCPPrefix is the id prefix of tools served by MCP server name.
+func MCPPrefix(server string) string { return "mcp__" + server + "__" }
+
+// Names returns the subject, stream and bucket names of this configuration.
+func (c *Config) Names() contracts.Names { return contracts.NewNames(c.Prefix) }
+
+// Tool looks a tool up by id in the trusted registry. Tools of configured MCP servers
+// (mcp__{server}__{tool}) resolve to a brain tool with no recovery capability; whether the
+// server really offers it is decided by brain-exec at dispatch.
+func (c *Config) Tool(id string) (Tool, bool) {
+	if i, ok := c.byID[id]; ok {
+		return c.Tools[i], true
+	}
+	for _, s := range c.Executors.MCP {
+		if rest, ok := strings.CutPrefix(id, MCPPrefix(s.Name)); ok && rest != "" {
+			return Tool{
+				ID: id, Kind: contracts.KindRegular, Target: contracts.TargetBrain,
+				Capability: contracts.CapabilityNonRecoverable,
+			}, true
+		}
+	}
+	return Tool{}, false
+}
+
+// Pin resolves what the batcher pins into a call of toolID when its batch is created.
+func (c *Config) Pin(toolID string) contracts.PinnedCall {
+	t, ok := c.Tool(toolID)
+	if !ok {
+		return contracts.PinnedCall{Known: false, Policy: contracts.DefaultRecoveryPolicy()}
+	}
+	return contracts.PinnedCall{Known: true, Target: t.Target, Kind: t.Kind, Policy: t.RecoveryPolicy()}
+}
+
+// ModulePath resolves a sandbox tool's module path against the configuration directory.
+func (c *Config) ModulePath(t Tool) string {
+	if t.Module == "" || filepath.IsAbs(t.Module) || c.Dir == "" {
+		return t.Module
+	}
+	return filepath.Join(c.Dir, t.Module)
+}

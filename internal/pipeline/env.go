@@ -1,0 +1,137 @@
+// Package pipeline is the shared environment of the awaken services: the typed stores of
+// batch, call and ticket records, the publisher, the cache of immutable batch records, the
+// deterministic message ids, and the test-only fault hook. Services receive an [*Env] from
+// their wiring and never import each other.
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+
+	"github.com/awaken-dev/awaken/internal/bus"
+	"github.com/awaken-dev/awaken/internal/config"
+	"github.com/awaken-dev/awaken/internal/state"
+	"github.com/awaken-dev/awaken/pkg/contracts"
+)
+
+// FaultPoint names a step boundary where tests inject crashes.
+type FaultPoint string
+
+const (
+	// FaultAfterCommit fires after a handler's state change and before its publishes.
+	FaultAfterCommit FaultPoint = "after-commit"
+	// FaultAfterPublish fires after a handler's publishes and before the ack.
+	FaultAfterPublish FaultPoint = "after-publish"
+	// FaultInTool fires inside a tool body, after the executor entered it.
+	FaultInTool FaultPoint = "in-tool"
+)
+
+// FaultHook is called at every fault point with the service name and the operation id.
+// A non-nil error aborts the handler there as if the process died (the message is not
+// acked). It is nil in production: only test wiring sets it.
+type FaultHook func(ctx context.Context, service string, point FaultPoint, operationID string) error
+
+// Env is what every service needs. It is safe for concurrent use.
+type Env struct {
+	Conn    *nats.Conn
+	JS      jetstream.JetStream
+	Config  *config.Config
+	Names   contracts.Names
+	Log     zerolog.Logger
+	Pub     *bus.Publisher
+	Batches *state.Store[contracts.BatchRecord]
+	Calls   *state.Store[contracts.CallRecord]
+	Tickets *state.Store[contracts.ResumeTicket]
+	// Counters is the bucket of the example counter tool and the body-run ledger.
+	Counters jetstream.KeyValue
+	// Faults is the test-only fault hook (nil in production).
+	Faults FaultHook
+	// Now is the clock (time.Now in production).
+	Now func() time.Time
+
+	cache sync.Map // batch key → *contracts.BatchRecord (immutable part)
+}
+
+// NewEnv binds the stores of an ensured topology. EnsureTopology must have run.
+func NewEnv(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, cfg *config.Config, log zerolog.Logger) (*Env, error) {
+	names := cfg.Names()
+	kv := func(name string) (jetstream.KeyValue, error) {
+		b, err := js.KeyValue(ctx, name)
+		if err != nil {
+			return nil, fmt.Errorf("pipeline: bucket %s: %w", name, err)
+		}
+		return b, nil
+	}
+	batches, err := kv(names.BatchesBucket())
+	if err != nil {
+		return nil, err
+	}
+	calls, err := kv(names.CallsBucket())
+	if err != nil {
+		return nil, err
+	}
+	tickets, err := kv(names.TicketsBucket())
+	if err != nil {
+		return nil, err
+	}
+	counters, err := kv(names.CountersBucket())
+	if err != nil {
+		return nil, err
+	}
+	return &Env{
+		Conn: nc, JS: js, Config: cfg, Names: names, Log: log,
+		Pub:      bus.NewPublisher(js),
+		Batches:  state.NewStore[contracts.BatchRecord](batches),
+		Calls:    state.NewStore[contracts.CallRecord](calls),
+		Tickets:  state.NewStore[contracts.ResumeTicket](tickets),
+		Counters: counters,
+		Now:      func() time.Time { return time.Now().UTC() },
+	}, nil
+}
+
+// Fault calls the fault hook, if any.
+func (e *Env) Fault(ctx context.Context, service string, point FaultPoint, op string) error {
+	if e.Faults == nil {
+		return nil
+	}
+	return e.Faults(ctx, service, point, op)
+}
+
+// ErrBatchNotFound means a work message names a batch that has no record.
+var ErrBatchNotFound = errors.New("batch record not found")
+
+// Batch returns the batch record of (runID, step). The submission and pins never change
+// after creation, so a cached copy is returned when there is one; its Phase may be stale —
+// read the store when the phase matters.
+func (e *Env) Batch(ctx context.Context, runID string, step int64) (*contracts.BatchRecord, error) {
+	key := contracts.BatchKey(runID, step)
+	if v, ok := e.cache.Load(key); ok {
+		return v.(*contracts.BatchRecord), nil
+	}
+	rec, _, err := e.Batches.Get(ctx, key)
+	if err != nil {
+		if errors.Is(err, state.ErrNotFound) {
+			return nil, fmt.Errorf("%w: %s", ErrBatchNotFound, contracts.BatchID(runID, step))
+		}
+		return nil, err
+	}
+	e.cache.Store(key, &rec)
+	return &rec, nil
+}
+
+// Event builds a CloudEvent from service with a deterministic id.
+func (e *Env) Event(service, id, typ string, payload any) (bus.Event, error) {
+	return bus.NewEvent(id, "awaken/"+service, typ, payload)
+}
+
+// Mark appends a timeline mark to rec.
+func (e *Env) Mark(rec *contracts.CallRecord, stage string) {
+	rec.Timeline = append(rec.Timeline, contracts.TimelineMark{Stage: stage, At: e.Now()})
+}

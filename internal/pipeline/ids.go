@@ -1,0 +1,47 @@
+package pipeline
+
+import (
+	"strconv"
+
+	"github.com/awaken-dev/awaken/pkg/contracts"
+)
+
+// Deterministic message ids (see PIPELINE design): a redelivered input re-publishes its
+// outputs under the same ids, so the stream drops the copies.
+
+// GateRequestID is the id of the gate request of one call.
+func GateRequestID(op string) string { return op + ":gate" }
+
+// ProbeID is the id of the parallel-delegation probe of a batch.
+func ProbeID(batchID string) string { return batchID + ":probe" }
+
+// ExecRequestID is the id of the executor request of one attempt.
+func ExecRequestID(op string, attempt uint16) string {
+	return op + ":exec:" + strconv.FormatUint(uint64(attempt), 10)
+}
+
+// OutputID is the id of a call's output announcement.
+func OutputID(op string) string { return op + ":output" }
+
+// AuditID is the id of a PermissionDecided record.
+func AuditID(op, decision string) string { return op + ":audit:" + decision }
+
+// AgentEventID is the id of a projection fact of a call.
+func AgentEventID(op string, fact contracts.AgentEventType) string {
+	return op + ":event:" + string(fact)
+}
+
+// ResultID is the id of the result of call index of a batch.
+func ResultID(batchID string, index int) string { return batchID + ":result:" + strconv.Itoa(index) }
+
+// FinalizedID is the id of a batch's finalized event.
+func FinalizedID(batchID string) string { return batchID + ":finalized" }
+
+// TicketOpenedID, TicketResolvedID and TicketTimerID identify ticket events.
+func TicketOpenedID(corr string) string            { return corr + ":opened" }
+func TicketResolvedID(corr string) string          { return corr + ":resolved" }
+func TicketTimerID(corr, kind string) string       { return corr + ":" + kind }
+func TicketRejectedID(resumeEventID string) string { return resumeEventID + ":rejected" }
+
+// RejectedID is the id of a batch rejection event for inbound event id.
+func RejectedID(eventID string) string { return eventID + ":rejected" }

@@ -1,0 +1,397 @@
+// Package client is the Go client for agent platforms: submit a batch, await its ordered
+// results, answer approval tickets, cancel a run and watch the agent-event projection. It
+// speaks only the public protocol of DESIGN §3, so anything it does an outside client in
+// another language can do the same way.
+//
+// Results are read from the results stream, never from a plain subscription: only the
+// stream guarantees that a batch is seen whole (its results and finalized event are one
+// atomic publish) and that a client which was offline when they were published still
+// sees them.
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/awaken-dev/awaken/internal/bus"
+	"github.com/awaken-dev/awaken/pkg/contracts"
+)
+
+// ErrRejected is wrapped by [*RejectedError].
+var ErrRejected = errors.New("batch rejected")
+
+// RejectedError reports that the pipeline refused a submitted batch.
+type RejectedError struct {
+	contracts.BatchRejected
+}
+
+func (e *RejectedError) Error() string {
+	return fmt.Sprintf("batch %s rejected: %s: %s", e.BatchID, e.Code, e.Message)
+}
+
+// Unwrap lets callers test for [ErrRejected].
+func (e *RejectedError) Unwrap() error { return ErrRejected }
+
+// ResumeRejectedError reports that a resume command was refused; Code is a
+// [contracts.ResumeErrorCode] such as not_waiting or expired.
+type ResumeRejectedError struct {
+	contracts.TicketResolution
+}
+
+func (e *ResumeRejectedError) Error() string {
+	return fmt.Sprintf("resume of %s rejected: %s: %s", e.CorrelationID, e.Code, e.Message)
+}
+
+// Client talks to an awaken deployment over one NATS connection. It is safe for
+// concurrent use.
+type Client struct {
+	nc     *nats.Conn
+	js     jetstream.JetStream
+	names  contracts.Names
+	source string
+}
+
+// Option configures a [Client].
+type Option func(*Client)
+
+// WithPrefix sets the subject prefix of the deployment (default "awaken").
+func WithPrefix(prefix string) Option { return func(c *Client) { c.names = contracts.NewNames(prefix) } }
+
+// WithSource sets the CloudEvents source of what the client publishes.
+func WithSource(source string) Option { return func(c *Client) { c.source = source } }
+
+// New returns a client on an existing connection; the caller owns the connection.
+func New(nc *nats.Conn, opts ...Option) (*Client, error) {
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, fmt.Errorf("client: %w", err)
+	}
+	c := &Client{nc: nc, js: js, names: contracts.NewNames(""), source: "awaken/client"}
+	for _, o := range opts {
+		o(c)
+	}
+	return c, nil
+}
+
+// Dial connects to url and returns a client that owns the connection; Close it when done.
+func Dial(url string, opts ...Option) (*Client, error) {
+	nc, err := nats.Connect(url, nats.Name("awaken-client"), nats.MaxReconnects(-1))
+	if err != nil {
+		return nil, fmt.Errorf("client: connect %s: %w", url, err)
+	}
+	c, err := New(nc, opts...)
+	if err != nil {
+		nc.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// Close drains and closes the connection.
+func (c *Client) Close() error { return c.nc.Drain() }
+
+// Conn returns the underlying connection.
+func (c *Client) Conn() *nats.Conn { return c.nc }
+
+// Names returns the subject names the client uses.
+func (c *Client) Names() contracts.Names { return c.names }
+
+// BatchResult is the published outcome of one batch: one result per call in model order,
+// then the finalized event.
+type BatchResult struct {
+	BatchID   string
+	Results   []contracts.ToolResultEvent
+	Finalized contracts.BatchFinalized
+}
+
+// Submit publishes a batch and waits for the stream's acknowledgement. The event id is the
+// batch id, so resubmitting the same batch is deduplicated by the stream too.
+func (c *Client) Submit(ctx context.Context, sub contracts.BatchSubmission) (string, error) {
+	id := sub.BatchID()
+	return id, c.publish(ctx, c.names.SubmitSubject(), id, contracts.TypeBatchRequested, sub)
+}
+
+// SubmitAndWait submits a batch and waits for its results, or for its rejection.
+func (c *Client) SubmitAndWait(ctx context.Context, sub contracts.BatchSubmission) (*BatchResult, error) {
+	rejected := make(chan contracts.BatchRejected, 1)
+	batchID := sub.BatchID()
+	s, err := c.nc.Subscribe(c.names.RejectedSubject(), func(m *nats.Msg) {
+		ev, err := bus.DecodeMsg(m.Header, m.Data)
+		if err != nil {
+			return
+		}
+		var r contracts.BatchRejected
+		if json.Unmarshal(ev.Data, &r) == nil && (r.BatchID == batchID || r.EventID == batchID) {
+			select {
+			case rejected <- r:
+			default:
+			}
+		}
+	})
+	if err != nil {
+		return nil, fmt.Errorf("client: watch rejections: %w", err)
+	}
+	defer s.Unsubscribe()
+	if err := c.nc.FlushWithContext(ctx); err != nil {
+		return nil, fmt.Errorf("client: %w", err)
+	}
+	if _, err := c.Submit(ctx, sub); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type awaited struct {
+		res *BatchResult
+		err error
+	}
+	done := make(chan awaited, 1)
+	go func() {
+		res, err := c.Await(ctx, sub.RunID, sub.Step)
+		done <- awaited{res, err}
+	}()
+	select {
+	case r := <-rejected:
+		return nil, &RejectedError{r}
+	case a := <-done:
+		return a.res, a.err
+	}
+}
+
+// Await returns the published results of batch (runID, step), waiting until they appear.
+// It reads the run's results subject from the start of the stream with an ordered
+// consumer, so it works whether the results were published before or after the call.
+func (c *Client) Await(ctx context.Context, runID string, step int64) (*BatchResult, error) {
+	batchID := contracts.BatchID(runID, step)
+	cons, err := c.js.OrderedConsumer(ctx, c.names.ResultsStream(), jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{c.names.ResultsSubject(runID)},
+		DeliverPolicy:  jetstream.DeliverAllPolicy,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("client: results consumer: %w", err)
+	}
+	it, err := cons.Messages()
+	if err != nil {
+		return nil, fmt.Errorf("client: results: %w", err)
+	}
+	defer it.Stop()
+	stop := context.AfterFunc(ctx, it.Stop)
+	defer stop()
+
+	res := &BatchResult{BatchID: batchID}
+	for {
+		m, err := it.Next()
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, fmt.Errorf("client: awaiting %s: %w", batchID, ctx.Err())
+			}
+			return nil, fmt.Errorf("client: awaiting %s: %w", batchID, err)
+		}
+		ev, err := bus.DecodeMsg(m.Headers(), m.Data())
+		if err != nil {
+			continue
+		}
+		switch ev.Type {
+		case contracts.TypeToolResult:
+			var r contracts.ToolResultEvent
+			if err := json.Unmarshal(ev.Data, &r); err != nil {
+				return nil, fmt.Errorf("client: result %s: %w", ev.ID, err)
+			}
+			if r.BatchID == batchID {
+				res.Results = append(res.Results, r)
+			}
+		case contracts.TypeBatchFinalized:
+			var f contracts.BatchFinalized
+			if err := json.Unmarshal(ev.Data, &f); err != nil {
+				return nil, fmt.Errorf("client: finalized %s: %w", ev.ID, err)
+			}
+			if f.BatchID == batchID {
+				res.Finalized = f
+				return res, nil
+			}
+		}
+	}
+}
+
+// Resume publishes a resume command and waits for its answer. A refusal is returned as a
+// [*ResumeRejectedError] carrying the code.
+func (c *Client) Resume(ctx context.Context, cmd contracts.ResumeCommand) (contracts.TicketResolution, error) {
+	id := "resume-" + nats.NewInbox()[len(nats.InboxPrefix):]
+	answers := make(chan struct {
+		res      contracts.TicketResolution
+		rejected bool
+	}, 1)
+	handler := func(m *nats.Msg) {
+		ev, err := bus.DecodeMsg(m.Header, m.Data)
+		if err != nil {
+			return
+		}
+		var r contracts.TicketResolution
+		if json.Unmarshal(ev.Data, &r) != nil || r.ResumeID != id {
+			return
+		}
+		select {
+		case answers <- struct {
+			res      contracts.TicketResolution
+			rejected bool
+		}{r, ev.Type == contracts.TypeTicketRejected}:
+		default:
+		}
+	}
+	s1, err := c.nc.Subscribe(c.names.TicketResolvedSubject(), handler)
+	if err != nil {
+		return contracts.TicketResolution{}, fmt.Errorf("client: %w", err)
+	}
+	defer s1.Unsubscribe()
+	s2, err := c.nc.Subscribe(c.names.TicketRejectedSubject(), handler)
+	if err != nil {
+		return contracts.TicketResolution{}, fmt.Errorf("client: %w", err)
+	}
+	defer s2.Unsubscribe()
+	if err := c.nc.FlushWithContext(ctx); err != nil {
+		return contracts.TicketResolution{}, fmt.Errorf("client: %w", err)
+	}
+	if err := c.publish(ctx, c.names.TicketResumeSubject(), id, contracts.TypeTicketResume, cmd); err != nil {
+		return contracts.TicketResolution{}, err
+	}
+	select {
+	case a := <-answers:
+		if a.rejected {
+			return a.res, &ResumeRejectedError{a.res}
+		}
+		return a.res, nil
+	case <-ctx.Done():
+		return contracts.TicketResolution{}, fmt.Errorf("client: awaiting resume answer: %w", ctx.Err())
+	}
+}
+
+// Approve answers a permission or scheduled-action ticket with allow.
+func (c *Client) Approve(ctx context.Context, t contracts.ResumeTicket, note string) (contracts.TicketResolution, error) {
+	return c.Resume(ctx, contracts.ResumeCommandFromTicket(t, contracts.ResumeResult{
+		Permission: &contracts.PermissionDecision{Decision: contracts.DecisionAllow, Note: note}}))
+}
+
+// Deny answers a permission ticket with deny; the call completes as "blocked: {reason}".
+func (c *Client) Deny(ctx context.Context, t contracts.ResumeTicket, reason string) (contracts.TicketResolution, error) {
+	return c.Resume(ctx, contracts.ResumeCommandFromTicket(t, contracts.ResumeResult{
+		Permission: &contracts.PermissionDecision{Decision: contracts.DecisionDeny, Reason: reason}}))
+}
+
+// CompleteClientCall answers a client_execution ticket with the client's tool output.
+func (c *Client) CompleteClientCall(ctx context.Context, t contracts.ResumeTicket, out contracts.ToolOutput) (contracts.TicketResolution, error) {
+	return c.Resume(ctx, contracts.ResumeCommandFromTicket(t, contracts.ResumeResult{ToolResult: &out}))
+}
+
+// Tickets lists the open tickets.
+func (c *Client) Tickets(ctx context.Context) ([]contracts.ResumeTicket, error) {
+	kv, err := c.js.KeyValue(ctx, c.names.TicketsBucket())
+	if err != nil {
+		return nil, fmt.Errorf("client: tickets: %w", err)
+	}
+	lister, err := kv.ListKeys(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("client: tickets: %w", err)
+	}
+	var out []contracts.ResumeTicket
+	for k := range lister.Keys() {
+		e, err := kv.Get(ctx, k)
+		if err != nil {
+			if errors.Is(err, jetstream.ErrKeyNotFound) {
+				continue
+			}
+			return nil, fmt.Errorf("client: ticket %s: %w", k, err)
+		}
+		var t contracts.ResumeTicket
+		if err := json.Unmarshal(e.Value(), &t); err != nil {
+			return nil, fmt.Errorf("client: ticket %s: %w", k, err)
+		}
+		out = append(out, t)
+	}
+	return out, nil
+}
+
+// Ticket returns the open ticket with correlationID.
+func (c *Client) Ticket(ctx context.Context, correlationID string) (contracts.ResumeTicket, error) {
+	kv, err := c.js.KeyValue(ctx, c.names.TicketsBucket())
+	if err != nil {
+		return contracts.ResumeTicket{}, fmt.Errorf("client: tickets: %w", err)
+	}
+	e, err := kv.Get(ctx, correlationID)
+	if err != nil {
+		return contracts.ResumeTicket{}, fmt.Errorf("client: ticket %s: %w", correlationID, err)
+	}
+	var t contracts.ResumeTicket
+	if err := json.Unmarshal(e.Value(), &t); err != nil {
+		return contracts.ResumeTicket{}, fmt.Errorf("client: ticket %s: %w", correlationID, err)
+	}
+	return t, nil
+}
+
+// WaitTicket waits until a ticket for call callID of batch (runID, step) is open.
+func (c *Client) WaitTicket(ctx context.Context, runID string, step int64, callID string) (contracts.ResumeTicket, error) {
+	kv, err := c.js.KeyValue(ctx, c.names.TicketsBucket())
+	if err != nil {
+		return contracts.ResumeTicket{}, fmt.Errorf("client: tickets: %w", err)
+	}
+	w, err := kv.Watch(ctx, "*."+runID+"."+strconv.FormatInt(step, 10)+"."+callID)
+	if err != nil {
+		return contracts.ResumeTicket{}, fmt.Errorf("client: watch tickets: %w", err)
+	}
+	defer w.Stop()
+	for {
+		select {
+		case e := <-w.Updates():
+			if e == nil || e.Operation() != jetstream.KeyValuePut {
+				continue
+			}
+			var t contracts.ResumeTicket
+			if err := json.Unmarshal(e.Value(), &t); err != nil {
+				return contracts.ResumeTicket{}, fmt.Errorf("client: ticket %s: %w", e.Key(), err)
+			}
+			return t, nil
+		case <-ctx.Done():
+			return contracts.ResumeTicket{}, fmt.Errorf("client: waiting for the ticket of %s: %w", callID, ctx.Err())
+		}
+	}
+}
+
+// Cancel asks the pipeline to seal the open batches of runID: every unfinished call
+// becomes Indeterminate("cancelled") and the results publish once.
+func (c *Client) Cancel(ctx context.Context, runID, reason string) error {
+	id := "cancel-" + runID + "-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	return c.publish(ctx, c.names.RunCancelSubject(), id, contracts.TypeRunCancel, contracts.RunCancel{RunID: runID, Reason: reason})
+}
+
+// Counter reads the durable value of the example `counter` tool's counter name (0 when it
+// was never incremented). Tests use it to prove how many times a body ran.
+func (c *Client) Counter(ctx context.Context, name string) (int64, error) {
+	kv, err := c.js.KeyValue(ctx, c.names.CountersBucket())
+	if err != nil {
+		return 0, fmt.Errorf("client: counters: %w", err)
+	}
+	e, err := kv.Get(ctx, "counter."+name)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("client: counter %s: %w", name, err)
+	}
+	return strconv.ParseInt(string(e.Value()), 10, 64)
+}
+
+func (c *Client) publish(ctx context.Context, subject, id, typ string, payload any) error {
+	ev, err := bus.NewEvent(id, c.source, typ, payload)
+	if err != nil {
+		return fmt.Errorf("client: %w", err)
+	}
+	if _, err := c.js.PublishMsg(ctx, bus.EncodeMsg(subject, ev)); err != nil {
+		return fmt.Errorf("client: publish %s: %w", subject, err)
+	}
+	return nil
+}
