@@ -171,6 +171,10 @@ type fieldCondition struct {
 //     O(len(text) × len(glob)) time at worst: there is no backtracking blow-up.
 //   - Inside a quoted value, `\"` is a quote and `\\` a backslash; any other `\x` is kept
 //     as written (so in a glob it escapes x).
+//   - A tool name runs to `(` or white space; it may not start with `/` or contain `)` or
+//     `"`. Arguments that start like a field path followed by an operator are field
+//     conditions and need a quoted value: `Bash(ls ~/x)` is rejected; write
+//     `Bash(command ~ "ls ~/x")`.
 //
 // Regular expressions (`=~`, `!=~`, `/regex/` tool names) are rejected at parse time.
 //
@@ -314,11 +318,11 @@ func (p ToolPattern) Matches(toolID string, args json.RawMessage) bool {
 	if p.args == argsAny {
 		return true
 	}
-	v, err := decodePolicyArgs(args)
+	a, err := decodeCallArgs(args)
 	if err != nil {
 		return false
 	}
-	return p.matchesArgs(v)
+	return p.matchesArgs(a)
 }
 
 func (p ToolPattern) matchesTool(toolID string) bool {
@@ -331,16 +335,16 @@ func (p ToolPattern) matchesTool(toolID string) bool {
 	return false
 }
 
-// matchesArgs matches decoded arguments (see decodePolicyArgs).
-func (p ToolPattern) matchesArgs(v any) bool {
+// matchesArgs matches decoded arguments.
+func (p ToolPattern) matchesArgs(a *callArgs) bool {
 	switch p.args {
 	case argsAny:
 		return true
 	case argsPrimary:
-		return p.primGlob.matchString(primaryArgValue(v))
+		return p.primGlob.match(a.primaryRunes())
 	case argsFields:
 		for i := range p.conds {
-			if !p.conds[i].holds(v) {
+			if !p.conds[i].holds(a.value) {
 				return false
 			}
 		}
@@ -406,12 +410,37 @@ func resolvePath(v any, path []pathSeg, pred func(any) bool) bool {
 // errPolicyArgs reports arguments that are not one JSON value.
 var errPolicyArgs = errors.New("tool arguments are not valid JSON")
 
-// decodePolicyArgs decodes call arguments for matching: numbers keep their JSON text, and
-// empty or null arguments become an empty object.
-func decodePolicyArgs(raw json.RawMessage) (any, error) {
+// callArgs is one call's arguments decoded for matching, shared by every rule evaluated
+// against the call so that the work per call does not grow with the arguments' size times
+// the number of rules. It is not safe for concurrent use; each evaluation has its own.
+type callArgs struct {
+	value   any
+	primary []rune // the primary value, computed on first use
+	hasPrim bool
+}
+
+// trimCallArgs returns the arguments without surrounding white space, or nil when they are
+// empty or JSON null, which both count as {}.
+func trimCallArgs(raw json.RawMessage) []byte {
 	trimmed := bytes.TrimSpace(raw)
-	if len(trimmed) == 0 || string(trimmed) == "null" {
-		return map[string]any{}, nil
+	if string(trimmed) == "null" {
+		return nil
+	}
+	return trimmed
+}
+
+// validCallArgs reports whether raw is acceptable call arguments: empty, or one JSON value.
+func validCallArgs(raw json.RawMessage) bool {
+	trimmed := trimCallArgs(raw)
+	return len(trimmed) == 0 || json.Valid(trimmed)
+}
+
+// decodeCallArgs decodes call arguments for matching: numbers keep their JSON text, and
+// empty or null arguments become an empty object.
+func decodeCallArgs(raw json.RawMessage) (*callArgs, error) {
+	trimmed := trimCallArgs(raw)
+	if len(trimmed) == 0 {
+		return &callArgs{value: map[string]any{}}, nil
 	}
 	if !json.Valid(trimmed) {
 		return nil, errPolicyArgs
@@ -422,18 +451,24 @@ func decodePolicyArgs(raw json.RawMessage) (any, error) {
 	if err := dec.Decode(&v); err != nil {
 		return nil, fmt.Errorf("%w: %w", errPolicyArgs, err)
 	}
-	return v, nil
+	return &callArgs{value: v}, nil
 }
 
-// primaryArgValue is the string a primary glob is matched against: the value of a one-key
+// primaryRunes is the text a primary glob is matched against: the value of a one-key
 // object, else the whole arguments.
-func primaryArgValue(v any) string {
-	if m, ok := v.(map[string]any); ok && len(m) == 1 {
-		for _, x := range m {
-			return argValueString(x)
+func (a *callArgs) primaryRunes() []rune {
+	if !a.hasPrim {
+		s := ""
+		if m, ok := a.value.(map[string]any); ok && len(m) == 1 {
+			for _, x := range m {
+				s = argValueString(x)
+			}
+		} else {
+			s = argValueString(a.value)
 		}
+		a.primary, a.hasPrim = []rune(s), true
 	}
-	return argValueString(v)
+	return a.primary
 }
 
 // argValueString renders a decoded JSON value as the string patterns compare against.
@@ -452,7 +487,7 @@ func argValueString(v any) string {
 	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false)
 	if err := enc.Encode(v); err != nil {
-		// Unreachable for values produced by decodePolicyArgs; render nothing rather than
+		// Unreachable for values produced by decodeCallArgs; render nothing rather than
 		// fail, which makes positive conditions false.
 		return ""
 	}

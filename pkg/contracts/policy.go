@@ -231,8 +231,7 @@ func (p *Policy) Explain(call ToolCall, correlationID string) PolicyDecision {
 	}
 
 	// Decode the arguments once, and only if some rule that names this tool looks at them.
-	var args any
-	argsDecoded := false
+	var args *callArgs
 	best := -1
 	for i := range p.rules {
 		r := &p.rules[i]
@@ -240,12 +239,12 @@ func (p *Policy) Explain(call ToolCall, correlationID string) PolicyDecision {
 			continue
 		}
 		if r.pattern.args != argsAny {
-			if !argsDecoded {
-				v, err := decodePolicyArgs(call.Arguments)
+			if args == nil {
+				a, err := decodeCallArgs(call.Arguments)
 				if err != nil {
 					return deny(BasisInvalidArguments, -1, denyReason+": arguments are not valid JSON")
 				}
-				args, argsDecoded = v, true
+				args = a
 			}
 			if !r.pattern.matchesArgs(args) {
 				continue
@@ -258,11 +257,9 @@ func (p *Policy) Explain(call ToolCall, correlationID string) PolicyDecision {
 			best = i
 		}
 	}
-	if !argsDecoded {
-		// No rule needed the arguments; they must still be valid JSON to be executed.
-		if _, err := decodePolicyArgs(call.Arguments); err != nil {
-			return deny(BasisInvalidArguments, -1, denyReason+": arguments are not valid JSON")
-		}
+	if args == nil && !validCallArgs(call.Arguments) {
+		// No rule needed the arguments, but a call with broken arguments is never allowed.
+		return deny(BasisInvalidArguments, -1, denyReason+": arguments are not valid JSON")
 	}
 
 	switch p.Mode() {

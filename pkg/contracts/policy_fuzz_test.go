@@ -113,7 +113,7 @@ func FuzzPolicyEvaluate(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, tool string, args []byte) {
 		call := ToolCall{CallID: "c", ToolID: tool, Arguments: json.RawMessage(args)}
-		_, argErr := decodePolicyArgs(call.Arguments)
+		_, argErr := decodeCallArgs(call.Arguments)
 		for i, p := range policies {
 			v := p.Evaluate(call, "perm-c")
 			if want := oracleVerdict(configs[i], call, "perm-c"); v != want {

@@ -103,7 +103,7 @@ func insertRule(rs []PolicyRule, at int, r PolicyRule) []PolicyRule {
 // public pattern API, as the specification Evaluate must agree with.
 func oracleVerdict(cfg PolicyConfig, call ToolCall, corr string) ToolPermissionVerdict {
 	denied := ToolPermissionVerdict{Kind: VerdictDeny, Reason: "tool " + call.ToolID + " denied by policy"}
-	if _, err := decodePolicyArgs(call.Arguments); err != nil {
+	if _, err := decodeCallArgs(call.Arguments); err != nil {
 		denied.Reason += ": arguments are not valid JSON"
 		return denied
 	}
@@ -323,16 +323,48 @@ func oracleGlob(p string, text []rune, afterSlash bool) bool {
 }
 
 func TestPropGlobAgreesWithBacktrackingOracle(t *testing.T) {
-	tokens := []string{"a", "b", "/", "*", "**", "**/", "/**/", "?", "[ab]", "[!a]", "[a-b]", "[/]", `\*`, `\/`}
+	// Each token with the strings it can stand for, so that texts built from a glob match it
+	// often, exercising every path of the matcher, not only early rejection.
+	type token struct {
+		src   string
+		texts []string
+	}
+	tokens := []token{
+		{"a", []string{"a"}}, {"b", []string{"b"}}, {"/", []string{"/"}},
+		{"*", []string{"", "a", "/", "ab/", "b/a"}}, {"**", []string{"", "a/b", "/"}},
+		{"**/", []string{"", "/", "a/", "a/b/"}}, {"/**/", []string{"/", "/a/", "//"}},
+		{"?", []string{"a", "/", "*"}}, {"[ab]", []string{"a", "b"}}, {"[!a]", []string{"b", "/"}},
+		{"[a-b]", []string{"a", "b"}}, {"[/]", []string{"/"}}, {`\*`, []string{"*"}}, {`\/`, []string{"/"}},
+	}
+	alphabet := []rune("ab/*")
 	rapid.Check(t, func(t *rapid.T) {
-		glob := strings.Join(rapid.SliceOfN(rapid.SampledFrom(tokens), 0, 7).Draw(t, "glob"), "")
-		text := strings.Join(rapid.SliceOfN(rapid.SampledFrom([]string{"a", "b", "/", "*"}), 0, 10).Draw(t, "text"), "")
-		g, off, msg := compileGlob(glob)
-		if msg != "" {
-			t.Fatalf("compileGlob(%q): at %d: %s", glob, off, msg)
+		picked := rapid.SliceOfN(rapid.SampledFrom(tokens), 0, 7).Draw(t, "glob")
+		var glob, built strings.Builder
+		for _, tok := range picked {
+			glob.WriteString(tok.src)
+			built.WriteString(rapid.SampledFrom(tok.texts).Draw(t, "piece"))
 		}
-		if got, want := g.matchString(text), oracleGlob(glob, []rune(text), true); got != want {
-			t.Fatalf("glob %q on %q: matcher %v, oracle %v", glob, text, got, want)
+		text := []rune(built.String())
+		switch rapid.IntRange(0, 3).Draw(t, "edit") {
+		case 1: // replace one character
+			if len(text) > 0 {
+				text[rapid.IntRange(0, len(text)-1).Draw(t, "at")] = rapid.SampledFrom(alphabet).Draw(t, "r")
+			}
+		case 2: // delete one character
+			if len(text) > 0 {
+				i := rapid.IntRange(0, len(text)-1).Draw(t, "at")
+				text = append(text[:i], text[i+1:]...)
+			}
+		case 3: // insert one character
+			i := rapid.IntRange(0, len(text)).Draw(t, "at")
+			text = append(text[:i], append([]rune{rapid.SampledFrom(alphabet).Draw(t, "r")}, text[i:]...)...)
+		}
+		g, off, msg := compileGlob(glob.String())
+		if msg != "" {
+			t.Fatalf("compileGlob(%q): at %d: %s", glob.String(), off, msg)
+		}
+		if got, want := g.match(text), oracleGlob(glob.String(), text, true); got != want {
+			t.Fatalf("glob %q on %q: matcher %v, oracle %v", glob.String(), string(text), got, want)
 		}
 	})
 }
