@@ -52,7 +52,7 @@ func TestVerdictProjectionPreservesReasonAndCorrelation(t *testing.T) {
 				got.Delay != tt.want.Delay || got.Timeout != tt.want.Timeout || got.Output != nil || got.ActionKind != "" {
 				t.Fatalf("got %+v, want %+v", got, tt.want)
 			}
-			if err := got.Validate(); err != nil && tt.want.Kind != GateRequireConfirmation {
+			if err := got.Validate(); err != nil {
 				t.Fatalf("projected outcome does not validate: %v", err)
 			}
 		})

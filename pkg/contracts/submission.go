@@ -14,6 +14,26 @@ import (
 	"unicode/utf8"
 )
 
+// MaxRejectionMessageBytes bounds the message of a rejection made by the decoders here.
+// Messages quote offending input (a key, a value) and are published on the rejected
+// subject, so an attacker must not be able to make them as large as the payload.
+const MaxRejectionMessageBytes = 512
+
+// rejectWire is [Reject] with the message cut to [MaxRejectionMessageBytes] at a UTF-8
+// boundary.
+func rejectWire(code RejectCode, format string, args ...any) *Rejection {
+	r := Reject(code, format, args...)
+	if len(r.Message) > MaxRejectionMessageBytes {
+		const ellipsis = "…"
+		cut := MaxRejectionMessageBytes - len(ellipsis)
+		for cut > 0 && !utf8.RuneStart(r.Message[cut]) {
+			cut--
+		}
+		r.Message = r.Message[:cut] + ellipsis
+	}
+	return r
+}
+
 // MaxCorrelationIDLength bounds a ticket correlation id. The longest id [CorrelationID]
 // makes is "client." + run id + "." + step + "." + call id, well under this.
 const MaxCorrelationIDLength = 512
@@ -49,45 +69,45 @@ func DecodeSubmission(data []byte) (*BatchSubmission, error) {
 	}
 	var top map[string]json.RawMessage
 	if err := json.Unmarshal(data, &top); err != nil {
-		return nil, Reject(RejectInvalidJSON, "%v", err)
+		return nil, rejectWire(RejectInvalidJSON, "%v", err)
 	}
 	if err := ValidateID("run_id", s.RunID); err != nil {
-		return nil, Reject(RejectInvalidID, "%v", err)
+		return nil, rejectWire(RejectInvalidID, "%v", err)
 	}
 	if err := ValidateID("thread_id", s.ThreadID); err != nil {
-		return nil, Reject(RejectInvalidID, "%v", err)
+		return nil, rejectWire(RejectInvalidID, "%v", err)
 	}
 	if err := ValidateID("agent.snapshot_id", s.Agent.SnapshotID); err != nil {
-		return nil, Reject(RejectInvalidID, "%v", err)
+		return nil, rejectWire(RejectInvalidID, "%v", err)
 	}
 	for i, c := range s.Calls {
 		if err := ValidateID(fmt.Sprintf("calls[%d].call_id", i), c.CallID); err != nil {
-			return nil, Reject(RejectInvalidID, "%v", err)
+			return nil, rejectWire(RejectInvalidID, "%v", err)
 		}
 	}
 	if _, ok := top["step"]; !ok {
-		return nil, Reject(RejectInvalidStep, "step is required")
+		return nil, rejectWire(RejectInvalidStep, "step is required")
 	}
 	if s.Step < 0 {
-		return nil, Reject(RejectInvalidStep, "step %d is negative", s.Step)
+		return nil, rejectWire(RejectInvalidStep, "step %d is negative", s.Step)
 	}
 	if len(s.Calls) == 0 {
-		return nil, Reject(RejectEmptyBatch, "the batch has no calls")
+		return nil, rejectWire(RejectEmptyBatch, "the batch has no calls")
 	}
 	if len(s.Calls) > MaxCallsPerBatch {
-		return nil, Reject(RejectTooManyCalls, "the batch has %d calls, more than %d", len(s.Calls), MaxCallsPerBatch)
+		return nil, rejectWire(RejectTooManyCalls, "the batch has %d calls, more than %d", len(s.Calls), MaxCallsPerBatch)
 	}
 	seen := make(map[string]int, len(s.Calls))
 	for i, c := range s.Calls {
 		if j, dup := seen[c.CallID]; dup {
-			return nil, Reject(RejectDuplicateCall, "calls[%d] and calls[%d] share call_id %q", j, i, c.CallID)
+			return nil, rejectWire(RejectDuplicateCall, "calls[%d] and calls[%d] share call_id %q", j, i, c.CallID)
 		}
 		seen[c.CallID] = i
 	}
 	for i := range s.Calls {
 		c := &s.Calls[i]
 		if err := ValidateToolID(c.ToolID); err != nil {
-			return nil, Reject(RejectInvalidField, "calls[%d].tool_id: %v", i, err)
+			return nil, rejectWire(RejectInvalidField, "calls[%d].tool_id: %v", i, err)
 		}
 		if a := bytes.TrimSpace(c.Arguments); len(a) == 0 || bytes.Equal(a, []byte("null")) {
 			c.Arguments = json.RawMessage(`{}`)
@@ -98,21 +118,21 @@ func DecodeSubmission(data []byte) (*BatchSubmission, error) {
 	}
 	for i, id := range s.Agent.Tools {
 		if err := ValidateToolID(id); err != nil {
-			return nil, Reject(RejectInvalidField, "agent.tools[%d]: %v", i, err)
+			return nil, rejectWire(RejectInvalidField, "agent.tools[%d]: %v", i, err)
 		}
 	}
 	if !s.Narrowing.Valid() {
-		return nil, Reject(RejectInvalidField, "narrowing %q is not configured or deny_all", s.Narrowing)
+		return nil, rejectWire(RejectInvalidField, "narrowing %q is not configured or deny_all", s.Narrowing)
 	}
 	s.Narrowing = s.Narrowing.Normalize()
 	for i, b := range s.Assistant {
 		if err := b.Validate(); err != nil {
-			return nil, Reject(RejectInvalidField, "assistant[%d]: %v", i, err)
+			return nil, rejectWire(RejectInvalidField, "assistant[%d]: %v", i, err)
 		}
 	}
 	if s.Policy != nil {
 		if err := checkPolicyShape(s.Policy); err != nil {
-			return nil, Reject(RejectInvalidField, "policy: %v", err)
+			return nil, rejectWire(RejectInvalidField, "policy: %v", err)
 		}
 	}
 	return &s, nil
@@ -212,31 +232,31 @@ func DecodeResumeCommand(data []byte) (*ResumeCommand, error) {
 		return nil, rej
 	}
 	if err := validateCorrelationID(c.CorrelationID); err != nil {
-		return nil, Reject(RejectInvalidID, "%v", err)
+		return nil, rejectWire(RejectInvalidID, "%v", err)
 	}
 	for _, id := range []struct{ field, value string }{
 		{"run_id", c.RunID}, {"thread_id", c.ThreadID}, {"snapshot_id", c.SnapshotID},
 	} {
 		if err := ValidateID(id.field, id.value); err != nil {
-			return nil, Reject(RejectInvalidID, "%v", err)
+			return nil, rejectWire(RejectInvalidID, "%v", err)
 		}
 	}
 	switch r := c.Result; {
 	case r.Permission != nil && r.ToolResult != nil:
-		return nil, Reject(RejectInvalidField, "result holds both permission and tool_result")
+		return nil, rejectWire(RejectInvalidField, "result holds both permission and tool_result")
 	case r.Permission != nil:
 		p := r.Permission
 		switch p.Decision {
 		case DecisionAllow:
 			if p.Reason != "" {
-				return nil, Reject(RejectInvalidField, "result.permission: an allow carries a note, not a reason")
+				return nil, rejectWire(RejectInvalidField, "result.permission: an allow carries a note, not a reason")
 			}
 		case DecisionDeny:
 			if p.Note != "" {
-				return nil, Reject(RejectInvalidField, "result.permission: a deny carries a reason, not a note")
+				return nil, rejectWire(RejectInvalidField, "result.permission: a deny carries a reason, not a note")
 			}
 		default:
-			return nil, Reject(RejectInvalidField, "result.permission.decision %q is not allow or deny", p.Decision)
+			return nil, rejectWire(RejectInvalidField, "result.permission.decision %q is not allow or deny", p.Decision)
 		}
 	case r.ToolResult != nil:
 		out := r.ToolResult
@@ -245,12 +265,12 @@ func DecodeResumeCommand(data []byte) (*ResumeCommand, error) {
 		}
 		if err := out.Validate(); err != nil {
 			if errors.Is(err, ErrInvalidID) {
-				return nil, Reject(RejectInvalidID, "result.tool_result: %v", err)
+				return nil, rejectWire(RejectInvalidID, "result.tool_result: %v", err)
 			}
-			return nil, Reject(RejectInvalidField, "result.tool_result: %v", err)
+			return nil, rejectWire(RejectInvalidField, "result.tool_result: %v", err)
 		}
 	default:
-		return nil, Reject(RejectInvalidField, "result holds neither permission nor tool_result")
+		return nil, rejectWire(RejectInvalidField, "result holds neither permission nor tool_result")
 	}
 	return &c, nil
 }
@@ -263,7 +283,7 @@ func DecodeRunCancel(data []byte) (*RunCancel, error) {
 		return nil, rej
 	}
 	if err := ValidateID("run_id", c.RunID); err != nil {
-		return nil, Reject(RejectInvalidID, "%v", err)
+		return nil, rejectWire(RejectInvalidID, "%v", err)
 	}
 	return &c, nil
 }
@@ -293,30 +313,27 @@ func validateCorrelationID(id string) error {
 // data into v (a pointer to a struct). See [DecodeSubmission] for the order.
 func decodeWirePayload(data []byte, v any) *Rejection {
 	if len(data) > MaxSubmissionBytes {
-		return Reject(RejectTooLarge, "payload is %d bytes, more than %d", len(data), MaxSubmissionBytes)
+		return rejectWire(RejectTooLarge, "payload is %d bytes, more than %d", len(data), MaxSubmissionBytes)
 	}
 	if !utf8.Valid(data) {
-		return Reject(RejectInvalidUTF8, "payload is not valid UTF-8")
+		return rejectWire(RejectInvalidUTF8, "payload is not valid UTF-8")
 	}
 	if depth := jsonNestingDepth(data, MaxJSONDepth); depth > MaxJSONDepth {
-		return Reject(RejectTooDeep, "payload nests arrays and objects deeper than %d", MaxJSONDepth)
+		return rejectWire(RejectTooDeep, "payload nests arrays and objects deeper than %d", MaxJSONDepth)
 	}
 	if !json.Valid(data) {
-		return Reject(RejectInvalidJSON, "payload is not valid JSON")
+		return rejectWire(RejectInvalidJSON, "payload is not valid JSON")
 	}
 	if t := bytes.TrimLeft(data, " \t\r\n"); len(t) == 0 || t[0] != '{' {
-		return Reject(RejectInvalidJSON, "payload is not a JSON object")
+		return rejectWire(RejectInvalidJSON, "payload is not a JSON object")
 	}
-	if key, dup := findDuplicateKey(data); dup {
-		return Reject(RejectInvalidJSON, "payload repeats the key %q in one object", key)
-	}
-	if rej := checkKnownFields(data, reflect.TypeOf(v), ""); rej != nil {
+	if rej := scanWireKeys(data, reflect.TypeOf(v)); rej != nil {
 		return rej
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return Reject(RejectInvalidField, "%s", describeDecodeError(err))
+		return rejectWire(RejectInvalidField, "%s", describeDecodeError(err))
 	}
 	return nil
 }
@@ -357,19 +374,67 @@ func jsonNestingDepth(data []byte, limit int) int {
 	return deepest
 }
 
-// findDuplicateKey reports the first key that occurs twice in one object of data, which
-// must be valid JSON.
-func findDuplicateKey(data []byte) (string, bool) {
+// scanWireKeys walks the tokens of data (valid JSON) once, alongside the Go type root it
+// will decode into, and reports the first duplicated key in any object (invalid_json,
+// which takes precedence wherever it occurs) or else the first object key that is not
+// the exact JSON name of a field of the struct it decodes into (unknown_field). Raw JSON
+// fields, interfaces and types with their own UnmarshalJSON are opaque: their keys are
+// checked for duplicates only. The walk is iterative and linear in the input.
+func scanWireKeys(data []byte, root reflect.Type) *Rejection {
 	type frame struct {
-		keys      map[string]struct{} // nil for arrays
+		object    bool
+		keys      map[string]struct{}
 		expectKey bool
+		fields    map[string]reflect.Type // struct: known fields; nil otherwise
+		elem      reflect.Type            // map or slice element; nil when opaque
+		valueType reflect.Type            // type of the value after the current key
+		key       string                  // current key (objects)
+		index     int                     // index of the current element (arrays)
+	}
+	fieldCache := map[reflect.Type]map[string]reflect.Type{}
+	structFields := func(t reflect.Type) map[string]reflect.Type {
+		if m, ok := fieldCache[t]; ok {
+			return m
+		}
+		fields, _ := jsonFieldsOf(t)
+		m := make(map[string]reflect.Type, len(fields))
+		for _, f := range fields {
+			m[f.name] = f.typ
+		}
+		fieldCache[t] = m
+		return m
 	}
 	var stack []*frame
+	pathOf := func(extraKey string) string {
+		var b strings.Builder
+		for i, f := range stack {
+			var seg string
+			switch {
+			case i == len(stack)-1 && f.object:
+				seg = extraKey
+			case f.object:
+				seg = f.key
+			default:
+				fmt.Fprintf(&b, "[%d]", f.index)
+				continue
+			}
+			if b.Len() > 0 {
+				b.WriteByte('.')
+			}
+			b.WriteString(seg)
+		}
+		return b.String()
+	}
+	var unknown *Rejection
 	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
 	for {
 		tok, err := dec.Token()
-		if err == io.EOF || err != nil {
-			return "", false
+		if err == io.EOF {
+			return unknown
+		}
+		if err != nil {
+			return rejectWire(RejectInvalidJSON, "payload is not valid JSON: %v", err)
 		}
 		var top *frame
 		if len(stack) > 0 {
@@ -379,107 +444,56 @@ func findDuplicateKey(data []byte) (string, bool) {
 			stack = stack[:len(stack)-1]
 			continue
 		}
-		if top != nil && top.keys != nil {
-			if top.expectKey {
-				key, _ := tok.(string)
-				if _, dup := top.keys[key]; dup {
-					return key, true
+		if top != nil && top.object && top.expectKey {
+			key, _ := tok.(string)
+			if _, dup := top.keys[key]; dup {
+				return rejectWire(RejectInvalidJSON, "payload repeats the key %q in one object", pathOf(key))
+			}
+			top.keys[key] = struct{}{}
+			top.expectKey, top.key, top.valueType = false, key, top.elem
+			if top.fields != nil {
+				ft, known := top.fields[key]
+				if !known && unknown == nil {
+					unknown = rejectWire(RejectUnknownField, "unknown field %q", pathOf(key))
 				}
-				top.keys[key] = struct{}{}
-				top.expectKey = false
-				continue
+				top.valueType = ft
 			}
-			top.expectKey = true // this token starts the value; a key comes next
+			continue
 		}
-		if d, ok := tok.(json.Delim); ok {
-			f := &frame{}
-			if d == '{' {
-				f.keys, f.expectKey = map[string]struct{}{}, true
+		// tok starts a value: find the Go type it decodes into.
+		var vt reflect.Type
+		switch {
+		case top == nil:
+			vt = root
+		case top.object:
+			vt = top.valueType
+			top.expectKey = true
+		default:
+			top.index++
+			vt = top.elem
+		}
+		d, isDelim := tok.(json.Delim)
+		if !isDelim {
+			continue
+		}
+		for vt != nil && vt.Kind() == reflect.Pointer {
+			vt = vt.Elem()
+		}
+		if vt != nil && (vt == typeRawMessage || vt.Kind() == reflect.Interface || reflect.PointerTo(vt).Implements(typeJSONUnmarshaler)) {
+			vt = nil // opaque: validates itself
+		}
+		f := &frame{index: -1}
+		if d == '{' {
+			f.object, f.keys, f.expectKey = true, map[string]struct{}{}, true
+			switch {
+			case vt != nil && vt.Kind() == reflect.Struct:
+				f.fields = structFields(vt)
+			case vt != nil && vt.Kind() == reflect.Map:
+				f.elem = vt.Elem()
 			}
-			stack = append(stack, f)
+		} else if vt != nil && (vt.Kind() == reflect.Slice || vt.Kind() == reflect.Array) {
+			f.elem = vt.Elem()
 		}
+		stack = append(stack, f)
 	}
-}
-
-// checkKnownFields walks raw alongside the Go type t and rejects any object key that is
-// not the exact JSON name of a field of the struct it decodes into. Raw JSON fields and
-// types with their own UnmarshalJSON are opaque: they validate themselves.
-func checkKnownFields(raw json.RawMessage, t reflect.Type, path string) *Rejection {
-	for t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	if t == typeRawMessage || reflect.PointerTo(t).Implements(typeJSONUnmarshaler) {
-		return nil
-	}
-	trimmed := bytes.TrimLeft(raw, " \t\r\n")
-	if len(trimmed) == 0 {
-		return nil
-	}
-	join := func(key string) string {
-		if path == "" {
-			return key
-		}
-		return path + "." + key
-	}
-	switch t.Kind() {
-	case reflect.Struct:
-		if trimmed[0] != '{' {
-			return nil // a type error, reported by the decoder
-		}
-		fields, _ := jsonFieldsOf(t)
-		byName := make(map[string]reflect.Type, len(fields))
-		for _, f := range fields {
-			byName[f.name] = f.typ
-		}
-		var obj map[string]json.RawMessage
-		if err := json.Unmarshal(raw, &obj); err != nil {
-			return nil
-		}
-		keys := make([]string, 0, len(obj))
-		for k := range obj {
-			keys = append(keys, k)
-		}
-		slices.Sort(keys)
-		for _, k := range keys {
-			ft, ok := byName[k]
-			if !ok {
-				return Reject(RejectUnknownField, "unknown field %q", join(k))
-			}
-			if rej := checkKnownFields(obj[k], ft, join(k)); rej != nil {
-				return rej
-			}
-		}
-	case reflect.Slice, reflect.Array:
-		if trimmed[0] != '[' {
-			return nil
-		}
-		var items []json.RawMessage
-		if err := json.Unmarshal(raw, &items); err != nil {
-			return nil
-		}
-		for i, item := range items {
-			if rej := checkKnownFields(item, t.Elem(), fmt.Sprintf("%s[%d]", path, i)); rej != nil {
-				return rej
-			}
-		}
-	case reflect.Map:
-		if trimmed[0] != '{' {
-			return nil
-		}
-		var obj map[string]json.RawMessage
-		if err := json.Unmarshal(raw, &obj); err != nil {
-			return nil
-		}
-		keys := make([]string, 0, len(obj))
-		for k := range obj {
-			keys = append(keys, k)
-		}
-		slices.Sort(keys)
-		for _, k := range keys {
-			if rej := checkKnownFields(obj[k], t.Elem(), join(k)); rej != nil {
-				return rej
-			}
-		}
-	}
-	return nil
 }

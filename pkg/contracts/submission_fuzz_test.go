@@ -89,3 +89,67 @@ func FuzzDecodeSubmission(f *testing.F) {
 		}
 	})
 }
+
+// FuzzDecodeResumeCommand checks that the resume decoder never panics, rejects only with a
+// coded *Rejection, and accepts only commands with valid ids and exactly one result.
+func FuzzDecodeResumeCommand(f *testing.F) {
+	for _, s := range []string{
+		`{"correlation_id":"perm.run-7.3.call_1","run_id":"run-7","thread_id":"thread-1","snapshot_id":"snap-1","result":{"permission":{"decision":"allow","note":"ok"}}}`,
+		`{"correlation_id":"perm-call_1","run_id":"r","thread_id":"t","snapshot_id":"s","result":{"permission":{"decision":"deny","reason":"no"}}}`,
+		`{"correlation_id":"client.r.0.c","run_id":"r","thread_id":"t","snapshot_id":"s","result":{"tool_result":{"call_id":"c","content":[{"type":"image","source":{"type":"base64","media_type":"image/png","data":"aGk="}}],"state":[{"key":"k","scope":"run","merge":"exclusive","action":{"kind":"set","value":{"a":1}}}]}}}`,
+		`{"correlation_id":"c","run_id":"r","thread_id":"t","snapshot_id":"s","result":{}}`,
+		`{"correlation_id":"..","result":{"permission":{"decision":"allow"},"tool_result":{"call_id":"c"}}}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		c, err := DecodeResumeCommand(data)
+		if err != nil {
+			var rej *Rejection
+			if !errors.As(err, &rej) || rej.Code == "" || c != nil {
+				t.Fatalf("error %v (%T) is not a coded *Rejection", err, err)
+			}
+			return
+		}
+		if validateCorrelationID(c.CorrelationID) != nil || ValidateID("run_id", c.RunID) != nil ||
+			ValidateID("thread_id", c.ThreadID) != nil || ValidateID("snapshot_id", c.SnapshotID) != nil {
+			t.Fatalf("accepted invalid ids: %+v", c)
+		}
+		if (c.Result.Permission == nil) == (c.Result.ToolResult == nil) {
+			t.Fatalf("accepted a result that is not exactly one kind: %+v", c.Result)
+		}
+		if out := c.Result.ToolResult; out != nil && out.Validate() != nil {
+			t.Fatalf("accepted an invalid tool result: %v", out.Validate())
+		}
+	})
+}
+
+// FuzzDecodeArguments checks that argument decoding never panics, fails only with an
+// invalid_arguments *ToolError, and that what it accepts re-encodes to arguments it accepts
+// again.
+func FuzzDecodeArguments(f *testing.F) {
+	for _, s := range []string{
+		`{"query":"go","home":{"street":"s","city":"c"},"verbose":true}`,
+		`{"query":"go","mode":"thorough","limit":5,"ratio":0.5,"tags":["a"],"labels":{"k":"v"},"home":{"street":"s","city":"c"},"verbose":false,"level":3,"count":"7","pair":[1,2],"code":"ABC","note":"n","extra":[null]}`,
+		`null`, ``, `[]`, `{"query":1}`, `{"Query":"x"}`, `{"limit":1e400}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		got, err := DecodeArguments[sampleToolArgs](data)
+		if err != nil {
+			var te *ToolError
+			if !errors.As(err, &te) || te.Kind != ToolErrorInvalidArguments {
+				t.Fatalf("error %v (%T) is not an invalid_arguments *ToolError", err, err)
+			}
+			return
+		}
+		again, err := json.Marshal(got)
+		if err != nil {
+			t.Fatalf("re-encode: %v", err)
+		}
+		if _, err := DecodeArguments[sampleToolArgs](again); err != nil {
+			t.Fatalf("re-encoded arguments rejected: %v\n%s", err, again)
+		}
+	})
+}

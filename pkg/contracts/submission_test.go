@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 const validSubmission = `{
@@ -76,8 +77,12 @@ func TestDecodeSubmissionRejections(t *testing.T) {
 		{"null payload", `null`, RejectInvalidJSON, "not a JSON object"},
 		{"empty payload", ``, RejectInvalidJSON, "not valid JSON"},
 		{"duplicate top-level key", strings.Replace(validSubmission, `"step": 3`, `"step": 3, "step": 4`, 1), RejectInvalidJSON, `repeats the key "step"`},
-		{"duplicate key in arguments", strings.Replace(validSubmission, `"arguments": {"text": "hi"}`, `"arguments": {"text": "hi", "text": "rm -rf /"}`, 1), RejectInvalidJSON, `repeats the key "text"`},
+		{"duplicate key in arguments", strings.Replace(validSubmission, `"arguments": {"text": "hi"}`, `"arguments": {"text": "hi", "text": "rm -rf /"}`, 1), RejectInvalidJSON, `repeats the key "calls[0].arguments.text"`},
+		{"duplicate key after a huge number", strings.Replace(validSubmission, `"arguments": {"text": "hi"}`, `"arguments": {"n": 1e400, "text": "hi", "text": "rm -rf /"}`, 1), RejectInvalidJSON, `repeats the key "calls[0].arguments.text"`},
+		{"duplicate key wins over an earlier unknown field", `{"zzz":1,"run_id":"a","run_id":"b"}`, RejectInvalidJSON, `repeats the key "run_id"`},
+		{"duplicate key deep in assistant", submissionWith(t, map[string]string{"assistant": `[{"type":"tool_result","tool_use_id":"u","content":[{"type":"text","text":"a","text":"b"}]}]`}), RejectInvalidJSON, `"assistant[0].content[0].text"`},
 		{"unknown top-level field", submissionWith(t, map[string]string{"priority": `1`}), RejectUnknownField, `"priority"`},
+		{"unknown nested content field", submissionWith(t, map[string]string{"assistant": `[{"type":"tool_result","tool_use_id":"u","content":[{"type":"text","text":"a"},{"type":"text","txt":"b"}]}]`}), RejectUnknownField, `"assistant[0].content[1].txt"`},
 		{"key in other case", strings.Replace(validSubmission, `"run_id"`, `"RUN_ID"`, 1), RejectUnknownField, `"RUN_ID"`},
 		{"unknown agent field", submissionWith(t, map[string]string{"agent": `{"snapshot_id":"s","tools":[],"model":"x"}`}), RejectUnknownField, `"agent.model"`},
 		{"unknown call field", submissionWith(t, map[string]string{"calls": `[{"call_id":"c","tool_id":"echo","arguments":{},"target":"brain"}]`}), RejectUnknownField, `"calls[0].target"`},
@@ -406,6 +411,31 @@ func TestDecodeRunCancel(t *testing.T) {
 			var rej *Rejection
 			if !errors.As(err, &rej) || rej.Code != tt.code {
 				t.Fatalf("got %v, want code %s", err, tt.code)
+			}
+		})
+	}
+}
+
+func TestRejectionMessagesAreBounded(t *testing.T) {
+	huge := strings.Repeat("é", 100000)
+	tests := []struct {
+		name string
+		doc  string
+		code RejectCode
+	}{
+		{"huge unknown key", `{"` + huge + `":1}`, RejectUnknownField},
+		{"huge narrowing", submissionWith(t, map[string]string{"narrowing": `"` + huge + `"`}), RejectInvalidField},
+		{"huge duplicate key", `{"` + huge + `":1,"` + huge + `":2}`, RejectInvalidJSON},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := DecodeSubmission([]byte(tt.doc))
+			var rej *Rejection
+			if !errors.As(err, &rej) || rej.Code != tt.code {
+				t.Fatalf("got %v, want code %s", err, tt.code)
+			}
+			if len(rej.Message) > MaxRejectionMessageBytes || !utf8.ValidString(rej.Message) || !strings.HasSuffix(rej.Message, "…") {
+				t.Fatalf("message of %d bytes (valid UTF-8: %v) is not cut to %d", len(rej.Message), utf8.ValidString(rej.Message), MaxRejectionMessageBytes)
 			}
 		})
 	}
