@@ -30,6 +30,7 @@ type UnsupportedRecoveryError struct {
 	Capability ToolRecoveryCapability
 }
 
+// Error names the mode and the capability that does not support it.
 func (e *UnsupportedRecoveryError) Error() string {
 	return fmt.Sprintf("%s: mode %s is not supported by tool capability %s",
 		ErrUnsupportedRecovery, e.Mode, e.Capability)
