@@ -196,7 +196,11 @@ func (c *Config) normalize() error {
 		c.byID[c.Tools[i].ID] = i
 	}
 	if _, err := contracts.CompilePolicy(c.Policy); err != nil {
-		return fmt.Errorf("%w: policy.%v", ErrInvalid, err)
+		var pe *contracts.PolicyError
+		if errors.As(err, &pe) {
+			return &FieldError{"policy." + pe.Field, pe.Msg}
+		}
+		return &FieldError{"policy", err.Error()}
 	}
 	e := &c.Executors
 	if e.Brain.Workers == 0 {
