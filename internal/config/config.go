@@ -60,7 +60,7 @@ type Tool struct {
 	Description string `yaml:"description"`
 	// Parameters is the JSON Schema of the arguments. Builtin brain tools derive it from
 	// their Go argument type when it is omitted.
-	Parameters any                         `yaml:"parameters"`
+	Parameters any                           `yaml:"parameters"`
 	Kind       contracts.ToolKind            `yaml:"kind"`
 	Target     contracts.ToolExecutionTarget `yaml:"target"`
 	// Capability is the trusted recovery capability of the executable.
