@@ -115,7 +115,7 @@ func (s *Service) sealCall(ctx context.Context, b *contracts.BatchRecord, i int,
 			return contracts.CallRecord{}, bus.Permanent(fmt.Errorf("gate: seal call %s: %w", rec.CallID, err))
 		}
 		s.storeDurable(&rec, dc)
-		switch err := s.putCall(ctx, b, i, rec, rev); {
+		switch _, err := s.putCall(ctx, b, i, rec, rev); {
 		case errors.Is(err, errRaced):
 			continue
 		case err != nil:

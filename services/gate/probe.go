@@ -111,18 +111,14 @@ func (s *Service) recordDecision(ctx context.Context, b *contracts.BatchRecord, 
 		}
 		rec.Decision = d.outcome
 		s.env.Mark(&rec, stageProbed)
-		switch err := s.putCall(ctx, b, i, rec, rev); {
+		next, err := s.putCall(ctx, b, i, rec, rev)
+		switch {
 		case errors.Is(err, errRaced):
 			continue
 		case err != nil:
 			return rec, rev, false, false, err
 		}
-		// putCall does not return the new revision; re-read it for the dispatch CAS.
-		rec, rev, err = s.loadCall(ctx, b, i)
-		if err != nil {
-			return rec, rev, false, false, err
-		}
-		return rec, rev, true, rec.Phase.Kind == contracts.PhaseRequested && rec.Decision != nil && rec.Decision.IsAllow(), nil
+		return rec, next, true, rec.Decision.IsAllow(), nil
 	}
 	return rec, rev, false, false, fmt.Errorf("gate: probe call %s: %d concurrent writers in a row", b.Submission.Calls[i].CallID, maxCASAttempts)
 }
@@ -138,7 +134,7 @@ func (s *Service) enterParallel(ctx context.Context, b *contracts.BatchRecord, i
 		if err := s.applyDecision(b, i, &rec, decision{outcome: rec.Decision}); err != nil {
 			return rec, bus.Permanent(err)
 		}
-		err := s.putCall(ctx, b, i, rec, rev)
+		_, err := s.putCall(ctx, b, i, rec, rev)
 		if err == nil {
 			return rec, nil
 		}

@@ -1,9 +1,12 @@
 package gate
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/rs/zerolog"
 
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
@@ -108,4 +111,12 @@ func callOutcome(p contracts.ToolCallPhase) contracts.Outcome {
 // executor has taken yet: the executor request is the gate's to (re-)publish.
 func isExecutingUnentered(rec *contracts.CallRecord) bool {
 	return rec.Phase.Kind == contracts.PhaseExecuting && !rec.Entered
+}
+
+// withCall adds the batch, call and run of call i of b to the logger of ctx.
+func withCall(ctx context.Context, b *contracts.BatchRecord, i int) context.Context {
+	sub := &b.Submission
+	log := zerolog.Ctx(ctx).With().Str("run_id", sub.RunID).Str("batch_id", sub.BatchID()).
+		Str("call_id", sub.Calls[i].CallID).Logger()
+	return log.WithContext(ctx)
 }

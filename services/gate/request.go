@@ -37,23 +37,25 @@ func (s *Service) loadCall(ctx context.Context, b *contracts.BatchRecord, i int)
 	return rec, rev, nil
 }
 
-// putCall writes rec: Create when rev is 0, else a compare-and-swap on rev. A lost race is
-// reported as [errRaced] so the caller re-reads and decides again from what is committed.
-func (s *Service) putCall(ctx context.Context, b *contracts.BatchRecord, i int, rec contracts.CallRecord, rev uint64) error {
+// putCall writes rec: Create when rev is 0, else a compare-and-swap on rev. It returns the
+// new revision. A lost race is reported as [errRaced] so the caller re-reads and decides
+// again from what is committed.
+func (s *Service) putCall(ctx context.Context, b *contracts.BatchRecord, i int, rec contracts.CallRecord, rev uint64) (uint64, error) {
 	key := callKey(b, i)
+	var next uint64
 	var err error
 	if rev == 0 {
-		_, err = s.env.Calls.Create(ctx, key, rec)
+		next, err = s.env.Calls.Create(ctx, key, rec)
 	} else {
-		_, err = s.env.Calls.UpdateAt(ctx, key, rec, rev)
+		next, err = s.env.Calls.UpdateAt(ctx, key, rec, rev)
 	}
 	switch {
 	case errors.Is(err, state.ErrExists), errors.Is(err, state.ErrConflict):
-		return errRaced
+		return 0, errRaced
 	case err != nil:
-		return fmt.Errorf("gate: write call %s: %w", key, err)
+		return 0, fmt.Errorf("gate: write call %s: %w", key, err)
 	}
-	return nil
+	return next, nil
 }
 
 func callKey(b *contracts.BatchRecord, i int) string {
@@ -85,7 +87,7 @@ func (s *Service) gateCall(ctx context.Context, b *contracts.BatchRecord, i int)
 		if err := s.applyDecision(b, i, &rec, d); err != nil {
 			return bus.Permanent(err)
 		}
-		switch err := s.putCall(ctx, b, i, rec, rev); {
+		switch _, err := s.putCall(ctx, b, i, rec, rev); {
 		case errors.Is(err, errRaced):
 			continue
 		case err != nil:

@@ -35,7 +35,7 @@ func timerResolver(corr, kind string) string { return "timer:" + pipeline.Ticket
 // the caller re-reads and re-validates from the committed state: of two concurrent
 // resolutions exactly one commits.
 func (s *Service) commitResolution(ctx context.Context, b *contracts.BatchRecord, i int, rec *contracts.CallRecord, rev uint64, ticketRev uint64, res resolution) error {
-	if err := s.putCall(ctx, b, i, *rec, rev); err != nil {
+	if _, err := s.putCall(ctx, b, i, *rec, rev); err != nil {
 		return err
 	}
 	if err := s.deleteTicket(ctx, res.corr, ticketRev); err != nil {

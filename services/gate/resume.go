@@ -84,6 +84,7 @@ func (s *Service) resume(ctx context.Context, resumeID string, cmd contracts.Res
 	if !ok {
 		return s.reject(ctx, resumeID, cmd, s.refusal(tp, cmd, "no such call"))
 	}
+	ctx = withCall(ctx, b, i)
 	rec, rev, err := s.loadCall(ctx, b, i)
 	if err != nil {
 		return err

@@ -368,3 +368,32 @@ func TestApprovalDeadline(t *testing.T) {
 		}
 	})
 }
+
+// TestApprovedFixedResultToolNeverEntersAnExecutor: a run policy may ask before a tool the
+// host answers with a fixed result; approving it completes the call with that result.
+func TestApprovedFixedResultToolNeverEntersAnExecutor(t *testing.T) {
+	h := newHarness(t)
+	sub := h.submission(1, call("call_1", "stub", `{}`))
+	sub.Policy = &contracts.PolicyConfig{DefaultBehavior: contracts.BehaviorAsk}
+	b := h.store(sub)
+	h.gate(b, 0)
+	rec := h.waitCall(b, 0, "parked", isPhase(contracts.PhaseAwaiting))
+	var tk contracts.ResumeTicket
+	natstest.WaitFor(t, waitLong, func() bool {
+		var ok bool
+		tk, ok = h.ticket(rec.Phase.Wait.CorrelationID)
+		return ok
+	}, "ticket")
+	h.resume("resume-1", allow(tk))
+	rec = h.waitCall(b, 0, "completed", isPhase(contracts.PhaseCompleted))
+	if outputText(rec) != "stubbed: in maintenance" {
+		t.Errorf("output %q", outputText(rec))
+	}
+	h.quiet()
+	if len(h.execRequests()) != 0 || len(h.outputs()) != 1 {
+		t.Errorf("%d executor requests, %d outputs, want 0 and 1", len(h.execRequests()), len(h.outputs()))
+	}
+	if got := h.auditsOf("call_1"); !equalStrings(got, []string{"ask", "approved"}) {
+		t.Errorf("audit %v", got)
+	}
+}

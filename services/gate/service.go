@@ -170,17 +170,12 @@ func (s *Service) handleRequest(ctx context.Context, d bus.Delivery) error {
 	if err != nil {
 		return err
 	}
-	sub := &b.Submission
-	l := zerolog.Ctx(ctx).With().Str("run_id", sub.RunID).Str("batch_id", sub.BatchID())
-	if !req.Probe {
-		l = l.Str("call_id", sub.Calls[req.Index].CallID)
-	}
-	log := l.Logger()
-	ctx = log.WithContext(ctx)
 	if req.Probe {
-		return s.probe(ctx, b)
+		sub := &b.Submission
+		log := zerolog.Ctx(ctx).With().Str("run_id", sub.RunID).Str("batch_id", sub.BatchID()).Logger()
+		return s.probe(log.WithContext(ctx), b)
 	}
-	return s.gateCall(ctx, b, req.Index)
+	return s.gateCall(withCall(ctx, b, req.Index), b, req.Index)
 }
 
 // request decodes a gate request and loads its batch. A request that names no batch or no

@@ -48,6 +48,7 @@ func (s *Service) fire(ctx context.Context, tm contracts.TicketTimer) error {
 	if err != nil || !ok {
 		return err // no batch or call: nothing to resolve
 	}
+	ctx = withCall(ctx, b, i)
 	ticket, ticketRev, err := s.env.Tickets.Get(ctx, tm.CorrelationID)
 	var tp *contracts.ResumeTicket
 	switch {
