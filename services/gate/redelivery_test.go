@@ -3,6 +3,7 @@ package gate
 import (
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/awaken-dev/awaken/internal/pipeline"
 	"github.com/awaken-dev/awaken/pkg/contracts"
@@ -218,6 +219,32 @@ func TestCrashAtEachStepThenRedelivery(t *testing.T) {
 				}
 				if n := count(h.answers(), func(a answer) bool { return a.kind == "resolved" }); n != 1 {
 					t.Errorf("%d resolutions, want 1", n)
+				}
+			},
+		},
+		"resume past the deadline": {
+			run: func(h *harness, arm func(string)) *contracts.BatchRecord {
+				b, tk := h.park(1, "call_1", "ask_long", `{}`)
+				h.quiet()
+				h.clock.advance(2 * time.Hour)
+				arm(op(b, 0))
+				h.resume("late", allow(tk))
+				h.waitCall(b, 0, "expired", isPhase(contracts.PhaseCompleted))
+				h.waitAnswer("late")
+				return b
+			},
+			check: func(t *testing.T, h *harness, b *contracts.BatchRecord) {
+				if n := len(h.outputs()); n != 1 {
+					t.Errorf("%d outputs, want 1", n)
+				}
+				if got := h.auditsOf("call_1"); !equalStrings(got, []string{"ask", "expired"}) {
+					t.Errorf("audit %v", got)
+				}
+				if n := count(h.answers(), func(a answer) bool { return a.kind == "resolved" && a.res.Code == resolvedExpired }); n != 1 {
+					t.Errorf("%d expiries, want 1", n)
+				}
+				if a := h.waitAnswer("late"); a.kind != "rejected" || a.res.Code != string(contracts.ResumeExpired) {
+					t.Errorf("late resume answered %+v, want expired", a)
 				}
 			},
 		},

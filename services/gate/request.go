@@ -203,37 +203,41 @@ func visible(b *contracts.BatchRecord, i int) bool {
 // deterministic id, and the ticket is created only if missing. It runs both right after the
 // commit and for a redelivered request that finds the work already recorded.
 //
-//   - the audit record of a permission decision this path made (client execution and
-//     unknown tools have none; a probe audits its own decisions) and the tool_call fact —
-//     only if the gate decided the call (a call sealed by cancellation before its gate ran
-//     has neither);
+// First, if the gate decided the call (a call sealed by cancellation before its gate ran
+// has neither): the audit record of a permission decision this path made (client execution
+// and unknown tools have none; a probe audits its own decisions) and the tool_call fact.
+// Then what the phase implies:
 //   - Executing and not entered: the executor request; Executing and entered: nothing (the
 //     executor owns the call, and its own unacked request redelivers after a crash);
 //   - Completed or Indeterminate: the CallOutput;
 //   - Awaiting: the ticket (created if missing), its timer, ticket.opened and the awaiting
 //     fact — and no CallOutput: the batch stops at the parked call.
 //
-// Records and facts are published first, the work message (executor request or output)
-// last, so nothing downstream acts on a call before its audit trail is durable.
+// The audit trail is durable before anything downstream can act on the call: before the
+// executor request or the output, and before the ticket exists, so no resolution of the
+// ticket can be audited ahead of the decision that opened it.
 func (s *Service) realizeDecision(ctx context.Context, b *contracts.BatchRecord, i int, rec *contracts.CallRecord, parallel bool) error {
 	bd := s.builder(b)
-	var c collect
+	var first collect
 	if at, ok := markTime(rec, stageDecided); ok && rec.Decision != nil {
-		c.add(bd.audit(i, rec.Decision.AuditLabel(), rec.Decision.Reason, at))
+		first.add(bd.audit(i, rec.Decision.AuditLabel(), rec.Decision.Reason, at))
 	}
 	if _, ok := decidedAt(rec); ok {
-		c.add(bd.toolCallFact(i, disposition(rec, isClient(b, i))))
+		first.add(bd.toolCallFact(i, disposition(rec, isClient(b, i))))
 	}
-	var work []bus.Outgoing
+	if first.err != nil {
+		return first.err
+	}
+	if err := s.env.Pub.PublishAll(ctx, first.out); err != nil {
+		return err
+	}
+
+	var then collect
 	switch {
 	case isExecutingUnentered(rec):
-		o, err := bd.exec(i, rec, parallel)
-		c.add(o, err)
-		work = c.pop(err)
+		then.add(bd.exec(i, rec, parallel))
 	case rec.Phase.IsTerminal():
-		o, err := bd.output(i, rec, parallel)
-		c.add(o, err)
-		work = c.pop(err)
+		then.add(bd.output(i, rec, parallel))
 	case rec.Phase.Kind == contracts.PhaseAwaiting:
 		t, err := s.ticketFor(b, i, rec)
 		if err != nil {
@@ -243,30 +247,17 @@ func (s *Service) realizeDecision(ctx context.Context, b *contracts.BatchRecord,
 		if err != nil {
 			return err
 		}
-		if live {
-			if err := s.scheduleTimers(ctx, t); err != nil {
-				return err
-			}
-			c.add(bd.opened(t))
-			c.add(bd.awaitingFact(i))
+		if !live {
+			return nil
 		}
+		if err := s.scheduleTimers(ctx, t); err != nil {
+			return err
+		}
+		then.add(bd.opened(t))
+		then.add(bd.awaitingFact(i))
 	}
-	if c.err != nil {
-		return c.err
+	if then.err != nil {
+		return then.err
 	}
-	if err := s.env.Pub.PublishAll(ctx, c.out); err != nil {
-		return err
-	}
-	return s.env.Pub.PublishAll(ctx, work)
-}
-
-// pop removes the last collected event and returns it as a one-element slice (nil after an
-// error), so it can be published after the others.
-func (c *collect) pop(err error) []bus.Outgoing {
-	if err != nil || c.err != nil || len(c.out) == 0 {
-		return nil
-	}
-	last := c.out[len(c.out)-1]
-	c.out = c.out[:len(c.out)-1]
-	return []bus.Outgoing{last}
+	return s.env.Pub.PublishAll(ctx, then.out)
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/awaken-dev/awaken/internal/bus"
 	"github.com/awaken-dev/awaken/internal/pipeline"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
@@ -71,33 +70,32 @@ func (s *Service) redeliveredResolution(ctx context.Context, b *contracts.BatchR
 // committed Executing{1} are durable before any executor can see the request.
 func (s *Service) realizeResolution(ctx context.Context, b *contracts.BatchRecord, i int, rec *contracts.CallRecord, res resolution) error {
 	bd := s.builder(b)
-	var c collect
-	c.add(bd.resolved(i, res.corr, res.code, res.message, res.resumeID))
+	var first collect
+	first.add(bd.resolved(i, res.corr, res.code, res.message, res.resumeID))
 	if res.audit != "" {
 		at, ok := markTime(rec, stageResumed)
 		if !ok {
 			at = s.env.Now()
 		}
-		c.add(bd.audit(i, res.audit, res.auditReason, at))
+		first.add(bd.audit(i, res.audit, res.auditReason, at))
 	}
-	var work []bus.Outgoing
-	switch {
-	case isExecutingUnentered(rec):
-		o, err := bd.exec(i, rec, false)
-		c.add(o, err)
-		work = c.pop(err)
-	case rec.Phase.IsTerminal():
-		o, err := bd.output(i, rec, false)
-		c.add(o, err)
-		work = c.pop(err)
+	if first.err != nil {
+		return first.err
 	}
-	if c.err != nil {
-		return c.err
-	}
-	if err := s.env.Pub.PublishAll(ctx, c.out); err != nil {
+	if err := s.env.Pub.PublishAll(ctx, first.out); err != nil {
 		return err
 	}
-	return s.env.Pub.PublishAll(ctx, work)
+	var then collect
+	switch {
+	case isExecutingUnentered(rec):
+		then.add(bd.exec(i, rec, false))
+	case rec.Phase.IsTerminal():
+		then.add(bd.output(i, rec, false))
+	}
+	if then.err != nil {
+		return then.err
+	}
+	return s.env.Pub.PublishAll(ctx, then.out)
 }
 
 // retryRaced runs one attempt of a resolution handler until it does not lose a

@@ -53,7 +53,8 @@ func (s *Service) reject(ctx context.Context, resumeID string, cmd contracts.Res
 // resume is one attempt at applying cmd (PIPELINE "gate", Resume). In order:
 //  1. read the ticket; locate the call it (or, when it is gone, the correlation id) names;
 //  2. a call already resolved by this very command (ResolvedBy = resumeID) is a redelivery:
-//     re-publish its outputs;
+//     re-publish its outputs; a call whose ticket expired is refused expired (and the
+//     expiry's outputs re-published, in case a crash cut them short);
 //  3. no ticket → not_waiting; [contracts.ValidateResume] (an expired ticket also expires
 //     the call, as its deadline timer would) and [contracts.ValidateCallAwaitsTicket]
 //     (mismatch → not_waiting) — any refusal is published and leaves the ticket intact;
@@ -91,6 +92,17 @@ func (s *Service) resume(ctx context.Context, resumeID string, cmd contracts.Res
 	}
 	if rec.ResolvedBy == resumeID {
 		return s.redeliveredResolution(ctx, b, i, &rec, resumeResolution(cmd, resumeID))
+	}
+	if expiredBy := timerResolver(cmd.CorrelationID, timerDeadline); tp == nil && rec.ResolvedBy == expiredBy {
+		// The approval deadline passed (by its timer or a late resume): say so rather than
+		// not_waiting, after making sure the expiry itself is published — a crash between
+		// its commit and its publishes is repaired here as well as by the timer.
+		tm := contracts.TicketTimer{CorrelationID: cmd.CorrelationID, Kind: timerDeadline}
+		if err := s.redeliveredResolution(ctx, b, i, &rec, timerResolution(tm)); err != nil {
+			return err
+		}
+		return s.reject(ctx, resumeID, cmd, &contracts.ResumeError{Code: contracts.ResumeExpired,
+			Message: fmt.Sprintf("the approval deadline of %q has passed", cmd.CorrelationID)})
 	}
 	if err := contracts.ValidateResume(tp, cmd, s.env.Now()); err != nil {
 		if errors.Is(err, contracts.ErrExpired) {

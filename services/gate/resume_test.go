@@ -336,8 +336,8 @@ func TestApprovalDeadline(t *testing.T) {
 			t.Errorf("answers %+v: want one expired resolution", h.answers())
 		}
 		h.resume("late", allow(tk))
-		if a := h.waitAnswer("late"); a.kind != "rejected" || a.res.Code != string(contracts.ResumeNotWaiting) {
-			t.Errorf("late resume answered %+v", a)
+		if a := h.waitAnswer("late"); a.kind != "rejected" || a.res.Code != string(contracts.ResumeExpired) {
+			t.Errorf("late resume answered %+v, want expired", a)
 		}
 		if len(h.execRequests()) != 0 || len(h.outputs()) != 1 {
 			t.Errorf("%d executor requests, %d outputs", len(h.execRequests()), len(h.outputs()))
@@ -355,9 +355,9 @@ func TestApprovalDeadline(t *testing.T) {
 		if outputText(rec) != "blocked: approval timed out" {
 			t.Errorf("output %q", outputText(rec))
 		}
-		h.resume("later", allow(tk))
-		if a := h.waitAnswer("later"); a.kind != "rejected" || a.res.Code != string(contracts.ResumeNotWaiting) {
-			t.Errorf("second late resume answered %+v, want not_waiting", a)
+		h.resume("later", deny(tk, ""))
+		if a := h.waitAnswer("later"); a.kind != "rejected" || a.res.Code != string(contracts.ResumeExpired) {
+			t.Errorf("second late resume answered %+v, want expired", a)
 		}
 		h.quiet()
 		if got := h.auditsOf("call_1"); !equalStrings(got, []string{"ask", "expired"}) {
