@@ -53,18 +53,18 @@ func (s *Service) handleCancel(ctx context.Context, ev bus.Event) error {
 	return nil
 }
 
-// seal marks every non-terminal call of b (or only call only, when only ≥ 0)
+// seal marks every non-terminal call of b — or only call index, when index ≥ 0 —
 // Indeterminate(reason), clears its ticket, and publishes a CallOutput for every call sealed
 // with reason — by this delivery or an earlier one, so a crash between commit and publish is
 // repaired by redelivery. A call the executor completes concurrently keeps its output: the
 // executor's compare-and-swap and ours are ordered by the store, and Completed is never
 // downgraded.
-func (s *Service) seal(ctx context.Context, b *contracts.BatchRecord, only int, reason string, parallel bool) error {
+func (s *Service) seal(ctx context.Context, b *contracts.BatchRecord, index int, reason string, parallel bool) error {
 	sub := &b.Submission
 	var sealed []int
 	var recs []contracts.CallRecord
 	for i := range sub.Calls {
-		if only >= 0 && i != only {
+		if index >= 0 && i != index {
 			continue
 		}
 		rec, err := s.sealCall(ctx, b, i, reason)

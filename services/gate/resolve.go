@@ -23,7 +23,7 @@ type resolution struct {
 	resumeID string
 }
 
-// resolver returns the ResolvedBy mark of a resolution by a timer of kind for ticket corr.
+// timerResolver returns the ResolvedBy mark of a resolution by a timer of kind for ticket corr.
 // Resume commands mark the call with their ce-id; timers with this id, which cannot be
 // mistaken for a command's because it names the timer.
 func timerResolver(corr, kind string) string { return "timer:" + pipeline.TicketTimerID(corr, kind) }

@@ -185,6 +185,12 @@ func (s *Service) request(ctx context.Context, ev bus.Event) (contracts.GateRequ
 	if err := decodeStrict(ev.Data, &req); err != nil {
 		return req, nil, contracts.Reject(contracts.RejectInvalidJSON, "gate request: %v", err)
 	}
+	if err := contracts.ValidateID("run_id", req.RunID); err != nil {
+		return req, nil, contracts.Reject(contracts.RejectInvalidID, "gate request: %v", err)
+	}
+	if req.Step < 0 {
+		return req, nil, contracts.Reject(contracts.RejectInvalidStep, "gate request: negative step %d", req.Step)
+	}
 	b, err := s.env.Batch(ctx, req.RunID, req.Step)
 	if err != nil {
 		if errors.Is(err, pipeline.ErrBatchNotFound) {
