@@ -34,10 +34,7 @@ func TestCancelSealsTheRun(t *testing.T) {
 	h.gate(b, 2)
 	rec := h.waitCall(b, 2, "parked", isPhase(contracts.PhaseAwaiting))
 	corr := rec.Phase.Wait.CorrelationID
-	tk, ok := h.ticket(corr)
-	if !ok {
-		t.Fatal("no ticket")
-	}
+	tk := h.waitTicket(corr)
 	h.quiet()
 
 	h.cancelRun("cancel-1", testRunID)

@@ -539,3 +539,16 @@ func gateEvent(t *testing.T, b *contracts.BatchRecord, index int) bus.Event {
 
 // deliveryOf wraps ev as a first delivery.
 func deliveryOf(ev bus.Event) bus.Delivery { return bus.Delivery{Event: ev, NumDelivered: 1} }
+
+// waitTicket waits until ticket corr exists: a parked call's ticket is created after its
+// record is committed.
+func (h *harness) waitTicket(corr string) contracts.ResumeTicket {
+	h.t.Helper()
+	var tk contracts.ResumeTicket
+	natstest.WaitFor(h.t, waitLong, func() bool {
+		var ok bool
+		tk, ok = h.ticket(corr)
+		return ok
+	}, "ticket "+corr)
+	return tk
+}

@@ -249,9 +249,9 @@ func TestScheduledCallRunsAtDueTimeWithoutAHuman(t *testing.T) {
 	h.gate(b, 0)
 	rec := h.waitCall(b, 0, "parked", isPhase(contracts.PhaseAwaiting))
 	corr := rec.Phase.Wait.CorrelationID
-	tk, ok := h.ticket(corr)
-	if !ok || tk.DueAt == nil || tk.Reason != contracts.ReasonScheduledAction {
-		t.Fatalf("ticket %+v (found %v), want a scheduled ticket with due_at", tk, ok)
+	tk := h.waitTicket(corr)
+	if tk.DueAt == nil || tk.Reason != contracts.ReasonScheduledAction {
+		t.Fatalf("ticket %+v, want a scheduled ticket with due_at", tk)
 	}
 	if d := tk.DueAt.Sub(tk.OpenedAt); d != time.Second {
 		t.Errorf("due_at - opened_at = %s, want 1s", d)

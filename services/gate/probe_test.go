@@ -88,10 +88,7 @@ func TestProbeFallsBackToSequentialReusingRecordedDecisions(t *testing.T) {
 
 	h.gate(b, 1) // the batcher, after call_1's output
 	rec := h.waitCall(b, 1, "parked", isPhase(contracts.PhaseAwaiting))
-	tk, ok := h.ticket(rec.Phase.Wait.CorrelationID)
-	if !ok {
-		t.Fatal("no ticket for the parked call")
-	}
+	tk := h.waitTicket(rec.Phase.Wait.CorrelationID)
 	h.resume("resume-1", allow(tk))
 	if a := h.waitAnswer("resume-1"); a.kind != "resolved" {
 		t.Fatalf("approval answered %+v", a)

@@ -20,13 +20,7 @@ func (h *harness) park(step int64, callID, tool, args string) (*contracts.BatchR
 	b := h.store(h.submission(step, call(callID, tool, args)))
 	h.gate(b, 0)
 	rec := h.waitCall(b, 0, "parked", isPhase(contracts.PhaseAwaiting))
-	var tk contracts.ResumeTicket
-	natstest.WaitFor(h.t, waitLong, func() bool {
-		var ok bool
-		tk, ok = h.ticket(rec.Phase.Wait.CorrelationID)
-		return ok
-	}, "ticket")
-	return b, tk
+	return b, h.waitTicket(rec.Phase.Wait.CorrelationID)
 }
 
 // TestResumeRejectionMatrix sends one command per refusal code against committed tickets:
@@ -378,13 +372,7 @@ func TestApprovedFixedResultToolNeverEntersAnExecutor(t *testing.T) {
 	b := h.store(sub)
 	h.gate(b, 0)
 	rec := h.waitCall(b, 0, "parked", isPhase(contracts.PhaseAwaiting))
-	var tk contracts.ResumeTicket
-	natstest.WaitFor(t, waitLong, func() bool {
-		var ok bool
-		tk, ok = h.ticket(rec.Phase.Wait.CorrelationID)
-		return ok
-	}, "ticket")
-	h.resume("resume-1", allow(tk))
+	h.resume("resume-1", allow(h.waitTicket(rec.Phase.Wait.CorrelationID)))
 	rec = h.waitCall(b, 0, "completed", isPhase(contracts.PhaseCompleted))
 	if outputText(rec) != "stubbed: in maintenance" {
 		t.Errorf("output %q", outputText(rec))
