@@ -91,6 +91,9 @@ func TestGateOutcomes(t *testing.T) {
 				p.Policy = contracts.ToolRecoveryPolicy{Mode: contracts.ModeReplaySafe, MaxAttempts: 3}
 			},
 			text: "tool execution failed: unsupported recovery mode", audit: "allow", disp: contracts.DispositionExecuted},
+		{name: "a pin without a trusted target fails closed", tool: "echo", args: `{"target":"brain"}`,
+			pin:  func(p *contracts.PinnedCall) { p.Target = "" },
+			text: "tool execution failed: tool echo has no trusted execution target", audit: "allow", disp: contracts.DispositionExecuted},
 	}
 	for n, row := range rows {
 		t.Run(row.name, func(t *testing.T) {
