@@ -435,6 +435,11 @@ func (e *Engine) compile(ctx context.Context, binary []byte) (wazero.CompiledMod
 		return nil, 0, fmt.Errorf("compile: %w", err)
 	}
 	minPages, err := e.checkModule(cm)
+	if err == nil && hasStartSection(binary) {
+		// A start function would run inside InstantiateModule, so a failure there
+		// could no longer promise that no module code ran (KindInstantiate).
+		err = errors.New("has a WebAssembly start function; a tool must do its work in _start")
+	}
 	if err != nil {
 		_ = cm.Close(ctx)
 		return nil, 0, err
@@ -478,6 +483,39 @@ func (e *Engine) checkModule(cm wazero.CompiledModule) (uint32, error) {
 		return 0, errors.New(`exports no "memory": WASI preview 1 requires the module's memory to be exported`)
 	}
 	return mem.Min(), nil
+}
+
+// hasStartSection reports whether a (validated) WebAssembly binary has a start section
+// (id 8). wazero exposes no accessor for it, and the section headers are simple to walk.
+func hasStartSection(binary []byte) bool {
+	const startSectionID = 8
+	pos := 8 // magic and version
+	for pos < len(binary) {
+		id := binary[pos]
+		pos++
+		size, n := readULEB32(binary[pos:])
+		if n == 0 {
+			return false
+		}
+		if id == startSectionID {
+			return true
+		}
+		pos += n + int(size)
+	}
+	return false
+}
+
+// readULEB32 decodes an unsigned LEB128 value of at most 32 bits, returning it and the
+// bytes it used, or 0 bytes when b does not start with one.
+func readULEB32(b []byte) (uint32, int) {
+	var v uint32
+	for i := 0; i < len(b) && i < 5; i++ {
+		v |= uint32(b[i]&0x7f) << (7 * i)
+		if b[i]&0x80 == 0 {
+			return v, i + 1
+		}
+	}
+	return 0, 0
 }
 
 // run executes one call of t and classifies its outcome.

@@ -256,6 +256,8 @@ func TestLoadRejects(t *testing.T) {
 	noMemory := commandSpec(opNop)
 	noMemory.memoryMin = -1
 	noMemory.exportMem = ""
+	startFunc := commandSpec(opNop)
+	startFunc.start = 0
 	hugeMemory := commandSpec(opNop)
 	hugeMemory.memoryMin = 2048 // 128 MiB
 
@@ -275,6 +277,7 @@ func TestLoadRejects(t *testing.T) {
 		{name: "wasi signature mismatch", path: writeModule(t, "sig", badSignature.encode()), wantIs: []error{ErrModuleInvalid}, wantMessage: "signature that does not match"},
 		{name: "unknown wasi function", path: writeModule(t, "sock", unknownWASI.encode()), wantIs: []error{ErrModuleInvalid}, wantMessage: "does not provide"},
 		{name: "no _start", path: writeModule(t, "nostart", noStart.encode()), wantIs: []error{ErrModuleInvalid}, wantMessage: "not a WASI command"},
+		{name: "start function", path: writeModule(t, "startfn", startFunc.encode()), wantIs: []error{ErrModuleInvalid}, wantMessage: "has a WebAssembly start function"},
 		{name: "no memory", path: writeModule(t, "nomem", noMemory.encode()), wantIs: []error{ErrModuleInvalid}, wantMessage: `exports no "memory"`},
 		{name: "initial memory above limit", path: writeModule(t, "huge", hugeMemory.encode()), cfg: ModuleConfig{MemoryLimitMiB: 64}, wantIs: []error{ErrModuleInvalid}, wantMessage: "131072 KiB of initial memory"},
 		{name: "module too large", path: modulePath("wc"), cfg: ModuleConfig{}, wantIs: []error{ErrModuleInvalid}, wantMessage: "above the limit"},

@@ -201,6 +201,7 @@ type wasmSpec struct {
 	memoryMin  int // pages; -1 for no memory
 	exportFunc map[string]int
 	exportMem  string
+	start      int // index of the start function, or -1 for none
 }
 
 type wasmImport struct {
@@ -253,6 +254,9 @@ func (s wasmSpec) encode() []byte {
 		exps = append(exps, concat(wasmName(s.exportMem), []byte{0x02}, uleb(0)))
 	}
 	out = append(out, section(7, vec(exps...))...)
+	if s.start >= 0 {
+		out = append(out, section(8, uleb(s.start))...)
+	}
 	out = append(out, section(10, vec(bodies...))...)
 	return out
 }
@@ -274,5 +278,6 @@ func commandSpec(body []byte) wasmSpec {
 		memoryMin:  1,
 		exportFunc: map[string]int{"_start": 0},
 		exportMem:  "memory",
+		start:      -1,
 	}
 }
