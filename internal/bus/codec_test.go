@@ -194,7 +194,7 @@ func TestDecodeBinary(t *testing.T) {
 			},
 		},
 		{
-			name: "a lone percent sign is kept literally",
+			name:   "a lone percent sign is kept literally",
 			header: nats.Header{"ce-id": {"50%"}, "ce-source": {"s%zz"}, "ce-type": {"t"}, "ce-specversion": {"1.0"}},
 			check: func(t *testing.T, e bus.Event) {
 				if e.ID != "50%" || e.Source != "s%zz" {
