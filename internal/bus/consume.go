@@ -234,7 +234,10 @@ func Consume(ctx context.Context, js jetstream.JetStream, spec ConsumerSpec, h H
 // Consumer returns the JetStream consumer handle, e.g. to read its info.
 func (s *Subscription) Consumer() jetstream.Consumer { return s.cons }
 
-// Done is closed once the loop has fully stopped: no handler runs any more.
+// Done is closed once the loop has fully stopped: no handler runs any more. Besides Stop
+// and the hard-stop context, the loop also stops when its pull subscription ends on its
+// own (the consumer was deleted, the connection was closed); a service should watch Done
+// and exit or restart rather than sit idle.
 func (s *Subscription) Done() <-chan struct{} { return s.done }
 
 // Stop shuts the loop down gracefully: it stops pulling (draining the pull subscription),
@@ -257,6 +260,11 @@ func (s *Subscription) supervise(ctx context.Context) {
 	case <-s.stopCh:
 		graceful = true
 	case <-ctx.Done():
+	case <-s.cc.Closed():
+		// The pull subscription ended by itself: the consumer was deleted or the
+		// connection closed for good. Stop the loop so Done tells the service.
+		s.log.Error().Msg("pull subscription ended unexpectedly; consumer loop stopping")
+		graceful = true
 	}
 	close(s.quit)
 	if graceful {

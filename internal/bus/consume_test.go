@@ -514,3 +514,19 @@ func TestEnsureConsumerConfig(t *testing.T) {
 		t.Fatal("a consumer without a stream was accepted")
 	}
 }
+
+func TestConsumeEndsWhenConsumerIsDeleted(t *testing.T) {
+	h := newHarness(t)
+	sub := h.consume(h.spec("doomed"), func(context.Context, bus.Delivery) error { return nil })
+	if err := h.js.DeleteConsumer(h.ctx, h.names.WorkStream(), "doomed"); err != nil {
+		t.Fatal(err)
+	}
+	natstest.WaitFor(t, waitTimeout, func() bool {
+		select {
+		case <-sub.Done():
+			return true
+		default:
+			return false
+		}
+	}, "Done after the consumer was deleted")
+}
