@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -37,6 +38,9 @@ const maxReasonLen = 1024
 
 // DefaultSettleTimeout bounds each settlement round trip (DoubleAck, dead-letter publish).
 const DefaultSettleTimeout = 5 * time.Second
+
+// DefaultPullExpiry is the lifetime of one pull request (the nats.go default).
+const DefaultPullExpiry = 30 * time.Second
 
 // FaultPoint names a place in the consume loop where a test can inject a fault.
 type FaultPoint string
@@ -114,6 +118,10 @@ type ConsumerSpec struct {
 	// SettleTimeout bounds each acknowledgement and dead-letter publish; default
 	// [DefaultSettleTimeout].
 	SettleTimeout time.Duration
+	// PullExpiry is the lifetime of each pull request (at least 1s; default 30s). The
+	// server heartbeats a waiting request every PullExpiry/2, so it also bounds how long
+	// a lost consumer or connection goes unnoticed.
+	PullExpiry time.Duration
 }
 
 func (s ConsumerSpec) withDefaults() ConsumerSpec {
@@ -135,6 +143,10 @@ func (s ConsumerSpec) withDefaults() ConsumerSpec {
 	if s.SettleTimeout <= 0 {
 		s.SettleTimeout = DefaultSettleTimeout
 	}
+	if s.PullExpiry <= 0 {
+		s.PullExpiry = DefaultPullExpiry
+	}
+	s.PullExpiry = max(s.PullExpiry, time.Second)
 	return s
 }
 
@@ -169,6 +181,7 @@ type Subscription struct {
 	stopOnce sync.Once
 	done     chan struct{} // closed when every worker returned and the subscription closed
 	workers  sync.WaitGroup
+	checking atomic.Bool // a consumer-existence check is running
 }
 
 // inflight is a message handed from the serial consume callback to a worker; its
@@ -218,6 +231,7 @@ func Consume(ctx context.Context, js jetstream.JetStream, spec ConsumerSpec, h H
 	}
 	cc, err := cons.Consume(s.onMessage,
 		jetstream.PullMaxMessages(1),
+		jetstream.PullExpiry(spec.PullExpiry),
 		jetstream.ConsumeErrHandler(s.onConsumeError))
 	if err != nil {
 		close(s.quit)
@@ -281,12 +295,30 @@ func (s *Subscription) supervise(ctx context.Context) {
 	close(s.done)
 }
 
-func (s *Subscription) onConsumeError(_ jetstream.ConsumeContext, err error) {
-	if errors.Is(err, jetstream.ErrNoHeartbeat) {
-		s.log.Debug().Err(err).Msg("pull heartbeat missed; re-pulling")
+func (s *Subscription) onConsumeError(cc jetstream.ConsumeContext, err error) {
+	if errors.Is(err, jetstream.ErrNoHeartbeat) || errors.Is(err, nats.ErrNoResponders) {
+		// The pull went unanswered. Usually a reconnect or leader change, and the client
+		// re-pulls by itself; but a consumer deleted while no pull was waiting looks the
+		// same and would leave the loop idle forever, so check it exists.
+		s.log.Debug().Err(err).Msg("pull unanswered; checking the consumer")
+		if s.checking.CompareAndSwap(false, true) {
+			go s.checkConsumer(cc)
+		}
 		return
 	}
 	s.log.Warn().Err(err).Msg("consume error")
+}
+
+// checkConsumer stops the pull subscription if the consumer no longer exists, which ends
+// the loop (see supervise).
+func (s *Subscription) checkConsumer(cc jetstream.ConsumeContext) {
+	defer s.checking.Store(false)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(s.ctx), s.spec.SettleTimeout)
+	defer cancel()
+	if _, err := s.cons.Info(ctx); errors.Is(err, jetstream.ErrConsumerNotFound) {
+		s.log.Error().Err(err).Msg("consumer no longer exists")
+		cc.Stop()
+	}
 }
 
 // onMessage is the serial consume callback: it starts the heartbeat and blocks until a

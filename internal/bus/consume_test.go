@@ -518,17 +518,51 @@ func TestEnsureConsumerConfig(t *testing.T) {
 }
 
 func TestConsumeEndsWhenConsumerIsDeleted(t *testing.T) {
-	h := newHarness(t)
-	sub := h.consume(h.spec("doomed"), func(context.Context, bus.Delivery) error { return nil })
-	if err := h.js.DeleteConsumer(h.ctx, h.names.WorkStream(), "doomed"); err != nil {
-		t.Fatal(err)
+	tests := []struct {
+		name string
+		// waiting: delete while a pull request waits on the server (it is answered with
+		// "consumer deleted"); otherwise while the only message is being handled, so no
+		// pull is waiting and the loss shows only as missed pull heartbeats.
+		waiting bool
+	}{
+		{"while a pull waits", true},
+		{"while no pull waits", false},
 	}
-	natstest.WaitFor(t, waitTimeout, func() bool {
-		select {
-		case <-sub.Done():
-			return true
-		default:
-			return false
-		}
-	}, "Done after the consumer was deleted")
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t)
+			spec := h.spec("doomed")
+			spec.PullExpiry = time.Second
+			inHandler := make(chan struct{})
+			release := make(chan struct{})
+			sub := h.consume(spec, func(context.Context, bus.Delivery) error {
+				close(inHandler)
+				<-release
+				return nil
+			})
+			if tc.waiting {
+				natstest.WaitFor(t, waitTimeout, func() bool {
+					info, err := sub.Consumer().Info(h.ctx)
+					return err == nil && info.NumWaiting > 0
+				}, "a waiting pull request")
+			} else {
+				h.publish(h.names.GateRequestSubject("run-1"), h.event("op-d", 1))
+				<-inHandler
+			}
+			if err := h.js.DeleteConsumer(h.ctx, h.names.WorkStream(), "doomed"); err != nil {
+				t.Fatal(err)
+			}
+			if !tc.waiting {
+				close(release)
+			}
+			natstest.WaitFor(t, waitTimeout, func() bool {
+				select {
+				case <-sub.Done():
+					return true
+				default:
+					return false
+				}
+			}, "Done after the consumer was deleted")
+		})
+	}
 }
