@@ -416,10 +416,13 @@ func callHook(fn func() error) (err error) {
 	return fn()
 }
 
+// settle applies the settlement rules to the handler's result. The heartbeat keeps running
+// through the hooks and the dead-letter publish, and stops just before the message is
+// acknowledged, nak'd or terminated.
 func (s *Subscription) settle(ctx context.Context, log *zerolog.Logger, f *inflight, d Delivery, err error) {
 	m := f.msg
-	f.hb.stop()
 	if err == nil {
+		f.hb.stop()
 		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.spec.SettleTimeout)
 		defer cancel()
 		if aerr := m.DoubleAck(actx); aerr != nil {
@@ -431,13 +434,13 @@ func (s *Subscription) settle(ctx context.Context, log *zerolog.Logger, f *infli
 	}
 	if delay, ok := RetryDelay(err); ok {
 		log.Debug().Err(err).Dur("delay", delay).Msg("handler asked for a retry")
-		s.nak(log, m, delay)
+		s.nak(log, f, delay)
 		return
 	}
 	if ctx.Err() != nil {
 		// Hard stop: the failure is the cancellation, not the message. Give it back at once.
 		log.Info().Err(err).Msg("handler interrupted by shutdown; message returned")
-		_ = m.Nak()
+		s.nak(log, f, 0)
 		return
 	}
 	if IsPermanent(err) {
@@ -451,14 +454,14 @@ func (s *Subscription) settle(ctx context.Context, log *zerolog.Logger, f *infli
 	if !s.spec.lastDelivery(d.NumDelivered) {
 		delay := s.spec.backoff(d.NumDelivered)
 		log.Warn().Err(err).Dur("delay", delay).Msg("handler failed; will retry")
-		s.nak(log, m, delay)
+		s.nak(log, f, delay)
 		return
 	}
 	log.Error().Err(err).Int("max_deliver", s.spec.MaxDeliver).Msg("handler failed on the last delivery; exhausting")
 	if s.spec.OnExhausted != nil {
 		if herr := callHook(func() error { return s.spec.OnExhausted(ctx, d, err) }); herr != nil {
 			log.Error().Err(herr).Msg("exhaustion hook failed; will retry")
-			s.nak(log, m, s.spec.backoff(d.NumDelivered))
+			s.nak(log, f, s.spec.backoff(d.NumDelivered))
 			return
 		}
 	}
@@ -467,13 +470,12 @@ func (s *Subscription) settle(ctx context.Context, log *zerolog.Logger, f *infli
 
 // reject runs OnReject and dead-letters the message.
 func (s *Subscription) reject(ctx context.Context, log *zerolog.Logger, f *inflight, d Delivery, rej *contracts.Rejection) {
-	f.hb.stop()
 	log.Warn().Str("code", string(rej.Code)).Str("reason", rej.Message).Msg("message rejected")
 	if s.spec.OnReject != nil {
 		if herr := callHook(func() error { return s.spec.OnReject(ctx, d, rej) }); herr != nil {
 			if !s.spec.lastDelivery(d.NumDelivered) {
 				log.Warn().Err(herr).Msg("rejection hook failed; will retry")
-				s.nak(log, f.msg, s.spec.backoff(d.NumDelivered))
+				s.nak(log, f, s.spec.backoff(d.NumDelivered))
 				return
 			}
 			log.Error().Err(herr).Msg("rejection hook failed on the last delivery; dead-lettering anyway")
@@ -514,9 +516,10 @@ func (s *Subscription) deadLetter(ctx context.Context, log *zerolog.Logger, f *i
 	defer cancel()
 	if _, err := s.js.PublishMsg(pctx, dl); err != nil {
 		log.Error().Err(err).Str("code", string(code)).Msg("dead-letter publish failed; message returned for redelivery")
-		s.nak(log, m, s.spec.backoff(d.NumDelivered))
+		s.nak(log, f, s.spec.backoff(d.NumDelivered))
 		return
 	}
+	f.hb.stop()
 	if err := m.TermWithReason(string(code) + ": " + reason); err != nil {
 		log.Warn().Err(err).Msg("terminate failed; the message will be redelivered and dead-lettered again (deduplicated)")
 		return
@@ -524,7 +527,10 @@ func (s *Subscription) deadLetter(ctx context.Context, log *zerolog.Logger, f *i
 	log.Warn().Str("code", string(code)).Str("dead_letter", dl.Subject).Msg("message dead-lettered")
 }
 
-func (s *Subscription) nak(log *zerolog.Logger, m jetstream.Msg, delay time.Duration) {
+// nak stops the heartbeat and returns the message for redelivery after delay.
+func (s *Subscription) nak(log *zerolog.Logger, f *inflight, delay time.Duration) {
+	f.hb.stop()
+	m := f.msg
 	var err error
 	if delay > 0 {
 		err = m.NakWithDelay(delay)
@@ -572,22 +578,19 @@ func startHeartbeat(m jetstream.Msg, period time.Duration) *heartbeat {
 	return h
 }
 
+// beat sends one InProgress under the lock, so that once stop has returned no beat can
+// reach the server after the message's settlement. InProgress is a plain publish.
 func (h *heartbeat) beat() {
 	h.mu.Lock()
+	defer h.mu.Unlock()
 	if h.stopped {
-		h.mu.Unlock()
 		return
 	}
-	h.mu.Unlock()
 	_ = h.msg.InProgress() // best effort: a lost beat is covered by the next one
-	h.mu.Lock()
-	if !h.stopped {
-		h.timer.Reset(h.period)
-	}
-	h.mu.Unlock()
+	h.timer.Reset(h.period)
 }
 
-// stop ends the heartbeat; it is idempotent.
+// stop ends the heartbeat; after it returns no further InProgress is sent. Idempotent.
 func (h *heartbeat) stop() {
 	h.mu.Lock()
 	h.stopped = true

@@ -566,3 +566,27 @@ func TestConsumeEndsWhenConsumerIsDeleted(t *testing.T) {
 		})
 	}
 }
+
+func TestConsumeHeartbeatCoversSlowHooks(t *testing.T) {
+	h := newHarness(t)
+	spec := h.spec("slow-hook")
+	spec.AckWait = time.Second
+	spec.Workers = 2
+	var hookCalls atomic.Int32
+	spec.OnReject = func(ctx context.Context, d bus.Delivery, rej *contracts.Rejection) error {
+		hookCalls.Add(1)
+		// Publishing the rejection event takes longer than the ack wait.
+		t := time.NewTimer(3 * spec.AckWait)
+		defer t.Stop()
+		<-t.C
+		return nil
+	}
+	sub := h.consume(spec, func(context.Context, bus.Delivery) error {
+		return contracts.Reject(contracts.RejectInvalidField, "bad")
+	})
+	h.publish(h.names.GateRequestSubject("run-1"), h.event("op-hook", 1))
+	info := h.settled(sub)
+	if hookCalls.Load() != 1 || info.Delivered.Consumer != 1 {
+		t.Fatalf("hook calls %d, deliveries %d; want 1 and 1", hookCalls.Load(), info.Delivered.Consumer)
+	}
+}
