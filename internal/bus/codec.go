@@ -213,6 +213,9 @@ func DecodeMsg(h nats.Header, data []byte) (Event, error) {
 			continue
 		}
 		name := lowerASCII(k[len(headerPrefix):])
+		if name == "specversion" {
+			hasSpec = true // binary mode, even if the value turns out to be unreadable
+		}
 		dv, err := percentDecode(v)
 		if err != nil {
 			firstErr = orErr(firstErr, contracts.Reject(contracts.RejectInvalidUTF8, "header %s: %v", k, err))
@@ -228,7 +231,7 @@ func DecodeMsg(h nats.Header, data []byte) (Event, error) {
 		case "type":
 			bit, dst = 4, &e.Type
 		case "specversion":
-			bit, dst, hasSpec = 8, &spec, true
+			bit, dst = 8, &spec
 		case "time":
 			bit, dst = 16, &timeRaw
 		case "subject":

@@ -302,6 +302,7 @@ func TestDecodeRejections(t *testing.T) {
 		{"binary contradicting content types", bin("Content-Type", "application/json", "ce-datacontenttype", "text/plain"), `{}`, contracts.RejectInvalidField, "contradicts"},
 		{"binary conflicting duplicate id", bin("CE-ID", "other"), `{}`, contracts.RejectInvalidField, "id"},
 		{"binary header not UTF-8", bin("ce-source", "%FF%FE"), `{}`, contracts.RejectInvalidUTF8, "ce-source"},
+		{"binary specversion not UTF-8", bin("ce-specversion", "%FF"), `{}`, contracts.RejectInvalidUTF8, "ce-specversion"},
 		{"unknown content type", nats.Header{"Content-Type": {"text/plain"}}, `hi`, contracts.RejectUnsupportedContent, "text/plain"},
 		{"batch mode", nats.Header{"Content-Type": {"application/cloudevents-batch+json"}}, `[]`, contracts.RejectUnsupportedContent, "batch"},
 		{"structured not JSON", structured, `{"id":`, contracts.RejectInvalidJSON, "JSON"},

@@ -198,7 +198,11 @@ type inflight struct {
 // cancel work in progress; cancelling ctx stops consuming at once and cancels handlers.
 // The loop pulls one message at a time and hands it to a free worker, so at most
 // Workers+1 messages are held by this process and every one of them is heartbeated: a
-// message never waits unheartbeated in a client-side buffer while handlers are busy.
+// message never waits unheartbeated in a client-side buffer while handlers are busy, where
+// its ack wait could expire and a second copy reach another worker or instance. The price
+// is one pull round trip per message (BenchmarkConsume: about 60µs per settled message on
+// a local file-backed server, against about 30µs with a 16-message prefetch); scale out
+// with more instances rather than a deeper prefetch.
 func Consume(ctx context.Context, js jetstream.JetStream, spec ConsumerSpec, h Handler, log zerolog.Logger) (*Subscription, error) {
 	if h == nil {
 		return nil, errors.New("bus: consume: nil handler")

@@ -111,7 +111,8 @@ func Shutdown(srv *server.Server) {
 	srv.WaitForShutdown()
 }
 
-// serverLogger adapts zerolog to the nats-server logger interface.
+// serverLogger adapts zerolog to the nats-server logger interface. Fatalf logs at error
+// level and returns: an embedded server must never exit the process that hosts it.
 type serverLogger struct{ log zerolog.Logger }
 
 func (l serverLogger) Noticef(format string, v ...any) { l.log.Info().Msgf(format, v...) }
