@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -254,7 +255,7 @@ func (x *Executor) Handle(ctx context.Context, d bus.Delivery) error {
 	ctx = log.WithContext(ctx)
 
 	key := contracts.CallKey(req.RunID, req.Step, req.CallID)
-	act, rec, err := x.enter(ctx, key, req, d.StreamSeq)
+	act, rec, rev, err := x.enter(ctx, key, req, d.StreamSeq)
 	if err != nil {
 		return err
 	}
@@ -288,7 +289,7 @@ func (x *Executor) Handle(ctx context.Context, d bus.Delivery) error {
 	}
 	out = FinishOutput(req.CallID, out)
 
-	rec, owned, err := x.complete(ctx, key, req, d.StreamSeq, attempt, out)
+	rec, owned, err := x.complete(ctx, key, req, d.StreamSeq, attempt, out, rec, rev)
 	if err != nil {
 		return err
 	}
@@ -342,10 +343,11 @@ func (x *Executor) announce(ctx context.Context, req contracts.ExecRequest, rec 
 }
 
 // enter reads the call record and, by compare-and-swap, claims it for this delivery or
-// applies recovery. It returns what to do and the record as committed (or as read).
-func (x *Executor) enter(ctx context.Context, key string, req contracts.ExecRequest, seq uint64) (action, contracts.CallRecord, error) {
+// applies recovery. It returns what to do and the record as committed (or as read), with
+// its revision.
+func (x *Executor) enter(ctx context.Context, key string, req contracts.ExecRequest, seq uint64) (action, contracts.CallRecord, uint64, error) {
 	var act action
-	rec, _, err := x.env.Calls.Update(ctx, key, func(cur *contracts.CallRecord, exists bool) error {
+	rec, rev, err := x.env.Calls.Update(ctx, key, func(cur *contracts.CallRecord, exists bool) error {
 		act = actStale
 		if !exists {
 			return state.ErrNoChange
@@ -398,30 +400,53 @@ func (x *Executor) enter(ctx context.Context, key string, req contracts.ExecRequ
 	if err != nil {
 		if errors.Is(err, contracts.ErrInvalidPersistedState) {
 			// A record no transition accepts cannot be fixed by redelivery.
-			return 0, rec, bus.Permanent(err)
+			return 0, rec, 0, bus.Permanent(err)
 		}
-		return 0, rec, err
+		return 0, rec, 0, err
 	}
-	return act, rec, nil
+	return act, rec, rev, nil
 }
 
 // complete commits Completed(out) if this delivery still owns the attempt it ran. owned is
 // false when the record moved meanwhile (cancelled, or recovered by a redelivery after a
-// lost heartbeat); rec is then the record as found.
+// lost heartbeat); rec is then the record as found. entered and rev are the record this
+// delivery committed on entry: the common case is a single compare-and-swap at rev, and
+// only a conflict pays for a re-read.
 func (x *Executor) complete(ctx context.Context, key string, req contracts.ExecRequest, seq uint64, attempt uint16,
-	out contracts.ToolOutput) (rec contracts.CallRecord, owned bool, err error) {
-	rec, _, err = x.env.Calls.Update(ctx, key, func(cur *contracts.CallRecord, exists bool) error {
-		owned = false
-		if !exists || cur.Phase.Kind != contracts.PhaseExecuting || cur.Phase.Attempt != attempt ||
-			!cur.Entered || cur.EnteredBy != seq {
-			return state.ErrNoChange
+	out contracts.ToolOutput, entered contracts.CallRecord, rev uint64) (rec contracts.CallRecord, owned bool, err error) {
+	apply := func(cur *contracts.CallRecord) (bool, error) {
+		if cur.Phase.Kind != contracts.PhaseExecuting || cur.Phase.Attempt != attempt || !cur.Entered || cur.EnteredBy != seq {
+			return false, nil
 		}
 		if err := transition(cur, req, pinnedPolicy(cur, req), func(c *contracts.DurableToolCall) error {
 			return c.Complete(out)
 		}); err != nil {
-			return err
+			return false, err
 		}
 		x.env.Mark(cur, StageCompleted)
+		return true, nil
+	}
+	next := entered
+	next.Timeline = slices.Clone(entered.Timeline)
+	if ok, err := apply(&next); err == nil && ok {
+		if _, err := x.env.Calls.UpdateAt(ctx, key, next, rev); err == nil {
+			return next, true, nil
+		} else if !errors.Is(err, state.ErrConflict) {
+			return entered, false, err
+		}
+	}
+	rec, _, err = x.env.Calls.Update(ctx, key, func(cur *contracts.CallRecord, exists bool) error {
+		owned = false
+		if !exists {
+			return state.ErrNoChange
+		}
+		ok, err := apply(cur)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return state.ErrNoChange
+		}
 		owned = true
 		return nil
 	})

@@ -24,6 +24,19 @@ const maxIncrementRounds = 1000
 // else Update at the read revision, re-reading on conflict — so concurrent increments from
 // any number of processes are never lost. It is not idempotent: each call counts once.
 func Increment(ctx context.Context, kv jetstream.KeyValue, key string) (uint64, error) {
+	return increment(ctx, kv, key, false)
+}
+
+// increment is [Increment]; with createFirst it starts with a Create, which saves a round
+// trip for counters that usually do not exist yet (the ledger of a fresh operation).
+func increment(ctx context.Context, kv jetstream.KeyValue, key string, createFirst bool) (uint64, error) {
+	if createFirst {
+		if _, err := kv.Create(ctx, key, []byte("1")); err == nil {
+			return 1, nil
+		} else if !errors.Is(err, jetstream.ErrKeyExists) {
+			return 0, fmt.Errorf("counter %s: create: %w", key, err)
+		}
+	}
 	for range maxIncrementRounds {
 		e, err := kv.Get(ctx, key)
 		switch {
@@ -91,7 +104,7 @@ type KVLedger struct {
 // BodyStarting increments the operation's ledger counter. A failure is reported as
 // UnavailableBeforeDispatch: the body has not started, so the executor may retry.
 func (l KVLedger) BodyStarting(ctx context.Context, inv Invocation) error {
-	if _, err := Increment(ctx, l.KV, LedgerKey(inv.RunID, inv.Step, inv.CallID)); err != nil {
+	if _, err := increment(ctx, l.KV, LedgerKey(inv.RunID, inv.Step, inv.CallID), true); err != nil {
 		return contracts.UnavailableBeforeDispatch("body-run ledger: " + err.Error())
 	}
 	return nil

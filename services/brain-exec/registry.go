@@ -290,6 +290,7 @@ type funcTool[A, O any] struct {
 	fn              func(context.Context, A) (O, error)
 }
 
+// ID, Description, Capability and Call implement Tool with the values given to ToolFunc.
 func (t funcTool[A, O]) ID() string                                   { return t.id }
 func (t funcTool[A, O]) Description() string                          { return t.description }
 func (t funcTool[A, O]) Capability() contracts.ToolRecoveryCapability { return t.capability }

@@ -241,7 +241,9 @@ func TestInvalidRegistrations(t *testing.T) {
 		}},
 		{"raw schema not an object", func(r *brainexec.Registry) error {
 			return brainexec.RegisterRaw(r, contracts.ToolDescriptor{ID: "t", Parameters: json.RawMessage(`{"type":"array"}`)}, "",
-				func(context.Context, json.RawMessage) (contracts.ToolOutput, error) { return contracts.ToolOutput{}, nil })
+				func(context.Context, json.RawMessage) (contracts.ToolOutput, error) {
+					return contracts.ToolOutput{}, nil
+				})
 		}},
 		{"raw nil function", func(r *brainexec.Registry) error {
 			return brainexec.RegisterRaw(r, contracts.ToolDescriptor{ID: "t"}, "", nil)

@@ -92,6 +92,7 @@ type invoker struct {
 	reg *Registry
 }
 
+// Invoke resolves the configured tool to its implementation and runs it.
 func (i *invoker) Invoke(ctx context.Context, inv execcore.Invocation) (contracts.ToolOutput, error) {
 	t, ok := i.cfg.Tool(inv.ToolID)
 	if !ok || t.Target != contracts.TargetBrain {
