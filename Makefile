@@ -9,17 +9,21 @@ PKGS := ./...
 FUZZTIME ?= 30s
 CONFIG ?= examples/awaken.yaml
 
-.PHONY: all build test test-short lint fmt vet fuzz run bench clean
+.PHONY: all build wasm test test-short lint fmt vet fuzz run bench clean
 
 all: build
 
-## build: the awaken binary (every service is a subcommand)
-build:
+## build: the awaken binary (every service is a subcommand) and the example sandbox tools
+build: wasm
 	@mkdir -p $(BIN)
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/awaken ./cmd/awaken
 
+## wasm: the example WebAssembly tools (wc, sha256, jsonq) into bin/wasm
+wasm:
+	bash scripts/build-wasm-tools.sh $(BIN)/wasm
+
 ## test: the whole suite with the race detector (fuzz seed corpora included)
-test: lint
+test: lint wasm
 	$(GO) test -race -count=1 -timeout 20m $(PKGS)
 
 ## test-short: the suite without the slow scenarios
@@ -45,6 +49,10 @@ fuzz:
 ## run: every service on an embedded NATS server with the example configuration
 run: build
 	$(BIN)/awaken dev --config $(CONFIG)
+
+## bench: end-to-end latency and throughput of the pipeline on an embedded server
+bench:
+	$(GO) test -run '^$$' -bench 'BenchmarkPipeline' -benchtime 200x -count 1 ./e2e/
 
 clean:
 	rm -rf $(BIN)

@@ -60,7 +60,7 @@ type Tool struct {
 	Description string `yaml:"description"`
 	// Parameters is the JSON Schema of the arguments. Builtin brain tools derive it from
 	// their Go argument type when it is omitted.
-	Parameters any                         `yaml:"parameters"`
+	Parameters any                           `yaml:"parameters"`
 	Kind       contracts.ToolKind            `yaml:"kind"`
 	Target     contracts.ToolExecutionTarget `yaml:"target"`
 	// Capability is the trusted recovery capability of the executable.
@@ -196,7 +196,11 @@ func (c *Config) normalize() error {
 		c.byID[c.Tools[i].ID] = i
 	}
 	if _, err := contracts.CompilePolicy(c.Policy); err != nil {
-		return fmt.Errorf("%w: policy.%v", ErrInvalid, err)
+		var pe *contracts.PolicyError
+		if errors.As(err, &pe) {
+			return &FieldError{"policy." + pe.Field, pe.Msg}
+		}
+		return &FieldError{"policy", err.Error()}
 	}
 	e := &c.Executors
 	if e.Brain.Workers == 0 {

@@ -62,7 +62,9 @@ type Client struct {
 type Option func(*Client)
 
 // WithPrefix sets the subject prefix of the deployment (default "awaken").
-func WithPrefix(prefix string) Option { return func(c *Client) { c.names = contracts.NewNames(prefix) } }
+func WithPrefix(prefix string) Option {
+	return func(c *Client) { c.names = contracts.NewNames(prefix) }
+}
 
 // WithSource sets the CloudEvents source of what the client publishes.
 func WithSource(source string) Option { return func(c *Client) { c.source = source } }

@@ -1,0 +1,195 @@
+// Package e2e_test runs the whole pipeline — the five real services wired as in `awaken
+// dev` — on a real embedded JetStream server and checks the product's promises through
+// the public client.
+package e2e_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/awaken-dev/awaken/internal/app"
+	"github.com/awaken-dev/awaken/internal/bus"
+	"github.com/awaken-dev/awaken/internal/config"
+	"github.com/awaken-dev/awaken/internal/natstest"
+	"github.com/awaken-dev/awaken/internal/pipeline"
+	"github.com/awaken-dev/awaken/pkg/client"
+	"github.com/awaken-dev/awaken/pkg/contracts"
+)
+
+// repoRoot is the module root, for the example files.
+func repoRoot(tb testing.TB) string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Dir(filepath.Dir(file))
+}
+
+// exampleConfig loads examples/awaken.yaml, the configuration `make run` uses, so the
+// tests prove the shipped example works.
+func exampleConfig(tb testing.TB) *config.Config {
+	tb.Helper()
+	cfg, err := config.Load(filepath.Join(repoRoot(tb), "examples", "awaken.yaml"))
+	if err != nil {
+		tb.Fatalf("load example config: %v", err)
+	}
+	return cfg
+}
+
+type harness struct {
+	tb     testing.TB
+	srv    *natstest.Server
+	cfg    *config.Config
+	stack  *app.Stack
+	client *client.Client
+	faults atomic.Value // pipeline.FaultHook
+}
+
+type harnessOption func(*harness)
+
+func withConfig(cfg *config.Config) harnessOption { return func(h *harness) { h.cfg = cfg } }
+
+// newHarness starts an embedded server and the five services.
+func newHarness(tb testing.TB, opts ...harnessOption) *harness {
+	tb.Helper()
+	h := &harness{tb: tb, srv: natstest.Start(tb)}
+	for _, o := range opts {
+		o(h)
+	}
+	if h.cfg == nil {
+		h.cfg = exampleConfig(tb)
+	}
+	h.start()
+	nc, _ := h.srv.Conn(tb)
+	c, err := client.New(nc)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	h.client = c
+	return h
+}
+
+// setFaults installs a fault hook on every service (nil removes it).
+func (h *harness) setFaults(f pipeline.FaultHook) { h.faults.Store(f) }
+
+func (h *harness) start() {
+	h.tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	st, err := app.Start(ctx, app.Options{
+		Config: h.cfg,
+		Dial:   app.InProcessDialer(h.srv.Server()),
+		Log:    app.NewLogger(testWriter{h.tb}, os.Getenv("AWAKEN_TEST_LOG")),
+		Faults: func(ctx context.Context, service string, p pipeline.FaultPoint, op string) error {
+			if f, ok := h.faults.Load().(pipeline.FaultHook); ok && f != nil {
+				return f(ctx, service, p, op)
+			}
+			return nil
+		},
+	})
+	if err != nil {
+		h.tb.Fatalf("start services: %v", err)
+	}
+	h.stack = st
+	h.tb.Cleanup(func() {
+		if h.stack != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			_ = h.stack.Stop(ctx)
+		}
+	})
+}
+
+// restart stops every service gracefully and starts them again.
+func (h *harness) restart() {
+	h.tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := h.stack.Stop(ctx); err != nil {
+		h.tb.Fatalf("stop: %v", err)
+	}
+	h.start()
+}
+
+// testWriter sends logs to t.Log only when AWAKEN_TEST_LOG asks for a level.
+type testWriter struct{ tb testing.TB }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	if os.Getenv("AWAKEN_TEST_LOG") != "" {
+		w.tb.Log(string(p))
+	}
+	return len(p), nil
+}
+
+func ctxFor(tb testing.TB, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	tb.Cleanup(cancel)
+	return ctx
+}
+
+func call(id, tool string, args any) contracts.ToolCall {
+	b, _ := json.Marshal(args)
+	return contracts.ToolCall{CallID: id, ToolID: tool, Arguments: b}
+}
+
+func batch(run string, step int64, tools []string, calls ...contracts.ToolCall) contracts.BatchSubmission {
+	return contracts.BatchSubmission{
+		RunID: run, ThreadID: "thread-" + run, Step: step,
+		Agent: contracts.AgentSnapshot{SnapshotID: "snap-1", Tools: tools},
+		Calls: calls,
+	}
+}
+
+// mustRun submits and waits for the results.
+func (h *harness) mustRun(sub contracts.BatchSubmission) *client.BatchResult {
+	h.tb.Helper()
+	res, err := h.client.SubmitAndWait(ctxFor(h.tb, 60*time.Second), sub)
+	if err != nil {
+		h.tb.Fatalf("batch %s: %v", sub.BatchID(), err)
+	}
+	return res
+}
+
+// resultsOnSubject counts the messages on a run's results subject.
+func (h *harness) resultsOnSubject(runID string) int {
+	h.tb.Helper()
+	_, js := h.srv.Conn(h.tb)
+	ctx := ctxFor(h.tb, 10*time.Second)
+	s, err := js.Stream(ctx, h.cfg.Names().ResultsStream())
+	if err != nil {
+		h.tb.Fatal(err)
+	}
+	info, err := s.Info(ctx, jetstream.WithSubjectFilter(h.cfg.Names().ResultsSubject(runID)))
+	if err != nil {
+		h.tb.Fatal(err)
+	}
+	return int(info.State.Subjects[h.cfg.Names().ResultsSubject(runID)])
+}
+
+// ledger is how many times the body of operation (run, step, call) ran.
+func (h *harness) ledger(run string, step int64, callID string) int {
+	h.tb.Helper()
+	v, err := h.stack.Env.Counters.Get(ctxFor(h.tb, 5*time.Second), fmt.Sprintf("ledger.%s.%d.%s", run, step, callID))
+	if err != nil {
+		return 0
+	}
+	var n int
+	fmt.Sscan(string(v.Value()), &n)
+	return n
+}
+
+func texts(res *client.BatchResult) []string {
+	out := make([]string, len(res.Results))
+	for i, r := range res.Results {
+		out[i] = r.Output.Text()
+	}
+	return out
+}
+
+var _ = bus.Event{}

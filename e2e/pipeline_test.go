@@ -1,0 +1,296 @@
+package e2e_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/awaken-dev/awaken/internal/natstest"
+	"github.com/awaken-dev/awaken/internal/pipeline"
+	"github.com/awaken-dev/awaken/pkg/client"
+	"github.com/awaken-dev/awaken/pkg/contracts"
+)
+
+func TestPipeline_everyGateOutcomeInModelOrder(t *testing.T) {
+	h := newHarness(t)
+	sub := batch("run-outcomes", 1, []string{"echo", "counter", "forbidden", "stub", "fail", "invalid", "nope"},
+		call("c1", "echo", map[string]any{"text": "first"}),
+		call("c2", "counter", map[string]any{"name": "outcomes"}),
+		call("c3", "forbidden", map[string]any{}),
+		call("c4", "stub", map[string]any{}),
+		call("c5", "fail", map[string]any{"message": "boom"}),
+		call("c6", "echo", map[string]any{"text": "hidden"}), // echo is visible; c6 checks arguments below
+		call("c7", "nope", map[string]any{}),
+	)
+	// c6: echo with an unknown argument field → invalid arguments.
+	sub.Calls[5] = call("c6", "echo", map[string]any{"txt": "typo"})
+	res := h.mustRun(sub)
+
+	want := []struct {
+		callID  string
+		text    string
+		isError bool
+	}{
+		{"c1", "first", false},
+		{"c2", "1", false},
+		{"c3", "blocked: tool forbidden denied by policy", true},
+		{"c4", "stubbed: this tool is in maintenance", false},
+		{"c5", "tool execution failed: boom", true},
+		{"c6", "invalid tool arguments:", true},
+		{"c7", "unknown tool: nope", true},
+	}
+	if len(res.Results) != len(want) {
+		t.Fatalf("got %d results, want %d", len(res.Results), len(want))
+	}
+	for i, w := range want {
+		r := res.Results[i]
+		if r.Index != i || r.CallID != w.callID {
+			t.Errorf("result %d is %s (index %d), want %s in model order", i, r.CallID, r.Index, w.callID)
+		}
+		if !strings.HasPrefix(r.Output.Text(), w.text) || r.Output.IsError != w.isError {
+			t.Errorf("%s: got %q (is_error %v), want prefix %q (is_error %v)", w.callID, r.Output.Text(), r.Output.IsError, w.text, w.isError)
+		}
+		if r.Outcome != contracts.OutcomeCompleted {
+			t.Errorf("%s: outcome %s", w.callID, r.Outcome)
+		}
+	}
+	if got := res.Finalized.CallIDs; strings.Join(got, ",") != "c1,c2,c3,c4,c5,c6,c7" {
+		t.Errorf("finalized call_ids %v", got)
+	}
+	if n := h.ledger("run-outcomes", 1, "c3"); n != 0 {
+		t.Errorf("denied tool body ran %d times", n)
+	}
+	if n := h.ledger("run-outcomes", 1, "c4"); n != 0 {
+		t.Errorf("stubbed tool body ran %d times; SetResult must not enter an executor", n)
+	}
+}
+
+func TestPipeline_invisibleToolAndArgumentTargetChangeNothing(t *testing.T) {
+	h := newHarness(t)
+	res := h.mustRun(batch("run-visibility", 1, []string{"echo"},
+		call("c1", "counter", map[string]any{"name": "invisible"}),
+		call("c2", "echo", map[string]any{"text": "x", "target": "sandbox"}),
+	))
+	if got := res.Results[0].Output.Text(); got != "unknown tool: counter" {
+		t.Errorf("invisible tool: %q", got)
+	}
+	if n, _ := h.client.Counter(ctxFor(t, 5*time.Second), "invisible"); n != 0 {
+		t.Errorf("invisible counter ran: %d", n)
+	}
+	// echo is typed: an extra "target" field is an invalid argument, and above all it never
+	// routes the call anywhere but the trusted brain target.
+	if got := res.Results[1].Output.Text(); !strings.HasPrefix(got, "invalid tool arguments") {
+		t.Errorf("target in arguments: %q", got)
+	}
+}
+
+func TestPipeline_counterRunsExactlyOnce(t *testing.T) {
+	h := newHarness(t)
+	var calls []contracts.ToolCall
+	for i := range 5 {
+		calls = append(calls, call(fmt.Sprintf("c%d", i), "counter", map[string]any{"name": "once"}))
+	}
+	res := h.mustRun(batch("run-counter", 1, []string{"counter"}, calls...))
+	for i, r := range res.Results {
+		if got, want := r.Output.Text(), fmt.Sprint(i+1); got != want {
+			t.Errorf("call %d: counter returned %q, want %q (model order)", i, got, want)
+		}
+	}
+	if n, _ := h.client.Counter(ctxFor(t, 5*time.Second), "once"); n != 5 {
+		t.Errorf("counter = %d, want 5", n)
+	}
+}
+
+func TestPipeline_barrierHoldsWhileACallRuns(t *testing.T) {
+	h := newHarness(t)
+	sub := batch("run-barrier", 1, []string{"echo", "slow"},
+		call("c1", "echo", map[string]any{"text": "done early"}),
+		call("c2", "slow", map[string]any{"ms": 1500}),
+	)
+	ctx := ctxFor(t, 60*time.Second)
+	if _, err := h.client.Submit(ctx, sub); err != nil {
+		t.Fatal(err)
+	}
+	// Wait until the slow call is running: its body has been entered.
+	natstest.WaitFor(t, 30*time.Second, func() bool { return h.ledger("run-barrier", 1, "c2") == 1 }, "slow call entered")
+	if n := h.resultsOnSubject("run-barrier"); n != 0 {
+		t.Fatalf("%d results published while a call of the batch was still running", n)
+	}
+	res, err := h.client.Await(ctx, "run-barrier", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := texts(res); strings.Join(got, "|") != "done early|done" {
+		t.Errorf("results %v", got)
+	}
+	if n := h.resultsOnSubject("run-barrier"); n != 3 {
+		t.Errorf("%d messages on the results subject, want 2 results + finalized", n)
+	}
+}
+
+func TestPipeline_duplicateSubmission(t *testing.T) {
+	h := newHarness(t)
+	sub := batch("run-dup", 1, []string{"counter"}, call("c1", "counter", map[string]any{"name": "dup"}))
+	h.mustRun(sub)
+	// Identical content again: no second execution, no second publication.
+	res := h.mustRun(sub)
+	if got := res.Results[0].Output.Text(); got != "1" {
+		t.Errorf("resubmission result %q", got)
+	}
+	if n, _ := h.client.Counter(ctxFor(t, 5*time.Second), "dup"); n != 1 {
+		t.Errorf("counter ran %d times", n)
+	}
+	// Different content under the same batch id: conflict.
+	other := sub
+	other.Calls = []contracts.ToolCall{call("c1", "counter", map[string]any{"name": "other"})}
+	_, err := h.client.SubmitAndWait(ctxFor(t, 30*time.Second), other)
+	var rej *client.RejectedError
+	if !errors.As(err, &rej) || rej.Code != string(contracts.RejectConflict) {
+		t.Fatalf("different content: got %v, want a conflict rejection", err)
+	}
+	if n := h.resultsOnSubject("run-dup"); n != 2 {
+		t.Errorf("%d messages on the results subject, want exactly one publication (result + finalized)", n)
+	}
+}
+
+func TestPipeline_faultAtEveryHopStillRunsOncePublishesOnce(t *testing.T) {
+	points := []pipeline.FaultPoint{pipeline.FaultAfterCommit, pipeline.FaultAfterPublish}
+	services := []string{"batcher", "gate", "brain-exec", "publisher"}
+	for _, svc := range services {
+		for _, p := range points {
+			t.Run(svc+"/"+string(p), func(t *testing.T) {
+				h := newHarness(t)
+				var once sync.Map
+				h.setFaults(func(ctx context.Context, service string, point pipeline.FaultPoint, op string) error {
+					if service != svc || point != p {
+						return nil
+					}
+					if _, loaded := once.LoadOrStore(op, true); loaded {
+						return nil
+					}
+					return fmt.Errorf("injected fault: %s at %s on %s", service, point, op)
+				})
+				run := "run-fault-" + strings.ReplaceAll(svc+"-"+string(p), "_", "-")
+				res := h.mustRun(batch(run, 1, []string{"echo", "counter"},
+					call("c1", "counter", map[string]any{"name": run}),
+					call("c2", "echo", map[string]any{"text": "after"}),
+				))
+				if got := texts(res); strings.Join(got, "|") != "1|after" {
+					t.Errorf("results %v", got)
+				}
+				if n := h.ledger(run, 1, "c1"); n != 1 {
+					t.Errorf("counter body ran %d times", n)
+				}
+				if n := h.resultsOnSubject(run); n != 3 {
+					t.Errorf("%d messages on the results subject, want one publication", n)
+				}
+			})
+		}
+	}
+}
+
+func TestPipeline_executorRedeliveredWhileExecuting(t *testing.T) {
+	h := newHarness(t)
+	// The tool body fails as if the process died inside it: the executor's message is
+	// redelivered while its call is durably Executing.
+	var once sync.Map
+	h.setFaults(func(ctx context.Context, service string, point pipeline.FaultPoint, op string) error {
+		if point != pipeline.FaultInTool {
+			return nil
+		}
+		if _, loaded := once.LoadOrStore(op, true); loaded {
+			return nil
+		}
+		return errors.New("injected crash inside the tool")
+	})
+	res := h.mustRun(batch("run-redeliver", 1, []string{"counter", "echo"},
+		call("c1", "counter", map[string]any{"name": "redeliver"}),
+		call("c2", "echo", map[string]any{"text": "replayed"}),
+	))
+	if r := res.Results[0]; r.Outcome != contracts.OutcomeIndeterminate ||
+		!strings.HasPrefix(r.Output.Text(), "tool outcome is indeterminate:") {
+		t.Errorf("never_replay call: outcome %s %q, want indeterminate", r.Outcome, r.Output.Text())
+	}
+	if n := h.ledger("run-redeliver", 1, "c1"); n != 1 {
+		t.Errorf("never_replay body ran %d times, want 1", n)
+	}
+	if r := res.Results[1]; r.Outcome != contracts.OutcomeCompleted || r.Output.Text() != "replayed" {
+		t.Errorf("replay_safe call: outcome %s %q, want completed after a retry", r.Outcome, r.Output.Text())
+	}
+	if n := h.ledger("run-redeliver", 1, "c2"); n != 2 {
+		t.Errorf("replay_safe body ran %d times, want 2 (one crash, one retry)", n)
+	}
+}
+
+func TestPipeline_largeBatch(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow: 512 sequential calls")
+	}
+	h := newHarness(t)
+	var calls []contracts.ToolCall
+	for i := range contracts.MaxCallsPerBatch {
+		calls = append(calls, call(fmt.Sprintf("c%d", i), "echo", map[string]any{"text": fmt.Sprint(i)}))
+	}
+	res := h.mustRun(batch("run-512", 1, []string{"echo"}, calls...))
+	if len(res.Results) != contracts.MaxCallsPerBatch {
+		t.Fatalf("%d results", len(res.Results))
+	}
+	for i, r := range res.Results {
+		if r.Output.Text() != fmt.Sprint(i) {
+			t.Fatalf("result %d = %q", i, r.Output.Text())
+		}
+	}
+}
+
+func TestPipeline_concurrentRuns(t *testing.T) {
+	h := newHarness(t)
+	const runs = 100
+	var wg sync.WaitGroup
+	errs := make(chan error, runs)
+	for i := range runs {
+		wg.Go(func() {
+			run := fmt.Sprintf("run-conc-%d", i)
+			res, err := h.client.SubmitAndWait(ctxFor(t, 120*time.Second), batch(run, 1, []string{"echo", "counter"},
+				call("a", "echo", map[string]any{"text": run}),
+				call("b", "counter", map[string]any{"name": run}),
+			))
+			if err != nil {
+				errs <- fmt.Errorf("%s: %w", run, err)
+				return
+			}
+			if got := texts(res); strings.Join(got, "|") != run+"|1" {
+				errs <- fmt.Errorf("%s: results %v", run, got)
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+}
+
+func TestPipeline_restartFinishesInFlightBatches(t *testing.T) {
+	h := newHarness(t)
+	ctx := ctxFor(t, 60*time.Second)
+	sub := batch("run-restart", 1, []string{"slow", "counter"},
+		call("c1", "slow", map[string]any{"ms": 300}),
+		call("c2", "counter", map[string]any{"name": "restart"}),
+	)
+	if _, err := h.client.Submit(ctx, sub); err != nil {
+		t.Fatal(err)
+	}
+	natstest.WaitFor(t, 30*time.Second, func() bool { return h.ledger("run-restart", 1, "c1") == 1 }, "slow call entered")
+	h.restart()
+	res, err := h.client.Await(ctx, "run-restart", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := texts(res); strings.Join(got, "|") != "done|1" {
+		t.Errorf("results after restart %v", got)
+	}
+}

@@ -1,0 +1,238 @@
+// Package app wires the awaken services together: one service against a NATS URL (the
+// per-service subcommands and containers), or all of them on an embedded JetStream server
+// (`awaken dev` and the end-to-end tests). It is the only package that imports every
+// service; the services never import each other.
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+
+	"github.com/awaken-dev/awaken/internal/bus"
+	"github.com/awaken-dev/awaken/internal/config"
+	"github.com/awaken-dev/awaken/internal/pipeline"
+	"github.com/awaken-dev/awaken/services/batcher"
+	brainexec "github.com/awaken-dev/awaken/services/brain-exec"
+	"github.com/awaken-dev/awaken/services/brain-exec/builtin"
+	"github.com/awaken-dev/awaken/services/gate"
+	"github.com/awaken-dev/awaken/services/publisher"
+	sandboxexec "github.com/awaken-dev/awaken/services/sandbox-exec"
+)
+
+// Service names, as used by the subcommands and in logs.
+const (
+	Batcher     = "batcher"
+	Gate        = "gate"
+	BrainExec   = "brain-exec"
+	SandboxExec = "sandbox-exec"
+	Publisher   = "publisher"
+)
+
+// AllServices returns the five services in start order (consumers of later stages first,
+// so that nothing is published to a stage that is not yet consuming in a fresh stack).
+func AllServices() []string {
+	return []string{Publisher, BrainExec, SandboxExec, Gate, Batcher}
+}
+
+// Service is a started service.
+type Service interface {
+	Stop(ctx context.Context) error
+}
+
+// Options configures a [Stack].
+type Options struct {
+	// Config is the host configuration (required).
+	Config *config.Config
+	// Services to start (default: all five).
+	Services []string
+	// Dial returns a new connection for a service; each service gets its own so drains
+	// and connection names stay per service, as in separate processes.
+	Dial func(name string) (*nats.Conn, error)
+	// Log is the base logger.
+	Log zerolog.Logger
+	// Faults is the test-only fault hook (nil in production).
+	Faults pipeline.FaultHook
+	// BrainRegistry replaces the builtin example tools (platform teams bring their own).
+	BrainRegistry *brainexec.Registry
+	// Topology overrides the stream settings (replicas, storage).
+	Topology *bus.TopologyConfig
+}
+
+// Stack is a set of running services.
+type Stack struct {
+	services []named
+	conns    []*nats.Conn
+	log      zerolog.Logger
+	// Env is the environment of the first service, for callers that need the stores.
+	Env *pipeline.Env
+}
+
+type named struct {
+	name string
+	svc  Service
+}
+
+// TopologyFor derives the stream settings from the host configuration.
+func TopologyFor(cfg *config.Config) bus.TopologyConfig {
+	t := bus.TopologyConfig{Replicas: cfg.Storage.Replicas}
+	if cfg.Storage.Memory {
+		t.Storage = jetstream.MemoryStorage
+	}
+	return t
+}
+
+// Start ensures the topology and starts the chosen services. On error, everything started
+// so far is stopped.
+func Start(ctx context.Context, o Options) (st *Stack, err error) {
+	if o.Config == nil {
+		return nil, errors.New("app: no configuration")
+	}
+	if len(o.Services) == 0 {
+		o.Services = AllServices()
+	}
+	for _, s := range o.Services {
+		if !slices.Contains(AllServices(), s) {
+			return nil, fmt.Errorf("app: unknown service %q", s)
+		}
+	}
+	st = &Stack{log: o.Log}
+	defer func() {
+		if err != nil {
+			stopCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			_ = st.Stop(stopCtx)
+		}
+	}()
+	topology := TopologyFor(o.Config)
+	if o.Topology != nil {
+		topology = *o.Topology
+	}
+	ensured := false
+	for _, name := range AllServices() {
+		if !slices.Contains(o.Services, name) {
+			continue
+		}
+		nc, err := o.Dial("awaken-" + name)
+		if err != nil {
+			return st, fmt.Errorf("app: connect %s: %w", name, err)
+		}
+		st.conns = append(st.conns, nc)
+		js, err := jetstream.New(nc)
+		if err != nil {
+			return st, fmt.Errorf("app: %s: %w", name, err)
+		}
+		if !ensured {
+			if err := bus.EnsureTopology(ctx, js, o.Config.Names(), topology); err != nil {
+				return st, fmt.Errorf("app: ensure streams and buckets: %w", err)
+			}
+			ensured = true
+		}
+		log := o.Log.With().Str("service", name).Logger()
+		env, err := pipeline.NewEnv(ctx, nc, js, o.Config, log)
+		if err != nil {
+			return st, err
+		}
+		env.Faults = o.Faults
+		if st.Env == nil {
+			st.Env = env
+		}
+		svc, err := startOne(ctx, name, env, o)
+		if err != nil {
+			return st, fmt.Errorf("app: start %s: %w", name, err)
+		}
+		st.services = append(st.services, named{name, svc})
+		log.Info().Msg("started")
+	}
+	return st, nil
+}
+
+func startOne(ctx context.Context, name string, env *pipeline.Env, o Options) (Service, error) {
+	switch name {
+	case Batcher:
+		return batcher.Start(ctx, env)
+	case Gate:
+		return gate.Start(ctx, env)
+	case BrainExec:
+		reg := o.BrainRegistry
+		if reg == nil {
+			reg = brainexec.NewRegistry()
+			if err := builtin.Register(reg, env); err != nil {
+				return nil, err
+			}
+		}
+		return brainexec.Start(ctx, env, reg)
+	case SandboxExec:
+		return sandboxexec.Start(ctx, env)
+	case Publisher:
+		return publisher.Start(ctx, env)
+	}
+	return nil, fmt.Errorf("unknown service %q", name)
+}
+
+// Stop drains every service (each finishes its in-flight messages), then closes the
+// connections. It is safe to call more than once.
+func (s *Stack) Stop(ctx context.Context) error {
+	var errs []error
+	for i := len(s.services) - 1; i >= 0; i-- {
+		n := s.services[i]
+		if err := n.svc.Stop(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("stop %s: %w", n.name, err))
+		}
+	}
+	s.services = nil
+	for _, nc := range s.conns {
+		if err := nc.Drain(); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
+			errs = append(errs, err)
+		}
+	}
+	s.conns = nil
+	return errors.Join(errs...)
+}
+
+// Kill drops every service without draining, as a crashed process would: in-flight
+// messages stay unacked and are redelivered to whoever consumes next. Tests only.
+func (s *Stack) Kill() {
+	for _, nc := range s.conns {
+		nc.Close()
+	}
+	s.conns = nil
+	s.services = nil
+}
+
+// NewLogger returns the zerolog JSON logger of a process.
+func NewLogger(w io.Writer, level string) zerolog.Logger {
+	if w == nil {
+		w = os.Stderr
+	}
+	lvl, err := zerolog.ParseLevel(level)
+	if err != nil || level == "" {
+		lvl = zerolog.InfoLevel
+	}
+	return zerolog.New(w).Level(lvl).With().Timestamp().Logger()
+}
+
+// InProcessDialer dials an embedded server without TCP.
+func InProcessDialer(s *server.Server) func(name string) (*nats.Conn, error) {
+	return func(name string) (*nats.Conn, error) {
+		return nats.Connect("", nats.InProcessServer(s), nats.Name(name), nats.MaxReconnects(-1))
+	}
+}
+
+// URLDialer dials a NATS URL with endless reconnects, so a service rides out a server
+// restart instead of exiting.
+func URLDialer(url string, opts ...nats.Option) func(name string) (*nats.Conn, error) {
+	return func(name string) (*nats.Conn, error) {
+		all := append([]nats.Option{nats.Name(name), nats.MaxReconnects(-1), nats.ReconnectWait(250 * time.Millisecond), nats.RetryOnFailedConnect(true)}, opts...)
+		return nats.Connect(url, all...)
+	}
+}

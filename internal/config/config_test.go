@@ -1,0 +1,105 @@
+package config_test
+
+import (
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/awaken-dev/awaken/internal/config"
+	"github.com/awaken-dev/awaken/pkg/contracts"
+)
+
+func TestLoad_example(t *testing.T) {
+	cfg, err := config.Load(filepath.Join("..", "..", "examples", "awaken.yaml"))
+	if err != nil {
+		t.Fatalf("the shipped example must load: %v", err)
+	}
+	for _, id := range []string{"echo", "counter", "slow", "fail", "delegate", "wc", "ask_me", "later", "forbidden", "stub", "client_pick"} {
+		if _, ok := cfg.Tool(id); !ok {
+			t.Errorf("example registers no %q (acceptance tests rely on it)", id)
+		}
+	}
+	if p := cfg.Pin("echo"); !p.Known || p.Target != contracts.TargetBrain || p.Policy.Mode != contracts.ModeReplaySafe {
+		t.Errorf("echo pinned as %+v", p)
+	}
+	if p := cfg.Pin("counter"); p.Policy != contracts.DefaultRecoveryPolicy() {
+		t.Errorf("counter must default to never_replay: %+v", p)
+	}
+	if p := cfg.Pin("wc"); p.Target != contracts.TargetSandbox {
+		t.Errorf("wc pinned as %+v", p)
+	}
+	if p := cfg.Pin("delegate"); p.Kind != contracts.KindDelegation || p.Policy.Mode != contracts.ModeDurableRequest {
+		t.Errorf("delegate pinned as %+v", p)
+	}
+	if p := cfg.Pin("nope"); p.Known {
+		t.Errorf("unknown tool pinned as known: %+v", p)
+	}
+	if got := cfg.ModulePath(mustTool(t, cfg, "wc")); !filepath.IsAbs(got) || !strings.HasSuffix(got, filepath.Join("bin", "wasm", "wc.wasm")) {
+		t.Errorf("module path %q must resolve against the config file", got)
+	}
+}
+
+func mustTool(t *testing.T, cfg *config.Config, id string) config.Tool {
+	tool, ok := cfg.Tool(id)
+	if !ok {
+		t.Fatalf("no tool %s", id)
+	}
+	return tool
+}
+
+func TestParse_invalidNamesTheField(t *testing.T) {
+	cases := []struct {
+		name, yaml, field string
+	}{
+		{"unknown field", "tools:\n  - id: a\n    colour: red\n", "colour"},
+		{"bad target", "tools:\n  - id: a\n    target: cloud\n", "tools[0].target"},
+		{"bad kind", "tools:\n  - id: a\n    kind: magic\n", "tools[0].kind"},
+		{"duplicate id", "tools:\n  - id: a\n  - id: a\n", "tools[1].id"},
+		{"mode widens capability", "tools:\n  - id: a\n    capability: replay_safe\n    recovery_policy: {mode: idempotent}\n", "tools[0].recovery_policy.mode"},
+		{"mode without capability", "tools:\n  - id: a\n    recovery_policy: {mode: replay_safe}\n", "tools[0].recovery_policy.mode"},
+		{"bad capability", "tools:\n  - id: a\n    capability: sometimes\n", "tools[0].capability"},
+		{"sandbox without module", "tools:\n  - id: a\n    target: sandbox\n", "tools[0].module"},
+		{"module on a brain tool", "tools:\n  - id: a\n    module: x.wasm\n", "tools[0].module"},
+		{"parallel on a regular tool", "tools:\n  - id: a\n    parallel_completion: true\n", "tools[0].parallel_completion"},
+		{"reserved mcp id", "tools:\n  - id: mcp__x__y\n", "tools[0].id"},
+		{"regex in a policy pattern", "policy:\n  rules:\n    - {pattern: 'Bash(command =~ \"x\")', behavior: deny}\n", "policy.rules[0].pattern"},
+		{"schedule without delay", "policy:\n  rules:\n    - {pattern: x, behavior: schedule}\n", "policy.rules[0]"},
+		{"bad default", "policy:\n  default_behavior: maybe\n", "policy.default_behavior"},
+		{"bad duration", "tools:\n  - id: a\n    timeout: soon\n", `"soon"`},
+		{"mcp with both transports", "executors:\n  mcp:\n    - {name: gh, command: x, url: http://x}\n", "executors.mcp[0]"},
+		{"bad replicas", "storage:\n  replicas: 2\n", "storage.replicas"},
+		{"bad prefix", "prefix: 'a b'\n", "prefix"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := config.Parse([]byte(tc.yaml))
+			if err == nil {
+				t.Fatal("accepted an invalid configuration")
+			}
+			if !errors.Is(err, config.ErrInvalid) {
+				t.Errorf("error %v does not wrap ErrInvalid", err)
+			}
+			if !strings.Contains(err.Error(), tc.field) {
+				t.Errorf("error %q does not name %q", err, tc.field)
+			}
+		})
+	}
+}
+
+func TestTool_mcpToolsResolveToTheBrain(t *testing.T) {
+	cfg, err := config.Parse([]byte("executors:\n  mcp:\n    - {name: gh, command: ./gh-mcp}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tool, ok := cfg.Tool("mcp__gh__create_issue")
+	if !ok || tool.Target != contracts.TargetBrain || tool.Capability != contracts.CapabilityNonRecoverable {
+		t.Errorf("mcp tool resolved as %+v, %v", tool, ok)
+	}
+	if _, ok := cfg.Tool("mcp__other__x"); ok {
+		t.Error("a tool of an unconfigured MCP server resolved")
+	}
+	if _, ok := cfg.Tool("mcp__gh__"); ok {
+		t.Error("an empty MCP tool name resolved")
+	}
+}

@@ -1,0 +1,1048 @@
+package contracts
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// Limits of the permission-pattern grammar. Patterns come from operators and, through
+// per-run policies, from submitters; arguments come from models. The limits keep parsing
+// and matching cheap and bounded whatever either side writes.
+const (
+	// MaxPatternLength bounds a pattern in bytes. It also bounds every glob in it, which
+	// keeps glob matching at O(len(value) × MaxPatternLength) in the worst case.
+	MaxPatternLength = 1024
+	// MaxPatternConditions bounds the field conditions of one pattern.
+	MaxPatternConditions = 32
+	// MaxPatternPathDepth bounds the segments of one field path (`a.b[0].c` has four).
+	MaxPatternPathDepth = 32
+	// maxPatternIndex bounds an array index in a field path.
+	maxPatternIndex = 1<<31 - 1
+)
+
+// PatternError reports a permission pattern that does not parse. Pos is the byte offset in
+// Pattern where the problem was found. Patterns that use regular expressions (`=~`, `!=~`,
+// `/regex/` tool names) are rejected with a PatternError that names the operator: a port of
+// a regex rule that silently matched nothing would turn a deny into a fail-open.
+type PatternError struct {
+	Pattern string
+	Pos     int
+	Msg     string
+}
+
+// Error names the pattern, the position and the problem.
+func (e *PatternError) Error() string {
+	return fmt.Sprintf("permission pattern %q: at byte %d: %s", e.Pattern, e.Pos, e.Msg)
+}
+
+// Specificity orders the rules that match one call: the more specific rule decides.
+// Fields are compared lexicographically in declaration order (see [Specificity.Compare]).
+//
+//   - ToolKind: 3 for an exact tool name, 2 for a glob tool name.
+//   - HasArgs: 1 if the pattern constrains the arguments, else 0 (`tool` and `tool(*)`).
+//   - Conditions: the number of argument conditions; a primary glob (`Bash(npm *)`) counts
+//     as one condition, as in the original awaken-tool-pattern crate.
+//   - OpPrecision: the sum over conditions of 3 for `=`/`!=` and 2 for `~`/`!~`; a primary
+//     glob contributes 2.
+type Specificity struct {
+	ToolKind    int
+	HasArgs     int
+	Conditions  int
+	OpPrecision int
+}
+
+// Compare returns -1, 0 or +1 as s is less specific than, as specific as, or more specific
+// than o, comparing ToolKind, HasArgs, Conditions and OpPrecision in that order.
+func (s Specificity) Compare(o Specificity) int {
+	for _, d := range [...]int{
+		s.ToolKind - o.ToolKind,
+		s.HasArgs - o.HasArgs,
+		s.Conditions - o.Conditions,
+		s.OpPrecision - o.OpPrecision,
+	} {
+		switch {
+		case d < 0:
+			return -1
+		case d > 0:
+			return 1
+		}
+	}
+	return 0
+}
+
+type toolMatchKind uint8
+
+const (
+	toolExact toolMatchKind = iota + 1
+	toolGlob
+)
+
+type argMatchKind uint8
+
+const (
+	argsAny argMatchKind = iota
+	argsPrimary
+	argsFields
+)
+
+type matchOp uint8
+
+const (
+	opGlob matchOp = iota + 1
+	opExact
+	opNotGlob
+	opNotExact
+)
+
+func (o matchOp) String() string {
+	switch o {
+	case opGlob:
+		return "~"
+	case opExact:
+		return "="
+	case opNotGlob:
+		return "!~"
+	case opNotExact:
+		return "!="
+	}
+	return "?"
+}
+
+func (o matchOp) precision() int {
+	if o == opExact || o == opNotExact {
+		return 3
+	}
+	return 2
+}
+
+type pathSegKind uint8
+
+const (
+	segField    pathSegKind = iota + 1 // named object key: `name`
+	segIndex                           // array element: `[3]`
+	segAnyIndex                        // every array element: `[*]`
+	segWildcard                        // every object value: `*`
+)
+
+type pathSeg struct {
+	kind  pathSegKind
+	name  string
+	index int
+}
+
+type fieldCondition struct {
+	path  []pathSeg
+	op    matchOp
+	value string
+	glob  *glob // compiled value for ~ and !~, nil for = and !=
+}
+
+// ToolPattern is one parsed permission pattern (Claude-Code compatible grammar):
+//
+//	Bash                          exact tool name, any arguments
+//	Bash(*)                       the same, spelled out
+//	mcp__github__*                glob tool name: * ? [ab] [a-z] [!a] \x
+//	Bash(npm *)                   primary glob (see below)
+//	Edit(file_path ~ "src/**")    field condition; ops ~ (glob) = (exact) !~ !=
+//	Tool(a.b[0].c = "x", d ~ "y") nested paths and several conditions (all must hold)
+//	Tool(items[*].name = "x")     any array element; `*` as a path segment: any object key
+//
+// Matching:
+//   - A primary glob is matched against the single value of a one-key argument object,
+//     otherwise against the whole arguments rendered as canonical JSON (sorted keys, no
+//     insignificant space).
+//   - A field path resolves to every value it reaches; a condition holds if it holds for at
+//     least one of them. A path that reaches nothing makes the condition false for every
+//     operator, including `!~` and `!=`: a negated deny does not catch a call that omits the
+//     field.
+//   - Values compare as strings: a string as itself, null as "", numbers as their JSON text,
+//     booleans as true/false, objects and arrays as canonical JSON. Arguments that are JSON
+//     null or empty count as {}.
+//   - Globs: `*` matches any run of characters including `/`; a `**` that forms a whole path
+//     segment before a `/` (`src/**/x`) also matches no segment at all, so `src/**/*.go`
+//     matches `src/a.go`; `?` matches one character; `[...]` one character of a set;
+//     `\` escapes the next character. Matching is case-sensitive and takes
+//     O(len(text) × len(glob)) time at worst: there is no backtracking blow-up.
+//   - Inside a quoted value, `\"` is a quote and `\\` a backslash; any other `\x` is kept
+//     as written (so in a glob it escapes x).
+//   - A tool name runs to `(` or white space; it may not start with `/` or contain `)` or
+//     `"`. Arguments that start like a field path followed by an operator are field
+//     conditions and need a quoted value: `Bash(ls ~/x)` is rejected; write
+//     `Bash(command ~ "ls ~/x")`.
+//
+// Regular expressions (`=~`, `!=~`, `/regex/` tool names) are rejected at parse time.
+//
+// The zero ToolPattern matches nothing. A ToolPattern is immutable and safe for concurrent
+// use.
+type ToolPattern struct {
+	toolKind toolMatchKind
+	tool     string
+	toolGlob *glob
+	args     argMatchKind
+	primary  string
+	primGlob *glob
+	conds    []fieldCondition
+}
+
+// ParseToolPattern parses s (surrounding white space is ignored). Every error is a
+// [*PatternError].
+func ParseToolPattern(s string) (ToolPattern, error) {
+	if len(s) > MaxPatternLength {
+		return ToolPattern{}, &PatternError{Pattern: s, Pos: MaxPatternLength,
+			Msg: fmt.Sprintf("pattern is longer than %d bytes", MaxPatternLength)}
+	}
+	if !utf8.ValidString(s) {
+		pos := 0
+		for pos < len(s) {
+			r, n := utf8.DecodeRuneInString(s[pos:])
+			if r == utf8.RuneError && n == 1 {
+				break
+			}
+			pos += n
+		}
+		return ToolPattern{}, &PatternError{Pattern: s, Pos: pos, Msg: "pattern is not valid UTF-8"}
+	}
+	end := len(strings.TrimRightFunc(s, unicode.IsSpace))
+	start := end - len(strings.TrimLeftFunc(s[:end], unicode.IsSpace))
+	ps := &patternParser{src: s, pos: start, end: end}
+	if start == end {
+		return ToolPattern{}, ps.fail(0, "empty pattern")
+	}
+	var p ToolPattern
+	if err := ps.parseTool(&p); err != nil {
+		return ToolPattern{}, err
+	}
+	ps.skipSpace()
+	if ps.peek() == '(' {
+		ps.pos++
+		if err := ps.parseArgs(&p); err != nil {
+			return ToolPattern{}, err
+		}
+		ps.skipSpace()
+		if ps.peek() != ')' {
+			return ToolPattern{}, ps.fail(ps.pos, "expected ')' to close the arguments, found %s", ps.describe())
+		}
+		ps.pos++
+	}
+	ps.skipSpace()
+	if ps.pos < ps.end {
+		return ToolPattern{}, ps.fail(ps.pos, "unexpected %q after the pattern", ps.src[ps.pos:ps.end])
+	}
+	return p, nil
+}
+
+// String renders p in the canonical form of the grammar; ParseToolPattern(p.String())
+// yields an equivalent pattern. `tool(*)` renders as `tool`.
+func (p ToolPattern) String() string {
+	var b strings.Builder
+	b.WriteString(p.tool)
+	switch p.args {
+	case argsPrimary:
+		b.WriteByte('(')
+		b.WriteString(p.primary)
+		b.WriteByte(')')
+	case argsFields:
+		b.WriteByte('(')
+		for i, c := range p.conds {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			for j, s := range c.path {
+				switch s.kind {
+				case segField:
+					if j > 0 {
+						b.WriteByte('.')
+					}
+					b.WriteString(s.name)
+				case segWildcard:
+					if j > 0 {
+						b.WriteByte('.')
+					}
+					b.WriteByte('*')
+				case segIndex:
+					b.WriteByte('[')
+					b.WriteString(strconv.Itoa(s.index))
+					b.WriteByte(']')
+				case segAnyIndex:
+					b.WriteString("[*]")
+				}
+			}
+			b.WriteByte(' ')
+			b.WriteString(c.op.String())
+			b.WriteString(` "`)
+			for _, r := range c.value {
+				if r == '"' || r == '\\' {
+					b.WriteByte('\\')
+				}
+				b.WriteRune(r)
+			}
+			b.WriteByte('"')
+		}
+		b.WriteByte(')')
+	}
+	return b.String()
+}
+
+// Specificity returns the precedence of p among matching rules; it depends on the pattern
+// only, not on the call.
+func (p ToolPattern) Specificity() Specificity {
+	s := Specificity{ToolKind: 3}
+	if p.toolKind == toolGlob {
+		s.ToolKind = 2
+	}
+	switch p.args {
+	case argsPrimary:
+		s.HasArgs, s.Conditions, s.OpPrecision = 1, 1, opGlob.precision()
+	case argsFields:
+		s.HasArgs, s.Conditions = 1, len(p.conds)
+		for _, c := range p.conds {
+			s.OpPrecision += c.op.precision()
+		}
+	}
+	return s
+}
+
+// Matches reports whether p matches a call of toolID with the JSON arguments args. Null or
+// empty args count as {}. Arguments that are not valid JSON match only patterns that do not
+// look at arguments; [Policy.Evaluate] denies such calls outright instead.
+func (p ToolPattern) Matches(toolID string, args json.RawMessage) bool {
+	if !p.matchesTool(toolID) {
+		return false
+	}
+	if p.args == argsAny {
+		return true
+	}
+	a, err := decodeCallArgs(args)
+	if err != nil {
+		return false
+	}
+	return p.matchesArgs(a)
+}
+
+func (p ToolPattern) matchesTool(toolID string) bool {
+	switch p.toolKind {
+	case toolExact:
+		return p.tool == toolID
+	case toolGlob:
+		return p.toolGlob.matchString(toolID)
+	}
+	return false
+}
+
+// matchesArgs matches decoded arguments.
+func (p ToolPattern) matchesArgs(a *callArgs) bool {
+	switch p.args {
+	case argsAny:
+		return true
+	case argsPrimary:
+		return p.primGlob.match(a.primaryRunes())
+	case argsFields:
+		for i := range p.conds {
+			if !p.conds[i].holds(a.value) {
+				return false
+			}
+		}
+		return true
+	}
+	return false
+}
+
+func (c *fieldCondition) holds(v any) bool {
+	return resolvePath(v, c.path, func(x any) bool {
+		s := argValueString(x)
+		switch c.op {
+		case opGlob:
+			return c.glob.matchString(s)
+		case opNotGlob:
+			return !c.glob.matchString(s)
+		case opExact:
+			return s == c.value
+		case opNotExact:
+			return s != c.value
+		}
+		return false
+	})
+}
+
+// resolvePath calls pred on every value path reaches from v and reports whether pred held
+// for any of them (it stops at the first). A path that reaches nothing yields false.
+// Recursion depth is bounded by len(path) ≤ MaxPatternPathDepth.
+func resolvePath(v any, path []pathSeg, pred func(any) bool) bool {
+	if len(path) == 0 {
+		return pred(v)
+	}
+	seg, rest := path[0], path[1:]
+	switch seg.kind {
+	case segField:
+		m, ok := v.(map[string]any)
+		if !ok {
+			return false
+		}
+		child, ok := m[seg.name]
+		return ok && resolvePath(child, rest, pred)
+	case segIndex:
+		a, ok := v.([]any)
+		return ok && seg.index < len(a) && resolvePath(a[seg.index], rest, pred)
+	case segAnyIndex:
+		a, _ := v.([]any)
+		for _, child := range a {
+			if resolvePath(child, rest, pred) {
+				return true
+			}
+		}
+	case segWildcard:
+		m, _ := v.(map[string]any)
+		for _, child := range m {
+			if resolvePath(child, rest, pred) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// errPolicyArgs reports arguments that are not one JSON value.
+var errPolicyArgs = errors.New("tool arguments are not valid JSON")
+
+// callArgs is one call's arguments decoded for matching, shared by every rule evaluated
+// against the call so that the work per call does not grow with the arguments' size times
+// the number of rules. It is not safe for concurrent use; each evaluation has its own.
+type callArgs struct {
+	value   any
+	primary []rune // the primary value, computed on first use
+	hasPrim bool
+}
+
+// trimCallArgs returns the arguments without surrounding white space, or nil when they are
+// empty or JSON null, which both count as {}.
+func trimCallArgs(raw json.RawMessage) []byte {
+	trimmed := bytes.TrimSpace(raw)
+	if string(trimmed) == "null" {
+		return nil
+	}
+	return trimmed
+}
+
+// validCallArgs reports whether raw is acceptable call arguments: empty, or one JSON value.
+func validCallArgs(raw json.RawMessage) bool {
+	trimmed := trimCallArgs(raw)
+	return len(trimmed) == 0 || json.Valid(trimmed)
+}
+
+// decodeCallArgs decodes call arguments for matching: numbers keep their JSON text, and
+// empty or null arguments become an empty object.
+func decodeCallArgs(raw json.RawMessage) (*callArgs, error) {
+	trimmed := trimCallArgs(raw)
+	if len(trimmed) == 0 {
+		return &callArgs{value: map[string]any{}}, nil
+	}
+	if !json.Valid(trimmed) {
+		return nil, errPolicyArgs
+	}
+	dec := json.NewDecoder(bytes.NewReader(trimmed))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, fmt.Errorf("%w: %w", errPolicyArgs, err)
+	}
+	return &callArgs{value: v}, nil
+}
+
+// primaryRunes is the text a primary glob is matched against: the value of a one-key
+// object, else the whole arguments.
+func (a *callArgs) primaryRunes() []rune {
+	if !a.hasPrim {
+		s := ""
+		if m, ok := a.value.(map[string]any); ok && len(m) == 1 {
+			for _, x := range m {
+				s = argValueString(x)
+			}
+		} else {
+			s = argValueString(a.value)
+		}
+		a.primary, a.hasPrim = []rune(s), true
+	}
+	return a.primary
+}
+
+// argValueString renders a decoded JSON value as the string patterns compare against.
+func argValueString(v any) string {
+	switch t := v.(type) {
+	case nil:
+		return ""
+	case string:
+		return t
+	case bool:
+		return strconv.FormatBool(t)
+	case json.Number:
+		return string(t)
+	}
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		// Unreachable for values produced by decodeCallArgs; render nothing rather than
+		// fail, which makes positive conditions false.
+		return ""
+	}
+	return strings.TrimSuffix(b.String(), "\n")
+}
+
+// ----------------------------------------------------------------------------------------
+// Parser
+
+type patternParser struct {
+	src string
+	pos int
+	end int // end of the pattern with trailing white space removed
+}
+
+func (ps *patternParser) fail(pos int, format string, args ...any) *PatternError {
+	return &PatternError{Pattern: ps.src, Pos: pos, Msg: fmt.Sprintf(format, args...)}
+}
+
+func (ps *patternParser) peek() byte {
+	if ps.pos < ps.end {
+		return ps.src[ps.pos]
+	}
+	return 0
+}
+
+// describe names what is at the cursor, for error messages.
+func (ps *patternParser) describe() string {
+	if ps.pos >= ps.end {
+		return "end of pattern"
+	}
+	r, _ := utf8.DecodeRuneInString(ps.src[ps.pos:ps.end])
+	return strconv.QuoteRune(r)
+}
+
+func (ps *patternParser) skipSpace() {
+	for ps.pos < ps.end {
+		r, n := utf8.DecodeRuneInString(ps.src[ps.pos:ps.end])
+		if !unicode.IsSpace(r) {
+			return
+		}
+		ps.pos += n
+	}
+}
+
+func (ps *patternParser) parseTool(p *ToolPattern) *PatternError {
+	start := ps.pos
+	if ps.peek() == '/' {
+		return ps.fail(start, `regular-expression tool names ("/…/") are not allowed in permission patterns; use a glob such as mcp__github__*`)
+	}
+	for ps.pos < ps.end {
+		r, n := utf8.DecodeRuneInString(ps.src[ps.pos:ps.end])
+		if r == '(' || unicode.IsSpace(r) {
+			break
+		}
+		if r == ')' || r == '"' {
+			return ps.fail(ps.pos, "unexpected %q in tool name", r)
+		}
+		ps.pos += n
+	}
+	name := ps.src[start:ps.pos]
+	if name == "" {
+		return ps.fail(start, "expected a tool name")
+	}
+	p.tool = name
+	p.toolKind = toolExact
+	if strings.ContainsAny(name, "*?[") {
+		g, off, msg := compileGlob(name)
+		if msg != "" {
+			return ps.fail(start+off, "tool name glob: %s", msg)
+		}
+		p.toolKind, p.toolGlob = toolGlob, g
+	}
+	return nil
+}
+
+func (ps *patternParser) parseArgs(p *ToolPattern) *PatternError {
+	ps.skipSpace()
+	if ps.peek() == '*' {
+		save := ps.pos
+		ps.pos++
+		ps.skipSpace()
+		if ps.peek() == ')' {
+			p.args = argsAny
+			return nil
+		}
+		ps.pos = save
+	}
+	if looksLikeFieldConditions(ps.src[ps.pos:ps.end]) {
+		return ps.parseConditions(p)
+	}
+	return ps.parsePrimary(p)
+}
+
+// looksLikeFieldConditions decides between `tool(field op "value")` and a primary glob:
+// a field path (identifier characters, `.`, `[...]`, `*` segments, with white space
+// allowed next to `.` and `[`) followed by an operator. Anything else is a primary glob.
+func looksLikeFieldConditions(s string) bool {
+	i := 0
+	skip := func(i int) int {
+		for i < len(s) {
+			r, n := utf8.DecodeRuneInString(s[i:])
+			if !unicode.IsSpace(r) {
+				break
+			}
+			i += n
+		}
+		return i
+	}
+	joins := func(j int) bool { return j < len(s) && (s[j] == '.' || s[j] == '[') }
+scan:
+	for i < len(s) {
+		c := s[i]
+		switch {
+		case isIdentByte(c) || c == '.':
+			i++
+		case c == '[':
+			if j := strings.IndexByte(s[i:], ']'); j >= 0 {
+				i += j + 1
+			} else {
+				i = len(s)
+			}
+		case c == '*':
+			if j := skip(i + 1); joins(j) {
+				i = j
+				continue
+			}
+			i++
+			break scan
+		default:
+			j := skip(i)
+			if j > i && (i > 0 && s[i-1] == '.' || joins(j)) {
+				i = j
+				continue
+			}
+			break scan
+		}
+	}
+	rest := s[skip(i):]
+	return strings.HasPrefix(rest, "~") || strings.HasPrefix(rest, "=") ||
+		strings.HasPrefix(rest, "!~") || strings.HasPrefix(rest, "!=")
+}
+
+func isIdentByte(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-'
+}
+
+func (ps *patternParser) parseConditions(p *ToolPattern) *PatternError {
+	p.args = argsFields
+	for {
+		ps.skipSpace()
+		if len(p.conds) == MaxPatternConditions {
+			return ps.fail(ps.pos, "more than %d field conditions", MaxPatternConditions)
+		}
+		c, err := ps.parseCondition()
+		if err != nil {
+			return err
+		}
+		p.conds = append(p.conds, c)
+		ps.skipSpace()
+		if ps.peek() != ',' {
+			return nil
+		}
+		ps.pos++
+	}
+}
+
+func (ps *patternParser) parseCondition() (fieldCondition, *PatternError) {
+	var c fieldCondition
+	path, err := ps.parsePath()
+	if err != nil {
+		return c, err
+	}
+	ps.skipSpace()
+	op, err := ps.parseOp()
+	if err != nil {
+		return c, err
+	}
+	ps.skipSpace()
+	valuePos := ps.pos
+	value, err := ps.parseQuoted()
+	if err != nil {
+		return c, err
+	}
+	c.path, c.op, c.value = path, op, value
+	if op == opGlob || op == opNotGlob {
+		g, _, msg := compileGlob(value)
+		if msg != "" {
+			return c, ps.fail(valuePos, "value glob: %s", msg)
+		}
+		c.glob = g
+	}
+	return c, nil
+}
+
+func (ps *patternParser) parsePath() ([]pathSeg, *PatternError) {
+	var segs []pathSeg
+	push := func(at int, s pathSeg) *PatternError {
+		if len(segs) == MaxPatternPathDepth {
+			return ps.fail(at, "field path deeper than %d segments", MaxPatternPathDepth)
+		}
+		segs = append(segs, s)
+		return nil
+	}
+	for {
+		ps.skipSpace()
+		if ps.peek() == '*' {
+			if err := push(ps.pos, pathSeg{kind: segWildcard}); err != nil {
+				return nil, err
+			}
+			ps.pos++
+		} else {
+			start := ps.pos
+			for ps.pos < ps.end && isIdentByte(ps.src[ps.pos]) {
+				ps.pos++
+			}
+			if ps.pos == start {
+				return nil, ps.fail(start, "expected a field name, found %s", ps.describe())
+			}
+			if err := push(start, pathSeg{kind: segField, name: ps.src[start:ps.pos]}); err != nil {
+				return nil, err
+			}
+		}
+		ps.skipSpace()
+		for ps.peek() == '[' {
+			open := ps.pos
+			ps.pos++
+			ps.skipSpace()
+			var seg pathSeg
+			if ps.peek() == '*' {
+				ps.pos++
+				seg.kind = segAnyIndex
+			} else {
+				start := ps.pos
+				for ps.pos < ps.end && ps.src[ps.pos] >= '0' && ps.src[ps.pos] <= '9' {
+					ps.pos++
+				}
+				n, err := strconv.Atoi(ps.src[start:ps.pos])
+				if err != nil || n > maxPatternIndex {
+					return nil, ps.fail(start, "expected an array index or * in [ ], found %s", ps.describe())
+				}
+				seg.kind, seg.index = segIndex, n
+			}
+			if err := push(open, seg); err != nil {
+				return nil, err
+			}
+			ps.skipSpace()
+			if ps.peek() != ']' {
+				return nil, ps.fail(ps.pos, "expected ']', found %s", ps.describe())
+			}
+			ps.pos++
+			ps.skipSpace()
+		}
+		if ps.peek() != '.' {
+			return segs, nil
+		}
+		ps.pos++
+	}
+}
+
+func (ps *patternParser) parseOp() (matchOp, *PatternError) {
+	rest := ps.src[ps.pos:ps.end]
+	for _, re := range [...]string{"!=~", "=~"} {
+		if strings.HasPrefix(rest, re) {
+			return 0, ps.fail(ps.pos, "regular-expression operator %q is not allowed in permission patterns; use ~ or !~ with a glob", re)
+		}
+	}
+	for _, o := range [...]struct {
+		tok string
+		op  matchOp
+	}{{"!=", opNotExact}, {"!~", opNotGlob}, {"~", opGlob}, {"=", opExact}} {
+		if strings.HasPrefix(rest, o.tok) {
+			ps.pos += len(o.tok)
+			return o.op, nil
+		}
+	}
+	return 0, ps.fail(ps.pos, "expected an operator (~, =, !~ or !=), found %s", ps.describe())
+}
+
+func (ps *patternParser) parseQuoted() (string, *PatternError) {
+	if ps.peek() != '"' {
+		return "", ps.fail(ps.pos, `expected '"' to start the value, found %s (values are quoted: field ~ "glob")`, ps.describe())
+	}
+	open := ps.pos
+	ps.pos++
+	var b strings.Builder
+	for {
+		if ps.pos >= ps.end {
+			return "", ps.fail(open, "unterminated quoted value")
+		}
+		r, n := utf8.DecodeRuneInString(ps.src[ps.pos:ps.end])
+		ps.pos += n
+		switch r {
+		case '"':
+			return b.String(), nil
+		case '\\':
+			if ps.pos >= ps.end {
+				return "", ps.fail(ps.pos-1, "unterminated escape in quoted value")
+			}
+			e, m := utf8.DecodeRuneInString(ps.src[ps.pos:ps.end])
+			ps.pos += m
+			if e != '"' && e != '\\' {
+				b.WriteByte('\\')
+			}
+			b.WriteRune(e)
+		default:
+			b.WriteRune(r)
+		}
+	}
+}
+
+func (ps *patternParser) parsePrimary(p *ToolPattern) *PatternError {
+	start := ps.pos
+	depth := 0
+scan:
+	for ps.pos < ps.end {
+		switch ps.src[ps.pos] {
+		case '(':
+			depth++
+		case ')':
+			if depth == 0 {
+				break scan
+			}
+			depth--
+		}
+		ps.pos++
+	}
+	raw := ps.src[start:ps.pos]
+	value := strings.TrimRightFunc(raw, unicode.IsSpace)
+	if value == "" {
+		return ps.fail(start, "empty argument pattern (write tool or tool(*) for any arguments)")
+	}
+	g, off, msg := compileGlob(value)
+	if msg != "" {
+		return ps.fail(start+off, "argument glob: %s", msg)
+	}
+	p.args, p.primary, p.primGlob = argsPrimary, value, g
+	return nil
+}
+
+// ----------------------------------------------------------------------------------------
+// Glob matcher
+//
+// A glob compiles to a head segment and a list of gaps, each followed by a segment. A
+// segment is a fixed-length run of single-character tokens; a gap is a run of stars. A
+// plain gap matches any string; a "dir" gap (a `**` that forms a whole path segment before
+// a `/`) matches "" or any string that ends in `/`. The segment before a dir gap always ends
+// in a literal `/` (or the gap starts the glob).
+//
+// Matching anchors the head at the start and the last segment at the end, then places each
+// middle segment at its leftmost admissible position. Greedy placement is exact here: the
+// remainder after an earlier placement is a superset-admitting suffix for every gap kind
+// (a plain gap absorbs any prefix; a dir gap absorbs any prefix that ends in `/`, and the
+// segment before it ends in `/`). Each placement scans positions once and compares at
+// most len(segment) tokens at each, so a match costs O(len(text) × len(glob)).
+
+type globTokKind uint8
+
+const (
+	globLit globTokKind = iota + 1
+	globAny
+	globClass
+)
+
+type runeRange struct{ lo, hi rune }
+
+type globTok struct {
+	kind    globTokKind
+	r       rune
+	negated bool
+	ranges  []runeRange
+}
+
+func (t *globTok) matches(r rune) bool {
+	switch t.kind {
+	case globLit:
+		return r == t.r
+	case globAny:
+		return true
+	case globClass:
+		in := false
+		for _, rg := range t.ranges {
+			if rg.lo <= r && r <= rg.hi {
+				in = true
+				break
+			}
+		}
+		return in != t.negated
+	}
+	return false
+}
+
+type globGap struct {
+	dir bool
+	seg []globTok
+}
+
+type glob struct {
+	head []globTok
+	gaps []globGap
+}
+
+// compileGlob compiles pattern. On error it returns the byte offset of the problem in
+// pattern and a message; msg is empty on success.
+func compileGlob(pattern string) (g *glob, off int, msg string) {
+	g = &glob{}
+	cur := &g.head
+	afterSlash := true // the start of a glob counts as a segment boundary
+	i := 0
+	for i < len(pattern) {
+		c := pattern[i]
+		switch c {
+		case '*':
+			j := i
+			for j < len(pattern) && pattern[j] == '*' {
+				j++
+			}
+			dir := j-i >= 2 && afterSlash && j < len(pattern) && pattern[j] == '/'
+			if dir {
+				j++
+			}
+			if n := len(g.gaps); n > 0 && len(g.gaps[n-1].seg) == 0 && cur == &g.gaps[n-1].seg {
+				// Adjacent gaps merge: dir·dir = dir; dir·star = star.
+				g.gaps[n-1].dir = g.gaps[n-1].dir && dir
+			} else {
+				g.gaps = append(g.gaps, globGap{dir: dir})
+			}
+			cur = &g.gaps[len(g.gaps)-1].seg
+			afterSlash = dir
+			i = j
+		case '?':
+			*cur = append(*cur, globTok{kind: globAny})
+			afterSlash = false
+			i++
+		case '[':
+			tok, next, eoff, emsg := compileClass(pattern, i)
+			if emsg != "" {
+				return nil, eoff, emsg
+			}
+			*cur = append(*cur, tok)
+			afterSlash = false
+			i = next
+		case '\\':
+			if i+1 >= len(pattern) {
+				return nil, i, `trailing "\" escapes nothing (write "\\\\" in a quoted value for a literal backslash)`
+			}
+			r, n := utf8.DecodeRuneInString(pattern[i+1:])
+			*cur = append(*cur, globTok{kind: globLit, r: r})
+			afterSlash = r == '/'
+			i += 1 + n
+		default:
+			r, n := utf8.DecodeRuneInString(pattern[i:])
+			*cur = append(*cur, globTok{kind: globLit, r: r})
+			afterSlash = r == '/'
+			i += n
+		}
+	}
+	return g, 0, ""
+}
+
+// compileClass compiles the class starting at pattern[i] == '['. `]` first in the set is a
+// literal; `!` or `^` first negates; `a-z` is a range; `\x` escapes x.
+func compileClass(pattern string, i int) (tok globTok, next, off int, msg string) {
+	tok.kind = globClass
+	j := i + 1
+	if j < len(pattern) && (pattern[j] == '!' || pattern[j] == '^') {
+		tok.negated = true
+		j++
+	}
+	readRune := func() (rune, bool) {
+		if j < len(pattern) && pattern[j] == '\\' {
+			j++
+		}
+		if j >= len(pattern) {
+			return 0, false
+		}
+		r, n := utf8.DecodeRuneInString(pattern[j:])
+		j += n
+		return r, true
+	}
+	first := true
+	for {
+		if j >= len(pattern) {
+			return tok, 0, i, `unterminated character class "["`
+		}
+		if pattern[j] == ']' && !first {
+			return tok, j + 1, 0, ""
+		}
+		first = false
+		lo, ok := readRune()
+		if !ok {
+			return tok, 0, i, `unterminated character class "["`
+		}
+		hi := lo
+		if j+1 < len(pattern) && pattern[j] == '-' && pattern[j+1] != ']' {
+			rangeAt := j
+			j++
+			if hi, ok = readRune(); !ok {
+				return tok, 0, i, `unterminated character class "["`
+			}
+			if hi < lo {
+				return tok, 0, rangeAt, fmt.Sprintf("character range %q-%q is reversed", lo, hi)
+			}
+		}
+		tok.ranges = append(tok.ranges, runeRange{lo, hi})
+	}
+}
+
+func (g *glob) matchString(s string) bool {
+	if g == nil {
+		return false
+	}
+	return g.match([]rune(s))
+}
+
+func segmentAt(seg []globTok, text []rune, p int) bool {
+	if p < 0 || p+len(seg) > len(text) {
+		return false
+	}
+	for k := range seg {
+		if !seg[k].matches(text[p+k]) {
+			return false
+		}
+	}
+	return true
+}
+
+func (g *glob) match(text []rune) bool {
+	if len(g.gaps) == 0 {
+		return len(text) == len(g.head) && segmentAt(g.head, text, 0)
+	}
+	if !segmentAt(g.head, text, 0) {
+		return false
+	}
+	cur := len(g.head)
+	last := g.gaps[len(g.gaps)-1]
+	limit := len(text) - len(last.seg)
+	if limit < cur || !segmentAt(last.seg, text, limit) {
+		return false
+	}
+	admissible := func(dir bool, gapStart, p int) bool {
+		return !dir || p == gapStart || text[p-1] == '/'
+	}
+	for _, gap := range g.gaps[:len(g.gaps)-1] {
+		found := -1
+		for p := cur; p+len(gap.seg) <= limit; p++ {
+			if admissible(gap.dir, cur, p) && segmentAt(gap.seg, text, p) {
+				found = p
+				break
+			}
+		}
+		if found < 0 {
+			return false
+		}
+		cur = found + len(gap.seg)
+	}
+	return admissible(last.dir, cur, limit)
+}

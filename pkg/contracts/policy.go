@@ -1,0 +1,299 @@
+package contracts
+
+import (
+	"fmt"
+	"strconv"
+)
+
+// MaxPolicyRules bounds the rules of one policy. Per-run policies arrive inside submissions,
+// and every call is matched against every rule, so the bound caps the work one submission
+// can demand of the gate.
+const MaxPolicyRules = 1024
+
+// PolicyError reports a [PolicyConfig] that does not compile. Field is the path of the
+// offending field in the configuration ("default_behavior", "mode", "rules[2].pattern",
+// "rules[0].delay", ...). Err is the underlying error when there is one (a
+// [*PatternError] for a bad pattern), so errors.As can reach it.
+type PolicyError struct {
+	Field string
+	Msg   string
+	Err   error
+}
+
+// Error names the field and the problem.
+func (e *PolicyError) Error() string {
+	return "permission policy: " + e.Field + ": " + e.Msg
+}
+
+// Unwrap returns the underlying error, if any.
+func (e *PolicyError) Unwrap() error { return e.Err }
+
+// DecisionBasis says what decided a [PolicyDecision].
+type DecisionBasis string
+
+const (
+	// BasisRule: a matching rule decided (RuleIndex names it).
+	BasisRule DecisionBasis = "rule"
+	// BasisMode: the mode decided (bypassPermissions allowed, or plan denied an unmatched call).
+	BasisMode DecisionBasis = "mode"
+	// BasisDefault: no rule matched and the default behaviour decided.
+	BasisDefault DecisionBasis = "default"
+	// BasisDenyAll: the policy is [DenyAllTools].
+	BasisDenyAll DecisionBasis = "deny_all"
+	// BasisInvalidArguments: the call's arguments are not valid JSON, so no argument rule
+	// could be evaluated and the call is denied (fail closed).
+	BasisInvalidArguments DecisionBasis = "invalid_arguments"
+	// BasisNoPolicy: the policy is nil; the call is denied (fail closed).
+	BasisNoPolicy DecisionBasis = "no_policy"
+)
+
+// PolicyDecision is a verdict together with what produced it, for audit records and tests.
+type PolicyDecision struct {
+	Verdict ToolPermissionVerdict
+	// Basis says what decided.
+	Basis DecisionBasis
+	// RuleIndex is the index in PolicyConfig.Rules of the deciding rule when Basis is
+	// BasisRule, else -1.
+	RuleIndex int
+}
+
+// Policy is a compiled rule-based permission policy, the Go port of awaken-ext-permission
+// (reference §4.3). It decides each tool call from the call alone (tool id and arguments),
+// with no run, thread or credential data.
+//
+// Decision, in order:
+//  1. Rules are scanned in configuration order. The first matching deny rule denies the
+//     call at once, whatever its specificity and whatever the mode: a deny is absolute.
+//  2. Mode bypassPermissions allows every call that no deny rule matched.
+//     DEVIATION from the original, on purpose: there bypassPermissions allowed before any
+//     rule was read, so it overrode explicit deny rules (reference §7 item 10). Operators of
+//     peer systems asked for exactly this change: bypass skips confirmations, never an
+//     explicit deny.
+//  3. Among matching allow, ask and schedule rules, the one with strictly greater
+//     [Specificity] replaces the one kept so far, so on a tie the first rule wins. The kept
+//     rule decides: allow ⇒ Allow; ask ⇒ RequireConfirmation with the caller's correlation
+//     id and the rule's Timeout; schedule ⇒ Schedule with the correlation id and the rule's
+//     Delay.
+//  4. No rule matched: mode plan denies (plan fails closed, whatever default_behavior
+//     says); modes default and acceptEdits apply default_behavior (ask carries no timeout).
+//
+// Every deny has the reason "tool {tool_id} denied by policy". Arguments that are not valid
+// JSON are denied outright (no argument rule could be evaluated on them, and a deny rule
+// must not fail open).
+//
+// Policies are not intersected. The gate chains them — run narrowing, then the per-run
+// policy, then the host policy — and the first verdict that is not Allow wins, so a
+// per-run policy can only narrow what the host policy grants.
+//
+// A Policy is immutable after [CompilePolicy]; Evaluate is safe for concurrent use and is
+// a pure function of the call and the configuration. A nil *Policy denies every call.
+type Policy struct {
+	defaultBehavior PolicyBehavior
+	mode            PolicyMode
+	rules           []policyRule
+	denyAll         bool
+	denyAllReason   string
+}
+
+type policyRule struct {
+	pattern  ToolPattern
+	spec     Specificity
+	behavior PolicyBehavior
+	delay    Duration
+	timeout  Duration
+}
+
+// CompilePolicy validates cfg and compiles it. An empty default_behavior means ask and an
+// empty mode means default. Every error is a [*PolicyError] naming the field:
+//   - default_behavior must be allow, ask or deny (schedule needs a delay, which only a
+//     rule has);
+//   - mode must be default, acceptEdits, plan or bypassPermissions;
+//   - every rule needs a pattern that parses and a behavior of allow, ask, deny or
+//     schedule; a schedule rule needs a delay > 0; a delay is rejected on any other rule
+//     and a timeout on any rule but ask, because they would silently mean nothing;
+//   - at most [MaxPolicyRules] rules.
+func CompilePolicy(cfg PolicyConfig) (*Policy, error) {
+	p := &Policy{defaultBehavior: cfg.DefaultBehavior, mode: cfg.Mode}
+	switch cfg.DefaultBehavior {
+	case "":
+		p.defaultBehavior = BehaviorAsk
+	case BehaviorAllow, BehaviorAsk, BehaviorDeny:
+	case BehaviorSchedule:
+		return nil, &PolicyError{Field: "default_behavior",
+			Msg: `"schedule" is not allowed as a default (it needs a delay; use a rule with behavior schedule)`}
+	default:
+		return nil, &PolicyError{Field: "default_behavior",
+			Msg: fmt.Sprintf("unknown behavior %q (want allow, ask or deny)", cfg.DefaultBehavior)}
+	}
+	switch cfg.Mode {
+	case "":
+		p.mode = ModeDefault
+	case ModeDefault, ModeAcceptEdits, ModePlan, ModeBypassPermissions:
+	default:
+		return nil, &PolicyError{Field: "mode",
+			Msg: fmt.Sprintf("unknown mode %q (want default, acceptEdits, plan or bypassPermissions)", cfg.Mode)}
+	}
+	if len(cfg.Rules) > MaxPolicyRules {
+		return nil, &PolicyError{Field: "rules",
+			Msg: fmt.Sprintf("%d rules, more than the limit of %d", len(cfg.Rules), MaxPolicyRules)}
+	}
+	p.rules = make([]policyRule, 0, len(cfg.Rules))
+	for i, r := range cfg.Rules {
+		field := "rules[" + strconv.Itoa(i) + "]"
+		pat, err := ParseToolPattern(r.Pattern)
+		if err != nil {
+			return nil, &PolicyError{Field: field + ".pattern", Msg: err.Error(), Err: err}
+		}
+		switch r.Behavior {
+		case BehaviorAllow, BehaviorAsk, BehaviorDeny, BehaviorSchedule:
+		case "":
+			return nil, &PolicyError{Field: field + ".behavior", Msg: "missing (want allow, ask, deny or schedule)"}
+		default:
+			return nil, &PolicyError{Field: field + ".behavior",
+				Msg: fmt.Sprintf("unknown behavior %q (want allow, ask, deny or schedule)", r.Behavior)}
+		}
+		switch {
+		case r.Delay < 0:
+			return nil, &PolicyError{Field: field + ".delay", Msg: fmt.Sprintf("negative delay %s", r.Delay)}
+		case r.Behavior == BehaviorSchedule && r.Delay == 0:
+			return nil, &PolicyError{Field: field + ".delay", Msg: "a schedule rule needs a delay > 0"}
+		case r.Behavior != BehaviorSchedule && r.Delay != 0:
+			return nil, &PolicyError{Field: field + ".delay",
+				Msg: fmt.Sprintf("a delay applies only to behavior schedule, not %q", r.Behavior)}
+		}
+		switch {
+		case r.Timeout < 0:
+			return nil, &PolicyError{Field: field + ".timeout", Msg: fmt.Sprintf("negative timeout %s", r.Timeout)}
+		case r.Behavior != BehaviorAsk && r.Timeout != 0:
+			return nil, &PolicyError{Field: field + ".timeout",
+				Msg: fmt.Sprintf("a timeout applies only to behavior ask, not %q", r.Behavior)}
+		}
+		p.rules = append(p.rules, policyRule{
+			pattern:  pat,
+			spec:     pat.Specificity(),
+			behavior: r.Behavior,
+			delay:    r.Delay,
+			timeout:  r.Timeout,
+		})
+	}
+	return p, nil
+}
+
+// DenyAllTools returns a policy that denies every call with reason (or, if reason is
+// empty, "tools are disabled for this run"). It is the policy form of the run narrowing
+// deny_all.
+func DenyAllTools(reason string) *Policy {
+	if reason == "" {
+		reason = "tools are disabled for this run"
+	}
+	return &Policy{denyAll: true, denyAllReason: reason}
+}
+
+// Mode returns the policy's mode (ModeDefault for a zero Policy).
+func (p *Policy) Mode() PolicyMode {
+	if p == nil || p.mode == "" {
+		return ModeDefault
+	}
+	return p.mode
+}
+
+// DefaultBehavior returns the behaviour for calls no rule matches (BehaviorAsk for a zero
+// Policy).
+func (p *Policy) DefaultBehavior() PolicyBehavior {
+	if p == nil || p.defaultBehavior == "" {
+		return BehaviorAsk
+	}
+	return p.defaultBehavior
+}
+
+// Evaluate decides call (see [Policy] for the rules). correlationID is copied into
+// RequireConfirmation and Schedule verdicts; the gate derives it deterministically from the
+// call so that a redelivered request yields the same ticket.
+func (p *Policy) Evaluate(call ToolCall, correlationID string) ToolPermissionVerdict {
+	return p.Explain(call, correlationID).Verdict
+}
+
+// Explain is [Policy.Evaluate] that also reports what decided.
+func (p *Policy) Explain(call ToolCall, correlationID string) PolicyDecision {
+	deny := func(basis DecisionBasis, rule int, reason string) PolicyDecision {
+		return PolicyDecision{
+			Verdict:   ToolPermissionVerdict{Kind: VerdictDeny, Reason: reason},
+			Basis:     basis,
+			RuleIndex: rule,
+		}
+	}
+	denyReason := "tool " + call.ToolID + " denied by policy"
+	if p == nil {
+		return deny(BasisNoPolicy, -1, denyReason+": no permission policy is configured")
+	}
+	if p.denyAll {
+		return deny(BasisDenyAll, -1, p.denyAllReason)
+	}
+
+	// Decode the arguments once, and only if some rule that names this tool looks at them.
+	var args *callArgs
+	best := -1
+	for i := range p.rules {
+		r := &p.rules[i]
+		if !r.pattern.matchesTool(call.ToolID) {
+			continue
+		}
+		if r.pattern.args != argsAny {
+			if args == nil {
+				a, err := decodeCallArgs(call.Arguments)
+				if err != nil {
+					return deny(BasisInvalidArguments, -1, denyReason+": arguments are not valid JSON")
+				}
+				args = a
+			}
+			if !r.pattern.matchesArgs(args) {
+				continue
+			}
+		}
+		if r.behavior == BehaviorDeny {
+			return deny(BasisRule, i, denyReason)
+		}
+		if best < 0 || r.spec.Compare(p.rules[best].spec) > 0 {
+			best = i
+		}
+	}
+	if args == nil && !validCallArgs(call.Arguments) {
+		// No rule needed the arguments, but a call with broken arguments is never allowed.
+		return deny(BasisInvalidArguments, -1, denyReason+": arguments are not valid JSON")
+	}
+
+	switch p.Mode() {
+	case ModeBypassPermissions:
+		return PolicyDecision{Verdict: ToolPermissionVerdict{Kind: VerdictAllow}, Basis: BasisMode, RuleIndex: -1}
+	case ModePlan:
+		if best < 0 {
+			return deny(BasisMode, -1, denyReason)
+		}
+	}
+	if best >= 0 {
+		r := &p.rules[best]
+		return PolicyDecision{
+			Verdict:   behaviorVerdict(r.behavior, correlationID, r.delay, r.timeout, denyReason),
+			Basis:     BasisRule,
+			RuleIndex: best,
+		}
+	}
+	return PolicyDecision{
+		Verdict:   behaviorVerdict(p.DefaultBehavior(), correlationID, 0, 0, denyReason),
+		Basis:     BasisDefault,
+		RuleIndex: -1,
+	}
+}
+
+func behaviorVerdict(b PolicyBehavior, correlationID string, delay, timeout Duration, denyReason string) ToolPermissionVerdict {
+	switch b {
+	case BehaviorAllow:
+		return ToolPermissionVerdict{Kind: VerdictAllow}
+	case BehaviorAsk:
+		return ToolPermissionVerdict{Kind: VerdictRequireConfirmation, CorrelationID: correlationID, Timeout: timeout}
+	case BehaviorSchedule:
+		return ToolPermissionVerdict{Kind: VerdictSchedule, CorrelationID: correlationID, Delay: delay}
+	}
+	// Deny, and anything a hand-built zero Policy could hold: fail closed.
+	return ToolPermissionVerdict{Kind: VerdictDeny, Reason: denyReason}
+}

@@ -1,0 +1,197 @@
+package contracts
+
+import (
+	"fmt"
+	"time"
+)
+
+// This file validates a resume command against the committed ticket it answers (reference
+// §1.10, §2.5; DESIGN §3.3). It is pure: the clock is a parameter, so the decision is
+// deterministic and replayable, and nothing is mutated — a rejected resume leaves the
+// ticket intact.
+
+// ResumeErrorCode is the machine-readable reason a resume command was refused, published as
+// the code of io.awaken.ticket.rejected.v1. The codes are the original ResumeError names in
+// snake_case; invalid_resume is awaken's, for commands the original's types could not
+// express.
+type ResumeErrorCode string
+
+const (
+	// ResumeNotWaiting: no ticket is open for the correlation (never opened, already
+	// resolved, or cleared by cancellation). A second resume after success gets this.
+	ResumeNotWaiting ResumeErrorCode = "not_waiting"
+	// ResumeCorrelationMismatch: the command names another correlation than the ticket.
+	ResumeCorrelationMismatch ResumeErrorCode = "correlation_mismatch"
+	// ResumeRunMismatch: the command names another run than the ticket.
+	ResumeRunMismatch ResumeErrorCode = "run_mismatch"
+	// ResumeThreadMismatch: the command names another thread than the ticket.
+	ResumeThreadMismatch ResumeErrorCode = "thread_mismatch"
+	// ResumeSnapshotMismatch: the command names another agent snapshot than the ticket.
+	ResumeSnapshotMismatch ResumeErrorCode = "snapshot_mismatch"
+	// ResumeExpired: the command arrived after the ticket's deadline.
+	ResumeExpired ResumeErrorCode = "expired"
+	// ResumeResultKindMismatch: the result kind does not answer the ticket's reason
+	// (permission and scheduled_action take a permission decision, client_execution a
+	// tool result).
+	ResumeResultKindMismatch ResumeErrorCode = "result_kind_mismatch"
+	// ResumeToolCallMismatch: a tool result names another call than the ticket.
+	ResumeToolCallMismatch ResumeErrorCode = "tool_call_mismatch"
+	// ResumeInvalid: the command is structurally invalid (no correlation, neither or both
+	// results, a decision that is not allow/deny or carries the other decision's text).
+	ResumeInvalid ResumeErrorCode = "invalid_resume"
+)
+
+// ResumeError is a typed refusal of a resume command. Match a kind with errors.Is against
+// the sentinels below (matching is by Code, the Message is detail); read the code with
+// errors.As.
+type ResumeError struct {
+	Code    ResumeErrorCode
+	Message string
+}
+
+// Error renders "code: message".
+func (e *ResumeError) Error() string { return string(e.Code) + ": " + e.Message }
+
+// Is reports whether target is a *ResumeError with the same Code, so that
+// errors.Is(err, ErrExpired) holds for every expired refusal whatever its message.
+func (e *ResumeError) Is(target error) bool {
+	t, ok := target.(*ResumeError)
+	return ok && e != nil && t != nil && t.Code == e.Code
+}
+
+// Sentinels for errors.Is, one per [ResumeErrorCode]. Never compare with ==: returned
+// errors carry their own detail.
+var (
+	// ErrNotWaiting matches every not_waiting refusal.
+	ErrNotWaiting = &ResumeError{Code: ResumeNotWaiting, Message: "run is not awaiting (no active ticket)"}
+	// ErrCorrelationMismatch matches every correlation_mismatch refusal.
+	ErrCorrelationMismatch = &ResumeError{Code: ResumeCorrelationMismatch, Message: "resume correlation does not match the ticket"}
+	// ErrRunMismatch matches every run_mismatch refusal.
+	ErrRunMismatch = &ResumeError{Code: ResumeRunMismatch, Message: "resume run id does not match the ticket"}
+	// ErrThreadMismatch matches every thread_mismatch refusal.
+	ErrThreadMismatch = &ResumeError{Code: ResumeThreadMismatch, Message: "resume thread id does not match the ticket"}
+	// ErrSnapshotMismatch matches every snapshot_mismatch refusal.
+	ErrSnapshotMismatch = &ResumeError{Code: ResumeSnapshotMismatch, Message: "resume snapshot id does not match the ticket"}
+	// ErrExpired matches every expired refusal.
+	ErrExpired = &ResumeError{Code: ResumeExpired, Message: "resume is past the ticket deadline"}
+	// ErrResultKindMismatch matches every result_kind_mismatch refusal.
+	ErrResultKindMismatch = &ResumeError{Code: ResumeResultKindMismatch, Message: "resume result kind is incompatible with the committed wait reason"}
+	// ErrToolCallMismatch matches every tool_call_mismatch refusal.
+	ErrToolCallMismatch = &ResumeError{Code: ResumeToolCallMismatch, Message: "tool result call id does not match the committed ticket"}
+	// ErrInvalidResume matches every invalid_resume refusal.
+	ErrInvalidResume = &ResumeError{Code: ResumeInvalid, Message: "resume command is structurally invalid"}
+)
+
+func resumeErr(code ResumeErrorCode, format string, args ...any) *ResumeError {
+	return &ResumeError{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// Validate checks the structure of c, independent of any ticket: a non-empty correlation
+// id and exactly one result; a permission decision is "allow" (optionally with a note) or
+// "deny" (optionally with a reason), never with the other decision's text. Failures are
+// [ErrInvalidResume] refusals.
+func (c ResumeCommand) Validate() error {
+	if c.CorrelationID == "" {
+		return resumeErr(ResumeInvalid, "correlation_id is empty")
+	}
+	r := c.Result
+	switch {
+	case r.Permission == nil && r.ToolResult == nil:
+		return resumeErr(ResumeInvalid, "result carries neither a permission decision nor a tool result")
+	case r.Permission != nil && r.ToolResult != nil:
+		return resumeErr(ResumeInvalid, "result carries both a permission decision and a tool result")
+	case r.Permission != nil:
+		switch p := r.Permission; p.Decision {
+		case DecisionAllow:
+			if p.Reason != "" {
+				return resumeErr(ResumeInvalid, "an allow decision carries a note, not a reason")
+			}
+		case DecisionDeny:
+			if p.Note != "" {
+				return resumeErr(ResumeInvalid, "a deny decision carries a reason, not a note")
+			}
+		default:
+			return resumeErr(ResumeInvalid, "permission decision %q is neither %q nor %q", p.Decision, DecisionAllow, DecisionDeny)
+		}
+	}
+	return nil
+}
+
+// ValidateResume decides whether cmd may resolve ticket at time now. It returns nil or a
+// *[ResumeError], checking in this order:
+//
+//  1. the command's structure ([ResumeCommand.Validate], invalid_resume) — a command the
+//     original's typed form could not even express is refused before any ticket is read;
+//  2. a nil ticket: not_waiting;
+//  3. correlation, run, thread and snapshot ids, each equal to the ticket's;
+//  4. the deadline: now strictly after ticket.Deadline is expired (a ticket without a
+//     deadline never expires; now equal to the deadline is still in time);
+//  5. the result kind: permission and scheduled_action tickets accept only a permission
+//     decision, client_execution tickets only a tool result; any other reason accepts
+//     nothing (result_kind_mismatch);
+//  6. a tool result's call_id equals the ticket's call (tool_call_mismatch).
+//
+// It reads but never modifies ticket or cmd. The batch-side check
+// ([ToolBatch.ValidateAwaitingTicket]) must also pass before any state changes.
+func ValidateResume(ticket *ResumeTicket, cmd ResumeCommand, now time.Time) error {
+	if err := cmd.Validate(); err != nil {
+		return err
+	}
+	if ticket == nil {
+		return resumeErr(ResumeNotWaiting, "no ticket is open for correlation %q", cmd.CorrelationID)
+	}
+	t := ticket
+	if cmd.CorrelationID != t.CorrelationID {
+		return resumeErr(ResumeCorrelationMismatch, "resume correlation %q does not match the ticket's %q", cmd.CorrelationID, t.CorrelationID)
+	}
+	if cmd.RunID != t.RunID {
+		return resumeErr(ResumeRunMismatch, "resume run %q does not match the ticket's run %q", cmd.RunID, t.RunID)
+	}
+	if cmd.ThreadID != t.ThreadID {
+		return resumeErr(ResumeThreadMismatch, "resume thread %q does not match the ticket's thread %q", cmd.ThreadID, t.ThreadID)
+	}
+	if cmd.SnapshotID != t.SnapshotID {
+		return resumeErr(ResumeSnapshotMismatch, "resume snapshot %q does not match the ticket's snapshot %q", cmd.SnapshotID, t.SnapshotID)
+	}
+	if t.Deadline != nil && now.After(*t.Deadline) {
+		return resumeErr(ResumeExpired, "resume at %s is past the ticket deadline %s", now.UTC().Format(time.RFC3339Nano), t.Deadline.UTC().Format(time.RFC3339Nano))
+	}
+	switch t.Reason {
+	case ReasonPermission, ReasonScheduledAction:
+		if cmd.Result.Permission == nil {
+			return resumeErr(ResumeResultKindMismatch, "a %s ticket accepts only a permission decision", t.Reason)
+		}
+	case ReasonClientExecution:
+		if cmd.Result.ToolResult == nil {
+			return resumeErr(ResumeResultKindMismatch, "a %s ticket accepts only a tool result", t.Reason)
+		}
+		if cmd.Result.ToolResult.CallID != t.CallID {
+			return resumeErr(ResumeToolCallMismatch, "tool result for call %q does not answer the ticket's call %q", cmd.Result.ToolResult.CallID, t.CallID)
+		}
+	default:
+		return resumeErr(ResumeResultKindMismatch, "ticket reason %q accepts no resume result", t.Reason)
+	}
+	return nil
+}
+
+// ResumeCommandFromTicket builds the command answering t with result: every identity field
+// (correlation, run, thread, snapshot) is copied from the committed ticket, so the caller
+// supplies only the answer. result is deep-copied.
+func ResumeCommandFromTicket(t ResumeTicket, result ResumeResult) ResumeCommand {
+	var r ResumeResult
+	if result.Permission != nil {
+		p := *result.Permission
+		r.Permission = &p
+	}
+	if result.ToolResult != nil {
+		o := batchCloneOutput(*result.ToolResult)
+		r.ToolResult = &o
+	}
+	return ResumeCommand{
+		CorrelationID: t.CorrelationID,
+		RunID:         t.RunID,
+		ThreadID:      t.ThreadID,
+		SnapshotID:    t.SnapshotID,
+		Result:        r,
+	}
+}
