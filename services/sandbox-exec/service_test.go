@@ -247,6 +247,9 @@ func TestRealWebAssemblyModule(t *testing.T) {
 			if isErr != tt.wantErr || !strings.HasPrefix(got, tt.want) {
 				t.Errorf("output %q (error %v), want %q (error %v)", got, isErr, tt.want, tt.wantErr)
 			}
+			if n := e.Ledger(c); n != 1 {
+				t.Errorf("ledger = %d, want 1", n)
+			}
 		})
 	}
 }
