@@ -1,0 +1,603 @@
+package bus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+
+	"github.com/awaken-dev/awaken/pkg/contracts"
+)
+
+// Headers of a dead-letter copy. The original headers and body are kept unchanged, except
+// the JetStream control headers (Nats-*), which would make the dead-letter stream act on
+// them (atomic batch, schedule, TTL, expectations); the original message id is kept in
+// Awaken-Original-Msg-Id.
+const (
+	HeaderDeadReason       = "Awaken-Dead-Reason"
+	HeaderDeadCode         = "Awaken-Dead-Code"
+	HeaderOriginalSubject  = "Awaken-Original-Subject"
+	HeaderOriginalStream   = "Awaken-Original-Stream"
+	HeaderOriginalSequence = "Awaken-Original-Sequence"
+	HeaderOriginalMsgID    = "Awaken-Original-Msg-Id"
+	HeaderConsumer         = "Awaken-Consumer"
+	HeaderDelivered        = "Awaken-Delivered"
+)
+
+// maxReasonLen bounds the reason written to a header and to the termination advisory.
+const maxReasonLen = 1024
+
+// DefaultSettleTimeout bounds each settlement round trip (DoubleAck, dead-letter publish).
+const DefaultSettleTimeout = 5 * time.Second
+
+// DefaultPullExpiry is the lifetime of one pull request (the nats.go default).
+const DefaultPullExpiry = 30 * time.Second
+
+// FaultPoint names a place in the consume loop where a test can inject a fault.
+type FaultPoint string
+
+// FaultAfterHandlerBeforeAck is reached after a handler returned nil — its state change
+// and outputs are durable — and before the message is acknowledged. A fault here must
+// behave like a crash: the input is redelivered and its handler finds the work done.
+const FaultAfterHandlerBeforeAck FaultPoint = "after-handler-before-ack"
+
+// Delivery is one received message as a handler sees it. Event is the zero value when the
+// envelope itself could not be decoded (only OnReject sees such a delivery).
+type Delivery struct {
+	Event Event
+	// Msg is the raw JetStream message. Handlers must not settle it: the consume loop does.
+	Msg          jetstream.Msg
+	Subject      string
+	NumDelivered uint64
+	// MaxDeliver is the spec's limit; a delivery with NumDelivered >= MaxDeliver is the
+	// last one before a transient failure exhausts the message. Zero or less: unlimited.
+	MaxDeliver int
+	Consumer   string
+	Stream     string
+	StreamSeq  uint64
+}
+
+// Handler processes one delivery. It returns nil only once its state change and every
+// output it publishes are durable; the message is acknowledged after that. Returning an
+// error wrapping a [*contracts.Rejection] or [Permanent] dead-letters the message,
+// [Retry] redelivers it after a delay, any other error is transient and retried with
+// back-off. Handlers run concurrently (ConsumerSpec.Workers) and must be idempotent:
+// every message may be delivered more than once.
+type Handler func(ctx context.Context, d Delivery) error
+
+// ConsumerSpec describes one durable pull consumer and how its messages are settled.
+type ConsumerSpec struct {
+	// Stream and Durable name the consumer; use the names from pkg/contracts.
+	Stream, Durable string
+	// FilterSubjects restricts the consumer to these subjects of the stream.
+	FilterSubjects []string
+	// AckWait is how long the server waits for a settlement before redelivering;
+	// heartbeats (InProgress) keep a running handler's message alive every AckWait/3.
+	// Default [DefaultAckWait].
+	AckWait time.Duration
+	// MaxDeliver is the number of deliveries after which a transient failure exhausts the
+	// message (OnExhausted, dead letter, terminate). 0 means [DefaultMaxDeliver], a
+	// negative value means unlimited. Enforced by the consume loop; see [ConsumerConfig].
+	MaxDeliver int
+	// BackOff is the nak delay after the n-th failed delivery (BackOff[n-1], the last entry
+	// repeating). Default: [DefaultBackOff].
+	BackOff []time.Duration
+	// MaxAckPending caps unacknowledged messages across every instance of the service;
+	// 0 keeps the server default (1000).
+	MaxAckPending int
+	// Workers is the number of handlers running at once in this process; default 1.
+	Workers int
+	// AcceptTypes lists the CloudEvent types this consumer handles; any other type is
+	// rejected with wrong_type. Empty accepts every type.
+	AcceptTypes []string
+	// Names gives the dead-letter subject (Names.DeadLetterSubject(Durable)); a zero
+	// Names uses the default prefix.
+	Names contracts.Names
+	// OnReject runs before a rejected or permanently failing message is dead-lettered,
+	// typically to publish a rejection event. It must be idempotent (a failed settlement
+	// repeats it). If it fails the message is redelivered with back-off, and on the last
+	// delivery it is dead-lettered anyway.
+	OnReject func(ctx context.Context, d Delivery, rej *contracts.Rejection) error
+	// OnExhausted runs when a transient failure happens on the last allowed delivery,
+	// before the message is dead-lettered with code exhausted; services mark the call
+	// Indeterminate here so its batch still finishes. It must be idempotent; if it fails
+	// the message is redelivered and the hook runs again on the next failure.
+	OnExhausted func(ctx context.Context, d Delivery, cause error) error
+	// Fault, when set (tests only), is called at each [FaultPoint]; a non-nil error
+	// abandons the message unsettled, as a crash would.
+	Fault func(ctx context.Context, p FaultPoint, d Delivery) error
+	// SettleTimeout bounds each acknowledgement and dead-letter publish; default
+	// [DefaultSettleTimeout].
+	SettleTimeout time.Duration
+	// PullExpiry is the lifetime of each pull request (at least 1s; default 30s). The
+	// server heartbeats a waiting request every PullExpiry/2, so it also bounds how long
+	// a lost consumer or connection goes unnoticed.
+	PullExpiry time.Duration
+}
+
+func (s ConsumerSpec) withDefaults() ConsumerSpec {
+	if s.AckWait <= 0 {
+		s.AckWait = DefaultAckWait
+	}
+	if s.MaxDeliver == 0 {
+		s.MaxDeliver = DefaultMaxDeliver
+	}
+	if len(s.BackOff) == 0 {
+		s.BackOff = DefaultBackOff()
+	}
+	if s.Workers <= 0 {
+		s.Workers = DefaultWorkers
+	}
+	if s.Names.Prefix == "" {
+		s.Names = contracts.NewNames("")
+	}
+	if s.SettleTimeout <= 0 {
+		s.SettleTimeout = DefaultSettleTimeout
+	}
+	if s.PullExpiry <= 0 {
+		s.PullExpiry = DefaultPullExpiry
+	}
+	s.PullExpiry = max(s.PullExpiry, time.Second)
+	return s
+}
+
+// backoff returns the nak delay after the delivered-th delivery failed.
+func (s ConsumerSpec) backoff(delivered uint64) time.Duration {
+	i := int(min(delivered, uint64(len(s.BackOff)))) - 1
+	if i < 0 {
+		i = 0
+	}
+	return s.BackOff[i]
+}
+
+// lastDelivery reports whether a transient failure of this delivery exhausts the message.
+func (s ConsumerSpec) lastDelivery(delivered uint64) bool {
+	return s.MaxDeliver > 0 && delivered >= uint64(s.MaxDeliver)
+}
+
+// Subscription is a running consume loop. Stop it with [Subscription.Stop].
+type Subscription struct {
+	spec   ConsumerSpec
+	h      Handler
+	js     jetstream.JetStream
+	cons   jetstream.Consumer
+	cc     jetstream.ConsumeContext
+	ctx    context.Context // the hard-stop context handlers run under
+	log    zerolog.Logger
+	hbTick time.Duration
+
+	work     chan *inflight
+	quit     chan struct{} // closed when the loop stops taking messages
+	stopCh   chan struct{} // closed by Stop
+	stopOnce sync.Once
+	done     chan struct{} // closed when every worker returned and the subscription closed
+	workers  sync.WaitGroup
+	checking atomic.Bool // a consumer-existence check is running
+}
+
+// inflight is a message handed from the serial consume callback to a worker; its
+// heartbeat runs from arrival, so a message waiting for a worker is covered too.
+type inflight struct {
+	msg jetstream.Msg
+	hb  *heartbeat
+}
+
+// Consume ensures the durable pull consumer of spec and processes its messages with h on
+// spec.Workers goroutines until ctx ends or Stop is called.
+//
+// ctx is the hard-stop context: it is the context handlers receive, so Stop does not
+// cancel work in progress; cancelling ctx stops consuming at once and cancels handlers.
+// The loop pulls one message at a time and hands it to a free worker, so at most
+// Workers+1 messages are held by this process and every one of them is heartbeated: a
+// message never waits unheartbeated in a client-side buffer while handlers are busy, where
+// its ack wait could expire and a second copy reach another worker or instance. The price
+// is one pull round trip per message (BenchmarkConsume: about 60µs per settled message on
+// a local file-backed server, against about 30µs with a 16-message prefetch); scale out
+// with more instances rather than a deeper prefetch.
+func Consume(ctx context.Context, js jetstream.JetStream, spec ConsumerSpec, h Handler, log zerolog.Logger) (*Subscription, error) {
+	if h == nil {
+		return nil, errors.New("bus: consume: nil handler")
+	}
+	spec = spec.withDefaults()
+	cons, err := EnsureConsumer(ctx, js, "", spec)
+	if err != nil {
+		return nil, err
+	}
+	s := &Subscription{
+		spec:   spec,
+		h:      h,
+		js:     js,
+		cons:   cons,
+		log:    log.With().Str("consumer", spec.Durable).Logger(),
+		hbTick: max(spec.AckWait/3, 10*time.Millisecond),
+		work:   make(chan *inflight),
+		quit:   make(chan struct{}),
+		stopCh: make(chan struct{}),
+		done:   make(chan struct{}),
+	}
+	s.ctx = s.log.WithContext(ctx)
+	if spec.MaxAckPending > 0 && spec.MaxAckPending < spec.Workers {
+		s.log.Warn().Int("max_ack_pending", spec.MaxAckPending).Int("workers", spec.Workers).
+			Msg("max ack pending is below the worker count; some workers will idle")
+	}
+	s.workers.Add(spec.Workers)
+	for range spec.Workers {
+		go s.worker()
+	}
+	cc, err := cons.Consume(s.onMessage,
+		jetstream.PullMaxMessages(1),
+		jetstream.PullExpiry(spec.PullExpiry),
+		jetstream.ConsumeErrHandler(s.onConsumeError))
+	if err != nil {
+		close(s.quit)
+		s.workers.Wait()
+		return nil, fmt.Errorf("bus: consume %s on %s: %w", spec.Durable, spec.Stream, err)
+	}
+	s.cc = cc
+	go s.supervise(ctx)
+	s.log.Info().Str("stream", spec.Stream).Int("workers", spec.Workers).Dur("ack_wait", spec.AckWait).
+		Int("max_deliver", spec.MaxDeliver).Msg("consuming")
+	return s, nil
+}
+
+// Consumer returns the JetStream consumer handle, e.g. to read its info.
+func (s *Subscription) Consumer() jetstream.Consumer { return s.cons }
+
+// Done is closed once the loop has fully stopped: no handler runs any more. Besides Stop
+// and the hard-stop context, the loop also stops when its pull subscription ends on its
+// own (the consumer was deleted, the connection was closed); a service should watch Done
+// and exit or restart rather than sit idle.
+func (s *Subscription) Done() <-chan struct{} { return s.done }
+
+// Stop shuts the loop down gracefully: it stops pulling (draining the pull subscription),
+// returns any message not yet handed to a worker to the server, and waits for the
+// handlers in flight to finish and settle — bounded by ctx. Handlers are not cancelled.
+// Stop is idempotent and safe to call concurrently.
+func (s *Subscription) Stop(ctx context.Context) error {
+	s.stopOnce.Do(func() { close(s.stopCh) })
+	select {
+	case <-s.done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("bus: stop consumer %s: handlers still running: %w", s.spec.Durable, ctx.Err())
+	}
+}
+
+func (s *Subscription) supervise(ctx context.Context) {
+	graceful := false
+	select {
+	case <-s.stopCh:
+		graceful = true
+	case <-ctx.Done():
+	case <-s.cc.Closed():
+		// The pull subscription ended by itself: the consumer was deleted or the
+		// connection closed for good. Stop the loop so Done tells the service.
+		s.log.Error().Msg("pull subscription ended unexpectedly; consumer loop stopping")
+		graceful = true
+	}
+	close(s.quit)
+	if graceful {
+		s.cc.Drain()
+	} else {
+		s.cc.Stop()
+	}
+	// Once the pull subscription is closed the callback has returned for good, so no
+	// message can reach a worker any more; then wait for the handlers in flight.
+	<-s.cc.Closed()
+	s.log.Info().Bool("graceful", graceful).Msg("pulling stopped; waiting for in-flight handlers")
+	s.workers.Wait()
+	s.log.Info().Bool("graceful", graceful).Msg("consumer stopped")
+	close(s.done)
+}
+
+func (s *Subscription) onConsumeError(cc jetstream.ConsumeContext, err error) {
+	if errors.Is(err, jetstream.ErrNoHeartbeat) || errors.Is(err, nats.ErrNoResponders) {
+		// The pull went unanswered. Usually a reconnect or leader change, and the client
+		// re-pulls by itself; but a consumer deleted while no pull was waiting looks the
+		// same and would leave the loop idle forever, so check it exists.
+		s.log.Debug().Err(err).Msg("pull unanswered; checking the consumer")
+		if s.checking.CompareAndSwap(false, true) {
+			go s.checkConsumer(cc)
+		}
+		return
+	}
+	s.log.Warn().Err(err).Msg("consume error")
+}
+
+// checkConsumer stops the pull subscription if the consumer no longer exists, which ends
+// the loop (see supervise).
+func (s *Subscription) checkConsumer(cc jetstream.ConsumeContext) {
+	defer s.checking.Store(false)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(s.ctx), s.spec.SettleTimeout)
+	defer cancel()
+	if _, err := s.cons.Info(ctx); errors.Is(err, jetstream.ErrConsumerNotFound) {
+		s.log.Error().Err(err).Msg("consumer no longer exists")
+		cc.Stop()
+	}
+}
+
+// onMessage is the serial consume callback: it starts the heartbeat and blocks until a
+// worker takes the message, which keeps the next pull from being issued meanwhile.
+func (s *Subscription) onMessage(m jetstream.Msg) {
+	select {
+	case <-s.quit:
+		_ = m.Nak() // stopping: give it back at once so another instance takes it
+		return
+	default:
+	}
+	f := &inflight{msg: m, hb: startHeartbeat(m, s.hbTick)}
+	select {
+	case s.work <- f:
+	case <-s.quit:
+		f.hb.stop()
+		_ = m.Nak()
+	}
+}
+
+func (s *Subscription) worker() {
+	defer s.workers.Done()
+	for {
+		select {
+		case f := <-s.work:
+			s.process(f)
+		case <-s.quit:
+			return
+		}
+	}
+}
+
+func (s *Subscription) process(f *inflight) {
+	defer f.hb.stop()
+	m := f.msg
+	d := Delivery{
+		Msg:          m,
+		Subject:      m.Subject(),
+		NumDelivered: 1,
+		MaxDeliver:   s.spec.MaxDeliver,
+		Consumer:     s.spec.Durable,
+		Stream:       s.spec.Stream,
+	}
+	if md, err := m.Metadata(); err == nil {
+		d.NumDelivered, d.StreamSeq, d.Stream = md.NumDelivered, md.Sequence.Stream, md.Stream
+	}
+	ev, decErr := DecodeMsg(m.Headers(), m.Data())
+	if decErr == nil {
+		decErr = ExpectType(ev, s.spec.AcceptTypes...)
+	}
+	d.Event = ev
+	log := s.log.With().Str("subject", d.Subject).Str("ce_id", ev.ID).Str("ce_type", ev.Type).
+		Uint64("delivered", d.NumDelivered).Logger()
+	ctx := log.WithContext(s.ctx)
+
+	if decErr != nil {
+		var rej *contracts.Rejection
+		if !errors.As(decErr, &rej) {
+			rej = &contracts.Rejection{Code: CodePermanent, Message: decErr.Error()}
+		}
+		s.reject(ctx, &log, f, d, rej)
+		return
+	}
+
+	err := s.runHandler(ctx, d)
+	if err == nil && s.spec.Fault != nil {
+		if ferr := s.spec.Fault(ctx, FaultAfterHandlerBeforeAck, d); ferr != nil {
+			f.hb.stop()
+			log.Warn().Err(ferr).Str("fault", string(FaultAfterHandlerBeforeAck)).Msg("fault injected: message left unsettled")
+			return
+		}
+	}
+	s.settle(ctx, &log, f, d, err)
+}
+
+// runHandler calls the handler, turning a panic into a transient error.
+func (s *Subscription) runHandler(ctx context.Context, d Delivery) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			zerolog.Ctx(ctx).Error().Str("panic", fmt.Sprint(r)).Str("stack", string(debug.Stack())).
+				Msg("handler panicked; treating as a transient failure")
+			err = fmt.Errorf("bus: handler panic: %v", r)
+		}
+	}()
+	return s.h(ctx, d)
+}
+
+// callHook runs an OnReject/OnExhausted hook, turning a panic into an error.
+func callHook(fn func() error) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("bus: hook panic: %v", r)
+		}
+	}()
+	return fn()
+}
+
+// settle applies the settlement rules to the handler's result. The heartbeat keeps running
+// through the hooks and the dead-letter publish, and stops just before the message is
+// acknowledged, nak'd or terminated.
+func (s *Subscription) settle(ctx context.Context, log *zerolog.Logger, f *inflight, d Delivery, err error) {
+	m := f.msg
+	if err == nil {
+		f.hb.stop()
+		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.spec.SettleTimeout)
+		defer cancel()
+		if aerr := m.DoubleAck(actx); aerr != nil {
+			log.Warn().Err(aerr).Msg("acknowledgement not confirmed; the message may be redelivered")
+			return
+		}
+		log.Debug().Msg("acked")
+		return
+	}
+	if delay, ok := RetryDelay(err); ok {
+		log.Debug().Err(err).Dur("delay", delay).Msg("handler asked for a retry")
+		s.nak(log, f, delay)
+		return
+	}
+	if ctx.Err() != nil {
+		// Hard stop: the failure is the cancellation, not the message. Give it back at once.
+		log.Info().Err(err).Msg("handler interrupted by shutdown; message returned")
+		s.nak(log, f, 0)
+		return
+	}
+	if IsPermanent(err) {
+		var rej *contracts.Rejection
+		if !errors.As(err, &rej) {
+			rej = &contracts.Rejection{Code: CodePermanent, Message: err.Error()}
+		}
+		s.reject(ctx, log, f, d, rej)
+		return
+	}
+	if !s.spec.lastDelivery(d.NumDelivered) {
+		delay := s.spec.backoff(d.NumDelivered)
+		log.Warn().Err(err).Dur("delay", delay).Msg("handler failed; will retry")
+		s.nak(log, f, delay)
+		return
+	}
+	log.Error().Err(err).Int("max_deliver", s.spec.MaxDeliver).Msg("handler failed on the last delivery; exhausting")
+	if s.spec.OnExhausted != nil {
+		if herr := callHook(func() error { return s.spec.OnExhausted(ctx, d, err) }); herr != nil {
+			log.Error().Err(herr).Msg("exhaustion hook failed; will retry")
+			s.nak(log, f, s.spec.backoff(d.NumDelivered))
+			return
+		}
+	}
+	s.deadLetter(ctx, log, f, d, CodeExhausted, err.Error())
+}
+
+// reject runs OnReject and dead-letters the message.
+func (s *Subscription) reject(ctx context.Context, log *zerolog.Logger, f *inflight, d Delivery, rej *contracts.Rejection) {
+	log.Warn().Str("code", string(rej.Code)).Str("reason", rej.Message).Msg("message rejected")
+	if s.spec.OnReject != nil {
+		if herr := callHook(func() error { return s.spec.OnReject(ctx, d, rej) }); herr != nil {
+			if !s.spec.lastDelivery(d.NumDelivered) {
+				log.Warn().Err(herr).Msg("rejection hook failed; will retry")
+				s.nak(log, f, s.spec.backoff(d.NumDelivered))
+				return
+			}
+			log.Error().Err(herr).Msg("rejection hook failed on the last delivery; dead-lettering anyway")
+		}
+	}
+	s.deadLetter(ctx, log, f, d, rej.Code, rej.Message)
+}
+
+// deadLetter copies the raw message to the dead-letter subject and terminates it; if the
+// copy is not confirmed the message is nak'd instead, so nothing is lost.
+func (s *Subscription) deadLetter(ctx context.Context, log *zerolog.Logger, f *inflight, d Delivery, code contracts.RejectCode, reason string) {
+	m := f.msg
+	reason = sanitizeHeader(reason)
+	dl := nats.NewMsg(s.spec.Names.DeadLetterSubject(s.spec.Durable))
+	for k, v := range m.Headers() {
+		if len(k) >= 5 && strings.EqualFold(k[:5], "nats-") {
+			continue
+		}
+		dl.Header[k] = append([]string(nil), v...)
+	}
+	seq := strconv.FormatUint(d.StreamSeq, 10)
+	dl.Header.Set(HeaderDeadReason, reason)
+	dl.Header.Set(HeaderDeadCode, string(code))
+	dl.Header.Set(HeaderOriginalSubject, d.Subject)
+	dl.Header.Set(HeaderOriginalStream, d.Stream)
+	dl.Header.Set(HeaderOriginalSequence, seq)
+	if id := m.Headers().Get(jetstream.MsgIDHeader); id != "" {
+		dl.Header.Set(HeaderOriginalMsgID, id)
+	}
+	dl.Header.Set(HeaderConsumer, s.spec.Durable)
+	dl.Header.Set(HeaderDelivered, strconv.FormatUint(d.NumDelivered, 10))
+	// One dead-letter copy per consumer and stream message, however often settlement is
+	// retried; several consumers of one work message each keep their own copy.
+	dl.Header.Set(jetstream.MsgIDHeader, "dl:"+s.spec.Durable+":"+d.Stream+":"+seq)
+	dl.Data = m.Data()
+
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.spec.SettleTimeout)
+	defer cancel()
+	if _, err := s.js.PublishMsg(pctx, dl); err != nil {
+		log.Error().Err(err).Str("code", string(code)).Msg("dead-letter publish failed; message returned for redelivery")
+		s.nak(log, f, s.spec.backoff(d.NumDelivered))
+		return
+	}
+	f.hb.stop()
+	if err := m.TermWithReason(string(code) + ": " + reason); err != nil {
+		log.Warn().Err(err).Msg("terminate failed; the message will be redelivered and dead-lettered again (deduplicated)")
+		return
+	}
+	log.Warn().Str("code", string(code)).Str("dead_letter", dl.Subject).Msg("message dead-lettered")
+}
+
+// nak stops the heartbeat and returns the message for redelivery after delay.
+func (s *Subscription) nak(log *zerolog.Logger, f *inflight, delay time.Duration) {
+	f.hb.stop()
+	m := f.msg
+	var err error
+	if delay > 0 {
+		err = m.NakWithDelay(delay)
+	} else {
+		err = m.Nak()
+	}
+	if err != nil {
+		log.Warn().Err(err).Msg("nak failed; the message will be redelivered after the ack wait")
+	}
+}
+
+// sanitizeHeader makes s safe as a header value: no control characters (a CR or LF would
+// corrupt the NATS header block) and at most maxReasonLen bytes, cut on a rune boundary.
+func sanitizeHeader(s string) string {
+	if len(s) > maxReasonLen {
+		cut := maxReasonLen
+		for cut > 0 && s[cut]&0xC0 == 0x80 {
+			cut--
+		}
+		s = s[:cut]
+	}
+	return strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f {
+			return ' '
+		}
+		return r
+	}, s)
+}
+
+// heartbeat calls InProgress on a message every period until stopped, so the server does
+// not redeliver a message whose handler is still running (or waiting for a worker).
+type heartbeat struct {
+	mu      sync.Mutex
+	msg     jetstream.Msg
+	period  time.Duration
+	timer   *time.Timer
+	stopped bool
+}
+
+func startHeartbeat(m jetstream.Msg, period time.Duration) *heartbeat {
+	h := &heartbeat{msg: m, period: period}
+	h.mu.Lock()
+	h.timer = time.AfterFunc(period, h.beat)
+	h.mu.Unlock()
+	return h
+}
+
+// beat sends one InProgress under the lock, so that once stop has returned no beat can
+// reach the server after the message's settlement. InProgress is a plain publish.
+func (h *heartbeat) beat() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.stopped {
+		return
+	}
+	_ = h.msg.InProgress() // best effort: a lost beat is covered by the next one
+	h.timer.Reset(h.period)
+}
+
+// stop ends the heartbeat; after it returns no further InProgress is sent. Idempotent.
+func (h *heartbeat) stop() {
+	h.mu.Lock()
+	h.stopped = true
+	h.timer.Stop()
+	h.mu.Unlock()
+}

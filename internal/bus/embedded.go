@@ -1,0 +1,123 @@
+package bus
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/rs/zerolog"
+)
+
+// DefaultMaxPayload is the largest message the embedded server accepts: 4 MiB, so a
+// submission at the 1 MiB limit plus its headers fits with room to spare, and well under
+// the 8 MiB above which nats-server warns.
+const DefaultMaxPayload = 4 << 20
+
+// minMaxPayload is the smallest max payload StartEmbedded accepts (2 MiB).
+const minMaxPayload = 2 << 20
+
+// DefaultReadyTimeout bounds how long StartEmbedded waits for the server to accept clients.
+const DefaultReadyTimeout = 10 * time.Second
+
+// EmbeddedConfig configures an in-process nats-server with JetStream.
+type EmbeddedConfig struct {
+	// StoreDir holds the JetStream file store; required, so that restarts keep state.
+	StoreDir string
+	// Host to listen on; default 127.0.0.1 (only this machine can connect).
+	Host string
+	// Port to listen on: 0 selects the NATS default 4222, -1 a random free port.
+	Port int
+	// ServerName names the server in logs and cluster metadata; default "awaken-dev".
+	ServerName string
+	// NoLog silences the server entirely.
+	NoLog bool
+	// Debug turns on the server's debug logging.
+	Debug bool
+	// MaxPayload is the largest accepted message in bytes; 0 means [DefaultMaxPayload].
+	// Values below 2 MiB are refused: a 1 MiB submission plus headers must fit.
+	MaxPayload int32
+	// Logger receives the server's log as structured entries; when nil the server logs
+	// to stderr in its own format (unless NoLog).
+	Logger *zerolog.Logger
+	// ReadyTimeout bounds the wait for the server to accept clients; default
+	// [DefaultReadyTimeout].
+	ReadyTimeout time.Duration
+}
+
+// StartEmbedded starts a JetStream-enabled nats-server in this process and waits until it
+// accepts clients. The server installs no signal handlers (NoSigs), so the process's own
+// SIGTERM handling can drain the services before the server shuts down. Stop it with
+// [Shutdown].
+func StartEmbedded(cfg EmbeddedConfig) (*server.Server, error) {
+	if cfg.StoreDir == "" {
+		return nil, errors.New("bus: embedded server: StoreDir is required")
+	}
+	if cfg.MaxPayload == 0 {
+		cfg.MaxPayload = DefaultMaxPayload
+	}
+	if cfg.MaxPayload < minMaxPayload {
+		return nil, fmt.Errorf("bus: embedded server: max payload %d is below %d bytes", cfg.MaxPayload, minMaxPayload)
+	}
+	if cfg.Host == "" {
+		cfg.Host = "127.0.0.1"
+	}
+	if cfg.ServerName == "" {
+		cfg.ServerName = "awaken-dev"
+	}
+	if cfg.ReadyTimeout <= 0 {
+		cfg.ReadyTimeout = DefaultReadyTimeout
+	}
+	opts := &server.Options{
+		ServerName: cfg.ServerName,
+		Host:       cfg.Host,
+		Port:       cfg.Port,
+		JetStream:  true,
+		StoreDir:   cfg.StoreDir,
+		MaxPayload: cfg.MaxPayload,
+		NoSigs:     true,
+		NoLog:      cfg.NoLog,
+		Debug:      cfg.Debug,
+	}
+	srv, err := server.NewServer(opts)
+	if err != nil {
+		return nil, fmt.Errorf("bus: embedded server: %w", err)
+	}
+	switch {
+	case cfg.NoLog:
+	case cfg.Logger != nil:
+		srv.SetLoggerV2(serverLogger{log: cfg.Logger.With().Str("component", "nats-server").Logger()}, cfg.Debug, false, false)
+	default:
+		srv.ConfigureLogger()
+	}
+	go srv.Start()
+	if !srv.ReadyForConnections(cfg.ReadyTimeout) {
+		Shutdown(srv)
+		return nil, fmt.Errorf("bus: embedded server not ready within %s", cfg.ReadyTimeout)
+	}
+	if !srv.JetStreamEnabled() {
+		Shutdown(srv)
+		return nil, errors.New("bus: embedded server started without JetStream (see its log)")
+	}
+	return srv, nil
+}
+
+// Shutdown stops srv and waits until it has shut down, so its store can be reopened.
+func Shutdown(srv *server.Server) {
+	if srv == nil {
+		return
+	}
+	srv.Shutdown()
+	srv.WaitForShutdown()
+}
+
+// serverLogger adapts zerolog to the nats-server logger interface. Fatalf logs at error
+// level and returns: an embedded server must never exit the process that hosts it.
+type serverLogger struct{ log zerolog.Logger }
+
+func (l serverLogger) Noticef(format string, v ...any) { l.log.Info().Msgf(format, v...) }
+func (l serverLogger) Warnf(format string, v ...any)   { l.log.Warn().Msgf(format, v...) }
+func (l serverLogger) Fatalf(format string, v ...any)  { l.log.Error().Msgf(format, v...) }
+func (l serverLogger) Errorf(format string, v ...any)  { l.log.Error().Msgf(format, v...) }
+func (l serverLogger) Debugf(format string, v ...any)  { l.log.Debug().Msgf(format, v...) }
+func (l serverLogger) Tracef(format string, v ...any)  { l.log.Trace().Msgf(format, v...) }

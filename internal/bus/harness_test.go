@@ -1,0 +1,189 @@
+package bus_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+
+	"github.com/awaken-dev/awaken/internal/bus"
+	"github.com/awaken-dev/awaken/internal/natstest"
+	"github.com/awaken-dev/awaken/pkg/contracts"
+)
+
+// waitTimeout bounds every WaitFor in these tests; generous for a loaded 2-core machine
+// running -race, never reached when the code is right.
+const waitTimeout = 30 * time.Second
+
+// harness is one embedded server with the awaken topology.
+type harness struct {
+	t     *testing.T
+	srv   *natstest.Server
+	nc    *nats.Conn
+	js    jetstream.JetStream
+	names contracts.Names
+	pub   *bus.Publisher
+	ctx   context.Context
+	logs  *syncBuffer
+	log   zerolog.Logger
+}
+
+func newHarness(t *testing.T) *harness {
+	t.Helper()
+	srv := natstest.Start(t)
+	nc, js := srv.Conn(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	t.Cleanup(cancel)
+	names := contracts.NewNames("")
+	if err := bus.EnsureTopology(ctx, js, names, bus.TopologyConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	logs := &syncBuffer{}
+	return &harness{t: t, srv: srv, nc: nc, js: js, names: names, pub: bus.NewPublisher(js), ctx: ctx,
+		logs: logs, log: zerolog.New(logs).Level(zerolog.DebugLevel)}
+}
+
+// event returns a gate-request event with a deterministic id.
+func (h *harness) event(id string, payload any) bus.Event {
+	h.t.Helper()
+	e, err := bus.NewEvent(id, "awaken/test", contracts.TypeGateRequest, payload)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return e
+}
+
+func (h *harness) publish(subject string, e bus.Event) {
+	h.t.Helper()
+	if _, err := h.pub.Publish(h.ctx, subject, e); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+func (h *harness) streamMsgs(stream string) []*jetstream.RawStreamMsg {
+	h.t.Helper()
+	st, err := h.js.Stream(h.ctx, stream)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	info, err := st.Info(h.ctx)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	var out []*jetstream.RawStreamMsg
+	if info.State.Msgs == 0 {
+		return nil
+	}
+	for seq := info.State.FirstSeq; seq <= info.State.LastSeq; seq++ {
+		m, err := st.GetMsg(h.ctx, seq)
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			continue
+		}
+		if err != nil {
+			h.t.Fatal(err)
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// spec is a fast consumer on the gate-request subjects of the work stream.
+func (h *harness) spec(durable string) bus.ConsumerSpec {
+	return bus.ConsumerSpec{
+		Stream:         h.names.WorkStream(),
+		Durable:        durable,
+		FilterSubjects: []string{h.names.Prefix + ".work.gate.>"},
+		AckWait:        2 * time.Second,
+		MaxDeliver:     5,
+		BackOff:        []time.Duration{20 * time.Millisecond},
+		AcceptTypes:    []string{contracts.TypeGateRequest},
+		Names:          h.names,
+	}
+}
+
+// consume starts a subscription that the test's cleanup stops.
+func (h *harness) consume(spec bus.ConsumerSpec, fn bus.Handler) *bus.Subscription {
+	h.t.Helper()
+	sub, err := bus.Consume(h.ctx, h.js, spec, fn, h.log)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	h.t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_ = sub.Stop(ctx)
+	})
+	return sub
+}
+
+// settled waits until the consumer has nothing pending or unacknowledged.
+func (h *harness) settled(sub *bus.Subscription) *jetstream.ConsumerInfo {
+	h.t.Helper()
+	var info *jetstream.ConsumerInfo
+	natstest.WaitFor(h.t, waitTimeout, func() bool {
+		var err error
+		info, err = sub.Consumer().Info(h.ctx)
+		return err == nil && info.NumPending == 0 && info.NumAckPending == 0
+	}, "the consumer to settle every message")
+	return info
+}
+
+// syncBuffer is a goroutine-safe log sink.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// recorder collects what a handler saw, safely across workers.
+type recorder struct {
+	mu         sync.Mutex
+	deliveries []bus.Delivery
+}
+
+func (r *recorder) add(d bus.Delivery) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.deliveries = append(r.deliveries, d)
+	return len(r.deliveries)
+}
+
+func (r *recorder) count() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.deliveries)
+}
+
+func (r *recorder) all() []bus.Delivery {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]bus.Delivery(nil), r.deliveries...)
+}
+
+func (r *recorder) delivered() []uint64 {
+	var out []uint64
+	for _, d := range r.all() {
+		out = append(out, d.NumDelivered)
+	}
+	return out
+}
+
+func (r *recorder) String() string { return fmt.Sprint(r.delivered()) }

@@ -1,0 +1,142 @@
+package bus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/synadia-io/orbit.go/jetstreamext"
+)
+
+// MaxAtomicBatch is the largest atomic batch nats-server accepts by default
+// (jetstream max_batch_size). PublishAtomic refuses larger batches before sending anything.
+const MaxAtomicBatch = 1000
+
+// Outgoing is one event to publish on one subject.
+type Outgoing struct {
+	Subject string
+	Event   Event
+}
+
+// Publisher publishes CloudEvents in binary mode with Nats-Msg-Id set to the event id, so
+// that every re-publish after a crash is deduplicated by the stream. It holds no state of
+// its own beyond the JetStream context and is safe for concurrent use.
+type Publisher struct {
+	js jetstream.JetStream
+}
+
+// NewPublisher returns a Publisher on js.
+func NewPublisher(js jetstream.JetStream) *Publisher { return &Publisher{js: js} }
+
+// JetStream returns the JetStream context the publisher uses.
+func (p *Publisher) JetStream() jetstream.JetStream { return p.js }
+
+// Publish stores e on subject and waits for the stream's acknowledgement. A duplicate
+// (the same event id inside the duplicate window) is a success: the returned PubAck has
+// Duplicate set and the sequence of the original message.
+func (p *Publisher) Publish(ctx context.Context, subject string, e Event) (*jetstream.PubAck, error) {
+	ack, err := p.js.PublishMsg(ctx, EncodeMsg(subject, e))
+	if err != nil {
+		return nil, fmt.Errorf("bus: publish %s %s on %s: %w", e.Type, e.ID, subject, err)
+	}
+	return ack, nil
+}
+
+// PublishAll publishes independent messages concurrently and waits until every one is
+// acknowledged (duplicates count as acknowledged). It returns the first error in input
+// order once all acknowledgements or errors are in, or when ctx ends. The messages are not
+// atomic: after an error some may be stored; because each carries its deterministic id,
+// calling PublishAll again with the same messages is the recovery.
+func (p *Publisher) PublishAll(ctx context.Context, out []Outgoing) error {
+	if len(out) == 0 {
+		return nil
+	}
+	futures := make([]jetstream.PubAckFuture, len(out))
+	var firstErr error
+	for i, o := range out {
+		f, err := p.js.PublishMsgAsync(EncodeMsg(o.Subject, o.Event))
+		if err != nil {
+			firstErr = orErr(firstErr, fmt.Errorf("bus: publish %s %s on %s: %w", o.Event.Type, o.Event.ID, o.Subject, err))
+			continue
+		}
+		futures[i] = f
+	}
+	for i, f := range futures {
+		if f == nil {
+			continue
+		}
+		select {
+		case <-f.Ok():
+		case err := <-f.Err():
+			o := out[i]
+			firstErr = orErr(firstErr, fmt.Errorf("bus: publish %s %s on %s: %w", o.Event.Type, o.Event.ID, o.Subject, err))
+		case <-ctx.Done():
+			return orErr(firstErr, fmt.Errorf("bus: waiting for %d publish acknowledgements: %w", len(out)-i, ctx.Err()))
+		}
+	}
+	return firstErr
+}
+
+// PublishAtomic publishes out as one JetStream atomic batch: the stream stores all of the
+// messages, contiguously and in order, or none of them. Every subject must belong to the
+// same stream, and that stream must allow atomic publish (the results stream does).
+//
+// Message ids work inside the batch: if any of them is within the stream's duplicate
+// window the server refuses the whole batch and PublishAtomic returns an error matching
+// [ErrAtomicDuplicate]. Since awaken's ids are deterministic, that means the batch was
+// already published.
+func (p *Publisher) PublishAtomic(ctx context.Context, out []Outgoing) error {
+	switch {
+	case len(out) == 0:
+		return errors.New("bus: atomic publish of an empty batch")
+	case len(out) > MaxAtomicBatch:
+		return fmt.Errorf("bus: atomic batch of %d messages exceeds the server limit of %d", len(out), MaxAtomicBatch)
+	}
+	msgs := make([]*nats.Msg, len(out))
+	for i, o := range out {
+		msgs[i] = EncodeMsg(o.Subject, o.Event)
+	}
+	if _, err := jetstreamext.PublishMsgBatch(ctx, p.js, msgs); err != nil {
+		if isAtomicDuplicate(err) {
+			return fmt.Errorf("%w: first id %s: %w", ErrAtomicDuplicate, out[0].Event.ID, err)
+		}
+		return fmt.Errorf("bus: atomic publish of %d messages (first %s on %s): %w", len(out), out[0].Event.ID, out[0].Subject, err)
+	}
+	return nil
+}
+
+func isAtomicDuplicate(err error) bool {
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) && apiErr.ErrorCode == errCodeAtomicDuplicate {
+		return true
+	}
+	var jsErr jetstream.JetStreamError
+	if errors.As(err, &jsErr) {
+		if a := jsErr.APIError(); a != nil && a.ErrorCode == errCodeAtomicDuplicate {
+			return true
+		}
+	}
+	return false
+}
+
+// PublishScheduled stores e on scheduleSubject as a JetStream message schedule that the
+// server delivers, once, on targetSubject at time at (second resolution; a time in the
+// past fires at once). Both subjects must belong to one stream that allows message
+// schedules (the tickets stream). A schedule subject holds one schedule: publishing a new
+// one on the same subject replaces the previous, which is how a ticket's timer is moved.
+//
+// The schedule message carries e's id as Nats-Msg-Id, so re-publishing the same schedule is
+// deduplicated; the server strips that id from the message it delivers on the target, whose
+// ce-* headers and body are e's.
+func (p *Publisher) PublishScheduled(ctx context.Context, scheduleSubject, targetSubject string, at time.Time, e Event) error {
+	_, err := p.js.PublishMsg(ctx, EncodeMsg(scheduleSubject, e),
+		jetstream.WithScheduleAt(at), jetstream.WithScheduleTarget(targetSubject))
+	if err != nil {
+		return fmt.Errorf("bus: schedule %s %s on %s for %s at %s: %w",
+			e.Type, e.ID, scheduleSubject, targetSubject, at.UTC().Format(time.RFC3339), err)
+	}
+	return nil
+}

@@ -1,0 +1,241 @@
+package bus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/awaken-dev/awaken/pkg/contracts"
+)
+
+// DefaultDuplicates is the deduplication window of every stream: a re-publish with the same
+// Nats-Msg-Id inside it is acknowledged as a duplicate and not stored again. Beyond it the
+// KV state alone makes a re-publish harmless (DESIGN §8).
+const DefaultDuplicates = 2 * time.Minute
+
+// TopologyConfig sizes the streams and buckets. The zero value is usable: file storage,
+// one replica, the default duplicate window and the default ages below. A zero or
+// negative age selects the stream's default; the tickets and audit streams default to no
+// age limit at all.
+type TopologyConfig struct {
+	// Replicas of every stream and bucket: 1 for a single server, 3 in a cluster.
+	Replicas int
+	// Storage of every stream and bucket; the zero value is file storage.
+	Storage jetstream.StorageType
+	// Duplicates is the deduplication window; 0 means [DefaultDuplicates].
+	Duplicates time.Duration
+
+	// Per-stream retention. Work messages are read by several durables and are worthless
+	// once every call of their batch is terminal, so they age out quickly; results are the
+	// product and are kept longest.
+	SubmissionsMaxAge time.Duration
+	WorkMaxAge        time.Duration
+	ResultsMaxAge     time.Duration
+	// TicketsMaxAge must outlive the furthest due_at or deadline ever scheduled, because
+	// the schedule messages live in this stream: the default keeps them without age limit.
+	TicketsMaxAge    time.Duration
+	ControlMaxAge    time.Duration
+	EventsMaxAge     time.Duration
+	AuditMaxAge      time.Duration
+	DeadLetterMaxAge time.Duration
+}
+
+// Default retention ages, applied when a TopologyConfig age is zero or negative.
+const (
+	DefaultSubmissionsMaxAge = 7 * 24 * time.Hour
+	DefaultWorkMaxAge        = 24 * time.Hour
+	DefaultResultsMaxAge     = 7 * 24 * time.Hour
+	DefaultControlMaxAge     = 7 * 24 * time.Hour
+	DefaultEventsMaxAge      = 7 * 24 * time.Hour
+	DefaultDeadLetterMaxAge  = 30 * 24 * time.Hour
+)
+
+func age(v, def time.Duration) time.Duration {
+	if v <= 0 {
+		return def
+	}
+	return v
+}
+
+// ageOrUnlimited is for the streams whose default is "no age limit".
+func ageOrUnlimited(v time.Duration) time.Duration {
+	if v < 0 {
+		return 0
+	}
+	return v
+}
+
+// StreamConfigs returns the configuration of every awaken stream, as EnsureTopology
+// applies it. It is exported so operators and tests can inspect the exact topology.
+func StreamConfigs(names contracts.Names, cfg TopologyConfig) []jetstream.StreamConfig {
+	p := names.Prefix
+	dup := cfg.Duplicates
+	if dup <= 0 {
+		dup = DefaultDuplicates
+	}
+	replicas := cfg.Replicas
+	if replicas <= 0 {
+		replicas = 1
+	}
+	stream := func(name, desc, subject string, maxAge time.Duration) jetstream.StreamConfig {
+		d := dup
+		if maxAge > 0 && d > maxAge {
+			d = maxAge // the server requires Duplicates <= MaxAge
+		}
+		return jetstream.StreamConfig{
+			Name:        name,
+			Description: desc,
+			Subjects:    []string{subject},
+			Retention:   jetstream.LimitsPolicy,
+			Discard:     jetstream.DiscardOld,
+			MaxAge:      maxAge,
+			Storage:     cfg.Storage,
+			Replicas:    replicas,
+			Duplicates:  d,
+		}
+	}
+	results := stream(names.ResultsStream(), "ordered results and finalized events, one atomic batch per tool batch",
+		p+".results.>", age(cfg.ResultsMaxAge, DefaultResultsMaxAge))
+	results.AllowAtomicPublish = true
+	tickets := stream(names.TicketsStream(), "approval tickets, resume commands and their timers (message schedules)",
+		p+".tickets.>", ageOrUnlimited(cfg.TicketsMaxAge))
+	tickets.AllowMsgSchedules = true
+	tickets.AllowMsgTTL = true
+	return []jetstream.StreamConfig{
+		stream(names.SubmissionsStream(), "tool batch submissions and their rejections",
+			p+".batches.>", age(cfg.SubmissionsMaxAge, DefaultSubmissionsMaxAge)),
+		stream(names.WorkStream(), "internal work: gate requests, executor requests, committed call outputs",
+			p+".work.>", age(cfg.WorkMaxAge, DefaultWorkMaxAge)),
+		results,
+		tickets,
+		stream(names.ControlStream(), "run control commands (cancellation)",
+			p+".runs.>", age(cfg.ControlMaxAge, DefaultControlMaxAge)),
+		stream(names.EventsStream(), "agent-event projection for protocol consumers",
+			p+".events.>", age(cfg.EventsMaxAge, DefaultEventsMaxAge)),
+		stream(names.AuditStream(), "permission decisions, one record per gate decision and resume",
+			p+".audit.>", ageOrUnlimited(cfg.AuditMaxAge)),
+		stream(names.DeadLetterStream(), "poisoned and exhausted inputs with the reason in their headers",
+			p+".deadletter.>", age(cfg.DeadLetterMaxAge, DefaultDeadLetterMaxAge)),
+	}
+}
+
+// BucketConfigs returns the configuration of every awaken key-value bucket. Updates are
+// compare-and-swap on the latest revision, which needs no history; the small histories
+// kept on batches, calls and tickets are for diagnosis only.
+func BucketConfigs(names contracts.Names, cfg TopologyConfig) []jetstream.KeyValueConfig {
+	replicas := cfg.Replicas
+	if replicas <= 0 {
+		replicas = 1
+	}
+	bucket := func(name, desc string, history uint8) jetstream.KeyValueConfig {
+		return jetstream.KeyValueConfig{
+			Bucket:      name,
+			Description: desc,
+			History:     history,
+			Storage:     cfg.Storage,
+			Replicas:    replicas,
+		}
+	}
+	return []jetstream.KeyValueConfig{
+		bucket(names.BatchesBucket(), "one record per submitted batch", 3),
+		bucket(names.CallsBucket(), "one record per operation id (batch_id:call_id)", 5),
+		bucket(names.TicketsBucket(), "one record per parked call, keyed by correlation id", 5),
+		bucket(names.CountersBucket(), "compare-and-swap counters", 1),
+	}
+}
+
+// EnsureTopology creates every stream and bucket of names, or updates them to cfg. It is
+// idempotent and safe to run concurrently from every service at start-up: creating a
+// stream that another process created a moment earlier with the same configuration
+// succeeds. A change the server cannot apply in place (for example the storage type) is
+// returned as an error rather than silently ignored.
+func EnsureTopology(ctx context.Context, js jetstream.JetStream, names contracts.Names, cfg TopologyConfig) error {
+	for _, sc := range StreamConfigs(names, cfg) {
+		if err := ensureStream(ctx, js, sc); err != nil {
+			return err
+		}
+	}
+	for _, kc := range BucketConfigs(names, cfg) {
+		if _, err := js.CreateOrUpdateKeyValue(ctx, kc); err != nil {
+			return fmt.Errorf("bus: ensure bucket %s: %w", kc.Bucket, err)
+		}
+	}
+	return nil
+}
+
+func ensureStream(ctx context.Context, js jetstream.JetStream, sc jetstream.StreamConfig) error {
+	_, err := js.CreateOrUpdateStream(ctx, sc)
+	if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+		// Lost a creation race against another service: the stream exists now, so an
+		// update applies our configuration.
+		_, err = js.UpdateStream(ctx, sc)
+	}
+	if err != nil {
+		return fmt.Errorf("bus: ensure stream %s: %w", sc.Name, err)
+	}
+	return nil
+}
+
+// Consumer defaults, applied by EnsureConsumer and Consume to zero fields of a ConsumerSpec.
+const (
+	DefaultAckWait    = 30 * time.Second
+	DefaultMaxDeliver = 5
+	DefaultWorkers    = 1
+)
+
+// defaultBackOff is the nak-delay schedule used when a ConsumerSpec has none: the delay
+// after the n-th failed delivery is defaultBackOff[n-1], the last entry repeating.
+var defaultBackOff = [...]time.Duration{time.Second, 5 * time.Second, 15 * time.Second, 30 * time.Second, time.Minute}
+
+// DefaultBackOff returns a copy of the default nak-delay schedule.
+func DefaultBackOff() []time.Duration { return append([]time.Duration(nil), defaultBackOff[:]...) }
+
+// ConsumerConfig returns the durable pull-consumer configuration for spec, as
+// EnsureConsumer applies it.
+//
+// MaxDeliver is enforced by the consume loop, not by the server: the server config
+// is unlimited (-1). A server limit would leave a message that is still unsettled after
+// its last delivery — a crash, a failed dead-letter publish, a [Retry] — stuck as
+// pending forever, and the batch it belongs to would never finish. For the same reason
+// spec.BackOff is applied as the nak delay by the consume loop and not configured as the
+// server BackOff, which would also replace AckWait and break the heartbeat timing.
+func ConsumerConfig(spec ConsumerSpec) jetstream.ConsumerConfig {
+	spec = spec.withDefaults()
+	cc := jetstream.ConsumerConfig{
+		Durable:       spec.Durable,
+		Description:   "awaken consumer " + spec.Durable,
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+		AckWait:       spec.AckWait,
+		MaxDeliver:    -1,
+		MaxAckPending: spec.MaxAckPending,
+	}
+	switch len(spec.FilterSubjects) {
+	case 0:
+	case 1:
+		cc.FilterSubject = spec.FilterSubjects[0]
+	default:
+		cc.FilterSubjects = append([]string(nil), spec.FilterSubjects...)
+	}
+	return cc
+}
+
+// EnsureConsumer creates the durable pull consumer of spec on stream (spec.Stream when
+// stream is empty), or updates it to spec. It is idempotent; the durable's delivery state
+// survives updates.
+func EnsureConsumer(ctx context.Context, js jetstream.JetStream, stream string, spec ConsumerSpec) (jetstream.Consumer, error) {
+	if stream == "" {
+		stream = spec.Stream
+	}
+	if stream == "" || spec.Durable == "" {
+		return nil, fmt.Errorf("bus: ensure consumer: stream %q and durable %q must both be set", stream, spec.Durable)
+	}
+	cons, err := js.CreateOrUpdateConsumer(ctx, stream, ConsumerConfig(spec))
+	if err != nil {
+		return nil, fmt.Errorf("bus: ensure consumer %s on %s: %w", spec.Durable, stream, err)
+	}
+	return cons, nil
+}

@@ -1,0 +1,301 @@
+// Package state is a typed, JSON-encoded key-value store over a JetStream bucket with
+// compare-and-swap updates. Every durable record of awaken (batches, calls, tickets) moves
+// only through [Store.Update] or [Store.UpdateAt], so two services — or two deliveries of
+// the same message — can never both apply a transition from the same revision.
+package state
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Sentinel errors; match them with errors.Is.
+var (
+	// ErrNotFound: the key has no current value (never written, or deleted).
+	ErrNotFound = errors.New("state: key not found")
+	// ErrExists: Create found the key already present.
+	ErrExists = errors.New("state: key already exists")
+	// ErrConflict: the key's revision is not the expected one (another writer won), or
+	// Update gave up after its retry budget.
+	ErrConflict = errors.New("state: revision conflict")
+	// ErrNoChange is returned by an Update function to say "nothing to write"; Update then
+	// returns the current value and revision without writing.
+	ErrNoChange = errors.New("state: no change")
+)
+
+// Default retry budget of Update.
+const (
+	DefaultMaxAttempts = 100
+	maxBackoff         = 50 * time.Millisecond
+)
+
+// Entry is one current value of a key, as returned by List.
+type Entry[T any] struct {
+	Key      string
+	Value    T
+	Revision uint64
+	Created  time.Time
+}
+
+// Option configures a Store.
+type Option func(*options)
+
+type options struct {
+	maxAttempts int
+}
+
+// WithMaxAttempts bounds the read-modify-write rounds of Update (default
+// [DefaultMaxAttempts]); past it Update returns an error matching ErrConflict.
+func WithMaxAttempts(n int) Option {
+	return func(o *options) {
+		if n > 0 {
+			o.maxAttempts = n
+		}
+	}
+}
+
+// Store is a typed view of one bucket. It is stateless beyond its bucket handle and safe
+// for concurrent use; consistency comes from the server's revision checks, not from
+// locks, so it holds across processes.
+type Store[T any] struct {
+	kv   jetstream.KeyValue
+	opts options
+}
+
+// NewStore returns a Store of T values over kv.
+func NewStore[T any](kv jetstream.KeyValue, opts ...Option) *Store[T] {
+	o := options{maxAttempts: DefaultMaxAttempts}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	return &Store[T]{kv: kv, opts: o}
+}
+
+// Bucket returns the name of the underlying bucket.
+func (s *Store[T]) Bucket() string { return s.kv.Bucket() }
+
+// Get returns the current value of key and its revision, or ErrNotFound.
+func (s *Store[T]) Get(ctx context.Context, key string) (T, uint64, error) {
+	var zero T
+	e, err := s.kv.Get(ctx, key)
+	if err != nil {
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			return zero, 0, fmt.Errorf("%w: %s/%s", ErrNotFound, s.kv.Bucket(), key)
+		}
+		return zero, 0, fmt.Errorf("state: get %s/%s: %w", s.kv.Bucket(), key, err)
+	}
+	v, err := s.decode(key, e.Value())
+	if err != nil {
+		return zero, 0, err
+	}
+	return v, e.Revision(), nil
+}
+
+// Create writes v only if key has no current value; otherwise it returns ErrExists.
+func (s *Store[T]) Create(ctx context.Context, key string, v T) (uint64, error) {
+	b, err := s.encode(key, v)
+	if err != nil {
+		return 0, err
+	}
+	rev, err := s.kv.Create(ctx, key, b)
+	if err != nil {
+		if errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+			return 0, fmt.Errorf("%w: %s/%s", ErrExists, s.kv.Bucket(), key)
+		}
+		return 0, fmt.Errorf("state: create %s/%s: %w", s.kv.Bucket(), key, err)
+	}
+	return rev, nil
+}
+
+// Put writes v unconditionally. Use it only for values no one else transitions.
+func (s *Store[T]) Put(ctx context.Context, key string, v T) (uint64, error) {
+	b, err := s.encode(key, v)
+	if err != nil {
+		return 0, err
+	}
+	rev, err := s.kv.Put(ctx, key, b)
+	if err != nil {
+		return 0, fmt.Errorf("state: put %s/%s: %w", s.kv.Bucket(), key, err)
+	}
+	return rev, nil
+}
+
+// UpdateAt writes v only if key's current revision is rev; otherwise it returns
+// ErrConflict.
+func (s *Store[T]) UpdateAt(ctx context.Context, key string, v T, rev uint64) (uint64, error) {
+	b, err := s.encode(key, v)
+	if err != nil {
+		return 0, err
+	}
+	return s.updateRaw(ctx, key, b, rev)
+}
+
+func (s *Store[T]) updateRaw(ctx context.Context, key string, b []byte, rev uint64) (uint64, error) {
+	nrev, err := s.kv.Update(ctx, key, b, rev)
+	if err != nil {
+		// Not ErrKeyExists: it matches every wrong-last-sequence code and would hide the
+		// difference platform.md §B warns about.
+		if errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+			return 0, fmt.Errorf("%w: %s/%s at revision %d", ErrConflict, s.kv.Bucket(), key, rev)
+		}
+		return 0, fmt.Errorf("state: update %s/%s at revision %d: %w", s.kv.Bucket(), key, rev, err)
+	}
+	return nrev, nil
+}
+
+// Update is the compare-and-swap loop every state transition goes through. It reads key,
+// calls fn with a freshly decoded copy of the current value (exists false and the zero
+// value when absent), and writes the result with Create (absent) or UpdateAt (present).
+// When another writer got there first it re-reads and calls fn again, with jittered
+// back-off, up to the retry budget; fn must therefore be a pure function of the value it
+// is given.
+//
+// If fn returns ErrNoChange (possibly wrapped) nothing is written and Update returns the
+// current value and revision (zero and 0 when absent). Any other fn error aborts the loop
+// and is returned wrapped. On success Update returns the written value and its revision.
+func (s *Store[T]) Update(ctx context.Context, key string, fn func(cur *T, exists bool) error) (T, uint64, error) {
+	var zero T
+	for attempt := 1; ; attempt++ {
+		var (
+			cur    T
+			raw    []byte
+			rev    uint64
+			exists bool
+		)
+		e, err := s.kv.Get(ctx, key)
+		switch {
+		case err == nil:
+			raw, rev, exists = e.Value(), e.Revision(), true
+			if cur, err = s.decode(key, raw); err != nil {
+				return zero, 0, err
+			}
+		case errors.Is(err, jetstream.ErrKeyNotFound):
+		default:
+			return zero, 0, fmt.Errorf("state: update %s/%s: read: %w", s.kv.Bucket(), key, err)
+		}
+
+		if ferr := fn(&cur, exists); ferr != nil {
+			if errors.Is(ferr, ErrNoChange) {
+				if !exists {
+					return zero, 0, nil
+				}
+				// fn may have modified cur before giving up: return the stored value.
+				v, derr := s.decode(key, raw)
+				return v, rev, derr
+			}
+			return zero, 0, fmt.Errorf("state: update %s/%s: %w", s.kv.Bucket(), key, ferr)
+		}
+
+		b, err := s.encode(key, cur)
+		if err != nil {
+			return zero, 0, err
+		}
+		var nrev uint64
+		if exists {
+			nrev, err = s.updateRaw(ctx, key, b, rev)
+		} else {
+			nrev, err = s.kv.Create(ctx, key, b)
+			if err != nil && (errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch)) {
+				err = fmt.Errorf("%w: %s/%s created concurrently", ErrConflict, s.kv.Bucket(), key)
+			}
+		}
+		if err == nil {
+			return cur, nrev, nil
+		}
+		if !errors.Is(err, ErrConflict) {
+			return zero, 0, fmt.Errorf("state: update %s/%s: write: %w", s.kv.Bucket(), key, err)
+		}
+		if attempt >= s.opts.maxAttempts {
+			return zero, 0, fmt.Errorf("state: update %s/%s: gave up after %d attempts: %w", s.kv.Bucket(), key, attempt, err)
+		}
+		if err := backoff(ctx, attempt); err != nil {
+			return zero, 0, fmt.Errorf("state: update %s/%s: %w", s.kv.Bucket(), key, err)
+		}
+	}
+}
+
+// backoff waits a random time up to min(maxBackoff, 1ms·2^attempt), so that writers that
+// collided spread out instead of colliding again.
+func backoff(ctx context.Context, attempt int) error {
+	ceiling := min(maxBackoff, time.Millisecond<<min(attempt, 16))
+	t := time.NewTimer(rand.N(ceiling) + 1)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Delete removes key. With rev 0 the delete is unconditional; otherwise it happens only if
+// key's current revision is rev, else ErrConflict.
+func (s *Store[T]) Delete(ctx context.Context, key string, rev uint64) error {
+	var opts []jetstream.KVDeleteOpt
+	if rev != 0 {
+		opts = append(opts, jetstream.LastRevision(rev))
+	}
+	if err := s.kv.Delete(ctx, key, opts...); err != nil {
+		if errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+			return fmt.Errorf("%w: delete %s/%s at revision %d", ErrConflict, s.kv.Bucket(), key, rev)
+		}
+		return fmt.Errorf("state: delete %s/%s: %w", s.kv.Bucket(), key, err)
+	}
+	return nil
+}
+
+// List returns the current value of every key matching filter (a NATS subject pattern
+// over keys, e.g. "run-7.3.*"; empty means all keys). It reads them with one watcher that
+// delivers the latest value of each key and then the end-of-initial-values marker, so it
+// costs one round of messages rather than one request per key. Deleted keys are skipped.
+func (s *Store[T]) List(ctx context.Context, filter string) (map[string]Entry[T], error) {
+	if filter == "" {
+		filter = jetstream.AllKeys
+	}
+	w, err := s.kv.Watch(ctx, filter, jetstream.IgnoreDeletes())
+	if err != nil {
+		return nil, fmt.Errorf("state: list %s/%s: %w", s.kv.Bucket(), filter, err)
+	}
+	defer func() { _ = w.Stop() }()
+	out := make(map[string]Entry[T])
+	for {
+		select {
+		case e, ok := <-w.Updates():
+			if !ok {
+				return nil, fmt.Errorf("state: list %s/%s: watcher closed early", s.kv.Bucket(), filter)
+			}
+			if e == nil { // end of the initial values
+				return out, nil
+			}
+			v, err := s.decode(e.Key(), e.Value())
+			if err != nil {
+				return nil, err
+			}
+			out[e.Key()] = Entry[T]{Key: e.Key(), Value: v, Revision: e.Revision(), Created: e.Created()}
+		case <-ctx.Done():
+			return nil, fmt.Errorf("state: list %s/%s: %w", s.kv.Bucket(), filter, ctx.Err())
+		}
+	}
+}
+
+func (s *Store[T]) encode(key string, v T) ([]byte, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, fmt.Errorf("state: encode %s/%s: %w", s.kv.Bucket(), key, err)
+	}
+	return b, nil
+}
+
+func (s *Store[T]) decode(key string, b []byte) (T, error) {
+	var v T
+	if err := json.Unmarshal(b, &v); err != nil {
+		return v, fmt.Errorf("state: decode %s/%s: %w", s.kv.Bucket(), key, err)
+	}
+	return v, nil
+}
