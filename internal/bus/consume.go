@@ -177,10 +177,14 @@ type Subscription struct {
 	slots    chan struct{} // one token per busy worker (or message being fetched for one)
 	quit     chan struct{} // closed when the loop stops taking messages
 	pullDone chan struct{} // closed when the fetch loop has returned
-	stopCh   chan struct{} // closed by Stop
-	stopOnce sync.Once
-	done     chan struct{} // closed when every worker returned and the fetch loop ended
-	workers  sync.WaitGroup
+	// pullCtx is cancelled when the loop stops taking messages, so a waiting fetch ends at
+	// once instead of at its expiry.
+	pullCtx    context.Context
+	cancelPull context.CancelFunc
+	stopCh     chan struct{} // closed by Stop
+	stopOnce   sync.Once
+	done       chan struct{} // closed when every worker returned and the fetch loop ended
+	workers    sync.WaitGroup
 }
 
 // inflight is a message handed from the serial consume callback to a worker; its
@@ -224,6 +228,7 @@ func Consume(ctx context.Context, js jetstream.JetStream, spec ConsumerSpec, h H
 		done:     make(chan struct{}),
 	}
 	s.ctx = s.log.WithContext(ctx)
+	s.pullCtx, s.cancelPull = context.WithCancel(context.Background())
 	if spec.MaxAckPending > 0 && spec.MaxAckPending < spec.Workers {
 		s.log.Warn().Int("max_ack_pending", spec.MaxAckPending).Int("workers", spec.Workers).
 			Msg("max ack pending is below the worker count; some workers will idle")
@@ -275,6 +280,7 @@ func (s *Subscription) supervise(ctx context.Context) {
 		graceful = true
 	}
 	close(s.quit)
+	s.cancelPull()
 	// Once the fetch loop has returned no message can reach a worker any more; then wait
 	// for the handlers in flight.
 	<-s.pullDone
@@ -284,9 +290,9 @@ func (s *Subscription) supervise(ctx context.Context) {
 	close(s.done)
 }
 
-// fetchWait bounds one pull request. It also bounds how long Stop waits for an idle
-// loop, so it is short; an idle consumer costs one pull request per fetchWait.
-const fetchWait = time.Second
+// fetchWait bounds one pull request; an idle consumer costs one pull request per
+// fetchWait. Stop does not wait for it: the waiting fetch is cancelled.
+const fetchWait = 5 * time.Second
 
 // pullLoop fetches exactly as many messages as there are free workers, hands each to a
 // worker as it arrives, and starts its heartbeat on arrival, so no message ever waits
@@ -314,7 +320,8 @@ func (s *Subscription) pullLoop() {
 				break grab
 			}
 		}
-		batch, err := s.cons.Fetch(n, jetstream.FetchMaxWait(wait))
+		fctx, cancel := context.WithTimeout(s.pullCtx, wait)
+		batch, err := s.cons.Fetch(n, jetstream.FetchContext(fctx))
 		got := 0
 		if err == nil {
 			for m := range batch.Messages() {
@@ -323,7 +330,11 @@ func (s *Subscription) pullLoop() {
 			}
 			err = batch.Error()
 		}
+		cancel()
 		s.release(n - got)
+		if s.pullCtx.Err() != nil {
+			return
+		}
 		if err == nil || errors.Is(err, nats.ErrTimeout) || errors.Is(err, context.DeadlineExceeded) {
 			continue
 		}
