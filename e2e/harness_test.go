@@ -80,7 +80,7 @@ func (h *harness) setFaults(f pipeline.FaultHook) { h.faults.Store(f) }
 
 func (h *harness) start() {
 	h.tb.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	st, err := app.Start(ctx, app.Options{
 		Config: h.cfg,
