@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -115,6 +116,29 @@ func TestScriptArgumentIsEscapedInAPIAndStream(t *testing.T) {
 	var args map[string]string
 	if err := json.Unmarshal(got.Arguments, &args); err != nil || args["text"] != hostile {
 		t.Fatalf("arguments decode to %q (%v), want the original text", args["text"], err)
+	}
+
+	// The pipeline's own writers escape markup when they store a record, so the api's
+	// escaping is checked on a record whose stored bytes hold raw markup.
+	const corr = "perm.raw-xss.1.c1"
+	raw := `{"correlation_id":"` + corr + `","run_id":"raw-xss","thread_id":"t","snapshot_id":"s","batch_id":"tool-batch:raw-xss:1",` +
+		`"call_id":"c1","tool_id":"ask_me","arguments":{"text":` + strconv.Quote(hostile) + `},"reason":"permission","opened_at":"2026-01-01T00:00:00Z"}`
+	kv, err := h.stack.Env.JS.KeyValue(ctxFor(t, waitLong), h.stack.Env.Names.TicketsBucket())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Put(ctxFor(t, waitLong), corr, []byte(raw)); err != nil {
+		t.Fatal(err)
+	}
+	ev = events.next(t, api.EventTicket, func(data string) bool { return strings.Contains(data, corr) })
+	for name, body := range map[string]string{
+		"GET /v1/tickets of a raw record":      string(h.get("/v1/tickets").body),
+		"GET /v1/tickets/{id} of a raw record": string(h.get("/v1/tickets/" + corr).body),
+		"stream event of a raw record":         ev,
+	} {
+		if strings.ContainsAny(body, "<>") || !strings.Contains(body, `\u003cscript\u003e`) {
+			t.Errorf("%s is not escaped: %s", name, body)
+		}
 	}
 }
 

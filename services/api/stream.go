@@ -325,8 +325,7 @@ func (s *Service) serveStream(w http.ResponseWriter, r *http.Request) {
 	for {
 		select {
 		case <-r.Context().Done():
-			return
-		case <-s.ctx.Done():
+			// Also ends on Stop: the server's base context is the service's.
 			return
 		case <-ping.C:
 			if !write(": ping\n\n") {
