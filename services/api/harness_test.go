@@ -59,6 +59,12 @@ type harness struct {
 
 func newHarness(t testing.TB, opts api.Options) *harness {
 	t.Helper()
+	return newHarnessOf(t, opts, append(app.AllServices(), app.API))
+}
+
+// newHarnessOf starts only the given services (app.API among them).
+func newHarnessOf(t testing.TB, opts api.Options, services []string) *harness {
+	t.Helper()
 	cfg, err := config.Parse([]byte(testConfig))
 	if err != nil {
 		t.Fatalf("config: %v", err)
@@ -73,7 +79,7 @@ func newHarness(t testing.TB, opts api.Options) *harness {
 	t.Cleanup(cancel)
 	st, err := app.Start(ctx, app.Options{
 		Config:   cfg,
-		Services: append(app.AllServices(), app.API),
+		Services: services,
 		Dial:     app.InProcessDialer(h.srv.Server()),
 		Log:      app.NewLogger(testWriter{t}, os.Getenv("AWAKEN_TEST_LOG")),
 		API:      opts,

@@ -6,7 +6,9 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
+	"github.com/awaken-dev/awaken/internal/app"
 	"github.com/awaken-dev/awaken/internal/natstest"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 	"github.com/awaken-dev/awaken/services/api"
@@ -292,5 +294,36 @@ func TestHTTPBatchesList(t *testing.T) {
 	r.json(t, &list)
 	if len(list.Batches) != 1 || list.Batches[0].RunID != "run-list-b" {
 		t.Fatalf("limited list = %+v", list.Batches)
+	}
+}
+
+// TestHTTPTimeoutWhenTheGateIsDown: with no gate running, a decision is answered 504
+// timeout after ResolveTimeout, the resume command stays queued on the tickets stream for
+// the gate to apply later, and the ticket is untouched.
+func TestHTTPTimeoutWhenTheGateIsDown(t *testing.T) {
+	h := newHarnessOf(t, api.Options{ResolveTimeout: 300 * time.Millisecond}, []string{app.API})
+	tk := contracts.ResumeTicket{CorrelationID: "perm.run-down.1.c1", RunID: "run-down", ThreadID: "t", SnapshotID: "s",
+		BatchID: "tool-batch:run-down:1", CallID: "c1", ToolID: "ask_me", Arguments: []byte(`{}`), Reason: contracts.ReasonPermission,
+		OpenedAt: time.Now().UTC()}
+	if _, err := h.stack.Env.Tickets.Create(ctxFor(t, waitLong), tk.CorrelationID, tk); err != nil {
+		t.Fatal(err)
+	}
+	r := h.post("/v1/tickets/"+tk.CorrelationID+"/approve", "")
+	if e := r.apiError(t); r.status != http.StatusGatewayTimeout || e.Code != "timeout" {
+		t.Fatalf("approve with no gate: %d %s, want 504 timeout", r.status, r.body)
+	}
+	stream, err := h.stack.Env.JS.Stream(ctxFor(t, waitLong), h.stack.Env.Names.TicketsStream())
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg, err := stream.GetLastMsgForSubject(ctxFor(t, waitLong), h.stack.Env.Names.TicketResumeSubject())
+	if err != nil {
+		t.Fatalf("no queued resume command: %v", err)
+	}
+	if !strings.Contains(string(msg.Data), tk.CorrelationID) || msg.Header.Get("ce-type") != contracts.TypeTicketResume {
+		t.Fatalf("queued command %s %v", msg.Data, msg.Header)
+	}
+	if _, err := h.client.Ticket(ctxFor(t, waitLong), tk.CorrelationID); err != nil {
+		t.Fatalf("ticket after the timeout: %v", err)
 	}
 }

@@ -87,9 +87,15 @@ type Service struct {
 	reader *Reader
 	hub    *hub
 
-	// ctx ends when Stop begins: it cancels in-flight micro requests and event streams.
+	// ctx is the context of every request (the HTTP server's base context, and micro
+	// handlers'); Stop cancels it last, or when its own deadline passes, so in-flight
+	// decisions get the gate's answer during a graceful stop.
 	ctx    context.Context
 	cancel context.CancelFunc
+	// streams ends the event streams and their KV watchers; Stop cancels it first, since a
+	// stream never finishes by itself.
+	streams       context.Context
+	cancelStreams context.CancelFunc
 
 	micro micro.Service
 	// mu orders inflight.Add (in begin) before inflight.Wait (in stop): once stopping is
@@ -128,17 +134,20 @@ func Start(ctx context.Context, env *pipeline.Env, opts Options) (*Service, erro
 		return nil, fmt.Errorf("api: %w", err)
 	}
 	sctx, cancel := context.WithCancel(context.Background())
+	streams, cancelStreams := context.WithCancel(sctx)
 	s := &Service{
-		env:    env,
-		opts:   opts,
-		log:    env.Log.With().Str("component", "api").Logger(),
-		client: c,
-		reader: NewReader(env.Batches, env.Calls, env.Tickets),
-		ctx:    sctx,
-		cancel: cancel,
-		sem:    make(chan struct{}, opts.MaxInFlight),
+		env:           env,
+		opts:          opts,
+		log:           env.Log.With().Str("component", "api").Logger(),
+		client:        c,
+		reader:        NewReader(env.Batches, env.Calls, env.Tickets),
+		ctx:           sctx,
+		cancel:        cancel,
+		streams:       streams,
+		cancelStreams: cancelStreams,
+		sem:           make(chan struct{}, opts.MaxInFlight),
 	}
-	s.hub = newHub(sctx, env, s.log, opts.MaxStreams)
+	s.hub = newHub(streams, env, s.log, opts.MaxStreams)
 	if !opts.DisableMicro {
 		if err := s.startMicro(); err != nil {
 			cancel()
@@ -195,9 +204,11 @@ func (s *Service) URL() string {
 	return "http://" + net.JoinHostPort(host, fmt.Sprint(addr.Port)) + "/"
 }
 
-// Stop ends the api gracefully: the micro service stops taking requests, event streams
-// end, the HTTP server stops accepting and waits for in-flight requests, and in-flight
-// micro requests finish — all bounded by ctx. It is safe to call more than once.
+// Stop ends the api gracefully: the micro service and the HTTP server stop taking
+// requests, event streams end, and in-flight requests — a decision waiting for the gate's
+// answer included — finish. When ctx ends first, in-flight requests are cancelled (their
+// callers get "unavailable"; a command already published is still applied by the gate).
+// It is safe to call more than once.
 func (s *Service) Stop(ctx context.Context) error {
 	s.stopOnce.Do(func() { s.stopErr = s.stop(ctx) })
 	return s.stopErr
@@ -210,11 +221,13 @@ func (s *Service) stop(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("api: stop micro service: %w", err))
 		}
 	}
-	// Streams and pending waits end now; request handlers see a cancelled context.
 	s.mu.Lock()
 	s.stopping = true
 	s.mu.Unlock()
-	s.cancel()
+	s.cancelStreams()
+	defer s.cancel()
+	// Past ctx's deadline, cancel what is still in flight so that Stop returns.
+	defer context.AfterFunc(ctx, s.cancel)()
 	if s.httpSrv != nil {
 		if err := s.httpSrv.Shutdown(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("api: shut down http: %w", err))

@@ -295,7 +295,7 @@ func (h *hub) wait() { h.wg.Wait() }
 func (s *Service) serveStream(w http.ResponseWriter, r *http.Request) {
 	sub, err := s.hub.subscribe()
 	if err != nil {
-		if errors.Is(err, errTooManyStreams) || s.ctx.Err() != nil {
+		if errors.Is(err, errTooManyStreams) || s.streams.Err() != nil {
 			s.writeError(w, r, apiErr(http.StatusServiceUnavailable, CodeUnavailable, "%v", err))
 			return
 		}
@@ -325,8 +325,9 @@ func (s *Service) serveStream(w http.ResponseWriter, r *http.Request) {
 	for {
 		select {
 		case <-r.Context().Done():
-			// Also ends on Stop: the server's base context is the service's.
 			return
+		case <-s.streams.Done():
+			return // Stop: streams end first, since they never finish by themselves
 		case <-ping.C:
 			if !write(": ping\n\n") {
 				return
