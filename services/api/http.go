@@ -26,9 +26,11 @@ var consoleFiles = []struct{ path, file, ctype string }{
 }
 
 // ContentSecurityPolicy is sent with every response: only same-origin scripts, styles and
-// connections, no inline code, no framing, no forms posting anywhere.
+// connections, no inline code, no framing, and no native form submission at all — the
+// console's forms are handled by its script, so a form can never put the API token into a
+// URL even if the script failed to load.
 const ContentSecurityPolicy = "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; " +
-	"img-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+	"img-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 
 // maxBody bounds the body of a mutating request.
 const maxBody = 64 << 10
@@ -51,6 +53,10 @@ func (s *Service) Handler() http.Handler {
 			_, _ = w.Write(body)
 		})
 	}
+	// Browsers ask for a favicon; answer without content rather than with an error.
+	mux.HandleFunc("GET /favicon.ico", func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusNoContent)
+	})
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
