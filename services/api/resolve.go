@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 
 	"github.com/awaken-dev/awaken/internal/state"
 	"github.com/awaken-dev/awaken/pkg/client"
@@ -126,7 +127,9 @@ func (s *Service) send(ctx context.Context, cmd contracts.ResumeCommand, ticketK
 	var rr *client.ResumeRejectedError
 	switch {
 	case errors.As(err, &rr):
-		return res, &Error{Code: rr.Code, Message: rr.Message, Status: StatusForResumeCode(rr.Code, ticketKnown), err: err}
+		// The gate's message may repeat the code ("not_waiting: …"); the code has its own field.
+		msg := strings.TrimPrefix(rr.Message, rr.Code+": ")
+		return res, &Error{Code: rr.Code, Message: msg, Status: StatusForResumeCode(rr.Code, ticketKnown), err: err}
 	case errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
 		return res, &Error{Code: CodeTimeout, Status: http.StatusGatewayTimeout, err: err,
 			Message: fmt.Sprintf("the gate did not answer within %s; if the command was queued it will still be applied or refused — check the ticket", s.opts.ResolveTimeout)}
