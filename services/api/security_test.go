@@ -104,3 +104,34 @@ func TestTokenAuth(t *testing.T) {
 		t.Fatalf("authenticated approve: %d %s", r.status, r.body)
 	}
 }
+
+// TestHostAllowList: on a loopback bind the api answers loopback names (any spelling) and
+// the configured allowed hosts, nothing else.
+func TestHostAllowList(t *testing.T) {
+	h := newHarness(t, api.Options{AllowedHosts: []string{"console.example"}})
+	tests := []struct {
+		host string
+		want int
+	}{
+		{"localhost", 200},
+		{"LOCALHOST.", 200},
+		{"app.localhost:8080", 200},
+		{"127.0.0.1:8080", 200},
+		{"127.0.0.2", 200},
+		{"[::1]:8080", 200},
+		{"console.example", 200},
+		{"Console.Example:443", 200},
+		{"evil.example", 403},
+		{"localhost.evil.example", 403},
+		{"console.example.evil", 403},
+		{"10.0.0.1", 403},
+	}
+	for _, tt := range tests {
+		t.Run(tt.host, func(t *testing.T) {
+			r := h.do(http.MethodGet, "/v1/tickets", "", map[string]string{"Host": tt.host})
+			if r.status != tt.want {
+				t.Fatalf("Host %s: %d %s, want %d", tt.host, r.status, r.body, tt.want)
+			}
+		})
+	}
+}
