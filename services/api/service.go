@@ -28,6 +28,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	stdlog "log"
 	"net"
 	"net/http"
 	"strings"
@@ -179,7 +180,8 @@ func (s *Service) startHTTP(ctx context.Context) error {
 		IdleTimeout:    2 * time.Minute,
 		MaxHeaderBytes: 64 << 10,
 		BaseContext:    func(net.Listener) context.Context { return s.ctx },
-		ErrorLog:       nil,
+		// Connection-level errors (TLS probes, bad requests) go to the service log.
+		ErrorLog: stdlog.New(s.log.With().Str("source", "http").Logger(), "", 0),
 	}
 	s.served = make(chan error, 1)
 	go func() { s.served <- s.httpSrv.Serve(ln) }()
