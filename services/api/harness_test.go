@@ -34,12 +34,15 @@ tools:
     capability: non_recoverable
   - id: ask_me
     builtin: ran
+  - id: ask_quick
+    builtin: ran
   - id: client_pick
     kind: client_executed
 policy:
   default_behavior: allow
   rules:
     - { pattern: ask_me, behavior: ask }
+    - { pattern: ask_quick, behavior: ask, timeout: 300ms }
 `
 
 const waitLong = 30 * time.Second

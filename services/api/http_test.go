@@ -327,3 +327,37 @@ func TestHTTPTimeoutWhenTheGateIsDown(t *testing.T) {
 		t.Fatalf("ticket after the timeout: %v", err)
 	}
 }
+
+// TestHTTPExpiredTicket: an approval that arrives after the ticket's deadline is refused
+// expired (409), and the call completes as "blocked: approval timed out" without running.
+func TestHTTPExpiredTicket(t *testing.T) {
+	h := newHarness(t, api.Options{})
+	const run = "run-http-expired"
+	sub := contracts.BatchSubmission{
+		RunID: run, ThreadID: "thread-1", Step: 1,
+		Agent: contracts.AgentSnapshot{SnapshotID: "snap-1", Tools: []string{"ask_quick"}},
+		Calls: []contracts.ToolCall{call("q", "ask_quick", map[string]string{})},
+	}
+	if _, err := h.client.Submit(ctxFor(t, waitLong), sub); err != nil {
+		t.Fatal(err)
+	}
+	tk, err := h.client.WaitTicket(ctxFor(t, waitLong), run, 1, "q")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tk.Deadline == nil {
+		t.Fatalf("ticket without a deadline: %+v", tk)
+	}
+	natstest.WaitFor(t, waitLong, func() bool { return time.Now().After(*tk.Deadline) }, "the ticket's deadline to pass")
+	r := h.post("/v1/tickets/"+tk.CorrelationID+"/approve", "")
+	if e := r.apiError(t); r.status != http.StatusConflict || e.Code != "expired" {
+		t.Fatalf("late approve: %d %s, want 409 expired", r.status, r.body)
+	}
+	out := h.results(run)
+	if got := texts(out); !slices.Equal(got, []string{"blocked: approval timed out"}) {
+		t.Fatalf("results = %q", got)
+	}
+	if n := h.ledger(run, "q"); n != 0 {
+		t.Fatalf("expired call ran %d times", n)
+	}
+}
