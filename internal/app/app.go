@@ -21,6 +21,7 @@ import (
 	"github.com/awaken-dev/awaken/internal/bus"
 	"github.com/awaken-dev/awaken/internal/config"
 	"github.com/awaken-dev/awaken/internal/pipeline"
+	"github.com/awaken-dev/awaken/services/api"
 	"github.com/awaken-dev/awaken/services/batcher"
 	brainexec "github.com/awaken-dev/awaken/services/brain-exec"
 	"github.com/awaken-dev/awaken/services/brain-exec/builtin"
@@ -36,6 +37,11 @@ const (
 	BrainExec   = "brain-exec"
 	SandboxExec = "sandbox-exec"
 	Publisher   = "publisher"
+	// API is the approval and operations front door (micro service, HTTP api, console).
+	// It is not one of the five pipeline services: a stack runs it only when asked
+	// (Options.Services names it), after the five, since it only publishes commands and
+	// reads records.
+	API = "api"
 )
 
 // AllServices returns the five services in start order (consumers of later stages first,
@@ -66,6 +72,8 @@ type Options struct {
 	BrainRegistry *brainexec.Registry
 	// Topology overrides the stream settings (replicas, storage).
 	Topology *bus.TopologyConfig
+	// API configures the api service when Services names [API].
+	API api.Options
 }
 
 // Stack is a set of running services.
@@ -80,6 +88,8 @@ type Stack struct {
 	log       zerolog.Logger
 	// Env is the environment of the first service, for callers that need the stores.
 	Env *pipeline.Env
+	// APIService is the running api when Services named [API] (nil otherwise).
+	APIService *api.Service
 }
 
 type named struct {
@@ -105,8 +115,9 @@ func Start(ctx context.Context, o Options) (st *Stack, err error) {
 	if len(o.Services) == 0 {
 		o.Services = AllServices()
 	}
+	order := append(AllServices(), API)
 	for _, s := range o.Services {
-		if !slices.Contains(AllServices(), s) {
+		if !slices.Contains(order, s) {
 			return nil, fmt.Errorf("app: unknown service %q", s)
 		}
 	}
@@ -124,7 +135,7 @@ func Start(ctx context.Context, o Options) (st *Stack, err error) {
 		topology = *o.Topology
 	}
 	ensured := false
-	for _, name := range AllServices() {
+	for _, name := range order {
 		if !slices.Contains(o.Services, name) {
 			continue
 		}
@@ -157,6 +168,9 @@ func Start(ctx context.Context, o Options) (st *Stack, err error) {
 			return st, fmt.Errorf("app: start %s: %w", name, err)
 		}
 		st.services = append(st.services, named{name, svc})
+		if a, ok := svc.(*api.Service); ok {
+			st.APIService = a
+		}
 		log.Info().Msg("started")
 	}
 	return st, nil
@@ -181,6 +195,8 @@ func startOne(ctx context.Context, name string, env *pipeline.Env, o Options) (S
 		return sandboxexec.Start(ctx, env)
 	case Publisher:
 		return publisher.Start(ctx, env)
+	case API:
+		return api.Start(ctx, env, o.API)
 	}
 	return nil, fmt.Errorf("unknown service %q", name)
 }
@@ -196,6 +212,7 @@ func (s *Stack) Stop(ctx context.Context) error {
 		}
 	}
 	s.services = nil
+	s.APIService = nil
 	if s.cancelRun != nil {
 		s.cancelRun()
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/awaken-dev/awaken/internal/bus"
 	"github.com/awaken-dev/awaken/internal/config"
+	"github.com/awaken-dev/awaken/services/api"
 )
 
 // DevOptions configures `awaken dev`.
@@ -22,10 +23,19 @@ type DevOptions struct {
 	Listen string
 	// Ready is called once everything is up, with the client URL.
 	Ready func(url string)
+	// HTTP is the host:port of the HTTP api and web console ("" serves neither; the micro
+	// service still runs).
+	HTTP string
+	// APIToken, when set, is the bearer token the HTTP api requires.
+	APIToken string
+	// ReadyURLs, when set, is called once everything is up with the NATS client URL and
+	// the console URL ("" when HTTP is off).
+	ReadyURLs func(natsURL, consoleURL string)
 }
 
-// Dev runs an embedded JetStream server and all five services until ctx is done, then
-// drains the services and shuts the server down.
+// Dev runs an embedded JetStream server, all five services and then the api (micro
+// service, HTTP api and console) until ctx is done, then drains them and shuts the server
+// down.
 func Dev(ctx context.Context, o DevOptions) error {
 	host, portStr, err := net.SplitHostPort(o.Listen)
 	if err != nil {
@@ -48,14 +58,25 @@ func Dev(ctx context.Context, o DevOptions) error {
 	}
 	defer bus.Shutdown(srv)
 	log := NewLogger(os.Stderr, os.Getenv("AWAKEN_LOG_LEVEL"))
-	st, err := Start(ctx, Options{Config: o.Config, Dial: InProcessDialer(srv), Log: log})
+	st, err := Start(ctx, Options{
+		Config: o.Config, Dial: InProcessDialer(srv), Log: log,
+		Services: append(AllServices(), API),
+		API:      api.Options{HTTPAddr: o.HTTP, Token: o.APIToken},
+	})
 	if err != nil {
 		return err
 	}
 	url := srv.ClientURL()
-	log.Info().Str("nats_url", url).Str("data_dir", dir).Str("config", o.Config.Source).Msg("ready")
+	console := ""
+	if st.APIService != nil {
+		console = st.APIService.URL()
+	}
+	log.Info().Str("nats_url", url).Str("console", console).Str("data_dir", dir).Str("config", o.Config.Source).Msg("ready")
 	if o.Ready != nil {
 		o.Ready(url)
+	}
+	if o.ReadyURLs != nil {
+		o.ReadyURLs(url, console)
 	}
 	<-ctx.Done()
 	stopCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

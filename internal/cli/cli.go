@@ -14,10 +14,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/awaken-dev/awaken/internal/app"
 	"github.com/awaken-dev/awaken/internal/config"
 	"github.com/awaken-dev/awaken/pkg/client"
 	"github.com/awaken-dev/awaken/pkg/contracts"
+	"github.com/awaken-dev/awaken/services/api"
 )
 
 const usage = `awaken — durable execution of AI-agent tool calls on NATS JetStream
@@ -29,6 +32,7 @@ Services:
   awaken brain-exec     run brain tools (in-process Go tools, MCP servers)
   awaken sandbox-exec   run sandbox tools (WebAssembly)
   awaken publisher      publication barrier: ordered, atomic results
+  awaken api            approvals: NATS micro service "awaken", HTTP api and web console
 
 Client:
   awaken submit FILE [--wait]          submit a batch (JSON), optionally wait for its results
@@ -37,10 +41,13 @@ Client:
   awaken tickets approve CORRELATION_ID [--note TEXT]
   awaken tickets deny CORRELATION_ID [--reason TEXT]
   awaken runs cancel RUN_ID            seal the open batches of a run
+  awaken batch show BATCH_ID [--json]  per-call phase, outcome and timeline of a batch
   awaken counter NAME                  read the example counter tool's durable count
 
 Common flags: --config FILE (env AWAKEN_CONFIG), --nats-url URL (env NATS_URL),
 --prefix PREFIX (client commands; env AWAKEN_PREFIX). Run "awaken CMD -h" for a command's flags.
+dev and api: --http HOST:PORT (env AWAKEN_HTTP, default 127.0.0.1:8080; "" disables HTTP),
+--api-token TOKEN (env AWAKEN_API_TOKEN; prefer the environment variable, flags show in ps).
 `
 
 // Main runs the command line and returns the process exit code.
@@ -56,6 +63,10 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = runDev(ctx, rest, stdout, stderr)
 	case app.Batcher, app.Gate, app.BrainExec, app.SandboxExec, app.Publisher:
 		err = runService(ctx, cmd, rest, stderr)
+	case app.API:
+		err = runAPI(ctx, rest, stdout, stderr)
+	case "batch":
+		err = runBatch(ctx, rest, stdout)
 	case "submit":
 		err = runSubmit(ctx, rest, stdout)
 	case "tickets":
@@ -107,6 +118,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	cfgPath := fs.String("config", defaultConfigPath(), "host configuration file (YAML or JSON)")
 	data := fs.String("data", env("AWAKEN_DATA", ".awaken/data"), "JetStream data directory")
 	listen := fs.String("listen", env("AWAKEN_LISTEN", "127.0.0.1:4222"), "address outside clients and the nats CLI connect to")
+	httpAddr, token := apiFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -115,9 +127,12 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return err
 	}
 	return app.Dev(ctx, app.DevOptions{
-		Config: cfg, DataDir: *data, Listen: *listen,
-		Ready: func(url string) {
-			fmt.Fprintf(stdout, "awaken dev ready: %s (config %s, data %s)\n", url, cfg.Source, *data)
+		Config: cfg, DataDir: *data, Listen: *listen, HTTP: *httpAddr, APIToken: *token,
+		ReadyURLs: func(url, console string) {
+			if console == "" {
+				console = "off"
+			}
+			fmt.Fprintf(stdout, "awaken dev ready: %s, console %s (config %s, data %s)\n", url, console, cfg.Source, *data)
 		},
 	})
 }
@@ -145,6 +160,96 @@ func runService(ctx context.Context, name string, args []string, stderr io.Write
 	stopCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	return st.Stop(stopCtx)
+}
+
+// apiFlags declares --http and --api-token, shared by dev and api.
+func apiFlags(fs *flag.FlagSet) (httpAddr, token *string) {
+	httpAddr = fs.String("http", env("AWAKEN_HTTP", "127.0.0.1:8080"), `address of the HTTP api and web console ("" disables them)`)
+	token = fs.String("api-token", os.Getenv("AWAKEN_API_TOKEN"), "bearer token the HTTP api requires (default: none; env AWAKEN_API_TOKEN)")
+	return httpAddr, token
+}
+
+// runAPI runs the api alone against a NATS server: the micro service "awaken", the HTTP api
+// and the console.
+func runAPI(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags(app.API)
+	fs.SetOutput(stderr)
+	cfgPath := fs.String("config", defaultConfigPath(), "host configuration file (YAML or JSON)")
+	url := fs.String("nats-url", defaultNATSURL(), "NATS server URL")
+	httpAddr, token := apiFlags(fs)
+	hosts := fs.String("allowed-hosts", env("AWAKEN_ALLOWED_HOSTS", ""), "comma-separated Host names the HTTP api answers besides loopback names (\"*\" for any)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	cfg, err := config.Load(*cfgPath)
+	if err != nil {
+		return err
+	}
+	var allowed []string
+	for _, h := range strings.Split(*hosts, ",") {
+		if h = strings.TrimSpace(h); h != "" {
+			allowed = append(allowed, h)
+		}
+	}
+	log := app.NewLogger(stderr, os.Getenv("AWAKEN_LOG_LEVEL"))
+	st, err := app.Start(ctx, app.Options{
+		Config: cfg, Services: []string{app.API}, Dial: app.URLDialer(*url), Log: log,
+		API: api.Options{HTTPAddr: *httpAddr, Token: *token, AllowedHosts: allowed},
+	})
+	if err != nil {
+		return err
+	}
+	console := st.APIService.URL()
+	if console == "" {
+		console = "off"
+	}
+	fmt.Fprintf(stdout, "awaken api ready: micro service %q on %s, console %s\n", api.ServiceName, *url, console)
+	<-ctx.Done()
+	log.Info().Str("service", app.API).Msg("draining")
+	stopCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return st.Stop(stopCtx)
+}
+
+// runBatch implements `awaken batch show BATCH_ID`: the batch's calls with their phase and
+// outcome, then every committed stage of every call, read from the records.
+func runBatch(ctx context.Context, args []string, stdout io.Writer) error {
+	if len(args) < 2 || args[0] != "show" {
+		return &usageError{"usage: awaken batch show BATCH_ID [--json]"}
+	}
+	batchID := args[1]
+	fs := newFlags("batch show")
+	dial, timeout := dialClient(fs)
+	asJSON := fs.Bool("json", false, "print the batch view as JSON")
+	if err := fs.Parse(args[2:]); err != nil {
+		return err
+	}
+	if _, _, err := contracts.ParseBatchID(batchID); err != nil {
+		return &usageError{fmt.Sprintf("%v (a batch id looks like tool-batch:RUN_ID:STEP)", err)}
+	}
+	c, err := dial()
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+	js, err := jetstream.New(c.Conn())
+	if err != nil {
+		return err
+	}
+	r, err := api.OpenReader(ctx, js, c.Names())
+	if err != nil {
+		return err
+	}
+	b, err := r.Batch(ctx, batchID)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return printJSON(stdout, b)
+	}
+	return api.WriteTimeline(stdout, b)
 }
 
 func dialClient(fs *flag.FlagSet) (func() (*client.Client, error), *time.Duration) {

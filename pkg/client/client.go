@@ -14,6 +14,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -347,35 +348,47 @@ func (c *Client) CompleteClientCall(ctx context.Context, t contracts.ResumeTicke
 	return c.Resume(ctx, contracts.ResumeCommandFromTicket(t, contracts.ResumeResult{ToolResult: &out}))
 }
 
-// Tickets lists the open tickets.
+// ErrNoTicket is wrapped by [Client.Ticket] when no ticket is open under the correlation
+// id (never opened, already resolved, expired or cleared by cancellation).
+var ErrNoTicket = errors.New("no open ticket")
+
+// Tickets lists the open tickets, oldest first. It reads every ticket with one watcher
+// (the latest value of each key, then the end-of-values marker), so the cost is one round
+// of messages, not one request per ticket.
 func (c *Client) Tickets(ctx context.Context) ([]contracts.ResumeTicket, error) {
 	kv, err := c.js.KeyValue(ctx, c.names.TicketsBucket())
 	if err != nil {
 		return nil, fmt.Errorf("client: tickets: %w", err)
 	}
-	lister, err := kv.ListKeys(ctx)
+	w, err := kv.WatchAll(ctx, jetstream.IgnoreDeletes())
 	if err != nil {
 		return nil, fmt.Errorf("client: tickets: %w", err)
 	}
-	var out []contracts.ResumeTicket
-	for k := range lister.Keys() {
-		e, err := kv.Get(ctx, k)
-		if err != nil {
-			if errors.Is(err, jetstream.ErrKeyNotFound) {
-				continue
+	defer func() { _ = w.Stop() }()
+	out := []contracts.ResumeTicket{}
+	for {
+		select {
+		case e, ok := <-w.Updates():
+			if !ok {
+				return nil, errors.New("client: tickets: watcher closed before the end of the list")
 			}
-			return nil, fmt.Errorf("client: ticket %s: %w", k, err)
+			if e == nil { // every current ticket has been delivered
+				sort.SliceStable(out, func(i, j int) bool { return out[i].OpenedAt.Before(out[j].OpenedAt) })
+				return out, nil
+			}
+			var t contracts.ResumeTicket
+			if err := json.Unmarshal(e.Value(), &t); err != nil {
+				return nil, fmt.Errorf("client: ticket %s: %w", e.Key(), err)
+			}
+			out = append(out, t)
+		case <-ctx.Done():
+			return nil, fmt.Errorf("client: tickets: %w", ctx.Err())
 		}
-		var t contracts.ResumeTicket
-		if err := json.Unmarshal(e.Value(), &t); err != nil {
-			return nil, fmt.Errorf("client: ticket %s: %w", k, err)
-		}
-		out = append(out, t)
 	}
-	return out, nil
 }
 
-// Ticket returns the open ticket with correlationID.
+// Ticket returns the open ticket with correlationID; when there is none the error wraps
+// [ErrNoTicket].
 func (c *Client) Ticket(ctx context.Context, correlationID string) (contracts.ResumeTicket, error) {
 	kv, err := c.js.KeyValue(ctx, c.names.TicketsBucket())
 	if err != nil {
@@ -383,6 +396,9 @@ func (c *Client) Ticket(ctx context.Context, correlationID string) (contracts.Re
 	}
 	e, err := kv.Get(ctx, correlationID)
 	if err != nil {
+		if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrInvalidKey) {
+			return contracts.ResumeTicket{}, fmt.Errorf("client: ticket %s: %w", correlationID, ErrNoTicket)
+		}
 		return contracts.ResumeTicket{}, fmt.Errorf("client: ticket %s: %w", correlationID, err)
 	}
 	var t contracts.ResumeTicket
