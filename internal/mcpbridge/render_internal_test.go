@@ -15,7 +15,9 @@ func TestRenderResult(t *testing.T) {
 	png, _ := base64.StdEncoding.DecodeString("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAQAAAC1HAwCAAAAC0lEQVR42mNkYAAAAAYAAjCB0C8AAAAASUVORK5CYII=")
 	pngBlock := contracts.ContentBlock{Type: contracts.BlockImage, Source: &contracts.ImageSource{
 		Type: "base64", MediaType: "image/png", Data: base64.StdEncoding.EncodeToString(png)}}
-	text := func(s string) contracts.ContentBlock { return contracts.ContentBlock{Type: contracts.BlockText, Text: s} }
+	text := func(s string) contracts.ContentBlock {
+		return contracts.ContentBlock{Type: contracts.BlockText, Text: s}
+	}
 	size := int64(9)
 	tests := []struct {
 		name string
