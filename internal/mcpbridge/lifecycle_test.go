@@ -126,13 +126,13 @@ func TestConcurrentCalls(t *testing.T) {
 }
 
 // TestClose: Close cancels the call in flight (an execution failure: it was sent),
-// terminates the stdio children — a well-behaved one, one that ignores stdin EOF and
-// SIGTERM, and the grandchild another one started — and refuses later calls as
-// unavailable before dispatch.
+// terminates the stdio children — a well-behaved one and one that ignores stdin EOF and
+// SIGTERM — and the grandchildren they started, and refuses later calls as unavailable
+// before dispatch.
 func TestClose(t *testing.T) {
 	politeLog, stubbornLog := newCallLog(t), newCallLog(t)
 	b := mcpbridge.New([]config.MCPServer{
-		stdioServer("polite", politeLog),
+		{Name: "polite", Command: serverBin, Args: []string{"-log", string(politeLog), "-grandchild"}},
 		{Name: "stubborn", Command: serverBin, Args: []string{"-log", string(stubbornLog), "-linger", "-grandchild"}},
 	}, testLogger(t), mcpbridge.WithTerminateGrace(100*time.Millisecond))
 	t.Cleanup(func() { b.Close() })
@@ -140,16 +140,7 @@ func TestClose(t *testing.T) {
 		t.Fatal(err)
 	}
 	pids := []int{invokeServerPID(t, b, "polite"), invokeServerPID(t, b, "stubborn")}
-	var grandchild int
-	for _, line := range stubbornLog.lines(t) {
-		if rest, ok := strings.CutPrefix(line, "grandchild "); ok {
-			grandchild, _ = strconv.Atoi(rest)
-		}
-	}
-	if grandchild == 0 {
-		t.Fatal("the stubborn server did not report its grandchild")
-	}
-	pids = append(pids, grandchild)
+	grandchildren := []int{grandchildOf(t, politeLog), grandchildOf(t, stubbornLog)}
 
 	errc := make(chan error, 1)
 	go func() {
@@ -163,14 +154,16 @@ func TestClose(t *testing.T) {
 	if err := <-errc; toolErrorKind(err) != contracts.ToolErrorExecution {
 		t.Fatalf("call in flight at Close: %v (kind %q), want an execution failure", err, toolErrorKind(err))
 	}
-	for _, pid := range pids[:2] {
+	for _, pid := range pids {
 		if processAlive(pid) {
 			t.Errorf("server process %d outlived Close", pid)
 		}
 	}
-	// The grandchild is not ours to reap: its parent died, so init reaps it soon after
-	// the kill; it is enough that it dies.
-	waitFor(t, func() bool { return !processAlive(grandchild) || isZombie(grandchild) }, "the grandchild to die")
+	// A grandchild is not ours to reap: its parent died, so init reaps it soon after the
+	// kill; it is enough that it dies, whether its parent exited politely or was killed.
+	for _, pid := range grandchildren {
+		waitFor(t, func() bool { return !processAlive(pid) || isZombie(pid) }, "grandchild "+strconv.Itoa(pid)+" to die")
+	}
 
 	if _, err := b.Invoke(callCtx(t), "mcp__polite__add", json.RawMessage(`{"a":1,"b":1}`), "op-late"); !contracts.IsUnavailableBeforeDispatch(err) {
 		t.Fatalf("call after Close: %v, want unavailable before dispatch", err)
@@ -195,6 +188,22 @@ func invokeServerPID(t *testing.T, b *mcpbridge.Bridge, name string) int {
 		t.Fatalf("pid output %q", out.Text())
 	}
 	return pid
+}
+
+// grandchildOf returns the grandchild process id a test server started with -grandchild
+// logged.
+func grandchildOf(t *testing.T, log callLog) int {
+	t.Helper()
+	for _, line := range log.lines(t) {
+		if rest, ok := strings.CutPrefix(line, "grandchild "); ok {
+			pid, err := strconv.Atoi(rest)
+			if err == nil {
+				return pid
+			}
+		}
+	}
+	t.Fatal("the test server did not report its grandchild")
+	return 0
 }
 
 // isZombie reports whether pid has exited but is not reaped yet (Linux /proc).
