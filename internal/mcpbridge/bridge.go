@@ -341,6 +341,25 @@ func (b *Bridge) Invoke(ctx context.Context, toolID string, args json.RawMessage
 	return out, err
 }
 
+type beforeDispatchKey struct{}
+
+// WithBeforeDispatch returns ctx carrying f, which [Bridge.Invoke] calls once, after the
+// session is established and the tool is known to the server and immediately before the
+// request is handed to the transport. brain-exec uses it to record the body start in its
+// ledger only when the call may actually reach the server. An error from f aborts the
+// call before dispatch: a *contracts.ToolError is returned as is, any other error as
+// unavailable before dispatch. f is not called again when a call is retried on a new
+// session after an attempt that provably delivered nothing, so it runs at most once per
+// possible delivery.
+func WithBeforeDispatch(ctx context.Context, f func(context.Context) error) context.Context {
+	return context.WithValue(ctx, beforeDispatchKey{}, f)
+}
+
+func beforeDispatchFrom(ctx context.Context) func(context.Context) error {
+	f, _ := ctx.Value(beforeDispatchKey{}).(func(context.Context) error)
+	return f
+}
+
 // objectArguments checks that args is a JSON object; empty or null arguments mean {}.
 func objectArguments(args json.RawMessage) (json.RawMessage, error) {
 	a := bytes.TrimSpace(args)

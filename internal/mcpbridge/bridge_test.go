@@ -1,8 +1,11 @@
+//go:build unix
+
 package mcpbridge_test
 
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"slices"
 	"strconv"
 	"strings"
@@ -247,9 +250,16 @@ func TestInvoke_httpServerKilledInFlightAndRestarted(t *testing.T) {
 	}
 
 	startHTTPServer(t, h.addr, log)
-	out, err := b.Invoke(callCtx(t), "mcp__test__add", json.RawMessage(`{"a":20,"b":22}`), "op-after-restart")
+	// The first attempt goes to the stale session, which the new server refuses (404);
+	// the call is retried once on a new session, and the dispatch hook runs once.
+	hooks := 0
+	ctx = mcpbridge.WithBeforeDispatch(callCtx(t), func(context.Context) error { hooks++; return nil })
+	out, err := b.Invoke(ctx, "mcp__test__add", json.RawMessage(`{"a":20,"b":22}`), "op-after-restart")
 	if err != nil || out.Text() != "42" {
 		t.Fatalf("call after the restart: %v %v", out, err)
+	}
+	if hooks != 1 {
+		t.Fatalf("before-dispatch hook ran %d times, want once", hooks)
 	}
 	if n := log.count(t, "add op-after-restart"); n != 1 {
 		t.Fatalf("the call ran %d times, want once", n)
@@ -268,4 +278,42 @@ func invokePID(t *testing.T, b *mcpbridge.Bridge) int {
 		t.Fatalf("pid output %q", out.Text())
 	}
 	return pid
+}
+
+// TestBeforeDispatchHook: the hook runs once immediately before a call may reach the
+// server, never for calls refused earlier, and its failure keeps the call from the server.
+func TestBeforeDispatchHook(t *testing.T) {
+	log := newCallLog(t)
+	b := newBridge(t, []config.MCPServer{stdioServer("test", log), {Name: "down", Command: "/nonexistent/mcp"}})
+	tests := []struct {
+		name    string
+		tool    string
+		hookErr error
+		hooks   int
+		kind    contracts.ToolErrorKind
+		reached bool
+	}{
+		{"call", "mcp__test__add", nil, 1, "", true},
+		{"unknown tool", "mcp__test__nope", nil, 0, contracts.ToolErrorUnknown, false},
+		{"server down", "mcp__down__add", nil, 0, contracts.ToolErrorUnavailableBeforeDispatch, false},
+		{"hook fails with a tool error", "mcp__test__add", contracts.UnavailableBeforeDispatch("ledger down"), 1, contracts.ToolErrorUnavailableBeforeDispatch, false},
+		{"hook fails with another error", "mcp__test__add", errors.New("boom"), 1, contracts.ToolErrorUnavailableBeforeDispatch, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			hooks := 0
+			ctx := mcpbridge.WithBeforeDispatch(callCtx(t), func(context.Context) error { hooks++; return tc.hookErr })
+			op := "op-hook-" + tc.name
+			_, err := b.Invoke(ctx, tc.tool, json.RawMessage(`{"a":1,"b":2}`), op)
+			if toolErrorKind(err) != tc.kind {
+				t.Fatalf("error %v (kind %q), want kind %q", err, toolErrorKind(err), tc.kind)
+			}
+			if hooks != tc.hooks {
+				t.Fatalf("hook ran %d times, want %d", hooks, tc.hooks)
+			}
+			if reached := log.count(t, "add "+op) == 1; reached != tc.reached {
+				t.Fatalf("server saw the call: %v, want %v", reached, tc.reached)
+			}
+		})
+	}
 }

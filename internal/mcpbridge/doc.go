@@ -26,7 +26,10 @@
 //
 // The SDK's errors alone cannot give that proof: a connection that broke before the
 // request was written and one that broke while the response was awaited can surface as
-// the same error value. The bridge therefore observes the transport itself. Each
+// the same error value, and the streamable HTTP client wraps every failure of its POST as
+// "rejected by transport", including an EOF from a server that read the request, started
+// the tool and died before answering (the tests reproduce exactly that). The bridge
+// therefore observes the transport itself. Each
 // invocation carries a probe in its context; the transports record in it every attempt to
 // hand the tools/call request to the wire and whether that attempt provably delivered
 // nothing:
@@ -55,6 +58,10 @@
 // context is still live, the session is known broken: it is discarded and the call is
 // retried once on a fresh session within the same invocation, so the first call after a
 // server restart succeeds.
+//
+// Over streamable HTTP, a server that dies after it started streaming its response leaves
+// the SDK waiting for an answer that cannot come; such a call ends when its context does
+// (the per-call timeout), as an execution failure.
 //
 // The operation id travels in the request's _meta under [MetaOperationID], so servers
 // that can deduplicate may use it as an idempotency key.

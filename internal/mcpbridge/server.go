@@ -388,6 +388,7 @@ func (s *server) status() ServerStatus {
 // invoke runs one call; see [Bridge.Invoke] and the package documentation.
 func (s *server) invoke(ctx context.Context, toolID, tool string, args json.RawMessage, operationID string) (contracts.ToolOutput, error) {
 	name := s.cfg.Name
+	hook := beforeDispatchFrom(ctx)
 	for attempt := 0; ; attempt++ {
 		sess, fresh, err := s.session(ctx)
 		if err != nil {
@@ -414,6 +415,17 @@ func (s *server) invoke(ctx context.Context, toolID, tool string, args json.RawM
 			if !s.hasTool(tool) {
 				return contracts.ToolOutput{}, contracts.ErrUnknownTool(toolID)
 			}
+		}
+		if hook != nil {
+			if err := hook(ctx); err != nil {
+				var te *contracts.ToolError
+				if errors.As(err, &te) {
+					return contracts.ToolOutput{}, te
+				}
+				return contracts.ToolOutput{}, contracts.UnavailableBeforeDispatch(
+					fmt.Sprintf("mcp server %q, tool %q: %v", name, tool, err))
+			}
+			hook = nil // at most once: a retry follows an attempt that delivered nothing
 		}
 		p := &probe{}
 		params := &mcp.CallToolParams{Name: tool, Arguments: args}
