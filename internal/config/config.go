@@ -417,3 +417,7 @@ func (c *Config) ModulePath(t Tool) string {
 	}
 	return filepath.Join(c.Dir, t.Module)
 }
+
+// Validate applies defaults and validates a configuration built or changed in code (tests,
+// embedding programs), exactly as Load does for a file.
+func (c *Config) Validate() error { return c.normalize() }
