@@ -1,0 +1,43 @@
+package brainexec
+
+import (
+	"context"
+	"encoding/json"
+
+	"github.com/awaken-dev/awaken/internal/mcpbridge"
+	"github.com/awaken-dev/awaken/pkg/contracts"
+)
+
+// MCPMount is the name under which brain-exec mounts the tools of the configured MCP
+// servers in its registry (see [Registry.MountDynamic]).
+const MCPMount = "mcp"
+
+// mcpTools serves the tools of the configured MCP servers (mcp__{server}__{tool}) as a
+// dynamic family: their set is what the servers list now, so a server that comes up after
+// Start is callable without re-registration.
+type mcpTools struct{ b *mcpbridge.Bridge }
+
+// Owns reports whether id names a tool of a configured MCP server.
+func (m mcpTools) Owns(id string) bool { return m.b.Owns(id) }
+
+// Descriptors lists the tools of every reachable server.
+func (m mcpTools) Descriptors(ctx context.Context) []contracts.ToolDescriptor {
+	return m.b.Descriptors(ctx)
+}
+
+// Invoke calls the tool on its server with the operation id in the request _meta. The
+// body start is recorded once the session is up and the tool is known, immediately before
+// the request is handed to the transport, so a server that is down never counts as a body
+// run.
+func (m mcpTools) Invoke(ctx context.Context, id string, args json.RawMessage, inv Invocation) (contracts.ToolOutput, error) {
+	ctx = mcpbridge.WithBeforeDispatch(ctx, inv.BeginBody)
+	return m.b.Invoke(ctx, id, args, inv.OperationID)
+}
+
+// MCPStatus reports the state of the configured MCP servers (nil when none is configured).
+func (s *Service) MCPStatus() []mcpbridge.ServerStatus {
+	if s.mcp == nil {
+		return nil
+	}
+	return s.mcp.Status()
+}
