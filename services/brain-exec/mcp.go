@@ -3,6 +3,10 @@ package brainexec
 import (
 	"context"
 	"encoding/json"
+	"path/filepath"
+	"strings"
+
+	"github.com/awaken-dev/awaken/internal/config"
 
 	"github.com/awaken-dev/awaken/internal/mcpbridge"
 	"github.com/awaken-dev/awaken/pkg/contracts"
@@ -40,4 +44,20 @@ func (s *Service) MCPStatus() []mcpbridge.ServerStatus {
 		return nil
 	}
 	return s.mcp.Status()
+}
+
+// mcpServers returns the configured MCP servers with relative command paths resolved
+// against the directory of the configuration file, as sandbox module paths are: a command
+// containing a path separator that is not absolute ("./bin/gh-mcp") is relative to the
+// file, a bare name ("npx") is looked up in PATH when the server starts.
+func mcpServers(cfg *config.Config) []config.MCPServer {
+	out := make([]config.MCPServer, len(cfg.Executors.MCP))
+	for i, s := range cfg.Executors.MCP {
+		if cfg.Dir != "" && s.Command != "" && !filepath.IsAbs(s.Command) &&
+			strings.ContainsRune(filepath.ToSlash(s.Command), '/') {
+			s.Command = filepath.Join(cfg.Dir, s.Command)
+		}
+		out[i] = s
+	}
+	return out
 }

@@ -49,7 +49,8 @@ type Service struct {
 //
 // The MCP servers of env.Config.Executors.MCP are mounted in reg under [MCPMount]: Start
 // connects to them and lists their tools (a server that is down is logged and retried on
-// use and in the background, never fatal), and every mcp__{server}__{tool} call is routed
+// use and in the background, never fatal; a relative command path resolves against the
+// configuration file's directory), and every mcp__{server}__{tool} call is routed
 // to its server through the same executor path as any other Brain tool. Stop closes the
 // sessions and terminates the stdio server processes.
 //
@@ -77,7 +78,7 @@ func Start(ctx context.Context, env *pipeline.Env, reg *Registry, opts ...execco
 		opt(&o)
 	}
 	s := &Service{reg: reg}
-	if servers := env.Config.Executors.MCP; len(servers) > 0 {
+	if servers := mcpServers(env.Config); len(servers) > 0 {
 		s.mcp = mcpbridge.New(servers, env.Log.With().Str("service", ServiceName).Logger())
 		if err := s.mcp.Start(ctx); err != nil {
 			return nil, fmt.Errorf("%s: mcp servers: %w", ServiceName, err)
