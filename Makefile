@@ -57,7 +57,7 @@ bench:
 ## chaos: the full process-kill chaos run (1,000+ calls per variant, services and nats-server
 ## SIGKILLed) with the history checker, then the crash matrix; prints the checker's summary
 chaos:
-	AWAKEN_CHAOS=full $(GO) test -race -count=1 -v -timeout 30m -run 'TestChaos' ./chaos/ | grep -E '^(checker:|--- |ok|FAIL)|violation|seed'
+	set -o pipefail; AWAKEN_CHAOS=full $(GO) test -race -count=1 -v -timeout 30m -run 'TestChaos' ./chaos/ | grep -E '^(checker:|--- |ok|FAIL)|violation|seed'
 	$(GO) test -race -count=1 -timeout 10m -run 'TestCrashMatrix' ./e2e/
 
 clean:
