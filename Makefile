@@ -9,7 +9,7 @@ PKGS := ./...
 FUZZTIME ?= 30s
 CONFIG ?= examples/awaken.yaml
 
-.PHONY: all build wasm test test-short lint fmt vet fuzz run bench clean
+.PHONY: all build wasm test test-short lint fmt vet fuzz run bench chaos clean
 
 all: build
 
@@ -53,6 +53,12 @@ run: build
 ## bench: end-to-end latency and throughput of the pipeline on an embedded server
 bench:
 	$(GO) test -run '^$$' -bench 'BenchmarkPipeline' -benchtime 200x -count 1 ./e2e/
+
+## chaos: the full process-kill chaos run (1,000+ calls per variant, services and nats-server
+## SIGKILLed) with the history checker, then the crash matrix; prints the checker's summary
+chaos:
+	set -o pipefail; AWAKEN_CHAOS=full $(GO) test -race -count=1 -v -timeout 30m -run 'TestChaos' ./chaos/ | grep -E '^(checker:|--- |ok|FAIL)|violation|seed'
+	$(GO) test -race -count=1 -timeout 10m -run 'TestCrashMatrix' ./e2e/
 
 clean:
 	rm -rf $(BIN)

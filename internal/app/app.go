@@ -20,6 +20,7 @@ import (
 
 	"github.com/awaken-dev/awaken/internal/bus"
 	"github.com/awaken-dev/awaken/internal/config"
+	"github.com/awaken-dev/awaken/internal/execcore"
 	"github.com/awaken-dev/awaken/internal/pipeline"
 	"github.com/awaken-dev/awaken/services/api"
 	"github.com/awaken-dev/awaken/services/batcher"
@@ -176,12 +177,19 @@ func Start(ctx context.Context, o Options) (st *Stack, err error) {
 	return st, nil
 }
 
+// startOne starts one service, applying the configuration's consumer settings
+// (consumers.ack_wait) to every durable consumer it creates.
 func startOne(ctx context.Context, name string, env *pipeline.Env, o Options) (Service, error) {
+	ackWait := o.Config.Consumers.AckWait.D()
+	var execOpts []execcore.Option
+	if ackWait > 0 {
+		execOpts = append(execOpts, execcore.WithAckWait(ackWait))
+	}
 	switch name {
 	case Batcher:
-		return batcher.Start(ctx, env)
+		return batcher.Start(ctx, env, batcher.WithAckWait(ackWait))
 	case Gate:
-		return gate.Start(ctx, env)
+		return gate.Start(ctx, env, gate.WithAckWait(ackWait))
 	case BrainExec:
 		reg := o.BrainRegistry
 		if reg == nil {
@@ -190,11 +198,11 @@ func startOne(ctx context.Context, name string, env *pipeline.Env, o Options) (S
 				return nil, err
 			}
 		}
-		return brainexec.Start(ctx, env, reg)
+		return brainexec.Start(ctx, env, reg, execOpts...)
 	case SandboxExec:
-		return sandboxexec.Start(ctx, env)
+		return sandboxexec.Start(ctx, env, execOpts...)
 	case Publisher:
-		return publisher.Start(ctx, env)
+		return publisher.Start(ctx, env, publisher.WithAckWait(ackWait))
 	case API:
 		return api.Start(ctx, env, o.API)
 	}
