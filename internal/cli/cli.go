@@ -119,7 +119,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	data := fs.String("data", env("AWAKEN_DATA", ".awaken/data"), "JetStream data directory")
 	listen := fs.String("listen", env("AWAKEN_LISTEN", "127.0.0.1:4222"), "address outside clients and the nats CLI connect to")
 	httpAddr, token := apiFlags(fs)
-	if err := fs.Parse(args); err != nil {
+	if err := parseArgs(fs, args); err != nil {
 		return err
 	}
 	cfg, err := config.Load(*cfgPath)
@@ -142,7 +142,7 @@ func runService(ctx context.Context, name string, args []string, stderr io.Write
 	fs.SetOutput(stderr)
 	cfgPath := fs.String("config", defaultConfigPath(), "host configuration file (YAML or JSON)")
 	url := fs.String("nats-url", defaultNATSURL(), "NATS server URL")
-	if err := fs.Parse(args); err != nil {
+	if err := parseArgs(fs, args); err != nil {
 		return err
 	}
 	cfg, err := config.Load(*cfgPath)
@@ -178,7 +178,7 @@ func runAPI(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	url := fs.String("nats-url", defaultNATSURL(), "NATS server URL")
 	httpAddr, token := apiFlags(fs)
 	hosts := fs.String("allowed-hosts", env("AWAKEN_ALLOWED_HOSTS", ""), "comma-separated Host names the HTTP api answers besides loopback names (\"*\" for any)")
-	if err := fs.Parse(args); err != nil {
+	if err := parseArgs(fs, args); err != nil {
 		return err
 	}
 	cfg, err := config.Load(*cfgPath)
@@ -221,7 +221,7 @@ func runBatch(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := newFlags("batch show")
 	dial, timeout := dialClient(fs)
 	asJSON := fs.Bool("json", false, "print the batch view as JSON")
-	if err := fs.Parse(args[2:]); err != nil {
+	if err := parseArgs(fs, args[2:]); err != nil {
 		return err
 	}
 	if _, _, err := contracts.ParseBatchID(batchID); err != nil {
@@ -271,7 +271,7 @@ func runSubmit(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := newFlags("submit")
 	dial, timeout := dialClient(fs)
 	wait := fs.Bool("wait", false, "wait for the ordered results and print them")
-	if err := fs.Parse(args); err != nil {
+	if err := parseArgs(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() != 1 {
@@ -303,7 +303,11 @@ func runSubmit(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	return printJSON(stdout, map[string]any{"batch_id": res.BatchID, "results": res.Results, "finalized": res.Finalized})
+	return printJSON(stdout, struct {
+		BatchID   string                      `json:"batch_id"`
+		Results   []contracts.ToolResultEvent `json:"results"`
+		Finalized contracts.BatchFinalized    `json:"finalized"`
+	}{res.BatchID, res.Results, res.Finalized})
 }
 
 func runTickets(ctx context.Context, args []string, stdout io.Writer) error {
@@ -320,7 +324,7 @@ func runTickets(ctx context.Context, args []string, stdout io.Writer) error {
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		id, args = args[0], args[1:]
 	}
-	if err := fs.Parse(args); err != nil {
+	if err := parseArgs(fs, args); err != nil {
 		return err
 	}
 	if id == "" && fs.NArg() > 0 {
@@ -380,7 +384,7 @@ func runRuns(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := newFlags("runs cancel")
 	dial, timeout := dialClient(fs)
 	reason := fs.String("reason", "cancelled by operator", "why")
-	if err := fs.Parse(args[2:]); err != nil {
+	if err := parseArgs(fs, args[2:]); err != nil {
 		return err
 	}
 	if err := contracts.ValidateID("run_id", runID); err != nil {
@@ -406,7 +410,7 @@ func runCounter(ctx context.Context, args []string, stdout io.Writer) error {
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		name, args = args[0], args[1:]
 	}
-	if err := fs.Parse(args); err != nil {
+	if err := parseArgs(fs, args); err != nil {
 		return err
 	}
 	if name == "" {
@@ -425,4 +429,28 @@ func runCounter(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	fmt.Fprintln(stdout, n)
 	return nil
+}
+
+// parseArgs parses flags wherever they appear among the positional arguments, so both
+// `awaken submit FILE --wait` and `awaken submit --wait FILE` work; fs.Args() then holds
+// the positional arguments in order.
+func parseArgs(fs *flag.FlagSet, args []string) error {
+	var positional []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return err
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			break
+		}
+		if len(args) > 0 && len(rest) < len(args) && args[len(args)-len(rest)-1] == "--" {
+			positional = append(positional, rest...) // everything after "--" is positional
+			break
+		}
+		positional = append(positional, rest[0])
+		args = rest[1:]
+	}
+	// Parsing only positional arguments (none starts with '-') sets fs.Args to them.
+	return fs.Parse(append([]string{"--"}, positional...))
 }
