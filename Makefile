@@ -9,7 +9,7 @@ PKGS := ./...
 FUZZTIME ?= 30s
 CONFIG ?= examples/awaken.yaml
 
-.PHONY: all build wasm test test-short lint fmt vet fuzz run bench chaos clean
+.PHONY: all build wasm test test-short lint fmt vet fuzz run bench bench-e2e chaos clean
 
 all: build
 
@@ -50,8 +50,19 @@ fuzz:
 run: build
 	$(BIN)/awaken dev --config $(CONFIG)
 
-## bench: end-to-end latency and throughput of the pipeline on an embedded server
+## bench: pipeline vs floor vs Temporal vs in-process, one table + bench/results/*.json
+## (its own module under bench/, so the main module never depends on Temporal).
+## BENCHFLAGS passes options, e.g. BENCHFLAGS='-duration 5s -cpuprofile /tmp/cpu.pprof'.
+BENCHFLAGS ?=
 bench:
+	@mkdir -p $(BIN)
+	cd bench && $(GO) build -o ../$(BIN)/awaken-bench ./cmd/awaken-bench
+	cd bench && $(GO) build -tags temporal -o ../$(BIN)/awaken-bench-temporal ./cmd/awaken-bench
+	cd bench && ../$(BIN)/awaken-bench -temporal-bin ../$(BIN)/awaken-bench-temporal \
+	  -config ../$(CONFIG) -out results $(BENCHFLAGS)
+
+## bench-e2e: the e2e Go benchmarks of the pipeline alone
+bench-e2e:
 	$(GO) test -run '^$$' -bench 'BenchmarkPipeline' -benchtime 200x -count 1 ./e2e/
 
 ## chaos: the full process-kill chaos run (1,000+ calls per variant, services and nats-server
