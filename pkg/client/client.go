@@ -157,6 +157,13 @@ func (c *Client) SubmitAndWait(ctx context.Context, sub contracts.BatchSubmissio
 	if err != nil {
 		return nil, fmt.Errorf("client: %w", err)
 	}
+	// Results of this batch can only be published after this submission reaches the
+	// stream, so reading the run's results from just past their current end is enough —
+	// and it keeps a long run from re-reading every earlier batch.
+	after, err := c.lastResultSeq(ctx, sub.RunID)
+	if err != nil {
+		return nil, err
+	}
 	ack, err := c.js.PublishMsg(ctx, bus.EncodeMsg(c.names.SubmitSubject(), ev))
 	if err != nil {
 		return nil, fmt.Errorf("client: submit %s: %w", batchID, err)
@@ -167,36 +174,58 @@ func (c *Client) SubmitAndWait(ctx context.Context, sub contracts.BatchSubmissio
 		res *BatchResult
 		err error
 	}
-	done := make(chan awaited, 1)
-	go func() {
-		res, err := c.Await(ctx, sub.RunID, sub.Step)
+	done := make(chan awaited, 2)
+	await := func(from uint64) {
+		res, err := c.awaitFrom(ctx, sub.RunID, sub.Step, from)
 		done <- awaited{res, err}
-	}()
+	}
+	if ack.Duplicate {
+		// This exact content was submitted before: its results may be anywhere.
+		go await(0)
+	} else {
+		go await(after + 1)
+		// Identical content submitted earlier under another event id is a no-op for the
+		// batcher (no new results, no rejection): once the batcher has settled this
+		// message without rejecting it, look for the earlier results from the start.
+		go func() {
+			select {
+			case <-time.After(250 * time.Millisecond):
+			case <-ctx.Done():
+				return
+			}
+			if c.waitSettled(ctx, ack.Sequence) == nil && c.nc.FlushWithContext(ctx) == nil {
+				select {
+				case r := <-rejected:
+					rejected <- r
+				default:
+					await(0)
+				}
+			}
+		}()
+	}
 	select {
 	case r := <-rejected:
 		return nil, &RejectedError{r}
 	case a := <-done:
-		if a.err != nil || ack.Duplicate {
-			// A duplicate ack means this exact content was submitted before: the results
-			// found are this submission's.
-			return a.res, a.err
-		}
-		// Results of this batch id exist, but they may be those of an earlier submission
-		// with other content, which the batcher rejects as a conflict. Wait until the
-		// batcher has settled this message, then look for its rejection.
-		if err := c.waitSettled(ctx, ack.Sequence); err != nil {
-			return nil, err
-		}
-		if err := c.nc.FlushWithContext(ctx); err != nil {
-			return nil, fmt.Errorf("client: %w", err)
-		}
-		select {
-		case r := <-rejected:
-			return nil, &RejectedError{r}
-		default:
-			return a.res, nil
-		}
+		return a.res, a.err
 	}
+}
+
+// lastResultSeq returns the stream sequence of the last message on the run's results
+// subject, or 0 when there is none.
+func (c *Client) lastResultSeq(ctx context.Context, runID string) (uint64, error) {
+	stream, err := c.js.Stream(ctx, c.names.ResultsStream())
+	if err != nil {
+		return 0, fmt.Errorf("client: results stream: %w", err)
+	}
+	m, err := stream.GetLastMsgForSubject(ctx, c.names.ResultsSubject(runID))
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("client: results of %s: %w", runID, err)
+	}
+	return m.Sequence, nil
 }
 
 // waitSettled waits until the batcher's durable consumer has settled (acknowledged or
@@ -228,11 +257,20 @@ func (c *Client) waitSettled(ctx context.Context, seq uint64) error {
 // It reads the run's results subject from the start of the stream with an ordered
 // consumer, so it works whether the results were published before or after the call.
 func (c *Client) Await(ctx context.Context, runID string, step int64) (*BatchResult, error) {
+	return c.awaitFrom(ctx, runID, step, 0)
+}
+
+// awaitFrom is Await reading from stream sequence from (0: the start).
+func (c *Client) awaitFrom(ctx context.Context, runID string, step int64, from uint64) (*BatchResult, error) {
 	batchID := contracts.BatchID(runID, step)
-	cons, err := c.js.OrderedConsumer(ctx, c.names.ResultsStream(), jetstream.OrderedConsumerConfig{
+	cfg := jetstream.OrderedConsumerConfig{
 		FilterSubjects: []string{c.names.ResultsSubject(runID)},
 		DeliverPolicy:  jetstream.DeliverAllPolicy,
-	})
+	}
+	if from > 0 {
+		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, from
+	}
+	cons, err := c.js.OrderedConsumer(ctx, c.names.ResultsStream(), cfg)
 	if err != nil {
 		return nil, fmt.Errorf("client: results consumer: %w", err)
 	}
