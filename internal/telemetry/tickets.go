@@ -45,7 +45,14 @@ func (m *Metrics) RegisterTickets(kv jetstream.KeyValue, timeout time.Duration) 
 			Help: "Scrapes of the tickets bucket that failed or were cut short (timeout, scan limit).",
 		}),
 	}
-	return m.reg.Register(c)
+	err := m.reg.Register(c)
+	var are prometheus.AlreadyRegisteredError
+	if errors.As(err, &are) {
+		// A restarted stack on the same registry: the new bucket handle replaces the old.
+		m.reg.Unregister(are.ExistingCollector)
+		err = m.reg.Register(c)
+	}
+	return err
 }
 
 // Describe implements prometheus.Collector.
