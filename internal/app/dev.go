@@ -11,6 +11,7 @@ import (
 
 	"github.com/awaken-dev/awaken/internal/bus"
 	"github.com/awaken-dev/awaken/internal/config"
+	"github.com/awaken-dev/awaken/internal/telemetry"
 	"github.com/awaken-dev/awaken/services/api"
 )
 
@@ -31,6 +32,9 @@ type DevOptions struct {
 	// ReadyURLs, when set, is called once everything is up with the NATS client URL and
 	// the console URL ("" when HTTP is off).
 	ReadyURLs func(natsURL, consoleURL string)
+	// OpsHTTP, when set, is a separate operations listener (/metrics, /healthz, /readyz)
+	// besides the api's HTTP server, which serves the same endpoints.
+	OpsHTTP string
 }
 
 // Dev runs an embedded JetStream server, all five services and then the api (micro
@@ -58,10 +62,25 @@ func Dev(ctx context.Context, o DevOptions) error {
 	}
 	defer bus.Shutdown(srv)
 	log := NewLogger(os.Stderr, os.Getenv("AWAKEN_LOG_LEVEL"))
+	tp, shutdownTracing, err := telemetry.TracerProviderFromEnv(ctx, "awaken-dev", nil)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		fctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := shutdownTracing(fctx); err != nil {
+			log.Warn().Err(err).Msg("flushing traces failed")
+		}
+	}()
+	// /metrics, /healthz and /readyz are served on the api's HTTP server (Start mounts the
+	// registry and the whole stack's readiness there); OpsHTTP adds a separate listener.
 	st, err := Start(ctx, Options{
 		Config: o.Config, Dial: InProcessDialer(srv), Log: log,
-		Services: append(AllServices(), API),
-		API:      api.Options{HTTPAddr: o.HTTP, Token: o.APIToken},
+		Services:       append(AllServices(), API),
+		API:            api.Options{HTTPAddr: o.HTTP, Token: o.APIToken},
+		TracerProvider: tp,
+		HTTPAddr:       o.OpsHTTP,
 	})
 	if err != nil {
 		return err

@@ -16,8 +16,11 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/rs/zerolog"
+
 	"github.com/awaken-dev/awaken/internal/app"
 	"github.com/awaken-dev/awaken/internal/config"
+	"github.com/awaken-dev/awaken/internal/telemetry"
 	"github.com/awaken-dev/awaken/pkg/client"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 	"github.com/awaken-dev/awaken/services/api"
@@ -142,6 +145,7 @@ func runService(ctx context.Context, name string, args []string, stderr io.Write
 	fs.SetOutput(stderr)
 	cfgPath := fs.String("config", defaultConfigPath(), "host configuration file (YAML or JSON)")
 	url := fs.String("nats-url", defaultNATSURL(), "NATS server URL")
+	opsAddr := fs.String("http", os.Getenv("AWAKEN_HTTP"), `address of the operations listener: /metrics, /healthz, /readyz ("" disables it; env AWAKEN_HTTP)`)
 	if err := parseArgs(fs, args); err != nil {
 		return err
 	}
@@ -150,7 +154,15 @@ func runService(ctx context.Context, name string, args []string, stderr io.Write
 		return err
 	}
 	log := app.NewLogger(stderr, os.Getenv("AWAKEN_LOG_LEVEL"))
-	st, err := app.Start(ctx, app.Options{Config: cfg, Services: []string{name}, Dial: app.URLDialer(*url), Log: log})
+	tp, shutdownTracing, err := telemetry.TracerProviderFromEnv(ctx, "awaken-"+name, nil)
+	if err != nil {
+		return err
+	}
+	defer flushTraces(shutdownTracing, log)
+	st, err := app.Start(ctx, app.Options{
+		Config: cfg, Services: []string{name}, Dial: app.URLDialer(*url), Log: log,
+		TracerProvider: tp, HTTPAddr: *opsAddr,
+	})
 	if err != nil {
 		return err
 	}
@@ -192,9 +204,15 @@ func runAPI(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		}
 	}
 	log := app.NewLogger(stderr, os.Getenv("AWAKEN_LOG_LEVEL"))
+	tp, shutdownTracing, err := telemetry.TracerProviderFromEnv(ctx, "awaken-api", nil)
+	if err != nil {
+		return err
+	}
+	defer flushTraces(shutdownTracing, log)
 	st, err := app.Start(ctx, app.Options{
 		Config: cfg, Services: []string{app.API}, Dial: app.URLDialer(*url), Log: log,
-		API: api.Options{HTTPAddr: *httpAddr, Token: *token, AllowedHosts: allowed},
+		API:            api.Options{HTTPAddr: *httpAddr, Token: *token, AllowedHosts: allowed},
+		TracerProvider: tp,
 	})
 	if err != nil {
 		return err
@@ -250,6 +268,15 @@ func runBatch(ctx context.Context, args []string, stdout io.Writer) error {
 		return printJSON(stdout, b)
 	}
 	return api.WriteTimeline(stdout, b)
+}
+
+// flushTraces flushes the spans still buffered by the tracer provider, bounded.
+func flushTraces(shutdown func(context.Context) error, log zerolog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := shutdown(ctx); err != nil {
+		log.Warn().Err(err).Msg("flushing traces failed")
+	}
 }
 
 func dialClient(fs *flag.FlagSet) (func() (*client.Client, error), *time.Duration) {

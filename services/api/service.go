@@ -76,6 +76,12 @@ type Options struct {
 	MaxStreams int
 	// DisableMicro skips the micro service (for a second HTTP-only instance).
 	DisableMicro bool
+	// Metrics, when set, is served at GET /metrics on the HTTP server (the process's
+	// Prometheus registry), outside the /v1 authentication like /healthz.
+	Metrics http.Handler
+	// Ready, when set, is an extra readiness condition of GET /readyz (e.g. the whole
+	// stack's in `awaken dev`: every consumer bound); nil adds none.
+	Ready func(ctx context.Context) error
 }
 
 // Service is a running api: the micro service, the HTTP server and the event hub. Its
