@@ -89,11 +89,12 @@ func TestMetricsMoveAsABatchFlows(t *testing.T) {
 	}
 
 	before := scrape(t, base)
-	// echo runs in brain-exec, wc in sandbox-exec (its module is not built here, so its
-	// output is an execution error), forbidden is denied by the host policy.
+	// echo runs in brain-exec, wc in sandbox-exec with an argument of the wrong type (an
+	// execution error whether or not its module is built), forbidden is denied by the host
+	// policy.
 	res := h.mustRun(batch("metrics-1", 1, []string{"echo", "wc", "forbidden"},
 		call("c1", "echo", map[string]string{"text": "hi"}),
-		call("c2", "wc", map[string]string{"text": "a b"}),
+		call("c2", "wc", map[string]any{"text": 5}),
 		call("c3", "forbidden", map[string]string{})))
 	if len(res.Results) != 3 {
 		t.Fatalf("results = %d, want 3", len(res.Results))
