@@ -66,6 +66,10 @@ type Options struct {
 	BrainRegistry *brainexec.Registry
 	// Topology overrides the stream settings (replicas, storage).
 	Topology *bus.TopologyConfig
+	// NoEnsure leaves stream and bucket creation to a privileged step (`awaken setup`, see
+	// [Setup]): Start then only waits until the buckets exist. Services that connect as
+	// least-privilege NATS users must set it, since they may not create streams.
+	NoEnsure bool
 }
 
 // Stack is a set of running services.
@@ -132,7 +136,11 @@ func Start(ctx context.Context, o Options) (st *Stack, err error) {
 			return st, fmt.Errorf("app: %s: %w", name, err)
 		}
 		if !ensured {
-			if err := bus.EnsureTopology(ctx, js, o.Config.Names(), topology); err != nil {
+			if o.NoEnsure {
+				if err := WaitTopology(ctx, js, o.Config.Names(), o.Log); err != nil {
+					return st, err
+				}
+			} else if err := bus.EnsureTopology(ctx, js, o.Config.Names(), topology); err != nil {
 				return st, fmt.Errorf("app: ensure streams and buckets: %w", err)
 			}
 			ensured = true

@@ -14,6 +14,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
+	"github.com/awaken-dev/awaken/deploy"
 	"github.com/awaken-dev/awaken/internal/app"
 	"github.com/awaken-dev/awaken/internal/config"
 	"github.com/awaken-dev/awaken/pkg/client"
@@ -29,6 +32,10 @@ Services:
   awaken brain-exec     run brain tools (in-process Go tools, MCP servers)
   awaken sandbox-exec   run sandbox tools (WebAssembly)
   awaken publisher      publication barrier: ordered, atomic results
+  awaken setup          create or update the streams and buckets (as the NATS admin user)
+
+Operations:
+  awaken healthcheck URL               exit 0 iff GET URL answers 200 (container health checks)
 
 Client:
   awaken submit FILE [--wait]          submit a batch (JSON), optionally wait for its results
@@ -40,7 +47,10 @@ Client:
   awaken counter NAME                  read the example counter tool's durable count
 
 Common flags: --config FILE (env AWAKEN_CONFIG), --nats-url URL (env NATS_URL),
---prefix PREFIX (client commands; env AWAKEN_PREFIX). Run "awaken CMD -h" for a command's flags.
+--prefix PREFIX (client commands; env AWAKEN_PREFIX), NATS credentials --nats-user /
+--nats-password (env NATS_USER, NATS_PASSWORD) or --nats-creds FILE (env NATS_CREDS),
+--http ADDR (services and dev: /healthz and /readyz; env AWAKEN_HTTP).
+Run "awaken CMD -h" for a command's flags.
 `
 
 // Main runs the command line and returns the process exit code.
@@ -56,6 +66,10 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = runDev(ctx, rest, stdout, stderr)
 	case app.Batcher, app.Gate, app.BrainExec, app.SandboxExec, app.Publisher:
 		err = runService(ctx, cmd, rest, stderr)
+	case "setup":
+		err = runSetup(ctx, rest, stdout, stderr)
+	case "healthcheck":
+		err = runHealthcheck(ctx, rest, stderr)
 	case "submit":
 		err = runSubmit(ctx, rest, stdout)
 	case "tickets":
@@ -107,6 +121,8 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	cfgPath := fs.String("config", defaultConfigPath(), "host configuration file (YAML or JSON)")
 	data := fs.String("data", env("AWAKEN_DATA", ".awaken/data"), "JetStream data directory")
 	listen := fs.String("listen", env("AWAKEN_LISTEN", "127.0.0.1:4222"), "address outside clients and the nats CLI connect to")
+	secure := fs.Bool("secure", envBool("AWAKEN_SECURE"), "least-privilege NATS users of deploy/nats/auth.conf (passwords from AWAKEN_NATS_PASSWORD_<USER>, generated when unset)")
+	httpAddr := fs.String("http", env("AWAKEN_HTTP", ""), "health listener address (/healthz, /readyz); empty for none")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -114,12 +130,20 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
-	return app.Dev(ctx, app.DevOptions{
-		Config: cfg, DataDir: *data, Listen: *listen,
-		Ready: func(url string) {
-			fmt.Fprintf(stdout, "awaken dev ready: %s (config %s, data %s)\n", url, cfg.Source, *data)
-		},
-	})
+	o := app.DevOptions{Config: cfg, DataDir: *data, Listen: *listen, Secure: *secure, HTTP: *httpAddr}
+	o.Ready = func(url string) {
+		fmt.Fprintf(stdout, "awaken dev ready: %s (config %s, data %s)\n", url, cfg.Source, *data)
+	}
+	if *secure {
+		if o.Passwords, err = devPasswords(); err != nil {
+			return err
+		}
+		o.Ready = func(url string) {
+			fmt.Fprintf(stdout, "awaken dev ready: %s (config %s, data %s, secure: connect as NATS_USER=%s NATS_PASSWORD=%s)\n",
+				url, cfg.Source, *data, deploy.UserPlatform, o.Passwords[deploy.UserPlatform])
+		}
+	}
+	return app.Dev(ctx, o)
 }
 
 func runService(ctx context.Context, name string, args []string, stderr io.Writer) error {
@@ -127,6 +151,9 @@ func runService(ctx context.Context, name string, args []string, stderr io.Write
 	fs.SetOutput(stderr)
 	cfgPath := fs.String("config", defaultConfigPath(), "host configuration file (YAML or JSON)")
 	url := fs.String("nats-url", defaultNATSURL(), "NATS server URL")
+	auth := natsAuthFlags(fs)
+	httpAddr := fs.String("http", env("AWAKEN_HTTP", ""), "health listener address (/healthz, /readyz); empty for none")
+	ensure := fs.Bool("ensure", !envFalse("AWAKEN_ENSURE"), "create or update the streams and buckets at start; false waits for `awaken setup` to have done it (least-privilege users)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -134,13 +161,26 @@ func runService(ctx context.Context, name string, args []string, stderr io.Write
 	if err != nil {
 		return err
 	}
-	log := app.NewLogger(stderr, os.Getenv("AWAKEN_LOG_LEVEL"))
-	st, err := app.Start(ctx, app.Options{Config: cfg, Services: []string{name}, Dial: app.URLDialer(*url), Log: log})
+	authOpts, err := auth()
 	if err != nil {
 		return err
 	}
+	log := app.NewLogger(stderr, os.Getenv("AWAKEN_LOG_LEVEL"))
+	ready := &app.Readiness{}
+	h, err := app.StartHealth(*httpAddr, ready, log.With().Str("service", name).Logger())
+	if err != nil {
+		return err
+	}
+	defer func() { _ = app.StopHealth(h) }()
+	st, err := app.Start(ctx, app.Options{Config: cfg, Services: []string{name},
+		Dial: ready.Dial(app.ServiceDialer(*url, authOpts...)), Log: log, NoEnsure: !*ensure})
+	if err != nil {
+		return err
+	}
+	ready.SetStarted(true)
 	log.Info().Str("service", name).Str("nats_url", *url).Msg("ready")
 	<-ctx.Done()
+	ready.SetStarted(false)
 	log.Info().Str("service", name).Msg("draining")
 	stopCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -151,8 +191,22 @@ func dialClient(fs *flag.FlagSet) (func() (*client.Client, error), *time.Duratio
 	url := fs.String("nats-url", defaultNATSURL(), "NATS server URL")
 	prefix := fs.String("prefix", env("AWAKEN_PREFIX", contracts.DefaultPrefix), "subject prefix of the deployment")
 	timeout := fs.Duration("timeout", 60*time.Second, "how long to wait")
+	auth := natsAuthFlags(fs)
 	return func() (*client.Client, error) {
-		return client.Dial(*url, client.WithPrefix(*prefix), client.WithSource("awaken/cli"))
+		authOpts, err := auth()
+		if err != nil {
+			return nil, err
+		}
+		nc, err := nats.Connect(*url, append([]nats.Option{nats.Name("awaken-cli"), nats.MaxReconnects(-1)}, authOpts...)...)
+		if err != nil {
+			return nil, fmt.Errorf("connect %s: %w", *url, err)
+		}
+		c, err := client.New(nc, client.WithPrefix(*prefix), client.WithSource("awaken/cli"))
+		if err != nil {
+			nc.Close()
+			return nil, err
+		}
+		return c, nil // Close drains nc
 	}, timeout
 }
 
