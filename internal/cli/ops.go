@@ -30,11 +30,18 @@ func envFalse(key string) bool {
 	return err == nil && !v
 }
 
+// envInt reads an integer environment variable; unset or unparsable is 0.
+func envInt(key string) int {
+	v, _ := strconv.Atoi(os.Getenv(key))
+	return v
+}
+
 // natsAuthFlags adds the NATS credential flags to fs and returns the options they ask
 // for: a user and password, or a credentials file (JWT and nkey seed), never both.
 func natsAuthFlags(fs *flag.FlagSet) func() ([]nats.Option, error) {
 	user := fs.String("nats-user", os.Getenv("NATS_USER"), "NATS user name")
-	password := fs.String("nats-password", os.Getenv("NATS_PASSWORD"), "NATS password (prefer the NATS_PASSWORD environment variable: flags show in process lists)")
+	// No default from the environment: usage output would print it.
+	password := fs.String("nats-password", "", "NATS password (default $NATS_PASSWORD; prefer the variable: flags show in process lists)")
 	creds := fs.String("nats-creds", os.Getenv("NATS_CREDS"), "NATS credentials file (JWT and nkey seed)")
 	return func() ([]nats.Option, error) {
 		switch {
@@ -43,7 +50,11 @@ func natsAuthFlags(fs *flag.FlagSet) func() ([]nats.Option, error) {
 		case *creds != "":
 			return []nats.Option{nats.UserCredentials(*creds)}, nil
 		case *user != "":
-			return []nats.Option{nats.UserInfo(*user, *password)}, nil
+			pw := *password
+			if pw == "" {
+				pw = os.Getenv("NATS_PASSWORD")
+			}
+			return []nats.Option{nats.UserInfo(*user, pw)}, nil
 		}
 		return nil, nil
 	}
@@ -73,12 +84,19 @@ func runSetup(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	url := fs.String("nats-url", defaultNATSURL(), "NATS server URL")
 	auth := natsAuthFlags(fs)
 	timeout := fs.Duration("timeout", 2*time.Minute, "how long to wait for the server")
+	replicas := fs.Int("replicas", envInt("AWAKEN_REPLICAS"), "replicas of every stream and bucket, overriding storage.replicas of the configuration (3 for a 3-node cluster; 0 keeps the configuration's)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	cfg, err := config.Load(*cfgPath)
 	if err != nil {
 		return err
+	}
+	if *replicas < 0 {
+		return &usageError{"--replicas must not be negative"}
+	}
+	if *replicas > 0 {
+		cfg.Storage.Replicas = *replicas
 	}
 	authOpts, err := auth()
 	if err != nil {
