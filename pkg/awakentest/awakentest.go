@@ -419,11 +419,15 @@ func (d *Deployment) Connect(user string, opts ...nats.Option) (*nats.Conn, erro
 
 // Services returns the names of the service containers: "publisher", "gate", "batcher",
 // and "brain-exec-N" / "sandbox-exec-N" for the executor replicas.
-func (d *Deployment) Services() []string { return d.names(func(m *member) bool { return m.role != "nats" }) }
+func (d *Deployment) Services() []string {
+	return d.names(func(m *member) bool { return m.role != "nats" })
+}
 
 // Nodes returns the names of the NATS containers: "nats", or "nats-1".."nats-3", which
 // are also their server names.
-func (d *Deployment) Nodes() []string { return d.names(func(m *member) bool { return m.role == "nats" }) }
+func (d *Deployment) Nodes() []string {
+	return d.names(func(m *member) bool { return m.role == "nats" })
+}
 
 func (d *Deployment) names(keep func(*member) bool) []string {
 	d.mu.Lock()
