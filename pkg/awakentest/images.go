@@ -244,6 +244,10 @@ func buildImage(ctx context.Context, p *testcontainers.DockerProvider, tag, dock
 	if version == "" {
 		version = "latest"
 	}
+	var previous string
+	if old, err := p.Client().ImageInspect(ctx, tag); err == nil {
+		previous = old.ID
+	}
 	_, err = p.BuildImage(ctx, &testcontainers.ContainerRequest{FromDockerfile: testcontainers.FromDockerfile{
 		ContextArchive: bytes.NewReader(buf.Bytes()),
 		Dockerfile:     "Dockerfile",
@@ -254,6 +258,11 @@ func buildImage(ctx context.Context, p *testcontainers.DockerProvider, tag, dock
 	}})
 	if err != nil {
 		return fmt.Errorf("awakentest: build %s: %w", tag, err)
+	}
+	// A rebuild of changed code leaves the previous image untagged: remove it, so test
+	// runs do not pile up images. An image still used by a container stays (error ignored).
+	if now, err := p.Client().ImageInspect(ctx, tag); err == nil && previous != "" && now.ID != previous {
+		_, _ = p.Client().ImageRemove(ctx, previous, client.ImageRemoveOptions{})
 	}
 	return nil
 }
