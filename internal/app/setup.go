@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -14,6 +13,21 @@ import (
 	"github.com/awaken-dev/awaken/internal/config"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
+
+// Server error codes (nats-server's JSStreamReplicasNotSupportedErr and
+// JSStreamInvalidConfigF) that no retry can cure: a configuration asking for replicas a
+// single server cannot have, or a stream configuration the server refuses.
+const (
+	errCodeReplicasNotSupported jetstream.ErrorCode = 10074
+	errCodeInvalidStreamConfig  jetstream.ErrorCode = 10052
+)
+
+// permanent reports whether err is one of the refusals above.
+func permanent(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) &&
+		(apiErr.ErrorCode == errCodeReplicasNotSupported || apiErr.ErrorCode == errCodeInvalidStreamConfig)
+}
 
 // Retry pacing of [Setup] and [WaitTopology]: a JetStream cluster elects its meta leader
 // within seconds, so start fast and settle at a modest poll.
@@ -28,10 +42,11 @@ const (
 // setup`, run once before the services, as the NATS admin user); the services then start
 // with [Options.NoEnsure]. It is idempotent.
 //
-// A server that is still starting, or a cluster without a meta leader yet, answers with
-// timeouts or "temporarily unavailable": Setup retries those until ctx ends. A request
-// the server refuses as invalid (HTTP-like code 400, for example 3 replicas on a single
-// server) is returned at once.
+// A server that is still starting, or a cluster without a meta leader yet or with a peer
+// not yet joined, answers with timeouts, "temporarily unavailable" or "no suitable peers
+// for placement": Setup retries until ctx ends. Only a configuration the server can never
+// accept (3 replicas on a single server, an invalid stream configuration) is returned at
+// once.
 func Setup(ctx context.Context, js jetstream.JetStream, cfg *config.Config, log zerolog.Logger) error {
 	topology := TopologyFor(cfg)
 	names := cfg.Names()
@@ -57,9 +72,8 @@ func WaitTopology(ctx context.Context, js jetstream.JetStream, names contracts.N
 }
 
 // retry runs attempt, each under its own deadline, until it reports done, fails with a
-// JetStream API error of code 400 (a request the server refuses as invalid: retrying
-// cannot help), or ctx ends. It logs the first failure and then every tenth, so a long
-// wait is visible without flooding the log.
+// [permanent] error, or ctx ends. It logs the first failure and then every tenth, so a
+// long wait is visible without flooding the log.
 func retry(ctx context.Context, log zerolog.Logger, what string, attempt func(context.Context) (bool, error)) error {
 	delay := retryFirst
 	for n := 0; ; n++ {
@@ -72,8 +86,7 @@ func retry(ctx context.Context, log zerolog.Logger, what string, attempt func(co
 			}
 			return nil
 		}
-		var apiErr *jetstream.APIError
-		if errors.As(err, &apiErr) && apiErr.Code == http.StatusBadRequest {
+		if permanent(err) {
 			return fmt.Errorf("app: %s: %w", what, err)
 		}
 		if n%10 == 0 {

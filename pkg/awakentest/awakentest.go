@@ -258,7 +258,7 @@ func Run(ctx context.Context, o Options) (d *Deployment, err error) {
 	}
 	starts = starts[:0]
 	for _, s := range svcs {
-		env := maps(serviceEnv, map[string]string{"NATS_USER": s.role, "NATS_PASSWORD": passwords[s.role]})
+		env := mergeEnv(serviceEnv, map[string]string{"NATS_USER": s.role, "NATS_PASSWORD": passwords[s.role]})
 		opts := append([]testcontainers.ContainerCustomizer{
 			testcontainers.WithCmd(s.role),
 			testcontainers.WithEnv(env),
@@ -621,8 +621,8 @@ func parallel(fns []func() error) error {
 	return errors.Join(errs...)
 }
 
-// maps merges ms into a new map; later keys win.
-func maps(ms ...map[string]string) map[string]string {
+// mergeEnv merges ms into a new map; later keys win.
+func mergeEnv(ms ...map[string]string) map[string]string {
 	out := make(map[string]string)
 	for _, m := range ms {
 		for k, v := range m {
