@@ -52,6 +52,8 @@ func requireEngine(t *testing.T) {
 		}
 		if err != nil {
 			engine.err = fmt.Errorf("no Docker engine: %w", err)
+			// Printed even without -v, where go test shows no skip reasons.
+			fmt.Fprintf(os.Stderr, "deploy: the container tests cannot run: %v\n", engine.err)
 			return
 		}
 		start := time.Now()

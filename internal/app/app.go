@@ -44,6 +44,15 @@ func AllServices() []string {
 	return []string{Publisher, BrainExec, SandboxExec, Gate, Batcher}
 }
 
+// PublishAckTimeout bounds the wait for the acknowledgement of an asynchronous publish
+// (bus.Publisher.PublishAll). Without it, an acknowledgement lost in a JetStream leader
+// change leaves the future unresolved forever: the handler hangs, its heartbeat keeps the
+// input in progress, and the batch never finishes (seen in the 3-node cluster test when
+// the stream leader stopped). With it the publish fails, the input is redelivered, and the
+// idempotent re-publish (deterministic message ids) completes the step. It is well below
+// the consumers' 30 s ack wait.
+const PublishAckTimeout = 10 * time.Second
+
 // Service is a started service.
 type Service interface {
 	Stop(ctx context.Context) error
@@ -131,7 +140,7 @@ func Start(ctx context.Context, o Options) (st *Stack, err error) {
 			return st, fmt.Errorf("app: connect %s: %w", name, err)
 		}
 		st.conns = append(st.conns, nc)
-		js, err := jetstream.New(nc)
+		js, err := jetstream.New(nc, jetstream.WithPublishAsyncTimeout(PublishAckTimeout))
 		if err != nil {
 			return st, fmt.Errorf("app: %s: %w", name, err)
 		}
