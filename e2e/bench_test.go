@@ -2,7 +2,10 @@ package e2e_test
 
 import (
 	"fmt"
+	"os"
 	"sort"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -14,7 +17,7 @@ import (
 // BenchmarkPipeline_latency measures submit-to-last-result latency of one batch at a time,
 // for 1-call and 10-call echo batches, and reports the median and p99.
 func BenchmarkPipeline_latency(b *testing.B) {
-	for _, n := range []int{1, 10} {
+	for _, n := range benchSizes() {
 		b.Run(fmt.Sprintf("calls=%d", n), func(b *testing.B) {
 			h := newHarness(b)
 			var lat []time.Duration
@@ -73,4 +76,18 @@ func reportPercentiles(b *testing.B, lat []time.Duration) {
 	p := func(q float64) time.Duration { return lat[min(len(lat)-1, int(q*float64(len(lat))))] }
 	b.ReportMetric(float64(p(0.50).Microseconds())/1000, "p50-ms")
 	b.ReportMetric(float64(p(0.99).Microseconds())/1000, "p99-ms")
+}
+
+func benchSizes() []int {
+	if s := os.Getenv("AWAKEN_BENCH_SIZES"); s != "" {
+		var out []int
+		for _, f := range strings.Split(s, ",") {
+			n, err := strconv.Atoi(f)
+			if err == nil && n > 0 {
+				out = append(out, n)
+			}
+		}
+		return out
+	}
+	return []int{1, 10}
 }

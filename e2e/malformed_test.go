@@ -77,7 +77,7 @@ func TestPipeline_malformedSubmissionsAreRejectedAndKept(t *testing.T) {
 			return rawSubmission(id, []byte(`{"run_id":"r","thread_id":"t","step":1,"agent":{"snapshot_id":"s","tools":[]},"calls":[]}`))
 		}, contracts.RejectEmptyBatch},
 		{"duplicate call id", func(id string) *nats.Msg {
-			return rawSubmission(id, []byte(strings.Replace(good, `]}`, `,{"call_id":"c1","tool_id":"echo","arguments":{}}]}`, 1)))
+			return rawSubmission(id, []byte(strings.Replace(good, `}}]}`, `}},{"call_id":"c1","tool_id":"echo","arguments":{}}]}`, 1)))
 		}, contracts.RejectDuplicateCall},
 	}
 

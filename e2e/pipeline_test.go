@@ -228,7 +228,7 @@ func TestPipeline_executorRedeliveredWhileExecuting(t *testing.T) {
 
 func TestPipeline_largeBatch(t *testing.T) {
 	if testing.Short() {
-		t.Skip("slow: 512 sequential calls")
+		t.Skip("512 sequential calls")
 	}
 	h := newHarness(t)
 	var calls []contracts.ToolCall

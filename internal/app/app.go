@@ -83,7 +83,12 @@ type Options struct {
 
 // Stack is a set of running services.
 type Stack struct {
-	services []named
+	// runCtx bounds the services' lifetime. It is detached from the caller's context so
+	// that a SIGTERM (which cancels the caller's context) leads to a graceful drain by
+	// Stop instead of a hard stop of every consumer.
+	runCtx    context.Context
+	cancelRun context.CancelFunc
+	services  []named
 	conns    []*nats.Conn
 	log      zerolog.Logger
 	// Env is the environment of the first service, for callers that need the stores.
@@ -119,6 +124,7 @@ func Start(ctx context.Context, o Options) (st *Stack, err error) {
 		}
 	}
 	st = &Stack{log: o.Log}
+	st.runCtx, st.cancelRun = context.WithCancel(context.WithoutCancel(ctx))
 	defer func() {
 		if err != nil {
 			stopCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -163,7 +169,7 @@ func Start(ctx context.Context, o Options) (st *Stack, err error) {
 		if st.Env == nil {
 			st.Env = env
 		}
-		svc, err := startOne(ctx, name, env, o)
+		svc, err := startOne(st.runCtx, name, env, o)
 		if err != nil {
 			return st, fmt.Errorf("app: start %s: %w", name, err)
 		}
@@ -207,6 +213,9 @@ func (s *Stack) Stop(ctx context.Context) error {
 		}
 	}
 	s.services = nil
+	if s.cancelRun != nil {
+		s.cancelRun()
+	}
 	for _, nc := range s.conns {
 		if err := nc.Drain(); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
 			errs = append(errs, err)
@@ -219,6 +228,9 @@ func (s *Stack) Stop(ctx context.Context) error {
 // Kill drops every service without draining, as a crashed process would: in-flight
 // messages stay unacked and are redelivered to whoever consumes next. Tests only.
 func (s *Stack) Kill() {
+	if s.cancelRun != nil {
+		s.cancelRun()
+	}
 	for _, nc := range s.conns {
 		nc.Close()
 	}

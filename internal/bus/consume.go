@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -170,18 +169,18 @@ type Subscription struct {
 	h      Handler
 	js     jetstream.JetStream
 	cons   jetstream.Consumer
-	cc     jetstream.ConsumeContext
 	ctx    context.Context // the hard-stop context handlers run under
 	log    zerolog.Logger
 	hbTick time.Duration
 
 	work     chan *inflight
+	slots    chan struct{} // one token per busy worker (or message being fetched for one)
 	quit     chan struct{} // closed when the loop stops taking messages
+	pullDone chan struct{} // closed when the fetch loop has returned
 	stopCh   chan struct{} // closed by Stop
 	stopOnce sync.Once
-	done     chan struct{} // closed when every worker returned and the subscription closed
+	done     chan struct{} // closed when every worker returned and the fetch loop ended
 	workers  sync.WaitGroup
-	checking atomic.Bool // a consumer-existence check is running
 }
 
 // inflight is a message handed from the serial consume callback to a worker; its
@@ -196,13 +195,11 @@ type inflight struct {
 //
 // ctx is the hard-stop context: it is the context handlers receive, so Stop does not
 // cancel work in progress; cancelling ctx stops consuming at once and cancels handlers.
-// The loop pulls one message at a time and hands it to a free worker, so at most
-// Workers+1 messages are held by this process and every one of them is heartbeated: a
-// message never waits unheartbeated in a client-side buffer while handlers are busy, where
-// its ack wait could expire and a second copy reach another worker or instance. The price
-// is one pull round trip per message (BenchmarkConsume: about 60µs per settled message on
-// a local file-backed server, against about 30µs with a 16-message prefetch); scale out
-// with more instances rather than a deeper prefetch.
+// The loop fetches only as many messages as it has free workers and hands each to a
+// worker on arrival, so at most Workers messages are held by this process and every one
+// of them is heartbeated: a message never waits unheartbeated in a client-side buffer
+// while handlers are busy, where its ack wait could expire and a second copy reach another
+// worker or instance.
 func Consume(ctx context.Context, js jetstream.JetStream, spec ConsumerSpec, h Handler, log zerolog.Logger) (*Subscription, error) {
 	if h == nil {
 		return nil, errors.New("bus: consume: nil handler")
@@ -213,16 +210,18 @@ func Consume(ctx context.Context, js jetstream.JetStream, spec ConsumerSpec, h H
 		return nil, err
 	}
 	s := &Subscription{
-		spec:   spec,
-		h:      h,
-		js:     js,
-		cons:   cons,
-		log:    log.With().Str("consumer", spec.Durable).Logger(),
-		hbTick: max(spec.AckWait/3, 10*time.Millisecond),
-		work:   make(chan *inflight),
-		quit:   make(chan struct{}),
-		stopCh: make(chan struct{}),
-		done:   make(chan struct{}),
+		spec:     spec,
+		h:        h,
+		js:       js,
+		cons:     cons,
+		log:      log.With().Str("consumer", spec.Durable).Logger(),
+		hbTick:   max(spec.AckWait/3, 10*time.Millisecond),
+		work:     make(chan *inflight),
+		slots:    make(chan struct{}, spec.Workers),
+		pullDone: make(chan struct{}),
+		quit:     make(chan struct{}),
+		stopCh:   make(chan struct{}),
+		done:     make(chan struct{}),
 	}
 	s.ctx = s.log.WithContext(ctx)
 	if spec.MaxAckPending > 0 && spec.MaxAckPending < spec.Workers {
@@ -233,16 +232,7 @@ func Consume(ctx context.Context, js jetstream.JetStream, spec ConsumerSpec, h H
 	for range spec.Workers {
 		go s.worker()
 	}
-	cc, err := cons.Consume(s.onMessage,
-		jetstream.PullMaxMessages(1),
-		jetstream.PullExpiry(spec.PullExpiry),
-		jetstream.ConsumeErrHandler(s.onConsumeError))
-	if err != nil {
-		close(s.quit)
-		s.workers.Wait()
-		return nil, fmt.Errorf("bus: consume %s on %s: %w", spec.Durable, spec.Stream, err)
-	}
-	s.cc = cc
+	go s.pullLoop()
 	go s.supervise(ctx)
 	s.log.Info().Str("stream", spec.Stream).Int("workers", spec.Workers).Dur("ack_wait", spec.AckWait).
 		Int("max_deliver", spec.MaxDeliver).Msg("consuming")
@@ -278,59 +268,110 @@ func (s *Subscription) supervise(ctx context.Context) {
 	case <-s.stopCh:
 		graceful = true
 	case <-ctx.Done():
-	case <-s.cc.Closed():
-		// The pull subscription ended by itself: the consumer was deleted or the
-		// connection closed for good. Stop the loop so Done tells the service.
-		s.log.Error().Msg("pull subscription ended unexpectedly; consumer loop stopping")
+	case <-s.pullDone:
+		// The fetch loop ended by itself: the consumer was deleted or the connection
+		// closed for good. Stop the loop so Done tells the service.
+		s.log.Error().Msg("pulling ended unexpectedly; consumer loop stopping")
 		graceful = true
 	}
 	close(s.quit)
-	if graceful {
-		s.cc.Drain()
-	} else {
-		s.cc.Stop()
-	}
-	// Once the pull subscription is closed the callback has returned for good, so no
-	// message can reach a worker any more; then wait for the handlers in flight.
-	<-s.cc.Closed()
+	// Once the fetch loop has returned no message can reach a worker any more; then wait
+	// for the handlers in flight.
+	<-s.pullDone
 	s.log.Info().Bool("graceful", graceful).Msg("pulling stopped; waiting for in-flight handlers")
 	s.workers.Wait()
 	s.log.Info().Bool("graceful", graceful).Msg("consumer stopped")
 	close(s.done)
 }
 
-func (s *Subscription) onConsumeError(cc jetstream.ConsumeContext, err error) {
-	if errors.Is(err, jetstream.ErrNoHeartbeat) || errors.Is(err, nats.ErrNoResponders) {
-		// The pull went unanswered. Usually a reconnect or leader change, and the client
-		// re-pulls by itself; but a consumer deleted while no pull was waiting looks the
-		// same and would leave the loop idle forever, so check it exists.
-		s.log.Debug().Err(err).Msg("pull unanswered; checking the consumer")
-		if s.checking.CompareAndSwap(false, true) {
-			go s.checkConsumer(cc)
+// fetchWait bounds one pull request. It also bounds how long Stop waits for an idle
+// loop, so it is short; an idle consumer costs one pull request per fetchWait.
+const fetchWait = time.Second
+
+// pullLoop fetches exactly as many messages as there are free workers, hands each to a
+// worker as it arrives, and starts its heartbeat on arrival, so no message ever waits
+// unheartbeated in a client-side buffer (where its ack wait could expire and a second copy
+// reach another instance). Explicit fetches replace nats.go's Consume here because its
+// pending-request accounting with a one-message window was seen to stall for a whole pull
+// expiry under load; a fetch either returns messages or ends at fetchWait, nothing hidden.
+func (s *Subscription) pullLoop() {
+	defer close(s.pullDone)
+	wait := min(fetchWait, s.spec.PullExpiry)
+	for {
+		// Wait for one free worker, then take every other free one.
+		select {
+		case s.slots <- struct{}{}:
+		case <-s.quit:
+			return
 		}
-		return
+		n := 1
+	grab:
+		for n < s.spec.Workers {
+			select {
+			case s.slots <- struct{}{}:
+				n++
+			default:
+				break grab
+			}
+		}
+		batch, err := s.cons.Fetch(n, jetstream.FetchMaxWait(wait))
+		got := 0
+		if err == nil {
+			for m := range batch.Messages() {
+				got++
+				s.dispatch(m)
+			}
+			err = batch.Error()
+		}
+		s.release(n - got)
+		if err == nil || errors.Is(err, nats.ErrTimeout) || errors.Is(err, context.DeadlineExceeded) {
+			continue
+		}
+		if s.fatalFetch(err) {
+			return
+		}
+		s.log.Debug().Err(err).Msg("fetch failed; retrying")
+		select {
+		case <-time.After(250 * time.Millisecond):
+		case <-s.quit:
+			return
+		}
 	}
-	s.log.Warn().Err(err).Msg("consume error")
 }
 
-// checkConsumer stops the pull subscription if the consumer no longer exists, which ends
-// the loop (see supervise).
-func (s *Subscription) checkConsumer(cc jetstream.ConsumeContext) {
-	defer s.checking.Store(false)
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(s.ctx), s.spec.SettleTimeout)
-	defer cancel()
-	if _, err := s.cons.Info(ctx); errors.Is(err, jetstream.ErrConsumerNotFound) {
-		s.log.Error().Err(err).Msg("consumer no longer exists")
-		cc.Stop()
+// fatalFetch reports whether err means the loop can never pull again. "No responders"
+// is what a pull on a deleted consumer gets, but also what a pull gets during a
+// reconnect or a leader change, so it is fatal only if the consumer is really gone.
+func (s *Subscription) fatalFetch(err error) bool {
+	gone := errors.Is(err, jetstream.ErrConsumerDeleted) || errors.Is(err, jetstream.ErrConsumerNotFound) ||
+		errors.Is(err, nats.ErrConnectionClosed)
+	if !gone && errors.Is(err, nats.ErrNoResponders) {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(s.ctx), s.spec.SettleTimeout)
+		_, ierr := s.cons.Info(ctx)
+		cancel()
+		gone = errors.Is(ierr, jetstream.ErrConsumerNotFound)
+	}
+	if gone {
+		s.log.Error().Err(err).Msg("consumer can no longer be pulled")
+	}
+	return gone
+}
+
+// release gives back n worker slots that no message used.
+func (s *Subscription) release(n int) {
+	for range n {
+		<-s.slots
 	}
 }
 
-// onMessage is the serial consume callback: it starts the heartbeat and blocks until a
-// worker takes the message, which keeps the next pull from being issued meanwhile.
-func (s *Subscription) onMessage(m jetstream.Msg) {
+// dispatch starts a message's heartbeat and hands it to a worker; a worker is free, since
+// its slot was taken before the fetch. When stopping, the message is given back at once
+// so another instance takes it.
+func (s *Subscription) dispatch(m jetstream.Msg) {
 	select {
 	case <-s.quit:
-		_ = m.Nak() // stopping: give it back at once so another instance takes it
+		_ = m.Nak()
+		<-s.slots
 		return
 	default:
 	}
@@ -340,6 +381,7 @@ func (s *Subscription) onMessage(m jetstream.Msg) {
 	case <-s.quit:
 		f.hb.stop()
 		_ = m.Nak()
+		<-s.slots
 	}
 }
 
@@ -349,6 +391,7 @@ func (s *Subscription) worker() {
 		select {
 		case f := <-s.work:
 			s.process(f)
+			<-s.slots
 		case <-s.quit:
 			return
 		}

@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -113,11 +114,17 @@ type BatchResult struct {
 	Finalized contracts.BatchFinalized
 }
 
-// Submit publishes a batch and waits for the stream's acknowledgement. The event id is the
-// batch id, so resubmitting the same batch is deduplicated by the stream too.
+// Submit publishes a batch and waits for the stream's acknowledgement.
+//
+// The event id is "{batch_id}:{content hash}": resubmitting identical content is
+// deduplicated by the stream, while different content under the same batch id still
+// reaches the batcher and is rejected with code conflict. (With the bare batch id as event
+// id, as DESIGN §3.1 suggests for simple clients, the stream would silently drop a
+// conflicting resubmission inside its duplicate window.)
 func (c *Client) Submit(ctx context.Context, sub contracts.BatchSubmission) (string, error) {
 	id := sub.BatchID()
-	return id, c.publish(ctx, c.names.SubmitSubject(), id, contracts.TypeBatchRequested, sub)
+	eventID := id + ":" + sub.Hash()[:16]
+	return id, c.publish(ctx, c.names.SubmitSubject(), eventID, contracts.TypeBatchRequested, sub)
 }
 
 // SubmitAndWait submits a batch and waits for its results, or for its rejection.
@@ -130,7 +137,7 @@ func (c *Client) SubmitAndWait(ctx context.Context, sub contracts.BatchSubmissio
 			return
 		}
 		var r contracts.BatchRejected
-		if json.Unmarshal(ev.Data, &r) == nil && (r.BatchID == batchID || r.EventID == batchID) {
+		if json.Unmarshal(ev.Data, &r) == nil && (r.BatchID == batchID || strings.HasPrefix(r.EventID, batchID+":")) {
 			select {
 			case rejected <- r:
 			default:
@@ -144,8 +151,14 @@ func (c *Client) SubmitAndWait(ctx context.Context, sub contracts.BatchSubmissio
 	if err := c.nc.FlushWithContext(ctx); err != nil {
 		return nil, fmt.Errorf("client: %w", err)
 	}
-	if _, err := c.Submit(ctx, sub); err != nil {
-		return nil, err
+	eventID := batchID + ":" + sub.Hash()[:16]
+	ev, err := bus.NewEvent(eventID, c.source, contracts.TypeBatchRequested, sub)
+	if err != nil {
+		return nil, fmt.Errorf("client: %w", err)
+	}
+	ack, err := c.js.PublishMsg(ctx, bus.EncodeMsg(c.names.SubmitSubject(), ev))
+	if err != nil {
+		return nil, fmt.Errorf("client: submit %s: %w", batchID, err)
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -162,7 +175,51 @@ func (c *Client) SubmitAndWait(ctx context.Context, sub contracts.BatchSubmissio
 	case r := <-rejected:
 		return nil, &RejectedError{r}
 	case a := <-done:
-		return a.res, a.err
+		if a.err != nil || ack.Duplicate {
+			// A duplicate ack means this exact content was submitted before: the results
+			// found are this submission's.
+			return a.res, a.err
+		}
+		// Results of this batch id exist, but they may be those of an earlier submission
+		// with other content, which the batcher rejects as a conflict. Wait until the
+		// batcher has settled this message, then look for its rejection.
+		if err := c.waitSettled(ctx, ack.Sequence); err != nil {
+			return nil, err
+		}
+		if err := c.nc.FlushWithContext(ctx); err != nil {
+			return nil, fmt.Errorf("client: %w", err)
+		}
+		select {
+		case r := <-rejected:
+			return nil, &RejectedError{r}
+		default:
+			return a.res, nil
+		}
+	}
+}
+
+// waitSettled waits until the batcher's durable consumer has settled (acknowledged or
+// rejected) every submission up to stream sequence seq.
+func (c *Client) waitSettled(ctx context.Context, seq uint64) error {
+	cons, err := c.js.Consumer(ctx, c.names.SubmissionsStream(), contracts.ConsumerBatcherSubmit)
+	if err != nil {
+		return fmt.Errorf("client: batcher consumer: %w", err)
+	}
+	delay := 2 * time.Millisecond
+	for {
+		info, err := cons.Info(ctx)
+		if err != nil {
+			return fmt.Errorf("client: batcher consumer: %w", err)
+		}
+		if info.AckFloor.Stream >= seq {
+			return nil
+		}
+		select {
+		case <-time.After(delay):
+			delay = min(2*delay, 100*time.Millisecond)
+		case <-ctx.Done():
+			return fmt.Errorf("client: waiting for the batcher to settle the submission: %w", ctx.Err())
+		}
 	}
 }
 

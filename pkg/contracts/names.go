@@ -40,6 +40,12 @@ const (
 	ConsumerPublisher      = "publisher-outputs"
 )
 
+// ConsumerGateTimers is the durable consumer of ticket timers (TicketExpireSubject). Timers
+// live in the tickets stream and cancellations in the control stream, and one durable reads
+// one stream, so the gate's control inputs use two durables: this one and
+// [ConsumerGateControl] (run cancellations).
+const ConsumerGateTimers = "gate-timers"
+
 // Names derives every subject, stream and bucket from one configurable prefix. Stream and
 // bucket names are upper-case or underscore forms of the prefix so two deployments with
 // different prefixes can share one server.
@@ -111,6 +117,9 @@ func (n Names) AuditSubject(runID string) string { return n.Prefix + ".audit." +
 
 // GateRequestSubject carries gate requests of a run.
 func (n Names) GateRequestSubject(runID string) string { return n.Prefix + ".work.gate." + runID }
+
+// GateRequestFilter matches the gate requests of every run.
+func (n Names) GateRequestFilter() string { return n.Prefix + ".work.gate.>" }
 
 // ExecRequestSubject carries executor requests for target of a run. Only the gate publishes
 // here, and only with a target it resolved from the trusted registry.

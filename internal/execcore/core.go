@@ -1,0 +1,578 @@
+package execcore
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/awaken-dev/awaken/internal/bus"
+	"github.com/awaken-dev/awaken/internal/pipeline"
+	"github.com/awaken-dev/awaken/internal/state"
+	"github.com/awaken-dev/awaken/pkg/contracts"
+)
+
+// MaxOutputBytes caps the JSON size of one committed output (256 KiB). A larger output is
+// replaced by the execution error "output exceeds 262144 bytes": call records, results and
+// the model's context all carry it, so an unbounded tool must not be able to bloat them.
+const MaxOutputBytes = 256 << 10
+
+// Reasons of the Indeterminate outcomes decided by the executor. They reach the model as
+// "tool outcome is indeterminate: {reason}".
+const (
+	// ReasonOwnerLeaseExpired: a never_replay call's executor was entered and its handler
+	// died (or lost its message) before committing an outcome.
+	ReasonOwnerLeaseExpired = "owner lease expired after the executor was entered"
+	// ReasonAttemptsExhausted: a replayable call crashed on its last allowed attempt.
+	ReasonAttemptsExhausted = "recovery attempt budget exhausted"
+)
+
+// Timeline stages the executor appends to a call record.
+const (
+	StageEntered       = "entered"
+	StageRecovered     = "recovered"
+	StageCompleted     = "completed"
+	StageIndeterminate = "indeterminate"
+)
+
+// Defaults of [Options].
+const (
+	DefaultAckWait            = 30 * time.Second
+	DefaultMaxDeliver         = 10
+	DefaultUnavailableRetries = 3
+	DefaultRetryBackoff       = 50 * time.Millisecond
+	DefaultMaxRetryBackoff    = 2 * time.Second
+	DefaultWorkers            = 4
+)
+
+// DefaultBackOff is the nak delay schedule of executor requests whose handler failed
+// transiently: it grows from 100ms so a brief KV or network hiccup costs little and a
+// lasting one does not spin.
+func DefaultBackOff() []time.Duration {
+	return []time.Duration{100 * time.Millisecond, 250 * time.Millisecond, 500 * time.Millisecond,
+		time.Second, 2 * time.Second, 5 * time.Second, 10 * time.Second}
+}
+
+// Options configures an [Executor]. Service, Target, Durable and Invoker are required.
+type Options struct {
+	// Service names the executor: the CloudEvent source "awaken/{Service}", the fault-hook
+	// service name and the log field.
+	Service string
+	// Target is the execution target whose requests this executor consumes.
+	Target contracts.ToolExecutionTarget
+	// Durable is the consumer name (a contracts.Consumer* constant).
+	Durable string
+	// Invoker runs tool bodies.
+	Invoker Invoker
+	// Ledger, when set, records every body start (see [Invocation.BeginBody]).
+	Ledger Ledger
+	// Workers is how many calls run at once in this process (default DefaultWorkers).
+	Workers int
+	// DefaultTimeout bounds a tool whose configuration sets no timeout; 0 means none.
+	DefaultTimeout time.Duration
+	// ToolTimeout, when set, replaces the timeout lookup (configured Tool.Timeout, else
+	// DefaultTimeout). A result of 0 means no timeout.
+	ToolTimeout func(toolID string) time.Duration
+	// UnavailableRetries is how many times an UnavailableBeforeDispatch failure is retried
+	// locally, without counting as a replay (default DefaultUnavailableRetries; negative:
+	// none).
+	UnavailableRetries int
+	// RetryBackoff is the delay before the first local retry, doubling up to
+	// MaxRetryBackoff.
+	RetryBackoff, MaxRetryBackoff time.Duration
+	// AckWait, MaxDeliver and BackOff tune the consumer (defaults DefaultAckWait,
+	// DefaultMaxDeliver, DefaultBackOff). The bus heartbeats a running handler every
+	// AckWait/3, so AckWait does not bound the tool's run time.
+	AckWait    time.Duration
+	MaxDeliver int
+	BackOff    []time.Duration
+}
+
+// Option adjusts [Options]; services accept them so tests and deployments can tune the
+// consumer without a new configuration field.
+type Option func(*Options)
+
+// WithAckWait sets the consumer's ack wait.
+func WithAckWait(d time.Duration) Option { return func(o *Options) { o.AckWait = d } }
+
+// WithMaxDeliver sets the deliveries after which a failing request exhausts.
+func WithMaxDeliver(n int) Option { return func(o *Options) { o.MaxDeliver = n } }
+
+// WithBackOff sets the nak delay schedule after failed deliveries.
+func WithBackOff(d ...time.Duration) Option {
+	return func(o *Options) { o.BackOff = append([]time.Duration(nil), d...) }
+}
+
+// WithRetryBackoff sets the first and the largest delay between local retries of an
+// UnavailableBeforeDispatch failure.
+func WithRetryBackoff(first, largest time.Duration) Option {
+	return func(o *Options) { o.RetryBackoff, o.MaxRetryBackoff = first, largest }
+}
+
+// WithWorkers sets how many calls run at once.
+func WithWorkers(n int) Option { return func(o *Options) { o.Workers = n } }
+
+// WithUnavailableRetries sets how many times an UnavailableBeforeDispatch failure is
+// retried locally.
+func WithUnavailableRetries(n int) Option { return func(o *Options) { o.UnavailableRetries = n } }
+
+func (o Options) withDefaults() (Options, error) {
+	switch {
+	case o.Service == "":
+		return o, errors.New("execcore: Options.Service is required")
+	case o.Target == "":
+		return o, errors.New("execcore: Options.Target is required")
+	case o.Durable == "":
+		return o, errors.New("execcore: Options.Durable is required")
+	case o.Invoker == nil:
+		return o, errors.New("execcore: Options.Invoker is required")
+	}
+	if o.Workers <= 0 {
+		o.Workers = DefaultWorkers
+	}
+	if o.UnavailableRetries == 0 {
+		o.UnavailableRetries = DefaultUnavailableRetries
+	}
+	if o.UnavailableRetries < 0 {
+		o.UnavailableRetries = 0
+	}
+	if o.RetryBackoff <= 0 {
+		o.RetryBackoff = DefaultRetryBackoff
+	}
+	if o.MaxRetryBackoff < o.RetryBackoff {
+		o.MaxRetryBackoff = max(o.RetryBackoff, DefaultMaxRetryBackoff)
+	}
+	if o.AckWait <= 0 {
+		o.AckWait = DefaultAckWait
+	}
+	if o.MaxDeliver == 0 {
+		o.MaxDeliver = DefaultMaxDeliver
+	}
+	if len(o.BackOff) == 0 {
+		o.BackOff = DefaultBackOff()
+	}
+	return o, nil
+}
+
+// Executor consumes the executor requests of one target and runs them exactly as the
+// package documentation describes. It is safe for concurrent use; every method of it may
+// run on several workers at once, and several Executors (in one or many processes) may
+// share the durable consumer.
+type Executor struct {
+	env  *pipeline.Env
+	opts Options
+	sub  *bus.Subscription
+}
+
+// New builds an Executor without consuming; [Executor.Handle] can then be driven directly.
+// Most callers want [Start].
+func New(env *pipeline.Env, opts Options) (*Executor, error) {
+	if env == nil {
+		return nil, errors.New("execcore: nil environment")
+	}
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	return &Executor{env: env, opts: opts}, nil
+}
+
+// Start builds an Executor, ensures its durable consumer on the work stream (filter
+// Names.ExecRequestFilter(Target)) and starts consuming. ctx is the hard-stop context:
+// cancelling it aborts running tools (their calls then recover by policy on redelivery);
+// [Executor.Stop] is the graceful way down.
+func Start(ctx context.Context, env *pipeline.Env, opts Options) (*Executor, error) {
+	x, err := New(env, opts)
+	if err != nil {
+		return nil, err
+	}
+	log := env.Log.With().Str("service", x.opts.Service).Logger()
+	sub, err := bus.Consume(ctx, env.JS, bus.ConsumerSpec{
+		Stream:         env.Names.WorkStream(),
+		Durable:        x.opts.Durable,
+		FilterSubjects: []string{env.Names.ExecRequestFilter(x.opts.Target)},
+		AckWait:        x.opts.AckWait,
+		MaxDeliver:     x.opts.MaxDeliver,
+		BackOff:        x.opts.BackOff,
+		Workers:        x.opts.Workers,
+		AcceptTypes:    []string{contracts.TypeExecRequest},
+		Names:          env.Names,
+		OnExhausted:    x.onExhausted,
+	}, x.Handle, log)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", x.opts.Service, err)
+	}
+	x.sub = sub
+	return x, nil
+}
+
+// Stop stops pulling requests, lets the calls in flight finish and settle, and returns —
+// or returns an error when ctx ends first (the calls keep running under the hard-stop
+// context). It is idempotent.
+func (x *Executor) Stop(ctx context.Context) error {
+	if x.sub == nil {
+		return nil
+	}
+	return x.sub.Stop(ctx)
+}
+
+// Options returns the effective options (defaults applied).
+func (x *Executor) Options() Options { return x.opts }
+
+// action is what a request leads to once the call record has been read (and possibly
+// moved).
+type action int
+
+const (
+	actStale     action = iota // no Executing record: nothing to do
+	actDuplicate               // entered by another request message: its delivery owns the call
+	actRepublish               // already terminal: announce it again
+	actSettled                 // recovery committed a terminal outcome: announce it
+	actInvoke                  // this delivery owns attempt `attempt`: run the body
+)
+
+// Handle processes one executor request delivery. It returns nil only when the call's
+// outcome is committed and announced (or there is nothing to do); any error leaves the
+// message to be redelivered, which is safe in every state (see the package documentation).
+func (x *Executor) Handle(ctx context.Context, d bus.Delivery) error {
+	req, err := DecodeRequest(d.Event.Data)
+	if err != nil {
+		return err // a *contracts.Rejection: dead-lettered, it names no call we could finish
+	}
+	if d.StreamSeq == 0 {
+		return errors.New("execcore: delivery has no stream sequence; cannot claim the call")
+	}
+	op := contracts.OperationID(req.RunID, req.Step, req.CallID)
+	log := zerolog.Ctx(ctx).With().
+		Str("batch_id", contracts.BatchID(req.RunID, req.Step)).
+		Str("run_id", req.RunID).Str("call_id", req.CallID).Str("tool_id", req.ToolID).
+		Uint64("stream_seq", d.StreamSeq).Logger()
+	ctx = log.WithContext(ctx)
+
+	key := contracts.CallKey(req.RunID, req.Step, req.CallID)
+	act, rec, rev, err := x.enter(ctx, key, req, d.StreamSeq)
+	if err != nil {
+		return err
+	}
+	switch act {
+	case actStale:
+		log.Debug().Msg("executor request is stale (call not executing); ignored")
+		return nil
+	case actDuplicate:
+		log.Info().Uint64("entered_by", rec.EnteredBy).Msg("duplicate executor request; the entering delivery owns the call")
+		return nil
+	case actRepublish:
+		log.Debug().Str("phase", string(rec.Phase.Kind)).Msg("call already terminal; re-announcing its output")
+		return x.announce(ctx, req, rec, op)
+	case actSettled:
+		log.Warn().Str("reason", rec.Phase.Reason).Msg("call found entered after a crash; recovery made it indeterminate")
+		return x.commitThenAnnounce(ctx, req, rec, op)
+	}
+
+	attempt := rec.Phase.Attempt
+	inv := Invocation{
+		RunID: req.RunID, Step: req.Step, Index: req.Index, CallID: req.CallID,
+		OperationID: op, ToolID: req.ToolID, Arguments: req.Arguments, Attempt: attempt,
+	}
+	if x.opts.Ledger != nil {
+		inv.beginBody = x.opts.Ledger.BodyStarting
+	}
+	log.Debug().Uint16("attempt", attempt).Msg("executor entered")
+	out, err := x.run(ctx, inv)
+	if err != nil {
+		return err
+	}
+	out = FinishOutput(req.CallID, out)
+
+	rec, owned, err := x.complete(ctx, key, req, d.StreamSeq, attempt, out, rec, rev)
+	if err != nil {
+		return err
+	}
+	if !owned {
+		if !rec.Phase.IsTerminal() {
+			log.Warn().Uint16("attempt", attempt).Str("phase", string(rec.Phase.Kind)).Uint16("record_attempt", rec.Phase.Attempt).
+				Msg("lost ownership of the call while the tool ran; its output is discarded")
+			return nil
+		}
+		log.Info().Str("phase", string(rec.Phase.Kind)).Msg("call became terminal while the tool ran; keeping that outcome")
+		return x.announce(ctx, req, rec, op)
+	}
+	return x.commitThenAnnounce(ctx, req, rec, op)
+}
+
+// commitThenAnnounce runs the after-commit fault point, publishes the CallOutput and runs
+// the after-publish fault point.
+func (x *Executor) commitThenAnnounce(ctx context.Context, req contracts.ExecRequest, rec contracts.CallRecord, op string) error {
+	if err := x.env.Fault(ctx, x.opts.Service, pipeline.FaultAfterCommit, op); err != nil {
+		return fmt.Errorf("%s: fault after commit: %w", x.opts.Service, err)
+	}
+	return x.announce(ctx, req, rec, op)
+}
+
+// announce publishes the CallOutput of a terminal record and runs the after-publish fault
+// point.
+func (x *Executor) announce(ctx context.Context, req contracts.ExecRequest, rec contracts.CallRecord, op string) error {
+	outcome := contracts.OutcomeCompleted
+	if rec.Phase.Kind == contracts.PhaseIndeterminate {
+		outcome = contracts.OutcomeIndeterminate
+	}
+	toolID := rec.ToolID
+	if toolID == "" {
+		toolID = req.ToolID
+	}
+	ev, err := x.env.Event(x.opts.Service, pipeline.OutputID(op), contracts.TypeCallOutput, contracts.CallOutput{
+		RunID: req.RunID, Step: req.Step, Index: req.Index, CallID: req.CallID, ToolID: toolID,
+		Outcome: outcome, Parallel: req.Parallel,
+	})
+	if err != nil {
+		return err
+	}
+	if _, err := x.env.Pub.Publish(ctx, x.env.Names.OutputSubject(req.RunID), ev); err != nil {
+		return fmt.Errorf("%s: announce output: %w", x.opts.Service, err)
+	}
+	if err := x.env.Fault(ctx, x.opts.Service, pipeline.FaultAfterPublish, op); err != nil {
+		return fmt.Errorf("%s: fault after publish: %w", x.opts.Service, err)
+	}
+	zerolog.Ctx(ctx).Debug().Str("outcome", string(outcome)).Msg("call output announced")
+	return nil
+}
+
+// enter reads the call record and, by compare-and-swap, claims it for this delivery or
+// applies recovery. It returns what to do and the record as committed (or as read), with
+// its revision.
+func (x *Executor) enter(ctx context.Context, key string, req contracts.ExecRequest, seq uint64) (action, contracts.CallRecord, uint64, error) {
+	var act action
+	rec, rev, err := x.env.Calls.Update(ctx, key, func(cur *contracts.CallRecord, exists bool) error {
+		act = actStale
+		if !exists {
+			return state.ErrNoChange
+		}
+		switch {
+		case cur.Phase.IsTerminal():
+			act = actRepublish
+			return state.ErrNoChange
+		case cur.Phase.Kind != contracts.PhaseExecuting:
+			return state.ErrNoChange
+		case !cur.Entered:
+			cur.Entered, cur.EnteredBy = true, seq
+			x.env.Mark(cur, StageEntered)
+			act = actInvoke
+			return nil
+		case cur.EnteredBy != seq:
+			act = actDuplicate
+			return state.ErrNoChange
+		}
+		// This very message entered the call and its handler did not finish: recover.
+		policy := pinnedPolicy(cur, req)
+		if policy.Mode == contracts.ModeNeverReplay {
+			if err := transition(cur, req, policy, func(c *contracts.DurableToolCall) error {
+				return c.MarkIndeterminate(ReasonOwnerLeaseExpired)
+			}); err != nil {
+				return err
+			}
+			x.env.Mark(cur, StageIndeterminate)
+			act = actSettled
+			return nil
+		}
+		err := transition(cur, req, policy, (*contracts.DurableToolCall).MarkExecuting)
+		if errors.Is(err, contracts.ErrAttemptsExhausted) {
+			if err := transition(cur, req, policy, func(c *contracts.DurableToolCall) error {
+				return c.MarkIndeterminate(ReasonAttemptsExhausted)
+			}); err != nil {
+				return err
+			}
+			x.env.Mark(cur, StageIndeterminate)
+			act = actSettled
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		x.env.Mark(cur, StageRecovered)
+		act = actInvoke
+		return nil
+	})
+	if err != nil {
+		if errors.Is(err, contracts.ErrInvalidPersistedState) {
+			// A record no transition accepts cannot be fixed by redelivery.
+			return 0, rec, 0, bus.Permanent(err)
+		}
+		return 0, rec, 0, err
+	}
+	return act, rec, rev, nil
+}
+
+// complete commits Completed(out) if this delivery still owns the attempt it ran. owned is
+// false when the record moved meanwhile (cancelled, or recovered by a redelivery after a
+// lost heartbeat); rec is then the record as found. entered and rev are the record this
+// delivery committed on entry: the common case is a single compare-and-swap at rev, and
+// only a conflict pays for a re-read.
+func (x *Executor) complete(ctx context.Context, key string, req contracts.ExecRequest, seq uint64, attempt uint16,
+	out contracts.ToolOutput, entered contracts.CallRecord, rev uint64) (rec contracts.CallRecord, owned bool, err error) {
+	apply := func(cur *contracts.CallRecord) (bool, error) {
+		if cur.Phase.Kind != contracts.PhaseExecuting || cur.Phase.Attempt != attempt || !cur.Entered || cur.EnteredBy != seq {
+			return false, nil
+		}
+		if err := transition(cur, req, pinnedPolicy(cur, req), func(c *contracts.DurableToolCall) error {
+			return c.Complete(out)
+		}); err != nil {
+			return false, err
+		}
+		x.env.Mark(cur, StageCompleted)
+		return true, nil
+	}
+	next := entered
+	next.Timeline = slices.Clone(entered.Timeline)
+	if ok, err := apply(&next); err == nil && ok {
+		if _, err := x.env.Calls.UpdateAt(ctx, key, next, rev); err == nil {
+			return next, true, nil
+		} else if !errors.Is(err, state.ErrConflict) {
+			return entered, false, err
+		}
+	}
+	rec, _, err = x.env.Calls.Update(ctx, key, func(cur *contracts.CallRecord, exists bool) error {
+		owned = false
+		if !exists {
+			return state.ErrNoChange
+		}
+		ok, err := apply(cur)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return state.ErrNoChange
+		}
+		owned = true
+		return nil
+	})
+	if err != nil && errors.Is(err, contracts.ErrInvalidPersistedState) {
+		err = bus.Permanent(err)
+	}
+	return rec, owned, err
+}
+
+// onExhausted runs when a request failed transiently on its last allowed delivery: the
+// call becomes Indeterminate (unless another delivery owns it or it is already terminal)
+// and its CallOutput is published, so the batch still finishes.
+func (x *Executor) onExhausted(ctx context.Context, d bus.Delivery, cause error) error {
+	req, err := DecodeRequest(d.Event.Data)
+	if err != nil {
+		return nil // nothing identifies a call; the message is dead-lettered as is
+	}
+	op := contracts.OperationID(req.RunID, req.Step, req.CallID)
+	reason := truncate(fmt.Sprintf("%s gave up after %d deliveries: %v", x.opts.Service, d.NumDelivered, cause), 512)
+	key := contracts.CallKey(req.RunID, req.Step, req.CallID)
+	rec, _, err := x.env.Calls.Update(ctx, key, func(cur *contracts.CallRecord, exists bool) error {
+		if !exists || cur.Phase.Kind != contracts.PhaseExecuting || (cur.Entered && cur.EnteredBy != d.StreamSeq) {
+			return state.ErrNoChange
+		}
+		if err := transition(cur, req, pinnedPolicy(cur, req), func(c *contracts.DurableToolCall) error {
+			return c.MarkIndeterminate(reason)
+		}); err != nil {
+			return err
+		}
+		x.env.Mark(cur, StageIndeterminate)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if !rec.Phase.IsTerminal() {
+		return nil
+	}
+	zerolog.Ctx(ctx).Error().Str("call_id", req.CallID).Str("run_id", req.RunID).Str("reason", reason).
+		Msg("executor request exhausted; call is indeterminate")
+	return x.announce(ctx, req, rec, op)
+}
+
+// pinnedPolicy is the recovery policy pinned on the record, or the request's copy of it
+// for a record written without one.
+func pinnedPolicy(rec *contracts.CallRecord, req contracts.ExecRequest) contracts.ToolRecoveryPolicy {
+	if rec.Policy.Mode != "" && rec.Policy.MaxAttempts > 0 {
+		return rec.Policy
+	}
+	return req.Policy
+}
+
+// transition applies one kernel transition of reference §2.1 to the phase of rec.
+func transition(rec *contracts.CallRecord, req contracts.ExecRequest, policy contracts.ToolRecoveryPolicy,
+	fn func(*contracts.DurableToolCall) error) error {
+	callID, toolID := rec.CallID, rec.ToolID
+	if callID == "" {
+		callID = req.CallID
+	}
+	if toolID == "" {
+		toolID = req.ToolID
+	}
+	dc := contracts.DurableToolCall{
+		Call:           contracts.ToolCall{CallID: callID, ToolID: toolID},
+		RecoveryPolicy: policy,
+		Phase:          rec.Phase,
+	}
+	if err := fn(&dc); err != nil {
+		return err
+	}
+	rec.Phase = dc.Phase
+	return nil
+}
+
+// DecodeRequest decodes an ExecRequest strictly: unknown fields, bad ids or a negative
+// step are a *contracts.Rejection, so a malformed or mixed-version message is
+// dead-lettered instead of misread.
+func DecodeRequest(data []byte) (contracts.ExecRequest, error) {
+	var req contracts.ExecRequest
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		return req, contracts.Reject(contracts.RejectInvalidJSON, "executor request: %v", err)
+	}
+	if err := contracts.ValidateID("run_id", req.RunID); err != nil {
+		return req, contracts.Reject(contracts.RejectInvalidID, "executor request: %v", err)
+	}
+	if err := contracts.ValidateID("call_id", req.CallID); err != nil {
+		return req, contracts.Reject(contracts.RejectInvalidID, "executor request: %v", err)
+	}
+	if req.Step < 0 {
+		return req, contracts.Reject(contracts.RejectInvalidStep, "executor request: step %d is negative", req.Step)
+	}
+	if req.ToolID == "" {
+		return req, contracts.Reject(contracts.RejectInvalidField, "executor request: tool_id is empty")
+	}
+	return req, nil
+}
+
+// FinishOutput turns what a tool returned into what is committed: the call id set, empty
+// text replaced by the placeholder ([contracts.ToolOutput.Normalize]), and structurally
+// valid and at most [MaxOutputBytes] of JSON — otherwise an execution error output that
+// says why.
+func FinishOutput(callID string, out contracts.ToolOutput) contracts.ToolOutput {
+	out.CallID = callID
+	out = out.Normalize()
+	if err := out.Validate(); err != nil {
+		return contracts.ExecutionFailed("invalid tool output: " + err.Error()).Output(callID)
+	}
+	b, err := json.Marshal(out)
+	if err != nil {
+		return contracts.ExecutionFailed("tool output cannot be encoded: " + err.Error()).Output(callID)
+	}
+	if len(b) > MaxOutputBytes {
+		return contracts.ExecutionFailed(fmt.Sprintf("output exceeds %d bytes", MaxOutputBytes)).Output(callID)
+	}
+	return out
+}
+
+// truncate cuts s to at most n bytes on a rune boundary.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && s[n]&0xC0 == 0x80 {
+		n--
+	}
+	return s[:n]
+}

@@ -1,0 +1,563 @@
+package execcore_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/awaken-dev/awaken/internal/execcore"
+	"github.com/awaken-dev/awaken/internal/execcore/exectest"
+	"github.com/awaken-dev/awaken/internal/natstest"
+	"github.com/awaken-dev/awaken/internal/pipeline"
+	"github.com/awaken-dev/awaken/pkg/contracts"
+)
+
+const testConfig = `
+tools:
+  - id: tool
+  - id: quick
+    timeout: 150ms
+executors:
+  brain:
+    default_timeout: 10s
+`
+
+var (
+	neverReplay = contracts.DefaultRecoveryPolicy()
+	replaySafe  = contracts.ToolRecoveryPolicy{Mode: contracts.ModeReplaySafe, MaxAttempts: 3}
+)
+
+// body is a scripted tool body.
+type body func(ctx context.Context, inv execcore.Invocation) (contracts.ToolOutput, error)
+
+// scripted is an Invoker that records every invocation, starts the body-run ledger like a
+// real adapter, and runs the body.
+type scripted struct {
+	body body
+	mu   sync.Mutex
+	seen []execcore.Invocation
+}
+
+func (s *scripted) Invoke(ctx context.Context, inv execcore.Invocation) (contracts.ToolOutput, error) {
+	s.mu.Lock()
+	s.seen = append(s.seen, inv)
+	s.mu.Unlock()
+	if err := inv.BeginBody(ctx); err != nil {
+		return contracts.ToolOutput{}, err
+	}
+	return s.body(ctx, inv)
+}
+
+func (s *scripted) invocations() []execcore.Invocation {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.seen)
+}
+
+func text(s string) body {
+	return func(context.Context, execcore.Invocation) (contracts.ToolOutput, error) {
+		return contracts.TextOutput("", s), nil
+	}
+}
+
+// start runs an executor with short back-offs on e.
+func start(t *testing.T, e *exectest.Env, inv execcore.Invoker, opts ...execcore.Option) *execcore.Executor {
+	t.Helper()
+	o := execcore.Options{
+		Service: "brain-exec", Target: contracts.TargetBrain, Durable: contracts.ConsumerBrainExec,
+		Invoker: inv, Ledger: execcore.KVLedger{KV: e.Counters}, Workers: 4,
+		DefaultTimeout: 10 * time.Second, UnavailableRetries: 2,
+		RetryBackoff: 5 * time.Millisecond, MaxRetryBackoff: 20 * time.Millisecond,
+		BackOff: []time.Duration{20 * time.Millisecond}, AckWait: 5 * time.Second,
+	}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	x, err := execcore.Start(e.Ctx, e.Env, o)
+	if err != nil {
+		t.Fatalf("start: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		if err := x.Stop(ctx); err != nil {
+			t.Errorf("stop: %v", err)
+		}
+	})
+	return x
+}
+
+func call(id, tool string, policy contracts.ToolRecoveryPolicy) exectest.Call {
+	return exectest.Call{RunID: "run-1", Step: 3, CallID: id, ToolID: tool, Policy: policy}
+}
+
+// checkOneOutput asserts that run has exactly one CallOutput, for c, with outcome.
+func checkOneOutput(t *testing.T, e *exectest.Env, c exectest.Call, outcome contracts.Outcome) {
+	t.Helper()
+	outs := e.WaitOutputs(c.RunID, 1)
+	if len(outs) != 1 {
+		t.Fatalf("call outputs = %d, want exactly 1: %+v", len(outs), outs)
+	}
+	o := outs[0]
+	if o.ID != pipeline.OutputID(c.Op()) || o.Source != "awaken/brain-exec" {
+		t.Errorf("output id %q source %q, want %q awaken/brain-exec", o.ID, o.Source, pipeline.OutputID(c.Op()))
+	}
+	if o.Payload.CallID != c.CallID || o.Payload.Outcome != outcome || o.Payload.ToolID != c.ToolID || o.Payload.Step != c.Step {
+		t.Errorf("output payload %+v, want call %s outcome %s", o.Payload, c.CallID, outcome)
+	}
+}
+
+func TestNormalCallRunsOnceAndCompletes(t *testing.T) {
+	e := exectest.New(t, testConfig)
+	inv := &scripted{body: text("hello")}
+	start(t, e, inv)
+	c := call("call_1", "tool", neverReplay)
+	c.Args = `{"x":1}`
+	seq := e.Allow(c)
+
+	rec := e.WaitTerminal(c)
+	if got, isErr := exectest.Text(t, rec); got != "hello" || isErr {
+		t.Fatalf("output %q (error %v), want hello", got, isErr)
+	}
+	if rec.Phase.Output.CallID != "call_1" {
+		t.Errorf("output call id %q, want call_1", rec.Phase.Output.CallID)
+	}
+	if !rec.Entered || rec.EnteredBy != seq {
+		t.Errorf("entered %v by %d, want true by %d", rec.Entered, rec.EnteredBy, seq)
+	}
+	if got := exectest.Stages(rec); !slices.Equal(got, []string{execcore.StageEntered, execcore.StageCompleted}) {
+		t.Errorf("timeline %v", got)
+	}
+	checkOneOutput(t, e, c, contracts.OutcomeCompleted)
+	if n := e.Ledger(c); n != 1 {
+		t.Errorf("ledger = %d, want 1", n)
+	}
+	invs := inv.invocations()
+	if len(invs) != 1 || invs[0].Attempt != 1 || invs[0].OperationID != c.Op() || string(invs[0].Arguments) != `{"x":1}` {
+		t.Errorf("invocations %+v", invs)
+	}
+}
+
+// TestRedeliveryAfterCrashInTool: the handler dies inside the tool (fault), the same
+// message is redelivered while the record is Executing+Entered by it, and recovery follows
+// the pinned policy.
+func TestRedeliveryAfterCrashInTool(t *testing.T) {
+	tests := []struct {
+		name       string
+		policy     contracts.ToolRecoveryPolicy
+		faults     int // how many in-tool faults fire
+		wantPhase  contracts.PhaseKind
+		wantReason string
+		wantLedger uint64
+		wantStages []string
+	}{
+		{
+			name: "never_replay becomes indeterminate, body ran once", policy: neverReplay, faults: 1,
+			wantPhase: contracts.PhaseIndeterminate, wantReason: execcore.ReasonOwnerLeaseExpired, wantLedger: 1,
+			wantStages: []string{"entered", "indeterminate"},
+		},
+		{
+			name: "replay_safe is retried as attempt 2 and completes", policy: replaySafe, faults: 1,
+			wantPhase: contracts.PhaseCompleted, wantLedger: 2,
+			wantStages: []string{"entered", "recovered", "completed"},
+		},
+		{
+			name: "idempotent is retried as attempt 2 and completes", faults: 1,
+			policy:    contracts.ToolRecoveryPolicy{Mode: contracts.ModeIdempotent, MaxAttempts: 2},
+			wantPhase: contracts.PhaseCompleted, wantLedger: 2,
+			wantStages: []string{"entered", "recovered", "completed"},
+		},
+		{
+			name: "attempts exhausted becomes indeterminate", faults: 2,
+			policy:    contracts.ToolRecoveryPolicy{Mode: contracts.ModeDurableRequest, MaxAttempts: 2},
+			wantPhase: contracts.PhaseIndeterminate, wantReason: execcore.ReasonAttemptsExhausted, wantLedger: 2,
+			wantStages: []string{"entered", "recovered", "indeterminate"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := exectest.New(t, testConfig)
+			var hits exectest.Counter
+			e.SetFault(exectest.FailTimes(pipeline.FaultInTool, tt.faults, &hits))
+			start(t, e, &scripted{body: text("ok")})
+			c := call("call_1", "tool", tt.policy)
+			e.Allow(c)
+
+			rec := e.WaitTerminal(c)
+			if rec.Phase.Kind != tt.wantPhase || rec.Phase.Reason != tt.wantReason {
+				t.Fatalf("phase %s reason %q, want %s %q", rec.Phase.Kind, rec.Phase.Reason, tt.wantPhase, tt.wantReason)
+			}
+			if got := exectest.Stages(rec); !slices.Equal(got, tt.wantStages) {
+				t.Errorf("timeline %v, want %v", got, tt.wantStages)
+			}
+			outcome := contracts.OutcomeCompleted
+			if tt.wantPhase == contracts.PhaseIndeterminate {
+				outcome = contracts.OutcomeIndeterminate
+			}
+			checkOneOutput(t, e, c, outcome)
+			if n := e.Ledger(c); n != tt.wantLedger {
+				t.Errorf("ledger = %d, want %d", n, tt.wantLedger)
+			}
+		})
+	}
+}
+
+// TestDuplicateRequestWhileRunningIsIgnored: a second request message for the call
+// arrives while the first runs; it is acknowledged without running anything.
+func TestDuplicateRequestWhileRunningIsIgnored(t *testing.T) {
+	e := exectest.New(t, testConfig)
+	release := make(chan struct{})
+	t.Cleanup(func() { closeOnce(release) })
+	start(t, e, &scripted{body: func(ctx context.Context, _ execcore.Invocation) (contracts.ToolOutput, error) {
+		select {
+		case <-release:
+		case <-ctx.Done():
+			return contracts.ToolOutput{}, ctx.Err()
+		}
+		return contracts.TextOutput("", "first"), nil
+	}})
+	c := call("call_1", "tool", neverReplay)
+	first := e.Allow(c)
+	e.WaitEntered(c)
+	dup := e.Publish(c, pipeline.ExecRequestID(c.Op(), 1)+"-again")
+	if dup == first {
+		t.Fatal("the duplicate was deduplicated by the stream; the test needs a distinct message")
+	}
+	// The duplicate is settled (acknowledged) while the first still runs.
+	natstest.WaitFor(t, exectest.Wait, func() bool {
+		c, err := e.JS.Consumer(e.Ctx, e.Names.WorkStream(), contracts.ConsumerBrainExec)
+		if err != nil {
+			return false
+		}
+		info, err := c.Info(e.Ctx)
+		return err == nil && info.Delivered.Stream >= dup && info.NumAckPending == 1
+	}, "the duplicate request to be acknowledged")
+	if rec := e.Record(c); rec.Phase.Kind != contracts.PhaseExecuting || rec.EnteredBy != first {
+		t.Fatalf("record %s entered by %d, want Executing entered by %d", rec.Phase.Kind, rec.EnteredBy, first)
+	}
+	closeOnce(release)
+	rec := e.WaitTerminal(c)
+	if got, _ := exectest.Text(t, rec); got != "first" {
+		t.Fatalf("output %q", got)
+	}
+	e.WaitSettled(contracts.ConsumerBrainExec, dup)
+	checkOneOutput(t, e, c, contracts.OutcomeCompleted)
+	if n := e.Ledger(c); n != 1 {
+		t.Errorf("ledger = %d, want 1", n)
+	}
+}
+
+// TestRequestForSettledOrStaleCall: a request whose call is terminal re-publishes the
+// output without running the body; one whose call is not executing does nothing.
+func TestRequestForSettledOrStaleCall(t *testing.T) {
+	done := contracts.TextOutput("call_1", "earlier")
+	tests := []struct {
+		name        string
+		rec         func(contracts.CallRecord) contracts.CallRecord
+		wantOutputs int
+		wantOutcome contracts.Outcome
+	}{
+		{"completed re-publishes", func(r contracts.CallRecord) contracts.CallRecord {
+			r.Phase, r.Entered = contracts.CompletedPhase(done), true
+			return r
+		}, 1, contracts.OutcomeCompleted},
+		{"indeterminate re-publishes", func(r contracts.CallRecord) contracts.CallRecord {
+			r.Phase = contracts.IndeterminatePhase("cancelled")
+			return r
+		}, 1, contracts.OutcomeIndeterminate},
+		{"requested is stale", func(r contracts.CallRecord) contracts.CallRecord {
+			r.Phase = contracts.RequestedPhase()
+			return r
+		}, 0, ""},
+		{"awaiting is stale", func(r contracts.CallRecord) contracts.CallRecord {
+			r.Phase = contracts.AwaitingPhase(contracts.WaitToolPermission, "perm.run-1.3.call_1")
+			return r
+		}, 0, ""},
+		{"missing record is stale", nil, 0, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := exectest.New(t, testConfig)
+			inv := &scripted{body: text("must not run")}
+			start(t, e, inv)
+			c := call("call_1", "tool", replaySafe)
+			if tt.rec != nil {
+				e.Seed(c, tt.rec(c.Record()))
+			}
+			seq := e.Publish(c, pipeline.ExecRequestID(c.Op(), 1))
+			e.WaitSettled(contracts.ConsumerBrainExec, seq)
+			outs := e.Outputs(c.RunID)
+			if len(outs) != tt.wantOutputs {
+				t.Fatalf("outputs = %d, want %d", len(outs), tt.wantOutputs)
+			}
+			if tt.wantOutputs == 1 {
+				checkOneOutput(t, e, c, tt.wantOutcome)
+			}
+			if len(inv.invocations()) != 0 || e.Ledger(c) != 0 {
+				t.Errorf("the body ran: %d invocations, ledger %d", len(inv.invocations()), e.Ledger(c))
+			}
+		})
+	}
+}
+
+// TestInvocationOutcomes covers what an invocation can end with.
+func TestInvocationOutcomes(t *testing.T) {
+	tests := []struct {
+		name       string
+		tool       string
+		body       body
+		wantText   string
+		wantPrefix bool
+		wantError  bool
+	}{
+		{"timeout honoured by the tool", "quick", func(ctx context.Context, _ execcore.Invocation) (contracts.ToolOutput, error) {
+			<-ctx.Done()
+			return contracts.ToolOutput{}, ctx.Err()
+		}, "tool execution failed: timed out", false, true},
+		{"timeout ignored by the tool", "quick", func(ctx context.Context, _ execcore.Invocation) (contracts.ToolOutput, error) {
+			t := time.NewTimer(3 * time.Second) // ignores ctx on purpose
+			defer t.Stop()
+			<-t.C
+			return contracts.TextOutput("", "too late"), nil
+		}, "tool execution failed: timed out", false, true},
+		{"panic becomes an execution error", "tool", func(context.Context, execcore.Invocation) (contracts.ToolOutput, error) {
+			panic("boom")
+		}, "tool execution failed: panic: boom", false, true},
+		{"oversized output", "tool", text(strings.Repeat("x", execcore.MaxOutputBytes)),
+			"tool execution failed: output exceeds 262144 bytes", false, true},
+		{"output just under the cap", "tool", text(strings.Repeat("y", execcore.MaxOutputBytes-100)),
+			strings.Repeat("y", execcore.MaxOutputBytes-100), false, false},
+		{"plain error", "tool", func(context.Context, execcore.Invocation) (contracts.ToolOutput, error) {
+			return contracts.ToolOutput{}, errors.New("disk on fire")
+		}, "tool execution failed: disk on fire", false, true},
+		{"typed tool error kept", "tool", func(context.Context, execcore.Invocation) (contracts.ToolOutput, error) {
+			return contracts.ToolOutput{}, contracts.InvalidArguments("field \"x\" is missing")
+		}, "invalid tool arguments: field \"x\" is missing", false, true},
+		{"empty output normalised", "tool", text("  "), contracts.EmptySuccessText, false, false},
+		{"invalid output rejected", "tool", func(context.Context, execcore.Invocation) (contracts.ToolOutput, error) {
+			return contracts.ToolOutput{Content: []contracts.ContentBlock{{Type: "video"}}}, nil
+		}, "tool execution failed: invalid tool output:", true, true},
+		{"operation id visible in the context", "tool", func(ctx context.Context, inv execcore.Invocation) (contracts.ToolOutput, error) {
+			from, ok := execcore.InvocationFrom(ctx)
+			if !ok || from.CallID != inv.CallID {
+				return contracts.ToolOutput{}, errors.New("no invocation in context")
+			}
+			return contracts.TextOutput("", execcore.OperationID(ctx)), nil
+		}, contracts.OperationID("run-1", 3, "call_1"), false, false},
+		{"unavailable before dispatch, retries exhausted", "tool", func(context.Context, execcore.Invocation) (contracts.ToolOutput, error) {
+			return contracts.ToolOutput{}, contracts.UnavailableBeforeDispatch("backend down")
+		}, "tool executor unavailable before dispatch: backend down", false, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := exectest.New(t, testConfig)
+			start(t, e, &scripted{body: tt.body})
+			c := call("call_1", tt.tool, neverReplay)
+			e.Allow(c)
+			got, isErr := exectest.Text(t, e.WaitTerminal(c))
+			if tt.wantPrefix && !strings.HasPrefix(got, tt.wantText) || !tt.wantPrefix && got != tt.wantText {
+				t.Errorf("output %.120q, want %.120q", got, tt.wantText)
+			}
+			if isErr != tt.wantError {
+				t.Errorf("is_error %v, want %v", isErr, tt.wantError)
+			}
+			checkOneOutput(t, e, c, contracts.OutcomeCompleted)
+		})
+	}
+}
+
+// TestUnavailableBeforeDispatchIsRetriedLocally: the executor retries in place, with the
+// same attempt, and the call completes without any recovery.
+func TestUnavailableBeforeDispatchIsRetriedLocally(t *testing.T) {
+	e := exectest.New(t, testConfig)
+	var tries exectest.Counter
+	inv := &scripted{body: func(context.Context, execcore.Invocation) (contracts.ToolOutput, error) {
+		tries.Add(1)
+		if tries.Load() <= 2 {
+			return contracts.ToolOutput{}, contracts.UnavailableBeforeDispatch("warming up")
+		}
+		return contracts.TextOutput("", "ready"), nil
+	}}
+	start(t, e, inv)
+	c := call("call_1", "tool", neverReplay)
+	e.Allow(c)
+	rec := e.WaitTerminal(c)
+	if got, isErr := exectest.Text(t, rec); got != "ready" || isErr {
+		t.Fatalf("output %q error %v, want ready", got, isErr)
+	}
+	if got := exectest.Stages(rec); !slices.Equal(got, []string{"entered", "completed"}) {
+		t.Errorf("timeline %v: a local retry must not be a recovery", got)
+	}
+	for i, inv := range inv.invocations() {
+		if inv.Attempt != 1 {
+			t.Errorf("invocation %d has attempt %d, want 1", i, inv.Attempt)
+		}
+	}
+	if n := len(inv.invocations()); n != 3 {
+		t.Errorf("invocations = %d, want 3", n)
+	}
+}
+
+// TestCrashAfterCommitOrPublish: a handler that dies after committing, or after
+// publishing, is redelivered; the redelivery only re-announces (deduplicated).
+func TestCrashAfterCommitOrPublish(t *testing.T) {
+	for _, point := range []pipeline.FaultPoint{pipeline.FaultAfterCommit, pipeline.FaultAfterPublish} {
+		t.Run(string(point), func(t *testing.T) {
+			e := exectest.New(t, testConfig)
+			var hits exectest.Counter
+			e.SetFault(exectest.FailTimes(point, 1, &hits))
+			start(t, e, &scripted{body: text("once")})
+			c := call("call_1", "tool", neverReplay)
+			seq := e.Allow(c)
+			e.WaitTerminal(c)
+			e.WaitSettled(contracts.ConsumerBrainExec, seq)
+			if hits.Load() < 2 && point == pipeline.FaultAfterPublish {
+				t.Errorf("fault point reached %d times, want a redelivery to reach it again", hits.Load())
+			}
+			rec := e.Record(c)
+			if got, _ := exectest.Text(t, rec); got != "once" {
+				t.Fatalf("output %q", got)
+			}
+			checkOneOutput(t, e, c, contracts.OutcomeCompleted)
+			if n := e.Ledger(c); n != 1 {
+				t.Errorf("ledger = %d, want 1", n)
+			}
+		})
+	}
+}
+
+// TestSlowToolOutlivesAckWait: the bus heartbeats the request while the tool runs, so a tool
+// slower than the ack wait is not redelivered (which would recover it as a crash).
+func TestSlowToolOutlivesAckWait(t *testing.T) {
+	e := exectest.New(t, testConfig)
+	start(t, e, &scripted{body: func(ctx context.Context, _ execcore.Invocation) (contracts.ToolOutput, error) {
+		t := time.NewTimer(1500 * time.Millisecond)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			return contracts.TextOutput("", "done"), nil
+		case <-ctx.Done():
+			return contracts.ToolOutput{}, ctx.Err()
+		}
+	}}, execcore.WithAckWait(300*time.Millisecond))
+	c := call("call_1", "tool", neverReplay)
+	seq := e.Allow(c)
+	rec := e.WaitTerminal(c)
+	if got, _ := exectest.Text(t, rec); got != "done" {
+		t.Fatalf("output %q (phase %s %q)", got, rec.Phase.Kind, rec.Phase.Reason)
+	}
+	info := e.WaitSettled(contracts.ConsumerBrainExec, seq)
+	if info.NumRedelivered != 0 {
+		t.Errorf("redelivered %d messages", info.NumRedelivered)
+	}
+	if n := e.Ledger(c); n != 1 {
+		t.Errorf("ledger = %d, want 1", n)
+	}
+}
+
+// TestCallSettledElsewhereWhileRunning: the call is cancelled (made Indeterminate) while its
+// tool runs; the executor keeps that outcome and still announces it.
+func TestCallSettledElsewhereWhileRunning(t *testing.T) {
+	e := exectest.New(t, testConfig)
+	release := make(chan struct{})
+	t.Cleanup(func() { closeOnce(release) })
+	start(t, e, &scripted{body: func(ctx context.Context, _ execcore.Invocation) (contracts.ToolOutput, error) {
+		<-release
+		return contracts.TextOutput("", "late"), nil
+	}})
+	c := call("call_1", "tool", neverReplay)
+	e.Allow(c)
+	e.WaitEntered(c)
+	if _, _, err := e.Calls.Update(e.Ctx, c.Key(), func(r *contracts.CallRecord, _ bool) error {
+		r.Phase = contracts.IndeterminatePhase("cancelled")
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	closeOnce(release)
+	checkOneOutput(t, e, c, contracts.OutcomeIndeterminate)
+	if rec := e.Record(c); rec.Phase.Kind != contracts.PhaseIndeterminate || rec.Phase.Reason != "cancelled" {
+		t.Errorf("record %s %q, want the cancellation kept", rec.Phase.Kind, rec.Phase.Reason)
+	}
+}
+
+// TestExhaustedDeliveriesMakeTheCallIndeterminate: a request that keeps failing until its
+// last delivery makes the call Indeterminate and announces it, so the batch finishes.
+func TestExhaustedDeliveriesMakeTheCallIndeterminate(t *testing.T) {
+	e := exectest.New(t, testConfig)
+	e.SetFault(exectest.FailTimes(pipeline.FaultInTool, -1, nil))
+	start(t, e, &scripted{body: text("never kept")}, execcore.WithMaxDeliver(3))
+	c := call("call_1", "tool", contracts.ToolRecoveryPolicy{Mode: contracts.ModeReplaySafe, MaxAttempts: 10})
+	e.Allow(c)
+	rec := e.WaitTerminal(c)
+	if rec.Phase.Kind != contracts.PhaseIndeterminate || !strings.HasPrefix(rec.Phase.Reason, "brain-exec gave up after 3 deliveries") {
+		t.Fatalf("record %s %q", rec.Phase.Kind, rec.Phase.Reason)
+	}
+	checkOneOutput(t, e, c, contracts.OutcomeIndeterminate)
+	if n := e.Ledger(c); n != 3 {
+		t.Errorf("ledger = %d, want 3 (one body run per delivery)", n)
+	}
+}
+
+// TestMalformedRequestIsDeadLettered: a request that names no valid call is refused.
+func TestMalformedRequestIsDeadLettered(t *testing.T) {
+	e := exectest.New(t, testConfig)
+	start(t, e, &scripted{body: text("x")})
+	ev, err := e.Event("gate", "bad-1", contracts.TypeExecRequest, map[string]any{"run_id": "run 1", "call_id": "c"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ack, err := e.Pub.Publish(e.Ctx, e.Names.ExecRequestSubject(contracts.TargetBrain, "run-1"), ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.WaitSettled(contracts.ConsumerBrainExec, ack.Sequence)
+	natstest.WaitFor(t, exectest.Wait, func() bool {
+		s, err := e.JS.Stream(e.Ctx, e.Names.DeadLetterStream())
+		if err != nil {
+			return false
+		}
+		_, err = s.GetLastMsgForSubject(e.Ctx, e.Names.DeadLetterSubject(contracts.ConsumerBrainExec))
+		return err == nil
+	}, "the malformed request on the dead-letter stream")
+}
+
+func TestDecodeRequest(t *testing.T) {
+	tests := []struct {
+		name string
+		data string
+		code contracts.RejectCode
+	}{
+		{"valid", `{"run_id":"r","step":1,"index":0,"call_id":"c","tool_id":"t","arguments":{},"target":"brain","policy":{"mode":"never_replay","max_attempts":3},"attempt":1}`, ""},
+		{"unknown field", `{"run_id":"r","step":1,"call_id":"c","tool_id":"t","extra":1}`, contracts.RejectInvalidJSON},
+		{"bad run id", `{"run_id":"r.x","step":1,"call_id":"c","tool_id":"t"}`, contracts.RejectInvalidID},
+		{"bad call id", `{"run_id":"r","step":1,"call_id":"","tool_id":"t"}`, contracts.RejectInvalidID},
+		{"negative step", `{"run_id":"r","step":-1,"call_id":"c","tool_id":"t"}`, contracts.RejectInvalidStep},
+		{"no tool", `{"run_id":"r","step":1,"call_id":"c"}`, contracts.RejectInvalidField},
+		{"not json", `{`, contracts.RejectInvalidJSON},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := execcore.DecodeRequest([]byte(tt.data))
+			var rej *contracts.Rejection
+			switch {
+			case tt.code == "" && err != nil:
+				t.Fatalf("unexpected error %v", err)
+			case tt.code != "" && (!errors.As(err, &rej) || rej.Code != tt.code):
+				t.Fatalf("error %v, want rejection %s", err, tt.code)
+			}
+		})
+	}
+}
+
+func closeOnce(ch chan struct{}) {
+	select {
+	case <-ch:
+	default:
+		close(ch)
+	}
+}

@@ -1,0 +1,182 @@
+// Package batcher is the ingress of the awaken pipeline (DESIGN §2, PIPELINE "batcher").
+//
+// It validates every submitted batch, persists it as one batch record — the whole
+// submission, its hash, and for every call the target, kind and recovery policy pinned
+// from the trusted host configuration — before any gate runs, and then drives dispatch in
+// model order: it publishes the gate request of the first call (or the probe of a
+// parallel-delegation batch) and, each time a call's output is announced, the gate request
+// of the next call.
+//
+// Ingress failures never stop the consumer: a submission that does not decode, that
+// violates the protocol, or that reuses a batch id with different content is answered
+// with io.awaken.toolbatch.rejected.v1 on the rejected subject, and the raw message is
+// kept on the dead-letter stream with the reason.
+//
+// Exactly once: the batch record is written with Create, so a resubmission (a redelivery,
+// or the platform sending the batch again) finds it and either re-drives dispatch from it
+// (same hash; every publish carries a deterministic message id, and the gate's recorded
+// decisions make a late duplicate harmless) or is refused with code conflict (other hash).
+// Advancing on an output is stateless for the same reason.
+package batcher
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/awaken-dev/awaken/internal/bus"
+	"github.com/awaken-dev/awaken/internal/pipeline"
+	"github.com/awaken-dev/awaken/pkg/contracts"
+)
+
+// ServiceName names the batcher in CloudEvent sources ("awaken/batcher"), logs and fault
+// hooks.
+//
+// Fault points (see [pipeline.FaultHook]): on a submission, FaultAfterCommit fires after
+// the batch record is durable and FaultAfterPublish after the first gate request is
+// published, both with the batch id as the operation; on an output, FaultAfterPublish
+// fires after the next gate request is published, with the operation id of the next call.
+const ServiceName = "batcher"
+
+// Default consumer settings. A batcher handler does one or two KV round trips and one
+// publish, so 30 s of ack wait is generous; the back-off starts at 100 ms so a crash is
+// repaired quickly and grows so that a broken dependency is not hammered.
+const (
+	defaultAckWait    = 30 * time.Second
+	defaultMaxDeliver = 10
+	defaultWorkers    = 4
+)
+
+// defaultBackOff is the nak delay after the n-th failed delivery (the last entry repeats).
+func defaultBackOff() []time.Duration {
+	return []time.Duration{
+		100 * time.Millisecond, 200 * time.Millisecond, 500 * time.Millisecond,
+		time.Second, 2 * time.Second, 5 * time.Second, 10 * time.Second,
+	}
+}
+
+// Option configures [Start].
+type Option func(*options)
+
+type options struct {
+	workers    int
+	ackWait    time.Duration
+	maxDeliver int
+	backOff    []time.Duration
+}
+
+// WithWorkers sets how many messages each of the batcher's two consumers handles at once
+// in this process (default 4). Handlers are idempotent and serialise on the batch record's
+// Create, so any value is safe.
+func WithWorkers(n int) Option {
+	return func(o *options) {
+		if n > 0 {
+			o.workers = n
+		}
+	}
+}
+
+// WithDelivery overrides the redelivery policy of both consumers: maxDeliver deliveries
+// before a transiently failing message is exhausted (default 10), and the nak delay after
+// each failed delivery (default 100 ms growing to 10 s; the last entry repeats). Tests use
+// it to exhaust a message quickly.
+func WithDelivery(maxDeliver int, backOff ...time.Duration) Option {
+	return func(o *options) {
+		if maxDeliver != 0 {
+			o.maxDeliver = maxDeliver
+		}
+		if len(backOff) > 0 {
+			o.backOff = append([]time.Duration(nil), backOff...)
+		}
+	}
+}
+
+// WithAckWait sets how long the server waits for a settlement before redelivering
+// (default 30 s). Running handlers are heartbeated, so it only bounds how long a crashed
+// process holds a message.
+func WithAckWait(d time.Duration) Option {
+	return func(o *options) {
+		if d > 0 {
+			o.ackWait = d
+		}
+	}
+}
+
+// Service is a running batcher. Several replicas may run against one server: they share
+// the durable consumers, and the batch record's Create decides between them.
+type Service struct {
+	env  *pipeline.Env
+	log  zerolog.Logger
+	subs []*bus.Subscription
+}
+
+// Start ensures the batcher's durable consumers — submissions
+// ([contracts.ConsumerBatcherSubmit] on the submit subject) and committed call outputs
+// ([contracts.ConsumerBatcherOutputs] on every run's output subject) — and starts
+// consuming. ctx is the hard-stop context of the handlers; use [Service.Stop] for a
+// graceful stop.
+func Start(ctx context.Context, env *pipeline.Env, opts ...Option) (*Service, error) {
+	if env == nil {
+		return nil, errors.New("batcher: start: nil environment")
+	}
+	o := options{
+		workers:    defaultWorkers,
+		ackWait:    defaultAckWait,
+		maxDeliver: defaultMaxDeliver,
+		backOff:    defaultBackOff(),
+	}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	s := &Service{env: env, log: env.Log.With().Str("service", ServiceName).Logger()}
+	n := env.Names
+	specs := []struct {
+		spec bus.ConsumerSpec
+		h    bus.Handler
+	}{
+		{bus.ConsumerSpec{
+			Stream: n.SubmissionsStream(), Durable: contracts.ConsumerBatcherSubmit,
+			FilterSubjects: []string{n.SubmitSubject()},
+			AcceptTypes:    []string{contracts.TypeBatchRequested},
+			OnReject:       s.submitRejected,
+			OnExhausted:    s.submitExhausted,
+		}, s.handleSubmit},
+		{bus.ConsumerSpec{
+			Stream: n.WorkStream(), Durable: contracts.ConsumerBatcherOutputs,
+			FilterSubjects: []string{outputFilter(n)},
+			AcceptTypes:    []string{contracts.TypeCallOutput},
+			OnExhausted:    s.outputExhausted,
+		}, s.handleOutput},
+	}
+	for _, c := range specs {
+		c.spec.AckWait, c.spec.MaxDeliver, c.spec.BackOff = o.ackWait, o.maxDeliver, o.backOff
+		c.spec.Workers, c.spec.Names = o.workers, n
+		sub, err := bus.Consume(ctx, env.JS, c.spec, c.h, s.log)
+		if err != nil {
+			stopErr := s.Stop(context.WithoutCancel(ctx))
+			return nil, errors.Join(fmt.Errorf("batcher: start: %w", err), stopErr)
+		}
+		s.subs = append(s.subs, sub)
+	}
+	return s, nil
+}
+
+// Stop drains both consumers gracefully — stop pulling, let the handlers in flight finish
+// and settle — bounded by ctx. It is safe to call more than once.
+func (s *Service) Stop(ctx context.Context) error {
+	var wg sync.WaitGroup
+	errs := make([]error, len(s.subs))
+	for i, sub := range s.subs {
+		wg.Go(func() { errs[i] = sub.Stop(ctx) })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// outputFilter matches the committed call outputs of every run. It is derived from
+// [contracts.Names.OutputSubject] so that the two can never disagree.
+func outputFilter(n contracts.Names) string { return n.OutputSubject(">") }

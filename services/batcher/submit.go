@@ -1,0 +1,248 @@
+package batcher
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+
+	"github.com/awaken-dev/awaken/internal/bus"
+	"github.com/awaken-dev/awaken/internal/config"
+	"github.com/awaken-dev/awaken/internal/pipeline"
+	"github.com/awaken-dev/awaken/internal/state"
+	"github.com/awaken-dev/awaken/pkg/contracts"
+)
+
+// reasonSubmitExhausted is the Indeterminate reason of the first call(s) of a recorded
+// batch whose submission failed on every delivery before its dispatch was confirmed.
+const reasonSubmitExhausted = "batcher: the batch submission failed on every delivery before its first gate request was published"
+
+// handleSubmit is the handler of io.awaken.toolbatch.requested.v1 (PIPELINE "batcher",
+// submit steps 1–4): decode and validate, create the batch record, publish the first gate
+// request. A rejection is returned as a [*contracts.Rejection]; the bus then runs
+// [Service.submitRejected] and dead-letters the message.
+func (s *Service) handleSubmit(ctx context.Context, d bus.Delivery) error {
+	sub, err := contracts.DecodeSubmission(d.Event.Data)
+	if err != nil {
+		var rej *contracts.Rejection
+		if errors.As(err, &rej) {
+			return rej
+		}
+		return bus.Permanent(fmt.Errorf("batcher: decode submission: %w", err))
+	}
+	batchID := sub.BatchID()
+	log := zerolog.Ctx(ctx).With().Str("batch_id", batchID).Str("run_id", sub.RunID).Logger()
+	ctx = log.WithContext(ctx)
+
+	rec, err := s.record(ctx, sub)
+	if err != nil || rec == nil {
+		return err
+	}
+	if err := s.env.Fault(ctx, ServiceName, pipeline.FaultAfterCommit, batchID); err != nil {
+		return err
+	}
+	first, err := s.firstRequest(rec)
+	if err != nil {
+		return err
+	}
+	if _, err := s.env.Pub.Publish(ctx, first.Subject, first.Event); err != nil {
+		return fmt.Errorf("batcher: batch %s: publish first gate request: %w", batchID, err)
+	}
+	if err := s.env.Fault(ctx, ServiceName, pipeline.FaultAfterPublish, batchID); err != nil {
+		return err
+	}
+	log.Info().Int("calls", len(sub.Calls)).Bool("parallel", rec.Parallel).Str("gate_request", first.Event.ID).
+		Msg("batch recorded and dispatched")
+	return nil
+}
+
+// record creates the batch record of sub, or finds the one a previous delivery or an
+// earlier submission of the same batch created. It returns the record to dispatch from,
+// nil (and no error) when the batch is already past dispatch, or a conflict rejection
+// when the stored batch has other content.
+func (s *Service) record(ctx context.Context, sub *contracts.BatchSubmission) (*contracts.BatchRecord, error) {
+	log := zerolog.Ctx(ctx)
+	key := contracts.BatchKey(sub.RunID, sub.Step)
+	rec := newRecord(s.env.Config, sub, s.env.Now())
+	_, err := s.env.Batches.Create(ctx, key, rec)
+	if err == nil {
+		return &rec, nil
+	}
+	if !errors.Is(err, state.ErrExists) {
+		return nil, fmt.Errorf("batcher: batch %s: create record: %w", sub.BatchID(), err)
+	}
+	cur, _, err := s.env.Batches.Get(ctx, key)
+	if err != nil {
+		// ErrNotFound here means the record was deleted between Create and Get (an operator
+		// purge); a redelivery decides again.
+		return nil, fmt.Errorf("batcher: batch %s: read existing record: %w", sub.BatchID(), err)
+	}
+	if cur.Hash != rec.Hash {
+		return nil, contracts.Reject(contracts.RejectConflict,
+			"batch %s was already submitted with different content", sub.BatchID())
+	}
+	if cur.Phase != contracts.BatchPhaseOpen {
+		log.Info().Str("phase", string(cur.Phase)).Msg("identical resubmission of a finished batch; nothing to do")
+		return nil, nil
+	}
+	log.Info().Msg("identical resubmission of an open batch; re-driving dispatch")
+	return &cur, nil
+}
+
+// newRecord builds the batch record of sub: the whole submission, its hash, the pin of
+// every call resolved from the trusted configuration (never from the submission), and
+// whether the batch takes the parallel-delegation branch.
+func newRecord(cfg *config.Config, sub *contracts.BatchSubmission, now time.Time) contracts.BatchRecord {
+	pinned := make([]contracts.PinnedCall, len(sub.Calls))
+	for i, c := range sub.Calls {
+		pinned[i] = cfg.Pin(c.ToolID)
+	}
+	return contracts.BatchRecord{
+		Submission: *sub,
+		Hash:       sub.Hash(),
+		Pinned:     pinned,
+		Parallel:   parallel(cfg, sub),
+		Phase:      contracts.BatchPhaseOpen,
+		CreatedAt:  now,
+	}
+}
+
+// parallel reports whether sub qualifies for the parallel-delegation branch (reference
+// §3.2): more than one call, every call to the same tool, and that tool a registered
+// delegation tool that declares parallel completion. Visibility is not checked here: the
+// gate's probe falls back to the sequential path when any call is not allowed.
+func parallel(cfg *config.Config, sub *contracts.BatchSubmission) bool {
+	if len(sub.Calls) < 2 {
+		return false
+	}
+	id := sub.Calls[0].ToolID
+	for _, c := range sub.Calls[1:] {
+		if c.ToolID != id {
+			return false
+		}
+	}
+	t, ok := cfg.Tool(id)
+	return ok && t.Kind == contracts.KindDelegation && t.ParallelCompletion
+}
+
+// submitRejected publishes io.awaken.toolbatch.rejected.v1 for a submission that the codec
+// or the handler refused, before the bus dead-letters it. It runs for every rejection —
+// an undecodable envelope, a wrong event type, an invalid payload, a conflict — so the
+// platform always hears about a refused batch. The event id derives from the refused
+// message's id, so a repeated settlement publishes it once.
+func (s *Service) submitRejected(ctx context.Context, d bus.Delivery, rej *contracts.Rejection) error {
+	eventID := submissionEventID(d)
+	payload := contracts.BatchRejected{Code: string(rej.Code), Message: rej.Message, EventID: eventID}
+	if runID, batchID, ok := submissionIdentity(deliveryBody(d), rej.Code); ok {
+		payload.RunID, payload.BatchID = runID, batchID
+	}
+	return s.publishRejected(ctx, rejectionID(d), payload)
+}
+
+// rejectionID is the id of the rejection event answering the submission of d:
+// "{ce-id}:rejected", or, when the envelope carries no id at all, an id derived from the
+// stream position, which is just as stable across redeliveries.
+func rejectionID(d bus.Delivery) string {
+	id := submissionEventID(d)
+	if id == "" {
+		id = fmt.Sprintf("%s-%d", d.Stream, d.StreamSeq)
+	}
+	return pipeline.RejectedID(id)
+}
+
+// submitExhausted runs when a submission failed transiently on every delivery. If its
+// batch record exists, the first call (every call of a parallel batch) still Requested
+// becomes Indeterminate and its output is published, so the batch still finishes and is
+// published; if no record could be written, the platform is told with a rejection of code
+// exhausted, since nothing of the batch exists to finish.
+func (s *Service) submitExhausted(ctx context.Context, d bus.Delivery, cause error) error {
+	sub, err := contracts.DecodeSubmission(d.Event.Data)
+	if err != nil {
+		return nil // not reachable: a payload that does not decode is rejected, never retried
+	}
+	rec, _, err := s.env.Batches.Get(ctx, contracts.BatchKey(sub.RunID, sub.Step))
+	switch {
+	case errors.Is(err, state.ErrNotFound):
+		zerolog.Ctx(ctx).Error().Err(cause).Str("batch_id", sub.BatchID()).
+			Msg("submission exhausted before its batch was recorded; rejecting it")
+		return s.publishRejected(ctx, rejectionID(d), contracts.BatchRejected{
+			BatchID: sub.BatchID(), RunID: sub.RunID, Code: string(bus.CodeExhausted),
+			Message: "the batch could not be recorded: " + cause.Error(), EventID: submissionEventID(d),
+		})
+	case err != nil:
+		return fmt.Errorf("batcher: batch %s: read record after exhaustion: %w", sub.BatchID(), err)
+	}
+	if rec.Hash != sub.Hash() || rec.Phase != contracts.BatchPhaseOpen {
+		return nil
+	}
+	zerolog.Ctx(ctx).Error().Err(cause).Str("batch_id", sub.BatchID()).
+		Msg("submission exhausted after its batch was recorded; sealing its first call")
+	if rec.Parallel {
+		all := make([]int, len(rec.Submission.Calls))
+		for i := range all {
+			all[i] = i
+		}
+		return s.seal(ctx, &rec, all, reasonSubmitExhausted)
+	}
+	return s.seal(ctx, &rec, []int{0}, reasonSubmitExhausted)
+}
+
+// submissionEventID is the ce-id of the submission, read from the raw headers when the
+// envelope did not decode, else its Nats-Msg-Id; empty when it has neither.
+func submissionEventID(d bus.Delivery) string {
+	if d.Event.ID != "" {
+		return d.Event.ID
+	}
+	if d.Msg == nil {
+		return ""
+	}
+	h := d.Msg.Headers()
+	for k, v := range h {
+		if len(v) > 0 && v[0] != "" && strings.EqualFold(k, bus.HeaderID) {
+			return v[0]
+		}
+	}
+	return h.Get(jetstream.MsgIDHeader)
+}
+
+// deliveryBody is the submission payload of d: the event data when the envelope decoded,
+// else the raw message body (a binary-mode message refused for its headers still carries
+// the submission as its body).
+func deliveryBody(d bus.Delivery) []byte {
+	if d.Event.Type != "" || d.Event.ID != "" || d.Msg == nil {
+		return d.Event.Data
+	}
+	return d.Msg.Data()
+}
+
+// submissionIdentity extracts the run id and batch id a refused submission names, so the
+// rejection can be correlated with the batch. It reports false when the payload cannot be
+// parsed (the rejection is about its bytes or its JSON) or names no valid run id; the
+// batch id additionally needs a non-negative step. Only identifiers that pass
+// [contracts.ValidateID] are echoed, never arbitrary input.
+func submissionIdentity(data []byte, code contracts.RejectCode) (runID, batchID string, ok bool) {
+	switch code {
+	case contracts.RejectTooLarge, contracts.RejectInvalidUTF8, contracts.RejectTooDeep, contracts.RejectInvalidJSON:
+		return "", "", false
+	}
+	if len(data) == 0 || len(data) > contracts.MaxSubmissionBytes || !utf8.Valid(data) {
+		return "", "", false
+	}
+	var probe struct {
+		RunID string `json:"run_id"`
+		Step  *int64 `json:"step"`
+	}
+	if json.Unmarshal(data, &probe) != nil || contracts.ValidateID("run_id", probe.RunID) != nil {
+		return "", "", false
+	}
+	if probe.Step != nil && *probe.Step >= 0 {
+		batchID = contracts.BatchID(probe.RunID, *probe.Step)
+	}
+	return probe.RunID, batchID, true
+}

@@ -1,0 +1,128 @@
+// Package builtin holds the example Brain tools shipped with awaken. Their behaviour is
+// part of the acceptance tests, so it is exact:
+//
+//   - echo {text} returns text.
+//   - counter {name} increments the durable counter "counter.{name}" in the counters bucket
+//     (decimal ASCII, compare-and-swap) and returns the new value as text. It is
+//     non_recoverable: replaying it would count twice.
+//   - slow {ms} sleeps ms milliseconds (ending early when its context ends) and returns
+//     "done".
+//   - fail {message} fails with the execution error message.
+//   - delegate {task, ms} returns "delegated: {task}" after ms milliseconds.
+//   - ran returns "ran {tool_id}", the configured id it was called as (ask_me, later and
+//     forbidden all map to it with `builtin: ran`); it accepts any arguments.
+//
+// Every body run of every tool is also counted in the body-run ledger, by brain-exec
+// itself, not by these tools.
+package builtin
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"time"
+
+	"github.com/awaken-dev/awaken/internal/execcore"
+	"github.com/awaken-dev/awaken/internal/pipeline"
+	brainexec "github.com/awaken-dev/awaken/services/brain-exec"
+
+	"github.com/awaken-dev/awaken/pkg/contracts"
+)
+
+// MaxSleepMS bounds the ms argument of slow and delegate (one hour).
+const MaxSleepMS = 3_600_000
+
+// EchoArgs are the arguments of echo.
+type EchoArgs struct {
+	Text string `json:"text" desc:"The text to return."`
+}
+
+// CounterArgs are the arguments of counter.
+type CounterArgs struct {
+	Name string `json:"name" jsonschema:"pattern=^[A-Za-z0-9_-]+$,minLength=1,maxLength=200" desc:"The counter to increment."`
+}
+
+// SlowArgs are the arguments of slow.
+type SlowArgs struct {
+	MS int `json:"ms" jsonschema:"minimum=0,maximum=3600000" desc:"How long to sleep, in milliseconds."`
+}
+
+// FailArgs are the arguments of fail.
+type FailArgs struct {
+	Message string `json:"message" desc:"The error message to fail with."`
+}
+
+// DelegateArgs are the arguments of delegate.
+type DelegateArgs struct {
+	Task string `json:"task" desc:"The task to delegate to a sub-agent."`
+	MS   int    `json:"ms,omitempty" jsonschema:"minimum=0,maximum=3600000" desc:"How long the sub-agent takes, in milliseconds."`
+}
+
+// RanArgs are the arguments of ran: any object, ignored.
+type RanArgs map[string]any
+
+// CounterKey is the key of counter name in the counters bucket.
+func CounterKey(name string) string { return "counter." + name }
+
+// Register adds every builtin tool to r. counter keeps its counters in env.Counters.
+func Register(r *brainexec.Registry, env *pipeline.Env) error {
+	if env == nil || env.Counters == nil {
+		return errors.New("builtin: the counter tool needs env.Counters")
+	}
+	counters := env.Counters
+	return errors.Join(
+		brainexec.Register(r, brainexec.ToolFunc("echo", "Returns its `text` argument as text.",
+			contracts.CapabilityReplaySafe, func(_ context.Context, a EchoArgs) (string, error) {
+				return a.Text, nil
+			})),
+		brainexec.Register(r, brainexec.ToolFunc("counter", "Increments the durable counter named by `name` and returns the new value.",
+			contracts.CapabilityNonRecoverable, func(ctx context.Context, a CounterArgs) (string, error) {
+				n, err := execcore.Increment(ctx, counters, CounterKey(a.Name))
+				if err != nil {
+					return "", err
+				}
+				return strconv.FormatUint(n, 10), nil
+			})),
+		brainexec.Register(r, brainexec.ToolFunc("slow", "Sleeps `ms` milliseconds, then returns \"done\".",
+			contracts.CapabilityReplaySafe, func(ctx context.Context, a SlowArgs) (string, error) {
+				if err := sleep(ctx, a.MS); err != nil {
+					return "", err
+				}
+				return "done", nil
+			})),
+		brainexec.Register(r, brainexec.ToolFunc("fail", "Fails with an execution error carrying `message`.",
+			contracts.CapabilityReplaySafe, func(_ context.Context, a FailArgs) (string, error) {
+				return "", contracts.ExecutionFailed(a.Message)
+			})),
+		brainexec.Register(r, brainexec.ToolFunc("delegate", "Delegates `task` to a sub-agent; returns \"delegated: {task}\" after `ms` milliseconds.",
+			contracts.CapabilityDurableRequest, func(ctx context.Context, a DelegateArgs) (string, error) {
+				if err := sleep(ctx, a.MS); err != nil {
+					return "", err
+				}
+				return "delegated: " + a.Task, nil
+			})),
+		brainexec.Register(r, brainexec.ToolFunc("ran", "Returns \"ran {tool_id}\": proof that the call ran.",
+			contracts.CapabilityReplaySafe, func(ctx context.Context, _ RanArgs) (string, error) {
+				id := "ran"
+				if inv, ok := brainexec.InvocationFrom(ctx); ok && inv.ToolID != "" {
+					id = inv.ToolID
+				}
+				return "ran " + id, nil
+			})),
+	)
+}
+
+// sleep waits ms milliseconds or until ctx ends.
+func sleep(ctx context.Context, ms int) error {
+	if ms <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(time.Duration(ms) * time.Millisecond)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

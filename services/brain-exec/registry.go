@@ -1,0 +1,308 @@
+package brainexec
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/awaken-dev/awaken/internal/execcore"
+	"github.com/awaken-dev/awaken/pkg/contracts"
+)
+
+// Invocation is the call a tool body runs for (see [InvocationFrom]).
+type Invocation = execcore.Invocation
+
+// InvocationFrom returns the invocation a tool body runs for: its operation id (the key a
+// tool should send to external systems for idempotency), its configured tool id and its
+// attempt.
+func InvocationFrom(ctx context.Context) (Invocation, bool) { return execcore.InvocationFrom(ctx) }
+
+// OperationID returns the durable operation id of the call a tool body runs for.
+func OperationID(ctx context.Context) string { return execcore.OperationID(ctx) }
+
+// Tool is a typed Brain tool: A is its arguments type, from which the model-visible JSON
+// Schema is derived and into which the model's arguments are decoded (the same type, so
+// the schema the model sees is the schema that is enforced); O is its output type.
+//
+// Call's output renders as follows: a string is the text of the result; a
+// contracts.ToolOutput is used as is (images, staged state, explicit errors); any other
+// value is rendered as JSON text. A returned *contracts.ToolError is what the model sees;
+// any other error becomes "tool execution failed: {error}". Return
+// contracts.UnavailableBeforeDispatch only with proof that the effect did not start: the
+// executor then retries without counting a replay.
+//
+// Call runs concurrently for different calls, must honour ctx (its deadline is the tool's
+// timeout) and must be safe to run again for the same operation when its capability says
+// so. The methods other than Call must be constant.
+type Tool[A, O any] interface {
+	// ID is the implementation name; configuration entries refer to it (builtin: …).
+	ID() string
+	// Description is shown to the model when the configuration gives none.
+	Description() string
+	// Capability is what repeating the body means (see contracts.ToolRecoveryCapability).
+	Capability() contracts.ToolRecoveryCapability
+	// Call runs the body.
+	Call(ctx context.Context, args A) (O, error)
+}
+
+// RawFunc is the body of a dynamic tool registered with [RegisterRaw]: it receives the
+// arguments as JSON (null or empty arguments arrive as {}) and returns a ToolOutput.
+type RawFunc func(ctx context.Context, args json.RawMessage) (contracts.ToolOutput, error)
+
+// ErrDuplicateTool is returned by registration when the id is already registered. The id
+// then stays ambiguous: no later registration can claim it, and every call to it fails
+// with "tool execution failed: tool id `{id}` is ambiguous", so a wiring mistake can never
+// silently pick one of two bodies.
+var ErrDuplicateTool = errors.New("tool id registered twice")
+
+// ErrInvalidTool is wrapped by every other registration failure (bad id, capability,
+// descriptor or argument type).
+var ErrInvalidTool = errors.New("invalid tool registration")
+
+// body is a bound call: arguments decoded, ready to run.
+type body func(ctx context.Context) (contracts.ToolOutput, error)
+
+// entry is one registered implementation.
+type entry struct {
+	desc       contracts.ToolDescriptor
+	capability contracts.ToolRecoveryCapability
+	// bind decodes the raw arguments; it fails without running anything.
+	bind      func(args json.RawMessage) (body, error)
+	ambiguous bool
+}
+
+// Registry holds the Brain tool implementations by id. Registration usually happens before
+// [Start]; it is nevertheless safe for concurrent use, so dynamic tools (MCP servers) can be
+// added while calls run.
+type Registry struct {
+	mu    sync.RWMutex
+	tools map[string]*entry
+}
+
+// NewRegistry returns an empty registry.
+func NewRegistry() *Registry { return &Registry{tools: map[string]*entry{}} }
+
+// Register adds a typed tool. It is the one adapter every typed tool goes through: the
+// descriptor is derived from A with contracts.DescriptorFor, and arguments are decoded
+// with contracts.DecodeArguments[A] (strict: unknown fields, wrong types and missing
+// required fields are "invalid tool arguments: …"; null arguments mean {}).
+func Register[A, O any](r *Registry, t Tool[A, O]) error {
+	if t == nil {
+		return fmt.Errorf("%w: nil tool", ErrInvalidTool)
+	}
+	id := t.ID()
+	capability, err := contracts.ParseRecoveryCapability(string(t.Capability()))
+	if err != nil {
+		return fmt.Errorf("%w: tool %s: %w", ErrInvalidTool, id, err)
+	}
+	desc, err := contracts.DescriptorFor[A](id, t.Description())
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidTool, err)
+	}
+	return r.add(id, &entry{
+		desc:       desc,
+		capability: capability,
+		bind: func(raw json.RawMessage) (body, error) {
+			args, err := contracts.DecodeArguments[A](raw)
+			if err != nil {
+				return nil, err
+			}
+			return func(ctx context.Context) (contracts.ToolOutput, error) {
+				v, err := t.Call(ctx, args)
+				if err != nil {
+					return contracts.ToolOutput{}, asToolError(err)
+				}
+				return render(v)
+			}, nil
+		},
+	})
+}
+
+// RegisterRaw adds a dynamic tool whose descriptor is known only at run time (for example a
+// tool of an MCP server). desc is validated; its parameters are normalised to the object
+// form. The body gets the raw arguments and is responsible for checking them.
+func RegisterRaw(r *Registry, desc contracts.ToolDescriptor, capability contracts.ToolRecoveryCapability, fn RawFunc) error {
+	if fn == nil {
+		return fmt.Errorf("%w: tool %s: nil function", ErrInvalidTool, desc.ID)
+	}
+	c, err := contracts.ParseRecoveryCapability(string(capability))
+	if err != nil {
+		return fmt.Errorf("%w: tool %s: %w", ErrInvalidTool, desc.ID, err)
+	}
+	if desc.Kind == "" {
+		desc.Kind = contracts.KindRegular
+	}
+	if desc.RecoveryPolicy == (contracts.ToolRecoveryPolicy{}) {
+		desc.RecoveryPolicy = contracts.DefaultRecoveryPolicy()
+	}
+	params, err := contracts.NormalizeParameters(desc.Parameters)
+	if err != nil {
+		return fmt.Errorf("%w: tool %s: %w", ErrInvalidTool, desc.ID, err)
+	}
+	desc.Parameters = params
+	if err := desc.Validate(); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidTool, err)
+	}
+	return r.add(desc.ID, &entry{
+		desc:       desc,
+		capability: c,
+		bind: func(raw json.RawMessage) (body, error) {
+			args := bytes.TrimSpace(raw)
+			if len(args) == 0 || bytes.Equal(args, []byte("null")) {
+				args = []byte("{}")
+			}
+			if !json.Valid(args) {
+				return nil, contracts.InvalidArguments("arguments are not valid JSON")
+			}
+			return func(ctx context.Context) (contracts.ToolOutput, error) {
+				out, err := fn(ctx, json.RawMessage(args))
+				if err != nil {
+					return contracts.ToolOutput{}, asToolError(err)
+				}
+				return out, nil
+			}, nil
+		},
+	})
+}
+
+// add installs e under id, or makes id permanently ambiguous.
+func (r *Registry) add(id string, e *entry) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.tools == nil {
+		r.tools = map[string]*entry{}
+	}
+	if prev, ok := r.tools[id]; ok {
+		prev.ambiguous = true
+		return fmt.Errorf("%w: %s (every call to it will fail as ambiguous)", ErrDuplicateTool, id)
+	}
+	r.tools[id] = e
+	return nil
+}
+
+// Descriptors returns the descriptor of every unambiguous tool, sorted by id. The kind and
+// recovery policy are the registry defaults; the host configuration decides the pinned
+// policy of real calls.
+func (r *Registry) Descriptors() []contracts.ToolDescriptor {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	out := make([]contracts.ToolDescriptor, 0, len(r.tools))
+	for _, e := range r.tools {
+		if !e.ambiguous {
+			d := e.desc
+			d.Parameters = slices.Clone(d.Parameters)
+			out = append(out, d)
+		}
+	}
+	slices.SortFunc(out, func(a, b contracts.ToolDescriptor) int { return strings.Compare(a.ID, b.ID) })
+	return out
+}
+
+// Capability returns the declared capability of implementation id, false when it is not
+// registered or ambiguous.
+func (r *Registry) Capability(id string) (contracts.ToolRecoveryCapability, bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	e, ok := r.tools[id]
+	if !ok || e.ambiguous {
+		return "", false
+	}
+	return e.capability, true
+}
+
+// Has reports whether implementation id is registered (ambiguous ids included).
+func (r *Registry) Has(id string) bool {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	_, ok := r.tools[id]
+	return ok
+}
+
+// Invoke runs the tool registered as inv.ToolID for inv. See [Registry.InvokeAs].
+func (r *Registry) Invoke(ctx context.Context, inv Invocation) (contracts.ToolOutput, error) {
+	return r.InvokeAs(ctx, inv.ToolID, inv)
+}
+
+// InvokeAs runs implementation impl for inv (the configured tool inv.ToolID may name
+// another implementation). Unknown implementations fail with "unknown tool: {inv.ToolID}",
+// ambiguous ones with "tool execution failed: tool id `{impl}` is ambiguous", undecodable
+// arguments with "invalid tool arguments: …" — all without running the body. Otherwise
+// inv.BeginBody is called (the body-run ledger) and the body runs.
+func (r *Registry) InvokeAs(ctx context.Context, impl string, inv Invocation) (contracts.ToolOutput, error) {
+	r.mu.RLock()
+	e, ok := r.tools[impl]
+	r.mu.RUnlock()
+	switch {
+	case !ok:
+		return contracts.ToolOutput{}, contracts.ErrUnknownTool(inv.ToolID)
+	case e.ambiguous:
+		return contracts.ToolOutput{}, contracts.ExecutionFailed("tool id `" + impl + "` is ambiguous")
+	}
+	run, err := e.bind(inv.Arguments)
+	if err != nil {
+		return contracts.ToolOutput{}, err
+	}
+	if err := inv.BeginBody(ctx); err != nil {
+		return contracts.ToolOutput{}, err
+	}
+	return run(ctx)
+}
+
+// render turns a typed tool's value into its output.
+func render(v any) (contracts.ToolOutput, error) {
+	switch x := v.(type) {
+	case string:
+		return contracts.TextOutput("", x), nil
+	case contracts.ToolOutput:
+		return x, nil
+	case *contracts.ToolOutput:
+		if x == nil {
+			return contracts.TextOutput("", ""), nil
+		}
+		return *x, nil
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return contracts.ToolOutput{}, contracts.ExecutionFailed("tool output cannot be rendered as JSON: " + err.Error())
+	}
+	return contracts.TextOutput("", string(b)), nil
+}
+
+// asToolError keeps a *contracts.ToolError in err's chain and turns anything else into an
+// execution failure carrying err's text.
+func asToolError(err error) error {
+	var te *contracts.ToolError
+	if errors.As(err, &te) {
+		return te
+	}
+	return contracts.ExecutionFailed(err.Error())
+}
+
+// funcTool is the Tool built by [ToolFunc].
+type funcTool[A, O any] struct {
+	id, description string
+	capability      contracts.ToolRecoveryCapability
+	fn              func(context.Context, A) (O, error)
+}
+
+// ID, Description, Capability and Call implement Tool with the values given to ToolFunc.
+func (t funcTool[A, O]) ID() string                                   { return t.id }
+func (t funcTool[A, O]) Description() string                          { return t.description }
+func (t funcTool[A, O]) Capability() contracts.ToolRecoveryCapability { return t.capability }
+func (t funcTool[A, O]) Call(ctx context.Context, a A) (O, error)     { return t.fn(ctx, a) }
+
+// ToolFunc makes a [Tool] of a function, for tools that need no state of their own:
+//
+//	brainexec.Register(reg, brainexec.ToolFunc("shout", "Upper-cases text.",
+//		contracts.CapabilityReplaySafe, func(ctx context.Context, a ShoutArgs) (string, error) {
+//			return strings.ToUpper(a.Text), nil
+//		}))
+func ToolFunc[A, O any](id, description string, capability contracts.ToolRecoveryCapability,
+	fn func(ctx context.Context, args A) (O, error)) Tool[A, O] {
+	return funcTool[A, O]{id: id, description: description, capability: capability, fn: fn}
+}

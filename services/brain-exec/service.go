@@ -1,0 +1,165 @@
+// Package brainexec is the Brain executor: it runs in-process Go tools for executor
+// requests whose trusted target is brain, through the shared executor hop of
+// internal/execcore (entry claim, crash recovery by policy, timeout, commit, announce).
+//
+// Tools are written against the typed SDK of this package — [Tool], registered with
+// [Register], or [ToolFunc] for plain functions — and collected in a [Registry]. A custom
+// Brain executor is a main package that builds a Registry with its own tools and calls
+// [Start]; see examples/custom-brain.
+//
+// The host configuration decides which tool ids exist, that they run in the Brain, their
+// timeout and their recovery policy. A configured tool's `builtin:` entry (default: its id)
+// names the registry implementation that runs it, so one implementation can serve several
+// configured tools; the body sees the configured id through [InvocationFrom].
+package brainexec
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/awaken-dev/awaken/internal/config"
+	"github.com/awaken-dev/awaken/internal/execcore"
+	"github.com/awaken-dev/awaken/internal/pipeline"
+	"github.com/awaken-dev/awaken/pkg/contracts"
+)
+
+// ServiceName is the service's name: CloudEvent source "awaken/brain-exec", fault-hook name
+// and log field.
+const ServiceName = "brain-exec"
+
+// Service is a running Brain executor.
+type Service struct {
+	exec *execcore.Executor
+	reg  *Registry
+}
+
+// Start verifies the registry against the configuration (logging a warning that names
+// every configured Brain tool without an implementation, and every capability mismatch)
+// and starts consuming Brain executor requests on the durable consumer brain-exec, with
+// env.Config.Executors.Brain's workers, default timeout and unavailable-retry budget.
+// Every body start is recorded in the body-run ledger in env.Counters. opts tune the
+// consumer (tests use them to shorten ack waits and back-offs).
+//
+// ctx is the hard-stop context; use [Service.Stop] to shut down gracefully.
+func Start(ctx context.Context, env *pipeline.Env, reg *Registry, opts ...execcore.Option) (*Service, error) {
+	if env == nil || env.Config == nil {
+		return nil, fmt.Errorf("%s: nil environment or configuration", ServiceName)
+	}
+	if reg == nil {
+		return nil, fmt.Errorf("%s: nil registry", ServiceName)
+	}
+	checkRegistry(env, reg)
+	brain := env.Config.Executors.Brain
+	o := execcore.Options{
+		Service:            ServiceName,
+		Target:             contracts.TargetBrain,
+		Durable:            contracts.ConsumerBrainExec,
+		Invoker:            &invoker{cfg: env.Config, reg: reg},
+		Ledger:             execcore.KVLedger{KV: env.Counters},
+		Workers:            brain.Workers,
+		DefaultTimeout:     brain.DefaultTimeout.D(),
+		UnavailableRetries: brain.UnavailableRetries,
+	}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	x, err := execcore.Start(ctx, env, o)
+	if err != nil {
+		return nil, err
+	}
+	return &Service{exec: x, reg: reg}, nil
+}
+
+// Stop stops taking requests and waits, bounded by ctx, for the calls in flight to commit
+// and announce their outcomes.
+func (s *Service) Stop(ctx context.Context) error { return s.exec.Stop(ctx) }
+
+// Registry returns the registry the service runs.
+func (s *Service) Registry() *Registry { return s.reg }
+
+// NewInvoker returns the Invoker brain-exec uses: it resolves a call's configured tool to
+// its implementation (`builtin:`, default the tool id) and runs it from reg. A tool that
+// is not configured, or whose implementation is missing, fails with "unknown tool: {id}".
+// It is exported for custom executors and benchmarks that drive execcore directly.
+func NewInvoker(cfg *config.Config, reg *Registry) execcore.Invoker {
+	return &invoker{cfg: cfg, reg: reg}
+}
+
+type invoker struct {
+	cfg *config.Config
+	reg *Registry
+}
+
+// Invoke resolves the configured tool to its implementation and runs it.
+func (i *invoker) Invoke(ctx context.Context, inv execcore.Invocation) (contracts.ToolOutput, error) {
+	t, ok := i.cfg.Tool(inv.ToolID)
+	if !ok || t.Target != contracts.TargetBrain {
+		return contracts.ToolOutput{}, contracts.ErrUnknownTool(inv.ToolID)
+	}
+	return i.reg.InvokeAs(ctx, implementationOf(t), inv)
+}
+
+// MissingImplementations returns, sorted, the configured Brain tools whose implementation
+// reg lacks (or holds ambiguously), each as "{tool id}" or "{tool id} (builtin {impl})".
+// Calls to them fail with "unknown tool" or as ambiguous.
+func MissingImplementations(cfg *config.Config, reg *Registry) []string {
+	var missing []string
+	for _, t := range cfg.Tools {
+		if !executesInBrain(t) {
+			continue
+		}
+		impl := implementationOf(t)
+		if _, ok := reg.Capability(impl); ok {
+			continue
+		}
+		switch {
+		case reg.Has(impl):
+			missing = append(missing, fmt.Sprintf("%s (implementation %s is ambiguous)", t.ID, impl))
+		case impl != t.ID:
+			missing = append(missing, fmt.Sprintf("%s (builtin %s)", t.ID, impl))
+		default:
+			missing = append(missing, t.ID)
+		}
+	}
+	slices.Sort(missing)
+	return missing
+}
+
+// checkRegistry logs what would make calls fail or recover unexpectedly: configured Brain
+// tools without an implementation, and implementations whose declared capability differs
+// from the configured one.
+func checkRegistry(env *pipeline.Env, reg *Registry) {
+	if missing := MissingImplementations(env.Config, reg); len(missing) > 0 {
+		env.Log.Warn().Str("service", ServiceName).Strs("tools", missing).
+			Msgf("configured brain tools without an implementation (calls to them fail with \"unknown tool\"): %s",
+				strings.Join(missing, ", "))
+	}
+	for _, t := range env.Config.Tools {
+		if !executesInBrain(t) {
+			continue
+		}
+		impl := implementationOf(t)
+		declared, ok := reg.Capability(impl)
+		if conf := t.EffectiveCapability(); ok && conf != contracts.CapabilityNonRecoverable && conf != declared {
+			env.Log.Warn().Str("service", ServiceName).Str("tool_id", t.ID).Str("implementation", impl).
+				Str("configured", string(conf)).Str("declared", string(declared)).
+				Msg("configured recovery capability differs from the implementation's declared capability; the configuration decides recovery")
+		}
+	}
+}
+
+// implementationOf is the registry id that runs configured tool t.
+func implementationOf(t config.Tool) string {
+	if t.Builtin != "" {
+		return t.Builtin
+	}
+	return t.ID
+}
+
+// executesInBrain reports whether calls of t reach brain-exec: brain tools that are not
+// executed by the client and not answered by the gate with a fixed result.
+func executesInBrain(t config.Tool) bool {
+	return t.Target == contracts.TargetBrain && t.Kind != contracts.KindClientExecuted && t.SetResult == nil
+}

@@ -1,0 +1,145 @@
+package gate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+
+	"github.com/rs/zerolog"
+
+	"github.com/awaken-dev/awaken/internal/bus"
+	"github.com/awaken-dev/awaken/internal/pipeline"
+	"github.com/awaken-dev/awaken/pkg/contracts"
+)
+
+// handleCancel is the handler of run cancellation (PIPELINE "gate", Cancel): every open
+// batch of the run is sealed — each non-terminal call becomes Indeterminate("cancelled"),
+// its ticket is cleared — and a CallOutput is published per sealed call so the publisher
+// finalizes the batch and its results publish once. A late approval or timer then finds no
+// ticket. Redelivery re-seals nothing (the calls are terminal) and re-publishes the same
+// outputs.
+func (s *Service) handleCancel(ctx context.Context, ev bus.Event) error {
+	if err := bus.ExpectType(ev, contracts.TypeRunCancel); err != nil {
+		return bus.Permanent(err)
+	}
+	rc, err := contracts.DecodeRunCancel(ev.Data)
+	if err != nil {
+		return bus.Permanent(fmt.Errorf("gate: decode run cancel: %w", err))
+	}
+	log := zerolog.Ctx(ctx).With().Str("run_id", rc.RunID).Logger()
+	ctx = log.WithContext(ctx)
+	batches, err := s.env.Batches.List(ctx, rc.RunID+".*")
+	if err != nil {
+		return fmt.Errorf("gate: list batches of run %s: %w", rc.RunID, err)
+	}
+	keys := slices.Sorted(maps.Keys(batches))
+	sealed := 0
+	for _, key := range keys {
+		b := batches[key].Value
+		if b.Phase != contracts.BatchPhaseOpen || b.Submission.RunID != rc.RunID {
+			continue
+		}
+		if err := checkBatch(&b); err != nil {
+			return bus.Permanent(err)
+		}
+		if err := s.seal(ctx, &b, -1, cancelledReason, b.Parallel); err != nil {
+			return err
+		}
+		sealed++
+	}
+	log.Info().Int("batches", sealed).Msg("run cancelled")
+	return nil
+}
+
+// seal marks every non-terminal call of b — or only call index, when index ≥ 0 —
+// Indeterminate(reason), clears its ticket, and publishes a CallOutput for every call sealed
+// with reason — by this delivery or an earlier one, so a crash between commit and publish is
+// repaired by redelivery. A call the executor completes concurrently keeps its output: the
+// executor's compare-and-swap and ours are ordered by the store, and Completed is never
+// downgraded.
+func (s *Service) seal(ctx context.Context, b *contracts.BatchRecord, index int, reason string, parallel bool) error {
+	sub := &b.Submission
+	var sealed []int
+	var recs []contracts.CallRecord
+	for i := range sub.Calls {
+		if index >= 0 && i != index {
+			continue
+		}
+		rec, err := s.sealCall(ctx, b, i, reason)
+		if err != nil {
+			return err
+		}
+		if rec.Phase.Kind == contracts.PhaseIndeterminate && rec.Phase.Reason == reason {
+			sealed = append(sealed, i)
+			recs = append(recs, rec)
+		}
+	}
+	if err := s.env.Fault(ctx, ServiceName, pipeline.FaultAfterCommit, sub.BatchID()); err != nil {
+		return err
+	}
+	bd := s.builder(b)
+	var c collect
+	for k, i := range sealed {
+		c.add(bd.output(i, &recs[k], parallel))
+	}
+	if c.err != nil {
+		return c.err
+	}
+	if err := s.env.Pub.PublishAll(ctx, c.out); err != nil {
+		return err
+	}
+	return s.env.Fault(ctx, ServiceName, pipeline.FaultAfterPublish, sub.BatchID())
+}
+
+// sealCall marks call i Indeterminate(reason) unless it is terminal, and clears any ticket
+// it parked on (also when an earlier delivery sealed it and crashed before clearing). It
+// returns the committed record.
+func (s *Service) sealCall(ctx context.Context, b *contracts.BatchRecord, i int, reason string) (contracts.CallRecord, error) {
+	for range maxCASAttempts {
+		rec, rev, err := s.loadCall(ctx, b, i)
+		if err != nil {
+			return contracts.CallRecord{}, err
+		}
+		if rec.Phase.IsTerminal() {
+			if rec.Phase.Kind == contracts.PhaseIndeterminate && rec.Phase.Reason == reason {
+				if err := s.clearTickets(ctx, b, i, &rec); err != nil {
+					return contracts.CallRecord{}, err
+				}
+			}
+			return rec, nil
+		}
+		dc := durable(b, i, &rec)
+		if err := dc.MarkIndeterminate(reason); err != nil {
+			return contracts.CallRecord{}, bus.Permanent(fmt.Errorf("gate: seal call %s: %w", rec.CallID, err))
+		}
+		s.storeDurable(&rec, dc)
+		switch _, err := s.putCall(ctx, b, i, rec, rev); {
+		case errors.Is(err, errRaced):
+			continue
+		case err != nil:
+			return contracts.CallRecord{}, err
+		}
+		if err := s.clearTickets(ctx, b, i, &rec); err != nil {
+			return contracts.CallRecord{}, err
+		}
+		return rec, nil
+	}
+	return contracts.CallRecord{}, fmt.Errorf("gate: seal call %s: %d concurrent writers in a row", b.Submission.Calls[i].CallID, maxCASAttempts)
+}
+
+// clearTickets deletes every ticket call i could have parked on. Only a call that was ever
+// Awaiting can have one, and its correlation ids are derived, so no lookup is needed.
+func (s *Service) clearTickets(ctx context.Context, b *contracts.BatchRecord, i int, rec *contracts.CallRecord) error {
+	if _, parked := markTime(rec, stageAwaiting); !parked {
+		return nil
+	}
+	sub := &b.Submission
+	for _, r := range []contracts.TicketReason{contracts.ReasonPermission, contracts.ReasonScheduledAction, contracts.ReasonClientExecution} {
+		if err := s.deleteTicket(ctx, contracts.CorrelationID(r, sub.RunID, sub.Step, sub.Calls[i].CallID), 0); err != nil {
+			return err
+		}
+	}
+	return nil
+}

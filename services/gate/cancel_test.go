@@ -1,0 +1,113 @@
+package gate
+
+import (
+	"testing"
+
+	"github.com/awaken-dev/awaken/internal/natstest"
+	"github.com/awaken-dev/awaken/pkg/contracts"
+)
+
+// TestCancelSealsTheRun: cancelling a run seals its open batch — the executing call, the
+// call parked on a schedule and the ungated call become Indeterminate("cancelled"), the
+// completed call keeps its output — clears the ticket, publishes one CallOutput per sealed
+// call, and leaves a finished batch alone. A late timer and a late approval change nothing.
+func TestCancelSealsTheRun(t *testing.T) {
+	h := newHarness(t)
+
+	// A published batch of the run: not open, so not touched.
+	done := h.submission(1, call("call_0", "echo", `{}`))
+	doneRec := h.store(done)
+	doneRec.Phase = contracts.BatchPhasePublished
+	if _, err := h.env.Batches.Put(h.ctx, contracts.BatchKey(testRunID, 1), *doneRec); err != nil {
+		t.Fatal(err)
+	}
+	// The open batch: call_1 completed, call_2 executing, call_3 parked, call_4 ungated.
+	b := h.store(h.submission(2,
+		call("call_1", "stub", `{}`),
+		call("call_2", "echo", `{}`),
+		call("call_3", "later_long", `{}`),
+		call("call_4", "echo", `{}`)))
+	h.gate(b, 0)
+	h.waitCall(b, 0, "completed", isPhase(contracts.PhaseCompleted))
+	h.gate(b, 1)
+	h.waitCall(b, 1, "executing", isPhase(contracts.PhaseExecuting))
+	h.gate(b, 2)
+	rec := h.waitCall(b, 2, "parked", isPhase(contracts.PhaseAwaiting))
+	corr := rec.Phase.Wait.CorrelationID
+	tk := h.waitTicket(corr)
+	h.quiet()
+
+	h.cancelRun("cancel-1", testRunID)
+	for i := 1; i < 4; i++ {
+		rec := h.waitCall(b, i, "sealed", isPhase(contracts.PhaseIndeterminate))
+		if rec.Phase.Reason != "cancelled" {
+			t.Errorf("call %d reason %q", i, rec.Phase.Reason)
+		}
+	}
+	h.quiet()
+	if _, ok := h.ticket(corr); ok {
+		t.Error("ticket survived the cancellation")
+	}
+	h.cancelRun("cancel-2", testRunID) // redelivery with another id
+	h.fireTimer("late-timer", corr, timerDue)
+	h.resume("late-resume", allow(tk))
+	if a := h.waitAnswer("late-resume"); a.kind != "rejected" || a.res.Code != string(contracts.ResumeNotWaiting) {
+		t.Errorf("late approval answered %+v", a)
+	}
+	h.quiet()
+
+	if rec := h.mustCall(b, 0); rec.Phase.Kind != contracts.PhaseCompleted {
+		t.Errorf("completed call became %s", rec.Phase.Kind)
+	}
+	if _, ok := h.call(doneRec, 0); ok {
+		t.Error("the published batch was touched")
+	}
+	if _, ok := h.ticket(corr); ok {
+		t.Error("ticket survived the cancellation")
+	}
+	if rec := h.mustCall(b, 2); rec.Phase.Kind != contracts.PhaseIndeterminate {
+		t.Errorf("late timer moved the cancelled call to %s", rec.Phase.Kind)
+	}
+	outs := map[string]int{}
+	for _, m := range h.outputs() {
+		o := decodeAs[contracts.CallOutput](t, m)
+		outs[o.CallID]++
+		if o.CallID != "call_1" && o.Outcome != contracts.OutcomeIndeterminate {
+			t.Errorf("output %+v", o)
+		}
+	}
+	for _, id := range []string{"call_1", "call_2", "call_3", "call_4"} {
+		if outs[id] != 1 {
+			t.Errorf("%s has %d outputs, want 1 (%v)", id, outs[id], outs)
+		}
+	}
+	if n := len(h.execRequests()); n != 1 {
+		t.Errorf("%d executor requests, want call_2's only", n)
+	}
+}
+
+// TestExhaustedRequestSealsTheCall: the exhaustion hook of the request consumer makes the
+// call Indeterminate with a reason naming the stage and publishes its output.
+func TestExhaustedRequestSealsTheCall(t *testing.T) {
+	h := newHarness(t, withoutService())
+	svc, err := newService(h.env, options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := h.store(h.submission(1, call("call_1", "echo", `{}`), call("call_2", "echo", `{}`)))
+	ev := gateEvent(t, b, 1)
+	if err := svc.requestExhausted(h.ctx, deliveryOf(ev), errInjected); err != nil {
+		t.Fatal(err)
+	}
+	if err := svc.requestExhausted(h.ctx, deliveryOf(ev), errInjected); err != nil { // idempotent
+		t.Fatal(err)
+	}
+	rec := h.mustCall(b, 1)
+	if rec.Phase.Kind != contracts.PhaseIndeterminate || rec.Phase.Reason != exhaustedRequest {
+		t.Errorf("call_2 %+v", rec.Phase)
+	}
+	if _, ok := h.call(b, 0); ok {
+		t.Error("exhausting call_2's request touched call_1")
+	}
+	natstest.WaitFor(t, waitLong, func() bool { return len(h.outputs()) == 1 }, "the sealed call's output")
+}

@@ -1,0 +1,140 @@
+package gate
+
+import (
+	"fmt"
+
+	"github.com/awaken-dev/awaken/pkg/contracts"
+)
+
+// decision is the gate chain's answer for one call, before it is applied to the call record.
+// Exactly one of its forms is set:
+//   - outcome: a permission decision of the chain (narrowing, run policy, host policy, host
+//     fixed result). It is recorded on the call and audited once.
+//   - client: the tool is client-executed; the call parks without consulting any gate and
+//     without an audit record (reference §7 item 9: the original bypasses the gate too).
+//   - unknown: the tool is not visible to the model or not registered on any executor; the
+//     call completes with "unknown tool: {id}". Nothing is audited because no policy
+//     decided; visibility and availability can only remove a call, never allow one.
+type decision struct {
+	outcome *contracts.GateOutcome
+	client  bool
+	unknown bool
+}
+
+// decide runs the gate chain for call i of b. It is a pure function of the immutable batch
+// record, the host configuration and the host and run policies, so a decision made twice
+// (for example by a probe that crashed before recording it) is the same decision.
+//
+// The chain, first non-Allow wins, with one hardening:
+//  1. client-executed tools skip the gate and park (they still have to be visible);
+//  2. narrowing deny_all blocks with [contracts.DenyAllReason];
+//  3. the run policy of the submission (a run policy that does not compile blocks the call
+//     with the compile error as reason — it never crashes the gate and never fails open);
+//  4. the host policy;
+//  5. visibility and availability: a tool the model cannot see, or that no executor
+//     registers, completes as "unknown tool: {id}" — whatever allow, ask or schedule the
+//     policies said, so a human is never asked to approve a call that cannot run;
+//  6. the host's fixed result (a tool configured with set_result) replaces Allow.
+//
+// The hardening: a Block from either policy is absolute, even when the run policy asked
+// first. Taken literally, "first non-Allow wins" would let a run policy's ask override the
+// host's deny, and a human approval would then run a call the host forbids — a run policy
+// would widen host authority. Ask and schedule keep chain order otherwise.
+func (s *Service) decide(b *contracts.BatchRecord, i int) decision {
+	sub := &b.Submission
+	call := sub.Calls[i]
+	pin := b.Pinned[i]
+	available := pin.Known && visible(b, i)
+
+	if pin.Known && pin.Kind == contracts.KindClientExecuted {
+		if !available {
+			return decision{unknown: true}
+		}
+		return decision{client: true}
+	}
+
+	outcome := s.policyChain(b, call)
+	if outcome.Kind == contracts.GateBlock {
+		return decision{outcome: &outcome}
+	}
+	if !available {
+		return decision{unknown: true}
+	}
+	switch outcome.Kind {
+	case contracts.GateAllow:
+		if fixed, ok := s.fixedResult(call); ok {
+			outcome = contracts.GateOutcome{Kind: contracts.GateSetResult, Output: &fixed}
+		}
+	case contracts.GateRequireConfirmation:
+		outcome.CorrelationID = contracts.CorrelationID(contracts.ReasonPermission, sub.RunID, sub.Step, call.CallID)
+	case contracts.GateSchedule:
+		outcome.CorrelationID = contracts.CorrelationID(contracts.ReasonScheduledAction, sub.RunID, sub.Step, call.CallID)
+	}
+	return decision{outcome: &outcome}
+}
+
+// policyChain evaluates narrowing, the run policy and the host policy for call. The
+// correlation id handed to the policies is a placeholder: [Service.decide] sets the final
+// one from the outcome's kind, because the kind decides the ticket's reason.
+func (s *Service) policyChain(b *contracts.BatchRecord, call contracts.ToolCall) contracts.GateOutcome {
+	sub := &b.Submission
+	if sub.Narrowing.DeniesAll() {
+		return contracts.GateOutcome{Kind: contracts.GateBlock, Reason: contracts.DenyAllReason}
+	}
+	corr := contracts.CorrelationID(contracts.ReasonPermission, sub.RunID, sub.Step, call.CallID)
+	var first *contracts.GateOutcome
+	if sub.Policy != nil {
+		run, err := s.runPolicies.get(contracts.BatchKey(sub.RunID, sub.Step), *sub.Policy)
+		if err != nil {
+			return contracts.GateOutcome{Kind: contracts.GateBlock, Reason: fmt.Sprintf("invalid run policy: %v", err)}
+		}
+		o := run.Evaluate(call, corr).IntoGateOutcome()
+		if o.Kind == contracts.GateBlock {
+			return o
+		}
+		if o.Kind != contracts.GateAllow {
+			first = &o
+		}
+	}
+	host := s.host.Evaluate(call, corr).IntoGateOutcome()
+	if host.Kind == contracts.GateBlock {
+		return host
+	}
+	if first != nil {
+		return *first
+	}
+	return host
+}
+
+// fixedResult returns the host's fixed output for call when its tool is configured with
+// set_result.
+func (s *Service) fixedResult(call contracts.ToolCall) (contracts.ToolOutput, bool) {
+	t, ok := s.env.Config.Tool(call.ToolID)
+	if !ok || t.SetResult == nil {
+		return contracts.ToolOutput{}, false
+	}
+	if t.SetResult.IsError {
+		return contracts.ErrorOutput(call.CallID, t.SetResult.Text), true
+	}
+	return contracts.TextOutput(call.CallID, t.SetResult.Text), true
+}
+
+// entryCheck validates the call's pinned recovery policy against the tool's current
+// effective capability, read from the trusted configuration (reference §1.6: configuration
+// can only match or reduce capability). A tool that vanished from the configuration since
+// the batch was pinned counts as non_recoverable, and a pin without a known target (a
+// corrupted record) fails closed. It runs before every entry into an executor: a failure
+// completes the call with "tool execution failed: …" instead.
+func (s *Service) entryCheck(pin contracts.PinnedCall, toolID string) error {
+	if pin.Target != contracts.TargetBrain && pin.Target != contracts.TargetSandbox {
+		return fmt.Errorf("tool %s has no trusted execution target (pinned %q)", toolID, pin.Target)
+	}
+	t, ok := s.env.Config.Tool(toolID)
+	var sandbox *contracts.ToolRecoveryCapability
+	if ok && t.Target == contracts.TargetSandbox {
+		c := t.Capability
+		sandbox = &c
+	}
+	capability := contracts.RecoveryCapabilityFor(pin.Kind, pin.Target, t.Capability, sandbox, ok && pin.Known)
+	return pin.Policy.Validate(capability)
+}

@@ -1,0 +1,159 @@
+package gate
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/awaken-dev/awaken/internal/bus"
+	"github.com/awaken-dev/awaken/internal/pipeline"
+	"github.com/awaken-dev/awaken/pkg/contracts"
+)
+
+// Audit decisions of resolutions that contracts does not name: a scheduled action that ran
+// at its due time without a human.
+const auditScheduled = "scheduled"
+
+// Resolution codes of io.awaken.ticket.resolved.v1.
+const (
+	resolvedApproved  = "approved"
+	resolvedDenied    = "denied"
+	resolvedCompleted = "completed"
+	resolvedExpired   = "expired"
+)
+
+// Fixed texts the gate puts into outputs and resolutions.
+const (
+	approvalTimedOut = "approval timed out"
+	deniedByDefault  = "denied"
+	cancelledReason  = "cancelled"
+)
+
+// builder makes the outgoing events of one batch, each with the deterministic id of its
+// operation and stage (PIPELINE "Message ids"), so that every re-publish is deduplicated.
+type builder struct {
+	s *Service
+	b *contracts.BatchRecord
+}
+
+func (s *Service) builder(b *contracts.BatchRecord) builder { return builder{s: s, b: b} }
+
+func (bd builder) op(callID string) string {
+	return contracts.OperationID(bd.b.Submission.RunID, bd.b.Submission.Step, callID)
+}
+
+func (bd builder) out(subject, id, typ string, payload any) (bus.Outgoing, error) {
+	ev, err := bd.s.env.Event(ServiceName, id, typ, payload)
+	if err != nil {
+		return bus.Outgoing{}, fmt.Errorf("gate: build %s: %w", typ, err)
+	}
+	return bus.Outgoing{Subject: subject, Event: ev}, nil
+}
+
+// audit is the PermissionDecided record of call i with decision label.
+func (bd builder) audit(i int, label, reason string, at time.Time) (bus.Outgoing, error) {
+	sub := &bd.b.Submission
+	c := sub.Calls[i]
+	return bd.out(bd.s.env.Names.AuditSubject(sub.RunID), pipeline.AuditID(bd.op(c.CallID), label), contracts.TypeAudit,
+		contracts.AuditRecord{
+			RunID: sub.RunID, BatchID: sub.BatchID(), ToolID: c.ToolID, CallID: c.CallID,
+			Decision: label, Reason: reason, At: at,
+		})
+}
+
+// fact is one projection fact of call i on the run's events subject.
+func (bd builder) fact(i int, f contracts.AgentFact) (bus.Outgoing, error) {
+	sub := &bd.b.Submission
+	return bd.out(bd.s.env.Names.EventsSubject(sub.RunID), pipeline.AgentEventID(bd.op(sub.Calls[i].CallID), f.Type),
+		contracts.TypeAgentEvent, contracts.AgentEvent{Tier: "fact", BatchID: sub.BatchID(), Event: f})
+}
+
+// toolCallFact is the tool_call fact of call i with its disposition.
+func (bd builder) toolCallFact(i int, d contracts.ToolDisposition) (bus.Outgoing, error) {
+	c := bd.b.Submission.Calls[i]
+	return bd.fact(i, contracts.AgentFact{
+		Type: contracts.EventToolCall, ID: c.CallID, Name: c.ToolID, Input: c.Arguments, Disposition: d,
+	})
+}
+
+// awaitingFact is the awaiting fact of parked call i.
+func (bd builder) awaitingFact(i int) (bus.Outgoing, error) {
+	return bd.fact(i, contracts.AgentFact{Type: contracts.EventAwaiting, PendingToolUseID: bd.b.Submission.Calls[i].CallID})
+}
+
+// exec is the executor request of call i for its current attempt. The target and recovery
+// policy come only from the batch record's pin, which the batcher resolved from the
+// trusted configuration; nothing in the arguments or the submission can move a call.
+func (bd builder) exec(i int, rec *contracts.CallRecord, parallel bool) (bus.Outgoing, error) {
+	sub := &bd.b.Submission
+	c := sub.Calls[i]
+	pin := bd.b.Pinned[i]
+	return bd.out(bd.s.env.Names.ExecRequestSubject(pin.Target, sub.RunID), pipeline.ExecRequestID(bd.op(c.CallID), rec.Phase.Attempt),
+		contracts.TypeExecRequest, contracts.ExecRequest{
+			RunID: sub.RunID, Step: sub.Step, Index: i, CallID: c.CallID, ToolID: c.ToolID,
+			Arguments: c.Arguments, Target: pin.Target, Policy: rec.Policy, Attempt: rec.Phase.Attempt, Parallel: parallel,
+		})
+}
+
+// output is the CallOutput announcement of terminal call i.
+func (bd builder) output(i int, rec *contracts.CallRecord, parallel bool) (bus.Outgoing, error) {
+	sub := &bd.b.Submission
+	c := sub.Calls[i]
+	return bd.out(bd.s.env.Names.OutputSubject(sub.RunID), pipeline.OutputID(bd.op(c.CallID)), contracts.TypeCallOutput,
+		contracts.CallOutput{
+			RunID: sub.RunID, Step: sub.Step, Index: i, CallID: c.CallID, ToolID: c.ToolID,
+			Outcome: callOutcome(rec.Phase), Parallel: parallel,
+		})
+}
+
+// opened is io.awaken.ticket.opened.v1 for t.
+func (bd builder) opened(t *contracts.ResumeTicket) (bus.Outgoing, error) {
+	return bd.out(bd.s.env.Names.TicketOpenedSubject(), pipeline.TicketOpenedID(t.CorrelationID), contracts.TypeTicketOpened, t)
+}
+
+// resolved is io.awaken.ticket.resolved.v1 for the ticket of call i.
+func (bd builder) resolved(i int, corr, code, message, resumeID string) (bus.Outgoing, error) {
+	sub := &bd.b.Submission
+	return bd.out(bd.s.env.Names.TicketResolvedSubject(), pipeline.TicketResolvedID(corr), contracts.TypeTicketResolved,
+		contracts.TicketResolution{
+			CorrelationID: corr, Code: code, Message: message,
+			RunID: sub.RunID, CallID: sub.Calls[i].CallID, ResumeID: resumeID,
+		})
+}
+
+// timer is the scheduled trigger of kind ("due" or "deadline") for ticket corr.
+func (s *Service) timer(corr, kind string) (bus.Event, error) {
+	ev, err := s.env.Event(ServiceName, pipeline.TicketTimerID(corr, kind), contracts.TypeTicketExpire,
+		contracts.TicketTimer{CorrelationID: corr, Kind: kind})
+	if err != nil {
+		return bus.Event{}, fmt.Errorf("gate: build timer: %w", err)
+	}
+	return ev, nil
+}
+
+// rejected is io.awaken.ticket.rejected.v1 answering the resume command with ce-id
+// resumeID. It is built without a batch: a rejected resume may name none.
+func (s *Service) rejected(resumeID string, res contracts.TicketResolution) (bus.Outgoing, error) {
+	res.ResumeID = resumeID
+	ev, err := s.env.Event(ServiceName, pipeline.TicketRejectedID(resumeID), contracts.TypeTicketRejected, res)
+	if err != nil {
+		return bus.Outgoing{}, fmt.Errorf("gate: build rejection: %w", err)
+	}
+	return bus.Outgoing{Subject: s.env.Names.TicketRejectedSubject(), Event: ev}, nil
+}
+
+// collect builds outgoing events, stopping at the first error.
+type collect struct {
+	out []bus.Outgoing
+	err error
+}
+
+func (c *collect) add(o bus.Outgoing, err error) {
+	if c.err != nil {
+		return
+	}
+	if err != nil {
+		c.err = err
+		return
+	}
+	c.out = append(c.out, o)
+}

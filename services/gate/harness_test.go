@@ -1,0 +1,554 @@
+package gate
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+
+	"github.com/awaken-dev/awaken/internal/bus"
+	"github.com/awaken-dev/awaken/internal/config"
+	"github.com/awaken-dev/awaken/internal/natstest"
+	"github.com/awaken-dev/awaken/internal/pipeline"
+	"github.com/awaken-dev/awaken/internal/state"
+	"github.com/awaken-dev/awaken/pkg/contracts"
+)
+
+// testConfig is the host configuration of every gate test: one tool per gate outcome.
+const testConfig = `
+prefix: awaken
+tools:
+  - id: echo
+    capability: replay_safe
+    recovery_policy: { mode: replay_safe, max_attempts: 3 }
+  - id: counter
+  - id: wc
+    target: sandbox
+    module: wc.wasm
+    capability: replay_safe
+    recovery_policy: { mode: replay_safe, max_attempts: 3 }
+  - id: ask_me
+  - id: ask_timeout
+  - id: ask_long
+  - id: later
+  - id: later_long
+  - id: forbidden
+  - id: stub
+    set_result: { text: "stubbed: in maintenance" }
+  - id: client_pick
+    kind: client_executed
+  - id: delegate
+    kind: delegation
+    parallel_completion: true
+policy:
+  default_behavior: allow
+  rules:
+    - { pattern: ask_me, behavior: ask }
+    - { pattern: ask_timeout, behavior: ask, timeout: 1s }
+    - { pattern: ask_long, behavior: ask, timeout: 1h }
+    - { pattern: later, behavior: schedule, delay: 1s }
+    - { pattern: later_long, behavior: schedule, delay: 1h }
+    - { pattern: forbidden, behavior: deny }
+    - { pattern: 'delegate(task = "risky")', behavior: ask }
+`
+
+const (
+	waitLong  = 20 * time.Second
+	testRunID = "run-1"
+)
+
+// harness is one embedded JetStream server, the topology, an Env and a running gate.
+type harness struct {
+	t      *testing.T
+	ctx    context.Context
+	srv    *natstest.Server
+	nc     *nats.Conn
+	js     jetstream.JetStream
+	env    *pipeline.Env
+	svc    *Service
+	faults *faultPlan
+	clock  *clock
+	seq    atomic.Int64
+}
+
+type harnessOption func(*harnessOptions)
+
+type harnessOptions struct {
+	workers  int
+	noStart  bool
+	replicas int
+}
+
+func withWorkers(n int) harnessOption { return func(o *harnessOptions) { o.workers = n } }
+
+// withoutService leaves the gate stopped (tests that set up state first).
+func withoutService() harnessOption { return func(o *harnessOptions) { o.noStart = true } }
+
+func newHarness(t *testing.T, opts ...harnessOption) *harness {
+	t.Helper()
+	o := harnessOptions{workers: 4}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	srv := natstest.Start(t)
+	nc, js := srv.Conn(t)
+	cfg, err := config.Parse([]byte(testConfig))
+	if err != nil {
+		t.Fatalf("config: %v", err)
+	}
+	if err := bus.EnsureTopology(ctx, js, cfg.Names(), bus.TopologyConfig{Storage: jetstream.MemoryStorage}); err != nil {
+		t.Fatalf("topology: %v", err)
+	}
+	log := zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel)
+	env, err := pipeline.NewEnv(ctx, nc, js, cfg, log)
+	if err != nil {
+		t.Fatalf("env: %v", err)
+	}
+	h := &harness{t: t, ctx: ctx, srv: srv, nc: nc, js: js, env: env, faults: &faultPlan{}, clock: &clock{}}
+	env.Faults = h.faults.hook
+	env.Now = h.clock.now
+	if !o.noStart {
+		h.start(o.workers)
+	}
+	return h
+}
+
+// start starts a gate replica; the harness stops it at cleanup.
+func (h *harness) start(workers int) *Service {
+	h.t.Helper()
+	svc, err := Start(h.ctx, h.env, WithWorkers(workers))
+	if err != nil {
+		h.t.Fatalf("start gate: %v", err)
+	}
+	h.t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := svc.Stop(ctx); err != nil {
+			h.t.Errorf("stop gate: %v", err)
+		}
+	})
+	if h.svc == nil {
+		h.svc = svc
+	}
+	return svc
+}
+
+// clock is the test clock: real time shifted by an offset the test may advance.
+type clock struct{ offset atomic.Int64 }
+
+func (c *clock) now() time.Time { return time.Now().UTC().Add(time.Duration(c.offset.Load())) }
+
+func (c *clock) advance(d time.Duration) { c.offset.Add(int64(d)) }
+
+// faultPlan injects crashes: each armed (service, point, op) fails the given number of times.
+type faultPlan struct {
+	mu    sync.Mutex
+	armed map[string]int
+	fired []string
+}
+
+var errInjected = errors.New("injected crash")
+
+func (f *faultPlan) arm(point pipeline.FaultPoint, op string, times int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.armed == nil {
+		f.armed = map[string]int{}
+	}
+	f.armed[string(point)+"|"+op] = times
+}
+
+func (f *faultPlan) hook(_ context.Context, service string, point pipeline.FaultPoint, op string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	k := string(point) + "|" + op
+	if f.armed[k] > 0 {
+		f.armed[k]--
+		f.fired = append(f.fired, k)
+		return fmt.Errorf("%s at %s of %s: %w", service, point, op, errInjected)
+	}
+	return nil
+}
+
+func (f *faultPlan) firedCount() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.fired)
+}
+
+// --- building batches -------------------------------------------------------------------
+
+func call(id, tool, args string) contracts.ToolCall {
+	return contracts.ToolCall{CallID: id, ToolID: tool, Arguments: json.RawMessage(args)}
+}
+
+// visibleTools is every configured tool plus "nosuch", which no executor registers.
+func (h *harness) visibleTools() []string {
+	ids := []string{"nosuch"}
+	for _, t := range h.env.Config.Tools {
+		ids = append(ids, t.ID)
+	}
+	return ids
+}
+
+func (h *harness) submission(step int64, calls ...contracts.ToolCall) contracts.BatchSubmission {
+	return contracts.BatchSubmission{
+		RunID: testRunID, ThreadID: "thread-1", Step: step,
+		Agent:     contracts.AgentSnapshot{SnapshotID: "snap-1", Tools: h.visibleTools()},
+		Narrowing: contracts.NarrowingConfigured,
+		Calls:     calls,
+	}
+}
+
+// store writes the batch record of sub as the batcher would: pins from the trusted
+// configuration, the parallel-delegation flag, phase open.
+func (h *harness) store(sub contracts.BatchSubmission) *contracts.BatchRecord {
+	h.t.Helper()
+	rec := contracts.BatchRecord{Submission: sub, Hash: sub.Hash(), Phase: contracts.BatchPhaseOpen, CreatedAt: time.Now().UTC()}
+	parallel := len(sub.Calls) > 1
+	for _, c := range sub.Calls {
+		pin := h.env.Config.Pin(c.ToolID)
+		rec.Pinned = append(rec.Pinned, pin)
+		t, ok := h.env.Config.Tool(c.ToolID)
+		if !ok || t.Kind != contracts.KindDelegation || !t.ParallelCompletion || c.ToolID != sub.Calls[0].ToolID {
+			parallel = false
+		}
+	}
+	rec.Parallel = parallel
+	if _, err := h.env.Batches.Create(h.ctx, contracts.BatchKey(sub.RunID, sub.Step), rec); err != nil {
+		h.t.Fatalf("store batch: %v", err)
+	}
+	return &rec
+}
+
+// --- publishing inputs ------------------------------------------------------------------
+
+func (h *harness) publish(subject, id, typ string, payload any) {
+	h.t.Helper()
+	ev, err := bus.NewEvent(id, "awaken/test", typ, payload)
+	if err != nil {
+		h.t.Fatalf("event: %v", err)
+	}
+	if _, err := h.js.PublishMsg(h.ctx, bus.EncodeMsg(subject, ev)); err != nil {
+		h.t.Fatalf("publish %s: %v", subject, err)
+	}
+}
+
+// uniq returns a fresh message id, so the stream does not deduplicate a re-sent input.
+func (h *harness) uniq(base string) string { return fmt.Sprintf("%s#%d", base, h.seq.Add(1)) }
+
+func (h *harness) gate(b *contracts.BatchRecord, index int) {
+	sub := &b.Submission
+	h.publish(h.env.Names.GateRequestSubject(sub.RunID), h.uniq(pipeline.GateRequestID(op(b, index))),
+		contracts.TypeGateRequest, contracts.GateRequest{RunID: sub.RunID, Step: sub.Step, Index: index})
+}
+
+func (h *harness) probe(b *contracts.BatchRecord) {
+	sub := &b.Submission
+	h.publish(h.env.Names.GateRequestSubject(sub.RunID), h.uniq(pipeline.ProbeID(sub.BatchID())),
+		contracts.TypeGateRequest, contracts.GateRequest{RunID: sub.RunID, Step: sub.Step, Probe: true})
+}
+
+func (h *harness) resume(id string, cmd contracts.ResumeCommand) {
+	h.publish(h.env.Names.TicketResumeSubject(), id, contracts.TypeTicketResume, cmd)
+}
+
+func (h *harness) cancelRun(id, runID string) {
+	h.publish(h.env.Names.RunCancelSubject(), id, contracts.TypeRunCancel, contracts.RunCancel{RunID: runID})
+}
+
+func (h *harness) fireTimer(id, corr, kind string) {
+	h.publish(h.env.Names.TicketExpireSubject(), id, contracts.TypeTicketExpire, contracts.TicketTimer{CorrelationID: corr, Kind: kind})
+}
+
+func op(b *contracts.BatchRecord, i int) string {
+	return contracts.OperationID(b.Submission.RunID, b.Submission.Step, b.Submission.Calls[i].CallID)
+}
+
+func allow(t contracts.ResumeTicket) contracts.ResumeCommand {
+	return contracts.ResumeCommandFromTicket(t, contracts.ResumeResult{Permission: &contracts.PermissionDecision{Decision: contracts.DecisionAllow, Note: "ok"}})
+}
+
+func deny(t contracts.ResumeTicket, reason string) contracts.ResumeCommand {
+	return contracts.ResumeCommandFromTicket(t, contracts.ResumeResult{Permission: &contracts.PermissionDecision{Decision: contracts.DecisionDeny, Reason: reason}})
+}
+
+// --- reading state and outputs ----------------------------------------------------------
+
+func (h *harness) call(b *contracts.BatchRecord, i int) (contracts.CallRecord, bool) {
+	h.t.Helper()
+	rec, _, err := h.env.Calls.Get(h.ctx, callKey(b, i))
+	if errors.Is(err, state.ErrNotFound) {
+		return contracts.CallRecord{}, false
+	}
+	if err != nil {
+		h.t.Fatalf("read call: %v", err)
+	}
+	return rec, true
+}
+
+func (h *harness) mustCall(b *contracts.BatchRecord, i int) contracts.CallRecord {
+	h.t.Helper()
+	rec, ok := h.call(b, i)
+	if !ok {
+		h.t.Fatalf("call %d of %s has no record", i, b.Submission.BatchID())
+	}
+	return rec
+}
+
+func (h *harness) ticket(corr string) (contracts.ResumeTicket, bool) {
+	h.t.Helper()
+	t, _, err := h.env.Tickets.Get(h.ctx, corr)
+	if errors.Is(err, state.ErrNotFound) {
+		return contracts.ResumeTicket{}, false
+	}
+	if err != nil {
+		h.t.Fatalf("read ticket: %v", err)
+	}
+	return t, true
+}
+
+// waitCall waits until call i's record satisfies cond and returns it.
+func (h *harness) waitCall(b *contracts.BatchRecord, i int, what string, cond func(contracts.CallRecord) bool) contracts.CallRecord {
+	h.t.Helper()
+	var rec contracts.CallRecord
+	natstest.WaitFor(h.t, waitLong, func() bool {
+		r, ok := h.call(b, i)
+		rec = r
+		return ok && cond(r)
+	}, fmt.Sprintf("call %d %s", i, what))
+	return rec
+}
+
+func isPhase(k contracts.PhaseKind) func(contracts.CallRecord) bool {
+	return func(r contracts.CallRecord) bool { return r.Phase.Kind == k }
+}
+
+// msg is one stored message with its decoded envelope.
+type msg struct {
+	subject string
+	ev      bus.Event
+}
+
+// messages returns every message of stream whose subject matches filter (exact, or a
+// prefix ending in ">"), in stream order.
+func (h *harness) messages(stream, filter string) []msg {
+	h.t.Helper()
+	s, err := h.js.Stream(h.ctx, stream)
+	if err != nil {
+		h.t.Fatalf("stream %s: %v", stream, err)
+	}
+	info, err := s.Info(h.ctx)
+	if err != nil {
+		h.t.Fatalf("stream info: %v", err)
+	}
+	var out []msg
+	for seq := info.State.FirstSeq; seq <= info.State.LastSeq && info.State.Msgs > 0; seq++ {
+		raw, err := s.GetMsg(h.ctx, seq)
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			continue
+		}
+		if err != nil {
+			h.t.Fatalf("get msg %d: %v", seq, err)
+		}
+		if !subjectMatches(filter, raw.Subject) {
+			continue
+		}
+		ev, err := bus.DecodeMsg(raw.Header, raw.Data)
+		if err != nil {
+			h.t.Fatalf("decode msg %d on %s: %v", seq, raw.Subject, err)
+		}
+		out = append(out, msg{subject: raw.Subject, ev: ev})
+	}
+	return out
+}
+
+func subjectMatches(filter, subject string) bool {
+	if p, ok := strings.CutSuffix(filter, ">"); ok {
+		return strings.HasPrefix(subject, p)
+	}
+	return filter == subject
+}
+
+func decodeAs[T any](t *testing.T, m msg) T {
+	t.Helper()
+	var v T
+	if err := json.Unmarshal(m.ev.Data, &v); err != nil {
+		t.Fatalf("decode %s: %v", m.ev.Type, err)
+	}
+	return v
+}
+
+// execRequests returns the executor requests of every target for the test run.
+func (h *harness) execRequests() []msg {
+	return h.messages(h.env.Names.WorkStream(), h.env.Names.Prefix+".work.exec.>")
+}
+
+func (h *harness) outputs() []msg {
+	return h.messages(h.env.Names.WorkStream(), h.env.Names.OutputSubject(testRunID))
+}
+
+func (h *harness) audits() []contracts.AuditRecord {
+	var out []contracts.AuditRecord
+	for _, m := range h.messages(h.env.Names.AuditStream(), h.env.Names.AuditSubject(testRunID)) {
+		out = append(out, decodeAs[contracts.AuditRecord](h.t, m))
+	}
+	return out
+}
+
+// auditsOf returns the audit decisions recorded for callID, in order.
+func (h *harness) auditsOf(callID string) []string {
+	var out []string
+	for _, a := range h.audits() {
+		if a.CallID == callID {
+			out = append(out, a.Decision)
+		}
+	}
+	return out
+}
+
+func (h *harness) facts() []contracts.AgentEvent {
+	var out []contracts.AgentEvent
+	for _, m := range h.messages(h.env.Names.EventsStream(), h.env.Names.EventsSubject(testRunID)) {
+		out = append(out, decodeAs[contracts.AgentEvent](h.t, m))
+	}
+	return out
+}
+
+func (h *harness) factsOf(callID string) []contracts.AgentFact {
+	var out []contracts.AgentFact
+	for _, f := range h.facts() {
+		if f.Event.ID == callID || f.Event.PendingToolUseID == callID {
+			out = append(out, f.Event)
+		}
+	}
+	return out
+}
+
+// answer is a ticket.resolved or ticket.rejected event.
+type answer struct {
+	kind string // "resolved" or "rejected"
+	res  contracts.TicketResolution
+}
+
+func (h *harness) answers() []answer {
+	var out []answer
+	for _, m := range h.messages(h.env.Names.TicketsStream(), h.env.Names.Prefix+".tickets.>") {
+		switch m.ev.Type {
+		case contracts.TypeTicketResolved:
+			out = append(out, answer{"resolved", decodeAs[contracts.TicketResolution](h.t, m)})
+		case contracts.TypeTicketRejected:
+			out = append(out, answer{"rejected", decodeAs[contracts.TicketResolution](h.t, m)})
+		}
+	}
+	return out
+}
+
+// waitAnswer waits for the answer to resume command resumeID.
+func (h *harness) waitAnswer(resumeID string) answer {
+	h.t.Helper()
+	var got answer
+	natstest.WaitFor(h.t, waitLong, func() bool {
+		for _, a := range h.answers() {
+			if a.res.ResumeID == resumeID {
+				got = a
+				return true
+			}
+		}
+		return false
+	}, "answer to "+resumeID)
+	return got
+}
+
+func (h *harness) opened() []contracts.ResumeTicket {
+	var out []contracts.ResumeTicket
+	for _, m := range h.messages(h.env.Names.TicketsStream(), h.env.Names.TicketOpenedSubject()) {
+		out = append(out, decodeAs[contracts.ResumeTicket](h.t, m))
+	}
+	return out
+}
+
+// quiet waits until every gate consumer has delivered and settled all its messages, so
+// that counting outputs afterwards proves that nothing more will come.
+func (h *harness) quiet() {
+	h.t.Helper()
+	n := h.env.Names
+	consumers := []struct{ stream, durable string }{
+		{n.WorkStream(), contracts.ConsumerGateRequests},
+		{n.TicketsStream(), contracts.ConsumerGateResume},
+		{n.TicketsStream(), contracts.ConsumerGateTimers},
+		{n.ControlStream(), contracts.ConsumerGateControl},
+	}
+	natstest.WaitFor(h.t, waitLong, func() bool {
+		for _, c := range consumers {
+			cons, err := h.js.Consumer(h.ctx, c.stream, c.durable)
+			if err != nil {
+				return false
+			}
+			info, err := cons.Info(h.ctx)
+			if err != nil || info.NumPending > 0 || info.NumAckPending > 0 {
+				return false
+			}
+		}
+		return true
+	}, "gate consumers to settle")
+}
+
+// outputText is the text of a Completed call's output.
+func outputText(rec contracts.CallRecord) string {
+	if rec.Phase.Output == nil {
+		return ""
+	}
+	return rec.Phase.Output.Text()
+}
+
+func count[T any](xs []T, pred func(T) bool) int {
+	n := 0
+	for _, x := range xs {
+		if pred(x) {
+			n++
+		}
+	}
+	return n
+}
+
+func contains(xs []string, x string) bool { return slices.Contains(xs, x) }
+
+// gateEvent is the gate request of call index of b as the batcher publishes it.
+func gateEvent(t *testing.T, b *contracts.BatchRecord, index int) bus.Event {
+	t.Helper()
+	ev, err := bus.NewEvent(pipeline.GateRequestID(op(b, index)), "awaken/test", contracts.TypeGateRequest,
+		contracts.GateRequest{RunID: b.Submission.RunID, Step: b.Submission.Step, Index: index})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ev
+}
+
+// deliveryOf wraps ev as a first delivery.
+func deliveryOf(ev bus.Event) bus.Delivery { return bus.Delivery{Event: ev, NumDelivered: 1} }
+
+// waitTicket waits until ticket corr exists: a parked call's ticket is created after its
+// record is committed.
+func (h *harness) waitTicket(corr string) contracts.ResumeTicket {
+	h.t.Helper()
+	var tk contracts.ResumeTicket
+	natstest.WaitFor(h.t, waitLong, func() bool {
+		var ok bool
+		tk, ok = h.ticket(corr)
+		return ok
+	}, "ticket "+corr)
+	return tk
+}

@@ -1,0 +1,263 @@
+package gate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/awaken-dev/awaken/internal/bus"
+	"github.com/awaken-dev/awaken/internal/pipeline"
+	"github.com/awaken-dev/awaken/internal/state"
+	"github.com/awaken-dev/awaken/pkg/contracts"
+)
+
+// maxCASAttempts bounds the compare-and-swap retries of one handler on one record. Every
+// writer of a call record moves it forward, so a handler that keeps losing is facing a
+// storm; it returns a transient error and the message is redelivered later.
+const maxCASAttempts = 16
+
+// errRaced means another writer changed the record between our read and our write.
+var errRaced = errors.New("record changed concurrently")
+
+// loadCall reads the record of call i of b. A missing record is returned as a fresh
+// Requested record with revision 0, which [Service.putCall] creates.
+func (s *Service) loadCall(ctx context.Context, b *contracts.BatchRecord, i int) (contracts.CallRecord, uint64, error) {
+	key := callKey(b, i)
+	rec, rev, err := s.env.Calls.Get(ctx, key)
+	if errors.Is(err, state.ErrNotFound) {
+		return newCallRecord(b, i), 0, nil
+	}
+	if err != nil {
+		return contracts.CallRecord{}, 0, fmt.Errorf("gate: read call %s: %w", key, err)
+	}
+	if err := checkRecord(b, i, &rec); err != nil {
+		return contracts.CallRecord{}, 0, bus.Permanent(err)
+	}
+	return rec, rev, nil
+}
+
+// putCall writes rec: Create when rev is 0, else a compare-and-swap on rev. It returns the
+// new revision. A lost race is reported as [errRaced] so the caller re-reads and decides
+// again from what is committed.
+func (s *Service) putCall(ctx context.Context, b *contracts.BatchRecord, i int, rec contracts.CallRecord, rev uint64) (uint64, error) {
+	key := callKey(b, i)
+	var next uint64
+	var err error
+	if rev == 0 {
+		next, err = s.env.Calls.Create(ctx, key, rec)
+	} else {
+		next, err = s.env.Calls.UpdateAt(ctx, key, rec, rev)
+	}
+	switch {
+	case errors.Is(err, state.ErrExists), errors.Is(err, state.ErrConflict):
+		return 0, errRaced
+	case err != nil:
+		return 0, fmt.Errorf("gate: write call %s: %w", key, err)
+	}
+	return next, nil
+}
+
+func callKey(b *contracts.BatchRecord, i int) string {
+	return contracts.CallKey(b.Submission.RunID, b.Submission.Step, b.Submission.Calls[i].CallID)
+}
+
+// gateCall handles the sequential gate request for call i (PIPELINE "gate", Request):
+// a Requested call is decided — or its decision recorded by a probe is reused — and the
+// outcome applied in one write; a call past Requested re-publishes what its committed state
+// implies, so a redelivered request never decides twice.
+func (s *Service) gateCall(ctx context.Context, b *contracts.BatchRecord, i int) error {
+	op := contracts.OperationID(b.Submission.RunID, b.Submission.Step, b.Submission.Calls[i].CallID)
+	for range maxCASAttempts {
+		rec, rev, err := s.loadCall(ctx, b, i)
+		if err != nil {
+			return err
+		}
+		if rec.Phase.Kind != contracts.PhaseRequested {
+			if err := s.realizeDecision(ctx, b, i, &rec, false); err != nil {
+				return err
+			}
+			return s.env.Fault(ctx, ServiceName, pipeline.FaultAfterPublish, op)
+		}
+		d := decision{outcome: rec.Decision}
+		if rec.Decision == nil {
+			d = s.decide(b, i)
+			s.env.Mark(&rec, stageDecided)
+		}
+		if err := s.applyDecision(b, i, &rec, d); err != nil {
+			return bus.Permanent(err)
+		}
+		switch _, err := s.putCall(ctx, b, i, rec, rev); {
+		case errors.Is(err, errRaced):
+			continue
+		case err != nil:
+			return err
+		}
+		if err := s.env.Fault(ctx, ServiceName, pipeline.FaultAfterCommit, op); err != nil {
+			return err
+		}
+		if err := s.realizeDecision(ctx, b, i, &rec, false); err != nil {
+			return err
+		}
+		return s.env.Fault(ctx, ServiceName, pipeline.FaultAfterPublish, op)
+	}
+	return fmt.Errorf("gate: call %s: %d concurrent writers in a row", op, maxCASAttempts)
+}
+
+// applyDecision moves the Requested record rec of call i to the phase d implies and records
+// d's permission outcome on it:
+//   - Allow → Executing{1}, not entered, after [Service.entryCheck]; a pinned policy the
+//     tool's capability no longer supports completes the call with "tool execution failed";
+//   - Block and SetResult → Completed with "blocked: {reason}" or the gate's output;
+//   - RequireConfirmation → Awaiting{tool_permission}; Schedule → Awaiting{scheduled_action};
+//   - client execution → Awaiting{external_result};
+//   - unknown tool → Completed with "unknown tool: {id}".
+func (s *Service) applyDecision(b *contracts.BatchRecord, i int, rec *contracts.CallRecord, d decision) error {
+	sub := &b.Submission
+	call := sub.Calls[i]
+	dc := durable(b, i, rec)
+	var err error
+	switch {
+	case d.unknown:
+		err = dc.CompleteImmediate(contracts.ErrUnknownTool(call.ToolID).Output(call.CallID).Normalize())
+	case d.client:
+		err = dc.MarkAwaiting(contracts.WaitExternalResult,
+			contracts.CorrelationID(contracts.ReasonClientExecution, sub.RunID, sub.Step, call.CallID))
+	case d.outcome == nil:
+		return fmt.Errorf("gate: call %s: empty decision", call.CallID)
+	default:
+		o := d.outcome
+		switch o.Kind {
+		case contracts.GateAllow:
+			err = s.enter(b, i, &dc)
+		case contracts.GateBlock, contracts.GateSetResult:
+			out, _ := o.ImmediateOutput(call.CallID)
+			err = dc.CompleteImmediate(out.Normalize())
+		case contracts.GateRequireConfirmation:
+			err = dc.MarkAwaiting(contracts.WaitToolPermission, o.CorrelationID)
+		case contracts.GateSchedule:
+			err = dc.MarkAwaiting(contracts.WaitScheduledAction, o.CorrelationID)
+		default:
+			// An outcome of unknown kind (a record written by a newer version) fails closed.
+			out := contracts.ErrorOutput(call.CallID, contracts.BlockedPrefix+fmt.Sprintf("unknown gate outcome %q", o.Kind))
+			err = dc.CompleteImmediate(out)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("gate: apply decision to call %s: %w", call.CallID, err)
+	}
+	rec.Decision = d.outcome
+	s.storeDurable(rec, dc)
+	return nil
+}
+
+// enter moves a Requested or Awaiting call into Executing{1}, or — when the pinned policy no
+// longer fits the tool's capability — completes it with the execution error instead. A
+// tool with a host fixed result never enters an executor: it completes with that result.
+func (s *Service) enter(b *contracts.BatchRecord, i int, dc *contracts.DurableToolCall) error {
+	call := b.Submission.Calls[i]
+	complete := dc.CompleteImmediate
+	if dc.Phase.Kind == contracts.PhaseAwaiting {
+		complete = dc.Complete
+	}
+	if err := s.entryCheck(b.Pinned[i], call.ToolID); err != nil {
+		return complete(contracts.ExecutionFailed(err.Error()).Output(call.CallID).Normalize())
+	}
+	if fixed, ok := s.fixedResult(call); ok {
+		return complete(fixed.Normalize())
+	}
+	if dc.Phase.Kind == contracts.PhaseAwaiting {
+		w := dc.Phase.Wait
+		return dc.ResumeExecuting(w.Kind, w.CorrelationID)
+	}
+	return dc.MarkExecuting()
+}
+
+// disposition is the projection of call i's decision for the tool_call fact: pending_client
+// for a client-executed call, pending_builtin for a permission or schedule wait, executed
+// for everything else (allow, block, set_result, unknown tool).
+func disposition(rec *contracts.CallRecord, client bool) contracts.ToolDisposition {
+	switch {
+	case rec.Decision != nil && rec.Decision.IsWait():
+		return contracts.DispositionPendingBuiltin
+	case rec.Decision == nil && client:
+		return contracts.DispositionPendingClient
+	}
+	return contracts.DispositionExecuted
+}
+
+// isClient reports whether call i parks as a client-executed call (see [Service.decide]).
+func isClient(b *contracts.BatchRecord, i int) bool {
+	pin := b.Pinned[i]
+	return pin.Known && pin.Kind == contracts.KindClientExecuted && visible(b, i)
+}
+
+// visible reports whether call i's tool is among the tools the model saw in the batch's
+// agent snapshot.
+func visible(b *contracts.BatchRecord, i int) bool {
+	return slices.Contains(b.Submission.Agent.Tools, b.Submission.Calls[i].ToolID)
+}
+
+// realizeDecision publishes everything the committed record rec of call i implies after a
+// gate decision, and nothing it does not. It is idempotent: every message carries its
+// deterministic id, and the ticket is created only if missing. It runs both right after the
+// commit and for a redelivered request that finds the work already recorded.
+//
+// First, if the gate decided the call (a call sealed by cancellation before its gate ran
+// has neither): the audit record of a permission decision this path made (client execution
+// and unknown tools have none; a probe audits its own decisions) and the tool_call fact.
+// Then what the phase implies:
+//   - Executing and not entered: the executor request; Executing and entered: nothing (the
+//     executor owns the call, and its own unacked request redelivers after a crash);
+//   - Completed or Indeterminate: the CallOutput;
+//   - Awaiting: the ticket (created if missing), its timer, ticket.opened and the awaiting
+//     fact — and no CallOutput: the batch stops at the parked call.
+//
+// The audit trail is durable before anything downstream can act on the call: before the
+// executor request or the output, and before the ticket exists, so no resolution of the
+// ticket can be audited ahead of the decision that opened it.
+func (s *Service) realizeDecision(ctx context.Context, b *contracts.BatchRecord, i int, rec *contracts.CallRecord, parallel bool) error {
+	bd := s.builder(b)
+	var first collect
+	if at, ok := markTime(rec, stageDecided); ok && rec.Decision != nil {
+		first.add(bd.audit(i, rec.Decision.AuditLabel(), rec.Decision.Reason, at))
+	}
+	if _, ok := decidedAt(rec); ok {
+		first.add(bd.toolCallFact(i, disposition(rec, isClient(b, i))))
+	}
+	if first.err != nil {
+		return first.err
+	}
+	if err := s.env.Pub.PublishAll(ctx, first.out); err != nil {
+		return err
+	}
+
+	var then collect
+	switch {
+	case isExecutingUnentered(rec):
+		then.add(bd.exec(i, rec, parallel))
+	case rec.Phase.IsTerminal():
+		then.add(bd.output(i, rec, parallel))
+	case rec.Phase.Kind == contracts.PhaseAwaiting:
+		t, err := s.ticketFor(b, i, rec)
+		if err != nil {
+			return err
+		}
+		live, err := s.ensureTicket(ctx, b, i, t)
+		if err != nil {
+			return err
+		}
+		if !live {
+			return nil
+		}
+		if err := s.scheduleTimers(ctx, t); err != nil {
+			return err
+		}
+		then.add(bd.opened(t))
+		then.add(bd.awaitingFact(i))
+	}
+	if then.err != nil {
+		return then.err
+	}
+	return s.env.Pub.PublishAll(ctx, then.out)
+}

@@ -1,0 +1,111 @@
+package gate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/awaken-dev/awaken/internal/pipeline"
+	"github.com/awaken-dev/awaken/pkg/contracts"
+)
+
+// resolution is what resolving a ticket publishes besides the call's work message: the
+// ticket.resolved event and, for permission and schedule tickets, an audit record.
+type resolution struct {
+	corr    string
+	code    string // approved, denied, completed or expired
+	message string
+	// audit is the audit decision (approved, denied, expired, scheduled), or "" for none
+	// (a client's tool result is no permission decision).
+	audit       string
+	auditReason string
+	// resumeID is the ce-id of the resume command that resolved the ticket ("" for a timer).
+	resumeID string
+}
+
+// timerResolver returns the ResolvedBy mark of a resolution by a timer of kind for ticket corr.
+// Resume commands mark the call with their ce-id; timers with this id, which cannot be
+// mistaken for a command's because it names the timer.
+func timerResolver(corr, kind string) string { return "timer:" + pipeline.TicketTimerID(corr, kind) }
+
+// commitResolution applies a resolution that has passed every check: it writes rec (already
+// moved by the caller and marked ResolvedBy) at rev, deletes the ticket, and publishes the
+// resolution's outputs. A lost compare-and-swap returns [errRaced] and changes nothing, so
+// the caller re-reads and re-validates from the committed state: of two concurrent
+// resolutions exactly one commits.
+func (s *Service) commitResolution(ctx context.Context, b *contracts.BatchRecord, i int, rec *contracts.CallRecord, rev uint64, ticketRev uint64, res resolution) error {
+	if _, err := s.putCall(ctx, b, i, *rec, rev); err != nil {
+		return err
+	}
+	if err := s.deleteTicket(ctx, res.corr, ticketRev); err != nil {
+		return err
+	}
+	op := contracts.OperationID(b.Submission.RunID, b.Submission.Step, rec.CallID)
+	if err := s.env.Fault(ctx, ServiceName, pipeline.FaultAfterCommit, op); err != nil {
+		return err
+	}
+	if err := s.realizeResolution(ctx, b, i, rec, res); err != nil {
+		return err
+	}
+	return s.env.Fault(ctx, ServiceName, pipeline.FaultAfterPublish, op)
+}
+
+// redeliveredResolution finishes a resolution this very input already committed (the call
+// carries its ResolvedBy): the ticket is deleted if a crash left it, and the outputs are
+// re-published under their deterministic ids.
+func (s *Service) redeliveredResolution(ctx context.Context, b *contracts.BatchRecord, i int, rec *contracts.CallRecord, res resolution) error {
+	if err := s.deleteTicket(ctx, res.corr, 0); err != nil {
+		return err
+	}
+	if err := s.realizeResolution(ctx, b, i, rec, res); err != nil {
+		return err
+	}
+	op := contracts.OperationID(b.Submission.RunID, b.Submission.Step, rec.CallID)
+	return s.env.Fault(ctx, ServiceName, pipeline.FaultAfterPublish, op)
+}
+
+// realizeResolution publishes ticket.resolved and the audit record first, then the work the
+// committed record implies: the executor request of an approved call not yet entered, or
+// the CallOutput of a call the resolution completed. So an approval's audit record and its
+// committed Executing{1} are durable before any executor can see the request.
+func (s *Service) realizeResolution(ctx context.Context, b *contracts.BatchRecord, i int, rec *contracts.CallRecord, res resolution) error {
+	bd := s.builder(b)
+	var first collect
+	first.add(bd.resolved(i, res.corr, res.code, res.message, res.resumeID))
+	if res.audit != "" {
+		at, ok := markTime(rec, stageResumed)
+		if !ok {
+			at = s.env.Now()
+		}
+		first.add(bd.audit(i, res.audit, res.auditReason, at))
+	}
+	if first.err != nil {
+		return first.err
+	}
+	if err := s.env.Pub.PublishAll(ctx, first.out); err != nil {
+		return err
+	}
+	var then collect
+	switch {
+	case isExecutingUnentered(rec):
+		then.add(bd.exec(i, rec, false))
+	case rec.Phase.IsTerminal():
+		then.add(bd.output(i, rec, false))
+	}
+	if then.err != nil {
+		return then.err
+	}
+	return s.env.Pub.PublishAll(ctx, then.out)
+}
+
+// retryRaced runs one attempt of a resolution handler until it does not lose a
+// compare-and-swap race, at most [maxCASAttempts] times.
+func retryRaced(what string, attempt func() error) error {
+	for range maxCASAttempts {
+		err := attempt()
+		if !errors.Is(err, errRaced) {
+			return err
+		}
+	}
+	return fmt.Errorf("gate: %s: %d concurrent writers in a row", what, maxCASAttempts)
+}

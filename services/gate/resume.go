@@ -1,0 +1,166 @@
+package gate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/rs/zerolog"
+
+	"github.com/awaken-dev/awaken/internal/bus"
+	"github.com/awaken-dev/awaken/internal/state"
+	"github.com/awaken-dev/awaken/pkg/contracts"
+)
+
+// handleResume is the handler of io.awaken.ticket.resume.v1 (DESIGN §3.3). A command that
+// does not decode returns its [*contracts.Rejection]: the bus then runs the consumer's
+// OnReject, which publishes the rejection with the decoder's code, and dead-letters the
+// message. Every other refusal is a [contracts.ResumeErrorCode] published on the rejected
+// subject; the message is acknowledged and the ticket is left untouched.
+func (s *Service) handleResume(ctx context.Context, ev bus.Event) error {
+	cmd, err := contracts.DecodeResumeCommand(ev.Data)
+	if err != nil {
+		return err
+	}
+	log := zerolog.Ctx(ctx).With().Str("correlation_id", cmd.CorrelationID).Str("run_id", cmd.RunID).Str("resume_id", ev.ID).Logger()
+	ctx = log.WithContext(ctx)
+	return retryRaced("resume "+cmd.CorrelationID, func() error { return s.resume(ctx, ev.ID, *cmd) })
+}
+
+// publishRejection publishes io.awaken.ticket.rejected.v1 answering resumeID.
+func (s *Service) publishRejection(ctx context.Context, resumeID string, res contracts.TicketResolution) error {
+	zerolog.Ctx(ctx).Info().Str("code", res.Code).Str("reason", res.Message).Msg("resume rejected")
+	o, err := s.rejected(resumeID, res)
+	if err != nil {
+		return err
+	}
+	_, err = s.env.Pub.Publish(ctx, o.Subject, o.Event)
+	return err
+}
+
+// reject publishes the refusal of cmd with err's resume error code.
+func (s *Service) reject(ctx context.Context, resumeID string, cmd contracts.ResumeCommand, err error) error {
+	code := contracts.ResumeNotWaiting
+	var re *contracts.ResumeError
+	if errors.As(err, &re) {
+		code = re.Code
+	}
+	return s.publishRejection(ctx, resumeID, contracts.TicketResolution{
+		CorrelationID: cmd.CorrelationID, Code: string(code), Message: err.Error(), RunID: cmd.RunID,
+	})
+}
+
+// resume is one attempt at applying cmd (PIPELINE "gate", Resume). In order:
+//  1. read the ticket; locate the call it (or, when it is gone, the correlation id) names;
+//  2. a call already resolved by this very command (ResolvedBy = resumeID) is a redelivery:
+//     re-publish its outputs; a call whose ticket expired is refused expired (and the
+//     expiry's outputs re-published, in case a crash cut them short);
+//  3. no ticket → not_waiting; [contracts.ValidateResume] (an expired ticket also expires
+//     the call, as its deadline timer would) and [contracts.ValidateCallAwaitsTicket]
+//     (mismatch → not_waiting) — any refusal is published and leaves the ticket intact;
+//  4. apply by compare-and-swap on the call with ResolvedBy = resumeID: allow →
+//     Executing{1} (not entered), deny → Completed "blocked: {reason or denied}", tool
+//     result → Completed with the client's output; then delete the ticket and publish.
+//
+// A lost race returns [errRaced]; the retry re-reads and finds either its own ResolvedBy or
+// another resolution's, which is not_waiting: exactly one of concurrent commands wins.
+func (s *Service) resume(ctx context.Context, resumeID string, cmd contracts.ResumeCommand) error {
+	ticket, ticketRev, err := s.env.Tickets.Get(ctx, cmd.CorrelationID)
+	var tp *contracts.ResumeTicket
+	switch {
+	case err == nil:
+		tp = &ticket
+	case !errors.Is(err, state.ErrNotFound):
+		return fmt.Errorf("gate: read ticket %s: %w", cmd.CorrelationID, err)
+	}
+	p, err := parseCorrelation(cmd.CorrelationID)
+	if err != nil {
+		// Not a correlation id the gate ever issued.
+		return s.reject(ctx, resumeID, cmd, s.refusal(tp, cmd, err.Error()))
+	}
+	b, i, ok, err := s.locate(ctx, p)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return s.reject(ctx, resumeID, cmd, s.refusal(tp, cmd, "no such call"))
+	}
+	ctx = withCall(ctx, b, i)
+	rec, rev, err := s.loadCall(ctx, b, i)
+	if err != nil {
+		return err
+	}
+	if rec.ResolvedBy == resumeID {
+		return s.redeliveredResolution(ctx, b, i, &rec, resumeResolution(cmd, resumeID))
+	}
+	if expiredBy := timerResolver(cmd.CorrelationID, timerDeadline); tp == nil && rec.ResolvedBy == expiredBy {
+		// The approval deadline passed (by its timer or a late resume): say so rather than
+		// not_waiting, after making sure the expiry itself is published — a crash between
+		// its commit and its publishes is repaired here as well as by the timer.
+		tm := contracts.TicketTimer{CorrelationID: cmd.CorrelationID, Kind: timerDeadline}
+		if err := s.redeliveredResolution(ctx, b, i, &rec, timerResolution(tm)); err != nil {
+			return err
+		}
+		return s.reject(ctx, resumeID, cmd, &contracts.ResumeError{Code: contracts.ResumeExpired,
+			Message: fmt.Sprintf("the approval deadline of %q has passed", cmd.CorrelationID)})
+	}
+	if err := contracts.ValidateResume(tp, cmd, s.env.Now()); err != nil {
+		if errors.Is(err, contracts.ErrExpired) {
+			if xerr := s.expire(ctx, b, i, tp, ticketRev); xerr != nil {
+				return xerr
+			}
+		}
+		return s.reject(ctx, resumeID, cmd, err)
+	}
+	if err := contracts.ValidateCallAwaitsTicket(durable(b, i, &rec), *tp); err != nil {
+		return s.reject(ctx, resumeID, cmd, &contracts.ResumeError{Code: contracts.ResumeNotWaiting, Message: err.Error()})
+	}
+
+	dc := durable(b, i, &rec)
+	call := b.Submission.Calls[i]
+	res := resumeResolution(cmd, resumeID)
+	switch r := cmd.Result; {
+	case r.Permission != nil && r.Permission.Decision == contracts.DecisionAllow:
+		err = s.enter(b, i, &dc)
+	case r.Permission != nil:
+		err = dc.Complete(contracts.ErrorOutput(call.CallID, contracts.BlockedPrefix+res.auditReason))
+	default:
+		err = dc.Complete(r.ToolResult.Normalize())
+	}
+	if err != nil {
+		return bus.Permanent(fmt.Errorf("gate: resume call %s: %w", call.CallID, err))
+	}
+	rec.ResolvedBy = resumeID
+	s.env.Mark(&rec, stageResumed)
+	s.storeDurable(&rec, dc)
+	return s.commitResolution(ctx, b, i, &rec, rev, ticketRev, res)
+}
+
+// refusal is the error a command that names no call is refused with: what
+// [contracts.ValidateResume] says of it (structure first), else not_waiting with detail.
+func (s *Service) refusal(tp *contracts.ResumeTicket, cmd contracts.ResumeCommand, detail string) error {
+	if err := contracts.ValidateResume(tp, cmd, s.env.Now()); err != nil {
+		return err
+	}
+	return &contracts.ResumeError{Code: contracts.ResumeNotWaiting, Message: fmt.Sprintf("correlation %q names no awaiting call: %s", cmd.CorrelationID, detail)}
+}
+
+// resumeResolution is what a valid resume command publishes: approved (audit approved),
+// denied (audit denied, reason defaulting to "denied") or, for a client's tool result,
+// completed (no audit).
+func resumeResolution(cmd contracts.ResumeCommand, resumeID string) resolution {
+	res := resolution{corr: cmd.CorrelationID, resumeID: resumeID}
+	switch p := cmd.Result.Permission; {
+	case p != nil && p.Decision == contracts.DecisionAllow:
+		res.code, res.audit, res.message, res.auditReason = resolvedApproved, contracts.AuditDecisionApproved, "approved", p.Note
+	case p != nil:
+		reason := p.Reason
+		if reason == "" {
+			reason = deniedByDefault
+		}
+		res.code, res.audit, res.message, res.auditReason = resolvedDenied, contracts.AuditDecisionDenied, "denied: "+reason, reason
+	default:
+		res.code, res.message = resolvedCompleted, "tool result accepted"
+	}
+	return res
+}

@@ -1,0 +1,281 @@
+// Package gate is the permission gate of the awaken pipeline (DESIGN §2, PIPELINE "gate").
+//
+// For every call of a batch, in model order, it runs the gate chain — client execution,
+// run narrowing, the per-run policy, the host policy, visibility and availability, the
+// host's fixed results — records the decision on the call, and applies it: an allowed call
+// is committed Executing{1} and sent to the executor of its trusted target; a blocked or
+// fixed-result call completes at once; a call that needs approval or is scheduled parks on
+// a durable ticket with a JetStream-scheduled timer; a client-executed call parks until
+// the client supplies its result. It also resolves tickets (resume commands, due times,
+// approval deadlines) and seals the open batches of cancelled runs.
+//
+// Every handler follows the pipeline rule — commit state by compare-and-swap, publish with
+// deterministic message ids, then acknowledge — so a redelivered input finds its work
+// recorded and only re-publishes. The gate never reads placement from a call's arguments
+// or from the submission: an executor request goes to the target the batcher pinned from
+// the trusted configuration.
+package gate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/awaken-dev/awaken/internal/bus"
+	"github.com/awaken-dev/awaken/internal/pipeline"
+	"github.com/awaken-dev/awaken/pkg/contracts"
+)
+
+// ServiceName names the gate in CloudEvent sources ("awaken/gate"), logs and fault hooks.
+const ServiceName = "gate"
+
+// Consumer settings. A gate handler does a few KV round trips and publishes, so 30 s of
+// ack wait is generous; the back-off starts at 100 ms so a crash is repaired quickly and
+// grows so a broken dependency is not hammered.
+const (
+	ackWait    = 30 * time.Second
+	maxDeliver = 10
+)
+
+// backOff is the nak delay after the n-th failed delivery.
+var backOff = []time.Duration{
+	100 * time.Millisecond, 200 * time.Millisecond, 500 * time.Millisecond,
+	time.Second, 2 * time.Second, 5 * time.Second, 10 * time.Second,
+}
+
+// Reasons of calls sealed because a gate input failed on every delivery: the call becomes
+// Indeterminate with a reason naming the stage, so its batch still finishes.
+const (
+	exhaustedRequest = "gate: the gate request failed on every delivery"
+	exhaustedTimer   = "gate: the ticket timer failed on every delivery"
+)
+
+// Option configures [Start].
+type Option func(*options)
+
+type options struct {
+	workers         int
+	policyCacheSize int
+}
+
+// WithWorkers sets how many messages each of the gate's consumers handles at once in this
+// process (default 4). Handlers of one call serialise through compare-and-swap, so any
+// value is safe.
+func WithWorkers(n int) Option { return func(o *options) { o.workers = n } }
+
+// WithPolicyCacheSize bounds the number of compiled run policies kept (default 4096).
+func WithPolicyCacheSize(n int) Option { return func(o *options) { o.policyCacheSize = n } }
+
+// Service is a running gate. Several replicas may run against one server: they share the
+// durable consumers and coordinate through the call records' compare-and-swap.
+type Service struct {
+	env         *pipeline.Env
+	host        *contracts.Policy
+	runPolicies *policyCache
+	log         zerolog.Logger
+	subs        []*bus.Subscription
+}
+
+// Start compiles the host policy of env.Config (an invalid host policy fails Start), then
+// ensures the gate's durable consumers and starts consuming: gate requests
+// ([contracts.ConsumerGateRequests]), resume commands ([contracts.ConsumerGateResume]),
+// ticket timers ([contracts.ConsumerGateTimers]) and run cancellations
+// ([contracts.ConsumerGateControl]). ctx is the hard-stop context of the handlers; use
+// [Service.Stop] for a graceful stop.
+func Start(ctx context.Context, env *pipeline.Env, opts ...Option) (*Service, error) {
+	o := options{workers: 4}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	s, err := newService(env, o)
+	if err != nil {
+		return nil, err
+	}
+	n := env.Names
+	specs := []struct {
+		spec bus.ConsumerSpec
+		h    bus.Handler
+	}{
+		{bus.ConsumerSpec{
+			Stream: n.WorkStream(), Durable: contracts.ConsumerGateRequests,
+			FilterSubjects: []string{n.GateRequestFilter()},
+			AcceptTypes:    []string{contracts.TypeGateRequest},
+			OnExhausted:    s.requestExhausted,
+		}, s.handleRequest},
+		{bus.ConsumerSpec{
+			Stream: n.TicketsStream(), Durable: contracts.ConsumerGateResume,
+			FilterSubjects: []string{n.TicketResumeSubject()},
+			AcceptTypes:    []string{contracts.TypeTicketResume},
+			OnReject:       s.resumeRejected,
+		}, s.onResume},
+		{bus.ConsumerSpec{
+			Stream: n.TicketsStream(), Durable: contracts.ConsumerGateTimers,
+			FilterSubjects: []string{n.TicketExpireSubject()},
+			AcceptTypes:    []string{contracts.TypeTicketExpire},
+			OnExhausted:    s.timerExhausted,
+		}, s.onTimer},
+		{bus.ConsumerSpec{
+			Stream: n.ControlStream(), Durable: contracts.ConsumerGateControl,
+			FilterSubjects: []string{n.RunCancelSubject()},
+			AcceptTypes:    []string{contracts.TypeRunCancel},
+		}, s.onCancel},
+	}
+	for _, c := range specs {
+		c.spec.AckWait, c.spec.MaxDeliver, c.spec.BackOff = ackWait, maxDeliver, backOff
+		c.spec.Workers, c.spec.Names = o.workers, n
+		sub, err := bus.Consume(ctx, env.JS, c.spec, c.h, s.log)
+		if err != nil {
+			stopErr := s.Stop(context.WithoutCancel(ctx))
+			return nil, errors.Join(fmt.Errorf("gate: start: %w", err), stopErr)
+		}
+		s.subs = append(s.subs, sub)
+	}
+	return s, nil
+}
+
+// newService builds a Service without consumers (tests drive its handlers directly).
+func newService(env *pipeline.Env, o options) (*Service, error) {
+	host, err := contracts.CompilePolicy(env.Config.Policy)
+	if err != nil {
+		return nil, fmt.Errorf("gate: host policy: %w", err)
+	}
+	return &Service{
+		env:         env,
+		host:        host,
+		runPolicies: newPolicyCache(o.policyCacheSize),
+		log:         env.Log.With().Str("service", ServiceName).Logger(),
+	}, nil
+}
+
+// Stop drains every consumer gracefully — stop pulling, let the handlers in flight finish
+// and settle — bounded by ctx. It is safe to call more than once.
+func (s *Service) Stop(ctx context.Context) error {
+	var wg sync.WaitGroup
+	errs := make([]error, len(s.subs))
+	for i, sub := range s.subs {
+		wg.Go(func() { errs[i] = sub.Stop(ctx) })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// handleRequest is the handler of gate requests: the probe of a parallel-delegation batch,
+// or the sequential request of one call.
+func (s *Service) handleRequest(ctx context.Context, d bus.Delivery) error {
+	req, b, err := s.request(ctx, d.Event)
+	if err != nil {
+		return err
+	}
+	if req.Probe {
+		sub := &b.Submission
+		log := zerolog.Ctx(ctx).With().Str("run_id", sub.RunID).Str("batch_id", sub.BatchID()).Logger()
+		return s.probe(log.WithContext(ctx), b)
+	}
+	return s.gateCall(withCall(ctx, b, req.Index), b, req.Index)
+}
+
+// request decodes a gate request and loads its batch. A request that names no batch or no
+// call is permanent: the batcher writes the batch record before it publishes a request.
+func (s *Service) request(ctx context.Context, ev bus.Event) (contracts.GateRequest, *contracts.BatchRecord, error) {
+	var req contracts.GateRequest
+	if err := decodeStrict(ev.Data, &req); err != nil {
+		return req, nil, contracts.Reject(contracts.RejectInvalidJSON, "gate request: %v", err)
+	}
+	if err := contracts.ValidateID("run_id", req.RunID); err != nil {
+		return req, nil, contracts.Reject(contracts.RejectInvalidID, "gate request: %v", err)
+	}
+	if req.Step < 0 {
+		return req, nil, contracts.Reject(contracts.RejectInvalidStep, "gate request: negative step %d", req.Step)
+	}
+	b, err := s.env.Batch(ctx, req.RunID, req.Step)
+	if err != nil {
+		if errors.Is(err, pipeline.ErrBatchNotFound) {
+			return req, nil, bus.Permanent(err)
+		}
+		return req, nil, err
+	}
+	if err := checkBatch(b); err != nil {
+		return req, nil, bus.Permanent(err)
+	}
+	if req.Index < 0 || req.Index >= len(b.Submission.Calls) {
+		return req, nil, contracts.Reject(contracts.RejectInvalidField, "gate request index %d outside batch %s of %d calls",
+			req.Index, b.Submission.BatchID(), len(b.Submission.Calls))
+	}
+	return req, b, nil
+}
+
+// checkBatch verifies the shape the gate relies on: one pin per call.
+func checkBatch(b *contracts.BatchRecord) error {
+	if len(b.Pinned) != len(b.Submission.Calls) {
+		return fmt.Errorf("gate: batch %s has %d pins for %d calls", b.Submission.BatchID(), len(b.Pinned), len(b.Submission.Calls))
+	}
+	return nil
+}
+
+// requestExhausted makes the call of a gate request that failed on every delivery
+// Indeterminate and publishes its CallOutput, so its batch still finishes; for a probe,
+// every call of the batch that is not terminal.
+func (s *Service) requestExhausted(ctx context.Context, d bus.Delivery, cause error) error {
+	req, b, err := s.request(ctx, d.Event)
+	if err != nil {
+		if bus.IsPermanent(err) {
+			return nil // nothing to seal: the request names no call
+		}
+		return err
+	}
+	zerolog.Ctx(ctx).Error().Err(cause).Str("batch_id", b.Submission.BatchID()).Msg("gate request exhausted; sealing")
+	if req.Probe {
+		return s.seal(ctx, b, -1, exhaustedRequest, true)
+	}
+	return s.seal(ctx, b, req.Index, exhaustedRequest, false)
+}
+
+// onResume adapts [Service.handleResume] to the bus.
+func (s *Service) onResume(ctx context.Context, d bus.Delivery) error {
+	return s.handleResume(ctx, d.Event)
+}
+
+// resumeRejected answers a resume command the bus or the decoder refused (wrong type,
+// undecodable envelope or payload) before it is dead-lettered.
+func (s *Service) resumeRejected(ctx context.Context, d bus.Delivery, rej *contracts.Rejection) error {
+	id := d.Event.ID
+	if id == "" {
+		// The envelope itself did not decode; answer under an id derived from the stream
+		// position so the answer is still deduplicated.
+		id = fmt.Sprintf("%s-%d", d.Stream, d.StreamSeq)
+	}
+	return s.publishRejection(ctx, id, contracts.TicketResolution{Code: string(rej.Code), Message: rej.Message})
+}
+
+// onTimer adapts [Service.handleTimer] to the bus.
+func (s *Service) onTimer(ctx context.Context, d bus.Delivery) error {
+	return s.handleTimer(ctx, d.Event)
+}
+
+// timerExhausted makes the call of a timer that failed on every delivery Indeterminate,
+// clears its ticket and publishes its CallOutput, so a parked batch does not wait forever.
+func (s *Service) timerExhausted(ctx context.Context, d bus.Delivery, cause error) error {
+	var tm contracts.TicketTimer
+	if err := decodeStrict(d.Event.Data, &tm); err != nil {
+		return nil
+	}
+	p, err := parseCorrelation(tm.CorrelationID)
+	if err != nil {
+		return nil
+	}
+	b, i, ok, err := s.locate(ctx, p)
+	if err != nil || !ok {
+		return err
+	}
+	zerolog.Ctx(ctx).Error().Err(cause).Str("correlation_id", tm.CorrelationID).Msg("ticket timer exhausted; sealing")
+	return s.seal(ctx, b, i, exhaustedTimer, false)
+}
+
+// onCancel adapts [Service.handleCancel] to the bus.
+func (s *Service) onCancel(ctx context.Context, d bus.Delivery) error {
+	return s.handleCancel(ctx, d.Event)
+}

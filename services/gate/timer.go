@@ -1,0 +1,140 @@
+package gate
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/rs/zerolog"
+
+	"github.com/awaken-dev/awaken/internal/bus"
+	"github.com/awaken-dev/awaken/internal/state"
+	"github.com/awaken-dev/awaken/pkg/contracts"
+)
+
+// handleTimer is the handler of the ticket timers that JetStream message scheduling
+// delivers on the timer subject (PIPELINE "gate", Timer). A timer of a ticket that no
+// longer exists (resolved, cancelled) is acknowledged and ignored.
+func (s *Service) handleTimer(ctx context.Context, ev bus.Event) error {
+	if err := bus.ExpectType(ev, contracts.TypeTicketExpire); err != nil {
+		return bus.Permanent(err)
+	}
+	var tm contracts.TicketTimer
+	if err := decodeStrict(ev.Data, &tm); err != nil {
+		return bus.Permanent(fmt.Errorf("gate: decode ticket timer: %w", err))
+	}
+	if tm.Kind != timerDue && tm.Kind != timerDeadline {
+		return bus.Permanent(fmt.Errorf("gate: ticket timer %s has unknown kind %q", tm.CorrelationID, tm.Kind))
+	}
+	log := zerolog.Ctx(ctx).With().Str("correlation_id", tm.CorrelationID).Str("timer", tm.Kind).Logger()
+	ctx = log.WithContext(ctx)
+	return retryRaced("timer "+tm.CorrelationID, func() error { return s.fire(ctx, tm) })
+}
+
+// fire is one attempt at handling timer tm: a due time runs the scheduled call with no human
+// (audit "scheduled"); a deadline completes a call still awaiting approval with
+// "blocked: approval timed out" (audit "expired"). The call is marked ResolvedBy the timer,
+// so a redelivered timer re-publishes instead of acting twice, and a later human resume
+// finds no ticket (not_waiting).
+func (s *Service) fire(ctx context.Context, tm contracts.TicketTimer) error {
+	p, err := parseCorrelation(tm.CorrelationID)
+	if err != nil {
+		return bus.Permanent(err)
+	}
+	b, i, ok, err := s.locate(ctx, p)
+	if err != nil || !ok {
+		return err // no batch or call: nothing to resolve
+	}
+	ctx = withCall(ctx, b, i)
+	ticket, ticketRev, err := s.env.Tickets.Get(ctx, tm.CorrelationID)
+	var tp *contracts.ResumeTicket
+	switch {
+	case err == nil:
+		tp = &ticket
+	case !errors.Is(err, state.ErrNotFound):
+		return fmt.Errorf("gate: read ticket %s: %w", tm.CorrelationID, err)
+	}
+	rec, rev, err := s.loadCall(ctx, b, i)
+	if err != nil {
+		return err
+	}
+	by := timerResolver(tm.CorrelationID, tm.Kind)
+	if rec.ResolvedBy == by {
+		return s.redeliveredResolution(ctx, b, i, &rec, timerResolution(tm))
+	}
+	if tp == nil {
+		zerolog.Ctx(ctx).Debug().Msg("timer of a resolved or cancelled ticket ignored")
+		return nil
+	}
+	if err := contracts.ValidateCallAwaitsTicket(durable(b, i, &rec), *tp); err != nil {
+		// The call no longer awaits this ticket: an orphan left by a race with a
+		// cancellation. Nobody can resume it; remove it.
+		zerolog.Ctx(ctx).Info().Err(err).Msg("orphan ticket removed")
+		return s.deleteTicket(ctx, tm.CorrelationID, ticketRev)
+	}
+	dc := durable(b, i, &rec)
+	switch {
+	case tm.Kind == timerDue && tp.Reason == contracts.ReasonScheduledAction && tp.DueAt != nil:
+		err = s.enter(b, i, &dc)
+	case tm.Kind == timerDeadline && tp.Deadline != nil:
+		err = dc.Complete(contracts.ErrorOutput(rec.CallID, contracts.BlockedPrefix+approvalTimedOut))
+	default:
+		zerolog.Ctx(ctx).Warn().Str("reason", string(tp.Reason)).Msg("timer does not apply to its ticket; ignored")
+		return nil
+	}
+	if err != nil {
+		return bus.Permanent(fmt.Errorf("gate: timer %s: %w", by, err))
+	}
+	rec.ResolvedBy = by
+	s.env.Mark(&rec, stageResumed)
+	s.storeDurable(&rec, dc)
+	return s.commitResolution(ctx, b, i, &rec, rev, ticketRev, timerResolution(tm))
+}
+
+// expire applies the deadline of ticket t to call i as its deadline timer would, for a
+// resume command that arrived after the deadline but before the timer. It does nothing if
+// the call no longer awaits t.
+func (s *Service) expire(ctx context.Context, b *contracts.BatchRecord, i int, t *contracts.ResumeTicket, ticketRev uint64) error {
+	rec, rev, err := s.loadCall(ctx, b, i)
+	if err != nil {
+		return err
+	}
+	dc := durable(b, i, &rec)
+	if contracts.ValidateCallAwaitsTicket(dc, *t) != nil {
+		return nil
+	}
+	if err := dc.Complete(contracts.ErrorOutput(rec.CallID, contracts.BlockedPrefix+approvalTimedOut)); err != nil {
+		return bus.Permanent(fmt.Errorf("gate: expire call %s: %w", rec.CallID, err))
+	}
+	tm := contracts.TicketTimer{CorrelationID: t.CorrelationID, Kind: timerDeadline}
+	rec.ResolvedBy = timerResolver(tm.CorrelationID, tm.Kind)
+	s.env.Mark(&rec, stageResumed)
+	s.storeDurable(&rec, dc)
+	return s.commitResolution(ctx, b, i, &rec, rev, ticketRev, timerResolution(tm))
+}
+
+// timerResolution is what a fired timer publishes.
+func timerResolution(tm contracts.TicketTimer) resolution {
+	if tm.Kind == timerDue {
+		return resolution{corr: tm.CorrelationID, code: resolvedApproved, message: "scheduled action is due", audit: auditScheduled}
+	}
+	return resolution{corr: tm.CorrelationID, code: resolvedExpired, message: approvalTimedOut,
+		audit: contracts.AuditDecisionExpired, auditReason: approvalTimedOut}
+}
+
+// decodeStrict decodes an internal work payload, refusing unknown fields and trailing data:
+// a payload this version cannot read exactly is a deployment error, not something to guess.
+func decodeStrict(data []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return errors.New("trailing data after the payload")
+	}
+	return nil
+}

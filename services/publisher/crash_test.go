@@ -1,0 +1,220 @@
+package publisher_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/awaken-dev/awaken/internal/bus"
+	"github.com/awaken-dev/awaken/internal/pipeline"
+	"github.com/awaken-dev/awaken/pkg/contracts"
+	"github.com/awaken-dev/awaken/services/publisher"
+)
+
+// duplicateWindow is the short deduplication window of the tests that must get past it.
+const duplicateWindow = 300 * time.Millisecond
+
+// TestCrashesPublishExactlyOnce crashes the publisher (through the fault hook) after it
+// finalized a batch and before it published, and after it published and before it marked
+// the batch published; the redelivery publishes the batch exactly once. The rows past the
+// duplicate window show that the results stream, not its deduplication, is what stops a
+// second publication — also when a later batch of the run was published in between, and
+// without mistaking an earlier batch's results for this one's.
+func TestCrashesPublishExactlyOnce(t *testing.T) {
+	tests := []struct {
+		name     string
+		point    pipeline.FaultPoint
+		times    int
+		parallel bool
+		// pastWindow waits, inside the crash, until the duplicate window has passed.
+		pastWindow bool
+		// laterBatch publishes the results of a later batch of the run inside the crash;
+		// earlierBatch publishes those of an earlier one before the batch starts.
+		laterBatch, earlierBatch bool
+	}{
+		{name: "after finalize, before the publication", point: pipeline.FaultAfterCommit, times: 1},
+		{name: "after finalize, twice", point: pipeline.FaultAfterCommit, times: 2},
+		{name: "after finalize, parallel batch", point: pipeline.FaultAfterCommit, times: 1, parallel: true},
+		{name: "after finalize, past the window, an earlier batch on the subject", point: pipeline.FaultAfterCommit,
+			times: 1, pastWindow: true, earlierBatch: true},
+		{name: "after the publication, before the published mark", point: pipeline.FaultAfterPublish, times: 1},
+		{name: "after the publication, twice", point: pipeline.FaultAfterPublish, times: 2},
+		{name: "after the publication, past the duplicate window", point: pipeline.FaultAfterPublish, times: 1,
+			pastWindow: true},
+		{name: "after the publication, past the window, a later batch published since", point: pipeline.FaultAfterPublish,
+			times: 1, pastWindow: true, laterBatch: true},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			topo := bus.TopologyConfig{}
+			if tt.pastWindow {
+				topo.Duplicates = duplicateWindow
+			}
+			h := newHarnessWith(t, topo)
+			h.start()
+			run := fmt.Sprintf("run-crash-%d", i)
+			tool := "echo"
+			if tt.parallel {
+				tool = "delegate"
+			}
+			sub := submission(run, 5, calls(3, tool)...)
+			if tt.earlierBatch {
+				h.publishForeignBatch(run, 4)
+			}
+			h.createBatch(sub, tt.parallel)
+			for k, c := range sub.Calls {
+				h.setCall(sub, k, completed(c.CallID, "ok"))
+			}
+			h.failAt(tt.point, sub.BatchID(), tt.times, func() {
+				if tt.pastWindow {
+					h.outlastDuplicateWindow()
+				}
+				if tt.laterBatch {
+					h.publishForeignBatch(run, 6)
+				}
+			})
+
+			seq := h.announce(sub, 2, tt.parallel, "1")
+			h.settled(seq)
+			waitPhase(h, sub, contracts.BatchPhasePublished)
+
+			if n := h.hitCount(tt.point, sub.BatchID()); n != tt.times+1 {
+				t.Errorf("fault point reached %d times, want %d", n, tt.times+1)
+			}
+			var ours []stored
+			for _, m := range h.results(run) {
+				if strings.HasPrefix(m.event.ID, sub.BatchID()+":") {
+					ours = append(ours, m)
+				}
+			}
+			if len(ours) != 4 {
+				t.Fatalf("results subject holds %d messages of the batch, want 4 (one publication)", len(ours))
+			}
+			for k, m := range ours {
+				want := pipeline.ResultID(sub.BatchID(), k)
+				if k == 3 {
+					want = pipeline.FinalizedID(sub.BatchID())
+				}
+				if m.event.ID != want || m.seq != ours[0].seq+uint64(k) {
+					t.Errorf("message %d is %s at sequence %d, want %s contiguous", k, m.event.ID, m.seq, want)
+				}
+			}
+			if n := len(h.facts(run)); n < 3 {
+				t.Errorf("published %d projection facts, want 3", n)
+			}
+			if n := len(h.deadLetters(contracts.ConsumerPublisher)); n != 0 {
+				t.Errorf("%d outputs dead-lettered", n)
+			}
+		})
+	}
+}
+
+// TestConcurrentFinalizersPublishOnce holds the worker that finalized a parallel batch
+// right after its compare-and-swap until a second worker — which found the batch already
+// finalized and nothing on the results stream — has published it. The first worker's own
+// publication is then refused as a duplicate, which it takes as "already published": it
+// completes its delivery instead of failing it, and the batch is published once.
+func TestConcurrentFinalizersPublishOnce(t *testing.T) {
+	h := newHarness(t)
+	h.start(publisher.WithWorkers(2))
+	const run = "run-race"
+	sub := submission(run, 1, calls(2, "delegate")...)
+	h.createBatch(sub, true)
+	for k, c := range sub.Calls {
+		h.setCall(sub, k, completed(c.CallID, "ok"))
+	}
+	h.onFault(pipeline.FaultAfterCommit, sub.BatchID(), func(hit int) {
+		if hit != 1 {
+			return
+		}
+		deadline := time.Now().Add(waitTimeout)
+		tick := time.NewTicker(10 * time.Millisecond)
+		defer tick.Stop()
+		for range tick.C {
+			if len(h.results(run)) == 3 || time.Now().After(deadline) {
+				return
+			}
+		}
+	})
+	h.announce(sub, 0, true, "1")
+	seq := h.announce(sub, 1, true, "1")
+	h.settled(seq)
+	waitPhase(h, sub, contracts.BatchPhasePublished)
+
+	if n := h.hitCount(pipeline.FaultAfterCommit, sub.BatchID()); n != 2 {
+		t.Fatalf("%d workers reached the finalized batch, want 2 (the test needs both)", n)
+	}
+	if n := h.hitCount(pipeline.FaultAfterPublish, sub.BatchID()); n != 2 {
+		t.Errorf("%d workers completed the publication step, want 2: the loser must take the duplicate as published", n)
+	}
+	if n := len(h.results(run)); n != 3 {
+		t.Errorf("results subject holds %d messages, want 3 (one publication)", n)
+	}
+}
+
+// outlastDuplicateWindow returns once the stream's duplicate window has passed for every
+// message published before the call. It publishes a probe with a fresh id, then
+// re-publishes it until the stream no longer reports it as a duplicate: ids expire in
+// the order they were stored, so everything older has expired too. It runs inside the
+// fault hook, off the test goroutine, so it reports failures without stopping the test.
+func (h *harness) outlastDuplicateWindow() {
+	subject := h.env.Names.ResultsSubject("window-probe")
+	id := fmt.Sprintf("probe-%d", time.Now().UnixNano())
+	if _, err := h.js.PublishMsg(h.ctx, probeMsg(subject, id)); err != nil {
+		h.t.Errorf("publish window probe: %v", err)
+		return
+	}
+	deadline := time.Now().Add(waitTimeout)
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for range tick.C {
+		ack, err := h.js.PublishMsg(h.ctx, probeMsg(subject, id))
+		if err != nil {
+			h.t.Errorf("re-publish window probe: %v", err)
+			return
+		}
+		if !ack.Duplicate {
+			return
+		}
+		if time.Now().After(deadline) {
+			h.t.Errorf("the duplicate window did not pass within %s", waitTimeout)
+			return
+		}
+	}
+}
+
+// publishForeignBatch publishes the results of another batch (run, step) — one result
+// and its finalized event — as a publisher would have.
+func (h *harness) publishForeignBatch(run string, step int64) {
+	batchID := contracts.BatchID(run, step)
+	subject := h.env.Names.ResultsSubject(run)
+	res, err := bus.NewEvent(pipeline.ResultID(batchID, 0), "awaken/publisher", contracts.TypeToolResult,
+		contracts.ToolResultEvent{BatchID: batchID, RunID: run, CallID: "x", ToolID: "echo",
+			Outcome: contracts.OutcomeCompleted, Output: contracts.TextOutput("x", "other")})
+	if err != nil {
+		h.t.Errorf("foreign result: %v", err)
+		return
+	}
+	fin, err := bus.NewEvent(pipeline.FinalizedID(batchID), "awaken/publisher", contracts.TypeBatchFinalized,
+		contracts.BatchFinalized{BatchID: batchID, RunID: run, ThreadID: "thread-1", Step: step,
+			CallIDs: []string{"x"}, State: []contracts.Command{}})
+	if err != nil {
+		h.t.Errorf("foreign finalized: %v", err)
+		return
+	}
+	if err := h.env.Pub.PublishAtomic(h.ctx, []bus.Outgoing{{Subject: subject, Event: res}, {Subject: subject, Event: fin}}); err != nil {
+		h.t.Errorf("publish foreign batch %s: %v", batchID, err)
+	}
+}
+
+// probeMsg is a bare message with a message id on subject.
+func probeMsg(subject, id string) *nats.Msg {
+	m := nats.NewMsg(subject)
+	m.Header.Set(jetstream.MsgIDHeader, id)
+	m.Data = []byte("probe")
+	return m
+}

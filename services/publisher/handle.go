@@ -1,0 +1,228 @@
+package publisher
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/rs/zerolog"
+
+	"github.com/awaken-dev/awaken/internal/bus"
+	"github.com/awaken-dev/awaken/internal/pipeline"
+	"github.com/awaken-dev/awaken/internal/state"
+	"github.com/awaken-dev/awaken/pkg/contracts"
+)
+
+// errBatchVanished reports a batch record that disappeared while its outputs were being
+// handled (an operator purge): nothing can be published for it.
+var errBatchVanished = errors.New("batch record disappeared")
+
+// errUnknownPhase reports a batch record in a phase the publisher cannot act on (a record
+// written by a newer version, or corrupted).
+var errUnknownPhase = errors.New("unexpected batch phase")
+
+// errCallMismatch reports a call record that does not belong to the call of the batch it
+// is keyed under: a corrupted or foreign record the publisher must not publish.
+var errCallMismatch = errors.New("call record does not match its batch")
+
+// handleOutput is the handler of committed call outputs (PIPELINE "publisher" steps 1–4).
+func (s *Service) handleOutput(ctx context.Context, d bus.Delivery) error {
+	var out contracts.CallOutput
+	if err := decodeStrict(d.Event.Data, &out); err != nil {
+		return contracts.Reject(contracts.RejectInvalidJSON, "call output: %v", err)
+	}
+	if err := contracts.ValidateID("run_id", out.RunID); err != nil {
+		return contracts.Reject(contracts.RejectInvalidID, "call output: %v", err)
+	}
+	key := contracts.BatchKey(out.RunID, out.Step)
+	// The phase matters, so the record is read fresh rather than from the batch cache.
+	rec, _, err := s.env.Batches.Get(ctx, key)
+	if err != nil {
+		if errors.Is(err, state.ErrNotFound) {
+			return bus.Permanent(fmt.Errorf("publisher: %w: %s", pipeline.ErrBatchNotFound, contracts.BatchID(out.RunID, out.Step)))
+		}
+		return fmt.Errorf("publisher: load batch: %w", err)
+	}
+	sub := &rec.Submission
+	if out.Index < 0 || out.Index >= len(sub.Calls) || sub.Calls[out.Index].CallID != out.CallID {
+		return contracts.Reject(contracts.RejectInvalidField,
+			"call output names call %d %q, which is not a call of batch %s", out.Index, out.CallID, sub.BatchID())
+	}
+	log := zerolog.Ctx(ctx).With().Str("batch_id", sub.BatchID()).Str("run_id", sub.RunID).Str("call_id", out.CallID).Logger()
+	ctx = log.WithContext(ctx)
+
+	if rec.Phase == contracts.BatchPhasePublished {
+		s.progress.forget(key)
+		log.Debug().Msg("batch already published")
+		return nil
+	}
+	// Sequential dispatch makes the last call terminal only after every earlier one, so
+	// only its output can open the barrier. A parallel batch (or one that fell back to
+	// sequential dispatch after its probe) may complete in any order.
+	if !rec.Parallel && out.Index != len(sub.Calls)-1 {
+		log.Debug().Int("index", out.Index).Msg("barrier holds: not the last call")
+		return nil
+	}
+	if rec.Parallel {
+		ready, err := s.progress.allTerminal(ctx, s.env, &rec)
+		if err != nil || !ready {
+			if err == nil {
+				log.Debug().Msg("barrier holds: a call is not terminal yet")
+			}
+			return err
+		}
+	}
+	calls, ready, err := s.terminalCalls(ctx, &rec)
+	if err != nil || !ready {
+		if err == nil {
+			log.Debug().Msg("barrier holds: a call is not terminal yet")
+		}
+		return err
+	}
+	pub, err := s.build(ctx, &rec, calls)
+	if err != nil {
+		return err
+	}
+	return s.finalizeAndPublish(ctx, &rec, pub)
+}
+
+// terminalCalls reads every call record of rec's batch in model order. It reports false
+// when any call has no record or is not terminal; a record that belongs to another call
+// is permanent.
+func (s *Service) terminalCalls(ctx context.Context, rec *contracts.BatchRecord) ([]contracts.CallRecord, bool, error) {
+	sub := &rec.Submission
+	entries, err := s.env.Calls.List(ctx, contracts.CallKeysOfBatch(sub.RunID, sub.Step))
+	if err != nil {
+		return nil, false, fmt.Errorf("publisher: batch %s: list call records: %w", sub.BatchID(), err)
+	}
+	calls := make([]contracts.CallRecord, len(sub.Calls))
+	for i, c := range sub.Calls {
+		e, ok := entries[contracts.CallKey(sub.RunID, sub.Step, c.CallID)]
+		if !ok || !e.Value.Phase.IsTerminal() {
+			return nil, false, nil
+		}
+		if e.Value.Index != i || e.Value.CallID != c.CallID || e.Value.ToolID != c.ToolID {
+			return nil, false, bus.Permanent(fmt.Errorf("publisher: %w: %s holds call %d %q (%s), batch has call %d %q (%s)",
+				errCallMismatch, e.Key, e.Value.Index, e.Value.CallID, e.Value.ToolID, i, c.CallID, c.ToolID))
+		}
+		calls[i] = e.Value
+	}
+	return calls, true, nil
+}
+
+// finalizeAndPublish moves the batch open → finalized, publishes its results atomically
+// unless they already are, publishes the projection facts, and moves it finalized →
+// published. Every step tolerates having been done before by a delivery that died, or
+// concurrently by another worker: the phase moves only by compare-and-swap, and a
+// publication is skipped when the results stream already holds it.
+func (s *Service) finalizeAndPublish(ctx context.Context, rec *contracts.BatchRecord, pub publication) error {
+	log := zerolog.Ctx(ctx)
+	sub := &rec.Submission
+	batchID := sub.BatchID()
+	key := contracts.BatchKey(sub.RunID, sub.Step)
+
+	var finalizedBefore, publishedBefore bool
+	_, _, err := s.env.Batches.Update(ctx, key, func(cur *contracts.BatchRecord, exists bool) error {
+		finalizedBefore, publishedBefore = false, false
+		if !exists {
+			return errBatchVanished
+		}
+		switch cur.Phase {
+		case contracts.BatchPhaseOpen:
+			cur.Phase = contracts.BatchPhaseFinalized
+			return nil
+		case contracts.BatchPhaseFinalized:
+			finalizedBefore = true
+			return state.ErrNoChange
+		case contracts.BatchPhasePublished:
+			publishedBefore = true
+			return state.ErrNoChange
+		default:
+			return fmt.Errorf("%w: batch %s is %q", errUnknownPhase, batchID, cur.Phase)
+		}
+	})
+	if err != nil {
+		if errors.Is(err, errBatchVanished) || errors.Is(err, errUnknownPhase) {
+			return bus.Permanent(fmt.Errorf("publisher: finalize %s: %w", batchID, err))
+		}
+		return fmt.Errorf("publisher: finalize %s: %w", batchID, err)
+	}
+	if publishedBefore {
+		s.progress.forget(key)
+		log.Debug().Msg("batch was published concurrently")
+		return nil
+	}
+	if err := s.env.Fault(ctx, ServiceName, pipeline.FaultAfterCommit, batchID); err != nil {
+		return err
+	}
+
+	already := false
+	if finalizedBefore {
+		// A delivery before this one finalized the batch and may have published it before
+		// dying; past the duplicate window only the stream itself can say.
+		already, err = s.resultsPublished(ctx, rec)
+		if err != nil {
+			return err
+		}
+	}
+	switch {
+	case already:
+		log.Info().Msg("results already on the results stream; not publishing them again")
+	default:
+		err := s.env.Pub.PublishAtomic(ctx, pub.results)
+		switch {
+		case errors.Is(err, bus.ErrAtomicDuplicate):
+			log.Info().Msg("results already published (refused as a duplicate)")
+		case err != nil:
+			return fmt.Errorf("publisher: publish results of %s: %w", batchID, err)
+		}
+	}
+	if err := s.env.Fault(ctx, ServiceName, pipeline.FaultAfterPublish, batchID); err != nil {
+		return err
+	}
+	// The facts go out before the published mark: a delivery that finds the batch
+	// published acks at once, so everything the batch owes must be durable by then.
+	if err := s.env.Pub.PublishAll(ctx, pub.facts); err != nil {
+		return fmt.Errorf("publisher: publish projection facts of %s: %w", batchID, err)
+	}
+	_, _, err = s.env.Batches.Update(ctx, key, func(cur *contracts.BatchRecord, exists bool) error {
+		if !exists {
+			return errBatchVanished
+		}
+		switch cur.Phase {
+		case contracts.BatchPhaseFinalized:
+			cur.Phase = contracts.BatchPhasePublished
+			return nil
+		case contracts.BatchPhasePublished:
+			return state.ErrNoChange
+		default:
+			return fmt.Errorf("%w: batch %s is %q after its publication", errUnknownPhase, batchID, cur.Phase)
+		}
+	})
+	if err != nil {
+		if errors.Is(err, errBatchVanished) || errors.Is(err, errUnknownPhase) {
+			return bus.Permanent(fmt.Errorf("publisher: mark %s published: %w", batchID, err))
+		}
+		return fmt.Errorf("publisher: mark %s published: %w", batchID, err)
+	}
+	s.progress.forget(key)
+	log.Info().Int("results", len(pub.results)-1).Bool("retried", finalizedBefore).Msg("batch published")
+	return nil
+}
+
+// decodeStrict decodes one JSON value into v, refusing unknown fields and trailing data:
+// an internal work event that does not match its versioned type exactly is a bug to
+// surface, not a payload to guess at.
+func decodeStrict(data []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if dec.More() {
+		return errors.New("trailing data after the JSON value")
+	}
+	return nil
+}

@@ -1,0 +1,348 @@
+package publisher_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/awaken-dev/awaken/internal/bus"
+	"github.com/awaken-dev/awaken/internal/natstest"
+	"github.com/awaken-dev/awaken/internal/pipeline"
+	"github.com/awaken-dev/awaken/pkg/contracts"
+	"github.com/awaken-dev/awaken/services/publisher"
+)
+
+// TestBarrierHoldsUntilEveryCallIsTerminal drives outputs while some call of the batch is
+// not terminal and shows that nothing is published and the batch stays open; once the
+// last call is terminal, its output publishes the batch.
+func TestBarrierHoldsUntilEveryCallIsTerminal(t *testing.T) {
+	executing := contracts.ExecutingPhase(1)
+	awaiting := contracts.AwaitingPhase(contracts.WaitToolPermission, "perm.run.1.c1")
+	type step struct {
+		call   int
+		phase  *contracts.ToolCallPhase // nil: leave the record as it is
+		output bool                     // announce the call's output afterwards
+	}
+	done := func(i int) step {
+		p := completed(fmt.Sprintf("c%d", i), "ok")
+		return step{call: i, phase: &p, output: true}
+	}
+	tests := []struct {
+		name     string
+		tool     string
+		parallel bool
+		// held are the steps after which nothing may be published; the final steps
+		// publish the batch.
+		held  []step
+		final []step
+	}{
+		{name: "sequential: outputs of earlier calls", tool: "echo",
+			held:  []step{done(0), done(1), {call: 2, phase: &executing}},
+			final: []step{done(2)}},
+		{name: "sequential: last output while an earlier call executes", tool: "echo",
+			held: []step{done(0), {call: 1, phase: &executing}, done(2)},
+			// The middle call completes; a redelivery of the last output then publishes.
+			final: []step{{call: 1, phase: ptr(completed("c1", "ok"))}, {call: 2, output: true}}},
+		{name: "sequential: last output while an earlier call has no record", tool: "echo",
+			held:  []step{done(0), done(2)},
+			final: []step{{call: 1, phase: ptr(completed("c1", "ok"))}, {call: 2, output: true}}},
+		{name: "parallel: outputs in any order", tool: "delegate", parallel: true,
+			held:  []step{done(2), done(0), {call: 1, phase: &awaiting, output: true}},
+			final: []step{done(1)}},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t)
+			h.start()
+			run := fmt.Sprintf("run-barrier-%d", i)
+			sub := submission(run, 1, calls(3, tt.tool)...)
+			h.createBatch(sub, tt.parallel)
+			apply := func(s step, tag string) uint64 {
+				if s.phase != nil {
+					h.setCall(sub, s.call, *s.phase)
+				}
+				if !s.output {
+					return 0
+				}
+				seq := h.announce(sub, s.call, tt.parallel, tag)
+				h.settled(seq)
+				return seq
+			}
+			for k, s := range tt.held {
+				apply(s, fmt.Sprint(k))
+				if n := len(h.results(run)); n != 0 {
+					t.Fatalf("after step %d: %d messages published while a call is not terminal", k, n)
+				}
+				if p := h.phase(sub); p != contracts.BatchPhaseOpen {
+					t.Fatalf("after step %d: phase %q while a call is not terminal", k, p)
+				}
+			}
+			for k, s := range tt.final {
+				apply(s, fmt.Sprint("final-", k))
+			}
+			got := h.waitMessages(h.env.Names.ResultsStream(), h.env.Names.ResultsSubject(run), 4)
+			if len(got) != 4 {
+				t.Errorf("published %d messages, want 4", len(got))
+			}
+			waitPhase(h, sub, contracts.BatchPhasePublished)
+		})
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// waitPhase waits until sub's batch is in phase p.
+func waitPhase(h *harness, sub contracts.BatchSubmission, p contracts.BatchPhase) {
+	h.t.Helper()
+	natstest.WaitFor(h.t, waitTimeout, func() bool { return h.phase(sub) == p }, fmt.Sprintf("batch %s to be %s", sub.BatchID(), p))
+}
+
+// TestPublishesOneAtomicBatchInModelOrder completes a batch with a text result, an error
+// result, an Indeterminate call and staged state, and checks the one publication: every
+// result in model order with its outcome, the finalized event last with the call ids and
+// the staged state in order, all contiguous on the run's results subject; then the
+// projection facts and the published phase.
+func TestPublishesOneAtomicBatchInModelOrder(t *testing.T) {
+	h := newHarness(t)
+	h.start()
+	const run = "run-order"
+	sub := submission(run, 7, call("first", "echo"), call("second", "echo"), call("third", "nope"), call("fourth", "echo"))
+	h.createBatch(sub, false)
+
+	cmdA := contracts.Command{Key: "a", Scope: contracts.ScopeRun, Merge: contracts.MergeDisjoint,
+		Action: contracts.Action{Kind: contracts.ActionSet, Value: json.RawMessage(`1`)}}
+	cmdB := contracts.Command{Key: "b", Scope: contracts.ScopeThread, Merge: contracts.MergeDisjoint,
+		Action: contracts.Action{Kind: contracts.ActionRemove}}
+	const reason = "owner lease expired after the executor was entered"
+	outputs := []contracts.ToolOutput{
+		contracts.TextOutput("first", "one").WithState(cmdA),
+		contracts.ErrorOutput("second", "blocked: denied"),
+		contracts.ErrorOutput("third", "tool outcome is indeterminate: "+reason),
+		contracts.TextOutput("fourth", "four").WithState(cmdB),
+	}
+	h.setCall(sub, 0, contracts.CompletedPhase(outputs[0]))
+	h.setCall(sub, 1, contracts.CompletedPhase(outputs[1]))
+	h.setCall(sub, 2, contracts.IndeterminatePhase(reason))
+	h.setCall(sub, 3, contracts.CompletedPhase(outputs[3]))
+	h.announce(sub, 3, false, "1")
+
+	got := h.waitMessages(h.env.Names.ResultsStream(), h.env.Names.ResultsSubject(run), 5)
+	waitPhase(h, sub, contracts.BatchPhasePublished)
+	if len(got) != 5 {
+		t.Fatalf("published %d messages, want 5", len(got))
+	}
+	batchID := sub.BatchID()
+	outcomes := []contracts.Outcome{contracts.OutcomeCompleted, contracts.OutcomeCompleted,
+		contracts.OutcomeIndeterminate, contracts.OutcomeCompleted}
+	for i, m := range got {
+		if i > 0 && m.seq != got[i-1].seq+1 {
+			t.Errorf("message %d at sequence %d does not follow %d: the batch is not contiguous", i, m.seq, got[i-1].seq)
+		}
+		if m.event.Source != "awaken/publisher" {
+			t.Errorf("message %d from %q", i, m.event.Source)
+		}
+		if i == 4 {
+			break
+		}
+		c := sub.Calls[i]
+		if m.event.Type != contracts.TypeToolResult || m.event.ID != pipeline.ResultID(batchID, i) {
+			t.Errorf("message %d is %s %s, want result %s", i, m.event.Type, m.event.ID, pipeline.ResultID(batchID, i))
+		}
+		r := decode[contracts.ToolResultEvent](t, m.event)
+		want := contracts.ToolResultEvent{BatchID: batchID, RunID: run, Index: i, CallID: c.CallID, ToolID: c.ToolID,
+			Outcome: outcomes[i], Output: outputs[i]}
+		if !reflect.DeepEqual(r, want) {
+			t.Errorf("result %d = %+v, want %+v", i, r, want)
+		}
+	}
+	fin := got[4]
+	if fin.event.Type != contracts.TypeBatchFinalized || fin.event.ID != pipeline.FinalizedID(batchID) {
+		t.Errorf("last message is %s %s, want the finalized event", fin.event.Type, fin.event.ID)
+	}
+	f := decode[contracts.BatchFinalized](t, fin.event)
+	wantFin := contracts.BatchFinalized{BatchID: batchID, RunID: run, ThreadID: "thread-1", Step: 7,
+		CallIDs: []string{"first", "second", "third", "fourth"}, State: []contracts.Command{cmdA, cmdB}}
+	if !reflect.DeepEqual(f, wantFin) {
+		t.Errorf("finalized = %+v, want %+v", f, wantFin)
+	}
+
+	facts := h.facts(run)
+	if len(facts) != 4 {
+		t.Fatalf("got %d projection facts, want 4", len(facts))
+	}
+	for i, m := range facts {
+		c := sub.Calls[i]
+		ev := decode[contracts.AgentEvent](t, m.event)
+		isErr := i == 1 || i == 2
+		want := contracts.AgentEvent{Tier: "fact", BatchID: batchID,
+			Event: contracts.AgentFact{Type: contracts.EventToolResult, ID: c.CallID, IsError: &isErr}}
+		if !reflect.DeepEqual(ev, want) || m.event.Type != contracts.TypeAgentEvent ||
+			m.event.ID != pipeline.AgentEventID(contracts.OperationID(run, 7, c.CallID), contracts.EventToolResult) {
+			t.Errorf("fact %d %s = %+v, want %+v", i, m.event.ID, ev, want)
+		}
+	}
+}
+
+// TestDuplicateOutputsPublishOnce delivers the outputs that can open the barrier several
+// times — redeliveries of the last output, and every output of a parallel batch twice,
+// handled concurrently by two replicas with several workers each — and shows exactly one
+// publication.
+func TestDuplicateOutputsPublishOnce(t *testing.T) {
+	tests := []struct {
+		name     string
+		tool     string
+		parallel bool
+		replicas int
+		n        int
+	}{
+		{name: "redelivered last output of a sequential batch", tool: "echo", replicas: 1, n: 3},
+		{name: "parallel batch, concurrent outputs on two replicas", tool: "delegate", parallel: true, replicas: 2, n: 8},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t)
+			for range tt.replicas {
+				h.start(publisher.WithWorkers(4))
+			}
+			run := fmt.Sprintf("run-dup-%d", i)
+			sub := submission(run, 1, calls(tt.n, tt.tool)...)
+			h.createBatch(sub, tt.parallel)
+			for k := range tt.n {
+				h.setCall(sub, k, completed(sub.Calls[k].CallID, "ok"))
+			}
+			var last uint64
+			for round := range 3 {
+				if !tt.parallel {
+					last = h.announce(sub, tt.n-1, false, fmt.Sprint(round))
+					continue
+				}
+				if round == 2 {
+					break
+				}
+				for k := range tt.n {
+					last = h.announce(sub, k, true, fmt.Sprint(round))
+				}
+			}
+			h.settled(last)
+			waitPhase(h, sub, contracts.BatchPhasePublished)
+			if n := len(h.results(run)); n != tt.n+1 {
+				t.Errorf("results subject holds %d messages, want %d (one publication)", n, tt.n+1)
+			}
+			if n := len(h.facts(run)); n != tt.n {
+				t.Errorf("published %d projection facts, want %d", n, tt.n)
+			}
+		})
+	}
+}
+
+// TestInvalidOutputsAreDeadLettered shows that an output naming no recorded batch, or a
+// call the batch does not have, is dead-lettered at once and the next batch still
+// publishes.
+func TestInvalidOutputsAreDeadLettered(t *testing.T) {
+	h := newHarness(t)
+	h.start()
+	sub := submission("run-invalid", 1, call("c0", "echo"))
+	h.createBatch(sub, false)
+
+	ghost := outputOf(submission("run-ghost", 1, call("c0", "echo")), 0, false)
+	h.output("ghost-1", ghost)
+	wrong := outputOf(sub, 0, false)
+	wrong.CallID = "other"
+	seq := h.output("wrong-1", wrong)
+	h.settled(seq)
+	codes := map[string]string{} // original message id → dead-letter code (workers run concurrently)
+	for _, d := range h.deadLetters(contracts.ConsumerPublisher) {
+		codes[d.header.Get(bus.HeaderOriginalMsgID)] = d.header.Get(bus.HeaderDeadCode)
+	}
+	want := map[string]string{"ghost-1": string(bus.CodePermanent), "wrong-1": string(contracts.RejectInvalidField)}
+	if !reflect.DeepEqual(codes, want) {
+		t.Errorf("dead letters = %v, want %v", codes, want)
+	}
+
+	h.setCall(sub, 0, completed("c0", "ok"))
+	h.announce(sub, 0, false, "1")
+	h.waitMessages(h.env.Names.ResultsStream(), h.env.Names.ResultsSubject("run-invalid"), 2)
+}
+
+// TestLargeBatches publishes the largest batch the protocol allows in one atomic batch,
+// outputs at the executors' size cap, and staged state too large for one message.
+func TestLargeBatches(t *testing.T) {
+	big := func(i int) string { return strings.Repeat(string(rune('a'+i%26)), 256<<10) }
+	stateOf := func(i int) contracts.Command {
+		return contracts.Command{Key: fmt.Sprintf("k%d", i), Scope: contracts.ScopeRun, Merge: contracts.MergeDisjoint,
+			Action: contracts.Action{Kind: contracts.ActionSet, Value: json.RawMessage(`"` + strings.Repeat("s", 230<<10) + `"`)}}
+	}
+	tests := []struct {
+		name      string
+		n         int
+		output    func(i int, id string) contracts.ToolOutput
+		wantState int // commands in the finalized event
+	}{
+		{name: "512 calls", n: contracts.MaxCallsPerBatch,
+			output: func(i int, id string) contracts.ToolOutput { return contracts.TextOutput(id, fmt.Sprint("result ", i)) }},
+		{name: "outputs of 256 KiB", n: 6,
+			output: func(i int, id string) contracts.ToolOutput { return contracts.TextOutput(id, big(i)) }},
+		{name: "staged state larger than one message", n: 20,
+			output: func(i int, id string) contracts.ToolOutput {
+				return contracts.TextOutput(id, "ok").WithState(stateOf(i))
+			}},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t)
+			h.start()
+			run := fmt.Sprintf("run-large-%d", i)
+			sub := submission(run, 1, calls(tt.n, "echo")...)
+			h.createBatch(sub, false)
+			for k, c := range sub.Calls {
+				h.setCall(sub, k, contracts.CompletedPhase(tt.output(k, c.CallID)))
+			}
+			h.announce(sub, tt.n-1, false, "1")
+			got := h.waitMessages(h.env.Names.ResultsStream(), h.env.Names.ResultsSubject(run), tt.n+1)
+			waitPhase(h, sub, contracts.BatchPhasePublished)
+			if len(got) != tt.n+1 {
+				t.Fatalf("published %d messages, want %d", len(got), tt.n+1)
+			}
+			for k, m := range got[:tt.n] {
+				if m.seq != got[0].seq+uint64(k) {
+					t.Fatalf("message %d at sequence %d: not one contiguous batch", k, m.seq)
+				}
+				r := decode[contracts.ToolResultEvent](t, m.event)
+				if want := tt.output(k, sub.Calls[k].CallID); r.Index != k || !reflect.DeepEqual(r.Output, want) {
+					t.Fatalf("result %d does not carry its output", k)
+				}
+			}
+			f := decode[contracts.BatchFinalized](t, got[tt.n].event)
+			if len(f.CallIDs) != tt.n || f.State == nil || len(f.State) != tt.wantState {
+				t.Errorf("finalized has %d call ids and %d state commands (nil %v), want %d and %d",
+					len(f.CallIDs), len(f.State), f.State == nil, tt.n, tt.wantState)
+			}
+		})
+	}
+}
+
+// TestConflictingStateIsLeftOutOfTheFinalizedEvent stages two exclusive sets of one key:
+// the batch still publishes, with empty state in its finalized event.
+func TestConflictingStateIsLeftOutOfTheFinalizedEvent(t *testing.T) {
+	h := newHarness(t)
+	h.start()
+	const run = "run-state-conflict"
+	sub := submission(run, 1, calls(2, "echo")...)
+	h.createBatch(sub, false)
+	set := contracts.Command{Key: "owner", Scope: contracts.ScopeThread, Merge: contracts.MergeExclusive,
+		Action: contracts.Action{Kind: contracts.ActionSet, Value: json.RawMessage(`"me"`)}}
+	for k, c := range sub.Calls {
+		h.setCall(sub, k, contracts.CompletedPhase(contracts.TextOutput(c.CallID, "ok").WithState(set)))
+	}
+	h.announce(sub, 1, false, "1")
+	got := h.waitMessages(h.env.Names.ResultsStream(), h.env.Names.ResultsSubject(run), 3)
+	f := decode[contracts.BatchFinalized](t, got[2].event)
+	if f.State == nil || len(f.State) != 0 {
+		t.Errorf("finalized state = %+v, want empty", f.State)
+	}
+	if r := decode[contracts.ToolResultEvent](t, got[0].event); len(r.Output.State) != 1 {
+		t.Errorf("result 0 lost its own staged state: %+v", r.Output.State)
+	}
+}

@@ -1,0 +1,255 @@
+package sandboxexec_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/awaken-dev/awaken/internal/execcore"
+	"github.com/awaken-dev/awaken/internal/execcore/exectest"
+	"github.com/awaken-dev/awaken/internal/sandbox"
+	sandboxexec "github.com/awaken-dev/awaken/services/sandbox-exec"
+
+	"github.com/awaken-dev/awaken/pkg/contracts"
+)
+
+func sandboxConfig(enabled bool, module string) string {
+	return fmt.Sprintf(`
+tools:
+  - id: wc
+    target: sandbox
+    module: %s
+    capability: replay_safe
+    recovery_policy: { mode: replay_safe, max_attempts: 3 }
+    timeout: 5s
+  - id: broken
+    target: sandbox
+    module: /nonexistent/broken.wasm
+  - id: echo
+    target: brain
+executors:
+  brain:
+    unavailable_retries: 2
+  sandbox:
+    enabled: %v
+`, module, enabled)
+}
+
+var fastRetries = []execcore.Option{
+	execcore.WithBackOff(20 * time.Millisecond),
+	execcore.WithRetryBackoff(5*time.Millisecond, 20*time.Millisecond),
+}
+
+func stopOnCleanup(t *testing.T, s *sandboxexec.Service) {
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		if err := s.Stop(ctx); err != nil {
+			t.Errorf("stop: %v", err)
+		}
+	})
+}
+
+func wcCall(id, args string) exectest.Call {
+	return exectest.Call{RunID: "run-9", Step: 1, CallID: id, ToolID: "wc", Args: args, Target: contracts.TargetSandbox,
+		Policy: contracts.ToolRecoveryPolicy{Mode: contracts.ModeReplaySafe, MaxAttempts: 3}}
+}
+
+func TestDisabledSandboxNeverRunsAnything(t *testing.T) {
+	e := exectest.New(t, sandboxConfig(false, "wc.wasm"))
+	s, err := sandboxexec.Start(e.Ctx, e.Env, fastRetries...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopOnCleanup(t, s)
+	if s.Available() {
+		t.Fatal("a disabled sandbox reports itself available")
+	}
+	c := wcCall("call_1", `{"text":"a b"}`)
+	e.Allow(c)
+	got, isErr := exectest.Text(t, e.WaitTerminal(c))
+	if got != "tool execution failed: sandbox executor unavailable for tool wc" || !isErr {
+		t.Errorf("output %q (error %v)", got, isErr)
+	}
+	if n := e.Ledger(c); n != 0 {
+		t.Errorf("ledger = %d, want 0: nothing may run", n)
+	}
+	if outs := e.WaitOutputs(c.RunID, 1); len(outs) != 1 || outs[0].Source != "awaken/sandbox-exec" ||
+		outs[0].Payload.Outcome != contracts.OutcomeCompleted {
+		t.Errorf("outputs %+v", outs)
+	}
+}
+
+// fakeEngine is a scripted Engine.
+type fakeEngine struct {
+	mu      sync.Mutex
+	loadErr map[string]error
+	loads   map[string]int
+	invoke  func(req sandbox.Request) (sandbox.Result, error)
+	args    []string
+	closed  bool
+}
+
+func (f *fakeEngine) Load(_ context.Context, id string, cfg sandbox.ModuleConfig) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.loads == nil {
+		f.loads = map[string]int{}
+	}
+	f.loads[id]++
+	if cfg.Path == "" {
+		return errors.New("no path")
+	}
+	return f.loadErr[id]
+}
+
+func (f *fakeEngine) Invoke(_ context.Context, req sandbox.Request) (sandbox.Result, error) {
+	f.mu.Lock()
+	f.args = append(f.args, string(req.Args))
+	f.mu.Unlock()
+	return f.invoke(req)
+}
+
+func (f *fakeEngine) Close(context.Context) error {
+	f.mu.Lock()
+	f.closed = true
+	f.mu.Unlock()
+	return nil
+}
+
+func TestSandboxOutcomes(t *testing.T) {
+	missing := fmt.Errorf("%w: tool %q: open wc.wasm: no such file", sandbox.ErrModuleUnavailable, "wc")
+	tests := []struct {
+		name       string
+		loadErr    error
+		invoke     func(sandbox.Request) (sandbox.Result, error)
+		args       string
+		want       string
+		wantErr    bool
+		wantLedger uint64
+	}{
+		{"JSON stdout as text", nil, func(req sandbox.Request) (sandbox.Result, error) {
+			return sandbox.Result{Stdout: []byte(`{"lines":0,"words":2,"bytes":3}` + "\n"), IsJSON: true}, nil
+		}, `{"text":"a b"}`, `{"lines":0,"words":2,"bytes":3}`, false, 1},
+		{"null arguments arrive as {}", nil, func(req sandbox.Request) (sandbox.Result, error) {
+			return sandbox.Result{Stdout: req.Args}, nil
+		}, `null`, `{}`, false, 1},
+		{"operation id handed to the module", nil, func(req sandbox.Request) (sandbox.Result, error) {
+			return sandbox.Result{Stdout: []byte(req.OperationID)}, nil
+		}, `{}`, "tool-batch:run-9:1:call_1", false, 1},
+		{"missing module is unavailable before dispatch", missing, nil, `{}`,
+			"tool executor unavailable before dispatch: sandbox: module unavailable: tool \"wc\": open wc.wasm: no such file", true, 0},
+		{"module exits non-zero", nil, func(req sandbox.Request) (sandbox.Result, error) {
+			return sandbox.Result{}, &sandbox.ModuleError{Kind: sandbox.KindExit, ToolID: "wc", ExitCode: 2, Detail: "exit status 2", Stderr: "bad input"}
+		}, `{}`, `tool execution failed: sandbox: tool "wc": exit status 2: stderr: bad input`, true, 1},
+		{"module time limit", nil, func(req sandbox.Request) (sandbox.Result, error) {
+			return sandbox.Result{}, &sandbox.ModuleError{Kind: sandbox.KindTimeout, ToolID: "wc", Detail: "timed out after 5s"}
+		}, `{}`, "tool execution failed: timed out", true, 1},
+		{"module output too large", nil, func(req sandbox.Request) (sandbox.Result, error) {
+			return sandbox.Result{}, &sandbox.ModuleError{Kind: sandbox.KindOutputTooLarge, ToolID: "wc", Detail: "output exceeds 10 bytes"}
+		}, `{}`, `tool execution failed: sandbox: tool "wc": output exceeds 10 bytes`, true, 1},
+		{"invalid UTF-8 replaced", nil, func(req sandbox.Request) (sandbox.Result, error) {
+			return sandbox.Result{Stdout: []byte("ok\xff")}, nil
+		}, `{}`, "ok\uFFFD", false, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := exectest.New(t, sandboxConfig(true, "wc.wasm"))
+			eng := &fakeEngine{loadErr: map[string]error{"wc": tt.loadErr, "broken": missing}, invoke: tt.invoke}
+			s, err := sandboxexec.StartWithEngine(e.Ctx, e.Env, eng, fastRetries...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			stopOnCleanup(t, s)
+			c := wcCall("call_1", tt.args)
+			e.Allow(c)
+			got, isErr := exectest.Text(t, e.WaitTerminal(c))
+			if got != tt.want || isErr != tt.wantErr {
+				t.Errorf("output %q (error %v), want %q (error %v)", got, isErr, tt.want, tt.wantErr)
+			}
+			if n := e.Ledger(c); n != tt.wantLedger {
+				t.Errorf("ledger = %d, want %d", n, tt.wantLedger)
+			}
+			if tt.loadErr != nil {
+				eng.mu.Lock()
+				loads := eng.loads["wc"]
+				eng.mu.Unlock()
+				if loads != 4 { // at start, then the first try and two local retries
+					t.Errorf("module loads = %d, want 4", loads)
+				}
+			}
+		})
+	}
+}
+
+func TestSandboxRejectsToolsItDoesNotOwn(t *testing.T) {
+	e := exectest.New(t, sandboxConfig(true, "wc.wasm"))
+	eng := &fakeEngine{invoke: func(sandbox.Request) (sandbox.Result, error) { return sandbox.Result{Stdout: []byte("ran")}, nil }}
+	s, err := sandboxexec.StartWithEngine(e.Ctx, e.Env, eng, fastRetries...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopOnCleanup(t, s)
+	for i, tool := range []string{"echo", "nobody"} {
+		c := wcCall(fmt.Sprintf("call_%d", i), "{}")
+		c.ToolID = tool
+		e.Allow(c)
+		if got, _ := exectest.Text(t, e.WaitTerminal(c)); got != "unknown tool: "+tool {
+			t.Errorf("%s: output %q", tool, got)
+		}
+	}
+}
+
+// TestRealWebAssemblyModule runs the wc example module in the wazero engine end to end.
+func TestRealWebAssemblyModule(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a WebAssembly module")
+	}
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("the go command is needed to build the module")
+	}
+	dir := t.TempDir()
+	module := filepath.Join(dir, "wc.wasm")
+	cmd := exec.Command(goBin, "build", "-trimpath", "-o", module, "../../examples/sandbox-tools/wc")
+	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm", "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build wc.wasm: %v\n%s", err, out)
+	}
+	e := exectest.New(t, sandboxConfig(true, module))
+	s, err := sandboxexec.Start(e.Ctx, e.Env, fastRetries...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopOnCleanup(t, s)
+	if !s.Available() {
+		t.Fatal("sandbox unavailable")
+	}
+	tests := []struct {
+		name, args, want string
+		wantErr          bool
+	}{
+		{"counts", `{"text":"one two\nthree\n"}`, `{"lines":2,"words":3,"bytes":14}`, false},
+		{"invalid input fails in the module", `{"txt":"x"}`, "tool execution failed: sandbox: tool \"wc\": exit status 2", true},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := wcCall(fmt.Sprintf("call_%d", i), tt.args)
+			e.Allow(c)
+			got, isErr := exectest.Text(t, e.WaitTerminal(c))
+			if isErr != tt.wantErr || !strings.HasPrefix(got, tt.want) {
+				t.Errorf("output %q (error %v), want %q (error %v)", got, isErr, tt.want, tt.wantErr)
+			}
+			if n := e.Ledger(c); n != 1 {
+				t.Errorf("ledger = %d, want 1", n)
+			}
+		})
+	}
+}
