@@ -89,8 +89,8 @@ type Stack struct {
 	runCtx    context.Context
 	cancelRun context.CancelFunc
 	services  []named
-	conns    []*nats.Conn
-	log      zerolog.Logger
+	conns     []*nats.Conn
+	log       zerolog.Logger
 	// Env is the environment of the first service, for callers that need the stores.
 	Env *pipeline.Env
 }
