@@ -131,6 +131,7 @@ func (s *secureStack) takeViolations() []string {
 // lost consumer), and requires that no connection met a single permission violation:
 // the grants of deploy/nats/auth.conf are sufficient.
 func TestSecure_pipelineNeedsNoMorePermission(t *testing.T) {
+	t.Parallel() // the container tests mostly wait (ack waits, elections): overlap them
 	s := startSecure(t)
 	acceptanceFlow(t, s.client, "secure")
 
@@ -211,6 +212,7 @@ func TestSecure_pipelineNeedsNoMorePermission(t *testing.T) {
 // and afterwards the streams hold nothing on the forged subjects: nothing was executed
 // or published.
 func TestSecure_leastPrivilege(t *testing.T) {
+	t.Parallel() // the container tests mostly wait (ack waits, elections): overlap them
 	s := startSecure(t)
 	names := s.cfg.Names()
 	const forged = "forged"
