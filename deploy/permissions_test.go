@@ -55,7 +55,9 @@ func startSecure(t *testing.T) *secureStack {
 		t.Fatal(err)
 	}
 	s := &secureStack{srv: srv, pw: pw, cfg: cfg}
-	ctx := ctxFor(t, time.Minute)
+	// sandbox-exec compiles the WebAssembly tools at start, which takes tens of seconds
+	// under the race detector on a loaded 2-core machine.
+	ctx := ctxFor(t, 3*time.Minute)
 	log := app.NewLogger(os.Stderr, envOr("AWAKEN_TEST_LOG", "error"))
 
 	admin := s.connect(t, deploy.UserAdmin)
