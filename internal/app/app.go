@@ -54,6 +54,15 @@ func AllServices() []string {
 	return []string{Publisher, BrainExec, SandboxExec, Gate, Batcher}
 }
 
+// PublishAckTimeout bounds the wait for the acknowledgement of an asynchronous publish
+// (bus.Publisher.PublishAll). Without it, an acknowledgement lost in a JetStream leader
+// change leaves the future unresolved forever: the handler hangs, its heartbeat keeps the
+// input in progress, and the batch never finishes (seen in the 3-node cluster test when
+// the stream leader stopped). With it the publish fails, the input is redelivered, and the
+// idempotent re-publish (deterministic message ids) completes the step. It is well below
+// the consumers' 30 s ack wait.
+const PublishAckTimeout = 10 * time.Second
+
 // Service is a started service.
 type Service interface {
 	Stop(ctx context.Context) error
@@ -89,6 +98,10 @@ type Options struct {
 	// /metrics, /healthz and /readyz (see [Stack.Ready]). Port 0 picks a free port
 	// ([Stack.HTTPAddr]). Empty: no listener (the api mounts /metrics on its own server).
 	HTTPAddr string
+	// NoEnsure leaves stream and bucket creation to a privileged step (`awaken setup`, see
+	// [Setup]): Start then only waits until the buckets exist. Services that connect as
+	// least-privilege NATS users must set it, since they may not create streams.
+	NoEnsure bool
 }
 
 // Stack is a set of running services.
@@ -205,12 +218,16 @@ func Start(ctx context.Context, o Options) (st *Stack, err error) {
 			return st, fmt.Errorf("app: connect %s: %w", name, err)
 		}
 		st.conns = append(st.conns, nc)
-		js, err := jetstream.New(nc)
+		js, err := jetstream.New(nc, jetstream.WithPublishAsyncTimeout(PublishAckTimeout))
 		if err != nil {
 			return st, fmt.Errorf("app: %s: %w", name, err)
 		}
 		if !ensured {
-			if err := bus.EnsureTopology(ctx, js, o.Config.Names(), topology); err != nil {
+			if o.NoEnsure {
+				if err := WaitTopology(ctx, js, o.Config.Names(), o.Log); err != nil {
+					return st, err
+				}
+			} else if err := bus.EnsureTopology(ctx, js, o.Config.Names(), topology); err != nil {
 				return st, fmt.Errorf("app: ensure streams and buckets: %w", err)
 			}
 			ensured = true

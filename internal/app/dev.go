@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/awaken-dev/awaken/deploy"
 	"github.com/awaken-dev/awaken/internal/bus"
 	"github.com/awaken-dev/awaken/internal/config"
 	"github.com/awaken-dev/awaken/internal/telemetry"
@@ -35,6 +36,14 @@ type DevOptions struct {
 	// OpsHTTP, when set, is a separate operations listener (/metrics, /healthz, /readyz)
 	// besides the api's HTTP server, which serves the same endpoints.
 	OpsHTTP string
+	// Secure runs the embedded server with the accounts, users and permissions of
+	// deploy/nats/auth.conf (the ones the containers use): each service connects as its
+	// own least-privilege user, the streams are created by the admin user, and outside
+	// clients must log in (the platform user for a platform). The api (console, HTTP and
+	// micro doors) is not started in this mode: auth.conf has no api user yet.
+	Secure bool
+	// Passwords holds one password per user of [deploy.Users]; required with Secure.
+	Passwords map[string]string
 }
 
 // Dev runs an embedded JetStream server, all five services and then the api (micro
@@ -56,12 +65,21 @@ func Dev(ctx context.Context, o DevOptions) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("dev: data dir: %w", err)
 	}
-	srv, err := bus.StartEmbedded(bus.EmbeddedConfig{StoreDir: dir, Host: host, Port: port, ServerName: "awaken-dev", NoLog: true})
+	log := NewLogger(os.Stderr, os.Getenv("AWAKEN_LOG_LEVEL"))
+	ecfg := bus.EmbeddedConfig{StoreDir: dir, Host: host, Port: port, ServerName: "awaken-dev", NoLog: true}
+	if o.Secure {
+		if err := checkSecurePrefix(o.Config.Prefix); err != nil {
+			return fmt.Errorf("dev --secure: %w", err)
+		}
+		if ecfg.Customize, err = SecureServerOptions(o.Passwords); err != nil {
+			return fmt.Errorf("dev --secure: %w", err)
+		}
+	}
+	srv, err := bus.StartEmbedded(ecfg)
 	if err != nil {
 		return fmt.Errorf("dev: embedded NATS: %w", err)
 	}
 	defer bus.Shutdown(srv)
-	log := NewLogger(os.Stderr, os.Getenv("AWAKEN_LOG_LEVEL"))
 	tp, shutdownTracing, err := telemetry.TracerProviderFromEnv(ctx, "awaken-dev", nil)
 	if err != nil {
 		return err
@@ -75,13 +93,22 @@ func Dev(ctx context.Context, o DevOptions) error {
 	}()
 	// /metrics, /healthz and /readyz are served on the api's HTTP server (Start mounts the
 	// registry and the whole stack's readiness there); OpsHTTP adds a separate listener.
-	st, err := Start(ctx, Options{
+	opts := Options{
 		Config: o.Config, Dial: InProcessDialer(srv), Log: log,
 		Services:       append(AllServices(), API),
 		API:            api.Options{HTTPAddr: o.HTTP, Token: o.APIToken},
 		TracerProvider: tp,
 		HTTPAddr:       o.OpsHTTP,
-	})
+	}
+	if o.Secure {
+		if err := setupAsAdmin(ctx, srv, o.Passwords[deploy.UserAdmin], o, log); err != nil {
+			return fmt.Errorf("dev --secure: %w", err)
+		}
+		opts.Dial = secureInProcessDialer(srv, o.Passwords)
+		opts.NoEnsure = true
+		opts.Services = AllServices()
+	}
+	st, err := Start(ctx, opts)
 	if err != nil {
 		return err
 	}
@@ -90,7 +117,7 @@ func Dev(ctx context.Context, o DevOptions) error {
 	if st.APIService != nil {
 		console = st.APIService.URL()
 	}
-	log.Info().Str("nats_url", url).Str("console", console).Str("data_dir", dir).Str("config", o.Config.Source).Msg("ready")
+	log.Info().Str("nats_url", url).Str("console", console).Str("data_dir", dir).Str("config", o.Config.Source).Bool("secure", o.Secure).Msg("ready")
 	if o.Ready != nil {
 		o.Ready(url)
 	}

@@ -43,6 +43,10 @@ type EmbeddedConfig struct {
 	// ReadyTimeout bounds the wait for the server to accept clients; default
 	// [DefaultReadyTimeout].
 	ReadyTimeout time.Duration
+	// Customize, when set, edits the server options last, before the server is created:
+	// accounts, users and permissions (`awaken dev --secure` loads deploy/nats/auth.conf
+	// here), or other settings this struct does not name. An error aborts the start.
+	Customize func(*server.Options) error
 }
 
 // StartEmbedded starts a JetStream-enabled nats-server in this process and waits until it
@@ -78,6 +82,11 @@ func StartEmbedded(cfg EmbeddedConfig) (*server.Server, error) {
 		NoSigs:     true,
 		NoLog:      cfg.NoLog,
 		Debug:      cfg.Debug,
+	}
+	if cfg.Customize != nil {
+		if err := cfg.Customize(opts); err != nil {
+			return nil, fmt.Errorf("bus: embedded server: %w", err)
+		}
 	}
 	srv, err := server.NewServer(opts)
 	if err != nil {

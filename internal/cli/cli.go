@@ -16,8 +16,10 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/nats-io/nats.go"
 	"github.com/rs/zerolog"
 
+	"github.com/awaken-dev/awaken/deploy"
 	"github.com/awaken-dev/awaken/internal/app"
 	"github.com/awaken-dev/awaken/internal/config"
 	"github.com/awaken-dev/awaken/internal/telemetry"
@@ -36,6 +38,10 @@ Services:
   awaken sandbox-exec   run sandbox tools (WebAssembly)
   awaken publisher      publication barrier: ordered, atomic results
   awaken api            approvals: NATS micro service "awaken", HTTP api and web console
+  awaken setup          create or update the streams and buckets (as the NATS admin user)
+
+Operations:
+  awaken healthcheck URL               exit 0 iff GET URL answers 200 (container health checks)
 
 Client:
   awaken submit FILE [--wait]          submit a batch (JSON), optionally wait for its results
@@ -48,9 +54,13 @@ Client:
   awaken counter NAME                  read the example counter tool's durable count
 
 Common flags: --config FILE (env AWAKEN_CONFIG), --nats-url URL (env NATS_URL),
---prefix PREFIX (client commands; env AWAKEN_PREFIX). Run "awaken CMD -h" for a command's flags.
-dev and api: --http HOST:PORT (env AWAKEN_HTTP, default 127.0.0.1:8080; "" disables HTTP),
---api-token TOKEN (env AWAKEN_API_TOKEN; prefer the environment variable, flags show in ps).
+--prefix PREFIX (client commands; env AWAKEN_PREFIX), NATS credentials --nats-user /
+--nats-password (env NATS_USER, NATS_PASSWORD) or --nats-creds FILE (env NATS_CREDS).
+Services: --http ADDR (env AWAKEN_HTTP): /metrics, /healthz and /readyz.
+dev and api: --http HOST:PORT (env AWAKEN_HTTP, default 127.0.0.1:8080; "" disables HTTP):
+the api, the console, /metrics, /healthz and /readyz; --api-token TOKEN (env AWAKEN_API_TOKEN;
+prefer the environment variable, flags show in ps).
+Run "awaken CMD -h" for a command's flags.
 `
 
 // Main runs the command line and returns the process exit code.
@@ -70,6 +80,10 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = runAPI(ctx, rest, stdout, stderr)
 	case "batch":
 		err = runBatch(ctx, rest, stdout)
+	case "setup":
+		err = runSetup(ctx, rest, stdout, stderr)
+	case "healthcheck":
+		err = runHealthcheck(ctx, rest, stderr)
 	case "submit":
 		err = runSubmit(ctx, rest, stdout)
 	case "tickets":
@@ -122,6 +136,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	data := fs.String("data", env("AWAKEN_DATA", ".awaken/data"), "JetStream data directory")
 	listen := fs.String("listen", env("AWAKEN_LISTEN", "127.0.0.1:4222"), "address outside clients and the nats CLI connect to")
 	httpAddr, token := apiFlags(fs)
+	secure := fs.Bool("secure", envBool("AWAKEN_SECURE"), "least-privilege NATS users of deploy/nats/auth.conf (passwords from AWAKEN_NATS_PASSWORD_<USER>, generated when unset)")
 	if err := parseArgs(fs, args); err != nil {
 		return err
 	}
@@ -129,15 +144,23 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
-	return app.Dev(ctx, app.DevOptions{
-		Config: cfg, DataDir: *data, Listen: *listen, HTTP: *httpAddr, APIToken: *token,
-		ReadyURLs: func(url, console string) {
-			if console == "" {
-				console = "off"
-			}
-			fmt.Fprintf(stdout, "awaken dev ready: %s, console %s (config %s, data %s)\n", url, console, cfg.Source, *data)
-		},
-	})
+	o := app.DevOptions{Config: cfg, DataDir: *data, Listen: *listen, HTTP: *httpAddr, APIToken: *token, Secure: *secure}
+	if *secure {
+		if o.Passwords, err = devPasswords(); err != nil {
+			return err
+		}
+	}
+	o.ReadyURLs = func(url, console string) {
+		if console == "" {
+			console = "off"
+		}
+		extra := ""
+		if *secure {
+			extra = fmt.Sprintf(", secure: connect as NATS_USER=%s NATS_PASSWORD=%s", deploy.UserPlatform, o.Passwords[deploy.UserPlatform])
+		}
+		fmt.Fprintf(stdout, "awaken dev ready: %s, console %s (config %s, data %s%s)\n", url, console, cfg.Source, *data, extra)
+	}
+	return app.Dev(ctx, o)
 }
 
 func runService(ctx context.Context, name string, args []string, stderr io.Writer) error {
@@ -145,11 +168,17 @@ func runService(ctx context.Context, name string, args []string, stderr io.Write
 	fs.SetOutput(stderr)
 	cfgPath := fs.String("config", defaultConfigPath(), "host configuration file (YAML or JSON)")
 	url := fs.String("nats-url", defaultNATSURL(), "NATS server URL")
-	opsAddr := fs.String("http", os.Getenv("AWAKEN_HTTP"), `address of the operations listener: /metrics, /healthz, /readyz ("" disables it; env AWAKEN_HTTP)`)
+	auth := natsAuthFlags(fs)
+	opsAddr := fs.String("http", env("AWAKEN_HTTP", ""), `address of the operations listener: /metrics, /healthz, /readyz ("" disables it; env AWAKEN_HTTP)`)
+	ensure := fs.Bool("ensure", !envFalse("AWAKEN_ENSURE"), "create or update the streams and buckets at start; false waits for `awaken setup` to have done it (least-privilege users)")
 	if err := parseArgs(fs, args); err != nil {
 		return err
 	}
 	cfg, err := config.Load(*cfgPath)
+	if err != nil {
+		return err
+	}
+	authOpts, err := auth()
 	if err != nil {
 		return err
 	}
@@ -160,8 +189,8 @@ func runService(ctx context.Context, name string, args []string, stderr io.Write
 	}
 	defer flushTraces(shutdownTracing, log)
 	st, err := app.Start(ctx, app.Options{
-		Config: cfg, Services: []string{name}, Dial: app.URLDialer(*url), Log: log,
-		TracerProvider: tp, HTTPAddr: *opsAddr,
+		Config: cfg, Services: []string{name}, Dial: app.ServiceDialer(*url, authOpts...), Log: log,
+		NoEnsure: !*ensure, TracerProvider: tp, HTTPAddr: *opsAddr,
 	})
 	if err != nil {
 		return err
@@ -283,8 +312,22 @@ func dialClient(fs *flag.FlagSet) (func() (*client.Client, error), *time.Duratio
 	url := fs.String("nats-url", defaultNATSURL(), "NATS server URL")
 	prefix := fs.String("prefix", env("AWAKEN_PREFIX", contracts.DefaultPrefix), "subject prefix of the deployment")
 	timeout := fs.Duration("timeout", 60*time.Second, "how long to wait")
+	auth := natsAuthFlags(fs)
 	return func() (*client.Client, error) {
-		return client.Dial(*url, client.WithPrefix(*prefix), client.WithSource("awaken/cli"))
+		authOpts, err := auth()
+		if err != nil {
+			return nil, err
+		}
+		nc, err := nats.Connect(*url, append([]nats.Option{nats.Name("awaken-cli"), nats.MaxReconnects(-1)}, authOpts...)...)
+		if err != nil {
+			return nil, fmt.Errorf("connect %s: %w", *url, err)
+		}
+		c, err := client.New(nc, client.WithPrefix(*prefix), client.WithSource("awaken/cli"))
+		if err != nil {
+			nc.Close()
+			return nil, err
+		}
+		return c, nil // Close drains nc
 	}, timeout
 }
 

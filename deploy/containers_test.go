@@ -1,0 +1,394 @@
+package deploy_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/awaken-dev/awaken/deploy"
+	"github.com/awaken-dev/awaken/internal/bus"
+	"github.com/awaken-dev/awaken/internal/health"
+	"github.com/awaken-dev/awaken/pkg/awakentest"
+	"github.com/awaken-dev/awaken/pkg/contracts"
+)
+
+// TestContainers_singleServer runs the compose topology — one JetStream server, setup,
+// the five services, brain-exec scaled to 3 — in containers, and proves on it the
+// acceptance flow, exactly-once execution across executor replicas, the health
+// endpoints, the permissions, and recovery from a killed service. The subtests share
+// the deployment and run in order; the kill comes last.
+func TestContainers_singleServer(t *testing.T) {
+	t.Parallel() // the container tests mostly wait (ack waits, elections): overlap them
+	d := run(t, awakentest.Options{BrainExecReplicas: 3})
+	admin := adminJS(t, d)
+	names := contracts.NewNames("")
+
+	t.Run("acceptance flow", func(t *testing.T) { acceptanceFlow(t, d.Client, "containers") })
+
+	t.Run("brain-exec x3: every counter body runs exactly once", func(t *testing.T) {
+		ctx := ctxFor(t, 2*time.Minute)
+		cons, err := admin.Consumer(ctx, names.WorkStream(), contracts.ConsumerBrainExec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Every replica keeps a pull request open on the one durable.
+		waitFor(t, ctx, "3 replicas pulling from "+contracts.ConsumerBrainExec, func() (bool, error) {
+			info, err := cons.Info(ctx)
+			return err == nil && info.NumWaiting >= 3, err
+		})
+		const batches, calls = 24, 5
+		var wg sync.WaitGroup
+		values := make(chan string, batches*calls)
+		errs := make(chan error, batches)
+		for b := range batches {
+			wg.Go(func() {
+				var cs []contracts.ToolCall
+				for i := range calls {
+					cs = append(cs, call(fmt.Sprintf("c%d", i), "counter", map[string]any{"name": "scaled"}))
+				}
+				res, err := d.Client.SubmitAndWait(ctx, batch(fmt.Sprintf("scale-%d", b), 1, []string{"counter"}, cs...))
+				if err != nil {
+					errs <- err
+					return
+				}
+				prev := 0
+				for _, r := range res.Results {
+					values <- r.Output.Text()
+					n, _ := strconv.Atoi(r.Output.Text())
+					if n <= prev {
+						errs <- fmt.Errorf("%s: counter values %d then %d: model order broken", res.BatchID, prev, n)
+					}
+					prev = n
+				}
+			})
+		}
+		wg.Wait()
+		close(values)
+		close(errs)
+		for err := range errs {
+			t.Error(err)
+		}
+		// Each body ran exactly once: the values seen are exactly 1..N, and so is the count.
+		var got []int
+		for v := range values {
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				t.Fatalf("counter result %q", v)
+			}
+			got = append(got, n)
+		}
+		slices.Sort(got)
+		for i, n := range got {
+			if n != i+1 {
+				t.Fatalf("counter values %v are not exactly 1..%d: a body ran twice or not at all", got, batches*calls)
+			}
+		}
+		if n, err := d.Client.Counter(ctx, "scaled"); err != nil || n != batches*calls {
+			t.Fatalf("counter = %d (%v), want %d calls", n, err, batches*calls)
+		}
+	})
+
+	t.Run("health endpoints and container health checks", func(t *testing.T) {
+		ctx := ctxFor(t, time.Minute)
+		for _, s := range d.Services() {
+			url, err := d.ReadyURL(ctx, s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := health.Probe(ctx, url, 5*time.Second); err != nil {
+				t.Errorf("%s: %v", s, err)
+			}
+			c, _ := d.Container(s)
+			waitFor(t, ctx, s+" healthy (awaken healthcheck in the container)", func() (bool, error) {
+				st, err := c.State(ctx)
+				if err != nil || st.Health == nil {
+					return false, err
+				}
+				return st.Health.Status == "healthy", nil
+			})
+		}
+	})
+
+	t.Run("permissions hold in the containers", func(t *testing.T) {
+		ctx := ctxFor(t, time.Minute)
+		for _, tc := range []struct{ user, subject string }{
+			{deploy.UserPlatform, names.ExecRequestSubject(contracts.TargetBrain, "forged")},
+			{deploy.UserPlatform, names.ResultsSubject("forged")},
+			{"brain-exec", names.ResultsSubject("forged")},
+			{"brain-exec", names.TicketResolvedSubject()},
+			{"sandbox-exec", names.GateRequestSubject("forged")},
+		} {
+			violation := make(chan error, 1)
+			nc, err := d.Connect(tc.user, nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+				if errors.Is(err, nats.ErrPermissionViolation) {
+					select {
+					case violation <- err:
+					default:
+					}
+				}
+			}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := nc.Publish(tc.subject, []byte("{}")); err != nil {
+				t.Fatal(err)
+			}
+			_ = nc.Flush()
+			select {
+			case err := <-violation:
+				if !strings.Contains(err.Error(), tc.subject) {
+					t.Errorf("%s: violation %v does not name %s", tc.user, err, tc.subject)
+				}
+			case <-ctx.Done():
+				t.Errorf("%s could publish to %s", tc.user, tc.subject)
+			}
+			nc.Close()
+		}
+	})
+
+	t.Run("a killed service restarts; every batch publishes once, in order", func(t *testing.T) {
+		ctx := ctxFor(t, 3*time.Minute)
+		const batches = 30
+		subs := make([]contracts.BatchSubmission, batches)
+		for i := range subs {
+			subs[i] = batch(fmt.Sprintf("kill-%d", i), 1, []string{"echo", "slow"},
+				call("c0", "echo", map[string]any{"text": "a"}),
+				call("c1", "slow", map[string]any{"ms": 50}),
+				call("c2", "echo", map[string]any{"text": "b"}))
+			if _, err := d.Client.Submit(ctx, subs[i]); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// Kill the gate once the pipeline is busy with them, then start it again.
+		if _, err := d.Client.Await(ctx, subs[0].RunID, 1); err != nil {
+			t.Fatal(err)
+		}
+		if err := d.Kill(ctx, awakentest.Gate); err != nil {
+			t.Fatal(err)
+		}
+		if err := d.Start(ctx, awakentest.Gate); err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range subs {
+			res, err := d.Client.Await(ctx, s.RunID, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantTexts(t, res, "a", "done", "b")
+		}
+		assertPublishedOnce(t, admin, subs)
+	})
+}
+
+// TestContainers_cluster runs the clustered topology (3 JetStream nodes, every stream and
+// bucket at 3 replicas) and stops the node leading the submissions stream while a few
+// hundred batches are in flight: every batch whose submission was acknowledged still
+// publishes, exactly once; then the node comes back and the cluster is whole again.
+func TestContainers_cluster(t *testing.T) {
+	t.Parallel() // the container tests mostly wait (ack waits, elections): overlap them
+	d := run(t, awakentest.Options{Cluster: true})
+	admin := adminJS(t, d)
+	names := contracts.NewNames("")
+	ctx := ctxFor(t, 4*time.Minute)
+
+	// Every stream and bucket is replicated three times.
+	var streams []string
+	for sc := range admin.StreamNames(ctx).Name() {
+		streams = append(streams, sc)
+	}
+	if len(streams) != 12 {
+		t.Fatalf("streams %v, want 8 streams and 4 buckets", streams)
+	}
+	for _, s := range streams {
+		st, err := admin.Stream(ctx, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r := st.CachedInfo().Config.Replicas; r != 3 {
+			t.Errorf("%s has %d replicas, want 3", s, r)
+		}
+	}
+
+	leaderOf := func(stream string) string {
+		st, err := admin.Stream(ctx, stream)
+		if err != nil {
+			t.Fatal(err)
+		}
+		info, err := st.Info(ctx)
+		if err != nil || info.Cluster == nil || info.Cluster.Leader == "" {
+			t.Fatalf("leader of %s: %v", stream, err)
+		}
+		return info.Cluster.Leader
+	}
+	leader := leaderOf(names.SubmissionsStream())
+	t.Logf("leader of %s: %s (work stream: %s, results: %s)", names.SubmissionsStream(), leader,
+		leaderOf(names.WorkStream()), leaderOf(names.ResultsStream()))
+
+	const batches = 300
+	subs := make([]contracts.BatchSubmission, batches)
+	for i := range subs {
+		subs[i] = batch(fmt.Sprintf("fail-%d", i), 1, []string{"echo"},
+			call("c0", "echo", map[string]any{"text": "x"}), call("c1", "echo", map[string]any{"text": "y"}))
+	}
+	// Submit from 8 workers; a submission that fails during the failover is retried with
+	// the same id (deduplicated) until it is acknowledged — only acknowledged batches are
+	// promised.
+	acked := make(chan int, batches)
+	next := make(chan int, batches)
+	for i := range batches {
+		next <- i
+	}
+	close(next)
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for i := range next {
+				for ctx.Err() == nil {
+					sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+					_, err := d.Client.Submit(sctx, subs[i])
+					cancel()
+					if err == nil {
+						acked <- i
+						break
+					}
+				}
+			}
+		})
+	}
+	// Stop the leader once a third of the batches are acknowledged, i.e. mid-load.
+	for range batches / 3 {
+		select {
+		case <-acked:
+		case <-ctx.Done():
+			t.Fatal("submissions stalled before the failover")
+		}
+	}
+	stopped := time.Now()
+	if err := d.Stop(ctx, leader, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	close(acked)
+	t.Logf("leader %s stopped; all %d submissions acknowledged %s later; new leader %s", leader, batches,
+		time.Since(stopped).Round(time.Millisecond), leaderOf(names.SubmissionsStream()))
+
+	// Every batch publishes, once.
+	for _, s := range subs {
+		res, err := d.Client.Await(ctx, s.RunID, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantTexts(t, res, "x", "y")
+	}
+	t.Logf("all %d batches published %s after the stop", batches, time.Since(stopped).Round(time.Millisecond))
+	assertPublishedOnce(t, admin, subs)
+
+	// Bring the node back: it rejoins and catches up.
+	if err := d.Start(ctx, leader); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, ctx, leader+" current again on every stream", func() (bool, error) {
+		for _, s := range streams {
+			st, err := admin.Stream(ctx, s)
+			if err != nil {
+				return false, err
+			}
+			info, err := st.Info(ctx)
+			if err != nil || info.Cluster == nil {
+				return false, err
+			}
+			ok := info.Cluster.Leader == leader
+			for _, p := range info.Cluster.Replicas {
+				ok = ok || (p.Name == leader && p.Current)
+			}
+			if !ok {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	res, err := d.Client.SubmitAndWait(ctx, batch("after-rejoin", 1, []string{"echo"}, call("c0", "echo", map[string]any{"text": "back"})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantTexts(t, res, "back")
+}
+
+// adminJS connects as the NATS admin user, for inspection only.
+func adminJS(t *testing.T, d *awakentest.Deployment) jetstream.JetStream {
+	t.Helper()
+	nc, err := d.Connect(deploy.UserAdmin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return js
+}
+
+// assertPublishedOnce checks the results stream itself: each batch's run subject holds
+// exactly one message per call plus its finalized event — nothing was published twice —
+// and the finalized event is last.
+func assertPublishedOnce(t *testing.T, js jetstream.JetStream, subs []contracts.BatchSubmission) {
+	t.Helper()
+	ctx := ctxFor(t, time.Minute)
+	names := contracts.NewNames("")
+	st, err := js.Stream(ctx, names.ResultsStream())
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := st.Info(ctx, jetstream.WithSubjectFilter(names.ResultsWildcard()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range subs {
+		subject := names.ResultsSubject(s.RunID)
+		if got, want := info.State.Subjects[subject], uint64(len(s.Calls)+1); got != want {
+			t.Errorf("%s holds %d messages, want %d (each result once, then finalized)", subject, got, want)
+			continue
+		}
+		last, err := st.GetLastMsgForSubject(ctx, subject)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ev, err := bus.DecodeMsg(last.Header, last.Data)
+		if err != nil || ev.Type != contracts.TypeBatchFinalized {
+			t.Errorf("%s: last message %v (%v), want the finalized event", subject, ev.Type, err)
+		}
+	}
+}
+
+// waitFor polls cond every 250ms until it holds, failing the test when ctx ends first.
+func waitFor(t *testing.T, ctx context.Context, what string, cond func() (bool, error)) {
+	t.Helper()
+	var last error
+	for n := 0; ; n++ {
+		ok, err := cond()
+		if ok {
+			return
+		}
+		if err != nil {
+			last = err
+		}
+		if n == 0 {
+			t.Logf("waiting for %s", what)
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("%s: %v (last error: %v)", what, ctx.Err(), last)
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}

@@ -1,0 +1,247 @@
+package deploy_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/awaken-dev/awaken/pkg/client"
+	"github.com/awaken-dev/awaken/pkg/contracts"
+)
+
+// ctxFor returns a context that ends after d or with the test.
+func ctxFor(tb testing.TB, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	tb.Cleanup(cancel)
+	return ctx
+}
+
+func call(id, tool string, args any) contracts.ToolCall {
+	b, _ := json.Marshal(args)
+	return contracts.ToolCall{CallID: id, ToolID: tool, Arguments: b}
+}
+
+func batch(run string, step int64, tools []string, calls ...contracts.ToolCall) contracts.BatchSubmission {
+	return contracts.BatchSubmission{
+		RunID: run, ThreadID: "thread-" + run, Step: step,
+		Agent: contracts.AgentSnapshot{SnapshotID: "snap-1", Tools: tools},
+		Calls: calls,
+	}
+}
+
+// exampleBatch reads one of the repository's example batches.
+func exampleBatch(tb testing.TB, name string) contracts.BatchSubmission {
+	tb.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "examples", name))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var sub contracts.BatchSubmission
+	if err := json.Unmarshal(b, &sub); err != nil {
+		tb.Fatal(err)
+	}
+	return sub
+}
+
+// wantTexts checks the results of a batch, in model order, by output text prefix.
+func wantTexts(tb testing.TB, res *client.BatchResult, want ...string) {
+	tb.Helper()
+	if len(res.Results) != len(want) {
+		tb.Fatalf("%s: %d results, want %d", res.BatchID, len(res.Results), len(want))
+	}
+	for i, w := range want {
+		r := res.Results[i]
+		if r.Index != i {
+			tb.Errorf("%s: result %d has index %d (model order broken)", res.BatchID, i, r.Index)
+		}
+		if got := r.Output.Text(); !strings.HasPrefix(got, w) {
+			tb.Errorf("%s: result %d (%s) = %q, want prefix %q", res.BatchID, i, r.CallID, got, w)
+		}
+	}
+}
+
+// acceptanceFlow drives the public protocol end to end through c (a platform client):
+// every gate outcome and both executors, approval, denial, a scheduled call, a
+// client-executed call, cancellation, a rejected batch, a rejected resume, a duplicate
+// submission and the event projection. It is run against the embedded secure stack and
+// against the containers, so both prove the same promises. Run ids are prefixed with
+// tag so the flow can run more than once on one deployment.
+func acceptanceFlow(t *testing.T, c *client.Client, tag string) {
+	ctx := ctxFor(t, 2*time.Minute)
+	run := func(s string) string { return tag + "-" + s }
+
+	t.Run("every gate outcome, brain and sandbox", func(t *testing.T) {
+		sub := exampleBatch(t, "batch-mixed.json")
+		sub.RunID = run(sub.RunID)
+		sub.Calls[1].Arguments = json.RawMessage(fmt.Sprintf(`{"name":%q}`, run("demo")))
+		res, err := c.SubmitAndWait(ctx, sub)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantTexts(t, res, "first", "1", "blocked: tool forbidden denied by policy",
+			"stubbed: this tool is in maintenance", "tool execution failed: boom",
+			`{"lines":2,"words":3,"bytes":14}`, "unknown tool: nope")
+		// The same batch again is a no-op: same results, the counter body did not run again.
+		again, err := c.Await(ctx, sub.RunID, sub.Step)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Submit(ctx, sub); err != nil {
+			t.Fatal(err)
+		}
+		if n, err := c.Counter(ctx, run("demo")); err != nil || n != 1 {
+			t.Errorf("counter after a duplicate submission = %d (%v), want 1", n, err)
+		}
+		if len(again.Results) != len(res.Results) {
+			t.Errorf("re-read %d results, want %d", len(again.Results), len(res.Results))
+		}
+	})
+
+	t.Run("approval", func(t *testing.T) {
+		sub := exampleBatch(t, "batch-approval.json")
+		sub.RunID = run(sub.RunID)
+		sub.Calls[2].Arguments = json.RawMessage(fmt.Sprintf(`{"name":%q}`, run("approved")))
+		if _, err := c.Submit(ctx, sub); err != nil {
+			t.Fatal(err)
+		}
+		tk, err := c.WaitTicket(ctx, sub.RunID, sub.Step, "c2")
+		if err != nil {
+			t.Fatal(err)
+		}
+		listed, err := c.Tickets(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		found := false
+		for _, l := range listed {
+			found = found || l.CorrelationID == tk.CorrelationID
+		}
+		if !found {
+			t.Errorf("ticket %s not listed", tk.CorrelationID)
+		}
+		// A resume for the wrong run is refused and leaves the ticket intact.
+		bad := tk
+		bad.RunID = run("other")
+		_, err = c.Approve(ctx, bad, "wrong run")
+		var rr *client.ResumeRejectedError
+		if !errors.As(err, &rr) {
+			t.Fatalf("resume with a wrong run: %v, want a rejection", err)
+		}
+		if _, err := c.Approve(ctx, tk, "ok"); err != nil {
+			t.Fatal(err)
+		}
+		res, err := c.Await(ctx, sub.RunID, sub.Step)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantTexts(t, res, "before approval", "", "1")
+	})
+
+	t.Run("denial", func(t *testing.T) {
+		sub := batch(run("deny"), 1, []string{"ask_me"}, call("c1", "ask_me", map[string]any{}))
+		if _, err := c.Submit(ctx, sub); err != nil {
+			t.Fatal(err)
+		}
+		tk, err := c.WaitTicket(ctx, sub.RunID, 1, "c1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Deny(ctx, tk, "not today"); err != nil {
+			t.Fatal(err)
+		}
+		res, err := c.Await(ctx, sub.RunID, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantTexts(t, res, "blocked: not today")
+	})
+
+	t.Run("scheduled call runs without a human", func(t *testing.T) {
+		res, err := c.SubmitAndWait(ctx, batch(run("later"), 1, []string{"later"}, call("c1", "later", map[string]any{})))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Results[0].Output.IsError {
+			t.Errorf("scheduled call: %q", res.Results[0].Output.Text())
+		}
+	})
+
+	t.Run("client-executed call", func(t *testing.T) {
+		sub := batch(run("client"), 1, []string{"client_pick"}, call("c1", "client_pick", map[string]any{}))
+		if _, err := c.Submit(ctx, sub); err != nil {
+			t.Fatal(err)
+		}
+		tk, err := c.WaitTicket(ctx, sub.RunID, 1, "c1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.CompleteClientCall(ctx, tk, contracts.TextOutput("c1", "picked")); err != nil {
+			t.Fatal(err)
+		}
+		res, err := c.Await(ctx, sub.RunID, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantTexts(t, res, "picked")
+	})
+
+	t.Run("cancellation", func(t *testing.T) {
+		sub := batch(run("cancel"), 1, []string{"ask_me", "echo"},
+			call("c1", "ask_me", map[string]any{}), call("c2", "echo", map[string]any{"text": "never"}))
+		if _, err := c.Submit(ctx, sub); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.WaitTicket(ctx, sub.RunID, 1, "c1"); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Cancel(ctx, sub.RunID, "user left"); err != nil {
+			t.Fatal(err)
+		}
+		res, err := c.Await(ctx, sub.RunID, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range res.Results {
+			if r.Outcome != contracts.OutcomeIndeterminate {
+				t.Errorf("%s after cancel: %s %q", r.CallID, r.Outcome, r.Output.Text())
+			}
+		}
+	})
+
+	t.Run("invalid batch is rejected", func(t *testing.T) {
+		bad := batch(run("bad"), 1, []string{"echo"}, call("c1", "echo", map[string]any{"text": "x"}),
+			call("c1", "echo", map[string]any{"text": "y"}))
+		_, err := c.SubmitAndWait(ctx, bad)
+		var rej *client.RejectedError
+		if !errors.As(err, &rej) || rej.Code != string(contracts.RejectDuplicateCall) {
+			t.Fatalf("duplicate call id: %v, want rejection %s", err, contracts.RejectDuplicateCall)
+		}
+	})
+
+	t.Run("event projection is readable", func(t *testing.T) {
+		js, err := jetstream.New(c.Conn())
+		if err != nil {
+			t.Fatal(err)
+		}
+		cons, err := js.OrderedConsumer(ctx, c.Names().EventsStream(), jetstream.OrderedConsumerConfig{
+			FilterSubjects: []string{c.Names().EventsSubject(run("run-mixed"))}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := cons.Next(jetstream.FetchMaxWait(30 * time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.Headers().Get("ce-type") != contracts.TypeAgentEvent {
+			t.Errorf("event type %q", m.Headers().Get("ce-type"))
+		}
+	})
+}

@@ -1,0 +1,351 @@
+package deploy_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/awaken-dev/awaken/deploy"
+	"github.com/awaken-dev/awaken/internal/app"
+	"github.com/awaken-dev/awaken/internal/bus"
+	"github.com/awaken-dev/awaken/internal/config"
+	"github.com/awaken-dev/awaken/pkg/client"
+	"github.com/awaken-dev/awaken/pkg/contracts"
+)
+
+// secureStack is the five services on an embedded server that loads deploy/nats/auth.conf,
+// each connected as its own user — `awaken dev --secure`, with every permission violation
+// any connection meets recorded.
+type secureStack struct {
+	srv    *server.Server
+	pw     map[string]string
+	cfg    *config.Config
+	client *client.Client
+
+	mu         sync.Mutex
+	violations []string
+}
+
+func startSecure(t *testing.T) *secureStack {
+	t.Helper()
+	pw, err := deploy.GeneratePasswords()
+	if err != nil {
+		t.Fatal(err)
+	}
+	customize, err := app.SecureServerOptions(pw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := bus.StartEmbedded(bus.EmbeddedConfig{StoreDir: t.TempDir(), Port: -1, NoLog: true, Customize: customize})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { bus.Shutdown(srv) })
+	cfg, err := config.Load(filepath.Join("..", "examples", "awaken.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &secureStack{srv: srv, pw: pw, cfg: cfg}
+	// sandbox-exec compiles the WebAssembly tools at start, which takes tens of seconds
+	// under the race detector on a loaded 2-core machine.
+	ctx := ctxFor(t, 3*time.Minute)
+	log := app.NewLogger(os.Stderr, envOr("AWAKEN_TEST_LOG", "error"))
+
+	admin := s.connect(t, deploy.UserAdmin)
+	js, err := jetstream.New(admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := app.Setup(ctx, js, cfg, log); err != nil {
+		t.Fatal(err)
+	}
+	st, err := app.Start(ctx, app.Options{Config: cfg, NoEnsure: true, Log: log,
+		Dial: func(name string) (*nats.Conn, error) { return s.dial(strings.TrimPrefix(name, "awaken-")) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		_ = st.Stop(ctx)
+	})
+	if s.client, err = client.New(s.connect(t, deploy.UserPlatform)); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func envOr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}
+
+// dial connects as user, with a service user's own inbox prefix, recording violations.
+func (s *secureStack) dial(user string, extra ...nats.Option) (*nats.Conn, error) {
+	opts := []nats.Option{nats.Name("test-" + user), nats.UserInfo(user, s.pw[user]), nats.MaxReconnects(-1),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+			if errors.Is(err, nats.ErrPermissionViolation) || strings.Contains(err.Error(), "Permissions Violation") {
+				s.mu.Lock()
+				s.violations = append(s.violations, user+": "+err.Error())
+				s.mu.Unlock()
+			}
+		})}
+	for _, svc := range deploy.ServiceUsers() {
+		if svc == user {
+			opts = append(opts, nats.CustomInboxPrefix(deploy.ServiceInboxPrefix(svc)))
+		}
+	}
+	return nats.Connect(s.srv.ClientURL(), append(opts, extra...)...)
+}
+
+func (s *secureStack) connect(t *testing.T, user string) *nats.Conn {
+	t.Helper()
+	nc, err := s.dial(user)
+	if err != nil {
+		t.Fatalf("connect as %s: %v", user, err)
+	}
+	t.Cleanup(nc.Close)
+	return nc
+}
+
+func (s *secureStack) takeViolations() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	v := s.violations
+	s.violations = nil
+	return v
+}
+
+// TestSecure_pipelineNeedsNoMorePermission runs the whole acceptance flow with every
+// service as its own least-privilege user, plus the rarely taken paths a flow does not
+// reach (dead letters, the publisher's "already published?" scan, consumer info after a
+// lost consumer), and requires that no connection met a single permission violation:
+// the grants of deploy/nats/auth.conf are sufficient.
+func TestSecure_pipelineNeedsNoMorePermission(t *testing.T) {
+	t.Parallel() // the container tests mostly wait (ack waits, elections): overlap them
+	s := startSecure(t)
+	acceptanceFlow(t, s.client, "secure")
+
+	ctx := ctxFor(t, time.Minute)
+	names := s.cfg.Names()
+	rare := []struct {
+		name string
+		user string
+		do   func(js jetstream.JetStream) error
+	}{
+		{"publisher reads the last result of a run", "publisher", func(js jetstream.JetStream) error {
+			st, err := js.Stream(ctx, names.ResultsStream())
+			if err != nil {
+				return err
+			}
+			_, err = st.GetLastMsgForSubject(ctx, names.ResultsSubject("secure-run-mixed"))
+			return err
+		}},
+		{"publisher scans a run's results headers only", "publisher", func(js jetstream.JetStream) error {
+			cons, err := js.OrderedConsumer(ctx, names.ResultsStream(), jetstream.OrderedConsumerConfig{
+				FilterSubjects: []string{names.ResultsSubject("secure-run-mixed")}, HeadersOnly: true})
+			if err != nil {
+				return err
+			}
+			_, err = cons.Next(jetstream.FetchMaxWait(10 * time.Second))
+			return err
+		}},
+	}
+	for _, durable := range []struct{ user, stream, name string }{
+		{"batcher", names.SubmissionsStream(), contracts.ConsumerBatcherSubmit},
+		{"batcher", names.WorkStream(), contracts.ConsumerBatcherOutputs},
+		{"gate", names.WorkStream(), contracts.ConsumerGateRequests},
+		{"gate", names.TicketsStream(), contracts.ConsumerGateResume},
+		{"gate", names.TicketsStream(), contracts.ConsumerGateTimers},
+		{"gate", names.ControlStream(), contracts.ConsumerGateControl},
+		{"brain-exec", names.WorkStream(), contracts.ConsumerBrainExec},
+		{"sandbox-exec", names.WorkStream(), contracts.ConsumerSandboxExec},
+		{"publisher", names.WorkStream(), contracts.ConsumerPublisher},
+	} {
+		rare = append(rare,
+			struct {
+				name string
+				user string
+				do   func(js jetstream.JetStream) error
+			}{durable.user + " reads consumer info of " + durable.name, durable.user, func(js jetstream.JetStream) error {
+				_, err := js.Consumer(ctx, durable.stream, durable.name)
+				return err
+			}},
+			struct {
+				name string
+				user string
+				do   func(js jetstream.JetStream) error
+			}{durable.user + " dead-letters for " + durable.name, durable.user, func(js jetstream.JetStream) error {
+				_, err := js.Publish(ctx, names.DeadLetterSubject(durable.name), []byte("test"))
+				return err
+			}})
+	}
+	for _, r := range rare {
+		t.Run(r.name, func(t *testing.T) {
+			js, err := jetstream.New(s.connect(t, r.user))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := r.do(js); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+	if v := s.takeViolations(); len(v) > 0 {
+		t.Fatalf("%d permission violations:\n%s", len(v), strings.Join(v, "\n"))
+	}
+}
+
+// TestSecure_leastPrivilege checks that each user is refused what it must not do: the
+// platform publishing executor requests, results, gate requests or decisions, or
+// touching the services' consumers; executors publishing results, gate requests or gate
+// decisions; and so on. Each refusal must be a permission violation naming the subject,
+// and afterwards the streams hold nothing on the forged subjects: nothing was executed
+// or published.
+func TestSecure_leastPrivilege(t *testing.T) {
+	t.Parallel() // the container tests mostly wait (ack waits, elections): overlap them
+	s := startSecure(t)
+	names := s.cfg.Names()
+	const forged = "forged"
+	op := contracts.OperationID(forged, 1, "c1")
+	execReq := func(target contracts.ToolExecutionTarget) func(nc *nats.Conn) (string, error) {
+		return pubEvent(names.ExecRequestSubject(target, forged), op+":exec:1", contracts.TypeExecRequest,
+			contracts.ExecRequest{RunID: forged, Step: 1, CallID: "c1", Index: 0, ToolID: "counter", Target: target, Attempt: 1})
+	}
+	result := pubEvent(names.ResultsSubject(forged), op+":result", contracts.TypeToolResult,
+		contracts.ToolResultEvent{BatchID: contracts.BatchID(forged, 1), RunID: forged, CallID: "c1", ToolID: "counter",
+			Outcome: contracts.OutcomeCompleted, Output: contracts.TextOutput("c1", "forged")})
+	gateReq := pubEvent(names.GateRequestSubject(forged), op+":gate", contracts.TypeGateRequest,
+		contracts.GateRequest{RunID: forged, Step: 1, Index: 0})
+	output := pubEvent(names.OutputSubject(forged), op+":output", contracts.TypeCallOutput,
+		contracts.CallOutput{RunID: forged, Step: 1, Index: 0, CallID: "c1", ToolID: "counter", Outcome: contracts.OutcomeCompleted})
+	decision := pubEvent(names.TicketResolvedSubject(), "forged:resolved", contracts.TypeTicketResolved,
+		contracts.TicketResolution{CorrelationID: "perm.forged.1.c1", Code: "approved"})
+	audit := pubEvent(names.AuditSubject(forged), op+":audit:allow", contracts.TypeAudit, map[string]string{"decision": "allow"})
+	raw := func(subject string) func(nc *nats.Conn) (string, error) {
+		return func(nc *nats.Conn) (string, error) { return subject, nc.Publish(subject, []byte("{}")) }
+	}
+	sub := func(subject string) func(nc *nats.Conn) (string, error) {
+		return func(nc *nats.Conn) (string, error) {
+			_, err := nc.Subscribe(subject, func(*nats.Msg) {})
+			return subject, err
+		}
+	}
+	tests := []struct {
+		name string
+		user string
+		act  func(nc *nats.Conn) (subject string, err error)
+	}{
+		{"platform cannot publish an executor request", "platform", execReq(contracts.TargetBrain)},
+		{"platform cannot publish a sandbox executor request", "platform", execReq(contracts.TargetSandbox)},
+		{"platform cannot publish a result", "platform", result},
+		{"platform cannot publish a gate request", "platform", gateReq},
+		{"platform cannot publish a call output", "platform", output},
+		{"platform cannot publish a gate decision", "platform", decision},
+		{"platform cannot write a call record", "platform", raw("$KV." + names.CallsBucket() + ".forged.1.c1")},
+		{"platform cannot pull the batcher's submissions", "platform", raw("$JS.API.CONSUMER.MSG.NEXT." + names.SubmissionsStream() + "." + contracts.ConsumerBatcherSubmit)},
+		{"platform cannot pull the gate's resumes", "platform", raw("$JS.API.CONSUMER.MSG.NEXT." + names.TicketsStream() + "." + contracts.ConsumerGateResume)},
+		{"platform cannot delete the gate's timer consumer", "platform", raw("$JS.API.CONSUMER.DELETE." + names.TicketsStream() + "." + contracts.ConsumerGateTimers)},
+		{"platform cannot delete the batcher's consumer", "platform", raw("$JS.API.CONSUMER.DELETE." + names.SubmissionsStream() + "." + contracts.ConsumerBatcherSubmit)},
+		{"platform cannot redirect the batcher's consumer", "platform", raw("$JS.API.CONSUMER.CREATE." + names.SubmissionsStream() + "." + contracts.ConsumerBatcherSubmit + "." + names.RejectedSubject())},
+		{"platform cannot ack for the gate", "platform", raw("$JS.ACK." + names.TicketsStream() + "." + contracts.ConsumerGateResume + ".1.1.1.1.0")},
+		{"platform cannot consume the work stream", "platform", raw("$JS.API.CONSUMER.CREATE." + names.WorkStream() + ".spy.awaken.work.>")},
+		{"platform cannot delete the results stream", "platform", raw("$JS.API.STREAM.DELETE." + names.ResultsStream())},
+		{"platform cannot read the gate's replies", "platform", sub(deploy.ServiceInboxPrefix("gate") + ".>")},
+		{"brain-exec cannot publish a result", "brain-exec", result},
+		{"brain-exec cannot publish a gate request", "brain-exec", gateReq},
+		{"brain-exec cannot publish an executor request", "brain-exec", execReq(contracts.TargetBrain)},
+		{"brain-exec cannot publish a gate decision", "brain-exec", decision},
+		{"brain-exec cannot publish an audit record", "brain-exec", audit},
+		{"brain-exec cannot widen its consumer", "brain-exec", raw("$JS.API.CONSUMER.CREATE." + names.WorkStream() + "." + contracts.ConsumerBrainExec + ".awaken.work.>")},
+		{"brain-exec cannot read all inboxes", "brain-exec", sub("_INBOX.>")},
+		{"sandbox-exec cannot publish a result", "sandbox-exec", result},
+		{"sandbox-exec cannot publish a gate request", "sandbox-exec", gateReq},
+		{"sandbox-exec cannot publish a gate decision", "sandbox-exec", decision},
+		{"sandbox-exec cannot forge a counter", "sandbox-exec", raw("$KV." + names.CountersBucket() + ".counter.forged")},
+		{"batcher cannot publish an executor request", "batcher", execReq(contracts.TargetBrain)},
+		{"batcher cannot publish a result", "batcher", result},
+		{"gate cannot publish a result", "gate", result},
+		{"publisher cannot publish an executor request", "publisher", execReq(contracts.TargetSandbox)},
+		{"publisher cannot publish a gate request", "publisher", gateReq},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			nc := s.connect(t, tc.user)
+			subject, err := tc.act(nc)
+			if err == nil {
+				err = nc.Flush()
+			}
+			if err != nil && !errors.Is(err, nats.ErrPermissionViolation) {
+				t.Fatalf("act: %v", err)
+			}
+			deadline := time.Now().Add(10 * time.Second)
+			for {
+				v := s.takeViolations()
+				if len(v) > 0 {
+					if len(v) != 1 || !strings.Contains(v[0], tc.user+":") || !strings.Contains(v[0], subject) {
+						t.Fatalf("violations %q, want one of %s on %s", v, tc.user, subject)
+					}
+					return
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("%s on %s: no permission violation", tc.user, subject)
+				}
+				if err := nc.Flush(); err != nil { // a round trip paces the poll; no sleeping
+					t.Fatal(err)
+				}
+			}
+		})
+	}
+
+	// Nothing forged reached a stream, so nothing ran and nothing was published.
+	js, err := jetstream.New(s.connect(t, deploy.UserAdmin))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := ctxFor(t, 30*time.Second)
+	for _, stream := range []string{names.WorkStream(), names.ResultsStream(), names.TicketsStream(), names.AuditStream()} {
+		st, err := js.Stream(ctx, stream)
+		if err != nil {
+			t.Fatal(err)
+		}
+		info, err := st.Info(ctx, jetstream.WithSubjectFilter("awaken.>"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for subj, n := range info.State.Subjects {
+			if strings.Contains(subj, forged) {
+				t.Errorf("%s holds %d messages on forged subject %s", stream, n, subj)
+			}
+		}
+		if stream == names.TicketsStream() && info.State.Subjects[names.TicketResolvedSubject()] != 0 {
+			t.Errorf("a forged gate decision reached %s", stream)
+		}
+	}
+	if n, err := s.client.Counter(ctx, "forged"); err != nil || n != 0 {
+		t.Errorf("forged counter = %d (%v)", n, err)
+	}
+}
+
+// pubEvent returns an action that publishes a well-formed CloudEvent, as a legitimate
+// service would, so a refusal is due to the permission alone.
+func pubEvent(subject, id, typ string, payload any) func(nc *nats.Conn) (string, error) {
+	return func(nc *nats.Conn) (string, error) {
+		ev, err := bus.NewEvent(id, "awaken/forger", typ, payload)
+		if err != nil {
+			return subject, err
+		}
+		return subject, nc.PublishMsg(bus.EncodeMsg(subject, ev))
+	}
+}

@@ -1,0 +1,96 @@
+package app_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/awaken-dev/awaken/deploy"
+	"github.com/awaken-dev/awaken/internal/app"
+	"github.com/awaken-dev/awaken/internal/config"
+	"github.com/awaken-dev/awaken/internal/health"
+	"github.com/awaken-dev/awaken/pkg/client"
+	"github.com/awaken-dev/awaken/pkg/contracts"
+)
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return "127.0.0.1:" + strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+}
+
+// TestDevSecure runs `awaken dev --secure`: the embedded server takes only the users of
+// deploy/nats/auth.conf, the platform user completes a batch, /readyz answers 200, and
+// an anonymous client is refused.
+func TestDevSecure(t *testing.T) {
+	cfg, err := config.Load(filepath.Join("..", "..", "examples", "awaken.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pw, err := deploy.GeneratePasswords()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ready := make(chan string, 1)
+	done := make(chan error, 1)
+	httpAddr := freeAddr(t)
+	go func() {
+		done <- app.Dev(ctx, app.DevOptions{Config: cfg, DataDir: t.TempDir(), Listen: freeAddr(t),
+			Secure: true, Passwords: pw, HTTP: httpAddr, Ready: func(url string) { ready <- url }})
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("dev: %v", err)
+		}
+	})
+	var url string
+	select {
+	case url = <-ready:
+	case err := <-done:
+		t.Fatalf("dev stopped: %v", err)
+	case <-time.After(60 * time.Second):
+		t.Fatal("dev not ready within 60s")
+	}
+	rctx, rcancel := context.WithTimeout(context.Background(), time.Minute)
+	defer rcancel()
+	if err := health.Probe(rctx, "http://"+httpAddr+health.ReadinessPath, 5*time.Second); err != nil {
+		t.Errorf("readyz: %v", err)
+	}
+
+	if nc, err := nats.Connect(url); err == nil {
+		nc.Close()
+		t.Fatal("an anonymous client connected to a secure dev server")
+	} else if !errors.Is(err, nats.ErrAuthorization) {
+		t.Errorf("anonymous connect: %v, want an authorization error", err)
+	}
+	nc, err := nats.Connect(url, nats.UserInfo(deploy.UserPlatform, pw[deploy.UserPlatform]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	c, err := client.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.SubmitAndWait(rctx, contracts.BatchSubmission{RunID: "dev-secure", ThreadID: "t", Step: 1,
+		Agent: contracts.AgentSnapshot{SnapshotID: "s", Tools: []string{"echo"}},
+		Calls: []contracts.ToolCall{{CallID: "c1", ToolID: "echo", Arguments: []byte(`{"text":"hi"}`)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := res.Results[0].Output.Text(); got != "hi" {
+		t.Errorf("result %q", got)
+	}
+}

@@ -1,0 +1,104 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+
+	"github.com/awaken-dev/awaken/internal/bus"
+	"github.com/awaken-dev/awaken/internal/config"
+	"github.com/awaken-dev/awaken/pkg/contracts"
+)
+
+// Server error codes (nats-server's JSStreamReplicasNotSupportedErr and
+// JSStreamInvalidConfigF) that no retry can cure: a configuration asking for replicas a
+// single server cannot have, or a stream configuration the server refuses.
+const (
+	errCodeReplicasNotSupported jetstream.ErrorCode = 10074
+	errCodeInvalidStreamConfig  jetstream.ErrorCode = 10052
+)
+
+// permanent reports whether err is one of the refusals above.
+func permanent(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) &&
+		(apiErr.ErrorCode == errCodeReplicasNotSupported || apiErr.ErrorCode == errCodeInvalidStreamConfig)
+}
+
+// Retry pacing of [Setup] and [WaitTopology]: a JetStream cluster elects its meta leader
+// within seconds, so start fast and settle at a modest poll.
+const (
+	retryFirst   = 200 * time.Millisecond
+	retryMax     = 2 * time.Second
+	attemptLimit = 10 * time.Second
+)
+
+// Setup creates or updates every stream and bucket of cfg, with the replicas and storage
+// of cfg.Storage. It is the privileged step of a least-privilege deployment (`awaken
+// setup`, run once before the services, as the NATS admin user); the services then start
+// with [Options.NoEnsure]. It is idempotent.
+//
+// A server that is still starting, or a cluster without a meta leader yet or with a peer
+// not yet joined, answers with timeouts, "temporarily unavailable" or "no suitable peers
+// for placement": Setup retries until ctx ends. Only a configuration the server can never
+// accept (3 replicas on a single server, an invalid stream configuration) is returned at
+// once.
+func Setup(ctx context.Context, js jetstream.JetStream, cfg *config.Config, log zerolog.Logger) error {
+	topology := TopologyFor(cfg)
+	names := cfg.Names()
+	return retry(ctx, log, "ensure streams and buckets", func(ctx context.Context) (bool, error) {
+		err := bus.EnsureTopology(ctx, js, names, topology)
+		return err == nil, err
+	})
+}
+
+// WaitTopology waits until every bucket of names exists, which [bus.EnsureTopology]
+// creates after every stream, so the whole topology is then in place. A service started
+// with [Options.NoEnsure] calls it so that its start does not race `awaken setup`.
+func WaitTopology(ctx context.Context, js jetstream.JetStream, names contracts.Names, log zerolog.Logger) error {
+	buckets := []string{names.BatchesBucket(), names.CallsBucket(), names.TicketsBucket(), names.CountersBucket()}
+	return retry(ctx, log, "wait for the streams and buckets (created by `awaken setup`)", func(ctx context.Context) (bool, error) {
+		for _, b := range buckets {
+			if _, err := js.KeyValue(ctx, b); err != nil {
+				return false, fmt.Errorf("bucket %s: %w", b, err)
+			}
+		}
+		return true, nil
+	})
+}
+
+// retry runs attempt, each under its own deadline, until it reports done, fails with a
+// [permanent] error, or ctx ends. It logs the first failure and then every tenth, so a
+// long wait is visible without flooding the log.
+func retry(ctx context.Context, log zerolog.Logger, what string, attempt func(context.Context) (bool, error)) error {
+	delay := retryFirst
+	for n := 0; ; n++ {
+		actx, cancel := context.WithTimeout(ctx, attemptLimit)
+		done, err := attempt(actx)
+		cancel()
+		if done {
+			if n > 0 {
+				log.Info().Int("attempts", n+1).Msg(what + ": done")
+			}
+			return nil
+		}
+		if permanent(err) {
+			return fmt.Errorf("app: %s: %w", what, err)
+		}
+		if n%10 == 0 {
+			log.Warn().Err(err).Int("attempt", n+1).Msg(what + ": not yet, retrying")
+		}
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("app: %s: %w (last error: %w)", what, ctx.Err(), err)
+		case <-t.C:
+		}
+		delay = min(2*delay, retryMax)
+	}
+}
