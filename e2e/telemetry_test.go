@@ -150,6 +150,24 @@ func TestMetricsMoveAsABatchFlows(t *testing.T) {
 	if _, ok := open[key(telemetry.MetricTicketOldestAge)]; !ok {
 		t.Errorf("%s missing", telemetry.MetricTicketOldestAge)
 	}
+	// The approval is a decision too, and the ticket closes.
+	ticket, err := h.client.Ticket(ctxFor(t, 10*time.Second), "perm.metrics-2.1.a1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.client.Approve(ctxFor(t, 30*time.Second), ticket, ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.client.Await(ctxFor(t, 30*time.Second), "metrics-2", 1); err != nil {
+		t.Fatal(err)
+	}
+	approved := scrape(t, base)
+	if got := approved[key(telemetry.MetricGateDecisions, `decision="approved"`)] - open[key(telemetry.MetricGateDecisions, `decision="approved"`)]; got != 1 {
+		t.Errorf("approved decisions moved by %v, want 1", got)
+	}
+	if got := approved[key(telemetry.MetricTicketsOpen)]; got != 0 {
+		t.Errorf("%s = %v after the approval, want 0", telemetry.MetricTicketsOpen, got)
+	}
 
 	// Not ready once stopped.
 	if err := h.stack.Stop(ctxFor(t, 20*time.Second)); err != nil {
@@ -251,4 +269,72 @@ func TestOneTracePerBatch(t *testing.T) {
 		t.Errorf("%d spans continue the platform's span, want exactly 1 (the batch root)", roots)
 	}
 	t.Logf("%d spans in one trace; by service: %v", len(spans), seen)
+}
+
+// An approval arrives in a trace of its own (the approver's), but what it sets off — the
+// parked call's execution and every later call — continues the batch's trace.
+func TestOneTracePerBatch_acrossAnApproval(t *testing.T) {
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	h := newHarness(t, withOptions(func(o *app.Options) { o.TracerProvider = tp }))
+	ctx := ctxFor(t, 60*time.Second)
+	run := "trace-approval"
+	sub := batch(run, 1, []string{"ask_me", "echo"},
+		call("c1", "ask_me", map[string]string{}),
+		call("c2", "echo", map[string]string{"text": "after"}))
+	if _, err := h.client.Submit(ctx, sub); err != nil {
+		t.Fatal(err)
+	}
+	ticket, err := h.client.WaitTicket(ctx, run, 1, "c1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.client.Approve(ctx, ticket, ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.client.Await(ctx, run, 1); err != nil {
+		t.Fatal(err)
+	}
+	batchID := sub.BatchID()
+	spans := func() (root trace.TraceID, others []tracetest.SpanStub) {
+		for _, s := range exp.GetSpans() {
+			for _, a := range s.Attributes {
+				if a.Key == "awaken.batch_id" && a.Value.AsString() == batchID {
+					if s.Name == contracts.ConsumerBatcherSubmit {
+						root = s.SpanContext.TraceID()
+					} else if s.Name != contracts.ConsumerGateResume {
+						others = append(others, s)
+					}
+				}
+			}
+		}
+		return root, others
+	}
+	natstest.WaitFor(t, 30*time.Second, func() bool {
+		_, others := spans()
+		n := 0
+		for _, s := range others {
+			if s.Name == contracts.ConsumerPublisher {
+				n++
+			}
+		}
+		return n >= 2
+	}, "the publisher's spans of both call outputs")
+	root, others := spans()
+	if !root.IsValid() {
+		t.Fatal("no batcher span")
+	}
+	execs := 0
+	for _, s := range others {
+		if s.SpanContext.TraceID() != root {
+			t.Errorf("span %s is in trace %s, want the batch's %s", s.Name, s.SpanContext.TraceID(), root)
+		}
+		if s.Name == contracts.ConsumerBrainExec {
+			execs++
+		}
+	}
+	if execs != 2 {
+		t.Errorf("%d brain-exec spans in the batch's trace, want 2 (the approved call and the one after it)", execs)
+	}
 }

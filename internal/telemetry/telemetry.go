@@ -250,3 +250,32 @@ func (o observer) Begin(ctx context.Context, d bus.Delivery) (context.Context, f
 		span.End()
 	}
 }
+
+// TraceParent returns the W3C traceparent of ctx's span ("" when it has none), so a
+// durable record can remember the trace its work belongs to.
+func (t *Telemetry) TraceParent(ctx context.Context) string {
+	if t == nil || !trace.SpanContextFromContext(ctx).IsValid() {
+		return ""
+	}
+	c := propagation.MapCarrier{}
+	t.prop.Inject(ctx, c)
+	return c[ExtTraceParent]
+}
+
+// Rejoin starts a span named name as a child of the span that traceparent names, so work
+// that resumes a parked call (an approval, a scheduled trigger — each arriving in a trace
+// of its own) stays in the trace of its batch; what the returned ctx publishes carries that
+// trace on. An empty traceparent, or a nil Telemetry, leaves ctx as it is.
+func (t *Telemetry) Rejoin(ctx context.Context, traceparent, name string) (context.Context, func()) {
+	if t == nil || traceparent == "" {
+		return ctx, func() {}
+	}
+	parent := t.prop.Extract(context.Background(), propagation.MapCarrier{ExtTraceParent: traceparent})
+	sc := trace.SpanContextFromContext(parent)
+	if !sc.IsValid() {
+		return ctx, func() {}
+	}
+	ctx, span := t.tracer.Start(trace.ContextWithRemoteSpanContext(ctx, sc), name,
+		trace.WithLinks(trace.LinkFromContext(ctx)))
+	return ctx, func() { span.End() }
+}

@@ -111,6 +111,7 @@ func (s *Service) recordDecision(ctx context.Context, b *contracts.BatchRecord, 
 		}
 		rec.Decision = d.outcome
 		s.env.Mark(&rec, stageProbed)
+		rec.TraceParent = s.env.Telemetry.TraceParent(ctx)
 		next, err := s.putCall(ctx, b, i, rec, rev)
 		switch {
 		case errors.Is(err, errRaced):

@@ -84,6 +84,7 @@ func (s *Service) gateCall(ctx context.Context, b *contracts.BatchRecord, i int)
 		if decidedNow {
 			d = s.decide(b, i)
 			s.env.Mark(&rec, stageDecided)
+			rec.TraceParent = s.env.Telemetry.TraceParent(ctx)
 		}
 		if err := s.applyDecision(b, i, &rec, d); err != nil {
 			return bus.Permanent(err)
