@@ -194,9 +194,17 @@ func runCrashCell(t *testing.T, cell crashCell, withSandbox bool) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A kill aimed at another batch (the three run concurrently) can also catch a call of
+	// this batch inside its executor: that call is then an explained Indeterminate (the
+	// checker verified the reason and the kill), not a failure of the cell.
+	aimedHere := strings.HasPrefix(cell.callID, "c")
+	collateral := func(r contracts.ToolResultEvent) bool {
+		return !aimedHere && r.Outcome == contracts.OutcomeIndeterminate &&
+			strings.Contains(r.Output.Text(), execcore.ReasonOwnerLeaseExpired)
+	}
 	for _, r := range res.Results {
 		wantIndeterminate := r.CallID == cell.indeterminate
-		if got := r.Outcome == contracts.OutcomeIndeterminate; got != wantIndeterminate {
+		if got := r.Outcome == contracts.OutcomeIndeterminate; got != wantIndeterminate && !collateral(r) {
 			t.Errorf("call %s: outcome %s %q, want indeterminate=%v", r.CallID, r.Outcome, r.Output.Text(), wantIndeterminate)
 		}
 	}
@@ -204,7 +212,7 @@ func runCrashCell(t *testing.T, cell crashCell, withSandbox bool) {
 		if got := res.Results[1].Output.Text(); !strings.Contains(got, execcore.ReasonOwnerLeaseExpired) {
 			t.Errorf("indeterminate reason %q", got)
 		}
-	} else if got := res.Results[1].Output.Text(); got != "1" {
+	} else if got := res.Results[1].Output.Text(); got != "1" && !collateral(res.Results[1]) {
 		t.Errorf("counter result %q, want 1 (ran exactly once)", got)
 	}
 	if got := res.Results[2].Output.Text(); !strings.HasPrefix(got, "blocked:") {

@@ -106,7 +106,12 @@ func Dev(ctx context.Context, o DevOptions) error {
 		}
 		opts.Dial = secureInProcessDialer(srv, o.Passwords)
 		opts.NoEnsure = true
+		// Without the api its HTTP server is not there: serve /metrics, /healthz and
+		// /readyz on the operations listener at the same address instead.
 		opts.Services = AllServices()
+		if opts.HTTPAddr == "" {
+			opts.HTTPAddr = o.HTTP
+		}
 	}
 	st, err := Start(ctx, opts)
 	if err != nil {
