@@ -9,7 +9,7 @@ PKGS := ./...
 FUZZTIME ?= 30s
 CONFIG ?= examples/awaken.yaml
 
-.PHONY: all build wasm test test-short lint fmt vet fuzz run bench clean images linux-binaries compose-config
+.PHONY: all build wasm test test-short lint fmt vet fuzz run bench bench-e2e chaos clean images linux-binaries compose-config
 
 all: build
 
@@ -54,9 +54,26 @@ fuzz:
 run: build
 	$(BIN)/awaken dev --config $(CONFIG)
 
-## bench: end-to-end latency and throughput of the pipeline on an embedded server
+## bench: pipeline vs floor vs Temporal vs in-process, one table + bench/results/*.json
+## (its own module under bench/, so the main module never depends on Temporal).
+## BENCHFLAGS passes options, e.g. BENCHFLAGS='-duration 5s -cpuprofile /tmp/cpu.pprof'.
+BENCHFLAGS ?=
 bench:
+	@mkdir -p $(BIN)
+	cd bench && $(GO) build -o ../$(BIN)/awaken-bench ./cmd/awaken-bench
+	cd bench && $(GO) build -tags temporal -o ../$(BIN)/awaken-bench-temporal ./cmd/awaken-bench
+	cd bench && ../$(BIN)/awaken-bench -temporal-bin ../$(BIN)/awaken-bench-temporal \
+	  -config ../$(CONFIG) -out results $(BENCHFLAGS)
+
+## bench-e2e: the e2e Go benchmarks of the pipeline alone
+bench-e2e:
 	$(GO) test -run '^$$' -bench 'BenchmarkPipeline' -benchtime 200x -count 1 ./e2e/
+
+## chaos: the full process-kill chaos run (1,000+ calls per variant, services and nats-server
+## SIGKILLed) with the history checker, then the crash matrix; prints the checker's summary
+chaos:
+	set -o pipefail; AWAKEN_CHAOS=full $(GO) test -race -count=1 -v -timeout 30m -run 'TestChaos' ./chaos/ | grep -E '^(checker:|--- |ok|FAIL)|violation|seed'
+	$(GO) test -race -count=1 -timeout 10m -run 'TestCrashMatrix' ./e2e/
 
 ## images: the two deployment images, FROM scratch, nothing pulled: awaken:dev (every
 ## service by subcommand, with the example configuration and wasm tools) and

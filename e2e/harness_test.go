@@ -43,6 +43,9 @@ func exampleConfig(tb testing.TB) *config.Config {
 }
 
 type harness struct {
+	// opts adjusts the app options of every start (telemetry tests set a tracer provider
+	// and an operations listener).
+	opts   func(*app.Options)
 	tb     testing.TB
 	srv    *natstest.Server
 	cfg    *config.Config
@@ -54,6 +57,8 @@ type harness struct {
 type harnessOption func(*harness)
 
 func withConfig(cfg *config.Config) harnessOption { return func(h *harness) { h.cfg = cfg } }
+
+func withOptions(f func(*app.Options)) harnessOption { return func(h *harness) { h.opts = f } }
 
 // newHarness starts an embedded server and the five services.
 func newHarness(tb testing.TB, opts ...harnessOption) *harness {
@@ -80,9 +85,9 @@ func (h *harness) setFaults(f pipeline.FaultHook) { h.faults.Store(f) }
 
 func (h *harness) start() {
 	h.tb.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	st, err := app.Start(ctx, app.Options{
+	o := app.Options{
 		Config: h.cfg,
 		Dial:   app.InProcessDialer(h.srv.Server()),
 		Log:    app.NewLogger(testWriter{h.tb}, os.Getenv("AWAKEN_TEST_LOG")),
@@ -92,7 +97,11 @@ func (h *harness) start() {
 			}
 			return nil
 		},
-	})
+	}
+	if h.opts != nil {
+		h.opts(&o)
+	}
+	st, err := app.Start(ctx, o)
 	if err != nil {
 		h.tb.Fatalf("start services: %v", err)
 	}

@@ -11,16 +11,21 @@ import (
 	"io"
 	"os"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/awaken-dev/awaken/internal/bus"
 	"github.com/awaken-dev/awaken/internal/config"
+	"github.com/awaken-dev/awaken/internal/execcore"
 	"github.com/awaken-dev/awaken/internal/pipeline"
+	"github.com/awaken-dev/awaken/internal/telemetry"
+	"github.com/awaken-dev/awaken/services/api"
 	"github.com/awaken-dev/awaken/services/batcher"
 	brainexec "github.com/awaken-dev/awaken/services/brain-exec"
 	"github.com/awaken-dev/awaken/services/brain-exec/builtin"
@@ -36,6 +41,11 @@ const (
 	BrainExec   = "brain-exec"
 	SandboxExec = "sandbox-exec"
 	Publisher   = "publisher"
+	// API is the approval and operations front door (micro service, HTTP api, console).
+	// It is not one of the five pipeline services: a stack runs it only when asked
+	// (Options.Services names it), after the five, since it only publishes commands and
+	// reads records.
+	API = "api"
 )
 
 // AllServices returns the five services in start order (consumers of later stages first,
@@ -75,6 +85,19 @@ type Options struct {
 	BrainRegistry *brainexec.Registry
 	// Topology overrides the stream settings (replicas, storage).
 	Topology *bus.TopologyConfig
+	// API configures the api service when Services names [API].
+	API api.Options
+	// Metrics is the process's Prometheus registry; nil creates one per Stack. Every
+	// service of the stack records on it, and the tickets gauge is registered on it when
+	// the stack runs the gate or the api.
+	Metrics *telemetry.Metrics
+	// TracerProvider gives the services' spans (see telemetry.TracerProviderFromEnv); nil
+	// disables tracing.
+	TracerProvider trace.TracerProvider
+	// HTTPAddr, when set, is the host:port of the process's operations listener:
+	// /metrics, /healthz and /readyz (see [Stack.Ready]). Port 0 picks a free port
+	// ([Stack.HTTPAddr]). Empty: no listener (the api mounts /metrics on its own server).
+	HTTPAddr string
 	// NoEnsure leaves stream and bucket creation to a privileged step (`awaken setup`, see
 	// [Setup]): Start then only waits until the buckets exist. Services that connect as
 	// least-privilege NATS users must set it, since they may not create streams.
@@ -91,13 +114,58 @@ type Stack struct {
 	services  []named
 	conns     []*nats.Conn
 	log       zerolog.Logger
+	metrics   *telemetry.Metrics
+	ops       *telemetry.Server
+	// mu guards tels and started, read by readiness checks while Start runs.
+	mu      sync.Mutex
+	tels    []*telemetry.Telemetry
+	started bool
 	// Env is the environment of the first service, for callers that need the stores.
 	Env *pipeline.Env
+	// APIService is the running api when Services named [API] (nil otherwise).
+	APIService *api.Service
 }
 
 type named struct {
 	name string
 	svc  Service
+}
+
+// Metrics returns the stack's Prometheus registry.
+func (s *Stack) Metrics() *telemetry.Metrics { return s.metrics }
+
+// HTTPAddr returns the bound address of the operations listener ("" when off).
+func (s *Stack) HTTPAddr() string {
+	if s.ops == nil {
+		return ""
+	}
+	return s.ops.Addr()
+}
+
+// Ready reports whether the stack can do its work: Start has completed (so the streams
+// and buckets were ensured and every service started), every NATS connection is
+// connected, and every consume loop of every pipeline service is bound and running. It
+// backs /readyz and is safe to call concurrently with everything.
+func (s *Stack) Ready(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.started {
+		return errors.New("starting: streams or consumers not ready yet")
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	for _, nc := range s.conns {
+		if !nc.IsConnected() {
+			return fmt.Errorf("NATS connection %s is %s", nc.Opts.Name, nc.Status())
+		}
+	}
+	for _, t := range s.tels {
+		if err := t.Ready(); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // TopologyFor derives the stream settings from the host configuration.
@@ -118,12 +186,16 @@ func Start(ctx context.Context, o Options) (st *Stack, err error) {
 	if len(o.Services) == 0 {
 		o.Services = AllServices()
 	}
+	order := append(AllServices(), API)
 	for _, s := range o.Services {
-		if !slices.Contains(AllServices(), s) {
+		if !slices.Contains(order, s) {
 			return nil, fmt.Errorf("app: unknown service %q", s)
 		}
 	}
-	st = &Stack{log: o.Log}
+	if o.Metrics == nil {
+		o.Metrics = telemetry.NewMetrics()
+	}
+	st = &Stack{log: o.Log, metrics: o.Metrics}
 	st.runCtx, st.cancelRun = context.WithCancel(context.WithoutCancel(ctx))
 	defer func() {
 		if err != nil {
@@ -137,7 +209,7 @@ func Start(ctx context.Context, o Options) (st *Stack, err error) {
 		topology = *o.Topology
 	}
 	ensured := false
-	for _, name := range AllServices() {
+	for _, name := range order {
 		if !slices.Contains(o.Services, name) {
 			continue
 		}
@@ -166,25 +238,70 @@ func Start(ctx context.Context, o Options) (st *Stack, err error) {
 			return st, err
 		}
 		env.Faults = o.Faults
+		tel := telemetry.New(name, o.Metrics, o.TracerProvider)
+		env.SetTelemetry(tel)
 		if st.Env == nil {
 			st.Env = env
+		}
+		if name == Gate || (name == API && !slices.Contains(o.Services, Gate)) {
+			// One tickets gauge per process, from the tickets bucket.
+			kv, err := js.KeyValue(ctx, env.Names.TicketsBucket())
+			if err != nil {
+				return st, fmt.Errorf("app: tickets bucket: %w", err)
+			}
+			if err := o.Metrics.RegisterTickets(kv, 5*time.Second); err != nil {
+				return st, fmt.Errorf("app: tickets metrics: %w", err)
+			}
+		}
+		if name == API {
+			if o.API.Metrics == nil {
+				o.API.Metrics = o.Metrics.Handler()
+			}
+			if o.API.Ready == nil {
+				o.API.Ready = st.Ready
+			}
 		}
 		svc, err := startOne(st.runCtx, name, env, o)
 		if err != nil {
 			return st, fmt.Errorf("app: start %s: %w", name, err)
 		}
 		st.services = append(st.services, named{name, svc})
+		if a, ok := svc.(*api.Service); ok {
+			st.APIService = a
+		} else {
+			st.mu.Lock()
+			st.tels = append(st.tels, tel)
+			st.mu.Unlock()
+		}
 		log.Info().Msg("started")
+	}
+	st.mu.Lock()
+	st.started = true
+	st.mu.Unlock()
+	if o.HTTPAddr != "" {
+		ops, err := telemetry.Serve(o.HTTPAddr, telemetry.Handler(o.Metrics, st.Ready))
+		if err != nil {
+			return st, fmt.Errorf("app: operations listener: %w", err)
+		}
+		st.ops = ops
+		o.Log.Info().Str("http", ops.Addr()).Msg("serving /metrics, /healthz and /readyz")
 	}
 	return st, nil
 }
 
+// startOne starts one service, applying the configuration's consumer settings
+// (consumers.ack_wait) to every durable consumer it creates.
 func startOne(ctx context.Context, name string, env *pipeline.Env, o Options) (Service, error) {
+	ackWait := o.Config.Consumers.AckWait.D()
+	var execOpts []execcore.Option
+	if ackWait > 0 {
+		execOpts = append(execOpts, execcore.WithAckWait(ackWait))
+	}
 	switch name {
 	case Batcher:
-		return batcher.Start(ctx, env)
+		return batcher.Start(ctx, env, batcher.WithAckWait(ackWait))
 	case Gate:
-		return gate.Start(ctx, env)
+		return gate.Start(ctx, env, gate.WithAckWait(ackWait))
 	case BrainExec:
 		reg := o.BrainRegistry
 		if reg == nil {
@@ -193,11 +310,13 @@ func startOne(ctx context.Context, name string, env *pipeline.Env, o Options) (S
 				return nil, err
 			}
 		}
-		return brainexec.Start(ctx, env, reg)
+		return brainexec.Start(ctx, env, reg, execOpts...)
 	case SandboxExec:
-		return sandboxexec.Start(ctx, env)
+		return sandboxexec.Start(ctx, env, execOpts...)
 	case Publisher:
-		return publisher.Start(ctx, env)
+		return publisher.Start(ctx, env, publisher.WithAckWait(ackWait))
+	case API:
+		return api.Start(ctx, env, o.API)
 	}
 	return nil, fmt.Errorf("unknown service %q", name)
 }
@@ -206,6 +325,15 @@ func startOne(ctx context.Context, name string, env *pipeline.Env, o Options) (S
 // connections. It is safe to call more than once.
 func (s *Stack) Stop(ctx context.Context) error {
 	var errs []error
+	s.mu.Lock()
+	s.started = false
+	s.mu.Unlock()
+	if s.ops != nil {
+		if err := s.ops.Shutdown(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("stop operations listener: %w", err))
+		}
+		s.ops = nil
+	}
 	for i := len(s.services) - 1; i >= 0; i-- {
 		n := s.services[i]
 		if err := n.svc.Stop(ctx); err != nil {
@@ -213,6 +341,7 @@ func (s *Stack) Stop(ctx context.Context) error {
 		}
 	}
 	s.services = nil
+	s.APIService = nil
 	if s.cancelRun != nil {
 		s.cancelRun()
 	}
@@ -228,6 +357,10 @@ func (s *Stack) Stop(ctx context.Context) error {
 // Kill drops every service without draining, as a crashed process would: in-flight
 // messages stay unacked and are redelivered to whoever consumes next. Tests only.
 func (s *Stack) Kill() {
+	if s.ops != nil {
+		_ = s.ops.Shutdown(context.Background())
+		s.ops = nil
+	}
 	if s.cancelRun != nil {
 		s.cancelRun()
 	}

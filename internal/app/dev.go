@@ -2,7 +2,6 @@ package app
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -10,11 +9,11 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
-
 	"github.com/awaken-dev/awaken/deploy"
 	"github.com/awaken-dev/awaken/internal/bus"
 	"github.com/awaken-dev/awaken/internal/config"
+	"github.com/awaken-dev/awaken/internal/telemetry"
+	"github.com/awaken-dev/awaken/services/api"
 )
 
 // DevOptions configures `awaken dev`.
@@ -26,19 +25,30 @@ type DevOptions struct {
 	Listen string
 	// Ready is called once everything is up, with the client URL.
 	Ready func(url string)
+	// HTTP is the host:port of the HTTP api and web console ("" serves neither; the micro
+	// service still runs).
+	HTTP string
+	// APIToken, when set, is the bearer token the HTTP api requires.
+	APIToken string
+	// ReadyURLs, when set, is called once everything is up with the NATS client URL and
+	// the console URL ("" when HTTP is off).
+	ReadyURLs func(natsURL, consoleURL string)
+	// OpsHTTP, when set, is a separate operations listener (/metrics, /healthz, /readyz)
+	// besides the api's HTTP server, which serves the same endpoints.
+	OpsHTTP string
 	// Secure runs the embedded server with the accounts, users and permissions of
 	// deploy/nats/auth.conf (the ones the containers use): each service connects as its
 	// own least-privilege user, the streams are created by the admin user, and outside
-	// clients must log in (the platform user for a platform).
+	// clients must log in (the platform user for a platform). The api (console, HTTP and
+	// micro doors) is not started in this mode: auth.conf has no api user yet.
 	Secure bool
 	// Passwords holds one password per user of [deploy.Users]; required with Secure.
 	Passwords map[string]string
-	// HTTP is the address of the health listener (/healthz, /readyz); empty for none.
-	HTTP string
 }
 
-// Dev runs an embedded JetStream server and all five services until ctx is done, then
-// drains the services and shuts the server down.
+// Dev runs an embedded JetStream server, all five services and then the api (micro
+// service, HTTP api and console) until ctx is done, then drains them and shuts the server
+// down.
 func Dev(ctx context.Context, o DevOptions) error {
 	host, portStr, err := net.SplitHostPort(o.Listen)
 	if err != nil {
@@ -70,49 +80,57 @@ func Dev(ctx context.Context, o DevOptions) error {
 		return fmt.Errorf("dev: embedded NATS: %w", err)
 	}
 	defer bus.Shutdown(srv)
-
-	ready := &Readiness{}
-	h, err := StartHealth(o.HTTP, ready, log)
+	tp, shutdownTracing, err := telemetry.TracerProviderFromEnv(ctx, "awaken-dev", nil)
 	if err != nil {
-		return fmt.Errorf("dev: %w", err)
+		return err
 	}
-	defer func() { _ = StopHealth(h) }()
-	if h != nil {
-		h.AddCheck("nats-server", func(context.Context) error { return embeddedReady(srv) })
+	defer func() {
+		fctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := shutdownTracing(fctx); err != nil {
+			log.Warn().Err(err).Msg("flushing traces failed")
+		}
+	}()
+	// /metrics, /healthz and /readyz are served on the api's HTTP server (Start mounts the
+	// registry and the whole stack's readiness there); OpsHTTP adds a separate listener.
+	opts := Options{
+		Config: o.Config, Dial: InProcessDialer(srv), Log: log,
+		Services:       append(AllServices(), API),
+		API:            api.Options{HTTPAddr: o.HTTP, Token: o.APIToken},
+		TracerProvider: tp,
+		HTTPAddr:       o.OpsHTTP,
 	}
-
-	opts := Options{Config: o.Config, Dial: ready.Dial(InProcessDialer(srv)), Log: log}
 	if o.Secure {
 		if err := setupAsAdmin(ctx, srv, o.Passwords[deploy.UserAdmin], o, log); err != nil {
 			return fmt.Errorf("dev --secure: %w", err)
 		}
-		opts.Dial = ready.Dial(secureInProcessDialer(srv, o.Passwords))
+		opts.Dial = secureInProcessDialer(srv, o.Passwords)
 		opts.NoEnsure = true
+		// Without the api its HTTP server is not there: serve /metrics, /healthz and
+		// /readyz on the operations listener at the same address instead.
+		opts.Services = AllServices()
+		if opts.HTTPAddr == "" {
+			opts.HTTPAddr = o.HTTP
+		}
 	}
 	st, err := Start(ctx, opts)
 	if err != nil {
 		return err
 	}
-	ready.SetStarted(true)
 	url := srv.ClientURL()
-	log.Info().Str("nats_url", url).Str("data_dir", dir).Str("config", o.Config.Source).Bool("secure", o.Secure).Msg("ready")
+	console := ""
+	if st.APIService != nil {
+		console = st.APIService.URL()
+	}
+	log.Info().Str("nats_url", url).Str("console", console).Str("data_dir", dir).Str("config", o.Config.Source).Bool("secure", o.Secure).Msg("ready")
 	if o.Ready != nil {
 		o.Ready(url)
 	}
+	if o.ReadyURLs != nil {
+		o.ReadyURLs(url, console)
+	}
 	<-ctx.Done()
-	ready.SetStarted(false)
 	stopCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	return st.Stop(stopCtx)
-}
-
-// embeddedReady reports whether the in-process server accepts clients with JetStream.
-func embeddedReady(s *server.Server) error {
-	if !s.Running() {
-		return errors.New("embedded NATS server is not running")
-	}
-	if !s.JetStreamEnabled() {
-		return errors.New("embedded NATS server has no JetStream")
-	}
-	return nil
 }

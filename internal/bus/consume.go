@@ -121,6 +121,56 @@ type ConsumerSpec struct {
 	// server heartbeats a waiting request every PullExpiry/2, so it also bounds how long
 	// a lost consumer or connection goes unnoticed.
 	PullExpiry time.Duration
+	// Observer, when set, sees every delivery and its settlement: metrics and tracing
+	// plug in here without the bus depending on them. Nil turns observation off.
+	Observer Observer
+}
+
+// Settlement is how the consume loop disposed of one delivery.
+type Settlement string
+
+// The settlements an [Observer] is told about.
+const (
+	// SettledAck: the handler succeeded and the acknowledgement was confirmed.
+	SettledAck Settlement = "ack"
+	// SettledNak: the message was returned for redelivery (transient failure, retry
+	// request, shutdown, or a failed hook or dead-letter publish).
+	SettledNak Settlement = "nak"
+	// SettledDeadLetter: the message was copied to the dead-letter subject and terminated.
+	SettledDeadLetter Settlement = "dead_letter"
+	// SettledAbandoned: the message was left unsettled (an injected fault, or an
+	// acknowledgement or termination the server did not confirm); the server redelivers it
+	// after the ack wait.
+	SettledAbandoned Settlement = "abandoned"
+)
+
+// Observation is what an [Observer] learns once a delivery is settled.
+type Observation struct {
+	Settlement Settlement
+	// Code is the dead-letter code (rejection code, permanent or exhausted) when
+	// Settlement is SettledDeadLetter, empty otherwise.
+	Code contracts.RejectCode
+	// Err is the handler's error (nil on success, or when the envelope did not decode).
+	Err error
+	// Handled reports whether the handler ran (false when the envelope was rejected).
+	Handled bool
+	// HandlerDuration is how long the handler ran, zero when it did not run.
+	HandlerDuration time.Duration
+}
+
+// Observer watches a consume loop. Begin is called once per delivery, after the envelope
+// is decoded (d.Event is the zero value when it could not be) and before the handler
+// runs; it returns the context the handler runs under — e.g. carrying a span that
+// continues the trace named by the message's traceparent extension — and a finish
+// function the loop calls exactly once with the settlement. Implementations are called
+// from every worker concurrently and must be safe for that; they must not block.
+//
+// Bound is called once when Consume has ensured the durable consumer and its loop runs;
+// done is closed when the loop stops for good (Subscription.Done), so an observer can
+// report readiness ("consumers bound") without polling the server.
+type Observer interface {
+	Begin(ctx context.Context, d Delivery) (context.Context, func(Observation))
+	Bound(durable string, done <-chan struct{})
 }
 
 func (s ConsumerSpec) withDefaults() ConsumerSpec {
@@ -177,10 +227,14 @@ type Subscription struct {
 	slots    chan struct{} // one token per busy worker (or message being fetched for one)
 	quit     chan struct{} // closed when the loop stops taking messages
 	pullDone chan struct{} // closed when the fetch loop has returned
-	stopCh   chan struct{} // closed by Stop
-	stopOnce sync.Once
-	done     chan struct{} // closed when every worker returned and the fetch loop ended
-	workers  sync.WaitGroup
+	// pullCtx is cancelled when the loop stops taking messages, so a waiting fetch ends at
+	// once instead of at its expiry.
+	pullCtx    context.Context
+	cancelPull context.CancelFunc
+	stopCh     chan struct{} // closed by Stop
+	stopOnce   sync.Once
+	done       chan struct{} // closed when every worker returned and the fetch loop ended
+	workers    sync.WaitGroup
 }
 
 // inflight is a message handed from the serial consume callback to a worker; its
@@ -224,6 +278,7 @@ func Consume(ctx context.Context, js jetstream.JetStream, spec ConsumerSpec, h H
 		done:     make(chan struct{}),
 	}
 	s.ctx = s.log.WithContext(ctx)
+	s.pullCtx, s.cancelPull = context.WithCancel(context.Background())
 	if spec.MaxAckPending > 0 && spec.MaxAckPending < spec.Workers {
 		s.log.Warn().Int("max_ack_pending", spec.MaxAckPending).Int("workers", spec.Workers).
 			Msg("max ack pending is below the worker count; some workers will idle")
@@ -234,6 +289,9 @@ func Consume(ctx context.Context, js jetstream.JetStream, spec ConsumerSpec, h H
 	}
 	go s.pullLoop()
 	go s.supervise(ctx)
+	if spec.Observer != nil {
+		spec.Observer.Bound(spec.Durable, s.done)
+	}
 	s.log.Info().Str("stream", spec.Stream).Int("workers", spec.Workers).Dur("ack_wait", spec.AckWait).
 		Int("max_deliver", spec.MaxDeliver).Msg("consuming")
 	return s, nil
@@ -275,6 +333,7 @@ func (s *Subscription) supervise(ctx context.Context) {
 		graceful = true
 	}
 	close(s.quit)
+	s.cancelPull()
 	// Once the fetch loop has returned no message can reach a worker any more; then wait
 	// for the handlers in flight.
 	<-s.pullDone
@@ -284,9 +343,9 @@ func (s *Subscription) supervise(ctx context.Context) {
 	close(s.done)
 }
 
-// fetchWait bounds one pull request. It also bounds how long Stop waits for an idle
-// loop, so it is short; an idle consumer costs one pull request per fetchWait.
-const fetchWait = time.Second
+// fetchWait bounds one pull request; an idle consumer costs one pull request per
+// fetchWait. Stop does not wait for it: the waiting fetch is cancelled.
+const fetchWait = 5 * time.Second
 
 // pullLoop fetches exactly as many messages as there are free workers, hands each to a
 // worker as it arrives, and starts its heartbeat on arrival, so no message ever waits
@@ -314,7 +373,8 @@ func (s *Subscription) pullLoop() {
 				break grab
 			}
 		}
-		batch, err := s.cons.Fetch(n, jetstream.FetchMaxWait(wait))
+		fctx, cancel := context.WithTimeout(s.pullCtx, wait)
+		batch, err := s.cons.Fetch(n, jetstream.FetchContext(fctx))
 		got := 0
 		if err == nil {
 			for m := range batch.Messages() {
@@ -323,7 +383,11 @@ func (s *Subscription) pullLoop() {
 			}
 			err = batch.Error()
 		}
+		cancel()
 		s.release(n - got)
+		if s.pullCtx.Err() != nil {
+			return
+		}
 		if err == nil || errors.Is(err, nats.ErrTimeout) || errors.Is(err, context.DeadlineExceeded) {
 			continue
 		}
@@ -420,25 +484,35 @@ func (s *Subscription) process(f *inflight) {
 	log := s.log.With().Str("subject", d.Subject).Str("ce_id", ev.ID).Str("ce_type", ev.Type).
 		Uint64("delivered", d.NumDelivered).Logger()
 	ctx := log.WithContext(s.ctx)
+	finish := func(Observation) {}
+	if s.spec.Observer != nil {
+		ctx, finish = s.spec.Observer.Begin(ctx, d)
+	}
 
 	if decErr != nil {
 		var rej *contracts.Rejection
 		if !errors.As(decErr, &rej) {
 			rej = &contracts.Rejection{Code: CodePermanent, Message: decErr.Error()}
 		}
-		s.reject(ctx, &log, f, d, rej)
+		finish(s.reject(ctx, &log, f, d, rej))
 		return
 	}
 
+	start := time.Now()
 	err := s.runHandler(ctx, d)
+	ran := Observation{Err: err, Handled: true, HandlerDuration: time.Since(start)}
 	if err == nil && s.spec.Fault != nil {
 		if ferr := s.spec.Fault(ctx, FaultAfterHandlerBeforeAck, d); ferr != nil {
 			f.hb.stop()
 			log.Warn().Err(ferr).Str("fault", string(FaultAfterHandlerBeforeAck)).Msg("fault injected: message left unsettled")
+			ran.Settlement = SettledAbandoned
+			finish(ran)
 			return
 		}
 	}
-	s.settle(ctx, &log, f, d, err)
+	o := s.settle(ctx, &log, f, d, err)
+	ran.Settlement, ran.Code = o.Settlement, o.Code
+	finish(ran)
 }
 
 // runHandler calls the handler, turning a panic into a transient error.
@@ -466,7 +540,7 @@ func callHook(fn func() error) (err error) {
 // settle applies the settlement rules to the handler's result. The heartbeat keeps running
 // through the hooks and the dead-letter publish, and stops just before the message is
 // acknowledged, nak'd or terminated.
-func (s *Subscription) settle(ctx context.Context, log *zerolog.Logger, f *inflight, d Delivery, err error) {
+func (s *Subscription) settle(ctx context.Context, log *zerolog.Logger, f *inflight, d Delivery, err error) Observation {
 	m := f.msg
 	if err == nil {
 		f.hb.stop()
@@ -474,66 +548,60 @@ func (s *Subscription) settle(ctx context.Context, log *zerolog.Logger, f *infli
 		defer cancel()
 		if aerr := m.DoubleAck(actx); aerr != nil {
 			log.Warn().Err(aerr).Msg("acknowledgement not confirmed; the message may be redelivered")
-			return
+			return Observation{Settlement: SettledAbandoned}
 		}
 		log.Debug().Msg("acked")
-		return
+		return Observation{Settlement: SettledAck}
 	}
 	if delay, ok := RetryDelay(err); ok {
 		log.Debug().Err(err).Dur("delay", delay).Msg("handler asked for a retry")
-		s.nak(log, f, delay)
-		return
+		return s.nak(log, f, delay)
 	}
 	if ctx.Err() != nil {
 		// Hard stop: the failure is the cancellation, not the message. Give it back at once.
 		log.Info().Err(err).Msg("handler interrupted by shutdown; message returned")
-		s.nak(log, f, 0)
-		return
+		return s.nak(log, f, 0)
 	}
 	if IsPermanent(err) {
 		var rej *contracts.Rejection
 		if !errors.As(err, &rej) {
 			rej = &contracts.Rejection{Code: CodePermanent, Message: err.Error()}
 		}
-		s.reject(ctx, log, f, d, rej)
-		return
+		return s.reject(ctx, log, f, d, rej)
 	}
 	if !s.spec.lastDelivery(d.NumDelivered) {
 		delay := s.spec.backoff(d.NumDelivered)
 		log.Warn().Err(err).Dur("delay", delay).Msg("handler failed; will retry")
-		s.nak(log, f, delay)
-		return
+		return s.nak(log, f, delay)
 	}
 	log.Error().Err(err).Int("max_deliver", s.spec.MaxDeliver).Msg("handler failed on the last delivery; exhausting")
 	if s.spec.OnExhausted != nil {
 		if herr := callHook(func() error { return s.spec.OnExhausted(ctx, d, err) }); herr != nil {
 			log.Error().Err(herr).Msg("exhaustion hook failed; will retry")
-			s.nak(log, f, s.spec.backoff(d.NumDelivered))
-			return
+			return s.nak(log, f, s.spec.backoff(d.NumDelivered))
 		}
 	}
-	s.deadLetter(ctx, log, f, d, CodeExhausted, err.Error())
+	return s.deadLetter(ctx, log, f, d, CodeExhausted, err.Error())
 }
 
 // reject runs OnReject and dead-letters the message.
-func (s *Subscription) reject(ctx context.Context, log *zerolog.Logger, f *inflight, d Delivery, rej *contracts.Rejection) {
+func (s *Subscription) reject(ctx context.Context, log *zerolog.Logger, f *inflight, d Delivery, rej *contracts.Rejection) Observation {
 	log.Warn().Str("code", string(rej.Code)).Str("reason", rej.Message).Msg("message rejected")
 	if s.spec.OnReject != nil {
 		if herr := callHook(func() error { return s.spec.OnReject(ctx, d, rej) }); herr != nil {
 			if !s.spec.lastDelivery(d.NumDelivered) {
 				log.Warn().Err(herr).Msg("rejection hook failed; will retry")
-				s.nak(log, f, s.spec.backoff(d.NumDelivered))
-				return
+				return s.nak(log, f, s.spec.backoff(d.NumDelivered))
 			}
 			log.Error().Err(herr).Msg("rejection hook failed on the last delivery; dead-lettering anyway")
 		}
 	}
-	s.deadLetter(ctx, log, f, d, rej.Code, rej.Message)
+	return s.deadLetter(ctx, log, f, d, rej.Code, rej.Message)
 }
 
 // deadLetter copies the raw message to the dead-letter subject and terminates it; if the
 // copy is not confirmed the message is nak'd instead, so nothing is lost.
-func (s *Subscription) deadLetter(ctx context.Context, log *zerolog.Logger, f *inflight, d Delivery, code contracts.RejectCode, reason string) {
+func (s *Subscription) deadLetter(ctx context.Context, log *zerolog.Logger, f *inflight, d Delivery, code contracts.RejectCode, reason string) Observation {
 	m := f.msg
 	reason = sanitizeHeader(reason)
 	dl := nats.NewMsg(s.spec.Names.DeadLetterSubject(s.spec.Durable))
@@ -563,19 +631,19 @@ func (s *Subscription) deadLetter(ctx context.Context, log *zerolog.Logger, f *i
 	defer cancel()
 	if _, err := s.js.PublishMsg(pctx, dl); err != nil {
 		log.Error().Err(err).Str("code", string(code)).Msg("dead-letter publish failed; message returned for redelivery")
-		s.nak(log, f, s.spec.backoff(d.NumDelivered))
-		return
+		return s.nak(log, f, s.spec.backoff(d.NumDelivered))
 	}
 	f.hb.stop()
 	if err := m.TermWithReason(string(code) + ": " + reason); err != nil {
 		log.Warn().Err(err).Msg("terminate failed; the message will be redelivered and dead-lettered again (deduplicated)")
-		return
+		return Observation{Settlement: SettledAbandoned}
 	}
 	log.Warn().Str("code", string(code)).Str("dead_letter", dl.Subject).Msg("message dead-lettered")
+	return Observation{Settlement: SettledDeadLetter, Code: code}
 }
 
 // nak stops the heartbeat and returns the message for redelivery after delay.
-func (s *Subscription) nak(log *zerolog.Logger, f *inflight, delay time.Duration) {
+func (s *Subscription) nak(log *zerolog.Logger, f *inflight, delay time.Duration) Observation {
 	f.hb.stop()
 	m := f.msg
 	var err error
@@ -587,6 +655,7 @@ func (s *Subscription) nak(log *zerolog.Logger, f *inflight, delay time.Duration
 	if err != nil {
 		log.Warn().Err(err).Msg("nak failed; the message will be redelivered after the ack wait")
 	}
+	return Observation{Settlement: SettledNak}
 }
 
 // sanitizeHeader makes s safe as a header value: no control characters (a CR or LF would

@@ -25,11 +25,39 @@ type Outgoing struct {
 // that every re-publish after a crash is deduplicated by the stream. It holds no state of
 // its own beyond the JetStream context and is safe for concurrent use.
 type Publisher struct {
-	js jetstream.JetStream
+	js     jetstream.JetStream
+	inject Injector
 }
+
+// Injector adds attributes derived from ctx to an outgoing event just before it is
+// encoded, typically the distributed-tracing extension (traceparent, tracestate) of the
+// span the publishing handler runs in. It receives a copy of the event whose Extensions
+// map it may modify freely. It must be safe for concurrent use and must not block.
+type Injector func(ctx context.Context, e *Event)
 
 // NewPublisher returns a Publisher on js.
 func NewPublisher(js jetstream.JetStream) *Publisher { return &Publisher{js: js} }
+
+// WithInjector returns a copy of p that runs inject on every event it publishes (nil
+// removes it). The copy shares the JetStream context; p itself is unchanged, so a
+// Publisher already handed to other goroutines is never mutated.
+func (p *Publisher) WithInjector(inject Injector) *Publisher {
+	return &Publisher{js: p.js, inject: inject}
+}
+
+// encode renders e on subject after applying the injector to a copy of it, so the
+// caller's event (and its Extensions map) is never modified.
+func (p *Publisher) encode(ctx context.Context, subject string, e Event) *nats.Msg {
+	if p.inject != nil {
+		ext := make(map[string]string, len(e.Extensions)+2)
+		for k, v := range e.Extensions {
+			ext[k] = v
+		}
+		e.Extensions = ext
+		p.inject(ctx, &e)
+	}
+	return EncodeMsg(subject, e)
+}
 
 // JetStream returns the JetStream context the publisher uses.
 func (p *Publisher) JetStream() jetstream.JetStream { return p.js }
@@ -38,7 +66,7 @@ func (p *Publisher) JetStream() jetstream.JetStream { return p.js }
 // (the same event id inside the duplicate window) is a success: the returned PubAck has
 // Duplicate set and the sequence of the original message.
 func (p *Publisher) Publish(ctx context.Context, subject string, e Event) (*jetstream.PubAck, error) {
-	ack, err := p.js.PublishMsg(ctx, EncodeMsg(subject, e))
+	ack, err := p.js.PublishMsg(ctx, p.encode(ctx, subject, e))
 	if err != nil {
 		return nil, fmt.Errorf("bus: publish %s %s on %s: %w", e.Type, e.ID, subject, err)
 	}
@@ -57,7 +85,7 @@ func (p *Publisher) PublishAll(ctx context.Context, out []Outgoing) error {
 	futures := make([]jetstream.PubAckFuture, len(out))
 	var firstErr error
 	for i, o := range out {
-		f, err := p.js.PublishMsgAsync(EncodeMsg(o.Subject, o.Event))
+		f, err := p.js.PublishMsgAsync(p.encode(ctx, o.Subject, o.Event))
 		if err != nil {
 			firstErr = orErr(firstErr, fmt.Errorf("bus: publish %s %s on %s: %w", o.Event.Type, o.Event.ID, o.Subject, err))
 			continue
@@ -97,7 +125,7 @@ func (p *Publisher) PublishAtomic(ctx context.Context, out []Outgoing) error {
 	}
 	msgs := make([]*nats.Msg, len(out))
 	for i, o := range out {
-		msgs[i] = EncodeMsg(o.Subject, o.Event)
+		msgs[i] = p.encode(ctx, o.Subject, o.Event)
 	}
 	if _, err := jetstreamext.PublishMsgBatch(ctx, p.js, msgs); err != nil {
 		if isAtomicDuplicate(err) {
@@ -132,7 +160,7 @@ func isAtomicDuplicate(err error) bool {
 // deduplicated; the server strips that id from the message it delivers on the target, whose
 // ce-* headers and body are e's.
 func (p *Publisher) PublishScheduled(ctx context.Context, scheduleSubject, targetSubject string, at time.Time, e Event) error {
-	_, err := p.js.PublishMsg(ctx, EncodeMsg(scheduleSubject, e),
+	_, err := p.js.PublishMsg(ctx, p.encode(ctx, scheduleSubject, e),
 		jetstream.WithScheduleAt(at), jetstream.WithScheduleTarget(targetSubject))
 	if err != nil {
 		return fmt.Errorf("bus: schedule %s %s on %s for %s at %s: %w",

@@ -14,13 +14,18 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/nats-io/nats.go"
+	"github.com/rs/zerolog"
 
 	"github.com/awaken-dev/awaken/deploy"
 	"github.com/awaken-dev/awaken/internal/app"
 	"github.com/awaken-dev/awaken/internal/config"
+	"github.com/awaken-dev/awaken/internal/telemetry"
 	"github.com/awaken-dev/awaken/pkg/client"
 	"github.com/awaken-dev/awaken/pkg/contracts"
+	"github.com/awaken-dev/awaken/services/api"
 )
 
 const usage = `awaken — durable execution of AI-agent tool calls on NATS JetStream
@@ -32,6 +37,7 @@ Services:
   awaken brain-exec     run brain tools (in-process Go tools, MCP servers)
   awaken sandbox-exec   run sandbox tools (WebAssembly)
   awaken publisher      publication barrier: ordered, atomic results
+  awaken api            approvals: NATS micro service "awaken", HTTP api and web console
   awaken setup          create or update the streams and buckets (as the NATS admin user)
 
 Operations:
@@ -44,12 +50,16 @@ Client:
   awaken tickets approve CORRELATION_ID [--note TEXT]
   awaken tickets deny CORRELATION_ID [--reason TEXT]
   awaken runs cancel RUN_ID            seal the open batches of a run
+  awaken batch show BATCH_ID [--json]  per-call phase, outcome and timeline of a batch
   awaken counter NAME                  read the example counter tool's durable count
 
 Common flags: --config FILE (env AWAKEN_CONFIG), --nats-url URL (env NATS_URL),
 --prefix PREFIX (client commands; env AWAKEN_PREFIX), NATS credentials --nats-user /
---nats-password (env NATS_USER, NATS_PASSWORD) or --nats-creds FILE (env NATS_CREDS),
---http ADDR (services and dev: /healthz and /readyz; env AWAKEN_HTTP).
+--nats-password (env NATS_USER, NATS_PASSWORD) or --nats-creds FILE (env NATS_CREDS).
+Services: --http ADDR (env AWAKEN_HTTP): /metrics, /healthz and /readyz.
+dev and api: --http HOST:PORT (env AWAKEN_HTTP, default 127.0.0.1:8080; "" disables HTTP):
+the api, the console, /metrics, /healthz and /readyz; --api-token TOKEN (env AWAKEN_API_TOKEN;
+prefer the environment variable, flags show in ps).
 Run "awaken CMD -h" for a command's flags.
 `
 
@@ -66,6 +76,10 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = runDev(ctx, rest, stdout, stderr)
 	case app.Batcher, app.Gate, app.BrainExec, app.SandboxExec, app.Publisher:
 		err = runService(ctx, cmd, rest, stderr)
+	case app.API:
+		err = runAPI(ctx, rest, stdout, stderr)
+	case "batch":
+		err = runBatch(ctx, rest, stdout)
 	case "setup":
 		err = runSetup(ctx, rest, stdout, stderr)
 	case "healthcheck":
@@ -121,27 +135,30 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	cfgPath := fs.String("config", defaultConfigPath(), "host configuration file (YAML or JSON)")
 	data := fs.String("data", env("AWAKEN_DATA", ".awaken/data"), "JetStream data directory")
 	listen := fs.String("listen", env("AWAKEN_LISTEN", "127.0.0.1:4222"), "address outside clients and the nats CLI connect to")
+	httpAddr, token := apiFlags(fs)
 	secure := fs.Bool("secure", envBool("AWAKEN_SECURE"), "least-privilege NATS users of deploy/nats/auth.conf (passwords from AWAKEN_NATS_PASSWORD_<USER>, generated when unset)")
-	httpAddr := fs.String("http", env("AWAKEN_HTTP", ""), "health listener address (/healthz, /readyz); empty for none")
-	if err := fs.Parse(args); err != nil {
+	if err := parseArgs(fs, args); err != nil {
 		return err
 	}
 	cfg, err := config.Load(*cfgPath)
 	if err != nil {
 		return err
 	}
-	o := app.DevOptions{Config: cfg, DataDir: *data, Listen: *listen, Secure: *secure, HTTP: *httpAddr}
-	o.Ready = func(url string) {
-		fmt.Fprintf(stdout, "awaken dev ready: %s (config %s, data %s)\n", url, cfg.Source, *data)
-	}
+	o := app.DevOptions{Config: cfg, DataDir: *data, Listen: *listen, HTTP: *httpAddr, APIToken: *token, Secure: *secure}
 	if *secure {
 		if o.Passwords, err = devPasswords(); err != nil {
 			return err
 		}
-		o.Ready = func(url string) {
-			fmt.Fprintf(stdout, "awaken dev ready: %s (config %s, data %s, secure: connect as NATS_USER=%s NATS_PASSWORD=%s)\n",
-				url, cfg.Source, *data, deploy.UserPlatform, o.Passwords[deploy.UserPlatform])
+	}
+	o.ReadyURLs = func(url, console string) {
+		if console == "" {
+			console = "off"
 		}
+		extra := ""
+		if *secure {
+			extra = fmt.Sprintf(", secure: connect as NATS_USER=%s NATS_PASSWORD=%s", deploy.UserPlatform, o.Passwords[deploy.UserPlatform])
+		}
+		fmt.Fprintf(stdout, "awaken dev ready: %s, console %s (config %s, data %s%s)\n", url, console, cfg.Source, *data, extra)
 	}
 	return app.Dev(ctx, o)
 }
@@ -152,9 +169,9 @@ func runService(ctx context.Context, name string, args []string, stderr io.Write
 	cfgPath := fs.String("config", defaultConfigPath(), "host configuration file (YAML or JSON)")
 	url := fs.String("nats-url", defaultNATSURL(), "NATS server URL")
 	auth := natsAuthFlags(fs)
-	httpAddr := fs.String("http", env("AWAKEN_HTTP", ""), "health listener address (/healthz, /readyz); empty for none")
+	opsAddr := fs.String("http", env("AWAKEN_HTTP", ""), `address of the operations listener: /metrics, /healthz, /readyz ("" disables it; env AWAKEN_HTTP)`)
 	ensure := fs.Bool("ensure", !envFalse("AWAKEN_ENSURE"), "create or update the streams and buckets at start; false waits for `awaken setup` to have done it (least-privilege users)")
-	if err := fs.Parse(args); err != nil {
+	if err := parseArgs(fs, args); err != nil {
 		return err
 	}
 	cfg, err := config.Load(*cfgPath)
@@ -166,25 +183,129 @@ func runService(ctx context.Context, name string, args []string, stderr io.Write
 		return err
 	}
 	log := app.NewLogger(stderr, os.Getenv("AWAKEN_LOG_LEVEL"))
-	ready := &app.Readiness{}
-	h, err := app.StartHealth(*httpAddr, ready, log.With().Str("service", name).Logger())
+	tp, shutdownTracing, err := telemetry.TracerProviderFromEnv(ctx, "awaken-"+name, nil)
 	if err != nil {
 		return err
 	}
-	defer func() { _ = app.StopHealth(h) }()
-	st, err := app.Start(ctx, app.Options{Config: cfg, Services: []string{name},
-		Dial: ready.Dial(app.ServiceDialer(*url, authOpts...)), Log: log, NoEnsure: !*ensure})
+	defer flushTraces(shutdownTracing, log)
+	st, err := app.Start(ctx, app.Options{
+		Config: cfg, Services: []string{name}, Dial: app.ServiceDialer(*url, authOpts...), Log: log,
+		NoEnsure: !*ensure, TracerProvider: tp, HTTPAddr: *opsAddr,
+	})
 	if err != nil {
 		return err
 	}
-	ready.SetStarted(true)
 	log.Info().Str("service", name).Str("nats_url", *url).Msg("ready")
 	<-ctx.Done()
-	ready.SetStarted(false)
 	log.Info().Str("service", name).Msg("draining")
 	stopCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	return st.Stop(stopCtx)
+}
+
+// apiFlags declares --http and --api-token, shared by dev and api.
+func apiFlags(fs *flag.FlagSet) (httpAddr, token *string) {
+	httpAddr = fs.String("http", env("AWAKEN_HTTP", "127.0.0.1:8080"), `address of the HTTP api and web console ("" disables them)`)
+	token = fs.String("api-token", os.Getenv("AWAKEN_API_TOKEN"), "bearer token the HTTP api requires (default: none; env AWAKEN_API_TOKEN)")
+	return httpAddr, token
+}
+
+// runAPI runs the api alone against a NATS server: the micro service "awaken", the HTTP api
+// and the console.
+func runAPI(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags(app.API)
+	fs.SetOutput(stderr)
+	cfgPath := fs.String("config", defaultConfigPath(), "host configuration file (YAML or JSON)")
+	url := fs.String("nats-url", defaultNATSURL(), "NATS server URL")
+	httpAddr, token := apiFlags(fs)
+	hosts := fs.String("allowed-hosts", env("AWAKEN_ALLOWED_HOSTS", ""), "comma-separated Host names the HTTP api answers besides loopback names (\"*\" for any)")
+	if err := parseArgs(fs, args); err != nil {
+		return err
+	}
+	cfg, err := config.Load(*cfgPath)
+	if err != nil {
+		return err
+	}
+	var allowed []string
+	for _, h := range strings.Split(*hosts, ",") {
+		if h = strings.TrimSpace(h); h != "" {
+			allowed = append(allowed, h)
+		}
+	}
+	log := app.NewLogger(stderr, os.Getenv("AWAKEN_LOG_LEVEL"))
+	tp, shutdownTracing, err := telemetry.TracerProviderFromEnv(ctx, "awaken-api", nil)
+	if err != nil {
+		return err
+	}
+	defer flushTraces(shutdownTracing, log)
+	st, err := app.Start(ctx, app.Options{
+		Config: cfg, Services: []string{app.API}, Dial: app.URLDialer(*url), Log: log,
+		API:            api.Options{HTTPAddr: *httpAddr, Token: *token, AllowedHosts: allowed},
+		TracerProvider: tp,
+	})
+	if err != nil {
+		return err
+	}
+	console := st.APIService.URL()
+	if console == "" {
+		console = "off"
+	}
+	fmt.Fprintf(stdout, "awaken api ready: micro service %q on %s, console %s\n", api.ServiceName, *url, console)
+	<-ctx.Done()
+	log.Info().Str("service", app.API).Msg("draining")
+	stopCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return st.Stop(stopCtx)
+}
+
+// runBatch implements `awaken batch show BATCH_ID`: the batch's calls with their phase and
+// outcome, then every committed stage of every call, read from the records.
+func runBatch(ctx context.Context, args []string, stdout io.Writer) error {
+	if len(args) < 2 || args[0] != "show" {
+		return &usageError{"usage: awaken batch show BATCH_ID [--json]"}
+	}
+	batchID := args[1]
+	fs := newFlags("batch show")
+	dial, timeout := dialClient(fs)
+	asJSON := fs.Bool("json", false, "print the batch view as JSON")
+	if err := parseArgs(fs, args[2:]); err != nil {
+		return err
+	}
+	if _, _, err := contracts.ParseBatchID(batchID); err != nil {
+		return &usageError{fmt.Sprintf("%v (a batch id looks like tool-batch:RUN_ID:STEP)", err)}
+	}
+	c, err := dial()
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+	js, err := jetstream.New(c.Conn())
+	if err != nil {
+		return err
+	}
+	r, err := api.OpenReader(ctx, js, c.Names())
+	if err != nil {
+		return err
+	}
+	b, err := r.Batch(ctx, batchID)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return printJSON(stdout, b)
+	}
+	return api.WriteTimeline(stdout, b)
+}
+
+// flushTraces flushes the spans still buffered by the tracer provider, bounded.
+func flushTraces(shutdown func(context.Context) error, log zerolog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := shutdown(ctx); err != nil {
+		log.Warn().Err(err).Msg("flushing traces failed")
+	}
 }
 
 func dialClient(fs *flag.FlagSet) (func() (*client.Client, error), *time.Duration) {
@@ -220,7 +341,7 @@ func runSubmit(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := newFlags("submit")
 	dial, timeout := dialClient(fs)
 	wait := fs.Bool("wait", false, "wait for the ordered results and print them")
-	if err := fs.Parse(args); err != nil {
+	if err := parseArgs(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() != 1 {
@@ -252,7 +373,11 @@ func runSubmit(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	return printJSON(stdout, map[string]any{"batch_id": res.BatchID, "results": res.Results, "finalized": res.Finalized})
+	return printJSON(stdout, struct {
+		BatchID   string                      `json:"batch_id"`
+		Results   []contracts.ToolResultEvent `json:"results"`
+		Finalized contracts.BatchFinalized    `json:"finalized"`
+	}{res.BatchID, res.Results, res.Finalized})
 }
 
 func runTickets(ctx context.Context, args []string, stdout io.Writer) error {
@@ -269,7 +394,7 @@ func runTickets(ctx context.Context, args []string, stdout io.Writer) error {
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		id, args = args[0], args[1:]
 	}
-	if err := fs.Parse(args); err != nil {
+	if err := parseArgs(fs, args); err != nil {
 		return err
 	}
 	if id == "" && fs.NArg() > 0 {
@@ -329,7 +454,7 @@ func runRuns(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := newFlags("runs cancel")
 	dial, timeout := dialClient(fs)
 	reason := fs.String("reason", "cancelled by operator", "why")
-	if err := fs.Parse(args[2:]); err != nil {
+	if err := parseArgs(fs, args[2:]); err != nil {
 		return err
 	}
 	if err := contracts.ValidateID("run_id", runID); err != nil {
@@ -355,7 +480,7 @@ func runCounter(ctx context.Context, args []string, stdout io.Writer) error {
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		name, args = args[0], args[1:]
 	}
-	if err := fs.Parse(args); err != nil {
+	if err := parseArgs(fs, args); err != nil {
 		return err
 	}
 	if name == "" {
@@ -374,4 +499,28 @@ func runCounter(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	fmt.Fprintln(stdout, n)
 	return nil
+}
+
+// parseArgs parses flags wherever they appear among the positional arguments, so both
+// `awaken submit FILE --wait` and `awaken submit --wait FILE` work; fs.Args() then holds
+// the positional arguments in order.
+func parseArgs(fs *flag.FlagSet, args []string) error {
+	var positional []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return err
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			break
+		}
+		if len(args) > 0 && len(rest) < len(args) && args[len(args)-len(rest)-1] == "--" {
+			positional = append(positional, rest...) // everything after "--" is positional
+			break
+		}
+		positional = append(positional, rest[0])
+		args = rest[1:]
+	}
+	// Parsing only positional arguments (none starts with '-') sets fs.Args to them.
+	return fs.Parse(append([]string{"--"}, positional...))
 }

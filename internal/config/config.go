@@ -44,6 +44,9 @@ type Config struct {
 	Executors Executors `yaml:"executors"`
 	// Storage holds the JetStream settings of every stream and bucket.
 	Storage Storage `yaml:"storage"`
+	// Consumers tunes the durable consumers of every service (zero values keep each
+	// service's defaults).
+	Consumers Consumers `yaml:"consumers"`
 
 	// Dir is the directory of the file the configuration was loaded from; relative module
 	// paths resolve against it.
@@ -147,6 +150,17 @@ type Storage struct {
 	Memory bool `yaml:"memory"`
 }
 
+// Consumers tunes the durable consumers every service creates. It exists for tests and
+// chaos runs, which need a crashed process's unacknowledged messages redelivered within
+// seconds; production deployments normally leave it empty and keep the services' defaults.
+type Consumers struct {
+	// AckWait is how long the server waits for a settlement before it redelivers a message
+	// to another process (0: each service's default, 30 s). Running handlers are
+	// heartbeated, so it bounds only how long a crashed process holds a message, never how
+	// long a tool may run. Applied to every consumer of every service.
+	AckWait contracts.Duration `yaml:"ack_wait"`
+}
+
 // Load reads, parses and validates the configuration at path.
 func Load(path string) (*Config, error) {
 	data, err := os.ReadFile(path)
@@ -246,6 +260,9 @@ func (c *Config) normalize() error {
 		if (s.Command == "") == (s.URL == "") {
 			return &FieldError{f, "set exactly one of command (stdio) or url (streamable HTTP)"}
 		}
+	}
+	if c.Consumers.AckWait < 0 || (c.Consumers.AckWait > 0 && c.Consumers.AckWait.D() < 100*time.Millisecond) {
+		return &FieldError{"consumers.ack_wait", "must be 0 (service default) or at least 100ms"}
 	}
 	switch c.Storage.Replicas {
 	case 0:
@@ -417,3 +434,7 @@ func (c *Config) ModulePath(t Tool) string {
 	}
 	return filepath.Join(c.Dir, t.Module)
 }
+
+// Validate applies defaults and validates a configuration built or changed in code (tests,
+// embedding programs), exactly as Load does for a file.
+func (c *Config) Validate() error { return c.normalize() }

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/awaken-dev/awaken/internal/config"
 	"github.com/awaken-dev/awaken/pkg/contracts"
@@ -70,6 +71,7 @@ func TestParse_invalidNamesTheField(t *testing.T) {
 		{"mcp with both transports", "executors:\n  mcp:\n    - {name: gh, command: x, url: http://x}\n", "executors.mcp[0]"},
 		{"bad replicas", "storage:\n  replicas: 2\n", "storage.replicas"},
 		{"bad prefix", "prefix: 'a b'\n", "prefix"},
+		{"ack wait too short", "consumers: {ack_wait: 10ms}\n", "consumers.ack_wait"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -101,5 +103,15 @@ func TestTool_mcpToolsResolveToTheBrain(t *testing.T) {
 	}
 	if _, ok := cfg.Tool("mcp__gh__"); ok {
 		t.Error("an empty MCP tool name resolved")
+	}
+}
+
+func TestParse_consumerAckWait(t *testing.T) {
+	cfg, err := config.Parse([]byte("consumers: {ack_wait: 2s}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cfg.Consumers.AckWait.D(); got != 2*time.Second {
+		t.Errorf("ack_wait = %s, want 2s", got)
 	}
 }

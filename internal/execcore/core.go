@@ -14,6 +14,7 @@ import (
 	"github.com/awaken-dev/awaken/internal/bus"
 	"github.com/awaken-dev/awaken/internal/pipeline"
 	"github.com/awaken-dev/awaken/internal/state"
+	"github.com/awaken-dev/awaken/internal/telemetry"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
@@ -203,6 +204,7 @@ func Start(ctx context.Context, env *pipeline.Env, opts Options) (*Executor, err
 		AcceptTypes:    []string{contracts.TypeExecRequest},
 		Names:          env.Names,
 		OnExhausted:    x.onExhausted,
+		Observer:       env.Telemetry.Observer(),
 	}, x.Handle, log)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", x.opts.Service, err)
@@ -404,6 +406,14 @@ func (x *Executor) enter(ctx context.Context, key string, req contracts.ExecRequ
 		}
 		return 0, rec, 0, err
 	}
+	if act == actSettled {
+		// Counted once: only the delivery whose write made the call indeterminate gets here.
+		reason := telemetry.ReasonOwnerLeaseExpired
+		if rec.Phase.Reason == ReasonAttemptsExhausted {
+			reason = telemetry.ReasonAttemptsExhausted
+		}
+		x.env.Telemetry.Indeterminate(reason)
+	}
 	return act, rec, rev, nil
 }
 
@@ -467,7 +477,9 @@ func (x *Executor) onExhausted(ctx context.Context, d bus.Delivery, cause error)
 	op := contracts.OperationID(req.RunID, req.Step, req.CallID)
 	reason := truncate(fmt.Sprintf("%s gave up after %d deliveries: %v", x.opts.Service, d.NumDelivered, cause), 512)
 	key := contracts.CallKey(req.RunID, req.Step, req.CallID)
+	sealed := false
 	rec, _, err := x.env.Calls.Update(ctx, key, func(cur *contracts.CallRecord, exists bool) error {
+		sealed = false
 		if !exists || cur.Phase.Kind != contracts.PhaseExecuting || (cur.Entered && cur.EnteredBy != d.StreamSeq) {
 			return state.ErrNoChange
 		}
@@ -477,10 +489,14 @@ func (x *Executor) onExhausted(ctx context.Context, d bus.Delivery, cause error)
 			return err
 		}
 		x.env.Mark(cur, StageIndeterminate)
+		sealed = true
 		return nil
 	})
 	if err != nil {
 		return err
+	}
+	if sealed {
+		x.env.Telemetry.Indeterminate(telemetry.ReasonDeliveryExhausted)
 	}
 	if !rec.Phase.IsTerminal() {
 		return nil

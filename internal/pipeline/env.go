@@ -18,6 +18,7 @@ import (
 	"github.com/awaken-dev/awaken/internal/bus"
 	"github.com/awaken-dev/awaken/internal/config"
 	"github.com/awaken-dev/awaken/internal/state"
+	"github.com/awaken-dev/awaken/internal/telemetry"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
@@ -55,6 +56,9 @@ type Env struct {
 	Faults FaultHook
 	// Now is the clock (time.Now in production).
 	Now func() time.Time
+	// Telemetry records the service's metrics and traces; nil records nothing (its
+	// methods are nil-safe). Set it with [Env.SetTelemetry] before starting the service.
+	Telemetry *telemetry.Telemetry
 
 	cache sync.Map // batch key → *contracts.BatchRecord (immutable part)
 }
@@ -94,6 +98,19 @@ func NewEnv(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, cfg *con
 		Counters: counters,
 		Now:      func() time.Time { return time.Now().UTC() },
 	}, nil
+}
+
+// SetTelemetry attaches t to the environment: services record their metrics on it and
+// observe their consume loops with it, and every event published through e.Pub carries
+// the trace context of the publishing handler's span (the CloudEvents distributed-tracing
+// extension). Call it once, before the service starts; nil detaches.
+func (e *Env) SetTelemetry(t *telemetry.Telemetry) {
+	e.Telemetry = t
+	if t == nil {
+		e.Pub = e.Pub.WithInjector(nil)
+		return
+	}
+	e.Pub = e.Pub.WithInjector(t.Inject)
 }
 
 // Fault calls the fault hook, if any.

@@ -14,6 +14,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -156,6 +157,13 @@ func (c *Client) SubmitAndWait(ctx context.Context, sub contracts.BatchSubmissio
 	if err != nil {
 		return nil, fmt.Errorf("client: %w", err)
 	}
+	// Results of this batch can only be published after this submission reaches the
+	// stream, so reading the run's results from just past their current end is enough —
+	// and it keeps a long run from re-reading every earlier batch.
+	after, err := c.lastResultSeq(ctx, sub.RunID)
+	if err != nil {
+		return nil, err
+	}
 	ack, err := c.js.PublishMsg(ctx, bus.EncodeMsg(c.names.SubmitSubject(), ev))
 	if err != nil {
 		return nil, fmt.Errorf("client: submit %s: %w", batchID, err)
@@ -166,36 +174,58 @@ func (c *Client) SubmitAndWait(ctx context.Context, sub contracts.BatchSubmissio
 		res *BatchResult
 		err error
 	}
-	done := make(chan awaited, 1)
-	go func() {
-		res, err := c.Await(ctx, sub.RunID, sub.Step)
+	done := make(chan awaited, 2)
+	await := func(from uint64) {
+		res, err := c.awaitFrom(ctx, sub.RunID, sub.Step, from)
 		done <- awaited{res, err}
-	}()
+	}
+	if ack.Duplicate {
+		// This exact content was submitted before: its results may be anywhere.
+		go await(0)
+	} else {
+		go await(after + 1)
+		// Identical content submitted earlier under another event id is a no-op for the
+		// batcher (no new results, no rejection): once the batcher has settled this
+		// message without rejecting it, look for the earlier results from the start.
+		go func() {
+			select {
+			case <-time.After(250 * time.Millisecond):
+			case <-ctx.Done():
+				return
+			}
+			if c.waitSettled(ctx, ack.Sequence) == nil && c.nc.FlushWithContext(ctx) == nil {
+				select {
+				case r := <-rejected:
+					rejected <- r
+				default:
+					await(0)
+				}
+			}
+		}()
+	}
 	select {
 	case r := <-rejected:
 		return nil, &RejectedError{r}
 	case a := <-done:
-		if a.err != nil || ack.Duplicate {
-			// A duplicate ack means this exact content was submitted before: the results
-			// found are this submission's.
-			return a.res, a.err
-		}
-		// Results of this batch id exist, but they may be those of an earlier submission
-		// with other content, which the batcher rejects as a conflict. Wait until the
-		// batcher has settled this message, then look for its rejection.
-		if err := c.waitSettled(ctx, ack.Sequence); err != nil {
-			return nil, err
-		}
-		if err := c.nc.FlushWithContext(ctx); err != nil {
-			return nil, fmt.Errorf("client: %w", err)
-		}
-		select {
-		case r := <-rejected:
-			return nil, &RejectedError{r}
-		default:
-			return a.res, nil
-		}
+		return a.res, a.err
 	}
+}
+
+// lastResultSeq returns the stream sequence of the last message on the run's results
+// subject, or 0 when there is none.
+func (c *Client) lastResultSeq(ctx context.Context, runID string) (uint64, error) {
+	stream, err := c.js.Stream(ctx, c.names.ResultsStream())
+	if err != nil {
+		return 0, fmt.Errorf("client: results stream: %w", err)
+	}
+	m, err := stream.GetLastMsgForSubject(ctx, c.names.ResultsSubject(runID))
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("client: results of %s: %w", runID, err)
+	}
+	return m.Sequence, nil
 }
 
 // waitSettled waits until the batcher's durable consumer has settled (acknowledged or
@@ -227,11 +257,20 @@ func (c *Client) waitSettled(ctx context.Context, seq uint64) error {
 // It reads the run's results subject from the start of the stream with an ordered
 // consumer, so it works whether the results were published before or after the call.
 func (c *Client) Await(ctx context.Context, runID string, step int64) (*BatchResult, error) {
+	return c.awaitFrom(ctx, runID, step, 0)
+}
+
+// awaitFrom is Await reading from stream sequence from (0: the start).
+func (c *Client) awaitFrom(ctx context.Context, runID string, step int64, from uint64) (*BatchResult, error) {
 	batchID := contracts.BatchID(runID, step)
-	cons, err := c.js.OrderedConsumer(ctx, c.names.ResultsStream(), jetstream.OrderedConsumerConfig{
+	cfg := jetstream.OrderedConsumerConfig{
 		FilterSubjects: []string{c.names.ResultsSubject(runID)},
 		DeliverPolicy:  jetstream.DeliverAllPolicy,
-	})
+	}
+	if from > 0 {
+		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, from
+	}
+	cons, err := c.js.OrderedConsumer(ctx, c.names.ResultsStream(), cfg)
 	if err != nil {
 		return nil, fmt.Errorf("client: results consumer: %w", err)
 	}
@@ -347,35 +386,47 @@ func (c *Client) CompleteClientCall(ctx context.Context, t contracts.ResumeTicke
 	return c.Resume(ctx, contracts.ResumeCommandFromTicket(t, contracts.ResumeResult{ToolResult: &out}))
 }
 
-// Tickets lists the open tickets.
+// ErrNoTicket is wrapped by [Client.Ticket] when no ticket is open under the correlation
+// id (never opened, already resolved, expired or cleared by cancellation).
+var ErrNoTicket = errors.New("no open ticket")
+
+// Tickets lists the open tickets, oldest first. It reads every ticket with one watcher
+// (the latest value of each key, then the end-of-values marker), so the cost is one round
+// of messages, not one request per ticket.
 func (c *Client) Tickets(ctx context.Context) ([]contracts.ResumeTicket, error) {
 	kv, err := c.js.KeyValue(ctx, c.names.TicketsBucket())
 	if err != nil {
 		return nil, fmt.Errorf("client: tickets: %w", err)
 	}
-	lister, err := kv.ListKeys(ctx)
+	w, err := kv.WatchAll(ctx, jetstream.IgnoreDeletes())
 	if err != nil {
 		return nil, fmt.Errorf("client: tickets: %w", err)
 	}
-	var out []contracts.ResumeTicket
-	for k := range lister.Keys() {
-		e, err := kv.Get(ctx, k)
-		if err != nil {
-			if errors.Is(err, jetstream.ErrKeyNotFound) {
-				continue
+	defer func() { _ = w.Stop() }()
+	out := []contracts.ResumeTicket{}
+	for {
+		select {
+		case e, ok := <-w.Updates():
+			if !ok {
+				return nil, errors.New("client: tickets: watcher closed before the end of the list")
 			}
-			return nil, fmt.Errorf("client: ticket %s: %w", k, err)
+			if e == nil { // every current ticket has been delivered
+				sort.SliceStable(out, func(i, j int) bool { return out[i].OpenedAt.Before(out[j].OpenedAt) })
+				return out, nil
+			}
+			var t contracts.ResumeTicket
+			if err := json.Unmarshal(e.Value(), &t); err != nil {
+				return nil, fmt.Errorf("client: ticket %s: %w", e.Key(), err)
+			}
+			out = append(out, t)
+		case <-ctx.Done():
+			return nil, fmt.Errorf("client: tickets: %w", ctx.Err())
 		}
-		var t contracts.ResumeTicket
-		if err := json.Unmarshal(e.Value(), &t); err != nil {
-			return nil, fmt.Errorf("client: ticket %s: %w", k, err)
-		}
-		out = append(out, t)
 	}
-	return out, nil
 }
 
-// Ticket returns the open ticket with correlationID.
+// Ticket returns the open ticket with correlationID; when there is none the error wraps
+// [ErrNoTicket].
 func (c *Client) Ticket(ctx context.Context, correlationID string) (contracts.ResumeTicket, error) {
 	kv, err := c.js.KeyValue(ctx, c.names.TicketsBucket())
 	if err != nil {
@@ -383,6 +434,9 @@ func (c *Client) Ticket(ctx context.Context, correlationID string) (contracts.Re
 	}
 	e, err := kv.Get(ctx, correlationID)
 	if err != nil {
+		if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrInvalidKey) {
+			return contracts.ResumeTicket{}, fmt.Errorf("client: ticket %s: %w", correlationID, ErrNoTicket)
+		}
 		return contracts.ResumeTicket{}, fmt.Errorf("client: ticket %s: %w", correlationID, err)
 	}
 	var t contracts.ResumeTicket

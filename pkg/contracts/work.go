@@ -67,6 +67,10 @@ type CallRecord struct {
 	// ResolvedBy is the event id of the resume command that resolved this call's ticket, so
 	// a redelivered resume re-publishes its outputs instead of being refused.
 	ResolvedBy string `json:"resolved_by,omitempty"`
+	// TraceParent is the W3C traceparent of the trace the call's batch runs in, recorded
+	// when the gate decides the call, so an approval or a scheduled trigger — which arrive
+	// in traces of their own — continues the batch's trace.
+	TraceParent string `json:"trace_parent,omitempty"`
 	// Timeline records when each stage was committed.
 	Timeline []TimelineMark `json:"timeline,omitempty"`
 }

@@ -155,6 +155,7 @@ func Start(ctx context.Context, env *pipeline.Env, opts ...Option) (*Service, er
 	for _, c := range specs {
 		c.spec.AckWait, c.spec.MaxDeliver, c.spec.BackOff = o.ackWait, o.maxDeliver, o.backOff
 		c.spec.Workers, c.spec.Names = o.workers, n
+		c.spec.Observer = env.Telemetry.Observer()
 		sub, err := bus.Consume(ctx, env.JS, c.spec, c.h, s.log)
 		if err != nil {
 			stopErr := s.Stop(context.WithoutCancel(ctx))

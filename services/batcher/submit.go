@@ -72,6 +72,8 @@ func (s *Service) record(ctx context.Context, sub *contracts.BatchSubmission) (*
 	rec := newRecord(s.env.Config, sub, s.env.Now())
 	_, err := s.env.Batches.Create(ctx, key, rec)
 	if err == nil {
+		// Counted once: only the delivery whose write created the record gets here.
+		s.env.Telemetry.BatchAccepted()
 		return &rec, nil
 	}
 	if !errors.Is(err, state.ErrExists) {
@@ -142,7 +144,11 @@ func (s *Service) submitRejected(ctx context.Context, d bus.Delivery, rej *contr
 	if runID, batchID, ok := submissionIdentity(deliveryBody(d), rej.Code); ok {
 		payload.RunID, payload.BatchID = runID, batchID
 	}
-	return s.publishRejected(ctx, rejectionID(d), payload)
+	if err := s.publishRejected(ctx, rejectionID(d), payload); err != nil {
+		return err
+	}
+	s.env.Telemetry.BatchRejected(rej.Code)
+	return nil
 }
 
 // rejectionID is the id of the rejection event answering the submission of d:

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"sync"
 
 	"github.com/awaken-dev/awaken/internal/execcore"
@@ -82,6 +81,8 @@ type entry struct {
 type Registry struct {
 	mu    sync.RWMutex
 	tools map[string]*entry
+	// dynamic holds the mounted dynamic tool families, in mount order (see MountDynamic).
+	dynamic []*mount
 }
 
 // NewRegistry returns an empty registry.
@@ -185,10 +186,16 @@ func (r *Registry) add(id string, e *entry) error {
 	return nil
 }
 
-// Descriptors returns the descriptor of every unambiguous tool, sorted by id. The kind and
-// recovery policy are the registry defaults; the host configuration decides the pinned
-// policy of real calls.
+// Descriptors returns the descriptor of every unambiguous tool, sorted by id, including
+// the current tools of the mounted dynamic families (see [Registry.DescriptorsContext]).
+// The kind and recovery policy are the registry defaults; the host configuration decides
+// the pinned policy of real calls.
 func (r *Registry) Descriptors() []contracts.ToolDescriptor {
+	return r.DescriptorsContext(context.Background())
+}
+
+// staticDescriptors returns the descriptors of the registered tools, unsorted.
+func (r *Registry) staticDescriptors() []contracts.ToolDescriptor {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	out := make([]contracts.ToolDescriptor, 0, len(r.tools))
@@ -199,7 +206,6 @@ func (r *Registry) Descriptors() []contracts.ToolDescriptor {
 			out = append(out, d)
 		}
 	}
-	slices.SortFunc(out, func(a, b contracts.ToolDescriptor) int { return strings.Compare(a.ID, b.ID) })
 	return out
 }
 
@@ -232,11 +238,18 @@ func (r *Registry) Invoke(ctx context.Context, inv Invocation) (contracts.ToolOu
 // another implementation). Unknown implementations fail with "unknown tool: {inv.ToolID}",
 // ambiguous ones with "tool execution failed: tool id `{impl}` is ambiguous", undecodable
 // arguments with "invalid tool arguments: …" — all without running the body. Otherwise
-// inv.BeginBody is called (the body-run ledger) and the body runs.
+// inv.BeginBody is called (the body-run ledger) and the body runs. An implementation that
+// is not registered but owned by a mounted dynamic family is run by that family, looked up
+// now (see [DynamicTools]).
 func (r *Registry) InvokeAs(ctx context.Context, impl string, inv Invocation) (contracts.ToolOutput, error) {
 	r.mu.RLock()
 	e, ok := r.tools[impl]
 	r.mu.RUnlock()
+	if !ok {
+		if d := r.dynamicFor(impl); d != nil {
+			return invokeDynamic(ctx, d, impl, inv)
+		}
+	}
 	switch {
 	case !ok:
 		return contracts.ToolOutput{}, contracts.ErrUnknownTool(inv.ToolID)

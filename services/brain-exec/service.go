@@ -21,6 +21,7 @@ import (
 
 	"github.com/awaken-dev/awaken/internal/config"
 	"github.com/awaken-dev/awaken/internal/execcore"
+	"github.com/awaken-dev/awaken/internal/mcpbridge"
 	"github.com/awaken-dev/awaken/internal/pipeline"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
@@ -33,6 +34,10 @@ const ServiceName = "brain-exec"
 type Service struct {
 	exec *execcore.Executor
 	reg  *Registry
+	// mcp mounts the configured MCP servers (nil when there are none); unmount removes its
+	// tools from reg.
+	mcp     *mcpbridge.Bridge
+	unmount func()
 }
 
 // Start verifies the registry against the configuration (logging a warning that names
@@ -41,6 +46,13 @@ type Service struct {
 // env.Config.Executors.Brain's workers, default timeout and unavailable-retry budget.
 // Every body start is recorded in the body-run ledger in env.Counters. opts tune the
 // consumer (tests use them to shorten ack waits and back-offs).
+//
+// The MCP servers of env.Config.Executors.MCP are mounted in reg under [MCPMount]: Start
+// connects to them and lists their tools (a server that is down is logged and retried on
+// use and in the background, never fatal; a relative command path resolves against the
+// configuration file's directory), and every mcp__{server}__{tool} call is routed
+// to its server through the same executor path as any other Brain tool. Stop closes the
+// sessions and terminates the stdio server processes.
 //
 // ctx is the hard-stop context; use [Service.Stop] to shut down gracefully.
 func Start(ctx context.Context, env *pipeline.Env, reg *Registry, opts ...execcore.Option) (*Service, error) {
@@ -65,16 +77,40 @@ func Start(ctx context.Context, env *pipeline.Env, reg *Registry, opts ...execco
 	for _, opt := range opts {
 		opt(&o)
 	}
+	s := &Service{reg: reg}
+	if servers := mcpServers(env.Config); len(servers) > 0 {
+		s.mcp = mcpbridge.New(servers, env.Log.With().Str("service", ServiceName).Logger())
+		if err := s.mcp.Start(ctx); err != nil {
+			return nil, fmt.Errorf("%s: mcp servers: %w", ServiceName, err)
+		}
+		s.unmount = reg.MountDynamic(MCPMount, mcpTools{s.mcp})
+	}
 	x, err := execcore.Start(ctx, env, o)
 	if err != nil {
+		s.closeMCP()
 		return nil, err
 	}
-	return &Service{exec: x, reg: reg}, nil
+	s.exec = x
+	return s, nil
 }
 
 // Stop stops taking requests and waits, bounded by ctx, for the calls in flight to commit
-// and announce their outcomes.
-func (s *Service) Stop(ctx context.Context) error { return s.exec.Stop(ctx) }
+// and announce their outcomes, then unmounts the MCP servers and closes their sessions.
+func (s *Service) Stop(ctx context.Context) error {
+	err := s.exec.Stop(ctx)
+	s.closeMCP()
+	return err
+}
+
+// closeMCP unmounts the MCP tools and closes the bridge (idempotent).
+func (s *Service) closeMCP() {
+	if s.unmount != nil {
+		s.unmount()
+	}
+	if s.mcp != nil {
+		_ = s.mcp.Close()
+	}
+}
 
 // Registry returns the registry the service runs.
 func (s *Service) Registry() *Registry { return s.reg }

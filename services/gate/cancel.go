@@ -11,6 +11,7 @@ import (
 
 	"github.com/awaken-dev/awaken/internal/bus"
 	"github.com/awaken-dev/awaken/internal/pipeline"
+	"github.com/awaken-dev/awaken/internal/telemetry"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
@@ -120,6 +121,12 @@ func (s *Service) sealCall(ctx context.Context, b *contracts.BatchRecord, i int,
 			continue
 		case err != nil:
 			return contracts.CallRecord{}, err
+		}
+		// Counted once: only the write that sealed the call gets here.
+		if reason == cancelledReason {
+			s.env.Telemetry.Indeterminate(telemetry.ReasonCancelled)
+		} else {
+			s.env.Telemetry.Indeterminate(telemetry.ReasonDeliveryExhausted)
 		}
 		if err := s.clearTickets(ctx, b, i, &rec); err != nil {
 			return contracts.CallRecord{}, err

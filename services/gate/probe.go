@@ -111,6 +111,7 @@ func (s *Service) recordDecision(ctx context.Context, b *contracts.BatchRecord, 
 		}
 		rec.Decision = d.outcome
 		s.env.Mark(&rec, stageProbed)
+		rec.TraceParent = s.env.Telemetry.TraceParent(ctx)
 		next, err := s.putCall(ctx, b, i, rec, rev)
 		switch {
 		case errors.Is(err, errRaced):
@@ -118,6 +119,7 @@ func (s *Service) recordDecision(ctx context.Context, b *contracts.BatchRecord, 
 		case err != nil:
 			return rec, rev, false, false, err
 		}
+		s.env.Telemetry.GateDecision(rec.Decision.AuditLabel())
 		return rec, next, true, rec.Decision.IsAllow(), nil
 	}
 	return rec, rev, false, false, fmt.Errorf("gate: probe call %s: %d concurrent writers in a row", b.Submission.Calls[i].CallID, maxCASAttempts)

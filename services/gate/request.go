@@ -80,9 +80,11 @@ func (s *Service) gateCall(ctx context.Context, b *contracts.BatchRecord, i int)
 			return s.env.Fault(ctx, ServiceName, pipeline.FaultAfterPublish, op)
 		}
 		d := decision{outcome: rec.Decision}
-		if rec.Decision == nil {
+		decidedNow := rec.Decision == nil
+		if decidedNow {
 			d = s.decide(b, i)
 			s.env.Mark(&rec, stageDecided)
+			rec.TraceParent = s.env.Telemetry.TraceParent(ctx)
 		}
 		if err := s.applyDecision(b, i, &rec, d); err != nil {
 			return bus.Permanent(err)
@@ -92,6 +94,10 @@ func (s *Service) gateCall(ctx context.Context, b *contracts.BatchRecord, i int)
 			continue
 		case err != nil:
 			return err
+		}
+		if decidedNow && d.outcome != nil {
+			// Counted once: only the delivery whose write recorded the decision gets here.
+			s.env.Telemetry.GateDecision(d.outcome.AuditLabel())
 		}
 		if err := s.env.Fault(ctx, ServiceName, pipeline.FaultAfterCommit, op); err != nil {
 			return err

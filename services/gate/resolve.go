@@ -37,6 +37,10 @@ func (s *Service) commitResolution(ctx context.Context, b *contracts.BatchRecord
 	if _, err := s.putCall(ctx, b, i, *rec, rev); err != nil {
 		return err
 	}
+	if res.audit != "" {
+		// Counted once: only the delivery whose write committed the resolution gets here.
+		s.env.Telemetry.GateDecision(res.audit)
+	}
 	if err := s.deleteTicket(ctx, res.corr, ticketRev); err != nil {
 		return err
 	}
@@ -69,6 +73,8 @@ func (s *Service) redeliveredResolution(ctx context.Context, b *contracts.BatchR
 // the CallOutput of a call the resolution completed. So an approval's audit record and its
 // committed Executing{1} are durable before any executor can see the request.
 func (s *Service) realizeResolution(ctx context.Context, b *contracts.BatchRecord, i int, rec *contracts.CallRecord, res resolution) error {
+	ctx, end := s.env.Telemetry.Rejoin(ctx, rec.TraceParent, "gate.resolve")
+	defer end()
 	bd := s.builder(b)
 	var first collect
 	first.add(bd.resolved(i, res.corr, res.code, res.message, res.resumeID))

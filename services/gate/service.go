@@ -60,12 +60,25 @@ type Option func(*options)
 type options struct {
 	workers         int
 	policyCacheSize int
+	ackWait         time.Duration
 }
 
 // WithWorkers sets how many messages each of the gate's consumers handles at once in this
 // process (default 4). Handlers of one call serialise through compare-and-swap, so any
 // value is safe.
 func WithWorkers(n int) Option { return func(o *options) { o.workers = n } }
+
+// WithAckWait sets how long the server waits for a settlement of any gate input before
+// redelivering it (default 30 s; 0 keeps the default). Running handlers are heartbeated,
+// so it only bounds how long a crashed process holds a message; tests and chaos runs
+// shorten it so a killed gate's messages come back within seconds.
+func WithAckWait(d time.Duration) Option {
+	return func(o *options) {
+		if d > 0 {
+			o.ackWait = d
+		}
+	}
+}
 
 // WithPolicyCacheSize bounds the number of compiled run policies kept (default 4096).
 func WithPolicyCacheSize(n int) Option { return func(o *options) { o.policyCacheSize = n } }
@@ -87,7 +100,7 @@ type Service struct {
 // ([contracts.ConsumerGateControl]). ctx is the hard-stop context of the handlers; use
 // [Service.Stop] for a graceful stop.
 func Start(ctx context.Context, env *pipeline.Env, opts ...Option) (*Service, error) {
-	o := options{workers: 4}
+	o := options{workers: 4, ackWait: ackWait}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -125,8 +138,9 @@ func Start(ctx context.Context, env *pipeline.Env, opts ...Option) (*Service, er
 		}, s.onCancel},
 	}
 	for _, c := range specs {
-		c.spec.AckWait, c.spec.MaxDeliver, c.spec.BackOff = ackWait, maxDeliver, backOff
+		c.spec.AckWait, c.spec.MaxDeliver, c.spec.BackOff = o.ackWait, maxDeliver, backOff
 		c.spec.Workers, c.spec.Names = o.workers, n
+		c.spec.Observer = env.Telemetry.Observer()
 		sub, err := bus.Consume(ctx, env.JS, c.spec, c.h, s.log)
 		if err != nil {
 			stopErr := s.Stop(context.WithoutCancel(ctx))

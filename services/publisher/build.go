@@ -24,6 +24,14 @@ const headerAllowance = 512
 type publication struct {
 	results []bus.Outgoing
 	facts   []bus.Outgoing
+	// outcomes are the published outcome of each call, in model order, for the metrics.
+	outcomes []callOutcome
+}
+
+// callOutcome is one published call's outcome and whether its output is an error.
+type callOutcome struct {
+	outcome contracts.Outcome
+	isError bool
 }
 
 // build makes the publication of rec from its terminal call records, in model order. It is
@@ -73,6 +81,7 @@ func (s *Service) build(ctx context.Context, rec *contracts.BatchRecord, calls [
 		staged = append(staged, output.State...)
 
 		isError := output.IsError
+		pub.outcomes = append(pub.outcomes, callOutcome{outcome, isError})
 		fact, err := s.event(s.env.Names.EventsSubject(sub.RunID),
 			pipeline.AgentEventID(contracts.OperationID(sub.RunID, sub.Step, c.CallID), contracts.EventToolResult),
 			contracts.TypeAgentEvent, contracts.AgentEvent{

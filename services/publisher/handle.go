@@ -187,13 +187,16 @@ func (s *Service) finalizeAndPublish(ctx context.Context, rec *contracts.BatchRe
 	if err := s.env.Pub.PublishAll(ctx, pub.facts); err != nil {
 		return fmt.Errorf("publisher: publish projection facts of %s: %w", batchID, err)
 	}
+	marked := false
 	_, _, err = s.env.Batches.Update(ctx, key, func(cur *contracts.BatchRecord, exists bool) error {
+		marked = false
 		if !exists {
 			return errBatchVanished
 		}
 		switch cur.Phase {
 		case contracts.BatchPhaseFinalized:
 			cur.Phase = contracts.BatchPhasePublished
+			marked = true
 			return nil
 		case contracts.BatchPhasePublished:
 			return state.ErrNoChange
@@ -208,6 +211,13 @@ func (s *Service) finalizeAndPublish(ctx context.Context, rec *contracts.BatchRe
 		return fmt.Errorf("publisher: mark %s published: %w", batchID, err)
 	}
 	s.progress.forget(key)
+	if marked {
+		// Counted once per batch: only the write that moved it to published gets here.
+		s.env.Telemetry.BatchPublished()
+		for _, c := range pub.outcomes {
+			s.env.Telemetry.CallPublished(c.outcome, c.isError)
+		}
+	}
 	log.Info().Int("results", len(pub.results)-1).Bool("retried", finalizedBefore).Msg("batch published")
 	return nil
 }

@@ -143,6 +143,7 @@ func Start(ctx context.Context, env *pipeline.Env, opts ...Option) (*Service, er
 		AckWait:        o.ackWait, MaxDeliver: o.maxDeliver, BackOff: o.backOff,
 		Workers: o.workers, Names: n,
 		OnExhausted: s.outputExhausted,
+		Observer:    env.Telemetry.Observer(),
 	}, s.handleOutput, s.log)
 	if err != nil {
 		return nil, fmt.Errorf("publisher: start: %w", err)

@@ -1,0 +1,48 @@
+package main
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/awaken-dev/awaken/internal/execcore"
+	"github.com/awaken-dev/awaken/pkg/contracts"
+	brainexec "github.com/awaken-dev/awaken/services/brain-exec"
+	"github.com/awaken-dev/awaken/services/brain-exec/builtin"
+)
+
+// inProcess invokes the echo tool through the brain-exec registry (argument decoding,
+// output rendering and normalisation included) as plain function calls: the lower bound
+// of any design.
+type inProcess struct{ reg *brainexec.Registry }
+
+func newInProcess() (*inProcess, error) {
+	reg := brainexec.NewRegistry()
+	// The same body as the builtin echo tool (builtin.Register needs a KV bucket for the
+	// counter tool, which this row does not have).
+	err := brainexec.Register(reg, brainexec.ToolFunc("echo", "Returns its `text` argument as text.",
+		contracts.CapabilityReplaySafe, func(_ context.Context, a builtin.EchoArgs) (string, error) {
+			return a.Text, nil
+		}))
+	if err != nil {
+		return nil, err
+	}
+	return &inProcess{reg: reg}, nil
+}
+
+func (p *inProcess) run(ctx context.Context, runID string, step int64, n int) ([]string, error) {
+	calls := echoCalls(n)
+	out := make([]string, n)
+	for i, c := range calls {
+		o, err := p.reg.Invoke(ctx, execcore.Invocation{
+			RunID: runID, Step: step, Index: i, CallID: c.CallID,
+			OperationID: contracts.OperationID(runID, step, c.CallID), ToolID: c.ToolID, Arguments: c.Arguments, Attempt: 1,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("call %s: %w", c.CallID, err)
+		}
+		out[i] = execcore.FinishOutput(c.CallID, o).Text()
+	}
+	return out, nil
+}
+
+func (p *inProcess) close() {}

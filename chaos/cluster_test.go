@@ -1,0 +1,481 @@
+package chaos_test
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/awaken-dev/awaken/internal/checker"
+	"github.com/awaken-dev/awaken/internal/config"
+	"github.com/awaken-dev/awaken/pkg/client"
+	"github.com/awaken-dev/awaken/pkg/contracts"
+)
+
+// services are the processes the monkey kills: every stage of the pipeline (the chaos
+// workload has no sandbox tool, so sandbox-exec is not run).
+var services = []string{"publisher", "brain-exec", "gate", "batcher"}
+
+const natsServer = "nats-server"
+
+// proc is one started OS process; done closes when it has exited.
+type proc struct {
+	cmd    *exec.Cmd
+	done   chan struct{}
+	killed bool // SIGKILLed by the monkey (guarded by cluster.mu)
+}
+
+// cluster runs a nats-server process and one process per service, restarting killed
+// services after a random pause (a supervisor, as systemd or Kubernetes would).
+type cluster struct {
+	t                         *testing.T
+	dir, cfgPath              string
+	awakenBin, natsBin        string
+	url                       string
+	port                      int
+	cfg                       *config.Config
+	names                     contracts.Names
+	client                    *client.Client
+	js                        jetstream.JetStream
+	supervise                 context.CancelFunc
+	supervisors               sync.WaitGroup
+	mu                        sync.Mutex
+	procs                     map[string]*proc
+	unexpectedExits, restarts int
+	lastApprove               map[string]time.Time
+	approveSlots              chan struct{}
+}
+
+func repoRoot() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Dir(filepath.Dir(file))
+}
+
+// build compiles the awaken binary and nats-server (from the module's own dependency) into
+// dir; both are cached by the Go build cache, so only the first run pays for it.
+func build(t *testing.T, ctx context.Context, dir string) (awaken, natsBin string) {
+	gobin, err := exec.LookPath("go")
+	if err != nil {
+		gobin = filepath.Join(runtime.GOROOT(), "bin", "go")
+	}
+	awaken, natsBin = filepath.Join(dir, "awaken"), filepath.Join(dir, "nats-server")
+	for _, args := range [][]string{
+		{"build", "-o", awaken, "./cmd/awaken"},
+		{"build", "-o", natsBin, "github.com/nats-io/nats-server/v2"},
+	} {
+		cmd := exec.CommandContext(ctx, gobin, args...)
+		cmd.Dir = repoRoot()
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("go %v: %v\n%s", args, err, out)
+		}
+	}
+	return awaken, natsBin
+}
+
+func freePort(t *testing.T) int {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+func newCluster(t *testing.T, ctx context.Context, seed uint64) *cluster {
+	dir := t.TempDir()
+	c := &cluster{t: t, dir: dir, procs: map[string]*proc{}, lastApprove: map[string]time.Time{}, approveSlots: make(chan struct{}, 8)}
+	c.awakenBin, c.natsBin = build(t, ctx, dir)
+	c.cfgPath = filepath.Join(dir, "awaken.yaml")
+	if err := os.WriteFile(c.cfgPath, []byte(chaosConfig), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Load(c.cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.cfg, c.names = cfg, cfg.Names()
+	c.port = freePort(t)
+	c.url = "nats://127.0.0.1:" + strconv.Itoa(c.port)
+	if err := os.MkdirAll(filepath.Join(dir, "logs"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	superCtx, cancel := context.WithCancel(context.Background())
+	c.supervise = cancel
+	t.Cleanup(c.shutdown)
+	if err := c.startServer(ctx); err != nil {
+		t.Fatal(err)
+	}
+	nc, err := nats.Connect(c.url, nats.Name("chaos-client"), nats.MaxReconnects(-1),
+		nats.ReconnectWait(100*time.Millisecond), nats.RetryOnFailedConnect(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	if c.client, err = client.New(nc); err != nil {
+		t.Fatal(err)
+	}
+	if c.js, err = jetstream.New(nc); err != nil {
+		t.Fatal(err)
+	}
+	for i, name := range services {
+		rng := rand.New(rand.NewPCG(seed, uint64(i)))
+		c.supervisors.Go(func() { c.superviseService(superCtx, name, rng) })
+	}
+	return c
+}
+
+// start launches a process with its output appended to logs/{name}.log.
+func (c *cluster) start(name string, bin string, args ...string) (*proc, error) {
+	logf, err := os.OpenFile(filepath.Join(c.dir, "logs", name+".log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.Env = append(os.Environ(), "AWAKEN_LOG_LEVEL=warn")
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return nil, fmt.Errorf("start %s: %w", name, err)
+	}
+	p := &proc{cmd: cmd, done: make(chan struct{})}
+	go func() {
+		_ = cmd.Wait()
+		logf.Close()
+		close(p.done)
+	}()
+	c.mu.Lock()
+	c.procs[name] = p
+	c.mu.Unlock()
+	return p, nil
+}
+
+// startServer starts nats-server on the cluster's port and store directory and waits
+// until it accepts connections.
+func (c *cluster) startServer(ctx context.Context) error {
+	if _, err := c.start(natsServer, c.natsBin, "-js", "-sd", filepath.Join(c.dir, "store"),
+		"-a", "127.0.0.1", "-p", strconv.Itoa(c.port), "-n", "chaos"); err != nil {
+		return err
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		conn, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(c.port), time.Second)
+		if err == nil {
+			conn.Close()
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("nats-server not listening after 30s: %w", err)
+		}
+		select {
+		case <-time.After(20 * time.Millisecond):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// superviseService keeps one service running: whenever its process exits (killed by the
+// monkey, or on its own — a start while the server is down fails), it is restarted after
+// a random pause of 100–700 ms.
+func (c *cluster) superviseService(ctx context.Context, name string, rng *rand.Rand) {
+	for ctx.Err() == nil {
+		p, err := c.start(name, c.awakenBin, name, "--config", c.cfgPath, "--nats-url", c.url)
+		if err != nil {
+			c.t.Errorf("supervisor: %v", err)
+			return
+		}
+		select {
+		case <-p.done:
+		case <-ctx.Done():
+			return
+		}
+		c.mu.Lock()
+		if !p.killed {
+			c.unexpectedExits++
+		}
+		c.restarts++
+		c.mu.Unlock()
+		select {
+		case <-time.After(time.Duration(100+rng.IntN(600)) * time.Millisecond):
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// kill SIGKILLs a process (if it runs) and records the kill.
+func (c *cluster) kill(name string, rec *recorder) *proc {
+	c.mu.Lock()
+	p := c.procs[name]
+	if p == nil {
+		c.mu.Unlock()
+		return nil
+	}
+	select {
+	case <-p.done:
+		c.mu.Unlock()
+		return nil // already down (a restart is pending)
+	default:
+	}
+	p.killed = true
+	c.mu.Unlock()
+	rec.killed(name, time.Now())
+	_ = p.cmd.Process.Signal(syscall.SIGKILL)
+	return p
+}
+
+// monkey SIGKILLs a random target every killEvery for chaosFor. With serverKills, one
+// kill in four is the nats-server, restarted after 0.2–1.5 s on the same store and port.
+func (c *cluster) monkey(ctx context.Context, rng *rand.Rand, p profile, rec *recorder) {
+	end := time.Now().Add(p.chaosFor)
+	for {
+		wait := p.killEvery[0] + time.Duration(rng.Int64N(int64(p.killEvery[1]-p.killEvery[0])))
+		if time.Now().Add(wait).After(end) {
+			return
+		}
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+			return
+		}
+		if p.serverKills && rng.IntN(4) == 0 {
+			if pr := c.kill(natsServer, rec); pr != nil {
+				<-pr.done
+				select {
+				case <-time.After(time.Duration(200+rng.IntN(1300)) * time.Millisecond):
+				case <-ctx.Done():
+					return
+				}
+				if err := c.startServer(ctx); err != nil {
+					c.t.Errorf("restart nats-server: %v", err)
+					return
+				}
+			}
+			continue
+		}
+		c.kill(services[rng.IntN(len(services))], rec)
+	}
+}
+
+// allRunning waits until the server and every service process run.
+func (c *cluster) allRunning(ctx context.Context) error {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		c.mu.Lock()
+		down := []string{}
+		for _, name := range append([]string{natsServer}, services...) {
+			p := c.procs[name]
+			if p == nil {
+				down = append(down, name)
+				continue
+			}
+			select {
+			case <-p.done:
+				down = append(down, name)
+			default:
+			}
+		}
+		c.mu.Unlock()
+		if len(down) == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("still down after 30s: %v", down)
+		}
+		select {
+		case <-time.After(50 * time.Millisecond):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// submitAll submits every batch, spread evenly over spread, retrying each until the
+// stream acknowledges it (the client's deterministic event id makes a retry of a
+// submission that was stored but not acknowledged a duplicate the stream drops).
+func (c *cluster) submitAll(ctx context.Context, w *workload, rec *recorder, spread time.Duration) error {
+	start := time.Now()
+	for i, b := range w.batches {
+		at := start.Add(spread * time.Duration(i) / time.Duration(len(w.batches)))
+		select {
+		case <-time.After(time.Until(at)):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		rec.submitted(b, time.Now())
+		for {
+			attempt, cancel := context.WithTimeout(ctx, 3*time.Second)
+			_, err := c.client.Submit(attempt, b.Submission)
+			cancel()
+			if err == nil {
+				break
+			}
+			select {
+			case <-time.After(200 * time.Millisecond):
+			case <-ctx.Done():
+				return fmt.Errorf("batch %s: %w (last error %v)", b.Submission.BatchID(), ctx.Err(), err)
+			}
+		}
+	}
+	return nil
+}
+
+// approve answers every open ask_me ticket with allow, retrying an answer that got no
+// reply (lost to a kill) after three seconds, until ctx ends.
+func (c *cluster) approve(ctx context.Context, w *workload) {
+	tick := time.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
+	var inflight sync.WaitGroup
+	defer inflight.Wait()
+	for {
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			return
+		}
+		list, cancel := context.WithTimeout(ctx, 2*time.Second)
+		tickets, err := c.client.Tickets(list)
+		cancel()
+		if err != nil {
+			continue
+		}
+		for _, tk := range tickets {
+			if tk.Reason != contracts.ReasonPermission || tk.ToolID != "ask_me" {
+				continue
+			}
+			if last, ok := c.lastApprove[tk.CorrelationID]; ok && time.Since(last) < 3*time.Second {
+				continue
+			}
+			select {
+			case c.approveSlots <- struct{}{}:
+			default:
+				continue
+			}
+			c.lastApprove[tk.CorrelationID] = time.Now()
+			inflight.Go(func() {
+				defer func() { <-c.approveSlots }()
+				actx, cancel := context.WithTimeout(ctx, 3*time.Second)
+				defer cancel()
+				_, _ = c.client.Approve(actx, tk, "chaos")
+			})
+		}
+	}
+}
+
+// waitQuiescent waits until every submitted batch is published: its run's results subject
+// holds one result per call plus the finalized event.
+func (c *cluster) waitQuiescent(ctx context.Context, w *workload) error {
+	deadline := time.Now().Add(3 * time.Minute)
+	var missing []string
+	for {
+		missing = missing[:0]
+		info, err := c.resultsInfo(ctx)
+		if err == nil {
+			for _, b := range w.batches {
+				sub := b.Submission
+				if info[c.names.ResultsSubject(sub.RunID)] < uint64(len(sub.Calls)+1) {
+					missing = append(missing, sub.BatchID())
+				}
+			}
+			if len(missing) == 0 {
+				return nil
+			}
+		}
+		if time.Now().After(deadline) {
+			slices.Sort(missing)
+			return fmt.Errorf("not quiescent after 3m: %d batches unpublished (%v), last error %v", len(missing), missing[:min(10, len(missing))], err)
+		}
+		select {
+		case <-time.After(500 * time.Millisecond):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+func (c *cluster) resultsInfo(ctx context.Context) (map[string]uint64, error) {
+	ictx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	s, err := c.js.Stream(ictx, c.names.ResultsStream())
+	if err != nil {
+		return nil, err
+	}
+	info, err := s.Info(ictx, jetstream.WithSubjectFilter(c.names.ResultsWildcard()))
+	if err != nil {
+		return nil, err
+	}
+	return info.State.Subjects, nil
+}
+
+// check reads the streams and the ledger and runs the checker.
+func (c *cluster) check(ctx context.Context, h checker.History) (checker.Report, error) {
+	rctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	obs, err := checker.Read(rctx, c.js, c.names)
+	if err != nil {
+		return checker.Report{}, err
+	}
+	c.mu.Lock()
+	c.t.Logf("process restarts %d (unexpected exits %d)", c.restarts, c.unexpectedExits)
+	c.mu.Unlock()
+	return checker.Check(h, obs, checker.RulesFor(c.cfg)), nil
+}
+
+// dumpLogs prints the tail of every process's log.
+func (c *cluster) dumpLogs(t *testing.T) {
+	for _, name := range append([]string{natsServer}, services...) {
+		f, err := os.Open(filepath.Join(c.dir, "logs", name+".log"))
+		if err != nil {
+			continue
+		}
+		var lines []string
+		sc := bufio.NewScanner(f)
+		sc.Buffer(make([]byte, 64*1024), 1024*1024)
+		for sc.Scan() {
+			lines = append(lines, sc.Text())
+		}
+		f.Close()
+		t.Logf("== %s (last lines of %d)", name, len(lines))
+		for _, l := range lines[max(0, len(lines)-20):] {
+			t.Log(l)
+		}
+	}
+}
+
+// shutdown stops the supervisors and SIGKILLs every process the cluster started.
+func (c *cluster) shutdown() {
+	c.supervise()
+	c.supervisors.Wait()
+	c.mu.Lock()
+	procs := make([]*proc, 0, len(c.procs))
+	for _, p := range c.procs {
+		procs = append(procs, p)
+	}
+	c.mu.Unlock()
+	for _, p := range procs {
+		select {
+		case <-p.done:
+			continue
+		default:
+		}
+		if err := p.cmd.Process.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
+			c.t.Logf("kill %d: %v", p.cmd.Process.Pid, err)
+		}
+		<-p.done
+	}
+}

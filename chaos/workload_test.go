@@ -1,0 +1,130 @@
+package chaos_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/awaken-dev/awaken/internal/checker"
+	"github.com/awaken-dev/awaken/pkg/contracts"
+)
+
+// chaosConfig is the host configuration every service process loads: the example tools a
+// chaos run mixes, a policy that asks for ask_me and denies forbidden, and a one-second
+// ack wait so a killed process's messages come back quickly.
+const chaosConfig = `prefix: awaken
+consumers: { ack_wait: 1s }
+tools:
+  - { id: echo, target: brain, capability: replay_safe, recovery_policy: { mode: replay_safe, max_attempts: 5 } }
+  - { id: counter, target: brain, capability: non_recoverable }
+  - { id: slow, target: brain }
+  - { id: fail, target: brain }
+  - id: delegate
+    kind: delegation
+    parallel_completion: true
+    capability: durable_request
+    recovery_policy: { mode: durable_request, max_attempts: 5 }
+  - { id: ask_me, builtin: ran }
+  - { id: forbidden, builtin: ran }
+policy:
+  default_behavior: allow
+  rules:
+    - { pattern: ask_me, behavior: ask, timeout: 24h }
+    - { pattern: forbidden, behavior: deny }
+executors:
+  brain: { workers: 16, default_timeout: 30s }
+`
+
+var chaosTools = []string{"echo", "counter", "slow", "fail", "delegate", "ask_me", "forbidden"}
+
+// workload is the batches a run submits, generated from the seed.
+type workload struct {
+	batches []checker.Batch
+	calls   int
+}
+
+// newWorkload draws batches of 1–20 calls until at least calls calls: one batch in six is a
+// parallel delegation batch, the others mix echo, counter, slow, fail, delegate, ask_me
+// (approved by the test) and a few forbidden calls (denied by policy).
+func newWorkload(rng *rand.Rand, calls int) *workload {
+	w := &workload{}
+	for i := 0; w.calls < calls; i++ {
+		run := fmt.Sprintf("chaos-%d", i)
+		n := 1 + rng.IntN(20)
+		sub := contracts.BatchSubmission{RunID: run, ThreadID: "thread-" + run, Step: 1,
+			Agent: contracts.AgentSnapshot{SnapshotID: "snap-chaos", Tools: chaosTools}}
+		expect := map[string]checker.Expectation{}
+		parallel := n > 1 && rng.IntN(6) == 0
+		for j := range n {
+			id := fmt.Sprintf("c%d", j)
+			var tool string
+			var args any
+			if parallel {
+				tool, args = "delegate", map[string]any{"task": id, "ms": rng.IntN(50)}
+			} else {
+				switch r := rng.IntN(100); {
+				case r < 35:
+					tool, args = "echo", map[string]any{"text": run + "/" + id}
+				case r < 55:
+					tool, args = "counter", map[string]any{"name": run + "-" + id}
+				case r < 70:
+					tool, args = "slow", map[string]any{"ms": 10 + rng.IntN(300)}
+				case r < 80:
+					tool, args = "fail", map[string]any{"message": "planned failure"}
+				case r < 90:
+					tool, args = "delegate", map[string]any{"task": id, "ms": rng.IntN(50)}
+				case r < 96:
+					tool, args = "ask_me", map[string]any{}
+					expect[id] = checker.ExpectApproval
+				default:
+					tool, args = "forbidden", map[string]any{}
+					expect[id] = checker.ExpectDenied
+				}
+			}
+			raw, _ := json.Marshal(args)
+			sub.Calls = append(sub.Calls, contracts.ToolCall{CallID: id, ToolID: tool, Arguments: raw})
+		}
+		w.batches = append(w.batches, checker.Batch{Submission: sub, Expect: expect})
+		w.calls += n
+	}
+	return w
+}
+
+// recorder is the history under construction; the submitter and the monkey write to it
+// concurrently.
+type recorder struct {
+	mu sync.Mutex
+	h  checker.History
+}
+
+func newRecorder() *recorder { return &recorder{} }
+
+func (r *recorder) submitted(b checker.Batch, at time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	b.SubmittedAt = at
+	r.h.Batches = append(r.h.Batches, b)
+}
+
+func (r *recorder) killed(target string, at time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.h.Kills = append(r.h.Kills, checker.Kill{Target: target, At: at})
+}
+
+func (r *recorder) kills() []checker.Kill {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]checker.Kill(nil), r.h.Kills...)
+}
+
+func (r *recorder) history() checker.History {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	h := r.h
+	h.Batches = append([]checker.Batch(nil), r.h.Batches...)
+	h.Kills = append([]checker.Kill(nil), r.h.Kills...)
+	return h
+}

@@ -1,0 +1,247 @@
+package e2e_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/awaken-dev/awaken/internal/checker"
+	"github.com/awaken-dev/awaken/internal/execcore"
+	"github.com/awaken-dev/awaken/internal/pipeline"
+	"github.com/awaken-dev/awaken/pkg/contracts"
+)
+
+// crashCell is one cell of the crash matrix: the service that crashes, where, and on which
+// call's operation (empty: the first operation that reaches the point).
+type crashCell struct {
+	service string
+	point   pipeline.FaultPoint
+	callID  string
+	// nth is which hit of the point (on that operation) crashes (default the first).
+	nth int
+	// indeterminate is the call id expected to end Indeterminate (a never_replay body that
+	// was entered when the process died), or "".
+	indeterminate string
+}
+
+func (c crashCell) name() string {
+	n := c.service + "/" + string(c.point)
+	if c.callID != "" {
+		n += "/" + c.callID
+	}
+	if c.nth > 1 {
+		n += fmt.Sprintf("/hit%d", c.nth)
+	}
+	return n
+}
+
+// crashMatrix is every fault point of every service. The batch is sequential: echo
+// (replay_safe), counter (never_replay), forbidden (denied by policy), then a second
+// parallel-delegation batch so the gate's probe path and the executor's parallel requests
+// are crashed too.
+func crashMatrix(withSandbox bool) []crashCell {
+	var cells []crashCell
+	for _, svc := range []string{"batcher", "gate", "brain-exec", "publisher"} {
+		for _, p := range []pipeline.FaultPoint{pipeline.FaultAfterCommit, pipeline.FaultAfterPublish} {
+			cells = append(cells, crashCell{service: svc, point: p})
+		}
+	}
+	cells = append(cells,
+		// Entered replay_safe body: the restarted executor replays it.
+		crashCell{service: "brain-exec", point: pipeline.FaultInTool, callID: "c0"},
+		// Entered never_replay body: recovery seals it Indeterminate, never runs it again.
+		crashCell{service: "brain-exec", point: pipeline.FaultInTool, callID: "c1", indeterminate: "c1"},
+		// The counter's own commit and publish.
+		crashCell{service: "brain-exec", point: pipeline.FaultAfterCommit, callID: "c1"},
+		crashCell{service: "gate", point: pipeline.FaultAfterCommit, callID: "c2"},
+		// The parallel batch: the gate's probe and a delegated call in flight.
+		crashCell{service: "gate", point: pipeline.FaultAfterCommit, callID: "probe"},
+		crashCell{service: "gate", point: pipeline.FaultAfterPublish, callID: "probe"},
+		crashCell{service: "brain-exec", point: pipeline.FaultInTool, callID: "d1"},
+		// The approval batch: the gate parks ask_me (first hit), then applies the test's
+		// approval (second hit).
+		crashCell{service: "gate", point: pipeline.FaultAfterCommit, callID: "a0"},
+		crashCell{service: "gate", point: pipeline.FaultAfterCommit, callID: "a0", nth: 2},
+		crashCell{service: "gate", point: pipeline.FaultAfterPublish, callID: "a0", nth: 2},
+	)
+	if withSandbox {
+		for _, p := range []pipeline.FaultPoint{pipeline.FaultAfterCommit, pipeline.FaultAfterPublish, pipeline.FaultInTool} {
+			cells = append(cells, crashCell{service: "sandbox-exec", point: p, callID: "c3"})
+		}
+	}
+	return cells
+}
+
+// TestCrashMatrix crashes every service at every fault point for real: the hook stops the
+// handler where it is, the test kills the whole stack hard (connections closed, the message
+// stays unacked), starts a new stack on the same server, waits until every batch is
+// published, and runs the checker over the streams and the ledger.
+func TestCrashMatrix(t *testing.T) {
+	wasm := filepath.Join(repoRoot(t), "bin", "wasm", "wc.wasm")
+	_, err := os.Stat(wasm)
+	withSandbox := err == nil
+	if !withSandbox {
+		t.Logf("no %s (run `make wasm`): the sandbox-exec cells are skipped", wasm)
+	}
+	for _, cell := range crashMatrix(withSandbox) {
+		t.Run(cell.name(), func(t *testing.T) {
+			t.Parallel()
+			runCrashCell(t, cell, withSandbox)
+		})
+	}
+}
+
+func runCrashCell(t *testing.T, cell crashCell, withSandbox bool) {
+	cfg := exampleConfig(t)
+	cfg.Consumers.AckWait = contracts.Duration(time.Second)
+	h := newHarness(t, withConfig(cfg))
+	run := "crash-" + strings.NewReplacer("/", "-", "_", "-").Replace(cell.name())
+
+	crashed := make(chan struct{})
+	released := make(chan struct{})
+	var hitsMu sync.Mutex
+	hits := 0
+	nth := max(cell.nth, 1)
+	h.setFaults(func(ctx context.Context, service string, point pipeline.FaultPoint, op string) error {
+		if service != cell.service || point != cell.point {
+			return nil
+		}
+		if cell.callID != "" && !strings.HasSuffix(op, ":"+cell.callID) {
+			return nil
+		}
+		hitsMu.Lock()
+		hits++
+		fired := hits == nth
+		hitsMu.Unlock()
+		if !fired {
+			return nil
+		}
+		// The process "dies" here: nothing after this point of the handler runs until the
+		// stack is killed, and then the handler only fails.
+		close(crashed)
+		select {
+		case <-released:
+		case <-ctx.Done():
+		}
+		return fmt.Errorf("injected crash: %s at %s on %s", service, point, op)
+	})
+
+	tools := []string{"echo", "counter", "forbidden", "delegate", "wc", "ask_me"}
+	seq := batch(run, 1, tools,
+		call("c0", "echo", map[string]any{"text": "before"}),
+		call("c1", "counter", map[string]any{"name": run}),
+		call("c2", "forbidden", map[string]any{}),
+	)
+	if withSandbox {
+		seq.Calls = append(seq.Calls, call("c3", "wc", map[string]any{"text": "a b c"}))
+	}
+	par := batch(run, 2, tools,
+		call("d0", "delegate", map[string]any{"task": "x", "ms": 10}),
+		call("d1", "delegate", map[string]any{"task": "y", "ms": 10}),
+	)
+	ask := batch(run, 3, tools, call("a0", "ask_me", map[string]any{}))
+	all := []contracts.BatchSubmission{seq, par, ask}
+	var hist checker.History
+	ctx := ctxFor(t, 90*time.Second)
+	for _, sub := range all {
+		hist.Batches = append(hist.Batches, checker.Batch{Submission: sub, SubmittedAt: time.Now(),
+			Expect: map[string]checker.Expectation{"c2": checker.ExpectDenied, "a0": checker.ExpectApproval}})
+		if _, err := h.client.Submit(ctx, sub); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The approver answers the ask_me ticket whenever it is open, whichever stack runs:
+	// an answer lost to the crash is repeated until the call leaves Awaiting.
+	approved := make(chan error, 1)
+	go func() { approved <- approveUntilPublished(ctx, h, ask) }()
+	select {
+	case <-crashed:
+	case <-ctx.Done():
+		t.Fatalf("the fault point %s was never reached", cell.name())
+	}
+	hist.Kills = append(hist.Kills, checker.Kill{Target: "stack", At: time.Now()})
+	h.stack.Kill()
+	close(released)
+	h.start()
+
+	for _, sub := range all {
+		if _, err := h.client.Await(ctx, sub.RunID, sub.Step); err != nil {
+			t.Fatalf("batch %s after the crash: %v", sub.BatchID(), err)
+		}
+	}
+	if err := <-approved; err != nil {
+		t.Fatal(err)
+	}
+	_, js := h.srv.Conn(t)
+	obs, err := checker.Read(ctx, js, cfg.Names())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep := checker.Check(hist, obs, checker.RulesFor(cfg))
+	t.Log(rep.Summary())
+	for _, v := range rep.Violations {
+		t.Errorf("violation: %s", v)
+	}
+	if rep.Lost != 0 || rep.Duplicates != 0 {
+		t.Errorf("lost %d, duplicates %d", rep.Lost, rep.Duplicates)
+	}
+	res, err := h.client.Await(ctx, seq.RunID, seq.Step)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A kill aimed at another batch (the three run concurrently) can also catch a call of
+	// this batch inside its executor: that call is then an explained Indeterminate (the
+	// checker verified the reason and the kill), not a failure of the cell.
+	aimedHere := strings.HasPrefix(cell.callID, "c")
+	collateral := func(r contracts.ToolResultEvent) bool {
+		return !aimedHere && r.Outcome == contracts.OutcomeIndeterminate &&
+			strings.Contains(r.Output.Text(), execcore.ReasonOwnerLeaseExpired)
+	}
+	for _, r := range res.Results {
+		wantIndeterminate := r.CallID == cell.indeterminate
+		if got := r.Outcome == contracts.OutcomeIndeterminate; got != wantIndeterminate && !collateral(r) {
+			t.Errorf("call %s: outcome %s %q, want indeterminate=%v", r.CallID, r.Outcome, r.Output.Text(), wantIndeterminate)
+		}
+	}
+	if cell.indeterminate != "" {
+		if got := res.Results[1].Output.Text(); !strings.Contains(got, execcore.ReasonOwnerLeaseExpired) {
+			t.Errorf("indeterminate reason %q", got)
+		}
+	} else if got := res.Results[1].Output.Text(); got != "1" && !collateral(res.Results[1]) {
+		t.Errorf("counter result %q, want 1 (ran exactly once)", got)
+	}
+	if got := res.Results[2].Output.Text(); !strings.HasPrefix(got, "blocked:") {
+		t.Errorf("forbidden call result %q, want blocked", got)
+	}
+	if n := h.ledger(run, 1, "c1"); n != 1 {
+		t.Errorf("counter body ran %d times, want 1", n)
+	}
+}
+
+// approveUntilPublished approves the ask_me call of batch sub until its results are
+// published: each attempt waits for the open ticket and answers it; an attempt whose answer
+// is lost in a crash (or refused because the call was already resumed) is simply retried.
+func approveUntilPublished(ctx context.Context, h *harness, sub contracts.BatchSubmission) error {
+	for {
+		done, cancel := context.WithTimeout(ctx, 3*time.Second)
+		if _, err := h.client.Await(done, sub.RunID, sub.Step); err == nil {
+			cancel()
+			return nil
+		}
+		cancel()
+		attempt, cancel := context.WithTimeout(ctx, 5*time.Second)
+		t, err := h.client.WaitTicket(attempt, sub.RunID, sub.Step, sub.Calls[0].CallID)
+		if err == nil {
+			_, _ = h.client.Approve(attempt, t, "crash matrix")
+		}
+		cancel()
+		if ctx.Err() != nil {
+			return fmt.Errorf("approving %s: %w", sub.BatchID(), ctx.Err())
+		}
+	}
+}

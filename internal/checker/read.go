@@ -1,0 +1,116 @@
+package checker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/awaken-dev/awaken/internal/bus"
+	"github.com/awaken-dev/awaken/pkg/contracts"
+)
+
+// Read takes a snapshot of what the pipeline durably did: the results, audit and tickets
+// streams in full and the body-run ledger of the counters bucket. Call it once the
+// pipeline is quiescent (every accepted batch published); it reads each stream up to its
+// last sequence at the time of the call.
+func Read(ctx context.Context, js jetstream.JetStream, names contracts.Names) (*Observed, error) {
+	o := &Observed{Ledger: map[string]LedgerEntry{}}
+	var err error
+	if o.Results, err = readStream(ctx, js, names.ResultsStream()); err != nil {
+		return nil, err
+	}
+	if o.Audit, err = readStream(ctx, js, names.AuditStream()); err != nil {
+		return nil, err
+	}
+	if o.Tickets, err = readStream(ctx, js, names.TicketsStream()); err != nil {
+		return nil, err
+	}
+	kv, err := js.KeyValue(ctx, names.CountersBucket())
+	if err != nil {
+		return nil, fmt.Errorf("checker: counters bucket: %w", err)
+	}
+	lister, err := kv.ListKeysFiltered(ctx, "ledger.>")
+	if err != nil {
+		return nil, fmt.Errorf("checker: ledger keys: %w", err)
+	}
+	for key := range lister.Keys() {
+		e, err := kv.Get(ctx, key)
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("checker: ledger %s: %w", key, err)
+		}
+		n, err := strconv.Atoi(strings.TrimSpace(string(e.Value())))
+		if err != nil {
+			return nil, fmt.Errorf("checker: ledger %s holds %q: %w", key, e.Value(), err)
+		}
+		o.Ledger[strings.TrimPrefix(key, "ledger.")] = LedgerEntry{Count: n, At: e.Created()}
+	}
+	return o, nil
+}
+
+// readStream reads every message of a stream, in sequence order, through an ordered
+// consumer, stopping at the last sequence the stream held when the read began.
+func readStream(ctx context.Context, js jetstream.JetStream, name string) ([]Message, error) {
+	s, err := js.Stream(ctx, name)
+	if err != nil {
+		return nil, fmt.Errorf("checker: stream %s: %w", name, err)
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("checker: stream %s: %w", name, err)
+	}
+	last := info.State.LastSeq
+	if info.State.Msgs == 0 {
+		return nil, nil
+	}
+	cons, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverAllPolicy})
+	if err != nil {
+		return nil, fmt.Errorf("checker: read %s: %w", name, err)
+	}
+	var out []Message
+	for {
+		batch, err := cons.Fetch(256, jetstream.FetchMaxWait(2*time.Second))
+		if err != nil {
+			return nil, fmt.Errorf("checker: read %s: %w", name, err)
+		}
+		got := 0
+		for m := range batch.Messages() {
+			got++
+			md, err := m.Metadata()
+			if err != nil {
+				return nil, fmt.Errorf("checker: read %s: %w", name, err)
+			}
+			msg := Message{Seq: md.Sequence.Stream, Time: md.Timestamp, Subject: m.Subject()}
+			if ev, err := bus.DecodeMsg(m.Headers(), m.Data()); err == nil {
+				msg.Type, msg.Data = ev.Type, ev.Data
+			} else {
+				msg.Type, msg.Data = "undecodable: "+err.Error(), m.Data()
+			}
+			out = append(out, msg)
+			if md.Sequence.Stream >= last || md.NumPending == 0 {
+				return out, nil
+			}
+		}
+		if err := batch.Error(); err != nil {
+			return nil, fmt.Errorf("checker: read %s: %w", name, err)
+		}
+		if got == 0 {
+			// Nothing more arrived: the stream's tail was removed (e.g. a fired schedule).
+			if err := ctx.Err(); err != nil {
+				return nil, fmt.Errorf("checker: read %s: %w", name, err)
+			}
+			return out, nil
+		}
+	}
+}
+
+// decode unmarshals an event's data.
+func decode(data []byte, v any) error { return json.Unmarshal(data, v) }

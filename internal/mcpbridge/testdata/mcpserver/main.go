@@ -1,0 +1,194 @@
+// Command mcpserver is the MCP server the mcpbridge tests run as a real child process or
+// HTTP server. It is built once per test binary (see TestMain) from the go-sdk, so the
+// bridge is exercised against the SDK's own server, not a fake.
+//
+// Tools:
+//
+//	add {a, b}      text: the sum
+//	fail {}         an IsError result
+//	image {}        one PNG image
+//	slow {ms}       sleeps ms milliseconds (honouring cancellation), then "slept {ms}ms"
+//	echo_meta {}    text: the awaken/operation_id found in the request _meta
+//	structured {}   structured content only, no content blocks
+//	resource {}     an embedded text resource
+//	pid {}          text: the server's process id
+//	grow {}         adds the tool "extra" (text "extra"), which notifies a tool list change
+//
+// Flags: -http addr serves streamable HTTP on addr (stdio otherwise) and prints
+// "listening {addr}" on stdout once the listener is open; -log file appends one line per
+// call ("{tool} {operation id}") and "begin slow {operation id}" when slow starts, so tests
+// can prove which calls the server saw without sleeping. -linger makes a stdio server
+// ignore SIGTERM and keep running after its stdin closed (a stubborn server that must be
+// killed); -grandchild starts a long-running child process in the server's process group
+// and logs "grandchild {pid}".
+package main
+
+import (
+	"context"
+	"encoding/base64"
+	"flag"
+	"fmt"
+	"log"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// tinyPNG is a 1×1 transparent PNG.
+const tinyPNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAQAAAC1HAwCAAAAC0lEQVR42mNkYAAAAAYAAjCB0C8AAAAASUVORK5CYII="
+
+type callLog struct {
+	mu   sync.Mutex
+	path string
+}
+
+func (l *callLog) add(format string, args ...any) {
+	if l.path == "" {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	f, err := os.OpenFile(l.path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		log.Printf("call log: %v", err)
+		return
+	}
+	defer f.Close()
+	fmt.Fprintf(f, format+"\n", args...)
+}
+
+func operationID(req *mcp.CallToolRequest) string {
+	if req == nil || req.Params == nil {
+		return ""
+	}
+	id, _ := req.Params.Meta["awaken/operation_id"].(string)
+	return id
+}
+
+type addArgs struct {
+	A float64 `json:"a" jsonschema:"the first addend"`
+	B float64 `json:"b" jsonschema:"the second addend"`
+}
+
+type slowArgs struct {
+	MS int `json:"ms" jsonschema:"how long to sleep, in milliseconds"`
+}
+
+type none struct{}
+
+func newServer(calls *callLog) *mcp.Server {
+	s := mcp.NewServer(&mcp.Implementation{Name: "awaken-test", Version: "1.0.0"}, nil)
+	record := func(req *mcp.CallToolRequest) { calls.add("%s %s", req.Params.Name, operationID(req)) }
+
+	mcp.AddTool(s, &mcp.Tool{Name: "add", Description: "Adds two numbers."},
+		func(_ context.Context, req *mcp.CallToolRequest, a addArgs) (*mcp.CallToolResult, any, error) {
+			record(req)
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{
+				Text: strconv.FormatFloat(a.A+a.B, 'f', -1, 64)}}}, nil, nil
+		})
+	mcp.AddTool(s, &mcp.Tool{Name: "fail", Description: "Always fails."},
+		func(_ context.Context, req *mcp.CallToolRequest, _ none) (*mcp.CallToolResult, any, error) {
+			record(req)
+			return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "deliberate failure"}}}, nil, nil
+		})
+	mcp.AddTool(s, &mcp.Tool{Name: "image", Description: "Returns a tiny PNG."},
+		func(_ context.Context, req *mcp.CallToolRequest, _ none) (*mcp.CallToolResult, any, error) {
+			record(req)
+			data, _ := base64.StdEncoding.DecodeString(tinyPNG)
+			return &mcp.CallToolResult{Content: []mcp.Content{
+				&mcp.TextContent{Text: "a pixel"},
+				&mcp.ImageContent{MIMEType: "image/png", Data: data},
+			}}, nil, nil
+		})
+	mcp.AddTool(s, &mcp.Tool{Name: "slow", Description: "Sleeps."},
+		func(ctx context.Context, req *mcp.CallToolRequest, a slowArgs) (*mcp.CallToolResult, any, error) {
+			calls.add("begin slow %s", operationID(req))
+			select {
+			case <-time.After(time.Duration(a.MS) * time.Millisecond):
+			case <-ctx.Done():
+				return nil, nil, ctx.Err()
+			}
+			record(req)
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf("slept %dms", a.MS)}}}, nil, nil
+		})
+	mcp.AddTool(s, &mcp.Tool{Name: "echo_meta", Description: "Echoes the awaken operation id."},
+		func(_ context.Context, req *mcp.CallToolRequest, _ none) (*mcp.CallToolResult, any, error) {
+			record(req)
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: operationID(req)}}}, nil, nil
+		})
+	s.AddTool(&mcp.Tool{Name: "structured", Description: "Structured content only.",
+		InputSchema: map[string]any{"type": "object"}},
+		func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			record(req)
+			return &mcp.CallToolResult{Content: []mcp.Content{}, StructuredContent: map[string]any{"answer": 42}}, nil
+		})
+	mcp.AddTool(s, &mcp.Tool{Name: "resource", Description: "Returns an embedded text resource."},
+		func(_ context.Context, req *mcp.CallToolRequest, _ none) (*mcp.CallToolResult, any, error) {
+			record(req)
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.EmbeddedResource{
+				Resource: &mcp.ResourceContents{URI: "file:///notes.txt", MIMEType: "text/plain", Text: "remember"}}}}, nil, nil
+		})
+	mcp.AddTool(s, &mcp.Tool{Name: "pid", Description: "Returns the process id."},
+		func(_ context.Context, req *mcp.CallToolRequest, _ none) (*mcp.CallToolResult, any, error) {
+			record(req)
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: strconv.Itoa(os.Getpid())}}}, nil, nil
+		})
+	mcp.AddTool(s, &mcp.Tool{Name: "grow", Description: "Adds the tool extra."},
+		func(_ context.Context, req *mcp.CallToolRequest, _ none) (*mcp.CallToolResult, any, error) {
+			record(req)
+			mcp.AddTool(s, &mcp.Tool{Name: "extra", Description: "Added at run time."},
+				func(_ context.Context, req *mcp.CallToolRequest, _ none) (*mcp.CallToolResult, any, error) {
+					record(req)
+					return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "extra"}}}, nil, nil
+				})
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "grown"}}}, nil, nil
+		})
+	return s
+}
+
+func main() {
+	addr := flag.String("http", "", "serve streamable HTTP on this address instead of stdio")
+	logPath := flag.String("log", "", "append one line per call to this file")
+	linger := flag.Bool("linger", false, "ignore SIGTERM and keep running after stdin closes")
+	grandchild := flag.Bool("grandchild", false, "start a long-running child process")
+	flag.Parse()
+	log.SetFlags(0)
+	log.SetPrefix("mcpserver: ")
+	calls := &callLog{path: *logPath}
+	if *linger {
+		signal.Ignore(syscall.SIGTERM)
+	}
+	if *grandchild {
+		child := exec.Command("sleep", "3600")
+		if err := child.Start(); err != nil {
+			log.Fatal(err)
+		}
+		calls.add("grandchild %d", child.Process.Pid)
+	}
+	s := newServer(calls)
+	if *addr == "" {
+		err := s.Run(context.Background(), &mcp.StdioTransport{})
+		for *linger {
+			time.Sleep(time.Hour) // stubborn on purpose: only SIGKILL ends it
+		}
+		if err != nil {
+			log.Fatal(err)
+		}
+		return
+	}
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("listening %s\n", ln.Addr())
+	handler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil)
+	log.Fatal(http.Serve(ln, handler))
+}

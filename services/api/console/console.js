@@ -1,0 +1,467 @@
+// awaken console: pending approvals and recent batches, live over server-sent events.
+//
+// Safety rules of this file (checked by the Go tests):
+//  - every piece of data is put on the page with textContent or as a text node; no string
+//    is ever parsed as HTML (console_test.go lists the forbidden sinks);
+//  - no string is ever evaluated as code, no inline handlers (the CSP forbids them anyway);
+//  - the API token lives in sessionStorage and travels only in the Authorization header of
+//    same-origin requests; there is no cookie, so no cross-site request can carry it.
+"use strict";
+
+(function () {
+  const TOKEN_KEY = "awaken.apiToken";
+  const state = {
+    token: sessionStorage.getItem(TOKEN_KEY) || "",
+    tickets: new Map(), // correlation_id -> ticket
+    batches: [], // batch list views, newest first
+    details: new Map(), // batch_id -> full view of an expanded batch
+    expanded: new Set(),
+    streamAbort: null,
+    refreshTimer: 0,
+    retryDelay: 1000,
+  };
+
+  const $ = (id) => document.getElementById(id);
+
+  // el builds an element; children are nodes or strings (strings become text nodes).
+  function el(tag, props, ...children) {
+    const node = document.createElement(tag);
+    if (props) {
+      for (const [k, v] of Object.entries(props)) {
+        if (v === undefined || v === null || v === false) continue;
+        if (k === "text") node.textContent = String(v);
+        else if (k === "className") node.className = v;
+        else if (k === "dataset") Object.assign(node.dataset, v);
+        else if (k === "onClick") node.addEventListener("click", v);
+        else if (k === "onSubmit") node.addEventListener("submit", v);
+        else node.setAttribute(k, String(v));
+      }
+    }
+    for (const c of children) {
+      if (c === undefined || c === null || c === false) continue;
+      node.append(typeof c === "string" ? document.createTextNode(c) : c);
+    }
+    return node;
+  }
+
+  class HTTPError extends Error {
+    constructor(status, code, message) {
+      super(message);
+      this.status = status;
+      this.code = code;
+    }
+  }
+
+  async function api(path, options) {
+    const opts = Object.assign({ method: "GET" }, options || {});
+    const headers = { Accept: "application/json" };
+    if (state.token) headers.Authorization = "Bearer " + state.token;
+    if (opts.body !== undefined) {
+      headers["Content-Type"] = "application/json";
+      opts.body = JSON.stringify(opts.body);
+    }
+    opts.headers = headers;
+    opts.credentials = "same-origin";
+    opts.cache = "no-store";
+    const res = await fetch(path, opts);
+    let body = null;
+    try {
+      body = await res.json();
+    } catch (_) {
+      body = null;
+    }
+    if (res.status === 401) {
+      showLogin("Your token was refused. Sign in again.");
+    }
+    if (!res.ok) {
+      const code = body && typeof body.code === "string" ? body.code : "http_" + res.status;
+      const msg = body && typeof body.message === "string" ? body.message : res.statusText;
+      throw new HTTPError(res.status, code, msg);
+    }
+    return body;
+  }
+
+  // ---- status line ----
+
+  function setStatus(text, kind) {
+    const s = $("status");
+    s.textContent = text;
+    s.className = "status " + (kind || "");
+  }
+
+  // ---- time formatting ----
+
+  function age(iso) {
+    const t = Date.parse(iso);
+    if (Number.isNaN(t)) return "";
+    let s = Math.max(0, Math.floor((Date.now() - t) / 1000));
+    if (s < 60) return s + "s";
+    let m = Math.floor(s / 60);
+    s %= 60;
+    if (m < 60) return m + "m " + s + "s";
+    const h = Math.floor(m / 60);
+    m %= 60;
+    if (h < 48) return h + "h " + m + "m";
+    return Math.floor(h / 24) + "d " + (h % 24) + "h";
+  }
+
+  function offset(fromIso, iso) {
+    const d = Date.parse(iso) - Date.parse(fromIso);
+    if (Number.isNaN(d)) return "";
+    if (Math.abs(d) < 1000) return "+" + d + " ms";
+    return "+" + (d / 1000).toFixed(d < 10000 ? 2 : 1) + " s";
+  }
+
+  function clock(iso) {
+    const d = new Date(iso);
+    if (Number.isNaN(d.getTime())) return "";
+    return d.toLocaleTimeString(undefined, { hour12: false }) + "." + String(d.getMilliseconds()).padStart(3, "0");
+  }
+
+  function prettyJSON(v) {
+    try {
+      return JSON.stringify(v, null, 2);
+    } catch (_) {
+      return String(v);
+    }
+  }
+
+  // ---- tickets ----
+
+  function waitingFor(t) {
+    switch (t.reason) {
+      case "permission":
+        return t.deadline ? "approval (deadline " + new Date(t.deadline).toLocaleString() + ")" : "approval";
+      case "scheduled_action":
+        return t.due_at ? "schedule (due " + new Date(t.due_at).toLocaleString() + ")" : "schedule";
+      case "client_execution":
+        return "client result";
+      default:
+        return String(t.reason || "");
+    }
+  }
+
+  function renderTickets() {
+    const list = Array.from(state.tickets.values()).sort(
+      (a, b) => Date.parse(a.opened_at) - Date.parse(b.opened_at) || String(a.correlation_id).localeCompare(String(b.correlation_id)),
+    );
+    $("ticket-count").textContent = list.length ? "(" + list.length + ")" : "";
+    $("no-tickets").hidden = list.length > 0;
+    $("tickets").hidden = list.length === 0;
+    const rows = list.map(ticketRow);
+    $("tickets").tBodies[0].replaceChildren(...rows);
+  }
+
+  function ticketRow(t) {
+    const decidable = t.reason === "permission" || t.reason === "scheduled_action";
+    const actions = el("td", { className: "actions" });
+    if (decidable) {
+      const reason = el("input", { type: "text", placeholder: "reason for denying", "aria-label": "reason for denying", maxlength: "4096", required: true });
+      const approve = el("button", { type: "button", className: "approve", text: "Approve" });
+      const deny = el("button", { type: "submit", className: "deny", text: "Deny" });
+      const form = el("form", { className: "deny-form" }, reason, deny);
+      approve.addEventListener("click", () => decide(t, true, "", [approve, deny, reason]));
+      form.addEventListener("submit", (ev) => {
+        ev.preventDefault();
+        decide(t, false, reason.value.trim(), [approve, deny, reason]);
+      });
+      actions.append(approve, form);
+    } else {
+      actions.append(el("span", { className: "muted", text: "answered by the client" }));
+    }
+    return el(
+      "tr",
+      { dataset: { correlation: t.correlation_id } },
+      el("td", null, el("code", { text: t.tool_id })),
+      el("td", null, el("pre", { className: "args", text: prettyJSON(t.arguments) })),
+      el("td", null, el("code", { text: t.run_id })),
+      el("td", null, el("code", { text: t.call_id })),
+      el("td", { text: waitingFor(t) }),
+      el("td", { className: "age", dataset: { since: t.opened_at }, text: age(t.opened_at) }),
+      actions,
+    );
+  }
+
+  async function decide(t, allow, text, controls) {
+    $("action-error").textContent = "";
+    if (!allow && !text) {
+      $("action-error").textContent = "Give a reason for denying " + t.tool_id + " (" + t.call_id + ").";
+      return;
+    }
+    controls.forEach((c) => (c.disabled = true));
+    const path = "v1/tickets/" + encodeURIComponent(t.correlation_id) + (allow ? "/approve" : "/deny");
+    try {
+      const res = await api(path, { method: "POST", body: allow ? { note: text } : { reason: text } });
+      state.tickets.delete(t.correlation_id);
+      renderTickets();
+      setStatus((res && res.message) || (allow ? "approved" : "denied"), "ok");
+    } catch (err) {
+      controls.forEach((c) => (c.disabled = false));
+      if (err instanceof HTTPError && (err.code === "not_waiting" || err.code === "expired")) {
+        state.tickets.delete(t.correlation_id);
+        renderTickets();
+      }
+      $("action-error").textContent = (err.code ? err.code + ": " : "") + err.message;
+    }
+  }
+
+  // ---- batches ----
+
+  function renderBatches() {
+    $("no-batches").hidden = state.batches.length > 0;
+    $("batches").replaceChildren(...state.batches.map(batchBlock));
+  }
+
+  function batchBlock(b) {
+    const open = state.expanded.has(b.batch_id);
+    const details = el("details", { className: "batch phase-" + b.phase, dataset: { batch: b.batch_id } });
+    details.open = open;
+    details.addEventListener("toggle", () => {
+      if (details.open) {
+        state.expanded.add(b.batch_id);
+        loadDetail(b.batch_id);
+      } else {
+        state.expanded.delete(b.batch_id);
+      }
+    });
+    const summary = el(
+      "summary",
+      null,
+      el("code", { text: b.batch_id }),
+      " ",
+      el("span", { className: "badge " + b.phase, text: b.phase }),
+      " ",
+      el("span", { className: "muted", text: b.terminal + "/" + b.calls.length + " calls terminal · " + new Date(b.created_at).toLocaleString() }),
+    );
+    const full = state.details.get(b.batch_id);
+    const table = el(
+      "table",
+      { className: "calls" },
+      el("thead", null, el("tr", null, ...["#", "Call", "Tool", "Phase", "Outcome", "Timeline"].map((h) => el("th", { text: h })))),
+      el("tbody", null, ...b.calls.map((c) => callRow(b, c, full))),
+    );
+    details.append(summary, table);
+    return details;
+  }
+
+  function callRow(b, c, full) {
+    let phase = c.phase;
+    if (c.phase === "Executing" && c.attempt) phase += " #" + c.attempt;
+    if (c.phase === "Requested" && !c.recorded) phase += " (not gated yet)";
+    let outcome = "";
+    if (c.outcome) outcome = c.outcome + (c.is_error ? " (error)" : "");
+    if (c.reason) outcome += ": " + c.reason;
+    const timeline = el(
+      "ol",
+      { className: "timeline" },
+      ...(c.timeline || []).map((m) =>
+        el("li", { title: m.at }, el("span", { className: "stage", text: m.stage }), " ", el("span", { className: "muted", text: offset(b.created_at, m.at) + " · " + clock(m.at) })),
+      ),
+    );
+    const cells = [
+      el("td", { text: String(c.index) }),
+      el("td", null, el("code", { text: c.call_id })),
+      el("td", null, el("code", { text: c.tool_id })),
+      el("td", { className: "phase " + c.phase, text: phase }),
+      el("td", { className: c.is_error ? "error" : "", text: outcome }),
+      el("td", null, timeline),
+    ];
+    const rows = [el("tr", null, ...cells)];
+    const fc = full && full.calls ? full.calls[c.index] : null;
+    if (fc) {
+      const parts = [el("div", { className: "label", text: "arguments" }), el("pre", { className: "args", text: prettyJSON(fc.arguments) })];
+      if (fc.output) {
+        const text = (fc.output.content || []).map((blk) => (blk.type === "text" ? blk.text : "[" + blk.type + "]")).join("\n");
+        parts.push(el("div", { className: "label", text: "output" + (fc.output.is_error ? " (error)" : "") }), el("pre", { className: "output", text: text }));
+      }
+      rows.push(el("tr", { className: "detail" }, el("td", { colspan: "6" }, ...parts)));
+    }
+    const frag = document.createDocumentFragment();
+    frag.append(...rows);
+    return frag;
+  }
+
+  async function loadDetail(batchID) {
+    try {
+      const full = await api("v1/batches/" + encodeURIComponent(batchID));
+      state.details.set(batchID, full);
+      renderBatches();
+    } catch (err) {
+      setStatus("could not load " + batchID + ": " + err.message, "error");
+    }
+  }
+
+  // ---- loading ----
+
+  async function refreshTickets() {
+    const body = await api("v1/tickets");
+    state.tickets = new Map((body.tickets || []).map((t) => [t.correlation_id, t]));
+    renderTickets();
+  }
+
+  async function refreshBatches() {
+    const body = await api("v1/batches?limit=20");
+    state.batches = body.batches || [];
+    const shown = new Set(state.batches.map((b) => b.batch_id));
+    for (const id of Array.from(state.expanded)) {
+      if (!shown.has(id)) {
+        state.expanded.delete(id);
+        state.details.delete(id);
+      }
+    }
+    await Promise.all(Array.from(state.expanded).map((id) => loadDetail(id)));
+    renderBatches();
+  }
+
+  async function refreshAll() {
+    await Promise.all([refreshTickets(), refreshBatches()]);
+  }
+
+  // scheduleBatches coalesces bursts of record changes into one reload.
+  function scheduleBatches() {
+    if (state.refreshTimer) return;
+    state.refreshTimer = setTimeout(() => {
+      state.refreshTimer = 0;
+      refreshBatches().catch((err) => setStatus("reload failed: " + err.message, "error"));
+    }, 250);
+  }
+
+  // ---- live updates: server-sent events read with fetch, so the token can travel in a
+  // header (EventSource cannot send one) ----
+
+  function onEvent(name, data) {
+    let payload = null;
+    try {
+      payload = data ? JSON.parse(data) : null;
+    } catch (_) {
+      return;
+    }
+    switch (name) {
+      case "hello":
+      case "resync":
+        refreshAll().catch((err) => setStatus("reload failed: " + err.message, "error"));
+        break;
+      case "ticket":
+        if (!payload) return;
+        if (payload.op === "put" && payload.ticket) state.tickets.set(payload.correlation_id, payload.ticket);
+        else state.tickets.delete(payload.correlation_id);
+        renderTickets();
+        break;
+      case "batch":
+      case "call":
+        scheduleBatches();
+        break;
+    }
+  }
+
+  async function stream() {
+    if (state.streamAbort) state.streamAbort.abort();
+    const ctrl = new AbortController();
+    state.streamAbort = ctrl;
+    const headers = { Accept: "text/event-stream" };
+    if (state.token) headers.Authorization = "Bearer " + state.token;
+    try {
+      const res = await fetch("v1/stream", { headers, signal: ctrl.signal, cache: "no-store", credentials: "same-origin" });
+      if (res.status === 401) {
+        showLogin("Your token was refused. Sign in again.");
+        return;
+      }
+      if (!res.ok || !res.body) throw new Error("stream: HTTP " + res.status);
+      setStatus("live", "ok");
+      state.retryDelay = 1000;
+      const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
+      let buf = "";
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        buf += value.replace(/\r\n?/g, "\n");
+        let i;
+        while ((i = buf.indexOf("\n\n")) >= 0) {
+          const block = buf.slice(0, i);
+          buf = buf.slice(i + 2);
+          let name = "message";
+          const data = [];
+          for (const line of block.split("\n")) {
+            if (line.startsWith(":")) continue;
+            const c = line.indexOf(":");
+            const field = c < 0 ? line : line.slice(0, c);
+            let v = c < 0 ? "" : line.slice(c + 1);
+            if (v.startsWith(" ")) v = v.slice(1);
+            if (field === "event") name = v;
+            else if (field === "data") data.push(v);
+          }
+          if (data.length) onEvent(name, data.join("\n"));
+        }
+      }
+      throw new Error("stream ended");
+    } catch (err) {
+      if (ctrl.signal.aborted) return;
+      setStatus("reconnecting… (" + err.message + ")", "warn");
+      const delay = state.retryDelay;
+      state.retryDelay = Math.min(state.retryDelay * 2, 15000);
+      setTimeout(() => {
+        if (state.streamAbort === ctrl) stream();
+      }, delay);
+    }
+  }
+
+  // ---- sign in ----
+
+  function showLogin(message) {
+    if (state.streamAbort) state.streamAbort.abort();
+    state.streamAbort = null;
+    $("main").hidden = true;
+    $("logout").hidden = true;
+    $("login").hidden = false;
+    $("login-error").textContent = message || "";
+    setStatus("signed out", "warn");
+    $("token").focus();
+  }
+
+  async function start() {
+    $("login").hidden = true;
+    $("main").hidden = false;
+    $("logout").hidden = !state.token;
+    stream();
+  }
+
+  async function boot() {
+    $("login-form").addEventListener("submit", async (ev) => {
+      ev.preventDefault();
+      const candidate = $("token").value.trim();
+      $("login-error").textContent = "";
+      state.token = candidate;
+      try {
+        await api("v1/tickets");
+      } catch (err) {
+        state.token = "";
+        $("login-error").textContent = err.status === 401 ? "That token was refused." : err.message;
+        return;
+      }
+      sessionStorage.setItem(TOKEN_KEY, candidate);
+      $("token").value = "";
+      start();
+    });
+    $("logout").addEventListener("click", () => {
+      sessionStorage.removeItem(TOKEN_KEY);
+      state.token = "";
+      showLogin("");
+    });
+    setInterval(() => {
+      for (const cell of document.querySelectorAll("td.age")) cell.textContent = age(cell.dataset.since);
+    }, 1000);
+    // Probe: with no token configured on the server (or a stored valid one) go straight in.
+    try {
+      await api("v1/tickets");
+      start();
+    } catch (err) {
+      if (err.status !== 401) {
+        setStatus("api unreachable: " + err.message, "error");
+        start();
+      }
+    }
+  }
+
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", boot);
+  else boot();
+})();

@@ -1,0 +1,290 @@
+package api_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/awaken-dev/awaken/internal/app"
+	"github.com/awaken-dev/awaken/internal/config"
+	"github.com/awaken-dev/awaken/internal/natstest"
+	"github.com/awaken-dev/awaken/pkg/client"
+	"github.com/awaken-dev/awaken/pkg/contracts"
+	"github.com/awaken-dev/awaken/services/api"
+)
+
+// testConfig registers the tools of the approval scenario: echo runs at once, ask_me
+// waits for a human, counter counts its body runs durably, client_pick is answered by the
+// client.
+const testConfig = `
+prefix: awaken
+tools:
+  - id: echo
+    capability: replay_safe
+    recovery_policy: { mode: replay_safe, max_attempts: 3 }
+  - id: counter
+    capability: non_recoverable
+  - id: ask_me
+    builtin: ran
+  - id: ask_quick
+    builtin: ran
+  - id: client_pick
+    kind: client_executed
+policy:
+  default_behavior: allow
+  rules:
+    - { pattern: ask_me, behavior: ask }
+    - { pattern: ask_quick, behavior: ask, timeout: 300ms }
+`
+
+const waitLong = 30 * time.Second
+
+// harness is an embedded JetStream server running the real pipeline — the five services
+// and the api, wired by internal/app exactly as `awaken dev` wires them.
+type harness struct {
+	t      testing.TB
+	srv    *natstest.Server
+	stack  *app.Stack
+	api    *api.Service
+	client *client.Client
+	nc     *nats.Conn
+	base   string
+	http   *http.Client
+}
+
+func newHarness(t testing.TB, opts api.Options) *harness {
+	t.Helper()
+	return newHarnessOf(t, opts, append(app.AllServices(), app.API))
+}
+
+// newHarnessOf starts only the given services (app.API among them).
+func newHarnessOf(t testing.TB, opts api.Options, services []string) *harness {
+	t.Helper()
+	cfg, err := config.Parse([]byte(testConfig))
+	if err != nil {
+		t.Fatalf("config: %v", err)
+	}
+	h := &harness{t: t, srv: natstest.Start(t), http: &http.Client{Timeout: waitLong}}
+	if opts.HTTPAddr == "" {
+		opts.HTTPAddr = "127.0.0.1:0"
+	}
+	// The pipeline services run until their start context ends, so it lives as long as
+	// the test.
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	st, err := app.Start(ctx, app.Options{
+		Config:   cfg,
+		Services: services,
+		Dial:     app.InProcessDialer(h.srv.Server()),
+		Log:      app.NewLogger(testWriter{t}, os.Getenv("AWAKEN_TEST_LOG")),
+		API:      opts,
+	})
+	if err != nil {
+		t.Fatalf("start stack: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), waitLong)
+		defer cancel()
+		if err := st.Stop(ctx); err != nil {
+			t.Errorf("stop stack: %v", err)
+		}
+	})
+	h.stack, h.api = st, st.APIService
+	if h.api == nil {
+		t.Fatal("the stack did not start the api")
+	}
+	h.base = strings.TrimSuffix(h.api.URL(), "/")
+	h.nc, _ = h.srv.Conn(t)
+	if h.client, err = client.New(h.nc); err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+type testWriter struct{ t testing.TB }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	if os.Getenv("AWAKEN_TEST_LOG") != "" {
+		w.t.Log(strings.TrimSpace(string(p)))
+	}
+	return len(p), nil
+}
+
+func ctxFor(t testing.TB, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func call(id, tool string, args any) contracts.ToolCall {
+	b, err := json.Marshal(args)
+	if err != nil {
+		panic(err)
+	}
+	return contracts.ToolCall{CallID: id, ToolID: tool, Arguments: b}
+}
+
+// approvalBatch is the scenario of the issue: [echo, ask_me, counter].
+func approvalBatch(run string, askArgs any) contracts.BatchSubmission {
+	return contracts.BatchSubmission{
+		RunID: run, ThreadID: "thread-" + run, Step: 1,
+		Agent: contracts.AgentSnapshot{SnapshotID: "snap-1", Tools: []string{"echo", "ask_me", "counter", "client_pick"}},
+		Calls: []contracts.ToolCall{
+			call("c1", "echo", map[string]string{"text": "before approval"}),
+			call("c2", "ask_me", askArgs),
+			call("c3", "counter", map[string]string{"name": run}),
+		},
+	}
+}
+
+// park submits the approval batch of run and waits until ask_me is parked on its ticket.
+func (h *harness) park(run string, askArgs any) contracts.ResumeTicket {
+	h.t.Helper()
+	ctx := ctxFor(h.t, waitLong)
+	if _, err := h.client.Submit(ctx, approvalBatch(run, askArgs)); err != nil {
+		h.t.Fatalf("submit: %v", err)
+	}
+	tk, err := h.client.WaitTicket(ctx, run, 1, "c2")
+	if err != nil {
+		h.t.Fatalf("wait for the ticket: %v", err)
+	}
+	return tk
+}
+
+// results waits for the published results of (run, 1).
+func (h *harness) results(run string) *client.BatchResult {
+	h.t.Helper()
+	res, err := h.client.Await(ctxFor(h.t, waitLong), run, 1)
+	if err != nil {
+		h.t.Fatalf("await results of %s: %v", run, err)
+	}
+	return res
+}
+
+// ledger is how many times the body of call callID of (run, 1) ran.
+func (h *harness) ledger(run, callID string) int {
+	h.t.Helper()
+	e, err := h.stack.Env.Counters.Get(ctxFor(h.t, 5*time.Second), fmt.Sprintf("ledger.%s.1.%s", run, callID))
+	if err != nil {
+		return 0
+	}
+	var n int
+	if _, err := fmt.Sscan(string(e.Value()), &n); err != nil {
+		h.t.Fatalf("ledger value %q: %v", e.Value(), err)
+	}
+	return n
+}
+
+// response is a decoded HTTP response.
+type response struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+func (r response) json(t testing.TB, v any) {
+	t.Helper()
+	if err := json.Unmarshal(r.body, v); err != nil {
+		t.Fatalf("decode %s: %v", r.body, err)
+	}
+}
+
+// apiError decodes an error body.
+func (r response) apiError(t testing.TB) api.Error {
+	t.Helper()
+	var e api.Error
+	r.json(t, &e)
+	return e
+}
+
+// do sends one request. headers may set anything, Host included ("Host" key).
+func (h *harness) do(method, path, body string, headers map[string]string) response {
+	h.t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctxFor(h.t, waitLong), method, h.base+path, rd)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for k, v := range headers {
+		if k == "Host" {
+			req.Host = v
+			continue
+		}
+		if v == "" {
+			req.Header.Del(k)
+			continue
+		}
+		req.Header.Set(k, v)
+	}
+	res, err := h.http.Do(req)
+	if err != nil {
+		h.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return response{status: res.StatusCode, header: res.Header, body: b}
+}
+
+func (h *harness) get(path string) response { return h.do(http.MethodGet, path, "", nil) }
+
+func (h *harness) post(path, body string) response {
+	if body == "" {
+		body = "{}"
+	}
+	return h.do(http.MethodPost, path, body, nil)
+}
+
+// batch reads the batch view over HTTP.
+func (h *harness) batch(batchID string) api.BatchView {
+	h.t.Helper()
+	r := h.get("/v1/batches/" + batchID)
+	if r.status != http.StatusOK {
+		h.t.Fatalf("GET batch %s: %d %s", batchID, r.status, r.body)
+	}
+	var v api.BatchView
+	r.json(h.t, &v)
+	return v
+}
+
+// microRequest sends a request to a micro endpoint and returns the reply.
+func (h *harness) microRequest(endpoint string, body []byte) *nats.Msg {
+	h.t.Helper()
+	m, err := h.nc.RequestWithContext(ctxFor(h.t, waitLong), api.MicroSubject("awaken", endpoint), body)
+	if err != nil {
+		h.t.Fatalf("micro %s: %v", endpoint, err)
+	}
+	return m
+}
+
+func mustJSON(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+func texts(res *client.BatchResult) []string {
+	out := make([]string, len(res.Results))
+	for i, r := range res.Results {
+		out[i] = r.Output.Text()
+	}
+	return out
+}

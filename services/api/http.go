@@ -1,0 +1,362 @@
+package api
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"embed"
+	"encoding/json"
+	"errors"
+	"io"
+	"mime"
+	"net"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+//go:embed console
+var consoleFS embed.FS
+
+// consoleFiles are the console's assets, served at fixed paths with fixed types.
+var consoleFiles = []struct{ path, file, ctype string }{
+	{"/{$}", "console/index.html", "text/html; charset=utf-8"},
+	{"/console.js", "console/console.js", "text/javascript; charset=utf-8"},
+	{"/console.css", "console/console.css", "text/css; charset=utf-8"},
+}
+
+// ContentSecurityPolicy is sent with every response: only same-origin scripts, styles and
+// connections, no inline code, no framing, and no native form submission at all — the
+// console's forms are handled by its script, so a form can never put the API token into a
+// URL even if the script failed to load.
+const ContentSecurityPolicy = "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; " +
+	"img-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+
+// maxBody bounds the body of a mutating request.
+const maxBody = 64 << 10
+
+// Handler returns the HTTP handler of the api and console, for callers that serve it
+// themselves (tests, or an operator's own server). Start serves it on Options.HTTPAddr.
+func (s *Service) Handler() http.Handler {
+	mux := http.NewServeMux()
+	for _, f := range consoleFiles {
+		body, err := consoleFS.ReadFile(f.file)
+		if err != nil {
+			// The files are embedded at build time; a missing one is a build defect that
+			// the console test catches. Serve a clear error rather than panic.
+			body = []byte("console asset missing: " + f.file)
+		}
+		ctype := f.ctype
+		mux.HandleFunc("GET "+f.path, func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", ctype)
+			w.Header().Set("Cache-Control", "no-cache")
+			_, _ = w.Write(body)
+		})
+	}
+	// Browsers ask for a favicon; answer without content rather than with an error.
+	mux.HandleFunc("GET /favicon.ico", func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusNoContent)
+	})
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		if !s.env.Conn.IsConnected() || s.streams.Err() != nil {
+			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "unavailable"})
+			return
+		}
+		if s.opts.Ready != nil {
+			ctx, cancel := context.WithTimeout(r.Context(), 3*time.Second)
+			defer cancel()
+			if err := s.opts.Ready(ctx); err != nil {
+				writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "unavailable", "reason": err.Error()})
+				return
+			}
+		}
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+	})
+	if s.opts.Metrics != nil {
+		mux.Handle("GET /metrics", s.opts.Metrics)
+	}
+
+	api := http.NewServeMux()
+	routes := []struct {
+		method, path string
+		h            http.HandlerFunc
+	}{
+		{"GET", "/v1/tickets", s.httpTickets},
+		{"GET", "/v1/tickets/{correlation_id}", s.httpTicket},
+		{"POST", "/v1/tickets/{correlation_id}/approve", s.httpApprove},
+		{"POST", "/v1/tickets/{correlation_id}/deny", s.httpDeny},
+		{"POST", "/v1/runs/{run_id}/cancel", s.httpCancel},
+		{"GET", "/v1/batches", s.httpBatches},
+		{"GET", "/v1/batches/{batch_id}", s.httpBatch},
+		{"GET", "/v1/stream", s.serveStream},
+	}
+	for _, rt := range routes {
+		api.HandleFunc(rt.method+" "+rt.path, rt.h)
+		method := rt.method
+		api.HandleFunc(rt.path, func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Allow", method)
+			s.writeError(w, r, apiErr(http.StatusMethodNotAllowed, CodeMethodNotAllowed, "%s is not allowed here; use %s", r.Method, method))
+		})
+	}
+	api.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		s.writeError(w, r, apiErr(http.StatusNotFound, CodeNotFound, "no such endpoint"))
+	})
+	mux.Handle("/v1/", s.authenticate(s.protect(api)))
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		s.writeError(w, r, apiErr(http.StatusNotFound, CodeNotFound, "not found"))
+	})
+	return s.secure(mux)
+}
+
+// secure sets the security headers of every response and refuses a Host the api does not
+// serve (DNS rebinding).
+func (s *Service) secure(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := w.Header()
+		h.Set("Content-Security-Policy", ContentSecurityPolicy)
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("X-Frame-Options", "DENY")
+		h.Set("Referrer-Policy", "no-referrer")
+		h.Set("Cross-Origin-Opener-Policy", "same-origin")
+		h.Set("Cross-Origin-Resource-Policy", "same-origin")
+		h.Set("Permissions-Policy", "camera=(), microphone=(), geolocation=()")
+		if !s.hostAllowed(r.Host) {
+			s.writeError(w, r, apiErr(http.StatusForbidden, CodeForbidden, "host %q is not served here", r.Host))
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// hostAllowed implements Options.AllowedHosts (see there).
+func (s *Service) hostAllowed(hostport string) bool {
+	host := hostport
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		host = h
+	}
+	host = strings.Trim(host, "[]")
+	if slices.Contains(s.opts.AllowedHosts, "*") {
+		return true
+	}
+	for _, a := range s.opts.AllowedHosts {
+		if strings.EqualFold(a, host) {
+			return true
+		}
+	}
+	if isLoopbackHost(host) {
+		return true
+	}
+	// A non-loopback bind with no allow-list answers any host; a loopback bind only
+	// loopback names (a rebinding attacker's name resolves to 127.0.0.1 but is not one).
+	return len(s.opts.AllowedHosts) == 0 && !s.loopbackBind()
+}
+
+func (s *Service) loopbackBind() bool {
+	if s.listener == nil {
+		// Served by someone else's server (Handler): judge by the configured address.
+		host, _, err := net.SplitHostPort(s.opts.HTTPAddr)
+		return err == nil && isLoopbackHost(host)
+	}
+	addr, ok := s.listener.Addr().(*net.TCPAddr)
+	return ok && addr.IP.IsLoopback()
+}
+
+// authenticate requires the bearer token on every /v1 request when one is configured. The
+// comparison is constant-time over fixed-length digests.
+func (s *Service) authenticate(next http.Handler) http.Handler {
+	if s.opts.Token == "" {
+		return next
+	}
+	want := sha256.Sum256([]byte(s.opts.Token))
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		auth := r.Header.Get("Authorization")
+		scheme, token, ok := strings.Cut(auth, " ")
+		got := sha256.Sum256([]byte(strings.TrimSpace(token)))
+		if !ok || !strings.EqualFold(scheme, "Bearer") || subtle.ConstantTimeCompare(got[:], want[:]) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="awaken"`)
+			s.writeError(w, r, apiErr(http.StatusUnauthorized, CodeUnauthorized, "a valid bearer token is required"))
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// protect refuses cross-site mutating requests: a state-changing method must carry
+// Content-Type application/json (which no HTML form can send, and which makes a
+// cross-origin fetch preflighted — a preflight the api never grants) and pass the
+// Sec-Fetch-Site/Origin check of net/http's CrossOriginProtection.
+func (s *Service) protect(next http.Handler) http.Handler {
+	cop := http.NewCrossOriginProtection()
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.Method {
+		case http.MethodGet, http.MethodHead:
+			next.ServeHTTP(w, r)
+			return
+		}
+		if err := cop.Check(r); err != nil {
+			s.writeError(w, r, apiErr(http.StatusForbidden, CodeForbidden, "cross-site request refused"))
+			return
+		}
+		mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+		if err != nil || mt != "application/json" {
+			s.writeError(w, r, apiErr(http.StatusUnsupportedMediaType, CodeUnsupportedMediaType, "a %s request must have Content-Type application/json", r.Method))
+			return
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, maxBody)
+		next.ServeHTTP(w, r)
+	})
+}
+
+// readBody decodes the JSON body of a mutating request into v; an empty body leaves v
+// zero.
+func readBody(r *http.Request, v any) error {
+	data, err := io.ReadAll(r.Body)
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return apiErr(http.StatusRequestEntityTooLarge, CodeInvalidRequest, "request body is larger than %d bytes", mbe.Limit)
+		}
+		return apiErr(http.StatusBadRequest, CodeInvalidRequest, "reading the request body: %v", err)
+	}
+	if len(strings.TrimSpace(string(data))) == 0 {
+		return nil
+	}
+	return strictJSON(data, v)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	h := w.Header()
+	h.Set("Content-Type", "application/json; charset=utf-8")
+	h.Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	// encoding/json escapes <, > and & inside strings (and inside raw arguments), so even
+	// a response rendered as HTML by mistake cannot carry markup.
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func (s *Service) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	e := asError(err)
+	if e.Status == 0 {
+		e.Status = http.StatusInternalServerError
+	}
+	ev := s.log.Info()
+	if e.Status >= 500 {
+		ev = s.log.Error().Err(e.err)
+	}
+	ev.Str("method", r.Method).Str("path", r.URL.Path).Int("status", e.Status).Str("code", e.Code).Msg("api request refused")
+	writeJSON(w, e.Status, e)
+}
+
+func (s *Service) httpTickets(w http.ResponseWriter, r *http.Request) {
+	ts, err := s.Tickets(r.Context())
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, TicketList{Tickets: ts})
+}
+
+func (s *Service) httpTicket(w http.ResponseWriter, r *http.Request) {
+	t, err := s.Ticket(r.Context(), r.PathValue("correlation_id"))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, t)
+}
+
+// ApproveRequest is the body of POST /v1/tickets/{correlation_id}/approve.
+type ApproveRequest struct {
+	Note string `json:"note,omitempty"`
+}
+
+// DenyRequest is the body of POST /v1/tickets/{correlation_id}/deny.
+type DenyRequest struct {
+	Reason string `json:"reason,omitempty"`
+}
+
+func (s *Service) httpApprove(w http.ResponseWriter, r *http.Request) {
+	var req ApproveRequest
+	if err := readBody(r, &req); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.decide(w, r, true, req.Note)
+}
+
+func (s *Service) httpDeny(w http.ResponseWriter, r *http.Request) {
+	var req DenyRequest
+	if err := readBody(r, &req); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.decide(w, r, false, req.Reason)
+}
+
+func (s *Service) decide(w http.ResponseWriter, r *http.Request, allow bool, text string) {
+	corr := r.PathValue("correlation_id")
+	res, err := s.Decide(r.Context(), corr, allow, text)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.log.Info().Str("correlation_id", corr).Str("code", res.Code).Str("remote", r.RemoteAddr).Msg("ticket resolved over http")
+	writeJSON(w, http.StatusOK, res)
+}
+
+func (s *Service) httpCancel(w http.ResponseWriter, r *http.Request) {
+	var req cancelRequest
+	if err := readBody(r, &req); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	runID := r.PathValue("run_id")
+	if req.RunID != "" && req.RunID != runID {
+		s.writeError(w, r, apiErr(http.StatusBadRequest, CodeInvalidRequest, "run_id in the body differs from the path"))
+		return
+	}
+	res, err := s.CancelRun(r.Context(), runID, req.Reason)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.log.Info().Str("run_id", runID).Str("remote", r.RemoteAddr).Msg("run cancel requested over http")
+	writeJSON(w, http.StatusAccepted, res)
+}
+
+// BatchList is the reply of GET /v1/batches.
+type BatchList struct {
+	Batches []BatchView `json:"batches"`
+}
+
+func (s *Service) httpBatches(w http.ResponseWriter, r *http.Request) {
+	q := BatchQuery{RunID: r.URL.Query().Get("run_id")}
+	if l := r.URL.Query().Get("limit"); l != "" {
+		n, err := strconv.Atoi(l)
+		if err != nil || n < 1 {
+			s.writeError(w, r, apiErr(http.StatusBadRequest, CodeInvalidRequest, "limit must be a positive integer"))
+			return
+		}
+		q.Limit = n
+	}
+	bs, err := s.reader.Batches(r.Context(), q)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, BatchList{Batches: bs})
+}
+
+func (s *Service) httpBatch(w http.ResponseWriter, r *http.Request) {
+	b, err := s.reader.Batch(r.Context(), r.PathValue("batch_id"))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, b)
+}

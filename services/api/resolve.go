@@ -1,0 +1,169 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/awaken-dev/awaken/internal/state"
+	"github.com/awaken-dev/awaken/pkg/client"
+	"github.com/awaken-dev/awaken/pkg/contracts"
+)
+
+// This file holds the operations every door shares (the micro endpoints and the HTTP api
+// call them; the JetStream subject is the third door, used directly by platforms). None of
+// them changes a record: a decision is a resume command published on the tickets stream,
+// validated and applied by the gate, whose answer (ticket.resolved or ticket.rejected,
+// matched by the command's id) is what the caller gets back.
+
+// MaxTextLength bounds an approval note or a denial reason. The reason ends up in the
+// call's output ("blocked: {reason}"), which the model reads.
+const MaxTextLength = 4096
+
+// Tickets returns the open tickets, oldest first.
+func (s *Service) Tickets(ctx context.Context) ([]contracts.ResumeTicket, error) {
+	ts, err := s.reader.Tickets(ctx)
+	if err != nil {
+		return nil, internalErr(err)
+	}
+	return ts, nil
+}
+
+// Ticket returns the open ticket correlationID, or an *Error with code not_waiting and
+// status 404 when no ticket is open under it.
+func (s *Service) Ticket(ctx context.Context, correlationID string) (contracts.ResumeTicket, error) {
+	if _, ok := parseCorrelation(correlationID); !ok {
+		return contracts.ResumeTicket{}, notWaiting(correlationID)
+	}
+	t, _, err := s.env.Tickets.Get(ctx, correlationID)
+	if err != nil {
+		if errors.Is(err, state.ErrNotFound) {
+			return contracts.ResumeTicket{}, notWaiting(correlationID)
+		}
+		return contracts.ResumeTicket{}, internalErr(err)
+	}
+	return t, nil
+}
+
+func notWaiting(corr string) *Error {
+	return &Error{Code: string(contracts.ResumeNotWaiting), Status: http.StatusNotFound,
+		Message: fmt.Sprintf("no ticket is open for correlation %q", corr)}
+}
+
+// Decide answers the ticket correlationID with allow (text is the note) or deny (text is
+// the reason; the gate defaults an empty one to "denied"). The command's identity (run,
+// thread, snapshot) is copied from the committed ticket; when the ticket is already gone it
+// is taken from the batch record, so that the gate — not the api — says why the ticket is
+// not waiting (resolved, cleared by cancellation, or expired). It returns the gate's
+// resolution, or an *Error carrying the gate's refusal code.
+//
+// Decide is safe to call concurrently for one ticket: the gate commits exactly one
+// resolution and refuses the others with not_waiting.
+func (s *Service) Decide(ctx context.Context, correlationID string, allow bool, text string) (contracts.TicketResolution, error) {
+	if len(text) > MaxTextLength {
+		return contracts.TicketResolution{}, apiErr(http.StatusBadRequest, CodeInvalidRequest, "note or reason is longer than %d bytes", MaxTextLength)
+	}
+	p := &contracts.PermissionDecision{Decision: contracts.DecisionDeny, Reason: text}
+	if allow {
+		p = &contracts.PermissionDecision{Decision: contracts.DecisionAllow, Note: text}
+	}
+	result := contracts.ResumeResult{Permission: p}
+	if _, ok := parseCorrelation(correlationID); !ok {
+		return contracts.TicketResolution{}, notWaiting(correlationID)
+	}
+	t, _, err := s.env.Tickets.Get(ctx, correlationID)
+	switch {
+	case err == nil:
+		return s.send(ctx, contracts.ResumeCommandFromTicket(t, result), true)
+	case !errors.Is(err, state.ErrNotFound):
+		return contracts.TicketResolution{}, internalErr(err)
+	}
+	pc, ok, err := s.reader.lookupParked(ctx, correlationID)
+	if err != nil {
+		return contracts.TicketResolution{}, internalErr(err)
+	}
+	if !ok {
+		return contracts.TicketResolution{}, notWaiting(correlationID)
+	}
+	cmd := contracts.ResumeCommand{CorrelationID: correlationID, RunID: pc.runID, ThreadID: pc.threadID,
+		SnapshotID: pc.snapshotID, Result: result}
+	return s.send(ctx, cmd, pc.everParked)
+}
+
+// Resolve publishes a complete resume command (any result kind, client tool results
+// included) after the same structural checks the gate's decoder applies, and returns the
+// gate's answer. data is the command's JSON.
+func (s *Service) Resolve(ctx context.Context, data []byte) (contracts.TicketResolution, error) {
+	cmd, err := contracts.DecodeResumeCommand(data)
+	if err != nil {
+		return contracts.TicketResolution{}, asError(err)
+	}
+	known := false
+	if _, _, err := s.env.Tickets.Get(ctx, cmd.CorrelationID); err == nil {
+		known = true
+	} else if !errors.Is(err, state.ErrNotFound) {
+		return contracts.TicketResolution{}, internalErr(err)
+	} else {
+		pc, ok, err := s.reader.lookupParked(ctx, cmd.CorrelationID)
+		if err != nil {
+			return contracts.TicketResolution{}, internalErr(err)
+		}
+		known = ok && pc.everParked
+	}
+	return s.send(ctx, *cmd, known)
+}
+
+// send publishes cmd and waits up to the resolve timeout for the gate's answer.
+// ticketKnown selects 409 rather than 404 for a not_waiting refusal.
+func (s *Service) send(ctx context.Context, cmd contracts.ResumeCommand, ticketKnown bool) (contracts.TicketResolution, error) {
+	wctx, cancel := context.WithTimeout(ctx, s.opts.ResolveTimeout)
+	defer cancel()
+	res, err := s.client.Resume(wctx, cmd)
+	if err == nil {
+		return res, nil
+	}
+	var rr *client.ResumeRejectedError
+	switch {
+	case errors.As(err, &rr):
+		// The gate's message may repeat the code ("not_waiting: …"); the code has its own field.
+		msg := strings.TrimPrefix(rr.Message, rr.Code+": ")
+		return res, &Error{Code: rr.Code, Message: msg, Status: StatusForResumeCode(rr.Code, ticketKnown), err: err}
+	case errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
+		return res, &Error{Code: CodeTimeout, Status: http.StatusGatewayTimeout, err: err,
+			Message: fmt.Sprintf("the gate did not answer within %s; if the command was queued it will still be applied or refused — check the ticket", s.opts.ResolveTimeout)}
+	case ctx.Err() != nil:
+		return res, &Error{Code: CodeUnavailable, Status: http.StatusServiceUnavailable, err: err,
+			Message: "the request ended before the gate answered; if the command was queued it will still be applied or refused"}
+	}
+	return res, internalErr(err)
+}
+
+// CancelResult is the reply of a run cancellation.
+type CancelResult struct {
+	RunID  string `json:"run_id"`
+	Status string `json:"status"`
+}
+
+// CancelRun asks the gate to seal the open batches of runID (every unfinished call becomes
+// Indeterminate "cancelled", tickets are cleared, results publish once). The command is
+// durable once this returns; the gate applies it asynchronously, so the reply says
+// "cancel_requested". Cancelling a run twice, or a run with no open batch, is harmless.
+func (s *Service) CancelRun(ctx context.Context, runID, reason string) (CancelResult, error) {
+	if err := contracts.ValidateID("run_id", runID); err != nil {
+		return CancelResult{}, &Error{Code: string(contracts.RejectInvalidID), Message: err.Error(), Status: http.StatusBadRequest, err: err}
+	}
+	if len(reason) > MaxTextLength {
+		return CancelResult{}, apiErr(http.StatusBadRequest, CodeInvalidRequest, "reason is longer than %d bytes", MaxTextLength)
+	}
+	if reason == "" {
+		reason = "cancelled by operator"
+	}
+	wctx, cancel := context.WithTimeout(ctx, s.opts.ResolveTimeout)
+	defer cancel()
+	if err := s.client.Cancel(wctx, runID, reason); err != nil {
+		return CancelResult{}, internalErr(err)
+	}
+	return CancelResult{RunID: runID, Status: "cancel_requested"}, nil
+}

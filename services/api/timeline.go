@@ -1,0 +1,118 @@
+package api
+
+import (
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+	"unicode"
+	"unicode/utf8"
+)
+
+// maxOutcomeText bounds the output text shown per call in a timeline.
+const maxOutcomeText = 72
+
+// WriteTimeline prints b for a terminal (`awaken batch show`): a header, one line per call
+// with its phase and outcome, then every committed stage of every call with its time and
+// its offset from the batch's creation. Tool- and model-authored text is shown with control
+// characters escaped, so an output cannot move the cursor or recolour the terminal.
+func WriteTimeline(w io.Writer, b BatchView) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	p := func(format string, args ...any) { fmt.Fprintf(tw, format, args...) }
+	p("batch\t%s\n", b.BatchID)
+	p("run\t%s (thread %s, step %d)\n", b.RunID, b.ThreadID, b.Step)
+	p("phase\t%s (%d of %d calls terminal)\n", b.Phase, b.Terminal, len(b.Calls))
+	p("created\t%s\n", stamp(b.CreatedAt))
+	p("\n")
+	p("#\tCALL\tTOOL\tPHASE\tOUTCOME\n")
+	for _, c := range b.Calls {
+		p("%d\t%s\t%s\t%s\t%s\n", c.Index, c.CallID, c.ToolID, phaseText(c), outcomeText(c))
+	}
+	p("\n")
+	p("#\tCALL\tSTAGE\tTIME\tSINCE CREATED\n")
+	for _, c := range b.Calls {
+		if len(c.Timeline) == 0 {
+			p("%d\t%s\t%s\t-\t-\n", c.Index, c.CallID, "(not gated yet)")
+			continue
+		}
+		for _, m := range c.Timeline {
+			p("%d\t%s\t%s\t%s\t%s\n", c.Index, c.CallID, clean(m.Stage, 40), stamp(m.At), since(b.CreatedAt, m.At))
+		}
+	}
+	return tw.Flush()
+}
+
+func phaseText(c CallView) string {
+	switch {
+	case c.Phase == "Executing" && c.Attempt > 0:
+		return fmt.Sprintf("Executing (attempt %d)", c.Attempt)
+	case c.Phase == "Awaiting" && c.Wait != nil:
+		return fmt.Sprintf("Awaiting %s (%s)", c.Wait.Kind, c.Wait.CorrelationID)
+	}
+	return string(c.Phase)
+}
+
+func outcomeText(c CallView) string {
+	if c.Outcome == "" {
+		return "-"
+	}
+	s := string(c.Outcome)
+	if c.IsError {
+		s += " (error)"
+	}
+	switch {
+	case c.Reason != "":
+		s += ": " + clean(c.Reason, maxOutcomeText)
+	case c.Output != nil:
+		if t := c.Output.Text(); t != "" {
+			s += ": " + clean(t, maxOutcomeText)
+		}
+	}
+	return s
+}
+
+func stamp(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.UTC().Format("2006-01-02T15:04:05.000Z")
+}
+
+func since(from, t time.Time) string {
+	if from.IsZero() || t.IsZero() {
+		return "-"
+	}
+	d := t.Sub(from).Round(time.Millisecond)
+	if d >= 0 {
+		return "+" + d.String()
+	}
+	return d.String()
+}
+
+// clean makes s safe and short for one terminal cell: control characters (newlines, tabs,
+// escape sequences) are shown escaped, and s is cut to max runes with an ellipsis.
+func clean(s string, max int) string {
+	var b strings.Builder
+	n := 0
+	for i, r := range s {
+		if n == max {
+			if i < len(s) {
+				b.WriteString("…")
+			}
+			break
+		}
+		switch {
+		case r == utf8.RuneError:
+			b.WriteString(`\ufffd`)
+		case unicode.IsControl(r) || r == '\u2028' || r == '\u2029' || unicode.Is(unicode.Bidi_Control, r):
+			q := strconv.QuoteRuneToASCII(r)
+			b.WriteString(q[1 : len(q)-1])
+		default:
+			b.WriteRune(r)
+		}
+		n++
+	}
+	return b.String()
+}

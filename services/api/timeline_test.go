@@ -1,0 +1,101 @@
+package api_test
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/awaken-dev/awaken/internal/cli"
+	"github.com/awaken-dev/awaken/pkg/contracts"
+	"github.com/awaken-dev/awaken/services/api"
+)
+
+// TestWriteTimeline: the printed timeline has a row per call with phase and outcome and a
+// row per committed stage with its offset, and shows hostile text escaped.
+func TestWriteTimeline(t *testing.T) {
+	t0 := time.Date(2026, 1, 2, 10, 0, 0, 0, time.UTC)
+	out := contracts.ErrorOutput("c2", "blocked: \x1b[31mred\nline\u202e")
+	b := api.BatchView{
+		BatchID: "tool-batch:run-1:3", RunID: "run-1", ThreadID: "thread-1", Step: 3,
+		Phase: contracts.BatchPhaseOpen, CreatedAt: t0, Terminal: 2,
+		Calls: []api.CallView{
+			{Index: 0, CallID: "c1", ToolID: "echo", Phase: contracts.PhaseCompleted, Recorded: true, Outcome: contracts.OutcomeCompleted,
+				Output:   &contracts.ToolOutput{CallID: "c1", Content: []contracts.ContentBlock{{Type: contracts.BlockText, Text: "hi"}}},
+				Timeline: []contracts.TimelineMark{{Stage: "gate.decided", At: t0.Add(4 * time.Millisecond)}, {Stage: "completed", At: t0.Add(1204 * time.Millisecond)}}},
+			{Index: 1, CallID: "c2", ToolID: "ask_me", Phase: contracts.PhaseCompleted, Recorded: true, Outcome: contracts.OutcomeCompleted, IsError: true,
+				Output: &out, Timeline: []contracts.TimelineMark{{Stage: "awaiting", At: t0.Add(2 * time.Minute)}}},
+			{Index: 2, CallID: "c3", ToolID: "counter", Phase: contracts.PhaseIndeterminate, Recorded: true, Outcome: contracts.OutcomeIndeterminate,
+				IsError: true, Reason: "cancelled", Timeline: []contracts.TimelineMark{{Stage: "indeterminate", At: t0.Add(3 * time.Minute)}}},
+			{Index: 3, CallID: "c4", ToolID: "echo", Phase: contracts.PhaseRequested, Timeline: []contracts.TimelineMark{}},
+		},
+	}
+	var buf bytes.Buffer
+	if err := api.WriteTimeline(&buf, b); err != nil {
+		t.Fatal(err)
+	}
+	got := buf.String()
+	for _, want := range []string{
+		`(?m)^batch\s+tool-batch:run-1:3$`,
+		`(?m)^phase\s+open \(2 of 4 calls terminal\)$`,
+		`(?m)^created\s+2026-01-02T10:00:00\.000Z$`,
+		`(?m)^0\s+c1\s+echo\s+Completed\s+completed: hi$`,
+		`(?m)^1\s+c2\s+ask_me\s+Completed\s+completed \(error\): blocked: \\x1b\[31mred\\nline\\u202e$`,
+		`(?m)^2\s+c3\s+counter\s+Indeterminate\s+indeterminate \(error\): cancelled$`,
+		`(?m)^3\s+c4\s+echo\s+Requested\s+-$`,
+		`(?m)^0\s+c1\s+gate\.decided\s+2026-01-02T10:00:00\.004Z\s+\+4ms$`,
+		`(?m)^0\s+c1\s+completed\s+2026-01-02T10:00:01\.204Z\s+\+1\.204s$`,
+		`(?m)^1\s+c2\s+awaiting\s+2026-01-02T10:02:00\.000Z\s+\+2m0s$`,
+		`(?m)^3\s+c4\s+\(not gated yet\)\s+-\s+-$`,
+	} {
+		if !regexp.MustCompile(want).MatchString(got) {
+			t.Errorf("timeline lacks %s:\n%s", want, got)
+		}
+	}
+	if strings.ContainsAny(got, "\x1b\u202e") {
+		t.Errorf("timeline carries raw control characters:\n%q", got)
+	}
+}
+
+// TestBatchShowCommand runs `awaken batch show` against the approved scenario.
+func TestBatchShowCommand(t *testing.T) {
+	h := newHarness(t, api.Options{})
+	const run = "run-batch-show"
+	tk := h.park(run, map[string]string{})
+	if r := h.post("/v1/tickets/"+tk.CorrelationID+"/approve", ""); r.status != http.StatusOK {
+		t.Fatalf("approve: %d %s", r.status, r.body)
+	}
+	h.results(run)
+	batchID := contracts.BatchID(run, 1)
+	view := h.batch(batchID)
+	var stdout, stderr bytes.Buffer
+	code := cli.Main(context.Background(), []string{"batch", "show", batchID, "--nats-url", h.srv.URL()}, &stdout, &stderr)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	got := stdout.String()
+	for _, want := range []string{batchID, "completed: before approval", "completed: ran ask_me", "completed: 1"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("output lacks %q:\n%s", want, got)
+		}
+	}
+	marks := 0
+	for _, c := range view.Calls {
+		marks += len(c.Timeline)
+		for _, m := range c.Timeline {
+			if !strings.Contains(got, m.At.UTC().Format("2006-01-02T15:04:05.000Z")) {
+				t.Errorf("output lacks the %s mark of %s", m.Stage, c.CallID)
+			}
+		}
+	}
+	if marks < 6 {
+		t.Fatalf("only %d timeline marks for three executed calls:\n%s", marks, got)
+	}
+	stdout.Reset()
+	if code := cli.Main(context.Background(), []string{"batch", "show", "nonsense", "--nats-url", h.srv.URL()}, &stdout, &stderr); code != 2 {
+		t.Fatalf("malformed batch id: exit %d, want 2", code)
+	}
+}
