@@ -101,7 +101,6 @@ func TestCompose_configValidates(t *testing.T) {
 // TestCompose_upCompletesABatch brings the default topology up with Compose (brain-exec
 // scaled to 2), submits a batch from the host as the platform user, and takes it down.
 func TestCompose_upCompletesABatch(t *testing.T) {
-	t.Parallel() // the container tests mostly wait (ack waits, elections): overlap them
 	requireEngine(t)
 	composeCommand(t)
 	ctx := ctxFor(t, 4*time.Minute)

@@ -27,7 +27,6 @@ import (
 // endpoints, the permissions, and recovery from a killed service. The subtests share
 // the deployment and run in order; the kill comes last.
 func TestContainers_singleServer(t *testing.T) {
-	t.Parallel() // the container tests mostly wait (ack waits, elections): overlap them
 	d := run(t, awakentest.Options{BrainExecReplicas: 3})
 	admin := adminJS(t, d)
 	names := contracts.NewNames("")
@@ -194,7 +193,6 @@ func TestContainers_singleServer(t *testing.T) {
 // hundred batches are in flight: every batch whose submission was acknowledged still
 // publishes, exactly once; then the node comes back and the cluster is whole again.
 func TestContainers_cluster(t *testing.T) {
-	t.Parallel() // the container tests mostly wait (ack waits, elections): overlap them
 	d := run(t, awakentest.Options{Cluster: true})
 	admin := adminJS(t, d)
 	names := contracts.NewNames("")

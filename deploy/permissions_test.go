@@ -133,7 +133,7 @@ func (s *secureStack) takeViolations() []string {
 // lost consumer), and requires that no connection met a single permission violation:
 // the grants of deploy/nats/auth.conf are sufficient.
 func TestSecure_pipelineNeedsNoMorePermission(t *testing.T) {
-	t.Parallel() // the container tests mostly wait (ack waits, elections): overlap them
+	t.Parallel() // no Docker: overlaps the (sequential) container tests
 	s := startSecure(t)
 	acceptanceFlow(t, s.client, "secure")
 
@@ -214,7 +214,7 @@ func TestSecure_pipelineNeedsNoMorePermission(t *testing.T) {
 // and afterwards the streams hold nothing on the forged subjects: nothing was executed
 // or published.
 func TestSecure_leastPrivilege(t *testing.T) {
-	t.Parallel() // the container tests mostly wait (ack waits, elections): overlap them
+	t.Parallel() // no Docker: overlaps the (sequential) container tests
 	s := startSecure(t)
 	names := s.cfg.Names()
 	const forged = "forged"

@@ -565,17 +565,13 @@ func (d *Deployment) Terminate(ctx context.Context) error {
 	members := d.members
 	d.members = nil
 	d.mu.Unlock()
-	var fns []func() error
-	for _, m := range members {
-		fns = append(fns, func() error {
-			if err := m.c.Terminate(ctx, testcontainers.StopTimeout(5*time.Second)); err != nil {
-				return fmt.Errorf("terminate %s: %w", m.name, err)
-			}
-			return nil
-		})
-	}
-	if err := parallel(fns); err != nil {
-		errs = append(errs, err)
+	// One at a time, services before NATS: concurrent stops and removals of many
+	// containers have wedged a Docker 20.10 engine (fuse-overlayfs) on the test machine.
+	for i := len(members) - 1; i >= 0; i-- {
+		m := members[i]
+		if err := m.c.Terminate(ctx, testcontainers.StopTimeout(5*time.Second)); err != nil {
+			errs = append(errs, fmt.Errorf("terminate %s: %w", m.name, err))
+		}
 	}
 	if d.net != nil {
 		if err := d.net.Remove(ctx); err != nil {
