@@ -2,10 +2,8 @@ package app
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
@@ -13,7 +11,6 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/awaken-dev/awaken/deploy"
-	"github.com/awaken-dev/awaken/internal/health"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
@@ -76,34 +73,4 @@ func setupAsAdmin(ctx context.Context, s *server.Server, password string, o DevO
 		return fmt.Errorf("dev: %w", err)
 	}
 	return Setup(ctx, js, o.Config, log)
-}
-
-// StartHealth starts the health listener of a process on addr with r's readiness checks
-// and returns it, so more handlers (metrics) can be mounted on the same port. An empty
-// addr starts nothing and returns nil, nil.
-func StartHealth(addr string, r *Readiness, log zerolog.Logger) (*health.Server, error) {
-	if addr == "" {
-		return nil, nil
-	}
-	h := health.New()
-	r.Register(h)
-	bound, err := h.Start(addr)
-	if err != nil {
-		return nil, err
-	}
-	log.Info().Str("http", bound).Msg("health listener: /healthz, /readyz")
-	return h, nil
-}
-
-// StopHealth shuts h down (nil is a no-op), bounded by a few seconds.
-func StopHealth(h *health.Server) error {
-	if h == nil {
-		return nil
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := h.Shutdown(ctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
-		return err
-	}
-	return nil
 }
