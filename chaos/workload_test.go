@@ -35,6 +35,7 @@ policy:
     - { pattern: forbidden, behavior: deny }
 executors:
   brain: { workers: 16, default_timeout: 30s }
+  body_ledger: true # the checker counts body runs from it
 `
 
 var chaosTools = []string{"echo", "counter", "slow", "fail", "delegate", "ask_me", "forbidden"}

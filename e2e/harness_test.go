@@ -39,6 +39,8 @@ func exampleConfig(tb testing.TB) *config.Config {
 	if err != nil {
 		tb.Fatalf("load example config: %v", err)
 	}
+	// The tests count body runs (harness.ledger) and the checker reads the ledger.
+	cfg.Executors.BodyLedger = true
 	return cfg
 }
 

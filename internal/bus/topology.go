@@ -100,6 +100,8 @@ func StreamConfigs(names contracts.Names, cfg TopologyConfig) []jetstream.Stream
 	results := stream(names.ResultsStream(), "ordered results and finalized events, one atomic batch per tool batch",
 		p+".results.>", age(cfg.ResultsMaxAge, DefaultResultsMaxAge))
 	results.AllowAtomicPublish = true
+	// The server republishes what it stored, so a waiting client needs no consumer.
+	results.RePublish = &jetstream.RePublish{Source: names.ResultsWildcard(), Destination: names.CommittedResultsWildcard()}
 	tickets := stream(names.TicketsStream(), "approval tickets, resume commands and their timers (message schedules)",
 		p+".tickets.>", ageOrUnlimited(cfg.TicketsMaxAge))
 	tickets.AllowMsgSchedules = true

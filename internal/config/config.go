@@ -108,6 +108,12 @@ type Executors struct {
 	Sandbox SandboxExecutor `yaml:"sandbox"`
 	// MCP lists the MCP servers whose tools brain-exec mounts as mcp__{server}__{tool}.
 	MCP []MCPServer `yaml:"mcp"`
+	// BodyLedger makes both executors count every start of a tool body in the counters
+	// bucket under "ledger.{run}.{step}.{call}": an independent witness, beside the call
+	// records, of how many times each operation's body ran, which the chaos checker and
+	// the tests read. It costs one more key-value write on the path of every call, so it
+	// is off unless asked for.
+	BodyLedger bool `yaml:"body_ledger"`
 }
 
 // BrainExecutor configures brain-exec.

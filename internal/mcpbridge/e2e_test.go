@@ -36,6 +36,7 @@ policy:
     - {pattern: "mcp__down__*", behavior: allow}
 executors:
   brain: {unavailable_retries: 2}
+  body_ledger: true
   mcp:
     - {name: test, command: %q, args: ["-log", %q]}
     - {name: down, command: /nonexistent/mcp-server}

@@ -8,7 +8,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -60,7 +59,7 @@ type Env struct {
 	// methods are nil-safe). Set it with [Env.SetTelemetry] before starting the service.
 	Telemetry *telemetry.Telemetry
 
-	cache sync.Map // batch key → *contracts.BatchRecord (immutable part)
+	cache *batchCache // batch key → *contracts.BatchRecord (immutable part)
 }
 
 // NewEnv binds the stores of an ensured topology. EnsureTopology must have run.
@@ -93,10 +92,11 @@ func NewEnv(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, cfg *con
 		Conn: nc, JS: js, Config: cfg, Names: names, Log: log,
 		Pub:      bus.NewPublisher(js),
 		Batches:  state.NewStore[contracts.BatchRecord](batches),
-		Calls:    state.NewStore[contracts.CallRecord](calls),
+		Calls:    state.NewStore[contracts.CallRecord](calls, state.WithJetStream(js)),
 		Tickets:  state.NewStore[contracts.ResumeTicket](tickets),
 		Counters: counters,
 		Now:      func() time.Time { return time.Now().UTC() },
+		cache:    newBatchCache(batchCacheSize),
 	}, nil
 }
 
@@ -129,8 +129,8 @@ var ErrBatchNotFound = errors.New("batch record not found")
 // read the store when the phase matters.
 func (e *Env) Batch(ctx context.Context, runID string, step int64) (*contracts.BatchRecord, error) {
 	key := contracts.BatchKey(runID, step)
-	if v, ok := e.cache.Load(key); ok {
-		return v.(*contracts.BatchRecord), nil
+	if rec, ok := e.cache.get(key); ok {
+		return rec, nil
 	}
 	rec, _, err := e.Batches.Get(ctx, key)
 	if err != nil {
@@ -139,7 +139,7 @@ func (e *Env) Batch(ctx context.Context, runID string, step int64) (*contracts.B
 		}
 		return nil, err
 	}
-	e.cache.Store(key, &rec)
+	e.cache.put(key, &rec)
 	return &rec, nil
 }
 

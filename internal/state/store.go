@@ -10,9 +10,12 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/synadia-io/orbit.go/jetstreamext"
 )
 
 // Sentinel errors; match them with errors.Is.
@@ -48,6 +51,13 @@ type Option func(*options)
 
 type options struct {
 	maxAttempts int
+	js          jetstream.JetStream
+}
+
+// WithJetStream gives the store the JetStream context of its bucket, which [Store.GetMany]
+// needs to read many keys in one request.
+func WithJetStream(js jetstream.JetStream) Option {
+	return func(o *options) { o.js = js }
 }
 
 // WithMaxAttempts bounds the read-modify-write rounds of Update (default
@@ -96,6 +106,70 @@ func (s *Store[T]) Get(ctx context.Context, key string) (T, uint64, error) {
 	}
 	return v, e.Revision(), nil
 }
+
+// maxKeysPerBatchGet stays under the server's limit of 1,024 messages per batch get.
+const maxKeysPerBatchGet = 1000
+
+// GetMany returns the current values of keys, each with its revision; a key without a
+// current value is absent from the result. With [WithJetStream] it reads them with one
+// batch direct get per thousand keys (the last message of each key's subject) instead of
+// one request per key.
+//
+// Like Get, it may be answered by any replica of the bucket's stream, so a value may be
+// older than the latest write; callers that act on an absence or on a value that can
+// still change must confirm it with a consistent read (List).
+func (s *Store[T]) GetMany(ctx context.Context, keys []string) (map[string]Entry[T], error) {
+	out := make(map[string]Entry[T], len(keys))
+	if s.opts.js == nil {
+		for _, k := range keys {
+			v, rev, err := s.Get(ctx, k)
+			if errors.Is(err, ErrNotFound) {
+				continue
+			}
+			if err != nil {
+				return nil, err
+			}
+			out[k] = Entry[T]{Key: k, Value: v, Revision: rev}
+		}
+		return out, nil
+	}
+	prefix := "$KV." + s.kv.Bucket() + "."
+	for chunk := range slices.Chunk(keys, maxKeysPerBatchGet) {
+		subjects := make([]string, len(chunk))
+		for i, k := range chunk {
+			subjects[i] = prefix + k
+		}
+		msgs, err := jetstreamext.GetLastMsgsFor(ctx, s.opts.js, "KV_"+s.kv.Bucket(), subjects)
+		if err != nil {
+			return nil, fmt.Errorf("state: get %d keys of %s: %w", len(chunk), s.kv.Bucket(), err)
+		}
+		for m, err := range msgs {
+			if errors.Is(err, jetstreamext.ErrNoMessages) {
+				break // none of the keys has a value
+			}
+			if err != nil {
+				return nil, fmt.Errorf("state: get %d keys of %s: %w", len(chunk), s.kv.Bucket(), err)
+			}
+			if op := m.Header.Get(kvOperationHeader); op == kvOpDelete || op == kvOpPurge {
+				continue
+			}
+			key := strings.TrimPrefix(m.Subject, prefix)
+			v, err := s.decode(key, m.Data)
+			if err != nil {
+				return nil, err
+			}
+			out[key] = Entry[T]{Key: key, Value: v, Revision: m.Sequence, Created: m.Time}
+		}
+	}
+	return out, nil
+}
+
+// The header and values with which JetStream key-value marks a deleted or purged key.
+const (
+	kvOperationHeader = "KV-Operation"
+	kvOpDelete        = "DEL"
+	kvOpPurge         = "PURGE"
+)
 
 // Create writes v only if key has no current value; otherwise it returns ErrExists.
 func (s *Store[T]) Create(ctx context.Context, key string, v T) (uint64, error) {

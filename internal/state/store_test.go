@@ -22,6 +22,12 @@ type counter struct {
 
 func newStore(t *testing.T, opts ...state.Option) (*state.Store[counter], jetstream.KeyValue, context.Context) {
 	t.Helper()
+	s, kv, _, ctx := newStoreJS(t, opts...)
+	return s, kv, ctx
+}
+
+func newStoreJS(t *testing.T, opts ...state.Option) (*state.Store[counter], jetstream.KeyValue, jetstream.JetStream, context.Context) {
+	t.Helper()
 	srv := natstest.Start(t)
 	_, js := srv.Conn(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -30,7 +36,7 @@ func newStore(t *testing.T, opts ...state.Option) (*state.Store[counter], jetstr
 	if err != nil {
 		t.Fatal(err)
 	}
-	return state.NewStore[counter](kv, opts...), kv, ctx
+	return state.NewStore[counter](kv, opts...), kv, js, ctx
 }
 
 func TestCreateGetPutDelete(t *testing.T) {
@@ -291,6 +297,50 @@ func TestListReturnsExactlyTheFilteredKeys(t *testing.T) {
 			sort.Strings(keys)
 			if fmt.Sprint(keys) != fmt.Sprint(tc.want) {
 				t.Fatalf("keys = %v, want %v", keys, tc.want)
+			}
+		})
+	}
+}
+
+// GetMany must return what Get returns for every key — current values with their
+// revisions, nothing for a deleted or never-written key — in one batch request or key by
+// key alike.
+func TestGetManyMatchesGet(t *testing.T) {
+	s, kv, js, ctx := newStoreJS(t)
+	batched := state.NewStore[counter](kv, state.WithJetStream(js))
+	for _, k := range []string{"r.1.a", "r.1.b", "r.1.c", "r.2.a"} {
+		if _, err := s.Put(ctx, k, counter{N: len(k)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.Put(ctx, "r.1.a", counter{N: 42}); err != nil { // a second revision
+		t.Fatal(err)
+	}
+	if err := s.Delete(ctx, "r.1.b", 0); err != nil {
+		t.Fatal(err)
+	}
+	keys := []string{"r.1.a", "r.1.b", "r.1.c", "r.1.never"}
+	for name, store := range map[string]*state.Store[counter]{"batched": batched, "key by key": s} {
+		t.Run(name, func(t *testing.T) {
+			got, err := store.GetMany(ctx, keys)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got) != 2 {
+				t.Fatalf("GetMany = %+v, want r.1.a and r.1.c", got)
+			}
+			for _, k := range []string{"r.1.a", "r.1.c"} {
+				v, rev, err := s.Get(ctx, k)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if e := got[k]; e.Key != k || e.Value.N != v.N || e.Revision != rev {
+					t.Fatalf("GetMany[%s] = %+v, Get = %+v at %d", k, e, v, rev)
+				}
+			}
+			none, err := store.GetMany(ctx, []string{"r.9.x", "r.9.y"})
+			if err != nil || len(none) != 0 {
+				t.Fatalf("GetMany of missing keys = %v, %v", none, err)
 			}
 		})
 	}

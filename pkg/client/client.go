@@ -3,10 +3,12 @@
 // speaks only the public protocol of DESIGN §3, so anything it does an outside client in
 // another language can do the same way.
 //
-// Results are read from the results stream, never from a plain subscription: only the
-// stream guarantees that a batch is seen whole (its results and finalized event are one
-// atomic publish) and that a client which was offline when they were published still
-// sees them.
+// Results come from the results stream: only the stream guarantees that a batch is seen
+// whole (its results and finalized event are one atomic publish) and that a client which
+// was offline when they were published still sees them. SubmitAndWait takes a shortcut
+// that keeps that guarantee: it watches the run's results subject while the batch runs
+// and, once it has seen the whole batch, confirms in the stream that the publish was
+// committed; on any doubt it reads the stream (see wait.go).
 package client
 
 import (
@@ -16,7 +18,7 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
-	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -58,6 +60,15 @@ type Client struct {
 	js     jetstream.JetStream
 	names  contracts.Names
 	source string
+
+	mu      sync.Mutex
+	results jetstream.Stream // the results stream's handle, once looked up
+
+	// dropResult, set by tests only, makes SubmitAndWait's subscription lose the results
+	// it matches, as a plain subscription can.
+	dropResult func(contracts.ToolResultEvent) bool
+	// hedgeAfter, when set by tests, replaces streamHedgeAfter.
+	hedgeAfter time.Duration
 }
 
 // Option configures a [Client].
@@ -128,106 +139,6 @@ func (c *Client) Submit(ctx context.Context, sub contracts.BatchSubmission) (str
 	return id, c.publish(ctx, c.names.SubmitSubject(), eventID, contracts.TypeBatchRequested, sub)
 }
 
-// SubmitAndWait submits a batch and waits for its results, or for its rejection.
-func (c *Client) SubmitAndWait(ctx context.Context, sub contracts.BatchSubmission) (*BatchResult, error) {
-	rejected := make(chan contracts.BatchRejected, 1)
-	batchID := sub.BatchID()
-	s, err := c.nc.Subscribe(c.names.RejectedSubject(), func(m *nats.Msg) {
-		ev, err := bus.DecodeMsg(m.Header, m.Data)
-		if err != nil {
-			return
-		}
-		var r contracts.BatchRejected
-		if json.Unmarshal(ev.Data, &r) == nil && (r.BatchID == batchID || strings.HasPrefix(r.EventID, batchID+":")) {
-			select {
-			case rejected <- r:
-			default:
-			}
-		}
-	})
-	if err != nil {
-		return nil, fmt.Errorf("client: watch rejections: %w", err)
-	}
-	defer s.Unsubscribe()
-	if err := c.nc.FlushWithContext(ctx); err != nil {
-		return nil, fmt.Errorf("client: %w", err)
-	}
-	eventID := batchID + ":" + sub.Hash()[:16]
-	ev, err := bus.NewEvent(eventID, c.source, contracts.TypeBatchRequested, sub)
-	if err != nil {
-		return nil, fmt.Errorf("client: %w", err)
-	}
-	// Results of this batch can only be published after this submission reaches the
-	// stream, so reading the run's results from just past their current end is enough —
-	// and it keeps a long run from re-reading every earlier batch.
-	after, err := c.lastResultSeq(ctx, sub.RunID)
-	if err != nil {
-		return nil, err
-	}
-	ack, err := c.js.PublishMsg(ctx, bus.EncodeMsg(c.names.SubmitSubject(), ev))
-	if err != nil {
-		return nil, fmt.Errorf("client: submit %s: %w", batchID, err)
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	type awaited struct {
-		res *BatchResult
-		err error
-	}
-	done := make(chan awaited, 2)
-	await := func(from uint64) {
-		res, err := c.awaitFrom(ctx, sub.RunID, sub.Step, from)
-		done <- awaited{res, err}
-	}
-	if ack.Duplicate {
-		// This exact content was submitted before: its results may be anywhere.
-		go await(0)
-	} else {
-		go await(after + 1)
-		// Identical content submitted earlier under another event id is a no-op for the
-		// batcher (no new results, no rejection): once the batcher has settled this
-		// message without rejecting it, look for the earlier results from the start.
-		go func() {
-			select {
-			case <-time.After(250 * time.Millisecond):
-			case <-ctx.Done():
-				return
-			}
-			if c.waitSettled(ctx, ack.Sequence) == nil && c.nc.FlushWithContext(ctx) == nil {
-				select {
-				case r := <-rejected:
-					rejected <- r
-				default:
-					await(0)
-				}
-			}
-		}()
-	}
-	select {
-	case r := <-rejected:
-		return nil, &RejectedError{r}
-	case a := <-done:
-		return a.res, a.err
-	}
-}
-
-// lastResultSeq returns the stream sequence of the last message on the run's results
-// subject, or 0 when there is none.
-func (c *Client) lastResultSeq(ctx context.Context, runID string) (uint64, error) {
-	stream, err := c.js.Stream(ctx, c.names.ResultsStream())
-	if err != nil {
-		return 0, fmt.Errorf("client: results stream: %w", err)
-	}
-	m, err := stream.GetLastMsgForSubject(ctx, c.names.ResultsSubject(runID))
-	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return 0, nil
-	}
-	if err != nil {
-		return 0, fmt.Errorf("client: results of %s: %w", runID, err)
-	}
-	return m.Sequence, nil
-}
-
 // waitSettled waits until the batcher's durable consumer has settled (acknowledged or
 // rejected) every submission up to stream sequence seq.
 func (c *Client) waitSettled(ctx context.Context, seq uint64) error {
@@ -257,18 +168,11 @@ func (c *Client) waitSettled(ctx context.Context, seq uint64) error {
 // It reads the run's results subject from the start of the stream with an ordered
 // consumer, so it works whether the results were published before or after the call.
 func (c *Client) Await(ctx context.Context, runID string, step int64) (*BatchResult, error) {
-	return c.awaitFrom(ctx, runID, step, 0)
-}
-
-// awaitFrom is Await reading from stream sequence from (0: the start).
-func (c *Client) awaitFrom(ctx context.Context, runID string, step int64, from uint64) (*BatchResult, error) {
 	batchID := contracts.BatchID(runID, step)
 	cfg := jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{c.names.ResultsSubject(runID)},
-		DeliverPolicy:  jetstream.DeliverAllPolicy,
-	}
-	if from > 0 {
-		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, from
+		FilterSubjects:    []string{c.names.ResultsSubject(runID)},
+		DeliverPolicy:     jetstream.DeliverAllPolicy,
+		InactiveThreshold: orderedConsumerIdle,
 	}
 	cons, err := c.js.OrderedConsumer(ctx, c.names.ResultsStream(), cfg)
 	if err != nil {
@@ -278,7 +182,10 @@ func (c *Client) awaitFrom(ctx context.Context, runID string, step int64, from u
 	if err != nil {
 		return nil, fmt.Errorf("client: results: %w", err)
 	}
-	defer it.Stop()
+	defer func() {
+		it.Stop()
+		c.deleteOrdered(cons)
+	}()
 	stop := context.AfterFunc(ctx, it.Stop)
 	defer stop()
 
@@ -315,6 +222,21 @@ func (c *Client) awaitFrom(ctx context.Context, runID string, step int64, from u
 			}
 		}
 	}
+}
+
+// deleteOrdered deletes the server-side consumer of an ordered consumer that is done, in
+// the background: stopping the iterator leaves it on the server until its inactivity
+// threshold, and every waiting client would otherwise hold one.
+func (c *Client) deleteOrdered(cons jetstream.Consumer) {
+	info := cons.CachedInfo()
+	if info == nil {
+		return
+	}
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = c.js.DeleteConsumer(ctx, c.names.ResultsStream(), info.Name)
+	}()
 }
 
 // Resume publishes a resume command and waits for its answer. A refusal is returned as a

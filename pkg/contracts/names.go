@@ -88,6 +88,18 @@ func (n Names) ResultsSubject(runID string) string { return n.Prefix + ".results
 // ResultsWildcard matches the results of every run.
 func (n Names) ResultsWildcard() string { return n.Prefix + ".results.>" }
 
+// CommittedResultsSubject is where the results stream republishes each result and
+// finalized event of runID once it is stored ({prefix}.committed.results.{run}): a plain
+// subscriber there sees only committed messages, each with its stream sequence
+// (Nats-Sequence) and the previous one of the run (Nats-Last-Sequence). Delivery is
+// at-most-once; the stream stays the record.
+func (n Names) CommittedResultsSubject(runID string) string {
+	return n.Prefix + ".committed.results." + runID
+}
+
+// CommittedResultsWildcard matches the committed results of every run.
+func (n Names) CommittedResultsWildcard() string { return n.Prefix + ".committed.results.>" }
+
 // EventsSubject carries the agent-event projection of a run.
 func (n Names) EventsSubject(runID string) string { return n.Prefix + ".events." + runID }
 

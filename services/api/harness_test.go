@@ -72,6 +72,7 @@ func newHarnessOf(t testing.TB, opts api.Options, services []string) *harness {
 	if err != nil {
 		t.Fatalf("config: %v", err)
 	}
+	cfg.Executors.BodyLedger = true // ledger reads it
 	h := &harness{t: t, srv: natstest.Start(t), http: &http.Client{Timeout: waitLong}}
 	if opts.HTTPAddr == "" {
 		opts.HTTPAddr = "127.0.0.1:0"

@@ -69,10 +69,12 @@ func Start(ctx context.Context, env *pipeline.Env, reg *Registry, opts ...execco
 		Target:             contracts.TargetBrain,
 		Durable:            contracts.ConsumerBrainExec,
 		Invoker:            &invoker{cfg: env.Config, reg: reg},
-		Ledger:             execcore.KVLedger{KV: env.Counters},
 		Workers:            brain.Workers,
 		DefaultTimeout:     brain.DefaultTimeout.D(),
 		UnavailableRetries: brain.UnavailableRetries,
+	}
+	if env.Config.Executors.BodyLedger {
+		o.Ledger = execcore.KVLedger{KV: env.Counters}
 	}
 	for _, opt := range opts {
 		opt(&o)

@@ -56,7 +56,7 @@ func (s *Service) probe(ctx context.Context, b *contracts.BatchRecord) error {
 		return err
 	}
 	if !parallel {
-		return s.gateCall(ctx, b, 0)
+		return s.gateCall(ctx, b, 0, false)
 	}
 
 	// Every call is allowed: commit each entry, then publish every request.

@@ -66,12 +66,24 @@ func callKey(b *contracts.BatchRecord, i int) string {
 // a Requested call is decided — or its decision recorded by a probe is reused — and the
 // outcome applied in one write; a call past Requested re-publishes what its committed state
 // implies, so a redelivered request never decides twice.
-func (s *Service) gateCall(ctx context.Context, b *contracts.BatchRecord, i int) error {
+//
+// assumeNew skips the first read: the caller expects no record yet (the first delivery of
+// a sequential batch's request, whose call nobody else writes before the gate), so the
+// decision is written with a create, and only a create that finds a record (a cancelled
+// or sealed call, a redelivery) pays for the read and decides again from what is there.
+// That saves one round trip on the path of every call.
+func (s *Service) gateCall(ctx context.Context, b *contracts.BatchRecord, i int, assumeNew bool) error {
 	op := contracts.OperationID(b.Submission.RunID, b.Submission.Step, b.Submission.Calls[i].CallID)
 	for range maxCASAttempts {
-		rec, rev, err := s.loadCall(ctx, b, i)
-		if err != nil {
-			return err
+		var rec contracts.CallRecord
+		var rev uint64
+		if assumeNew {
+			rec, assumeNew = newCallRecord(b, i), false
+		} else {
+			var err error
+			if rec, rev, err = s.loadCall(ctx, b, i); err != nil {
+				return err
+			}
 		}
 		if rec.Phase.Kind != contracts.PhaseRequested {
 			if err := s.realizeDecision(ctx, b, i, &rec, false); err != nil {

@@ -189,7 +189,10 @@ func (s *Service) handleRequest(ctx context.Context, d bus.Delivery) error {
 		log := zerolog.Ctx(ctx).With().Str("run_id", sub.RunID).Str("batch_id", sub.BatchID()).Logger()
 		return s.probe(log.WithContext(ctx), b)
 	}
-	return s.gateCall(withCall(ctx, b, req.Index), b, req.Index)
+	// A parallel batch's calls may carry a decision its probe recorded; a redelivery may
+	// find its own earlier write.
+	assumeNew := d.NumDelivered == 1 && !b.Parallel
+	return s.gateCall(withCall(ctx, b, req.Index), b, req.Index, assumeNew)
 }
 
 // request decodes a gate request and loads its batch. A request that names no batch or no

@@ -37,7 +37,19 @@ func (s *Service) handleOutput(ctx context.Context, d bus.Delivery) error {
 		return contracts.Reject(contracts.RejectInvalidID, "call output: %v", err)
 	}
 	key := contracts.BatchKey(out.RunID, out.Step)
-	// The phase matters, so the record is read fresh rather than from the batch cache.
+	// Sequential dispatch makes the last call terminal only after every earlier one, so
+	// only its output can open the barrier: for any other output of a sequential batch the
+	// immutable part of the record (the calls, the dispatch mode), which the batch cache
+	// holds, is all there is to check. Dispatch never becomes parallel after submission.
+	if cached, err := s.env.Batch(ctx, out.RunID, out.Step); err == nil && !cached.Parallel {
+		sub := &cached.Submission
+		if out.Index >= 0 && out.Index < len(sub.Calls)-1 && sub.Calls[out.Index].CallID == out.CallID {
+			zerolog.Ctx(ctx).Debug().Str("batch_id", sub.BatchID()).Str("run_id", sub.RunID).Str("call_id", out.CallID).
+				Int("index", out.Index).Msg("barrier holds: not the last call")
+			return nil
+		}
+	}
+	// Otherwise the phase matters, so the record is read fresh rather than from the cache.
 	rec, _, err := s.env.Batches.Get(ctx, key)
 	if err != nil {
 		if errors.Is(err, state.ErrNotFound) {
@@ -91,12 +103,37 @@ func (s *Service) handleOutput(ctx context.Context, d bus.Delivery) error {
 // terminalCalls reads every call record of rec's batch in model order. It reports false
 // when any call has no record or is not terminal; a record that belongs to another call
 // is permanent.
+//
+// The records are read with one batch get, which any replica may answer. A terminal
+// record never changes again, so a batch whose records all read terminal is final however
+// old the replica; anything else is confirmed with a consistent listing before the
+// barrier is declared closed — this output is acknowledged afterwards, and a stale "not
+// terminal" must not leave the batch unpublished.
 func (s *Service) terminalCalls(ctx context.Context, rec *contracts.BatchRecord) ([]contracts.CallRecord, bool, error) {
 	sub := &rec.Submission
-	entries, err := s.env.Calls.List(ctx, contracts.CallKeysOfBatch(sub.RunID, sub.Step))
+	keys := make([]string, len(sub.Calls))
+	for i, c := range sub.Calls {
+		keys[i] = contracts.CallKey(sub.RunID, sub.Step, c.CallID)
+	}
+	entries, err := s.env.Calls.GetMany(ctx, keys)
+	if err != nil {
+		return nil, false, fmt.Errorf("publisher: batch %s: read call records: %w", sub.BatchID(), err)
+	}
+	if calls, ready, err := matchCalls(rec, entries); err != nil || ready {
+		return calls, ready, err
+	}
+	entries, err = s.env.Calls.List(ctx, contracts.CallKeysOfBatch(sub.RunID, sub.Step))
 	if err != nil {
 		return nil, false, fmt.Errorf("publisher: batch %s: list call records: %w", sub.BatchID(), err)
 	}
+	return matchCalls(rec, entries)
+}
+
+// matchCalls returns the call records of rec's batch in model order from entries. It
+// reports false when any call has no record or is not terminal; a record that belongs to
+// another call is permanent.
+func matchCalls(rec *contracts.BatchRecord, entries map[string]state.Entry[contracts.CallRecord]) ([]contracts.CallRecord, bool, error) {
+	sub := &rec.Submission
 	calls := make([]contracts.CallRecord, len(sub.Calls))
 	for i, c := range sub.Calls {
 		e, ok := entries[contracts.CallKey(sub.RunID, sub.Step, c.CallID)]

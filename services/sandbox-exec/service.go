@@ -115,7 +115,6 @@ func StartWithEngine(ctx context.Context, env *pipeline.Env, engine Engine, opts
 		Target:             contracts.TargetSandbox,
 		Durable:            contracts.ConsumerSandboxExec,
 		Invoker:            inv,
-		Ledger:             execcore.KVLedger{KV: env.Counters},
 		Workers:            sc.Workers,
 		DefaultTimeout:     sc.DefaultTimeout.D(),
 		UnavailableRetries: env.Config.Executors.Brain.UnavailableRetries,
@@ -129,6 +128,9 @@ func StartWithEngine(ctx context.Context, env *pipeline.Env, engine Engine, opts
 			}
 			return limit + timeoutGrace
 		},
+	}
+	if env.Config.Executors.BodyLedger {
+		o.Ledger = execcore.KVLedger{KV: env.Counters}
 	}
 	for _, opt := range opts {
 		opt(&o)

@@ -19,13 +19,14 @@ import (
 // hopsDoc documents what the floor relay does, counted from the pipeline's code (see
 // services/gate/request.go, internal/execcore/core.go and counter.go, services/batcher,
 // services/publisher/handle.go, internal/state/store.go).
-const hopsDoc = "per call on the sequential path, 17 JetStream operations in 16 sequential round trips: " +
-	"gate [consume gate request; KV get call (miss); KV create call (decision+Executing); 2 async publishes audit+tool_call fact (1 round trip); publish exec request; double ack] " +
-	"exec [consume exec request; KV get + KV CAS update (entered); KV create ledger; KV CAS update (completed); publish call output; double ack] " +
+const hopsDoc = "per call on the sequential path, 3 deliveries and 11 round trips: " +
+	"gate [consume gate request; KV create call (decision+Executing); 2 async publishes audit+tool_call fact (1 round trip); publish exec request; double ack] " +
+	"exec [consume exec request; KV get + KV CAS update (entered); KV CAS update (completed); publish call output; double ack] " +
 	"batcher [consume output; publish next gate request; double ack]. " +
-	"Per batch: submit [client publish; consume; KV create batch; publish first gate request; double ack] and " +
-	"publisher per output [consume; KV get batch; double ack], for the last output also [KV watch-list of the call records; KV get + CAS finalized; atomic batch publish of n results + finalized; n async fact publishes; KV get + CAS published]. " +
-	"The floor's client receives results by a core subscription (no consumer creation), the pipeline's client by an ordered consumer."
+	"Per batch: submit [client publish; consume; KV create batch; publish first gate request; double ack], " +
+	"publisher per output [consume; double ack], for the last output also [KV get batch; one batch get of the call records; KV get + CAS finalized; atomic batch publish of n results + finalized; n async fact publishes; KV get + CAS published], " +
+	"client [core subscription on the subject where the results stream republishes what it stored]. " +
+	"(Before the optimisation of issue 8: 16 round trips per call — a KV get before the gate's create and a body-run ledger write per call — a KV get of the batch per output, a KV watch to list the call records, and a client that created an ordered consumer per batch.)"
 
 const floorWorkers = 8
 
@@ -37,7 +38,6 @@ type floor struct {
 	js      jetstream.JetStream
 	calls   jetstream.KeyValue
 	batches jetstream.KeyValue
-	ledger  jetstream.KeyValue
 	conns   []*nats.Conn
 	iters   []jetstream.MessagesContext
 	wg      sync.WaitGroup
@@ -68,7 +68,8 @@ func newFloor(ctx context.Context) (*floor, error) {
 	for _, sc := range []jetstream.StreamConfig{
 		{Name: "FLOOR_SUBMIT", Subjects: []string{"floor.submit"}},
 		{Name: "FLOOR_WORK", Subjects: []string{"floor.work.>"}},
-		{Name: "FLOOR_RESULTS", Subjects: []string{"floor.results.>"}, AllowAtomicPublish: true},
+		{Name: "FLOOR_RESULTS", Subjects: []string{"floor.results.>"}, AllowAtomicPublish: true,
+			RePublish: &jetstream.RePublish{Source: "floor.results.>", Destination: "floor.committed.>"}},
 		{Name: "FLOOR_SIDE", Subjects: []string{"floor.side.>"}},
 	} {
 		sc.Storage, sc.Replicas, sc.Duplicates, sc.MaxAge = jetstream.FileStorage, 1, 2*time.Minute, 24*time.Hour
@@ -81,9 +82,7 @@ func newFloor(ctx context.Context) (*floor, error) {
 		return js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: name, History: 1, Storage: jetstream.FileStorage, Replicas: 1})
 	}
 	if f.calls, err = kv("FLOOR_CALLS"); err == nil {
-		if f.batches, err = kv("FLOOR_BATCHES"); err == nil {
-			f.ledger, err = kv("FLOOR_COUNTERS")
-		}
+		f.batches, err = kv("FLOOR_BATCHES")
 	}
 	if err != nil {
 		f.close()
@@ -109,7 +108,7 @@ func newFloor(ctx context.Context) (*floor, error) {
 		for _, b := range []struct {
 			dst  *jetstream.KeyValue
 			name string
-		}{{&env.calls, "FLOOR_CALLS"}, {&env.batches, "FLOOR_BATCHES"}, {&env.ledger, "FLOOR_COUNTERS"}} {
+		}{{&env.calls, "FLOOR_CALLS"}, {&env.batches, "FLOOR_BATCHES"}} {
 			if *b.dst, err = sjs.KeyValue(ctx, b.name); err != nil {
 				f.close()
 				return nil, err
@@ -179,8 +178,8 @@ func parseFloor(s string) (fmsg, error) {
 }
 
 type stageEnv struct {
-	js                     jetstream.JetStream
-	calls, batches, ledger jetstream.KeyValue
+	js             jetstream.JetStream
+	calls, batches jetstream.KeyValue
 }
 
 func (e *stageEnv) publish(ctx context.Context, subj, id, data string) error {
@@ -232,9 +231,6 @@ func stageSubmit(ctx context.Context, e *stageEnv, m fmsg) error {
 
 func stageGate(ctx context.Context, e *stageEnv, m fmsg) error {
 	key := m.call(m.index)
-	if _, err := e.calls.Get(ctx, key); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
-		return err
-	}
 	if _, err := e.calls.Create(ctx, key, []byte("executing")); ignoreExists(err) != nil {
 		return err
 	}
@@ -255,9 +251,6 @@ func stageExec(ctx context.Context, e *stageEnv, m fmsg) error {
 	if err != nil {
 		return err
 	}
-	if _, err := e.ledger.Create(ctx, "ledger."+key, []byte("1")); ignoreExists(err) != nil {
-		return err
-	}
 	out := fmt.Sprintf("x%d", m.index) // the echo "tool"
 	if _, err := e.calls.Update(ctx, key, []byte(out), rev); err != nil {
 		return err
@@ -274,24 +267,27 @@ func stageBatcher(ctx context.Context, e *stageEnv, m fmsg) error {
 }
 
 func stagePublisher(ctx context.Context, e *stageEnv, m fmsg) error {
-	if _, err := e.batches.Get(ctx, m.batch()); err != nil {
-		return err
-	}
 	if m.index != m.n-1 {
 		return nil
 	}
-	w, err := e.calls.Watch(ctx, m.batch()+".>", jetstream.IgnoreDeletes())
+	if _, err := e.batches.Get(ctx, m.batch()); err != nil {
+		return err
+	}
+	subjects := make([]string, m.n)
+	for i := range m.n {
+		subjects[i] = "$KV.FLOOR_CALLS." + m.call(i)
+	}
+	recs, err := jetstreamext.GetLastMsgsFor(ctx, e.js, "KV_FLOOR_CALLS", subjects)
 	if err != nil {
 		return err
 	}
 	outs := map[string]string{}
-	for ent := range w.Updates() {
-		if ent == nil {
-			break
+	for r, err := range recs {
+		if err != nil {
+			return err
 		}
-		outs[ent.Key()] = string(ent.Value())
+		outs[strings.TrimPrefix(r.Subject, "$KV.FLOOR_CALLS.")] = string(r.Data)
 	}
-	_ = w.Stop()
 	cas := func() error {
 		b, err := e.batches.Get(ctx, m.batch())
 		if err != nil {
@@ -331,8 +327,8 @@ func stagePublisher(ctx context.Context, e *stageEnv, m fmsg) error {
 func (f *floor) run(ctx context.Context, runID string, step int64, n int) ([]string, error) {
 	m := fmsg{runID, step, 0, n}
 	ch := make(chan *nats.Msg, n+1)
-	subj := "floor.results." + m.run
-	sub, err := f.nc.ChanSubscribe(subj, ch)
+	// Like the pipeline's client: the stream's republication of what it stored.
+	sub, err := f.nc.ChanSubscribe("floor.committed."+m.run, ch)
 	if err != nil {
 		return nil, err
 	}

@@ -50,6 +50,7 @@ func New(t testing.TB, cfgYAML string) *Env {
 	if err != nil {
 		t.Fatalf("exectest: config: %v", err)
 	}
+	cfg.Executors.BodyLedger = true // Ledger reads it
 	srv := natstest.Start(t)
 	nc, js := srv.Conn(t)
 	ctx, cancel := context.WithCancel(context.Background())

@@ -1,0 +1,268 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/awaken-dev/awaken/internal/bus"
+	"github.com/awaken-dev/awaken/pkg/contracts"
+)
+
+// How SubmitAndWait waits. The results stream republishes every message it stores on
+// {prefix}.committed.results.{run}, so a client that subscribed there before submitting
+// sees its batch, committed, without creating a consumer: one round trip for the
+// submission and nothing else. A plain subscription is at-most-once, though, so the
+// stream stays the authority:
+//
+//   - the batch seen on the subscription is accepted only when it is whole (a result for
+//     every call the finalized event names, in model order);
+//   - the stream is read instead whenever the subscription may have missed something: the
+//     batch arrived incomplete, the connection reconnected, the subscription dropped
+//     messages, or nothing arrived for streamHedgeAfter (a message lost on a cluster
+//     route leaves no other trace).
+const (
+	// streamHedgeAfter is how long SubmitAndWait trusts the subscription alone. A batch
+	// that waits longer (an approval, a slow tool) is then also read from the stream,
+	// which costs one ordered consumer for as long as it waits.
+	streamHedgeAfter = 5 * time.Second
+	// subscriptionCheckEvery is how often the subscription's health (reconnects, drops)
+	// is checked while waiting.
+	subscriptionCheckEvery = 250 * time.Millisecond
+	// identicalContentCheckAfter is when SubmitAndWait starts asking whether the batcher
+	// settled the submission without new results (identical content submitted before
+	// under another event id). Most batches are done by then, so the question costs
+	// nothing in the common case.
+	identicalContentCheckAfter = time.Second
+	// orderedConsumerIdle bounds how long an ordered results consumer outlives a client
+	// that vanished without deleting it (the server's default is five minutes, and a
+	// stream holds at most 1,000 consumers by default).
+	orderedConsumerIdle = 30 * time.Second
+)
+
+// SubmitAndWait submits a batch and waits for its results, or for its rejection.
+func (c *Client) SubmitAndWait(ctx context.Context, sub contracts.BatchSubmission) (*BatchResult, error) {
+	batchID := sub.BatchID()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+
+	rejected := make(chan contracts.BatchRejected, 1)
+	rs, err := c.nc.Subscribe(c.names.RejectedSubject(), func(m *nats.Msg) {
+		ev, err := bus.DecodeMsg(m.Header, m.Data)
+		if err != nil {
+			return
+		}
+		var r contracts.BatchRejected
+		if json.Unmarshal(ev.Data, &r) == nil && (r.BatchID == batchID || strings.HasPrefix(r.EventID, batchID+":")) {
+			select {
+			case rejected <- r:
+			default:
+			}
+		}
+	})
+	if err != nil {
+		return nil, fmt.Errorf("client: watch rejections: %w", err)
+	}
+	defer rs.Unsubscribe()
+	watch := newBatchWatch(batchID, c.dropResult)
+	ws, err := c.nc.Subscribe(c.names.CommittedResultsSubject(sub.RunID), watch.deliver)
+	if err != nil {
+		return nil, fmt.Errorf("client: watch results: %w", err)
+	}
+	defer ws.Unsubscribe()
+	// No flush is needed before the submission: the server handles a connection's
+	// protocol in order, so both subscriptions are in place before the submission is
+	// stored — and nothing about this batch can be published before that.
+	reconnects := c.nc.Stats().Reconnects
+
+	eventID := batchID + ":" + sub.Hash()[:16]
+	ev, err := bus.NewEvent(eventID, c.source, contracts.TypeBatchRequested, sub)
+	if err != nil {
+		return nil, fmt.Errorf("client: %w", err)
+	}
+	ack, err := c.js.PublishMsg(ctx, bus.EncodeMsg(c.names.SubmitSubject(), ev))
+	if err != nil {
+		return nil, fmt.Errorf("client: submit %s: %w", batchID, err)
+	}
+
+	type awaited struct {
+		res *BatchResult
+		err error
+	}
+	fromStream := make(chan awaited, 1)
+	var streamOnce sync.Once
+	readStream := func() {
+		streamOnce.Do(func() {
+			go func() {
+				res, err := c.Await(ctx, sub.RunID, sub.Step)
+				fromStream <- awaited{res, err}
+			}()
+		})
+	}
+	if ack.Duplicate {
+		// This exact content was submitted before: its results may be anywhere.
+		readStream()
+	}
+	// Identical content submitted earlier under another event id is a no-op for the
+	// batcher (no new results, no rejection): once the batcher has settled this message
+	// without rejecting it, look whether the run's last results are this batch's. (Older
+	// ones, with later batches of the run after them, are found by the hedge.)
+	settled := make(chan struct{})
+	go func() {
+		select {
+		case <-time.After(identicalContentCheckAfter):
+		case <-ctx.Done():
+			return
+		}
+		if c.waitSettled(ctx, ack.Sequence) == nil && c.nc.FlushWithContext(ctx) == nil {
+			close(settled)
+		}
+	}()
+
+	finalized := watch.finalized
+	hedgeAfter := streamHedgeAfter
+	if c.hedgeAfter > 0 {
+		hedgeAfter = c.hedgeAfter
+	}
+	hedge := time.NewTimer(hedgeAfter)
+	defer hedge.Stop()
+	check := time.NewTicker(subscriptionCheckEvery)
+	defer check.Stop()
+	for {
+		select {
+		case r := <-rejected:
+			return nil, &RejectedError{r}
+		case a := <-fromStream:
+			return a.res, a.err
+		case <-ctx.Done():
+			return nil, fmt.Errorf("client: awaiting %s: %w", batchID, ctx.Err())
+		case <-settled:
+			settled = nil
+			select {
+			case r := <-rejected:
+				return nil, &RejectedError{r}
+			default:
+				if f, err := c.lastFinalized(ctx, sub.RunID); err == nil && f != nil && f.BatchID == batchID {
+					readStream()
+				}
+			}
+		case <-finalized:
+			finalized = nil
+			if res, ok := watch.whole(); ok {
+				return res, nil
+			}
+			readStream()
+		case <-hedge.C:
+			readStream()
+		case <-check.C:
+			dropped, err := ws.Dropped()
+			if err != nil || dropped > 0 || c.nc.Stats().Reconnects != reconnects {
+				readStream()
+			}
+		}
+	}
+}
+
+// lastFinalized returns the stream's last message on the run's results subject when it is
+// a finalized event; nil when the subject is empty or ends otherwise.
+func (c *Client) lastFinalized(ctx context.Context, runID string) (*contracts.BatchFinalized, error) {
+	stream, err := c.resultsStream(ctx)
+	if err != nil {
+		return nil, err
+	}
+	m, err := stream.GetLastMsgForSubject(ctx, c.names.ResultsSubject(runID))
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("client: results of %s: %w", runID, err)
+	}
+	ev, err := bus.DecodeMsg(m.Header, m.Data)
+	if err != nil || ev.Type != contracts.TypeBatchFinalized {
+		return nil, nil
+	}
+	var f contracts.BatchFinalized
+	if err := json.Unmarshal(ev.Data, &f); err != nil {
+		return nil, nil
+	}
+	return &f, nil
+}
+
+// resultsStream returns the results stream's handle, looked up once per client.
+func (c *Client) resultsStream(ctx context.Context) (jetstream.Stream, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.results != nil {
+		return c.results, nil
+	}
+	s, err := c.js.Stream(ctx, c.names.ResultsStream())
+	if err != nil {
+		return nil, fmt.Errorf("client: results stream: %w", err)
+	}
+	c.results = s
+	return s, nil
+}
+
+// batchWatch collects one batch's committed results from a plain subscription.
+type batchWatch struct {
+	batchID string
+	drop    func(contracts.ToolResultEvent) bool // tests: results the subscription loses
+	// finalized is closed when the batch's finalized event arrives.
+	finalized chan struct{}
+
+	mu      sync.Mutex
+	results map[int]contracts.ToolResultEvent
+	final   *contracts.BatchFinalized
+}
+
+func newBatchWatch(batchID string, drop func(contracts.ToolResultEvent) bool) *batchWatch {
+	return &batchWatch{batchID: batchID, drop: drop, finalized: make(chan struct{}), results: map[int]contracts.ToolResultEvent{}}
+}
+
+func (w *batchWatch) deliver(m *nats.Msg) {
+	ev, err := bus.DecodeMsg(m.Header, m.Data)
+	if err != nil {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	switch ev.Type {
+	case contracts.TypeToolResult:
+		var r contracts.ToolResultEvent
+		if json.Unmarshal(ev.Data, &r) == nil && r.BatchID == w.batchID && (w.drop == nil || !w.drop(r)) {
+			w.results[r.Index] = r
+		}
+	case contracts.TypeBatchFinalized:
+		var f contracts.BatchFinalized
+		if json.Unmarshal(ev.Data, &f) == nil && f.BatchID == w.batchID && w.final == nil {
+			w.final = &f
+			close(w.finalized)
+		}
+	}
+}
+
+// whole returns the batch when a result of every call the finalized event names has
+// arrived, in model order.
+func (w *batchWatch) whole() (*BatchResult, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.final == nil || len(w.results) != len(w.final.CallIDs) {
+		return nil, false
+	}
+	res := &BatchResult{BatchID: w.batchID, Finalized: *w.final, Results: make([]contracts.ToolResultEvent, 0, len(w.results))}
+	for i, id := range w.final.CallIDs {
+		r, ok := w.results[i]
+		if !ok || r.CallID != id {
+			return nil, false
+		}
+		res.Results = append(res.Results, r)
+	}
+	return res, true
+}

@@ -1,0 +1,283 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/awaken-dev/awaken/internal/bus"
+	"github.com/awaken-dev/awaken/internal/natstest"
+	"github.com/awaken-dev/awaken/pkg/contracts"
+)
+
+// These tests play the publisher service against a real server: they answer a submission
+// by publishing its results on the results stream exactly as the publisher does (one
+// atomic batch), or by publishing them in ways the publisher's crashes can, and check what
+// SubmitAndWait and Await make of it.
+
+type waitEnv struct {
+	t     *testing.T
+	nc    *nats.Conn
+	js    jetstream.JetStream
+	c     *Client
+	names contracts.Names
+}
+
+func newWaitEnv(t *testing.T) *waitEnv {
+	t.Helper()
+	srv := natstest.Start(t)
+	nc, js := srv.Conn(t)
+	names := contracts.NewNames("")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := bus.EnsureTopology(ctx, js, names, bus.TopologyConfig{Replicas: 1}); err != nil {
+		t.Fatal(err)
+	}
+	cnc, _ := srv.Conn(t)
+	c, err := New(cnc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &waitEnv{t: t, nc: nc, js: js, c: c, names: names}
+}
+
+func testSubmission(run string, calls int) contracts.BatchSubmission {
+	sub := contracts.BatchSubmission{RunID: run, ThreadID: "thread-" + run, Step: 1}
+	for i := range calls {
+		sub.Calls = append(sub.Calls, contracts.ToolCall{CallID: "c" + strconv.Itoa(i), ToolID: "echo", Arguments: []byte(`{}`)})
+	}
+	return sub
+}
+
+// batchMessages are the messages the publisher publishes for sub: one result per call in
+// model order, then the finalized event, each with its deterministic event id.
+func (e *waitEnv) batchMessages(sub contracts.BatchSubmission, text string) []bus.Outgoing {
+	e.t.Helper()
+	var out []bus.Outgoing
+	var ids []string
+	subject := e.names.ResultsSubject(sub.RunID)
+	for i, call := range sub.Calls {
+		r := contracts.ToolResultEvent{
+			BatchID: sub.BatchID(), RunID: sub.RunID, Index: i, CallID: call.CallID, ToolID: call.ToolID,
+			Outcome: contracts.OutcomeCompleted, Output: contracts.TextOutput(call.CallID, text),
+		}
+		ev, err := bus.NewEvent(fmt.Sprintf("%s:result:%d", sub.BatchID(), i), "test/publisher", contracts.TypeToolResult, r)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		out = append(out, bus.Outgoing{Subject: subject, Event: ev})
+		ids = append(ids, call.CallID)
+	}
+	f := contracts.BatchFinalized{BatchID: sub.BatchID(), RunID: sub.RunID, ThreadID: sub.ThreadID, Step: sub.Step, CallIDs: ids}
+	ev, err := bus.NewEvent(sub.BatchID()+":finalized", "test/publisher", contracts.TypeBatchFinalized, f)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return append(out, bus.Outgoing{Subject: subject, Event: ev})
+}
+
+// onSubmit calls answer with each submission that reaches the submit subject.
+func (e *waitEnv) onSubmit(answer func(contracts.BatchSubmission)) {
+	e.t.Helper()
+	s, err := e.nc.Subscribe(e.names.SubmitSubject(), func(m *nats.Msg) {
+		ev, err := bus.DecodeMsg(m.Header, m.Data)
+		if err != nil {
+			return
+		}
+		var sub contracts.BatchSubmission
+		if err := json.Unmarshal(ev.Data, &sub); err != nil {
+			return
+		}
+		go answer(sub)
+	})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { _ = s.Unsubscribe() })
+	if err := e.nc.Flush(); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+func (e *waitEnv) consumers() int {
+	e.t.Helper()
+	s, err := e.js.Stream(context.Background(), e.names.ResultsStream())
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	info, err := s.Info(context.Background())
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return info.State.Consumers
+}
+
+func checkResults(t *testing.T, res *BatchResult, sub contracts.BatchSubmission, text string) {
+	t.Helper()
+	if res.BatchID != sub.BatchID() || len(res.Results) != len(sub.Calls) || len(res.Finalized.CallIDs) != len(sub.Calls) {
+		t.Fatalf("result of %s: %+v", sub.BatchID(), res)
+	}
+	for i, r := range res.Results {
+		if r.Index != i || r.CallID != sub.Calls[i].CallID || len(r.Output.Content) != 1 || r.Output.Content[0].Text != text {
+			t.Fatalf("result %d: %+v, want call %s with %q", i, r, sub.Calls[i].CallID, text)
+		}
+	}
+}
+
+func TestSubmitAndWaitReadsACommittedBatchWithoutAConsumer(t *testing.T) {
+	e := newWaitEnv(t)
+	pub := bus.NewPublisher(e.js)
+	e.onSubmit(func(sub contracts.BatchSubmission) {
+		if err := pub.PublishAtomic(context.Background(), e.batchMessages(sub, "ok")); err != nil {
+			t.Error(err)
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for i := range 5 {
+		sub := testSubmission("run-fast", 3)
+		sub.Step = int64(i + 1)
+		res, err := e.c.SubmitAndWait(ctx, sub)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkResults(t, res, sub, "ok")
+	}
+	// The shortcut creates no consumer at all: a platform submitting thousands of batches
+	// a minute must not run into the stream's consumer limit.
+	if n := e.consumers(); n != 0 {
+		t.Fatalf("the results stream has %d consumers after five SubmitAndWait, want 0", n)
+	}
+}
+
+// A publisher that crashes half-way through its atomic publish leaves messages that the
+// stream never committed. SubmitAndWait must not report them: it returns what the
+// publisher's retry commits.
+func TestSubmitAndWaitDoesNotReportAnUncommittedPublish(t *testing.T) {
+	e := newWaitEnv(t)
+	pub := bus.NewPublisher(e.js)
+	e.onSubmit(func(sub contracts.BatchSubmission) {
+		// The first attempt: every message of an atomic batch, but no commit.
+		for i, o := range e.batchMessages(sub, "uncommitted") {
+			m := bus.EncodeMsg(o.Subject, o.Event)
+			m.Header.Set("Nats-Batch-Id", "crashed-"+sub.BatchID())
+			m.Header.Set("Nats-Batch-Sequence", strconv.Itoa(i+1))
+			if err := e.nc.PublishMsg(m); err != nil {
+				t.Error(err)
+			}
+		}
+		// The retry, committed.
+		if err := pub.PublishAtomic(context.Background(), e.batchMessages(sub, "committed")); err != nil {
+			t.Error(err)
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	sub := testSubmission("run-crash", 2)
+	res, err := e.c.SubmitAndWait(ctx, sub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkResults(t, res, sub, "committed")
+}
+
+// A batch whose results did not all reach the subscription is read from the stream.
+func TestSubmitAndWaitReadsTheStreamWhenTheSubscriptionMissedAResult(t *testing.T) {
+	e := newWaitEnv(t)
+	pub := bus.NewPublisher(e.js)
+	e.onSubmit(func(sub contracts.BatchSubmission) {
+		if err := pub.PublishAtomic(context.Background(), e.batchMessages(sub, "ok")); err != nil {
+			t.Error(err)
+		}
+	})
+	// The second result does not reach the subscription, as if lost on a cluster route.
+	e.c.dropResult = func(r contracts.ToolResultEvent) bool { return r.Index == 1 }
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	sub := testSubmission("run-gap", 3)
+	res, err := e.c.SubmitAndWait(ctx, sub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkResults(t, res, sub, "ok")
+	natstest.WaitFor(t, 10*time.Second, func() bool { return e.consumers() == 0 }, "the ordered consumer was not deleted")
+}
+
+func TestAwaitDeletesItsConsumer(t *testing.T) {
+	e := newWaitEnv(t)
+	pub := bus.NewPublisher(e.js)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for i := range 3 {
+		sub := testSubmission("run-await", 2)
+		sub.Step = int64(i + 1)
+		if err := pub.PublishAtomic(ctx, e.batchMessages(sub, "ok")); err != nil {
+			t.Fatal(err)
+		}
+		res, err := e.c.Await(ctx, sub.RunID, sub.Step)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkResults(t, res, sub, "ok")
+	}
+	natstest.WaitFor(t, 10*time.Second, func() bool { return e.consumers() == 0 }, "Await left its ordered consumers on the server")
+}
+
+// Identical content submitted before under another event id (a simple client may use the
+// bare batch id, DESIGN §3.1) is a no-op for the batcher: no new results, no rejection.
+// SubmitAndWait must still return the results the first submission produced.
+func TestSubmitAndWaitFindsTheResultsOfAnIdenticalEarlierSubmission(t *testing.T) {
+	e := newWaitEnv(t)
+	pub := bus.NewPublisher(e.js)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	// A stand-in for the batcher: it answers the first submission of a batch and settles
+	// every later one without results, as the real batcher does.
+	cons, err := e.js.CreateConsumer(ctx, e.names.SubmissionsStream(), jetstream.ConsumerConfig{
+		Durable: contracts.ConsumerBatcherSubmit, AckPolicy: jetstream.AckExplicitPolicy,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	cc, err := cons.Consume(func(m jetstream.Msg) {
+		ev, err := bus.DecodeMsg(m.Headers(), m.Data())
+		var sub contracts.BatchSubmission
+		if err == nil && json.Unmarshal(ev.Data, &sub) == nil && !seen[sub.BatchID()] {
+			seen[sub.BatchID()] = true
+			if err := pub.PublishAtomic(ctx, e.batchMessages(sub, "first")); err != nil {
+				t.Error(err)
+			}
+		}
+		_ = m.Ack()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Stop()
+
+	sub := testSubmission("run-identical", 2)
+	ev, err := bus.NewEvent(sub.BatchID(), "test/simple-client", contracts.TypeBatchRequested, sub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.js.PublishMsg(ctx, bus.EncodeMsg(e.names.SubmitSubject(), ev)); err != nil {
+		t.Fatal(err)
+	}
+	natstest.WaitFor(t, 10*time.Second, func() bool {
+		f, err := e.c.lastFinalized(ctx, sub.RunID)
+		return err == nil && f != nil
+	}, "the first submission was not answered")
+	e.c.hedgeAfter = time.Hour // found by asking, not by the hedge
+	res, err := e.c.SubmitAndWait(ctx, sub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkResults(t, res, sub, "first")
+}
