@@ -144,6 +144,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
+	app.LimitDevMemory()
 	o := app.DevOptions{Config: cfg, DataDir: *data, Listen: *listen, HTTP: *httpAddr, APIToken: *token, Secure: *secure}
 	if *secure {
 		if o.Passwords, err = devPasswords(); err != nil {

@@ -49,6 +49,9 @@ func newPipeline(ctx context.Context, s settings) (*pipeline, error) {
 	if cfg.Storage.Memory {
 		return nil, fmt.Errorf("%s: storage.memory is set; the benchmark compares file storage", s.Config)
 	}
+	// The process is what `awaken dev` is: one server and every service, under the same
+	// soft memory limit.
+	app.LimitDevMemory()
 	srv, stop, err := embedded("pipeline")
 	if err != nil {
 		return nil, err
