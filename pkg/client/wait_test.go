@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -82,9 +83,13 @@ func (e *waitEnv) batchMessages(sub contracts.BatchSubmission, text string) []bu
 	return append(out, bus.Outgoing{Subject: subject, Event: ev})
 }
 
-// onSubmit calls answer with each submission that reaches the submit subject.
+// onSubmit calls answer with each submission that reaches the submit subject. The test
+// waits for every answer to finish before the connections close: a client sees the
+// republished results before the publisher has its acknowledgement.
 func (e *waitEnv) onSubmit(answer func(contracts.BatchSubmission)) {
 	e.t.Helper()
+	var answering sync.WaitGroup
+	e.t.Cleanup(answering.Wait)
 	s, err := e.nc.Subscribe(e.names.SubmitSubject(), func(m *nats.Msg) {
 		ev, err := bus.DecodeMsg(m.Header, m.Data)
 		if err != nil {
@@ -94,7 +99,7 @@ func (e *waitEnv) onSubmit(answer func(contracts.BatchSubmission)) {
 		if err := json.Unmarshal(ev.Data, &sub); err != nil {
 			return
 		}
-		go answer(sub)
+		answering.Go(func() { answer(sub) })
 	})
 	if err != nil {
 		e.t.Fatal(err)
