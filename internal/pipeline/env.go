@@ -143,6 +143,12 @@ func (e *Env) Batch(ctx context.Context, runID string, step int64) (*contracts.B
 	return &rec, nil
 }
 
+// Remember puts rec, just written by this service, in the batch cache, so that the
+// service's own next look-up of the batch costs no read.
+func (e *Env) Remember(rec *contracts.BatchRecord) {
+	e.cache.put(contracts.BatchKey(rec.Submission.RunID, rec.Submission.Step), rec)
+}
+
 // Event builds a CloudEvent from service with a deterministic id.
 func (e *Env) Event(service, id, typ string, payload any) (bus.Event, error) {
 	return bus.NewEvent(id, "awaken/"+service, typ, payload)

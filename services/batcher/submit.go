@@ -74,6 +74,8 @@ func (s *Service) record(ctx context.Context, sub *contracts.BatchSubmission) (*
 	if err == nil {
 		// Counted once: only the delivery whose write created the record gets here.
 		s.env.Telemetry.BatchAccepted()
+		// The outputs of its calls, which advance the batch, look it up next.
+		s.env.Remember(&rec)
 		return &rec, nil
 	}
 	if !errors.Is(err, state.ErrExists) {
