@@ -61,7 +61,7 @@ func run(ctx context.Context, natsURL, cfgPath string, log zerolog.Logger) error
 		return err
 	}
 	defer nc.Close()
-	env, err := pipeline.NewEnv(ctx, nc, js, cfg, log)
+	env, err := pipeline.NewEnv(ctx, nc, js, cfg, log.With().Str("service", brainexec.ServiceName).Logger())
 	if err != nil {
 		return err
 	}

@@ -192,7 +192,7 @@ func Start(ctx context.Context, env *pipeline.Env, opts Options) (*Executor, err
 	if err != nil {
 		return nil, err
 	}
-	log := env.Log.With().Str("service", x.opts.Service).Logger()
+	log := env.Log
 	sub, err := bus.Consume(ctx, env.JS, bus.ConsumerSpec{
 		Stream:         env.Names.WorkStream(),
 		Durable:        x.opts.Durable,

@@ -40,10 +40,12 @@ type FaultHook func(ctx context.Context, service string, point FaultPoint, opera
 
 // Env is what every service needs. It is safe for concurrent use.
 type Env struct {
-	Conn    *nats.Conn
-	JS      jetstream.JetStream
-	Config  *config.Config
-	Names   contracts.Names
+	Conn   *nats.Conn
+	JS     jetstream.JetStream
+	Config *config.Config
+	Names  contracts.Names
+	// Log is the service's logger; it carries the "service" field (internal/app adds it),
+	// so services do not add it again.
 	Log     zerolog.Logger
 	Pub     *bus.Publisher
 	Batches *state.Store[contracts.BatchRecord]

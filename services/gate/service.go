@@ -161,7 +161,7 @@ func newService(env *pipeline.Env, o options) (*Service, error) {
 		env:         env,
 		host:        host,
 		runPolicies: newPolicyCache(o.policyCacheSize),
-		log:         env.Log.With().Str("service", ServiceName).Logger(),
+		log:         env.Log,
 	}, nil
 }
 

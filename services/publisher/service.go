@@ -132,7 +132,7 @@ func Start(ctx context.Context, env *pipeline.Env, opts ...Option) (*Service, er
 	}
 	s := &Service{
 		env:      env,
-		log:      env.Log.With().Str("service", ServiceName).Logger(),
+		log:      env.Log,
 		progress: newProgressCache(defaultProgressEntries),
 	}
 	n := env.Names

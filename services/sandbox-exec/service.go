@@ -72,7 +72,7 @@ func Start(ctx context.Context, env *pipeline.Env, opts ...execcore.Option) (*Se
 		return nil, fmt.Errorf("%s: nil environment or configuration", ServiceName)
 	}
 	sc := env.Config.Executors.Sandbox
-	log := env.Log.With().Str("service", ServiceName).Logger()
+	log := env.Log
 	if !sc.Enabled {
 		log.Info().Msg("sandbox disabled by configuration; sandbox calls will complete as unavailable")
 		return StartWithEngine(ctx, env, nil, opts...)
@@ -106,7 +106,7 @@ func StartWithEngine(ctx context.Context, env *pipeline.Env, engine Engine, opts
 	}
 	inv := newInvoker(env.Config, engine)
 	if engine != nil {
-		inv.loadAll(ctx, env.Log.With().Str("service", ServiceName).Logger())
+		inv.loadAll(ctx, env.Log)
 	}
 	sc := env.Config.Executors.Sandbox
 	cfg := env.Config
