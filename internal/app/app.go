@@ -54,14 +54,9 @@ func AllServices() []string {
 	return []string{Publisher, BrainExec, SandboxExec, Gate, Batcher}
 }
 
-// PublishAckTimeout bounds the wait for the acknowledgement of an asynchronous publish
-// (bus.Publisher.PublishAll). Without it, an acknowledgement lost in a JetStream leader
-// change leaves the future unresolved forever: the handler hangs, its heartbeat keeps the
-// input in progress, and the batch never finishes (seen in the 3-node cluster test when
-// the stream leader stopped). With it the publish fails, the input is redelivered, and the
-// idempotent re-publish (deterministic message ids) completes the step. It is well below
-// the consumers' 30 s ack wait.
-const PublishAckTimeout = 10 * time.Second
+// PublishAckTimeout is the bound of bus.PublishAckTimeout, also given to the JetStream
+// context so that the pending acknowledgement futures themselves are released.
+const PublishAckTimeout = bus.PublishAckTimeout
 
 // Service is a started service.
 type Service interface {

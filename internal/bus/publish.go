@@ -73,15 +73,27 @@ func (p *Publisher) Publish(ctx context.Context, subject string, e Event) (*jets
 	return ack, nil
 }
 
+// PublishAckTimeout bounds the wait for the acknowledgements of [Publisher.PublishAll].
+// Without it, an acknowledgement lost in a JetStream leader change leaves the wait
+// unresolved forever: the handler hangs, its heartbeat keeps the input in progress, and
+// the batch never finishes (seen in the 3-node cluster test when the stream leader
+// stopped). With it the publish fails, the input is redelivered, and the idempotent
+// re-publish (deterministic message ids) completes the step. It is well below the
+// consumers' 30 s ack wait.
+const PublishAckTimeout = 10 * time.Second
+
 // PublishAll publishes independent messages concurrently and waits until every one is
 // acknowledged (duplicates count as acknowledged). It returns the first error in input
-// order once all acknowledgements or errors are in, or when ctx ends. The messages are not
-// atomic: after an error some may be stored; because each carries its deterministic id,
-// calling PublishAll again with the same messages is the recovery.
+// order once all acknowledgements or errors are in, or when ctx ends or
+// [PublishAckTimeout] passes. The messages are not atomic: after an error some may be
+// stored; because each carries its deterministic id, calling PublishAll again with the
+// same messages is the recovery.
 func (p *Publisher) PublishAll(ctx context.Context, out []Outgoing) error {
 	if len(out) == 0 {
 		return nil
 	}
+	ctx, cancel := context.WithTimeout(ctx, PublishAckTimeout)
+	defer cancel()
 	futures := make([]jetstream.PubAckFuture, len(out))
 	var firstErr error
 	for i, o := range out {
