@@ -37,6 +37,8 @@ type secureStack struct {
 	client *client.Client
 	// apiURL is the base URL of the api's HTTP server ("http://127.0.0.1:PORT/").
 	apiURL string
+	// opsAddr is the pipeline's operations listener (/metrics, /healthz, /readyz).
+	opsAddr string
 
 	mu         sync.Mutex
 	violations []string
@@ -75,11 +77,12 @@ func startSecure(t *testing.T) *secureStack {
 	if err := app.Setup(ctx, js, cfg, log); err != nil {
 		t.Fatal(err)
 	}
-	st, err := app.Start(ctx, app.Options{Config: cfg, NoEnsure: true, Log: log,
+	st, err := app.Start(ctx, app.Options{Config: cfg, NoEnsure: true, Log: log, HTTPAddr: "127.0.0.1:0",
 		Dial: func(name string) (*nats.Conn, error) { return s.dial(strings.TrimPrefix(name, "awaken-")) }})
 	if err != nil {
 		t.Fatal(err)
 	}
+	s.opsAddr = st.HTTPAddr()
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
@@ -213,6 +216,12 @@ func TestSecure_pipelineNeedsNoMorePermission(t *testing.T) {
 				return err
 			}})
 	}
+	t.Run("gate scans the tickets bucket for its /metrics", func(t *testing.T) {
+		status, body := apiDo(t, ctx, "GET", "http://"+s.opsAddr, "/metrics", nil, nil)
+		if status != http.StatusOK || !strings.Contains(body, telemetry.MetricTicketsScrape+" 0\n") {
+			t.Fatalf("GET /metrics: %d, tickets scrape failed:\n%s", status, body)
+		}
+	})
 	for _, r := range rare {
 		t.Run(r.name, func(t *testing.T) {
 			js, err := jetstream.New(s.connect(t, r.user))
