@@ -119,8 +119,11 @@ func TestDevSecure(t *testing.T) {
 	}
 	defer admin.Close()
 	m, err := admin.RequestWithContext(rctx, api.MicroSubject(contracts.DefaultPrefix, api.EndpointTicketsGet), []byte(tk.CorrelationID))
-	if err != nil || m.Header.Get(micro.ErrorCodeHeader) != "" {
-		t.Fatalf("micro tickets.get: %v %s", err, m.Data)
+	if err != nil {
+		t.Fatalf("micro tickets.get: %v", err)
+	}
+	if code := m.Header.Get(micro.ErrorCodeHeader); code != "" {
+		t.Fatalf("micro tickets.get: %s %s", code, m.Data)
 	}
 	req, err := http.NewRequestWithContext(rctx, http.MethodPost, "http://"+httpAddr+"/v1/tickets/"+tk.CorrelationID+"/approve",
 		strings.NewReader(`{"note":"ok"}`))
