@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"strconv"
@@ -16,8 +17,11 @@ import (
 	"github.com/nats-io/nats.go"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/awaken-dev/awaken/deploy"
 	"github.com/awaken-dev/awaken/pkg/awakentest"
 	"github.com/awaken-dev/awaken/pkg/client"
+	"github.com/awaken-dev/awaken/pkg/contracts"
+	"github.com/awaken-dev/awaken/services/api"
 )
 
 // composeCommand returns the Compose command of this machine: the `docker compose`
@@ -94,26 +98,60 @@ func TestCompose_configValidates(t *testing.T) {
 					t.Errorf("service %s connects as %q (ensure %q), want its own user and no ensure", name, s.Environment["NATS_USER"], s.Environment["AWAKEN_ENSURE"])
 				}
 			}
+			// Every service user of auth.conf runs (the api included), and every NATS
+			// node has the password of every user (an undefined one stops the server).
+			for _, u := range deploy.ServiceUsers() {
+				if _, ok := cfg.Services[u]; !ok {
+					t.Errorf("no service for NATS user %s", u)
+				}
+			}
+			for name, s := range cfg.Services {
+				if !strings.HasPrefix(name, "nats") {
+					continue
+				}
+				for _, u := range deploy.Users() {
+					if s.Environment[deploy.PasswordEnv(u)] == "" {
+						t.Errorf("%s has no %s", name, deploy.PasswordEnv(u))
+					}
+				}
+			}
+			// The api's HTTP port is published, on the loopback only.
+			api := cfg.Services[deploy.UserAPI]
+			if len(api.Ports) == 0 {
+				t.Errorf("the api publishes no port")
+			}
+			for _, p := range api.Ports {
+				host := ""
+				switch p := p.(type) {
+				case string: // Compose v1: "127.0.0.1:8080:8080/tcp"
+					host, _, _ = strings.Cut(p, ":")
+				case map[string]any: // Compose v2: {host_ip, published, target, ...}
+					host, _ = p["host_ip"].(string)
+				}
+				if host != "127.0.0.1" {
+					t.Errorf("the api publishes %v beyond the loopback", p)
+				}
+			}
+			if api.Environment["NATS_URL"] != cfg.Services["gate"].Environment["NATS_URL"] {
+				t.Errorf("the api connects to %q, the gate to %q", api.Environment["NATS_URL"], cfg.Services["gate"].Environment["NATS_URL"])
+			}
 		})
 	}
 }
 
 // TestCompose_upCompletesABatch brings the default topology up with Compose (brain-exec
-// scaled to 2), submits a batch from the host as the platform user, and takes it down.
+// scaled to 2), submits a batch from the host as the platform user, reads it back from
+// the host through the api's HTTP port once the api container is healthy, and takes it
+// down.
 func TestCompose_upCompletesABatch(t *testing.T) {
 	requireEngine(t)
 	composeCommand(t)
 	ctx := ctxFor(t, 4*time.Minute)
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
-	l.Close()
+	port, apiPort := freePort(t), freePort(t)
 	id := make([]byte, 4)
 	_, _ = rand.Read(id)
 	project := "awaken-test-" + hex.EncodeToString(id)
-	env := []string{"AWAKEN_NATS_PORT=" + port}
+	env := []string{"AWAKEN_NATS_PORT=" + port, "AWAKEN_API_PORT=" + apiPort}
 	files := []string{"-p", project, "-f", "deploy/compose.yaml"}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -150,4 +188,38 @@ func TestCompose_upCompletesABatch(t *testing.T) {
 	}
 	wantTexts(t, res, "first", "1", "blocked:", "stubbed:", "tool execution failed: boom", `{"lines":2`, "unknown tool: nope")
 	t.Logf("batch published %s after compose up", time.Since(start).Round(time.Millisecond))
+
+	// The api: healthy by its container health check, and serving from the host, over
+	// its loopback-published port, the batch the platform just submitted.
+	out, err := compose(t, ctx, env, append(files, "ps", "-q", "api")...)
+	container := strings.TrimSpace(out)
+	if err != nil || container == "" {
+		t.Fatalf("compose ps api: %v\n%s", err, out)
+	}
+	waitFor(t, ctx, "api container healthy", func() (bool, error) {
+		st, err := exec.CommandContext(ctx, "docker", "inspect", "-f", "{{.State.Health.Status}}", container).Output()
+		return strings.TrimSpace(string(st)) == "healthy", err
+	})
+	base := "http://127.0.0.1:" + apiPort + "/"
+	var view api.BatchView
+	status, body := apiDo(t, ctx, "GET", base, "/v1/batches/"+res.BatchID, nil, &view)
+	if status != http.StatusOK {
+		t.Fatalf("GET batch from the host: %d %s", status, body)
+	}
+	if view.BatchID != res.BatchID || len(view.Calls) != len(sub.Calls) || view.Terminal != len(sub.Calls) ||
+		(view.Phase != contracts.BatchPhaseFinalized && view.Phase != contracts.BatchPhasePublished) {
+		t.Errorf("batch view %s: phase %s, %d of %d calls terminal", view.BatchID, view.Phase, view.Terminal, len(view.Calls))
+	}
+	t.Logf("api served the batch %s after compose up", time.Since(start).Round(time.Millisecond))
+}
+
+// freePort returns a free TCP port of the loopback, for a host port of a deployment.
+func freePort(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"slices"
 	"strconv"
 	"strings"
@@ -19,12 +20,14 @@ import (
 	"github.com/awaken-dev/awaken/internal/health"
 	"github.com/awaken-dev/awaken/pkg/awakentest"
 	"github.com/awaken-dev/awaken/pkg/contracts"
+	"github.com/awaken-dev/awaken/services/api"
 )
 
 // TestContainers_singleServer runs the compose topology — one JetStream server, setup,
-// the five services, brain-exec scaled to 3 — in containers, and proves on it the
-// acceptance flow, exactly-once execution across executor replicas, the health
-// endpoints, the permissions, and recovery from a killed service. The subtests share
+// the five services and the api, brain-exec scaled to 3 — in containers, and proves on it
+// the acceptance flow, an approval through the api, exactly-once execution across
+// executor replicas, the health endpoints, the permissions, and recovery from a killed
+// service. The subtests share
 // the deployment and run in order; the kill comes last.
 func TestContainers_singleServer(t *testing.T) {
 	d := run(t, awakentest.Options{BrainExecReplicas: 3})
@@ -32,6 +35,35 @@ func TestContainers_singleServer(t *testing.T) {
 	names := contracts.NewNames("")
 
 	t.Run("acceptance flow", func(t *testing.T) { acceptanceFlow(t, d.Client, "containers") })
+
+	t.Run("the api approves over HTTP and serves the batch", func(t *testing.T) {
+		ctx := ctxFor(t, time.Minute)
+		base, err := d.APIURL(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sub := batch("containers-api", 1, []string{"ask_me", "echo"},
+			call("c1", "ask_me", map[string]any{}), call("c2", "echo", map[string]any{"text": "after"}))
+		if _, err := d.Client.Submit(ctx, sub); err != nil {
+			t.Fatal(err)
+		}
+		tk, err := d.Client.WaitTicket(ctx, sub.RunID, 1, "c1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if status, body := apiDo(t, ctx, "POST", base, "/v1/tickets/"+tk.CorrelationID+"/approve", api.ApproveRequest{Note: "ok"}, nil); status != http.StatusOK {
+			t.Fatalf("approve over HTTP: %d %s", status, body)
+		}
+		res, err := d.Client.Await(ctx, sub.RunID, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantTexts(t, res, "", "after")
+		var view api.BatchView
+		if status, body := apiDo(t, ctx, "GET", base, "/v1/batches/"+res.BatchID, nil, &view); status != http.StatusOK || view.Terminal != 2 {
+			t.Errorf("GET batch: %d, %d terminal calls: %s", status, view.Terminal, body)
+		}
+	})
 
 	t.Run("brain-exec x3: every counter body runs exactly once", func(t *testing.T) {
 		ctx := ctxFor(t, 2*time.Minute)
@@ -125,6 +157,8 @@ func TestContainers_singleServer(t *testing.T) {
 			{"brain-exec", names.ResultsSubject("forged")},
 			{"brain-exec", names.TicketResolvedSubject()},
 			{"sandbox-exec", names.GateRequestSubject("forged")},
+			{deploy.UserAPI, names.ExecRequestSubject(contracts.TargetBrain, "forged")},
+			{deploy.UserAPI, names.ResultsSubject("forged")},
 		} {
 			violation := make(chan error, 1)
 			nc, err := d.Connect(tc.user, nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {

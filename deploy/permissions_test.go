@@ -2,7 +2,9 @@ package deploy_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,23 +15,30 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nats.go/micro"
 
 	"github.com/awaken-dev/awaken/deploy"
 	"github.com/awaken-dev/awaken/internal/app"
 	"github.com/awaken-dev/awaken/internal/bus"
 	"github.com/awaken-dev/awaken/internal/config"
+	"github.com/awaken-dev/awaken/internal/telemetry"
 	"github.com/awaken-dev/awaken/pkg/client"
 	"github.com/awaken-dev/awaken/pkg/contracts"
+	"github.com/awaken-dev/awaken/services/api"
 )
 
-// secureStack is the five services on an embedded server that loads deploy/nats/auth.conf,
-// each connected as its own user — `awaken dev --secure`, with every permission violation
-// any connection meets recorded.
+// secureStack is the five services and the api on an embedded server that loads
+// deploy/nats/auth.conf, each connected as its own user — `awaken dev --secure`, with
+// every permission violation any connection meets recorded.
 type secureStack struct {
 	srv    *server.Server
 	pw     map[string]string
 	cfg    *config.Config
 	client *client.Client
+	// apiURL is the base URL of the api's HTTP server ("http://127.0.0.1:PORT/").
+	apiURL string
+	// opsAddr is the pipeline's operations listener (/metrics, /healthz, /readyz).
+	opsAddr string
 
 	mu         sync.Mutex
 	violations []string
@@ -68,16 +77,32 @@ func startSecure(t *testing.T) *secureStack {
 	if err := app.Setup(ctx, js, cfg, log); err != nil {
 		t.Fatal(err)
 	}
-	st, err := app.Start(ctx, app.Options{Config: cfg, NoEnsure: true, Log: log,
+	st, err := app.Start(ctx, app.Options{Config: cfg, NoEnsure: true, Log: log, HTTPAddr: "127.0.0.1:0",
 		Dial: func(name string) (*nats.Conn, error) { return s.dial(strings.TrimPrefix(name, "awaken-")) }})
 	if err != nil {
 		t.Fatal(err)
 	}
+	s.opsAddr = st.HTTPAddr()
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
 		_ = st.Stop(ctx)
 	})
+	// The api as the deployments run it: a process of its own (so the tickets gauge reads
+	// the bucket through the api user's connection, not the gate's), as the api user.
+	apiStack, err := app.Start(ctx, app.Options{Config: cfg, NoEnsure: true, Log: log, Services: []string{app.API},
+		API:  api.Options{HTTPAddr: "127.0.0.1:0"},
+		Dial: func(name string) (*nats.Conn, error) { return s.dial(strings.TrimPrefix(name, "awaken-")) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Registered after the pipeline's cleanup, so it runs first: the api stops before the gate.
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		_ = apiStack.Stop(ctx)
+	})
+	s.apiURL = apiStack.APIService.URL()
 	if s.client, err = client.New(s.connect(t, deploy.UserPlatform)); err != nil {
 		t.Fatal(err)
 	}
@@ -191,6 +216,12 @@ func TestSecure_pipelineNeedsNoMorePermission(t *testing.T) {
 				return err
 			}})
 	}
+	t.Run("gate scans the tickets bucket for its /metrics", func(t *testing.T) {
+		status, body := apiDo(t, ctx, "GET", "http://"+s.opsAddr, "/metrics", nil, nil)
+		if status != http.StatusOK || !strings.Contains(body, telemetry.MetricTicketsScrape+" 0\n") {
+			t.Fatalf("GET /metrics: %d, tickets scrape failed:\n%s", status, body)
+		}
+	})
 	for _, r := range rare {
 		t.Run(r.name, func(t *testing.T) {
 			js, err := jetstream.New(s.connect(t, r.user))
@@ -202,6 +233,160 @@ func TestSecure_pipelineNeedsNoMorePermission(t *testing.T) {
 			}
 		})
 	}
+	if v := s.takeViolations(); len(v) > 0 {
+		t.Fatalf("%d permission violations:\n%s", len(v), strings.Join(v, "\n"))
+	}
+}
+
+// TestSecure_apiNeedsNoMorePermission drives every door of the api — each HTTP route, the
+// event stream, /metrics, each micro endpoint and the micro discovery subjects ($SRV
+// PING/INFO/STATS, bare, by name and by id), refusals included — with the api connected
+// as its own least-privilege user, and requires that no connection met a permission
+// violation: the api user's grants are sufficient.
+func TestSecure_apiNeedsNoMorePermission(t *testing.T) {
+	t.Parallel() // no Docker: overlaps the (sequential) container tests
+	s := startSecure(t)
+	ctx := ctxFor(t, 2*time.Minute)
+	base := s.apiURL
+	// Operators reach the micro service as admin: no other user may publish there.
+	admin := s.connect(t, deploy.UserAdmin)
+	microReq := func(endpoint string, body any) *nats.Msg {
+		t.Helper()
+		var data []byte
+		if body != nil {
+			var err error
+			if data, err = json.Marshal(body); err != nil {
+				t.Fatal(err)
+			}
+		}
+		m, err := admin.RequestWithContext(ctx, api.MicroSubject(contracts.DefaultPrefix, endpoint), data)
+		if err != nil {
+			t.Fatalf("micro %s: %v", endpoint, err)
+		}
+		return m
+	}
+
+	events := apiEvents(t, ctx, base)
+	waitEvents(t, ctx, events, api.EventHello)
+
+	// Four runs, each parked on an approval: approved over HTTP, denied over micro,
+	// cancelled over HTTP and over micro.
+	runs := []string{"api-approve", "api-deny", "api-cancel-http", "api-cancel-micro"}
+	tickets := make(map[string]contracts.ResumeTicket)
+	for _, run := range runs {
+		sub := batch(run, 1, []string{"ask_me", "echo"}, call("c1", "ask_me", map[string]any{}),
+			call("c2", "echo", map[string]any{"text": "after"}))
+		if _, err := s.client.Submit(ctx, sub); err != nil {
+			t.Fatal(err)
+		}
+		tk, err := s.client.WaitTicket(ctx, run, 1, "c1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		tickets[run] = tk
+	}
+	waitEvents(t, ctx, events, api.EventTicket, api.EventBatch, api.EventCall)
+
+	var list api.TicketList
+	if st, body := apiDo(t, ctx, "GET", base, "/v1/tickets", nil, &list); st != http.StatusOK || len(list.Tickets) < len(runs) {
+		t.Fatalf("GET /v1/tickets: %d, %d tickets: %s", st, len(list.Tickets), body)
+	}
+	approve := tickets["api-approve"].CorrelationID
+	if st, body := apiDo(t, ctx, "GET", base, "/v1/tickets/"+approve, nil, nil); st != http.StatusOK {
+		t.Fatalf("GET ticket: %d %s", st, body)
+	}
+	var res contracts.TicketResolution
+	if st, body := apiDo(t, ctx, "POST", base, "/v1/tickets/"+approve+"/approve", api.ApproveRequest{Note: "ok"}, &res); st != http.StatusOK {
+		t.Fatalf("approve over HTTP: %d %s", st, body)
+	}
+	// Resolved: the api reads the batch and call records to tell 409 from 404.
+	if st, body := apiDo(t, ctx, "POST", base, "/v1/tickets/"+approve+"/deny", api.DenyRequest{Reason: "late"}, nil); st != http.StatusConflict {
+		t.Errorf("deny after approval: %d %s, want 409", st, body)
+	}
+	if st, body := apiDo(t, ctx, "POST", base, "/v1/tickets/perm.api-none.1.c1/approve", api.ApproveRequest{}, nil); st != http.StatusNotFound {
+		t.Errorf("approve of a ticket never opened: %d %s, want 404", st, body)
+	}
+	if st, body := apiDo(t, ctx, "POST", base, "/v1/runs/api-cancel-http/cancel", map[string]string{"reason": "http"}, nil); st != http.StatusAccepted {
+		t.Errorf("cancel over HTTP: %d %s", st, body)
+	}
+
+	deny := tickets["api-deny"].CorrelationID
+	if m := microReq(api.EndpointTicketsList, nil); m.Header.Get(micro.ErrorCodeHeader) != "" {
+		t.Errorf("micro tickets.list: %s %s", m.Header.Get(micro.ErrorHeader), m.Data)
+	}
+	if m := microReq(api.EndpointTicketsGet, deny); m.Header.Get(micro.ErrorCodeHeader) != "" {
+		t.Errorf("micro tickets.get: %s %s", m.Header.Get(micro.ErrorHeader), m.Data)
+	}
+	if m := microReq(api.EndpointTicketsResolve, api.ShortDecision{CorrelationID: deny, Decision: contracts.DecisionDeny, Reason: "no"}); m.Header.Get(micro.ErrorCodeHeader) != "" {
+		t.Errorf("micro tickets.resolve: %s %s", m.Header.Get(micro.ErrorHeader), m.Data)
+	}
+	// A complete resume command for the same, now resolved ticket: the gate refuses it.
+	full := contracts.ResumeCommandFromTicket(tickets["api-deny"], contracts.ResumeResult{
+		Permission: &contracts.PermissionDecision{Decision: contracts.DecisionAllow}})
+	if m := microReq(api.EndpointTicketsResolve, full); m.Header.Get(micro.ErrorCodeHeader) != string(contracts.ResumeNotWaiting) {
+		t.Errorf("micro resolve of a resolved ticket: code %q %s, want %s", m.Header.Get(micro.ErrorCodeHeader), m.Data, contracts.ResumeNotWaiting)
+	}
+	if m := microReq(api.EndpointRunsCancel, "api-cancel-micro"); m.Header.Get(micro.ErrorCodeHeader) != "" {
+		t.Errorf("micro runs.cancel: %s %s", m.Header.Get(micro.ErrorHeader), m.Data)
+	}
+
+	for run, want := range map[string][]string{
+		"api-approve": {"", "after"}, "api-deny": {"blocked: no", "after"},
+		"api-cancel-http": {"", ""}, "api-cancel-micro": {"", ""},
+	} {
+		r, err := s.client.Await(ctx, run, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantTexts(t, r, want...)
+		if strings.HasPrefix(run, "api-cancel") && r.Results[0].Outcome != contracts.OutcomeIndeterminate {
+			t.Errorf("%s: %s after cancel", run, r.Results[0].Outcome)
+		}
+	}
+
+	var one api.BatchView
+	if st, body := apiDo(t, ctx, "GET", base, "/v1/batches/"+contracts.BatchID("api-approve", 1), nil, &one); st != http.StatusOK || one.Terminal != 2 {
+		t.Errorf("GET batch: %d, %d terminal calls: %s", st, one.Terminal, body)
+	}
+	var all api.BatchList
+	if st, body := apiDo(t, ctx, "GET", base, "/v1/batches?limit=200", nil, &all); st != http.StatusOK || len(all.Batches) < len(runs) {
+		t.Errorf("GET batches: %d, %d batches: %s", st, len(all.Batches), body)
+	}
+	if st, body := apiDo(t, ctx, "GET", base, "/v1/batches?run_id=api-deny", nil, &all); st != http.StatusOK || len(all.Batches) != 1 {
+		t.Errorf("GET batches of a run: %d, %d batches: %s", st, len(all.Batches), body)
+	}
+	// /metrics scans the tickets bucket through the api's own connection.
+	if st, body := apiDo(t, ctx, "GET", base, "/metrics", nil, nil); st != http.StatusOK ||
+		!strings.Contains(body, telemetry.MetricTicketsOpen+" ") || !strings.Contains(body, telemetry.MetricTicketsScrape+" 0\n") {
+		t.Errorf("GET /metrics: %d, tickets gauge missing or its scrape failed:\n%s", st, body)
+	}
+	if st, body := apiDo(t, ctx, "GET", base, "/readyz", nil, nil); st != http.StatusOK {
+		t.Errorf("GET /readyz: %d %s", st, body)
+	}
+
+	// Discovery, as `nats micro ls|info|stats` asks: bare, by name, by id.
+	ping, err := admin.RequestWithContext(ctx, "$SRV.PING.awaken", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var id struct {
+		ID string `json:"id"`
+	}
+	if err := json.Unmarshal(ping.Data, &id); err != nil || id.ID == "" {
+		t.Fatalf("ping answer %s: %v", ping.Data, err)
+	}
+	for _, verb := range []micro.Verb{micro.PingVerb, micro.InfoVerb, micro.StatsVerb} {
+		for _, subj := range []struct{ kind, id string }{{"", ""}, {api.ServiceName, ""}, {api.ServiceName, id.ID}} {
+			subject, err := micro.ControlSubject(verb, subj.kind, subj.id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := admin.RequestWithContext(ctx, subject, nil); err != nil {
+				t.Errorf("%s: %v", subject, err)
+			}
+		}
+	}
+
 	if v := s.takeViolations(); len(v) > 0 {
 		t.Fatalf("%d permission violations:\n%s", len(v), strings.Join(v, "\n"))
 	}
@@ -279,6 +464,22 @@ func TestSecure_leastPrivilege(t *testing.T) {
 		{"gate cannot publish a result", "gate", result},
 		{"publisher cannot publish an executor request", "publisher", execReq(contracts.TargetSandbox)},
 		{"publisher cannot publish a gate request", "publisher", gateReq},
+		{"api cannot publish an executor request", "api", execReq(contracts.TargetBrain)},
+		{"api cannot publish a sandbox executor request", "api", execReq(contracts.TargetSandbox)},
+		{"api cannot publish a call output", "api", output},
+		{"api cannot publish a result", "api", result},
+		{"api cannot publish a gate request", "api", gateReq},
+		{"api cannot publish a gate decision", "api", decision},
+		{"api cannot submit a batch", "api", raw(names.SubmitSubject())},
+		{"api cannot write a batch record", "api", raw("$KV." + names.BatchesBucket() + ".forged.1")},
+		{"api cannot write a ticket", "api", raw("$KV." + names.TicketsBucket() + ".perm.forged.1.c1")},
+		{"api cannot read the counters", "api", raw("$JS.API.DIRECT.GET.KV_" + names.CountersBucket() + ".$KV." + names.CountersBucket() + ".counter.forged")},
+		{"api cannot pull the gate's resumes", "api", raw("$JS.API.CONSUMER.MSG.NEXT." + names.TicketsStream() + "." + contracts.ConsumerGateResume)},
+		{"api cannot publish into the platform's inbox unasked", "api", raw("_INBOX.forged")},
+		{"api cannot read the gate's replies", "api", sub(deploy.ServiceInboxPrefix("gate") + ".>")},
+		{"api cannot read executor requests", "api", sub("awaken.work.exec.>")},
+		{"platform cannot read the api's replies", "platform", sub(deploy.ServiceInboxPrefix(deploy.UserAPI) + ".>")},
+		{"platform cannot serve the api's micro endpoints", "platform", sub(api.MicroSubject(contracts.DefaultPrefix, api.EndpointTicketsResolve))},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -21,9 +21,16 @@ const (
 	UserSys = "sys"
 )
 
-// ServiceUsers returns the users of the five services, named like the services.
+// UserAPI is the api service's user (micro service "awaken", HTTP api and console): it
+// reads the batch, call and ticket records, publishes resume and cancel commands on behalf
+// of its callers, and answers the micro requests it receives.
+const UserAPI = "api"
+
+// ServiceUsers returns the users of the services, named like the services: the five
+// pipeline services and the api. Each connects with its own inbox prefix
+// ([ServiceInboxPrefix]).
 func ServiceUsers() []string {
-	return []string{"batcher", "gate", "brain-exec", "sandbox-exec", "publisher"}
+	return []string{"batcher", "gate", "brain-exec", "sandbox-exec", "publisher", UserAPI}
 }
 
 // Users returns every user of nats/auth.conf.

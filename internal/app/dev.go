@@ -40,7 +40,7 @@ type DevOptions struct {
 	// deploy/nats/auth.conf (the ones the containers use): each service connects as its
 	// own least-privilege user, the streams are created by the admin user, and outside
 	// clients must log in (the platform user for a platform). The api (console, HTTP and
-	// micro doors) is not started in this mode: auth.conf has no api user yet.
+	// micro doors) connects as the api user.
 	Secure bool
 	// Passwords holds one password per user of [deploy.Users]; required with Secure.
 	Passwords map[string]string
@@ -106,12 +106,6 @@ func Dev(ctx context.Context, o DevOptions) error {
 		}
 		opts.Dial = secureInProcessDialer(srv, o.Passwords)
 		opts.NoEnsure = true
-		// Without the api its HTTP server is not there: serve /metrics, /healthz and
-		// /readyz on the operations listener at the same address instead.
-		opts.Services = AllServices()
-		if opts.HTTPAddr == "" {
-			opts.HTTPAddr = o.HTTP
-		}
 	}
 	st, err := Start(ctx, opts)
 	if err != nil {

@@ -3,20 +3,26 @@ package app_test
 import (
 	"context"
 	"errors"
+	"io"
 	"net"
+	"net/http"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
 
 	"github.com/awaken-dev/awaken/deploy"
 	"github.com/awaken-dev/awaken/internal/app"
 	"github.com/awaken-dev/awaken/internal/config"
 	"github.com/awaken-dev/awaken/internal/health"
+	"github.com/awaken-dev/awaken/internal/telemetry"
 	"github.com/awaken-dev/awaken/pkg/client"
 	"github.com/awaken-dev/awaken/pkg/contracts"
+	"github.com/awaken-dev/awaken/services/api"
 )
 
 func freeAddr(t *testing.T) string {
@@ -30,8 +36,9 @@ func freeAddr(t *testing.T) string {
 }
 
 // TestDevSecure runs `awaken dev --secure`: the embedded server takes only the users of
-// deploy/nats/auth.conf, the platform user completes a batch, /readyz answers 200, and
-// an anonymous client is refused.
+// deploy/nats/auth.conf, the platform user completes a batch, /readyz answers 200, an
+// anonymous client is refused, and the api (as the api user) approves a ticket over HTTP
+// and answers the micro service.
 func TestDevSecure(t *testing.T) {
 	cfg, err := config.Load(filepath.Join("..", "..", "examples", "awaken.yaml"))
 	if err != nil {
@@ -92,5 +99,65 @@ func TestDevSecure(t *testing.T) {
 	}
 	if got := res.Results[0].Output.Text(); got != "hi" {
 		t.Errorf("result %q", got)
+	}
+
+	// The api runs too, as the api user: an approval over HTTP reaches the gate and
+	// its answer comes back; operators reach the micro service as admin.
+	sub := contracts.BatchSubmission{RunID: "dev-secure-api", ThreadID: "t", Step: 1,
+		Agent: contracts.AgentSnapshot{SnapshotID: "s", Tools: []string{"ask_me"}},
+		Calls: []contracts.ToolCall{{CallID: "c1", ToolID: "ask_me", Arguments: []byte(`{}`)}}}
+	if _, err := c.Submit(rctx, sub); err != nil {
+		t.Fatal(err)
+	}
+	tk, err := c.WaitTicket(rctx, sub.RunID, 1, "c1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin, err := nats.Connect(url, nats.UserInfo(deploy.UserAdmin, pw[deploy.UserAdmin]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	m, err := admin.RequestWithContext(rctx, api.MicroSubject(contracts.DefaultPrefix, api.EndpointTicketsGet), []byte(tk.CorrelationID))
+	if err != nil {
+		t.Fatalf("micro tickets.get: %v", err)
+	}
+	if code := m.Header.Get(micro.ErrorCodeHeader); code != "" {
+		t.Fatalf("micro tickets.get: %s %s", code, m.Data)
+	}
+	req, err := http.NewRequestWithContext(rctx, http.MethodPost, "http://"+httpAddr+"/v1/tickets/"+tk.CorrelationID+"/approve",
+		strings.NewReader(`{"note":"ok"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("approve over HTTP: %d %s", resp.StatusCode, body)
+	}
+	res, err = c.Await(rctx, sub.RunID, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o := res.Results[0]; o.Outcome != contracts.OutcomeCompleted || o.Output.IsError {
+		t.Errorf("approved call: %s %q", o.Outcome, o.Output.Text())
+	}
+	// /metrics on the api's server; the tickets gauge scans the bucket as the gate user.
+	req, err = http.NewRequestWithContext(rctx, http.MethodGet, "http://"+httpAddr+"/metrics", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp, err = http.DefaultClient.Do(req); err != nil {
+		t.Fatal(err)
+	}
+	body, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), telemetry.MetricTicketsScrape+" 0\n") {
+		t.Errorf("GET /metrics: %d, tickets scrape failed:\n%s", resp.StatusCode, body)
 	}
 }

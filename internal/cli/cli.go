@@ -57,6 +57,9 @@ Common flags: --config FILE (env AWAKEN_CONFIG), --nats-url URL (env NATS_URL),
 --prefix PREFIX (client commands; env AWAKEN_PREFIX), NATS credentials --nats-user /
 --nats-password (env NATS_USER, NATS_PASSWORD) or --nats-creds FILE (env NATS_CREDS).
 Services: --http ADDR (env AWAKEN_HTTP): /metrics, /healthz and /readyz.
+Services and api: --ensure=false (env AWAKEN_ENSURE=false) waits for ` + "`awaken setup`" + ` to have
+created the streams and buckets (least-privilege NATS users may not); each connects with
+its own reply-inbox prefix _INBOX_<service>, as deploy/nats/auth.conf requires.
 dev and api: --http HOST:PORT (env AWAKEN_HTTP, default 127.0.0.1:8080; "" disables HTTP):
 the api, the console, /metrics, /healthz and /readyz; --api-token TOKEN (env AWAKEN_API_TOKEN;
 prefer the environment variable, flags show in ps).
@@ -171,7 +174,7 @@ func runService(ctx context.Context, name string, args []string, stderr io.Write
 	url := fs.String("nats-url", defaultNATSURL(), "NATS server URL")
 	auth := natsAuthFlags(fs)
 	opsAddr := fs.String("http", env("AWAKEN_HTTP", ""), `address of the operations listener: /metrics, /healthz, /readyz ("" disables it; env AWAKEN_HTTP)`)
-	ensure := fs.Bool("ensure", !envFalse("AWAKEN_ENSURE"), "create or update the streams and buckets at start; false waits for `awaken setup` to have done it (least-privilege users)")
+	ensure := ensureFlag(fs)
 	if err := parseArgs(fs, args); err != nil {
 		return err
 	}
@@ -204,6 +207,11 @@ func runService(ctx context.Context, name string, args []string, stderr io.Write
 	return st.Stop(stopCtx)
 }
 
+// ensureFlag declares --ensure, shared by the service subcommands and api.
+func ensureFlag(fs *flag.FlagSet) *bool {
+	return fs.Bool("ensure", !envFalse("AWAKEN_ENSURE"), "create or update the streams and buckets at start; false waits for `awaken setup` to have done it (least-privilege users)")
+}
+
 // apiFlags declares --http and --api-token, shared by dev and api.
 func apiFlags(fs *flag.FlagSet) (httpAddr, token *string) {
 	httpAddr = fs.String("http", env("AWAKEN_HTTP", "127.0.0.1:8080"), `address of the HTTP api and web console ("" disables them)`)
@@ -218,12 +226,18 @@ func runAPI(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs.SetOutput(stderr)
 	cfgPath := fs.String("config", defaultConfigPath(), "host configuration file (YAML or JSON)")
 	url := fs.String("nats-url", defaultNATSURL(), "NATS server URL")
+	auth := natsAuthFlags(fs)
+	ensure := ensureFlag(fs)
 	httpAddr, token := apiFlags(fs)
 	hosts := fs.String("allowed-hosts", env("AWAKEN_ALLOWED_HOSTS", ""), "comma-separated Host names the HTTP api answers besides loopback names (\"*\" for any)")
 	if err := parseArgs(fs, args); err != nil {
 		return err
 	}
 	cfg, err := config.Load(*cfgPath)
+	if err != nil {
+		return err
+	}
+	authOpts, err := auth()
 	if err != nil {
 		return err
 	}
@@ -240,9 +254,11 @@ func runAPI(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	defer flushTraces(shutdownTracing, log)
 	st, err := app.Start(ctx, app.Options{
-		Config: cfg, Services: []string{app.API}, Dial: app.URLDialer(*url), Log: log,
+		// ServiceDialer: the api connects with its own inbox prefix, the only one the api
+		// user of deploy/nats/auth.conf may subscribe to.
+		Config: cfg, Services: []string{app.API}, Dial: app.ServiceDialer(*url, authOpts...), Log: log,
 		API:            api.Options{HTTPAddr: *httpAddr, Token: *token, AllowedHosts: allowed},
-		TracerProvider: tp,
+		TracerProvider: tp, NoEnsure: !*ensure,
 	})
 	if err != nil {
 		return err
@@ -251,6 +267,8 @@ func runAPI(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if console == "" {
 		console = "off"
 	}
+	// The same log line as the other services: container tests and log shippers wait for it.
+	log.Info().Str("service", app.API).Str("nats_url", *url).Str("console", console).Msg("ready")
 	fmt.Fprintf(stdout, "awaken api ready: micro service %q on %s, console %s\n", api.ServiceName, *url, console)
 	<-ctx.Done()
 	log.Info().Str("service", app.API).Msg("draining")

@@ -1,9 +1,10 @@
 // Package awakentest runs a whole awaken deployment in containers for integration tests:
 // NATS JetStream (one server, or a 3-node cluster with every stream and bucket at 3
-// replicas), the `awaken setup` step, and the five services, each as its own container
-// on a private network, with the least-privilege NATS users of deploy/nats/auth.conf. It
-// returns a ready platform [client.Client], and can stop, start and kill any service or
-// NATS node for fault tests.
+// replicas), the `awaken setup` step, the five pipeline services and the api (micro
+// service, HTTP api, console), each as its own container on a private network, with the
+// least-privilege NATS users of deploy/nats/auth.conf. It returns a ready platform
+// [client.Client] and the api's base URL ([Deployment.APIURL]), and can stop, start and
+// kill any service or NATS node for fault tests.
 //
 // It is built on testcontainers-go (core only) and needs a Docker engine, but no image
 // registry: the images are built locally FROM scratch (by `make images`, or by
@@ -62,6 +63,9 @@ const (
 	SandboxExec = "sandbox-exec"
 	Gate        = "gate"
 	Batcher     = "batcher"
+	// API is the approval doors: the micro service "awaken", the HTTP api and the console.
+	// It starts with the pipeline services and only reads records and publishes commands.
+	API = "api"
 )
 
 // Log lines that mark a container ready. A service logs readyLine once its streams were
@@ -240,7 +244,7 @@ func Run(ctx context.Context, o Options) (d *Deployment, err error) {
 	// Services.
 	type svc struct{ name, role string }
 	var svcs []svc
-	for _, role := range []string{Publisher, BrainExec, SandboxExec, Gate, Batcher} {
+	for _, role := range []string{Publisher, BrainExec, SandboxExec, Gate, Batcher, API} {
 		n := 1
 		switch role {
 		case BrainExec:
@@ -264,8 +268,13 @@ func Run(ctx context.Context, o Options) (d *Deployment, err error) {
 			testcontainers.WithEnv(env),
 			d.publish("8080/tcp", "0"),
 		}, configFile...)
-		if s.role == SandboxExec {
+		switch s.role {
+		case SandboxExec:
 			opts = append(opts, testcontainers.WithTmpfs(map[string]string{"/tmp": "rw,mode=1777"}))
+		case API:
+			// Bound to :8080 in the container, the api would answer any Host: name the one
+			// tests dial (loopback names are always answered), as compose.yaml does.
+			opts = append(opts, testcontainers.WithEnv(map[string]string{"AWAKEN_ALLOWED_HOSTS": d.dialHost}))
 		}
 		starts = append(starts, func() error {
 			return d.start(ctx, s.name, s.role, serviceReadyLine, o.Images.Awaken, o.StartTimeout, opts...)
@@ -418,7 +427,7 @@ func (d *Deployment) Connect(user string, opts ...nats.Option) (*nats.Conn, erro
 }
 
 // Services returns the names of the service containers: "publisher", "gate", "batcher",
-// and "brain-exec-N" / "sandbox-exec-N" for the executor replicas.
+// "api", and "brain-exec-N" / "sandbox-exec-N" for the executor replicas.
 func (d *Deployment) Services() []string {
 	return d.names(func(m *member) bool { return m.role != "nats" })
 }
@@ -549,6 +558,20 @@ func (d *Deployment) ReadyURL(ctx context.Context, name string) (string, error) 
 		return "", fmt.Errorf("awakentest: %s: %w", name, err)
 	}
 	return "http://" + net.JoinHostPort(d.dialHost, strconv.Itoa(int(p.Num()))) + "/readyz", nil
+}
+
+// APIURL returns the host-side base URL of the api's HTTP api and console
+// ("http://HOST:PORT/"; the routes are /v1/..., see services/api).
+func (d *Deployment) APIURL(ctx context.Context) (string, error) {
+	m, err := d.member(API)
+	if err != nil {
+		return "", err
+	}
+	p, err := m.c.MappedPort(ctx, "8080/tcp")
+	if err != nil {
+		return "", fmt.Errorf("awakentest: %s: %w", API, err)
+	}
+	return "http://" + net.JoinHostPort(d.dialHost, strconv.Itoa(int(p.Num()))) + "/", nil
 }
 
 // Terminate closes the client and removes every container (with its volumes) and the
