@@ -145,6 +145,12 @@ func (e *Env) Batch(ctx context.Context, runID string, step int64) (*contracts.B
 	return &rec, nil
 }
 
+// CachedBatch returns the cached record of (runID, step), if there is one, without reading
+// the store.
+func (e *Env) CachedBatch(runID string, step int64) (*contracts.BatchRecord, bool) {
+	return e.cache.get(contracts.BatchKey(runID, step))
+}
+
 // Remember puts rec, just written by this service, in the batch cache, so that the
 // service's own next look-up of the batch costs no read.
 func (e *Env) Remember(rec *contracts.BatchRecord) {

@@ -40,8 +40,9 @@ func (s *Service) handleOutput(ctx context.Context, d bus.Delivery) error {
 	// Sequential dispatch makes the last call terminal only after every earlier one, so
 	// only its output can open the barrier: for any other output of a sequential batch the
 	// immutable part of the record (the calls, the dispatch mode), which the batch cache
-	// holds, is all there is to check. Dispatch never becomes parallel after submission.
-	if cached, err := s.env.Batch(ctx, out.RunID, out.Step); err == nil && !cached.Parallel {
+	// holds once a fresh read below has put it there, is all there is to check. Dispatch
+	// never becomes parallel after submission.
+	if cached, ok := s.env.CachedBatch(out.RunID, out.Step); ok && !cached.Parallel {
 		sub := &cached.Submission
 		if out.Index >= 0 && out.Index < len(sub.Calls)-1 && sub.Calls[out.Index].CallID == out.CallID {
 			zerolog.Ctx(ctx).Debug().Str("batch_id", sub.BatchID()).Str("run_id", sub.RunID).Str("call_id", out.CallID).
@@ -57,6 +58,8 @@ func (s *Service) handleOutput(ctx context.Context, d bus.Delivery) error {
 		}
 		return fmt.Errorf("publisher: load batch: %w", err)
 	}
+	cached := rec
+	s.env.Remember(&cached)
 	sub := &rec.Submission
 	if out.Index < 0 || out.Index >= len(sub.Calls) || sub.Calls[out.Index].CallID != out.CallID {
 		return contracts.Reject(contracts.RejectInvalidField,
