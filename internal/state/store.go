@@ -27,6 +27,8 @@ var (
 	// ErrConflict: the key's revision is not the expected one (another writer won), or
 	// Update gave up after its retry budget.
 	ErrConflict = errors.New("state: revision conflict")
+	// ErrIncomplete: a batch read ended before the server sent every answer (it timed out).
+	ErrIncomplete = errors.New("state: incomplete batch read")
 	// ErrNoChange is returned by an Update function to say "nothing to write"; Update then
 	// returns the current value and revision without writing.
 	ErrNoChange = errors.New("state: no change")
@@ -143,13 +145,19 @@ func (s *Store[T]) GetMany(ctx context.Context, keys []string) (map[string]Entry
 		if err != nil {
 			return nil, fmt.Errorf("state: get %d keys of %s: %w", len(chunk), s.kv.Bucket(), err)
 		}
+		// The iteration also ends quietly when the answer stops coming (a timeout), so
+		// completeness is checked: the server counts down the messages still to come, and
+		// says so when there are none at all.
+		complete := false
 		for m, err := range msgs {
 			if errors.Is(err, jetstreamext.ErrNoMessages) {
-				break // none of the keys has a value
+				complete = true // none of the keys has a value
+				break
 			}
 			if err != nil {
 				return nil, fmt.Errorf("state: get %d keys of %s: %w", len(chunk), s.kv.Bucket(), err)
 			}
+			complete = m.Header.Get(numPendingHeader) == "0"
 			if op := m.Header.Get(kvOperationHeader); op == kvOpDelete || op == kvOpPurge {
 				continue
 			}
@@ -160,9 +168,15 @@ func (s *Store[T]) GetMany(ctx context.Context, keys []string) (map[string]Entry
 			}
 			out[key] = Entry[T]{Key: key, Value: v, Revision: m.Sequence, Created: m.Time}
 		}
+		if !complete {
+			return nil, fmt.Errorf("state: get %d keys of %s: %w", len(chunk), s.kv.Bucket(), ErrIncomplete)
+		}
 	}
 	return out, nil
 }
+
+// numPendingHeader carries, on each answer to a batch get, how many are still to come.
+const numPendingHeader = "Nats-Num-Pending"
 
 // The header and values with which JetStream key-value marks a deleted or purged key.
 const (

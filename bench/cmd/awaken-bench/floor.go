@@ -39,7 +39,8 @@ type floor struct {
 	calls   jetstream.KeyValue
 	batches jetstream.KeyValue
 	conns   []*nats.Conn
-	iters   []jetstream.MessagesContext
+	quit    context.Context
+	cancel  context.CancelFunc
 	wg      sync.WaitGroup
 	stop    func()
 }
@@ -50,6 +51,7 @@ func newFloor(ctx context.Context) (*floor, error) {
 		return nil, err
 	}
 	f := &floor{stop: stop}
+	f.quit, f.cancel = context.WithCancel(context.Background())
 	dial := app.InProcessDialer(srv)
 	conn := func(name string) (jetstream.JetStream, error) {
 		nc, err := dial(name)
@@ -122,33 +124,63 @@ func newFloor(ctx context.Context) (*floor, error) {
 			f.close()
 			return nil, err
 		}
-		it, err := cons.Messages(jetstream.PullMaxMessages(floorWorkers))
-		if err != nil {
-			f.close()
-			return nil, err
-		}
-		f.iters = append(f.iters, it)
+		// The pipeline's pull loop (internal/bus): fetch as many messages as there are
+		// free workers and hand each to a worker as it arrives. (nats.go's Messages
+		// iterator, used here before, stalled for a whole pull expiry under the
+		// throughput load.)
+		work := make(chan jetstream.Msg)
+		slots := make(chan struct{}, floorWorkers)
 		for range floorWorkers {
 			f.wg.Go(func() {
-				for {
-					m, err := it.Next()
-					if err != nil {
-						return
-					}
+				for m := range work {
 					fm, perr := parseFloor(string(m.Data()))
 					if perr == nil {
 						perr = st.h(context.Background(), env, fm)
 					}
 					if perr != nil {
 						_ = m.Nak()
-						continue
+					} else {
+						actx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+						_ = m.DoubleAck(actx)
+						cancel()
 					}
-					actx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-					_ = m.DoubleAck(actx)
-					cancel()
+					<-slots
 				}
 			})
 		}
+		f.wg.Go(func() {
+			defer close(work)
+			for {
+				select {
+				case slots <- struct{}{}:
+				case <-f.quit.Done():
+					return
+				}
+				n := 1
+			grab:
+				for n < floorWorkers {
+					select {
+					case slots <- struct{}{}:
+						n++
+					default:
+						break grab
+					}
+				}
+				fctx, cancel := context.WithTimeout(f.quit, 5*time.Second)
+				batch, err := cons.Fetch(n, jetstream.FetchContext(fctx))
+				got := 0
+				if err == nil {
+					for m := range batch.Messages() {
+						got++
+						work <- m
+					}
+				}
+				cancel()
+				for range n - got {
+					<-slots
+				}
+			}
+		})
 	}
 	return f, nil
 }
@@ -351,9 +383,7 @@ func (f *floor) run(ctx context.Context, runID string, step int64, n int) ([]str
 }
 
 func (f *floor) close() {
-	for _, it := range f.iters {
-		it.Stop()
-	}
+	f.cancel()
 	f.wg.Wait()
 	for _, nc := range f.conns {
 		nc.Close()
