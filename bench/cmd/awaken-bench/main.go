@@ -279,7 +279,7 @@ func measureRow(row string, s settings) (res result) {
 func describe(row string) string {
 	switch row {
 	case rowPipeline:
-		return "the five services (app.Start) on an embedded file-storage JetStream server, public client SubmitAndWait; the soft memory limit of `awaken dev` (app.DevMemoryLimit, 180 MiB, unless GOMEMLIMIT is set)"
+		return "the five services (app.Start) on an embedded file-storage JetStream server, public client SubmitAndWait; the soft memory limit of `awaken dev` (app.DevMemoryLimit, 160 MiB, unless GOMEMLIMIT is set)"
 	case rowFloor:
 		return "a logic-free relay doing the pipeline's sequential JetStream operations on the same kind of server (see floor_hops)"
 	case rowTemporal:
