@@ -80,6 +80,12 @@ func (s *Service) startMicro() error {
 			return fmt.Errorf("api: add micro endpoint %s: %w", e.subject, err)
 		}
 	}
+	// The subscriptions are registered when the server has read them: flush, so that a
+	// started api answers the very next request, from any connection.
+	if err := s.env.Conn.Flush(); err != nil {
+		_ = svc.Stop()
+		return fmt.Errorf("api: register micro endpoints: %w", err)
+	}
 	s.micro = svc
 	return nil
 }
