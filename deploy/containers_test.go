@@ -317,6 +317,7 @@ func TestContainers_cluster(t *testing.T) {
 	for _, s := range subs {
 		res, err := d.Client.Await(ctx, s.RunID, 1)
 		if err != nil {
+			diagnoseBatch(t, admin, s)
 			t.Fatal(err)
 		}
 		wantTexts(t, res, "x", "y")
@@ -373,6 +374,56 @@ func adminJS(t *testing.T, d *awakentest.Deployment) jetstream.JetStream {
 // assertPublishedOnce checks the results stream itself: each batch's run subject holds
 // exactly one message per call plus its finalized event — nothing was published twice —
 // and the finalized event is last.
+// diagnoseBatch logs where an unpublished batch stands: its record's phase, each call's
+// phase, and what the results stream holds on its run's subject.
+func diagnoseBatch(t *testing.T, js jetstream.JetStream, s contracts.BatchSubmission) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	names := contracts.NewNames("")
+	get := func(bucket, key string) string {
+		kv, err := js.KeyValue(ctx, bucket)
+		if err != nil {
+			return "bucket: " + err.Error()
+		}
+		e, err := kv.Get(ctx, key)
+		if err != nil {
+			return err.Error()
+		}
+		return fmt.Sprintf("rev %d: %.300s", e.Revision(), e.Value())
+	}
+	t.Logf("diagnosis of %s: batch record %s", s.BatchID(), get(names.BatchesBucket(), contracts.BatchKey(s.RunID, s.Step)))
+	for _, c := range s.Calls {
+		t.Logf("  call %s: %s", c.CallID, get(names.CallsBucket(), contracts.CallKey(s.RunID, s.Step, c.CallID)))
+	}
+	if st, err := js.Stream(ctx, names.ResultsStream()); err == nil {
+		m, err := st.GetLastMsgForSubject(ctx, names.ResultsSubject(s.RunID))
+		if err != nil {
+			t.Logf("  results: %v", err)
+		} else {
+			t.Logf("  results: last message seq %d, id %s", m.Sequence, m.Header.Get("Nats-Msg-Id"))
+		}
+	}
+	if st, err := js.Stream(ctx, names.WorkStream()); err == nil {
+		for _, subj := range []string{names.OutputSubject(s.RunID)} {
+			m, err := st.GetLastMsgForSubject(ctx, subj)
+			if err != nil {
+				t.Logf("  work %s: %v", subj, err)
+			} else {
+				t.Logf("  work %s: last message seq %d, id %s", subj, m.Sequence, m.Header.Get("Nats-Msg-Id"))
+			}
+		}
+		for _, durable := range []string{contracts.ConsumerPublisher, contracts.ConsumerBatcherOutputs, contracts.ConsumerGateRequests, contracts.ConsumerBrainExec} {
+			if c, err := st.Consumer(ctx, durable); err == nil {
+				if info, err := c.Info(ctx); err == nil {
+					t.Logf("  consumer %s: pending %d, ack pending %d, redelivered %d, ack floor %d",
+						durable, info.NumPending, info.NumAckPending, info.NumRedelivered, info.AckFloor.Stream)
+				}
+			}
+		}
+	}
+}
+
 func assertPublishedOnce(t *testing.T, js jetstream.JetStream, subs []contracts.BatchSubmission) {
 	t.Helper()
 	ctx := ctxFor(t, time.Minute)

@@ -124,7 +124,18 @@ type ConsumerSpec struct {
 	// Observer, when set, sees every delivery and its settlement: metrics and tracing
 	// plug in here without the bus depending on them. Nil turns observation off.
 	Observer Observer
+	// HandlerTimeout, when positive, is the deadline of each handler run: its context is
+	// cancelled then, and the error redelivers the message. The heartbeat keeps a running
+	// handler's message from being redelivered, so without a deadline one JetStream call
+	// that never returns (a reply lost in a leader change) would hold its message, and
+	// the batch behind it, forever. Services whose handlers only talk to JetStream set
+	// [DefaultHandlerTimeout]; executors, whose handlers run tools, bound those instead.
+	HandlerTimeout time.Duration
 }
+
+// DefaultHandlerTimeout bounds the handlers of the batcher, the gate and the publisher:
+// far above what any of their handlers needs, far below forever.
+const DefaultHandlerTimeout = time.Minute
 
 // Settlement is how the consume loop disposed of one delivery.
 type Settlement string
@@ -499,7 +510,13 @@ func (s *Subscription) process(f *inflight) {
 	}
 
 	start := time.Now()
-	err := s.runHandler(ctx, d)
+	hctx := ctx
+	if s.spec.HandlerTimeout > 0 {
+		var cancel context.CancelFunc
+		hctx, cancel = context.WithTimeout(ctx, s.spec.HandlerTimeout)
+		defer cancel()
+	}
+	err := s.runHandler(hctx, d)
 	ran := Observation{Err: err, Handled: true, HandlerDuration: time.Since(start)}
 	if err == nil && s.spec.Fault != nil {
 		if ferr := s.spec.Fault(ctx, FaultAfterHandlerBeforeAck, d); ferr != nil {

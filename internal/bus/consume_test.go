@@ -590,3 +590,26 @@ func TestConsumeHeartbeatCoversSlowHooks(t *testing.T) {
 		t.Fatalf("hook calls %d, deliveries %d; want 1 and 1", hookCalls.Load(), info.Delivered.Consumer)
 	}
 }
+
+// A handler stuck in a call that never returns (a JetStream reply lost in a leader change)
+// must not hold its message forever behind its heartbeat: HandlerTimeout cancels it and the
+// message is delivered again.
+func TestConsumeHandlerTimeoutRedeliversAStuckHandler(t *testing.T) {
+	h := newHarness(t)
+	var rec recorder
+	spec := h.spec("stuck")
+	spec.HandlerTimeout = 200 * time.Millisecond
+	sub := h.consume(spec, func(ctx context.Context, d bus.Delivery) error {
+		if rec.add(d) == 1 {
+			<-ctx.Done() // the call that never returns, unless its context ends
+			return ctx.Err()
+		}
+		return nil
+	})
+	h.publish(h.names.GateRequestSubject("run-1"), h.event("op-stuck", 1))
+	h.settled(sub)
+	natstest.WaitFor(t, waitTimeout, func() bool { return rec.count() == 2 }, "a second delivery after the handler timed out")
+	if got := rec.String(); got != "[1 2]" {
+		t.Fatalf("delivery counts %s, want [1 2]", got)
+	}
+}

@@ -132,7 +132,7 @@ func Start(ctx context.Context, env *pipeline.Env, opts ...Option) (*Service, er
 	for _, opt := range opts {
 		opt(&o)
 	}
-	s := &Service{env: env, log: env.Log.With().Str("service", ServiceName).Logger()}
+	s := &Service{env: env, log: env.Log}
 	n := env.Names
 	specs := []struct {
 		spec bus.ConsumerSpec
@@ -156,6 +156,7 @@ func Start(ctx context.Context, env *pipeline.Env, opts ...Option) (*Service, er
 		c.spec.AckWait, c.spec.MaxDeliver, c.spec.BackOff = o.ackWait, o.maxDeliver, o.backOff
 		c.spec.Workers, c.spec.Names = o.workers, n
 		c.spec.Observer = env.Telemetry.Observer()
+		c.spec.HandlerTimeout = bus.DefaultHandlerTimeout
 		sub, err := bus.Consume(ctx, env.JS, c.spec, c.h, s.log)
 		if err != nil {
 			stopErr := s.Stop(context.WithoutCancel(ctx))

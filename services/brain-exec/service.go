@@ -81,7 +81,7 @@ func Start(ctx context.Context, env *pipeline.Env, reg *Registry, opts ...execco
 	}
 	s := &Service{reg: reg}
 	if servers := mcpServers(env.Config); len(servers) > 0 {
-		s.mcp = mcpbridge.New(servers, env.Log.With().Str("service", ServiceName).Logger())
+		s.mcp = mcpbridge.New(servers, env.Log)
 		if err := s.mcp.Start(ctx); err != nil {
 			return nil, fmt.Errorf("%s: mcp servers: %w", ServiceName, err)
 		}
@@ -170,7 +170,7 @@ func MissingImplementations(cfg *config.Config, reg *Registry) []string {
 // from the configured one.
 func checkRegistry(env *pipeline.Env, reg *Registry) {
 	if missing := MissingImplementations(env.Config, reg); len(missing) > 0 {
-		env.Log.Warn().Str("service", ServiceName).Strs("tools", missing).
+		env.Log.Warn().Strs("tools", missing).
 			Msgf("configured brain tools without an implementation (calls to them fail with \"unknown tool\"): %s",
 				strings.Join(missing, ", "))
 	}
@@ -181,7 +181,7 @@ func checkRegistry(env *pipeline.Env, reg *Registry) {
 		impl := implementationOf(t)
 		declared, ok := reg.Capability(impl)
 		if conf := t.EffectiveCapability(); ok && conf != contracts.CapabilityNonRecoverable && conf != declared {
-			env.Log.Warn().Str("service", ServiceName).Str("tool_id", t.ID).Str("implementation", impl).
+			env.Log.Warn().Str("tool_id", t.ID).Str("implementation", impl).
 				Str("configured", string(conf)).Str("declared", string(declared)).
 				Msg("configured recovery capability differs from the implementation's declared capability; the configuration decides recovery")
 		}

@@ -141,6 +141,7 @@ func Start(ctx context.Context, env *pipeline.Env, opts ...Option) (*Service, er
 		c.spec.AckWait, c.spec.MaxDeliver, c.spec.BackOff = o.ackWait, maxDeliver, backOff
 		c.spec.Workers, c.spec.Names = o.workers, n
 		c.spec.Observer = env.Telemetry.Observer()
+		c.spec.HandlerTimeout = bus.DefaultHandlerTimeout
 		sub, err := bus.Consume(ctx, env.JS, c.spec, c.h, s.log)
 		if err != nil {
 			stopErr := s.Stop(context.WithoutCancel(ctx))

@@ -142,8 +142,9 @@ func Start(ctx context.Context, env *pipeline.Env, opts ...Option) (*Service, er
 		AcceptTypes:    []string{contracts.TypeCallOutput},
 		AckWait:        o.ackWait, MaxDeliver: o.maxDeliver, BackOff: o.backOff,
 		Workers: o.workers, Names: n,
-		OnExhausted: s.outputExhausted,
-		Observer:    env.Telemetry.Observer(),
+		OnExhausted:    s.outputExhausted,
+		Observer:       env.Telemetry.Observer(),
+		HandlerTimeout: bus.DefaultHandlerTimeout,
 	}, s.handleOutput, s.log)
 	if err != nil {
 		return nil, fmt.Errorf("publisher: start: %w", err)
