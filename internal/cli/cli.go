@@ -170,41 +170,19 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 func runService(ctx context.Context, name string, args []string, stderr io.Writer) error {
 	fs := newFlags(name)
 	fs.SetOutput(stderr)
-	p := declareProcessFlags(fs)
+	cfgPath := fs.String("config", defaultConfigPath(), "host configuration file (YAML or JSON)")
+	url := fs.String("nats-url", defaultNATSURL(), "NATS server URL")
+	auth := natsAuthFlags(fs)
 	opsAddr := fs.String("http", env("AWAKEN_HTTP", ""), `address of the operations listener: /metrics, /healthz, /readyz ("" disables it; env AWAKEN_HTTP)`)
+	ensure := ensureFlag(fs)
 	if err := parseArgs(fs, args); err != nil {
 		return err
 	}
-	return p.serve(ctx, stderr, name, app.Options{HTTPAddr: *opsAddr}, func(*app.Stack, *zerolog.Event) {})
-}
-
-// processFlags are the flags of a process that runs one service against a NATS server.
-type processFlags struct {
-	cfgPath, url *string
-	auth         func() ([]nats.Option, error)
-	ensure       *bool
-}
-
-func declareProcessFlags(fs *flag.FlagSet) processFlags {
-	return processFlags{
-		cfgPath: fs.String("config", defaultConfigPath(), "host configuration file (YAML or JSON)"),
-		url:     fs.String("nats-url", defaultNATSURL(), "NATS server URL"),
-		auth:    natsAuthFlags(fs),
-		ensure:  ensureFlag(fs),
-	}
-}
-
-// serve runs service name until ctx ends, then drains it: it loads the configuration,
-// connects as the process's NATS user with the service's own inbox prefix (the only one
-// its user of deploy/nats/auth.conf may subscribe to), starts tracing and the service with
-// o, and logs "ready" (with what ready adds) — the line container tests and log shippers
-// wait for.
-func (p processFlags) serve(ctx context.Context, stderr io.Writer, name string, o app.Options, ready func(*app.Stack, *zerolog.Event)) error {
-	cfg, err := config.Load(*p.cfgPath)
+	cfg, err := config.Load(*cfgPath)
 	if err != nil {
 		return err
 	}
-	authOpts, err := p.auth()
+	authOpts, err := auth()
 	if err != nil {
 		return err
 	}
@@ -214,15 +192,14 @@ func (p processFlags) serve(ctx context.Context, stderr io.Writer, name string, 
 		return err
 	}
 	defer flushTraces(shutdownTracing, log)
-	o.Config, o.Services, o.Log, o.TracerProvider = cfg, []string{name}, log, tp
-	o.Dial, o.NoEnsure = app.ServiceDialer(*p.url, authOpts...), !*p.ensure
-	st, err := app.Start(ctx, o)
+	st, err := app.Start(ctx, app.Options{
+		Config: cfg, Services: []string{name}, Dial: app.ServiceDialer(*url, authOpts...), Log: log,
+		NoEnsure: !*ensure, TracerProvider: tp, HTTPAddr: *opsAddr,
+	})
 	if err != nil {
 		return err
 	}
-	ev := log.Info().Str("service", name).Str("nats_url", *p.url)
-	ready(st, ev)
-	ev.Msg("ready")
+	log.Info().Str("service", name).Str("nats_url", *url).Msg("ready")
 	<-ctx.Done()
 	log.Info().Str("service", name).Msg("draining")
 	stopCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -247,10 +224,21 @@ func apiFlags(fs *flag.FlagSet) (httpAddr, token *string) {
 func runAPI(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags(app.API)
 	fs.SetOutput(stderr)
-	p := declareProcessFlags(fs)
+	cfgPath := fs.String("config", defaultConfigPath(), "host configuration file (YAML or JSON)")
+	url := fs.String("nats-url", defaultNATSURL(), "NATS server URL")
+	auth := natsAuthFlags(fs)
+	ensure := ensureFlag(fs)
 	httpAddr, token := apiFlags(fs)
 	hosts := fs.String("allowed-hosts", env("AWAKEN_ALLOWED_HOSTS", ""), "comma-separated Host names the HTTP api answers besides loopback names (\"*\" for any)")
 	if err := parseArgs(fs, args); err != nil {
+		return err
+	}
+	cfg, err := config.Load(*cfgPath)
+	if err != nil {
+		return err
+	}
+	authOpts, err := auth()
+	if err != nil {
 		return err
 	}
 	var allowed []string
@@ -259,15 +247,34 @@ func runAPI(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			allowed = append(allowed, h)
 		}
 	}
-	o := app.Options{API: api.Options{HTTPAddr: *httpAddr, Token: *token, AllowedHosts: allowed}}
-	return p.serve(ctx, stderr, app.API, o, func(st *app.Stack, ev *zerolog.Event) {
-		console := st.APIService.URL()
-		if console == "" {
-			console = "off"
-		}
-		ev.Str("console", console)
-		fmt.Fprintf(stdout, "awaken api ready: micro service %q on %s, console %s\n", api.ServiceName, *p.url, console)
+	log := app.NewLogger(stderr, os.Getenv("AWAKEN_LOG_LEVEL"))
+	tp, shutdownTracing, err := telemetry.TracerProviderFromEnv(ctx, "awaken-api", nil)
+	if err != nil {
+		return err
+	}
+	defer flushTraces(shutdownTracing, log)
+	st, err := app.Start(ctx, app.Options{
+		// ServiceDialer: the api connects with its own inbox prefix, the only one the api
+		// user of deploy/nats/auth.conf may subscribe to.
+		Config: cfg, Services: []string{app.API}, Dial: app.ServiceDialer(*url, authOpts...), Log: log,
+		API:            api.Options{HTTPAddr: *httpAddr, Token: *token, AllowedHosts: allowed},
+		TracerProvider: tp, NoEnsure: !*ensure,
 	})
+	if err != nil {
+		return err
+	}
+	console := st.APIService.URL()
+	if console == "" {
+		console = "off"
+	}
+	// The same log line as the other services: container tests and log shippers wait for it.
+	log.Info().Str("service", app.API).Str("nats_url", *url).Str("console", console).Msg("ready")
+	fmt.Fprintf(stdout, "awaken api ready: micro service %q on %s, console %s\n", api.ServiceName, *url, console)
+	<-ctx.Done()
+	log.Info().Str("service", app.API).Msg("draining")
+	stopCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return st.Stop(stopCtx)
 }
 
 // runBatch implements `awaken batch show BATCH_ID`: the batch's calls with their phase and
