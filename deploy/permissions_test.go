@@ -21,6 +21,8 @@ import (
 	"github.com/awaken-dev/awaken/internal/app"
 	"github.com/awaken-dev/awaken/internal/bus"
 	"github.com/awaken-dev/awaken/internal/config"
+	"github.com/awaken-dev/awaken/internal/devstack"
+	"github.com/awaken-dev/awaken/internal/natsserver"
 	"github.com/awaken-dev/awaken/internal/telemetry"
 	"github.com/awaken-dev/awaken/pkg/client"
 	"github.com/awaken-dev/awaken/pkg/contracts"
@@ -50,15 +52,15 @@ func startSecure(t *testing.T) *secureStack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	customize, err := app.SecureServerOptions(pw)
+	customize, err := devstack.SecureServerOptions(pw)
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := bus.StartEmbedded(bus.EmbeddedConfig{StoreDir: t.TempDir(), Port: -1, NoLog: true, Customize: customize})
+	srv, err := natsserver.StartEmbedded(natsserver.EmbeddedConfig{StoreDir: t.TempDir(), Port: -1, NoLog: true, Customize: customize})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { bus.Shutdown(srv) })
+	t.Cleanup(func() { natsserver.Shutdown(srv) })
 	cfg, err := config.Load(filepath.Join("..", "examples", "awaken.yaml"))
 	if err != nil {
 		t.Fatal(err)

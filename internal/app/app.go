@@ -14,7 +14,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
@@ -379,7 +378,7 @@ func NewLogger(w io.Writer, level string) zerolog.Logger {
 }
 
 // InProcessDialer dials an embedded server without TCP.
-func InProcessDialer(s *server.Server) func(name string) (*nats.Conn, error) {
+func InProcessDialer(s nats.InProcessConnProvider) func(name string) (*nats.Conn, error) {
 	return func(name string) (*nats.Conn, error) {
 		return nats.Connect("", nats.InProcessServer(s), nats.Name(name), nats.MaxReconnects(-1))
 	}

@@ -5,19 +5,18 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 )
 
-// Reconnect settings shared by every awaken connection.
+// Reconnect settings shared by every awaken connection (exported for internal/natsserver).
 const (
-	reconnectWait   = 250 * time.Millisecond
-	reconnectJitter = 250 * time.Millisecond
-	// reconnectBuffer holds publishes made while disconnected; 16 MiB fits several
+	ReconnectWait   = 250 * time.Millisecond
+	ReconnectJitter = 250 * time.Millisecond
+	// ReconnectBuffer holds publishes made while disconnected; 16 MiB fits several
 	// maximum-size submissions. Past it, publishes fail fast instead of blocking.
-	reconnectBuffer = 16 << 20
+	ReconnectBuffer = 16 << 20
 )
 
 // Connect dials url with options fit for a long-running service: it reconnects forever
@@ -30,9 +29,9 @@ func Connect(ctx context.Context, url, name string, opts ...nats.Option) (*nats.
 	all := append([]nats.Option{
 		nats.Name(name),
 		nats.MaxReconnects(-1),
-		nats.ReconnectWait(reconnectWait),
-		nats.ReconnectJitter(reconnectJitter, reconnectJitter),
-		nats.ReconnectBufSize(reconnectBuffer),
+		nats.ReconnectWait(ReconnectWait),
+		nats.ReconnectJitter(ReconnectJitter, ReconnectJitter),
+		nats.ReconnectBufSize(ReconnectBuffer),
 		nats.RetryOnFailedConnect(true),
 	}, opts...)
 	nc, err := nats.Connect(url, all...)
@@ -69,28 +68,6 @@ func waitConnected(ctx context.Context, nc *nats.Conn) error {
 			return fmt.Errorf("waiting for the first connection: %w", ctx.Err())
 		}
 	}
-}
-
-// ConnectInProcess connects to an embedded server through its in-process pipe, without
-// TCP. It is what `awaken dev` uses for its own services.
-func ConnectInProcess(srv *server.Server, name string, opts ...nats.Option) (*nats.Conn, jetstream.JetStream, error) {
-	all := append([]nats.Option{
-		nats.Name(name),
-		nats.InProcessServer(srv),
-		nats.MaxReconnects(-1),
-		nats.ReconnectWait(reconnectWait),
-		nats.ReconnectBufSize(reconnectBuffer),
-	}, opts...)
-	nc, err := nats.Connect("", all...)
-	if err != nil {
-		return nil, nil, fmt.Errorf("bus: in-process connect as %s: %w", name, err)
-	}
-	js, err := jetstream.New(nc)
-	if err != nil {
-		nc.Close()
-		return nil, nil, fmt.Errorf("bus: jetstream context for %s: %w", name, err)
-	}
-	return nc, js, nil
 }
 
 // LogConnectionEvents returns a [nats.Option] that logs disconnects, reconnects,

@@ -18,8 +18,9 @@ import (
 
 	"github.com/awaken-dev/awaken/deploy"
 	"github.com/awaken-dev/awaken/internal/app"
-	"github.com/awaken-dev/awaken/internal/bus"
 	"github.com/awaken-dev/awaken/internal/config"
+	"github.com/awaken-dev/awaken/internal/devstack"
+	"github.com/awaken-dev/awaken/internal/natsserver"
 	"github.com/awaken-dev/awaken/internal/telemetry"
 	"github.com/awaken-dev/awaken/services/api"
 )
@@ -54,15 +55,15 @@ func TestAPIConnectsAsItsOwnUser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	customize, err := app.SecureServerOptions(pw)
+	customize, err := devstack.SecureServerOptions(pw)
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := bus.StartEmbedded(bus.EmbeddedConfig{StoreDir: t.TempDir(), Port: -1, NoLog: true, Customize: customize})
+	srv, err := natsserver.StartEmbedded(natsserver.EmbeddedConfig{StoreDir: t.TempDir(), Port: -1, NoLog: true, Customize: customize})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { bus.Shutdown(srv) })
+	t.Cleanup(func() { natsserver.Shutdown(srv) })
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	admin, err := nats.Connect(srv.ClientURL(), nats.UserInfo(deploy.UserAdmin, pw[deploy.UserAdmin]))

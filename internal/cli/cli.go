@@ -22,6 +22,7 @@ import (
 	"github.com/awaken-dev/awaken/deploy"
 	"github.com/awaken-dev/awaken/internal/app"
 	"github.com/awaken-dev/awaken/internal/config"
+	"github.com/awaken-dev/awaken/internal/devstack"
 	"github.com/awaken-dev/awaken/internal/telemetry"
 	"github.com/awaken-dev/awaken/pkg/client"
 	"github.com/awaken-dev/awaken/pkg/contracts"
@@ -148,7 +149,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return err
 	}
 	app.LimitDevMemory()
-	o := app.DevOptions{Config: cfg, DataDir: *data, Listen: *listen, HTTP: *httpAddr, APIToken: *token, Secure: *secure}
+	o := devstack.DevOptions{Config: cfg, DataDir: *data, Listen: *listen, HTTP: *httpAddr, APIToken: *token, Secure: *secure}
 	if *secure {
 		if o.Passwords, err = devPasswords(); err != nil {
 			return err
@@ -164,7 +165,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		}
 		fmt.Fprintf(stdout, "awaken dev ready: %s, console %s (config %s, data %s%s)\n", url, console, cfg.Source, *data, extra)
 	}
-	return app.Dev(ctx, o)
+	return devstack.Dev(ctx, o)
 }
 
 func runService(ctx context.Context, name string, args []string, stderr io.Writer) error {

@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/awaken-dev/awaken/internal/bus"
+	"github.com/awaken-dev/awaken/internal/natsserver"
 )
 
 // connectTimeout bounds the first connection of a test client.
@@ -39,14 +40,14 @@ func Start(tb testing.TB) *Server {
 	tb.Cleanup(func() {
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		bus.Shutdown(s.srv)
+		natsserver.Shutdown(s.srv)
 	})
 	return s
 }
 
 func (s *Server) start(tb testing.TB) {
 	tb.Helper()
-	srv, err := bus.StartEmbedded(bus.EmbeddedConfig{
+	srv, err := natsserver.StartEmbedded(natsserver.EmbeddedConfig{
 		StoreDir:   s.dir,
 		Port:       s.port,
 		ServerName: "natstest",
@@ -95,7 +96,7 @@ func (s *Server) Restart(tb testing.TB) {
 	tb.Helper()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	bus.Shutdown(s.srv)
+	natsserver.Shutdown(s.srv)
 	s.start(tb)
 }
 

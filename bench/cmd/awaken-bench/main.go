@@ -8,7 +8,7 @@
 // bench/results/latest.json.
 //
 // Every durable row uses file storage: the pipeline and the floor on an embedded NATS
-// server started with the same options (internal/bus.StartEmbedded), Temporal on SQLite in
+// server started with the same options (internal/natsserver.StartEmbedded), Temporal on SQLite in
 // a file (see temporal.go for the in-memory temporaltest variant, reported separately).
 package main
 

@@ -12,25 +12,25 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 
 	"github.com/awaken-dev/awaken/internal/app"
-	"github.com/awaken-dev/awaken/internal/bus"
 	"github.com/awaken-dev/awaken/internal/config"
+	"github.com/awaken-dev/awaken/internal/natsserver"
 	"github.com/awaken-dev/awaken/pkg/client"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
 // embedded starts the JetStream server every NATS row uses: file storage in a fresh
-// temporary directory, the options of `awaken dev` (bus.StartEmbedded).
+// temporary directory, the options of `awaken dev` (natsserver.StartEmbedded).
 func embedded(name string) (*server.Server, func(), error) {
 	dir, err := os.MkdirTemp("", "awaken-bench-"+name+"-")
 	if err != nil {
 		return nil, nil, err
 	}
-	srv, err := bus.StartEmbedded(bus.EmbeddedConfig{StoreDir: dir, Port: -1, ServerName: "bench-" + name, NoLog: true})
+	srv, err := natsserver.StartEmbedded(natsserver.EmbeddedConfig{StoreDir: dir, Port: -1, ServerName: "bench-" + name, NoLog: true})
 	if err != nil {
 		_ = os.RemoveAll(dir)
 		return nil, nil, err
 	}
-	return srv, func() { bus.Shutdown(srv); _ = os.RemoveAll(dir) }, nil
+	return srv, func() { natsserver.Shutdown(srv); _ = os.RemoveAll(dir) }, nil
 }
 
 // pipeline is the real thing: the five services on an embedded server, driven through the

@@ -1,4 +1,8 @@
-package app
+// Package devstack runs `awaken dev`: an embedded JetStream server with every service and
+// the api in one process. It is apart from internal/app so that a process running one
+// service against a NATS URL (the service subcommands, pkg/executor) does not link the
+// server.
+package devstack
 
 import (
 	"context"
@@ -7,12 +11,20 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+
 	"github.com/awaken-dev/awaken/deploy"
-	"github.com/awaken-dev/awaken/internal/bus"
+	"github.com/awaken-dev/awaken/internal/app"
 	"github.com/awaken-dev/awaken/internal/config"
+	"github.com/awaken-dev/awaken/internal/natsserver"
 	"github.com/awaken-dev/awaken/internal/telemetry"
+	"github.com/awaken-dev/awaken/pkg/contracts"
 	"github.com/awaken-dev/awaken/services/api"
 )
 
@@ -65,8 +77,8 @@ func Dev(ctx context.Context, o DevOptions) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("dev: data dir: %w", err)
 	}
-	log := NewLogger(os.Stderr, os.Getenv("AWAKEN_LOG_LEVEL"))
-	ecfg := bus.EmbeddedConfig{StoreDir: dir, Host: host, Port: port, ServerName: "awaken-dev", NoLog: true}
+	log := app.NewLogger(os.Stderr, os.Getenv("AWAKEN_LOG_LEVEL"))
+	ecfg := natsserver.EmbeddedConfig{StoreDir: dir, Host: host, Port: port, ServerName: "awaken-dev", NoLog: true}
 	if o.Secure {
 		if err := checkSecurePrefix(o.Config.Prefix); err != nil {
 			return fmt.Errorf("dev --secure: %w", err)
@@ -75,11 +87,11 @@ func Dev(ctx context.Context, o DevOptions) error {
 			return fmt.Errorf("dev --secure: %w", err)
 		}
 	}
-	srv, err := bus.StartEmbedded(ecfg)
+	srv, err := natsserver.StartEmbedded(ecfg)
 	if err != nil {
 		return fmt.Errorf("dev: embedded NATS: %w", err)
 	}
-	defer bus.Shutdown(srv)
+	defer natsserver.Shutdown(srv)
 	tp, shutdownTracing, err := telemetry.TracerProviderFromEnv(ctx, "awaken-dev", nil)
 	if err != nil {
 		return err
@@ -93,9 +105,9 @@ func Dev(ctx context.Context, o DevOptions) error {
 	}()
 	// /metrics, /healthz and /readyz are served on the api's HTTP server (Start mounts the
 	// registry and the whole stack's readiness there); OpsHTTP adds a separate listener.
-	opts := Options{
-		Config: o.Config, Dial: InProcessDialer(srv), Log: log,
-		Services:       append(AllServices(), API),
+	opts := app.Options{
+		Config: o.Config, Dial: app.InProcessDialer(srv), Log: log,
+		Services:       append(app.AllServices(), app.API),
 		API:            api.Options{HTTPAddr: o.HTTP, Token: o.APIToken},
 		TracerProvider: tp,
 		HTTPAddr:       o.OpsHTTP,
@@ -107,7 +119,7 @@ func Dev(ctx context.Context, o DevOptions) error {
 		opts.Dial = secureInProcessDialer(srv, o.Passwords)
 		opts.NoEnsure = true
 	}
-	st, err := Start(ctx, opts)
+	st, err := app.Start(ctx, opts)
 	if err != nil {
 		return err
 	}
@@ -127,4 +139,53 @@ func Dev(ctx context.Context, o DevOptions) error {
 	stopCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	return st.Stop(stopCtx)
+}
+
+// secureInProcessDialer connects each service to an embedded server as its own NATS user
+// of deploy/nats/auth.conf, with its own inbox prefix.
+func secureInProcessDialer(s *server.Server, passwords map[string]string) func(name string) (*nats.Conn, error) {
+	return func(name string) (*nats.Conn, error) {
+		svc := strings.TrimPrefix(name, "awaken-")
+		return nats.Connect("", nats.InProcessServer(s), nats.Name(name), nats.MaxReconnects(-1),
+			nats.UserInfo(svc, passwords[svc]), nats.CustomInboxPrefix(deploy.ServiceInboxPrefix(svc)))
+	}
+}
+
+// SecureServerOptions returns a [natsserver.EmbeddedConfig.Customize] hook that loads the
+// accounts, users and permissions of deploy/nats/auth.conf with passwords (one per user
+// of [deploy.Users]).
+func SecureServerOptions(passwords map[string]string) (func(*server.Options) error, error) {
+	text, err := deploy.AuthConfig(passwords)
+	if err != nil {
+		return nil, err
+	}
+	return func(o *server.Options) error {
+		if err := o.ProcessConfigString(text); err != nil {
+			return fmt.Errorf("load deploy/nats/auth.conf: %w", err)
+		}
+		return nil
+	}, nil
+}
+
+// checkSecurePrefix refuses a configuration whose subject prefix the permissions of
+// deploy/nats/auth.conf do not name.
+func checkSecurePrefix(prefix string) error {
+	if prefix != "" && prefix != contracts.DefaultPrefix {
+		return fmt.Errorf("deploy/nats/auth.conf grants the subjects of prefix %q, but the configuration uses %q", contracts.DefaultPrefix, prefix)
+	}
+	return nil
+}
+
+// setupAsAdmin runs [app.Setup] on an in-process connection of the admin user.
+func setupAsAdmin(ctx context.Context, s *server.Server, password string, o DevOptions, log zerolog.Logger) error {
+	nc, err := nats.Connect("", nats.InProcessServer(s), nats.Name("awaken-setup"), nats.UserInfo(deploy.UserAdmin, password))
+	if err != nil {
+		return fmt.Errorf("dev: connect as %s: %w", deploy.UserAdmin, err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return fmt.Errorf("dev: %w", err)
+	}
+	return app.Setup(ctx, js, o.Config, log)
 }

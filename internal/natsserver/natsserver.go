@@ -1,4 +1,8 @@
-package bus
+// Package natsserver is the project's one door to nats-server: an embedded JetStream
+// server for `awaken dev`, the benchmarks and the tests. It lives apart from internal/bus
+// so that what only talks to NATS as a client (pkg/client, pkg/executor, the services)
+// does not link the server.
+package natsserver
 
 import (
 	"errors"
@@ -6,7 +10,11 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
+
+	"github.com/awaken-dev/awaken/internal/bus"
 )
 
 // DefaultMaxPayload is the largest message the embedded server accepts: 4 MiB, so a
@@ -55,13 +63,13 @@ type EmbeddedConfig struct {
 // [Shutdown].
 func StartEmbedded(cfg EmbeddedConfig) (*server.Server, error) {
 	if cfg.StoreDir == "" {
-		return nil, errors.New("bus: embedded server: StoreDir is required")
+		return nil, errors.New("natsserver: embedded server: StoreDir is required")
 	}
 	if cfg.MaxPayload == 0 {
 		cfg.MaxPayload = DefaultMaxPayload
 	}
 	if cfg.MaxPayload < minMaxPayload {
-		return nil, fmt.Errorf("bus: embedded server: max payload %d is below %d bytes", cfg.MaxPayload, minMaxPayload)
+		return nil, fmt.Errorf("natsserver: embedded server: max payload %d is below %d bytes", cfg.MaxPayload, minMaxPayload)
 	}
 	if cfg.Host == "" {
 		cfg.Host = "127.0.0.1"
@@ -85,12 +93,12 @@ func StartEmbedded(cfg EmbeddedConfig) (*server.Server, error) {
 	}
 	if cfg.Customize != nil {
 		if err := cfg.Customize(opts); err != nil {
-			return nil, fmt.Errorf("bus: embedded server: %w", err)
+			return nil, fmt.Errorf("natsserver: embedded server: %w", err)
 		}
 	}
 	srv, err := server.NewServer(opts)
 	if err != nil {
-		return nil, fmt.Errorf("bus: embedded server: %w", err)
+		return nil, fmt.Errorf("natsserver: embedded server: %w", err)
 	}
 	switch {
 	case cfg.NoLog:
@@ -102,11 +110,11 @@ func StartEmbedded(cfg EmbeddedConfig) (*server.Server, error) {
 	go srv.Start()
 	if !srv.ReadyForConnections(cfg.ReadyTimeout) {
 		Shutdown(srv)
-		return nil, fmt.Errorf("bus: embedded server not ready within %s", cfg.ReadyTimeout)
+		return nil, fmt.Errorf("natsserver: embedded server not ready within %s", cfg.ReadyTimeout)
 	}
 	if !srv.JetStreamEnabled() {
 		Shutdown(srv)
-		return nil, errors.New("bus: embedded server started without JetStream (see its log)")
+		return nil, errors.New("natsserver: embedded server started without JetStream (see its log)")
 	}
 	return srv, nil
 }
@@ -130,3 +138,25 @@ func (l serverLogger) Fatalf(format string, v ...any)  { l.log.Error().Msgf(form
 func (l serverLogger) Errorf(format string, v ...any)  { l.log.Error().Msgf(format, v...) }
 func (l serverLogger) Debugf(format string, v ...any)  { l.log.Debug().Msgf(format, v...) }
 func (l serverLogger) Tracef(format string, v ...any)  { l.log.Trace().Msgf(format, v...) }
+
+// ConnectInProcess connects to an embedded server through its in-process pipe, without
+// TCP. It is what `awaken dev` uses for its own services.
+func ConnectInProcess(srv *server.Server, name string, opts ...nats.Option) (*nats.Conn, jetstream.JetStream, error) {
+	all := append([]nats.Option{
+		nats.Name(name),
+		nats.InProcessServer(srv),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(bus.ReconnectWait),
+		nats.ReconnectBufSize(bus.ReconnectBuffer),
+	}, opts...)
+	nc, err := nats.Connect("", all...)
+	if err != nil {
+		return nil, nil, fmt.Errorf("natsserver: in-process connect as %s: %w", name, err)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return nil, nil, fmt.Errorf("natsserver: jetstream context for %s: %w", name, err)
+	}
+	return nc, js, nil
+}

@@ -1,11 +1,13 @@
-package bus_test
+package natsserver_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"net"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -13,23 +15,24 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/awaken-dev/awaken/internal/bus"
+	"github.com/awaken-dev/awaken/internal/natsserver"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
 func TestStartEmbeddedConfig(t *testing.T) {
 	tests := []struct {
 		name    string
-		cfg     bus.EmbeddedConfig
+		cfg     natsserver.EmbeddedConfig
 		wantErr string
 	}{
-		{"store dir required", bus.EmbeddedConfig{Port: -1, NoLog: true}, "StoreDir"},
-		{"max payload below 2 MiB", bus.EmbeddedConfig{StoreDir: t.TempDir(), Port: -1, NoLog: true, MaxPayload: 1 << 20}, "max payload"},
+		{"store dir required", natsserver.EmbeddedConfig{Port: -1, NoLog: true}, "StoreDir"},
+		{"max payload below 2 MiB", natsserver.EmbeddedConfig{StoreDir: t.TempDir(), Port: -1, NoLog: true, MaxPayload: 1 << 20}, "max payload"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			srv, err := bus.StartEmbedded(tc.cfg)
+			srv, err := natsserver.StartEmbedded(tc.cfg)
 			if err == nil {
-				bus.Shutdown(srv)
+				natsserver.Shutdown(srv)
 				t.Fatal("accepted")
 			}
 			if !strings.Contains(err.Error(), tc.wantErr) {
@@ -42,22 +45,22 @@ func TestStartEmbeddedConfig(t *testing.T) {
 func TestEmbeddedServerCarriesLargeSubmissions(t *testing.T) {
 	logs := &syncBuffer{}
 	log := zerolog.New(logs)
-	srv, err := bus.StartEmbedded(bus.EmbeddedConfig{StoreDir: t.TempDir(), Port: -1, Logger: &log})
+	srv, err := natsserver.StartEmbedded(natsserver.EmbeddedConfig{StoreDir: t.TempDir(), Port: -1, Logger: &log})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { bus.Shutdown(srv) })
+	t.Cleanup(func() { natsserver.Shutdown(srv) })
 	if !strings.Contains(logs.String(), `"component":"nats-server"`) {
 		t.Fatalf("server log not routed to zerolog: %q", logs.String())
 	}
 
-	nc, js, err := bus.ConnectInProcess(srv, "test")
+	nc, js, err := natsserver.ConnectInProcess(srv, "test")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer nc.Close()
-	if got := nc.MaxPayload(); got != bus.DefaultMaxPayload {
-		t.Fatalf("max payload %d, want %d", got, bus.DefaultMaxPayload)
+	if got := nc.MaxPayload(); got != natsserver.DefaultMaxPayload {
+		t.Fatalf("max payload %d, want %d", got, natsserver.DefaultMaxPayload)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -93,7 +96,7 @@ func TestConnectWaitsForALateServer(t *testing.T) {
 		err error
 	}
 	done := make(chan conn, 1)
-	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	go func() {
 		nc, js, err := bus.Connect(ctx, url, "late")
@@ -103,11 +106,11 @@ func TestConnectWaitsForALateServer(t *testing.T) {
 		done <- conn{js, err}
 	}()
 
-	srv, err := bus.StartEmbedded(bus.EmbeddedConfig{StoreDir: t.TempDir(), Port: port, NoLog: true})
+	srv, err := natsserver.StartEmbedded(natsserver.EmbeddedConfig{StoreDir: t.TempDir(), Port: port, NoLog: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { bus.Shutdown(srv) })
+	t.Cleanup(func() { natsserver.Shutdown(srv) })
 	c := <-done
 	if c.err != nil {
 		t.Fatalf("Connect before the server was up: %v", c.err)
@@ -130,4 +133,22 @@ func TestConnectGivesUpWithContext(t *testing.T) {
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("err = %v, want the context deadline", err)
 	}
+}
+
+// syncBuffer is a goroutine-safe log sink.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

@@ -1,4 +1,4 @@
-package app_test
+package devstack_test
 
 import (
 	"context"
@@ -16,7 +16,7 @@ import (
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/awaken-dev/awaken/deploy"
-	"github.com/awaken-dev/awaken/internal/app"
+	"github.com/awaken-dev/awaken/internal/devstack"
 	"github.com/awaken-dev/awaken/internal/config"
 	"github.com/awaken-dev/awaken/internal/health"
 	"github.com/awaken-dev/awaken/internal/telemetry"
@@ -53,7 +53,7 @@ func TestDevSecure(t *testing.T) {
 	done := make(chan error, 1)
 	httpAddr := freeAddr(t)
 	go func() {
-		done <- app.Dev(ctx, app.DevOptions{Config: cfg, DataDir: t.TempDir(), Listen: freeAddr(t),
+		done <- devstack.Dev(ctx, devstack.DevOptions{Config: cfg, DataDir: t.TempDir(), Listen: freeAddr(t),
 			Secure: true, Passwords: pw, HTTP: httpAddr, Ready: func(url string) { ready <- url }})
 	}()
 	t.Cleanup(func() {
