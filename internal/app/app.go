@@ -77,6 +77,9 @@ type Options struct {
 	Faults pipeline.FaultHook
 	// BrainRegistry replaces the builtin example tools (platform teams bring their own).
 	BrainRegistry *brainexec.Registry
+	// BrainBuiltins adds the builtin example tools to BrainRegistry as well (they need the
+	// service's environment, so they are registered when brain-exec starts).
+	BrainBuiltins bool
 	// Topology overrides the stream settings (replicas, storage).
 	Topology *bus.TopologyConfig
 	// API configures the api service when Services names [API].
@@ -300,6 +303,8 @@ func startOne(ctx context.Context, name string, env *pipeline.Env, o Options) (S
 		reg := o.BrainRegistry
 		if reg == nil {
 			reg = brainexec.NewRegistry()
+		}
+		if o.BrainRegistry == nil || o.BrainBuiltins {
 			if err := builtin.Register(reg, env); err != nil {
 				return nil, err
 			}

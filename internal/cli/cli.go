@@ -78,7 +78,9 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	switch cmd {
 	case "dev":
 		err = runDev(ctx, rest, stdout, stderr)
-	case app.Batcher, app.Gate, app.BrainExec, app.SandboxExec, app.Publisher:
+	case app.BrainExec:
+		err = runBrainExec(ctx, rest, stderr)
+	case app.Batcher, app.Gate, app.SandboxExec, app.Publisher:
 		err = runService(ctx, cmd, rest, stderr)
 	case app.API:
 		err = runAPI(ctx, rest, stdout, stderr)

@@ -16,8 +16,8 @@ import (
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/awaken-dev/awaken/deploy"
-	"github.com/awaken-dev/awaken/internal/devstack"
 	"github.com/awaken-dev/awaken/internal/config"
+	"github.com/awaken-dev/awaken/internal/devstack"
 	"github.com/awaken-dev/awaken/internal/health"
 	"github.com/awaken-dev/awaken/internal/telemetry"
 	"github.com/awaken-dev/awaken/pkg/client"

@@ -1,0 +1,261 @@
+// Package executor runs a Brain executor of your own: typed Go tools, served from your own
+// module, with the same executor hop as the stock `awaken brain-exec` (which is itself a
+// user of this package): entry claim and exactly-once commit, crash recovery by each
+// tool's pinned policy, timeouts, the body-run ledger, Prometheus metrics, OpenTelemetry
+// tracing (from the OTEL_* environment), /metrics, /healthz and /readyz, and a graceful
+// drain on SIGTERM.
+//
+//	cfg, err := executor.LoadConfig("awaken.yaml")
+//	x, err := executor.New(cfg, executor.Options{URL: "nats://127.0.0.1:4222", User: "brain-exec", Password: pw})
+//	err = executor.Register(x, executor.ToolFunc("shout", "Shouts `text` back.",
+//		contracts.CapabilityReplaySafe, func(ctx context.Context, a ShoutArgs) (string, error) {
+//			return strings.ToUpper(a.Text) + "!", nil
+//		}))
+//	err = x.Run(ctx) // until ctx ends or SIGTERM/SIGINT, then drains
+//
+// The host configuration decides which tool ids exist, that they run in the Brain, their
+// timeout and their recovery policy: a tool you register but the configuration does not
+// name is never called. The model-visible JSON Schema of a typed tool is derived from its
+// argument type, and the model's arguments are decoded into that type strictly.
+//
+// The package links no NATS server: a platform binary stays a NATS client.
+package executor
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/rs/zerolog"
+
+	"github.com/awaken-dev/awaken/internal/app"
+	"github.com/awaken-dev/awaken/internal/config"
+	"github.com/awaken-dev/awaken/internal/telemetry"
+	"github.com/awaken-dev/awaken/pkg/contracts"
+	brainexec "github.com/awaken-dev/awaken/services/brain-exec"
+)
+
+// ServiceName is the executor's service name: its NATS connection is "awaken-brain-exec",
+// its reply inboxes _INBOX_brain-exec (what the brain-exec user of deploy/nats/auth.conf
+// may use), its CloudEvent source awaken/brain-exec.
+const ServiceName = app.BrainExec
+
+// DefaultDrainTimeout bounds the graceful drain of [Executor.Run].
+const DefaultDrainTimeout = 30 * time.Second
+
+// Config is the host configuration (the same file every awaken service loads).
+type Config struct{ c *config.Config }
+
+// LoadConfig reads and validates a host configuration file (YAML or JSON). Relative paths
+// in it resolve against the file's directory.
+func LoadConfig(path string) (*Config, error) {
+	c, err := config.Load(path)
+	if err != nil {
+		return nil, err
+	}
+	return &Config{c: c}, nil
+}
+
+// ParseConfig reads and validates a host configuration given as a value (YAML or JSON).
+func ParseConfig(data []byte) (*Config, error) {
+	c, err := config.Parse(data)
+	if err != nil {
+		return nil, err
+	}
+	return &Config{c: c}, nil
+}
+
+// Tool is a typed Brain tool: A is its argument type (the model-visible JSON Schema is
+// derived from it, and calls are decoded into it strictly), O its output type. A string
+// output is the result's text, a contracts.ToolOutput is used as is, anything else is
+// rendered as JSON. A returned *contracts.ToolError is what the model sees; any other error
+// becomes "tool execution failed: {error}".
+//
+// Call runs concurrently for different calls, must honour ctx (its deadline is the tool's
+// timeout) and must be safe to run again for the same operation when its capability says
+// so. The other methods must be constant.
+type Tool[A, O any] interface {
+	ID() string
+	Description() string
+	Capability() contracts.ToolRecoveryCapability
+	Call(ctx context.Context, args A) (O, error)
+}
+
+// ToolFunc makes a [Tool] of a function.
+func ToolFunc[A, O any](id, description string, capability contracts.ToolRecoveryCapability,
+	fn func(ctx context.Context, args A) (O, error)) Tool[A, O] {
+	return brainexec.ToolFunc(id, description, capability, fn)
+}
+
+// Invocation is the call a tool body runs for.
+type Invocation struct {
+	RunID  string
+	Step   int64
+	CallID string
+	// OperationID is "{batch_id}:{call_id}": send it to external systems as the
+	// idempotency key of the effect.
+	OperationID string
+	// ToolID is the configured tool id the model called.
+	ToolID string
+	// Attempt counts executor entries of this call from 1.
+	Attempt int
+}
+
+// InvocationFrom returns the invocation a tool body runs for.
+func InvocationFrom(ctx context.Context) (Invocation, bool) {
+	inv, ok := brainexec.InvocationFrom(ctx)
+	if !ok {
+		return Invocation{}, false
+	}
+	return Invocation{RunID: inv.RunID, Step: inv.Step, CallID: inv.CallID, OperationID: inv.OperationID,
+		ToolID: inv.ToolID, Attempt: int(inv.Attempt)}, true
+}
+
+// OperationID returns the operation id of the call a tool body runs for.
+func OperationID(ctx context.Context) string { return brainexec.OperationID(ctx) }
+
+// Options says how the executor connects and what it serves besides your tools.
+type Options struct {
+	// URL of the NATS server (comma-separated for a cluster); tls:// URLs use TLS.
+	URL string
+	// Credentials: a credentials file (JWT and nkey seed), a user and password, or a token.
+	CredsFile string
+	User      string
+	Password  string
+	Token     string
+	// TLS, when set, is the client TLS configuration (root CAs, client certificate).
+	TLS *tls.Config
+	// NATSOptions are applied last to the connection (for anything the fields above do
+	// not name).
+	NATSOptions []nats.Option
+	// HTTPAddr is the operations listener: /metrics, /healthz and /readyz ("" disables it).
+	HTTPAddr string
+	// Ensure creates or updates the streams and buckets at start; false (the default)
+	// waits for `awaken setup` to have done it, as a least-privilege user must.
+	Ensure bool
+	// Builtins also serves the example builtin tools (echo, counter, …) of the stock
+	// brain-exec.
+	Builtins bool
+	// Log receives the JSON log (default stderr) at LogLevel (default info).
+	Log      io.Writer
+	LogLevel string
+}
+
+// Executor is a Brain executor under construction: register tools, then [Executor.Run] or
+// [Executor.Start].
+type Executor struct {
+	cfg  *Config
+	opts Options
+	reg  *brainexec.Registry
+	log  zerolog.Logger
+}
+
+// New returns an executor for cfg; nothing connects until Start or Run.
+func New(cfg *Config, opts Options) (*Executor, error) {
+	if cfg == nil || cfg.c == nil {
+		return nil, errors.New("executor: no configuration")
+	}
+	if opts.URL == "" {
+		return nil, errors.New("executor: no NATS URL")
+	}
+	if opts.CredsFile != "" && (opts.User != "" || opts.Token != "") || opts.User != "" && opts.Token != "" {
+		return nil, errors.New("executor: give one of a credentials file, a user or a token")
+	}
+	return &Executor{cfg: cfg, opts: opts, reg: brainexec.NewRegistry(),
+		log: app.NewLogger(opts.Log, opts.LogLevel)}, nil
+}
+
+// Register adds a typed tool. Registering an id twice makes it ambiguous: every call to it
+// then fails, so a wiring mistake never silently picks one body.
+func Register[A, O any](x *Executor, t Tool[A, O]) error {
+	return brainexec.Register[A, O](x.reg, t)
+}
+
+// Descriptors returns the descriptor of every registered tool, sorted by id.
+func (x *Executor) Descriptors() []contracts.ToolDescriptor { return x.reg.Descriptors() }
+
+// natsOptions turns the credentials and TLS settings into connection options.
+func (x *Executor) natsOptions() []nats.Option {
+	var o []nats.Option
+	switch {
+	case x.opts.CredsFile != "":
+		o = append(o, nats.UserCredentials(x.opts.CredsFile))
+	case x.opts.User != "":
+		o = append(o, nats.UserInfo(x.opts.User, x.opts.Password))
+	case x.opts.Token != "":
+		o = append(o, nats.Token(x.opts.Token))
+	}
+	if x.opts.TLS != nil {
+		o = append(o, nats.Secure(x.opts.TLS))
+	}
+	return append(o, x.opts.NATSOptions...)
+}
+
+// Running is a started executor.
+type Running struct {
+	st              *app.Stack
+	shutdownTracing func(context.Context) error
+	log             zerolog.Logger
+}
+
+// Start connects, waits for (or ensures) the streams and buckets, and starts consuming
+// Brain executor requests. It logs "ready" once it does, as every awaken service does.
+func (x *Executor) Start(ctx context.Context) (*Running, error) {
+	tp, shutdownTracing, err := telemetry.TracerProviderFromEnv(ctx, "awaken-"+ServiceName, nil)
+	if err != nil {
+		return nil, fmt.Errorf("executor: tracing: %w", err)
+	}
+	st, err := app.Start(ctx, app.Options{
+		Config: x.cfg.c, Services: []string{app.BrainExec},
+		Dial: app.ServiceDialer(x.opts.URL, x.natsOptions()...), Log: x.log,
+		BrainRegistry: x.reg, BrainBuiltins: x.opts.Builtins,
+		NoEnsure: !x.opts.Ensure, TracerProvider: tp, HTTPAddr: x.opts.HTTPAddr,
+	})
+	if err != nil {
+		_ = shutdownTracing(context.WithoutCancel(ctx))
+		return nil, err
+	}
+	x.log.Info().Str("service", ServiceName).Str("nats_url", x.opts.URL).Msg("ready")
+	return &Running{st: st, shutdownTracing: shutdownTracing, log: x.log}, nil
+}
+
+// Ready reports whether the executor is connected and consuming (what /readyz answers).
+func (r *Running) Ready(ctx context.Context) error { return r.st.Ready(ctx) }
+
+// HTTPAddr is the bound address of the operations listener ("" when off).
+func (r *Running) HTTPAddr() string { return r.st.HTTPAddr() }
+
+// Stop stops taking requests and waits, bounded by ctx, for the calls in flight to commit
+// and announce their outcomes; then it flushes the buffered spans.
+func (r *Running) Stop(ctx context.Context) error {
+	r.log.Info().Str("service", ServiceName).Msg("draining")
+	err := r.st.Stop(ctx)
+	flushCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if ferr := r.shutdownTracing(flushCtx); ferr != nil {
+		r.log.Warn().Err(ferr).Msg("flushing traces failed")
+	}
+	return err
+}
+
+// Run starts the executor and serves until ctx ends or the process gets SIGTERM or
+// SIGINT, then drains for at most [DefaultDrainTimeout].
+func (x *Executor) Run(ctx context.Context) error {
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	r, err := x.Start(ctx)
+	if err != nil {
+		return err
+	}
+	<-ctx.Done()
+	stopCtx, cancel := context.WithTimeout(context.Background(), DefaultDrainTimeout)
+	defer cancel()
+	return r.Stop(stopCtx)
+}
