@@ -28,6 +28,7 @@ wasm:
 CONTAINER_PKGS := ./deploy/
 test: lint wasm
 	$(GO) test -race -count=1 -timeout 20m $$($(GO) list $(PKGS) | grep -v '/deploy$$')
+	cd examples/custom-brain && $(GO) test -race -count=1 -timeout 5m ./...   # its own module: public packages only
 	$(GO) test -race -count=1 -timeout 10m $(CONTAINER_PKGS)
 
 ## test-short: the suite without the slow scenarios
@@ -40,6 +41,7 @@ lint:
 	  if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
 	cd bench && $(GO) vet ./...   # the benchmark module (without the Temporal rows) builds too
+	cd examples/custom-brain && $(GO) vet ./...   # an internal import fails here (another module)
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')

@@ -1,11 +1,13 @@
 // Command custom-brain is a Brain executor with a tool of its own: it serves the builtin
 // tools plus `shout`, a typed tool defined below, in place of the stock `awaken brain-exec`.
+// It is a module of its own and imports only public packages (pkg/executor,
+// pkg/contracts), as a platform team's executor does.
 //
-//	custom-brain --nats-url nats://127.0.0.1:4222 --config awaken.yaml
+//	NATS_USER=brain-exec NATS_PASSWORD=… custom-brain --nats-url nats://127.0.0.1:4222 --config awaken.yaml
 //
 // The configuration must register the tool (`- id: shout`, target brain) so the gate knows
-// it exists and routes its calls here; the streams and buckets must exist already (any
-// awaken service or `awaken dev` creates them).
+// it exists and routes its calls here; the streams and buckets must exist already
+// (`awaken setup`, or any awaken service started with --ensure).
 package main
 
 import (
@@ -13,20 +15,10 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/signal"
 	"strings"
-	"syscall"
-	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/rs/zerolog"
-
-	"github.com/awaken-dev/awaken/internal/bus"
-	"github.com/awaken-dev/awaken/internal/config"
-	"github.com/awaken-dev/awaken/internal/pipeline"
 	"github.com/awaken-dev/awaken/pkg/contracts"
-	brainexec "github.com/awaken-dev/awaken/services/brain-exec"
-	"github.com/awaken-dev/awaken/services/brain-exec/builtin"
+	"github.com/awaken-dev/awaken/pkg/executor"
 )
 
 // ShoutArgs are shout's arguments; the model-visible JSON Schema is derived from this type
@@ -39,45 +31,41 @@ type ShoutArgs struct {
 func shout(_ context.Context, a ShoutArgs) (string, error) { return strings.ToUpper(a.Text) + "!", nil }
 
 func main() {
-	natsURL := flag.String("nats-url", nats.DefaultURL, "NATS server URL")
+	natsURL := flag.String("nats-url", "nats://127.0.0.1:4222", "NATS server URL")
 	cfgPath := flag.String("config", "awaken.yaml", "host configuration file")
+	httpAddr := flag.String("http", "", "operations listener: /metrics, /healthz, /readyz")
 	flag.Parse()
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, *natsURL, *cfgPath, zerolog.New(os.Stderr).With().Timestamp().Logger()); err != nil {
+	cfg, err := executor.LoadConfig(*cfgPath)
+	if err == nil {
+		err = run(context.Background(), cfg, executor.Options{
+			URL: *natsURL, User: os.Getenv("NATS_USER"), Password: os.Getenv("NATS_PASSWORD"),
+			CredsFile: os.Getenv("NATS_CREDS"), HTTPAddr: *httpAddr,
+		})
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "custom-brain:", err)
 		os.Exit(1)
 	}
 }
 
-// run serves Brain executor requests until ctx ends, then drains gracefully.
-func run(ctx context.Context, natsURL, cfgPath string, log zerolog.Logger) error {
-	cfg, err := config.Load(cfgPath)
+// newExecutor builds the executor: the builtin tools plus shout.
+func newExecutor(cfg *executor.Config, o executor.Options) (*executor.Executor, error) {
+	o.Builtins = true
+	x, err := executor.New(cfg, o)
+	if err != nil {
+		return nil, err
+	}
+	if err := executor.Register(x, executor.ToolFunc("shout", "Shouts `text` back.", contracts.CapabilityReplaySafe, shout)); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// run serves Brain executor requests until ctx ends or SIGTERM, then drains gracefully.
+func run(ctx context.Context, cfg *executor.Config, o executor.Options) error {
+	x, err := newExecutor(cfg, o)
 	if err != nil {
 		return err
 	}
-	nc, js, err := bus.Connect(ctx, natsURL, "custom-brain")
-	if err != nil {
-		return err
-	}
-	defer nc.Close()
-	env, err := pipeline.NewEnv(ctx, nc, js, cfg, log.With().Str("service", brainexec.ServiceName).Logger())
-	if err != nil {
-		return err
-	}
-	reg := brainexec.NewRegistry()
-	if err := builtin.Register(reg, env); err != nil {
-		return err
-	}
-	if err := brainexec.Register(reg, brainexec.ToolFunc("shout", "Shouts `text` back.", contracts.CapabilityReplaySafe, shout)); err != nil {
-		return err
-	}
-	svc, err := brainexec.Start(context.WithoutCancel(ctx), env, reg)
-	if err != nil {
-		return err
-	}
-	<-ctx.Done()
-	stopCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	return svc.Stop(stopCtx)
+	return x.Run(ctx)
 }

@@ -2,15 +2,15 @@ package main
 
 import (
 	"context"
-	"os"
-	"path/filepath"
+	"encoding/json"
+	"io"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/rs/zerolog"
-
-	"github.com/awaken-dev/awaken/internal/execcore/exectest"
+	"github.com/awaken-dev/awaken/pkg/contracts"
+	"github.com/awaken-dev/awaken/pkg/devserver"
+	"github.com/awaken-dev/awaken/pkg/executor"
 )
 
 const customConfig = `
@@ -20,36 +20,41 @@ tools:
     capability: replay_safe
     recovery_policy: { mode: replay_safe, max_attempts: 3 }
   - id: echo
+policy:
+  default_behavior: allow
 `
 
-// TestCustomToolRuns starts the example against an embedded server and proves a call to
-// its own typed tool runs (and a builtin still does).
+// TestCustomToolRuns runs the whole pipeline in this process (devserver, without its own
+// Brain executor), serves this example's executor against it, and submits a batch as a
+// platform does: the typed tool shout runs, bad arguments come back as an error result,
+// and a builtin still runs.
 func TestCustomToolRuns(t *testing.T) {
-	e := exectest.New(t, customConfig)
-	path := filepath.Join(t.TempDir(), "awaken.yaml")
-	if err := os.WriteFile(path, []byte(customConfig), 0o600); err != nil {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	srv, err := devserver.Start(ctx, devserver.Options{ConfigYAML: []byte(customConfig), WithoutBrainExec: true})
+	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- run(ctx, e.Server.URL(), path, zerolog.Nop()) }()
-	stopped := false
-	stop := func() {
-		if stopped {
-			return
-		}
-		stopped = true
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("run: %v", err)
-			}
-		case <-time.After(30 * time.Second):
-			t.Error("run did not return after cancellation")
-		}
+	t.Cleanup(func() { _ = srv.Close() })
+	cfg, err := executor.ParseConfig([]byte(customConfig))
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Cleanup(stop)
+	x, err := newExecutor(cfg, executor.Options{URL: srv.URL, Log: io.Discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	running, err := x.Start(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		stopCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := running.Stop(stopCtx); err != nil {
+			t.Errorf("stop: %v", err)
+		}
+	})
 
 	tests := []struct {
 		tool, args, want string
@@ -60,12 +65,27 @@ func TestCustomToolRuns(t *testing.T) {
 		{"echo", `{"text":"still here"}`, "still here", false},
 	}
 	for i, tt := range tests {
-		c := exectest.Call{RunID: "run-1", Step: 1, CallID: "call_" + string(rune('a'+i)), ToolID: tt.tool, Args: tt.args}
-		e.Allow(c)
-		got, isErr := exectest.Text(t, e.WaitTerminal(c))
-		if isErr != tt.wantErr || !strings.HasPrefix(got, tt.want) || (!tt.wantErr && got != tt.want) {
-			t.Errorf("%s %s: output %q (error %v), want %q", tt.tool, tt.args, got, isErr, tt.want)
+		callID := "call_" + string(rune('a'+i))
+		var sub contracts.BatchSubmission
+		raw := `{"run_id":"run-custom","thread_id":"t","step":` + string(rune('1'+i)) + `,
+			"agent":{"snapshot_id":"s","tools":["shout","echo"]},
+			"assistant":[{"type":"tool_use","id":"` + callID + `","name":"` + tt.tool + `","input":` + tt.args + `}],
+			"calls":[{"call_id":"` + callID + `","tool_id":"` + tt.tool + `","arguments":` + tt.args + `}]}`
+		if err := json.Unmarshal([]byte(raw), &sub); err != nil {
+			t.Fatal(err)
+		}
+		res, err := srv.Client.SubmitAndWait(ctx, sub)
+		if err != nil {
+			t.Fatalf("%s %s: %v", tt.tool, tt.args, err)
+		}
+		if len(res.Results) != 1 {
+			t.Fatalf("%s %s: %d results", tt.tool, tt.args, len(res.Results))
+		}
+		got, _ := json.Marshal(res.Results[0])
+		out := res.Results[0].Output
+		text := out.Text()
+		if out.IsError != tt.wantErr || !strings.HasPrefix(text, tt.want) || (!tt.wantErr && text != tt.want) {
+			t.Errorf("%s %s: result %s, want %q (error %v)", tt.tool, tt.args, got, tt.want, tt.wantErr)
 		}
 	}
-	stop()
 }
