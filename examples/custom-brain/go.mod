@@ -1,4 +1,6 @@
-module github.com/awaken-dev/awaken/examples/custom-brain
+// A platform team's module: its path is outside github.com/awaken-dev/awaken, so Go refuses
+// any import of the repository's internal packages here, as it would in another repository.
+module example.com/custom-brain
 
 go 1.26.0
 
