@@ -15,6 +15,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/awaken-dev/awaken/internal/jsonschema"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
@@ -88,6 +89,9 @@ type Tool struct {
 	// SetResult makes the gate answer every call of this tool with this fixed output and
 	// enter no executor (dry runs, maintenance).
 	SetResult *FixedResult `yaml:"set_result"`
+
+	// schema is Parameters compiled, set by normalize (nil when none is configured).
+	schema *jsonschema.Schema
 }
 
 // RecoveryPolicy is the configuration form of [contracts.ToolRecoveryPolicy].
@@ -366,8 +370,44 @@ func (t *Tool) normalize(f string) error {
 		if json.Unmarshal(b, &obj) != nil {
 			return &FieldError{f + ".parameters", "must be a JSON Schema object"}
 		}
+		if t.schema, err = jsonschema.Compile(b); err != nil {
+			return &FieldError{f + ".parameters", err.Error()}
+		}
 	}
 	return nil
+}
+
+// ValidateArguments checks a call's arguments (JSON; empty or null mean {}) against the
+// configured parameters schema, before anything runs. A tool without parameters accepts
+// any JSON. A failure is the model-visible "invalid tool arguments: …" naming the field.
+func (t *Tool) ValidateArguments(args json.RawMessage) error {
+	if t.schema == nil {
+		return nil
+	}
+	return ValidateAgainst(t.schema, args)
+}
+
+// ValidateAgainst checks arguments against a compiled parameters schema the way
+// [Tool.ValidateArguments] does; executors use it for schemas that come from elsewhere
+// (an MCP server's inputSchema).
+func ValidateAgainst(schema *jsonschema.Schema, args json.RawMessage) error {
+	doc := bytes.TrimSpace(args)
+	if len(doc) == 0 || bytes.Equal(doc, []byte("null")) {
+		doc = []byte("{}")
+	}
+	err := schema.Validate(doc)
+	var ve *jsonschema.ValidationError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &ve):
+		field := ve.Field
+		if field == "" {
+			field = "(arguments)"
+		}
+		return contracts.InvalidArguments(field + ": " + ve.Message)
+	}
+	return contracts.InvalidArguments("arguments are not valid JSON")
 }
 
 // EffectiveCapability is the capability the pinned policy is validated against (reference

@@ -212,14 +212,19 @@ func (i *invoker) Invoke(ctx context.Context, inv execcore.Invocation) (contract
 	if !ok || t.Target != contracts.TargetSandbox || t.Module == "" {
 		return contracts.ToolOutput{}, contracts.ErrUnknownTool(inv.ToolID)
 	}
+	args := bytes.TrimSpace(inv.Arguments)
+	if len(args) == 0 || bytes.Equal(args, []byte("null")) {
+		args = []byte("{}")
+	}
+	// The configured parameters schema is the contract the model was shown: a call that
+	// breaks it is answered without entering the module.
+	if err := t.ValidateArguments(args); err != nil {
+		return contracts.ToolOutput{}, err
+	}
 	if !i.isLoaded(t.ID) {
 		if err := i.load(ctx, t); err != nil {
 			return contracts.ToolOutput{}, mapError(ctx, err)
 		}
-	}
-	args := bytes.TrimSpace(inv.Arguments)
-	if len(args) == 0 || bytes.Equal(args, []byte("null")) {
-		args = []byte("{}")
 	}
 	if err := inv.BeginBody(ctx); err != nil {
 		return contracts.ToolOutput{}, err
