@@ -133,6 +133,10 @@ func TestInvoke_refusedWithoutReachingTheServer(t *testing.T) {
 		{"tool the server does not offer", "mcp__test__nope", `{}`, contracts.ToolErrorUnknown, "unknown tool: mcp__test__nope"},
 		{"array arguments", "mcp__test__add", `[1,2]`, contracts.ToolErrorInvalidArguments, "invalid tool arguments: arguments must be a JSON object"},
 		{"malformed arguments", "mcp__test__add", `{"a":`, contracts.ToolErrorInvalidArguments, "invalid tool arguments: arguments must be a JSON object"},
+		// The server's own inputSchema (derived by the MCP SDK from its argument type) is
+		// enforced before the call is dispatched.
+		{"argument of the wrong type", "mcp__test__add", `{"a":"two","b":3}`, contracts.ToolErrorInvalidArguments, "invalid tool arguments: /a: got string, want number"},
+		{"required argument missing", "mcp__test__add", `{"a":2}`, contracts.ToolErrorInvalidArguments, "invalid tool arguments: (arguments): missing property 'b'"},
 	}
 	transports(t, func(t *testing.T, b *mcpbridge.Bridge, log callLog) {
 		for _, tc := range tests {

@@ -16,6 +16,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/awaken-dev/awaken/internal/config"
+	"github.com/awaken-dev/awaken/internal/jsonschema"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
@@ -37,8 +38,8 @@ type server struct {
 	mu      sync.Mutex
 	closed  bool
 	cur     *session
-	tools   []contracts.ToolDescriptor // sorted by id
-	names   map[string]bool            // tool names on the server, of tools
+	tools   []contracts.ToolDescriptor    // sorted by id
+	names   map[string]*jsonschema.Schema // tool names on the server → compiled input schema, of tools
 	lastErr error
 }
 
@@ -294,9 +295,9 @@ func (s *server) refreshTools(ctx context.Context, sess *session) error {
 // listTools lists every tool of cs (all pages) as descriptors. A tool whose id or schema
 // cannot make a valid descriptor is skipped with a warning, and is then not invocable
 // either: the model-visible and the invocable sets are the same.
-func (s *server) listTools(ctx context.Context, cs *mcp.ClientSession) ([]contracts.ToolDescriptor, map[string]bool, error) {
+func (s *server) listTools(ctx context.Context, cs *mcp.ClientSession) ([]contracts.ToolDescriptor, map[string]*jsonschema.Schema, error) {
 	var out []contracts.ToolDescriptor
-	names := map[string]bool{}
+	names := map[string]*jsonschema.Schema{}
 	for t, err := range cs.Tools(ctx, nil) {
 		if err != nil {
 			return nil, nil, err
@@ -304,7 +305,7 @@ func (s *server) listTools(ctx context.Context, cs *mcp.ClientSession) ([]contra
 		if t == nil {
 			continue
 		}
-		if names[t.Name] {
+		if _, dup := names[t.Name]; dup {
 			s.log.Warn().Str("tool", t.Name).Msg("mcp server lists a tool twice; keeping the first")
 			continue
 		}
@@ -313,7 +314,12 @@ func (s *server) listTools(ctx context.Context, cs *mcp.ClientSession) ([]contra
 			s.log.Warn().Str("tool", t.Name).Err(err).Msg("mcp tool skipped")
 			continue
 		}
-		names[t.Name] = true
+		schema, err := jsonschema.Compile(d.Parameters)
+		if err != nil {
+			s.log.Warn().Str("tool", t.Name).Err(err).Msg("mcp tool skipped: its input schema does not compile")
+			continue
+		}
+		names[t.Name] = schema
 		out = append(out, d)
 	}
 	slices.SortFunc(out, func(a, b contracts.ToolDescriptor) int { return strings.Compare(a.ID, b.ID) })
@@ -355,6 +361,15 @@ func descriptorFor(server string, t *mcp.Tool) (contracts.ToolDescriptor, error)
 
 // hasTool reports whether the last listing offered tool.
 func (s *server) hasTool(tool string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.names[tool]
+	return ok
+}
+
+// schemaOf returns the compiled input schema of tool from the last listing (nil when the
+// tool is not listed).
+func (s *server) schemaOf(tool string) *jsonschema.Schema {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.names[tool]
@@ -414,6 +429,13 @@ func (s *server) invoke(ctx context.Context, toolID, tool string, args json.RawM
 			}
 			if !s.hasTool(tool) {
 				return contracts.ToolOutput{}, contracts.ErrUnknownTool(toolID)
+			}
+		}
+		// The server's inputSchema is what the model was shown: arguments that break it
+		// are answered here, and the server never sees the call.
+		if schema := s.schemaOf(tool); schema != nil {
+			if err := config.ValidateAgainst(schema, args); err != nil {
+				return contracts.ToolOutput{}, err
 			}
 		}
 		if hook != nil {
