@@ -142,6 +142,8 @@ func BucketConfigs(names contracts.Names, cfg TopologyConfig) []jetstream.KeyVal
 		}
 	}
 	return []jetstream.KeyValueConfig{
+		// First: services wait for the four below (app.WaitTopology), so it exists then.
+		bucket(names.ToolsBucket(), "tool descriptors each executor serves, by target", 1),
 		bucket(names.BatchesBucket(), "one record per submitted batch", 3),
 		bucket(names.CallsBucket(), "one record per operation id (batch_id:call_id)", 5),
 		bucket(names.TicketsBucket(), "one record per parked call, keyed by correlation id", 5),

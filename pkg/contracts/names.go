@@ -168,6 +168,17 @@ func (n Names) CallsBucket() string    { return n.upper() + "_calls" }
 func (n Names) TicketsBucket() string  { return n.upper() + "_tickets" }
 func (n Names) CountersBucket() string { return n.upper() + "_counters" }
 
+// ToolsBucket holds the descriptors each executor publishes of the tools it serves, one
+// key per target ([ToolDescriptorsKey]); the api reads them to build the tool catalog.
+func (n Names) ToolsBucket() string { return n.upper() + "_tools" }
+
+// ToolDescriptorsKey is the key under which the executor of target publishes the JSON list
+// of the descriptors of the tools it serves.
+func ToolDescriptorsKey(target ToolExecutionTarget) string { return string(target) }
+
+// ToolsListSubject is the micro endpoint of the api that answers the tool catalog.
+func (n Names) ToolsListSubject() string { return n.Prefix + ".api.tools.list" }
+
 // BatchKey is the KV key of a batch record. Batch ids contain ':' which KV keys do not
 // allow, so keys use the subject-safe parts instead.
 func BatchKey(runID string, step int64) string {

@@ -94,6 +94,7 @@ func (s *Service) Handler() http.Handler {
 		{"GET", "/v1/batches", s.httpBatches},
 		{"GET", "/v1/batches/{batch_id}", s.httpBatch},
 		{"GET", "/v1/stream", s.serveStream},
+		{"GET", "/v1/tools", s.httpTools},
 	}
 	for _, rt := range routes {
 		api.HandleFunc(rt.method+" "+rt.path, rt.h)

@@ -72,6 +72,7 @@ func (s *Service) startMicro() error {
 		{"tickets-get", EndpointTicketsGet, s.microTicketsGet},
 		{"tickets-resolve", EndpointTicketsResolve, s.microTicketsResolve},
 		{"runs-cancel", EndpointRunsCancel, s.microRunsCancel},
+		{"tools-list", EndpointToolsList, s.microToolsList},
 	}
 	for _, e := range endpoints {
 		h := s.microHandler(e.handle)

@@ -93,6 +93,7 @@ func Start(ctx context.Context, env *pipeline.Env, reg *Registry, opts ...execco
 		return nil, err
 	}
 	s.exec = x
+	publishDescriptors(ctx, env, reg)
 	return s, nil
 }
 
