@@ -293,6 +293,16 @@ func TestSecure_apiNeedsNoMorePermission(t *testing.T) {
 	if st, body := apiDo(t, ctx, "GET", base, "/v1/tickets", nil, &list); st != http.StatusOK || len(list.Tickets) < len(runs) {
 		t.Fatalf("GET /v1/tickets: %d, %d tickets: %s", st, len(list.Tickets), body)
 	}
+	// The tool catalog: brain-exec published its descriptors as its own user, the api
+	// reads them, and the platform asks the api for it over micro.
+	var cat contracts.ToolCatalog
+	if st, body := apiDo(t, ctx, "GET", base, "/v1/tools?agent_tools=echo", nil, &cat); st != http.StatusOK ||
+		len(cat.Tools) != 1 || !strings.Contains(string(cat.Tools[0].Parameters), `"text"`) {
+		t.Errorf("GET /v1/tools: %d %s", st, body)
+	}
+	if tools, err := s.client.Tools(ctx, "echo"); err != nil || len(tools) != 1 || !strings.Contains(string(tools[0].Parameters), `"text"`) {
+		t.Errorf("platform client.Tools: %v %+v", err, tools)
+	}
 	approve := tickets["api-approve"].CorrelationID
 	if st, body := apiDo(t, ctx, "GET", base, "/v1/tickets/"+approve, nil, nil); st != http.StatusOK {
 		t.Fatalf("GET ticket: %d %s", st, body)
@@ -482,6 +492,13 @@ func TestSecure_leastPrivilege(t *testing.T) {
 		{"api cannot read executor requests", "api", sub("awaken.work.exec.>")},
 		{"platform cannot read the api's replies", "platform", sub(deploy.ServiceInboxPrefix(deploy.UserAPI) + ".>")},
 		{"platform cannot serve the api's micro endpoints", "platform", sub(api.MicroSubject(contracts.DefaultPrefix, api.EndpointTicketsResolve))},
+		// Only brain-exec publishes the descriptors the tool catalog shows.
+		{"platform cannot write tool descriptors", "platform", raw("$KV." + names.ToolsBucket() + ".brain")},
+		{"api cannot write tool descriptors", "api", raw("$KV." + names.ToolsBucket() + ".brain")},
+		{"gate cannot write tool descriptors", "gate", raw("$KV." + names.ToolsBucket() + ".brain")},
+		{"sandbox-exec cannot write tool descriptors", "sandbox-exec", raw("$KV." + names.ToolsBucket() + ".brain")},
+		{"brain-exec cannot write another target's descriptors", "brain-exec", raw("$KV." + names.ToolsBucket() + ".sandbox")},
+		{"platform cannot serve the tool catalog", "platform", sub(names.ToolsListSubject())},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,0 +1,49 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/awaken-dev/awaken/pkg/contracts"
+)
+
+// Micro error headers (the nats micro protocol's).
+const (
+	microErrorHeader     = "Nats-Service-Error"
+	microErrorCodeHeader = "Nats-Service-Error-Code"
+)
+
+// Tools returns the tool catalog of the deployment, asked of the api's micro endpoint
+// {prefix}.api.tools.list: every tool of the trusted configuration, in its order, with the
+// JSON Schema of its arguments, its kind, target and capability. agentTools, when given,
+// narrows it the way a batch's agent.tools does. The api must be running.
+func (c *Client) Tools(ctx context.Context, agentTools ...string) ([]contracts.CatalogTool, error) {
+	raw, err := c.ToolsDocument(ctx, contracts.CatalogFormatAwaken, agentTools)
+	if err != nil {
+		return nil, err
+	}
+	var cat contracts.ToolCatalog
+	if err := json.Unmarshal(raw, &cat); err != nil {
+		return nil, fmt.Errorf("client: tool catalog: %w", err)
+	}
+	return cat.Tools, nil
+}
+
+// ToolsDocument returns the tool catalog as JSON in format (contracts.CatalogFormatAwaken,
+// CatalogFormatOpenAI — a tools array ready for a chat-completions or responses call — or
+// CatalogFormatMCP); nil agentTools means every tool.
+func (c *Client) ToolsDocument(ctx context.Context, format string, agentTools []string) (json.RawMessage, error) {
+	body, err := json.Marshal(contracts.ToolsRequest{Format: format, AgentTools: agentTools})
+	if err != nil {
+		return nil, fmt.Errorf("client: tools request: %w", err)
+	}
+	m, err := c.nc.RequestWithContext(ctx, c.names.ToolsListSubject(), body)
+	if err != nil {
+		return nil, fmt.Errorf("client: tool catalog: %w", err)
+	}
+	if msg := m.Header.Get(microErrorHeader); msg != "" {
+		return nil, fmt.Errorf("client: tool catalog: %s (%s)", msg, m.Header.Get(microErrorCodeHeader))
+	}
+	return json.RawMessage(m.Data), nil
+}
