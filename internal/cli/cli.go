@@ -53,6 +53,7 @@ Client:
   awaken runs cancel RUN_ID            seal the open batches of a run
   awaken batch show BATCH_ID [--json]  per-call phase, outcome and timeline of a batch
   awaken counter NAME                  read the example counter tool's durable count
+  awaken tools ls [--format F]         the tool catalog (F: awaken, openai, mcp) with schemas
 
 Common flags: --config FILE (env AWAKEN_CONFIG), --nats-url URL (env NATS_URL),
 --prefix PREFIX (client commands; env AWAKEN_PREFIX), NATS credentials --nats-user /
@@ -98,6 +99,8 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = runRuns(ctx, rest, stdout)
 	case "counter":
 		err = runCounter(ctx, rest, stdout)
+	case "tools":
+		err = runTools(ctx, rest, stdout)
 	default:
 		fmt.Fprintf(stderr, "awaken: unknown command %q\n\n%s", cmd, usage)
 		return 2

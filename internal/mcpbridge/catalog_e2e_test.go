@@ -1,0 +1,145 @@
+//go:build unix
+
+package mcpbridge_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/awaken-dev/awaken/internal/app"
+	"github.com/awaken-dev/awaken/internal/config"
+	"github.com/awaken-dev/awaken/internal/natstest"
+	"github.com/awaken-dev/awaken/pkg/client"
+	"github.com/awaken-dev/awaken/pkg/contracts"
+	"github.com/awaken-dev/awaken/services/api"
+)
+
+// TestToolCatalog runs the pipeline, the api and a real MCP server and reads the tool
+// catalog through every door: each tool's schema comes from the one place it is defined
+// (the typed tool's Go argument type, published by brain-exec; the configuration's
+// parameters for a sandbox tool; the MCP server's inputSchema), in registry order, in
+// the awaken, openai and mcp formats, narrowed like agent.tools.
+func TestToolCatalog(t *testing.T) {
+	log := newCallLog(t)
+	cfg, err := config.Parse(fmt.Appendf(nil, `
+storage: {memory: true}
+tools:
+  - id: echo
+    capability: replay_safe
+    recovery_policy: {mode: replay_safe, max_attempts: 3}
+  - id: wc
+    description: Counts words.
+    target: sandbox
+    module: /nonexistent/wc.wasm
+    parameters:
+      type: object
+      properties: {text: {type: string}}
+      required: [text]
+  - id: stub
+    description: Fixed.
+    set_result: {text: fixed}
+executors:
+  sandbox: {enabled: false}
+  mcp:
+    - {name: test, command: %q, args: ["-log", %q]}
+`, serverBin, string(log)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := natstest.Start(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	stack, err := app.Start(ctx, app.Options{Config: cfg, Dial: app.InProcessDialer(srv.Server()), Log: testLogger(t),
+		Services: append(app.AllServices(), app.API), API: api.Options{HTTPAddr: "127.0.0.1:0"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		stopCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := stack.Stop(stopCtx); err != nil {
+			t.Errorf("stop: %v", err)
+		}
+	})
+	base := strings.TrimSuffix(stack.APIService.URL(), "/")
+	get := func(path string, v any) {
+		t.Helper()
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+path, nil)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		body, _ := io.ReadAll(res.Body)
+		if res.StatusCode != http.StatusOK {
+			t.Fatalf("GET %s: %d %s", path, res.StatusCode, body)
+		}
+		if err := json.Unmarshal(body, v); err != nil {
+			t.Fatalf("GET %s: %v: %s", path, err, body)
+		}
+	}
+
+	var cat contracts.ToolCatalog
+	get("/v1/tools", &cat)
+	var ids []string
+	byID := map[string]contracts.CatalogTool{}
+	for _, tl := range cat.Tools {
+		ids = append(ids, tl.ID)
+		byID[tl.ID] = tl
+	}
+	if len(ids) < 4 || !slices.Equal(ids[:3], []string{"echo", "wc", "stub"}) || !slices.Contains(ids, "mcp__test__add") {
+		t.Fatalf("catalog ids %v: want echo, wc, stub (registry order), then the MCP server's tools", ids)
+	}
+	for _, c := range []struct{ id, want string }{
+		{"echo", `"text"`}, // from EchoArgs, published by brain-exec
+		{"wc", `"required":["text"]`},
+		{"mcp__test__add", `"b"`}, // the MCP server's inputSchema
+	} {
+		if p := string(byID[c.id].Parameters); !strings.Contains(p, c.want) {
+			t.Errorf("%s parameters %s lack %s", c.id, p, c.want)
+		}
+	}
+	if e := byID["echo"]; e.Target != contracts.TargetBrain || e.Capability != contracts.CapabilityReplaySafe || e.Kind != contracts.KindRegular || e.Description == "" {
+		t.Errorf("echo entry %+v", e)
+	}
+	if w := byID["wc"]; w.Target != contracts.TargetSandbox || w.Description != "Counts words." {
+		t.Errorf("wc entry %+v", w)
+	}
+
+	var openai struct {
+		Tools []contracts.OpenAITool `json:"tools"`
+	}
+	get("/v1/tools?format=openai&agent_tools=wc,mcp__test__add,nope", &openai)
+	if len(openai.Tools) != 2 || openai.Tools[0].Type != "function" || openai.Tools[0].Function.Name != "wc" ||
+		openai.Tools[1].Function.Name != "mcp__test__add" || !strings.Contains(string(openai.Tools[1].Function.Parameters), `"a"`) {
+		t.Errorf("openai format narrowed to wc, mcp__test__add: %+v", openai.Tools)
+	}
+	var mcpDoc struct {
+		Tools []contracts.MCPTool `json:"tools"`
+	}
+	get("/v1/tools?format=mcp&agent_tools=echo", &mcpDoc)
+	if len(mcpDoc.Tools) != 1 || mcpDoc.Tools[0].Name != "echo" || !strings.Contains(string(mcpDoc.Tools[0].InputSchema), `"text"`) {
+		t.Errorf("mcp format: %+v", mcpDoc.Tools)
+	}
+
+	// The micro door, through pkg/client.
+	nc, _ := srv.Conn(t)
+	c, err := client.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tools, err := c.Tools(ctx, "stub", "echo")
+	if err != nil || len(tools) != 2 || tools[0].ID != "echo" || tools[1].ID != "stub" {
+		t.Errorf("client.Tools: %v %+v", err, tools)
+	}
+	if _, err := c.ToolsDocument(ctx, "yaml", nil); err == nil {
+		t.Error("an unknown format was accepted")
+	}
+}
