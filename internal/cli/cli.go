@@ -173,7 +173,15 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	return devstack.Dev(ctx, o)
 }
 
-func runService(ctx context.Context, name string, args []string, stderr io.Writer) error {
+// serviceFlags are the flags every pipeline service subcommand takes.
+type serviceFlags struct {
+	cfgPath, url, opsAddr string
+	authOpts              []nats.Option
+	ensure                bool
+}
+
+// parseServiceFlags parses the flags of service subcommand name.
+func parseServiceFlags(name string, args []string, stderr io.Writer) (serviceFlags, error) {
 	fs := newFlags(name)
 	fs.SetOutput(stderr)
 	cfgPath := fs.String("config", defaultConfigPath(), "host configuration file (YAML or JSON)")
@@ -182,13 +190,21 @@ func runService(ctx context.Context, name string, args []string, stderr io.Write
 	opsAddr := fs.String("http", env("AWAKEN_HTTP", ""), `address of the operations listener: /metrics, /healthz, /readyz ("" disables it; env AWAKEN_HTTP)`)
 	ensure := ensureFlag(fs)
 	if err := parseArgs(fs, args); err != nil {
-		return err
+		return serviceFlags{}, err
 	}
-	cfg, err := config.Load(*cfgPath)
+	authOpts, err := auth()
+	if err != nil {
+		return serviceFlags{}, err
+	}
+	return serviceFlags{cfgPath: *cfgPath, url: *url, opsAddr: *opsAddr, authOpts: authOpts, ensure: *ensure}, nil
+}
+
+func runService(ctx context.Context, name string, args []string, stderr io.Writer) error {
+	f, err := parseServiceFlags(name, args, stderr)
 	if err != nil {
 		return err
 	}
-	authOpts, err := auth()
+	cfg, err := config.Load(f.cfgPath)
 	if err != nil {
 		return err
 	}
@@ -199,13 +215,13 @@ func runService(ctx context.Context, name string, args []string, stderr io.Write
 	}
 	defer flushTraces(shutdownTracing, log)
 	st, err := app.Start(ctx, app.Options{
-		Config: cfg, Services: []string{name}, Dial: app.ServiceDialer(*url, authOpts...), Log: log,
-		NoEnsure: !*ensure, TracerProvider: tp, HTTPAddr: *opsAddr,
+		Config: cfg, Services: []string{name}, Dial: app.ServiceDialer(f.url, f.authOpts...), Log: log,
+		NoEnsure: !f.ensure, TracerProvider: tp, HTTPAddr: f.opsAddr,
 	})
 	if err != nil {
 		return err
 	}
-	log.Info().Str("service", name).Str("nats_url", *url).Msg("ready")
+	log.Info().Str("service", name).Str("nats_url", f.url).Msg("ready")
 	<-ctx.Done()
 	log.Info().Str("service", name).Msg("draining")
 	stopCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
