@@ -50,6 +50,14 @@ const ServiceName = app.BrainExec
 // DefaultDrainTimeout bounds the graceful drain of [Executor.Run].
 const DefaultDrainTimeout = 30 * time.Second
 
+// Registration errors, for errors.Is: an id registered twice (every call to it then fails
+// as ambiguous), and every other invalid registration (bad id, capability or argument
+// type).
+var (
+	ErrDuplicateTool = brainexec.ErrDuplicateTool
+	ErrInvalidTool   = brainexec.ErrInvalidTool
+)
+
 // Config is the host configuration (the same file every awaken service loads).
 type Config struct{ c *config.Config }
 
