@@ -90,8 +90,8 @@ func TestMetricsMoveAsABatchFlows(t *testing.T) {
 
 	before := scrape(t, base)
 	// echo runs in brain-exec, wc in sandbox-exec with an argument of the wrong type (an
-	// execution error whether or not its module is built), forbidden is denied by the host
-	// policy.
+	// error result from its configured schema, before the module is entered), forbidden is
+	// denied by the host policy.
 	res := h.mustRun(batch("metrics-1", 1, []string{"echo", "wc", "forbidden"},
 		call("c1", "echo", map[string]string{"text": "hi"}),
 		call("c2", "wc", map[string]any{"text": 5}),
