@@ -31,6 +31,9 @@ func TestRegisterDerivesTheSchemaAndRefusesDuplicates(t *testing.T) {
 	if err := executor.Register(x, tool); err != nil {
 		t.Fatal(err)
 	}
+	if d := x.Descriptors(); len(d) != 1 || d[0].ID != "shout" || !strings.Contains(string(d[0].Parameters), `"text"`) {
+		t.Errorf("descriptors %+v, want shout's schema from shoutArgs", d)
+	}
 	if err := executor.Register(x, tool); !errors.Is(err, executor.ErrDuplicateTool) {
 		t.Errorf("second registration: %v, want ErrDuplicateTool", err)
 	}
@@ -39,23 +42,5 @@ func TestRegisterDerivesTheSchemaAndRefusesDuplicates(t *testing.T) {
 	}
 	if _, err := executor.New(cfg, executor.Options{URL: "nats://x", User: "u", Token: "t"}); err == nil {
 		t.Error("two credentials accepted")
-	}
-}
-
-func TestDescriptorsComeFromTheArgumentType(t *testing.T) {
-	cfg, err := executor.ParseConfig([]byte("tools:\n  - id: shout\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	x, err := executor.New(cfg, executor.Options{URL: "nats://127.0.0.1:1"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := executor.Register(x, executor.ToolFunc("shout", "Shouts.", contracts.CapabilityReplaySafe, shout)); err != nil {
-		t.Fatal(err)
-	}
-	d := x.Descriptors()
-	if len(d) != 1 || d[0].ID != "shout" || !strings.Contains(string(d[0].Parameters), `"text"`) {
-		t.Errorf("descriptors %+v", d)
 	}
 }
