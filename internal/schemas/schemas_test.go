@@ -210,7 +210,11 @@ func validateFile(t *testing.T, s *jsonschema.Schema, path, schema string) {
 func failure(err error) string {
 	var ve *jsonschema.ValidationError
 	if errors.As(err, &ve) {
-		return ve.Field + ": " + ve.Message
+		field := ve.Field
+		if field == "" {
+			field = "(the document)"
+		}
+		return field + ": " + ve.Message
 	}
 	return err.Error()
 }
