@@ -139,9 +139,9 @@ func generate(d Document, byType map[reflect.Type]Document, src *sources) ([]byt
 	return buf.Bytes(), nil
 }
 
-// outsideReference matches a comment's pointer at a design document outside the
-// repository, which a schema's reader cannot follow.
-var outsideReference = regexp.MustCompile(`\s*\((?:DESIGN|reference) §[^)]*\)|;?\s*(?:DESIGN|reference) §[0-9.]+`)
+// outsideReference matches a comment's pointer at a section of a document outside the
+// repository ("(Name §3.1)", "; Name §2.5"), which a schema's reader cannot follow.
+var outsideReference = regexp.MustCompile(`\s*\([A-Za-z][A-Za-z ._-]* §[^)]*\)|;?\s*\b[A-Za-z]+ §[0-9.]+`)
 
 // describe turns a doc comment into a one-line description.
 func describe(doc string) string {
