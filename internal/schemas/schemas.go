@@ -11,7 +11,6 @@ import (
 	"errors"
 	"fmt"
 	"go/ast"
-	"go/constant"
 	"go/parser"
 	"go/token"
 	"os"
@@ -37,7 +36,7 @@ const Dir = "schemas"
 
 // sourceDirs are the packages whose constants give the enumerations and whose doc
 // comments give the descriptions, relative to the module root.
-var sourceDirs = []string{"pkg/contracts", "services/api", "internal/config"}
+var sourceDirs = []string{"pkg/contracts", "internal/bus", "services/api", "internal/config"}
 
 // Document is one generated schema file.
 type Document struct {
@@ -120,6 +119,11 @@ func generate(d Document, byType map[reflect.Type]Document, src *sources) ([]byt
 		}
 		p["enum"] = values
 	}
+	tagKey := d.TagKey
+	if tagKey == "" {
+		tagKey = "json"
+	}
+	src.annotate(m, d.Type, tagKey)
 	if d.NoRequired {
 		dropRequired(m)
 	}
@@ -149,6 +153,68 @@ func describe(doc string) string {
 	return strings.Join(strings.Fields(doc), " ")
 }
 
+// annotate gives every property of schema (derived from t) the doc comment of its Go
+// field as its description, through inlined structs, slices and maps; a $ref stops it
+// (the referenced document describes its own fields).
+func (s *sources) annotate(schema map[string]any, t reflect.Type, tagKey string) {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.Slice, reflect.Array:
+		if items, ok := schema["items"].(map[string]any); ok {
+			s.annotate(items, t.Elem(), tagKey)
+		}
+	case reflect.Map:
+		if values, ok := schema["additionalProperties"].(map[string]any); ok {
+			s.annotate(values, t.Elem(), tagKey)
+		}
+	case reflect.Struct:
+		props, ok := schema["properties"].(map[string]any)
+		if !ok {
+			return
+		}
+		s.annotateFields(props, t, tagKey)
+	}
+}
+
+func (s *sources) annotateFields(props map[string]any, t reflect.Type, tagKey string) {
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		tag, _, _ := strings.Cut(f.Tag.Get(tagKey), ",")
+		if tag == "-" {
+			continue
+		}
+		if f.Anonymous && tag == "" {
+			ft := f.Type
+			for ft.Kind() == reflect.Pointer {
+				ft = ft.Elem()
+			}
+			if ft.Kind() == reflect.Struct {
+				s.annotateFields(props, ft, tagKey)
+			}
+			continue
+		}
+		if !f.IsExported() {
+			continue
+		}
+		name := tag
+		if name == "" {
+			name = f.Name
+		}
+		p, ok := props[name].(map[string]any)
+		if !ok {
+			continue
+		}
+		if doc := s.fields[typeKey(t)+"."+f.Name]; doc != "" {
+			if _, has := p["description"]; !has {
+				p["description"] = describe(doc)
+			}
+		}
+		s.annotate(p, f.Type, tagKey)
+	}
+}
+
 // dropRequired removes every "required" keyword of a schema tree.
 func dropRequired(v any) {
 	switch x := v.(type) {
@@ -172,10 +238,12 @@ func typeKey(t reflect.Type) string { return t.PkgPath() + "." + t.Name() }
 type sources struct {
 	enums map[string][]string
 	docs  map[string]string
+	// fields holds the doc comment of every struct field, by "{type key}.{Go field name}".
+	fields map[string]string
 }
 
 func readSources(root string) (*sources, error) {
-	s := &sources{enums: map[string][]string{}, docs: map[string]string{}}
+	s := &sources{enums: map[string][]string{}, docs: map[string]string{}, fields: map[string]string{}}
 	for _, dir := range sourceDirs {
 		if err := s.readPackage(root, dir); err != nil {
 			return nil, err
@@ -221,11 +289,24 @@ func (s *sources) readPackage(root, dir string) error {
 					if doc != nil {
 						s.docs[pkg+"."+sp.Name.Name] = strings.TrimSpace(doc.Text())
 					}
+					if st, ok := sp.Type.(*ast.StructType); ok {
+						for _, field := range st.Fields.List {
+							doc := field.Doc
+							if doc == nil {
+								doc = field.Comment
+							}
+							for _, name := range field.Names {
+								if doc != nil {
+									s.fields[pkg+"."+sp.Name.Name+"."+name.Name] = strings.TrimSpace(doc.Text())
+								}
+							}
+						}
+					}
 				case *ast.ValueSpec:
 					if gd.Tok != token.CONST {
 						continue
 					}
-					ident, ok := sp.Type.(*ast.Ident)
+					key, ok := constType(pkg, f, sp.Type)
 					if !ok {
 						continue
 					}
@@ -238,14 +319,42 @@ func (s *sources) readPackage(root, dir string) error {
 						if err != nil {
 							return fmt.Errorf("schemas: %s: %w", fset.Position(lit.Pos()), err)
 						}
-						key := pkg + "." + ident.Name
-						s.enums[key] = append(s.enums[key], constant.StringVal(constant.MakeString(value)))
+						s.enums[key] = append(s.enums[key], value)
 					}
 				}
 			}
 		}
 	}
 	return nil
+}
+
+// constType names the type of a typed constant declaration: a type of the package itself
+// (RejectCode) or one imported from another package of the module (contracts.RejectCode,
+// as internal/bus adds dead-letter codes to the rejection codes).
+func constType(pkg string, f *ast.File, expr ast.Expr) (string, bool) {
+	switch t := expr.(type) {
+	case *ast.Ident:
+		return pkg + "." + t.Name, true
+	case *ast.SelectorExpr:
+		x, ok := t.X.(*ast.Ident)
+		if !ok {
+			return "", false
+		}
+		for _, imp := range f.Imports {
+			path, err := strconv.Unquote(imp.Path.Value)
+			if err != nil {
+				continue
+			}
+			name := path[strings.LastIndexByte(path, '/')+1:]
+			if imp.Name != nil {
+				name = imp.Name.Name
+			}
+			if name == x.Name {
+				return path + "." + t.Sel.Name, true
+			}
+		}
+	}
+	return "", false
 }
 
 // ModuleRoot finds the module root from dir upwards (the folder holding go.mod).
