@@ -10,7 +10,6 @@ import (
 	"regexp"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"testing"
 	"unicode"
@@ -92,37 +91,12 @@ func snake(s string) string {
 // CloudEvent type (io.awaken.…).
 func codeEventTypes(t *testing.T, root string) []string {
 	t.Helper()
-	fset := token.NewFileSet()
-	pkgs, err := filepath.Glob(filepath.Join(root, "pkg", "contracts", "*.go"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	var types []string
-	for _, path := range pkgs {
-		if strings.HasSuffix(path, "_test.go") {
-			continue
+	stringConsts(parseDir(t, filepath.Join(root, "pkg", "contracts")), func(_, value string) {
+		if strings.HasPrefix(value, "io.awaken.") {
+			types = append(types, value)
 		}
-		f, err := parser.ParseFile(fset, path, nil, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ast.Inspect(f, func(n ast.Node) bool {
-			gd, ok := n.(*ast.GenDecl)
-			if !ok || gd.Tok != token.CONST {
-				return true
-			}
-			for _, spec := range gd.Specs {
-				for _, v := range spec.(*ast.ValueSpec).Values {
-					if lit, ok := v.(*ast.BasicLit); ok && lit.Kind == token.STRING {
-						if s, err := strconv.Unquote(lit.Value); err == nil && strings.HasPrefix(s, "io.awaken.") {
-							types = append(types, s)
-						}
-					}
-				}
-			}
-			return false
-		})
-	}
+	})
 	sort.Strings(types)
 	if len(types) < 10 {
 		t.Fatalf("found only %d event types in pkg/contracts: %v", len(types), types)

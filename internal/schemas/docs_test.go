@@ -11,15 +11,14 @@ import (
 	"testing"
 )
 
-// constsNamed lists the string values of the constants of the package in dir whose names
-// start with prefix (the api's refusal codes are untyped constants named Code…).
-func constsNamed(t *testing.T, dir, prefix string) []string {
+// parseDir parses the non-test Go files of dir.
+func parseDir(t *testing.T, dir string) []*ast.File {
 	t.Helper()
 	paths, err := filepath.Glob(filepath.Join(dir, "*.go"))
 	if err != nil || len(paths) == 0 {
 		t.Fatalf("no Go sources in %s: %v", dir, err)
 	}
-	var values []string
+	var files []*ast.File
 	fset := token.NewFileSet()
 	for _, path := range paths {
 		if strings.HasSuffix(path, "_test.go") {
@@ -29,6 +28,14 @@ func constsNamed(t *testing.T, dir, prefix string) []string {
 		if err != nil {
 			t.Fatal(err)
 		}
+		files = append(files, f)
+	}
+	return files
+}
+
+// stringConsts calls keep with the name and value of every string constant of files.
+func stringConsts(files []*ast.File, keep func(name, value string)) {
+	for _, f := range files {
 		for _, decl := range f.Decls {
 			gd, ok := decl.(*ast.GenDecl)
 			if !ok || gd.Tok != token.CONST {
@@ -37,18 +44,30 @@ func constsNamed(t *testing.T, dir, prefix string) []string {
 			for _, spec := range gd.Specs {
 				vs := spec.(*ast.ValueSpec)
 				for i, name := range vs.Names {
-					if !strings.HasPrefix(name.Name, prefix) || i >= len(vs.Values) {
+					if i >= len(vs.Values) {
 						continue
 					}
 					if lit, ok := vs.Values[i].(*ast.BasicLit); ok && lit.Kind == token.STRING {
 						if v, err := strconv.Unquote(lit.Value); err == nil {
-							values = append(values, v)
+							keep(name.Name, v)
 						}
 					}
 				}
 			}
 		}
 	}
+}
+
+// constsNamed lists the string values of the constants of the package in dir whose names
+// start with prefix (the api's refusal codes are untyped constants named Code…).
+func constsNamed(t *testing.T, dir, prefix string) []string {
+	t.Helper()
+	var values []string
+	stringConsts(parseDir(t, dir), func(name, value string) {
+		if strings.HasPrefix(name, prefix) {
+			values = append(values, value)
+		}
+	})
 	return values
 }
 
