@@ -17,12 +17,14 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/awaken-dev/awaken/pkg/contracts"
+	"github.com/awaken-dev/awaken/services/api"
 )
 
 // codeSubjects derives every subject the code publishes or consumes from the subject
 // methods of contracts.Names (pkg/contracts/names.go): each method returning a string,
 // except the stream, bucket, wildcard and filter names, is called with "{param}" for each
-// parameter, the parameter named by its Go name in snake case (runID → {run_id}).
+// parameter, the parameter named by its Go name in snake case (runID → {run_id}). The
+// api's micro subjects come from its Endpoint constants.
 func codeSubjects(t *testing.T, root string) []string {
 	t.Helper()
 	fset := token.NewFileSet()
@@ -55,6 +57,10 @@ func codeSubjects(t *testing.T, root string) []string {
 			}
 		}
 		subjects = append(subjects, m.Call(args)[0].String())
+	}
+	// The api's micro endpoints (request/reply under {prefix}.api.).
+	for _, endpoint := range constsNamed(t, filepath.Join(root, "services", "api"), "Endpoint") {
+		subjects = append(subjects, api.MicroSubject(contracts.DefaultPrefix, endpoint))
 	}
 	sort.Strings(subjects)
 	if len(subjects) < 10 {
@@ -107,7 +113,7 @@ func codeEventTypes(t *testing.T, root string) []string {
 type asyncAPIDoc struct {
 	AsyncAPI string `yaml:"asyncapi"`
 	Channels map[string]struct {
-		Address    string               `yaml:"address"`
+		Address    *string              `yaml:"address"`
 		Messages   map[string]ref       `yaml:"messages"`
 		Parameters map[string]yaml.Node `yaml:"parameters"`
 	} `yaml:"channels"`
@@ -115,6 +121,9 @@ type asyncAPIDoc struct {
 		Action   string `yaml:"action"`
 		Channel  ref    `yaml:"channel"`
 		Messages []ref  `yaml:"messages"`
+		Reply    *struct {
+			Channel ref `yaml:"channel"`
+		} `yaml:"reply"`
 	} `yaml:"operations"`
 	Components struct {
 		Messages map[string]struct {
@@ -135,6 +144,61 @@ type asyncAPIDoc struct {
 
 type ref struct {
 	Ref string `yaml:"$ref"`
+}
+
+// checkReferences resolves every $ref of the document: "#/…" inside it, "../schemas/FILE"
+// against the checked-in schemas.
+func checkReferences(t *testing.T, raw []byte, schemas map[string][]byte) {
+	t.Helper()
+	var tree any
+	if err := yaml.Unmarshal(raw, &tree); err != nil {
+		t.Fatal(err)
+	}
+	var walk func(v any)
+	walk = func(v any) {
+		switch x := v.(type) {
+		case map[string]any:
+			for k, c := range x {
+				if r, ok := c.(string); ok && k == "$ref" {
+					checkReference(t, tree, schemas, r)
+					continue
+				}
+				walk(c)
+			}
+		case []any:
+			for _, c := range x {
+				walk(c)
+			}
+		}
+	}
+	walk(tree)
+}
+
+func checkReference(t *testing.T, tree any, schemas map[string][]byte, r string) {
+	t.Helper()
+	if file, ok := strings.CutPrefix(r, "../schemas/"); ok {
+		if _, exists := schemas[file]; !exists {
+			t.Errorf("$ref %q names no checked-in schema", r)
+		}
+		return
+	}
+	pointer, ok := strings.CutPrefix(r, "#/")
+	if !ok {
+		t.Errorf("$ref %q is neither local (#/…) nor a schema (../schemas/FILE)", r)
+		return
+	}
+	node := tree
+	for _, part := range strings.Split(pointer, "/") {
+		m, ok := node.(map[string]any)
+		if !ok {
+			t.Errorf("$ref %q does not resolve", r)
+			return
+		}
+		if node, ok = m[part]; !ok {
+			t.Errorf("$ref %q does not resolve (no %q)", r, part)
+			return
+		}
+	}
 }
 
 var addressParam = regexp.MustCompile(`\{([a-z_]+)\}`)
@@ -160,8 +224,11 @@ func TestAsyncAPIMatchesCode(t *testing.T) {
 	var addresses []string
 	used := map[string]bool{}
 	for name, ch := range doc.Channels {
-		addresses = append(addresses, ch.Address)
-		for _, m := range addressParam.FindAllStringSubmatch(ch.Address, -1) {
+		if ch.Address == nil {
+			continue // a dynamic address (replies on an inbox): no subject of the code
+		}
+		addresses = append(addresses, *ch.Address)
+		for _, m := range addressParam.FindAllStringSubmatch(*ch.Address, -1) {
 			p, ok := ch.Parameters[m[1]]
 			if !ok {
 				t.Errorf("channel %s: address parameter {%s} is not declared", name, m[1])
@@ -174,14 +241,10 @@ func TestAsyncAPIMatchesCode(t *testing.T) {
 				}
 			}
 		}
+	}
+	for name, ch := range doc.Channels {
 		if len(ch.Messages) == 0 {
 			t.Errorf("channel %s has no messages", name)
-		}
-		for key, m := range ch.Messages {
-			target := strings.TrimPrefix(m.Ref, "#/components/messages/")
-			if _, ok := doc.Components.Messages[target]; !ok {
-				t.Errorf("channel %s: message %s references %q, which does not exist", name, key, m.Ref)
-			}
 		}
 	}
 	sort.Strings(addresses)
@@ -198,6 +261,9 @@ func TestAsyncAPIMatchesCode(t *testing.T) {
 			t.Errorf("operation %s: channel %q does not exist", name, op.Channel.Ref)
 		}
 		used[ch] = true
+		if op.Reply != nil {
+			used[strings.TrimPrefix(op.Reply.Channel.Ref, "#/channels/")] = true
+		}
 	}
 	for name := range doc.Channels {
 		if !used[name] {
@@ -206,20 +272,14 @@ func TestAsyncAPIMatchesCode(t *testing.T) {
 	}
 
 	var types []string
-	set := checkedIn(t, root)
-	for name, m := range doc.Components.Messages {
+	for _, m := range doc.Components.Messages {
 		for _, part := range m.Headers.AllOf {
 			if c := part.Properties.Type.Const; c != "" {
 				types = append(types, c)
 			}
 		}
-		if m.Payload.Ref != "" {
-			file, ok := strings.CutPrefix(m.Payload.Ref, "../schemas/")
-			if _, exists := set[file]; !ok || !exists {
-				t.Errorf("message %s: payload %q is not a checked-in schema (../schemas/FILE)", name, m.Payload.Ref)
-			}
-		}
 	}
+	checkReferences(t, raw, checkedIn(t, root))
 	sort.Strings(types)
 	if want := codeEventTypes(t, root); !slices.Equal(types, want) {
 		t.Errorf("message types (ce-type consts) differ from the CloudEvent types of pkg/contracts:\n asyncapi: %v\n code:     %v", types, want)
