@@ -2,7 +2,17 @@
 // from their Go types: every CloudEvent payload, every api request and reply body and the
 // host configuration file. [Documents] lists them; `make schemas` writes them to the
 // schemas folder, and the package's tests fail when the checked-in files drift from the
-// types or when an example stops validating.
+// types, when a golden wire example or an example file stops validating, when
+// docs/asyncapi.yaml names other subjects or event types than the code, and when
+// docs/protocol.md misses a subject, an event type or a code.
+//
+// The schemas are derived by [contracts.SchemaOfType] (the builder that also derives tool
+// argument schemas), with these additions:
+//   - a named type listed in [Documents] is its own file, referenced by "$ref" elsewhere
+//     (which also makes recursive types such as content blocks expressible);
+//   - a named string type with constants in one of the source folders is an "enum" of their
+//     values, read from the sources, so a new constant needs no second list;
+//   - the doc comments of the types and of their fields become "description"s.
 package schemas
 
 import (
