@@ -310,7 +310,7 @@ func (s *Service) decide(w http.ResponseWriter, r *http.Request, allow bool, tex
 }
 
 func (s *Service) httpCancel(w http.ResponseWriter, r *http.Request) {
-	var req cancelRequest
+	var req CancelRequest
 	if err := readBody(r, &req); err != nil {
 		s.writeError(w, r, err)
 		return

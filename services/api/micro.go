@@ -29,7 +29,7 @@ const (
 	// string or {"correlation_id": "…"}. Reply: the ResumeTicket.
 	EndpointTicketsGet = "tickets.get"
 	// EndpointTicketsResolve answers a ticket. Request body: a complete ResumeCommand
-	// (DESIGN §3.3; any result kind), or the short form {"correlation_id", "decision":
+	// (docs/protocol.md §7; any result kind), or the short form {"correlation_id", "decision":
 	// "allow"|"deny", "note"|"reason"}. Reply: the gate's TicketResolution.
 	EndpointTicketsResolve = "tickets.resolve"
 	// EndpointRunsCancel cancels a run. Request body: {"run_id","reason"?} or the bare run
@@ -223,15 +223,15 @@ func (s *Service) microTicketsResolve(ctx context.Context, req micro.Request) (a
 	return nil, apiErr(http.StatusBadRequest, string(contracts.ResumeInvalid), "decision %q is neither allow nor deny", d.Decision)
 }
 
-// cancelRequest is the body of runs.cancel and POST /v1/runs/{run_id}/cancel.
-type cancelRequest struct {
+// CancelRequest is the body of runs.cancel and POST /v1/runs/{run_id}/cancel.
+type CancelRequest struct {
 	RunID  string `json:"run_id,omitempty"`
 	Reason string `json:"reason,omitempty"`
 }
 
 func (s *Service) microRunsCancel(ctx context.Context, req micro.Request) (any, error) {
 	data := bytes.TrimSpace(req.Data())
-	var cr cancelRequest
+	var cr CancelRequest
 	if len(data) > 0 && data[0] == '{' {
 		if err := strictJSON(data, &cr); err != nil {
 			return nil, err
