@@ -44,7 +44,9 @@ type secureStack struct {
 	violations []string
 }
 
-func startSecure(t *testing.T) *secureStack {
+// startSecureServer starts only the embedded server of a secure stack, with the users of
+// deploy/nats/auth.conf and the example configuration; no stream exists yet.
+func startSecureServer(t *testing.T) *secureStack {
 	t.Helper()
 	pw, err := deploy.GeneratePasswords()
 	if err != nil {
@@ -63,7 +65,13 @@ func startSecure(t *testing.T) *secureStack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &secureStack{srv: srv, pw: pw, cfg: cfg}
+	return &secureStack{srv: srv, pw: pw, cfg: cfg}
+}
+
+func startSecure(t *testing.T) *secureStack {
+	t.Helper()
+	s := startSecureServer(t)
+	cfg := s.cfg
 	// sandbox-exec compiles the WebAssembly tools at start, which takes tens of seconds
 	// under the race detector on a loaded 2-core machine.
 	ctx := ctxFor(t, 3*time.Minute)

@@ -2,7 +2,6 @@ package deploy_test
 
 import (
 	"errors"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -11,8 +10,6 @@ import (
 
 	"github.com/awaken-dev/awaken/deploy"
 	"github.com/awaken-dev/awaken/internal/app"
-	"github.com/awaken-dev/awaken/internal/bus"
-	"github.com/awaken-dev/awaken/internal/config"
 )
 
 // TestSecure_clientsCannotScheduleMessages: a message schedule is not bound by the
@@ -25,45 +22,18 @@ import (
 // --secure` runs them.
 func TestSecure_clientsCannotScheduleMessages(t *testing.T) {
 	t.Parallel()
-	pw, err := deploy.GeneratePasswords()
-	if err != nil {
-		t.Fatal(err)
-	}
-	customize, err := app.SecureServerOptions(pw)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := bus.StartEmbedded(bus.EmbeddedConfig{StoreDir: t.TempDir(), Port: -1, NoLog: true, Customize: customize})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { bus.Shutdown(srv) })
-	cfg, err := config.Load(filepath.Join("..", "examples", "awaken.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	names := cfg.Names()
+	s := startSecureServer(t)
+	names := s.cfg.Names()
 	ctx := ctxFor(t, time.Minute)
 	connect := func(user string) jetstream.JetStream {
-		opts := []nats.Option{nats.UserInfo(user, pw[user])}
-		for _, svc := range deploy.ServiceUsers() {
-			if svc == user {
-				opts = append(opts, nats.CustomInboxPrefix(deploy.ServiceInboxPrefix(svc)))
-			}
-		}
-		nc, err := nats.Connect(srv.ClientURL(), opts...)
-		if err != nil {
-			t.Fatalf("connect as %s: %v", user, err)
-		}
-		t.Cleanup(nc.Close)
-		js, err := jetstream.New(nc)
+		js, err := jetstream.New(s.connect(t, user))
 		if err != nil {
 			t.Fatal(err)
 		}
 		return js
 	}
 	admin := connect(deploy.UserAdmin)
-	if err := app.Setup(ctx, admin, cfg, app.NewLogger(nil, "error")); err != nil {
+	if err := app.Setup(ctx, admin, s.cfg, app.NewLogger(nil, "error")); err != nil {
 		t.Fatal(err)
 	}
 	genuineSchedule := names.TicketScheduleSubject("perm.run-1.1.c1")
