@@ -44,7 +44,9 @@ type secureStack struct {
 	violations []string
 }
 
-func startSecure(t *testing.T) *secureStack {
+// startSecureServer starts only the embedded server of a secure stack, with the users of
+// deploy/nats/auth.conf and the example configuration; no stream exists yet.
+func startSecureServer(t *testing.T) *secureStack {
 	t.Helper()
 	pw, err := deploy.GeneratePasswords()
 	if err != nil {
@@ -63,7 +65,13 @@ func startSecure(t *testing.T) *secureStack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &secureStack{srv: srv, pw: pw, cfg: cfg}
+	return &secureStack{srv: srv, pw: pw, cfg: cfg}
+}
+
+func startSecure(t *testing.T) *secureStack {
+	t.Helper()
+	s := startSecureServer(t)
+	cfg := s.cfg
 	// sandbox-exec compiles the WebAssembly tools at start, which takes tens of seconds
 	// under the race detector on a loaded 2-core machine.
 	ctx := ctxFor(t, 3*time.Minute)
@@ -192,7 +200,7 @@ func TestSecure_pipelineNeedsNoMorePermission(t *testing.T) {
 		{"batcher", names.WorkStream(), contracts.ConsumerBatcherOutputs},
 		{"gate", names.WorkStream(), contracts.ConsumerGateRequests},
 		{"gate", names.TicketsStream(), contracts.ConsumerGateResume},
-		{"gate", names.TicketsStream(), contracts.ConsumerGateTimers},
+		{"gate", names.TimersStream(), contracts.ConsumerGateTimers},
 		{"gate", names.ControlStream(), contracts.ConsumerGateControl},
 		{"brain-exec", names.WorkStream(), contracts.ConsumerBrainExec},
 		{"sandbox-exec", names.WorkStream(), contracts.ConsumerSandboxExec},
@@ -441,7 +449,7 @@ func TestSecure_leastPrivilege(t *testing.T) {
 		{"platform cannot write a call record", "platform", raw("$KV." + names.CallsBucket() + ".forged.1.c1")},
 		{"platform cannot pull the batcher's submissions", "platform", raw("$JS.API.CONSUMER.MSG.NEXT." + names.SubmissionsStream() + "." + contracts.ConsumerBatcherSubmit)},
 		{"platform cannot pull the gate's resumes", "platform", raw("$JS.API.CONSUMER.MSG.NEXT." + names.TicketsStream() + "." + contracts.ConsumerGateResume)},
-		{"platform cannot delete the gate's timer consumer", "platform", raw("$JS.API.CONSUMER.DELETE." + names.TicketsStream() + "." + contracts.ConsumerGateTimers)},
+		{"platform cannot delete the gate's timer consumer", "platform", raw("$JS.API.CONSUMER.DELETE." + names.TimersStream() + "." + contracts.ConsumerGateTimers)},
 		{"platform cannot delete the batcher's consumer", "platform", raw("$JS.API.CONSUMER.DELETE." + names.SubmissionsStream() + "." + contracts.ConsumerBatcherSubmit)},
 		{"platform cannot redirect the batcher's consumer", "platform", raw("$JS.API.CONSUMER.CREATE." + names.SubmissionsStream() + "." + contracts.ConsumerBatcherSubmit + "." + names.RejectedSubject())},
 		{"platform cannot ack for the gate", "platform", raw("$JS.ACK." + names.TicketsStream() + "." + contracts.ConsumerGateResume + ".1.1.1.1.0")},

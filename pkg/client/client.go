@@ -135,8 +135,16 @@ type BatchResult struct {
 // conflicting resubmission inside its duplicate window.)
 func (c *Client) Submit(ctx context.Context, sub contracts.BatchSubmission) (string, error) {
 	id := sub.BatchID()
-	eventID := id + ":" + sub.Hash()[:16]
-	return id, c.publish(ctx, c.names.SubmitSubject(), eventID, contracts.TypeBatchRequested, sub)
+	return id, c.publish(ctx, c.names.SubmitSubject(), SubmissionEventID(sub), contracts.TypeBatchRequested, sub)
+}
+
+// SubmissionEventID is the CloudEvents id [Client.Submit] and [Client.SubmitAndWait] give a
+// submission: its batch id and the start of its content hash, so a re-submission of the
+// same content is deduplicated and a different content under the same batch id is a
+// different event. The batcher's rejection carries it as event_id, which is how a
+// rejection is matched to the submission it refuses.
+func SubmissionEventID(sub contracts.BatchSubmission) string {
+	return sub.BatchID() + ":" + sub.Hash()[:16]
 }
 
 // waitSettled waits until the batcher's durable consumer has settled (acknowledged or

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
@@ -53,6 +52,10 @@ func (c *Client) SubmitAndWait(ctx context.Context, sub contracts.BatchSubmissio
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 
+	// A rejection is matched to this submission by its event id, never by the batch id
+	// alone: a conflicting or malformed submission that names the same batch is rejected
+	// under its own event id while this one is accepted and runs.
+	eventID := SubmissionEventID(sub)
 	rejected := make(chan contracts.BatchRejected, 1)
 	rs, err := c.nc.Subscribe(c.names.RejectedSubject(), func(m *nats.Msg) {
 		ev, err := bus.DecodeMsg(m.Header, m.Data)
@@ -60,7 +63,7 @@ func (c *Client) SubmitAndWait(ctx context.Context, sub contracts.BatchSubmissio
 			return
 		}
 		var r contracts.BatchRejected
-		if json.Unmarshal(ev.Data, &r) == nil && (r.BatchID == batchID || strings.HasPrefix(r.EventID, batchID+":")) {
+		if json.Unmarshal(ev.Data, &r) == nil && r.EventID == eventID {
 			select {
 			case rejected <- r:
 			default:
@@ -82,7 +85,6 @@ func (c *Client) SubmitAndWait(ctx context.Context, sub contracts.BatchSubmissio
 	// stored — and nothing about this batch can be published before that.
 	reconnects := c.nc.Stats().Reconnects
 
-	eventID := batchID + ":" + sub.Hash()[:16]
 	ev, err := bus.NewEvent(eventID, c.source, contracts.TypeBatchRequested, sub)
 	if err != nil {
 		return nil, fmt.Errorf("client: %w", err)

@@ -81,9 +81,10 @@ type PolicyDecision struct {
 // JSON are denied outright (no argument rule could be evaluated on them, and a deny rule
 // must not fail open).
 //
-// Policies are not intersected. The gate chains them — run narrowing, then the per-run
-// policy, then the host policy — and the first verdict that is not Allow wins, so a
-// per-run policy can only narrow what the host policy grants.
+// Policies are not intersected rule by rule. The gate evaluates the host policy and the
+// per-run policy separately and composes the two outcomes with [NarrowGateOutcome]: the
+// stricter outcome and, on the same kind, the stricter parameters win, so a per-run policy
+// can only narrow what the host policy grants.
 //
 // A Policy is immutable after [CompilePolicy]; Evaluate is safe for concurrent use and is
 // a pure function of the call and the configuration. A nil *Policy denies every call.

@@ -59,6 +59,9 @@ func (s *Service) Handler() http.Handler {
 	mux.HandleFunc("GET /favicon.ico", func(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusNoContent)
 	})
+	// The probes stay open (orchestrators call them without credentials) and say no more
+	// than up or not: the reason a readiness check failed names internals, so only a
+	// caller that could read /v1 gets it.
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
@@ -71,14 +74,22 @@ func (s *Service) Handler() http.Handler {
 			ctx, cancel := context.WithTimeout(r.Context(), 3*time.Second)
 			defer cancel()
 			if err := s.opts.Ready(ctx); err != nil {
-				writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "unavailable", "reason": err.Error()})
+				body := map[string]string{"status": "unavailable"}
+				if s.authorized(r) {
+					body["reason"] = err.Error()
+				}
+				writeJSON(w, http.StatusServiceUnavailable, body)
 				return
 			}
 		}
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 	})
 	if s.opts.Metrics != nil {
-		mux.Handle("GET /metrics", s.opts.Metrics)
+		metrics := s.opts.Metrics
+		if !s.opts.PublicMetrics {
+			metrics = s.authenticate(metrics)
+		}
+		mux.Handle("GET /metrics", metrics)
 	}
 
 	api := http.NewServeMux()
@@ -166,24 +177,33 @@ func (s *Service) loopbackBind() bool {
 	return ok && addr.IP.IsLoopback()
 }
 
-// authenticate requires the bearer token on every /v1 request when one is configured. The
-// comparison is constant-time over fixed-length digests.
+// authenticate requires the bearer token on every /v1 request (and /metrics unless it is
+// public) when one is configured.
 func (s *Service) authenticate(next http.Handler) http.Handler {
 	if s.opts.Token == "" {
 		return next
 	}
-	want := sha256.Sum256([]byte(s.opts.Token))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		auth := r.Header.Get("Authorization")
-		scheme, token, ok := strings.Cut(auth, " ")
-		got := sha256.Sum256([]byte(strings.TrimSpace(token)))
-		if !ok || !strings.EqualFold(scheme, "Bearer") || subtle.ConstantTimeCompare(got[:], want[:]) != 1 {
+		if !s.authorized(r) {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="awaken"`)
 			s.writeError(w, r, apiErr(http.StatusUnauthorized, CodeUnauthorized, "a valid bearer token is required"))
 			return
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// authorized reports whether r may read what the token protects: no token is configured,
+// or r carries it as a bearer token. The comparison is constant-time over fixed-length
+// digests.
+func (s *Service) authorized(r *http.Request) bool {
+	if s.opts.Token == "" {
+		return true
+	}
+	want := sha256.Sum256([]byte(s.opts.Token))
+	scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	got := sha256.Sum256([]byte(strings.TrimSpace(token)))
+	return ok && strings.EqualFold(scheme, "Bearer") && subtle.ConstantTimeCompare(got[:], want[:]) == 1
 }
 
 // protect refuses cross-site mutating requests: a state-changing method must carry

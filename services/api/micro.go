@@ -18,7 +18,7 @@ import (
 
 // Micro endpoints. Each is registered under the subject group [MicroGroup]:
 // "{prefix}.api.tickets.list" and so on. The group is not "{prefix}" itself because the
-// streams capture "{prefix}.tickets.>" and "{prefix}.runs.>": a request on
+// streams capture subjects under "{prefix}.tickets" and "{prefix}.runs": a request on
 // "awaken.tickets.list" would be stored in the tickets stream and answered by its
 // PubAck, and "awaken.runs.cancel" is the cancellation subject the gate consumes.
 const (

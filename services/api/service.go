@@ -77,8 +77,11 @@ type Options struct {
 	// DisableMicro skips the micro service (for a second HTTP-only instance).
 	DisableMicro bool
 	// Metrics, when set, is served at GET /metrics on the HTTP server (the process's
-	// Prometheus registry), outside the /v1 authentication like /healthz.
-	Metrics http.Handler
+	// Prometheus registry). With a Token it requires the token like /v1, because metrics
+	// name tools and count batches, tickets and rejections; PublicMetrics serves it
+	// without, for a scraper that cannot send a bearer token.
+	Metrics       http.Handler
+	PublicMetrics bool
 	// Ready, when set, is an extra readiness condition of GET /readyz (e.g. the whole
 	// stack's in `awaken dev`: every consumer bound); nil adds none.
 	Ready func(ctx context.Context) error

@@ -488,7 +488,7 @@ func (h *harness) quiet() {
 	consumers := []struct{ stream, durable string }{
 		{n.WorkStream(), contracts.ConsumerGateRequests},
 		{n.TicketsStream(), contracts.ConsumerGateResume},
-		{n.TicketsStream(), contracts.ConsumerGateTimers},
+		{n.TimersStream(), contracts.ConsumerGateTimers},
 		{n.ControlStream(), contracts.ConsumerGateControl},
 	}
 	natstest.WaitFor(h.t, waitLong, func() bool {
