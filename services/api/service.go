@@ -72,7 +72,9 @@ type Options struct {
 	// MaxInFlight bounds the concurrent micro requests (default [DefaultMaxInFlight]);
 	// past it a request is refused with code unavailable.
 	MaxInFlight int
-	// MaxStreams bounds the concurrent event streams (default [DefaultMaxStreams]).
+	// MaxStreams bounds the concurrent event streams (default [DefaultMaxStreams]), and
+	// separately the concurrent run result streams. MaxInFlight also bounds the
+	// submissions waiting for their results over HTTP.
 	MaxStreams int
 	// DisableMicro skips the micro service (for a second HTTP-only instance).
 	DisableMicro bool
@@ -111,6 +113,10 @@ type Service struct {
 	stopping bool
 	inflight sync.WaitGroup
 	sem      chan struct{}
+	// waits bounds the submissions waiting for their results (MaxInFlight), runStreams
+	// the open run result streams (MaxStreams).
+	waits      chan struct{}
+	runStreams chan struct{}
 
 	httpSrv  *http.Server
 	listener net.Listener
@@ -153,6 +159,8 @@ func Start(ctx context.Context, env *pipeline.Env, opts Options) (*Service, erro
 		streams:       streams,
 		cancelStreams: cancelStreams,
 		sem:           make(chan struct{}, opts.MaxInFlight),
+		waits:         make(chan struct{}, opts.MaxInFlight),
+		runStreams:    make(chan struct{}, opts.MaxStreams),
 	}
 	s.hub = newHub(streams, env, s.log, opts.MaxStreams)
 	if !opts.DisableMicro {
