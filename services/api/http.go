@@ -105,6 +105,8 @@ func (s *Service) Handler() http.Handler {
 		{"GET", "/v1/batches/{batch_id}/results", s.httpBatchResults, 0},
 		{"GET", "/v1/stream", s.serveStream, 0},
 	}
+	allowed := map[string][]string{} // path → its methods
+	var paths []string
 	for _, rt := range routes {
 		limit := cmp.Or(rt.maxBody, maxBody)
 		h := rt.h
@@ -112,10 +114,16 @@ func (s *Service) Handler() http.Handler {
 			r.Body = http.MaxBytesReader(w, r.Body, limit)
 			h(w, r)
 		})
-		method := rt.method
-		api.HandleFunc(rt.path, func(w http.ResponseWriter, r *http.Request) {
-			w.Header().Set("Allow", method)
-			s.writeError(w, r, apiErr(http.StatusMethodNotAllowed, CodeMethodNotAllowed, "%s is not allowed here; use %s", r.Method, method))
+		if allowed[rt.path] == nil {
+			paths = append(paths, rt.path)
+		}
+		allowed[rt.path] = append(allowed[rt.path], rt.method)
+	}
+	for _, path := range paths {
+		methods := strings.Join(allowed[path], ", ")
+		api.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Allow", methods)
+			s.writeError(w, r, apiErr(http.StatusMethodNotAllowed, CodeMethodNotAllowed, "%s is not allowed here; use %s", r.Method, methods))
 		})
 	}
 	api.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
