@@ -239,6 +239,20 @@ func (c *Client) FollowRun(ctx context.Context, runID string, after uint64, yiel
 	return fmt.Errorf("client: following the results of %s: %w", runID, err)
 }
 
+// wholeBatch reports whether b holds a result for every call its finalized event names,
+// in model order.
+func wholeBatch(b *BatchResult) bool {
+	if len(b.Results) != len(b.Finalized.CallIDs) {
+		return false
+	}
+	for i, r := range b.Results {
+		if r.CallID != b.Finalized.CallIDs[i] || r.Index != i {
+			return false
+		}
+	}
+	return true
+}
+
 // errReadEnd and errYieldStop end readResults: the message at its until sequence was
 // read, or yield asked to stop.
 var (
@@ -308,7 +322,9 @@ func (c *Client) readResults(ctx context.Context, runID string, after, until uin
 				}
 				res := &BatchResult{BatchID: f.BatchID, Results: pending[f.BatchID], Finalized: f, Sequence: seq}
 				delete(pending, f.BatchID)
-				if !yield(res) {
+				// A read that starts inside a batch (after a sequence that is not a
+				// finalized event's) sees its end only: that batch is not yielded.
+				if wholeBatch(res) && !yield(res) {
 					return errYieldStop
 				}
 			}
