@@ -5,11 +5,9 @@ package python
 import (
 	"bytes"
 	"context"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -17,17 +15,8 @@ import (
 
 	"github.com/awaken-dev/awaken/internal/cli"
 	"github.com/awaken-dev/awaken/internal/health"
+	"github.com/awaken-dev/awaken/internal/natstest"
 )
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return "127.0.0.1:" + strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
-}
 
 // readyWriter is the stdout of `awaken dev`: it closes ready when the ready line appears.
 type readyWriter struct {
@@ -72,14 +61,14 @@ func TestPythonPlatformLoop(t *testing.T) {
 	if os.Getenv("AWAKEN_LOG_LEVEL") == "" {
 		t.Setenv("AWAKEN_LOG_LEVEL", "error")
 	}
-	httpAddr := freeAddr(t)
+	httpAddr := natstest.FreeLoopbackAddr(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	out := &readyWriter{ready: make(chan struct{})}
 	var stderr bytes.Buffer
 	exited := make(chan int, 1)
 	go func() {
 		exited <- cli.Main(ctx, []string{"dev", "--secure", "--config", filepath.Join("..", "awaken.yaml"),
-			"--data", t.TempDir(), "--listen", freeAddr(t), "--http", httpAddr}, out, &stderr)
+			"--data", t.TempDir(), "--listen", natstest.FreeLoopbackAddr(t), "--http", httpAddr}, out, &stderr)
 	}()
 	t.Cleanup(func() {
 		cancel()

@@ -1,13 +1,16 @@
-// Package api is awaken's approval and operations front door besides the JetStream
-// subject: a NATS micro service named "awaken" (so `nats micro ls` finds it), an HTTP api
-// under /v1 and the web console at /, which lists pending approvals and recent batches and
-// updates live over server-sent events.
+// Package api is awaken's front door besides the JetStream subjects: a NATS micro service
+// named "awaken" (so `nats micro ls` finds it), an HTTP api under /v1 — batches for
+// platforms without a NATS client, approvals, operations — and the web console at /,
+// which lists pending approvals and recent batches and updates live over server-sent
+// events.
 //
 // Every decision made here is a resume command published on the tickets stream and
 // answered by the gate, exactly like a platform's command on the JetStream subject: the
 // three doors share one validation (the gate's, against the committed ticket) and this
-// package never changes a record itself. Reads (tickets, batches, call timelines) come
-// straight from the KV buckets.
+// package never changes a record itself. A batch submitted over HTTP is published on the
+// submissions subject like a platform's (see batches.go), so the batcher decides about it.
+// Reads (tickets, batches, call timelines) come straight from the KV buckets, results
+// from the results stream.
 //
 // # Security
 //
