@@ -385,6 +385,12 @@ func TestSecure_apiNeedsNoMorePermission(t *testing.T) {
 	if st, body := apiDo(t, ctx, "POST", base, "/v1/batches?wait=60s", conflict, nil); st != http.StatusConflict {
 		t.Errorf("POST of a conflicting batch: %d %s, want 409", st, body)
 	}
+	// A batch parked on an approval outlasts its wait (202 pending); meanwhile the api asks
+	// whether the batcher settled the submission (its consumer's ack floor).
+	parked := batch("api-door-parked", 1, []string{"ask_me"}, call("c1", "ask_me", map[string]any{}))
+	if st, body := apiDo(t, ctx, "POST", base, "/v1/batches?wait=2s", parked, nil); st != http.StatusAccepted {
+		t.Errorf("POST of a parked batch with wait: %d %s, want 202", st, body)
+	}
 	waitEvents(t, ctx, apiEventsAt(t, ctx, base, "/v1/runs/api-door-wait/results"), api.EventRunBatch)
 
 	// Discovery, as `nats micro ls|info|stats` asks: bare, by name, by id.
