@@ -198,6 +198,21 @@ func TestHTTPBatchRefusals(t *testing.T) {
 	}
 }
 
+// resultsConsumers is the number of consumers of the results stream.
+func (h *harness) resultsConsumers() int {
+	h.t.Helper()
+	ctx := ctxFor(h.t, waitLong)
+	st, err := h.stack.Env.JS.Stream(ctx, h.stack.Env.Names.ResultsStream())
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	info, err := st.Info(ctx)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return info.State.Consumers
+}
+
 // subscribedTo reports whether some connection to the server subscribes to subject.
 func (h *harness) subscribedTo(subject string) bool {
 	h.t.Helper()
@@ -458,6 +473,11 @@ func TestHTTPRunResultsResumeWithLastEventID(t *testing.T) {
 	if _, b := h.nextBatch(fresh); b.BatchID != contracts.BatchID(run, 1) {
 		t.Fatalf("a new reader starts at %s", b.BatchID)
 	}
+
+	// Readers that went away leave nothing behind: their ordered consumers are deleted.
+	disconnect()
+	stop()
+	natstest.WaitFor(t, waitLong, func() bool { return h.resultsConsumers() == 0 }, "the run streams' consumers deleted")
 
 	for _, tt := range []struct{ path, lastID string }{
 		{"/v1/runs/" + run + "/results", "not-a-number"},
