@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/awaken-dev/awaken/internal/natstest"
 	"github.com/awaken-dev/awaken/pkg/contracts"
@@ -34,12 +35,11 @@ func resultTexts(b api.BatchResults) []string {
 	return out
 }
 
-// submissions is the number of messages the submissions stream ever stored (its last
-// sequence): what tells a refused request from one that reached the batcher.
-func (h *harness) submissions() uint64 {
+// streamState is the current state of the stream named.
+func (h *harness) streamState(name string) jetstream.StreamState {
 	h.t.Helper()
 	ctx := ctxFor(h.t, waitLong)
-	st, err := h.stack.Env.JS.Stream(ctx, h.stack.Env.Names.SubmissionsStream())
+	st, err := h.stack.Env.JS.Stream(ctx, name)
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -47,7 +47,18 @@ func (h *harness) submissions() uint64 {
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	return info.State.LastSeq
+	return info.State
+}
+
+// submissions is the number of messages the submissions stream ever stored (its last
+// sequence): what tells a refused request from one that reached the batcher.
+func (h *harness) submissions() uint64 {
+	return h.streamState(h.stack.Env.Names.SubmissionsStream()).LastSeq
+}
+
+// resultsConsumers is the number of consumers of the results stream.
+func (h *harness) resultsConsumers() int {
+	return h.streamState(h.stack.Env.Names.ResultsStream()).Consumers
 }
 
 // TestHTTPBatchSubmitWaitAndRead: a batch posted with wait comes back 200 with its results
@@ -196,21 +207,6 @@ func TestHTTPBatchRefusals(t *testing.T) {
 	if after := h.submissions(); after != before {
 		t.Fatalf("refused requests reached the submissions stream: %d messages before, %d after", before, after)
 	}
-}
-
-// resultsConsumers is the number of consumers of the results stream.
-func (h *harness) resultsConsumers() int {
-	h.t.Helper()
-	ctx := ctxFor(h.t, waitLong)
-	st, err := h.stack.Env.JS.Stream(ctx, h.stack.Env.Names.ResultsStream())
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	info, err := st.Info(ctx)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	return info.State.Consumers
 }
 
 // subscribedTo reports whether some connection to the server subscribes to subject.
