@@ -188,6 +188,9 @@ func (s *Service) httpBatchResults(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	res, err := s.client.Results(ctx, rec.Submission.RunID, rec.Submission.Step)
 	switch {
+	case errors.Is(err, client.ErrNotPublished) && rec.Phase == contracts.BatchPhasePublished:
+		// Published, but the stream no longer holds it (its retention ended).
+		s.writeError(w, r, apiErr(http.StatusNotFound, CodeNotFound, "the results of %s are no longer on the results stream", batchID))
 	case errors.Is(err, client.ErrNotPublished):
 		writeJSON(w, http.StatusAccepted, pending)
 	case err != nil:
