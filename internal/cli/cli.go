@@ -37,7 +37,7 @@ Services:
   awaken brain-exec     run brain tools (in-process Go tools, MCP servers)
   awaken sandbox-exec   run sandbox tools (WebAssembly)
   awaken publisher      publication barrier: ordered, atomic results
-  awaken api            approvals: NATS micro service "awaken", HTTP api and web console
+  awaken api            HTTP api (batches, approvals), web console, NATS micro service "awaken"
   awaken setup          create or update the streams and buckets (as the NATS admin user)
 
 Operations:

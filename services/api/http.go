@@ -1,6 +1,7 @@
 package api
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -15,6 +16,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
 //go:embed console
@@ -34,7 +37,7 @@ var consoleFiles = []struct{ path, file, ctype string }{
 const ContentSecurityPolicy = "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; " +
 	"img-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 
-// maxBody bounds the body of a mutating request.
+// maxBody bounds the body of a request, except a batch submission's.
 const maxBody = 64 << 10
 
 // Handler returns the HTTP handler of the api and console, for callers that serve it
@@ -96,22 +99,42 @@ func (s *Service) Handler() http.Handler {
 	routes := []struct {
 		method, path string
 		h            http.HandlerFunc
+		// maxBody bounds the request body (default maxBody).
+		maxBody int64
 	}{
-		{"GET", "/v1/tickets", s.httpTickets},
-		{"GET", "/v1/tickets/{correlation_id}", s.httpTicket},
-		{"POST", "/v1/tickets/{correlation_id}/approve", s.httpApprove},
-		{"POST", "/v1/tickets/{correlation_id}/deny", s.httpDeny},
-		{"POST", "/v1/runs/{run_id}/cancel", s.httpCancel},
-		{"GET", "/v1/batches", s.httpBatches},
-		{"GET", "/v1/batches/{batch_id}", s.httpBatch},
-		{"GET", "/v1/stream", s.serveStream},
+		{"GET", "/v1/tickets", s.httpTickets, 0},
+		{"GET", "/v1/tickets/{correlation_id}", s.httpTicket, 0},
+		{"POST", "/v1/tickets/{correlation_id}/approve", s.httpApprove, 0},
+		{"POST", "/v1/tickets/{correlation_id}/deny", s.httpDeny, 0},
+		{"POST", "/v1/runs/{run_id}/cancel", s.httpCancel, 0},
+		{"GET", "/v1/runs/{run_id}/results", s.serveRunResults, 0},
+		// One byte over the protocol's limit, so that the batcher's own decoder reports
+		// too_large with its own words (see httpSubmit).
+		{"POST", "/v1/batches", s.httpSubmit, contracts.MaxSubmissionBytes + 1},
+		{"GET", "/v1/batches", s.httpBatches, 0},
+		{"GET", "/v1/batches/{batch_id}", s.httpBatch, 0},
+		{"GET", "/v1/batches/{batch_id}/results", s.httpBatchResults, 0},
+		{"GET", "/v1/stream", s.serveStream, 0},
 	}
+	allowed := map[string][]string{} // path → its methods
+	var paths []string
 	for _, rt := range routes {
-		api.HandleFunc(rt.method+" "+rt.path, rt.h)
-		method := rt.method
-		api.HandleFunc(rt.path, func(w http.ResponseWriter, r *http.Request) {
-			w.Header().Set("Allow", method)
-			s.writeError(w, r, apiErr(http.StatusMethodNotAllowed, CodeMethodNotAllowed, "%s is not allowed here; use %s", r.Method, method))
+		limit := cmp.Or(rt.maxBody, maxBody)
+		h := rt.h
+		api.HandleFunc(rt.method+" "+rt.path, func(w http.ResponseWriter, r *http.Request) {
+			r.Body = http.MaxBytesReader(w, r.Body, limit)
+			h(w, r)
+		})
+		if allowed[rt.path] == nil {
+			paths = append(paths, rt.path)
+		}
+		allowed[rt.path] = append(allowed[rt.path], rt.method)
+	}
+	for _, path := range paths {
+		methods := strings.Join(allowed[path], ", ")
+		api.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Allow", methods)
+			s.writeError(w, r, apiErr(http.StatusMethodNotAllowed, CodeMethodNotAllowed, "%s is not allowed here; use %s", r.Method, methods))
 		})
 	}
 	api.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
@@ -227,7 +250,6 @@ func (s *Service) protect(next http.Handler) http.Handler {
 			s.writeError(w, r, apiErr(http.StatusUnsupportedMediaType, CodeUnsupportedMediaType, "a %s request must have Content-Type application/json", r.Method))
 			return
 		}
-		r.Body = http.MaxBytesReader(w, r.Body, maxBody)
 		next.ServeHTTP(w, r)
 	})
 }
