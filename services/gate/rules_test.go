@@ -1,0 +1,29 @@
+package gate
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/awaken-dev/awaken/pkg/contracts"
+)
+
+// TestSandboxToolWhileSandboxDisabledIsNonRecoverable: with the sandbox executor disabled,
+// a sandbox tool's capability is non_recoverable (reference §1.6: no sandbox executor
+// wired), so its replay_safe pin is unsupported and the call completes with that error
+// before any executor is entered — instead of being dispatched as replayable.
+func TestSandboxToolWhileSandboxDisabledIsNonRecoverable(t *testing.T) {
+	h := newHarness(t, withoutService())
+	h.env.Config.Executors.Sandbox.Enabled = false
+	h.start(4)
+
+	b := h.store(h.submission(1, call("call_wc", "wc", `{"text":"a b"}`)))
+	h.gate(b, 0)
+	rec := h.waitCall(b, 0, "completed", isPhase(contracts.PhaseCompleted))
+	if got := outputText(rec); !strings.Contains(got, "unsupported recovery mode") || !strings.Contains(got, string(contracts.CapabilityNonRecoverable)) {
+		t.Fatalf("output %q, want the replay_safe pin refused against non_recoverable", got)
+	}
+	h.quiet()
+	if n := len(h.execRequests()); n != 0 {
+		t.Fatalf("%d executor requests, want none: the sandbox capability is non_recoverable", n)
+	}
+}
