@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -381,6 +382,20 @@ func (x *Executor) enter(ctx context.Context, key string, req contracts.ExecRequ
 			act = actSettled
 			return nil
 		}
+		toolID := cur.ToolID
+		if toolID == "" {
+			toolID = req.ToolID
+		}
+		if mismatch := x.replayCheck(req, toolID, policy); mismatch != nil {
+			if err := transition(cur, req, policy, func(c *contracts.DurableToolCall) error {
+				return c.MarkIndeterminate(mismatch.Error())
+			}); err != nil {
+				return err
+			}
+			x.env.Mark(cur, StageIndeterminate)
+			act = actSettled
+			return nil
+		}
 		err := transition(cur, req, policy, (*contracts.DurableToolCall).MarkExecuting)
 		if errors.Is(err, contracts.ErrAttemptsExhausted) {
 			if err := transition(cur, req, policy, func(c *contracts.DurableToolCall) error {
@@ -409,8 +424,11 @@ func (x *Executor) enter(ctx context.Context, key string, req contracts.ExecRequ
 	if act == actSettled {
 		// Counted once: only the delivery whose write made the call indeterminate gets here.
 		reason := telemetry.ReasonOwnerLeaseExpired
-		if rec.Phase.Reason == ReasonAttemptsExhausted {
+		switch {
+		case rec.Phase.Reason == ReasonAttemptsExhausted:
 			reason = telemetry.ReasonAttemptsExhausted
+		case strings.HasPrefix(rec.Phase.Reason, ReasonCapabilityPrefix):
+			reason = telemetry.ReasonCapabilityMismatch
 		}
 		x.env.Telemetry.Indeterminate(reason)
 	}
