@@ -64,6 +64,9 @@ type BatchFinalized struct {
 	Step     int64     `json:"step"`
 	CallIDs  []string  `json:"call_ids"`
 	State    []Command `json:"state"`
+	// RunEnded is set when this batch ended its run (a state conflict: State is then
+	// empty and the run takes no more batches).
+	RunEnded *RunEnded `json:"run_ended,omitempty"`
 }
 
 // TicketReason says why a call is parked (DESIGN §3.3).

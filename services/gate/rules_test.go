@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/awaken-dev/awaken/internal/natstest"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
@@ -25,5 +26,25 @@ func TestSandboxToolWhileSandboxDisabledIsNonRecoverable(t *testing.T) {
 	h.quiet()
 	if n := len(h.execRequests()); n != 0 {
 		t.Fatalf("%d executor requests, want none: the sandbox capability is non_recoverable", n)
+	}
+}
+
+// TestCancelledRunIsEnded: a cancellation ends the run on its run record (so the batcher
+// refuses its later batches with run_cancelled), also for a run with no open batch.
+func TestCancelledRunIsEnded(t *testing.T) {
+	h := newHarness(t)
+	const run = "run-cancel-ends"
+	h.cancelRun(h.uniq("cancel"), run)
+	var rec contracts.RunRecord
+	natstest.WaitFor(t, waitLong, func() bool {
+		r, _, err := h.env.Runs.Get(h.ctx, contracts.RunKey(run))
+		rec = r
+		return err == nil && r.Ended != nil
+	}, "the run record ended")
+	if rec.Ended.Reason != contracts.RunEndCancelled {
+		t.Fatalf("run ended %+v, want cancelled", rec.Ended)
+	}
+	if rej := rec.RejectionForNewBatch(2); rej == nil || rej.Code != contracts.RejectRunCancelled {
+		t.Errorf("a later batch is refused with %v, want run_cancelled", rej)
 	}
 }
