@@ -25,6 +25,8 @@ tools:
     capability: idempotent
   - id: durable
     capability: durable_request
+  - id: long
+    timeout: 1m
   - id: quick
     timeout: 150ms
 executors:
