@@ -10,6 +10,9 @@ import (
 type AgentSnapshot struct {
 	SnapshotID string   `json:"snapshot_id"`
 	Tools      []string `json:"tools"`
+	// ActionKinds are the kinds of scheduled action the run may perform (a schedule
+	// rule's action_kind must be one of them).
+	ActionKinds []string `json:"action_kinds,omitempty"`
 }
 
 // BatchSubmission is the payload of io.awaken.toolbatch.requested.v1 (DESIGN §3.1).

@@ -13,6 +13,9 @@ const (
 	// RunEndStateConflict: a batch of the run staged conflicting state (reference §1.4,
 	// Failure::StateConflict); the conflicting keys are in [RunEnded.Keys].
 	RunEndStateConflict = "state_conflict"
+	// RunEndCapabilityBound: a schedule rule deferred a call as an action kind the run
+	// may not perform (reference §1.9, Failure::CapabilityBound).
+	RunEndCapabilityBound = "capability_bound"
 )
 
 // RunEnded says that, and why, a run ended. It is part of the run record and, for an end

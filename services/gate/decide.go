@@ -19,6 +19,9 @@ type decision struct {
 	outcome *contracts.GateOutcome
 	client  bool
 	unknown bool
+	// bound is set when a schedule outcome names an action kind the run may not perform:
+	// the call ends Indeterminate with this reason and the run ends (capability_bound).
+	bound string
 }
 
 // decide runs the gate chain for call i of b. It is a pure function of the immutable batch
@@ -68,6 +71,9 @@ func (s *Service) decide(b *contracts.BatchRecord, i int) decision {
 	case contracts.GateRequireConfirmation:
 		outcome.CorrelationID = contracts.CorrelationID(contracts.ReasonPermission, sub.RunID, sub.Step, call.CallID)
 	case contracts.GateSchedule:
+		if reason, bound := capabilityBound(sub, outcome); bound {
+			return decision{bound: reason}
+		}
 		outcome.CorrelationID = contracts.CorrelationID(contracts.ReasonScheduledAction, sub.RunID, sub.Step, call.CallID)
 	}
 	return decision{outcome: &outcome}

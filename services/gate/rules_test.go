@@ -3,6 +3,7 @@ package gate
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/awaken-dev/awaken/internal/natstest"
 	"github.com/awaken-dev/awaken/pkg/contracts"
@@ -46,5 +47,48 @@ func TestCancelledRunIsEnded(t *testing.T) {
 	}
 	if rej := rec.RejectionForNewBatch(2); rej == nil || rej.Code != contracts.RejectRunCancelled {
 		t.Errorf("a later batch is refused with %v, want run_cancelled", rej)
+	}
+}
+
+// TestScheduleOfAnActionKindTheRunMayNotPerformEndsTheRunCapabilityBound: a schedule rule
+// naming an action kind the run's snapshot does not permit ends the run with
+// capability_bound — no ticket, no execution, every call of the batch sealed, the run
+// record ended — while the same rule for a run that may perform the kind parks as usual.
+func TestScheduleOfAnActionKindTheRunMayNotPerformEndsTheRunCapabilityBound(t *testing.T) {
+	h := newHarness(t)
+	schedule := &contracts.PolicyConfig{DefaultBehavior: contracts.BehaviorAllow, Rules: []contracts.PolicyRule{{
+		Pattern: "echo", Behavior: contracts.BehaviorSchedule, Delay: contracts.Duration(time.Hour), ActionKind: "email"}}}
+
+	sub := h.submission(1, call("c_email", "echo", `{"text":"hi"}`), call("c_next", "counter", `{}`))
+	sub.RunID = "run-bound"
+	sub.Policy = schedule
+	b := h.store(sub)
+	h.gate(b, 0)
+	for i := range sub.Calls {
+		rec := h.waitCall(b, i, "sealed", isPhase(contracts.PhaseIndeterminate))
+		if !strings.HasPrefix(rec.Phase.Reason, "capability_bound: ") || !strings.Contains(rec.Phase.Reason, `"email"`) {
+			t.Errorf("call %d reason %q, want capability_bound naming the action kind", i, rec.Phase.Reason)
+		}
+	}
+	natstest.WaitFor(t, waitLong, func() bool {
+		r, _, err := h.env.Runs.Get(h.ctx, contracts.RunKey(sub.RunID))
+		return err == nil && r.Ended != nil && r.Ended.Reason == contracts.RunEndCapabilityBound
+	}, "the run ended capability_bound")
+	if _, ok := h.ticket(contracts.CorrelationID(contracts.ReasonScheduledAction, sub.RunID, 1, "c_email")); ok {
+		t.Error("a ticket was opened for a call whose action kind the run may not perform")
+	}
+	h.quiet()
+	if n := len(h.execRequests()); n != 0 {
+		t.Errorf("%d executor requests, want none", n)
+	}
+
+	permitted := h.submission(1, call("c_ok", "echo", `{"text":"hi"}`))
+	permitted.RunID = "run-permitted"
+	permitted.Policy = schedule
+	permitted.Agent.ActionKinds = []string{"email"}
+	pb := h.store(permitted)
+	h.gate(pb, 0)
+	if rec := h.waitCall(pb, 0, "parked", isPhase(contracts.PhaseAwaiting)); rec.Phase.Wait.Kind != contracts.WaitScheduledAction {
+		t.Errorf("permitted action kind: %+v, want parked on a scheduled action", rec.Phase)
 	}
 }
