@@ -2,6 +2,7 @@ package e2e_test
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -89,5 +90,45 @@ func TestRunCancelled_laterSubmissionsAreRefused(t *testing.T) {
 	h.rejectedWith(second, contracts.RejectRunCancelled)
 	if n := h.ledger(run, 2, "c2"); n != 0 {
 		t.Fatalf("a batch of a cancelled run ran its tool %d times", n)
+	}
+}
+
+// TestRunCancelled_stopsTheBodyInFlight: a call of `slow` that would sleep 30 seconds is
+// running when its run is cancelled; brain-exec cancels the body's context, so its handler
+// settles the executor request well before the 30 seconds (never a tight timing: < 10 s),
+// and the call's published outcome is indeterminate "cancelled".
+func TestRunCancelled_stopsTheBodyInFlight(t *testing.T) {
+	h := newHarness(t)
+	const run = "run-cancel-slow"
+	ctx := ctxFor(t, 60*time.Second)
+	if _, err := h.client.Submit(ctx, batch(run, 1, []string{"slow"}, call("c1", "slow", map[string]any{"ms": 30000}))); err != nil {
+		t.Fatal(err)
+	}
+	natstest.WaitFor(t, 30*time.Second, func() bool {
+		rec, _, err := h.stack.Env.Calls.Get(ctx, contracts.CallKey(run, 1, "c1"))
+		return err == nil && rec.Entered
+	}, "the slow body entered")
+	cancelledAt := time.Now()
+	if err := h.client.Cancel(ctx, run, "stop"); err != nil {
+		t.Fatal(err)
+	}
+	_, js := h.srv.Conn(t)
+	natstest.WaitFor(t, 30*time.Second, func() bool {
+		c, err := js.Consumer(ctx, h.cfg.Names().WorkStream(), contracts.ConsumerBrainExec)
+		if err != nil {
+			return false
+		}
+		info, err := c.Info(ctx)
+		return err == nil && info.Delivered.Stream > 0 && info.NumAckPending == 0
+	}, "brain-exec to settle the slow call's request")
+	if d := time.Since(cancelledAt); d > 10*time.Second {
+		t.Fatalf("the body ended %s after the cancel, want well before its 30 s", d)
+	}
+	res, err := h.client.Await(ctx, run, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := res.Results[0]; r.Outcome != contracts.OutcomeIndeterminate || !strings.Contains(r.Output.Text(), "cancelled") {
+		t.Errorf("result %s %q, want indeterminate: cancelled", r.Outcome, r.Output.Text())
 	}
 }
