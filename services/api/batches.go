@@ -33,14 +33,6 @@ const StatusPending = "pending"
 // finalized event.
 const EventRunBatch = "batch"
 
-// Codes of refusals the batcher decides against its state (besides conflict): a run that
-// already has an open batch, a cancelled run. They are the batcher's names, kept here as
-// plain values so the api needs no change when the batcher adds them.
-const (
-	rejectRunBusy      contracts.RejectCode = "run_busy"
-	rejectRunCancelled contracts.RejectCode = "run_cancelled"
-)
-
 // BatchAccepted is the reply of POST /v1/batches without wait (202): the stream stored
 // the submission; the batcher checks it next.
 type BatchAccepted struct {
@@ -73,18 +65,18 @@ func batchResults(b *client.BatchResult) BatchResults {
 
 // StatusForRejectCode maps a batcher rejection code to the HTTP status of the batch door:
 // 409 Conflict for what depends on the pipeline's state (conflict, run_busy,
-// run_cancelled, and any code the pure validation cannot produce), 503 when the batcher
+// run_cancelled, run_ended, and any code the pure validation cannot produce), 503 when the batcher
 // could not record the batch (exhausted), 400 for a malformed submission.
 func StatusForRejectCode(code string) int {
 	switch contracts.RejectCode(code) {
-	case contracts.RejectConflict, rejectRunBusy, rejectRunCancelled:
+	case contracts.RejectConflict, contracts.RejectRunBusy, contracts.RejectRunCancelled, contracts.RejectRunEnded:
 		return http.StatusConflict
 	case "exhausted":
 		return http.StatusServiceUnavailable
 	case contracts.RejectWrongType, contracts.RejectMissingAttribute, contracts.RejectUnsupportedContent,
 		contracts.RejectInvalidJSON, contracts.RejectInvalidUTF8, contracts.RejectTooLarge, contracts.RejectTooDeep,
 		contracts.RejectUnknownField, contracts.RejectInvalidID, contracts.RejectInvalidStep, contracts.RejectInvalidField,
-		contracts.RejectEmptyBatch, contracts.RejectDuplicateCall, contracts.RejectTooManyCalls:
+		contracts.RejectEmptyBatch, contracts.RejectDuplicateCall, contracts.RejectTooManyCalls, contracts.RejectInvalidPolicy:
 		return http.StatusBadRequest
 	}
 	return http.StatusConflict
