@@ -54,6 +54,9 @@ var Documents = []Document{
 	{File: "api_cancel_result.json", Type: typeOf[api.CancelResult]()},
 	{File: "api_batch_list.json", Type: typeOf[api.BatchList]()},
 	{File: "api_batch_view.json", Type: typeOf[api.BatchView]()},
+	{File: "api_batch_accepted.json", Type: typeOf[api.BatchAccepted]()},
+	{File: "api_batch_pending.json", Type: typeOf[api.BatchPending]()},
+	{File: "api_batch_results.json", Type: typeOf[api.BatchResults]()},
 
 	// The host configuration file (YAML; the schema describes its JSON equivalent). Its
 	// loader fills defaults, so no field is required by the schema; config.Load checks the
