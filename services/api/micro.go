@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/awaken-dev/awaken/pkg/contracts"
@@ -106,7 +107,10 @@ func (s *Service) microHandler(handle func(context.Context, micro.Request) (any,
 			s.microError(req, apiErr(http.StatusServiceUnavailable, CodeUnavailable, "the api is stopping"))
 			return
 		}
-		go func() {
+		// From here on the request is answered from another goroutine, after this
+		// handler has returned: reply through a detached request (see there).
+		detached := detachedRequest{Request: req, conn: s.env.Conn}
+		go func(req micro.Request) {
 			defer s.inflight.Done()
 			defer func() { <-s.sem }()
 			if len(req.Data()) > maxMicroBody {
@@ -123,8 +127,60 @@ func (s *Service) microHandler(handle func(context.Context, micro.Request) (any,
 			if err := req.RespondJSON(v); err != nil {
 				s.log.Warn().Err(err).Str("subject", req.Subject()).Msg("micro reply failed")
 			}
-		}()
+		}(detached)
 	})
+}
+
+// detachedRequest answers a micro request without touching micro's request value. micro
+// records a reply's error in the request and reads that field, without synchronisation,
+// as soon as the handler returns; replying through it from the api's own goroutine is a
+// data race. This publishes the same replies (micro's error headers included) on the
+// connection instead; micro's per-endpoint error counters do not see them.
+type detachedRequest struct {
+	micro.Request
+	conn *nats.Conn
+}
+
+func (r detachedRequest) Respond(data []byte, opts ...micro.RespondOpt) error {
+	msg := &nats.Msg{Data: data}
+	for _, opt := range opts {
+		opt(msg)
+	}
+	return r.publish(msg)
+}
+
+func (r detachedRequest) RespondJSON(v any, opts ...micro.RespondOpt) error {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return micro.ErrMarshalResponse
+	}
+	return r.Respond(data, opts...)
+}
+
+func (r detachedRequest) Error(code, description string, data []byte, opts ...micro.RespondOpt) error {
+	if code == "" || description == "" {
+		return fmt.Errorf("%w: error code and description", micro.ErrArgRequired)
+	}
+	msg := &nats.Msg{Header: nats.Header{
+		micro.ErrorHeader:     []string{description},
+		micro.ErrorCodeHeader: []string{code},
+	}}
+	for _, opt := range opts {
+		opt(msg)
+	}
+	msg.Data = data
+	return r.publish(msg)
+}
+
+func (r detachedRequest) publish(msg *nats.Msg) error {
+	msg.Subject = r.Reply()
+	if msg.Subject == "" {
+		return nats.ErrMsgNoReply
+	}
+	if err := r.conn.PublishMsg(msg); err != nil {
+		return fmt.Errorf("%w: %w", micro.ErrRespond, err)
+	}
+	return nil
 }
 
 func (s *Service) microError(req micro.Request, e *Error) {
