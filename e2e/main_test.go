@@ -3,10 +3,8 @@ package e2e_test
 import (
 	"fmt"
 	"os"
-	"path/filepath"
 	"testing"
 
-	"github.com/awaken-dev/awaken/internal/config"
 	"github.com/awaken-dev/awaken/internal/sandbox/sandboxtest"
 )
 
@@ -21,7 +19,7 @@ func TestMain(m *testing.M) {
 }
 
 func runTests(m *testing.M) int {
-	modules, err := exampleModules()
+	modules, err := sandboxtest.ExampleModules(repoRoot(nil))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "e2e:", err)
 		return 1
@@ -36,24 +34,4 @@ func runTests(m *testing.M) int {
 		wasmCacheDir = cache.Dir
 	}
 	return m.Run()
-}
-
-// exampleModules lists the built modules of the example configuration's sandbox tools
-// (bin/wasm, `make wasm`); a module not built is left out, and its tests say so.
-func exampleModules() ([]string, error) {
-	cfg, err := config.Load(filepath.Join(repoRoot(nil), "examples", "awaken.yaml"))
-	if err != nil {
-		return nil, err
-	}
-	var modules []string
-	for _, t := range cfg.Tools {
-		path := cfg.ModulePath(t)
-		if path == "" {
-			continue
-		}
-		if _, err := os.Stat(path); err == nil {
-			modules = append(modules, path)
-		}
-	}
-	return modules, nil
 }

@@ -180,8 +180,16 @@ func Load(path string) (*Config, error) {
 	abs, _ := filepath.Abs(path)
 	cfg.Source = abs
 	cfg.Dir = filepath.Dir(abs)
+	if dir := os.Getenv(EnvSandboxCacheDir); dir != "" {
+		cfg.Executors.Sandbox.CacheDir = dir
+	}
 	return cfg, nil
 }
+
+// EnvSandboxCacheDir, when set, overrides executors.sandbox.cache_dir of every
+// configuration file loaded: one deployment-wide place for compiled WebAssembly without
+// editing the file (a container's volume, or a test run's temporary directory).
+const EnvSandboxCacheDir = "AWAKEN_SANDBOX_CACHE_DIR"
 
 // Parse decodes YAML (or JSON, a subset of YAML) strictly — an unknown field is an error —
 // then applies defaults and validates.

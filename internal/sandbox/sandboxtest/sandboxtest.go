@@ -17,8 +17,11 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
+	"testing"
 
+	"github.com/awaken-dev/awaken/internal/config"
 	"github.com/awaken-dev/awaken/internal/sandbox"
 )
 
@@ -120,4 +123,53 @@ func (c *Cache) Close() error {
 		err = c.pin.Close(context.Background())
 	}
 	return errors.Join(err, os.RemoveAll(c.Dir))
+}
+
+// ExampleModules lists the built modules of the example configuration's sandbox tools
+// (repoRoot/examples/awaken.yaml; `make wasm` builds them into bin/wasm). A module that is
+// not built is left out: the tests that need it say so.
+func ExampleModules(repoRoot string) ([]string, error) {
+	cfg, err := config.Load(filepath.Join(repoRoot, "examples", "awaken.yaml"))
+	if err != nil {
+		return nil, err
+	}
+	var modules []string
+	for _, t := range cfg.Tools {
+		path := cfg.ModulePath(t)
+		if path == "" {
+			continue
+		}
+		if _, err := os.Stat(path); err == nil {
+			modules = append(modules, path)
+		}
+	}
+	return modules, nil
+}
+
+// RunWithExampleModules is the body of a TestMain for a package whose tests start
+// pipelines from configuration files (awaken dev, app.Start, the CLI): it precompiles the
+// built example modules outside the race detector, points every configuration loaded by
+// this process and its child processes at that cache ([config.EnvSandboxCacheDir]), runs
+// the tests and removes the cache. Without built modules it just runs the tests.
+func RunWithExampleModules(m *testing.M, repoRoot string) int {
+	modules, err := ExampleModules(repoRoot)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "sandboxtest:", err)
+		return 1
+	}
+	if len(modules) == 0 {
+		return m.Run()
+	}
+	cache, err := New(modules...)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "sandboxtest: precompiling the example WebAssembly modules:", err)
+		return 1
+	}
+	defer cache.Close()
+	if err := os.Setenv(config.EnvSandboxCacheDir, cache.Dir); err != nil {
+		fmt.Fprintln(os.Stderr, "sandboxtest:", err)
+		return 1
+	}
+	defer os.Unsetenv(config.EnvSandboxCacheDir)
+	return m.Run()
 }
