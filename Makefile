@@ -9,7 +9,7 @@ PKGS := ./...
 FUZZTIME ?= 30s
 CONFIG ?= examples/awaken.yaml
 
-.PHONY: all build wasm test test-short lint fmt vet fuzz run bench bench-e2e chaos clean images linux-binaries compose-config
+.PHONY: all build wasm schemas test test-short lint fmt vet fuzz run bench bench-e2e chaos clean images linux-binaries compose-config
 
 all: build
 
@@ -21,6 +21,11 @@ build: wasm
 ## wasm: the example WebAssembly tools (wc, sha256, jsonq) into bin/wasm
 wasm:
 	bash scripts/build-wasm-tools.sh $(BIN)/wasm
+
+## schemas: the JSON Schemas of every payload, api body and the host configuration,
+## derived from the Go types into schemas/ (internal/schemas tests fail when they drift)
+schemas:
+	$(GO) run ./cmd/awaken-schemas -out schemas
 
 ## test: the whole suite with the race detector (fuzz seed corpora included); the
 ## container suite (deploy/: Docker engine, images built FROM scratch) runs after the

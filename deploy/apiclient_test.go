@@ -54,7 +54,13 @@ func apiDo(t *testing.T, ctx context.Context, method, base, path string, body, o
 // (with ctx).
 func apiEvents(t *testing.T, ctx context.Context, base string) <-chan string {
 	t.Helper()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(base, "/")+"/v1/stream", nil)
+	return apiEventsAt(t, ctx, base, "/v1/stream")
+}
+
+// apiEventsAt is apiEvents for the event stream at path.
+func apiEventsAt(t *testing.T, ctx context.Context, base, path string) <-chan string {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(base, "/")+path, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/testcontainers/testcontainers-go"
 	tclog "github.com/testcontainers/testcontainers-go/log"
 
+	"github.com/awaken-dev/awaken/internal/sandbox/sandboxtest"
 	"github.com/awaken-dev/awaken/pkg/awakentest"
 )
 
@@ -21,7 +22,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv("AWAKEN_TEST_LOG") == "" {
 		tclog.SetDefault(tclog.NewNoopLogger())
 	}
-	os.Exit(m.Run())
+	// The secure-deployment tests start the pipeline in this process with the example
+	// configuration: its WebAssembly tools are compiled once, outside the race detector.
+	os.Exit(sandboxtest.RunWithExampleModules(m, ".."))
 }
 
 // engine is the outcome of the one check for a Docker engine and the one image build of

@@ -46,7 +46,9 @@ type secureStack struct {
 	violations []string
 }
 
-func startSecure(t *testing.T) *secureStack {
+// startSecureServer starts only the embedded server of a secure stack, with the users of
+// deploy/nats/auth.conf and the example configuration; no stream exists yet.
+func startSecureServer(t *testing.T) *secureStack {
 	t.Helper()
 	pw, err := deploy.GeneratePasswords()
 	if err != nil {
@@ -65,7 +67,13 @@ func startSecure(t *testing.T) *secureStack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &secureStack{srv: srv, pw: pw, cfg: cfg}
+	return &secureStack{srv: srv, pw: pw, cfg: cfg}
+}
+
+func startSecure(t *testing.T) *secureStack {
+	t.Helper()
+	s := startSecureServer(t)
+	cfg := s.cfg
 	// sandbox-exec compiles the WebAssembly tools at start, which takes tens of seconds
 	// under the race detector on a loaded 2-core machine.
 	ctx := ctxFor(t, 3*time.Minute)
@@ -189,12 +197,26 @@ func TestSecure_pipelineNeedsNoMorePermission(t *testing.T) {
 			return err
 		}},
 	}
+	for _, user := range []string{"brain-exec", "sandbox-exec"} {
+		rare = append(rare, struct {
+			name string
+			user string
+			do   func(js jetstream.JetStream) error
+		}{user + " hears run cancellations", user, func(js jetstream.JetStream) error {
+			sub, err := js.Conn().SubscribeSync(names.RunCancelSubject())
+			if err != nil {
+				return err
+			}
+			defer sub.Unsubscribe()
+			return js.Conn().Flush()
+		}})
+	}
 	for _, durable := range []struct{ user, stream, name string }{
 		{"batcher", names.SubmissionsStream(), contracts.ConsumerBatcherSubmit},
 		{"batcher", names.WorkStream(), contracts.ConsumerBatcherOutputs},
 		{"gate", names.WorkStream(), contracts.ConsumerGateRequests},
 		{"gate", names.TicketsStream(), contracts.ConsumerGateResume},
-		{"gate", names.TicketsStream(), contracts.ConsumerGateTimers},
+		{"gate", names.TimersStream(), contracts.ConsumerGateTimers},
 		{"gate", names.ControlStream(), contracts.ConsumerGateControl},
 		{"brain-exec", names.WorkStream(), contracts.ConsumerBrainExec},
 		{"sandbox-exec", names.WorkStream(), contracts.ConsumerSandboxExec},
@@ -376,6 +398,35 @@ func TestSecure_apiNeedsNoMorePermission(t *testing.T) {
 		t.Errorf("GET /readyz: %d %s", st, body)
 	}
 
+	// The batch door: a submission, one waited for, an identical resubmission waited for
+	// (read from the stream), its results, a conflicting one refused by the batcher, and
+	// the run's results stream.
+	door := batch("api-door", 1, []string{"echo"}, call("c1", "echo", map[string]any{"text": "door"}))
+	waited := batch("api-door-wait", 1, []string{"echo"}, call("c1", "echo", map[string]any{"text": "waited"}))
+	if st, body := apiDo(t, ctx, "POST", base, "/v1/batches", door, nil); st != http.StatusAccepted {
+		t.Errorf("POST /v1/batches: %d %s", st, body)
+	}
+	for _, sub := range []contracts.BatchSubmission{waited, door} {
+		var out api.BatchResults
+		if st, body := apiDo(t, ctx, "POST", base, "/v1/batches?wait=60s", sub, &out); st != http.StatusOK || len(out.Results) != 1 {
+			t.Errorf("POST /v1/batches?wait of %s: %d %s", sub.RunID, st, body)
+		}
+	}
+	if st, body := apiDo(t, ctx, "GET", base, "/v1/batches/"+door.BatchID()+"/results", nil, nil); st != http.StatusOK {
+		t.Errorf("GET batch results: %d %s", st, body)
+	}
+	conflict := batch("api-door-wait", 1, []string{"echo"}, call("c1", "echo", map[string]any{"text": "other"}))
+	if st, body := apiDo(t, ctx, "POST", base, "/v1/batches?wait=60s", conflict, nil); st != http.StatusConflict {
+		t.Errorf("POST of a conflicting batch: %d %s, want 409", st, body)
+	}
+	// A batch parked on an approval outlasts its wait (202 pending); meanwhile the api asks
+	// whether the batcher settled the submission (its consumer's ack floor).
+	parked := batch("api-door-parked", 1, []string{"ask_me"}, call("c1", "ask_me", map[string]any{}))
+	if st, body := apiDo(t, ctx, "POST", base, "/v1/batches?wait=2s", parked, nil); st != http.StatusAccepted {
+		t.Errorf("POST of a parked batch with wait: %d %s, want 202", st, body)
+	}
+	waitEvents(t, ctx, apiEventsAt(t, ctx, base, "/v1/runs/api-door-wait/results"), api.EventRunBatch)
+
 	// Discovery, as `nats micro ls|info|stats` asks: bare, by name, by id.
 	ping, err := admin.RequestWithContext(ctx, "$SRV.PING.awaken", nil)
 	if err != nil {
@@ -453,7 +504,7 @@ func TestSecure_leastPrivilege(t *testing.T) {
 		{"platform cannot write a call record", "platform", raw("$KV." + names.CallsBucket() + ".forged.1.c1")},
 		{"platform cannot pull the batcher's submissions", "platform", raw("$JS.API.CONSUMER.MSG.NEXT." + names.SubmissionsStream() + "." + contracts.ConsumerBatcherSubmit)},
 		{"platform cannot pull the gate's resumes", "platform", raw("$JS.API.CONSUMER.MSG.NEXT." + names.TicketsStream() + "." + contracts.ConsumerGateResume)},
-		{"platform cannot delete the gate's timer consumer", "platform", raw("$JS.API.CONSUMER.DELETE." + names.TicketsStream() + "." + contracts.ConsumerGateTimers)},
+		{"platform cannot delete the gate's timer consumer", "platform", raw("$JS.API.CONSUMER.DELETE." + names.TimersStream() + "." + contracts.ConsumerGateTimers)},
 		{"platform cannot delete the batcher's consumer", "platform", raw("$JS.API.CONSUMER.DELETE." + names.SubmissionsStream() + "." + contracts.ConsumerBatcherSubmit)},
 		{"platform cannot redirect the batcher's consumer", "platform", raw("$JS.API.CONSUMER.CREATE." + names.SubmissionsStream() + "." + contracts.ConsumerBatcherSubmit + "." + names.RejectedSubject())},
 		{"platform cannot ack for the gate", "platform", raw("$JS.ACK." + names.TicketsStream() + "." + contracts.ConsumerGateResume + ".1.1.1.1.0")},
@@ -482,7 +533,14 @@ func TestSecure_leastPrivilege(t *testing.T) {
 		{"api cannot publish a result", "api", result},
 		{"api cannot publish a gate request", "api", gateReq},
 		{"api cannot publish a gate decision", "api", decision},
-		{"api cannot submit a batch", "api", raw(names.SubmitSubject())},
+		{"api cannot publish a batch rejection", "api", pubEvent(names.RejectedSubject(), "forged:rejected", contracts.TypeBatchRejected,
+			contracts.BatchRejected{BatchID: contracts.BatchID(forged, 1), RunID: forged, Code: "conflict", Message: "forged", EventID: "forged"})},
+		{"api cannot pull the batcher's submissions", "api", raw("$JS.API.CONSUMER.MSG.NEXT." + names.SubmissionsStream() + "." + contracts.ConsumerBatcherSubmit)},
+		{"api cannot redirect the batcher's consumer", "api", raw("$JS.API.CONSUMER.CREATE." + names.SubmissionsStream() + "." + contracts.ConsumerBatcherSubmit + "." + names.RejectedSubject())},
+		{"api cannot delete the batcher's consumer", "api", raw("$JS.API.CONSUMER.DELETE." + names.SubmissionsStream() + "." + contracts.ConsumerBatcherSubmit)},
+		{"api cannot consume the work stream", "api", raw("$JS.API.CONSUMER.CREATE." + names.WorkStream() + ".spy.awaken.work.>")},
+		{"api cannot consume the results stream beyond the results", "api", raw("$JS.API.CONSUMER.CREATE." + names.ResultsStream() + ".spy.awaken.>")},
+		{"api cannot delete the results stream", "api", raw("$JS.API.STREAM.DELETE." + names.ResultsStream())},
 		{"api cannot write a batch record", "api", raw("$KV." + names.BatchesBucket() + ".forged.1")},
 		{"api cannot write a ticket", "api", raw("$KV." + names.TicketsBucket() + ".perm.forged.1.c1")},
 		{"api cannot read the counters", "api", raw("$JS.API.DIRECT.GET.KV_" + names.CountersBucket() + ".$KV." + names.CountersBucket() + ".counter.forged")},
@@ -552,6 +610,14 @@ func TestSecure_leastPrivilege(t *testing.T) {
 		if stream == names.TicketsStream() && info.State.Subjects[names.TicketResolvedSubject()] != 0 {
 			t.Errorf("a forged gate decision reached %s", stream)
 		}
+	}
+	// No forged rejection reached the submissions stream (nothing here is rejected).
+	subs, err := js.Stream(ctx, names.SubmissionsStream())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info, err := subs.Info(ctx, jetstream.WithSubjectFilter(names.RejectedSubject())); err != nil || info.State.Subjects[names.RejectedSubject()] != 0 {
+		t.Errorf("a forged rejection reached %s (%v)", names.SubmissionsStream(), err)
 	}
 	if n, err := s.client.Counter(ctx, "forged"); err != nil || n != 0 {
 		t.Errorf("forged counter = %d (%v)", n, err)

@@ -22,8 +22,9 @@ const (
 )
 
 // UserAPI is the api service's user (micro service "awaken", HTTP api and console): it
-// reads the batch, call and ticket records, publishes resume and cancel commands on behalf
-// of its callers, and answers the micro requests it receives.
+// reads the batch, call and ticket records and the results stream, publishes submissions,
+// resume and cancel commands on behalf of its callers, and answers the micro requests it
+// receives.
 const UserAPI = "api"
 
 // ServiceUsers returns the users of the services, named like the services: the five

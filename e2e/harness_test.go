@@ -41,6 +41,7 @@ func exampleConfig(tb testing.TB) *config.Config {
 	}
 	// The tests count body runs (harness.ledger) and the checker reads the ledger.
 	cfg.Executors.BodyLedger = true
+	cfg.Executors.Sandbox.CacheDir = wasmCacheDir
 	return cfg
 }
 

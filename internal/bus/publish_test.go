@@ -3,6 +3,7 @@ package bus_test
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -51,9 +52,16 @@ func TestEnsureTopology(t *testing.T) {
 			}
 			return nil
 		}},
-		{h.names.TicketsStream(), p + ".tickets.>", func(c jetstream.StreamConfig) error {
-			if !c.AllowMsgSchedules || !c.AllowMsgTTL || c.MaxAge != 0 {
-				return fmt.Errorf("tickets schedules %v ttl %v max age %s", c.AllowMsgSchedules, c.AllowMsgTTL, c.MaxAge)
+		{h.names.TicketsStream(), p + ".tickets.opened", func(c jetstream.StreamConfig) error {
+			// Clients write resume commands here: message schedules must stay refused.
+			if c.AllowMsgSchedules || c.MaxAge != bus.DefaultTicketsMaxAge || len(c.Subjects) != 4 {
+				return fmt.Errorf("tickets schedules %v max age %s subjects %v", c.AllowMsgSchedules, c.MaxAge, c.Subjects)
+			}
+			return nil
+		}},
+		{h.names.TimersStream(), p + ".tickets.timer", func(c jetstream.StreamConfig) error {
+			if !c.AllowMsgSchedules || !c.AllowMsgTTL || c.MaxAge != 0 || len(c.Subjects) != 2 {
+				return fmt.Errorf("timers schedules %v ttl %v max age %s subjects %v", c.AllowMsgSchedules, c.AllowMsgTTL, c.MaxAge, c.Subjects)
 			}
 			return nil
 		}},
@@ -69,8 +77,8 @@ func TestEnsureTopology(t *testing.T) {
 				t.Fatal(err)
 			}
 			c := st.CachedInfo().Config
-			if len(c.Subjects) != 1 || c.Subjects[0] != tc.subject {
-				t.Fatalf("subjects %v, want [%s]", c.Subjects, tc.subject)
+			if len(c.Subjects) == 0 || c.Subjects[0] != tc.subject || len(c.Subjects) > 1 && tc.check == nil {
+				t.Fatalf("subjects %v, want [%s ...]", c.Subjects, tc.subject)
 			}
 			if c.Storage != jetstream.FileStorage || c.Replicas != 1 {
 				t.Fatalf("storage %v replicas %d", c.Storage, c.Replicas)
@@ -98,6 +106,39 @@ func TestEnsureTopology(t *testing.T) {
 	}
 	if got := st.CachedInfo().Config.MaxAge; got != time.Hour {
 		t.Fatalf("work max age after update = %s, want 1h", got)
+	}
+}
+
+// An older topology kept the ticket timers in the tickets stream ("{prefix}.tickets.>",
+// message schedules on). The server cannot turn schedules off in place, so EnsureTopology
+// refuses with a typed error naming the stream instead of running with a stream on which
+// clients may schedule; once the operator removed the stream, it builds the split topology.
+func TestEnsureTopologyRefusesAnOlderTicketsStreamThatAllowsSchedules(t *testing.T) {
+	h := newHarness(t)
+	old := contracts.NewNames("old")
+	if _, err := h.js.CreateStream(h.ctx, jetstream.StreamConfig{Name: old.TicketsStream(),
+		Subjects: []string{"old.tickets.>"}, AllowMsgSchedules: true, AllowMsgTTL: true, Storage: jetstream.FileStorage}); err != nil {
+		t.Fatal(err)
+	}
+	err := bus.EnsureTopology(h.ctx, h.js, old, bus.TopologyConfig{})
+	if !errors.Is(err, bus.ErrSchedulesStillAllowed) || !strings.Contains(err.Error(), old.TicketsStream()) {
+		t.Fatalf("EnsureTopology on an older tickets stream: %v, want ErrSchedulesStillAllowed naming it", err)
+	}
+	if err := h.js.DeleteStream(h.ctx, old.TicketsStream()); err != nil {
+		t.Fatal(err)
+	}
+	if err := bus.EnsureTopology(h.ctx, h.js, old, bus.TopologyConfig{}); err != nil {
+		t.Fatalf("after the operator removed the stream: %v", err)
+	}
+	st, err := h.js.Stream(h.ctx, old.TicketsStream())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := st.CachedInfo().Config; c.AllowMsgSchedules || slices.Contains(c.Subjects, "old.tickets.>") {
+		t.Fatalf("tickets stream: schedules %v subjects %v", c.AllowMsgSchedules, c.Subjects)
+	}
+	if _, err := h.js.Stream(h.ctx, old.TimersStream()); err != nil {
+		t.Fatalf("timers stream: %v", err)
 	}
 }
 
@@ -262,7 +303,7 @@ func TestPublishScheduled(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	cons, err := h.js.OrderedConsumer(h.ctx, h.names.TicketsStream(), jetstream.OrderedConsumerConfig{FilterSubjects: []string{target}})
+	cons, err := h.js.OrderedConsumer(h.ctx, h.names.TimersStream(), jetstream.OrderedConsumerConfig{FilterSubjects: []string{target}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,7 +18,7 @@ const DefaultDuplicates = 2 * time.Minute
 
 // TopologyConfig sizes the streams and buckets. The zero value is usable: file storage,
 // one replica, the default duplicate window and the default ages below. A zero or
-// negative age selects the stream's default; the tickets and audit streams default to no
+// negative age selects the stream's default; the timers and audit streams default to no
 // age limit at all.
 type TopologyConfig struct {
 	// Replicas of every stream and bucket: 1 for a single server, 3 in a cluster.
@@ -34,9 +34,14 @@ type TopologyConfig struct {
 	SubmissionsMaxAge time.Duration
 	WorkMaxAge        time.Duration
 	ResultsMaxAge     time.Duration
-	// TicketsMaxAge must outlive the furthest due_at or deadline ever scheduled, because
-	// the schedule messages live in this stream: the default keeps them without age limit.
-	TicketsMaxAge    time.Duration
+	// TicketsMaxAge bounds the ticket protocol stream (opened, resume, resolved, rejected).
+	// A live ticket is held by the tickets bucket and its timer by the timers stream, so
+	// ageing out this log loses no ticket; a resume command is consumed by the gate within
+	// seconds, and the age only has to outlast a gate outage.
+	TicketsMaxAge time.Duration
+	// TimersMaxAge must outlive the furthest due_at or deadline ever scheduled, because the
+	// schedule messages live in the timers stream: the default keeps them without age limit.
+	TimersMaxAge     time.Duration
 	ControlMaxAge    time.Duration
 	EventsMaxAge     time.Duration
 	AuditMaxAge      time.Duration
@@ -49,6 +54,7 @@ const (
 	DefaultWorkMaxAge        = 24 * time.Hour
 	DefaultResultsMaxAge     = 7 * 24 * time.Hour
 	DefaultControlMaxAge     = 7 * 24 * time.Hour
+	DefaultTicketsMaxAge     = 7 * 24 * time.Hour
 	DefaultEventsMaxAge      = 7 * 24 * time.Hour
 	DefaultDeadLetterMaxAge  = 30 * 24 * time.Hour
 )
@@ -102,17 +108,33 @@ func StreamConfigs(names contracts.Names, cfg TopologyConfig) []jetstream.Stream
 	results.AllowAtomicPublish = true
 	// The server republishes what it stored, so a waiting client needs no consumer.
 	results.RePublish = &jetstream.RePublish{Source: names.ResultsWildcard(), Destination: names.CommittedResultsWildcard()}
-	tickets := stream(names.TicketsStream(), "approval tickets, resume commands and their timers (message schedules)",
-		p+".tickets.>", ageOrUnlimited(cfg.TicketsMaxAge))
-	tickets.AllowMsgSchedules = true
+	// The ticket protocol (opened, resume, resolved, rejected) and the ticket timers live in
+	// two streams because message schedules are a stream-wide switch and a schedule is not
+	// bound by the publisher's grants: the server stores what a schedule produces on its
+	// target subject, any subject of the stream. Clients write resume commands, so their
+	// stream refuses schedules (a Nats-Schedule header, or a purge of another schedule,
+	// is rejected by the server); only the gate writes the timers stream, which allows them.
+	tickets := stream(names.TicketsStream(), "approval ticket protocol: opened, resume commands, resolved, rejected",
+		names.TicketOpenedSubject(), age(cfg.TicketsMaxAge, DefaultTicketsMaxAge))
+	tickets.Subjects = append(tickets.Subjects, names.TicketResumeSubject(),
+		names.TicketResolvedSubject(), names.TicketRejectedSubject())
+	tickets.AllowMsgSchedules = false
+	// The server cannot switch per-message TTLs off once on (older topologies had them on
+	// here); a client's TTL can only shorten the life of its own message.
 	tickets.AllowMsgTTL = true
+	timers := stream(names.TimersStream(), "ticket due times and approval deadlines (message schedules; gate only)",
+		names.TicketExpireSubject(), ageOrUnlimited(cfg.TimersMaxAge))
+	timers.Subjects = append(timers.Subjects, names.TicketScheduleSubject(">")) // correlation ids hold dots
+	timers.AllowMsgSchedules = true
+	timers.AllowMsgTTL = true
 	return []jetstream.StreamConfig{
 		stream(names.SubmissionsStream(), "tool batch submissions and their rejections",
 			p+".batches.>", age(cfg.SubmissionsMaxAge, DefaultSubmissionsMaxAge)),
 		stream(names.WorkStream(), "internal work: gate requests, executor requests, committed call outputs",
 			p+".work.>", age(cfg.WorkMaxAge, DefaultWorkMaxAge)),
 		results,
-		tickets,
+		tickets, // before timers: an older tickets stream held the timer subjects, and must give them up first
+		timers,
 		stream(names.ControlStream(), "run control commands (cancellation)",
 			p+".runs.>", age(cfg.ControlMaxAge, DefaultControlMaxAge)),
 		stream(names.EventsStream(), "agent-event projection for protocol consumers",
@@ -148,6 +170,7 @@ func BucketConfigs(names contracts.Names, cfg TopologyConfig) []jetstream.KeyVal
 		bucket(names.CallsBucket(), "one record per operation id (batch_id:call_id)", 5),
 		bucket(names.TicketsBucket(), "one record per parked call, keyed by correlation id", 5),
 		bucket(names.CountersBucket(), "compare-and-swap counters", 1),
+		bucket(names.RunsBucket(), "one record per run: its active batch and how it ended", 3),
 	}
 }
 
@@ -170,7 +193,22 @@ func EnsureTopology(ctx context.Context, js jetstream.JetStream, names contracts
 	return nil
 }
 
+// ErrSchedulesStillAllowed is returned by [EnsureTopology] when a stream that clients write
+// was created by an older version with message schedules allowed. The server cannot switch
+// schedules off in place, and while they are on, a client can make the server store
+// messages on subjects its grants forbid. The operator moves the stream aside once, with
+// no ticket pending: delete it (the ticket records live in the tickets bucket) and run
+// setup again.
+var ErrSchedulesStillAllowed = errors.New("bus: stream still allows message schedules")
+
 func ensureStream(ctx context.Context, js jetstream.JetStream, sc jetstream.StreamConfig) error {
+	if !sc.AllowMsgSchedules {
+		if st, err := js.Stream(ctx, sc.Name); err == nil && st.CachedInfo().Config.AllowMsgSchedules {
+			return fmt.Errorf("%w: %s (created by an older awaken; the server cannot turn schedules off: "+
+				"delete the stream while no ticket is pending, e.g. `nats stream rm %s`, and run setup again)",
+				ErrSchedulesStillAllowed, sc.Name, sc.Name)
+		}
+	}
 	_, err := js.CreateOrUpdateStream(ctx, sc)
 	if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
 		// Lost a creation race against another service: the stream exists now, so an

@@ -38,7 +38,7 @@ Services:
   awaken brain-exec     run brain tools (in-process Go tools, MCP servers)
   awaken sandbox-exec   run sandbox tools (WebAssembly)
   awaken publisher      publication barrier: ordered, atomic results
-  awaken api            approvals: NATS micro service "awaken", HTTP api and web console
+  awaken api            HTTP api (batches, approvals), web console, NATS micro service "awaken"
   awaken setup          create or update the streams and buckets (as the NATS admin user)
 
 Operations:
@@ -64,7 +64,8 @@ created the streams and buckets (least-privilege NATS users may not); each conne
 its own reply-inbox prefix _INBOX_<service>, as deploy/nats/auth.conf requires.
 dev and api: --http HOST:PORT (env AWAKEN_HTTP, default 127.0.0.1:8080; "" disables HTTP):
 the api, the console, /metrics, /healthz and /readyz; --api-token TOKEN (env AWAKEN_API_TOKEN;
-prefer the environment variable, flags show in ps).
+prefer the environment variable, flags show in ps) guards /v1 and /metrics (--metrics-public,
+env AWAKEN_METRICS_PUBLIC=true, serves /metrics without it); the probes stay open.
 Run "awaken CMD -h" for a command's flags.
 `
 
@@ -144,7 +145,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	cfgPath := fs.String("config", defaultConfigPath(), "host configuration file (YAML or JSON)")
 	data := fs.String("data", env("AWAKEN_DATA", ".awaken/data"), "JetStream data directory")
 	listen := fs.String("listen", env("AWAKEN_LISTEN", "127.0.0.1:4222"), "address outside clients and the nats CLI connect to")
-	httpAddr, token := apiFlags(fs)
+	httpAddr, token, publicMetrics := apiFlags(fs)
 	secure := fs.Bool("secure", envBool("AWAKEN_SECURE"), "least-privilege NATS users of deploy/nats/auth.conf (passwords from AWAKEN_NATS_PASSWORD_<USER>, generated when unset)")
 	if err := parseArgs(fs, args); err != nil {
 		return err
@@ -154,7 +155,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return err
 	}
 	app.LimitDevMemory()
-	o := devstack.DevOptions{Config: cfg, DataDir: *data, Listen: *listen, HTTP: *httpAddr, APIToken: *token, Secure: *secure}
+	o := devstack.DevOptions{Config: cfg, DataDir: *data, Listen: *listen, HTTP: *httpAddr, APIToken: *token, PublicMetrics: *publicMetrics, Secure: *secure}
 	if *secure {
 		if o.Passwords, err = devPasswords(); err != nil {
 			return err
@@ -234,11 +235,12 @@ func ensureFlag(fs *flag.FlagSet) *bool {
 	return fs.Bool("ensure", !envFalse("AWAKEN_ENSURE"), "create or update the streams and buckets at start; false waits for `awaken setup` to have done it (least-privilege users)")
 }
 
-// apiFlags declares --http and --api-token, shared by dev and api.
-func apiFlags(fs *flag.FlagSet) (httpAddr, token *string) {
+// apiFlags declares --http, --api-token and --metrics-public, shared by dev and api.
+func apiFlags(fs *flag.FlagSet) (httpAddr, token *string, publicMetrics *bool) {
 	httpAddr = fs.String("http", env("AWAKEN_HTTP", "127.0.0.1:8080"), `address of the HTTP api and web console ("" disables them)`)
 	token = fs.String("api-token", os.Getenv("AWAKEN_API_TOKEN"), "bearer token the HTTP api requires (default: none; env AWAKEN_API_TOKEN)")
-	return httpAddr, token
+	publicMetrics = fs.Bool("metrics-public", envBool("AWAKEN_METRICS_PUBLIC"), "serve /metrics without the api token (for a scraper that cannot send one)")
+	return httpAddr, token, publicMetrics
 }
 
 // runAPI runs the api alone against a NATS server: the micro service "awaken", the HTTP api
@@ -250,7 +252,7 @@ func runAPI(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	url := fs.String("nats-url", defaultNATSURL(), "NATS server URL")
 	auth := natsAuthFlags(fs)
 	ensure := ensureFlag(fs)
-	httpAddr, token := apiFlags(fs)
+	httpAddr, token, publicMetrics := apiFlags(fs)
 	hosts := fs.String("allowed-hosts", env("AWAKEN_ALLOWED_HOSTS", ""), "comma-separated Host names the HTTP api answers besides loopback names (\"*\" for any)")
 	if err := parseArgs(fs, args); err != nil {
 		return err
@@ -279,7 +281,7 @@ func runAPI(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		// ServiceDialer: the api connects with its own inbox prefix, the only one the api
 		// user of deploy/nats/auth.conf may subscribe to.
 		Config: cfg, Services: []string{app.API}, Dial: app.ServiceDialer(*url, authOpts...), Log: log,
-		API:            api.Options{HTTPAddr: *httpAddr, Token: *token, AllowedHosts: allowed},
+		API:            api.Options{HTTPAddr: *httpAddr, Token: *token, AllowedHosts: allowed, PublicMetrics: *publicMetrics},
 		TracerProvider: tp, NoEnsure: !*ensure,
 	})
 	if err != nil {

@@ -184,8 +184,16 @@ func Load(path string) (*Config, error) {
 	abs, _ := filepath.Abs(path)
 	cfg.Source = abs
 	cfg.Dir = filepath.Dir(abs)
+	if dir := os.Getenv(EnvSandboxCacheDir); dir != "" {
+		cfg.Executors.Sandbox.CacheDir = dir
+	}
 	return cfg, nil
 }
+
+// EnvSandboxCacheDir, when set, overrides executors.sandbox.cache_dir of every
+// configuration file loaded: one deployment-wide place for compiled WebAssembly without
+// editing the file (a container's volume, or a test run's temporary directory).
+const EnvSandboxCacheDir = "AWAKEN_SANDBOX_CACHE_DIR"
 
 // Parse decodes YAML (or JSON, a subset of YAML) strictly — an unknown field is an error —
 // then applies defaults and validates.
@@ -470,7 +478,9 @@ func (c *Config) Pin(toolID string) contracts.PinnedCall {
 	if !ok {
 		return contracts.PinnedCall{Known: false, Policy: contracts.DefaultRecoveryPolicy()}
 	}
-	return contracts.PinnedCall{Known: true, Target: t.Target, Kind: t.Kind, Policy: t.RecoveryPolicy()}
+	// A delegation always pins durable_request, whatever its configuration says.
+	return contracts.PinnedCall{Known: true, Target: t.Target, Kind: t.Kind,
+		Policy: contracts.PinRecoveryPolicy(t.Kind, true, t.RecoveryPolicy())}
 }
 
 // ModulePath resolves a sandbox tool's module path against the configuration directory.

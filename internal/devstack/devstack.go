@@ -42,6 +42,8 @@ type DevOptions struct {
 	HTTP string
 	// APIToken, when set, is the bearer token the HTTP api requires.
 	APIToken string
+	// PublicMetrics serves /metrics without the api token (see api.Options).
+	PublicMetrics bool
 	// ReadyURLs, when set, is called once everything is up with the NATS client URL and
 	// the console URL ("" when HTTP is off).
 	ReadyURLs func(natsURL, consoleURL string)
@@ -108,7 +110,7 @@ func Dev(ctx context.Context, o DevOptions) error {
 	opts := app.Options{
 		Config: o.Config, Dial: app.InProcessDialer(srv), Log: log,
 		Services:       append(app.AllServices(), app.API),
-		API:            api.Options{HTTPAddr: o.HTTP, Token: o.APIToken},
+		API:            api.Options{HTTPAddr: o.HTTP, Token: o.APIToken, PublicMetrics: o.PublicMetrics},
 		TracerProvider: tp,
 		HTTPAddr:       o.OpsHTTP,
 	}

@@ -4,10 +4,8 @@ import (
 	"context"
 	"errors"
 	"io"
-	"net"
 	"net/http"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -19,21 +17,12 @@ import (
 	"github.com/awaken-dev/awaken/internal/config"
 	"github.com/awaken-dev/awaken/internal/devstack"
 	"github.com/awaken-dev/awaken/internal/health"
+	"github.com/awaken-dev/awaken/internal/natstest"
 	"github.com/awaken-dev/awaken/internal/telemetry"
 	"github.com/awaken-dev/awaken/pkg/client"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 	"github.com/awaken-dev/awaken/services/api"
 )
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return "127.0.0.1:" + strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
-}
 
 // TestDevSecure runs `awaken dev --secure`: the embedded server takes only the users of
 // deploy/nats/auth.conf, the platform user completes a batch, /readyz answers 200, an
@@ -51,9 +40,9 @@ func TestDevSecure(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan string, 1)
 	done := make(chan error, 1)
-	httpAddr := freeAddr(t)
+	httpAddr := natstest.FreeLoopbackAddr(t)
 	go func() {
-		done <- devstack.Dev(ctx, devstack.DevOptions{Config: cfg, DataDir: t.TempDir(), Listen: freeAddr(t),
+		done <- devstack.Dev(ctx, devstack.DevOptions{Config: cfg, DataDir: t.TempDir(), Listen: natstest.FreeLoopbackAddr(t),
 			Secure: true, Passwords: pw, HTTP: httpAddr, Ready: func(url string) { ready <- url }})
 	}()
 	t.Cleanup(func() {

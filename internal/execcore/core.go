@@ -7,8 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/rs/zerolog"
 
 	"github.com/awaken-dev/awaken/internal/bus"
@@ -168,6 +170,9 @@ type Executor struct {
 	env  *pipeline.Env
 	opts Options
 	sub  *bus.Subscription
+	// cancels and cancelSub stop the bodies of a cancelled run's calls in flight.
+	cancels   runCancels
+	cancelSub *nats.Subscription
 }
 
 // New builds an Executor without consuming; [Executor.Handle] can then be driven directly.
@@ -210,6 +215,9 @@ func Start(ctx context.Context, env *pipeline.Env, opts Options) (*Executor, err
 		return nil, fmt.Errorf("%s: %w", x.opts.Service, err)
 	}
 	x.sub = sub
+	if err := x.listenForCancels(); err != nil {
+		return nil, errors.Join(err, x.Stop(context.WithoutCancel(ctx)))
+	}
 	return x, nil
 }
 
@@ -220,7 +228,12 @@ func (x *Executor) Stop(ctx context.Context) error {
 	if x.sub == nil {
 		return nil
 	}
-	return x.sub.Stop(ctx)
+	err := x.sub.Stop(ctx)
+	if x.cancelSub != nil {
+		// After the drain: a cancellation still reaches the calls that finished draining.
+		_ = x.cancelSub.Unsubscribe()
+	}
+	return err
 }
 
 // Options returns the effective options (defaults applied).
@@ -285,7 +298,13 @@ func (x *Executor) Handle(ctx context.Context, d bus.Delivery) error {
 		inv.beginBody = x.opts.Ledger.BodyStarting
 	}
 	log.Debug().Uint16("attempt", attempt).Msg("executor entered")
-	out, err := x.run(ctx, inv)
+	runCtx, untrack := x.cancels.track(ctx, req.RunID)
+	out, err := x.run(runCtx, inv)
+	stopped := ctx.Err() == nil && errors.Is(context.Cause(runCtx), errRunCancelled)
+	untrack()
+	if stopped {
+		return x.sealCancelled(ctx, key, req, d.StreamSeq, attempt, op)
+	}
 	if err != nil {
 		return err
 	}
@@ -381,6 +400,20 @@ func (x *Executor) enter(ctx context.Context, key string, req contracts.ExecRequ
 			act = actSettled
 			return nil
 		}
+		toolID := cur.ToolID
+		if toolID == "" {
+			toolID = req.ToolID
+		}
+		if mismatch := x.replayCheck(req, toolID, policy); mismatch != nil {
+			if err := transition(cur, req, policy, func(c *contracts.DurableToolCall) error {
+				return c.MarkIndeterminate(mismatch.Error())
+			}); err != nil {
+				return err
+			}
+			x.env.Mark(cur, StageIndeterminate)
+			act = actSettled
+			return nil
+		}
 		err := transition(cur, req, policy, (*contracts.DurableToolCall).MarkExecuting)
 		if errors.Is(err, contracts.ErrAttemptsExhausted) {
 			if err := transition(cur, req, policy, func(c *contracts.DurableToolCall) error {
@@ -409,8 +442,11 @@ func (x *Executor) enter(ctx context.Context, key string, req contracts.ExecRequ
 	if act == actSettled {
 		// Counted once: only the delivery whose write made the call indeterminate gets here.
 		reason := telemetry.ReasonOwnerLeaseExpired
-		if rec.Phase.Reason == ReasonAttemptsExhausted {
+		switch {
+		case rec.Phase.Reason == ReasonAttemptsExhausted:
 			reason = telemetry.ReasonAttemptsExhausted
+		case strings.HasPrefix(rec.Phase.Reason, ReasonCapabilityPrefix):
+			reason = telemetry.ReasonCapabilityMismatch
 		}
 		x.env.Telemetry.Indeterminate(reason)
 	}

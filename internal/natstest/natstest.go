@@ -121,3 +121,15 @@ func WaitFor(tb testing.TB, timeout time.Duration, cond func() bool, msg string)
 		<-t.C
 	}
 }
+
+// FreeLoopbackAddr returns "127.0.0.1:PORT" with a port that was free a moment ago, for a
+// process under test that takes its listen addresses as flags.
+func FreeLoopbackAddr(tb testing.TB) string {
+	tb.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}

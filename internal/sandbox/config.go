@@ -66,7 +66,9 @@ type ModuleConfig struct {
 type EngineOptions struct {
 	// CacheDir, when set, persists compiled machine code on disk so a restarted
 	// process does not recompile unchanged modules. The directory must be private to
-	// the service: wazero trusts its contents. Empty keeps the cache in memory only.
+	// the service: wazero trusts its contents. Engines of one process with the same
+	// CacheDir also share the compiled code in memory. Empty keeps the cache in memory
+	// only, private to the engine.
 	CacheDir string
 	// DefaultMemoryLimitMiB applies to tools whose MemoryLimitMiB is zero
 	// (default DefaultMemoryLimitMiB).

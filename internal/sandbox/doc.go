@@ -46,5 +46,6 @@
 //
 // Load compiles each distinct module content once (keyed by SHA-256, shared by every
 // tool id using that content) and keeps the machine code while a tool or a running call
-// uses it; EngineOptions.CacheDir also persists it across restarts.
+// uses it; EngineOptions.CacheDir also persists it across restarts and shares it with
+// the other engines of the process that use the same directory.
 package sandbox

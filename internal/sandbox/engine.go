@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -83,11 +84,12 @@ type Stats struct {
 type Engine struct {
 	opts    EngineOptions
 	runtime wazero.Runtime
-	cache   wazero.CompilationCache
-	wasi    api.Module
-	slots   chan struct{}
-	closing context.Context
-	stop    context.CancelCauseFunc
+	// releaseCache releases the engine's compilation cache (see openCache).
+	releaseCache func(context.Context) error
+	wasi         api.Module
+	slots        chan struct{}
+	closing      context.Context
+	stop         context.CancelCauseFunc
 
 	mu       sync.Mutex
 	closed   bool
@@ -138,13 +140,9 @@ func NewEngine(ctx context.Context, opts EngineOptions) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	var cache wazero.CompilationCache
-	if opts.CacheDir != "" {
-		if cache, err = wazero.NewCompilationCacheWithDir(opts.CacheDir); err != nil {
-			return nil, fmt.Errorf("sandbox: compilation cache in %s: %w", opts.CacheDir, err)
-		}
-	} else {
-		cache = wazero.NewCompilationCache()
+	cache, releaseCache, err := openCache(opts.CacheDir)
+	if err != nil {
+		return nil, err
 	}
 	cfg := wazero.NewRuntimeConfig().
 		WithCoreFeatures(api.CoreFeaturesV2).
@@ -154,19 +152,19 @@ func NewEngine(ctx context.Context, opts EngineOptions) (*Engine, error) {
 		WithCompilationCache(cache)
 	rt := wazero.NewRuntimeWithConfig(ctx, cfg)
 	if _, err := wasi_snapshot_preview1.Instantiate(ctx, rt); err != nil {
-		return nil, errors.Join(fmt.Errorf("sandbox: instantiate WASI: %w", err), rt.Close(ctx), cache.Close(ctx))
+		return nil, errors.Join(fmt.Errorf("sandbox: instantiate WASI: %w", err), rt.Close(ctx), releaseCache(ctx))
 	}
 	closing, stop := context.WithCancelCause(context.Background())
 	return &Engine{
-		opts:    opts,
-		runtime: rt,
-		cache:   cache,
-		wasi:    rt.Module(wasi_snapshot_preview1.ModuleName),
-		slots:   make(chan struct{}, opts.MaxConcurrentCalls),
-		closing: closing,
-		stop:    stop,
-		tools:   make(map[string]*tool),
-		modules: make(map[[sha256.Size]byte]*compiledModule),
+		opts:         opts,
+		runtime:      rt,
+		releaseCache: releaseCache,
+		wasi:         rt.Module(wasi_snapshot_preview1.ModuleName),
+		slots:        make(chan struct{}, opts.MaxConcurrentCalls),
+		closing:      closing,
+		stop:         stop,
+		tools:        make(map[string]*tool),
+		modules:      make(map[[sha256.Size]byte]*compiledModule),
 	}, nil
 }
 
@@ -326,7 +324,68 @@ func (e *Engine) Close(ctx context.Context) error {
 	e.modules = map[[sha256.Size]byte]*compiledModule{}
 	e.mu.Unlock()
 	// Closing the runtime closes its compiled modules and the WASI host module.
-	return errors.Join(e.runtime.Close(ctx), e.cache.Close(ctx))
+	return errors.Join(e.runtime.Close(ctx), e.releaseCache(ctx))
+}
+
+// processCaches holds the on-disk compilation caches open in this process, by
+// directory, so that engines with the same CacheDir share compiled machine code in
+// memory too: a module another engine of the process holds is neither compiled nor read
+// from disk again. This matters most where one process starts many engines (the
+// end-to-end tests start a whole pipeline per test, and compiling a Go module under the
+// race detector takes tens of seconds).
+var processCaches = struct {
+	sync.Mutex
+	byDir map[string]*sharedCache
+}{byDir: map[string]*sharedCache{}}
+
+// sharedCache is a wazero compilation cache used by refs engines; the last release
+// closes it. wazero keeps a compiled module in memory while any runtime holds it.
+type sharedCache struct {
+	cache wazero.CompilationCache
+	dir   string
+	refs  int // guarded by processCaches
+}
+
+// openCache returns the compilation cache of an engine and the function that releases
+// it: the process's shared cache of dir (opened on first use), or a private in-memory
+// one when dir is empty.
+func openCache(dir string) (wazero.CompilationCache, func(context.Context) error, error) {
+	if dir == "" {
+		cache := wazero.NewCompilationCache()
+		return cache, cache.Close, nil
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, nil, fmt.Errorf("sandbox: compilation cache in %s: %w", dir, err)
+	}
+	processCaches.Lock()
+	defer processCaches.Unlock()
+	c, ok := processCaches.byDir[abs]
+	if !ok {
+		cache, err := wazero.NewCompilationCacheWithDir(abs)
+		if err != nil {
+			return nil, nil, fmt.Errorf("sandbox: compilation cache in %s: %w", dir, err)
+		}
+		c = &sharedCache{cache: cache, dir: abs}
+		processCaches.byDir[abs] = c
+	}
+	c.refs++
+	return c.cache, c.release, nil
+}
+
+// release ends one engine's use of the cache and closes it after the last one.
+func (c *sharedCache) release(ctx context.Context) error {
+	processCaches.Lock()
+	c.refs--
+	last := c.refs == 0
+	if last {
+		delete(processCaches.byDir, c.dir)
+	}
+	processCaches.Unlock()
+	if !last {
+		return nil
+	}
+	return c.cache.Close(ctx)
 }
 
 // enter registers a Load or Invoke in progress, or reports false once Close has begun.

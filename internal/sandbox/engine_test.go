@@ -415,23 +415,13 @@ func TestCompilationCache(t *testing.T) {
 func TestDiskCache(t *testing.T) {
 	dir := t.TempDir()
 	path := writeModule(t, "nop", commandSpec(opNop).encode())
-	countFiles := func() int {
-		n := 0
-		entries, err := os.ReadDir(dir)
+	for round := range 2 {
+		// Each round's engine is closed before the next starts, as in a restarted
+		// process: the second finds the module on disk, not in the first's memory.
+		e, err := NewEngine(context.Background(), EngineOptions{CacheDir: dir})
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, sub := range entries {
-			files, err := os.ReadDir(filepath.Join(dir, sub.Name()))
-			if err != nil {
-				t.Fatal(err)
-			}
-			n += len(files)
-		}
-		return n
-	}
-	for round := range 2 {
-		e := newTestEngine(t, EngineOptions{CacheDir: dir})
 		if err := e.Load(context.Background(), "nop", ModuleConfig{Path: path}); err != nil {
 			t.Fatal(err)
 		}
@@ -439,9 +429,92 @@ func TestDiskCache(t *testing.T) {
 		if err != nil || len(res.Stdout) != 0 || res.IsJSON {
 			t.Fatalf("round %d: %+v, %v", round, res, err)
 		}
-		if got := countFiles(); got != 1 {
+		if got := countCacheFiles(t, dir); got != 1 {
 			t.Fatalf("round %d: %d cache files, want 1", round, got)
 		}
+		if err := e.Close(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// countCacheFiles counts the compiled modules in an on-disk cache directory (wazero keeps
+// them in one subdirectory per wazero version and platform).
+func countCacheFiles(t *testing.T, dir string) int {
+	t.Helper()
+	n := 0
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sub := range entries {
+		files, err := os.ReadDir(filepath.Join(dir, sub.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		n += len(files)
+	}
+	return n
+}
+
+// TestEnginesShareCacheDirInMemory checks that engines of one process with the same
+// CacheDir share compiled code in memory: with the cache file deleted, a second engine
+// loads the module the first holds without compiling it again (which would write the
+// file anew); once both are closed the process lets go of it and a third compiles.
+func TestEnginesShareCacheDirInMemory(t *testing.T) {
+	dir := t.TempDir()
+	path := writeModule(t, "nop", commandSpec(opNop).encode())
+	removeCacheFiles := func() {
+		t.Helper()
+		subs, _ := filepath.Glob(filepath.Join(dir, "*", "*"))
+		for _, f := range subs {
+			if err := os.Remove(f); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	load := func(e *Engine) {
+		t.Helper()
+		if err := e.Load(context.Background(), "nop", ModuleConfig{Path: path}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.Invoke(context.Background(), Request{ToolID: "nop"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	closeEngine := func(e *Engine) {
+		t.Helper()
+		if err := e.Close(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	first, err := NewEngine(context.Background(), EngineOptions{CacheDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	load(first)
+	removeCacheFiles()
+	// The same directory spelled differently is the same cache.
+	second, err := NewEngine(context.Background(), EngineOptions{CacheDir: dir + string(filepath.Separator) + "."})
+	if err != nil {
+		t.Fatal(err)
+	}
+	load(second)
+	if got := countCacheFiles(t, dir); got != 0 {
+		t.Fatalf("the second engine compiled the module again (%d cache files): no sharing in memory", got)
+	}
+	closeEngine(first)
+	closeEngine(second)
+
+	third, err := NewEngine(context.Background(), EngineOptions{CacheDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeEngine(third)
+	load(third)
+	if got := countCacheFiles(t, dir); got != 1 {
+		t.Fatalf("after every engine closed, a new one found %d cache files, want 1 (compiled again)", got)
 	}
 }
 

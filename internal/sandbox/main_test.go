@@ -2,14 +2,11 @@ package sandbox
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -35,8 +32,9 @@ var modulePackages = []string{
 var (
 	// moduleDir holds the built .wasm files, named after their package directory.
 	moduleDir string
-	// sharedCacheDir is a compilation cache shared by the tests' engines, so each
-	// module is compiled to machine code once, not once per test (see testCacheDir).
+	// sharedCacheDir is a compilation cache shared by the tests' engines: TestMain
+	// compiles every module into it once, outside the race detector, and holds them in
+	// memory, so no test compiles a Go-built module again (see precompileModules).
 	sharedCacheDir string
 )
 
@@ -52,60 +50,73 @@ func runTests(m *testing.M) int {
 	}
 	defer os.RemoveAll(dir)
 	moduleDir = filepath.Join(dir, "modules")
-	sharedCacheDir = testCacheDir(filepath.Join(dir, "cache"))
+	sharedCacheDir = filepath.Join(dir, "cache")
 	if err := buildModules(moduleDir); err != nil {
 		fmt.Fprintln(os.Stderr, "sandbox tests: building the WebAssembly test modules:", err)
 		return 1
 	}
+	hold, err := precompileModules(sharedCacheDir)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "sandbox tests: precompiling the WebAssembly test modules:", err)
+		return 1
+	}
+	defer hold.Close(context.Background())
 	return m.Run()
 }
 
-// buildModules compiles every test module for wasip1 in ONE go build invocation: the go
-// command builds the packages in parallel and shares the build cache, which makes this
-// a few seconds even on a small machine.
-func buildModules(out string) error {
+// goCommand runs the go command with args and extra environment variables.
+func goCommand(env []string, args ...string) error {
 	goBin, err := exec.LookPath("go")
 	if err != nil {
 		return fmt.Errorf("the go command is needed to build the test modules: %w", err)
 	}
-	if err := os.MkdirAll(out, 0o755); err != nil {
-		return err
-	}
-	args := append([]string{"build", "-trimpath", "-o", out + string(filepath.Separator)}, modulePackages...)
 	cmd := exec.Command(goBin, args...)
-	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm", "CGO_ENABLED=0")
+	cmd.Env = append(os.Environ(), env...)
 	if output, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("%s: %w\n%s", strings.Join(cmd.Args, " "), err, output)
 	}
 	return nil
 }
 
-// testCacheDir returns a compilation cache directory that survives test runs, so only
-// the first run pays for compiling the modules (about ten seconds each under -race on
-// a small machine). It lives in the user's cache directory, like Go's build cache, and
-// its name hashes everything the cached machine code depends on: the wazero
-// requirement in go.mod and go.sum (wazero cannot know its own version inside a test
-// binary), the Go version and the platform. Without a user cache directory it falls back
-// to fallback, which TestMain removes.
-func testCacheDir(fallback string) string {
-	base, err := os.UserCacheDir()
+// buildModules compiles every test module for wasip1 in ONE go build invocation: the go
+// command builds the packages in parallel and shares the build cache, which makes this
+// a few seconds even on a small machine.
+func buildModules(out string) error {
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return err
+	}
+	args := append([]string{"build", "-trimpath", "-o", out + string(filepath.Separator)}, modulePackages...)
+	return goCommand([]string{"GOOS=wasip1", "GOARCH=wasm", "CGO_ENABLED=0"}, args...)
+}
+
+// precompileModules fills the compilation cache dir with every built module in a
+// process without the race detector (about a second per module, against 15-30 s under
+// -race): sandboxtest's TestPrecompileHelper, run as sandboxtest.Precompile runs it
+// (this package cannot import sandboxtest). It then loads them into an engine that
+// holds them in memory until it is closed, so every engine on dir shares them.
+func precompileModules(dir string) (*Engine, error) {
+	var modules []string
+	for _, pkg := range modulePackages {
+		modules = append(modules, modulePath(filepath.Base(pkg)))
+	}
+	if err := goCommand([]string{
+		"GOFLAGS=", // never -race: that is the point
+		"AWAKEN_PRECOMPILE_CACHE_DIR=" + dir,
+		"AWAKEN_PRECOMPILE_MODULES=" + strings.Join(modules, string(os.PathListSeparator)),
+	}, "test", "-count=1", "-run", "^TestPrecompileHelper$", "./sandboxtest"); err != nil {
+		return nil, err
+	}
+	ctx := context.Background()
+	hold, err := NewEngine(ctx, EngineOptions{CacheDir: dir})
 	if err != nil {
-		return fallback
+		return nil, err
 	}
-	h := sha256.New()
-	for _, file := range []string{"../../go.mod", "../../go.sum"} {
-		data, err := os.ReadFile(file)
-		if err != nil {
-			return fallback
-		}
-		for line := range strings.Lines(string(data)) {
-			if strings.Contains(line, "github.com/tetratelabs/wazero") {
-				h.Write([]byte(line))
-			}
+	for _, path := range modules {
+		if err := hold.Load(ctx, path, ModuleConfig{Path: path}); err != nil {
+			return nil, errors.Join(err, hold.Close(ctx))
 		}
 	}
-	fmt.Fprintf(h, "%s %s/%s", runtime.Version(), runtime.GOOS, runtime.GOARCH)
-	return filepath.Join(base, "awaken", "sandbox-test-wazero-"+hex.EncodeToString(h.Sum(nil))[:16])
+	return hold, nil
 }
 
 // modulePath is the built module of the package whose directory is name.

@@ -124,6 +124,9 @@ type BatchResult struct {
 	BatchID   string
 	Results   []contracts.ToolResultEvent
 	Finalized contracts.BatchFinalized
+	// Sequence is the results stream's sequence of the finalized event: where
+	// [Client.FollowRun] resumes after this batch.
+	Sequence uint64
 }
 
 // Submit publishes a batch and waits for the stream's acknowledgement.
@@ -135,8 +138,16 @@ type BatchResult struct {
 // conflicting resubmission inside its duplicate window.)
 func (c *Client) Submit(ctx context.Context, sub contracts.BatchSubmission) (string, error) {
 	id := sub.BatchID()
-	eventID := id + ":" + sub.Hash()[:16]
-	return id, c.publish(ctx, c.names.SubmitSubject(), eventID, contracts.TypeBatchRequested, sub)
+	return id, c.publish(ctx, c.names.SubmitSubject(), SubmissionEventID(sub), contracts.TypeBatchRequested, sub)
+}
+
+// SubmissionEventID is the CloudEvents id [Client.Submit] and [Client.SubmitAndWait] give a
+// submission: its batch id and the start of its content hash, so a re-submission of the
+// same content is deduplicated and a different content under the same batch id is a
+// different event. The batcher's rejection carries it as event_id, which is how a
+// rejection is matched to the submission it refuses.
+func SubmissionEventID(sub contracts.BatchSubmission) string {
+	return sub.BatchID() + ":" + sub.Hash()[:16]
 }
 
 // waitSettled waits until the batcher's durable consumer has settled (acknowledged or
@@ -169,18 +180,119 @@ func (c *Client) waitSettled(ctx context.Context, seq uint64) error {
 // consumer, so it works whether the results were published before or after the call.
 func (c *Client) Await(ctx context.Context, runID string, step int64) (*BatchResult, error) {
 	batchID := contracts.BatchID(runID, step)
+	var found *BatchResult
+	err := c.readResults(ctx, runID, 0, 0, func(b *BatchResult) bool {
+		if b.BatchID == batchID {
+			found = b
+			return false
+		}
+		return true
+	})
+	if found != nil {
+		return found, nil
+	}
+	return nil, fmt.Errorf("client: awaiting %s: %w", batchID, err)
+}
+
+// ErrNotPublished is wrapped by [Client.Results] when the results stream does not hold
+// the batch (yet).
+var ErrNotPublished = errors.New("batch results not published")
+
+// Results returns the published results of batch (runID, step) without waiting: it reads
+// the run's results subject up to its last message at the time of the call, and returns
+// an error wrapping [ErrNotPublished] when the batch is not among them.
+func (c *Client) Results(ctx context.Context, runID string, step int64) (*BatchResult, error) {
+	batchID := contracts.BatchID(runID, step)
+	stream, err := c.resultsStream(ctx)
+	if err != nil {
+		return nil, err
+	}
+	last, err := stream.GetLastMsgForSubject(ctx, c.names.ResultsSubject(runID))
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return nil, fmt.Errorf("client: results of %s: %w", batchID, ErrNotPublished)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("client: results of %s: %w", batchID, err)
+	}
+	var found *BatchResult
+	err = c.readResults(ctx, runID, 0, last.Sequence, func(b *BatchResult) bool {
+		if b.BatchID == batchID {
+			found = b
+			return false
+		}
+		return true
+	})
+	switch {
+	case found != nil:
+		return found, nil
+	case errors.Is(err, errReadEnd):
+		return nil, fmt.Errorf("client: results of %s: %w", batchID, ErrNotPublished)
+	default:
+		return nil, fmt.Errorf("client: results of %s: %w", batchID, err)
+	}
+}
+
+// FollowRun calls yield with every batch of runID published on the results stream after
+// stream sequence after (0 for the first batch of the run), in publication order, each
+// whole (its results in model order and its finalized event) and with its
+// [BatchResult.Sequence]; it keeps waiting for new batches until ctx ends or yield
+// returns false. A follower that lost its place resumes exactly after the last batch it
+// handled by passing that batch's Sequence as after: a batch's messages are one atomic
+// publish, so no batch is split across that point.
+func (c *Client) FollowRun(ctx context.Context, runID string, after uint64, yield func(*BatchResult) bool) error {
+	err := c.readResults(ctx, runID, after, 0, yield)
+	if errors.Is(err, errYieldStop) {
+		return nil
+	}
+	return fmt.Errorf("client: following the results of %s: %w", runID, err)
+}
+
+// wholeBatch reports whether b holds a result for every call its finalized event names,
+// in model order.
+func wholeBatch(b *BatchResult) bool {
+	if len(b.Results) != len(b.Finalized.CallIDs) {
+		return false
+	}
+	for i, r := range b.Results {
+		if r.CallID != b.Finalized.CallIDs[i] || r.Index != i {
+			return false
+		}
+	}
+	return true
+}
+
+// errReadEnd and errYieldStop end readResults: the message at its until sequence was
+// read, or yield asked to stop.
+var (
+	errReadEnd   = errors.New("end of the results read")
+	errYieldStop = errors.New("stopped by the reader")
+)
+
+// readResults reads the run's results subject with an ordered consumer, starting after
+// stream sequence after, and calls yield with each batch as its finalized event arrives.
+// It returns errYieldStop when yield returns false, errReadEnd once it has read the
+// message at sequence until (when until > 0), or the error that ended the read (ctx's
+// when ctx ended). It holds the results of at most the batches whose finalized event it
+// has not read yet — one, since a batch is one atomic publish.
+func (c *Client) readResults(ctx context.Context, runID string, after, until uint64, yield func(*BatchResult) bool) error {
 	cfg := jetstream.OrderedConsumerConfig{
 		FilterSubjects:    []string{c.names.ResultsSubject(runID)},
 		DeliverPolicy:     jetstream.DeliverAllPolicy,
 		InactiveThreshold: orderedConsumerIdle,
 	}
+	if after > 0 {
+		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, after+1
+	}
+	if until > 0 && until <= after {
+		return errReadEnd
+	}
 	cons, err := c.js.OrderedConsumer(ctx, c.names.ResultsStream(), cfg)
 	if err != nil {
-		return nil, fmt.Errorf("client: results consumer: %w", err)
+		return fmt.Errorf("results consumer: %w", err)
 	}
 	it, err := cons.Messages()
 	if err != nil {
-		return nil, fmt.Errorf("client: results: %w", err)
+		return fmt.Errorf("results: %w", err)
 	}
 	defer func() {
 		it.Stop()
@@ -189,37 +301,44 @@ func (c *Client) Await(ctx context.Context, runID string, step int64) (*BatchRes
 	stop := context.AfterFunc(ctx, it.Stop)
 	defer stop()
 
-	res := &BatchResult{BatchID: batchID}
+	pending := map[string][]contracts.ToolResultEvent{}
 	for {
 		m, err := it.Next()
 		if err != nil {
 			if ctx.Err() != nil {
-				return nil, fmt.Errorf("client: awaiting %s: %w", batchID, ctx.Err())
+				return ctx.Err()
 			}
-			return nil, fmt.Errorf("client: awaiting %s: %w", batchID, err)
+			return err
+		}
+		var seq uint64
+		if md, err := m.Metadata(); err == nil {
+			seq = md.Sequence.Stream
 		}
 		ev, err := bus.DecodeMsg(m.Headers(), m.Data())
-		if err != nil {
-			continue
+		if err == nil {
+			switch ev.Type {
+			case contracts.TypeToolResult:
+				var r contracts.ToolResultEvent
+				if err := json.Unmarshal(ev.Data, &r); err != nil {
+					return fmt.Errorf("result %s: %w", ev.ID, err)
+				}
+				pending[r.BatchID] = append(pending[r.BatchID], r)
+			case contracts.TypeBatchFinalized:
+				var f contracts.BatchFinalized
+				if err := json.Unmarshal(ev.Data, &f); err != nil {
+					return fmt.Errorf("finalized %s: %w", ev.ID, err)
+				}
+				res := &BatchResult{BatchID: f.BatchID, Results: pending[f.BatchID], Finalized: f, Sequence: seq}
+				delete(pending, f.BatchID)
+				// A read that starts inside a batch (after a sequence that is not a
+				// finalized event's) sees its end only: that batch is not yielded.
+				if wholeBatch(res) && !yield(res) {
+					return errYieldStop
+				}
+			}
 		}
-		switch ev.Type {
-		case contracts.TypeToolResult:
-			var r contracts.ToolResultEvent
-			if err := json.Unmarshal(ev.Data, &r); err != nil {
-				return nil, fmt.Errorf("client: result %s: %w", ev.ID, err)
-			}
-			if r.BatchID == batchID {
-				res.Results = append(res.Results, r)
-			}
-		case contracts.TypeBatchFinalized:
-			var f contracts.BatchFinalized
-			if err := json.Unmarshal(ev.Data, &f); err != nil {
-				return nil, fmt.Errorf("client: finalized %s: %w", ev.ID, err)
-			}
-			if f.BatchID == batchID {
-				res.Finalized = f
-				return res, nil
-			}
+		if until > 0 && seq >= until {
+			return errReadEnd
 		}
 	}
 }

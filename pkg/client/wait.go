@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
+	"strconv"
 	"sync"
 	"time"
 
@@ -47,12 +47,43 @@ const (
 	orderedConsumerIdle = 30 * time.Second
 )
 
-// SubmitAndWait submits a batch and waits for its results, or for its rejection.
-func (c *Client) SubmitAndWait(ctx context.Context, sub contracts.BatchSubmission) (*BatchResult, error) {
+// ErrPending is wrapped by [Client.SubmitAndWait] when the submission was stored but the
+// wait ended (ctx, or [WaitAtMost]) before the batch's results or rejection arrived: the
+// batch will still run, and its results can be read later ([Client.Await],
+// [Client.Results]).
+var ErrPending = errors.New("batch still pending")
+
+// WaitOption configures [Client.SubmitAndWait].
+type WaitOption func(*waitOptions)
+
+type waitOptions struct {
+	atMost time.Duration
+}
+
+// WaitAtMost bounds the wait that follows the submission: d after the stream stored it,
+// SubmitAndWait returns an error wrapping [ErrPending]. Unlike a deadline on ctx it never
+// cuts the submission itself short.
+func WaitAtMost(d time.Duration) WaitOption {
+	return func(o *waitOptions) { o.atMost = max(d, 0) }
+}
+
+// SubmitAndWait submits a batch and waits for its results, or for its rejection (a
+// [*RejectedError]). A rejection is matched by the submission's event id, so the refusal
+// of another submission under the same batch id is never taken for this one's.
+func (c *Client) SubmitAndWait(ctx context.Context, sub contracts.BatchSubmission, opts ...WaitOption) (*BatchResult, error) {
+	var o waitOptions
+	o.atMost = -1
+	for _, opt := range opts {
+		opt(&o)
+	}
 	batchID := sub.BatchID()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 
+	// A rejection is matched to this submission by its event id, never by the batch id
+	// alone: a conflicting or malformed submission that names the same batch is rejected
+	// under its own event id while this one is accepted and runs.
+	eventID := SubmissionEventID(sub)
 	rejected := make(chan contracts.BatchRejected, 1)
 	rs, err := c.nc.Subscribe(c.names.RejectedSubject(), func(m *nats.Msg) {
 		ev, err := bus.DecodeMsg(m.Header, m.Data)
@@ -60,7 +91,7 @@ func (c *Client) SubmitAndWait(ctx context.Context, sub contracts.BatchSubmissio
 			return
 		}
 		var r contracts.BatchRejected
-		if json.Unmarshal(ev.Data, &r) == nil && (r.BatchID == batchID || strings.HasPrefix(r.EventID, batchID+":")) {
+		if json.Unmarshal(ev.Data, &r) == nil && r.EventID == eventID {
 			select {
 			case rejected <- r:
 			default:
@@ -82,7 +113,6 @@ func (c *Client) SubmitAndWait(ctx context.Context, sub contracts.BatchSubmissio
 	// stored — and nothing about this batch can be published before that.
 	reconnects := c.nc.Stats().Reconnects
 
-	eventID := batchID + ":" + sub.Hash()[:16]
 	ev, err := bus.NewEvent(eventID, c.source, contracts.TypeBatchRequested, sub)
 	if err != nil {
 		return nil, fmt.Errorf("client: %w", err)
@@ -126,6 +156,12 @@ func (c *Client) SubmitAndWait(ctx context.Context, sub contracts.BatchSubmissio
 		}
 	}()
 
+	var waitEnded <-chan time.Time
+	if o.atMost >= 0 {
+		t := time.NewTimer(o.atMost)
+		defer t.Stop()
+		waitEnded = t.C
+	}
 	finalized := watch.finalized
 	hedgeAfter := streamHedgeAfter
 	if c.hedgeAfter > 0 {
@@ -142,7 +178,9 @@ func (c *Client) SubmitAndWait(ctx context.Context, sub contracts.BatchSubmissio
 		case a := <-fromStream:
 			return a.res, a.err
 		case <-ctx.Done():
-			return nil, fmt.Errorf("client: awaiting %s: %w", batchID, ctx.Err())
+			return nil, fmt.Errorf("client: awaiting %s: %w: %w", batchID, ErrPending, ctx.Err())
+		case <-waitEnded:
+			return nil, fmt.Errorf("client: awaiting %s: %w after %s", batchID, ErrPending, o.atMost)
 		case <-settled:
 			settled = nil
 			select {
@@ -220,6 +258,7 @@ type batchWatch struct {
 	mu      sync.Mutex
 	results map[int]contracts.ToolResultEvent
 	final   *contracts.BatchFinalized
+	seq     uint64
 }
 
 func newBatchWatch(batchID string, drop func(contracts.ToolResultEvent) bool) *batchWatch {
@@ -243,6 +282,8 @@ func (w *batchWatch) deliver(m *nats.Msg) {
 		var f contracts.BatchFinalized
 		if json.Unmarshal(ev.Data, &f) == nil && f.BatchID == w.batchID && w.final == nil {
 			w.final = &f
+			// The stream republishes with the stored message's sequence.
+			w.seq, _ = strconv.ParseUint(m.Header.Get(jetstream.SequenceHeader), 10, 64)
 			close(w.finalized)
 		}
 	}
@@ -256,7 +297,7 @@ func (w *batchWatch) whole() (*BatchResult, bool) {
 	if w.final == nil || len(w.results) != len(w.final.CallIDs) {
 		return nil, false
 	}
-	res := &BatchResult{BatchID: w.batchID, Finalized: *w.final, Results: make([]contracts.ToolResultEvent, 0, len(w.results))}
+	res := &BatchResult{BatchID: w.batchID, Finalized: *w.final, Sequence: w.seq, Results: make([]contracts.ToolResultEvent, 0, len(w.results))}
 	for i, id := range w.final.CallIDs {
 		r, ok := w.results[i]
 		if !ok || r.CallID != id {

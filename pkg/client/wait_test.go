@@ -293,3 +293,66 @@ func TestSubmitAndWaitFindsTheResultsOfAnIdenticalEarlierSubmission(t *testing.T
 	}
 	checkResults(t, res, sub, "first")
 }
+
+// FollowRun yields every batch of a run whole and in order, resumes exactly after the
+// batch whose Sequence it is given, and never yields the tail of a batch it started inside
+// of; Results reads a published batch without waiting and says ErrNotPublished otherwise.
+func TestFollowRunResumesAfterASequenceAndResultsDoesNotWait(t *testing.T) {
+	e := newWaitEnv(t)
+	pub := bus.NewPublisher(e.js)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	const run = "run-follow"
+	publish := func(step int64) {
+		t.Helper()
+		sub := testSubmission(run, 2)
+		sub.Step = step
+		if err := pub.PublishAtomic(ctx, e.batchMessages(sub, fmt.Sprint("step ", step))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := e.c.Results(ctx, run, 1); !errors.Is(err, ErrNotPublished) {
+		t.Fatalf("Results of an empty run: %v, want ErrNotPublished", err)
+	}
+	publish(1)
+	publish(2)
+	if _, err := e.c.Results(ctx, run, 3); !errors.Is(err, ErrNotPublished) {
+		t.Fatalf("Results of an unpublished batch: %v, want ErrNotPublished", err)
+	}
+	res, err := e.c.Results(ctx, run, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub2 := testSubmission(run, 2)
+	sub2.Step = 2
+	checkResults(t, res, sub2, "step 2")
+
+	follow := func(after uint64, n int) []*BatchResult {
+		t.Helper()
+		var got []*BatchResult
+		err := e.c.FollowRun(ctx, run, after, func(b *BatchResult) bool {
+			got = append(got, b)
+			return len(got) < n
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	all := follow(0, 2)
+	if all[0].BatchID != contracts.BatchID(run, 1) || all[1].BatchID != contracts.BatchID(run, 2) || all[0].Sequence >= all[1].Sequence {
+		t.Fatalf("followed %+v", all)
+	}
+	publish(3)
+	next := follow(all[1].Sequence, 1)
+	if next[0].BatchID != contracts.BatchID(run, 3) || len(next[0].Results) != 2 {
+		t.Fatalf("after batch 2: %+v", next[0])
+	}
+	// Started inside batch 3 (after its first result): batch 3 is not yielded, batch 4 is.
+	publish(4)
+	mid := follow(all[1].Sequence+1, 1)
+	if mid[0].BatchID != contracts.BatchID(run, 4) {
+		t.Fatalf("a read started inside batch 3 yielded %s first", mid[0].BatchID)
+	}
+	natstest.WaitFor(t, 10*time.Second, func() bool { return e.consumers() == 0 }, "FollowRun and Results left ordered consumers on the server")
+}

@@ -646,11 +646,19 @@ var (
 
 type schemaBuilder struct {
 	inProgress map[reflect.Type]bool
+	// doc is set when the builder derives a protocol document (see [SchemaOfType]) rather
+	// than a tool's arguments.
+	doc *SchemaOptions
 }
 
 func (b *schemaBuilder) build(t reflect.Type) (*schemaNode, error) {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
+	}
+	if b.doc != nil && b.doc.Override != nil {
+		if m, ok := b.doc.Override(t); ok {
+			return &schemaNode{custom: m}, nil
+		}
 	}
 	switch {
 	case reflect.PointerTo(t).Implements(typeSchemaProvider):
@@ -668,7 +676,9 @@ func (b *schemaBuilder) build(t reflect.Type) (*schemaNode, error) {
 		return &schemaNode{types: []string{"string"}, format: "date-time"}, nil
 	case t == typeDuration:
 		return &schemaNode{types: []string{"string"}}, nil
-	case reflect.PointerTo(t).Implements(typeJSONUnmarshaler):
+	case reflect.PointerTo(t).Implements(typeJSONUnmarshaler) && (b.doc == nil || t.Kind() != reflect.Struct):
+		// A document's struct with a custom UnmarshalJSON is read as its fields (the
+		// decoders of the vocabulary only add defaults and strictness).
 		return nil, fmt.Errorf("%s has a custom UnmarshalJSON; implement SchemaProvider to describe it", t)
 	case reflect.PointerTo(t).Implements(typeTextUnmarshaler):
 		return &schemaNode{types: []string{"string"}}, nil
@@ -735,7 +745,11 @@ func (b *schemaBuilder) buildStruct(t reflect.Type) (*schemaNode, error) {
 	b.inProgress[t] = true
 	defer delete(b.inProgress, t)
 
-	fields, err := jsonFieldsOf(t)
+	tagKey := "json"
+	if b.doc != nil && b.doc.TagKey != "" {
+		tagKey = b.doc.TagKey
+	}
+	fields, err := jsonFieldsOfTag(t, tagKey)
 	if err != nil {
 		return nil, err
 	}
@@ -1025,7 +1039,11 @@ type jsonField struct {
 // rules: exported fields, json tag names, "-" skipped, untagged embedded structs
 // flattened, and among fields of one name the shallowest wins (a tagged one breaking a
 // tie, otherwise all of them vanish).
-func jsonFieldsOf(t reflect.Type) ([]jsonField, error) {
+func jsonFieldsOf(t reflect.Type) ([]jsonField, error) { return jsonFieldsOfTag(t, "json") }
+
+// jsonFieldsOfTag is [jsonFieldsOf] reading the names and options from tag key (a YAML
+// document's fields are named by their yaml tags).
+func jsonFieldsOfTag(t reflect.Type, key string) ([]jsonField, error) {
 	type level struct {
 		typ        reflect.Type
 		index      []int
@@ -1055,7 +1073,7 @@ func jsonFieldsOf(t reflect.Type) ([]jsonField, error) {
 				} else if !sf.IsExported() {
 					continue
 				}
-				tag := sf.Tag.Get("json")
+				tag := sf.Tag.Get(key)
 				if tag == "-" {
 					continue
 				}

@@ -148,7 +148,7 @@ func (v ToolPermissionVerdict) IntoGateOutcome() GateOutcome {
 	case VerdictRequireConfirmation:
 		return GateOutcome{Kind: GateRequireConfirmation, CorrelationID: v.CorrelationID, Timeout: v.Timeout}
 	case VerdictSchedule:
-		return GateOutcome{Kind: GateSchedule, CorrelationID: v.CorrelationID, Delay: v.Delay}
+		return GateOutcome{Kind: GateSchedule, CorrelationID: v.CorrelationID, Delay: v.Delay, ActionKind: v.ActionKind}
 	default:
 		return GateOutcome{Kind: GateBlock, Reason: fmt.Sprintf("unknown permission verdict %q", v.Kind)}
 	}
@@ -188,4 +188,85 @@ func (n ToolCapabilityNarrowing) GateOutcome() GateOutcome {
 		return GateOutcome{Kind: GateBlock, Reason: DenyAllReason}
 	}
 	return GateOutcome{Kind: GateAllow}
+}
+
+// Strictness ranks a permission outcome by how much it keeps a call from its effect:
+//
+//	block (deny) 4 > require_confirmation (ask) 3 > schedule 2 > allow 1
+//
+// A block never runs the call; an ask runs it only after a human approves; a schedule runs
+// it with no human once its delay passes; an allow runs it at once. Any other kind (a
+// set_result, which no policy produces, or an unknown kind) ranks with block, so ranking
+// never fails open.
+func (o GateOutcome) Strictness() int {
+	switch o.Kind {
+	case GateAllow:
+		return 1
+	case GateSchedule:
+		return 2
+	case GateRequireConfirmation:
+		return 3
+	default:
+		return 4
+	}
+}
+
+// NarrowGateOutcome composes the host policy's outcome for a call with the run policy's
+// outcome for the same call. A run policy arrives inside a submission, so it may only
+// narrow what the host allows, never widen it:
+//   - the stricter kind by [GateOutcome.Strictness] wins, with its own parameters (a run's
+//     schedule cannot turn the host's ask into a call that runs with no human; a run's ask
+//     can turn the host's schedule or allow into one that needs a human);
+//   - when both pick the same kind, the stricter parameters win: for schedule the longer
+//     delay, for require_confirmation the shorter approval timeout (zero means no
+//     deadline, the longest); for block the run's reason, which comes first in the chain.
+//
+// The correlation id is the host's when it has one (the gate replaces it anyway). An
+// outcome of unknown kind on either side yields a block: the composition fails closed.
+// The kind, delay and timeout do not depend on the order of the operands, and the result
+// is never less strict than either operand.
+func NarrowGateOutcome(host, run GateOutcome) GateOutcome {
+	known := func(o GateOutcome) bool {
+		switch o.Kind {
+		case GateAllow, GateSchedule, GateRequireConfirmation, GateBlock:
+			return true
+		}
+		return false
+	}
+	for _, o := range []GateOutcome{run, host} {
+		if !known(o) {
+			return GateOutcome{Kind: GateBlock, Reason: fmt.Sprintf("unknown gate outcome %q", o.Kind)}
+		}
+	}
+	switch hs, rs := host.Strictness(), run.Strictness(); {
+	case rs > hs:
+		return run
+	case hs > rs:
+		return host
+	}
+	out := host
+	switch host.Kind {
+	case GateBlock:
+		out.Reason = run.Reason
+	case GateSchedule:
+		out.Delay = max(host.Delay, run.Delay)
+	case GateRequireConfirmation:
+		out.Timeout = shorterTimeout(host.Timeout, run.Timeout)
+	}
+	if out.CorrelationID == "" {
+		out.CorrelationID = run.CorrelationID
+	}
+	return out
+}
+
+// shorterTimeout returns the shorter of two approval timeouts, where zero means no
+// deadline.
+func shorterTimeout(a, b Duration) Duration {
+	switch {
+	case a == 0:
+		return b
+	case b == 0:
+		return a
+	}
+	return min(a, b)
 }

@@ -80,3 +80,136 @@ func TestPropertyOnlyAllowVerdictProjectsToAllow(t *testing.T) {
 		}
 	})
 }
+
+// genPolicyOutcome draws an outcome a permission policy can produce (allow, block,
+// require_confirmation with or without a timeout, schedule with a delay) and, rarely, one
+// of unknown kind.
+func genPolicyOutcome(label string) *rapid.Generator[GateOutcome] {
+	return rapid.Custom(func(t *rapid.T) GateOutcome {
+		dur := func(name string, minimum int64) Duration {
+			return Duration(rapid.Int64Range(minimum, 3).Draw(t, name)) * Duration(time.Hour)
+		}
+		switch rapid.IntRange(0, 9).Draw(t, label+".kind") {
+		case 0, 1:
+			return GateOutcome{Kind: GateAllow}
+		case 2, 3:
+			return GateOutcome{Kind: GateBlock, Reason: label + " says no"}
+		case 4, 5, 6:
+			return GateOutcome{Kind: GateRequireConfirmation, CorrelationID: "perm-" + label, Timeout: dur(label+".timeout", 0)}
+		case 7, 8:
+			return GateOutcome{Kind: GateSchedule, CorrelationID: "perm-" + label, Delay: dur(label+".delay", 1)}
+		default:
+			return GateOutcome{Kind: GateOutcomeKind(rapid.String().Draw(t, label+".unknown"))}
+		}
+	})
+}
+
+// atLeastAsStrict reports whether a keeps the call from its effect at least as much as b:
+// a stricter kind, or the same kind with parameters no looser (a delay no shorter, an
+// approval deadline no later; a zero timeout is no deadline).
+func atLeastAsStrict(a, b GateOutcome) bool {
+	if a.Strictness() != b.Strictness() {
+		return a.Strictness() > b.Strictness()
+	}
+	switch a.Kind {
+	case GateSchedule:
+		return a.Delay >= b.Delay
+	case GateRequireConfirmation:
+		return b.Timeout == 0 || a.Timeout != 0 && a.Timeout <= b.Timeout
+	}
+	return true
+}
+
+// A run policy may only narrow what the host allows: the composed outcome is never less
+// strict than the host's (nor than the run's), its kind is the stricter of the two, it is
+// as loose as the looser constraint allows (it equals one operand's strictness), and the
+// order of the operands does not change kind, delay or timeout.
+func TestPropertyRunPolicyOnlyNarrowsHost(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		host := genPolicyOutcome("host").Draw(t, "host")
+		run := genPolicyOutcome("run").Draw(t, "run")
+		got := NarrowGateOutcome(host, run)
+		switch got.Kind {
+		case GateAllow, GateBlock, GateRequireConfirmation, GateSchedule:
+		default:
+			t.Fatalf("composed outcome of unknown kind %q", got.Kind)
+		}
+		known := func(o GateOutcome) bool {
+			return o.Kind == GateAllow || o.Kind == GateBlock || o.Kind == GateRequireConfirmation || o.Kind == GateSchedule
+		}
+		if !known(host) || !known(run) {
+			if got.Kind != GateBlock {
+				t.Fatalf("unknown operand composed to %+v, want block", got)
+			}
+			return
+		}
+		if !atLeastAsStrict(got, host) {
+			t.Fatalf("run %+v widened host %+v to %+v", run, host, got)
+		}
+		if !atLeastAsStrict(got, run) {
+			t.Fatalf("host %+v widened run %+v to %+v", host, run, got)
+		}
+		if want := max(host.Strictness(), run.Strictness()); got.Strictness() != want {
+			t.Fatalf("host %+v ∘ run %+v = %+v: strictness %d, want %d", host, run, got, got.Strictness(), want)
+		}
+		if got.Kind == GateAllow && (host.Kind != GateAllow || run.Kind != GateAllow) {
+			t.Fatalf("allowed although host %+v, run %+v", host, run)
+		}
+		rev := NarrowGateOutcome(run, host)
+		if rev.Kind != got.Kind || rev.Delay != got.Delay || rev.Timeout != got.Timeout {
+			t.Fatalf("order matters: host∘run = %+v, run∘host = %+v", got, rev)
+		}
+		if err := got.Validate(); err != nil {
+			t.Fatalf("composed outcome invalid: %v", err)
+		}
+	})
+}
+
+// The cases of the security report: a run policy cannot turn the host's ask into a
+// schedule, shorten the host's schedule delay or lengthen its approval timeout.
+func TestNarrowGateOutcomeKeepsHostConstraints(t *testing.T) {
+	h := Duration(time.Hour)
+	cases := []struct {
+		name      string
+		host, run GateOutcome
+		want      GateOutcome
+	}{
+		{"run schedule cannot replace host ask",
+			GateOutcome{Kind: GateRequireConfirmation, CorrelationID: "c"},
+			GateOutcome{Kind: GateSchedule, CorrelationID: "c", Delay: Duration(time.Second)},
+			GateOutcome{Kind: GateRequireConfirmation, CorrelationID: "c"}},
+		{"run cannot shorten host delay",
+			GateOutcome{Kind: GateSchedule, CorrelationID: "c", Delay: 2 * h},
+			GateOutcome{Kind: GateSchedule, CorrelationID: "c", Delay: Duration(time.Second)},
+			GateOutcome{Kind: GateSchedule, CorrelationID: "c", Delay: 2 * h}},
+		{"run may lengthen host delay",
+			GateOutcome{Kind: GateSchedule, CorrelationID: "c", Delay: h},
+			GateOutcome{Kind: GateSchedule, CorrelationID: "c", Delay: 3 * h},
+			GateOutcome{Kind: GateSchedule, CorrelationID: "c", Delay: 3 * h}},
+		{"run cannot lengthen host timeout",
+			GateOutcome{Kind: GateRequireConfirmation, CorrelationID: "c", Timeout: 24 * h},
+			GateOutcome{Kind: GateRequireConfirmation, CorrelationID: "c", Timeout: 876000 * h},
+			GateOutcome{Kind: GateRequireConfirmation, CorrelationID: "c", Timeout: 24 * h}},
+		{"run may set a timeout where the host has none",
+			GateOutcome{Kind: GateRequireConfirmation, CorrelationID: "c"},
+			GateOutcome{Kind: GateRequireConfirmation, CorrelationID: "c", Timeout: h},
+			GateOutcome{Kind: GateRequireConfirmation, CorrelationID: "c", Timeout: h}},
+		{"run ask narrows host schedule",
+			GateOutcome{Kind: GateSchedule, CorrelationID: "c", Delay: h},
+			GateOutcome{Kind: GateRequireConfirmation, CorrelationID: "c"},
+			GateOutcome{Kind: GateRequireConfirmation, CorrelationID: "c"}},
+		{"run ask cannot override host deny",
+			GateOutcome{Kind: GateBlock, Reason: "host"},
+			GateOutcome{Kind: GateRequireConfirmation, CorrelationID: "c"},
+			GateOutcome{Kind: GateBlock, Reason: "host"}},
+		{"run allow keeps host ask",
+			GateOutcome{Kind: GateRequireConfirmation, CorrelationID: "c", Timeout: h},
+			GateOutcome{Kind: GateAllow},
+			GateOutcome{Kind: GateRequireConfirmation, CorrelationID: "c", Timeout: h}},
+	}
+	for _, c := range cases {
+		if got := NarrowGateOutcome(c.host, c.run); got != c.want {
+			t.Errorf("%s: got %+v, want %+v", c.name, got, c.want)
+		}
+	}
+}

@@ -110,7 +110,9 @@ func (n Names) TicketResumeSubject() string   { return n.Prefix + ".tickets.resu
 func (n Names) TicketResolvedSubject() string { return n.Prefix + ".tickets.resolved" }
 func (n Names) TicketRejectedSubject() string { return n.Prefix + ".tickets.rejected" }
 
-// TicketExpireSubject receives scheduled deadline and due-time triggers (internal).
+// TicketExpireSubject receives scheduled deadline and due-time triggers (internal). It and
+// the schedule subjects live in the timers stream, apart from the ticket protocol, because
+// message schedules are enabled there and only the gate may write there.
 func (n Names) TicketExpireSubject() string { return n.Prefix + ".tickets.timer" }
 
 // TicketScheduleSubject is the schedule-holding subject for a ticket's timer; one per
@@ -157,6 +159,7 @@ func (n Names) SubmissionsStream() string { return n.upper() + "_SUBMISSIONS" }
 func (n Names) WorkStream() string        { return n.upper() + "_WORK" }
 func (n Names) ResultsStream() string     { return n.upper() + "_RESULTS" }
 func (n Names) TicketsStream() string     { return n.upper() + "_TICKETS" }
+func (n Names) TimersStream() string      { return n.upper() + "_TIMERS" }
 func (n Names) EventsStream() string      { return n.upper() + "_EVENTS" }
 func (n Names) AuditStream() string       { return n.upper() + "_AUDIT" }
 func (n Names) DeadLetterStream() string  { return n.upper() + "_DEADLETTER" }
@@ -178,6 +181,11 @@ func ToolDescriptorsKey(target ToolExecutionTarget) string { return string(targe
 
 // ToolsListSubject is the micro endpoint of the api that answers the tool catalog.
 func (n Names) ToolsListSubject() string { return n.Prefix + ".api.tools.list" }
+// RunsBucket holds one [RunRecord] per run, keyed by [RunKey].
+func (n Names) RunsBucket() string { return n.upper() + "_runs" }
+
+// RunKey is the KV key of a run record: the run id itself (run ids are subject-safe).
+func RunKey(runID string) string { return runID }
 
 // BatchKey is the KV key of a batch record. Batch ids contain ':' which KV keys do not
 // allow, so keys use the subject-safe parts instead.

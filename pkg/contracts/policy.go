@@ -81,9 +81,10 @@ type PolicyDecision struct {
 // JSON are denied outright (no argument rule could be evaluated on them, and a deny rule
 // must not fail open).
 //
-// Policies are not intersected. The gate chains them — run narrowing, then the per-run
-// policy, then the host policy — and the first verdict that is not Allow wins, so a
-// per-run policy can only narrow what the host policy grants.
+// Policies are not intersected rule by rule. The gate evaluates the host policy and the
+// per-run policy separately and composes the two outcomes with [NarrowGateOutcome]: the
+// stricter outcome and, on the same kind, the stricter parameters win, so a per-run policy
+// can only narrow what the host policy grants.
 //
 // A Policy is immutable after [CompilePolicy]; Evaluate is safe for concurrent use and is
 // a pure function of the call and the configuration. A nil *Policy denies every call.
@@ -101,6 +102,8 @@ type policyRule struct {
 	behavior PolicyBehavior
 	delay    Duration
 	timeout  Duration
+	// actionKind is a schedule rule's action kind.
+	actionKind string
 }
 
 // CompilePolicy validates cfg and compiles it. An empty default_behavior means ask and an
@@ -168,12 +171,17 @@ func CompilePolicy(cfg PolicyConfig) (*Policy, error) {
 			return nil, &PolicyError{Field: field + ".timeout",
 				Msg: fmt.Sprintf("a timeout applies only to behavior ask, not %q", r.Behavior)}
 		}
+		if r.ActionKind != "" && r.Behavior != BehaviorSchedule {
+			return nil, &PolicyError{Field: field + ".action_kind",
+				Msg: fmt.Sprintf("an action kind applies only to behavior schedule, not %q", r.Behavior)}
+		}
 		p.rules = append(p.rules, policyRule{
-			pattern:  pat,
-			spec:     pat.Specificity(),
-			behavior: r.Behavior,
-			delay:    r.Delay,
-			timeout:  r.Timeout,
+			pattern:    pat,
+			spec:       pat.Specificity(),
+			behavior:   r.Behavior,
+			delay:      r.Delay,
+			timeout:    r.Timeout,
+			actionKind: r.ActionKind,
 		})
 	}
 	return p, nil
@@ -272,8 +280,12 @@ func (p *Policy) Explain(call ToolCall, correlationID string) PolicyDecision {
 	}
 	if best >= 0 {
 		r := &p.rules[best]
+		v := behaviorVerdict(r.behavior, correlationID, r.delay, r.timeout, denyReason)
+		if v.Kind == VerdictSchedule {
+			v.ActionKind = r.actionKind
+		}
 		return PolicyDecision{
-			Verdict:   behaviorVerdict(r.behavior, correlationID, r.delay, r.timeout, denyReason),
+			Verdict:   v,
 			Basis:     BasisRule,
 			RuleIndex: best,
 		}

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -15,6 +16,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
 //go:embed console
@@ -34,7 +37,7 @@ var consoleFiles = []struct{ path, file, ctype string }{
 const ContentSecurityPolicy = "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; " +
 	"img-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 
-// maxBody bounds the body of a mutating request.
+// maxBody bounds the body of a request, except a batch submission's.
 const maxBody = 64 << 10
 
 // Handler returns the HTTP handler of the api and console, for callers that serve it
@@ -59,6 +62,9 @@ func (s *Service) Handler() http.Handler {
 	mux.HandleFunc("GET /favicon.ico", func(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusNoContent)
 	})
+	// The probes stay open (orchestrators call them without credentials) and say no more
+	// than up or not: the reason a readiness check failed names internals, so only a
+	// caller that could read /v1 gets it.
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
@@ -71,37 +77,65 @@ func (s *Service) Handler() http.Handler {
 			ctx, cancel := context.WithTimeout(r.Context(), 3*time.Second)
 			defer cancel()
 			if err := s.opts.Ready(ctx); err != nil {
-				writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "unavailable", "reason": err.Error()})
+				body := map[string]string{"status": "unavailable"}
+				if s.authorized(r) {
+					body["reason"] = err.Error()
+				}
+				writeJSON(w, http.StatusServiceUnavailable, body)
 				return
 			}
 		}
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 	})
 	if s.opts.Metrics != nil {
-		mux.Handle("GET /metrics", s.opts.Metrics)
+		metrics := s.opts.Metrics
+		if !s.opts.PublicMetrics {
+			metrics = s.authenticate(metrics)
+		}
+		mux.Handle("GET /metrics", metrics)
 	}
 
 	api := http.NewServeMux()
 	routes := []struct {
 		method, path string
 		h            http.HandlerFunc
+		// maxBody bounds the request body (default maxBody).
+		maxBody int64
 	}{
-		{"GET", "/v1/tickets", s.httpTickets},
-		{"GET", "/v1/tickets/{correlation_id}", s.httpTicket},
-		{"POST", "/v1/tickets/{correlation_id}/approve", s.httpApprove},
-		{"POST", "/v1/tickets/{correlation_id}/deny", s.httpDeny},
-		{"POST", "/v1/runs/{run_id}/cancel", s.httpCancel},
-		{"GET", "/v1/batches", s.httpBatches},
-		{"GET", "/v1/batches/{batch_id}", s.httpBatch},
-		{"GET", "/v1/stream", s.serveStream},
-		{"GET", "/v1/tools", s.httpTools},
+		{"GET", "/v1/tickets", s.httpTickets, 0},
+		{"GET", "/v1/tickets/{correlation_id}", s.httpTicket, 0},
+		{"POST", "/v1/tickets/{correlation_id}/approve", s.httpApprove, 0},
+		{"POST", "/v1/tickets/{correlation_id}/deny", s.httpDeny, 0},
+		{"POST", "/v1/runs/{run_id}/cancel", s.httpCancel, 0},
+		{"GET", "/v1/runs/{run_id}/results", s.serveRunResults, 0},
+		// One byte over the protocol's limit, so that the batcher's own decoder reports
+		// too_large with its own words (see httpSubmit).
+		{"POST", "/v1/batches", s.httpSubmit, contracts.MaxSubmissionBytes + 1},
+		{"GET", "/v1/batches", s.httpBatches, 0},
+		{"GET", "/v1/batches/{batch_id}", s.httpBatch, 0},
+		{"GET", "/v1/batches/{batch_id}/results", s.httpBatchResults, 0},
+		{"GET", "/v1/stream", s.serveStream, 0},
+		{"GET", "/v1/tools", s.httpTools, 0},
 	}
+	allowed := map[string][]string{} // path → its methods
+	var paths []string
 	for _, rt := range routes {
-		api.HandleFunc(rt.method+" "+rt.path, rt.h)
-		method := rt.method
-		api.HandleFunc(rt.path, func(w http.ResponseWriter, r *http.Request) {
-			w.Header().Set("Allow", method)
-			s.writeError(w, r, apiErr(http.StatusMethodNotAllowed, CodeMethodNotAllowed, "%s is not allowed here; use %s", r.Method, method))
+		limit := cmp.Or(rt.maxBody, maxBody)
+		h := rt.h
+		api.HandleFunc(rt.method+" "+rt.path, func(w http.ResponseWriter, r *http.Request) {
+			r.Body = http.MaxBytesReader(w, r.Body, limit)
+			h(w, r)
+		})
+		if allowed[rt.path] == nil {
+			paths = append(paths, rt.path)
+		}
+		allowed[rt.path] = append(allowed[rt.path], rt.method)
+	}
+	for _, path := range paths {
+		methods := strings.Join(allowed[path], ", ")
+		api.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Allow", methods)
+			s.writeError(w, r, apiErr(http.StatusMethodNotAllowed, CodeMethodNotAllowed, "%s is not allowed here; use %s", r.Method, methods))
 		})
 	}
 	api.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
@@ -167,24 +201,33 @@ func (s *Service) loopbackBind() bool {
 	return ok && addr.IP.IsLoopback()
 }
 
-// authenticate requires the bearer token on every /v1 request when one is configured. The
-// comparison is constant-time over fixed-length digests.
+// authenticate requires the bearer token on every /v1 request (and /metrics unless it is
+// public) when one is configured.
 func (s *Service) authenticate(next http.Handler) http.Handler {
 	if s.opts.Token == "" {
 		return next
 	}
-	want := sha256.Sum256([]byte(s.opts.Token))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		auth := r.Header.Get("Authorization")
-		scheme, token, ok := strings.Cut(auth, " ")
-		got := sha256.Sum256([]byte(strings.TrimSpace(token)))
-		if !ok || !strings.EqualFold(scheme, "Bearer") || subtle.ConstantTimeCompare(got[:], want[:]) != 1 {
+		if !s.authorized(r) {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="awaken"`)
 			s.writeError(w, r, apiErr(http.StatusUnauthorized, CodeUnauthorized, "a valid bearer token is required"))
 			return
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// authorized reports whether r may read what the token protects: no token is configured,
+// or r carries it as a bearer token. The comparison is constant-time over fixed-length
+// digests.
+func (s *Service) authorized(r *http.Request) bool {
+	if s.opts.Token == "" {
+		return true
+	}
+	want := sha256.Sum256([]byte(s.opts.Token))
+	scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	got := sha256.Sum256([]byte(strings.TrimSpace(token)))
+	return ok && strings.EqualFold(scheme, "Bearer") && subtle.ConstantTimeCompare(got[:], want[:]) == 1
 }
 
 // protect refuses cross-site mutating requests: a state-changing method must carry
@@ -208,7 +251,6 @@ func (s *Service) protect(next http.Handler) http.Handler {
 			s.writeError(w, r, apiErr(http.StatusUnsupportedMediaType, CodeUnsupportedMediaType, "a %s request must have Content-Type application/json", r.Method))
 			return
 		}
-		r.Body = http.MaxBytesReader(w, r.Body, maxBody)
 		next.ServeHTTP(w, r)
 	})
 }
@@ -311,7 +353,7 @@ func (s *Service) decide(w http.ResponseWriter, r *http.Request, allow bool, tex
 }
 
 func (s *Service) httpCancel(w http.ResponseWriter, r *http.Request) {
-	var req cancelRequest
+	var req CancelRequest
 	if err := readBody(r, &req); err != nil {
 		s.writeError(w, r, err)
 		return

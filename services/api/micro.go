@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/awaken-dev/awaken/pkg/contracts"
@@ -18,7 +19,7 @@ import (
 
 // Micro endpoints. Each is registered under the subject group [MicroGroup]:
 // "{prefix}.api.tickets.list" and so on. The group is not "{prefix}" itself because the
-// streams capture "{prefix}.tickets.>" and "{prefix}.runs.>": a request on
+// streams capture subjects under "{prefix}.tickets" and "{prefix}.runs": a request on
 // "awaken.tickets.list" would be stored in the tickets stream and answered by its
 // PubAck, and "awaken.runs.cancel" is the cancellation subject the gate consumes.
 const (
@@ -29,7 +30,7 @@ const (
 	// string or {"correlation_id": "…"}. Reply: the ResumeTicket.
 	EndpointTicketsGet = "tickets.get"
 	// EndpointTicketsResolve answers a ticket. Request body: a complete ResumeCommand
-	// (DESIGN §3.3; any result kind), or the short form {"correlation_id", "decision":
+	// (docs/protocol.md §7; any result kind), or the short form {"correlation_id", "decision":
 	// "allow"|"deny", "note"|"reason"}. Reply: the gate's TicketResolution.
 	EndpointTicketsResolve = "tickets.resolve"
 	// EndpointRunsCancel cancels a run. Request body: {"run_id","reason"?} or the bare run
@@ -107,7 +108,10 @@ func (s *Service) microHandler(handle func(context.Context, micro.Request) (any,
 			s.microError(req, apiErr(http.StatusServiceUnavailable, CodeUnavailable, "the api is stopping"))
 			return
 		}
-		go func() {
+		// From here on the request is answered from another goroutine, after this
+		// handler has returned: reply through a detached request (see there).
+		detached := detachedRequest{Request: req, conn: s.env.Conn}
+		go func(req micro.Request) {
 			defer s.inflight.Done()
 			defer func() { <-s.sem }()
 			if len(req.Data()) > maxMicroBody {
@@ -124,8 +128,60 @@ func (s *Service) microHandler(handle func(context.Context, micro.Request) (any,
 			if err := req.RespondJSON(v); err != nil {
 				s.log.Warn().Err(err).Str("subject", req.Subject()).Msg("micro reply failed")
 			}
-		}()
+		}(detached)
 	})
+}
+
+// detachedRequest answers a micro request without touching micro's request value. micro
+// records a reply's error in the request and reads that field, without synchronisation,
+// as soon as the handler returns; replying through it from the api's own goroutine is a
+// data race. This publishes the same replies (micro's error headers included) on the
+// connection instead; micro's per-endpoint error counters do not see them.
+type detachedRequest struct {
+	micro.Request
+	conn *nats.Conn
+}
+
+func (r detachedRequest) Respond(data []byte, opts ...micro.RespondOpt) error {
+	msg := &nats.Msg{Data: data}
+	for _, opt := range opts {
+		opt(msg)
+	}
+	return r.publish(msg)
+}
+
+func (r detachedRequest) RespondJSON(v any, opts ...micro.RespondOpt) error {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return micro.ErrMarshalResponse
+	}
+	return r.Respond(data, opts...)
+}
+
+func (r detachedRequest) Error(code, description string, data []byte, opts ...micro.RespondOpt) error {
+	if code == "" || description == "" {
+		return fmt.Errorf("%w: error code and description", micro.ErrArgRequired)
+	}
+	msg := &nats.Msg{Header: nats.Header{
+		micro.ErrorHeader:     []string{description},
+		micro.ErrorCodeHeader: []string{code},
+	}}
+	for _, opt := range opts {
+		opt(msg)
+	}
+	msg.Data = data
+	return r.publish(msg)
+}
+
+func (r detachedRequest) publish(msg *nats.Msg) error {
+	msg.Subject = r.Reply()
+	if msg.Subject == "" {
+		return nats.ErrMsgNoReply
+	}
+	if err := r.conn.PublishMsg(msg); err != nil {
+		return fmt.Errorf("%w: %w", micro.ErrRespond, err)
+	}
+	return nil
 }
 
 func (s *Service) microError(req micro.Request, e *Error) {
@@ -224,15 +280,15 @@ func (s *Service) microTicketsResolve(ctx context.Context, req micro.Request) (a
 	return nil, apiErr(http.StatusBadRequest, string(contracts.ResumeInvalid), "decision %q is neither allow nor deny", d.Decision)
 }
 
-// cancelRequest is the body of runs.cancel and POST /v1/runs/{run_id}/cancel.
-type cancelRequest struct {
+// CancelRequest is the body of runs.cancel and POST /v1/runs/{run_id}/cancel.
+type CancelRequest struct {
 	RunID  string `json:"run_id,omitempty"`
 	Reason string `json:"reason,omitempty"`
 }
 
 func (s *Service) microRunsCancel(ctx context.Context, req micro.Request) (any, error) {
 	data := bytes.TrimSpace(req.Data())
-	var cr cancelRequest
+	var cr CancelRequest
 	if len(data) > 0 && data[0] == '{' {
 		if err := strictJSON(data, &cr); err != nil {
 			return nil, err

@@ -112,19 +112,29 @@ var ErrBatchNotFound = errors.New("batch not found")
 
 // Batch returns the full view of batchID (arguments and outputs included).
 func (r *Reader) Batch(ctx context.Context, batchID string) (BatchView, error) {
+	rec, err := r.batchRecord(ctx, batchID)
+	if err != nil {
+		return BatchView{}, err
+	}
+	return r.view(ctx, rec, true)
+}
+
+// batchRecord reads the record of batchID: a 400 *Error for a malformed id, a 404 one
+// (wrapping [ErrBatchNotFound]) when there is no such batch.
+func (r *Reader) batchRecord(ctx context.Context, batchID string) (*contracts.BatchRecord, error) {
 	runID, step, err := contracts.ParseBatchID(batchID)
 	if err != nil {
-		return BatchView{}, &Error{Code: CodeInvalidRequest, Message: err.Error(), Status: http.StatusBadRequest, err: err}
+		return nil, &Error{Code: CodeInvalidRequest, Message: err.Error(), Status: http.StatusBadRequest, err: err}
 	}
 	rec, _, err := r.batches.Get(ctx, contracts.BatchKey(runID, step))
 	if err != nil {
 		if errors.Is(err, state.ErrNotFound) {
-			return BatchView{}, &Error{Code: CodeNotFound, Message: fmt.Sprintf("no batch %s", batchID), Status: http.StatusNotFound,
+			return nil, &Error{Code: CodeNotFound, Message: fmt.Sprintf("no batch %s", batchID), Status: http.StatusNotFound,
 				err: fmt.Errorf("%w: %s", ErrBatchNotFound, batchID)}
 		}
-		return BatchView{}, fmt.Errorf("api: read batch %s: %w", batchID, err)
+		return nil, fmt.Errorf("api: read batch %s: %w", batchID, err)
 	}
-	return r.view(ctx, &rec, true)
+	return &rec, nil
 }
 
 // BatchQuery selects the batches of [Reader.Batches].

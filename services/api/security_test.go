@@ -1,6 +1,8 @@
 package api_test
 
 import (
+	"context"
+	"errors"
 	"net/http"
 	"strings"
 	"testing"
@@ -57,8 +59,9 @@ func TestCrossSiteRequestsAreRefused(t *testing.T) {
 	}
 }
 
-// TestTokenAuth: with a token configured, every /v1 request needs it as a bearer token;
-// the console's static shell, /healthz and /readyz do not.
+// TestTokenAuth: with a token configured, every /v1 request and /metrics (which names tools
+// and counts batches and tickets) need it as a bearer token; the console's static shell,
+// /healthz and /readyz do not.
 func TestTokenAuth(t *testing.T) {
 	const token = "s3cret-token"
 	h := newHarness(t, api.Options{Token: token})
@@ -82,6 +85,9 @@ func TestTokenAuth(t *testing.T) {
 		{"console script", "GET", "/console.js", "", nil, 200},
 		{"health", "GET", "/healthz", "", nil, 200},
 		{"readiness", "GET", "/readyz", "", nil, 200},
+		{"metrics without token", "GET", "/metrics", "", nil, 401},
+		{"metrics with a wrong token", "GET", "/metrics", "", map[string]string{"Authorization": "Bearer nope"}, 401},
+		{"metrics with token", "GET", "/metrics", "", bearer, 200},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -102,6 +108,27 @@ func TestTokenAuth(t *testing.T) {
 	r := h.do(http.MethodPost, "/v1/tickets/"+tk.CorrelationID+"/approve", "{}", bearer)
 	if r.status != http.StatusOK {
 		t.Fatalf("authenticated approve: %d %s", r.status, r.body)
+	}
+}
+
+// TestProbesLeakNothingWithoutTheToken: the probes answer without credentials, as
+// orchestrators call them, but a failing readiness check's reason (which names internals)
+// goes only to a caller holding the token; --metrics-public serves /metrics without it.
+func TestProbesLeakNothingWithoutTheToken(t *testing.T) {
+	const token = "s3cret-token"
+	const secret = "consumer gate-requests of AWAKEN_WORK is not bound"
+	h := newHarness(t, api.Options{Token: token, PublicMetrics: true,
+		Ready: func(context.Context) error { return errors.New(secret) }})
+	r := h.do("GET", "/readyz", "", nil)
+	if r.status != http.StatusServiceUnavailable || strings.Contains(string(r.body), "gate-requests") {
+		t.Fatalf("unauthenticated /readyz: %d %s, want 503 without the reason", r.status, r.body)
+	}
+	r = h.do("GET", "/readyz", "", map[string]string{"Authorization": "Bearer " + token})
+	if r.status != http.StatusServiceUnavailable || !strings.Contains(string(r.body), secret) {
+		t.Fatalf("authenticated /readyz: %d %s, want 503 with the reason", r.status, r.body)
+	}
+	if r := h.do("GET", "/metrics", "", nil); r.status != http.StatusOK || !strings.Contains(string(r.body), "awaken_") {
+		t.Fatalf("public /metrics without token: %d %s", r.status, r.body)
 	}
 }
 

@@ -1,13 +1,16 @@
-// Package api is awaken's approval and operations front door besides the JetStream
-// subject: a NATS micro service named "awaken" (so `nats micro ls` finds it), an HTTP api
-// under /v1 and the web console at /, which lists pending approvals and recent batches and
-// updates live over server-sent events.
+// Package api is awaken's front door besides the JetStream subjects: a NATS micro service
+// named "awaken" (so `nats micro ls` finds it), an HTTP api under /v1 — batches for
+// platforms without a NATS client, approvals, operations — and the web console at /,
+// which lists pending approvals and recent batches and updates live over server-sent
+// events.
 //
 // Every decision made here is a resume command published on the tickets stream and
 // answered by the gate, exactly like a platform's command on the JetStream subject: the
 // three doors share one validation (the gate's, against the committed ticket) and this
-// package never changes a record itself. Reads (tickets, batches, call timelines) come
-// straight from the KV buckets.
+// package never changes a record itself. A batch submitted over HTTP is published on the
+// submissions subject like a platform's (see batches.go), so the batcher decides about it.
+// Reads (tickets, batches, call timelines) come straight from the KV buckets, results
+// from the results stream.
 //
 // # Security
 //
@@ -72,13 +75,18 @@ type Options struct {
 	// MaxInFlight bounds the concurrent micro requests (default [DefaultMaxInFlight]);
 	// past it a request is refused with code unavailable.
 	MaxInFlight int
-	// MaxStreams bounds the concurrent event streams (default [DefaultMaxStreams]).
+	// MaxStreams bounds the concurrent event streams (default [DefaultMaxStreams]), and
+	// separately the concurrent run result streams. MaxInFlight also bounds the
+	// submissions waiting for their results over HTTP.
 	MaxStreams int
 	// DisableMicro skips the micro service (for a second HTTP-only instance).
 	DisableMicro bool
 	// Metrics, when set, is served at GET /metrics on the HTTP server (the process's
-	// Prometheus registry), outside the /v1 authentication like /healthz.
-	Metrics http.Handler
+	// Prometheus registry). With a Token it requires the token like /v1, because metrics
+	// name tools and count batches, tickets and rejections; PublicMetrics serves it
+	// without, for a scraper that cannot send a bearer token.
+	Metrics       http.Handler
+	PublicMetrics bool
 	// Ready, when set, is an extra readiness condition of GET /readyz (e.g. the whole
 	// stack's in `awaken dev`: every consumer bound); nil adds none.
 	Ready func(ctx context.Context) error
@@ -111,6 +119,10 @@ type Service struct {
 	stopping bool
 	inflight sync.WaitGroup
 	sem      chan struct{}
+	// waits bounds the submissions waiting for their results (MaxInFlight), runStreams
+	// the open run result streams (MaxStreams).
+	waits      chan struct{}
+	runStreams chan struct{}
 
 	httpSrv  *http.Server
 	listener net.Listener
@@ -153,6 +165,8 @@ func Start(ctx context.Context, env *pipeline.Env, opts Options) (*Service, erro
 		streams:       streams,
 		cancelStreams: cancelStreams,
 		sem:           make(chan struct{}, opts.MaxInFlight),
+		waits:         make(chan struct{}, opts.MaxInFlight),
+		runStreams:    make(chan struct{}, opts.MaxStreams),
 	}
 	s.hub = newHub(streams, env, s.log, opts.MaxStreams)
 	if !opts.DisableMicro {

@@ -46,6 +46,8 @@ const (
 )
 
 type sseEvent struct {
+	// id, when set, is the event's id: what a reconnecting client sends as Last-Event-ID.
+	id   string
 	name string
 	data []byte
 }
@@ -303,19 +305,7 @@ func (s *Service) serveStream(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer s.hub.unsubscribe(sub)
-	rc := http.NewResponseController(w)
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-store")
-	h.Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
-	write := func(chunk string) bool {
-		_ = rc.SetWriteDeadline(time.Now().Add(streamWriteTimeout))
-		if _, err := w.Write([]byte(chunk)); err != nil {
-			return false
-		}
-		return rc.Flush() == nil
-	}
+	write := startEventStream(w)
 	hello, _ := json.Marshal(map[string]string{"service": ServiceName, "version": ServiceVersion})
 	if !write("retry: 2000\n\n" + formatEvent(sseEvent{name: EventHello, data: hello})) {
 		return
@@ -343,8 +333,31 @@ func (s *Service) serveStream(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// startEventStream sends the headers of a server-sent event stream and returns the
+// function that writes and flushes one chunk of it, each under its own write deadline
+// (the server has none, since streams are long-lived); false when the client is gone.
+func startEventStream(w http.ResponseWriter) (write func(chunk string) bool) {
+	rc := http.NewResponseController(w)
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	return func(chunk string) bool {
+		_ = rc.SetWriteDeadline(time.Now().Add(streamWriteTimeout))
+		if _, err := w.Write([]byte(chunk)); err != nil {
+			return false
+		}
+		return rc.Flush() == nil
+	}
+}
+
 // formatEvent renders one server-sent event. data is single-line JSON (encoding/json never
 // emits a raw newline), so one data field carries it.
 func formatEvent(ev sseEvent) string {
-	return "event: " + ev.name + "\ndata: " + string(ev.data) + "\n\n"
+	id := ""
+	if ev.id != "" {
+		id = "id: " + ev.id + "\n"
+	}
+	return id + "event: " + ev.name + "\ndata: " + string(ev.data) + "\n\n"
 }

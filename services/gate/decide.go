@@ -19,27 +19,30 @@ type decision struct {
 	outcome *contracts.GateOutcome
 	client  bool
 	unknown bool
+	// bound is set when a schedule outcome names an action kind the run may not perform:
+	// the call ends Indeterminate with this reason and the run ends (capability_bound).
+	bound string
 }
 
 // decide runs the gate chain for call i of b. It is a pure function of the immutable batch
 // record, the host configuration and the host and run policies, so a decision made twice
 // (for example by a probe that crashed before recording it) is the same decision.
 //
-// The chain, first non-Allow wins, with one hardening:
+// The chain:
 //  1. client-executed tools skip the gate and park (they still have to be visible);
 //  2. narrowing deny_all blocks with [contracts.DenyAllReason];
-//  3. the run policy of the submission (a run policy that does not compile blocks the call
-//     with the compile error as reason — it never crashes the gate and never fails open);
-//  4. the host policy;
-//  5. visibility and availability: a tool the model cannot see, or that no executor
+//  3. the run policy of the submission and the host policy, composed by
+//     [contracts.NarrowGateOutcome]: the stricter outcome wins (block > ask > schedule >
+//     allow) and, on the same kind, the stricter parameters (longer delay, shorter approval
+//     timeout). A run policy arrives inside a submission, so it may only narrow what the
+//     host allows: taken literally, the original's "first non-Allow wins" would let a run's
+//     schedule turn the host's ask into a call that runs with no human, and a run's ask
+//     override the host's deny. A run policy that does not compile blocks the call with the
+//     compile error as reason — it never crashes the gate and never fails open;
+//  4. visibility and availability: a tool the model cannot see, or that no executor
 //     registers, completes as "unknown tool: {id}" — whatever allow, ask or schedule the
 //     policies said, so a human is never asked to approve a call that cannot run;
-//  6. the host's fixed result (a tool configured with set_result) replaces Allow.
-//
-// The hardening: a Block from either policy is absolute, even when the run policy asked
-// first. Taken literally, "first non-Allow wins" would let a run policy's ask override the
-// host's deny, and a human approval would then run a call the host forbids — a run policy
-// would widen host authority. Ask and schedule keep chain order otherwise.
+//  5. the host's fixed result (a tool configured with set_result) replaces Allow.
 func (s *Service) decide(b *contracts.BatchRecord, i int) decision {
 	sub := &b.Submission
 	call := sub.Calls[i]
@@ -68,12 +71,15 @@ func (s *Service) decide(b *contracts.BatchRecord, i int) decision {
 	case contracts.GateRequireConfirmation:
 		outcome.CorrelationID = contracts.CorrelationID(contracts.ReasonPermission, sub.RunID, sub.Step, call.CallID)
 	case contracts.GateSchedule:
+		if reason, bound := capabilityBound(sub, outcome); bound {
+			return decision{bound: reason}
+		}
 		outcome.CorrelationID = contracts.CorrelationID(contracts.ReasonScheduledAction, sub.RunID, sub.Step, call.CallID)
 	}
 	return decision{outcome: &outcome}
 }
 
-// policyChain evaluates narrowing, the run policy and the host policy for call. The
+// policyChain evaluates narrowing, then the host policy narrowed by the run policy, for call. The
 // correlation id handed to the policies is a placeholder: [Service.decide] sets the final
 // one from the outcome's kind, because the kind decides the ticket's reason.
 func (s *Service) policyChain(b *contracts.BatchRecord, call contracts.ToolCall) contracts.GateOutcome {
@@ -82,28 +88,15 @@ func (s *Service) policyChain(b *contracts.BatchRecord, call contracts.ToolCall)
 		return contracts.GateOutcome{Kind: contracts.GateBlock, Reason: contracts.DenyAllReason}
 	}
 	corr := contracts.CorrelationID(contracts.ReasonPermission, sub.RunID, sub.Step, call.CallID)
-	var first *contracts.GateOutcome
-	if sub.Policy != nil {
-		run, err := s.runPolicies.get(contracts.BatchKey(sub.RunID, sub.Step), *sub.Policy)
-		if err != nil {
-			return contracts.GateOutcome{Kind: contracts.GateBlock, Reason: fmt.Sprintf("invalid run policy: %v", err)}
-		}
-		o := run.Evaluate(call, corr).IntoGateOutcome()
-		if o.Kind == contracts.GateBlock {
-			return o
-		}
-		if o.Kind != contracts.GateAllow {
-			first = &o
-		}
-	}
 	host := s.host.Evaluate(call, corr).IntoGateOutcome()
-	if host.Kind == contracts.GateBlock {
+	if sub.Policy == nil {
 		return host
 	}
-	if first != nil {
-		return *first
+	run, err := s.runPolicies.get(contracts.BatchKey(sub.RunID, sub.Step), *sub.Policy)
+	if err != nil {
+		return contracts.GateOutcome{Kind: contracts.GateBlock, Reason: fmt.Sprintf("invalid run policy: %v", err)}
 	}
-	return host
+	return contracts.NarrowGateOutcome(host, run.Evaluate(call, corr).IntoGateOutcome())
 }
 
 // fixedResult returns the host's fixed output for call when its tool is configured with
@@ -122,19 +115,13 @@ func (s *Service) fixedResult(call contracts.ToolCall) (contracts.ToolOutput, bo
 // entryCheck validates the call's pinned recovery policy against the tool's current
 // effective capability, read from the trusted configuration (reference §1.6: configuration
 // can only match or reduce capability). A tool that vanished from the configuration since
-// the batch was pinned counts as non_recoverable, and a pin without a known target (a
+// the batch was pinned, or a sandbox tool while the sandbox is disabled, counts as
+// non_recoverable, and a pin without a known target (a
 // corrupted record) fails closed. It runs before every entry into an executor: a failure
 // completes the call with "tool execution failed: …" instead.
 func (s *Service) entryCheck(pin contracts.PinnedCall, toolID string) error {
 	if pin.Target != contracts.TargetBrain && pin.Target != contracts.TargetSandbox {
 		return fmt.Errorf("tool %s has no trusted execution target (pinned %q)", toolID, pin.Target)
 	}
-	t, ok := s.env.Config.Tool(toolID)
-	var sandbox *contracts.ToolRecoveryCapability
-	if ok && t.Target == contracts.TargetSandbox {
-		c := t.Capability
-		sandbox = &c
-	}
-	capability := contracts.RecoveryCapabilityFor(pin.Kind, pin.Target, t.Capability, sandbox, ok && pin.Known)
-	return pin.Policy.Validate(capability)
+	return pin.Policy.Validate(s.env.Config.CurrentCapability(pin, toolID))
 }

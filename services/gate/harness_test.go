@@ -60,6 +60,9 @@ policy:
     - { pattern: later_long, behavior: schedule, delay: 1h }
     - { pattern: forbidden, behavior: deny }
     - { pattern: 'delegate(task = "risky")', behavior: ask }
+executors:
+  sandbox:
+    enabled: true
 `
 
 const (
@@ -488,7 +491,7 @@ func (h *harness) quiet() {
 	consumers := []struct{ stream, durable string }{
 		{n.WorkStream(), contracts.ConsumerGateRequests},
 		{n.TicketsStream(), contracts.ConsumerGateResume},
-		{n.TicketsStream(), contracts.ConsumerGateTimers},
+		{n.TimersStream(), contracts.ConsumerGateTimers},
 		{n.ControlStream(), contracts.ConsumerGateControl},
 	}
 	natstest.WaitFor(h.t, waitLong, func() bool {

@@ -34,6 +34,8 @@ func TestGateOutcomes(t *testing.T) {
 		park   contracts.ToolWaitKind        // parked on this wait
 		audit  string                        // audit decision, "" for none
 		disp   contracts.ToolDisposition
+		// deadline is the approval deadline of a permission ticket after its opening, 0 for none.
+		deadline time.Duration
 	}{
 		{name: "allow runs on brain", tool: "echo", args: `{"text":"hi"}`,
 			target: contracts.TargetBrain, audit: "allow", disp: contracts.DispositionExecuted},
@@ -82,6 +84,19 @@ func TestGateOutcomes(t *testing.T) {
 			text: "blocked: tool forbidden denied by policy", audit: "deny", disp: contracts.DispositionExecuted},
 		{name: "run policy allow never skips a host ask", tool: "ask_me", args: `{}`,
 			mod:  policy(rule("ask_me", contracts.BehaviorAllow)),
+			park: contracts.WaitToolPermission, audit: "ask", disp: contracts.DispositionPendingBuiltin},
+		{name: "run policy schedule never turns a host ask into a run without a human", tool: "ask_me", args: `{}`,
+			mod:  policy(contracts.PolicyRule{Pattern: "ask_me", Behavior: contracts.BehaviorSchedule, Delay: contracts.Duration(time.Second)}),
+			park: contracts.WaitToolPermission, audit: "ask", disp: contracts.DispositionPendingBuiltin},
+		{name: "run policy schedule never shortens the host's delay", tool: "later_long", args: `{}`,
+			mod:  policy(contracts.PolicyRule{Pattern: "later_long", Behavior: contracts.BehaviorSchedule, Delay: contracts.Duration(time.Second)}),
+			park: contracts.WaitScheduledAction, audit: "schedule", disp: contracts.DispositionPendingBuiltin},
+		{name: "run policy ask never lengthens the host's approval timeout", tool: "ask_long", args: `{}`,
+			mod:  policy(contracts.PolicyRule{Pattern: "ask_long", Behavior: contracts.BehaviorAsk, Timeout: contracts.Duration(876000 * time.Hour)}),
+			park: contracts.WaitToolPermission, audit: "ask", disp: contracts.DispositionPendingBuiltin,
+			deadline: time.Hour},
+		{name: "run policy ask narrows a host schedule", tool: "later_long", args: `{}`,
+			mod:  policy(rule("later_long", contracts.BehaviorAsk)),
 			park: contracts.WaitToolPermission, audit: "ask", disp: contracts.DispositionPendingBuiltin},
 		{name: "run policy that does not compile blocks with the compile error", tool: "echo", args: `{"text":"x"}`,
 			mod:  policy(rule(`echo(text =~ "x")`, contracts.BehaviorAllow)),
@@ -168,6 +183,11 @@ func TestGateOutcomes(t *testing.T) {
 				}
 				if row.park == contracts.WaitScheduledAction && (tk.DueAt == nil || tk.DueAt.Sub(tk.OpenedAt) != time.Hour) {
 					t.Errorf("scheduled ticket due_at %v opened %v, want opened+1h", tk.DueAt, tk.OpenedAt)
+				}
+				if row.park == contracts.WaitToolPermission {
+					if got := tk.Deadline; (row.deadline == 0) != (got == nil) || got != nil && got.Sub(tk.OpenedAt) != row.deadline {
+						t.Errorf("permission ticket deadline %v opened %v, want opened+%v", got, tk.OpenedAt, row.deadline)
+					}
 				}
 				if count(h.opened(), func(o contracts.ResumeTicket) bool { return o.CorrelationID == corr }) != 1 {
 					t.Errorf("ticket.opened not published once")

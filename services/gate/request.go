@@ -89,6 +89,11 @@ func (s *Service) gateCall(ctx context.Context, b *contracts.BatchRecord, i int,
 			if err := s.realizeDecision(ctx, b, i, &rec, false); err != nil {
 				return err
 			}
+			if isCapabilityBound(&rec) {
+				if err := s.endCapabilityBound(ctx, b, rec.Phase.Reason); err != nil {
+					return err
+				}
+			}
 			return s.env.Fault(ctx, ServiceName, pipeline.FaultAfterPublish, op)
 		}
 		d := decision{outcome: rec.Decision}
@@ -117,6 +122,11 @@ func (s *Service) gateCall(ctx context.Context, b *contracts.BatchRecord, i int,
 		if err := s.realizeDecision(ctx, b, i, &rec, false); err != nil {
 			return err
 		}
+		if d.bound != "" {
+			if err := s.endCapabilityBound(ctx, b, d.bound); err != nil {
+				return err
+			}
+		}
 		return s.env.Fault(ctx, ServiceName, pipeline.FaultAfterPublish, op)
 	}
 	return fmt.Errorf("gate: call %s: %d concurrent writers in a row", op, maxCASAttempts)
@@ -136,6 +146,8 @@ func (s *Service) applyDecision(b *contracts.BatchRecord, i int, rec *contracts.
 	dc := durable(b, i, rec)
 	var err error
 	switch {
+	case d.bound != "":
+		err = dc.MarkIndeterminate(d.bound)
 	case d.unknown:
 		err = dc.CompleteImmediate(contracts.ErrUnknownTool(call.ToolID).Output(call.CallID).Normalize())
 	case d.client:

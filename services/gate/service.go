@@ -126,7 +126,7 @@ func Start(ctx context.Context, env *pipeline.Env, opts ...Option) (*Service, er
 			OnReject:       s.resumeRejected,
 		}, s.onResume},
 		{bus.ConsumerSpec{
-			Stream: n.TicketsStream(), Durable: contracts.ConsumerGateTimers,
+			Stream: n.TimersStream(), Durable: contracts.ConsumerGateTimers,
 			FilterSubjects: []string{n.TicketExpireSubject()},
 			AcceptTypes:    []string{contracts.TypeTicketExpire},
 			OnExhausted:    s.timerExhausted,

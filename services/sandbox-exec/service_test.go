@@ -15,6 +15,7 @@ import (
 	"github.com/awaken-dev/awaken/internal/execcore"
 	"github.com/awaken-dev/awaken/internal/execcore/exectest"
 	"github.com/awaken-dev/awaken/internal/sandbox"
+	"github.com/awaken-dev/awaken/internal/sandbox/sandboxtest"
 	sandboxexec "github.com/awaken-dev/awaken/services/sandbox-exec"
 
 	"github.com/awaken-dev/awaken/pkg/contracts"
@@ -223,7 +224,18 @@ func TestRealWebAssemblyModule(t *testing.T) {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("build wc.wasm: %v\n%s", err, out)
 	}
+	// Compiled outside the race detector (about 1 s instead of 15-30 s under -race).
+	cache, err := sandboxtest.New(module)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := cache.Close(); err != nil {
+			t.Error(err)
+		}
+	})
 	e := exectest.New(t, sandboxConfig(true, module))
+	e.Env.Config.Executors.Sandbox.CacheDir = cache.Dir
 	s, err := sandboxexec.Start(e.Ctx, e.Env, fastRetries...)
 	if err != nil {
 		t.Fatal(err)

@@ -1,0 +1,67 @@
+package schemas
+
+import (
+	"reflect"
+
+	"github.com/awaken-dev/awaken/internal/config"
+	"github.com/awaken-dev/awaken/pkg/contracts"
+	"github.com/awaken-dev/awaken/services/api"
+)
+
+// Documents is the one list of schema documents: each is a file of the schemas folder
+// derived from a Go type. A new payload or body is one line here (then `make schemas`).
+// A named struct type listed here is referenced ($ref) wherever another document uses it;
+// any other struct is inlined.
+var Documents = []Document{
+	// Payloads of the public CloudEvents (the data of each event type).
+	{File: "batch_submission.json", Type: typeOf[contracts.BatchSubmission]()},
+	{File: "batch_rejected.json", Type: typeOf[contracts.BatchRejected](),
+		Enums: map[string]reflect.Type{"code": typeOf[contracts.RejectCode]()}},
+	{File: "tool_result_event.json", Type: typeOf[contracts.ToolResultEvent]()},
+	{File: "batch_finalized.json", Type: typeOf[contracts.BatchFinalized]()},
+	{File: "resume_ticket.json", Type: typeOf[contracts.ResumeTicket]()},
+	{File: "resume_command.json", Type: typeOf[contracts.ResumeCommand]()},
+	{File: "ticket_resolution.json", Type: typeOf[contracts.TicketResolution]()},
+	{File: "agent_event.json", Type: typeOf[contracts.AgentEvent]()},
+	{File: "audit_record.json", Type: typeOf[contracts.AuditRecord]()},
+	{File: "run_cancel.json", Type: typeOf[contracts.RunCancel]()},
+
+	// Payloads of the internal work events.
+	{File: "gate_request.json", Type: typeOf[contracts.GateRequest]()},
+	{File: "exec_request.json", Type: typeOf[contracts.ExecRequest]()},
+	{File: "call_output.json", Type: typeOf[contracts.CallOutput]()},
+	{File: "ticket_timer.json", Type: typeOf[contracts.TicketTimer]()},
+
+	// Parts shared by several documents.
+	{File: "agent_snapshot.json", Type: typeOf[contracts.AgentSnapshot]()},
+	{File: "tool_call.json", Type: typeOf[contracts.ToolCall]()},
+	{File: "content_block.json", Type: typeOf[contracts.ContentBlock]()},
+	{File: "tool_output.json", Type: typeOf[contracts.ToolOutput]()},
+	{File: "command.json", Type: typeOf[contracts.Command]()},
+	{File: "policy_config.json", Type: typeOf[contracts.PolicyConfig]()},
+	{File: "resume_result.json", Type: typeOf[contracts.ResumeResult]()},
+	{File: "permission_decision.json", Type: typeOf[contracts.PermissionDecision]()},
+	{File: "tool_recovery_policy.json", Type: typeOf[contracts.ToolRecoveryPolicy]()},
+	{File: "tool_descriptor.json", Type: typeOf[contracts.ToolDescriptor]()},
+
+	// Request and reply bodies of the api (HTTP routes under /v1 and micro endpoints).
+	{File: "api_error.json", Type: typeOf[api.Error]()},
+	{File: "api_ticket_list.json", Type: typeOf[api.TicketList]()},
+	{File: "api_approve_request.json", Type: typeOf[api.ApproveRequest]()},
+	{File: "api_deny_request.json", Type: typeOf[api.DenyRequest]()},
+	{File: "api_short_decision.json", Type: typeOf[api.ShortDecision]()},
+	{File: "api_cancel_request.json", Type: typeOf[api.CancelRequest]()},
+	{File: "api_cancel_result.json", Type: typeOf[api.CancelResult]()},
+	{File: "api_batch_list.json", Type: typeOf[api.BatchList]()},
+	{File: "api_batch_view.json", Type: typeOf[api.BatchView]()},
+	{File: "api_batch_accepted.json", Type: typeOf[api.BatchAccepted]()},
+	{File: "api_batch_pending.json", Type: typeOf[api.BatchPending]()},
+	{File: "api_batch_results.json", Type: typeOf[api.BatchResults]()},
+
+	// The host configuration file (YAML; the schema describes its JSON equivalent). Its
+	// loader fills defaults, so no field is required by the schema; config.Load checks the
+	// rest.
+	{File: "host_config.json", Type: typeOf[config.Config](), TagKey: "yaml", NoRequired: true},
+}
+
+func typeOf[T any]() reflect.Type { return reflect.TypeFor[T]() }

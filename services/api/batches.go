@@ -1,0 +1,274 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/awaken-dev/awaken/pkg/client"
+	"github.com/awaken-dev/awaken/pkg/contracts"
+)
+
+// The batch door: a platform without a NATS client submits a batch and reads its results
+// over HTTP. The api never decides anything about a batch itself: it runs the batcher's
+// pure validation (so a malformed submission is refused at once, with the batcher's code),
+// then publishes the submission on the submissions subject exactly as pkg/client does, and
+// reads the results from the results stream. Exactly-once, conflicts and every stateful
+// check stay the batcher's.
+
+// MaxWait bounds the wait query parameter of POST /v1/batches.
+const MaxWait = 60 * time.Second
+
+// StatusPending is the status of a batch whose results are not published yet.
+const StatusPending = "pending"
+
+// EventRunBatch is the event of GET /v1/runs/{run_id}/results: one per published batch,
+// its data a [BatchResults] and its id the results stream's sequence of the batch's
+// finalized event.
+const EventRunBatch = "batch"
+
+// BatchAccepted is the reply of POST /v1/batches without wait (202): the stream stored
+// the submission; the batcher checks it next.
+type BatchAccepted struct {
+	BatchID string `json:"batch_id"`
+}
+
+// BatchPending is the 202 reply of POST /v1/batches?wait= when the wait ended first, and
+// of GET /v1/batches/{batch_id}/results while the batch is unpublished.
+type BatchPending struct {
+	BatchID string `json:"batch_id"`
+	// Status is [StatusPending].
+	Status string `json:"status"`
+}
+
+// BatchResults is a published batch: the io.awaken.tool.result.v1 payloads in model order
+// and the io.awaken.toolbatch.finalized.v1 payload.
+type BatchResults struct {
+	BatchID   string                      `json:"batch_id"`
+	Results   []contracts.ToolResultEvent `json:"results"`
+	Finalized contracts.BatchFinalized    `json:"finalized"`
+}
+
+func batchResults(b *client.BatchResult) BatchResults {
+	res := b.Results
+	if res == nil {
+		res = []contracts.ToolResultEvent{}
+	}
+	return BatchResults{BatchID: b.BatchID, Results: res, Finalized: b.Finalized}
+}
+
+// StatusForRejectCode maps a batcher rejection code to the HTTP status of the batch door:
+// 409 Conflict for what depends on the pipeline's state (conflict, run_busy,
+// run_cancelled, run_ended, and any code the pure validation cannot produce), 503 when the batcher
+// could not record the batch (exhausted), 400 for a malformed submission.
+func StatusForRejectCode(code string) int {
+	switch contracts.RejectCode(code) {
+	case contracts.RejectConflict, contracts.RejectRunBusy, contracts.RejectRunCancelled, contracts.RejectRunEnded:
+		return http.StatusConflict
+	case "exhausted":
+		return http.StatusServiceUnavailable
+	case contracts.RejectWrongType, contracts.RejectMissingAttribute, contracts.RejectUnsupportedContent,
+		contracts.RejectInvalidJSON, contracts.RejectInvalidUTF8, contracts.RejectTooLarge, contracts.RejectTooDeep,
+		contracts.RejectUnknownField, contracts.RejectInvalidID, contracts.RejectInvalidStep, contracts.RejectInvalidField,
+		contracts.RejectEmptyBatch, contracts.RejectDuplicateCall, contracts.RejectTooManyCalls, contracts.RejectInvalidPolicy:
+		return http.StatusBadRequest
+	}
+	return http.StatusConflict
+}
+
+// parseWait reads the wait query parameter: a Go duration from 0 to [MaxWait].
+func parseWait(q url.Values) (wait time.Duration, given bool, err error) {
+	if !q.Has("wait") {
+		return 0, false, nil
+	}
+	wait, err = time.ParseDuration(q.Get("wait"))
+	switch {
+	case err != nil:
+		return 0, false, apiErr(http.StatusBadRequest, CodeInvalidRequest, "wait %q is not a duration such as 30s", q.Get("wait"))
+	case wait < 0 || wait > MaxWait:
+		return 0, false, apiErr(http.StatusBadRequest, CodeInvalidRequest, "wait %s is not between 0s and %s", wait, MaxWait)
+	}
+	return wait, true, nil
+}
+
+// httpSubmit is POST /v1/batches.
+func (s *Service) httpSubmit(w http.ResponseWriter, r *http.Request) {
+	wait, waiting, err := parseWait(r.URL.Query())
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	data, err := io.ReadAll(r.Body)
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if !errors.As(err, &mbe) {
+			s.writeError(w, r, apiErr(http.StatusBadRequest, CodeInvalidRequest, "reading the request body: %v", err))
+			return
+		}
+		// data holds one byte more than a submission may have: the decoder below refuses
+		// it as too_large, in the batcher's words.
+	}
+	// The batcher's own decoder: every code a submission can be refused with without
+	// looking at any state comes from here, before anything is published.
+	sub, err := contracts.DecodeSubmission(data)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	batchID := sub.BatchID()
+	log := s.log.With().Str("batch_id", batchID).Str("run_id", sub.RunID).Logger()
+	if !waiting {
+		ctx, cancel := context.WithTimeout(r.Context(), s.opts.ResolveTimeout)
+		defer cancel()
+		if _, err := s.client.Submit(ctx, *sub); err != nil {
+			s.writeError(w, r, internalErr(err))
+			return
+		}
+		log.Info().Str("remote", r.RemoteAddr).Msg("batch submitted over http")
+		writeJSON(w, http.StatusAccepted, BatchAccepted{BatchID: batchID})
+		return
+	}
+	select {
+	case s.waits <- struct{}{}:
+		defer func() { <-s.waits }()
+	default:
+		s.writeError(w, r, apiErr(http.StatusServiceUnavailable, CodeUnavailable, "too many waiting submissions; retry, or submit without wait"))
+		return
+	}
+	// The submission gets ResolveTimeout, the wait starts once it is stored; a stopping
+	// api ends the wait early (the caller gets pending and reads the results later).
+	ctx, cancel := context.WithTimeout(r.Context(), s.opts.ResolveTimeout+wait)
+	defer cancel()
+	defer context.AfterFunc(s.streams, cancel)()
+	res, err := s.client.SubmitAndWait(ctx, *sub, client.WaitAtMost(wait))
+	var rejected *client.RejectedError
+	switch {
+	case err == nil:
+		log.Info().Str("remote", r.RemoteAddr).Msg("batch submitted over http and published")
+		writeJSON(w, http.StatusOK, batchResults(res))
+	case errors.Is(err, client.ErrPending):
+		log.Info().Str("remote", r.RemoteAddr).Msg("batch submitted over http; still pending when the wait ended")
+		writeJSON(w, http.StatusAccepted, BatchPending{BatchID: batchID, Status: StatusPending})
+	case errors.As(err, &rejected):
+		s.writeError(w, r, &Error{Code: rejected.Code, Message: rejected.Message, Status: StatusForRejectCode(rejected.Code), err: err})
+	default:
+		s.writeError(w, r, internalErr(err))
+	}
+}
+
+// httpBatchResults is GET /v1/batches/{batch_id}/results.
+func (s *Service) httpBatchResults(w http.ResponseWriter, r *http.Request) {
+	batchID := r.PathValue("batch_id")
+	rec, err := s.reader.batchRecord(r.Context(), batchID)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	pending := BatchPending{BatchID: batchID, Status: StatusPending}
+	if rec.Phase == contracts.BatchPhaseOpen {
+		writeJSON(w, http.StatusAccepted, pending)
+		return
+	}
+	// Finalized or published: the stream is the authority on whether the results are out.
+	ctx, cancel := context.WithTimeout(r.Context(), s.opts.ResolveTimeout)
+	defer cancel()
+	res, err := s.client.Results(ctx, rec.Submission.RunID, rec.Submission.Step)
+	switch {
+	case errors.Is(err, client.ErrNotPublished) && rec.Phase == contracts.BatchPhasePublished:
+		// Published, but the stream no longer holds it (its retention ended).
+		s.writeError(w, r, apiErr(http.StatusNotFound, CodeNotFound, "the results of %s are no longer on the results stream", batchID))
+	case errors.Is(err, client.ErrNotPublished):
+		writeJSON(w, http.StatusAccepted, pending)
+	case err != nil:
+		s.writeError(w, r, internalErr(err))
+	default:
+		writeJSON(w, http.StatusOK, batchResults(res))
+	}
+}
+
+// serveRunResults is GET /v1/runs/{run_id}/results: a server-sent event per published
+// batch of the run, in publication order, from the first (or from after the batch whose
+// event id the client sends as Last-Event-ID) and then as they are published, until the
+// client goes away or the api stops. Each connection holds one ordered consumer of the
+// results stream and at most one batch in memory; at most MaxStreams run streams are open
+// at once.
+func (s *Service) serveRunResults(w http.ResponseWriter, r *http.Request) {
+	runID := r.PathValue("run_id")
+	if err := contracts.ValidateID("run_id", runID); err != nil {
+		s.writeError(w, r, &Error{Code: CodeInvalidRequest, Message: err.Error(), Status: http.StatusBadRequest, err: err})
+		return
+	}
+	var after uint64
+	if id := r.Header.Get("Last-Event-ID"); id != "" {
+		n, err := strconv.ParseUint(id, 10, 64)
+		if err != nil {
+			s.writeError(w, r, apiErr(http.StatusBadRequest, CodeInvalidRequest, "Last-Event-ID %q is not an event id of this stream", id))
+			return
+		}
+		after = n
+	}
+	select {
+	case s.runStreams <- struct{}{}:
+		defer func() { <-s.runStreams }()
+	default:
+		s.writeError(w, r, apiErr(http.StatusServiceUnavailable, CodeUnavailable, "too many result streams"))
+		return
+	}
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	defer context.AfterFunc(s.streams, cancel)() // Stop ends streams first
+
+	batches := make(chan *client.BatchResult)
+	followed := make(chan error, 1)
+	var follower sync.WaitGroup
+	follower.Go(func() {
+		followed <- s.client.FollowRun(ctx, runID, after, func(b *client.BatchResult) bool {
+			select {
+			case batches <- b:
+				return true
+			case <-ctx.Done():
+				return false
+			}
+		})
+	})
+	// The follower deletes its consumer on its way out; wait for it.
+	defer follower.Wait()
+	defer cancel()
+
+	write := startEventStream(w)
+	if !write("retry: 2000\n\n: following the results of " + runID + "\n\n") {
+		return
+	}
+	ping := time.NewTicker(streamPing)
+	defer ping.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case err := <-followed:
+			if ctx.Err() == nil {
+				s.log.Warn().Err(err).Str("run_id", runID).Msg("run results stream ended")
+			}
+			return
+		case <-ping.C:
+			if !write(": ping\n\n") {
+				return
+			}
+		case b := <-batches:
+			data, err := json.Marshal(batchResults(b))
+			if err != nil {
+				s.log.Error().Err(err).Str("run_id", runID).Str("batch_id", b.BatchID).Msg("run results stream: encode batch")
+				return
+			}
+			if !write(formatEvent(sseEvent{id: strconv.FormatUint(b.Sequence, 10), name: EventRunBatch, data: data})) {
+				return
+			}
+		}
+	}
+}
