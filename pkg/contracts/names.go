@@ -181,6 +181,7 @@ func ToolDescriptorsKey(target ToolExecutionTarget) string { return string(targe
 
 // ToolsListSubject is the micro endpoint of the api that answers the tool catalog.
 func (n Names) ToolsListSubject() string { return n.Prefix + ".api.tools.list" }
+
 // RunsBucket holds one [RunRecord] per run, keyed by [RunKey].
 func (n Names) RunsBucket() string { return n.upper() + "_runs" }
 
