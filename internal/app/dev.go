@@ -44,7 +44,14 @@ type DevOptions struct {
 	Secure bool
 	// Passwords holds one password per user of [deploy.Users]; required with Secure.
 	Passwords map[string]string
+	// Sync is the embedded server's durability level; "" means [DefaultDevSync].
+	Sync bus.Sync
 }
+
+// DefaultDevSync is `awaken dev`'s durability level: always, the promise of the container
+// deployment (`sync_interval: always`), so that a batch the dev server acknowledged also
+// survives a power loss; `--sync lazy` trades that for one fsync less per write.
+const DefaultDevSync = bus.SyncAlways
 
 // Dev runs an embedded JetStream server, all five services and then the api (micro
 // service, HTTP api and console) until ctx is done, then drains them and shuts the server
@@ -66,7 +73,10 @@ func Dev(ctx context.Context, o DevOptions) error {
 		return fmt.Errorf("dev: data dir: %w", err)
 	}
 	log := NewLogger(os.Stderr, os.Getenv("AWAKEN_LOG_LEVEL"))
-	ecfg := bus.EmbeddedConfig{StoreDir: dir, Host: host, Port: port, ServerName: "awaken-dev", NoLog: true}
+	if o.Sync == "" {
+		o.Sync = DefaultDevSync
+	}
+	ecfg := bus.EmbeddedConfig{StoreDir: dir, Host: host, Port: port, ServerName: "awaken-dev", NoLog: true, Sync: o.Sync}
 	if o.Secure {
 		if err := checkSecurePrefix(o.Config.Prefix); err != nil {
 			return fmt.Errorf("dev --secure: %w", err)
@@ -80,6 +90,7 @@ func Dev(ctx context.Context, o DevOptions) error {
 		return fmt.Errorf("dev: embedded NATS: %w", err)
 	}
 	defer bus.Shutdown(srv)
+	log.Info().Str("sync", string(o.Sync)).Str("survives", syncSurvives(o.Sync)).Msg("embedded JetStream durability")
 	tp, shutdownTracing, err := telemetry.TracerProviderFromEnv(ctx, "awaken-dev", nil)
 	if err != nil {
 		return err
@@ -127,4 +138,12 @@ func Dev(ctx context.Context, o DevOptions) error {
 	stopCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	return st.Stop(stopCtx)
+}
+
+// syncSurvives says in the start log what an acknowledged write survives at level s.
+func syncSurvives(s bus.Sync) string {
+	if s == bus.SyncAlways {
+		return "process crash and power loss (fsync before every acknowledgement)"
+	}
+	return "process crash; NOT a power loss or kernel crash within the two-minute sync interval"
 }

@@ -131,3 +131,27 @@ func TestConnectGivesUpWithContext(t *testing.T) {
 		t.Fatalf("err = %v, want the context deadline", err)
 	}
 }
+
+// TestEmbeddedSyncLevel: the durability level reaches the JetStream file store, and a
+// level other than always/lazy is refused.
+func TestEmbeddedSyncLevel(t *testing.T) {
+	for _, level := range []string{"always", "lazy"} {
+		t.Run(level, func(t *testing.T) {
+			sync, err := bus.ParseSync(level)
+			if err != nil {
+				t.Fatal(err)
+			}
+			srv, err := bus.StartEmbedded(bus.EmbeddedConfig{StoreDir: t.TempDir(), Port: -1, NoLog: true, Sync: sync})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer bus.Shutdown(srv)
+			if got, want := srv.JetStreamConfig().SyncAlways, level == "always"; got != want {
+				t.Fatalf("sync %s: JetStream SyncAlways = %v, want %v", level, got, want)
+			}
+		})
+	}
+	if _, err := bus.ParseSync("sometimes"); err == nil {
+		t.Fatal(`ParseSync("sometimes") accepted`)
+	}
+}

@@ -21,6 +21,7 @@ import (
 
 	"github.com/awaken-dev/awaken/deploy"
 	"github.com/awaken-dev/awaken/internal/app"
+	"github.com/awaken-dev/awaken/internal/bus"
 	"github.com/awaken-dev/awaken/internal/config"
 	"github.com/awaken-dev/awaken/internal/telemetry"
 	"github.com/awaken-dev/awaken/pkg/client"
@@ -139,6 +140,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	data := fs.String("data", env("AWAKEN_DATA", ".awaken/data"), "JetStream data directory")
 	listen := fs.String("listen", env("AWAKEN_LISTEN", "127.0.0.1:4222"), "address outside clients and the nats CLI connect to")
 	httpAddr, token := apiFlags(fs)
+	syncLevel := fs.String("sync", env("AWAKEN_SYNC", string(app.DefaultDevSync)), "embedded JetStream durability: always (fsync every write: survives power loss) or lazy (survives a process crash only; env AWAKEN_SYNC)")
 	secure := fs.Bool("secure", envBool("AWAKEN_SECURE"), "least-privilege NATS users of deploy/nats/auth.conf (passwords from AWAKEN_NATS_PASSWORD_<USER>, generated when unset)")
 	if err := parseArgs(fs, args); err != nil {
 		return err
@@ -147,8 +149,12 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
+	sync, err := bus.ParseSync(*syncLevel)
+	if err != nil {
+		return fmt.Errorf("dev --sync: %w", err)
+	}
 	app.LimitDevMemory()
-	o := app.DevOptions{Config: cfg, DataDir: *data, Listen: *listen, HTTP: *httpAddr, APIToken: *token, Secure: *secure}
+	o := app.DevOptions{Config: cfg, DataDir: *data, Listen: *listen, HTTP: *httpAddr, APIToken: *token, Secure: *secure, Sync: sync}
 	if *secure {
 		if o.Passwords, err = devPasswords(); err != nil {
 			return err
@@ -162,7 +168,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		if *secure {
 			extra = fmt.Sprintf(", secure: connect as NATS_USER=%s NATS_PASSWORD=%s", deploy.UserPlatform, o.Passwords[deploy.UserPlatform])
 		}
-		fmt.Fprintf(stdout, "awaken dev ready: %s, console %s (config %s, data %s%s)\n", url, console, cfg.Source, *data, extra)
+		fmt.Fprintf(stdout, "awaken dev ready: %s, console %s (config %s, data %s, sync %s%s)\n", url, console, cfg.Source, *data, sync, extra)
 	}
 	return app.Dev(ctx, o)
 }
