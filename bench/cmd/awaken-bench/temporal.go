@@ -25,6 +25,11 @@ import (
 
 const temporalQueue = "awaken-bench"
 
+// temporalQueuePollRPS lifts history's per-shard task-queue reader rate (default 20 reads
+// a second, so up to 50 ms between an activity's completion and the workflow task it
+// schedules, on the lite server's single shard).
+const temporalQueuePollRPS = 1000
+
 // EchoActivity is the echo tool as a Temporal activity.
 func EchoActivity(_ context.Context, text string) (string, error) { return text, nil }
 
@@ -88,6 +93,7 @@ func temporalTuning(lvl level, local bool) []string {
 		"server dynamic config system.enableActivityEagerExecution=true (default false in v1.30.4) with the worker's eager activities on (worker.Options.DisableEagerActivities=false): the activity task comes back in the workflow task's completion response (docs.temporal.io/develop/worker-performance, sdk-go worker.Options)",
 		"eager workflow start: StartWorkflowOptions.EnableEagerStart=true with the worker in the starter's process (system.enableEagerWorkflowStart, default true); saves the Matching round trip of the first workflow task (docs.temporal.io/design-patterns/eager-workflow-start)",
 		"poller autoscaling for workflow and activity pollers (initial 8, min 2, max 64 — the throughput phase's 64 concurrent runs), the recommended approach of docs.temporal.io/develop/worker-performance/configuration",
+		"server dynamic config history.transferProcessorMaxPollRPS=1000 and history.visibilityProcessorMaxPollRPS=1000 (default 20 per shard: with the lite server's one shard, up to 50 ms between an activity's completion and the next workflow task; measured 50 ms per activity before this)",
 		"one history shard, SQLite in a file, sticky execution on (the SDK default)",
 	}
 	switch lvl {
@@ -132,6 +138,8 @@ func newTemporal(ctx context.Context, memory bool, lvl level, local bool) (targe
 				dynamicconfig.MatchingNumTaskqueueWritePartitions.Key(): 1,
 				dynamicconfig.EnableActivityEagerExecution.Key():        true,
 				dynamicconfig.EnableEagerWorkflowStart.Key():            true,
+				dynamicconfig.TransferProcessorMaxPollRPS.Key():         temporalQueuePollRPS,
+				dynamicconfig.VisibilityProcessorMaxPollRPS.Key():       temporalQueuePollRPS,
 			},
 		})
 		if err != nil {
