@@ -62,8 +62,10 @@ fuzz:
 run: build
 	$(BIN)/awaken dev --config $(CONFIG)
 
-## bench: pipeline vs floor vs Temporal vs in-process, one table + bench/results/*.json
-## (its own module under bench/, so the main module never depends on Temporal).
+## bench: pipeline vs floor vs tuned Temporal at two durability levels (synced, relaxed),
+## in-process calls, the write counts per call, large parallel batches and the brain-exec
+## scale-out curve; one table + bench/results/*.json (about 5-10 minutes). Its own module
+## under bench/, so the main module never depends on Temporal.
 ## BENCHFLAGS passes options, e.g. BENCHFLAGS='-duration 5s -cpuprofile /tmp/cpu.pprof'.
 BENCHFLAGS ?=
 bench:

@@ -23,6 +23,7 @@ import (
 	"github.com/awaken-dev/awaken/internal/app"
 	"github.com/awaken-dev/awaken/internal/config"
 	"github.com/awaken-dev/awaken/internal/devstack"
+	"github.com/awaken-dev/awaken/internal/natsserver"
 	"github.com/awaken-dev/awaken/internal/telemetry"
 	"github.com/awaken-dev/awaken/pkg/client"
 	"github.com/awaken-dev/awaken/pkg/contracts"
@@ -146,6 +147,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	data := fs.String("data", env("AWAKEN_DATA", ".awaken/data"), "JetStream data directory")
 	listen := fs.String("listen", env("AWAKEN_LISTEN", "127.0.0.1:4222"), "address outside clients and the nats CLI connect to")
 	httpAddr, token, publicMetrics := apiFlags(fs)
+	syncLevel := fs.String("sync", env("AWAKEN_SYNC", string(devstack.DefaultDevSync)), "embedded JetStream durability: always (fsync every write: survives power loss) or lazy (survives a process crash only; env AWAKEN_SYNC)")
 	secure := fs.Bool("secure", envBool("AWAKEN_SECURE"), "least-privilege NATS users of deploy/nats/auth.conf (passwords from AWAKEN_NATS_PASSWORD_<USER>, generated when unset)")
 	if err := parseArgs(fs, args); err != nil {
 		return err
@@ -154,8 +156,12 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
+	sync, err := natsserver.ParseSync(*syncLevel)
+	if err != nil {
+		return fmt.Errorf("dev --sync: %w", err)
+	}
 	app.LimitDevMemory()
-	o := devstack.DevOptions{Config: cfg, DataDir: *data, Listen: *listen, HTTP: *httpAddr, APIToken: *token, PublicMetrics: *publicMetrics, Secure: *secure}
+	o := devstack.DevOptions{Config: cfg, DataDir: *data, Listen: *listen, HTTP: *httpAddr, APIToken: *token, PublicMetrics: *publicMetrics, Secure: *secure, Sync: sync}
 	if *secure {
 		if o.Passwords, err = devPasswords(); err != nil {
 			return err
@@ -169,7 +175,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		if *secure {
 			extra = fmt.Sprintf(", secure: connect as NATS_USER=%s NATS_PASSWORD=%s", deploy.UserPlatform, o.Passwords[deploy.UserPlatform])
 		}
-		fmt.Fprintf(stdout, "awaken dev ready: %s, console %s (config %s, data %s%s)\n", url, console, cfg.Source, *data, extra)
+		fmt.Fprintf(stdout, "awaken dev ready: %s, console %s (config %s, data %s, sync %s%s)\n", url, console, cfg.Source, *data, sync, extra)
 	}
 	return devstack.Dev(ctx, o)
 }

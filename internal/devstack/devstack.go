@@ -58,7 +58,14 @@ type DevOptions struct {
 	Secure bool
 	// Passwords holds one password per user of [deploy.Users]; required with Secure.
 	Passwords map[string]string
+	// Sync is the embedded server's durability level; "" means [DefaultDevSync].
+	Sync natsserver.Sync
 }
+
+// DefaultDevSync is `awaken dev`'s durability level: always, the promise of the container
+// deployment (`sync_interval: always`), so that a batch the dev server acknowledged also
+// survives a power loss; `--sync lazy` trades that for one fsync less per write.
+const DefaultDevSync = natsserver.SyncAlways
 
 // Dev runs an embedded JetStream server, all five services and then the api (micro
 // service, HTTP api and console) until ctx is done, then drains them and shuts the server
@@ -80,7 +87,10 @@ func Dev(ctx context.Context, o DevOptions) error {
 		return fmt.Errorf("dev: data dir: %w", err)
 	}
 	log := app.NewLogger(os.Stderr, os.Getenv("AWAKEN_LOG_LEVEL"))
-	ecfg := natsserver.EmbeddedConfig{StoreDir: dir, Host: host, Port: port, ServerName: "awaken-dev", NoLog: true}
+	if o.Sync == "" {
+		o.Sync = DefaultDevSync
+	}
+	ecfg := natsserver.EmbeddedConfig{StoreDir: dir, Host: host, Port: port, ServerName: "awaken-dev", NoLog: true, Sync: o.Sync}
 	if o.Secure {
 		if err := checkSecurePrefix(o.Config.Prefix); err != nil {
 			return fmt.Errorf("dev --secure: %w", err)
@@ -94,6 +104,7 @@ func Dev(ctx context.Context, o DevOptions) error {
 		return fmt.Errorf("dev: embedded NATS: %w", err)
 	}
 	defer natsserver.Shutdown(srv)
+	log.Info().Str("sync", string(o.Sync)).Str("survives", syncSurvives(o.Sync)).Msg("embedded JetStream durability")
 	tp, shutdownTracing, err := telemetry.TracerProviderFromEnv(ctx, "awaken-dev", nil)
 	if err != nil {
 		return err
@@ -190,4 +201,12 @@ func setupAsAdmin(ctx context.Context, s *server.Server, password string, o DevO
 		return fmt.Errorf("dev: %w", err)
 	}
 	return app.Setup(ctx, js, o.Config, log)
+}
+
+// syncSurvives says in the start log what an acknowledged write survives at level s.
+func syncSurvives(s natsserver.Sync) string {
+	if s == natsserver.SyncAlways {
+		return "process crash and power loss (fsync before every acknowledgement)"
+	}
+	return "process crash; NOT a power loss or kernel crash within the two-minute sync interval"
 }

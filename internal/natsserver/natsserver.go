@@ -48,6 +48,10 @@ type EmbeddedConfig struct {
 	// Logger receives the server's log as structured entries; when nil the server logs
 	// to stderr in its own format (unless NoLog).
 	Logger *zerolog.Logger
+	// Sync is when the file store fsyncs its writes: [SyncLazy] (the zero value, the
+	// server's default of a background sync every two minutes) or [SyncAlways] (before
+	// every acknowledgement, as the container deployment's `sync_interval: always`).
+	Sync Sync
 	// ReadyTimeout bounds the wait for the server to accept clients; default
 	// [DefaultReadyTimeout].
 	ReadyTimeout time.Duration
@@ -55,6 +59,28 @@ type EmbeddedConfig struct {
 	// accounts, users and permissions (`awaken dev --secure` loads deploy/nats/auth.conf
 	// here), or other settings this struct does not name. An error aborts the start.
 	Customize func(*server.Options) error
+}
+
+// Sync is the durability level of the embedded server's file store.
+type Sync string
+
+const (
+	// SyncLazy leaves fsync to the server's background timer (every two minutes): an
+	// acknowledged write survives a crash of this process (the operating system has it)
+	// but not a power loss or kernel crash before the next sync.
+	SyncLazy Sync = "lazy"
+	// SyncAlways fsyncs every write before it is acknowledged: an acknowledged write also
+	// survives a power loss or kernel crash, at the cost of one fsync per write.
+	SyncAlways Sync = "always"
+)
+
+// ParseSync reads a durability level as `awaken dev --sync` takes it: "always" or "lazy".
+func ParseSync(s string) (Sync, error) {
+	switch Sync(s) {
+	case SyncAlways, SyncLazy:
+		return Sync(s), nil
+	}
+	return "", fmt.Errorf("bus: sync %q: want %q or %q", s, SyncAlways, SyncLazy)
 }
 
 // StartEmbedded starts a JetStream-enabled nats-server in this process and waits until it
@@ -90,6 +116,7 @@ func StartEmbedded(cfg EmbeddedConfig) (*server.Server, error) {
 		NoSigs:     true,
 		NoLog:      cfg.NoLog,
 		Debug:      cfg.Debug,
+		SyncAlways: cfg.Sync == SyncAlways,
 	}
 	if cfg.Customize != nil {
 		if err := cfg.Customize(opts); err != nil {

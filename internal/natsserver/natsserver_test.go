@@ -152,3 +152,27 @@ func (b *syncBuffer) String() string {
 	defer b.mu.Unlock()
 	return b.buf.String()
 }
+
+// TestEmbeddedSyncLevel: the durability level reaches the JetStream file store, and a
+// level other than always/lazy is refused.
+func TestEmbeddedSyncLevel(t *testing.T) {
+	for _, level := range []string{"always", "lazy"} {
+		t.Run(level, func(t *testing.T) {
+			sync, err := natsserver.ParseSync(level)
+			if err != nil {
+				t.Fatal(err)
+			}
+			srv, err := natsserver.StartEmbedded(natsserver.EmbeddedConfig{StoreDir: t.TempDir(), Port: -1, NoLog: true, Sync: sync})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer natsserver.Shutdown(srv)
+			if got, want := srv.JetStreamConfig().SyncAlways, level == "always"; got != want {
+				t.Fatalf("sync %s: JetStream SyncAlways = %v, want %v", level, got, want)
+			}
+		})
+	}
+	if _, err := natsserver.ParseSync("sometimes"); err == nil {
+		t.Fatal(`ParseSync("sometimes") accepted`)
+	}
+}

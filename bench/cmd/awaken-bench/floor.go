@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/synadia-io/orbit.go/jetstreamext"
@@ -34,6 +35,7 @@ const floorWorkers = 8
 // same order and on the same kind of server, with opaque payloads: what no
 // message-driven design with these durable steps can beat on this server.
 type floor struct {
+	srv     *server.Server
 	nc      *nats.Conn
 	js      jetstream.JetStream
 	calls   jetstream.KeyValue
@@ -45,12 +47,12 @@ type floor struct {
 	stop    func()
 }
 
-func newFloor(ctx context.Context) (*floor, error) {
-	srv, stop, err := embedded("floor")
+func newFloor(ctx context.Context, lvl level) (*floor, error) {
+	srv, stop, err := embedded("floor", lvl)
 	if err != nil {
 		return nil, err
 	}
-	f := &floor{stop: stop}
+	f := &floor{srv: srv, stop: stop}
 	f.quit, f.cancel = context.WithCancel(context.Background())
 	dial := app.InProcessDialer(srv)
 	conn := func(name string) (jetstream.JetStream, error) {
@@ -381,6 +383,8 @@ func (f *floor) run(ctx context.Context, runID string, step int64, n int) ([]str
 		}
 	}
 }
+
+func (f *floor) server() *server.Server { return f.srv }
 
 func (f *floor) close() {
 	f.cancel()

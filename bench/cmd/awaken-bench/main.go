@@ -23,6 +23,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -30,16 +31,72 @@ import (
 	"time"
 )
 
-// Row names, in table order.
+// Row kinds. A row's name is its kind, with "-relaxed" appended for the relaxed
+// durability level (see parseRow); "scaleout-N" runs N brain-exec instances.
 const (
-	rowPipeline     = "pipeline"
-	rowFloor        = "floor"
-	rowTemporal     = "temporal"
-	rowTemporalMem  = "temporal-mem"
-	rowInProcess    = "in-process"
-	throughputRuns  = 64
-	throughputCalls = 10
+	rowPipeline      = "pipeline"
+	rowFloor         = "floor"
+	rowTemporal      = "temporal"
+	rowTemporalLocal = "temporal-local"
+	rowTemporalMem   = "temporal-mem"
+	rowInProcess     = "in-process"
+	rowScaleOut      = "scaleout"
+	throughputRuns   = 64
+	throughputCalls  = 10
+	// scaleOutWorkers is each brain-exec instance's worker pool in the scale-out rows:
+	// small, so that one instance, not the pipeline, is the bottleneck of the slow tool.
+	scaleOutWorkers = 4
 )
+
+// defaultRows is what `make bench` runs, in table order.
+const defaultRows = "pipeline,floor,temporal,temporal-local," +
+	"pipeline-relaxed,floor-relaxed,temporal-relaxed,temporal-local-relaxed," +
+	"in-process,scaleout-1,scaleout-2,scaleout-4"
+
+// level is a durability level; ratios are only taken between rows of the same level.
+type level string
+
+const (
+	// levelSynced: every acknowledged write is on disk (fsync) — JetStream sync always,
+	// SQLite synchronous=FULL. Survives a power loss.
+	levelSynced level = "synced"
+	// levelRelaxed: acknowledged writes reach the operating system; the disk follows
+	// later — JetStream's default lazy sync (every 2 min), SQLite synchronous=OFF.
+	// Survives a process crash, not a power loss.
+	levelRelaxed level = "relaxed"
+	// levelNone: nothing is durable (in-process calls, temporaltest's in-memory SQLite).
+	levelNone level = "none"
+)
+
+// rowSpec is a parsed row name.
+type rowSpec struct {
+	name, kind string
+	level      level
+	executors  int // scale-out rows: brain-exec instances
+}
+
+func parseRow(name string) (rowSpec, error) {
+	r := rowSpec{name: name, kind: strings.TrimSuffix(name, "-relaxed"), level: levelSynced}
+	if r.kind != name {
+		r.level = levelRelaxed
+	}
+	switch {
+	case r.kind == rowInProcess || r.kind == rowTemporalMem:
+		r.level = levelNone
+	case strings.HasPrefix(r.kind, rowScaleOut+"-"):
+		n, err := strconv.Atoi(strings.TrimPrefix(r.kind, rowScaleOut+"-"))
+		if err != nil || n < 1 {
+			return r, fmt.Errorf("row %q: want scaleout-N with N ≥ 1", name)
+		}
+		// The scale-out rows measure the executors, so they run at the relaxed level,
+		// where the pipeline's own ceiling is highest; the level is the same for 1, 2, 4.
+		r.kind, r.executors, r.level = rowScaleOut, n, levelRelaxed
+	case slices.Contains([]string{rowPipeline, rowFloor, rowTemporal, rowTemporalLocal}, r.kind):
+	default:
+		return r, fmt.Errorf("unknown row %q", name)
+	}
+	return r, nil
+}
 
 // settings are the workload parameters shared by every row.
 type settings struct {
@@ -50,6 +107,8 @@ type settings struct {
 	DurationS  float64       `json:"throughput_seconds"`
 	Runs       int           `json:"throughput_runs"`
 	BatchCalls int           `json:"throughput_batch_calls"`
+	Large      string        `json:"large_parallel_batches"`
+	LargeIters int           `json:"large_batch_iterations"`
 	Config     string        `json:"config"`
 	CPUProfile string        `json:"-"`
 	MemProfile string        `json:"-"`
@@ -62,16 +121,31 @@ type stats struct {
 	P99Ms    float64 `json:"p99_ms"`
 }
 
+// largeBatch is the latency of one parallel batch size.
+type largeBatch struct {
+	Calls         int     `json:"calls"`
+	Iterations    int     `json:"iterations"`
+	MedianMs      float64 `json:"median_ms"`
+	PerCallMs     float64 `json:"median_ms_per_call"`
+	CallsPerSec   float64 `json:"calls_per_s"`
+	FirstBatchErr string  `json:"error,omitempty"`
+}
+
 // result is what one row measured.
 type result struct {
-	Row         string  `json:"row"`
-	Desc        string  `json:"description"`
-	Latency1    stats   `json:"latency_1_call"`
-	Latency10   stats   `json:"latency_10_calls"`
-	CallsPerSec float64 `json:"throughput_calls_per_s"`
-	Batches     int64   `json:"throughput_batches"`
-	PeakRSSMiB  float64 `json:"peak_rss_mib"`
-	Error       string  `json:"error,omitempty"`
+	Row         string       `json:"row"`
+	Level       level        `json:"durability"`
+	Desc        string       `json:"description"`
+	Tuning      []string     `json:"tuning,omitempty"`
+	Latency1    stats        `json:"latency_1_call"`
+	Latency10   stats        `json:"latency_10_calls"`
+	CallsPerSec float64      `json:"throughput_calls_per_s"`
+	Batches     int64        `json:"throughput_batches"`
+	Executors   int          `json:"executors,omitempty"`
+	Writes      []writeCount `json:"writes_per_call,omitempty"`
+	Large       []largeBatch `json:"large_parallel_batches,omitempty"`
+	PeakRSSMiB  float64      `json:"peak_rss_mib"`
+	Error       string       `json:"error,omitempty"`
 }
 
 // target runs one batch of n echo calls to completion and returns the ordered outputs.
@@ -83,13 +157,15 @@ type target interface {
 func main() {
 	var s settings
 	row := flag.String("row", "", "run one row in this process and print its JSON result (internal)")
-	rows := flag.String("rows", "pipeline,floor,temporal,temporal-mem,in-process", "rows to run")
+	rows := flag.String("rows", defaultRows, "rows to run (add temporal-mem for temporaltest's untuned in-memory server)")
 	out := flag.String("out", "results", "directory for the JSON results")
 	temporalBin := flag.String("temporal-bin", "", "binary built with -tags temporal that runs the Temporal rows (default: this one)")
-	flag.IntVar(&s.Iters1, "iters1", 300, "latency iterations of the 1-call batch")
-	flag.IntVar(&s.Iters10, "iters10", 100, "latency iterations of the 10-call batch")
+	flag.IntVar(&s.Iters1, "iters1", 100, "latency iterations of the 1-call batch")
+	flag.IntVar(&s.Iters10, "iters10", 30, "latency iterations of the 10-call batch")
 	flag.IntVar(&s.Warmup, "warmup", 10, "warm-up batches before each latency series")
-	flag.DurationVar(&s.Duration, "duration", 10*time.Second, "throughput phase length")
+	flag.DurationVar(&s.Duration, "duration", 5*time.Second, "throughput phase length")
+	flag.StringVar(&s.Large, "large", "100,512", "pipeline rows: sizes of the large parallel batches (\"\" skips them)")
+	flag.IntVar(&s.LargeIters, "large-iters", 3, "iterations of each large parallel batch")
 	flag.IntVar(&s.Runs, "runs", throughputRuns, "concurrent runs in the throughput phase")
 	flag.StringVar(&s.Config, "config", "../examples/awaken.yaml", "awaken host configuration")
 	flag.StringVar(&s.CPUProfile, "cpuprofile", "", "pipeline row: CPU profile of the throughput phase")
@@ -120,6 +196,7 @@ func parent(rows []string, outDir, temporalBin string, s settings) error {
 		fmt.Fprintf(os.Stderr, "== %s\n", r)
 		args := []string{"-row", r, "-iters1", fmt.Sprint(s.Iters1), "-iters10", fmt.Sprint(s.Iters10),
 			"-warmup", fmt.Sprint(s.Warmup), "-duration", s.Duration.String(), "-runs", fmt.Sprint(s.Runs),
+			"-large", s.Large, "-large-iters", fmt.Sprint(s.LargeIters),
 			"-config", s.Config, "-cpuprofile", s.CPUProfile, "-memprofile", s.MemProfile}
 		bin := self
 		if temporalBin != "" && strings.HasPrefix(r, rowTemporal) {
@@ -142,7 +219,7 @@ func parent(rows []string, outDir, temporalBin string, s settings) error {
 	}
 	rep := report{
 		Time: time.Now().UTC().Format(time.RFC3339), GoVersion: runtime.Version(),
-		CPUs: runtime.NumCPU(), Settings: s, Rows: results, Hops: hopsDoc,
+		CPUs: runtime.NumCPU(), Settings: s, Rows: results, Hops: hopsDoc, Load: loadAverage(),
 	}
 	rep.Ratios = ratios(results)
 	printTable(os.Stdout, rep)
@@ -178,6 +255,9 @@ type report struct {
 	Rows      []result           `json:"rows"`
 	Ratios    map[string]float64 `json:"ratios"`
 	Hops      string             `json:"floor_hops"`
+	// Load is the machine's load average when the run ended (/proc/loadavg): figures
+	// taken on a loaded machine are inflated.
+	Load string `json:"load_average"`
 }
 
 func find(rs []result, row string) (result, bool) {
@@ -188,42 +268,80 @@ func find(rs []result, row string) (result, bool) {
 	return rs[i], true
 }
 
-// ratios are pipeline/floor (latency: lower is better for the pipeline when near 1) and
-// Temporal/pipeline (latency: how many times slower Temporal is; throughput: pipeline ÷
-// Temporal, how many times more calls per second the pipeline does).
+// ratios compare rows of the same durability level only: pipeline/floor latency (near 1:
+// the pipeline adds little to its JetStream hops), Temporal/pipeline latency (how many
+// times slower), pipeline/Temporal throughput (how many times more calls per second), and
+// the scale-out rows' throughput over one executor's.
 func ratios(rs []result) map[string]float64 {
 	out := map[string]float64{}
-	p, okP := find(rs, rowPipeline)
-	if !okP {
-		return out
+	for _, suffix := range []string{"", "-relaxed"} {
+		p, okP := find(rs, rowPipeline+suffix)
+		if !okP {
+			continue
+		}
+		if f, ok := find(rs, rowFloor+suffix); ok {
+			out["pipeline/floor latency_1 median"+suffix] = p.Latency1.MedianMs / f.Latency1.MedianMs
+			out["pipeline/floor latency_10 median"+suffix] = p.Latency10.MedianMs / f.Latency10.MedianMs
+			out["floor/pipeline throughput"+suffix] = f.CallsPerSec / p.CallsPerSec
+		}
+		for _, tr := range []string{rowTemporal, rowTemporalLocal} {
+			if t, ok := find(rs, tr+suffix); ok {
+				out[tr+"/pipeline latency_1 median"+suffix] = t.Latency1.MedianMs / p.Latency1.MedianMs
+				out[tr+"/pipeline latency_10 median"+suffix] = t.Latency10.MedianMs / p.Latency10.MedianMs
+				out["pipeline/"+tr+" throughput"+suffix] = p.CallsPerSec / t.CallsPerSec
+			}
+		}
 	}
-	if f, ok := find(rs, rowFloor); ok {
-		out["pipeline/floor latency_1 median"] = p.Latency1.MedianMs / f.Latency1.MedianMs
-		out["pipeline/floor latency_10 median"] = p.Latency10.MedianMs / f.Latency10.MedianMs
-		out["floor/pipeline throughput"] = f.CallsPerSec / p.CallsPerSec
-	}
-	for _, tr := range []string{rowTemporal, rowTemporalMem} {
-		if t, ok := find(rs, tr); ok {
-			out[tr+"/pipeline latency_1 median"] = t.Latency1.MedianMs / p.Latency1.MedianMs
-			out[tr+"/pipeline latency_10 median"] = t.Latency10.MedianMs / p.Latency10.MedianMs
-			out["pipeline/"+tr+" throughput"] = p.CallsPerSec / t.CallsPerSec
+	if one, ok := find(rs, rowScaleOut+"-1"); ok && one.CallsPerSec > 0 {
+		for _, r := range rs {
+			if strings.HasPrefix(r.Row, rowScaleOut+"-") && r.Row != one.Row && r.Error == "" {
+				out[r.Row+"/scaleout-1 throughput"] = r.CallsPerSec / one.CallsPerSec
+			}
 		}
 	}
 	return out
 }
 
+// loadAverage is the first three fields of /proc/loadavg ("" where there is none).
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return ""
+	}
+	f := strings.Fields(string(b))
+	return strings.Join(f[:min(3, len(f))], " ")
+}
+
 func printTable(w *os.File, rep report) {
-	fmt.Fprintf(w, "\nawaken bench — %s, %s, %d CPUs; latency: %d×1-call, %d×10-call batches one at a time; throughput: %d runs × %d-call batches for %s\n\n",
-		rep.Time, rep.GoVersion, rep.CPUs, rep.Settings.Iters1, rep.Settings.Iters10, rep.Settings.Runs,
+	fmt.Fprintf(w, "\nawaken bench — %s, %s, %d CPUs, load average %s; latency: %d×1-call, %d×10-call sequential batches one at a time; throughput: %d runs × %d-call batches for %s\n\n",
+		rep.Time, rep.GoVersion, rep.CPUs, rep.Load, rep.Settings.Iters1, rep.Settings.Iters10, rep.Settings.Runs,
 		rep.Settings.BatchCalls, rep.Settings.Duration)
-	fmt.Fprintf(w, "%-13s %11s %11s %12s %12s %12s %10s\n", "row", "1c median", "1c p99", "10c median", "10c p99", "calls/s", "peak RSS")
+	fmt.Fprintf(w, "%-24s %-8s %11s %11s %12s %12s %10s %10s\n", "row", "level", "1c median", "1c p99", "10c median", "10c p99", "calls/s", "peak RSS")
 	for _, r := range rep.Rows {
 		if r.Error != "" {
-			fmt.Fprintf(w, "%-13s error: %s\n", r.Row, r.Error)
+			fmt.Fprintf(w, "%-24s %-8s error: %s\n", r.Row, r.Level, r.Error)
 			continue
 		}
-		fmt.Fprintf(w, "%-13s %9.3fms %9.3fms %10.3fms %10.3fms %12.0f %7.1fMiB\n", r.Row,
+		if r.Executors > 0 {
+			fmt.Fprintf(w, "%-24s %-8s %11s %11s %12s %12s %10.0f %7.1fMiB  (%d× brain-exec, %d workers each, slow %d ms)\n", r.Row, r.Level,
+				"", "", "", "", r.CallsPerSec, r.PeakRSSMiB, r.Executors, scaleOutWorkers, slowToolMS)
+			continue
+		}
+		fmt.Fprintf(w, "%-24s %-8s %9.3fms %9.3fms %10.3fms %10.3fms %10.0f %7.1fMiB\n", r.Row, r.Level,
 			r.Latency1.MedianMs, r.Latency1.P99Ms, r.Latency10.MedianMs, r.Latency10.P99Ms, r.CallsPerSec, r.PeakRSSMiB)
+	}
+	fmt.Fprintln(w)
+	for _, r := range rep.Rows {
+		for _, wc := range r.Writes {
+			fmt.Fprintf(w, "  %-24s %-26s %5.2f stored msgs/call, %5.2f JS API req/call:", r.Row, wc.Path, wc.StoredPerCall, wc.APIPerCall)
+			for _, n := range streamsByCost(wc) {
+				fmt.Fprintf(w, " %s %.2f", n, wc.ByStream[n])
+			}
+			fmt.Fprintln(w)
+		}
+		for _, l := range r.Large {
+			fmt.Fprintf(w, "  %-24s parallel %3d calls: median %9.1fms, %6.2fms/call, %6.0f calls/s %s\n", r.Row, l.Calls, l.MedianMs, l.PerCallMs, l.CallsPerSec, l.FirstBatchErr)
+		}
 	}
 	fmt.Fprintln(w)
 	keys := make([]string, 0, len(rep.Ratios))
@@ -232,10 +350,10 @@ func printTable(w *os.File, rep report) {
 	}
 	slices.Sort(keys)
 	for _, k := range keys {
-		fmt.Fprintf(w, "  %-42s %8.2f×\n", k, rep.Ratios[k])
+		fmt.Fprintf(w, "  %-50s %8.2f×\n", k, rep.Ratios[k])
 	}
 	for _, r := range rep.Rows {
-		fmt.Fprintf(w, "  %-13s %s\n", r.Row+":", r.Desc)
+		fmt.Fprintf(w, "  %-24s %s\n", r.Row+":", r.Desc)
 	}
 }
 
@@ -247,49 +365,164 @@ func measureRow(row string, s settings) (res result) {
 			res.Error = fmt.Sprint("panic: ", r)
 		}
 	}()
+	spec, err := parseRow(row)
+	if err != nil {
+		res.Error = err.Error()
+		return res
+	}
+	res.Level, res.Desc = spec.level, describe(spec)
 	ctx := context.Background()
 	var t target
-	var err error
-	switch row {
+	switch spec.kind {
 	case rowPipeline:
-		t, err = newPipeline(ctx, s)
+		t, err = newPipeline(ctx, s, spec.level, 1, 0)
+	case rowScaleOut:
+		res.Executors = spec.executors
+		var p *pipeline
+		if p, err = newPipeline(ctx, s, spec.level, spec.executors, scaleOutWorkers); err == nil {
+			defer p.close()
+			if err := measureScaleOut(ctx, p, s, &res); err != nil {
+				res.Error = err.Error()
+			}
+		}
+		if err != nil {
+			res.Error = err.Error()
+		}
+		return res
 	case rowFloor:
-		t, err = newFloor(ctx)
-	case rowTemporal:
-		t, err = newTemporal(ctx, false)
+		t, err = newFloor(ctx, spec.level)
+	case rowTemporal, rowTemporalLocal:
+		res.Tuning = temporalTuning(spec.level, spec.kind == rowTemporalLocal)
+		t, err = newTemporal(ctx, false, spec.level, spec.kind == rowTemporalLocal)
 	case rowTemporalMem:
-		t, err = newTemporal(ctx, true)
+		t, err = newTemporal(ctx, true, spec.level, false)
 	case rowInProcess:
 		t, err = newInProcess()
-	default:
-		err = fmt.Errorf("unknown row %q", row)
 	}
-	res.Desc = describe(row)
 	if err != nil {
 		res.Error = err.Error()
 		return res
 	}
 	defer t.close()
-	if err := measure(ctx, t, s, &res, row); err != nil {
+	if err := measure(ctx, t, s, &res, spec.kind); err != nil {
 		res.Error = err.Error()
+		return res
+	}
+	if sr, ok := t.(serverRow); ok {
+		if err := measureWrites(ctx, t, sr, &res); err != nil {
+			res.Error = err.Error()
+			return res
+		}
+	}
+	if p, ok := t.(*pipeline); ok {
+		if err := measureLarge(ctx, p, s, &res); err != nil {
+			res.Error = err.Error()
+		}
 	}
 	return res
 }
 
-func describe(row string) string {
-	switch row {
+func describe(r rowSpec) string {
+	sync := "JetStream sync always (fsync before every acknowledgement: `awaken dev --sync always`)"
+	sqlite := "SQLite PRAGMA synchronous=FULL"
+	if r.level == levelRelaxed {
+		sync = "JetStream default lazy sync (fsync every 2 min: `awaken dev --sync lazy`)"
+		sqlite = "SQLite PRAGMA synchronous=OFF"
+	}
+	switch r.kind {
 	case rowPipeline:
-		return "the five services (app.Start) on an embedded file-storage JetStream server, public client SubmitAndWait; the soft memory limit of `awaken dev` (app.DevMemoryLimit, 160 MiB, unless GOMEMLIMIT is set)"
+		return "the five services (app.Start) on an embedded file-storage JetStream server, " + sync + ", public client SubmitAndWait; the soft memory limit of `awaken dev` (app.DevMemoryLimit, 160 MiB, unless GOMEMLIMIT is set)"
 	case rowFloor:
-		return "a logic-free relay doing the pipeline's sequential JetStream operations on the same kind of server (see floor_hops)"
+		return "a logic-free relay doing the pipeline's sequential JetStream operations on the same kind of server, " + sync + " (see floor_hops)"
 	case rowTemporal:
-		return "Temporal v1.30.4 lite server (temporaltest's server, SQLite in a FILE), workflow runs the calls as activities in order"
+		return "Temporal v1.30.4 lite server (temporaltest's server, SQLite in a FILE, " + sqlite + "), tuned (see tuning); the workflow runs the calls as activities in order"
+	case rowTemporalLocal:
+		return "as temporal, but the workflow runs the calls as LOCAL activities in order (weaker: a call re-runs after a worker crash)"
 	case rowTemporalMem:
-		return "Temporal v1.30.4 temporaltest.NewServer as shipped (SQLite IN MEMORY, not durable), same workflow"
+		return "Temporal v1.30.4 temporaltest.NewServer as shipped (SQLite IN MEMORY, not durable, untuned), same workflow"
 	case rowInProcess:
 		return "the echo tool invoked through the brain-exec registry as direct function calls, no durability"
+	case rowScaleOut:
+		return fmt.Sprintf("the pipeline (%s) with %d brain-exec instance(s) of %d workers each on one server; throughput of %d runs × %d-call batches of the slow tool (%d ms of I/O per call)",
+			sync, r.executors, scaleOutWorkers, throughputRuns, throughputCalls, slowToolMS)
 	}
 	return ""
+}
+
+// measureWrites counts, on the row's own server, the stored messages and API requests one
+// call costs on the sequential path (1- and 10-call batches) and, for the pipeline, on the
+// parallel path (10-call delegate batches).
+func measureWrites(ctx context.Context, t target, sr serverRow, res *result) error {
+	type path struct {
+		name       string
+		batches, n int
+		run        func(ctx context.Context, runID string, step int64, n int) ([]string, error)
+	}
+	paths := []path{{"sequential 1-call", 20, 1, t.run}, {"sequential 10-call", 5, 10, t.run}}
+	if p, ok := t.(*pipeline); ok {
+		paths = append(paths, path{"parallel 10-call", 5, 10, func(ctx context.Context, runID string, step int64, n int) ([]string, error) {
+			return p.runTool(ctx, "delegate", runID, step, n)
+		}})
+	}
+	for _, p := range paths {
+		wc, err := countWrites(ctx, sr.server(), p.name, p.batches, p.n, p.run)
+		if err != nil {
+			return err
+		}
+		res.Writes = append(res.Writes, wc)
+	}
+	return nil
+}
+
+// measureLarge times parallel delegate batches of the sizes in s.Large, one at a time.
+func measureLarge(ctx context.Context, p *pipeline, s settings, res *result) error {
+	for _, f := range strings.Split(s.Large, ",") {
+		if strings.TrimSpace(f) == "" {
+			continue
+		}
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil {
+			return fmt.Errorf("-large %q: %w", s.Large, err)
+		}
+		var lat []time.Duration
+		for i := range s.LargeIters {
+			cctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+			start := time.Now()
+			out, err := p.runTool(cctx, "delegate", fmt.Sprintf("large%d", n), int64(i+1), n)
+			d := time.Since(start)
+			cancel()
+			if err != nil {
+				return fmt.Errorf("parallel batch of %d: %w", n, err)
+			}
+			if len(out) != n || out[n-1] != fmt.Sprintf("x%d", n-1) {
+				return fmt.Errorf("parallel batch of %d: %d outputs, last %q", n, len(out), out[len(out)-1])
+			}
+			lat = append(lat, d)
+		}
+		st := percentiles(lat)
+		res.Large = append(res.Large, largeBatch{Calls: n, Iterations: st.N, MedianMs: st.MedianMs,
+			PerCallMs: st.MedianMs / float64(n), CallsPerSec: float64(n) / (st.MedianMs / 1e3)})
+	}
+	return nil
+}
+
+// measureScaleOut runs the throughput phase with the slow tool: s.Runs concurrent runs,
+// each submitting 10-call sequential batches for s.Duration.
+func measureScaleOut(ctx context.Context, p *pipeline, s settings, res *result) error {
+	p.tool = "slow"
+	// One warm-up batch per executor's worth of calls.
+	if _, err := p.run(ctx, "warm", 1, 1); err != nil {
+		return err
+	}
+	calls, batches, err := throughput(ctx, s, func(ctx context.Context, run string, step int64) error {
+		out, err := p.run(ctx, run, step, s.BatchCalls)
+		if err == nil && (len(out) != s.BatchCalls || out[0] != "done") {
+			err = fmt.Errorf("slow batch %s/%d: outputs %q", run, step, out)
+		}
+		return err
+	})
+	res.CallsPerSec, res.Batches = calls, batches
+	return err
 }
 
 // measure runs the latency series and the throughput phase.
@@ -337,6 +570,21 @@ func measure(ctx context.Context, t target, s settings, res *result, row string)
 	if err != nil {
 		return err
 	}
+	calls, batches, err := throughput(ctx, s, func(ctx context.Context, run string, step int64) error {
+		_, err := one(run, step, s.BatchCalls)
+		return err
+	})
+	if serr := stopProfile(); serr != nil && err == nil {
+		err = serr
+	}
+	res.CallsPerSec, res.Batches = calls, batches
+	return err
+}
+
+// throughput runs s.Runs concurrent runs, each submitting batches of s.BatchCalls calls
+// one after the other through batch until s.Duration has passed, and returns the calls
+// per second and the batches completed.
+func throughput(ctx context.Context, s settings, batch func(ctx context.Context, run string, step int64) error) (float64, int64, error) {
 	var calls, batches atomic.Int64
 	var firstErr error
 	var errOnce sync.Once
@@ -347,7 +595,10 @@ func measure(ctx context.Context, t target, s settings, res *result, row string)
 		wg.Go(func() {
 			run := fmt.Sprintf("tp%d", r)
 			for step := int64(1); time.Now().Before(deadline); step++ {
-				if _, err := one(run, step, s.BatchCalls); err != nil {
+				cctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+				err := batch(cctx, run, step)
+				cancel()
+				if err != nil {
 					errOnce.Do(func() { firstErr = err })
 					return
 				}
@@ -358,15 +609,10 @@ func measure(ctx context.Context, t target, s settings, res *result, row string)
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
-	if err := stopProfile(); err != nil {
-		return err
-	}
 	if firstErr != nil {
-		return firstErr
+		return 0, 0, firstErr
 	}
-	res.CallsPerSec = float64(calls.Load()) / elapsed.Seconds()
-	res.Batches = batches.Load()
-	return nil
+	return float64(calls.Load()) / elapsed.Seconds(), batches.Load(), nil
 }
 
 func percentiles(lat []time.Duration) stats {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"runtime/pprof"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -19,13 +20,18 @@ import (
 )
 
 // embedded starts the JetStream server every NATS row uses: file storage in a fresh
-// temporary directory, the options of `awaken dev` (natsserver.StartEmbedded).
-func embedded(name string) (*server.Server, func(), error) {
+// temporary directory, the options of `awaken dev` (natsserver.StartEmbedded) at durability
+// level lvl: synced is `awaken dev --sync always`, relaxed `--sync lazy`.
+func embedded(name string, lvl level) (*server.Server, func(), error) {
 	dir, err := os.MkdirTemp("", "awaken-bench-"+name+"-")
 	if err != nil {
 		return nil, nil, err
 	}
-	srv, err := natsserver.StartEmbedded(natsserver.EmbeddedConfig{StoreDir: dir, Port: -1, ServerName: "bench-" + name, NoLog: true})
+	sync := natsserver.SyncLazy
+	if lvl == levelSynced {
+		sync = natsserver.SyncAlways
+	}
+	srv, err := natsserver.StartEmbedded(natsserver.EmbeddedConfig{StoreDir: dir, Port: -1, ServerName: "bench-" + name, NoLog: true, Sync: sync})
 	if err != nil {
 		_ = os.RemoveAll(dir)
 		return nil, nil, err
@@ -36,12 +42,19 @@ func embedded(name string) (*server.Server, func(), error) {
 // pipeline is the real thing: the five services on an embedded server, driven through the
 // public client, exactly as `awaken dev` runs them.
 type pipeline struct {
+	srv    *server.Server
 	stack  *app.Stack
+	extra  []*app.Stack // further brain-exec instances (the scale-out rows)
 	client *client.Client
 	stop   func()
+	// tool is what run submits: "echo" (a sequential batch), "delegate" (a parallel
+	// batch: a delegation tool with parallel completion) or "slow" (50 ms of I/O).
+	tool string
 }
 
-func newPipeline(ctx context.Context, s settings) (*pipeline, error) {
+// newPipeline starts the pipeline at durability level lvl with brain-exec running as
+// executors instances of brainWorkers workers each (0 keeps the configuration's).
+func newPipeline(ctx context.Context, s settings, lvl level, executors, brainWorkers int) (*pipeline, error) {
 	cfg, err := config.Load(s.Config)
 	if err != nil {
 		return nil, err
@@ -52,19 +65,31 @@ func newPipeline(ctx context.Context, s settings) (*pipeline, error) {
 	// The process is what `awaken dev` is: one server and every service, under the same
 	// soft memory limit.
 	app.LimitDevMemory()
-	srv, stop, err := embedded("pipeline")
+	if brainWorkers > 0 {
+		cfg.Executors.Brain.Workers = brainWorkers
+	}
+	srv, stop, err := embedded("pipeline", lvl)
 	if err != nil {
 		return nil, err
 	}
-	st, err := app.Start(ctx, app.Options{
-		Config: cfg,
-		Dial:   app.InProcessDialer(srv),
-		// The production log level (info), written nowhere: its formatting cost counts.
-		Log: app.NewLogger(io.Discard, "info"),
-	})
+	// The production log level (info), written nowhere: its formatting cost counts.
+	logger := app.NewLogger(io.Discard, "info")
+	st, err := app.Start(ctx, app.Options{Config: cfg, Dial: app.InProcessDialer(srv), Log: logger})
 	if err != nil {
 		stop()
 		return nil, err
+	}
+	p := &pipeline{srv: srv, stack: st, tool: "echo"}
+	for range executors - 1 {
+		// Each instance has its own connection and consumer pull loop on the shared
+		// durable consumer, as a separate `awaken brain-exec` process would.
+		x, err := app.Start(ctx, app.Options{Config: cfg, Services: []string{app.BrainExec}, Dial: app.InProcessDialer(srv), Log: logger})
+		if err != nil {
+			p.stop = stop
+			p.close()
+			return nil, err
+		}
+		p.extra = append(p.extra, x)
 	}
 	nc, err := app.InProcessDialer(srv)("bench-client")
 	if err != nil {
@@ -76,39 +101,69 @@ func newPipeline(ctx context.Context, s settings) (*pipeline, error) {
 		stop()
 		return nil, err
 	}
-	return &pipeline{stack: st, client: c, stop: stop}, nil
+	p.client, p.stop = c, stop
+	return p, nil
 }
 
-func echoCalls(n int) []contracts.ToolCall {
+// slowToolMS is the I/O time of one call of the scale-out rows.
+const slowToolMS = 50
+
+func echoCalls(n int) []contracts.ToolCall { return toolCalls("echo", n) }
+
+// toolCalls are n calls of tool whose outputs, as the pipeline returns them, are x0…x{n-1}
+// (echo), "delegated: x0"… (delegate) or "done" (slow).
+func toolCalls(tool string, n int) []contracts.ToolCall {
 	calls := make([]contracts.ToolCall, n)
 	for i := range calls {
-		args, _ := json.Marshal(map[string]string{"text": fmt.Sprintf("x%d", i)})
-		calls[i] = contracts.ToolCall{CallID: fmt.Sprintf("c%d", i), ToolID: "echo", Arguments: args}
+		a := map[string]any{"text": fmt.Sprintf("x%d", i)}
+		switch tool {
+		case "delegate":
+			a = map[string]any{"task": fmt.Sprintf("x%d", i), "ms": 0}
+		case "slow":
+			a = map[string]any{"ms": slowToolMS}
+		}
+		args, _ := json.Marshal(a)
+		calls[i] = contracts.ToolCall{CallID: fmt.Sprintf("c%d", i), ToolID: tool, Arguments: args}
 	}
 	return calls
 }
 
 func (p *pipeline) run(ctx context.Context, runID string, step int64, n int) ([]string, error) {
+	return p.runTool(ctx, p.tool, runID, step, n)
+}
+
+// runTool submits n calls of tool as one batch and returns the outputs normalised to
+// x0…x{n-1} (delegate's prefix removed), or "done" for slow.
+func (p *pipeline) runTool(ctx context.Context, tool, runID string, step int64, n int) ([]string, error) {
 	res, err := p.client.SubmitAndWait(ctx, contracts.BatchSubmission{
 		RunID: runID, ThreadID: "thread-" + runID, Step: step,
-		Agent: contracts.AgentSnapshot{SnapshotID: "snap-1", Tools: []string{"echo"}},
-		Calls: echoCalls(n),
+		Agent: contracts.AgentSnapshot{SnapshotID: "snap-1", Tools: []string{tool}},
+		Calls: toolCalls(tool, n),
 	})
 	if err != nil {
 		return nil, err
 	}
 	out := make([]string, len(res.Results))
 	for i, r := range res.Results {
-		out[i] = r.Output.Text()
+		out[i] = strings.TrimPrefix(r.Output.Text(), "delegated: ")
 	}
 	return out, nil
 }
 
+func (p *pipeline) server() *server.Server { return p.srv }
+
 func (p *pipeline) close() {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	_ = p.stack.Stop(ctx)
-	_ = p.client.Close()
+	for _, x := range p.extra {
+		_ = x.Stop(ctx)
+	}
+	if p.stack != nil {
+		_ = p.stack.Stop(ctx)
+	}
+	if p.client != nil {
+		_ = p.client.Close()
+	}
 	p.stop()
 }
 

@@ -94,7 +94,10 @@ func (cfg *LiteServerConfig) apply(serverConfig *config.Config) {
 	}
 
 	for k, v := range cfg.SQLitePragmas {
-		sqliteConfig.ConnectAttributes["_"+k] = v
+		// The sqlite plugin turns every attribute that is not a URI parameter into
+		// "_pragma=key=value"; a "_" prefix (as upstream temporalite had) would name no
+		// pragma, and SQLite ignores unknown pragmas silently.
+		sqliteConfig.ConnectAttributes[k] = v
 	}
 
 	if cfg.FrontendPort == 0 {
