@@ -497,7 +497,8 @@ func counterBatch(run string, step int64) contracts.BatchSubmission {
 }
 
 // TestHTTPBatchRetryAfterRunBusy: a batch refused with run_busy (its run's earlier batch
-// is parked) is POSTed again, identical, once the run is free, well inside the stream's
+// is parked) is refused again when POSTed again — with wait, the way an HTTP client learns
+// why a batch it POSTed without wait never appeared — and is POSTed again, identical, once the run is free, well inside the stream's
 // duplicate window: the retry reaches the batcher (every POST has an event id of its own)
 // and runs; a further identical POST is a no-op that answers the same results, and the
 // counter proves the batch ran once.
@@ -510,6 +511,19 @@ func TestHTTPBatchRetryAfterRunBusy(t *testing.T) {
 	r := h.post("/v1/batches?wait=30s", next)
 	if e := r.apiError(t); r.status != http.StatusConflict || e.Code != string(contracts.RejectRunBusy) {
 		t.Fatalf("POST while the run is busy: %d %s, want 409 run_busy", r.status, r.body)
+	}
+	// Without wait the refusal is not seen: 202, and the results route knows no such batch.
+	// The documented way to learn why is to POST the same body again with wait: it reaches
+	// the batcher again and is refused again.
+	if r := h.post("/v1/batches", next); r.status != http.StatusAccepted {
+		t.Fatalf("POST without wait while the run is busy: %d %s, want 202", r.status, r.body)
+	}
+	if r := h.get("/v1/batches/" + contracts.BatchID(run, 2) + "/results"); r.status != http.StatusNotFound {
+		t.Fatalf("results of the refused batch: %d %s, want 404", r.status, r.body)
+	}
+	r = h.post("/v1/batches?wait=20s", next)
+	if e := r.apiError(t); r.status != http.StatusConflict || e.Code != string(contracts.RejectRunBusy) {
+		t.Fatalf("the same POST again with wait: %d %s, want 409 run_busy", r.status, r.body)
 	}
 	if r := h.post("/v1/tickets/"+tk.CorrelationID+"/approve", "{}"); r.status != http.StatusOK {
 		t.Fatalf("approve: %d %s", r.status, r.body)
