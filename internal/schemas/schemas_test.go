@@ -13,6 +13,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/awaken-dev/awaken/internal/jsonschema"
+	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
 func moduleRoot(t *testing.T) string {
@@ -217,4 +218,19 @@ func failure(err error) string {
 		return field + ": " + ve.Message
 	}
 	return err.Error()
+}
+
+// TestSchemaAcceptsWhatTheDecoderAccepts: a submission that leaves out every field the
+// decoder defaults (agent.tools, calls[].arguments, narrowing, policy, assistant) decodes,
+// and satisfies batch_submission.json; a client validating against the schema must not
+// be made to send what the protocol says it may omit.
+func TestSchemaAcceptsWhatTheDecoderAccepts(t *testing.T) {
+	set := checkedIn(t, moduleRoot(t))
+	minimal := []byte(`{"run_id":"r","thread_id":"t","step":0,"agent":{"snapshot_id":"s"},"calls":[{"call_id":"c","tool_id":"echo"}]}`)
+	if _, err := contracts.DecodeSubmission(minimal); err != nil {
+		t.Fatalf("the decoder refuses the minimal submission: %v", err)
+	}
+	if err := compiled(t, set, "batch_submission.json").Validate(minimal); err != nil {
+		t.Fatalf("batch_submission.json refuses a submission the decoder accepts: %v", failure(err))
+	}
 }

@@ -13,6 +13,8 @@ package client
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -137,8 +139,25 @@ type BatchResult struct {
 // id, as DESIGN §3.1 suggests for simple clients, the stream would silently drop a
 // conflicting resubmission inside its duplicate window.)
 func (c *Client) Submit(ctx context.Context, sub contracts.BatchSubmission) (string, error) {
-	id := sub.BatchID()
-	return id, c.publish(ctx, c.names.SubmitSubject(), SubmissionEventID(sub), contracts.TypeBatchRequested, sub)
+	return c.SubmitAs(ctx, sub, SubmissionEventID(sub))
+}
+
+// SubmitAs is [Client.Submit] under the event id eventID instead of the content-derived
+// one. A caller that must be heard again with the same content inside the stream's
+// duplicate window (a retry after run_busy) gives each attempt its own id, for example
+// with [AttemptEventID]; the batcher's record makes an identical resubmission of an
+// accepted batch a no-op whatever its event id.
+func (c *Client) SubmitAs(ctx context.Context, sub contracts.BatchSubmission, eventID string) (string, error) {
+	return sub.BatchID(), c.publish(ctx, c.names.SubmitSubject(), eventID, contracts.TypeBatchRequested, sub)
+}
+
+// AttemptEventID is an event id of its own for one attempt at submitting sub:
+// [SubmissionEventID] followed by ":" and 16 random hex digits. Two attempts never share
+// it, so the stream never drops one as a duplicate and each gets the batcher's own answer.
+func AttemptEventID(sub contracts.BatchSubmission) string {
+	var nonce [8]byte
+	_, _ = rand.Read(nonce[:]) // crypto/rand.Read never fails
+	return SubmissionEventID(sub) + ":" + hex.EncodeToString(nonce[:])
 }
 
 // SubmissionEventID is the CloudEvents id [Client.Submit] and [Client.SubmitAndWait] give a

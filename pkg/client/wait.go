@@ -57,7 +57,14 @@ var ErrPending = errors.New("batch still pending")
 type WaitOption func(*waitOptions)
 
 type waitOptions struct {
-	atMost time.Duration
+	atMost  time.Duration
+	eventID string
+}
+
+// WithEventID submits under eventID instead of [SubmissionEventID] (see
+// [Client.SubmitAs]); the rejection awaited is the one carrying eventID.
+func WithEventID(eventID string) WaitOption {
+	return func(o *waitOptions) { o.eventID = eventID }
 }
 
 // WaitAtMost bounds the wait that follows the submission: d after the stream stored it,
@@ -84,6 +91,9 @@ func (c *Client) SubmitAndWait(ctx context.Context, sub contracts.BatchSubmissio
 	// alone: a conflicting or malformed submission that names the same batch is rejected
 	// under its own event id while this one is accepted and runs.
 	eventID := SubmissionEventID(sub)
+	if o.eventID != "" {
+		eventID = o.eventID
+	}
 	rejected := make(chan contracts.BatchRejected, 1)
 	rs, err := c.nc.Subscribe(c.names.RejectedSubject(), func(m *nats.Msg) {
 		ev, err := bus.DecodeMsg(m.Header, m.Data)

@@ -8,8 +8,9 @@ import (
 // AgentSnapshot names the immutable agent snapshot a batch was produced under and the tool
 // ids visible to the model in it.
 type AgentSnapshot struct {
-	SnapshotID string   `json:"snapshot_id"`
-	Tools      []string `json:"tools"`
+	SnapshotID string `json:"snapshot_id"`
+	// Tools may be left out of a submission: the decoder reads it as [].
+	Tools []string `json:"tools" jsonschema:"optional"`
 	// ActionKinds are the kinds of scheduled action the run may perform (a schedule
 	// rule's action_kind must be one of them).
 	ActionKinds []string `json:"action_kinds,omitempty"`

@@ -5,9 +5,10 @@ import "encoding/json"
 // ToolCall is one call emitted by the model. CallID is the model's correlation id, not a
 // durable idempotency key: that is the operation id (see [OperationID]).
 type ToolCall struct {
-	CallID    string          `json:"call_id"`
-	ToolID    string          `json:"tool_id"`
-	Arguments json.RawMessage `json:"arguments"`
+	CallID string `json:"call_id"`
+	ToolID string `json:"tool_id"`
+	// Arguments may be left out of a submission, or null: the decoder reads either as {}.
+	Arguments json.RawMessage `json:"arguments" jsonschema:"optional"`
 }
 
 // ContentBlockType tags a [ContentBlock].

@@ -122,11 +122,17 @@ func (s *Service) httpSubmit(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	batchID := sub.BatchID()
-	log := s.log.With().Str("batch_id", batchID).Str("run_id", sub.RunID).Logger()
+	// Every POST is its own attempt with its own event id: the stream never drops it as a
+	// duplicate of an earlier POST of the same content (which may have been refused with
+	// run_busy), so each reaches the batcher and gets its answer. Exactly-once does not
+	// rest on this id: the batcher's record makes identical content of an accepted batch a
+	// no-op whatever the id.
+	eventID := client.AttemptEventID(*sub)
+	log := s.log.With().Str("batch_id", batchID).Str("run_id", sub.RunID).Str("event_id", eventID).Logger()
 	if !waiting {
 		ctx, cancel := context.WithTimeout(r.Context(), s.opts.ResolveTimeout)
 		defer cancel()
-		if _, err := s.client.Submit(ctx, *sub); err != nil {
+		if _, err := s.client.SubmitAs(ctx, *sub, eventID); err != nil {
 			s.writeError(w, r, internalErr(err))
 			return
 		}
@@ -146,7 +152,7 @@ func (s *Service) httpSubmit(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), s.opts.ResolveTimeout+wait)
 	defer cancel()
 	defer context.AfterFunc(s.streams, cancel)()
-	res, err := s.client.SubmitAndWait(ctx, *sub, client.WaitAtMost(wait))
+	res, err := s.client.SubmitAndWait(ctx, *sub, client.WaitAtMost(wait), client.WithEventID(eventID))
 	var rejected *client.RejectedError
 	switch {
 	case err == nil:

@@ -485,3 +485,68 @@ func TestHTTPRunResultsResumeWithLastEventID(t *testing.T) {
 		}
 	}
 }
+
+// counterBatch is a one-call batch of run at step: the counter named after the run
+// counts one more, so its result says how often the batches of the run really ran.
+func counterBatch(run string, step int64) contracts.BatchSubmission {
+	return contracts.BatchSubmission{
+		RunID: run, ThreadID: "thread-" + run, Step: step,
+		Agent: contracts.AgentSnapshot{SnapshotID: "snap-1", Tools: []string{"counter"}},
+		Calls: []contracts.ToolCall{call("c1", "counter", map[string]string{"name": run})},
+	}
+}
+
+// TestHTTPBatchRetryAfterRunBusy: a batch refused with run_busy (its run's earlier batch
+// is parked) is refused again when POSTed again — with wait, the way an HTTP client learns
+// why a batch it POSTed without wait never appeared — and is POSTed again, identical, once the run is free, well inside the stream's
+// duplicate window: the retry reaches the batcher (every POST has an event id of its own)
+// and runs; a further identical POST is a no-op that answers the same results, and the
+// counter proves the batch ran once.
+func TestHTTPBatchRetryAfterRunBusy(t *testing.T) {
+	h := newHarness(t, api.Options{})
+	const run = "run-door-busy"
+	tk := h.park(run, map[string]string{})
+
+	next := string(mustJSON(counterBatch(run, 2)))
+	r := h.post("/v1/batches?wait=30s", next)
+	if e := r.apiError(t); r.status != http.StatusConflict || e.Code != string(contracts.RejectRunBusy) {
+		t.Fatalf("POST while the run is busy: %d %s, want 409 run_busy", r.status, r.body)
+	}
+	// Without wait the refusal is not seen: 202, and the results route knows no such batch.
+	// The documented way to learn why is to POST the same body again with wait: it reaches
+	// the batcher again and is refused again.
+	if r := h.post("/v1/batches", next); r.status != http.StatusAccepted {
+		t.Fatalf("POST without wait while the run is busy: %d %s, want 202", r.status, r.body)
+	}
+	if r := h.get("/v1/batches/" + contracts.BatchID(run, 2) + "/results"); r.status != http.StatusNotFound {
+		t.Fatalf("results of the refused batch: %d %s, want 404", r.status, r.body)
+	}
+	r = h.post("/v1/batches?wait=20s", next)
+	if e := r.apiError(t); r.status != http.StatusConflict || e.Code != string(contracts.RejectRunBusy) {
+		t.Fatalf("the same POST again with wait: %d %s, want 409 run_busy", r.status, r.body)
+	}
+	if r := h.post("/v1/tickets/"+tk.CorrelationID+"/approve", "{}"); r.status != http.StatusOK {
+		t.Fatalf("approve: %d %s", r.status, r.body)
+	}
+	natstest.WaitFor(t, waitLong, func() bool {
+		return h.get("/v1/batches/"+contracts.BatchID(run, 1)+"/results").status == http.StatusOK
+	}, "the first batch's results")
+
+	for i, want := range []string{"2", "2"} { // the retry runs; the identical POST after it is a no-op
+		r = h.post("/v1/batches?wait=20s", next)
+		var got api.BatchResults
+		if r.status != http.StatusOK {
+			t.Fatalf("identical POST %d after the run was free: %d %s, want 200", i+1, r.status, r.body)
+		}
+		r.json(t, &got)
+		if texts := resultTexts(got); !slices.Equal(texts, []string{want}) {
+			t.Fatalf("identical POST %d: results %q, want [%q]", i+1, texts, want)
+		}
+	}
+	r = h.post("/v1/batches?wait=20s", string(mustJSON(counterBatch(run, 3))))
+	var got api.BatchResults
+	r.json(t, &got)
+	if texts := resultTexts(got); r.status != http.StatusOK || !slices.Equal(texts, []string{"3"}) {
+		t.Fatalf("the next batch: %d %q, want 200 [\"3\"] (step 2 ran exactly once)", r.status, texts)
+	}
+}
