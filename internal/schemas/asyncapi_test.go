@@ -62,7 +62,10 @@ func codeSubjects(t *testing.T, root string) []string {
 	for _, endpoint := range constsNamed(t, filepath.Join(root, "services", "api"), "Endpoint") {
 		subjects = append(subjects, api.MicroSubject(contracts.DefaultPrefix, endpoint))
 	}
+	// A micro subject may be both an api endpoint and a contracts.Names method (the
+	// client's side of the same request): one channel.
 	sort.Strings(subjects)
+	subjects = slices.Compact(subjects)
 	if len(subjects) < 10 {
 		t.Fatalf("found only %d subject methods in names.go: %v", len(subjects), subjects)
 	}

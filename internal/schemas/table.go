@@ -57,6 +57,9 @@ var Documents = []Document{
 	{File: "api_batch_accepted.json", Type: typeOf[api.BatchAccepted]()},
 	{File: "api_batch_pending.json", Type: typeOf[api.BatchPending]()},
 	{File: "api_batch_results.json", Type: typeOf[api.BatchResults]()},
+	{File: "tool_catalog.json", Type: typeOf[contracts.ToolCatalog]()},
+	{File: "catalog_tool.json", Type: typeOf[contracts.CatalogTool]()},
+	{File: "api_tools_request.json", Type: typeOf[contracts.ToolsRequest]()},
 
 	// The host configuration file (YAML; the schema describes its JSON equivalent). Its
 	// loader fills defaults, so no field is required by the schema; config.Load checks the
