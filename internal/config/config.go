@@ -370,8 +370,8 @@ func (t *Tool) normalize(f string) error {
 	return nil
 }
 
-// EffectiveCapability is the capability the pinned policy is validated against (reference
-// §1.6): delegation tools are durable requests whatever they declare.
+// EffectiveCapability is the capability the pinned policy is validated against: configuration
+// can only match or reduce a tool's capability, and delegation tools are durable requests whatever they declare.
 func (t *Tool) EffectiveCapability() contracts.ToolRecoveryCapability {
 	if t.Kind == contracts.KindDelegation {
 		return contracts.CapabilityDurableRequest

@@ -161,8 +161,3 @@ func (e *Env) Remember(rec *contracts.BatchRecord) {
 func (e *Env) Event(service, id, typ string, payload any) (bus.Event, error) {
 	return bus.NewEvent(id, "awaken/"+service, typ, payload)
 }
-
-// Mark appends a timeline mark to rec.
-func (e *Env) Mark(rec *contracts.CallRecord, stage string) {
-	rec.Timeline = append(rec.Timeline, contracts.TimelineMark{Stage: stage, At: e.Now()})
-}

@@ -12,7 +12,7 @@ type AgentSnapshot struct {
 	Tools      []string `json:"tools"`
 }
 
-// BatchSubmission is the payload of io.awaken.toolbatch.requested.v1 (DESIGN §3.1).
+// BatchSubmission is the payload of io.awaken.toolbatch.requested.v1.
 type BatchSubmission struct {
 	RunID     string                  `json:"run_id"`
 	ThreadID  string                  `json:"thread_id"`
@@ -66,7 +66,7 @@ type BatchFinalized struct {
 	State    []Command `json:"state"`
 }
 
-// TicketReason says why a call is parked (DESIGN §3.3).
+// TicketReason says why a call is parked.
 type TicketReason string
 
 const (

@@ -26,7 +26,7 @@ const (
 	RejectConflict      RejectCode = "conflict"
 )
 
-// Limits of a submission (DESIGN §3.1).
+// Limits of a submission.
 const (
 	MaxSubmissionBytes = 1 << 20
 	MaxCallsPerBatch   = 512

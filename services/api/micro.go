@@ -29,7 +29,7 @@ const (
 	// string or {"correlation_id": "…"}. Reply: the ResumeTicket.
 	EndpointTicketsGet = "tickets.get"
 	// EndpointTicketsResolve answers a ticket. Request body: a complete ResumeCommand
-	// (DESIGN §3.3; any result kind), or the short form {"correlation_id", "decision":
+	// (any result kind), or the short form {"correlation_id", "decision":
 	// "allow"|"deny", "note"|"reason"}. Reply: the gate's TicketResolution.
 	EndpointTicketsResolve = "tickets.resolve"
 	// EndpointRunsCancel cancels a run. Request body: {"run_id","reason"?} or the bare run

@@ -19,10 +19,7 @@ import (
 // batcher could not publish: the output of the call before it failed on every delivery.
 const reasonOutputExhausted = "batcher: the gate request of this call could not be published (the previous call's output failed on every delivery)"
 
-// stageIndeterminate is the timeline stage the batcher writes when it seals a call.
-const stageIndeterminate = "indeterminate"
-
-// handleOutput advances sequential dispatch (PIPELINE "batcher", outputs): the output of
+// handleOutput advances sequential dispatch: the output of
 // call i announces that it is terminal, so the gate request of call i+1 is published. It
 // is stateless — the next request carries a deterministic id, and the gate re-publishes
 // what a recorded decision implies instead of deciding twice — so a redelivered output
@@ -123,22 +120,17 @@ func (s *Service) seal(ctx context.Context, rec *contracts.BatchRecord, indices 
 		key := contracts.CallKey(sub.RunID, sub.Step, c.CallID)
 		cur, _, err := s.env.Calls.Update(ctx, key, func(cur *contracts.CallRecord, exists bool) error {
 			if !exists {
-				*cur = contracts.CallRecord{
-					Index: i, CallID: c.CallID, ToolID: c.ToolID,
-					Phase: contracts.RequestedPhase(), Policy: rec.Pinned[i].Policy,
-				}
+				*cur = contracts.NewCallRecord(i, c, rec.Pinned[i].Policy)
 			}
 			if cur.Phase.Kind != contracts.PhaseRequested {
 				return state.ErrNoChange
 			}
-			cur.Phase = contracts.IndeterminatePhase(reason)
-			s.env.Mark(cur, stageIndeterminate)
-			return nil
+			return cur.MarkIndeterminate(reason, s.env.Now())
 		})
 		if err != nil {
 			return fmt.Errorf("batcher: seal call %s: %w", key, err)
 		}
-		if cur.Phase.Kind != contracts.PhaseIndeterminate || cur.Phase.Reason != reason {
+		if !cur.IndeterminateFor(reason) {
 			zerolog.Ctx(ctx).Info().Str("call_id", c.CallID).Str("phase", string(cur.Phase.Kind)).
 				Msg("call has moved on; not sealing it")
 			continue

@@ -1,4 +1,4 @@
-// Package batcher is the ingress of the awaken pipeline (DESIGN §2, PIPELINE "batcher").
+// Package batcher is the ingress of the awaken pipeline.
 //
 // It validates every submitted batch, persists it as one batch record — the whole
 // submission, its hash, and for every call the target, kind and recovery policy pinned

@@ -1,4 +1,4 @@
-// Package gate is the permission gate of the awaken pipeline (DESIGN §2, PIPELINE "gate").
+// Package gate is the permission gate of the awaken pipeline.
 //
 // For every call of a batch, in model order, it runs the gate chain — client execution,
 // run narrowing, the per-run policy, the host policy, visibility and availability, the

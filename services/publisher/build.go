@@ -12,9 +12,6 @@ import (
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
-// indeterminatePrefix starts the error text of an Indeterminate call's result (DESIGN §3.2).
-const indeterminatePrefix = "tool outcome is indeterminate: "
-
 // headerAllowance is reserved for the NATS header block framing beyond the headers we
 // count, when a message's size is checked against the connection's max payload.
 const headerAllowance = 512
@@ -130,11 +127,11 @@ func result(c contracts.ToolCall, rec *contracts.CallRecord) (contracts.Outcome,
 		}
 		return contracts.OutcomeCompleted, out
 	case rec.Phase.Kind == contracts.PhaseIndeterminate:
-		return contracts.OutcomeIndeterminate, contracts.ErrorOutput(c.CallID, indeterminatePrefix+rec.Phase.Reason)
+		return contracts.OutcomeIndeterminate, contracts.ErrorOutput(c.CallID, contracts.IndeterminatePrefix+rec.Phase.Reason)
 	default:
 		// A Completed phase without an output is not a valid record; its outcome cannot be
 		// known, which is exactly what indeterminate says.
-		return contracts.OutcomeIndeterminate, contracts.ErrorOutput(c.CallID, indeterminatePrefix+"the call record holds no output")
+		return contracts.OutcomeIndeterminate, contracts.ErrorOutput(c.CallID, contracts.IndeterminatePrefix+"the call record holds no output")
 	}
 }
 

@@ -1,5 +1,5 @@
-// Package publisher is the publication barrier of the awaken pipeline (DESIGN §3.2, §8;
-// PIPELINE "publisher").
+// Package publisher is the publication barrier of the awaken pipeline: a batch's results
+// are published once, atomically, after every call is terminal.
 //
 // It watches committed call outputs. When — and only when — every call of a batch is
 // terminal, it finalizes the batch (compare-and-swap of the batch record's phase
