@@ -1,9 +1,7 @@
 package batcher
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -61,8 +59,8 @@ func (s *Service) handleOutput(ctx context.Context, d bus.Delivery) error {
 // no recorded batch, or does not match the batch's call at its index is permanent: the
 // executors and the gate publish outputs only for calls of recorded batches.
 func (s *Service) output(ctx context.Context, ev bus.Event) (contracts.CallOutput, *contracts.BatchRecord, error) {
-	var out contracts.CallOutput
-	if err := decodeStrict(ev.Data, &out); err != nil {
+	out, err := bus.Decode[contracts.CallOutput](ev.Data)
+	if err != nil {
 		return out, nil, contracts.Reject(contracts.RejectInvalidJSON, "call output: %v", err)
 	}
 	if err := contracts.ValidateID("run_id", out.RunID); err != nil {
@@ -142,21 +140,6 @@ func (s *Service) seal(ctx context.Context, rec *contracts.BatchRecord, indices 
 		if _, err := s.env.Pub.Publish(ctx, o.Subject, o.Event); err != nil {
 			return fmt.Errorf("batcher: publish output of sealed call %s: %w", key, err)
 		}
-	}
-	return nil
-}
-
-// decodeStrict decodes one JSON value into v, refusing unknown fields and trailing data:
-// an internal work event that does not match its versioned type exactly is a bug to
-// surface, not a payload to guess at.
-func decodeStrict(data []byte, v any) error {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return err
-	}
-	if dec.More() {
-		return errors.New("trailing data after the JSON value")
 	}
 	return nil
 }

@@ -23,7 +23,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -109,9 +108,9 @@ func WithAckWait(d time.Duration) Option {
 // Service is a running batcher. Several replicas may run against one server: they share
 // the durable consumers, and the batch record's Create decides between them.
 type Service struct {
-	env  *pipeline.Env
-	log  zerolog.Logger
-	subs []*bus.Subscription
+	env       *pipeline.Env
+	log       zerolog.Logger
+	consumers *bus.Consumers
 }
 
 // Start ensures the batcher's durable consumers — submissions
@@ -134,50 +133,35 @@ func Start(ctx context.Context, env *pipeline.Env, opts ...Option) (*Service, er
 	}
 	s := &Service{env: env, log: env.Log}
 	n := env.Names
-	specs := []struct {
-		spec bus.ConsumerSpec
-		h    bus.Handler
-	}{
-		{bus.ConsumerSpec{
+	routes := []bus.Route{
+		{Spec: bus.ConsumerSpec{
 			Stream: n.SubmissionsStream(), Durable: contracts.ConsumerBatcherSubmit,
 			FilterSubjects: []string{n.SubmitSubject()},
 			AcceptTypes:    []string{contracts.TypeBatchRequested},
 			OnReject:       s.submitRejected,
 			OnExhausted:    s.submitExhausted,
-		}, s.handleSubmit},
-		{bus.ConsumerSpec{
+		}, Handler: s.handleSubmit},
+		{Spec: bus.ConsumerSpec{
 			Stream: n.WorkStream(), Durable: contracts.ConsumerBatcherOutputs,
 			FilterSubjects: []string{outputFilter(n)},
 			AcceptTypes:    []string{contracts.TypeCallOutput},
 			OnExhausted:    s.outputExhausted,
-		}, s.handleOutput},
+		}, Handler: s.handleOutput},
 	}
-	for _, c := range specs {
-		c.spec.AckWait, c.spec.MaxDeliver, c.spec.BackOff = o.ackWait, o.maxDeliver, o.backOff
-		c.spec.Workers, c.spec.Names = o.workers, n
-		c.spec.Observer = env.Telemetry.Observer()
-		c.spec.HandlerTimeout = bus.DefaultHandlerTimeout
-		sub, err := bus.Consume(ctx, env.JS, c.spec, c.h, s.log)
-		if err != nil {
-			stopErr := s.Stop(context.WithoutCancel(ctx))
-			return nil, errors.Join(fmt.Errorf("batcher: start: %w", err), stopErr)
-		}
-		s.subs = append(s.subs, sub)
+	var err error
+	s.consumers, err = bus.Start(ctx, env.JS, bus.DeliveryOptions{
+		AckWait: o.ackWait, MaxDeliver: o.maxDeliver, BackOff: o.backOff, Workers: o.workers, Names: n,
+		Observer: env.Telemetry.Observer(), HandlerTimeout: bus.DefaultHandlerTimeout,
+	}, routes, s.log)
+	if err != nil {
+		return nil, fmt.Errorf("batcher: start: %w", err)
 	}
 	return s, nil
 }
 
 // Stop drains both consumers gracefully — stop pulling, let the handlers in flight finish
 // and settle — bounded by ctx. It is safe to call more than once.
-func (s *Service) Stop(ctx context.Context) error {
-	var wg sync.WaitGroup
-	errs := make([]error, len(s.subs))
-	for i, sub := range s.subs {
-		wg.Go(func() { errs[i] = sub.Stop(ctx) })
-	}
-	wg.Wait()
-	return errors.Join(errs...)
-}
+func (s *Service) Stop(ctx context.Context) error { return s.consumers.Stop(ctx) }
 
 // outputFilter matches the committed call outputs of every run. It is derived from
 // [contracts.Names.OutputSubject] so that the two can never disagree.

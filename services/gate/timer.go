@@ -1,12 +1,9 @@
 package gate
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 
 	"github.com/rs/zerolog"
 
@@ -22,8 +19,8 @@ func (s *Service) handleTimer(ctx context.Context, ev bus.Event) error {
 	if err := bus.ExpectType(ev, contracts.TypeTicketExpire); err != nil {
 		return bus.Permanent(err)
 	}
-	var tm contracts.TicketTimer
-	if err := decodeStrict(ev.Data, &tm); err != nil {
+	tm, err := bus.Decode[contracts.TicketTimer](ev.Data)
+	if err != nil {
 		return bus.Permanent(fmt.Errorf("gate: decode ticket timer: %w", err))
 	}
 	if tm.Kind != timerDue && tm.Kind != timerDeadline {
@@ -123,18 +120,4 @@ func timerResolution(tm contracts.TicketTimer) resolution {
 	}
 	return resolution{corr: tm.CorrelationID, code: resolvedExpired, message: approvalTimedOut,
 		audit: contracts.AuditDecisionExpired, auditReason: approvalTimedOut}
-}
-
-// decodeStrict decodes an internal work payload, refusing unknown fields and trailing data:
-// a payload this version cannot read exactly is a deployment error, not something to guess.
-func decodeStrict(data []byte, v any) error {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return err
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return errors.New("trailing data after the payload")
-	}
-	return nil
 }

@@ -1,9 +1,7 @@
 package publisher
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -22,8 +20,8 @@ var errBatchVanished = errors.New("batch record disappeared")
 // handleOutput is the handler of committed call outputs: check the barrier, build the results,
 // finalize, publish, mark published.
 func (s *Service) handleOutput(ctx context.Context, d bus.Delivery) error {
-	var out contracts.CallOutput
-	if err := decodeStrict(d.Event.Data, &out); err != nil {
+	out, err := bus.Decode[contracts.CallOutput](d.Event.Data)
+	if err != nil {
 		return contracts.Reject(contracts.RejectInvalidJSON, "call output: %v", err)
 	}
 	if err := contracts.ValidateID("run_id", out.RunID); err != nil {
@@ -249,20 +247,5 @@ func (s *Service) finalizeAndPublish(ctx context.Context, rec *contracts.BatchRe
 		}
 	}
 	log.Info().Int("results", len(pub.results)-1).Bool("retried", finalizedBefore).Msg("batch published")
-	return nil
-}
-
-// decodeStrict decodes one JSON value into v, refusing unknown fields and trailing data:
-// an internal work event that does not match its versioned type exactly is a bug to
-// surface, not a payload to guess at.
-func decodeStrict(data []byte, v any) error {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return err
-	}
-	if dec.More() {
-		return errors.New("trailing data after the JSON value")
-	}
 	return nil
 }

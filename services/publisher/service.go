@@ -108,10 +108,10 @@ func WithAckWait(d time.Duration) Option {
 // share the durable consumer, and the batch record's compare-and-swap plus the results
 // stream's deduplication keep the publication single.
 type Service struct {
-	env      *pipeline.Env
-	log      zerolog.Logger
-	progress *progressCache
-	sub      *bus.Subscription
+	env       *pipeline.Env
+	log       zerolog.Logger
+	progress  *progressCache
+	consumers *bus.Consumers
 }
 
 // Start ensures the publisher's durable consumer ([contracts.ConsumerPublisher] on every
@@ -136,31 +136,25 @@ func Start(ctx context.Context, env *pipeline.Env, opts ...Option) (*Service, er
 		progress: newProgressCache(defaultProgressEntries),
 	}
 	n := env.Names
-	sub, err := bus.Consume(ctx, env.JS, bus.ConsumerSpec{
+	var err error
+	s.consumers, err = bus.Start(ctx, env.JS, bus.DeliveryOptions{
+		AckWait: o.ackWait, MaxDeliver: o.maxDeliver, BackOff: o.backOff, Workers: o.workers, Names: n,
+		Observer: env.Telemetry.Observer(), HandlerTimeout: bus.DefaultHandlerTimeout,
+	}, []bus.Route{{Spec: bus.ConsumerSpec{
 		Stream: n.WorkStream(), Durable: contracts.ConsumerPublisher,
 		FilterSubjects: []string{n.OutputSubject(">")},
 		AcceptTypes:    []string{contracts.TypeCallOutput},
-		AckWait:        o.ackWait, MaxDeliver: o.maxDeliver, BackOff: o.backOff,
-		Workers: o.workers, Names: n,
 		OnExhausted:    s.outputExhausted,
-		Observer:       env.Telemetry.Observer(),
-		HandlerTimeout: bus.DefaultHandlerTimeout,
-	}, s.handleOutput, s.log)
+	}, Handler: s.handleOutput}}, s.log)
 	if err != nil {
 		return nil, fmt.Errorf("publisher: start: %w", err)
 	}
-	s.sub = sub
 	return s, nil
 }
 
 // Stop drains the consumer gracefully — stop pulling, let the handlers in flight finish
 // and settle — bounded by ctx. It is safe to call more than once.
-func (s *Service) Stop(ctx context.Context) error {
-	if s.sub == nil {
-		return nil
-	}
-	return s.sub.Stop(ctx)
-}
+func (s *Service) Stop(ctx context.Context) error { return s.consumers.Stop(ctx) }
 
 // outputExhausted runs only when a finite MaxDeliver was configured and an output kept
 // failing. Its call is terminal already, so nothing can be sealed: the failure is logged
