@@ -104,3 +104,53 @@ func Decode[T any](data []byte) (T, error) {
 	}
 	return v, nil
 }
+
+// DeliveryOption adjusts a service's [DeliveryOptions]; services take these as the
+// options of their Start, on top of their own defaults.
+type DeliveryOption func(*DeliveryOptions)
+
+// With returns o with opts applied in order.
+func (o DeliveryOptions) With(opts ...DeliveryOption) DeliveryOptions {
+	o.BackOff = append([]time.Duration(nil), o.BackOff...)
+	for _, opt := range opts {
+		opt(&o)
+	}
+	return o
+}
+
+// WithWorkers sets how many messages each consumer handles at once in this process;
+// n ≤ 0 keeps the default. Pipeline handlers are idempotent and serialise on their
+// records' compare-and-swap, so any value is safe.
+func WithWorkers(n int) DeliveryOption {
+	return func(o *DeliveryOptions) {
+		if n > 0 {
+			o.Workers = n
+		}
+	}
+}
+
+// WithDelivery overrides the redelivery policy: maxDeliver deliveries before a
+// transiently failing message is exhausted (0 keeps the default, a negative value means
+// unlimited), and the nak delay after each failed delivery (the last entry repeats; none
+// keeps the default). Tests use it to exhaust a message quickly.
+func WithDelivery(maxDeliver int, backOff ...time.Duration) DeliveryOption {
+	return func(o *DeliveryOptions) {
+		if maxDeliver != 0 {
+			o.MaxDeliver = maxDeliver
+		}
+		if len(backOff) > 0 {
+			o.BackOff = append([]time.Duration(nil), backOff...)
+		}
+	}
+}
+
+// WithAckWait sets how long the server waits for a settlement before redelivering; d ≤ 0
+// keeps the default. Running handlers are heartbeated, so it only bounds how long a
+// crashed process holds a message.
+func WithAckWait(d time.Duration) DeliveryOption {
+	return func(o *DeliveryOptions) {
+		if d > 0 {
+			o.AckWait = d
+		}
+	}
+}

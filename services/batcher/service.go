@@ -58,53 +58,6 @@ func defaultBackOff() []time.Duration {
 	}
 }
 
-// Option configures [Start].
-type Option func(*options)
-
-type options struct {
-	workers    int
-	ackWait    time.Duration
-	maxDeliver int
-	backOff    []time.Duration
-}
-
-// WithWorkers sets how many messages each of the batcher's two consumers handles at once
-// in this process (default 4). Handlers are idempotent and serialise on the batch record's
-// Create, so any value is safe.
-func WithWorkers(n int) Option {
-	return func(o *options) {
-		if n > 0 {
-			o.workers = n
-		}
-	}
-}
-
-// WithDelivery overrides the redelivery policy of both consumers: maxDeliver deliveries
-// before a transiently failing message is exhausted (default 10), and the nak delay after
-// each failed delivery (default 100 ms growing to 10 s; the last entry repeats). Tests use
-// it to exhaust a message quickly.
-func WithDelivery(maxDeliver int, backOff ...time.Duration) Option {
-	return func(o *options) {
-		if maxDeliver != 0 {
-			o.maxDeliver = maxDeliver
-		}
-		if len(backOff) > 0 {
-			o.backOff = append([]time.Duration(nil), backOff...)
-		}
-	}
-}
-
-// WithAckWait sets how long the server waits for a settlement before redelivering
-// (default 30 s). Running handlers are heartbeated, so it only bounds how long a crashed
-// process holds a message.
-func WithAckWait(d time.Duration) Option {
-	return func(o *options) {
-		if d > 0 {
-			o.ackWait = d
-		}
-	}
-}
-
 // Service is a running batcher. Several replicas may run against one server: they share
 // the durable consumers, and the batch record's Create decides between them.
 type Service struct {
@@ -118,19 +71,17 @@ type Service struct {
 // ([contracts.ConsumerBatcherOutputs] on every run's output subject) — and starts
 // consuming. ctx is the hard-stop context of the handlers; use [Service.Stop] for a
 // graceful stop.
-func Start(ctx context.Context, env *pipeline.Env, opts ...Option) (*Service, error) {
+//
+// opts adjust the delivery of its consumers: [bus.WithWorkers], [bus.WithDelivery],
+// [bus.WithAckWait].
+func Start(ctx context.Context, env *pipeline.Env, opts ...bus.DeliveryOption) (*Service, error) {
 	if env == nil {
 		return nil, errors.New("batcher: start: nil environment")
 	}
-	o := options{
-		workers:    defaultWorkers,
-		ackWait:    defaultAckWait,
-		maxDeliver: defaultMaxDeliver,
-		backOff:    defaultBackOff(),
-	}
-	for _, opt := range opts {
-		opt(&o)
-	}
+	delivery := bus.DeliveryOptions{
+		AckWait: defaultAckWait, MaxDeliver: defaultMaxDeliver, BackOff: defaultBackOff(), Workers: defaultWorkers,
+		Names: env.Names, Observer: env.Telemetry.Observer(), HandlerTimeout: bus.DefaultHandlerTimeout,
+	}.With(opts...)
 	s := &Service{env: env, log: env.Log}
 	n := env.Names
 	routes := []bus.Route{
@@ -149,10 +100,7 @@ func Start(ctx context.Context, env *pipeline.Env, opts ...Option) (*Service, er
 		}, Handler: s.handleOutput},
 	}
 	var err error
-	s.consumers, err = bus.Start(ctx, env.JS, bus.DeliveryOptions{
-		AckWait: o.ackWait, MaxDeliver: o.maxDeliver, BackOff: o.backOff, Workers: o.workers, Names: n,
-		Observer: env.Telemetry.Observer(), HandlerTimeout: bus.DefaultHandlerTimeout,
-	}, routes, s.log)
+	s.consumers, err = bus.Start(ctx, env.JS, delivery, routes, s.log)
 	if err != nil {
 		return nil, fmt.Errorf("batcher: start: %w", err)
 	}

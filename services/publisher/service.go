@@ -58,52 +58,6 @@ func defaultBackOff() []time.Duration {
 	}
 }
 
-// Option configures [Start].
-type Option func(*options)
-
-type options struct {
-	workers    int
-	ackWait    time.Duration
-	maxDeliver int
-	backOff    []time.Duration
-}
-
-// WithWorkers sets how many outputs this process handles at once (default 4). Handlers
-// of one batch coordinate through the batch record's compare-and-swap and the results
-// stream's deduplication, so any value is safe.
-func WithWorkers(n int) Option {
-	return func(o *options) {
-		if n > 0 {
-			o.workers = n
-		}
-	}
-}
-
-// WithDelivery overrides the redelivery policy: maxDeliver deliveries before a
-// transiently failing output is exhausted and dead-lettered (default unlimited; a
-// negative value means unlimited), and the nak delay after each failed delivery (default
-// 100 ms growing to 30 s; the last entry repeats).
-func WithDelivery(maxDeliver int, backOff ...time.Duration) Option {
-	return func(o *options) {
-		if maxDeliver != 0 {
-			o.maxDeliver = maxDeliver
-		}
-		if len(backOff) > 0 {
-			o.backOff = append([]time.Duration(nil), backOff...)
-		}
-	}
-}
-
-// WithAckWait sets how long the server waits for a settlement before redelivering
-// (default 30 s).
-func WithAckWait(d time.Duration) Option {
-	return func(o *options) {
-		if d > 0 {
-			o.ackWait = d
-		}
-	}
-}
-
 // Service is a running publisher. Several replicas may run against one server: they
 // share the durable consumer, and the batch record's compare-and-swap plus the results
 // stream's deduplication keep the publication single.
@@ -117,19 +71,17 @@ type Service struct {
 // Start ensures the publisher's durable consumer ([contracts.ConsumerPublisher] on every
 // run's output subject) and starts consuming. ctx is the hard-stop context of the
 // handlers; use [Service.Stop] for a graceful stop.
-func Start(ctx context.Context, env *pipeline.Env, opts ...Option) (*Service, error) {
+//
+// opts adjust the delivery of its consumers: [bus.WithWorkers], [bus.WithDelivery],
+// [bus.WithAckWait].
+func Start(ctx context.Context, env *pipeline.Env, opts ...bus.DeliveryOption) (*Service, error) {
 	if env == nil {
 		return nil, errors.New("publisher: start: nil environment")
 	}
-	o := options{
-		workers:    defaultWorkers,
-		ackWait:    defaultAckWait,
-		maxDeliver: defaultMaxDeliver,
-		backOff:    defaultBackOff(),
-	}
-	for _, opt := range opts {
-		opt(&o)
-	}
+	delivery := bus.DeliveryOptions{
+		AckWait: defaultAckWait, MaxDeliver: defaultMaxDeliver, BackOff: defaultBackOff(), Workers: defaultWorkers,
+		Names: env.Names, Observer: env.Telemetry.Observer(), HandlerTimeout: bus.DefaultHandlerTimeout,
+	}.With(opts...)
 	s := &Service{
 		env:      env,
 		log:      env.Log,
@@ -137,10 +89,7 @@ func Start(ctx context.Context, env *pipeline.Env, opts ...Option) (*Service, er
 	}
 	n := env.Names
 	var err error
-	s.consumers, err = bus.Start(ctx, env.JS, bus.DeliveryOptions{
-		AckWait: o.ackWait, MaxDeliver: o.maxDeliver, BackOff: o.backOff, Workers: o.workers, Names: n,
-		Observer: env.Telemetry.Observer(), HandlerTimeout: bus.DefaultHandlerTimeout,
-	}, []bus.Route{{Spec: bus.ConsumerSpec{
+	s.consumers, err = bus.Start(ctx, env.JS, delivery, []bus.Route{{Spec: bus.ConsumerSpec{
 		Stream: n.WorkStream(), Durable: contracts.ConsumerPublisher,
 		FilterSubjects: []string{n.OutputSubject(">")},
 		AcceptTypes:    []string{contracts.TypeCallOutput},
