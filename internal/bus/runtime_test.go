@@ -63,14 +63,7 @@ func TestStartAppliesOneSetOfDeliveryOptionsToEveryRoute(t *testing.T) {
 		t.Fatalf("second stop: %v", err)
 	}
 	h.publish(h.names.GateRequestSubject("run-1"), h.event("g-2", 2))
-	c, err := h.js.Consumer(h.ctx, h.names.WorkStream(), "rt-gate")
-	if err != nil {
-		t.Fatal(err)
-	}
-	natstest.WaitFor(t, waitTimeout, func() bool {
-		info, err := c.Info(h.ctx)
-		return err == nil && info.NumPending == 1
-	}, "the stopped consumer to leave the new message pending")
+	waitPending(h, "rt-gate", 1, "the stopped consumer to leave the new message pending")
 	if gate.count() != 1 {
 		t.Fatalf("a stopped consumer handled %d messages", gate.count())
 	}
@@ -93,17 +86,24 @@ func TestStartStopsWhatItStartedWhenARouteFails(t *testing.T) {
 		t.Fatalf("start error %v, want one naming rt-broken and wrapping ErrStreamNotFound", err)
 	}
 	h.publish(h.names.GateRequestSubject("run-1"), h.event("g-1", 1))
-	c, err := h.js.Consumer(h.ctx, h.names.WorkStream(), "rt-first")
-	if err != nil {
-		t.Fatal(err)
-	}
-	natstest.WaitFor(t, waitTimeout, func() bool {
-		info, err := c.Info(h.ctx)
-		return err == nil && info.NumPending == 1
-	}, "the first consumer, stopped, to leave the message pending")
+	waitPending(h, "rt-first", 1, "the first consumer, stopped, to leave the message pending")
 	if rec.count() != 0 {
 		t.Fatal("the consumer started before the failing route still runs")
 	}
+}
+
+// waitPending waits until durable on the work stream has n messages pending: delivered
+// to no handler.
+func waitPending(h *harness, durable string, n uint64, what string) {
+	h.t.Helper()
+	c, err := h.js.Consumer(h.ctx, h.names.WorkStream(), durable)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	natstest.WaitFor(h.t, waitTimeout, func() bool {
+		info, err := c.Info(h.ctx)
+		return err == nil && info.NumPending == n
+	}, what)
 }
 
 func TestDecodeIsStrict(t *testing.T) {

@@ -161,3 +161,12 @@ func (e *Env) Remember(rec *contracts.BatchRecord) {
 func (e *Env) Event(service, id, typ string, payload any) (bus.Event, error) {
 	return bus.NewEvent(id, "awaken/"+service, typ, payload)
 }
+
+// Delivery is how a pipeline service's consumers settle their messages: the service's
+// own defaults (ack wait, deliveries, back-off, workers), adjusted by opts, with the dead
+// letters named by e.Names, observed by e's telemetry, and every handler run bounded by
+// [bus.DefaultHandlerTimeout].
+func (e *Env) Delivery(defaults bus.DeliveryOptions, opts ...bus.DeliveryOption) bus.DeliveryOptions {
+	defaults.Names, defaults.Observer, defaults.HandlerTimeout = e.Names, e.Telemetry.Observer(), bus.DefaultHandlerTimeout
+	return defaults.With(opts...)
+}

@@ -9,6 +9,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -342,4 +345,34 @@ func Submission(run string, step int64, calls ...contracts.ToolCall) contracts.B
 		Agent: contracts.AgentSnapshot{SnapshotID: "snap-1", Tools: tools},
 		Calls: calls,
 	}
+}
+
+// CallJSON is a call of tool with call id id whose arguments are args encoded as JSON.
+func CallJSON(id, tool string, args any) contracts.ToolCall {
+	b, err := json.Marshal(args)
+	if err != nil {
+		panic(fmt.Sprintf("servicetest: arguments of %s: %v", id, err))
+	}
+	return contracts.ToolCall{CallID: id, ToolID: tool, Arguments: b}
+}
+
+// Context returns a context that ends after d or with the test.
+func Context(tb testing.TB, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	tb.Cleanup(cancel)
+	return ctx
+}
+
+// LogWriter sends what is written to tb.Log, only when the environment variable
+// AWAKEN_TEST_LOG asks for logs (its value is the level): a stack of services logs a lot,
+// and a passing test should stay quiet.
+func LogWriter(tb testing.TB) io.Writer { return logWriter{tb} }
+
+type logWriter struct{ tb testing.TB }
+
+func (w logWriter) Write(p []byte) (int, error) {
+	if os.Getenv("AWAKEN_TEST_LOG") != "" {
+		w.tb.Log(strings.TrimSpace(string(p)))
+	}
+	return len(p), nil
 }

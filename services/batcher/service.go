@@ -44,18 +44,15 @@ const ServiceName = "batcher"
 // Default consumer settings. A batcher handler does one or two KV round trips and one
 // publish, so 30 s of ack wait is generous; the back-off starts at 100 ms so a crash is
 // repaired quickly and grows so that a broken dependency is not hammered.
-const (
-	defaultAckWait    = 30 * time.Second
-	defaultMaxDeliver = 10
-	defaultWorkers    = 4
-)
-
-// defaultBackOff is the nak delay after the n-th failed delivery (the last entry repeats).
-func defaultBackOff() []time.Duration {
-	return []time.Duration{
+var defaults = bus.DeliveryOptions{
+	AckWait:    30 * time.Second,
+	MaxDeliver: 10,
+	Workers:    4,
+	// The nak delay after the n-th failed delivery (the last entry repeats).
+	BackOff: []time.Duration{
 		100 * time.Millisecond, 200 * time.Millisecond, 500 * time.Millisecond,
 		time.Second, 2 * time.Second, 5 * time.Second, 10 * time.Second,
-	}
+	},
 }
 
 // Service is a running batcher. Several replicas may run against one server: they share
@@ -78,10 +75,7 @@ func Start(ctx context.Context, env *pipeline.Env, opts ...bus.DeliveryOption) (
 	if env == nil {
 		return nil, errors.New("batcher: start: nil environment")
 	}
-	delivery := bus.DeliveryOptions{
-		AckWait: defaultAckWait, MaxDeliver: defaultMaxDeliver, BackOff: defaultBackOff(), Workers: defaultWorkers,
-		Names: env.Names, Observer: env.Telemetry.Observer(), HandlerTimeout: bus.DefaultHandlerTimeout,
-	}.With(opts...)
+	delivery := env.Delivery(defaults, opts...)
 	s := &Service{env: env, log: env.Log}
 	n := env.Names
 	routes := []bus.Route{

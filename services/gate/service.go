@@ -133,10 +133,9 @@ func Start(ctx context.Context, env *pipeline.Env, opts ...Option) (*Service, er
 			AcceptTypes:    []string{contracts.TypeRunCancel},
 		}, Handler: s.onCancel},
 	}
-	s.consumers, err = bus.Start(ctx, env.JS, bus.DeliveryOptions{
-		AckWait: o.ackWait, MaxDeliver: maxDeliver, BackOff: backOff, Workers: o.workers, Names: n,
-		Observer: env.Telemetry.Observer(), HandlerTimeout: bus.DefaultHandlerTimeout,
-	}, routes, s.log)
+	s.consumers, err = bus.Start(ctx, env.JS, env.Delivery(bus.DeliveryOptions{
+		AckWait: o.ackWait, MaxDeliver: maxDeliver, BackOff: backOff, Workers: o.workers,
+	}), routes, s.log)
 	if err != nil {
 		return nil, fmt.Errorf("gate: start: %w", err)
 	}

@@ -44,18 +44,15 @@ const ServiceName = "publisher"
 // terminal, so nothing can be sealed on exhaustion, and giving up would leave the batch
 // unpublished forever; a transient failure is retried with a back-off capped at 30 s,
 // and a permanent one (a corrupt record) is dead-lettered at once.
-const (
-	defaultAckWait    = 30 * time.Second
-	defaultMaxDeliver = -1
-	defaultWorkers    = 4
-)
-
-// defaultBackOff is the nak delay after the n-th failed delivery (the last entry repeats).
-func defaultBackOff() []time.Duration {
-	return []time.Duration{
+var defaults = bus.DeliveryOptions{
+	AckWait:    30 * time.Second,
+	MaxDeliver: -1,
+	Workers:    4,
+	// The nak delay after the n-th failed delivery (the last entry repeats).
+	BackOff: []time.Duration{
 		100 * time.Millisecond, 200 * time.Millisecond, 500 * time.Millisecond,
 		time.Second, 2 * time.Second, 5 * time.Second, 10 * time.Second, 30 * time.Second,
-	}
+	},
 }
 
 // Service is a running publisher. Several replicas may run against one server: they
@@ -78,10 +75,7 @@ func Start(ctx context.Context, env *pipeline.Env, opts ...bus.DeliveryOption) (
 	if env == nil {
 		return nil, errors.New("publisher: start: nil environment")
 	}
-	delivery := bus.DeliveryOptions{
-		AckWait: defaultAckWait, MaxDeliver: defaultMaxDeliver, BackOff: defaultBackOff(), Workers: defaultWorkers,
-		Names: env.Names, Observer: env.Telemetry.Observer(), HandlerTimeout: bus.DefaultHandlerTimeout,
-	}.With(opts...)
+	delivery := env.Delivery(defaults, opts...)
 	s := &Service{
 		env:      env,
 		log:      env.Log,
