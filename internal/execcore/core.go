@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -422,8 +421,7 @@ func (x *Executor) complete(ctx context.Context, key string, req contracts.ExecR
 		}
 		return true, nil
 	}
-	next := entered
-	next.Timeline = slices.Clone(entered.Timeline)
+	next := entered.Clone()
 	if ok, err := apply(&next); err == nil && ok {
 		if _, err := x.env.Calls.UpdateAt(ctx, key, next, rev); err == nil {
 			return next, true, nil

@@ -233,6 +233,19 @@ func (r *CallRecord) MarkIndeterminate(reason string, at time.Time) error {
 	return nil
 }
 
+// Clone returns a copy of r whose timeline and decision are its own, so transitions on
+// the copy never write into r (a record read once and tried against a compare-and-swap).
+// The phase's output and wait are never written through by a transition, so they may be
+// shared.
+func (r CallRecord) Clone() CallRecord {
+	r.Timeline = append([]TimelineMark(nil), r.Timeline...)
+	if r.Decision != nil {
+		d := *r.Decision
+		r.Decision = &d
+	}
+	return r
+}
+
 // AdoptPolicy pins p on a record written without a usable recovery policy (a record of
 // an older version); a record that has one keeps it. It reports whether p was adopted.
 func (r *CallRecord) AdoptPolicy(p ToolRecoveryPolicy) bool {

@@ -793,3 +793,16 @@ func TestOutputOfEachPhase(t *testing.T) {
 		t.Fatal("Output aliases the record")
 	}
 }
+
+func TestCloneSharesNothingATransitionWrites(t *testing.T) {
+	r := btRec("c")
+	btMust(t, r.Decide(&GateOutcome{Kind: GateAllow}, "", btAt), r.Dispatch(btAt))
+	r.Timeline = r.Timeline[:1:2] // spare capacity: an append on a shallow copy would write into it
+	before := btMustJSON(t, r)
+	cp := r.Clone()
+	btMust(t, cp.Enter(1, btAt))
+	cp.Decision.Reason = "changed"
+	if !bytes.Equal(btMustJSON(t, r), before) || len(r.Timeline[:2]) != 2 || r.Timeline[:2][1].Stage == StageEntered {
+		t.Fatalf("a transition on the clone reached the original: %s", btMustJSON(t, r))
+	}
+}

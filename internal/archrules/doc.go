@@ -3,4 +3,4 @@
 // import it without pulling in the transport, and no service imports another, so each
 // service builds, deploys and changes on its own. The rules are checked by parsing import
 // declarations with go/build; nothing here is linked into a binary.
-package importrules
+package archrules

@@ -1,4 +1,4 @@
-package importrules
+package archrules
 
 import (
 	"go/build"
