@@ -118,21 +118,17 @@ func (s *Service) build(ctx context.Context, rec *contracts.BatchRecord, calls [
 // result is the published outcome and output of terminal call c: the committed output
 // of a Completed call, or for an Indeterminate call an error output naming the reason.
 func result(c contracts.ToolCall, rec *contracts.CallRecord) (contracts.Outcome, contracts.ToolOutput) {
-	switch {
-	case rec.Phase.Kind == contracts.PhaseCompleted && rec.Phase.Output != nil:
-		out := *rec.Phase.Output
-		out.CallID = c.CallID
-		if out.Content == nil {
-			out.Content = []contracts.ContentBlock{}
-		}
-		return contracts.OutcomeCompleted, out
-	case rec.Phase.Kind == contracts.PhaseIndeterminate:
-		return contracts.OutcomeIndeterminate, contracts.ErrorOutput(c.CallID, contracts.IndeterminatePrefix+rec.Phase.Reason)
-	default:
-		// A Completed phase without an output is not a valid record; its outcome cannot be
-		// known, which is exactly what indeterminate says.
+	out, ok := rec.Output()
+	if !ok {
+		// A terminal record without an output is not a valid record; its outcome cannot
+		// be known, which is exactly what indeterminate says.
 		return contracts.OutcomeIndeterminate, contracts.ErrorOutput(c.CallID, contracts.IndeterminatePrefix+"the call record holds no output")
 	}
+	out.CallID = c.CallID
+	if out.Content == nil {
+		out.Content = []contracts.ContentBlock{}
+	}
+	return rec.Outcome(), out
 }
 
 // event builds an outgoing event of the publisher with a deterministic id.
