@@ -187,6 +187,20 @@ func TestSecure_pipelineNeedsNoMorePermission(t *testing.T) {
 			return err
 		}},
 	}
+	for _, user := range []string{"brain-exec", "sandbox-exec"} {
+		rare = append(rare, struct {
+			name string
+			user string
+			do   func(js jetstream.JetStream) error
+		}{user + " hears run cancellations", user, func(js jetstream.JetStream) error {
+			sub, err := js.Conn().SubscribeSync(names.RunCancelSubject())
+			if err != nil {
+				return err
+			}
+			defer sub.Unsubscribe()
+			return js.Conn().Flush()
+		}})
+	}
 	for _, durable := range []struct{ user, stream, name string }{
 		{"batcher", names.SubmissionsStream(), contracts.ConsumerBatcherSubmit},
 		{"batcher", names.WorkStream(), contracts.ConsumerBatcherOutputs},

@@ -140,11 +140,12 @@ func runCrashCell(t *testing.T, cell crashCell, withSandbox bool) {
 	if withSandbox {
 		seq.Calls = append(seq.Calls, call("c3", "wc", map[string]any{"text": "a b c"}))
 	}
-	par := batch(run, 2, tools,
+	// One active batch per run: the three batches run concurrently on three runs.
+	par := batch(run+"-par", 2, tools,
 		call("d0", "delegate", map[string]any{"task": "x", "ms": 10}),
 		call("d1", "delegate", map[string]any{"task": "y", "ms": 10}),
 	)
-	ask := batch(run, 3, tools, call("a0", "ask_me", map[string]any{}))
+	ask := batch(run+"-ask", 3, tools, call("a0", "ask_me", map[string]any{}))
 	all := []contracts.BatchSubmission{seq, par, ask}
 	var hist checker.History
 	ctx := ctxFor(t, 90*time.Second)

@@ -60,7 +60,7 @@ func Setup(ctx context.Context, js jetstream.JetStream, cfg *config.Config, log 
 // creates after every stream, so the whole topology is then in place. A service started
 // with [Options.NoEnsure] calls it so that its start does not race `awaken setup`.
 func WaitTopology(ctx context.Context, js jetstream.JetStream, names contracts.Names, log zerolog.Logger) error {
-	buckets := []string{names.BatchesBucket(), names.CallsBucket(), names.TicketsBucket(), names.CountersBucket()}
+	buckets := []string{names.BatchesBucket(), names.CallsBucket(), names.TicketsBucket(), names.CountersBucket(), names.RunsBucket()}
 	return retry(ctx, log, "wait for the streams and buckets (created by `awaken setup`)", func(ctx context.Context) (bool, error) {
 		for _, b := range buckets {
 			if _, err := js.KeyValue(ctx, b); err != nil {

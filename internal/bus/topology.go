@@ -146,6 +146,7 @@ func BucketConfigs(names contracts.Names, cfg TopologyConfig) []jetstream.KeyVal
 		bucket(names.CallsBucket(), "one record per operation id (batch_id:call_id)", 5),
 		bucket(names.TicketsBucket(), "one record per parked call, keyed by correlation id", 5),
 		bucket(names.CountersBucket(), "compare-and-swap counters", 1),
+		bucket(names.RunsBucket(), "one record per run: its active batch and how it ended", 3),
 	}
 }
 

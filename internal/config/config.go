@@ -430,7 +430,9 @@ func (c *Config) Pin(toolID string) contracts.PinnedCall {
 	if !ok {
 		return contracts.PinnedCall{Known: false, Policy: contracts.DefaultRecoveryPolicy()}
 	}
-	return contracts.PinnedCall{Known: true, Target: t.Target, Kind: t.Kind, Policy: t.RecoveryPolicy()}
+	// A delegation always pins durable_request, whatever its configuration says.
+	return contracts.PinnedCall{Known: true, Target: t.Target, Kind: t.Kind,
+		Policy: contracts.PinRecoveryPolicy(t.Kind, true, t.RecoveryPolicy())}
 }
 
 // ModulePath resolves a sandbox tool's module path against the configuration directory.

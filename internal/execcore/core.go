@@ -6,8 +6,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/rs/zerolog"
 
 	"github.com/awaken-dev/awaken/internal/bus"
@@ -159,6 +161,9 @@ type Executor struct {
 	env  *pipeline.Env
 	opts Options
 	sub  *bus.Subscription
+	// cancels and cancelSub stop the bodies of a cancelled run's calls in flight.
+	cancels   runCancels
+	cancelSub *nats.Subscription
 }
 
 // New builds an Executor without consuming; [Executor.Handle] can then be driven directly.
@@ -201,6 +206,9 @@ func Start(ctx context.Context, env *pipeline.Env, opts Options) (*Executor, err
 		return nil, fmt.Errorf("%s: %w", x.opts.Service, err)
 	}
 	x.sub = sub
+	if err := x.listenForCancels(); err != nil {
+		return nil, errors.Join(err, x.Stop(context.WithoutCancel(ctx)))
+	}
 	return x, nil
 }
 
@@ -211,7 +219,12 @@ func (x *Executor) Stop(ctx context.Context) error {
 	if x.sub == nil {
 		return nil
 	}
-	return x.sub.Stop(ctx)
+	err := x.sub.Stop(ctx)
+	if x.cancelSub != nil {
+		// After the drain: a cancellation still reaches the calls that finished draining.
+		_ = x.cancelSub.Unsubscribe()
+	}
+	return err
 }
 
 // Options returns the effective options (defaults applied).
@@ -276,7 +289,13 @@ func (x *Executor) Handle(ctx context.Context, d bus.Delivery) error {
 		inv.beginBody = x.opts.Ledger.BodyStarting
 	}
 	log.Debug().Uint16("attempt", attempt).Msg("executor entered")
-	out, err := x.run(ctx, inv)
+	runCtx, untrack := x.cancels.track(ctx, req.RunID)
+	out, err := x.run(runCtx, inv)
+	stopped := ctx.Err() == nil && errors.Is(context.Cause(runCtx), errRunCancelled)
+	untrack()
+	if stopped {
+		return x.sealCancelled(ctx, key, req, d.StreamSeq, attempt, op)
+	}
 	if err != nil {
 		return err
 	}
@@ -372,6 +391,13 @@ func (x *Executor) enter(ctx context.Context, key string, req contracts.ExecRequ
 			act = actSettled
 			return nil
 		}
+		if mismatch := x.replayCheck(req, cur.ToolID, cur.Policy); mismatch != nil {
+			if err := cur.MarkIndeterminate(mismatch.Error(), now); err != nil {
+				return err
+			}
+			act = actSettled
+			return nil
+		}
 		err := cur.Retry(seq, now)
 		if errors.Is(err, contracts.ErrAttemptsExhausted) {
 			if err := cur.MarkIndeterminate(ReasonAttemptsExhausted, now); err != nil {
@@ -396,8 +422,11 @@ func (x *Executor) enter(ctx context.Context, key string, req contracts.ExecRequ
 	if act == actSettled {
 		// Counted once: only the delivery whose write made the call indeterminate gets here.
 		reason := telemetry.ReasonOwnerLeaseExpired
-		if rec.Phase.Reason == ReasonAttemptsExhausted {
+		switch {
+		case rec.Phase.Reason == ReasonAttemptsExhausted:
 			reason = telemetry.ReasonAttemptsExhausted
+		case strings.HasPrefix(rec.Phase.Reason, ReasonCapabilityPrefix):
+			reason = telemetry.ReasonCapabilityMismatch
 		}
 		x.env.Telemetry.Indeterminate(reason)
 	}

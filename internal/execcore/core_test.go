@@ -19,6 +19,14 @@ import (
 const testConfig = `
 tools:
   - id: tool
+  - id: replayable
+    capability: replay_safe
+  - id: idempotent
+    capability: idempotent
+  - id: durable
+    capability: durable_request
+  - id: long
+    timeout: 1m
   - id: quick
     timeout: 150ms
 executors:
@@ -184,7 +192,7 @@ func TestRedeliveryAfterCrashInTool(t *testing.T) {
 			var hits exectest.Counter
 			e.SetFault(exectest.FailTimes(pipeline.FaultInTool, tt.faults, &hits))
 			start(t, e, &scripted{body: text("ok")})
-			c := call("call_1", "tool", tt.policy)
+			c := call("call_1", toolOfMode[tt.policy.Mode], tt.policy)
 			e.Allow(c)
 
 			rec := e.WaitTerminal(c)
@@ -491,7 +499,7 @@ func TestExhaustedDeliveriesMakeTheCallIndeterminate(t *testing.T) {
 	e := exectest.New(t, testConfig)
 	e.SetFault(exectest.FailTimes(pipeline.FaultInTool, -1, nil))
 	start(t, e, &scripted{body: text("never kept")}, execcore.WithMaxDeliver(3))
-	c := call("call_1", "tool", contracts.ToolRecoveryPolicy{Mode: contracts.ModeReplaySafe, MaxAttempts: 10})
+	c := call("call_1", "replayable", contracts.ToolRecoveryPolicy{Mode: contracts.ModeReplaySafe, MaxAttempts: 10})
 	e.Allow(c)
 	rec := e.WaitTerminal(c)
 	if rec.Phase.Kind != contracts.PhaseIndeterminate || !strings.HasPrefix(rec.Phase.Reason, "brain-exec gave up after 3 deliveries") {

@@ -51,6 +51,8 @@ type Env struct {
 	Batches *state.Store[contracts.BatchRecord]
 	Calls   *state.Store[contracts.CallRecord]
 	Tickets *state.Store[contracts.ResumeTicket]
+	// Runs holds the lifecycle of every run: its active batch and whether it ended.
+	Runs *state.Store[contracts.RunRecord]
 	// Counters is the bucket of the example counter tool and the body-run ledger.
 	Counters jetstream.KeyValue
 	// Faults is the test-only fault hook (nil in production).
@@ -90,12 +92,17 @@ func NewEnv(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, cfg *con
 	if err != nil {
 		return nil, err
 	}
+	runs, err := kv(names.RunsBucket())
+	if err != nil {
+		return nil, err
+	}
 	return &Env{
 		Conn: nc, JS: js, Config: cfg, Names: names, Log: log,
 		Pub:      bus.NewPublisher(js),
 		Batches:  state.NewStore[contracts.BatchRecord](batches),
 		Calls:    state.NewStore[contracts.CallRecord](calls, state.WithJetStream(js)),
 		Tickets:  state.NewStore[contracts.ResumeTicket](tickets),
+		Runs:     state.NewStore[contracts.RunRecord](runs),
 		Counters: counters,
 		Now:      func() time.Time { return time.Now().UTC() },
 		cache:    newBatchCache(batchCacheSize),

@@ -48,6 +48,9 @@ const (
 	ReasonAttemptsExhausted = "attempts_exhausted"
 	ReasonDeliveryExhausted = "delivery_exhausted"
 	ReasonCancelled         = "cancelled"
+	// ReasonCapabilityMismatch: a replay found the pinned policy unsupported by the tool's
+	// current capability.
+	ReasonCapabilityMismatch = "capability_mismatch"
 )
 
 // Metrics is the Prometheus registry of one process and every awaken metric in it. A

@@ -10,6 +10,9 @@ import (
 type AgentSnapshot struct {
 	SnapshotID string   `json:"snapshot_id"`
 	Tools      []string `json:"tools"`
+	// ActionKinds are the kinds of scheduled action the run may perform (a schedule
+	// rule's action_kind must be one of them).
+	ActionKinds []string `json:"action_kinds,omitempty"`
 }
 
 // BatchSubmission is the payload of io.awaken.toolbatch.requested.v1.
@@ -64,6 +67,9 @@ type BatchFinalized struct {
 	Step     int64     `json:"step"`
 	CallIDs  []string  `json:"call_ids"`
 	State    []Command `json:"state"`
+	// RunEnded is set when this batch ended its run (a state conflict: State is then
+	// empty and the run takes no more batches).
+	RunEnded *RunEnded `json:"run_ended,omitempty"`
 }
 
 // TicketReason says why a call is parked.

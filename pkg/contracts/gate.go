@@ -148,7 +148,7 @@ func (v ToolPermissionVerdict) IntoGateOutcome() GateOutcome {
 	case VerdictRequireConfirmation:
 		return GateOutcome{Kind: GateRequireConfirmation, CorrelationID: v.CorrelationID, Timeout: v.Timeout}
 	case VerdictSchedule:
-		return GateOutcome{Kind: GateSchedule, CorrelationID: v.CorrelationID, Delay: v.Delay}
+		return GateOutcome{Kind: GateSchedule, CorrelationID: v.CorrelationID, Delay: v.Delay, ActionKind: v.ActionKind}
 	default:
 		return GateOutcome{Kind: GateBlock, Reason: fmt.Sprintf("unknown permission verdict %q", v.Kind)}
 	}

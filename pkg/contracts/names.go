@@ -168,6 +168,12 @@ func (n Names) CallsBucket() string    { return n.upper() + "_calls" }
 func (n Names) TicketsBucket() string  { return n.upper() + "_tickets" }
 func (n Names) CountersBucket() string { return n.upper() + "_counters" }
 
+// RunsBucket holds one [RunRecord] per run, keyed by [RunKey].
+func (n Names) RunsBucket() string { return n.upper() + "_runs" }
+
+// RunKey is the KV key of a run record: the run id itself (run ids are subject-safe).
+func RunKey(runID string) string { return runID }
+
 // BatchKey is the KV key of a batch record. Batch ids contain ':' which KV keys do not
 // allow, so keys use the subject-safe parts instead.
 func BatchKey(runID string, step int64) string {

@@ -101,6 +101,8 @@ type policyRule struct {
 	behavior PolicyBehavior
 	delay    Duration
 	timeout  Duration
+	// actionKind is a schedule rule's action kind.
+	actionKind string
 }
 
 // CompilePolicy validates cfg and compiles it. An empty default_behavior means ask and an
@@ -168,12 +170,17 @@ func CompilePolicy(cfg PolicyConfig) (*Policy, error) {
 			return nil, &PolicyError{Field: field + ".timeout",
 				Msg: fmt.Sprintf("a timeout applies only to behavior ask, not %q", r.Behavior)}
 		}
+		if r.ActionKind != "" && r.Behavior != BehaviorSchedule {
+			return nil, &PolicyError{Field: field + ".action_kind",
+				Msg: fmt.Sprintf("an action kind applies only to behavior schedule, not %q", r.Behavior)}
+		}
 		p.rules = append(p.rules, policyRule{
-			pattern:  pat,
-			spec:     pat.Specificity(),
-			behavior: r.Behavior,
-			delay:    r.Delay,
-			timeout:  r.Timeout,
+			pattern:    pat,
+			spec:       pat.Specificity(),
+			behavior:   r.Behavior,
+			delay:      r.Delay,
+			timeout:    r.Timeout,
+			actionKind: r.ActionKind,
 		})
 	}
 	return p, nil
@@ -272,8 +279,12 @@ func (p *Policy) Explain(call ToolCall, correlationID string) PolicyDecision {
 	}
 	if best >= 0 {
 		r := &p.rules[best]
+		v := behaviorVerdict(r.behavior, correlationID, r.delay, r.timeout, denyReason)
+		if v.Kind == VerdictSchedule {
+			v.ActionKind = r.actionKind
+		}
 		return PolicyDecision{
-			Verdict:   behaviorVerdict(r.behavior, correlationID, r.delay, r.timeout, denyReason),
+			Verdict:   v,
 			Basis:     BasisRule,
 			RuleIndex: best,
 		}

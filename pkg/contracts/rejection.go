@@ -24,6 +24,19 @@ const (
 	RejectDuplicateCall RejectCode = "duplicate_call"
 	RejectTooManyCalls  RejectCode = "too_many_calls"
 	RejectConflict      RejectCode = "conflict"
+	// RejectInvalidPolicy: the submission's run policy does not compile (a pattern the
+	// rule grammar refuses); the message names the rule and why.
+	RejectInvalidPolicy RejectCode = "invalid_policy"
+	// Run lifecycle: the run cannot take this batch now or ever.
+	// RejectRunBusy: an earlier batch of the run is not published yet (one active batch
+	// per run); nothing of this submission is stored, so it may be sent again (under a new
+	// ce-id) once that batch is published.
+	RejectRunBusy RejectCode = "run_busy"
+	// RejectRunCancelled: the run was cancelled; it takes no more batches.
+	RejectRunCancelled RejectCode = "run_cancelled"
+	// RejectRunEnded: the run ended (for example in a state conflict); it takes no more
+	// batches.
+	RejectRunEnded RejectCode = "run_ended"
 )
 
 // Limits of a submission.

@@ -134,6 +134,11 @@ func DecodeSubmission(data []byte) (*BatchSubmission, error) {
 		if err := checkPolicyShape(s.Policy); err != nil {
 			return nil, rejectWire(RejectInvalidField, "policy: %v", err)
 		}
+		// A pattern that cannot compile would otherwise block every call of the run with
+		// "invalid run policy" at the gate; refusing the batch tells the platform now.
+		if _, err := CompilePolicy(*s.Policy); err != nil {
+			return nil, rejectWire(RejectInvalidPolicy, "%v", err)
+		}
 	}
 	return &s, nil
 }

@@ -198,6 +198,7 @@ type ToolPermissionVerdict struct {
 	CorrelationID string                `json:"correlation_id,omitempty"`
 	Delay         Duration              `json:"delay,omitempty"`
 	Timeout       Duration              `json:"timeout,omitempty"`
+	ActionKind    string                `json:"action_kind,omitempty"`
 }
 
 // PolicyBehavior is what a matching rule (or the default) does.
@@ -235,4 +236,8 @@ type PolicyRule struct {
 	Behavior PolicyBehavior `json:"behavior" yaml:"behavior"`
 	Delay    Duration       `json:"delay,omitempty" yaml:"delay,omitempty"`
 	Timeout  Duration       `json:"timeout,omitempty" yaml:"timeout,omitempty"`
+	// ActionKind names, for a schedule rule, the kind of system-performed action the
+	// deferred call is; the run must be permitted it ([AgentSnapshot.ActionKinds]), else
+	// the run ends with capability_bound. Empty: an ordinary tool-backed action.
+	ActionKind string `json:"action_kind,omitempty" yaml:"action_kind,omitempty"`
 }

@@ -69,6 +69,22 @@ func (s *Service) record(ctx context.Context, sub *contracts.BatchSubmission) (*
 	log := zerolog.Ctx(ctx)
 	key := contracts.BatchKey(sub.RunID, sub.Step)
 	rec := newRecord(s.env.Config, sub, s.env.Now())
+	claimed := true
+	if err := s.claimRun(ctx, sub); err != nil {
+		rej, ok := refusedByRun(err)
+		if !ok {
+			return nil, err
+		}
+		// Refused by the run — unless the batch exists already (a resubmission of a batch
+		// the run took earlier), which the checks below answer as before.
+		if _, _, gerr := s.env.Batches.Get(ctx, key); gerr != nil {
+			if errors.Is(gerr, state.ErrNotFound) {
+				return nil, rej
+			}
+			return nil, fmt.Errorf("batcher: batch %s: read existing record: %w", sub.BatchID(), gerr)
+		}
+		claimed = false
+	}
 	_, err := s.env.Batches.Create(ctx, key, rec)
 	if err == nil {
 		// Counted once: only the delivery whose write created the record gets here.
@@ -85,6 +101,12 @@ func (s *Service) record(ctx context.Context, sub *contracts.BatchSubmission) (*
 		// ErrNotFound here means the record was deleted between Create and Get (an operator
 		// purge); a redelivery decides again.
 		return nil, fmt.Errorf("batcher: batch %s: read existing record: %w", sub.BatchID(), err)
+	}
+	if claimed && cur.Phase != contracts.BatchPhaseOpen {
+		// The claim stands for a batch that is already finalized: give it back.
+		if err := s.releaseRun(ctx, sub); err != nil {
+			return nil, err
+		}
 	}
 	if cur.Hash != rec.Hash {
 		return nil, contracts.Reject(contracts.RejectConflict,
@@ -178,6 +200,10 @@ func (s *Service) submitExhausted(ctx context.Context, d bus.Delivery, cause err
 	case errors.Is(err, state.ErrNotFound):
 		zerolog.Ctx(ctx).Error().Err(cause).Str("batch_id", sub.BatchID()).
 			Msg("submission exhausted before its batch was recorded; rejecting it")
+		// A claim this submission may have made stands for no batch: the run is free.
+		if err := s.releaseRun(ctx, sub); err != nil {
+			return err
+		}
 		return s.publishRejected(ctx, rejectionID(d), contracts.BatchRejected{
 			BatchID: sub.BatchID(), RunID: sub.RunID, Code: string(bus.CodeExhausted),
 			Message: "the batch could not be recorded: " + cause.Error(), EventID: submissionEventID(d),

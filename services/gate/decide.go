@@ -19,6 +19,9 @@ type decision struct {
 	outcome *contracts.GateOutcome
 	client  bool
 	unknown bool
+	// bound is set when a schedule outcome names an action kind the run may not perform:
+	// the call ends Indeterminate with this reason and the run ends (capability_bound).
+	bound string
 }
 
 // decide runs the gate chain for call i of b. It is a pure function of the immutable batch
@@ -68,6 +71,9 @@ func (s *Service) decide(b *contracts.BatchRecord, i int) decision {
 	case contracts.GateRequireConfirmation:
 		outcome.CorrelationID = contracts.CorrelationID(contracts.ReasonPermission, sub.RunID, sub.Step, call.CallID)
 	case contracts.GateSchedule:
+		if reason, bound := capabilityBound(sub, outcome); bound {
+			return decision{bound: reason}
+		}
 		outcome.CorrelationID = contracts.CorrelationID(contracts.ReasonScheduledAction, sub.RunID, sub.Step, call.CallID)
 	}
 	return decision{outcome: &outcome}
@@ -122,19 +128,13 @@ func (s *Service) fixedResult(call contracts.ToolCall) (contracts.ToolOutput, bo
 // entryCheck validates the call's pinned recovery policy against the tool's current
 // effective capability, read from the trusted configuration (configuration
 // can only match or reduce capability). A tool that vanished from the configuration since
-// the batch was pinned counts as non_recoverable, and a pin without a known target (a
+// the batch was pinned, or a sandbox tool while the sandbox is disabled, counts as
+// non_recoverable, and a pin without a known target (a
 // corrupted record) fails closed. It runs before every entry into an executor: a failure
 // completes the call with "tool execution failed: …" instead.
 func (s *Service) entryCheck(pin contracts.PinnedCall, toolID string) error {
 	if pin.Target != contracts.TargetBrain && pin.Target != contracts.TargetSandbox {
 		return fmt.Errorf("tool %s has no trusted execution target (pinned %q)", toolID, pin.Target)
 	}
-	t, ok := s.env.Config.Tool(toolID)
-	var sandbox *contracts.ToolRecoveryCapability
-	if ok && t.Target == contracts.TargetSandbox {
-		c := t.Capability
-		sandbox = &c
-	}
-	capability := contracts.RecoveryCapabilityFor(pin.Kind, pin.Target, t.Capability, sandbox, ok && pin.Known)
-	return pin.Policy.Validate(capability)
+	return pin.Policy.Validate(s.env.Config.CurrentCapability(pin, toolID))
 }

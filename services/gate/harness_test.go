@@ -59,6 +59,9 @@ policy:
     - { pattern: later_long, behavior: schedule, delay: 1h }
     - { pattern: forbidden, behavior: deny }
     - { pattern: 'delegate(task = "risky")', behavior: ask }
+executors:
+  sandbox:
+    enabled: true
 `
 
 const (

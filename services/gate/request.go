@@ -89,6 +89,11 @@ func (s *Service) gateCall(ctx context.Context, b *contracts.BatchRecord, i int,
 			if err := s.realizeDecision(ctx, b, i, &rec, false); err != nil {
 				return err
 			}
+			if isCapabilityBound(&rec) {
+				if err := s.endCapabilityBound(ctx, b, rec.Phase.Reason); err != nil {
+					return err
+				}
+			}
 			return s.env.Fault(ctx, ServiceName, pipeline.FaultAfterPublish, op)
 		}
 		d := decision{outcome: rec.Decision}
@@ -118,6 +123,11 @@ func (s *Service) gateCall(ctx context.Context, b *contracts.BatchRecord, i int,
 		if err := s.realizeDecision(ctx, b, i, &rec, false); err != nil {
 			return err
 		}
+		if d.bound != "" {
+			if err := s.endCapabilityBound(ctx, b, d.bound); err != nil {
+				return err
+			}
+		}
 		return s.env.Fault(ctx, ServiceName, pipeline.FaultAfterPublish, op)
 	}
 	return fmt.Errorf("gate: call %s: %d concurrent writers in a row", op, maxCASAttempts)
@@ -137,6 +147,8 @@ func (s *Service) applyDecision(b *contracts.BatchRecord, i int, rec *contracts.
 	now := s.env.Now()
 	var err error
 	switch {
+	case d.bound != "":
+		err = rec.MarkIndeterminate(d.bound, now)
 	case d.unknown:
 		err = rec.CompleteImmediate(contracts.ErrUnknownTool(call.ToolID).Output(call.CallID).Normalize(), now)
 	case d.client:

@@ -23,6 +23,8 @@ type publication struct {
 	facts   []bus.Outgoing
 	// outcomes are the published outcome of each call, in model order, for the metrics.
 	outcomes []callOutcome
+	// ended is set when the batch ends its run (a state conflict).
+	ended *contracts.RunEnded
 }
 
 // callOutcome is one published call's outcome and whether its output is an error.
@@ -92,12 +94,18 @@ func (s *Service) build(ctx context.Context, rec *contracts.BatchRecord, calls [
 	}
 
 	if err := contracts.ValidateStagedCommands(staged); err != nil {
-		log.Error().Err(err).Msg("staged state of the batch conflicts; publishing the finalized event with empty state")
+		if contracts.IsStateConflict(err) {
+			// Reference §1.4: the run ends with StateConflict; no write wins silently.
+			pub.ended = &contracts.RunEnded{Reason: contracts.RunEndStateConflict, Keys: contracts.StateConflictKeys(staged)}
+			log.Error().Err(err).Strs("keys", pub.ended.Keys).Msg("staged state of the batch conflicts; the run ends in a state conflict")
+		} else {
+			log.Error().Err(err).Msg("staged state of the batch is invalid; publishing the finalized event with empty state")
+		}
 		staged = nil
 	}
 	fin := contracts.BatchFinalized{
 		BatchID: batchID, RunID: sub.RunID, ThreadID: sub.ThreadID, Step: sub.Step,
-		CallIDs: callIDs, State: nonNil(staged),
+		CallIDs: callIDs, State: nonNil(staged), RunEnded: pub.ended,
 	}
 	o, err := s.event(subject, pipeline.FinalizedID(batchID), contracts.TypeBatchFinalized, fin)
 	if err != nil {

@@ -180,6 +180,10 @@ func (s *Service) finalizeAndPublish(ctx context.Context, rec *contracts.BatchRe
 		}
 		return fmt.Errorf("publisher: finalize %s: %w", batchID, err)
 	}
+	// The batch is finalized: the run may take its next batch, or has ended.
+	if err := s.settleRun(ctx, sub, pub.ended); err != nil {
+		return err
+	}
 	if publishedBefore {
 		s.progress.forget(key)
 		log.Debug().Msg("batch was published concurrently")

@@ -1,0 +1,129 @@
+package execcore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/nats-io/nats.go"
+	"github.com/rs/zerolog"
+
+	"github.com/awaken-dev/awaken/internal/bus"
+	"github.com/awaken-dev/awaken/internal/state"
+	"github.com/awaken-dev/awaken/internal/telemetry"
+	"github.com/awaken-dev/awaken/pkg/contracts"
+)
+
+// ReasonRunCancelled is the Indeterminate reason of a call whose body was stopped because
+// its run was cancelled. It is the reason the gate seals the run's other calls with, so
+// whichever of the two commits first, the call ends the same way.
+const ReasonRunCancelled = "cancelled"
+
+// errRunCancelled is the cancellation cause of a tool context stopped by a run cancel.
+var errRunCancelled = errors.New("run cancelled")
+
+// runCancels tracks the contexts of the calls in flight in this process by run, so a run
+// cancellation stops their bodies: a Go tool sees its context cancelled, an MCP server
+// gets notifications/cancelled (the SDK sends it when the call's context ends), and a
+// WebAssembly instance is closed (the engine closes modules when their context ends).
+type runCancels struct {
+	mu    sync.Mutex
+	byRun map[string]map[*context.CancelCauseFunc]struct{}
+}
+
+// track returns a context of ctx that a cancellation of runID cancels, and the function
+// that stops tracking it (and releases it).
+func (r *runCancels) track(ctx context.Context, runID string) (context.Context, func()) {
+	cctx, cancel := context.WithCancelCause(ctx)
+	key := &cancel
+	r.mu.Lock()
+	if r.byRun == nil {
+		r.byRun = map[string]map[*context.CancelCauseFunc]struct{}{}
+	}
+	if r.byRun[runID] == nil {
+		r.byRun[runID] = map[*context.CancelCauseFunc]struct{}{}
+	}
+	r.byRun[runID][key] = struct{}{}
+	r.mu.Unlock()
+	return cctx, func() {
+		r.mu.Lock()
+		delete(r.byRun[runID], key)
+		if len(r.byRun[runID]) == 0 {
+			delete(r.byRun, runID)
+		}
+		r.mu.Unlock()
+		cancel(context.Canceled)
+	}
+}
+
+// cancelRun cancels every tracked call of runID and returns how many there were.
+func (r *runCancels) cancelRun(runID string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for cancel := range r.byRun[runID] {
+		(*cancel)(errRunCancelled)
+	}
+	return len(r.byRun[runID])
+}
+
+// listenForCancels subscribes (core NATS, at most once) to run cancellations, which the
+// platform and the api publish on the run-cancel subject; the gate consumes the same
+// commands durably to seal the run's calls. A missed cancellation leaves a body to run to
+// its end, as it did before executors listened; its outcome is the gate's seal either way.
+func (x *Executor) listenForCancels() error {
+	if x.env.Conn == nil {
+		return nil
+	}
+	sub, err := x.env.Conn.Subscribe(x.env.Names.RunCancelSubject(), x.onRunCancel)
+	if err != nil {
+		return fmt.Errorf("%s: subscribe to run cancellations: %w", x.opts.Service, err)
+	}
+	x.cancelSub = sub
+	return nil
+}
+
+// onRunCancel cancels the calls in flight of the run a cancellation names.
+func (x *Executor) onRunCancel(m *nats.Msg) {
+	ev, err := bus.DecodeMsg(m.Header, m.Data)
+	if err != nil {
+		return // the gate dead-letters what does not decode
+	}
+	rc, err := contracts.DecodeRunCancel(ev.Data)
+	if err != nil {
+		return
+	}
+	if n := x.cancels.cancelRun(rc.RunID); n > 0 {
+		x.env.Log.Info().Str("run_id", rc.RunID).Int("calls", n).Msg("run cancelled; stopping its calls in flight")
+	}
+}
+
+// sealCancelled ends a call whose body was stopped by its run's cancellation: it becomes
+// Indeterminate(ReasonRunCancelled) if this delivery still owns it (else it keeps what the
+// gate or another delivery committed), and its output is announced once terminal.
+func (x *Executor) sealCancelled(ctx context.Context, key string, req contracts.ExecRequest, seq uint64, attempt uint16, op string) error {
+	sealed := false
+	rec, _, err := x.env.Calls.Update(ctx, key, func(cur *contracts.CallRecord, exists bool) error {
+		sealed = false
+		if !exists || !cur.HeldBy(attempt, seq) {
+			return state.ErrNoChange
+		}
+		cur.AdoptPolicy(req.Policy)
+		if err := cur.MarkIndeterminate(ReasonRunCancelled, x.env.Now()); err != nil {
+			return err
+		}
+		sealed = true
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if sealed {
+		x.env.Telemetry.Indeterminate(telemetry.ReasonCancelled)
+	}
+	if !rec.Phase.IsTerminal() {
+		return nil
+	}
+	zerolog.Ctx(ctx).Info().Str("phase", string(rec.Phase.Kind)).Msg("call stopped by its run's cancellation")
+	return x.announce(ctx, req, rec, op)
+}
