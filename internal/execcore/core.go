@@ -490,10 +490,26 @@ func (x *Executor) onExhausted(ctx context.Context, d bus.Delivery, cause error)
 	op := contracts.OperationID(req.RunID, req.Step, req.CallID)
 	reason := truncate(fmt.Sprintf("%s gave up after %d deliveries: %v", x.opts.Service, d.NumDelivered, cause), 512)
 	key := contracts.CallKey(req.RunID, req.Step, req.CallID)
+	rec, err := x.seal(ctx, key, req, reason, telemetry.ReasonDeliveryExhausted, func(cur *contracts.CallRecord) bool {
+		return cur.Phase.Kind == contracts.PhaseExecuting && (!cur.Entered || cur.EnteredBy == d.StreamSeq)
+	})
+	if err != nil || !rec.Phase.IsTerminal() {
+		return err
+	}
+	zerolog.Ctx(ctx).Error().Str("call_id", req.CallID).Str("run_id", req.RunID).Str("reason", reason).
+		Msg("executor request exhausted; call is indeterminate")
+	return x.announce(ctx, req, rec, op)
+}
+
+// seal makes the call of key Indeterminate(reason) if owns says this delivery may seal it
+// (otherwise the record keeps what the gate or another delivery committed), counts the
+// seal once under metric, and returns the record as committed or found.
+func (x *Executor) seal(ctx context.Context, key string, req contracts.ExecRequest, reason, metric string,
+	owns func(*contracts.CallRecord) bool) (contracts.CallRecord, error) {
 	sealed := false
 	rec, _, err := x.env.Calls.Update(ctx, key, func(cur *contracts.CallRecord, exists bool) error {
 		sealed = false
-		if !exists || cur.Phase.Kind != contracts.PhaseExecuting || (cur.Entered && cur.EnteredBy != d.StreamSeq) {
+		if !exists || !owns(cur) {
 			return state.ErrNoChange
 		}
 		cur.AdoptPolicy(req.Policy)
@@ -503,18 +519,10 @@ func (x *Executor) onExhausted(ctx context.Context, d bus.Delivery, cause error)
 		sealed = true
 		return nil
 	})
-	if err != nil {
-		return err
+	if err == nil && sealed {
+		x.env.Telemetry.Indeterminate(metric)
 	}
-	if sealed {
-		x.env.Telemetry.Indeterminate(telemetry.ReasonDeliveryExhausted)
-	}
-	if !rec.Phase.IsTerminal() {
-		return nil
-	}
-	zerolog.Ctx(ctx).Error().Str("call_id", req.CallID).Str("run_id", req.RunID).Str("reason", reason).
-		Msg("executor request exhausted; call is indeterminate")
-	return x.announce(ctx, req, rec, op)
+	return rec, err
 }
 
 // DecodeRequest decodes an ExecRequest strictly: unknown fields, bad ids or a negative
