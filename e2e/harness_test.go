@@ -5,7 +5,6 @@ package e2e_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -21,6 +20,7 @@ import (
 	"github.com/awaken-dev/awaken/internal/config"
 	"github.com/awaken-dev/awaken/internal/natstest"
 	"github.com/awaken-dev/awaken/internal/pipeline"
+	"github.com/awaken-dev/awaken/internal/servicetest"
 	"github.com/awaken-dev/awaken/pkg/client"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
@@ -93,7 +93,7 @@ func (h *harness) start() {
 	o := app.Options{
 		Config: h.cfg,
 		Dial:   app.InProcessDialer(h.srv.Server()),
-		Log:    app.NewLogger(testWriter{h.tb}, os.Getenv("AWAKEN_TEST_LOG")),
+		Log:    app.NewLogger(servicetest.LogWriter(h.tb), os.Getenv("AWAKEN_TEST_LOG")),
 		Faults: func(ctx context.Context, service string, p pipeline.FaultPoint, op string) error {
 			if f, ok := h.faults.Load().(pipeline.FaultHook); ok && f != nil {
 				return f(ctx, service, p, op)
@@ -129,26 +129,11 @@ func (h *harness) restart() {
 	h.start()
 }
 
-// testWriter sends logs to t.Log only when AWAKEN_TEST_LOG asks for a level.
-type testWriter struct{ tb testing.TB }
+// ctxFor returns a context that ends after d or with the test.
+var ctxFor = servicetest.Context
 
-func (w testWriter) Write(p []byte) (int, error) {
-	if os.Getenv("AWAKEN_TEST_LOG") != "" {
-		w.tb.Log(string(p))
-	}
-	return len(p), nil
-}
-
-func ctxFor(tb testing.TB, d time.Duration) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	tb.Cleanup(cancel)
-	return ctx
-}
-
-func call(id, tool string, args any) contracts.ToolCall {
-	b, _ := json.Marshal(args)
-	return contracts.ToolCall{CallID: id, ToolID: tool, Arguments: b}
-}
+// call is a call of tool whose arguments are args as JSON.
+var call = servicetest.CallJSON
 
 func batch(run string, step int64, tools []string, calls ...contracts.ToolCall) contracts.BatchSubmission {
 	return contracts.BatchSubmission{

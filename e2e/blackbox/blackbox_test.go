@@ -1,6 +1,6 @@
 // Package blackbox_test drives a running `awaken dev` the way a new user in another
-// language would: it imports nothing of awaken, only nats.go, and speaks the wire
-// protocol of DESIGN §3 — CloudEvents in binary and structured mode, results read from
+// language would: it imports nothing of awaken, only nats.go, and speaks the public
+// wire protocol — CloudEvents in binary and structured mode, results read from
 // the results stream.
 package blackbox_test
 
@@ -181,7 +181,7 @@ func TestBlackBox_newUserSession(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 
-	// 1. A batch in binary mode, ce-id = batch id, as DESIGN §3.1 recommends.
+	// 1. A batch in binary mode, ce-id = batch id, as a simple client may send it.
 	batch := map[string]any{
 		"run_id": "bb-run", "thread_id": "bb-thread", "step": 1,
 		"agent": map[string]any{"snapshot_id": "snap", "tools": []string{"echo", "counter", "forbidden"}},

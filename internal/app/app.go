@@ -296,7 +296,7 @@ func startOne(ctx context.Context, name string, env *pipeline.Env, o Options) (S
 	}
 	switch name {
 	case Batcher:
-		return batcher.Start(ctx, env, batcher.WithAckWait(ackWait))
+		return batcher.Start(ctx, env, bus.WithAckWait(ackWait))
 	case Gate:
 		return gate.Start(ctx, env, gate.WithAckWait(ackWait))
 	case BrainExec:
@@ -313,7 +313,7 @@ func startOne(ctx context.Context, name string, env *pipeline.Env, o Options) (S
 	case SandboxExec:
 		return sandboxexec.Start(ctx, env, execOpts...)
 	case Publisher:
-		return publisher.Start(ctx, env, publisher.WithAckWait(ackWait))
+		return publisher.Start(ctx, env, bus.WithAckWait(ackWait))
 	case API:
 		return api.Start(ctx, env, o.API)
 	}

@@ -4,7 +4,8 @@
 // (single, gathered-async, atomic batch and scheduled), the consume loop with its
 // settlement rules, and an embedded nats-server for development and tests.
 //
-// The settlement contract (DESIGN §8) is enforced here once, so that services only write
+// The settlement contract (at-least-once delivery made exactly-once by idempotent
+// handlers and deterministic message ids) is enforced here once, so that services only write
 // handlers: a handler commits its state change and publishes its outputs, then returns;
 // the bus acknowledges the input only after the handler returned nil. Every other outcome
 // is classified — rejection, permanent failure, explicit retry, transient failure,

@@ -13,7 +13,7 @@ import (
 
 // DefaultDuplicates is the deduplication window of every stream: a re-publish with the same
 // Nats-Msg-Id inside it is acknowledged as a duplicate and not stored again. Beyond it the
-// KV state alone makes a re-publish harmless (DESIGN §8).
+// KV state alone makes a re-publish harmless: handlers re-publish only what the state says.
 const DefaultDuplicates = 2 * time.Minute
 
 // TopologyConfig sizes the streams and buckets. The zero value is usable: file storage,

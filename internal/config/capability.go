@@ -3,7 +3,7 @@ package config
 import "github.com/awaken-dev/awaken/pkg/contracts"
 
 // CurrentCapability is the recovery capability a call of toolID has under this
-// configuration now (reference §1.6), for a call pinned with pin: an unknown tool (or a
+// configuration now, for a call pinned with pin: an unknown tool (or a
 // pin that named none) is non_recoverable, a delegation a durable request, a brain tool
 // what it declares, and a sandbox tool what it declares only while the sandbox executor
 // is enabled — a disabled sandbox runs nothing, so nothing of it can be recovered.

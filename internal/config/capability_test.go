@@ -8,7 +8,7 @@ import (
 )
 
 // TestDelegationCallsAlwaysPinDurableRequest: a delegation call pins durable_request
-// whatever recovery policy its configuration names (reference §1.6), so a crashed child
+// whatever recovery policy its configuration names, so a crashed child
 // start reconnects to the same child instead of being abandoned or re-created.
 func TestDelegationCallsAlwaysPinDurableRequest(t *testing.T) {
 	cfg, err := config.Parse([]byte(`

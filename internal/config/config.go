@@ -418,8 +418,8 @@ func ValidateAgainst(schema *jsonschema.Schema, args json.RawMessage) error {
 	return contracts.InvalidArguments("arguments are not valid JSON")
 }
 
-// EffectiveCapability is the capability the pinned policy is validated against (reference
-// §1.6): delegation tools are durable requests whatever they declare.
+// EffectiveCapability is the capability the pinned policy is validated against: configuration
+// can only match or reduce a tool's capability, and delegation tools are durable requests whatever they declare.
 func (t *Tool) EffectiveCapability() contracts.ToolRecoveryCapability {
 	if t.Kind == contracts.KindDelegation {
 		return contracts.CapabilityDurableRequest

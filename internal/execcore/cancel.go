@@ -10,7 +10,6 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/awaken-dev/awaken/internal/bus"
-	"github.com/awaken-dev/awaken/internal/state"
 	"github.com/awaken-dev/awaken/internal/telemetry"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
@@ -102,29 +101,11 @@ func (x *Executor) onRunCancel(m *nats.Msg) {
 // Indeterminate(ReasonRunCancelled) if this delivery still owns it (else it keeps what the
 // gate or another delivery committed), and its output is announced once terminal.
 func (x *Executor) sealCancelled(ctx context.Context, key string, req contracts.ExecRequest, seq uint64, attempt uint16, op string) error {
-	sealed := false
-	rec, _, err := x.env.Calls.Update(ctx, key, func(cur *contracts.CallRecord, exists bool) error {
-		sealed = false
-		if !exists || cur.Phase.Kind != contracts.PhaseExecuting || cur.Phase.Attempt != attempt || !cur.Entered || cur.EnteredBy != seq {
-			return state.ErrNoChange
-		}
-		if err := transition(cur, req, pinnedPolicy(cur, req), func(c *contracts.DurableToolCall) error {
-			return c.MarkIndeterminate(ReasonRunCancelled)
-		}); err != nil {
-			return err
-		}
-		x.env.Mark(cur, StageIndeterminate)
-		sealed = true
-		return nil
+	rec, err := x.seal(ctx, key, req, ReasonRunCancelled, telemetry.ReasonCancelled, func(cur *contracts.CallRecord) bool {
+		return cur.HeldBy(attempt, seq)
 	})
-	if err != nil {
+	if err != nil || !rec.Phase.IsTerminal() {
 		return err
-	}
-	if sealed {
-		x.env.Telemetry.Indeterminate(telemetry.ReasonCancelled)
-	}
-	if !rec.Phase.IsTerminal() {
-		return nil
 	}
 	zerolog.Ctx(ctx).Info().Str("phase", string(rec.Phase.Kind)).Msg("call stopped by its run's cancellation")
 	return x.announce(ctx, req, rec, op)

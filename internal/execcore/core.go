@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -33,14 +32,6 @@ const (
 	ReasonOwnerLeaseExpired = "owner lease expired after the executor was entered"
 	// ReasonAttemptsExhausted: a replayable call crashed on its last allowed attempt.
 	ReasonAttemptsExhausted = "recovery attempt budget exhausted"
-)
-
-// Timeline stages the executor appends to a call record.
-const (
-	StageEntered       = "entered"
-	StageRecovered     = "recovered"
-	StageCompleted     = "completed"
-	StageIndeterminate = "indeterminate"
 )
 
 // Defaults of [Options].
@@ -373,6 +364,8 @@ func (x *Executor) enter(ctx context.Context, key string, req contracts.ExecRequ
 		if !exists {
 			return state.ErrNoChange
 		}
+		// A record written without a recovery policy takes the request's copy of it.
+		cur.AdoptPolicy(req.Policy)
 		switch {
 		case cur.Phase.IsTerminal():
 			act = actRepublish
@@ -380,8 +373,9 @@ func (x *Executor) enter(ctx context.Context, key string, req contracts.ExecRequ
 		case cur.Phase.Kind != contracts.PhaseExecuting:
 			return state.ErrNoChange
 		case !cur.Entered:
-			cur.Entered, cur.EnteredBy = true, seq
-			x.env.Mark(cur, StageEntered)
+			if err := cur.Enter(seq, x.env.Now()); err != nil {
+				return err
+			}
 			act = actInvoke
 			return nil
 		case cur.EnteredBy != seq:
@@ -389,46 +383,32 @@ func (x *Executor) enter(ctx context.Context, key string, req contracts.ExecRequ
 			return state.ErrNoChange
 		}
 		// This very message entered the call and its handler did not finish: recover.
-		policy := pinnedPolicy(cur, req)
-		if policy.Mode == contracts.ModeNeverReplay {
-			if err := transition(cur, req, policy, func(c *contracts.DurableToolCall) error {
-				return c.MarkIndeterminate(ReasonOwnerLeaseExpired)
-			}); err != nil {
+		now := x.env.Now()
+		if cur.Policy.Mode == contracts.ModeNeverReplay {
+			if err := cur.MarkIndeterminate(ReasonOwnerLeaseExpired, now); err != nil {
 				return err
 			}
-			x.env.Mark(cur, StageIndeterminate)
 			act = actSettled
 			return nil
 		}
-		toolID := cur.ToolID
-		if toolID == "" {
-			toolID = req.ToolID
-		}
-		if mismatch := x.replayCheck(req, toolID, policy); mismatch != nil {
-			if err := transition(cur, req, policy, func(c *contracts.DurableToolCall) error {
-				return c.MarkIndeterminate(mismatch.Error())
-			}); err != nil {
+		if mismatch := x.replayCheck(req, cur.ToolID, cur.Policy); mismatch != nil {
+			if err := cur.MarkIndeterminate(mismatch.Error(), now); err != nil {
 				return err
 			}
-			x.env.Mark(cur, StageIndeterminate)
 			act = actSettled
 			return nil
 		}
-		err := transition(cur, req, policy, (*contracts.DurableToolCall).MarkExecuting)
+		err := cur.Retry(seq, now)
 		if errors.Is(err, contracts.ErrAttemptsExhausted) {
-			if err := transition(cur, req, policy, func(c *contracts.DurableToolCall) error {
-				return c.MarkIndeterminate(ReasonAttemptsExhausted)
-			}); err != nil {
+			if err := cur.MarkIndeterminate(ReasonAttemptsExhausted, now); err != nil {
 				return err
 			}
-			x.env.Mark(cur, StageIndeterminate)
 			act = actSettled
 			return nil
 		}
 		if err != nil {
 			return err
 		}
-		x.env.Mark(cur, StageRecovered)
 		act = actInvoke
 		return nil
 	})
@@ -461,19 +441,16 @@ func (x *Executor) enter(ctx context.Context, key string, req contracts.ExecRequ
 func (x *Executor) complete(ctx context.Context, key string, req contracts.ExecRequest, seq uint64, attempt uint16,
 	out contracts.ToolOutput, entered contracts.CallRecord, rev uint64) (rec contracts.CallRecord, owned bool, err error) {
 	apply := func(cur *contracts.CallRecord) (bool, error) {
-		if cur.Phase.Kind != contracts.PhaseExecuting || cur.Phase.Attempt != attempt || !cur.Entered || cur.EnteredBy != seq {
+		if !cur.HeldBy(attempt, seq) {
 			return false, nil
 		}
-		if err := transition(cur, req, pinnedPolicy(cur, req), func(c *contracts.DurableToolCall) error {
-			return c.Complete(out)
-		}); err != nil {
+		cur.AdoptPolicy(req.Policy)
+		if err := cur.Complete(out, x.env.Now()); err != nil {
 			return false, err
 		}
-		x.env.Mark(cur, StageCompleted)
 		return true, nil
 	}
-	next := entered
-	next.Timeline = slices.Clone(entered.Timeline)
+	next := entered.Clone()
 	if ok, err := apply(&next); err == nil && ok {
 		if _, err := x.env.Calls.UpdateAt(ctx, key, next, rev); err == nil {
 			return next, true, nil
@@ -513,64 +490,39 @@ func (x *Executor) onExhausted(ctx context.Context, d bus.Delivery, cause error)
 	op := contracts.OperationID(req.RunID, req.Step, req.CallID)
 	reason := truncate(fmt.Sprintf("%s gave up after %d deliveries: %v", x.opts.Service, d.NumDelivered, cause), 512)
 	key := contracts.CallKey(req.RunID, req.Step, req.CallID)
-	sealed := false
-	rec, _, err := x.env.Calls.Update(ctx, key, func(cur *contracts.CallRecord, exists bool) error {
-		sealed = false
-		if !exists || cur.Phase.Kind != contracts.PhaseExecuting || (cur.Entered && cur.EnteredBy != d.StreamSeq) {
-			return state.ErrNoChange
-		}
-		if err := transition(cur, req, pinnedPolicy(cur, req), func(c *contracts.DurableToolCall) error {
-			return c.MarkIndeterminate(reason)
-		}); err != nil {
-			return err
-		}
-		x.env.Mark(cur, StageIndeterminate)
-		sealed = true
-		return nil
+	rec, err := x.seal(ctx, key, req, reason, telemetry.ReasonDeliveryExhausted, func(cur *contracts.CallRecord) bool {
+		return cur.Phase.Kind == contracts.PhaseExecuting && (!cur.Entered || cur.EnteredBy == d.StreamSeq)
 	})
-	if err != nil {
+	if err != nil || !rec.Phase.IsTerminal() {
 		return err
-	}
-	if sealed {
-		x.env.Telemetry.Indeterminate(telemetry.ReasonDeliveryExhausted)
-	}
-	if !rec.Phase.IsTerminal() {
-		return nil
 	}
 	zerolog.Ctx(ctx).Error().Str("call_id", req.CallID).Str("run_id", req.RunID).Str("reason", reason).
 		Msg("executor request exhausted; call is indeterminate")
 	return x.announce(ctx, req, rec, op)
 }
 
-// pinnedPolicy is the recovery policy pinned on the record, or the request's copy of it
-// for a record written without one.
-func pinnedPolicy(rec *contracts.CallRecord, req contracts.ExecRequest) contracts.ToolRecoveryPolicy {
-	if rec.Policy.Mode != "" && rec.Policy.MaxAttempts > 0 {
-		return rec.Policy
+// seal makes the call of key Indeterminate(reason) if owns says this delivery may seal it
+// (otherwise the record keeps what the gate or another delivery committed), counts the
+// seal once under metric, and returns the record as committed or found.
+func (x *Executor) seal(ctx context.Context, key string, req contracts.ExecRequest, reason, metric string,
+	owns func(*contracts.CallRecord) bool) (contracts.CallRecord, error) {
+	sealed := false
+	rec, _, err := x.env.Calls.Update(ctx, key, func(cur *contracts.CallRecord, exists bool) error {
+		sealed = false
+		if !exists || !owns(cur) {
+			return state.ErrNoChange
+		}
+		cur.AdoptPolicy(req.Policy)
+		if err := cur.MarkIndeterminate(reason, x.env.Now()); err != nil {
+			return err
+		}
+		sealed = true
+		return nil
+	})
+	if err == nil && sealed {
+		x.env.Telemetry.Indeterminate(metric)
 	}
-	return req.Policy
-}
-
-// transition applies one kernel transition of reference §2.1 to the phase of rec.
-func transition(rec *contracts.CallRecord, req contracts.ExecRequest, policy contracts.ToolRecoveryPolicy,
-	fn func(*contracts.DurableToolCall) error) error {
-	callID, toolID := rec.CallID, rec.ToolID
-	if callID == "" {
-		callID = req.CallID
-	}
-	if toolID == "" {
-		toolID = req.ToolID
-	}
-	dc := contracts.DurableToolCall{
-		Call:           contracts.ToolCall{CallID: callID, ToolID: toolID},
-		RecoveryPolicy: policy,
-		Phase:          rec.Phase,
-	}
-	if err := fn(&dc); err != nil {
-		return err
-	}
-	rec.Phase = dc.Phase
-	return nil
+	return rec, err
 }
 
 // DecodeRequest decodes an ExecRequest strictly: unknown fields, bad ids or a negative

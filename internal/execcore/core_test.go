@@ -137,7 +137,7 @@ func TestNormalCallRunsOnceAndCompletes(t *testing.T) {
 	if !rec.Entered || rec.EnteredBy != seq {
 		t.Errorf("entered %v by %d, want true by %d", rec.Entered, rec.EnteredBy, seq)
 	}
-	if got := exectest.Stages(rec); !slices.Equal(got, []string{execcore.StageEntered, execcore.StageCompleted}) {
+	if got := exectest.Stages(rec); !slices.Equal(got, []string{contracts.StageEntered, contracts.StageCompleted}) {
 		t.Errorf("timeline %v", got)
 	}
 	checkOneOutput(t, e, c, contracts.OutcomeCompleted)

@@ -11,8 +11,8 @@ import (
 const ReasonCapabilityPrefix = "recovery policy no longer supported by the tool: "
 
 // replayCheck validates, before a replay after a crash, the call's pinned recovery policy
-// against the tool's capability under the executor's current configuration (reference
-// §2.7: a Requested or Executing call is revalidated before it is executed again). The
+// against the tool's capability under the executor's current configuration (a Requested
+// or Executing call is revalidated before it is executed again, as in the original). The
 // batch was pinned against the configuration of its submission; a tool whose capability
 // shrank since (a new release, a disabled sandbox) must not be replayed on the strength of
 // the old pin. A non-nil error is the Indeterminate reason.

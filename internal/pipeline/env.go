@@ -169,7 +169,11 @@ func (e *Env) Event(service, id, typ string, payload any) (bus.Event, error) {
 	return bus.NewEvent(id, "awaken/"+service, typ, payload)
 }
 
-// Mark appends a timeline mark to rec.
-func (e *Env) Mark(rec *contracts.CallRecord, stage string) {
-	rec.Timeline = append(rec.Timeline, contracts.TimelineMark{Stage: stage, At: e.Now()})
+// Delivery is how a pipeline service's consumers settle their messages: the service's
+// own defaults (ack wait, deliveries, back-off, workers), adjusted by opts, with the dead
+// letters named by e.Names, observed by e's telemetry, and every handler run bounded by
+// [bus.DefaultHandlerTimeout].
+func (e *Env) Delivery(defaults bus.DeliveryOptions, opts ...bus.DeliveryOption) bus.DeliveryOptions {
+	defaults.Names, defaults.Observer, defaults.HandlerTimeout = e.Names, e.Telemetry.Observer(), bus.DefaultHandlerTimeout
+	return defaults.With(opts...)
 }

@@ -6,7 +6,7 @@ import (
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
-// Deterministic message ids (see PIPELINE design): a redelivered input re-publishes its
+// Deterministic message ids: a redelivered input re-publishes its
 // outputs under the same ids, so the stream drops the copies.
 
 // GateRequestID is the id of the gate request of one call.

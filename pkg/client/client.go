@@ -1,6 +1,6 @@
 // Package client is the Go client for agent platforms: submit a batch, await its ordered
 // results, answer approval tickets, cancel a run and watch the agent-event projection. It
-// speaks only the public protocol of DESIGN §3, so anything it does an outside client in
+// speaks only the public protocol (README, "The protocol in brief"), so anything it does an outside client in
 // another language can do the same way.
 //
 // Results come from the results stream: only the stream guarantees that a batch is seen
@@ -136,7 +136,7 @@ type BatchResult struct {
 // The event id is "{batch_id}:{content hash}": resubmitting identical content is
 // deduplicated by the stream, while different content under the same batch id still
 // reaches the batcher and is rejected with code conflict. (With the bare batch id as event
-// id, as DESIGN §3.1 suggests for simple clients, the stream would silently drop a
+// id, as a simple client may, the stream would silently drop a
 // conflicting resubmission inside its duplicate window.)
 func (c *Client) Submit(ctx context.Context, sub contracts.BatchSubmission) (string, error) {
 	return c.SubmitAs(ctx, sub, SubmissionEventID(sub))

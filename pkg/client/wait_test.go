@@ -236,7 +236,7 @@ func TestAwaitDeletesItsConsumer(t *testing.T) {
 }
 
 // Identical content submitted before under another event id (a simple client may use the
-// bare batch id, DESIGN §3.1) is a no-op for the batcher: no new results, no rejection.
+// bare batch id) is a no-op for the batcher: no new results, no rejection.
 // SubmitAndWait must still return the results the first submission produced.
 func TestSubmitAndWaitFindsTheResultsOfAnIdenticalEarlierSubmission(t *testing.T) {
 	e := newWaitEnv(t)

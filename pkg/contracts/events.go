@@ -16,7 +16,7 @@ type AgentSnapshot struct {
 	ActionKinds []string `json:"action_kinds,omitempty"`
 }
 
-// BatchSubmission is the payload of io.awaken.toolbatch.requested.v1 (DESIGN §3.1).
+// BatchSubmission is the payload of io.awaken.toolbatch.requested.v1.
 type BatchSubmission struct {
 	RunID     string                  `json:"run_id"`
 	ThreadID  string                  `json:"thread_id"`
@@ -73,7 +73,7 @@ type BatchFinalized struct {
 	RunEnded *RunEnded `json:"run_ended,omitempty"`
 }
 
-// TicketReason says why a call is parked (DESIGN §3.3).
+// TicketReason says why a call is parked.
 type TicketReason string
 
 const (

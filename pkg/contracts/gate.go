@@ -134,7 +134,7 @@ func (o GateOutcome) Validate() error {
 	return nil
 }
 
-// IntoGateOutcome projects a permission verdict onto the gate outcome (reference §1.9):
+// IntoGateOutcome projects a permission verdict onto the gate outcome:
 // Allow ⇒ allow; Deny ⇒ block with the reason unchanged; RequireConfirmation ⇒
 // require_confirmation with the correlation id and timeout unchanged; Schedule ⇒ schedule
 // with the correlation id and delay unchanged. Only Allow projects to an executable

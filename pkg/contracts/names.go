@@ -5,7 +5,7 @@ import "strconv"
 // DefaultPrefix is the subject prefix used when the host configuration names none.
 const DefaultPrefix = "awaken"
 
-// CloudEvent types of the normative protocol (DESIGN §3) and of the internal work subjects.
+// CloudEvent types of the normative protocol and of the internal work subjects.
 const (
 	TypeBatchRequested = "io.awaken.toolbatch.requested.v1"
 	TypeBatchRejected  = "io.awaken.toolbatch.rejected.v1"
@@ -104,7 +104,7 @@ func (n Names) CommittedResultsWildcard() string { return n.Prefix + ".committed
 func (n Names) EventsSubject(runID string) string { return n.Prefix + ".events." + runID }
 
 // TicketOpenedSubject, TicketResumeSubject, TicketResolvedSubject and TicketRejectedSubject
-// carry the approval protocol (DESIGN §3.3).
+// carry the approval protocol.
 func (n Names) TicketOpenedSubject() string   { return n.Prefix + ".tickets.opened" }
 func (n Names) TicketResumeSubject() string   { return n.Prefix + ".tickets.resume" }
 func (n Names) TicketResolvedSubject() string { return n.Prefix + ".tickets.resolved" }

@@ -12,7 +12,7 @@ import (
 )
 
 // Placeholder texts that replace an empty text-only output before it is persisted, so the
-// model never receives a result with nothing in it (reference §1.2, spill_tool_output).
+// model never receives a result with nothing in it (as the original's spill_tool_output guarantees).
 const (
 	EmptySuccessText = "Tool completed successfully without output."
 	EmptyFailureText = "Tool failed without an error message."
@@ -112,8 +112,8 @@ func (o ToolOutput) Normalize() ToolOutput {
 	return o
 }
 
-// MarshalJSON writes o with "content" always an array (never null), as DESIGN §3.2
-// requires of the wire form.
+// MarshalJSON writes o with "content" always an array (never null), as the wire form
+// requires: a consumer may iterate it without a null check.
 func (o ToolOutput) MarshalJSON() ([]byte, error) {
 	type plain ToolOutput
 	p := plain(o)

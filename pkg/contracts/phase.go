@@ -27,7 +27,7 @@ type ToolWait struct {
 	CorrelationID string       `json:"correlation_id"`
 }
 
-// ToolCallPhase is the durable phase of one call (reference §2.1). Only the field of its
+// ToolCallPhase is the durable phase of one call. Only the field of its
 // Kind is set: Attempt for Executing, Wait for Awaiting, Output for Completed, Reason for
 // Indeterminate. Its JSON form is externally tagged like the original: "Requested",
 // {"Executing":{"attempt":1}}, {"Awaiting":{"wait":{..}}}, {"Completed":{..output}},

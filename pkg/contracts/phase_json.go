@@ -8,8 +8,8 @@ import (
 )
 
 // This file gives [ToolCallPhase] its constructors, its terminal test, its structural check
-// and its externally tagged JSON form (reference §1.11). The transitions between phases live
-// in batch.go.
+// and its externally tagged JSON form. The transitions between phases live
+// in call_transitions.go.
 
 // WaitKindApprovalAlias is the legacy spelling of [WaitToolPermission] that decoding still
 // accepts (the original's serde alias "Approval"). Encoding always writes "tool_permission".
@@ -41,7 +41,7 @@ func CompletedPhase(out ToolOutput) ToolCallPhase {
 }
 
 // IndeterminatePhase returns the terminal phase of a call whose external outcome cannot be
-// determined safely (reference §2.6). It publishes as an error result and needs external
+// determined safely. It publishes as an error result and needs external
 // reconciliation by operation id.
 func IndeterminatePhase(reason string) ToolCallPhase {
 	return ToolCallPhase{Kind: PhaseIndeterminate, Reason: reason}
@@ -65,7 +65,7 @@ func validWaitKind(k ToolWaitKind) bool {
 // check verifies that p is structurally well-formed: a known kind and only the field of
 // that kind set (Executing: Attempt ≥ 1; Awaiting: a known wait kind and a non-empty
 // correlation; Completed: an output). It knows nothing of the call p belongs to, so the
-// attempt budget and the output's call id are checked by [DurableToolCall.Validate].
+// attempt budget and the output's call id are checked by [CallRecord.Validate].
 // Errors wrap [ErrInvalidPersistedState], or [ErrEmptyWaitCorrelation] for an empty
 // correlation.
 func (p ToolCallPhase) check() error {

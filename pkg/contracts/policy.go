@@ -57,8 +57,8 @@ type PolicyDecision struct {
 	RuleIndex int
 }
 
-// Policy is a compiled rule-based permission policy, the Go port of awaken-ext-permission
-// (reference §4.3). It decides each tool call from the call alone (tool id and arguments),
+// Policy is a compiled rule-based permission policy, the Go port of awaken-ext-permission.
+// It decides each tool call from the call alone (tool id and arguments),
 // with no run, thread or credential data.
 //
 // Decision, in order:
@@ -66,7 +66,7 @@ type PolicyDecision struct {
 //     call at once, whatever its specificity and whatever the mode: a deny is absolute.
 //  2. Mode bypassPermissions allows every call that no deny rule matched.
 //     DEVIATION from the original, on purpose: there bypassPermissions allowed before any
-//     rule was read, so it overrode explicit deny rules (reference §7 item 10). Operators of
+//     rule was read, so it overrode explicit deny rules. Operators of
 //     peer systems asked for exactly this change: bypass skips confirmations, never an
 //     explicit deny.
 //  3. Among matching allow, ask and schedule rules, the one with strictly greater

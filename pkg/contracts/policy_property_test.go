@@ -99,7 +99,7 @@ func insertRule(rs []PolicyRule, at int, r PolicyRule) []PolicyRule {
 	return append(out, rs[at:]...)
 }
 
-// oracleVerdict restates reference §4.3 (with the bypass deviation) directly over the
+// oracleVerdict restates the permission decision order (with the bypass deviation) directly over the
 // public pattern API, as the specification Evaluate must agree with.
 func oracleVerdict(cfg PolicyConfig, call ToolCall, corr string) ToolPermissionVerdict {
 	denied := ToolPermissionVerdict{Kind: VerdictDeny, Reason: "tool " + call.ToolID + " denied by policy"}

@@ -186,8 +186,7 @@ func (p *ToolRecoveryPolicy) UnmarshalJSON(data []byte) error {
 }
 
 // RecoveryCapabilityFor is the effective capability a pinned policy is validated against
-// (reference §1.6 and the dispatch test
-// recovery_capability_follows_the_execution_target_decision_table):
+// (the original's execution-target decision table):
 //
 //   - unknown tool (known false) ⇒ non_recoverable;
 //   - a delegation ⇒ durable_request, whatever the target;
@@ -214,8 +213,7 @@ func RecoveryCapabilityFor(kind ToolKind, target ToolExecutionTarget, toolCapabi
 	}
 }
 
-// PinRecoveryPolicy is the policy copied into a call when its batch is created (reference
-// §1.6): an unknown tool gets [DefaultRecoveryPolicy], a delegation always gets
+// PinRecoveryPolicy is the policy copied into a call when its batch is created: an unknown tool gets [DefaultRecoveryPolicy], a delegation always gets
 // [DurableRequestPolicy], any other tool its configured policy, or the default when the
 // configured one is malformed. The pinned policy never changes afterwards.
 func PinRecoveryPolicy(kind ToolKind, known bool, configured ToolRecoveryPolicy) ToolRecoveryPolicy {

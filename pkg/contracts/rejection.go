@@ -39,7 +39,7 @@ const (
 	RejectRunEnded RejectCode = "run_ended"
 )
 
-// Limits of a submission (DESIGN §3.1).
+// Limits of a submission.
 const (
 	MaxSubmissionBytes = 1 << 20
 	MaxCallsPerBatch   = 512

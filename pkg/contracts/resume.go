@@ -5,8 +5,7 @@ import (
 	"time"
 )
 
-// This file validates a resume command against the committed ticket it answers (reference
-// §1.10, §2.5; DESIGN §3.3). It is pure: the clock is a parameter, so the decision is
+// This file validates a resume command against the committed ticket it answers. It is pure: the clock is a parameter, so the decision is
 // deterministic and replayable, and nothing is mutated — a rejected resume leaves the
 // ticket intact.
 
@@ -132,7 +131,7 @@ func (c ResumeCommand) Validate() error {
 //  6. a tool result's call_id equals the ticket's call (tool_call_mismatch).
 //
 // It reads but never modifies ticket or cmd. The batch-side check
-// ([ToolBatch.ValidateAwaitingTicket]) must also pass before any state changes.
+// ([BatchRecord.CheckTicket], [CallRecord.CheckAwaits]) must also pass before any state changes.
 func ValidateResume(ticket *ResumeTicket, cmd ResumeCommand, now time.Time) error {
 	if err := cmd.Validate(); err != nil {
 		return err

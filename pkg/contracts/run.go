@@ -10,11 +10,11 @@ import (
 const (
 	// RunEndCancelled: the run was cancelled (io.awaken.run.cancel.v1).
 	RunEndCancelled = "cancelled"
-	// RunEndStateConflict: a batch of the run staged conflicting state (reference §1.4,
-	// Failure::StateConflict); the conflicting keys are in [RunEnded.Keys].
+	// RunEndStateConflict: a batch of the run staged conflicting state (the
+	// original's StateConflict failure); the conflicting keys are in [RunEnded.Keys].
 	RunEndStateConflict = "state_conflict"
 	// RunEndCapabilityBound: a schedule rule deferred a call as an action kind the run
-	// may not perform (reference §1.9, Failure::CapabilityBound).
+	// may not perform (the original's CapabilityBound failure).
 	RunEndCapabilityBound = "capability_bound"
 )
 

@@ -38,8 +38,8 @@ func rejectWire(code RejectCode, format string, args ...any) *Rejection {
 // makes is "client." + run id + "." + step + "." + call id, well under this.
 const MaxCorrelationIDLength = 512
 
-// DecodeSubmission decodes and validates the payload of io.awaken.toolbatch.requested.v1
-// (DESIGN §3.1). On failure it returns a [*Rejection] whose code is the first problem
+// DecodeSubmission decodes and validates the payload of io.awaken.toolbatch.requested.v1.
+// On failure it returns a [*Rejection] whose code is the first problem
 // found, checked in this order:
 //
 //   - too_large: more than [MaxSubmissionBytes];

@@ -2,7 +2,7 @@ package contracts
 
 import "errors"
 
-// ToolErrorKind classifies a [ToolError] (reference §1.5). The kind, not the message, is
+// ToolErrorKind classifies a [ToolError]. The kind, not the message, is
 // what code may branch on.
 type ToolErrorKind string
 
@@ -73,7 +73,7 @@ func (e *ToolError) Output(callID string) ToolOutput {
 
 // ErrorToOutput turns any error returned by a tool into its model-visible error output: a
 // [*ToolError] anywhere in err's chain renders as itself, any other error as an execution
-// failure carrying err's text; a nil err is still an error output, never a success. This is the single execute confluence of reference §1.5.
+// failure carrying err's text; a nil err is still an error output, never a success. This is the single point where a tool failure becomes an output.
 func ErrorToOutput(callID string, err error) ToolOutput {
 	if err == nil {
 		return ExecutionFailed("the tool reported a failure without an error").Output(callID)

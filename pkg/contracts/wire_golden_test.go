@@ -62,7 +62,7 @@ type wireCase struct {
 	value any
 	fresh func() any
 	// keys are the exact object keys at each dotted path ("" is the top level), checked
-	// against DESIGN §3.
+	// against the protocol.
 	keys map[string][]string
 	// strict re-decodes the golden file with the ingress decoder of the type, if any.
 	strict func([]byte) (any, error)
@@ -341,7 +341,7 @@ func TestWireGolden(t *testing.T) {
 			if !bytes.Equal(got, want) {
 				t.Fatalf("golden does not decode to the fixed value\n got %s\nwant %s", got, want)
 			}
-			// Field names are exactly those of DESIGN §3.
+			// Field names are exactly those of the protocol.
 			var doc any
 			if err := json.Unmarshal(golden, &doc); err != nil {
 				t.Fatal(err)

@@ -16,6 +16,7 @@ import (
 	"github.com/awaken-dev/awaken/internal/app"
 	"github.com/awaken-dev/awaken/internal/config"
 	"github.com/awaken-dev/awaken/internal/natstest"
+	"github.com/awaken-dev/awaken/internal/servicetest"
 	"github.com/awaken-dev/awaken/pkg/client"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 	"github.com/awaken-dev/awaken/services/api"
@@ -85,7 +86,7 @@ func newHarnessOf(t testing.TB, opts api.Options, services []string) *harness {
 		Config:   cfg,
 		Services: services,
 		Dial:     app.InProcessDialer(h.srv.Server()),
-		Log:      app.NewLogger(testWriter{t}, os.Getenv("AWAKEN_TEST_LOG")),
+		Log:      app.NewLogger(servicetest.LogWriter(t), os.Getenv("AWAKEN_TEST_LOG")),
 		API:      opts,
 	})
 	if err != nil {
@@ -110,28 +111,11 @@ func newHarnessOf(t testing.TB, opts api.Options, services []string) *harness {
 	return h
 }
 
-type testWriter struct{ t testing.TB }
+// ctxFor returns a context that ends after d or with the test.
+var ctxFor = servicetest.Context
 
-func (w testWriter) Write(p []byte) (int, error) {
-	if os.Getenv("AWAKEN_TEST_LOG") != "" {
-		w.t.Log(strings.TrimSpace(string(p)))
-	}
-	return len(p), nil
-}
-
-func ctxFor(t testing.TB, d time.Duration) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	t.Cleanup(cancel)
-	return ctx
-}
-
-func call(id, tool string, args any) contracts.ToolCall {
-	b, err := json.Marshal(args)
-	if err != nil {
-		panic(err)
-	}
-	return contracts.ToolCall{CallID: id, ToolID: tool, Arguments: b}
-}
+// call is a call of tool whose arguments are args as JSON.
+var call = servicetest.CallJSON
 
 // approvalBatch is the scenario of the issue: [echo, ask_me, counter].
 func approvalBatch(run string, askArgs any) contracts.BatchSubmission {

@@ -1,9 +1,7 @@
 package batcher
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -19,10 +17,7 @@ import (
 // batcher could not publish: the output of the call before it failed on every delivery.
 const reasonOutputExhausted = "batcher: the gate request of this call could not be published (the previous call's output failed on every delivery)"
 
-// stageIndeterminate is the timeline stage the batcher writes when it seals a call.
-const stageIndeterminate = "indeterminate"
-
-// handleOutput advances sequential dispatch (PIPELINE "batcher", outputs): the output of
+// handleOutput advances sequential dispatch: the output of
 // call i announces that it is terminal, so the gate request of call i+1 is published. It
 // is stateless — the next request carries a deterministic id, and the gate re-publishes
 // what a recorded decision implies instead of deciding twice — so a redelivered output
@@ -64,8 +59,8 @@ func (s *Service) handleOutput(ctx context.Context, d bus.Delivery) error {
 // no recorded batch, or does not match the batch's call at its index is permanent: the
 // executors and the gate publish outputs only for calls of recorded batches.
 func (s *Service) output(ctx context.Context, ev bus.Event) (contracts.CallOutput, *contracts.BatchRecord, error) {
-	var out contracts.CallOutput
-	if err := decodeStrict(ev.Data, &out); err != nil {
+	out, err := bus.Decode[contracts.CallOutput](ev.Data)
+	if err != nil {
 		return out, nil, contracts.Reject(contracts.RejectInvalidJSON, "call output: %v", err)
 	}
 	if err := contracts.ValidateID("run_id", out.RunID); err != nil {
@@ -123,22 +118,17 @@ func (s *Service) seal(ctx context.Context, rec *contracts.BatchRecord, indices 
 		key := contracts.CallKey(sub.RunID, sub.Step, c.CallID)
 		cur, _, err := s.env.Calls.Update(ctx, key, func(cur *contracts.CallRecord, exists bool) error {
 			if !exists {
-				*cur = contracts.CallRecord{
-					Index: i, CallID: c.CallID, ToolID: c.ToolID,
-					Phase: contracts.RequestedPhase(), Policy: rec.Pinned[i].Policy,
-				}
+				*cur = contracts.NewCallRecord(i, c, rec.Pinned[i].Policy)
 			}
 			if cur.Phase.Kind != contracts.PhaseRequested {
 				return state.ErrNoChange
 			}
-			cur.Phase = contracts.IndeterminatePhase(reason)
-			s.env.Mark(cur, stageIndeterminate)
-			return nil
+			return cur.MarkIndeterminate(reason, s.env.Now())
 		})
 		if err != nil {
 			return fmt.Errorf("batcher: seal call %s: %w", key, err)
 		}
-		if cur.Phase.Kind != contracts.PhaseIndeterminate || cur.Phase.Reason != reason {
+		if !cur.IndeterminateFor(reason) {
 			zerolog.Ctx(ctx).Info().Str("call_id", c.CallID).Str("phase", string(cur.Phase.Kind)).
 				Msg("call has moved on; not sealing it")
 			continue
@@ -150,21 +140,6 @@ func (s *Service) seal(ctx context.Context, rec *contracts.BatchRecord, indices 
 		if _, err := s.env.Pub.Publish(ctx, o.Subject, o.Event); err != nil {
 			return fmt.Errorf("batcher: publish output of sealed call %s: %w", key, err)
 		}
-	}
-	return nil
-}
-
-// decodeStrict decodes one JSON value into v, refusing unknown fields and trailing data:
-// an internal work event that does not match its versioned type exactly is a bug to
-// surface, not a payload to guess at.
-func decodeStrict(data []byte, v any) error {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return err
-	}
-	if dec.More() {
-		return errors.New("trailing data after the JSON value")
 	}
 	return nil
 }

@@ -8,7 +8,6 @@ import (
 	"github.com/awaken-dev/awaken/internal/bus"
 	"github.com/awaken-dev/awaken/internal/pipeline"
 	"github.com/awaken-dev/awaken/pkg/contracts"
-	"github.com/awaken-dev/awaken/services/batcher"
 )
 
 // outputOf is the CallOutput announcing that call index of sub is terminal.
@@ -26,7 +25,7 @@ func outputOf(sub contracts.BatchSubmission, index int, parallel bool) contracts
 func TestOutputAdvancesSequentialDispatch(t *testing.T) {
 	h := newHarness(t)
 	h.start()
-	names := h.env.Names
+	names := h.Env.Names
 
 	tests := []struct {
 		name     string
@@ -47,11 +46,11 @@ func TestOutputAdvancesSequentialDispatch(t *testing.T) {
 			h := h.in(t)
 			run := fmt.Sprintf("run-adv-%d", i)
 			sub := submission(run, 5, call("a", tt.tool), call("b", tt.tool), call("c", tt.tool))
-			h.submit(sub.BatchID(), sub)
-			h.waitMessages(names.WorkStream(), names.GateRequestSubject(run), 1)
+			h.Submit(sub.BatchID(), sub)
+			h.WaitMessages(names.WorkStream(), names.GateRequestSubject(run), 1)
 
-			seq := h.output("out-"+run, outputOf(sub, tt.index, tt.parallel))
-			h.waitSettled(names.WorkStream(), contracts.ConsumerBatcherOutputs, seq)
+			seq := h.Output("out-"+run, outputOf(sub, tt.index, tt.parallel))
+			h.WaitSettled(names.WorkStream(), contracts.ConsumerBatcherOutputs, seq)
 
 			reqs := h.gateRequests(run)
 			if !tt.advances {
@@ -64,7 +63,7 @@ func TestOutputAdvancesSequentialDispatch(t *testing.T) {
 				t.Fatalf("got %d gate requests, want 2", len(reqs))
 			}
 			next := tt.index + 1
-			ev := reqs[1].event
+			ev := reqs[1].Event
 			req := decode[contracts.GateRequest](t, ev)
 			want := contracts.GateRequest{RunID: run, Step: 5, Index: next}
 			if req != want || ev.ID != pipeline.GateRequestID(op(run, 5, sub.Calls[next].CallID)) {
@@ -80,15 +79,15 @@ func TestOutputAdvancesSequentialDispatch(t *testing.T) {
 func TestRedeliveredOutputPublishesOneGateRequest(t *testing.T) {
 	h := newHarness(t)
 	h.start()
-	names := h.env.Names
+	names := h.Env.Names
 	const run = "run-redelivered"
 	sub := submission(run, 1, call("a", "echo"), call("b", "echo"))
-	h.submit(sub.BatchID(), sub)
-	h.waitMessages(names.WorkStream(), names.GateRequestSubject(run), 1)
+	h.Submit(sub.BatchID(), sub)
+	h.WaitMessages(names.WorkStream(), names.GateRequestSubject(run), 1)
 
-	h.output("out-a-1", outputOf(sub, 0, false))
-	seq := h.output("out-a-2", outputOf(sub, 0, false))
-	h.waitSettled(names.WorkStream(), contracts.ConsumerBatcherOutputs, seq)
+	h.Output("out-a-1", outputOf(sub, 0, false))
+	seq := h.Output("out-a-2", outputOf(sub, 0, false))
+	h.WaitSettled(names.WorkStream(), contracts.ConsumerBatcherOutputs, seq)
 	if n := len(h.gateRequests(run)); n != 2 {
 		t.Errorf("got %d gate requests, want 2 (call 0 and call 1 once)", n)
 	}
@@ -116,29 +115,29 @@ func TestCrashesAreRepairedByRedelivery(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			h := newHarness(t)
 			h.start()
-			names := h.env.Names
+			names := h.Env.Names
 			const run = "run-crash"
 			sub := submission(run, 1, call("a", "echo"), call("b", "echo"))
-			h.failAt(tt.point, tt.op(sub), 2)
+			h.FailAt(tt.point, tt.op(sub), 2, nil)
 
-			seq := h.submit(sub.BatchID(), sub)
-			h.waitSettled(names.SubmissionsStream(), contracts.ConsumerBatcherSubmit, seq)
+			seq := h.Submit(sub.BatchID(), sub)
+			h.WaitSettled(names.SubmissionsStream(), contracts.ConsumerBatcherSubmit, seq)
 			want := 1
 			if tt.output {
-				seq = h.output("out-a", outputOf(sub, 0, false))
-				h.waitSettled(names.WorkStream(), contracts.ConsumerBatcherOutputs, seq)
+				seq = h.Output("out-a", outputOf(sub, 0, false))
+				h.WaitSettled(names.WorkStream(), contracts.ConsumerBatcherOutputs, seq)
 				want = 2
 			}
-			if n := h.hitCount(tt.point, tt.op(sub)); n != 3 {
+			if n := h.HitCount(tt.point, tt.op(sub)); n != 3 {
 				t.Errorf("fault point reached %d times, want 3 (two crashes, one success)", n)
 			}
 			if n := len(h.gateRequests(run)); n != want {
 				t.Errorf("got %d gate requests, want %d", n, want)
 			}
-			if rec, _ := h.batch(run, 1); rec.Phase != contracts.BatchPhaseOpen || len(rec.Pinned) != 2 {
+			if rec, _ := h.Batch(run, 1); rec.Phase != contracts.BatchPhaseOpen || len(rec.Pinned) != 2 {
 				t.Errorf("batch record = %+v", rec)
 			}
-			if n := len(h.deadLetters(contracts.ConsumerBatcherSubmit)) + len(h.rejections()); n != 0 {
+			if n := len(h.DeadLetters(contracts.ConsumerBatcherSubmit)) + len(h.rejections()); n != 0 {
 				t.Errorf("a crash ended in %d rejections or dead letters", n)
 			}
 		})
@@ -172,22 +171,22 @@ func TestExhaustedInputsSealTheCallTheyWouldDispatch(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			h := newHarness(t)
-			h.start(batcher.WithDelivery(3, 10*time.Millisecond))
-			names := h.env.Names
+			h.start(bus.WithDelivery(3, 10*time.Millisecond))
+			names := h.Env.Names
 			const run = "run-exhausted"
 			sub := submission(run, 1, call("a", tt.tool), call("b", tt.tool), call("c", tt.tool))
-			h.failAt(tt.point, tt.op(sub), -1)
+			h.FailAt(tt.point, tt.op(sub), -1, nil)
 
-			seq := h.submit(sub.BatchID(), sub)
+			seq := h.Submit(sub.BatchID(), sub)
 			stream := names.SubmissionsStream()
 			if tt.output {
-				h.waitSettled(stream, contracts.ConsumerBatcherSubmit, seq)
-				seq = h.output("out-a", outputOf(sub, 0, false))
+				h.WaitSettled(stream, contracts.ConsumerBatcherSubmit, seq)
+				seq = h.Output("out-a", outputOf(sub, 0, false))
 				stream = names.WorkStream()
 			}
-			h.waitSettled(stream, tt.consumer, seq)
+			h.WaitSettled(stream, tt.consumer, seq)
 
-			outs := h.messages(names.WorkStream(), names.OutputSubject(run))
+			outs := h.Messages(names.WorkStream(), names.OutputSubject(run))
 			if tt.output {
 				outs = outs[1:] // the output the test published
 			}
@@ -196,7 +195,7 @@ func TestExhaustedInputsSealTheCallTheyWouldDispatch(t *testing.T) {
 			}
 			for k, i := range tt.sealed {
 				c := sub.Calls[i]
-				rec, _, err := h.env.Calls.Get(h.ctx, contracts.CallKey(run, 1, c.CallID))
+				rec, _, err := h.Env.Calls.Get(h.Ctx, contracts.CallKey(run, 1, c.CallID))
 				if err != nil {
 					t.Fatalf("call %s: %v", c.CallID, err)
 				}
@@ -204,15 +203,15 @@ func TestExhaustedInputsSealTheCallTheyWouldDispatch(t *testing.T) {
 					len(rec.Phase.Reason) < len("batcher: ") || rec.Phase.Reason[:len("batcher: ")] != "batcher: " {
 					t.Errorf("call %s = %+v, want Indeterminate with a batcher reason", c.CallID, rec)
 				}
-				out := decode[contracts.CallOutput](t, outs[k].event)
+				out := decode[contracts.CallOutput](t, outs[k].Event)
 				want := contracts.CallOutput{RunID: run, Step: 1, Index: i, CallID: c.CallID, ToolID: c.ToolID,
 					Outcome: contracts.OutcomeIndeterminate}
-				if out != want || outs[k].event.ID != pipeline.OutputID(op(run, 1, c.CallID)) {
-					t.Errorf("output %s = %+v, want %+v", outs[k].event.ID, out, want)
+				if out != want || outs[k].Event.ID != pipeline.OutputID(op(run, 1, c.CallID)) {
+					t.Errorf("output %s = %+v, want %+v", outs[k].Event.ID, out, want)
 				}
 			}
-			dead := h.deadLetters(tt.consumer)
-			if len(dead) != 1 || dead[0].header.Get(bus.HeaderDeadCode) != string(bus.CodeExhausted) {
+			dead := h.DeadLetters(tt.consumer)
+			if len(dead) != 1 || dead[0].Header.Get(bus.HeaderDeadCode) != string(bus.CodeExhausted) {
 				t.Errorf("dead letters of %s = %+v, want one exhausted", tt.consumer, dead)
 			}
 		})

@@ -12,11 +12,11 @@ import (
 
 // rejectionOf waits for the rejection answering the submission with ce-id eventID.
 func (h *harness) rejectionOf(eventID string) contracts.BatchRejected {
-	h.t.Helper()
+	h.T.Helper()
 	var got *contracts.BatchRejected
-	natstest.WaitFor(h.t, waitTimeout, func() bool {
+	natstest.WaitFor(h.T, waitTimeout, func() bool {
 		for _, m := range h.rejections() {
-			if r := decode[contracts.BatchRejected](h.t, m.event); r.EventID == eventID {
+			if r := decode[contracts.BatchRejected](h.T, m.Event); r.EventID == eventID {
 				got = &r
 				return true
 			}
@@ -28,9 +28,9 @@ func (h *harness) rejectionOf(eventID string) contracts.BatchRejected {
 
 // noBatch asserts that (run, step) has no batch record.
 func (h *harness) noBatch(run string, step int64) {
-	h.t.Helper()
-	if _, _, err := h.env.Batches.Get(h.ctx, contracts.BatchKey(run, step)); !errors.Is(err, state.ErrNotFound) {
-		h.t.Errorf("batch %s is stored (err %v), want nothing of the refused submission", contracts.BatchID(run, step), err)
+	h.T.Helper()
+	if _, _, err := h.Env.Batches.Get(h.Ctx, contracts.BatchKey(run, step)); !errors.Is(err, state.ErrNotFound) {
+		h.T.Errorf("batch %s is stored (err %v), want nothing of the refused submission", contracts.BatchID(run, step), err)
 	}
 }
 
@@ -43,8 +43,8 @@ func TestRunPolicyThatDoesNotCompileIsRejectedAtSubmission(t *testing.T) {
 	const run = "run-bad-policy"
 	sub := submission(run, 1, call("c1", "echo"))
 	sub.Policy = &contracts.PolicyConfig{Rules: []contracts.PolicyRule{{Pattern: `echo(text =~ "x")`, Behavior: contracts.BehaviorAllow}}}
-	seq := h.submit("bad-policy-1", sub)
-	h.waitSettled(h.env.Names.SubmissionsStream(), contracts.ConsumerBatcherSubmit, seq)
+	seq := h.Submit("bad-policy-1", sub)
+	h.WaitSettled(h.Env.Names.SubmissionsStream(), contracts.ConsumerBatcherSubmit, seq)
 
 	got := h.rejectionOf("bad-policy-1")
 	if got.Code != string(contracts.RejectInvalidPolicy) || got.RunID != run || got.BatchID != sub.BatchID() ||
@@ -66,12 +66,12 @@ func TestOneActiveBatchPerRun(t *testing.T) {
 	h.start()
 	const run = "run-busy"
 	first := submission(run, 1, call("c1", "echo"))
-	h.submit("busy-1", first)
-	h.waitMessages(h.env.Names.WorkStream(), h.env.Names.GateRequestSubject(run), 1)
+	h.Submit("busy-1", first)
+	h.WaitMessages(h.Env.Names.WorkStream(), h.Env.Names.GateRequestSubject(run), 1)
 
 	second := submission(run, 2, call("c1", "echo"))
-	seq := h.submit("busy-2", second)
-	h.waitSettled(h.env.Names.SubmissionsStream(), contracts.ConsumerBatcherSubmit, seq)
+	seq := h.Submit("busy-2", second)
+	h.WaitSettled(h.Env.Names.SubmissionsStream(), contracts.ConsumerBatcherSubmit, seq)
 	got := h.rejectionOf("busy-2")
 	if got.Code != string(contracts.RejectRunBusy) || got.RunID != run || got.BatchID != second.BatchID() ||
 		!strings.Contains(got.Message, first.BatchID()) {
@@ -79,27 +79,27 @@ func TestOneActiveBatchPerRun(t *testing.T) {
 	}
 	h.noBatch(run, 2)
 
-	seq = h.submit("busy-1-again", first)
-	h.waitSettled(h.env.Names.SubmissionsStream(), contracts.ConsumerBatcherSubmit, seq)
+	seq = h.Submit("busy-1-again", first)
+	h.WaitSettled(h.Env.Names.SubmissionsStream(), contracts.ConsumerBatcherSubmit, seq)
 	for _, m := range h.rejections() {
-		if r := decode[contracts.BatchRejected](t, m.event); r.EventID == "busy-1-again" {
+		if r := decode[contracts.BatchRejected](t, m.Event); r.EventID == "busy-1-again" {
 			t.Fatalf("identical resubmission of the open batch was rejected: %+v", r)
 		}
 	}
 
 	// The publisher's part, once step 1 is finalized: the run has no active batch.
-	if _, _, err := h.env.Runs.Update(h.ctx, contracts.RunKey(run), func(cur *contracts.RunRecord, _ bool) error {
+	if _, _, err := h.Env.Runs.Update(h.Ctx, contracts.RunKey(run), func(cur *contracts.RunRecord, _ bool) error {
 		cur.ActiveStep = nil
 		return nil
 	}); err != nil {
 		t.Fatal(err)
 	}
-	h.submit("busy-2-again", second)
+	h.Submit("busy-2-again", second)
 	natstest.WaitFor(t, waitTimeout, func() bool {
-		_, _, err := h.env.Batches.Get(h.ctx, contracts.BatchKey(run, 2))
+		_, _, err := h.Env.Batches.Get(h.Ctx, contracts.BatchKey(run, 2))
 		return err == nil
 	}, "step 2 recorded once step 1 is no longer active")
-	if rec, _, err := h.env.Runs.Get(h.ctx, contracts.RunKey(run)); err != nil || rec.ActiveStep == nil || *rec.ActiveStep != 2 {
+	if rec, _, err := h.Env.Runs.Get(h.Ctx, contracts.RunKey(run)); err != nil || rec.ActiveStep == nil || *rec.ActiveStep != 2 {
 		t.Errorf("run record %+v (%v), want step 2 active", rec, err)
 	}
 }
@@ -116,13 +116,13 @@ func TestOneActiveBatchPerRunUnderConcurrentBatchers(t *testing.T) {
 	for i := range runs {
 		run := "run-race-" + string(rune('a'+i))
 		for step := int64(1); step <= 2; step++ {
-			last = h.submit(run+"-"+string(rune('0'+step)), submission(run, step, call("c1", "echo")))
+			last = h.Submit(run+"-"+string(rune('0'+step)), submission(run, step, call("c1", "echo")))
 		}
 	}
-	h.waitSettled(h.env.Names.SubmissionsStream(), contracts.ConsumerBatcherSubmit, last)
+	h.WaitSettled(h.Env.Names.SubmissionsStream(), contracts.ConsumerBatcherSubmit, last)
 	busy := map[string]int{}
 	for _, m := range h.rejections() {
-		r := decode[contracts.BatchRejected](t, m.event)
+		r := decode[contracts.BatchRejected](t, m.Event)
 		if r.Code != string(contracts.RejectRunBusy) {
 			t.Errorf("unexpected rejection %+v", r)
 		}
@@ -132,7 +132,7 @@ func TestOneActiveBatchPerRunUnderConcurrentBatchers(t *testing.T) {
 		run := "run-race-" + string(rune('a'+i))
 		stored := 0
 		for step := int64(1); step <= 2; step++ {
-			if _, _, err := h.env.Batches.Get(h.ctx, contracts.BatchKey(run, step)); err == nil {
+			if _, _, err := h.Env.Batches.Get(h.Ctx, contracts.BatchKey(run, step)); err == nil {
 				stored++
 			}
 		}
@@ -156,12 +156,12 @@ func TestEndedRunTakesNoMoreBatches(t *testing.T) {
 		{"run-ended", contracts.RunEndStateConflict, contracts.RejectRunEnded},
 	} {
 		rec := contracts.RunRecord{RunID: tt.run, Ended: &contracts.RunEnded{Reason: tt.reason}}
-		if _, err := h.env.Runs.Create(h.ctx, contracts.RunKey(tt.run), rec); err != nil {
+		if _, err := h.Env.Runs.Create(h.Ctx, contracts.RunKey(tt.run), rec); err != nil {
 			t.Fatal(err)
 		}
 		sub := submission(tt.run, 3, call("c1", "echo"))
-		seq := h.submit(tt.run+"-3", sub)
-		h.waitSettled(h.env.Names.SubmissionsStream(), contracts.ConsumerBatcherSubmit, seq)
+		seq := h.Submit(tt.run+"-3", sub)
+		h.WaitSettled(h.Env.Names.SubmissionsStream(), contracts.ConsumerBatcherSubmit, seq)
 		got := h.rejectionOf(tt.run + "-3")
 		if got.Code != string(tt.code) || got.RunID != tt.run || got.BatchID != sub.BatchID() {
 			t.Errorf("rejection %+v, want %s for %s", got, tt.code, sub.BatchID())

@@ -1,4 +1,4 @@
-// Package batcher is the ingress of the awaken pipeline (DESIGN §2, PIPELINE "batcher").
+// Package batcher is the ingress of the awaken pipeline.
 //
 // It validates every submitted batch, persists it as one batch record — the whole
 // submission, its hash, and for every call the target, kind and recovery policy pinned
@@ -23,7 +23,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -45,73 +44,23 @@ const ServiceName = "batcher"
 // Default consumer settings. A batcher handler does one or two KV round trips and one
 // publish, so 30 s of ack wait is generous; the back-off starts at 100 ms so a crash is
 // repaired quickly and grows so that a broken dependency is not hammered.
-const (
-	defaultAckWait    = 30 * time.Second
-	defaultMaxDeliver = 10
-	defaultWorkers    = 4
-)
-
-// defaultBackOff is the nak delay after the n-th failed delivery (the last entry repeats).
-func defaultBackOff() []time.Duration {
-	return []time.Duration{
+var defaults = bus.DeliveryOptions{
+	AckWait:    30 * time.Second,
+	MaxDeliver: 10,
+	Workers:    4,
+	// The nak delay after the n-th failed delivery (the last entry repeats).
+	BackOff: []time.Duration{
 		100 * time.Millisecond, 200 * time.Millisecond, 500 * time.Millisecond,
 		time.Second, 2 * time.Second, 5 * time.Second, 10 * time.Second,
-	}
-}
-
-// Option configures [Start].
-type Option func(*options)
-
-type options struct {
-	workers    int
-	ackWait    time.Duration
-	maxDeliver int
-	backOff    []time.Duration
-}
-
-// WithWorkers sets how many messages each of the batcher's two consumers handles at once
-// in this process (default 4). Handlers are idempotent and serialise on the batch record's
-// Create, so any value is safe.
-func WithWorkers(n int) Option {
-	return func(o *options) {
-		if n > 0 {
-			o.workers = n
-		}
-	}
-}
-
-// WithDelivery overrides the redelivery policy of both consumers: maxDeliver deliveries
-// before a transiently failing message is exhausted (default 10), and the nak delay after
-// each failed delivery (default 100 ms growing to 10 s; the last entry repeats). Tests use
-// it to exhaust a message quickly.
-func WithDelivery(maxDeliver int, backOff ...time.Duration) Option {
-	return func(o *options) {
-		if maxDeliver != 0 {
-			o.maxDeliver = maxDeliver
-		}
-		if len(backOff) > 0 {
-			o.backOff = append([]time.Duration(nil), backOff...)
-		}
-	}
-}
-
-// WithAckWait sets how long the server waits for a settlement before redelivering
-// (default 30 s). Running handlers are heartbeated, so it only bounds how long a crashed
-// process holds a message.
-func WithAckWait(d time.Duration) Option {
-	return func(o *options) {
-		if d > 0 {
-			o.ackWait = d
-		}
-	}
+	},
 }
 
 // Service is a running batcher. Several replicas may run against one server: they share
 // the durable consumers, and the batch record's Create decides between them.
 type Service struct {
-	env  *pipeline.Env
-	log  zerolog.Logger
-	subs []*bus.Subscription
+	env       *pipeline.Env
+	log       zerolog.Logger
+	consumers *bus.Consumers
 }
 
 // Start ensures the batcher's durable consumers — submissions
@@ -119,65 +68,42 @@ type Service struct {
 // ([contracts.ConsumerBatcherOutputs] on every run's output subject) — and starts
 // consuming. ctx is the hard-stop context of the handlers; use [Service.Stop] for a
 // graceful stop.
-func Start(ctx context.Context, env *pipeline.Env, opts ...Option) (*Service, error) {
+//
+// opts adjust the delivery of its consumers: [bus.WithWorkers], [bus.WithDelivery],
+// [bus.WithAckWait].
+func Start(ctx context.Context, env *pipeline.Env, opts ...bus.DeliveryOption) (*Service, error) {
 	if env == nil {
 		return nil, errors.New("batcher: start: nil environment")
 	}
-	o := options{
-		workers:    defaultWorkers,
-		ackWait:    defaultAckWait,
-		maxDeliver: defaultMaxDeliver,
-		backOff:    defaultBackOff(),
-	}
-	for _, opt := range opts {
-		opt(&o)
-	}
+	delivery := env.Delivery(defaults, opts...)
 	s := &Service{env: env, log: env.Log}
 	n := env.Names
-	specs := []struct {
-		spec bus.ConsumerSpec
-		h    bus.Handler
-	}{
-		{bus.ConsumerSpec{
+	routes := []bus.Route{
+		{Spec: bus.ConsumerSpec{
 			Stream: n.SubmissionsStream(), Durable: contracts.ConsumerBatcherSubmit,
 			FilterSubjects: []string{n.SubmitSubject()},
 			AcceptTypes:    []string{contracts.TypeBatchRequested},
 			OnReject:       s.submitRejected,
 			OnExhausted:    s.submitExhausted,
-		}, s.handleSubmit},
-		{bus.ConsumerSpec{
+		}, Handler: s.handleSubmit},
+		{Spec: bus.ConsumerSpec{
 			Stream: n.WorkStream(), Durable: contracts.ConsumerBatcherOutputs,
 			FilterSubjects: []string{outputFilter(n)},
 			AcceptTypes:    []string{contracts.TypeCallOutput},
 			OnExhausted:    s.outputExhausted,
-		}, s.handleOutput},
+		}, Handler: s.handleOutput},
 	}
-	for _, c := range specs {
-		c.spec.AckWait, c.spec.MaxDeliver, c.spec.BackOff = o.ackWait, o.maxDeliver, o.backOff
-		c.spec.Workers, c.spec.Names = o.workers, n
-		c.spec.Observer = env.Telemetry.Observer()
-		c.spec.HandlerTimeout = bus.DefaultHandlerTimeout
-		sub, err := bus.Consume(ctx, env.JS, c.spec, c.h, s.log)
-		if err != nil {
-			stopErr := s.Stop(context.WithoutCancel(ctx))
-			return nil, errors.Join(fmt.Errorf("batcher: start: %w", err), stopErr)
-		}
-		s.subs = append(s.subs, sub)
+	var err error
+	s.consumers, err = bus.Start(ctx, env.JS, delivery, routes, s.log)
+	if err != nil {
+		return nil, fmt.Errorf("batcher: start: %w", err)
 	}
 	return s, nil
 }
 
 // Stop drains both consumers gracefully — stop pulling, let the handlers in flight finish
 // and settle — bounded by ctx. It is safe to call more than once.
-func (s *Service) Stop(ctx context.Context) error {
-	var wg sync.WaitGroup
-	errs := make([]error, len(s.subs))
-	for i, sub := range s.subs {
-		wg.Go(func() { errs[i] = sub.Stop(ctx) })
-	}
-	wg.Wait()
-	return errors.Join(errs...)
-}
+func (s *Service) Stop(ctx context.Context) error { return s.consumers.Stop(ctx) }
 
 // outputFilter matches the committed call outputs of every run. It is derived from
 // [contracts.Names.OutputSubject] so that the two can never disagree.

@@ -23,8 +23,7 @@ import (
 // batch whose submission failed on every delivery before its dispatch was confirmed.
 const reasonSubmitExhausted = "batcher: the batch submission failed on every delivery before its first gate request was published"
 
-// handleSubmit is the handler of io.awaken.toolbatch.requested.v1 (PIPELINE "batcher",
-// submit steps 1–4): decode and validate, create the batch record, publish the first gate
+// handleSubmit is the handler of io.awaken.toolbatch.requested.v1: decode and validate, create the batch record, publish the first gate
 // request. A rejection is returned as a [*contracts.Rejection]; the bus then runs
 // [Service.submitRejected] and dead-letters the message.
 func (s *Service) handleSubmit(ctx context.Context, d bus.Delivery) error {
@@ -139,8 +138,8 @@ func newRecord(cfg *config.Config, sub *contracts.BatchSubmission, now time.Time
 	}
 }
 
-// parallel reports whether sub qualifies for the parallel-delegation branch (reference
-// §3.2): more than one call, every call to the same tool, and that tool a registered
+// parallel reports whether sub qualifies for the parallel-delegation branch (as the
+// original runtime decides it): more than one call, every call to the same tool, and that tool a registered
 // delegation tool that declares parallel completion. Visibility is not checked here: the
 // gate's probe falls back to the sequential path when any call is not allowed.
 func parallel(cfg *config.Config, sub *contracts.BatchSubmission) bool {

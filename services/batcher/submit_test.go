@@ -80,10 +80,10 @@ func TestSubmitRecordsTheBatchAndDispatchesTheFirstCall(t *testing.T) {
 			h := h.in(t)
 			run := fmt.Sprintf("run-pins-%d", i)
 			sub := submission(run, 3, tt.calls...)
-			h.submit(sub.BatchID(), sub)
-			reqs := h.waitMessages(h.env.Names.WorkStream(), h.env.Names.GateRequestSubject(run), 1)
+			h.Submit(sub.BatchID(), sub)
+			reqs := h.WaitMessages(h.Env.Names.WorkStream(), h.Env.Names.GateRequestSubject(run), 1)
 
-			rec, _ := h.batch(run, 3)
+			rec, _ := h.Batch(run, 3)
 			if !reflect.DeepEqual(rec.Pinned, tt.pins) {
 				t.Errorf("pins = %+v, want %+v", rec.Pinned, tt.pins)
 			}
@@ -104,7 +104,7 @@ func TestSubmitRecordsTheBatchAndDispatchesTheFirstCall(t *testing.T) {
 			if len(reqs) != 1 {
 				t.Fatalf("got %d gate requests, want 1", len(reqs))
 			}
-			ev := reqs[0].event
+			ev := reqs[0].Event
 			req := decode[contracts.GateRequest](t, ev)
 			wantReq := contracts.GateRequest{RunID: run, Step: 3, Index: 0, Probe: tt.parallel}
 			wantID := pipeline.GateRequestID(op(run, 3, tt.calls[0].CallID))
@@ -142,13 +142,13 @@ func TestIdenticalResubmissionIsANoOp(t *testing.T) {
 	sub := submission(run, 1, call("c1", "echo"), call("c2", "echo"))
 	batchID := sub.BatchID()
 
-	h.submit(batchID, sub)
-	h.waitMessages(h.env.Names.WorkStream(), h.env.Names.GateRequestSubject(run), 1)
-	_, rev := h.batch(run, 1)
+	h.Submit(batchID, sub)
+	h.WaitMessages(h.Env.Names.WorkStream(), h.Env.Names.GateRequestSubject(run), 1)
+	_, rev := h.Batch(run, 1)
 
-	seq := h.submit("resubmission-1", sub)
-	h.waitSettled(h.env.Names.SubmissionsStream(), contracts.ConsumerBatcherSubmit, seq)
-	if _, again := h.batch(run, 1); again != rev {
+	seq := h.Submit("resubmission-1", sub)
+	h.WaitSettled(h.Env.Names.SubmissionsStream(), contracts.ConsumerBatcherSubmit, seq)
+	if _, again := h.Batch(run, 1); again != rev {
 		t.Errorf("batch record rewritten by the resubmission: revision %d → %d", rev, again)
 	}
 	if n := len(h.gateRequests(run)); n != 1 {
@@ -157,22 +157,22 @@ func TestIdenticalResubmissionIsANoOp(t *testing.T) {
 	if n := len(h.rejections()); n != 0 {
 		t.Errorf("identical resubmission rejected (%d rejections)", n)
 	}
-	if n := h.hitCount(pipeline.FaultAfterCommit, batchID); n != 2 {
+	if n := h.HitCount(pipeline.FaultAfterCommit, batchID); n != 2 {
 		t.Errorf("open batch re-driven %d times, want 2 (submission and resubmission)", n)
 	}
 
 	// Past open (the publisher finalized it), a resubmission changes nothing at all.
-	rec, _ := h.batch(run, 1)
+	rec, _ := h.Batch(run, 1)
 	rec.Phase = contracts.BatchPhasePublished
-	if _, err := h.env.Batches.UpdateAt(h.ctx, contracts.BatchKey(run, 1), rec, rev); err != nil {
+	if _, err := h.Env.Batches.UpdateAt(h.Ctx, contracts.BatchKey(run, 1), rec, rev); err != nil {
 		t.Fatal(err)
 	}
-	seq = h.submit("resubmission-2", sub)
-	h.waitSettled(h.env.Names.SubmissionsStream(), contracts.ConsumerBatcherSubmit, seq)
-	if n := h.hitCount(pipeline.FaultAfterCommit, batchID); n != 2 {
+	seq = h.Submit("resubmission-2", sub)
+	h.WaitSettled(h.Env.Names.SubmissionsStream(), contracts.ConsumerBatcherSubmit, seq)
+	if n := h.HitCount(pipeline.FaultAfterCommit, batchID); n != 2 {
 		t.Errorf("published batch re-driven by a resubmission (%d dispatches, want 2)", n)
 	}
-	if got, _ := h.batch(run, 1); got.Phase != contracts.BatchPhasePublished {
+	if got, _ := h.Batch(run, 1); got.Phase != contracts.BatchPhasePublished {
 		t.Errorf("phase = %q after resubmitting a published batch", got.Phase)
 	}
 	if n := len(h.gateRequests(run)); n != 1 {
@@ -188,31 +188,31 @@ func TestConflictingResubmissionIsRejected(t *testing.T) {
 	h.start()
 	const run = "run-conflict"
 	first := submission(run, 2, call("c1", "echo"))
-	h.submit(first.BatchID(), first)
-	h.waitMessages(h.env.Names.WorkStream(), h.env.Names.GateRequestSubject(run), 1)
-	_, rev := h.batch(run, 2)
+	h.Submit(first.BatchID(), first)
+	h.WaitMessages(h.Env.Names.WorkStream(), h.Env.Names.GateRequestSubject(run), 1)
+	_, rev := h.Batch(run, 2)
 
 	other := submission(run, 2, call("c1", "echo"))
 	other.Calls[0].Arguments = json.RawMessage(`{"text":"something else"}`)
-	seq := h.submit("conflicting-1", other)
-	h.waitSettled(h.env.Names.SubmissionsStream(), contracts.ConsumerBatcherSubmit, seq)
+	seq := h.Submit("conflicting-1", other)
+	h.WaitSettled(h.Env.Names.SubmissionsStream(), contracts.ConsumerBatcherSubmit, seq)
 
-	rej := h.waitMessages(h.env.Names.SubmissionsStream(), h.env.Names.RejectedSubject(), 1)
-	got := decode[contracts.BatchRejected](t, rej[0].event)
+	rej := h.WaitMessages(h.Env.Names.SubmissionsStream(), h.Env.Names.RejectedSubject(), 1)
+	got := decode[contracts.BatchRejected](t, rej[0].Event)
 	want := contracts.BatchRejected{BatchID: first.BatchID(), RunID: run, Code: string(contracts.RejectConflict),
 		Message: got.Message, EventID: "conflicting-1"}
 	if got != want || !strings.Contains(got.Message, first.BatchID()) {
 		t.Errorf("rejection = %+v, want %+v with a message naming the batch", got, want)
 	}
-	if ev := rej[0].event; ev.ID != "conflicting-1:rejected" || ev.Type != contracts.TypeBatchRejected {
+	if ev := rej[0].Event; ev.ID != "conflicting-1:rejected" || ev.Type != contracts.TypeBatchRejected {
 		t.Errorf("rejection event %s of type %s", ev.ID, ev.Type)
 	}
-	dead := h.deadLetters(contracts.ConsumerBatcherSubmit)
-	if len(dead) != 1 || dead[0].header.Get(bus.HeaderDeadCode) != string(contracts.RejectConflict) ||
-		dead[0].event.ID != "conflicting-1" {
+	dead := h.DeadLetters(contracts.ConsumerBatcherSubmit)
+	if len(dead) != 1 || dead[0].Header.Get(bus.HeaderDeadCode) != string(contracts.RejectConflict) ||
+		dead[0].Event.ID != "conflicting-1" {
 		t.Errorf("dead letters = %+v, want the conflicting submission with code conflict", dead)
 	}
-	if rec, again := h.batch(run, 2); again != rev || rec.Hash != decodedHash(t, first) {
+	if rec, again := h.Batch(run, 2); again != rev || rec.Hash != decodedHash(t, first) {
 		t.Errorf("stored batch changed by a conflicting resubmission")
 	}
 	if n := len(h.gateRequests(run)); n != 1 {
@@ -227,7 +227,7 @@ func TestConflictingResubmissionIsRejected(t *testing.T) {
 func TestMalformedSubmissionsAreRejectedAndTheConsumerMovesOn(t *testing.T) {
 	h := newHarness(t)
 	h.start()
-	names := h.env.Names
+	names := h.Env.Names
 
 	valid := func(run string) []byte {
 		b, err := json.Marshal(submission(run, 1, call("c1", "echo")))
@@ -340,18 +340,18 @@ func TestMalformedSubmissionsAreRejectedAndTheConsumerMovesOn(t *testing.T) {
 			h := h.in(t)
 			run := fmt.Sprintf("run-bad-%d", i)
 			rejBefore := len(h.rejections())
-			deadBefore := len(h.deadLetters(contracts.ConsumerBatcherSubmit))
+			deadBefore := len(h.DeadLetters(contracts.ConsumerBatcherSubmit))
 
 			m := tt.msg(run)
 			msgID := m.Header.Get(jetstream.MsgIDHeader)
-			seq := h.publishRaw(m)
-			h.waitSettled(names.SubmissionsStream(), contracts.ConsumerBatcherSubmit, seq)
+			seq := h.PublishRaw(m)
+			h.WaitSettled(names.SubmissionsStream(), contracts.ConsumerBatcherSubmit, seq)
 
-			rejs := h.waitMessages(names.SubmissionsStream(), names.RejectedSubject(), rejBefore+1)
+			rejs := h.WaitMessages(names.SubmissionsStream(), names.RejectedSubject(), rejBefore+1)
 			if len(rejs) != rejBefore+1 {
 				t.Fatalf("got %d new rejections, want 1", len(rejs)-rejBefore)
 			}
-			rej := decode[contracts.BatchRejected](t, rejs[rejBefore].event)
+			rej := decode[contracts.BatchRejected](t, rejs[rejBefore].Event)
 			if rej.Code != string(tt.code) || rej.Message == "" {
 				t.Errorf("rejection code %q (%s), want %q", rej.Code, rej.Message, tt.code)
 			}
@@ -364,8 +364,8 @@ func TestMalformedSubmissionsAreRejectedAndTheConsumerMovesOn(t *testing.T) {
 			default:
 				wantEventID, wantRejID = tt.eventID, pipeline.RejectedID(tt.eventID)
 			}
-			if rej.EventID != wantEventID || rejs[rejBefore].event.ID != wantRejID {
-				t.Errorf("rejection event %s for event_id %q, want %s for %q", rejs[rejBefore].event.ID, rej.EventID, wantRejID, wantEventID)
+			if rej.EventID != wantEventID || rejs[rejBefore].Event.ID != wantRejID {
+				t.Errorf("rejection event %s for event_id %q, want %s for %q", rejs[rejBefore].Event.ID, rej.EventID, wantRejID, wantEventID)
 			}
 			wantRun, wantBatch := "", ""
 			if tt.ids || tt.noBatch {
@@ -378,23 +378,23 @@ func TestMalformedSubmissionsAreRejectedAndTheConsumerMovesOn(t *testing.T) {
 				t.Errorf("rejection names run %q batch %q, want run %q batch %q", rej.RunID, rej.BatchID, wantRun, wantBatch)
 			}
 
-			dead := h.deadLetters(contracts.ConsumerBatcherSubmit)
+			dead := h.DeadLetters(contracts.ConsumerBatcherSubmit)
 			if len(dead) != deadBefore+1 {
 				t.Fatalf("got %d new dead letters, want 1", len(dead)-deadBefore)
 			}
 			d := dead[deadBefore]
-			if d.header.Get(bus.HeaderDeadCode) != string(tt.code) || d.header.Get(bus.HeaderDeadReason) == "" ||
-				d.header.Get(bus.HeaderOriginalSequence) != fmt.Sprint(seq) {
-				t.Errorf("dead letter headers = %v, want code %s for sequence %d", d.header, tt.code, seq)
+			if d.Header.Get(bus.HeaderDeadCode) != string(tt.code) || d.Header.Get(bus.HeaderDeadReason) == "" ||
+				d.Header.Get(bus.HeaderOriginalSequence) != fmt.Sprint(seq) {
+				t.Errorf("dead letter headers = %v, want code %s for sequence %d", d.Header, tt.code, seq)
 			}
-			if _, _, err := h.env.Batches.Get(h.ctx, contracts.BatchKey(run, 1)); err == nil {
+			if _, _, err := h.Env.Batches.Get(h.Ctx, contracts.BatchKey(run, 1)); err == nil {
 				t.Errorf("a batch record was written for a rejected submission")
 			}
 
 			// The consumer moves on: the next good batch is processed.
 			good := submission(run+"-good", 1, call("c1", "echo"))
-			h.submit(good.BatchID(), good)
-			h.waitMessages(names.WorkStream(), names.GateRequestSubject(run+"-good"), 1)
+			h.Submit(good.BatchID(), good)
+			h.WaitMessages(names.WorkStream(), names.GateRequestSubject(run+"-good"), 1)
 		})
 	}
 }

@@ -15,7 +15,7 @@ import (
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
-// handleCancel is the handler of run cancellation (PIPELINE "gate", Cancel): every open
+// handleCancel is the handler of run cancellation: every open
 // batch of the run is sealed — each non-terminal call becomes Indeterminate("cancelled"),
 // its ticket is cleared — and a CallOutput is published per sealed call so the publisher
 // finalizes the batch and its results publish once. A late approval or timer then finds no
@@ -83,7 +83,7 @@ func (s *Service) seal(ctx context.Context, b *contracts.BatchRecord, index int,
 		if err != nil {
 			return err
 		}
-		if rec.Phase.Kind == contracts.PhaseIndeterminate && rec.Phase.Reason == reason {
+		if rec.IndeterminateFor(reason) {
 			sealed = append(sealed, i)
 			recs = append(recs, rec)
 		}
@@ -115,18 +115,16 @@ func (s *Service) sealCall(ctx context.Context, b *contracts.BatchRecord, i int,
 			return contracts.CallRecord{}, err
 		}
 		if rec.Phase.IsTerminal() {
-			if rec.Phase.Kind == contracts.PhaseIndeterminate && rec.Phase.Reason == reason {
+			if rec.IndeterminateFor(reason) {
 				if err := s.clearTickets(ctx, b, i, &rec); err != nil {
 					return contracts.CallRecord{}, err
 				}
 			}
 			return rec, nil
 		}
-		dc := durable(b, i, &rec)
-		if err := dc.MarkIndeterminate(reason); err != nil {
+		if err := rec.MarkIndeterminate(reason, s.env.Now()); err != nil {
 			return contracts.CallRecord{}, bus.Permanent(fmt.Errorf("gate: seal call %s: %w", rec.CallID, err))
 		}
-		s.storeDurable(&rec, dc)
 		switch _, err := s.putCall(ctx, b, i, rec, rev); {
 		case errors.Is(err, errRaced):
 			continue
@@ -150,7 +148,7 @@ func (s *Service) sealCall(ctx context.Context, b *contracts.BatchRecord, i int,
 // clearTickets deletes every ticket call i could have parked on. Only a call that was ever
 // Awaiting can have one, and its correlation ids are derived, so no lookup is needed.
 func (s *Service) clearTickets(ctx context.Context, b *contracts.BatchRecord, i int, rec *contracts.CallRecord) error {
-	if _, parked := markTime(rec, stageAwaiting); !parked {
+	if _, parked := rec.MarkTime(contracts.StageAwaiting); !parked {
 		return nil
 	}
 	sub := &b.Submission

@@ -14,7 +14,7 @@ import (
 const capabilityBoundPrefix = "capability_bound: "
 
 // capabilityBound reports whether outcome defers call of sub as a scheduled action of a
-// kind the run may not perform (reference §1.9: Schedule with Some(kind) must be permitted
+// kind the run may not perform (as in the original: a schedule with an action kind must be permitted
 // by the run's environment, else the run ends with CapabilityBound, with no ticket and no
 // execution). The run's permitted kinds are its snapshot's action_kinds. It returns the
 // reason the run's unfinished calls are sealed with.

@@ -11,7 +11,7 @@ import (
 //   - outcome: a permission decision of the chain (narrowing, run policy, host policy, host
 //     fixed result). It is recorded on the call and audited once.
 //   - client: the tool is client-executed; the call parks without consulting any gate and
-//     without an audit record (reference §7 item 9: the original bypasses the gate too).
+//     without an audit record (as in the original, which bypasses the gate too).
 //   - unknown: the tool is not visible to the model or not registered on any executor; the
 //     call completes with "unknown tool: {id}". Nothing is audited because no policy
 //     decided; visibility and availability can only remove a call, never allow one.
@@ -113,7 +113,7 @@ func (s *Service) fixedResult(call contracts.ToolCall) (contracts.ToolOutput, bo
 }
 
 // entryCheck validates the call's pinned recovery policy against the tool's current
-// effective capability, read from the trusted configuration (reference §1.6: configuration
+// effective capability, read from the trusted configuration (configuration
 // can only match or reduce capability). A tool that vanished from the configuration since
 // the batch was pinned, or a sandbox tool while the sandbox is disabled, counts as
 // non_recoverable, and a pin without a known target (a

@@ -29,7 +29,7 @@ const (
 )
 
 // builder makes the outgoing events of one batch, each with the deterministic id of its
-// operation and stage (PIPELINE "Message ids"), so that every re-publish is deduplicated.
+// operation and stage (internal/pipeline/ids.go), so that every re-publish is deduplicated.
 type builder struct {
 	s *Service
 	b *contracts.BatchRecord
@@ -101,7 +101,7 @@ func (bd builder) output(i int, rec *contracts.CallRecord, parallel bool) (bus.O
 	return bd.out(bd.s.env.Names.OutputSubject(sub.RunID), pipeline.OutputID(bd.op(c.CallID)), contracts.TypeCallOutput,
 		contracts.CallOutput{
 			RunID: sub.RunID, Step: sub.Step, Index: i, CallID: c.CallID, ToolID: c.ToolID,
-			Outcome: callOutcome(rec.Phase), Parallel: parallel,
+			Outcome: rec.Outcome(), Parallel: parallel,
 		})
 }
 

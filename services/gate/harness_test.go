@@ -14,12 +14,11 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/rs/zerolog"
 
 	"github.com/awaken-dev/awaken/internal/bus"
-	"github.com/awaken-dev/awaken/internal/config"
 	"github.com/awaken-dev/awaken/internal/natstest"
 	"github.com/awaken-dev/awaken/internal/pipeline"
+	"github.com/awaken-dev/awaken/internal/servicetest"
 	"github.com/awaken-dev/awaken/internal/state"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
@@ -105,20 +104,8 @@ func newHarness(t *testing.T, opts ...harnessOption) *harness {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	srv := natstest.Start(t)
-	nc, js := srv.Conn(t)
-	cfg, err := config.Parse([]byte(testConfig))
-	if err != nil {
-		t.Fatalf("config: %v", err)
-	}
-	if err := bus.EnsureTopology(ctx, js, cfg.Names(), bus.TopologyConfig{Storage: jetstream.MemoryStorage}); err != nil {
-		t.Fatalf("topology: %v", err)
-	}
-	log := zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel)
-	env, err := pipeline.NewEnv(ctx, nc, js, cfg, log)
-	if err != nil {
-		t.Fatalf("env: %v", err)
-	}
+	kit := servicetest.New(t, ServiceName, testConfig, bus.TopologyConfig{})
+	srv, nc, js, env := kit.Server, kit.NC, kit.JS, kit.Env
 	h := &harness{t: t, ctx: ctx, srv: srv, nc: nc, js: js, env: env, faults: &faultPlan{}, clock: &clock{}}
 	env.Faults = h.faults.hook
 	env.Now = h.clock.now

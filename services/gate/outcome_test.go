@@ -284,7 +284,7 @@ func TestScheduledCallRunsAtDueTimeWithoutAHuman(t *testing.T) {
 	if rec.Phase.Attempt != 1 || rec.Entered || rec.ResolvedBy != timerResolver(corr, timerDue) {
 		t.Errorf("record %+v", rec)
 	}
-	if at, _ := markTime(&rec, stageResumed); at.Before(*tk.DueAt) {
+	if at, _ := rec.MarkTime(contracts.StageResumed); at.Before(*tk.DueAt) {
 		t.Errorf("scheduled call resumed at %s, before its due_at %s", at, tk.DueAt)
 	}
 	natstest.WaitFor(t, waitLong, func() bool { return len(byCall(t, h.execRequests(), "call_1")) == 1 }, "executor request")

@@ -10,8 +10,7 @@ import (
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
-// probe handles the gate request of a parallel-delegation batch (PIPELINE "gate", Probe;
-// reference §2.4): every call is decided first — a decision already recorded is reused,
+// probe handles the gate request of a parallel-delegation batch: every call is decided first — a decision already recorded is reused,
 // a new one is recorded as CallRecord{Requested, Decision} — and audited once. Only if
 // every call is allowed does any of them enter execution: then each is moved
 // Requested → Executing{1} and its executor request is published with Parallel set.
@@ -45,7 +44,7 @@ func (s *Service) probe(ctx context.Context, b *contracts.BatchRecord) error {
 	bd := s.builder(b)
 	var c collect
 	for i := range n {
-		if at, ok := markTime(&recs[i], stageProbed); ok && recs[i].Decision != nil {
+		if at, ok := recs[i].MarkTime(contracts.StageProbed); ok && recs[i].Decision != nil {
 			c.add(bd.audit(i, recs[i].Decision.AuditLabel(), recs[i].Decision.Reason, at))
 		}
 	}
@@ -109,9 +108,9 @@ func (s *Service) recordDecision(ctx context.Context, b *contracts.BatchRecord, 
 		if d.outcome == nil {
 			return rec, rev, false, false, nil
 		}
-		rec.Decision = d.outcome
-		s.env.Mark(&rec, stageProbed)
-		rec.TraceParent = s.env.Telemetry.TraceParent(ctx)
+		if err := rec.Probe(d.outcome, s.env.Telemetry.TraceParent(ctx), s.env.Now()); err != nil {
+			return rec, rev, false, false, bus.Permanent(fmt.Errorf("gate: probe call %s: %w", rec.CallID, err))
+		}
 		next, err := s.putCall(ctx, b, i, rec, rev)
 		switch {
 		case errors.Is(err, errRaced):

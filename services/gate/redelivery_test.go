@@ -34,39 +34,33 @@ func TestGateRequestRedeliveryAtEachPhase(t *testing.T) {
 			phase: contracts.PhaseAwaiting, opened: 1, audit: []string{"ask"}},
 		{name: "decision recorded by a probe", tool: "echo",
 			state: func(b *contracts.BatchRecord, rec *contracts.CallRecord) {
-				rec.Decision = allowed
-				h.env.Mark(rec, stageProbed)
+				must(rec.Probe(allowed, "", h.env.Now()))
 			},
 			phase: contracts.PhaseExecuting, execs: 1, audit: nil},
 		{name: "executing, executor not entered", tool: "echo",
 			state: func(b *contracts.BatchRecord, rec *contracts.CallRecord) {
-				rec.Decision = allowed
-				h.env.Mark(rec, stageDecided)
-				rec.Phase = contracts.ExecutingPhase(1)
+				must(rec.Decide(allowed, "", h.env.Now()))
+				must(rec.Dispatch(h.env.Now()))
 			},
 			phase: contracts.PhaseExecuting, execs: 1, audit: []string{"allow"}},
 		{name: "executing, executor entered", tool: "echo",
 			state: func(b *contracts.BatchRecord, rec *contracts.CallRecord) {
-				rec.Decision = allowed
-				h.env.Mark(rec, stageDecided)
-				rec.Phase = contracts.ExecutingPhase(1)
-				rec.Entered, rec.EnteredBy = true, 7
+				must(rec.Decide(allowed, "", h.env.Now()))
+				must(rec.Dispatch(h.env.Now()))
+				must(rec.Enter(7, h.env.Now()))
 			},
 			phase: contracts.PhaseExecuting, execs: 0, audit: []string{"allow"}},
 		{name: "completed", tool: "forbidden",
 			state: func(b *contracts.BatchRecord, rec *contracts.CallRecord) {
-				rec.Decision = &contracts.GateOutcome{Kind: contracts.GateBlock, Reason: "no"}
-				h.env.Mark(rec, stageDecided)
-				rec.Phase = contracts.CompletedPhase(contracts.ErrorOutput(rec.CallID, "blocked: no"))
+				must(rec.Decide(&contracts.GateOutcome{Kind: contracts.GateBlock, Reason: "no"}, "", h.env.Now()))
+				must(rec.CompleteImmediate(contracts.ErrorOutput(rec.CallID, "blocked: no"), h.env.Now()))
 			},
 			phase: contracts.PhaseCompleted, outputs: 1, audit: []string{"deny"}},
 		{name: "awaiting, ticket not yet created", tool: "ask_me",
 			state: func(b *contracts.BatchRecord, rec *contracts.CallRecord) {
 				corr := contracts.CorrelationID(contracts.ReasonPermission, testRunID, b.Submission.Step, rec.CallID)
-				rec.Decision = &contracts.GateOutcome{Kind: contracts.GateRequireConfirmation, CorrelationID: corr}
-				h.env.Mark(rec, stageDecided)
-				rec.Phase = contracts.AwaitingPhase(contracts.WaitToolPermission, corr)
-				h.env.Mark(rec, stageAwaiting)
+				must(rec.Decide(&contracts.GateOutcome{Kind: contracts.GateRequireConfirmation, CorrelationID: corr}, "", h.env.Now()))
+				must(rec.Park(contracts.WaitToolPermission, corr, h.env.Now()))
 			},
 			phase: contracts.PhaseAwaiting, opened: 1, audit: []string{"ask"}},
 	}
@@ -279,5 +273,12 @@ func TestCrashAtEachStepThenRedelivery(t *testing.T) {
 				sc.check(t, h, b)
 			})
 		}
+	}
+}
+
+// must panics on a transition a test's setup expects to be legal.
+func must(err error) {
+	if err != nil {
+		panic(err)
 	}
 }

@@ -31,7 +31,7 @@ func (s *Service) loadCall(ctx context.Context, b *contracts.BatchRecord, i int)
 	if err != nil {
 		return contracts.CallRecord{}, 0, fmt.Errorf("gate: read call %s: %w", key, err)
 	}
-	if err := checkRecord(b, i, &rec); err != nil {
+	if err := b.CheckCall(i, &rec); err != nil {
 		return contracts.CallRecord{}, 0, bus.Permanent(err)
 	}
 	return rec, rev, nil
@@ -62,7 +62,7 @@ func callKey(b *contracts.BatchRecord, i int) string {
 	return contracts.CallKey(b.Submission.RunID, b.Submission.Step, b.Submission.Calls[i].CallID)
 }
 
-// gateCall handles the sequential gate request for call i (PIPELINE "gate", Request):
+// gateCall handles the sequential gate request for call i:
 // a Requested call is decided — or its decision recorded by a probe is reused — and the
 // outcome applied in one write; a call past Requested re-publishes what its committed state
 // implies, so a redelivered request never decides twice.
@@ -100,8 +100,9 @@ func (s *Service) gateCall(ctx context.Context, b *contracts.BatchRecord, i int,
 		decidedNow := rec.Decision == nil
 		if decidedNow {
 			d = s.decide(b, i)
-			s.env.Mark(&rec, stageDecided)
-			rec.TraceParent = s.env.Telemetry.TraceParent(ctx)
+			if err := rec.Decide(d.outcome, s.env.Telemetry.TraceParent(ctx), s.env.Now()); err != nil {
+				return bus.Permanent(fmt.Errorf("gate: decide call %s: %w", op, err))
+			}
 		}
 		if err := s.applyDecision(b, i, &rec, d); err != nil {
 			return bus.Permanent(err)
@@ -143,64 +144,63 @@ func (s *Service) gateCall(ctx context.Context, b *contracts.BatchRecord, i int,
 func (s *Service) applyDecision(b *contracts.BatchRecord, i int, rec *contracts.CallRecord, d decision) error {
 	sub := &b.Submission
 	call := sub.Calls[i]
-	dc := durable(b, i, rec)
+	now := s.env.Now()
 	var err error
 	switch {
 	case d.bound != "":
-		err = dc.MarkIndeterminate(d.bound)
+		err = rec.MarkIndeterminate(d.bound, now)
 	case d.unknown:
-		err = dc.CompleteImmediate(contracts.ErrUnknownTool(call.ToolID).Output(call.CallID).Normalize())
+		err = rec.CompleteImmediate(contracts.ErrUnknownTool(call.ToolID).Output(call.CallID).Normalize(), now)
 	case d.client:
-		err = dc.MarkAwaiting(contracts.WaitExternalResult,
-			contracts.CorrelationID(contracts.ReasonClientExecution, sub.RunID, sub.Step, call.CallID))
+		err = rec.Park(contracts.WaitExternalResult,
+			contracts.CorrelationID(contracts.ReasonClientExecution, sub.RunID, sub.Step, call.CallID), now)
 	case d.outcome == nil:
 		return fmt.Errorf("gate: call %s: empty decision", call.CallID)
 	default:
 		o := d.outcome
 		switch o.Kind {
 		case contracts.GateAllow:
-			err = s.enter(b, i, &dc)
+			err = s.enter(b, i, rec)
 		case contracts.GateBlock, contracts.GateSetResult:
 			out, _ := o.ImmediateOutput(call.CallID)
-			err = dc.CompleteImmediate(out.Normalize())
+			err = rec.CompleteImmediate(out.Normalize(), now)
 		case contracts.GateRequireConfirmation:
-			err = dc.MarkAwaiting(contracts.WaitToolPermission, o.CorrelationID)
+			err = rec.Park(contracts.WaitToolPermission, o.CorrelationID, now)
 		case contracts.GateSchedule:
-			err = dc.MarkAwaiting(contracts.WaitScheduledAction, o.CorrelationID)
+			err = rec.Park(contracts.WaitScheduledAction, o.CorrelationID, now)
 		default:
 			// An outcome of unknown kind (a record written by a newer version) fails closed.
 			out := contracts.ErrorOutput(call.CallID, contracts.BlockedPrefix+fmt.Sprintf("unknown gate outcome %q", o.Kind))
-			err = dc.CompleteImmediate(out)
+			err = rec.CompleteImmediate(out, now)
 		}
 	}
 	if err != nil {
 		return fmt.Errorf("gate: apply decision to call %s: %w", call.CallID, err)
 	}
-	rec.Decision = d.outcome
-	s.storeDurable(rec, dc)
 	return nil
 }
 
 // enter moves a Requested or Awaiting call into Executing{1}, or — when the pinned policy no
 // longer fits the tool's capability — completes it with the execution error instead. A
 // tool with a host fixed result never enters an executor: it completes with that result.
-func (s *Service) enter(b *contracts.BatchRecord, i int, dc *contracts.DurableToolCall) error {
+func (s *Service) enter(b *contracts.BatchRecord, i int, rec *contracts.CallRecord) error {
 	call := b.Submission.Calls[i]
-	complete := dc.CompleteImmediate
-	if dc.Phase.Kind == contracts.PhaseAwaiting {
-		complete = dc.Complete
+	now := s.env.Now()
+	complete := rec.CompleteImmediate
+	if rec.Phase.Kind == contracts.PhaseAwaiting {
+		complete = rec.Complete
 	}
 	if err := s.entryCheck(b.Pinned[i], call.ToolID); err != nil {
-		return complete(contracts.ExecutionFailed(err.Error()).Output(call.CallID).Normalize())
+		return complete(contracts.ExecutionFailed(err.Error()).Output(call.CallID).Normalize(), now)
 	}
 	if fixed, ok := s.fixedResult(call); ok {
-		return complete(fixed.Normalize())
+		return complete(fixed.Normalize(), now)
 	}
-	if dc.Phase.Kind == contracts.PhaseAwaiting {
-		w := dc.Phase.Wait
-		return dc.ResumeExecuting(w.Kind, w.CorrelationID)
+	if rec.Phase.Kind == contracts.PhaseAwaiting {
+		w := rec.Phase.Wait
+		return rec.Resume(w.Kind, w.CorrelationID, now)
 	}
-	return dc.MarkExecuting()
+	return rec.Dispatch(now)
 }
 
 // disposition is the projection of call i's decision for the tool_call fact: pending_client
@@ -249,7 +249,7 @@ func visible(b *contracts.BatchRecord, i int) bool {
 func (s *Service) realizeDecision(ctx context.Context, b *contracts.BatchRecord, i int, rec *contracts.CallRecord, parallel bool) error {
 	bd := s.builder(b)
 	var first collect
-	if at, ok := markTime(rec, stageDecided); ok && rec.Decision != nil {
+	if at, ok := rec.MarkTime(contracts.StageDecided); ok && rec.Decision != nil {
 		first.add(bd.audit(i, rec.Decision.AuditLabel(), rec.Decision.Reason, at))
 	}
 	if _, ok := decidedAt(rec); ok {
@@ -264,7 +264,7 @@ func (s *Service) realizeDecision(ctx context.Context, b *contracts.BatchRecord,
 
 	var then collect
 	switch {
-	case isExecutingUnentered(rec):
+	case rec.ExecutingUnentered():
 		then.add(bd.exec(i, rec, parallel))
 	case rec.Phase.IsTerminal():
 		then.add(bd.output(i, rec, parallel))

@@ -79,7 +79,7 @@ func (s *Service) realizeResolution(ctx context.Context, b *contracts.BatchRecor
 	var first collect
 	first.add(bd.resolved(i, res.corr, res.code, res.message, res.resumeID))
 	if res.audit != "" {
-		at, ok := markTime(rec, stageResumed)
+		at, ok := rec.MarkTime(contracts.StageResumed)
 		if !ok {
 			at = s.env.Now()
 		}
@@ -93,7 +93,7 @@ func (s *Service) realizeResolution(ctx context.Context, b *contracts.BatchRecor
 	}
 	var then collect
 	switch {
-	case isExecutingUnentered(rec):
+	case rec.ExecutingUnentered():
 		then.add(bd.exec(i, rec, false))
 	case rec.Phase.IsTerminal():
 		then.add(bd.output(i, rec, false))

@@ -12,7 +12,7 @@ import (
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
-// handleResume is the handler of io.awaken.ticket.resume.v1 (DESIGN §3.3). A command that
+// handleResume is the handler of io.awaken.ticket.resume.v1, the approval protocol's answer to a ticket. A command that
 // does not decode returns its [*contracts.Rejection]: the bus then runs the consumer's
 // OnReject, which publishes the rejection with the decoder's code, and dead-letters the
 // message. Every other refusal is a [contracts.ResumeErrorCode] published on the rejected
@@ -50,13 +50,13 @@ func (s *Service) reject(ctx context.Context, resumeID string, cmd contracts.Res
 	})
 }
 
-// resume is one attempt at applying cmd (PIPELINE "gate", Resume). In order:
+// resume is one attempt at applying cmd. In order:
 //  1. read the ticket; locate the call it (or, when it is gone, the correlation id) names;
 //  2. a call already resolved by this very command (ResolvedBy = resumeID) is a redelivery:
 //     re-publish its outputs; a call whose ticket expired is refused expired (and the
 //     expiry's outputs re-published, in case a crash cut them short);
 //  3. no ticket → not_waiting; [contracts.ValidateResume] (an expired ticket also expires
-//     the call, as its deadline timer would) and [contracts.ValidateCallAwaitsTicket]
+//     the call, as its deadline timer would) and [contracts.CallRecord.CheckAwaits]
 //     (mismatch → not_waiting) — any refusal is published and leaves the ticket intact;
 //  4. apply by compare-and-swap on the call with ResolvedBy = resumeID: allow →
 //     Executing{1} (not entered), deny → Completed "blocked: {reason or denied}", tool
@@ -112,27 +112,26 @@ func (s *Service) resume(ctx context.Context, resumeID string, cmd contracts.Res
 		}
 		return s.reject(ctx, resumeID, cmd, err)
 	}
-	if err := contracts.ValidateCallAwaitsTicket(durable(b, i, &rec), *tp); err != nil {
+	if err := rec.CheckAwaits(b.Submission.Calls[i], *tp); err != nil {
 		return s.reject(ctx, resumeID, cmd, &contracts.ResumeError{Code: contracts.ResumeNotWaiting, Message: err.Error()})
 	}
 
-	dc := durable(b, i, &rec)
 	call := b.Submission.Calls[i]
 	res := resumeResolution(cmd, resumeID)
+	now := s.env.Now()
+	err = rec.Resolve(resumeID, now)
 	switch r := cmd.Result; {
+	case err != nil:
 	case r.Permission != nil && r.Permission.Decision == contracts.DecisionAllow:
-		err = s.enter(b, i, &dc)
+		err = s.enter(b, i, &rec)
 	case r.Permission != nil:
-		err = dc.Complete(contracts.ErrorOutput(call.CallID, contracts.BlockedPrefix+res.auditReason))
+		err = rec.Complete(contracts.ErrorOutput(call.CallID, contracts.BlockedPrefix+res.auditReason), now)
 	default:
-		err = dc.Complete(r.ToolResult.Normalize())
+		err = rec.Complete(r.ToolResult.Normalize(), now)
 	}
 	if err != nil {
 		return bus.Permanent(fmt.Errorf("gate: resume call %s: %w", call.CallID, err))
 	}
-	rec.ResolvedBy = resumeID
-	s.env.Mark(&rec, stageResumed)
-	s.storeDurable(&rec, dc)
 	return s.commitResolution(ctx, b, i, &rec, rev, ticketRev, res)
 }
 

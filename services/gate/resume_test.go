@@ -316,7 +316,7 @@ func TestApprovalDeadline(t *testing.T) {
 		if outputText(rec) != "blocked: approval timed out" {
 			t.Errorf("output %q", outputText(rec))
 		}
-		if at, _ := markTime(&rec, stageResumed); at.Before(*tk.Deadline) {
+		if at, _ := rec.MarkTime(contracts.StageResumed); at.Before(*tk.Deadline) {
 			t.Errorf("expired at %s, before the deadline %s", at, tk.Deadline)
 		}
 		h.quiet()

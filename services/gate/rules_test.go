@@ -10,7 +10,7 @@ import (
 )
 
 // TestSandboxToolWhileSandboxDisabledIsNonRecoverable: with the sandbox executor disabled,
-// a sandbox tool's capability is non_recoverable (reference §1.6: no sandbox executor
+// a sandbox tool's capability is non_recoverable (no sandbox executor
 // wired), so its replay_safe pin is unsupported and the call completes with that error
 // before any executor is entered — instead of being dispatched as replayable.
 func TestSandboxToolWhileSandboxDisabledIsNonRecoverable(t *testing.T) {

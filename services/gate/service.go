@@ -1,4 +1,4 @@
-// Package gate is the permission gate of the awaken pipeline (DESIGN §2, PIPELINE "gate").
+// Package gate is the permission gate of the awaken pipeline.
 //
 // For every call of a batch, in model order, it runs the gate chain — client execution,
 // run narrowing, the per-run policy, the host policy, visibility and availability, the
@@ -20,7 +20,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -90,7 +89,7 @@ type Service struct {
 	host        *contracts.Policy
 	runPolicies *policyCache
 	log         zerolog.Logger
-	subs        []*bus.Subscription
+	consumers   *bus.Consumers
 }
 
 // Start compiles the host policy of env.Config (an invalid host policy fails Start), then
@@ -109,45 +108,36 @@ func Start(ctx context.Context, env *pipeline.Env, opts ...Option) (*Service, er
 		return nil, err
 	}
 	n := env.Names
-	specs := []struct {
-		spec bus.ConsumerSpec
-		h    bus.Handler
-	}{
-		{bus.ConsumerSpec{
+	routes := []bus.Route{
+		{Spec: bus.ConsumerSpec{
 			Stream: n.WorkStream(), Durable: contracts.ConsumerGateRequests,
 			FilterSubjects: []string{n.GateRequestFilter()},
 			AcceptTypes:    []string{contracts.TypeGateRequest},
 			OnExhausted:    s.requestExhausted,
-		}, s.handleRequest},
-		{bus.ConsumerSpec{
+		}, Handler: s.handleRequest},
+		{Spec: bus.ConsumerSpec{
 			Stream: n.TicketsStream(), Durable: contracts.ConsumerGateResume,
 			FilterSubjects: []string{n.TicketResumeSubject()},
 			AcceptTypes:    []string{contracts.TypeTicketResume},
 			OnReject:       s.resumeRejected,
-		}, s.onResume},
-		{bus.ConsumerSpec{
+		}, Handler: s.onResume},
+		{Spec: bus.ConsumerSpec{
 			Stream: n.TimersStream(), Durable: contracts.ConsumerGateTimers,
 			FilterSubjects: []string{n.TicketExpireSubject()},
 			AcceptTypes:    []string{contracts.TypeTicketExpire},
 			OnExhausted:    s.timerExhausted,
-		}, s.onTimer},
-		{bus.ConsumerSpec{
+		}, Handler: s.onTimer},
+		{Spec: bus.ConsumerSpec{
 			Stream: n.ControlStream(), Durable: contracts.ConsumerGateControl,
 			FilterSubjects: []string{n.RunCancelSubject()},
 			AcceptTypes:    []string{contracts.TypeRunCancel},
-		}, s.onCancel},
+		}, Handler: s.onCancel},
 	}
-	for _, c := range specs {
-		c.spec.AckWait, c.spec.MaxDeliver, c.spec.BackOff = o.ackWait, maxDeliver, backOff
-		c.spec.Workers, c.spec.Names = o.workers, n
-		c.spec.Observer = env.Telemetry.Observer()
-		c.spec.HandlerTimeout = bus.DefaultHandlerTimeout
-		sub, err := bus.Consume(ctx, env.JS, c.spec, c.h, s.log)
-		if err != nil {
-			stopErr := s.Stop(context.WithoutCancel(ctx))
-			return nil, errors.Join(fmt.Errorf("gate: start: %w", err), stopErr)
-		}
-		s.subs = append(s.subs, sub)
+	s.consumers, err = bus.Start(ctx, env.JS, env.Delivery(bus.DeliveryOptions{
+		AckWait: o.ackWait, MaxDeliver: maxDeliver, BackOff: backOff, Workers: o.workers,
+	}), routes, s.log)
+	if err != nil {
+		return nil, fmt.Errorf("gate: start: %w", err)
 	}
 	return s, nil
 }
@@ -168,15 +158,7 @@ func newService(env *pipeline.Env, o options) (*Service, error) {
 
 // Stop drains every consumer gracefully — stop pulling, let the handlers in flight finish
 // and settle — bounded by ctx. It is safe to call more than once.
-func (s *Service) Stop(ctx context.Context) error {
-	var wg sync.WaitGroup
-	errs := make([]error, len(s.subs))
-	for i, sub := range s.subs {
-		wg.Go(func() { errs[i] = sub.Stop(ctx) })
-	}
-	wg.Wait()
-	return errors.Join(errs...)
-}
+func (s *Service) Stop(ctx context.Context) error { return s.consumers.Stop(ctx) }
 
 // handleRequest is the handler of gate requests: the probe of a parallel-delegation batch,
 // or the sequential request of one call.
@@ -199,8 +181,8 @@ func (s *Service) handleRequest(ctx context.Context, d bus.Delivery) error {
 // request decodes a gate request and loads its batch. A request that names no batch or no
 // call is permanent: the batcher writes the batch record before it publishes a request.
 func (s *Service) request(ctx context.Context, ev bus.Event) (contracts.GateRequest, *contracts.BatchRecord, error) {
-	var req contracts.GateRequest
-	if err := decodeStrict(ev.Data, &req); err != nil {
+	req, err := bus.Decode[contracts.GateRequest](ev.Data)
+	if err != nil {
 		return req, nil, contracts.Reject(contracts.RejectInvalidJSON, "gate request: %v", err)
 	}
 	if err := contracts.ValidateID("run_id", req.RunID); err != nil {
@@ -277,8 +259,8 @@ func (s *Service) onTimer(ctx context.Context, d bus.Delivery) error {
 // timerExhausted makes the call of a timer that failed on every delivery Indeterminate,
 // clears its ticket and publishes its CallOutput, so a parked batch does not wait forever.
 func (s *Service) timerExhausted(ctx context.Context, d bus.Delivery, cause error) error {
-	var tm contracts.TicketTimer
-	if err := decodeStrict(d.Event.Data, &tm); err != nil {
+	tm, err := bus.Decode[contracts.TicketTimer](d.Event.Data)
+	if err != nil {
 		return nil
 	}
 	p, err := parseCorrelation(tm.CorrelationID)

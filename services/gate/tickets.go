@@ -29,7 +29,7 @@ func (s *Service) ticketFor(b *contracts.BatchRecord, i int, rec *contracts.Call
 	if !ok {
 		return nil, fmt.Errorf("gate: call %s awaits %s, which has no ticket", rec.CallID, w.Kind)
 	}
-	opened, ok := markTime(rec, stageAwaiting)
+	opened, ok := rec.MarkTime(contracts.StageAwaiting)
 	if !ok {
 		opened = s.env.Now()
 	}

@@ -1,12 +1,9 @@
 package gate
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 
 	"github.com/rs/zerolog"
 
@@ -16,14 +13,14 @@ import (
 )
 
 // handleTimer is the handler of the ticket timers that JetStream message scheduling
-// delivers on the timer subject (PIPELINE "gate", Timer). A timer of a ticket that no
+// delivers on the timer subject. A timer of a ticket that no
 // longer exists (resolved, cancelled) is acknowledged and ignored.
 func (s *Service) handleTimer(ctx context.Context, ev bus.Event) error {
 	if err := bus.ExpectType(ev, contracts.TypeTicketExpire); err != nil {
 		return bus.Permanent(err)
 	}
-	var tm contracts.TicketTimer
-	if err := decodeStrict(ev.Data, &tm); err != nil {
+	tm, err := bus.Decode[contracts.TicketTimer](ev.Data)
+	if err != nil {
 		return bus.Permanent(fmt.Errorf("gate: decode ticket timer: %w", err))
 	}
 	if tm.Kind != timerDue && tm.Kind != timerDeadline {
@@ -69,28 +66,28 @@ func (s *Service) fire(ctx context.Context, tm contracts.TicketTimer) error {
 		zerolog.Ctx(ctx).Debug().Msg("timer of a resolved or cancelled ticket ignored")
 		return nil
 	}
-	if err := contracts.ValidateCallAwaitsTicket(durable(b, i, &rec), *tp); err != nil {
+	if err := rec.CheckAwaits(b.Submission.Calls[i], *tp); err != nil {
 		// The call no longer awaits this ticket: an orphan left by a race with a
 		// cancellation. Nobody can resume it; remove it.
 		zerolog.Ctx(ctx).Info().Err(err).Msg("orphan ticket removed")
 		return s.deleteTicket(ctx, tm.CorrelationID, ticketRev)
 	}
-	dc := durable(b, i, &rec)
-	switch {
-	case tm.Kind == timerDue && tp.Reason == contracts.ReasonScheduledAction && tp.DueAt != nil:
-		err = s.enter(b, i, &dc)
-	case tm.Kind == timerDeadline && tp.Deadline != nil:
-		err = dc.Complete(contracts.ErrorOutput(rec.CallID, contracts.BlockedPrefix+approvalTimedOut))
-	default:
+	due := tm.Kind == timerDue && tp.Reason == contracts.ReasonScheduledAction && tp.DueAt != nil
+	if !due && (tm.Kind != timerDeadline || tp.Deadline == nil) {
 		zerolog.Ctx(ctx).Warn().Str("reason", string(tp.Reason)).Msg("timer does not apply to its ticket; ignored")
 		return nil
+	}
+	err = rec.Resolve(by, s.env.Now())
+	switch {
+	case err != nil:
+	case due:
+		err = s.enter(b, i, &rec)
+	default:
+		err = rec.Complete(contracts.ErrorOutput(rec.CallID, contracts.BlockedPrefix+approvalTimedOut), s.env.Now())
 	}
 	if err != nil {
 		return bus.Permanent(fmt.Errorf("gate: timer %s: %w", by, err))
 	}
-	rec.ResolvedBy = by
-	s.env.Mark(&rec, stageResumed)
-	s.storeDurable(&rec, dc)
 	return s.commitResolution(ctx, b, i, &rec, rev, ticketRev, timerResolution(tm))
 }
 
@@ -102,17 +99,17 @@ func (s *Service) expire(ctx context.Context, b *contracts.BatchRecord, i int, t
 	if err != nil {
 		return err
 	}
-	dc := durable(b, i, &rec)
-	if contracts.ValidateCallAwaitsTicket(dc, *t) != nil {
+	if rec.CheckAwaits(b.Submission.Calls[i], *t) != nil {
 		return nil
 	}
-	if err := dc.Complete(contracts.ErrorOutput(rec.CallID, contracts.BlockedPrefix+approvalTimedOut)); err != nil {
+	tm := contracts.TicketTimer{CorrelationID: t.CorrelationID, Kind: timerDeadline}
+	now := s.env.Now()
+	if err := rec.Resolve(timerResolver(tm.CorrelationID, tm.Kind), now); err != nil {
 		return bus.Permanent(fmt.Errorf("gate: expire call %s: %w", rec.CallID, err))
 	}
-	tm := contracts.TicketTimer{CorrelationID: t.CorrelationID, Kind: timerDeadline}
-	rec.ResolvedBy = timerResolver(tm.CorrelationID, tm.Kind)
-	s.env.Mark(&rec, stageResumed)
-	s.storeDurable(&rec, dc)
+	if err := rec.Complete(contracts.ErrorOutput(rec.CallID, contracts.BlockedPrefix+approvalTimedOut), now); err != nil {
+		return bus.Permanent(fmt.Errorf("gate: expire call %s: %w", rec.CallID, err))
+	}
 	return s.commitResolution(ctx, b, i, &rec, rev, ticketRev, timerResolution(tm))
 }
 
@@ -123,18 +120,4 @@ func timerResolution(tm contracts.TicketTimer) resolution {
 	}
 	return resolution{corr: tm.CorrelationID, code: resolvedExpired, message: approvalTimedOut,
 		audit: contracts.AuditDecisionExpired, auditReason: approvalTimedOut}
-}
-
-// decodeStrict decodes an internal work payload, refusing unknown fields and trailing data:
-// a payload this version cannot read exactly is a deployment error, not something to guess.
-func decodeStrict(data []byte, v any) error {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return err
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return errors.New("trailing data after the payload")
-	}
-	return nil
 }

@@ -12,9 +12,6 @@ import (
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
-// indeterminatePrefix starts the error text of an Indeterminate call's result (DESIGN §3.2).
-const indeterminatePrefix = "tool outcome is indeterminate: "
-
 // headerAllowance is reserved for the NATS header block framing beyond the headers we
 // count, when a message's size is checked against the connection's max payload.
 const headerAllowance = 512
@@ -129,21 +126,17 @@ func (s *Service) build(ctx context.Context, rec *contracts.BatchRecord, calls [
 // result is the published outcome and output of terminal call c: the committed output
 // of a Completed call, or for an Indeterminate call an error output naming the reason.
 func result(c contracts.ToolCall, rec *contracts.CallRecord) (contracts.Outcome, contracts.ToolOutput) {
-	switch {
-	case rec.Phase.Kind == contracts.PhaseCompleted && rec.Phase.Output != nil:
-		out := *rec.Phase.Output
-		out.CallID = c.CallID
-		if out.Content == nil {
-			out.Content = []contracts.ContentBlock{}
-		}
-		return contracts.OutcomeCompleted, out
-	case rec.Phase.Kind == contracts.PhaseIndeterminate:
-		return contracts.OutcomeIndeterminate, contracts.ErrorOutput(c.CallID, indeterminatePrefix+rec.Phase.Reason)
-	default:
-		// A Completed phase without an output is not a valid record; its outcome cannot be
-		// known, which is exactly what indeterminate says.
-		return contracts.OutcomeIndeterminate, contracts.ErrorOutput(c.CallID, indeterminatePrefix+"the call record holds no output")
+	out, ok := rec.Output()
+	if !ok {
+		// A terminal record without an output is not a valid record; its outcome cannot
+		// be known, which is exactly what indeterminate says.
+		return contracts.OutcomeIndeterminate, contracts.ErrorOutput(c.CallID, contracts.IndeterminatePrefix+"the call record holds no output")
 	}
+	out.CallID = c.CallID
+	if out.Content == nil {
+		out.Content = []contracts.ContentBlock{}
+	}
+	return rec.Outcome(), out
 }
 
 // event builds an outgoing event of the publisher with a deterministic id.

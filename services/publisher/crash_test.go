@@ -12,7 +12,6 @@ import (
 	"github.com/awaken-dev/awaken/internal/bus"
 	"github.com/awaken-dev/awaken/internal/pipeline"
 	"github.com/awaken-dev/awaken/pkg/contracts"
-	"github.com/awaken-dev/awaken/services/publisher"
 )
 
 // duplicateWindow is the short deduplication window of the tests that must get past it.
@@ -69,7 +68,7 @@ func TestCrashesPublishExactlyOnce(t *testing.T) {
 			for k, c := range sub.Calls {
 				h.setCall(sub, k, completed(c.CallID, "ok"))
 			}
-			h.failAt(tt.point, sub.BatchID(), tt.times, func() {
+			h.FailAt(tt.point, sub.BatchID(), tt.times, func() {
 				if tt.pastWindow {
 					h.outlastDuplicateWindow()
 				}
@@ -82,12 +81,12 @@ func TestCrashesPublishExactlyOnce(t *testing.T) {
 			h.settled(seq)
 			waitPhase(h, sub, contracts.BatchPhasePublished)
 
-			if n := h.hitCount(tt.point, sub.BatchID()); n != tt.times+1 {
+			if n := h.HitCount(tt.point, sub.BatchID()); n != tt.times+1 {
 				t.Errorf("fault point reached %d times, want %d", n, tt.times+1)
 			}
 			var ours []stored
 			for _, m := range h.results(run) {
-				if strings.HasPrefix(m.event.ID, sub.BatchID()+":") {
+				if strings.HasPrefix(m.Event.ID, sub.BatchID()+":") {
 					ours = append(ours, m)
 				}
 			}
@@ -99,14 +98,14 @@ func TestCrashesPublishExactlyOnce(t *testing.T) {
 				if k == 3 {
 					want = pipeline.FinalizedID(sub.BatchID())
 				}
-				if m.event.ID != want || m.seq != ours[0].seq+uint64(k) {
-					t.Errorf("message %d is %s at sequence %d, want %s contiguous", k, m.event.ID, m.seq, want)
+				if m.Event.ID != want || m.Seq != ours[0].Seq+uint64(k) {
+					t.Errorf("message %d is %s at sequence %d, want %s contiguous", k, m.Event.ID, m.Seq, want)
 				}
 			}
 			if n := len(h.facts(run)); n < 3 {
 				t.Errorf("published %d projection facts, want 3", n)
 			}
-			if n := len(h.deadLetters(contracts.ConsumerPublisher)); n != 0 {
+			if n := len(h.DeadLetters(contracts.ConsumerPublisher)); n != 0 {
 				t.Errorf("%d outputs dead-lettered", n)
 			}
 		})
@@ -120,14 +119,14 @@ func TestCrashesPublishExactlyOnce(t *testing.T) {
 // completes its delivery instead of failing it, and the batch is published once.
 func TestConcurrentFinalizersPublishOnce(t *testing.T) {
 	h := newHarness(t)
-	h.start(publisher.WithWorkers(2))
+	h.start(bus.WithWorkers(2))
 	const run = "run-race"
 	sub := submission(run, 1, calls(2, "delegate")...)
 	h.createBatch(sub, true)
 	for k, c := range sub.Calls {
 		h.setCall(sub, k, completed(c.CallID, "ok"))
 	}
-	h.onFault(pipeline.FaultAfterCommit, sub.BatchID(), func(hit int) {
+	h.OnFault(pipeline.FaultAfterCommit, sub.BatchID(), func(hit int) {
 		if hit != 1 {
 			return
 		}
@@ -145,10 +144,10 @@ func TestConcurrentFinalizersPublishOnce(t *testing.T) {
 	h.settled(seq)
 	waitPhase(h, sub, contracts.BatchPhasePublished)
 
-	if n := h.hitCount(pipeline.FaultAfterCommit, sub.BatchID()); n != 2 {
+	if n := h.HitCount(pipeline.FaultAfterCommit, sub.BatchID()); n != 2 {
 		t.Fatalf("%d workers reached the finalized batch, want 2 (the test needs both)", n)
 	}
-	if n := h.hitCount(pipeline.FaultAfterPublish, sub.BatchID()); n != 2 {
+	if n := h.HitCount(pipeline.FaultAfterPublish, sub.BatchID()); n != 2 {
 		t.Errorf("%d workers completed the publication step, want 2: the loser must take the duplicate as published", n)
 	}
 	if n := len(h.results(run)); n != 3 {
@@ -162,26 +161,26 @@ func TestConcurrentFinalizersPublishOnce(t *testing.T) {
 // the order they were stored, so everything older has expired too. It runs inside the
 // fault hook, off the test goroutine, so it reports failures without stopping the test.
 func (h *harness) outlastDuplicateWindow() {
-	subject := h.env.Names.ResultsSubject("window-probe")
+	subject := h.Env.Names.ResultsSubject("window-probe")
 	id := fmt.Sprintf("probe-%d", time.Now().UnixNano())
-	if _, err := h.js.PublishMsg(h.ctx, probeMsg(subject, id)); err != nil {
-		h.t.Errorf("publish window probe: %v", err)
+	if _, err := h.JS.PublishMsg(h.Ctx, probeMsg(subject, id)); err != nil {
+		h.T.Errorf("publish window probe: %v", err)
 		return
 	}
 	deadline := time.Now().Add(waitTimeout)
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
 	for range tick.C {
-		ack, err := h.js.PublishMsg(h.ctx, probeMsg(subject, id))
+		ack, err := h.JS.PublishMsg(h.Ctx, probeMsg(subject, id))
 		if err != nil {
-			h.t.Errorf("re-publish window probe: %v", err)
+			h.T.Errorf("re-publish window probe: %v", err)
 			return
 		}
 		if !ack.Duplicate {
 			return
 		}
 		if time.Now().After(deadline) {
-			h.t.Errorf("the duplicate window did not pass within %s", waitTimeout)
+			h.T.Errorf("the duplicate window did not pass within %s", waitTimeout)
 			return
 		}
 	}
@@ -191,23 +190,23 @@ func (h *harness) outlastDuplicateWindow() {
 // and its finalized event — as a publisher would have.
 func (h *harness) publishForeignBatch(run string, step int64) {
 	batchID := contracts.BatchID(run, step)
-	subject := h.env.Names.ResultsSubject(run)
+	subject := h.Env.Names.ResultsSubject(run)
 	res, err := bus.NewEvent(pipeline.ResultID(batchID, 0), "awaken/publisher", contracts.TypeToolResult,
 		contracts.ToolResultEvent{BatchID: batchID, RunID: run, CallID: "x", ToolID: "echo",
 			Outcome: contracts.OutcomeCompleted, Output: contracts.TextOutput("x", "other")})
 	if err != nil {
-		h.t.Errorf("foreign result: %v", err)
+		h.T.Errorf("foreign result: %v", err)
 		return
 	}
 	fin, err := bus.NewEvent(pipeline.FinalizedID(batchID), "awaken/publisher", contracts.TypeBatchFinalized,
 		contracts.BatchFinalized{BatchID: batchID, RunID: run, ThreadID: "thread-1", Step: step,
 			CallIDs: []string{"x"}, State: []contracts.Command{}})
 	if err != nil {
-		h.t.Errorf("foreign finalized: %v", err)
+		h.T.Errorf("foreign finalized: %v", err)
 		return
 	}
-	if err := h.env.Pub.PublishAtomic(h.ctx, []bus.Outgoing{{Subject: subject, Event: res}, {Subject: subject, Event: fin}}); err != nil {
-		h.t.Errorf("publish foreign batch %s: %v", batchID, err)
+	if err := h.Env.Pub.PublishAtomic(h.Ctx, []bus.Outgoing{{Subject: subject, Event: res}, {Subject: subject, Event: fin}}); err != nil {
+		h.T.Errorf("publish foreign batch %s: %v", batchID, err)
 	}
 }
 

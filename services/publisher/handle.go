@@ -1,9 +1,7 @@
 package publisher
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -19,18 +17,11 @@ import (
 // handled (an operator purge): nothing can be published for it.
 var errBatchVanished = errors.New("batch record disappeared")
 
-// errUnknownPhase reports a batch record in a phase the publisher cannot act on (a record
-// written by a newer version, or corrupted).
-var errUnknownPhase = errors.New("unexpected batch phase")
-
-// errCallMismatch reports a call record that does not belong to the call of the batch it
-// is keyed under: a corrupted or foreign record the publisher must not publish.
-var errCallMismatch = errors.New("call record does not match its batch")
-
-// handleOutput is the handler of committed call outputs (PIPELINE "publisher" steps 1–4).
+// handleOutput is the handler of committed call outputs: check the barrier, build the results,
+// finalize, publish, mark published.
 func (s *Service) handleOutput(ctx context.Context, d bus.Delivery) error {
-	var out contracts.CallOutput
-	if err := decodeStrict(d.Event.Data, &out); err != nil {
+	out, err := bus.Decode[contracts.CallOutput](d.Event.Data)
+	if err != nil {
 		return contracts.Reject(contracts.RejectInvalidJSON, "call output: %v", err)
 	}
 	if err := contracts.ValidateID("run_id", out.RunID); err != nil {
@@ -100,7 +91,7 @@ func (s *Service) handleOutput(ctx context.Context, d bus.Delivery) error {
 	if err != nil {
 		return err
 	}
-	return s.finalizeAndPublish(ctx, &rec, pub)
+	return s.finalizeAndPublish(ctx, &rec, calls, pub)
 }
 
 // terminalCalls reads every call record of rec's batch in model order. It reports false
@@ -146,9 +137,8 @@ func matchCalls(rec *contracts.BatchRecord, entries map[string]state.Entry[contr
 		if !ok || !e.Value.Phase.IsTerminal() {
 			return nil, false, nil
 		}
-		if e.Value.Index != i || e.Value.CallID != c.CallID || e.Value.ToolID != c.ToolID {
-			return nil, false, bus.Permanent(fmt.Errorf("publisher: %w: %s holds call %d %q (%s), batch has call %d %q (%s)",
-				errCallMismatch, e.Key, e.Value.Index, e.Value.CallID, e.Value.ToolID, i, c.CallID, c.ToolID))
+		if err := rec.CheckCall(i, &e.Value); err != nil {
+			return nil, false, bus.Permanent(fmt.Errorf("publisher: %w", err))
 		}
 		calls[i] = e.Value
 	}
@@ -160,7 +150,7 @@ func matchCalls(rec *contracts.BatchRecord, entries map[string]state.Entry[contr
 // published. Every step tolerates having been done before by a delivery that died, or
 // concurrently by another worker: the phase moves only by compare-and-swap, and a
 // publication is skipped when the results stream already holds it.
-func (s *Service) finalizeAndPublish(ctx context.Context, rec *contracts.BatchRecord, pub publication) error {
+func (s *Service) finalizeAndPublish(ctx context.Context, rec *contracts.BatchRecord, calls []contracts.CallRecord, pub publication) error {
 	log := zerolog.Ctx(ctx)
 	sub := &rec.Submission
 	batchID := sub.BatchID()
@@ -172,22 +162,20 @@ func (s *Service) finalizeAndPublish(ctx context.Context, rec *contracts.BatchRe
 		if !exists {
 			return errBatchVanished
 		}
-		switch cur.Phase {
-		case contracts.BatchPhaseOpen:
-			cur.Phase = contracts.BatchPhaseFinalized
-			return nil
-		case contracts.BatchPhaseFinalized:
-			finalizedBefore = true
-			return state.ErrNoChange
-		case contracts.BatchPhasePublished:
+		err := cur.Finalize(calls)
+		switch {
+		case errors.Is(err, contracts.ErrBatchPublished):
 			publishedBefore = true
 			return state.ErrNoChange
-		default:
-			return fmt.Errorf("%w: batch %s is %q", errUnknownPhase, batchID, cur.Phase)
+		case errors.Is(err, contracts.ErrBatchFinalized):
+			finalizedBefore = true
+			return state.ErrNoChange
 		}
+		return err
 	})
 	if err != nil {
-		if errors.Is(err, errBatchVanished) || errors.Is(err, errUnknownPhase) {
+		if errors.Is(err, errBatchVanished) || errors.Is(err, contracts.ErrInvalidPersistedState) ||
+			errors.Is(err, contracts.ErrCallMismatch) || errors.Is(err, contracts.ErrIncomplete) {
 			return bus.Permanent(fmt.Errorf("publisher: finalize %s: %w", batchID, err))
 		}
 		return fmt.Errorf("publisher: finalize %s: %w", batchID, err)
@@ -240,19 +228,16 @@ func (s *Service) finalizeAndPublish(ctx context.Context, rec *contracts.BatchRe
 		if !exists {
 			return errBatchVanished
 		}
-		switch cur.Phase {
-		case contracts.BatchPhaseFinalized:
-			cur.Phase = contracts.BatchPhasePublished
-			marked = true
-			return nil
-		case contracts.BatchPhasePublished:
+		err := cur.MarkPublished()
+		if errors.Is(err, contracts.ErrBatchPublished) {
 			return state.ErrNoChange
-		default:
-			return fmt.Errorf("%w: batch %s is %q after its publication", errUnknownPhase, batchID, cur.Phase)
 		}
+		marked = err == nil
+		return err
 	})
 	if err != nil {
-		if errors.Is(err, errBatchVanished) || errors.Is(err, errUnknownPhase) {
+		if errors.Is(err, errBatchVanished) || errors.Is(err, contracts.ErrInvalidPersistedState) ||
+			errors.Is(err, contracts.ErrInvalidTransition) {
 			return bus.Permanent(fmt.Errorf("publisher: mark %s published: %w", batchID, err))
 		}
 		return fmt.Errorf("publisher: mark %s published: %w", batchID, err)
@@ -266,20 +251,5 @@ func (s *Service) finalizeAndPublish(ctx context.Context, rec *contracts.BatchRe
 		}
 	}
 	log.Info().Int("results", len(pub.results)-1).Bool("retried", finalizedBefore).Msg("batch published")
-	return nil
-}
-
-// decodeStrict decodes one JSON value into v, refusing unknown fields and trailing data:
-// an internal work event that does not match its versioned type exactly is a bug to
-// surface, not a payload to guess at.
-func decodeStrict(data []byte, v any) error {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return err
-	}
-	if dec.More() {
-		return errors.New("trailing data after the JSON value")
-	}
 	return nil
 }

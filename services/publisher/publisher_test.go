@@ -11,7 +11,6 @@ import (
 	"github.com/awaken-dev/awaken/internal/natstest"
 	"github.com/awaken-dev/awaken/internal/pipeline"
 	"github.com/awaken-dev/awaken/pkg/contracts"
-	"github.com/awaken-dev/awaken/services/publisher"
 )
 
 // TestBarrierHoldsUntilEveryCallIsTerminal drives outputs while some call of the batch is
@@ -82,7 +81,7 @@ func TestBarrierHoldsUntilEveryCallIsTerminal(t *testing.T) {
 			for k, s := range tt.final {
 				apply(s, fmt.Sprint("final-", k))
 			}
-			got := h.waitMessages(h.env.Names.ResultsStream(), h.env.Names.ResultsSubject(run), 4)
+			got := h.WaitMessages(h.Env.Names.ResultsStream(), h.Env.Names.ResultsSubject(run), 4)
 			if len(got) != 4 {
 				t.Errorf("published %d messages, want 4", len(got))
 			}
@@ -95,8 +94,8 @@ func ptr[T any](v T) *T { return &v }
 
 // waitPhase waits until sub's batch is in phase p.
 func waitPhase(h *harness, sub contracts.BatchSubmission, p contracts.BatchPhase) {
-	h.t.Helper()
-	natstest.WaitFor(h.t, waitTimeout, func() bool { return h.phase(sub) == p }, fmt.Sprintf("batch %s to be %s", sub.BatchID(), p))
+	h.T.Helper()
+	natstest.WaitFor(h.T, waitTimeout, func() bool { return h.phase(sub) == p }, fmt.Sprintf("batch %s to be %s", sub.BatchID(), p))
 }
 
 // TestPublishesOneAtomicBatchInModelOrder completes a batch with a text result, an error
@@ -128,7 +127,7 @@ func TestPublishesOneAtomicBatchInModelOrder(t *testing.T) {
 	h.setCall(sub, 3, contracts.CompletedPhase(outputs[3]))
 	h.announce(sub, 3, false, "1")
 
-	got := h.waitMessages(h.env.Names.ResultsStream(), h.env.Names.ResultsSubject(run), 5)
+	got := h.WaitMessages(h.Env.Names.ResultsStream(), h.Env.Names.ResultsSubject(run), 5)
 	waitPhase(h, sub, contracts.BatchPhasePublished)
 	if len(got) != 5 {
 		t.Fatalf("published %d messages, want 5", len(got))
@@ -137,20 +136,20 @@ func TestPublishesOneAtomicBatchInModelOrder(t *testing.T) {
 	outcomes := []contracts.Outcome{contracts.OutcomeCompleted, contracts.OutcomeCompleted,
 		contracts.OutcomeIndeterminate, contracts.OutcomeCompleted}
 	for i, m := range got {
-		if i > 0 && m.seq != got[i-1].seq+1 {
-			t.Errorf("message %d at sequence %d does not follow %d: the batch is not contiguous", i, m.seq, got[i-1].seq)
+		if i > 0 && m.Seq != got[i-1].Seq+1 {
+			t.Errorf("message %d at sequence %d does not follow %d: the batch is not contiguous", i, m.Seq, got[i-1].Seq)
 		}
-		if m.event.Source != "awaken/publisher" {
-			t.Errorf("message %d from %q", i, m.event.Source)
+		if m.Event.Source != "awaken/publisher" {
+			t.Errorf("message %d from %q", i, m.Event.Source)
 		}
 		if i == 4 {
 			break
 		}
 		c := sub.Calls[i]
-		if m.event.Type != contracts.TypeToolResult || m.event.ID != pipeline.ResultID(batchID, i) {
-			t.Errorf("message %d is %s %s, want result %s", i, m.event.Type, m.event.ID, pipeline.ResultID(batchID, i))
+		if m.Event.Type != contracts.TypeToolResult || m.Event.ID != pipeline.ResultID(batchID, i) {
+			t.Errorf("message %d is %s %s, want result %s", i, m.Event.Type, m.Event.ID, pipeline.ResultID(batchID, i))
 		}
-		r := decode[contracts.ToolResultEvent](t, m.event)
+		r := decode[contracts.ToolResultEvent](t, m.Event)
 		want := contracts.ToolResultEvent{BatchID: batchID, RunID: run, Index: i, CallID: c.CallID, ToolID: c.ToolID,
 			Outcome: outcomes[i], Output: outputs[i]}
 		if !reflect.DeepEqual(r, want) {
@@ -158,10 +157,10 @@ func TestPublishesOneAtomicBatchInModelOrder(t *testing.T) {
 		}
 	}
 	fin := got[4]
-	if fin.event.Type != contracts.TypeBatchFinalized || fin.event.ID != pipeline.FinalizedID(batchID) {
-		t.Errorf("last message is %s %s, want the finalized event", fin.event.Type, fin.event.ID)
+	if fin.Event.Type != contracts.TypeBatchFinalized || fin.Event.ID != pipeline.FinalizedID(batchID) {
+		t.Errorf("last message is %s %s, want the finalized event", fin.Event.Type, fin.Event.ID)
 	}
-	f := decode[contracts.BatchFinalized](t, fin.event)
+	f := decode[contracts.BatchFinalized](t, fin.Event)
 	wantFin := contracts.BatchFinalized{BatchID: batchID, RunID: run, ThreadID: "thread-1", Step: 7,
 		CallIDs: []string{"first", "second", "third", "fourth"}, State: []contracts.Command{cmdA, cmdB}}
 	if !reflect.DeepEqual(f, wantFin) {
@@ -174,13 +173,13 @@ func TestPublishesOneAtomicBatchInModelOrder(t *testing.T) {
 	}
 	for i, m := range facts {
 		c := sub.Calls[i]
-		ev := decode[contracts.AgentEvent](t, m.event)
+		ev := decode[contracts.AgentEvent](t, m.Event)
 		isErr := i == 1 || i == 2
 		want := contracts.AgentEvent{Tier: "fact", BatchID: batchID,
 			Event: contracts.AgentFact{Type: contracts.EventToolResult, ID: c.CallID, IsError: &isErr}}
-		if !reflect.DeepEqual(ev, want) || m.event.Type != contracts.TypeAgentEvent ||
-			m.event.ID != pipeline.AgentEventID(contracts.OperationID(run, 7, c.CallID), contracts.EventToolResult) {
-			t.Errorf("fact %d %s = %+v, want %+v", i, m.event.ID, ev, want)
+		if !reflect.DeepEqual(ev, want) || m.Event.Type != contracts.TypeAgentEvent ||
+			m.Event.ID != pipeline.AgentEventID(contracts.OperationID(run, 7, c.CallID), contracts.EventToolResult) {
+			t.Errorf("fact %d %s = %+v, want %+v", i, m.Event.ID, ev, want)
 		}
 	}
 }
@@ -204,7 +203,7 @@ func TestDuplicateOutputsPublishOnce(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			h := newHarness(t)
 			for range tt.replicas {
-				h.start(publisher.WithWorkers(4))
+				h.start(bus.WithWorkers(4))
 			}
 			run := fmt.Sprintf("run-dup-%d", i)
 			sub := submission(run, 1, calls(tt.n, tt.tool)...)
@@ -247,14 +246,14 @@ func TestInvalidOutputsAreDeadLettered(t *testing.T) {
 	h.createBatch(sub, false)
 
 	ghost := outputOf(submission("run-ghost", 1, call("c0", "echo")), 0, false)
-	h.output("ghost-1", ghost)
+	h.Output("ghost-1", ghost)
 	wrong := outputOf(sub, 0, false)
 	wrong.CallID = "other"
-	seq := h.output("wrong-1", wrong)
+	seq := h.Output("wrong-1", wrong)
 	h.settled(seq)
 	codes := map[string]string{} // original message id → dead-letter code (workers run concurrently)
-	for _, d := range h.deadLetters(contracts.ConsumerPublisher) {
-		codes[d.header.Get(bus.HeaderOriginalMsgID)] = d.header.Get(bus.HeaderDeadCode)
+	for _, d := range h.DeadLetters(contracts.ConsumerPublisher) {
+		codes[d.Header.Get(bus.HeaderOriginalMsgID)] = d.Header.Get(bus.HeaderDeadCode)
 	}
 	want := map[string]string{"ghost-1": string(bus.CodePermanent), "wrong-1": string(contracts.RejectInvalidField)}
 	if !reflect.DeepEqual(codes, want) {
@@ -263,7 +262,7 @@ func TestInvalidOutputsAreDeadLettered(t *testing.T) {
 
 	h.setCall(sub, 0, completed("c0", "ok"))
 	h.announce(sub, 0, false, "1")
-	h.waitMessages(h.env.Names.ResultsStream(), h.env.Names.ResultsSubject("run-invalid"), 2)
+	h.WaitMessages(h.Env.Names.ResultsStream(), h.Env.Names.ResultsSubject("run-invalid"), 2)
 }
 
 // TestLargeBatches publishes the largest batch the protocol allows in one atomic batch,
@@ -300,21 +299,21 @@ func TestLargeBatches(t *testing.T) {
 				h.setCall(sub, k, contracts.CompletedPhase(tt.output(k, c.CallID)))
 			}
 			h.announce(sub, tt.n-1, false, "1")
-			got := h.waitMessages(h.env.Names.ResultsStream(), h.env.Names.ResultsSubject(run), tt.n+1)
+			got := h.WaitMessages(h.Env.Names.ResultsStream(), h.Env.Names.ResultsSubject(run), tt.n+1)
 			waitPhase(h, sub, contracts.BatchPhasePublished)
 			if len(got) != tt.n+1 {
 				t.Fatalf("published %d messages, want %d", len(got), tt.n+1)
 			}
 			for k, m := range got[:tt.n] {
-				if m.seq != got[0].seq+uint64(k) {
-					t.Fatalf("message %d at sequence %d: not one contiguous batch", k, m.seq)
+				if m.Seq != got[0].Seq+uint64(k) {
+					t.Fatalf("message %d at sequence %d: not one contiguous batch", k, m.Seq)
 				}
-				r := decode[contracts.ToolResultEvent](t, m.event)
+				r := decode[contracts.ToolResultEvent](t, m.Event)
 				if want := tt.output(k, sub.Calls[k].CallID); r.Index != k || !reflect.DeepEqual(r.Output, want) {
 					t.Fatalf("result %d does not carry its output", k)
 				}
 			}
-			f := decode[contracts.BatchFinalized](t, got[tt.n].event)
+			f := decode[contracts.BatchFinalized](t, got[tt.n].Event)
 			if len(f.CallIDs) != tt.n || f.State == nil || len(f.State) != tt.wantState {
 				t.Errorf("finalized has %d call ids and %d state commands (nil %v), want %d and %d",
 					len(f.CallIDs), len(f.State), f.State == nil, tt.n, tt.wantState)
@@ -337,12 +336,12 @@ func TestConflictingStateIsLeftOutOfTheFinalizedEvent(t *testing.T) {
 		h.setCall(sub, k, contracts.CompletedPhase(contracts.TextOutput(c.CallID, "ok").WithState(set)))
 	}
 	h.announce(sub, 1, false, "1")
-	got := h.waitMessages(h.env.Names.ResultsStream(), h.env.Names.ResultsSubject(run), 3)
-	f := decode[contracts.BatchFinalized](t, got[2].event)
+	got := h.WaitMessages(h.Env.Names.ResultsStream(), h.Env.Names.ResultsSubject(run), 3)
+	f := decode[contracts.BatchFinalized](t, got[2].Event)
 	if f.State == nil || len(f.State) != 0 {
 		t.Errorf("finalized state = %+v, want empty", f.State)
 	}
-	if r := decode[contracts.ToolResultEvent](t, got[0].event); len(r.Output.State) != 1 {
+	if r := decode[contracts.ToolResultEvent](t, got[0].Event); len(r.Output.State) != 1 {
 		t.Errorf("result 0 lost its own staged state: %+v", r.Output.State)
 	}
 }

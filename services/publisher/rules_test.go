@@ -30,15 +30,15 @@ func TestStateConflictEndsTheRun(t *testing.T) {
 		h.setCall(sub, k, contracts.CompletedPhase(contracts.TextOutput(c.CallID, "ok").WithState(cmd)))
 	}
 	h.announce(sub, 2, false, "1")
-	got := h.waitMessages(h.env.Names.ResultsStream(), h.env.Names.ResultsSubject(run), 4)
-	f := decode[contracts.BatchFinalized](t, got[3].event)
+	got := h.WaitMessages(h.Env.Names.ResultsStream(), h.Env.Names.ResultsSubject(run), 4)
+	f := decode[contracts.BatchFinalized](t, got[3].Event)
 	if f.RunEnded == nil || f.RunEnded.Reason != contracts.RunEndStateConflict || !slices.Equal(f.RunEnded.Keys, []string{"owner"}) {
 		t.Fatalf("finalized run_ended = %+v, want state_conflict on [owner]", f.RunEnded)
 	}
 	if len(f.State) != 0 {
 		t.Errorf("finalized state = %+v, want empty: no write of a conflicting commit wins", f.State)
 	}
-	rec, _, err := h.env.Runs.Get(h.ctx, contracts.RunKey(run))
+	rec, _, err := h.Env.Runs.Get(h.Ctx, contracts.RunKey(run))
 	if err != nil {
 		t.Fatalf("run record: %v", err)
 	}

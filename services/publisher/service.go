@@ -1,5 +1,5 @@
-// Package publisher is the publication barrier of the awaken pipeline (DESIGN §3.2, §8;
-// PIPELINE "publisher").
+// Package publisher is the publication barrier of the awaken pipeline: a batch's results
+// are published once, atomically, after every call is terminal.
 //
 // It watches committed call outputs. When — and only when — every call of a batch is
 // terminal, it finalizes the batch (compare-and-swap of the batch record's phase
@@ -44,123 +44,60 @@ const ServiceName = "publisher"
 // terminal, so nothing can be sealed on exhaustion, and giving up would leave the batch
 // unpublished forever; a transient failure is retried with a back-off capped at 30 s,
 // and a permanent one (a corrupt record) is dead-lettered at once.
-const (
-	defaultAckWait    = 30 * time.Second
-	defaultMaxDeliver = -1
-	defaultWorkers    = 4
-)
-
-// defaultBackOff is the nak delay after the n-th failed delivery (the last entry repeats).
-func defaultBackOff() []time.Duration {
-	return []time.Duration{
+var defaults = bus.DeliveryOptions{
+	AckWait:    30 * time.Second,
+	MaxDeliver: -1,
+	Workers:    4,
+	// The nak delay after the n-th failed delivery (the last entry repeats).
+	BackOff: []time.Duration{
 		100 * time.Millisecond, 200 * time.Millisecond, 500 * time.Millisecond,
 		time.Second, 2 * time.Second, 5 * time.Second, 10 * time.Second, 30 * time.Second,
-	}
-}
-
-// Option configures [Start].
-type Option func(*options)
-
-type options struct {
-	workers    int
-	ackWait    time.Duration
-	maxDeliver int
-	backOff    []time.Duration
-}
-
-// WithWorkers sets how many outputs this process handles at once (default 4). Handlers
-// of one batch coordinate through the batch record's compare-and-swap and the results
-// stream's deduplication, so any value is safe.
-func WithWorkers(n int) Option {
-	return func(o *options) {
-		if n > 0 {
-			o.workers = n
-		}
-	}
-}
-
-// WithDelivery overrides the redelivery policy: maxDeliver deliveries before a
-// transiently failing output is exhausted and dead-lettered (default unlimited; a
-// negative value means unlimited), and the nak delay after each failed delivery (default
-// 100 ms growing to 30 s; the last entry repeats).
-func WithDelivery(maxDeliver int, backOff ...time.Duration) Option {
-	return func(o *options) {
-		if maxDeliver != 0 {
-			o.maxDeliver = maxDeliver
-		}
-		if len(backOff) > 0 {
-			o.backOff = append([]time.Duration(nil), backOff...)
-		}
-	}
-}
-
-// WithAckWait sets how long the server waits for a settlement before redelivering
-// (default 30 s).
-func WithAckWait(d time.Duration) Option {
-	return func(o *options) {
-		if d > 0 {
-			o.ackWait = d
-		}
-	}
+	},
 }
 
 // Service is a running publisher. Several replicas may run against one server: they
 // share the durable consumer, and the batch record's compare-and-swap plus the results
 // stream's deduplication keep the publication single.
 type Service struct {
-	env      *pipeline.Env
-	log      zerolog.Logger
-	progress *progressCache
-	sub      *bus.Subscription
+	env       *pipeline.Env
+	log       zerolog.Logger
+	progress  *progressCache
+	consumers *bus.Consumers
 }
 
 // Start ensures the publisher's durable consumer ([contracts.ConsumerPublisher] on every
 // run's output subject) and starts consuming. ctx is the hard-stop context of the
 // handlers; use [Service.Stop] for a graceful stop.
-func Start(ctx context.Context, env *pipeline.Env, opts ...Option) (*Service, error) {
+//
+// opts adjust the delivery of its consumers: [bus.WithWorkers], [bus.WithDelivery],
+// [bus.WithAckWait].
+func Start(ctx context.Context, env *pipeline.Env, opts ...bus.DeliveryOption) (*Service, error) {
 	if env == nil {
 		return nil, errors.New("publisher: start: nil environment")
 	}
-	o := options{
-		workers:    defaultWorkers,
-		ackWait:    defaultAckWait,
-		maxDeliver: defaultMaxDeliver,
-		backOff:    defaultBackOff(),
-	}
-	for _, opt := range opts {
-		opt(&o)
-	}
+	delivery := env.Delivery(defaults, opts...)
 	s := &Service{
 		env:      env,
 		log:      env.Log,
 		progress: newProgressCache(defaultProgressEntries),
 	}
 	n := env.Names
-	sub, err := bus.Consume(ctx, env.JS, bus.ConsumerSpec{
+	var err error
+	s.consumers, err = bus.Start(ctx, env.JS, delivery, []bus.Route{{Spec: bus.ConsumerSpec{
 		Stream: n.WorkStream(), Durable: contracts.ConsumerPublisher,
 		FilterSubjects: []string{n.OutputSubject(">")},
 		AcceptTypes:    []string{contracts.TypeCallOutput},
-		AckWait:        o.ackWait, MaxDeliver: o.maxDeliver, BackOff: o.backOff,
-		Workers: o.workers, Names: n,
 		OnExhausted:    s.outputExhausted,
-		Observer:       env.Telemetry.Observer(),
-		HandlerTimeout: bus.DefaultHandlerTimeout,
-	}, s.handleOutput, s.log)
+	}, Handler: s.handleOutput}}, s.log)
 	if err != nil {
 		return nil, fmt.Errorf("publisher: start: %w", err)
 	}
-	s.sub = sub
 	return s, nil
 }
 
 // Stop drains the consumer gracefully — stop pulling, let the handlers in flight finish
 // and settle — bounded by ctx. It is safe to call more than once.
-func (s *Service) Stop(ctx context.Context) error {
-	if s.sub == nil {
-		return nil
-	}
-	return s.sub.Stop(ctx)
-}
+func (s *Service) Stop(ctx context.Context) error { return s.consumers.Stop(ctx) }
 
 // outputExhausted runs only when a finite MaxDeliver was configured and an output kept
 // failing. Its call is terminal already, so nothing can be sealed: the failure is logged

@@ -1,0 +1,109 @@
+package archrules
+
+import (
+	"go/build"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/awaken-dev/awaken"
+
+// violations lists every import of the tree at root (laid out like the module) that
+// breaks a structural rule:
+//   - a non-test file of pkg/contracts imports something outside the standard library;
+//   - a file (test files included) of services/<a> imports services/<b>, b ≠ a.
+func violations(t *testing.T, root string) []string {
+	t.Helper()
+	var out []string
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if !d.IsDir() {
+			return nil
+		}
+		rel, _ := filepath.Rel(root, path)
+		rel = filepath.ToSlash(rel)
+		if path != root && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata") {
+			return filepath.SkipDir
+		}
+		pkg, err := build.ImportDir(path, build.ImportComment)
+		if err != nil {
+			if _, ok := err.(*build.NoGoError); ok {
+				return nil
+			}
+			return err
+		}
+		if rel == "pkg/contracts" {
+			for _, imp := range pkg.Imports {
+				if !isStandard(imp) {
+					out = append(out, rel+" imports "+imp+" (only the standard library is allowed)")
+				}
+			}
+		}
+		if own, ok := serviceOf(rel); ok {
+			all := slices.Concat(pkg.Imports, pkg.TestImports, pkg.XTestImports)
+			for _, imp := range all {
+				sub, found := strings.CutPrefix(imp, module+"/")
+				if !found {
+					continue
+				}
+				if other, ok := serviceOf(sub); ok && other != own {
+					out = append(out, rel+" imports "+imp+" (services never import each other)")
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// serviceOf returns the service a module-relative path belongs to ("services/gate/x" →
+// "gate").
+func serviceOf(rel string) (string, bool) {
+	rest, ok := strings.CutPrefix(rel, "services/")
+	if !ok || rest == "" {
+		return "", false
+	}
+	name, _, _ := strings.Cut(rest, "/")
+	return name, true
+}
+
+// isStandard reports whether an import path names a standard-library package: its first
+// element has no dot (every module path outside the standard library has a domain).
+func isStandard(path string) bool {
+	first, _, _ := strings.Cut(path, "/")
+	return !strings.Contains(first, ".")
+}
+
+func TestTheModuleKeepsItsImportRules(t *testing.T) {
+	root := filepath.Join("..", "..")
+	if _, err := os.Stat(filepath.Join(root, "go.mod")); err != nil {
+		t.Fatalf("module root not found: %v", err)
+	}
+	if v := violations(t, root); len(v) > 0 {
+		t.Fatalf("import rules broken:\n  %s", strings.Join(v, "\n  "))
+	}
+}
+
+// TestTheCheckFindsBrokenRules runs the check on a small tree that breaks both rules, so
+// the module test above cannot pass by checking nothing.
+func TestTheCheckFindsBrokenRules(t *testing.T) {
+	got := violations(t, filepath.Join("testdata", "broken"))
+	want := []string{
+		"pkg/contracts imports github.com/nats-io/nats.go (only the standard library is allowed)",
+		"services/alpha imports " + module + "/services/beta (services never import each other)",
+		"services/beta/sub imports " + module + "/services/alpha (services never import each other)",
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("violations:\n  %s\nwant:\n  %s", strings.Join(got, "\n  "), strings.Join(want, "\n  "))
+	}
+}

@@ -1,0 +1,3 @@
+package beta
+
+var X = 1

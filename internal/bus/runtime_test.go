@@ -1,0 +1,131 @@
+package bus_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/awaken-dev/awaken/internal/bus"
+	"github.com/awaken-dev/awaken/internal/natstest"
+	"github.com/awaken-dev/awaken/pkg/contracts"
+)
+
+// TestStartAppliesOneSetOfDeliveryOptionsToEveryRoute starts two consumers with one set of
+// delivery options, checks that each consumer got them and handles its own messages, and
+// that one Stop ends both loops.
+func TestStartAppliesOneSetOfDeliveryOptionsToEveryRoute(t *testing.T) {
+	h := newHarness(t)
+	var gate, tickets recorder
+	route := func(durable, filter, typ string, rec *recorder) bus.Route {
+		return bus.Route{Spec: bus.ConsumerSpec{
+			Stream: h.names.WorkStream(), Durable: durable, FilterSubjects: []string{filter}, AcceptTypes: []string{typ},
+			AckWait: time.Hour, MaxDeliver: 99, // overwritten by the options
+		}, Handler: func(_ context.Context, d bus.Delivery) error { rec.add(d); return nil }}
+	}
+	opts := bus.DeliveryOptions{AckWait: 7 * time.Second, MaxDeliver: 3, BackOff: []time.Duration{10 * time.Millisecond}, Workers: 2, Names: h.names}
+	cs, err := bus.Start(h.ctx, h.js, opts, []bus.Route{
+		route("rt-gate", h.names.GateRequestSubject("run-1"), contracts.TypeGateRequest, &gate),
+		route("rt-out", h.names.OutputSubject("run-1"), contracts.TypeCallOutput, &tickets),
+	}, h.log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, durable := range []string{"rt-gate", "rt-out"} {
+		c, err := h.js.Consumer(h.ctx, h.names.WorkStream(), durable)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg := c.CachedInfo().Config; cfg.AckWait != opts.AckWait {
+			t.Fatalf("%s: ack wait %v, want the shared %v", durable, cfg.AckWait, opts.AckWait)
+		}
+	}
+	h.publish(h.names.GateRequestSubject("run-1"), h.event("g-1", 1))
+	out, err := bus.NewEvent("o-1", "awaken/test", contracts.TypeCallOutput, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.publish(h.names.OutputSubject("run-1"), out)
+	natstest.WaitFor(t, waitTimeout, func() bool { return gate.count() == 1 && tickets.count() == 1 }, "each route to handle its message")
+	if d := gate.all()[0]; d.MaxDeliver != 3 || d.Event.ID != "g-1" {
+		t.Fatalf("gate delivery %+v", d)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	if err := cs.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := cs.Stop(ctx); err != nil {
+		t.Fatalf("second stop: %v", err)
+	}
+	h.publish(h.names.GateRequestSubject("run-1"), h.event("g-2", 2))
+	waitPending(h, "rt-gate", 1, "the stopped consumer to leave the new message pending")
+	if gate.count() != 1 {
+		t.Fatalf("a stopped consumer handled %d messages", gate.count())
+	}
+	var none *bus.Consumers
+	if err := none.Stop(ctx); err != nil {
+		t.Fatalf("stop of nil consumers: %v", err)
+	}
+}
+
+// TestStartStopsWhatItStartedWhenARouteFails: a route that cannot start (its stream does
+// not exist) fails Start with an error naming its durable, and the loop started before it
+// is stopped, not leaked.
+func TestStartStopsWhatItStartedWhenARouteFails(t *testing.T) {
+	h := newHarness(t)
+	var rec recorder
+	ok := bus.Route{Spec: h.spec("rt-first"), Handler: func(_ context.Context, d bus.Delivery) error { rec.add(d); return nil }}
+	bad := bus.Route{Spec: bus.ConsumerSpec{Stream: "NO_SUCH_STREAM", Durable: "rt-broken"}, Handler: func(context.Context, bus.Delivery) error { return nil }}
+	_, err := bus.Start(h.ctx, h.js, bus.DeliveryOptions{Names: h.names}, []bus.Route{ok, bad}, h.log)
+	if err == nil || !strings.Contains(err.Error(), "rt-broken") || !errors.Is(err, jetstream.ErrStreamNotFound) {
+		t.Fatalf("start error %v, want one naming rt-broken and wrapping ErrStreamNotFound", err)
+	}
+	h.publish(h.names.GateRequestSubject("run-1"), h.event("g-1", 1))
+	waitPending(h, "rt-first", 1, "the first consumer, stopped, to leave the message pending")
+	if rec.count() != 0 {
+		t.Fatal("the consumer started before the failing route still runs")
+	}
+}
+
+// waitPending waits until durable on the work stream has n messages pending: delivered
+// to no handler.
+func waitPending(h *harness, durable string, n uint64, what string) {
+	h.t.Helper()
+	c, err := h.js.Consumer(h.ctx, h.names.WorkStream(), durable)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	natstest.WaitFor(h.t, waitTimeout, func() bool {
+		info, err := c.Info(h.ctx)
+		return err == nil && info.NumPending == n
+	}, what)
+}
+
+func TestDecodeIsStrict(t *testing.T) {
+	req, err := bus.Decode[contracts.GateRequest]([]byte(`{"run_id":"r","step":2,"index":1}`))
+	if err != nil || req.RunID != "r" || req.Step != 2 || req.Index != 1 {
+		t.Fatalf("decode: %+v, %v", req, err)
+	}
+	for name, in := range map[string]string{
+		"unknown field": `{"run_id":"r","step":2,"index":1,"extra":true}`,
+		"trailing data": `{"run_id":"r","step":2,"index":1} {}`,
+		"not json":      `{"run_id":`,
+		"wrong type":    `{"run_id":1}`,
+	} {
+		got, err := bus.Decode[contracts.GateRequest]([]byte(in))
+		if err == nil {
+			t.Fatalf("%s: decoded %+v", name, got)
+		}
+		if got != (contracts.GateRequest{}) {
+			t.Fatalf("%s: a failed decode returned %+v", name, got)
+		}
+	}
+	if _, err := bus.Decode[contracts.GateRequest]([]byte(`{"run_id":"r"} 1`)); !errors.Is(err, bus.ErrTrailingData) {
+		t.Fatalf("trailing data: %v", err)
+	}
+}

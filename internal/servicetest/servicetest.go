@@ -1,0 +1,378 @@
+// Package servicetest is the shared test harness of the pipeline services: one embedded
+// JetStream server with the awaken topology in memory, a pipeline environment on the
+// trusted configuration the test gives, a scriptable fault hook, and the reads and writes
+// the service tests make on streams and records. Only tests import it.
+package servicetest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+
+	"github.com/awaken-dev/awaken/internal/bus"
+	"github.com/awaken-dev/awaken/internal/config"
+	"github.com/awaken-dev/awaken/internal/natstest"
+	"github.com/awaken-dev/awaken/internal/pipeline"
+	"github.com/awaken-dev/awaken/pkg/contracts"
+)
+
+// WaitTimeout bounds every wait of the service tests; generous for a loaded 2-core
+// machine under the race detector, never reached when the code is right.
+const WaitTimeout = 20 * time.Second
+
+// ErrInjected is the error of every fault the hook injects.
+var ErrInjected = errors.New("injected crash")
+
+// PipelineConfig is a trusted host configuration for service tests: tools on both
+// targets, a delegation tool with parallel completion and one without, everything allowed.
+const PipelineConfig = `
+prefix: awaken
+tools:
+  - id: echo
+    capability: replay_safe
+    recovery_policy: { mode: replay_safe, max_attempts: 4 }
+  - id: counter
+  - id: wc
+    target: sandbox
+    module: wc.wasm
+    capability: replay_safe
+    recovery_policy: { mode: replay_safe, max_attempts: 2 }
+  - id: delegate
+    kind: delegation
+    parallel_completion: true
+  - id: serial_delegate
+    kind: delegation
+policy:
+  default_behavior: allow
+`
+
+// Kit is one embedded JetStream server with the awaken topology and an environment whose
+// fault hook follows the rules the test sets. A service's harness embeds it.
+type Kit struct {
+	T      *testing.T
+	Ctx    context.Context
+	Server *natstest.Server
+	NC     *nats.Conn
+	JS     jetstream.JetStream
+	Env    *pipeline.Env
+	// service is the only service the fault hook expects to be called by.
+	service string
+	faults  *faults
+}
+
+// faults is the state of the fault hook, shared by every view of a Kit.
+type faults struct {
+	mu    sync.Mutex
+	rules []faultRule
+	hits  map[string]int // "point|op" → number of times the hook was reached
+}
+
+// faultRule makes the hook fail at point for op, times times (forever when < 0), running
+// before (if set) first. A rule with a pass function runs it on every hit instead and
+// never fails.
+type faultRule struct {
+	point  pipeline.FaultPoint
+	op     string
+	times  int
+	before func()
+	pass   func(hit int)
+}
+
+// New starts a server, ensures the topology (memory storage; topo may set e.g. a short
+// duplicate window) and builds the environment of configYAML for service.
+func New(t *testing.T, service, configYAML string, topo bus.TopologyConfig) *Kit {
+	t.Helper()
+	srv := natstest.Start(t)
+	nc, js := srv.Conn(t)
+	cfg, err := config.Parse([]byte(configYAML))
+	if err != nil {
+		t.Fatalf("config: %v", err)
+	}
+	ctx := t.Context()
+	topo.Storage = jetstream.MemoryStorage
+	if err := bus.EnsureTopology(ctx, js, cfg.Names(), topo); err != nil {
+		t.Fatalf("topology: %v", err)
+	}
+	env, err := pipeline.NewEnv(ctx, nc, js, cfg, zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.InfoLevel))
+	if err != nil {
+		t.Fatalf("env: %v", err)
+	}
+	k := &Kit{T: t, Ctx: ctx, Server: srv, NC: nc, JS: js, Env: env, service: service, faults: &faults{hits: map[string]int{}}}
+	env.Faults = k.fault
+	return k
+}
+
+// In returns a view of k that reports failures to t (a subtest); the fault rules are
+// shared.
+func (k *Kit) In(t *testing.T) *Kit {
+	v := *k
+	v.T = t
+	return &v
+}
+
+// Stop stops a service started by the test (anything with a graceful Stop) when the test
+// ends, before the server goes away.
+func (k *Kit) Stop(name string, svc interface{ Stop(context.Context) error }) {
+	k.T.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), WaitTimeout)
+		defer cancel()
+		if err := svc.Stop(ctx); err != nil {
+			k.T.Errorf("stop %s: %v", name, err)
+		}
+	})
+}
+
+// FailAt makes the fault hook fail at point for op times times (forever when < 0),
+// running before, if not nil, each time before it fails.
+func (k *Kit) FailAt(point pipeline.FaultPoint, op string, times int, before func()) {
+	k.faults.mu.Lock()
+	defer k.faults.mu.Unlock()
+	k.faults.rules = append(k.faults.rules, faultRule{point: point, op: op, times: times, before: before})
+}
+
+// OnFault runs fn with the hit number (1, 2, ...) every time the fault hook is reached at
+// point for op, without failing; tests use it to hold a handler at a step boundary.
+func (k *Kit) OnFault(point pipeline.FaultPoint, op string, fn func(hit int)) {
+	k.faults.mu.Lock()
+	defer k.faults.mu.Unlock()
+	k.faults.rules = append(k.faults.rules, faultRule{point: point, op: op, pass: fn})
+}
+
+// HitCount is how often the fault hook was reached at point for op.
+func (k *Kit) HitCount(point pipeline.FaultPoint, op string) int {
+	k.faults.mu.Lock()
+	defer k.faults.mu.Unlock()
+	return k.faults.hits[string(point)+"|"+op]
+}
+
+func (k *Kit) fault(_ context.Context, service string, point pipeline.FaultPoint, op string) error {
+	if service != k.service {
+		k.T.Errorf("fault hook called with service %q, want %q", service, k.service)
+	}
+	k.faults.mu.Lock()
+	k.faults.hits[string(point)+"|"+op]++
+	hit := k.faults.hits[string(point)+"|"+op]
+	var before func()
+	fail := false
+	for i := range k.faults.rules {
+		f := &k.faults.rules[i]
+		if f.point == point && f.op == op && f.pass != nil {
+			pass := f.pass
+			k.faults.mu.Unlock()
+			pass(hit)
+			return nil
+		}
+		if f.point == point && f.op == op && f.times != 0 {
+			f.times--
+			before, fail = f.before, true
+			break
+		}
+	}
+	k.faults.mu.Unlock()
+	if !fail {
+		return nil
+	}
+	if before != nil {
+		before()
+	}
+	return fmt.Errorf("%w at %s of %s", ErrInjected, point, op)
+}
+
+// Publish stores e on subject and returns its stream sequence. A deduplicated publish
+// fails the test: tests use fresh ids.
+func (k *Kit) Publish(subject string, e bus.Event) uint64 {
+	k.T.Helper()
+	ack, err := k.JS.PublishMsg(k.Ctx, bus.EncodeMsg(subject, e))
+	if err != nil {
+		k.T.Fatalf("publish %s on %s: %v", e.ID, subject, err)
+	}
+	if ack.Duplicate {
+		k.T.Fatalf("publish %s on %s: deduplicated by the stream; tests use fresh ids", e.ID, subject)
+	}
+	return ack.Sequence
+}
+
+// PublishRaw stores m as is and returns its stream sequence.
+func (k *Kit) PublishRaw(m *nats.Msg) uint64 {
+	k.T.Helper()
+	ack, err := k.JS.PublishMsg(k.Ctx, m)
+	if err != nil {
+		k.T.Fatalf("publish raw on %s: %v", m.Subject, err)
+	}
+	return ack.Sequence
+}
+
+// Submit publishes sub with ce-id id on the submit subject and returns its stream
+// sequence.
+func (k *Kit) Submit(id string, sub contracts.BatchSubmission) uint64 {
+	k.T.Helper()
+	return k.Publish(k.Env.Names.SubmitSubject(), k.event(id, "test/platform", contracts.TypeBatchRequested, sub))
+}
+
+// Output publishes a CallOutput with ce-id id and returns its stream sequence.
+func (k *Kit) Output(id string, out contracts.CallOutput) uint64 {
+	k.T.Helper()
+	return k.Publish(k.Env.Names.OutputSubject(out.RunID), k.event(id, "test/executor", contracts.TypeCallOutput, out))
+}
+
+func (k *Kit) event(id, source, typ string, payload any) bus.Event {
+	k.T.Helper()
+	ev, err := bus.NewEvent(id, source, typ, payload)
+	if err != nil {
+		k.T.Fatal(err)
+	}
+	return ev
+}
+
+// WaitSettled waits until durable has settled (acked or terminated) every message up to
+// stream sequence seq.
+func (k *Kit) WaitSettled(stream, durable string, seq uint64) {
+	k.T.Helper()
+	natstest.WaitFor(k.T, WaitTimeout, func() bool {
+		c, err := k.JS.Consumer(k.Ctx, stream, durable)
+		if err != nil {
+			return false
+		}
+		info, err := c.Info(k.Ctx)
+		return err == nil && info.AckFloor.Stream >= seq && info.NumAckPending == 0
+	}, fmt.Sprintf("%s to settle stream sequence %d", durable, seq))
+}
+
+// Stored is one message read back from a stream. Event is the zero value for a raw
+// message that is not a CloudEvent (a dead letter keeps what it was given).
+type Stored struct {
+	Seq    uint64
+	Header nats.Header
+	Event  bus.Event
+}
+
+// Messages reads every message on subject (exact) of stream, in stream order.
+func (k *Kit) Messages(stream, subject string) []Stored {
+	k.T.Helper()
+	return k.read(stream, subject, true)
+}
+
+// WaitMessages waits until subject of stream holds at least n messages and returns them.
+func (k *Kit) WaitMessages(stream, subject string, n int) []Stored {
+	k.T.Helper()
+	var got []Stored
+	natstest.WaitFor(k.T, WaitTimeout, func() bool {
+		got = k.Messages(stream, subject)
+		return len(got) >= n
+	}, fmt.Sprintf("%d messages on %s", n, subject))
+	return got
+}
+
+// DeadLetters returns the dead-lettered messages of consumer.
+func (k *Kit) DeadLetters(consumer string) []Stored {
+	k.T.Helper()
+	return k.read(k.Env.Names.DeadLetterStream(), k.Env.Names.DeadLetterSubject(consumer), false)
+}
+
+func (k *Kit) read(stream, subject string, strict bool) []Stored {
+	k.T.Helper()
+	s, err := k.JS.Stream(k.Ctx, stream)
+	if err != nil {
+		k.T.Fatalf("stream %s: %v", stream, err)
+	}
+	var out []Stored
+	for seq := uint64(1); ; {
+		m, err := s.GetMsg(k.Ctx, seq, jetstream.WithGetMsgSubject(subject))
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			return out
+		}
+		if err != nil {
+			k.T.Fatalf("read %s from %d: %v", subject, seq, err)
+		}
+		ev, err := bus.DecodeMsg(m.Header, m.Data)
+		if err != nil && strict {
+			k.T.Fatalf("decode message %d on %s: %v", m.Sequence, subject, err)
+		}
+		out = append(out, Stored{Seq: m.Sequence, Header: m.Header, Event: ev})
+		seq = m.Sequence + 1
+	}
+}
+
+// Batch returns the batch record of (run, step) and its revision.
+func (k *Kit) Batch(run string, step int64) (contracts.BatchRecord, uint64) {
+	k.T.Helper()
+	rec, rev, err := k.Env.Batches.Get(k.Ctx, contracts.BatchKey(run, step))
+	if err != nil {
+		k.T.Fatalf("batch record %s: %v", contracts.BatchID(run, step), err)
+	}
+	return rec, rev
+}
+
+// Decode unmarshals the data of an event into a T.
+func Decode[T any](t testing.TB, ev bus.Event) T {
+	t.Helper()
+	var v T
+	if err := json.Unmarshal(ev.Data, &v); err != nil {
+		t.Fatalf("decode %s: %v", ev.ID, err)
+	}
+	return v
+}
+
+// Call is a call of tool with call id id and small arguments.
+func Call(id, tool string) contracts.ToolCall {
+	return contracts.ToolCall{CallID: id, ToolID: tool, Arguments: json.RawMessage(`{"text":"hi"}`)}
+}
+
+// Submission is a valid batch of calls for (run, step) in thread "thread-1"; every tool
+// is visible to the model.
+func Submission(run string, step int64, calls ...contracts.ToolCall) contracts.BatchSubmission {
+	var tools []string
+	seen := map[string]bool{}
+	for _, c := range calls {
+		if !seen[c.ToolID] {
+			seen[c.ToolID] = true
+			tools = append(tools, c.ToolID)
+		}
+	}
+	return contracts.BatchSubmission{
+		RunID: run, ThreadID: "thread-1", Step: step,
+		Agent: contracts.AgentSnapshot{SnapshotID: "snap-1", Tools: tools},
+		Calls: calls,
+	}
+}
+
+// CallJSON is a call of tool with call id id whose arguments are args encoded as JSON.
+func CallJSON(id, tool string, args any) contracts.ToolCall {
+	b, err := json.Marshal(args)
+	if err != nil {
+		panic(fmt.Sprintf("servicetest: arguments of %s: %v", id, err))
+	}
+	return contracts.ToolCall{CallID: id, ToolID: tool, Arguments: b}
+}
+
+// Context returns a context that ends after d or with the test.
+func Context(tb testing.TB, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	tb.Cleanup(cancel)
+	return ctx
+}
+
+// LogWriter sends what is written to tb.Log, only when the environment variable
+// AWAKEN_TEST_LOG asks for logs (its value is the level): a stack of services logs a lot,
+// and a passing test should stay quiet.
+func LogWriter(tb testing.TB) io.Writer { return logWriter{tb} }
+
+type logWriter struct{ tb testing.TB }
+
+func (w logWriter) Write(p []byte) (int, error) {
+	if os.Getenv("AWAKEN_TEST_LOG") != "" {
+		w.tb.Log(strings.TrimSpace(string(p)))
+	}
+	return len(p), nil
+}

@@ -1,0 +1,108 @@
+package contracts
+
+import "time"
+
+// This file holds the durable records of a batch and its calls, which every service reads
+// and writes. They are not part of the normative protocol.
+
+// BatchPhase is the lifecycle of a batch record.
+type BatchPhase string
+
+const (
+	// BatchPhaseOpen: calls are being gated and executed.
+	BatchPhaseOpen BatchPhase = "open"
+	// BatchPhaseFinalized: every call is terminal and the publisher committed the result set; the
+	// atomic publish may not have happened yet.
+	BatchPhaseFinalized BatchPhase = "finalized"
+	// BatchPhasePublished: the results are on the results stream.
+	BatchPhasePublished BatchPhase = "published"
+)
+
+// PinnedCall is what the batcher resolved for a call from the trusted host registry when the
+// batch was created; it never changes afterwards.
+type PinnedCall struct {
+	// Known is false when no executor registers the tool id.
+	Known  bool                `json:"known"`
+	Target ToolExecutionTarget `json:"target,omitempty"`
+	Kind   ToolKind            `json:"kind,omitempty"`
+	Policy ToolRecoveryPolicy  `json:"policy"`
+}
+
+// BatchRecord is the durable record of a submitted batch, written once by the batcher
+// before any gate runs. Only Phase changes afterwards, and only by its transitions
+// ([BatchRecord.Finalize], [BatchRecord.MarkPublished]).
+type BatchRecord struct {
+	Submission BatchSubmission `json:"submission"`
+	// Hash is the SHA-256 of the canonical submission payload; a resubmission with another
+	// hash is a conflict.
+	Hash   string       `json:"hash"`
+	Pinned []PinnedCall `json:"pinned"`
+	// Parallel is true when the batch qualifies for the parallel-delegation branch.
+	Parallel  bool       `json:"parallel,omitempty"`
+	Phase     BatchPhase `json:"phase"`
+	CreatedAt time.Time  `json:"created_at"`
+}
+
+// CallRecord is the durable record of one call, keyed by [CallKey] (one per operation id).
+// A call whose record does not exist yet is Requested. It is the kernel's model of a call:
+// every service moves it only by its transitions (call_transitions.go), which check that
+// the move is legal and stamp the timeline.
+type CallRecord struct {
+	Index  int                `json:"index"`
+	CallID string             `json:"call_id"`
+	ToolID string             `json:"tool_id"`
+	Phase  ToolCallPhase      `json:"phase"`
+	Policy ToolRecoveryPolicy `json:"policy"`
+	// Decision is the gate outcome, recorded once; a redelivered gate request re-publishes
+	// what it produced instead of deciding again.
+	Decision *GateOutcome `json:"decision,omitempty"`
+	// Entered is set by the executor, durably, before it invokes the tool for the current
+	// attempt. Executing with Entered false means the gate committed the entry but no
+	// executor has started the body yet.
+	Entered bool `json:"entered,omitempty"`
+	// EnteredBy is the stream sequence of the executor request whose delivery entered the
+	// current attempt. A redelivery of that same message means its handler died (recovery
+	// applies); any other request for the call is a duplicate and is ignored.
+	EnteredBy uint64 `json:"entered_by,omitempty"`
+	// ResolvedBy is the event id of the resume command that resolved this call's ticket, so
+	// a redelivered resume re-publishes its outputs instead of being refused.
+	ResolvedBy string `json:"resolved_by,omitempty"`
+	// TraceParent is the W3C traceparent of the trace the call's batch runs in, recorded
+	// when the gate decides the call, so an approval or a scheduled trigger — which arrive
+	// in traces of their own — continues the batch's trace.
+	TraceParent string `json:"trace_parent,omitempty"`
+	// Timeline records when each stage was committed.
+	Timeline []TimelineMark `json:"timeline,omitempty"`
+}
+
+// TimelineMark is one stage of a call with the time it was committed.
+type TimelineMark struct {
+	Stage string    `json:"stage"`
+	At    time.Time `json:"at"`
+}
+
+// Timeline stages the transitions of [CallRecord] stamp. They are stored, and shown by
+// the operator API, so their spelling is part of the record format.
+const (
+	// StageDecided: the gate decided the call on the sequential path, which publishes the
+	// decision's audit record.
+	StageDecided = "gate.decided"
+	// StageProbed: a parallel-delegation probe decided the call and published the audit
+	// itself; keeping it apart from StageDecided is what stops the sequential path from
+	// auditing the same decision a second time.
+	StageProbed = "gate.probed"
+	// StageExecuting: the gate committed an executor entry (attempt 1).
+	StageExecuting = "executing"
+	// StageAwaiting: the call parked on a durable wait.
+	StageAwaiting = "awaiting"
+	// StageResumed: a resume command or a ticket timer resolved the call's wait.
+	StageResumed = "resumed"
+	// StageEntered: an executor claimed the attempt, durably, before invoking the tool.
+	StageEntered = "entered"
+	// StageRecovered: a redelivery after a crash moved the call to its next attempt.
+	StageRecovered = "recovered"
+	// StageCompleted: the call's output is committed.
+	StageCompleted = "completed"
+	// StageIndeterminate: the call's outcome cannot be known.
+	StageIndeterminate = "indeterminate"
+)

@@ -1,0 +1,732 @@
+package contracts
+
+import (
+	"bytes"
+	"encoding"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"math/big"
+	"reflect"
+	"regexp"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// This file derives the JSON Schema (2020-12 subset) of a Go type by reflection: the
+// parameters schema a tool advertises and the schema its arguments are checked against.
+
+// SchemaFor returns the JSON Schema of T's JSON form, derived by reflection and cached per
+// type (safe for concurrent use; the returned slice is the caller's own).
+//
+// Rules: T must be a struct, a pointer to one, or a map with string keys. A struct is an
+// object with "additionalProperties": false whose properties are its JSON fields (json tag
+// names, embedded structs flattened as encoding/json does). A field is required unless it
+// has omitempty or omitzero, is a pointer, or is promoted through an embedded pointer; the
+// tag `jsonschema:"required"` or `jsonschema:"optional"` overrides that. Field keywords
+// come from `jsonschema:"description=…,enum=a|b,default=…,minimum=…,maximum=…,
+// exclusiveMinimum=…,exclusiveMaximum=…,minLength=…,maxLength=…,pattern=…,format=…,
+// minItems=…,maxItems=…,uniqueItems"` (a literal comma is written \,) or a `desc:"…"` tag;
+// on a slice of scalars the value keywords apply to its items. Types: string, bool, all
+// integers (sized ones bounded), floats, slices and arrays, []byte (base64 string), maps
+// with string keys, nested structs (inlined), time.Time (date-time string), [Duration]
+// (string), json.RawMessage and interface{} (any value), encoding.TextUnmarshaler
+// (string) and [SchemaProvider]. Patterns use Go (RE2) syntax.
+func SchemaFor[T any]() (json.RawMessage, error) {
+	cs := compiledArgSchema(reflect.TypeFor[T]())
+	if cs.err != nil {
+		return nil, cs.err
+	}
+	return slices.Clone(cs.raw), nil
+}
+
+// argSchemaCache memoises derived schemas by type. It is a pure cache: entries are
+// deterministic functions of the type, so it has no observable side effect.
+var argSchemaCache sync.Map // reflect.Type → *argSchema
+
+type argSchema struct {
+	node *schemaNode
+	raw  json.RawMessage
+	err  error
+}
+
+func compiledArgSchema(t reflect.Type) *argSchema {
+	if v, ok := argSchemaCache.Load(t); ok {
+		return v.(*argSchema)
+	}
+	cs := &argSchema{}
+	cs.node, cs.err = deriveArgSchema(t)
+	if cs.err == nil {
+		cs.raw, cs.err = marshalNoHTMLEscape(cs.node.render())
+	}
+	v, _ := argSchemaCache.LoadOrStore(t, cs)
+	return v.(*argSchema)
+}
+
+func deriveArgSchema(t reflect.Type) (*schemaNode, error) {
+	base := t
+	for base.Kind() == reflect.Pointer {
+		base = base.Elem()
+	}
+	b := &schemaBuilder{inProgress: map[reflect.Type]bool{}}
+	node, err := b.build(base)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %w", ErrUnsupportedSchema, t, err)
+	}
+	if !slices.Equal(node.types, []string{"object"}) || node.custom != nil {
+		return nil, fmt.Errorf("%w: %s: tool arguments must be a JSON object (a struct or a map with string keys)", ErrUnsupportedSchema, t)
+	}
+	return node, nil
+}
+
+func marshalNoHTMLEscape(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}
+
+// bound is a numeric schema bound: the literal as rendered and its exact value.
+type bound struct {
+	lit json.Number
+	val *big.Rat
+}
+
+func parseBound(s string) (*bound, error) {
+	r, ok := new(big.Rat).SetString(s)
+	if !ok || !json.Valid([]byte(s)) {
+		return nil, fmt.Errorf("%q is not a JSON number", s)
+	}
+	return &bound{lit: json.Number(s), val: r}, nil
+}
+
+func intBound(v int64) *bound {
+	return &bound{lit: json.Number(strconv.FormatInt(v, 10)), val: new(big.Rat).SetInt64(v)}
+}
+func uintBound(v uint64) *bound {
+	return &bound{lit: json.Number(strconv.FormatUint(v, 10)), val: new(big.Rat).SetUint64(v)}
+}
+
+// schemaNode is one derived schema: rendered to JSON for the model and used to check
+// argument values, so the schema the model sees is exactly the schema that is enforced.
+type schemaNode struct {
+	types           []string // empty: any value
+	description     string
+	enum            []any // string, json.Number or bool
+	def             any
+	format          string
+	contentEncoding string
+	minimum         *bound
+	maximum         *bound
+	exclMinimum     *bound
+	exclMaximum     *bound
+	minLength       *int
+	maxLength       *int
+	pattern         *regexp.Regexp
+	items           *schemaNode
+	minItems        *int
+	maxItems        *int
+	uniqueItems     bool
+	properties      map[string]*schemaNode // set for structs
+	required        []string               // sorted
+	closed          bool                   // additionalProperties: false
+	additional      *schemaNode            // map values
+	custom          map[string]any         // SchemaProvider: rendered as is, not checked
+}
+
+func (n *schemaNode) typeName() string {
+	if len(n.types) == 0 {
+		return "any"
+	}
+	return n.types[0]
+}
+
+func (n *schemaNode) render() map[string]any {
+	if n.custom != nil {
+		m := make(map[string]any, len(n.custom)+1)
+		for k, v := range n.custom {
+			m[k] = v
+		}
+		if n.description != "" {
+			m["description"] = n.description
+		}
+		return m
+	}
+	m := map[string]any{}
+	if len(n.types) == 1 {
+		m["type"] = n.types[0]
+	}
+	if n.description != "" {
+		m["description"] = n.description
+	}
+	if n.enum != nil {
+		m["enum"] = n.enum
+	}
+	if n.def != nil {
+		m["default"] = n.def
+	}
+	if n.format != "" {
+		m["format"] = n.format
+	}
+	if n.contentEncoding != "" {
+		m["contentEncoding"] = n.contentEncoding
+	}
+	for key, b := range map[string]*bound{"minimum": n.minimum, "maximum": n.maximum,
+		"exclusiveMinimum": n.exclMinimum, "exclusiveMaximum": n.exclMaximum} {
+		if b != nil {
+			m[key] = b.lit
+		}
+	}
+	for key, v := range map[string]*int{"minLength": n.minLength, "maxLength": n.maxLength,
+		"minItems": n.minItems, "maxItems": n.maxItems} {
+		if v != nil {
+			m[key] = *v
+		}
+	}
+	if n.pattern != nil {
+		m["pattern"] = n.pattern.String()
+	}
+	if n.items != nil {
+		m["items"] = n.items.render()
+	}
+	if n.uniqueItems {
+		m["uniqueItems"] = true
+	}
+	if n.properties != nil {
+		props := make(map[string]any, len(n.properties))
+		for name, p := range n.properties {
+			props[name] = p.render()
+		}
+		m["properties"] = props
+		if len(n.required) > 0 {
+			m["required"] = n.required
+		}
+	}
+	if n.closed {
+		m["additionalProperties"] = false
+	} else if n.additional != nil {
+		m["additionalProperties"] = n.additional.render()
+	}
+	return m
+}
+
+var (
+	typeRawMessage      = reflect.TypeFor[json.RawMessage]()
+	typeTime            = reflect.TypeFor[time.Time]()
+	typeDuration        = reflect.TypeFor[Duration]()
+	typeJSONUnmarshaler = reflect.TypeFor[json.Unmarshaler]()
+	typeTextUnmarshaler = reflect.TypeFor[encoding.TextUnmarshaler]()
+	typeSchemaProvider  = reflect.TypeFor[SchemaProvider]()
+)
+
+type schemaBuilder struct {
+	inProgress map[reflect.Type]bool
+	// doc is set when the builder derives a protocol document (see [SchemaOfType]) rather
+	// than a tool's arguments.
+	doc *SchemaOptions
+}
+
+func (b *schemaBuilder) build(t reflect.Type) (*schemaNode, error) {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if b.doc != nil && b.doc.Override != nil {
+		if m, ok := b.doc.Override(t); ok {
+			return &schemaNode{custom: m}, nil
+		}
+	}
+	switch {
+	case reflect.PointerTo(t).Implements(typeSchemaProvider):
+		sp := reflect.New(t).Interface().(SchemaProvider)
+		dec := json.NewDecoder(bytes.NewReader(sp.JSONSchema()))
+		dec.UseNumber()
+		var m map[string]any
+		if err := dec.Decode(&m); err != nil || m == nil {
+			return nil, fmt.Errorf("%s.JSONSchema() is not a JSON object", t)
+		}
+		return &schemaNode{custom: m}, nil
+	case t == typeRawMessage:
+		return &schemaNode{}, nil
+	case t == typeTime:
+		return &schemaNode{types: []string{"string"}, format: "date-time"}, nil
+	case t == typeDuration:
+		return &schemaNode{types: []string{"string"}}, nil
+	case reflect.PointerTo(t).Implements(typeJSONUnmarshaler) && (b.doc == nil || t.Kind() != reflect.Struct):
+		// A document's struct with a custom UnmarshalJSON is read as its fields (the
+		// decoders of the vocabulary only add defaults and strictness).
+		return nil, fmt.Errorf("%s has a custom UnmarshalJSON; implement SchemaProvider to describe it", t)
+	case reflect.PointerTo(t).Implements(typeTextUnmarshaler):
+		return &schemaNode{types: []string{"string"}}, nil
+	}
+	switch t.Kind() {
+	case reflect.String:
+		return &schemaNode{types: []string{"string"}}, nil
+	case reflect.Bool:
+		return &schemaNode{types: []string{"boolean"}}, nil
+	case reflect.Int, reflect.Int64:
+		return &schemaNode{types: []string{"integer"}}, nil
+	case reflect.Int8, reflect.Int16, reflect.Int32:
+		bits := t.Bits()
+		return &schemaNode{types: []string{"integer"},
+			minimum: intBound(-1 << (bits - 1)), maximum: intBound(1<<(bits-1) - 1)}, nil
+	case reflect.Uint, reflect.Uint64, reflect.Uintptr:
+		return &schemaNode{types: []string{"integer"}, minimum: intBound(0)}, nil
+	case reflect.Uint8, reflect.Uint16, reflect.Uint32:
+		return &schemaNode{types: []string{"integer"},
+			minimum: intBound(0), maximum: uintBound(uint64(1)<<t.Bits() - 1)}, nil
+	case reflect.Float32, reflect.Float64:
+		return &schemaNode{types: []string{"number"}}, nil
+	case reflect.Interface:
+		if t.NumMethod() != 0 {
+			return nil, fmt.Errorf("interface %s cannot be decoded from JSON", t)
+		}
+		return &schemaNode{}, nil
+	case reflect.Slice, reflect.Array:
+		if t.Kind() == reflect.Slice && t.Elem().Kind() == reflect.Uint8 &&
+			!reflect.PointerTo(t.Elem()).Implements(typeJSONUnmarshaler) &&
+			!reflect.PointerTo(t.Elem()).Implements(typeTextUnmarshaler) {
+			return &schemaNode{types: []string{"string"}, contentEncoding: "base64"}, nil
+		}
+		items, err := b.build(t.Elem())
+		if err != nil {
+			return nil, err
+		}
+		n := &schemaNode{types: []string{"array"}, items: items}
+		if t.Kind() == reflect.Array {
+			l := t.Len()
+			n.minItems, n.maxItems = &l, &l
+		}
+		return n, nil
+	case reflect.Map:
+		if t.Key().Kind() != reflect.String {
+			return nil, fmt.Errorf("map key type %s is not a string", t.Key())
+		}
+		values, err := b.build(t.Elem())
+		if err != nil {
+			return nil, err
+		}
+		return &schemaNode{types: []string{"object"}, additional: values}, nil
+	case reflect.Struct:
+		return b.buildStruct(t)
+	default:
+		return nil, fmt.Errorf("type %s (kind %s) has no JSON form", t, t.Kind())
+	}
+}
+
+func (b *schemaBuilder) buildStruct(t reflect.Type) (*schemaNode, error) {
+	if b.inProgress[t] {
+		return nil, fmt.Errorf("recursive type %s cannot be inlined", t)
+	}
+	b.inProgress[t] = true
+	defer delete(b.inProgress, t)
+
+	tagKey := "json"
+	if b.doc != nil && b.doc.TagKey != "" {
+		tagKey = b.doc.TagKey
+	}
+	fields, err := jsonFieldsOfTag(t, tagKey)
+	if err != nil {
+		return nil, err
+	}
+	n := &schemaNode{types: []string{"object"}, properties: map[string]*schemaNode{}, closed: true}
+	for _, f := range fields {
+		prop, required, err := b.buildField(f)
+		if err != nil {
+			return nil, fmt.Errorf("%s.%s: %w", t, f.goName, err)
+		}
+		n.properties[f.name] = prop
+		if required {
+			n.required = append(n.required, f.name)
+		}
+	}
+	sort.Strings(n.required)
+	return n, nil
+}
+
+func (b *schemaBuilder) buildField(f jsonField) (*schemaNode, bool, error) {
+	var node *schemaNode
+	if f.quoted {
+		node = &schemaNode{types: []string{"string"}}
+	} else {
+		var err error
+		if node, err = b.build(f.typ); err != nil {
+			return nil, false, err
+		}
+	}
+	tag, err := parseSchemaTag(f.tag)
+	if err != nil {
+		return nil, false, err
+	}
+	required := !f.optional
+	if tag.required && tag.optional {
+		return nil, false, errors.New("jsonschema tag says both required and optional")
+	}
+	if tag.required {
+		required = true
+	}
+	if tag.optional {
+		required = false
+	}
+	if err := tag.apply(node); err != nil {
+		return nil, false, err
+	}
+	return node, required, nil
+}
+
+// schemaTag is the parsed `jsonschema` and `desc` tags of one field.
+type schemaTag struct {
+	description, format, pattern, def  string
+	hasDefault                         bool
+	enum                               []string
+	minimum, maximum, exclMin, exclMax string
+	minLength, maxLength               *int
+	minItems, maxItems                 *int
+	uniqueItems, required, optional    bool
+}
+
+func parseSchemaTag(tag reflect.StructTag) (schemaTag, error) {
+	var st schemaTag
+	desc, hasDesc := tag.Lookup("desc")
+	st.description = desc
+	raw := tag.Get("jsonschema")
+	if raw == "" {
+		return st, nil
+	}
+	for _, part := range splitUnescaped(raw) {
+		key, value, hasValue := strings.Cut(part, "=")
+		key = strings.TrimSpace(key)
+		intValue := func() (*int, error) {
+			v, err := strconv.Atoi(value)
+			if err != nil || v < 0 {
+				return nil, fmt.Errorf("jsonschema %s=%q is not a non-negative integer", key, value)
+			}
+			return &v, nil
+		}
+		var err error
+		switch key {
+		case "description":
+			if hasDesc {
+				return st, errors.New("both a desc tag and a jsonschema description")
+			}
+			st.description = value
+		case "enum":
+			st.enum = strings.Split(value, "|")
+		case "default":
+			st.def, st.hasDefault = value, true
+		case "format":
+			st.format = value
+		case "pattern":
+			st.pattern = value
+		case "minimum":
+			st.minimum = value
+		case "maximum":
+			st.maximum = value
+		case "exclusiveMinimum":
+			st.exclMin = value
+		case "exclusiveMaximum":
+			st.exclMax = value
+		case "minLength":
+			st.minLength, err = intValue()
+		case "maxLength":
+			st.maxLength, err = intValue()
+		case "minItems":
+			st.minItems, err = intValue()
+		case "maxItems":
+			st.maxItems, err = intValue()
+		case "uniqueItems":
+			st.uniqueItems = true
+		case "required":
+			st.required = true
+		case "optional":
+			st.optional = true
+		default:
+			return st, fmt.Errorf("unknown jsonschema keyword %q", key)
+		}
+		if err != nil {
+			return st, err
+		}
+		flag := key == "uniqueItems" || key == "required" || key == "optional"
+		if flag == hasValue {
+			if flag {
+				return st, fmt.Errorf("jsonschema keyword %q takes no value", key)
+			}
+			return st, fmt.Errorf("jsonschema keyword %q needs a value", key)
+		}
+	}
+	return st, nil
+}
+
+// splitUnescaped splits s on commas not preceded by a backslash and unescapes "\,".
+func splitUnescaped(s string) []string {
+	var parts []string
+	var cur strings.Builder
+	for i := 0; i < len(s); i++ {
+		switch {
+		case s[i] == '\\' && i+1 < len(s) && s[i+1] == ',':
+			cur.WriteByte(',')
+			i++
+		case s[i] == ',':
+			parts = append(parts, cur.String())
+			cur.Reset()
+		default:
+			cur.WriteByte(s[i])
+		}
+	}
+	return append(parts, cur.String())
+}
+
+// apply sets the keywords of st on node. Value keywords of a slice of scalars go to its
+// items; array keywords stay on the array.
+func (st schemaTag) apply(node *schemaNode) error {
+	node.description = st.description
+	if st.uniqueItems || st.minItems != nil || st.maxItems != nil {
+		if node.typeName() != "array" {
+			return errors.New("minItems, maxItems and uniqueItems need a slice or array field")
+		}
+		node.uniqueItems = node.uniqueItems || st.uniqueItems
+		if st.minItems != nil {
+			node.minItems = st.minItems
+		}
+		if st.maxItems != nil {
+			node.maxItems = st.maxItems
+		}
+	}
+	target := node
+	if node.typeName() == "array" && node.items != nil && node.items.properties == nil && node.items.items == nil {
+		target = node.items
+	}
+	kind := target.typeName()
+	if target.custom != nil {
+		kind = "custom"
+	}
+	if st.enum != nil || st.hasDefault {
+		if kind != "string" && kind != "integer" && kind != "number" && kind != "boolean" {
+			return fmt.Errorf("enum and default need a scalar field, not %s", kind)
+		}
+		for _, e := range st.enum {
+			v, err := scalarValue(kind, e)
+			if err != nil {
+				return fmt.Errorf("enum: %w", err)
+			}
+			target.enum = append(target.enum, v)
+		}
+		if st.hasDefault {
+			if target != node {
+				return errors.New("default needs a scalar field, not a slice")
+			}
+			v, err := scalarValue(kind, st.def)
+			if err != nil {
+				return fmt.Errorf("default: %w", err)
+			}
+			node.def = v
+		}
+	}
+	if st.format != "" || st.pattern != "" || st.minLength != nil || st.maxLength != nil {
+		if kind != "string" {
+			return fmt.Errorf("format, pattern, minLength and maxLength need a string field, not %s", kind)
+		}
+		if st.format != "" {
+			target.format = st.format
+		}
+		if st.pattern != "" {
+			re, err := regexp.Compile(st.pattern)
+			if err != nil {
+				return fmt.Errorf("pattern: %w", err)
+			}
+			target.pattern = re
+		}
+		if st.minLength != nil {
+			target.minLength = st.minLength
+		}
+		if st.maxLength != nil {
+			target.maxLength = st.maxLength
+		}
+	}
+	numeric := []struct {
+		name string
+		lit  string
+		dst  **bound
+		up   bool // an upper bound: keep the smaller of tag and type bound
+	}{
+		{"minimum", st.minimum, &target.minimum, false},
+		{"maximum", st.maximum, &target.maximum, true},
+		{"exclusiveMinimum", st.exclMin, &target.exclMinimum, false},
+		{"exclusiveMaximum", st.exclMax, &target.exclMaximum, true},
+	}
+	for _, nb := range numeric {
+		if nb.lit == "" {
+			continue
+		}
+		if kind != "integer" && kind != "number" {
+			return fmt.Errorf("%s needs a numeric field, not %s", nb.name, kind)
+		}
+		bd, err := parseBound(nb.lit)
+		if err != nil {
+			return fmt.Errorf("%s: %w", nb.name, err)
+		}
+		if cur := *nb.dst; cur == nil || (nb.up && bd.val.Cmp(cur.val) < 0) || (!nb.up && bd.val.Cmp(cur.val) > 0) {
+			*nb.dst = bd
+		}
+	}
+	return nil
+}
+
+// scalarValue parses a tag literal as a JSON value of kind.
+func scalarValue(kind, s string) (any, error) {
+	switch kind {
+	case "string":
+		return s, nil
+	case "boolean":
+		v, err := strconv.ParseBool(s)
+		if err != nil || (s != "true" && s != "false") {
+			return nil, fmt.Errorf("%q is not true or false", s)
+		}
+		return v, nil
+	case "integer":
+		if _, err := strconv.ParseInt(s, 10, 64); err != nil {
+			if _, uerr := strconv.ParseUint(s, 10, 64); uerr != nil {
+				return nil, fmt.Errorf("%q is not an integer", s)
+			}
+		}
+		return json.Number(s), nil
+	default: // number
+		f, err := strconv.ParseFloat(s, 64)
+		if err != nil || math.IsInf(f, 0) || math.IsNaN(f) || !json.Valid([]byte(s)) {
+			return nil, fmt.Errorf("%q is not a JSON number", s)
+		}
+		return json.Number(s), nil
+	}
+}
+
+// jsonField is one field of a struct's JSON form, resolved as encoding/json does.
+type jsonField struct {
+	name     string
+	goName   string
+	index    []int
+	typ      reflect.Type
+	tagged   bool
+	optional bool
+	quoted   bool
+	tag      reflect.StructTag
+}
+
+// jsonFieldsOf lists the JSON fields of struct type t with encoding/json's visibility
+// rules: exported fields, json tag names, "-" skipped, untagged embedded structs
+// flattened, and among fields of one name the shallowest wins (a tagged one breaking a
+// tie, otherwise all of them vanish).
+func jsonFieldsOf(t reflect.Type) ([]jsonField, error) { return jsonFieldsOfTag(t, "json") }
+
+// jsonFieldsOfTag is [jsonFieldsOf] reading the names and options from tag key (a YAML
+// document's fields are named by their yaml tags).
+func jsonFieldsOfTag(t reflect.Type, key string) ([]jsonField, error) {
+	type level struct {
+		typ        reflect.Type
+		index      []int
+		viaPointer bool
+	}
+	var all []jsonField
+	next := []level{{typ: t}}
+	visited := map[reflect.Type]bool{}
+	for len(next) > 0 {
+		current := next
+		next = nil
+		for _, lv := range current {
+			if visited[lv.typ] {
+				continue
+			}
+			visited[lv.typ] = true
+			for i := 0; i < lv.typ.NumField(); i++ {
+				sf := lv.typ.Field(i)
+				ft := sf.Type
+				if sf.Anonymous {
+					if ft.Kind() == reflect.Pointer {
+						ft = ft.Elem()
+					}
+					if !sf.IsExported() && ft.Kind() != reflect.Struct {
+						continue
+					}
+				} else if !sf.IsExported() {
+					continue
+				}
+				tag := sf.Tag.Get(key)
+				if tag == "-" {
+					continue
+				}
+				name, opts, _ := strings.Cut(tag, ",")
+				index := append(slices.Clone(lv.index), i)
+				if name == "" && sf.Anonymous && ft.Kind() == reflect.Struct {
+					next = append(next, level{typ: ft, index: index, viaPointer: lv.viaPointer || sf.Type.Kind() == reflect.Pointer})
+					continue
+				}
+				f := jsonField{
+					name:   name,
+					goName: sf.Name,
+					index:  index,
+					typ:    sf.Type,
+					tagged: name != "",
+					tag:    sf.Tag,
+				}
+				if f.name == "" {
+					f.name = sf.Name
+				}
+				for _, opt := range strings.Split(opts, ",") {
+					switch opt {
+					case "omitempty", "omitzero":
+						f.optional = true
+					case "string":
+						switch ft.Kind() {
+						case reflect.Bool, reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+							reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr,
+							reflect.Float32, reflect.Float64, reflect.String:
+							f.quoted = sf.Type.Kind() != reflect.Pointer
+						}
+					}
+				}
+				if sf.Type.Kind() == reflect.Pointer || lv.viaPointer {
+					f.optional = true
+				}
+				all = append(all, f)
+			}
+		}
+	}
+	byName := map[string][]jsonField{}
+	var order []string
+	for _, f := range all {
+		if _, ok := byName[f.name]; !ok {
+			order = append(order, f.name)
+		}
+		byName[f.name] = append(byName[f.name], f)
+	}
+	var out []jsonField
+	for _, name := range order {
+		cands := byName[name]
+		minDepth := len(cands[0].index)
+		for _, c := range cands {
+			minDepth = min(minDepth, len(c.index))
+		}
+		var shallow, tagged []jsonField
+		for _, c := range cands {
+			if len(c.index) == minDepth {
+				shallow = append(shallow, c)
+				if c.tagged {
+					tagged = append(tagged, c)
+				}
+			}
+		}
+		switch {
+		case len(shallow) == 1:
+			out = append(out, shallow[0])
+		case len(tagged) == 1:
+			out = append(out, tagged[0])
+		}
+	}
+	return out, nil
+}
