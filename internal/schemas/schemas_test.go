@@ -112,9 +112,9 @@ var goldenSchemas = []struct{ prefix, schema string }{
 	{"wire_tool_result_event", "tool_result_event.json"},
 }
 
-// notDocuments are goldens of internal records (KV phases, the kernel model, the gate's
+// notDocuments are goldens of internal records (KV phases, the stored call and batch records, the gate's
 // recorded outcome, a tool's argument schema) that no event, body or file carries alone.
-var notDocuments = []string{"phase_", "tool_batch_", "schema_sample_tool", "wire_gate_outcome_"}
+var notDocuments = []string{"phase_", "call_record_", "batch_record_", "schema_sample_tool", "wire_gate_outcome_"}
 
 func schemaForGolden(name string) (string, bool) {
 	for _, g := range goldenSchemas {
