@@ -17,6 +17,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/awaken-dev/awaken/internal/bus"
+	"github.com/awaken-dev/awaken/internal/ctxsleep"
 	"github.com/awaken-dev/awaken/internal/natstest"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
@@ -248,14 +249,7 @@ func TestConsumeHeartbeatPreventsRedelivery(t *testing.T) {
 	sub := h.consume(spec, func(ctx context.Context, d bus.Delivery) error {
 		rec.add(d)
 		// The tool body: longer than the ack wait.
-		t := time.NewTimer(work)
-		defer t.Stop()
-		select {
-		case <-t.C:
-			return nil
-		case <-ctx.Done():
-			return ctx.Err()
-		}
+		return ctxsleep.Sleep(ctx, work)
 	})
 	h.publish(h.names.GateRequestSubject("run-1"), h.event("op-slow", 1))
 	info := h.settled(sub)
