@@ -1,7 +1,6 @@
 package bus_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -31,7 +30,7 @@ type harness struct {
 	names contracts.Names
 	pub   *bus.Publisher
 	ctx   context.Context
-	logs  *syncBuffer
+	logs  *natstest.SyncBuffer
 	log   zerolog.Logger
 }
 
@@ -45,7 +44,7 @@ func newHarness(t *testing.T) *harness {
 	if err := bus.EnsureTopology(ctx, js, names, bus.TopologyConfig{}); err != nil {
 		t.Fatal(err)
 	}
-	logs := &syncBuffer{}
+	logs := &natstest.SyncBuffer{}
 	return &harness{t: t, srv: srv, nc: nc, js: js, names: names, pub: bus.NewPublisher(js), ctx: ctx,
 		logs: logs, log: zerolog.New(logs).Level(zerolog.DebugLevel)}
 }
@@ -133,24 +132,6 @@ func (h *harness) settled(sub *bus.Subscription) *jetstream.ConsumerInfo {
 		return err == nil && info.NumPending == 0 && info.NumAckPending == 0
 	}, "the consumer to settle every message")
 	return info
-}
-
-// syncBuffer is a goroutine-safe log sink.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // recorder collects what a handler saw, safely across workers.
