@@ -215,12 +215,6 @@ func startStack(ctx context.Context, t *testing.T, srv *natstest.Server, opts ap
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		stopCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if err := stack.Stop(stopCtx); err != nil {
-			t.Errorf("stop: %v", err)
-		}
-	})
+	natstest.StopAtCleanup(t, "stack", 30*time.Second, stack.Stop)
 	return stack
 }

@@ -124,13 +124,7 @@ func (k *Kit) In(t *testing.T) *Kit {
 // Stop stops a service started by the test (anything with a graceful Stop) when the test
 // ends, before the server goes away.
 func (k *Kit) Stop(name string, svc interface{ Stop(context.Context) error }) {
-	k.T.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), WaitTimeout)
-		defer cancel()
-		if err := svc.Stop(ctx); err != nil {
-			k.T.Errorf("stop %s: %v", name, err)
-		}
-	})
+	natstest.StopAtCleanup(k.T, name, WaitTimeout, svc.Stop)
 }
 
 // FailAt makes the fault hook fail at point for op times times (forever when < 0),
