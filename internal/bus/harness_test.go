@@ -168,3 +168,13 @@ func (r *recorder) delivered() []uint64 {
 }
 
 func (r *recorder) String() string { return fmt.Sprint(r.delivered()) }
+
+// waitRedelivered waits until the handler has seen the message a second time (what says
+// what is awaited) and fails t unless those were its first and second deliveries.
+func (r *recorder) waitRedelivered(t *testing.T, what string) {
+	t.Helper()
+	natstest.WaitFor(t, waitTimeout, func() bool { return r.count() == 2 }, what)
+	if got := r.String(); got != "[1 2]" {
+		t.Fatalf("delivery counts %s, want [1 2]", got)
+	}
+}
