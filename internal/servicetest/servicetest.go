@@ -127,6 +127,19 @@ func (k *Kit) Stop(name string, svc interface{ Stop(context.Context) error }) {
 	natstest.StopAtCleanup(k.T, name, WaitTimeout, svc.Stop)
 }
 
+// StartService starts a service with start on the kit's environment (under a context
+// that outlives the test's, so only the cleanup stops it), fails the test if it does not
+// start, and stops it when the test ends.
+func StartService[S interface{ Stop(context.Context) error }, O any](k *Kit, name string, start func(context.Context, *pipeline.Env, ...O) (S, error), opts ...O) S {
+	k.T.Helper()
+	svc, err := start(context.WithoutCancel(k.Ctx), k.Env, opts...)
+	if err != nil {
+		k.T.Fatalf("start %s: %v", name, err)
+	}
+	k.Stop(name, svc)
+	return svc
+}
+
 // FailAt makes the fault hook fail at point for op times times (forever when < 0),
 // running before, if not nil, each time before it fails.
 func (k *Kit) FailAt(point pipeline.FaultPoint, op string, times int, before func()) {
