@@ -2,7 +2,6 @@ package e2e_test
 
 import (
 	"errors"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -27,13 +26,7 @@ func approvalBatch(run string) contracts.BatchSubmission {
 func (h *harness) parkedAt(run string) contracts.ResumeTicket {
 	h.tb.Helper()
 	ctx := ctxFor(h.tb, 60*time.Second)
-	if _, err := h.client.Submit(ctx, approvalBatch(run)); err != nil {
-		h.tb.Fatal(err)
-	}
-	t, err := h.client.WaitTicket(ctx, run, 1, "c2")
-	if err != nil {
-		h.tb.Fatal(err)
-	}
+	t := h.submitUntilParked(ctx, approvalBatch(run), "c2")
 	if t.Reason != contracts.ReasonPermission || t.ToolID != "ask_me" || t.RunID != run {
 		h.tb.Fatalf("ticket %+v", t)
 	}
@@ -60,13 +53,7 @@ func TestApproval_approveRunsTheParkedAndLaterCallsOnce(t *testing.T) {
 	if res.Code != "approved" {
 		t.Errorf("resolution %+v", res)
 	}
-	out, err := h.client.Await(ctx, "run-approve", 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := strings.Join(texts(out), "|"); got != "before|ran ask_me|1" {
-		t.Errorf("results %q", got)
-	}
+	h.wantResults(ctx, "run-approve", "before|ran ask_me|1")
 	for _, c := range []string{"c1", "c2", "c3"} {
 		if n := h.ledger("run-approve", 1, c); n != 1 {
 			t.Errorf("%s ran %d times", c, n)
@@ -87,13 +74,7 @@ func TestApproval_denyBlocksAndTheBatchContinues(t *testing.T) {
 	if _, err := h.client.Deny(ctx, ticket, "not today"); err != nil {
 		t.Fatal(err)
 	}
-	out, err := h.client.Await(ctx, "run-deny", 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := strings.Join(texts(out), "|"); got != "before|blocked: not today|1" {
-		t.Errorf("results %q", got)
-	}
+	h.wantResults(ctx, "run-deny", "before|blocked: not today|1")
 	if n := h.ledger("run-deny", 1, "c2"); n != 0 {
 		t.Errorf("denied call ran %d times", n)
 	}
@@ -107,13 +88,7 @@ func TestApproval_survivesARestartOfEveryService(t *testing.T) {
 	if _, err := h.client.Approve(ctx, ticket, ""); err != nil {
 		t.Fatal(err)
 	}
-	out, err := h.client.Await(ctx, "run-restart-approve", 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := strings.Join(texts(out), "|"); got != "before|ran ask_me|1" {
-		t.Errorf("results %q", got)
-	}
+	h.wantResults(ctx, "run-restart-approve", "before|ran ask_me|1")
 }
 
 func TestApproval_twoRunsParkedAtOnceAndConcurrentAnswers(t *testing.T) {
@@ -220,21 +195,15 @@ func TestApproval_clientExecutedTool(t *testing.T) {
 	h := newHarness(t)
 	ctx := ctxFor(t, 60*time.Second)
 	run := "run-client"
-	if _, err := h.client.Submit(ctx, batch(run, 1, []string{"client_pick", "echo"},
+	ticket := h.submitUntilParked(ctx, batch(run, 1, []string{"client_pick", "echo"},
 		call("c1", "client_pick", map[string]any{"options": []string{"a", "b"}}),
 		call("c2", "echo", map[string]any{"text": "after"}),
-	)); err != nil {
-		t.Fatal(err)
-	}
-	ticket, err := h.client.WaitTicket(ctx, run, 1, "c1")
-	if err != nil {
-		t.Fatal(err)
-	}
+	), "c1")
 	if ticket.Reason != contracts.ReasonClientExecution {
 		t.Fatalf("reason %s", ticket.Reason)
 	}
 	// A result for another call id is refused.
-	_, err = h.client.CompleteClientCall(ctx, ticket, contracts.TextOutput("c2", "wrong"))
+	_, err := h.client.CompleteClientCall(ctx, ticket, contracts.TextOutput("c2", "wrong"))
 	var rr *client.ResumeRejectedError
 	if !errors.As(err, &rr) || rr.Code != string(contracts.ResumeToolCallMismatch) {
 		t.Fatalf("wrong call id: %v", err)
@@ -242,13 +211,7 @@ func TestApproval_clientExecutedTool(t *testing.T) {
 	if _, err := h.client.CompleteClientCall(ctx, ticket, contracts.TextOutput("c1", "picked b")); err != nil {
 		t.Fatal(err)
 	}
-	out, err := h.client.Await(ctx, run, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := strings.Join(texts(out), "|"); got != "picked b|after" {
-		t.Errorf("results %q", got)
-	}
+	h.wantResults(ctx, run, "picked b|after")
 }
 
 func TestApproval_expiry(t *testing.T) {
@@ -257,14 +220,8 @@ func TestApproval_expiry(t *testing.T) {
 	h := newHarness(t, withConfig(mustReparse(t, cfg)))
 	ticket := h.parkedAt("run-expiry")
 	ctx := ctxFor(t, 60*time.Second)
-	out, err := h.client.Await(ctx, "run-expiry", 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := strings.Join(texts(out), "|"); got != "before|blocked: approval timed out|1" {
-		t.Errorf("results %q", got)
-	}
-	_, err = h.client.Approve(ctx, ticket, "too late")
+	h.wantResults(ctx, "run-expiry", "before|blocked: approval timed out|1")
+	_, err := h.client.Approve(ctx, ticket, "too late")
 	var rr *client.ResumeRejectedError
 	if !errors.As(err, &rr) || (rr.Code != string(contracts.ResumeExpired) && rr.Code != string(contracts.ResumeNotWaiting)) {
 		t.Errorf("late approval: %v, want expired", err)
@@ -279,27 +236,15 @@ func TestSchedule_runsOnTimeAcrossARestart(t *testing.T) {
 	ctx := ctxFor(t, 60*time.Second)
 	run := "run-later"
 	start := time.Now()
-	if _, err := h.client.Submit(ctx, batch(run, 1, []string{"later", "echo"},
+	ticket := h.submitUntilParked(ctx, batch(run, 1, []string{"later", "echo"},
 		call("c1", "later", map[string]any{}),
 		call("c2", "echo", map[string]any{"text": "after"}),
-	)); err != nil {
-		t.Fatal(err)
-	}
-	ticket, err := h.client.WaitTicket(ctx, run, 1, "c1")
-	if err != nil {
-		t.Fatal(err)
-	}
+	), "c1")
 	if ticket.Reason != contracts.ReasonScheduledAction || ticket.DueAt == nil {
 		t.Fatalf("ticket %+v", ticket)
 	}
 	h.restart() // every service restarts while the schedule is pending
-	out, err := h.client.Await(ctx, run, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := strings.Join(texts(out), "|"); got != "ran later|after" {
-		t.Errorf("results %q", got)
-	}
+	h.wantResults(ctx, run, "ran later|after")
 	if elapsed := time.Since(start); elapsed < 2*time.Second {
 		t.Errorf("scheduled call ran after %v, before its 2s delay", elapsed)
 	}
@@ -311,17 +256,11 @@ func TestCancel_sealsTheRunWithAPendingSchedule(t *testing.T) {
 	h := newHarness(t, withConfig(mustReparse(t, cfg)))
 	ctx := ctxFor(t, 60*time.Second)
 	run := "run-cancel"
-	if _, err := h.client.Submit(ctx, batch(run, 1, []string{"echo", "later", "counter"},
+	ticket := h.submitUntilParked(ctx, batch(run, 1, []string{"echo", "later", "counter"},
 		call("c1", "echo", map[string]any{"text": "done"}),
 		call("c2", "later", map[string]any{}),
 		call("c3", "counter", map[string]any{"name": run}),
-	)); err != nil {
-		t.Fatal(err)
-	}
-	ticket, err := h.client.WaitTicket(ctx, run, 1, "c2")
-	if err != nil {
-		t.Fatal(err)
-	}
+	), "c2")
 	if err := h.client.Cancel(ctx, run, "user pressed stop"); err != nil {
 		t.Fatal(err)
 	}

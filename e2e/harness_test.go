@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -170,6 +171,32 @@ func (h *harness) resultsOnSubject(runID string) int {
 }
 
 // ledger is how many times the body of operation (run, step, call) ran.
+// submitUntilParked submits sub and waits for the resume ticket of its call callID.
+func (h *harness) submitUntilParked(ctx context.Context, sub contracts.BatchSubmission, callID string) contracts.ResumeTicket {
+	h.tb.Helper()
+	if _, err := h.client.Submit(ctx, sub); err != nil {
+		h.tb.Fatal(err)
+	}
+	t, err := h.client.WaitTicket(ctx, sub.RunID, sub.Step, callID)
+	if err != nil {
+		h.tb.Fatal(err)
+	}
+	return t
+}
+
+// wantResults awaits the results of step 1 of run and fails the test unless their texts,
+// joined with "|", are want.
+func (h *harness) wantResults(ctx context.Context, run, want string) {
+	h.tb.Helper()
+	out, err := h.client.Await(ctx, run, 1)
+	if err != nil {
+		h.tb.Fatal(err)
+	}
+	if got := strings.Join(texts(out), "|"); got != want {
+		h.tb.Errorf("results %q, want %q", got, want)
+	}
+}
+
 func (h *harness) ledger(run string, step int64, callID string) int {
 	h.tb.Helper()
 	v, err := h.stack.Env.Counters.Get(ctxFor(h.tb, 5*time.Second), fmt.Sprintf("ledger.%s.%d.%s", run, step, callID))

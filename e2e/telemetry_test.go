@@ -283,13 +283,7 @@ func TestOneTracePerBatch_acrossAnApproval(t *testing.T) {
 	sub := batch(run, 1, []string{"ask_me", "echo"},
 		call("c1", "ask_me", map[string]string{}),
 		call("c2", "echo", map[string]string{"text": "after"}))
-	if _, err := h.client.Submit(ctx, sub); err != nil {
-		t.Fatal(err)
-	}
-	ticket, err := h.client.WaitTicket(ctx, run, 1, "c1")
-	if err != nil {
-		t.Fatal(err)
-	}
+	ticket := h.submitUntilParked(ctx, sub, "c1")
 	if _, err := h.client.Approve(ctx, ticket, ""); err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,6 @@
 package bus_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -31,7 +30,7 @@ type harness struct {
 	names contracts.Names
 	pub   *bus.Publisher
 	ctx   context.Context
-	logs  *syncBuffer
+	logs  *natstest.SyncBuffer
 	log   zerolog.Logger
 }
 
@@ -45,7 +44,7 @@ func newHarness(t *testing.T) *harness {
 	if err := bus.EnsureTopology(ctx, js, names, bus.TopologyConfig{}); err != nil {
 		t.Fatal(err)
 	}
-	logs := &syncBuffer{}
+	logs := &natstest.SyncBuffer{}
 	return &harness{t: t, srv: srv, nc: nc, js: js, names: names, pub: bus.NewPublisher(js), ctx: ctx,
 		logs: logs, log: zerolog.New(logs).Level(zerolog.DebugLevel)}
 }
@@ -135,24 +134,6 @@ func (h *harness) settled(sub *bus.Subscription) *jetstream.ConsumerInfo {
 	return info
 }
 
-// syncBuffer is a goroutine-safe log sink.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // recorder collects what a handler saw, safely across workers.
 type recorder struct {
 	mu         sync.Mutex
@@ -187,3 +168,13 @@ func (r *recorder) delivered() []uint64 {
 }
 
 func (r *recorder) String() string { return fmt.Sprint(r.delivered()) }
+
+// waitRedelivered waits until the handler has seen the message a second time (what says
+// what is awaited) and fails t unless those were its first and second deliveries.
+func (r *recorder) waitRedelivered(t *testing.T, what string) {
+	t.Helper()
+	natstest.WaitFor(t, waitTimeout, func() bool { return r.count() == 2 }, what)
+	if got := r.String(); got != "[1 2]" {
+		t.Fatalf("delivery counts %s, want [1 2]", got)
+	}
+}

@@ -2,13 +2,11 @@ package cli
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"io"
 	"net/http"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,28 +19,10 @@ import (
 	"github.com/awaken-dev/awaken/internal/config"
 	"github.com/awaken-dev/awaken/internal/devstack"
 	"github.com/awaken-dev/awaken/internal/natsserver"
+	"github.com/awaken-dev/awaken/internal/natstest"
 	"github.com/awaken-dev/awaken/internal/telemetry"
 	"github.com/awaken-dev/awaken/services/api"
 )
-
-// syncBuffer is a bytes.Buffer safe to write from the command's goroutines while the test
-// reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // TestAPIConnectsAsItsOwnUser runs `awaken api` against a server that loads
 // deploy/nats/auth.conf, with the credentials in NATS_USER/NATS_PASSWORD and
@@ -86,7 +66,7 @@ func TestAPIConnectsAsItsOwnUser(t *testing.T) {
 	t.Setenv("NATS_USER", deploy.UserAPI)
 	t.Setenv("NATS_PASSWORD", pw[deploy.UserAPI])
 	t.Setenv("NATS_CREDS", "")
-	var stderr syncBuffer
+	var stderr natstest.SyncBuffer
 	// stdout through a pipe: the test reads the ready line the moment it is written.
 	outR, outW := io.Pipe()
 	lines := make(chan string, 16)

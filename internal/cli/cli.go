@@ -315,7 +315,7 @@ func runBatch(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	batchID := args[1]
 	fs := newFlags("batch show")
-	dial, timeout := dialClient(fs)
+	connect := dialClient(fs)
 	asJSON := fs.Bool("json", false, "print the batch view as JSON")
 	if err := parseArgs(fs, args[2:]); err != nil {
 		return err
@@ -323,13 +323,11 @@ func runBatch(ctx context.Context, args []string, stdout io.Writer) error {
 	if _, _, err := contracts.ParseBatchID(batchID); err != nil {
 		return &usageError{fmt.Sprintf("%v (a batch id looks like tool-batch:RUN_ID:STEP)", err)}
 	}
-	c, err := dial()
+	c, ctx, done, err := connect(ctx)
 	if err != nil {
 		return err
 	}
-	defer c.Close()
-	ctx, cancel := context.WithTimeout(ctx, *timeout)
-	defer cancel()
+	defer done()
 	js, err := jetstream.New(c.Conn())
 	if err != nil {
 		return err
@@ -357,27 +355,37 @@ func flushTraces(shutdown func(context.Context) error, log zerolog.Logger) {
 	}
 }
 
-func dialClient(fs *flag.FlagSet) (func() (*client.Client, error), *time.Duration) {
+// connectFunc opens a command's connection: the client, a context bounded by --timeout
+// that starts once connected, and done, which cancels that context and closes the client.
+type connectFunc func(ctx context.Context) (c *client.Client, bounded context.Context, done func(), err error)
+
+// dialClient registers the connection flags every command shares (--nats-url, --prefix,
+// --timeout and the NATS credentials) and returns how to connect with them once parsed.
+func dialClient(fs *flag.FlagSet) connectFunc {
 	url := fs.String("nats-url", defaultNATSURL(), "NATS server URL")
 	prefix := fs.String("prefix", env("AWAKEN_PREFIX", contracts.DefaultPrefix), "subject prefix of the deployment")
 	timeout := fs.Duration("timeout", 60*time.Second, "how long to wait")
 	auth := natsAuthFlags(fs)
-	return func() (*client.Client, error) {
+	return func(ctx context.Context) (*client.Client, context.Context, func(), error) {
 		authOpts, err := auth()
 		if err != nil {
-			return nil, err
+			return nil, nil, nil, err
 		}
 		nc, err := nats.Connect(*url, append([]nats.Option{nats.Name("awaken-cli"), nats.MaxReconnects(-1)}, authOpts...)...)
 		if err != nil {
-			return nil, fmt.Errorf("connect %s: %w", *url, err)
+			return nil, nil, nil, fmt.Errorf("connect %s: %w", *url, err)
 		}
 		c, err := client.New(nc, client.WithPrefix(*prefix), client.WithSource("awaken/cli"))
 		if err != nil {
 			nc.Close()
-			return nil, err
+			return nil, nil, nil, err
 		}
-		return c, nil // Close drains nc
-	}, timeout
+		bounded, cancel := context.WithTimeout(ctx, *timeout)
+		return c, bounded, func() {
+			cancel()
+			c.Close() // Close drains nc
+		}, nil
+	}
 }
 
 func printJSON(w io.Writer, v any) error {
@@ -388,7 +396,7 @@ func printJSON(w io.Writer, v any) error {
 
 func runSubmit(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := newFlags("submit")
-	dial, timeout := dialClient(fs)
+	connect := dialClient(fs)
 	wait := fs.Bool("wait", false, "wait for the ordered results and print them")
 	if err := parseArgs(fs, args); err != nil {
 		return err
@@ -404,13 +412,11 @@ func runSubmit(ctx context.Context, args []string, stdout io.Writer) error {
 	if err := json.Unmarshal(data, &sub); err != nil {
 		return fmt.Errorf("%s: %w", fs.Arg(0), err)
 	}
-	c, err := dial()
+	c, ctx, done, err := connect(ctx)
 	if err != nil {
 		return err
 	}
-	defer c.Close()
-	ctx, cancel := context.WithTimeout(ctx, *timeout)
-	defer cancel()
+	defer done()
 	if !*wait {
 		id, err := c.Submit(ctx, sub)
 		if err != nil {
@@ -435,7 +441,7 @@ func runTickets(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	sub, args := args[0], args[1:]
 	fs := newFlags("tickets " + sub)
-	dial, timeout := dialClient(fs)
+	connect := dialClient(fs)
 	note := fs.String("note", "", "approval note (approve)")
 	reason := fs.String("reason", "", "denial reason (deny)")
 	// Accept the id before or after the flags.
@@ -449,13 +455,11 @@ func runTickets(ctx context.Context, args []string, stdout io.Writer) error {
 	if id == "" && fs.NArg() > 0 {
 		id = fs.Arg(0)
 	}
-	c, err := dial()
+	c, ctx, done, err := connect(ctx)
 	if err != nil {
 		return err
 	}
-	defer c.Close()
-	ctx, cancel := context.WithTimeout(ctx, *timeout)
-	defer cancel()
+	defer done()
 	switch sub {
 	case "ls", "list":
 		ts, err := c.Tickets(ctx)
@@ -501,7 +505,7 @@ func runRuns(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	runID := args[1]
 	fs := newFlags("runs cancel")
-	dial, timeout := dialClient(fs)
+	connect := dialClient(fs)
 	reason := fs.String("reason", "cancelled by operator", "why")
 	if err := parseArgs(fs, args[2:]); err != nil {
 		return err
@@ -509,13 +513,11 @@ func runRuns(ctx context.Context, args []string, stdout io.Writer) error {
 	if err := contracts.ValidateID("run_id", runID); err != nil {
 		return err
 	}
-	c, err := dial()
+	c, ctx, done, err := connect(ctx)
 	if err != nil {
 		return err
 	}
-	defer c.Close()
-	ctx, cancel := context.WithTimeout(ctx, *timeout)
-	defer cancel()
+	defer done()
 	if err := c.Cancel(ctx, runID, *reason); err != nil {
 		return err
 	}
@@ -524,7 +526,7 @@ func runRuns(ctx context.Context, args []string, stdout io.Writer) error {
 
 func runCounter(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := newFlags("counter")
-	dial, timeout := dialClient(fs)
+	connect := dialClient(fs)
 	var name string
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		name, args = args[0], args[1:]
@@ -535,13 +537,11 @@ func runCounter(ctx context.Context, args []string, stdout io.Writer) error {
 	if name == "" {
 		return &usageError{"usage: awaken counter NAME"}
 	}
-	c, err := dial()
+	c, ctx, done, err := connect(ctx)
 	if err != nil {
 		return err
 	}
-	defer c.Close()
-	ctx, cancel := context.WithTimeout(ctx, *timeout)
-	defer cancel()
+	defer done()
 	n, err := c.Counter(ctx, name)
 	if err != nil {
 		return err

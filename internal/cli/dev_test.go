@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/awaken-dev/awaken/internal/natstest"
 )
 
 // TestDevSyncLevel: `awaken dev` states its durability level when it is ready (always by
@@ -31,7 +33,7 @@ func TestDevSyncLevel(t *testing.T) {
 			args := append([]string{"--config", "../../examples/awaken.yaml", "--data", t.TempDir(),
 				"--listen", "127.0.0.1:" + strconv.Itoa(port), "--http", ""}, tc.args...)
 			ctx, cancel := context.WithCancel(context.Background())
-			out := &syncBuffer{}
+			out := &natstest.SyncBuffer{}
 			done := make(chan error, 1)
 			go func() { done <- runDev(ctx, args, out, io.Discard) }()
 			deadline := time.Now().Add(60 * time.Second)

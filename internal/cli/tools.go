@@ -14,7 +14,7 @@ func runTools(ctx context.Context, args []string, stdout io.Writer) error {
 		return &usageError{"usage: awaken tools ls [--format awaken|openai|mcp] [--agent-tools a,b]"}
 	}
 	fs := newFlags("tools ls")
-	dial, timeout := dialClient(fs)
+	connect := dialClient(fs)
 	format := fs.String("format", "awaken", "catalog format: awaken, openai (a chat-completions tools array) or mcp")
 	agentTools := fs.String("agent-tools", "", "comma-separated tool ids to narrow the list to, as a batch's agent.tools does")
 	if err := parseArgs(fs, args[1:]); err != nil {
@@ -28,13 +28,11 @@ func runTools(ctx context.Context, args []string, stdout io.Writer) error {
 			}
 		}
 	}
-	c, err := dial()
+	c, ctx, done, err := connect(ctx)
 	if err != nil {
 		return err
 	}
-	defer c.Close()
-	ctx, cancel := context.WithTimeout(ctx, *timeout)
-	defer cancel()
+	defer done()
 	doc, err := c.ToolsDocument(ctx, *format, narrow)
 	if err != nil {
 		return err

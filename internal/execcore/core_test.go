@@ -89,13 +89,7 @@ func start(t *testing.T, e *exectest.Env, inv execcore.Invoker, opts ...execcore
 	if err != nil {
 		t.Fatalf("start: %v", err)
 	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		if err := x.Stop(ctx); err != nil {
-			t.Errorf("stop: %v", err)
-		}
-	})
+	natstest.StopAtCleanup(t, "executor", 20*time.Second, x.Stop)
 	return x
 }
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/awaken-dev/awaken/internal/ctxsleep"
 	"github.com/awaken-dev/awaken/internal/pipeline"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
@@ -54,7 +55,7 @@ func (x *Executor) run(ctx context.Context, inv Invocation) (contracts.ToolOutpu
 		if contracts.IsUnavailableBeforeDispatch(err) && try < x.opts.UnavailableRetries {
 			zerolog.Ctx(ctx).Info().Err(err).Int("retry", try+1).Dur("delay", delay).
 				Msg("executor unavailable before dispatch; retrying (not a replay)")
-			if err := sleep(ctx, delay); err != nil {
+			if err := ctxsleep.Sleep(ctx, delay); err != nil {
 				return contracts.ToolOutput{}, &abortError{err: err}
 			}
 			delay = min(delay*2, x.opts.MaxRetryBackoff)
@@ -141,16 +142,4 @@ func (x *Executor) timeoutFor(toolID string) time.Duration {
 		}
 	}
 	return x.opts.DefaultTimeout
-}
-
-// sleep waits d or until ctx ends.
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }

@@ -56,18 +56,8 @@ executors:
 	srv := natstest.Start(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
-	stack, err := app.Start(ctx, app.Options{Config: cfg, Dial: app.InProcessDialer(srv.Server()), Log: testLogger(t),
+	stack := startStack(ctx, t, srv, app.Options{Config: cfg,
 		Services: append(app.AllServices(), app.API), API: api.Options{HTTPAddr: "127.0.0.1:0"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		stopCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if err := stack.Stop(stopCtx); err != nil {
-			t.Errorf("stop: %v", err)
-		}
-	})
 	base := strings.TrimSuffix(stack.APIService.URL(), "/")
 	get := func(path string, v any) {
 		t.Helper()

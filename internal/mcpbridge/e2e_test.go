@@ -47,17 +47,7 @@ executors:
 	srv := natstest.Start(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
-	stack, err := app.Start(ctx, app.Options{Config: cfg, Dial: app.InProcessDialer(srv.Server()), Log: testLogger(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		stopCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if err := stack.Stop(stopCtx); err != nil {
-			t.Errorf("stop: %v", err)
-		}
-	})
+	stack := startStack(ctx, t, srv, app.Options{Config: cfg})
 	nc, _ := srv.Conn(t)
 	c, err := client.New(nc)
 	if err != nil {

@@ -20,8 +20,10 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/awaken-dev/awaken/internal/app"
 	"github.com/awaken-dev/awaken/internal/config"
 	"github.com/awaken-dev/awaken/internal/mcpbridge"
+	"github.com/awaken-dev/awaken/internal/natstest"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
@@ -201,4 +203,18 @@ func waitFor(t *testing.T, cond func() bool, msg string) {
 		}
 		<-tick.C
 	}
+}
+
+// startStack starts the services opts names (the pipeline when it names none) on srv,
+// logging to the test; the test's cleanup stops them.
+func startStack(ctx context.Context, t *testing.T, srv *natstest.Server, opts app.Options) *app.Stack {
+	t.Helper()
+	opts.Dial = app.InProcessDialer(srv.Server())
+	opts.Log = testLogger(t)
+	stack, err := app.Start(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	natstest.StopAtCleanup(t, "stack", 30*time.Second, stack.Stop)
+	return stack
 }

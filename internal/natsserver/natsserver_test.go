@@ -1,13 +1,11 @@
 package natsserver_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"net"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,6 +14,7 @@ import (
 
 	"github.com/awaken-dev/awaken/internal/bus"
 	"github.com/awaken-dev/awaken/internal/natsserver"
+	"github.com/awaken-dev/awaken/internal/natstest"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
@@ -43,7 +42,7 @@ func TestStartEmbeddedConfig(t *testing.T) {
 }
 
 func TestEmbeddedServerCarriesLargeSubmissions(t *testing.T) {
-	logs := &syncBuffer{}
+	logs := &natstest.SyncBuffer{}
 	log := zerolog.New(logs)
 	srv, err := natsserver.StartEmbedded(natsserver.EmbeddedConfig{StoreDir: t.TempDir(), Port: -1, Logger: &log})
 	if err != nil {
@@ -133,24 +132,6 @@ func TestConnectGivesUpWithContext(t *testing.T) {
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("err = %v, want the context deadline", err)
 	}
-}
-
-// syncBuffer is a goroutine-safe log sink.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // TestEmbeddedSyncLevel: the durability level reaches the JetStream file store, and a

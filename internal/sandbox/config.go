@@ -134,25 +134,37 @@ func (o EngineOptions) withDefaults() (EngineOptions, error) {
 	if o.CompilationWorkers == 0 {
 		o.CompilationWorkers = runtime.GOMAXPROCS(0)
 	}
-	switch {
-	case o.DefaultMemoryLimitMiB < 0 || o.DefaultMemoryLimitMiB > maxMemoryLimitMiB:
-		return o, fmt.Errorf("%w: DefaultMemoryLimitMiB %d outside 1..%d", ErrInvalidConfig, o.DefaultMemoryLimitMiB, maxMemoryLimitMiB)
-	case o.DefaultTimeout < 0:
-		return o, fmt.Errorf("%w: DefaultTimeout %s is negative", ErrInvalidConfig, o.DefaultTimeout)
-	case o.DefaultMaxOutputBytes < 0:
-		return o, fmt.Errorf("%w: DefaultMaxOutputBytes %d is negative", ErrInvalidConfig, o.DefaultMaxOutputBytes)
-	case o.DefaultScratchMaxBytes < 0:
-		return o, fmt.Errorf("%w: DefaultScratchMaxBytes %d is negative", ErrInvalidConfig, o.DefaultScratchMaxBytes)
-	case o.MaxStderrBytes < 0:
-		return o, fmt.Errorf("%w: MaxStderrBytes %d is negative", ErrInvalidConfig, o.MaxStderrBytes)
-	case o.MaxModuleBytes < 0:
-		return o, fmt.Errorf("%w: MaxModuleBytes %d is negative", ErrInvalidConfig, o.MaxModuleBytes)
-	case o.MaxConcurrentCalls < 0:
-		return o, fmt.Errorf("%w: MaxConcurrentCalls %d is negative", ErrInvalidConfig, o.MaxConcurrentCalls)
-	case o.CompilationWorkers < 0:
-		return o, fmt.Errorf("%w: CompilationWorkers %d is negative", ErrInvalidConfig, o.CompilationWorkers)
+	return o, checkLimits("Default", o.DefaultMemoryLimitMiB, []limit{
+		{"DefaultTimeout", o.DefaultTimeout, o.DefaultTimeout < 0},
+		{"DefaultMaxOutputBytes", o.DefaultMaxOutputBytes, o.DefaultMaxOutputBytes < 0},
+		{"DefaultScratchMaxBytes", o.DefaultScratchMaxBytes, o.DefaultScratchMaxBytes < 0},
+		{"MaxStderrBytes", o.MaxStderrBytes, o.MaxStderrBytes < 0},
+		{"MaxModuleBytes", o.MaxModuleBytes, o.MaxModuleBytes < 0},
+		{"MaxConcurrentCalls", o.MaxConcurrentCalls, o.MaxConcurrentCalls < 0},
+		{"CompilationWorkers", o.CompilationWorkers, o.CompilationWorkers < 0},
+	})
+}
+
+// limit is one configured limit that must not be negative.
+type limit struct {
+	name     string
+	value    any
+	negative bool
+}
+
+// checkLimits returns an error wrapping ErrInvalidConfig for the first limit out of
+// range: the memory limit (named with prefix) outside 1..maxMemoryLimitMiB, then any of
+// limits below zero, in order.
+func checkLimits(prefix string, memoryLimitMiB int, limits []limit) error {
+	if memoryLimitMiB < 0 || memoryLimitMiB > maxMemoryLimitMiB {
+		return fmt.Errorf("%w: %sMemoryLimitMiB %d outside 1..%d", ErrInvalidConfig, prefix, memoryLimitMiB, maxMemoryLimitMiB)
 	}
-	return o, nil
+	for _, l := range limits {
+		if l.negative {
+			return fmt.Errorf("%w: %s %v is negative", ErrInvalidConfig, l.name, l.value)
+		}
+	}
+	return nil
 }
 
 // resolve returns c with every zero limit replaced by the engine default, or an error
@@ -173,17 +185,11 @@ func (c ModuleConfig) resolve(o EngineOptions) (ModuleConfig, error) {
 	if c.ScratchMaxBytes == 0 {
 		c.ScratchMaxBytes = o.DefaultScratchMaxBytes
 	}
-	switch {
-	case c.MemoryLimitMiB < 0 || c.MemoryLimitMiB > maxMemoryLimitMiB:
-		return c, fmt.Errorf("%w: MemoryLimitMiB %d outside 1..%d", ErrInvalidConfig, c.MemoryLimitMiB, maxMemoryLimitMiB)
-	case c.Timeout < 0:
-		return c, fmt.Errorf("%w: Timeout %s is negative", ErrInvalidConfig, c.Timeout)
-	case c.MaxOutputBytes < 0:
-		return c, fmt.Errorf("%w: MaxOutputBytes %d is negative", ErrInvalidConfig, c.MaxOutputBytes)
-	case c.ScratchMaxBytes < 0:
-		return c, fmt.Errorf("%w: ScratchMaxBytes %d is negative", ErrInvalidConfig, c.ScratchMaxBytes)
-	}
-	return c, nil
+	return c, checkLimits("", c.MemoryLimitMiB, []limit{
+		{"Timeout", c.Timeout, c.Timeout < 0},
+		{"MaxOutputBytes", c.MaxOutputBytes, c.MaxOutputBytes < 0},
+		{"ScratchMaxBytes", c.ScratchMaxBytes, c.ScratchMaxBytes < 0},
+	})
 }
 
 // memoryLimitBytes is the memory limit in bytes.

@@ -816,23 +816,52 @@ func TestConcurrencyLimit(t *testing.T) {
 	}
 }
 
-// TestNewEngineRejectsBadOptions checks option validation.
+// TestNewEngineRejectsBadOptions checks option validation: every limit out of range is
+// refused with ErrInvalidConfig and an error that names it.
 func TestNewEngineRejectsBadOptions(t *testing.T) {
 	tests := []struct {
-		name string
-		opts EngineOptions
+		name    string
+		opts    EngineOptions
+		wantMsg string
 	}{
-		{name: "memory above 4 GiB", opts: EngineOptions{DefaultMemoryLimitMiB: 5000}},
-		{name: "negative timeout", opts: EngineOptions{DefaultTimeout: -1}},
-		{name: "negative output", opts: EngineOptions{DefaultMaxOutputBytes: -1}},
-		{name: "negative concurrency", opts: EngineOptions{MaxConcurrentCalls: -1}},
+		{name: "memory above 4 GiB", opts: EngineOptions{DefaultMemoryLimitMiB: 5000}, wantMsg: "DefaultMemoryLimitMiB 5000 outside 1..4096"},
+		{name: "negative timeout", opts: EngineOptions{DefaultTimeout: -1}, wantMsg: "DefaultTimeout -1ns is negative"},
+		{name: "negative output", opts: EngineOptions{DefaultMaxOutputBytes: -1}, wantMsg: "DefaultMaxOutputBytes -1 is negative"},
+		{name: "negative scratch", opts: EngineOptions{DefaultScratchMaxBytes: -2}, wantMsg: "DefaultScratchMaxBytes -2 is negative"},
+		{name: "negative stderr", opts: EngineOptions{MaxStderrBytes: -1}, wantMsg: "MaxStderrBytes -1 is negative"},
+		{name: "negative module size", opts: EngineOptions{MaxModuleBytes: -1}, wantMsg: "MaxModuleBytes -1 is negative"},
+		{name: "negative concurrency", opts: EngineOptions{MaxConcurrentCalls: -1}, wantMsg: "MaxConcurrentCalls -1 is negative"},
+		{name: "negative compilation workers", opts: EngineOptions{CompilationWorkers: -1}, wantMsg: "CompilationWorkers -1 is negative"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if _, err := NewEngine(context.Background(), tt.opts); !errors.Is(err, ErrInvalidConfig) {
+			_, err := NewEngine(context.Background(), tt.opts)
+			if !errors.Is(err, ErrInvalidConfig) {
 				t.Fatalf("error %v, want ErrInvalidConfig", err)
 			}
+			if !strings.Contains(err.Error(), tt.wantMsg) {
+				t.Errorf("error %q, want it to name %q", err, tt.wantMsg)
+			}
 		})
+	}
+}
+
+// TestModuleConfigRejectsBadLimits checks a module's limits the same way.
+func TestModuleConfigRejectsBadLimits(t *testing.T) {
+	tests := []struct {
+		cfg     ModuleConfig
+		wantMsg string
+	}{
+		{ModuleConfig{Path: "m.wasm", MemoryLimitMiB: -1}, "MemoryLimitMiB -1 outside 1..4096"},
+		{ModuleConfig{Path: "m.wasm", Timeout: -time.Second}, "Timeout -1s is negative"},
+		{ModuleConfig{Path: "m.wasm", MaxOutputBytes: -1}, "MaxOutputBytes -1 is negative"},
+		{ModuleConfig{Path: "m.wasm", ScratchMaxBytes: -1}, "ScratchMaxBytes -1 is negative"},
+	}
+	for _, tt := range tests {
+		_, err := tt.cfg.resolve(EngineOptions{DefaultMemoryLimitMiB: 64})
+		if !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), tt.wantMsg) {
+			t.Errorf("resolve(%+v) = %v, want ErrInvalidConfig naming %q", tt.cfg, err, tt.wantMsg)
+		}
 	}
 }
 

@@ -124,13 +124,20 @@ func (k *Kit) In(t *testing.T) *Kit {
 // Stop stops a service started by the test (anything with a graceful Stop) when the test
 // ends, before the server goes away.
 func (k *Kit) Stop(name string, svc interface{ Stop(context.Context) error }) {
-	k.T.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), WaitTimeout)
-		defer cancel()
-		if err := svc.Stop(ctx); err != nil {
-			k.T.Errorf("stop %s: %v", name, err)
-		}
-	})
+	natstest.StopAtCleanup(k.T, name, WaitTimeout, svc.Stop)
+}
+
+// StartService starts a service with start on the kit's environment (under a context
+// that outlives the test's, so only the cleanup stops it), fails the test if it does not
+// start, and stops it when the test ends.
+func StartService[S interface{ Stop(context.Context) error }, O any](k *Kit, name string, start func(context.Context, *pipeline.Env, ...O) (S, error), opts ...O) S {
+	k.T.Helper()
+	svc, err := start(context.WithoutCancel(k.Ctx), k.Env, opts...)
+	if err != nil {
+		k.T.Fatalf("start %s: %v", name, err)
+	}
+	k.Stop(name, svc)
+	return svc
 }
 
 // FailAt makes the fault hook fail at point for op times times (forever when < 0),

@@ -16,6 +16,8 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/synadia-io/orbit.go/jetstreamext"
+
+	"github.com/awaken-dev/awaken/internal/ctxsleep"
 )
 
 // Sentinel errors; match them with errors.Is.
@@ -312,14 +314,7 @@ func (s *Store[T]) Update(ctx context.Context, key string, fn func(cur *T, exist
 // collided spread out instead of colliding again.
 func backoff(ctx context.Context, attempt int) error {
 	ceiling := min(maxBackoff, time.Millisecond<<min(attempt, 16))
-	t := time.NewTimer(rand.N(ceiling) + 1)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return ctxsleep.Sleep(ctx, rand.N(ceiling)+1)
 }
 
 // Delete removes key. With rev 0 the delete is unconditional; otherwise it happens only if

@@ -1,7 +1,6 @@
 package batcher_test
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -39,12 +38,7 @@ func newHarness(t *testing.T) *harness {
 func (h *harness) start(opts ...bus.DeliveryOption) {
 	h.T.Helper()
 	opts = append([]bus.DeliveryOption{bus.WithDelivery(10, 20*time.Millisecond)}, opts...)
-	svc, err := batcher.Start(context.WithoutCancel(h.Ctx), h.Env, opts...)
-	if err != nil {
-		h.T.Fatalf("start batcher: %v", err)
-	}
-	h.svc = svc
-	h.Stop("batcher", svc)
+	h.svc = servicetest.StartService(h.Kit, "batcher", batcher.Start, opts...)
 }
 
 // in returns a view of h that reports failures to t (a subtest).

@@ -9,6 +9,7 @@ import (
 
 	"github.com/awaken-dev/awaken/internal/execcore"
 	"github.com/awaken-dev/awaken/internal/execcore/exectest"
+	"github.com/awaken-dev/awaken/internal/natstest"
 	"github.com/awaken-dev/awaken/internal/pipeline"
 	brainexec "github.com/awaken-dev/awaken/services/brain-exec"
 	"github.com/awaken-dev/awaken/services/brain-exec/builtin"
@@ -70,13 +71,7 @@ func startBrain(t *testing.T, e *exectest.Env, extra func(*brainexec.Registry), 
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		if err := s.Stop(ctx); err != nil {
-			t.Errorf("stop: %v", err)
-		}
-	})
+	natstest.StopAtCleanup(t, "brain-exec", 20*time.Second, s.Stop)
 	return s
 }
 

@@ -96,10 +96,7 @@ func (s *Service) seal(ctx context.Context, b *contracts.BatchRecord, index int,
 	for k, i := range sealed {
 		c.add(bd.output(i, &recs[k], parallel))
 	}
-	if c.err != nil {
-		return c.err
-	}
-	if err := s.env.Pub.PublishAll(ctx, c.out); err != nil {
+	if err := c.publish(ctx, s.env.Pub); err != nil {
 		return err
 	}
 	return s.env.Fault(ctx, ServiceName, pipeline.FaultAfterPublish, sub.BatchID())

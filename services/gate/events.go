@@ -1,6 +1,7 @@
 package gate
 
 import (
+	"context"
 	"fmt"
 	"time"
 
@@ -156,4 +157,13 @@ func (c *collect) add(o bus.Outgoing, err error) {
 		return
 	}
 	c.out = append(c.out, o)
+}
+
+// publish publishes what was collected in one atomic batch, or, if building any of it
+// failed, returns that first error and publishes nothing.
+func (c *collect) publish(ctx context.Context, pub *bus.Publisher) error {
+	if c.err != nil {
+		return c.err
+	}
+	return pub.PublishAll(ctx, c.out)
 }

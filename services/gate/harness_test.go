@@ -122,13 +122,7 @@ func (h *harness) start(workers int) *Service {
 	if err != nil {
 		h.t.Fatalf("start gate: %v", err)
 	}
-	h.t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := svc.Stop(ctx); err != nil {
-			h.t.Errorf("stop gate: %v", err)
-		}
-	})
+	natstest.StopAtCleanup(h.t, "gate", 10*time.Second, svc.Stop)
 	if h.svc == nil {
 		h.svc = svc
 	}

@@ -48,10 +48,7 @@ func (s *Service) probe(ctx context.Context, b *contracts.BatchRecord) error {
 			c.add(bd.audit(i, recs[i].Decision.AuditLabel(), recs[i].Decision.Reason, at))
 		}
 	}
-	if c.err != nil {
-		return c.err
-	}
-	if err := s.env.Pub.PublishAll(ctx, c.out); err != nil {
+	if err := c.publish(ctx, s.env.Pub); err != nil {
 		return err
 	}
 	if !parallel {

@@ -120,30 +120,37 @@ func TestCrashAtEachStepThenRedelivery(t *testing.T) {
 			t.Errorf("%d executor requests, want 1", n)
 		}
 	}
+	oneOutput := func(t *testing.T, h *harness) {
+		if n := len(h.outputs()); n != 1 {
+			t.Errorf("%d outputs, want 1", n)
+		}
+	}
+	auditIs := func(t *testing.T, h *harness, want ...string) {
+		if got := h.auditsOf("call_1"); !equalStrings(got, want) {
+			t.Errorf("audit %v, want %v", got, want)
+		}
+	}
+	// gateOne stores a batch of one call of tool, crashes at its gate request, and waits
+	// until the redelivery has brought the call to phase (what waits for).
+	gateOne := func(tool, what string, phase contracts.PhaseKind) func(h *harness, arm func(string)) *contracts.BatchRecord {
+		return func(h *harness, arm func(string)) *contracts.BatchRecord {
+			b := h.store(h.submission(1, call("call_1", tool, `{}`)))
+			arm(op(b, 0))
+			h.gate(b, 0)
+			h.waitCall(b, 0, what, isPhase(phase))
+			return b
+		}
+	}
 	scenarios := map[string]scenario{
 		"gate request, allow": {
-			run: func(h *harness, arm func(string)) *contracts.BatchRecord {
-				b := h.store(h.submission(1, call("call_1", "echo", `{}`)))
-				arm(op(b, 0))
-				h.gate(b, 0)
-				h.waitCall(b, 0, "executing", isPhase(contracts.PhaseExecuting))
-				return b
-			},
+			run: gateOne("echo", "executing", contracts.PhaseExecuting),
 			check: func(t *testing.T, h *harness, b *contracts.BatchRecord) {
 				oneExec(t, h, b)
-				if got := h.auditsOf("call_1"); !equalStrings(got, []string{"allow"}) {
-					t.Errorf("audit %v", got)
-				}
+				auditIs(t, h, "allow")
 			},
 		},
 		"gate request, ask": {
-			run: func(h *harness, arm func(string)) *contracts.BatchRecord {
-				b := h.store(h.submission(1, call("call_1", "ask_me", `{}`)))
-				arm(op(b, 0))
-				h.gate(b, 0)
-				h.waitCall(b, 0, "parked", isPhase(contracts.PhaseAwaiting))
-				return b
-			},
+			run: gateOne("ask_me", "parked", contracts.PhaseAwaiting),
 			check: func(t *testing.T, h *harness, b *contracts.BatchRecord) {
 				rec := h.mustCall(b, 0)
 				if _, ok := h.ticket(rec.Phase.Wait.CorrelationID); !ok {
@@ -152,9 +159,7 @@ func TestCrashAtEachStepThenRedelivery(t *testing.T) {
 				if n := len(h.opened()); n != 1 {
 					t.Errorf("%d ticket.opened, want 1", n)
 				}
-				if got := h.auditsOf("call_1"); !equalStrings(got, []string{"ask"}) {
-					t.Errorf("audit %v", got)
-				}
+				auditIs(t, h, "ask")
 			},
 		},
 		"probe": {
@@ -186,9 +191,7 @@ func TestCrashAtEachStepThenRedelivery(t *testing.T) {
 			},
 			check: func(t *testing.T, h *harness, b *contracts.BatchRecord) {
 				oneExec(t, h, b)
-				if got := h.auditsOf("call_1"); !equalStrings(got, []string{"ask", "approved"}) {
-					t.Errorf("audit %v", got)
-				}
+				auditIs(t, h, "ask", "approved")
 				if n := count(h.answers(), func(a answer) bool { return a.res.ResumeID == "resume-1" }); n != 1 {
 					t.Errorf("%d answers to the resume, want 1 (%+v)", n, h.answers())
 				}
@@ -205,12 +208,8 @@ func TestCrashAtEachStepThenRedelivery(t *testing.T) {
 				return b
 			},
 			check: func(t *testing.T, h *harness, b *contracts.BatchRecord) {
-				if n := len(h.outputs()); n != 1 {
-					t.Errorf("%d outputs, want 1", n)
-				}
-				if got := h.auditsOf("call_1"); !equalStrings(got, []string{"ask", "expired"}) {
-					t.Errorf("audit %v", got)
-				}
+				oneOutput(t, h)
+				auditIs(t, h, "ask", "expired")
 				if n := count(h.answers(), func(a answer) bool { return a.kind == "resolved" }); n != 1 {
 					t.Errorf("%d resolutions, want 1", n)
 				}
@@ -228,12 +227,8 @@ func TestCrashAtEachStepThenRedelivery(t *testing.T) {
 				return b
 			},
 			check: func(t *testing.T, h *harness, b *contracts.BatchRecord) {
-				if n := len(h.outputs()); n != 1 {
-					t.Errorf("%d outputs, want 1", n)
-				}
-				if got := h.auditsOf("call_1"); !equalStrings(got, []string{"ask", "expired"}) {
-					t.Errorf("audit %v", got)
-				}
+				oneOutput(t, h)
+				auditIs(t, h, "ask", "expired")
 				if n := count(h.answers(), func(a answer) bool { return a.kind == "resolved" && a.res.Code == resolvedExpired }); n != 1 {
 					t.Errorf("%d expiries, want 1", n)
 				}
@@ -252,9 +247,7 @@ func TestCrashAtEachStepThenRedelivery(t *testing.T) {
 				return b
 			},
 			check: func(t *testing.T, h *harness, b *contracts.BatchRecord) {
-				if n := len(h.outputs()); n != 1 {
-					t.Errorf("%d outputs, want 1", n)
-				}
+				oneOutput(t, h)
 				if _, ok := h.ticket(contracts.CorrelationID(contracts.ReasonScheduledAction, testRunID, 1, "call_1")); ok {
 					t.Error("ticket survived")
 				}

@@ -255,10 +255,7 @@ func (s *Service) realizeDecision(ctx context.Context, b *contracts.BatchRecord,
 	if _, ok := decidedAt(rec); ok {
 		first.add(bd.toolCallFact(i, disposition(rec, isClient(b, i))))
 	}
-	if first.err != nil {
-		return first.err
-	}
-	if err := s.env.Pub.PublishAll(ctx, first.out); err != nil {
+	if err := first.publish(ctx, s.env.Pub); err != nil {
 		return err
 	}
 
@@ -286,8 +283,5 @@ func (s *Service) realizeDecision(ctx context.Context, b *contracts.BatchRecord,
 		then.add(bd.opened(t))
 		then.add(bd.awaitingFact(i))
 	}
-	if then.err != nil {
-		return then.err
-	}
-	return s.env.Pub.PublishAll(ctx, then.out)
+	return then.publish(ctx, s.env.Pub)
 }

@@ -85,10 +85,7 @@ func (s *Service) realizeResolution(ctx context.Context, b *contracts.BatchRecor
 		}
 		first.add(bd.audit(i, res.audit, res.auditReason, at))
 	}
-	if first.err != nil {
-		return first.err
-	}
-	if err := s.env.Pub.PublishAll(ctx, first.out); err != nil {
+	if err := first.publish(ctx, s.env.Pub); err != nil {
 		return err
 	}
 	var then collect
@@ -98,10 +95,7 @@ func (s *Service) realizeResolution(ctx context.Context, b *contracts.BatchRecor
 	case rec.Phase.IsTerminal():
 		then.add(bd.output(i, rec, false))
 	}
-	if then.err != nil {
-		return then.err
-	}
-	return s.env.Pub.PublishAll(ctx, then.out)
+	return then.publish(ctx, s.env.Pub)
 }
 
 // retryRaced runs one attempt of a resolution handler until it does not lose a

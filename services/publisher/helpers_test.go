@@ -1,7 +1,6 @@
 package publisher_test
 
 import (
-	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -47,12 +46,7 @@ func newHarnessWith(t *testing.T, topo bus.TopologyConfig) *harness {
 func (h *harness) start(opts ...bus.DeliveryOption) {
 	h.T.Helper()
 	opts = append([]bus.DeliveryOption{bus.WithDelivery(-1, 20*time.Millisecond)}, opts...)
-	svc, err := publisher.Start(context.WithoutCancel(h.Ctx), h.Env, opts...)
-	if err != nil {
-		h.T.Fatalf("start publisher: %v", err)
-	}
-	h.svc = svc
-	h.Stop("publisher", svc)
+	h.svc = servicetest.StartService(h.Kit, "publisher", publisher.Start, opts...)
 }
 
 // in returns a view of h that reports failures to t (a subtest).

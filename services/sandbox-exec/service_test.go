@@ -14,6 +14,7 @@ import (
 
 	"github.com/awaken-dev/awaken/internal/execcore"
 	"github.com/awaken-dev/awaken/internal/execcore/exectest"
+	"github.com/awaken-dev/awaken/internal/natstest"
 	"github.com/awaken-dev/awaken/internal/sandbox"
 	"github.com/awaken-dev/awaken/internal/sandbox/sandboxtest"
 	sandboxexec "github.com/awaken-dev/awaken/services/sandbox-exec"
@@ -49,13 +50,7 @@ var fastRetries = []execcore.Option{
 }
 
 func stopOnCleanup(t *testing.T, s *sandboxexec.Service) {
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		if err := s.Stop(ctx); err != nil {
-			t.Errorf("stop: %v", err)
-		}
-	})
+	natstest.StopAtCleanup(t, "sandbox-exec", 20*time.Second, s.Stop)
 }
 
 func wcCall(id, args string) exectest.Call {

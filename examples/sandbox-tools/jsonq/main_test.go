@@ -1,58 +1,37 @@
 package main
 
 import (
-	"bytes"
-	"strings"
 	"testing"
+
+	"github.com/awaken-dev/awaken/examples/sandbox-tools/internal/tooltest"
 )
 
 func TestRun(t *testing.T) {
 	const doc = `{"a":{"b":[{"c":42},{"c":"x"}],"n":null},"dotted.key":[1,2,3],"big":12345678901234567890}`
-	tests := []struct {
-		name       string
-		stdin      string
-		wantCode   int
-		wantStdout string
-		wantStderr string
-	}{
-		{name: "nested path", stdin: `{"document":` + doc + `,"path":"a.b[0].c"}`, wantStdout: `42`},
-		{name: "second element", stdin: `{"document":` + doc + `,"path":"a.b[1].c"}`, wantStdout: `"x"`},
-		{name: "object result", stdin: `{"document":` + doc + `,"path":"a.b[0]"}`, wantStdout: `{"c":42}`},
-		{name: "null value is found", stdin: `{"document":` + doc + `,"path":"a.n"}`, wantStdout: `null`},
-		{name: "empty path is the document", stdin: `{"document":[1,2],"path":""}`, wantStdout: `[1,2]`},
-		{name: "leading index", stdin: `{"document":[[5,6]],"path":"[0][1]"}`, wantStdout: `6`},
-		{name: "quoted key", stdin: `{"document":` + doc + `,"path":"[\"dotted.key\"][2]"}`, wantStdout: `3`},
-		{name: "numbers kept exact", stdin: `{"document":` + doc + `,"path":"big"}`, wantStdout: `12345678901234567890`},
-		{name: "string document is parsed", stdin: `{"document":"{\"a\":{\"b\":[7]}}","path":"a.b[0]"}`, wantStdout: `7`},
-		{name: "html not escaped", stdin: `{"document":{"h":"<a>&"},"path":"h"}`, wantStdout: `"<a>&"`},
-		{name: "missing key", stdin: `{"document":` + doc + `,"path":"a.x"}`, wantCode: 1, wantStderr: `key "x" not found in a`},
-		{name: "index out of range", stdin: `{"document":` + doc + `,"path":"a.b[5].c"}`, wantCode: 1, wantStderr: `index 5 out of range in a.b (length 2)`},
-		{name: "index into object", stdin: `{"document":` + doc + `,"path":"a[0]"}`, wantCode: 1, wantStderr: `a is an object, not an array`},
-		{name: "key into array", stdin: `{"document":` + doc + `,"path":"a.b.c"}`, wantCode: 1, wantStderr: `a.b is an array, not an object`},
-		{name: "step into scalar", stdin: `{"document":` + doc + `,"path":"a.b[0].c.d"}`, wantCode: 1, wantStderr: `a.b[0].c is a number, which has no .d`},
-		{name: "invalid json", stdin: `{"document":`, wantCode: 2, wantStderr: "jsonq: invalid input"},
-		{name: "missing document", stdin: `{"path":"a"}`, wantCode: 2, wantStderr: `missing required field "document"`},
-		{name: "missing path", stdin: `{"document":{}}`, wantCode: 2, wantStderr: `missing required string field "path"`},
-		{name: "string document not json", stdin: `{"document":"hello","path":""}`, wantCode: 2, wantStderr: "document is a string but not JSON text"},
-		{name: "empty key", stdin: `{"document":{},"path":"a..b"}`, wantCode: 2, wantStderr: "empty key"},
-		{name: "trailing dot", stdin: `{"document":{},"path":"a."}`, wantCode: 2, wantStderr: "path ends with '.'"},
-		{name: "negative index", stdin: `{"document":[1],"path":"[-1]"}`, wantCode: 2, wantStderr: "not a non-negative integer"},
-		{name: "unterminated bracket", stdin: `{"document":[1],"path":"[0"}`, wantCode: 2, wantStderr: "missing ']'"},
-		{name: "bracket after dot", stdin: `{"document":{"a":[1]},"path":"a.[0]"}`, wantCode: 2, wantStderr: "'[' after '.'"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			var stdout, stderr bytes.Buffer
-			code := run(strings.NewReader(tt.stdin), &stdout, &stderr)
-			if code != tt.wantCode {
-				t.Fatalf("exit %d, want %d (stderr %q)", code, tt.wantCode, stderr.String())
-			}
-			if got := strings.TrimSpace(stdout.String()); got != tt.wantStdout {
-				t.Errorf("stdout %q, want %q", got, tt.wantStdout)
-			}
-			if !strings.Contains(stderr.String(), tt.wantStderr) {
-				t.Errorf("stderr %q, want it to contain %q", stderr.String(), tt.wantStderr)
-			}
-		})
-	}
+	tooltest.Run(t, run, []tooltest.Case{
+		{Name: "nested path", Stdin: `{"document":` + doc + `,"path":"a.b[0].c"}`, WantStdout: `42`},
+		{Name: "second element", Stdin: `{"document":` + doc + `,"path":"a.b[1].c"}`, WantStdout: `"x"`},
+		{Name: "object result", Stdin: `{"document":` + doc + `,"path":"a.b[0]"}`, WantStdout: `{"c":42}`},
+		{Name: "null value is found", Stdin: `{"document":` + doc + `,"path":"a.n"}`, WantStdout: `null`},
+		{Name: "empty path is the document", Stdin: `{"document":[1,2],"path":""}`, WantStdout: `[1,2]`},
+		{Name: "leading index", Stdin: `{"document":[[5,6]],"path":"[0][1]"}`, WantStdout: `6`},
+		{Name: "quoted key", Stdin: `{"document":` + doc + `,"path":"[\"dotted.key\"][2]"}`, WantStdout: `3`},
+		{Name: "numbers kept exact", Stdin: `{"document":` + doc + `,"path":"big"}`, WantStdout: `12345678901234567890`},
+		{Name: "string document is parsed", Stdin: `{"document":"{\"a\":{\"b\":[7]}}","path":"a.b[0]"}`, WantStdout: `7`},
+		{Name: "html not escaped", Stdin: `{"document":{"h":"<a>&"},"path":"h"}`, WantStdout: `"<a>&"`},
+		{Name: "missing key", Stdin: `{"document":` + doc + `,"path":"a.x"}`, WantCode: 1, WantStderr: `key "x" not found in a`},
+		{Name: "index out of range", Stdin: `{"document":` + doc + `,"path":"a.b[5].c"}`, WantCode: 1, WantStderr: `index 5 out of range in a.b (length 2)`},
+		{Name: "index into object", Stdin: `{"document":` + doc + `,"path":"a[0]"}`, WantCode: 1, WantStderr: `a is an object, not an array`},
+		{Name: "key into array", Stdin: `{"document":` + doc + `,"path":"a.b.c"}`, WantCode: 1, WantStderr: `a.b is an array, not an object`},
+		{Name: "step into scalar", Stdin: `{"document":` + doc + `,"path":"a.b[0].c.d"}`, WantCode: 1, WantStderr: `a.b[0].c is a number, which has no .d`},
+		{Name: "invalid json", Stdin: `{"document":`, WantCode: 2, WantStderr: "jsonq: invalid input"},
+		{Name: "missing document", Stdin: `{"path":"a"}`, WantCode: 2, WantStderr: `missing required field "document"`},
+		{Name: "missing path", Stdin: `{"document":{}}`, WantCode: 2, WantStderr: `missing required string field "path"`},
+		{Name: "string document not json", Stdin: `{"document":"hello","path":""}`, WantCode: 2, WantStderr: "document is a string but not JSON text"},
+		{Name: "empty key", Stdin: `{"document":{},"path":"a..b"}`, WantCode: 2, WantStderr: "empty key"},
+		{Name: "trailing dot", Stdin: `{"document":{},"path":"a."}`, WantCode: 2, WantStderr: "path ends with '.'"},
+		{Name: "negative index", Stdin: `{"document":[1],"path":"[-1]"}`, WantCode: 2, WantStderr: "not a non-negative integer"},
+		{Name: "unterminated bracket", Stdin: `{"document":[1],"path":"[0"}`, WantCode: 2, WantStderr: "missing ']'"},
+		{Name: "bracket after dot", Stdin: `{"document":{"a":[1]},"path":"a.[0]"}`, WantCode: 2, WantStderr: "'[' after '.'"},
+	})
 }

@@ -22,6 +22,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/awaken-dev/awaken/internal/ctxsleep"
 	"github.com/awaken-dev/awaken/internal/execcore"
 	"github.com/awaken-dev/awaken/internal/pipeline"
 	brainexec "github.com/awaken-dev/awaken/services/brain-exec"
@@ -117,12 +118,5 @@ func sleep(ctx context.Context, ms int) error {
 	if ms <= 0 {
 		return ctx.Err()
 	}
-	t := time.NewTimer(time.Duration(ms) * time.Millisecond)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return ctxsleep.Sleep(ctx, time.Duration(ms)*time.Millisecond)
 }
