@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -231,6 +232,7 @@ func TestContainers_cluster(t *testing.T) {
 	admin := adminJS(t, d)
 	names := contracts.NewNames("")
 	ctx := ctxFor(t, 4*time.Minute)
+	logConnEvents(t, "client", d.Client.Conn())
 
 	// Every stream and bucket is replicated three times.
 	var streams []string
@@ -318,9 +320,18 @@ func TestContainers_cluster(t *testing.T) {
 	t.Logf("leader %s stopped; all %d submissions acknowledged %s later; new leader %s", leader, batches,
 		time.Since(stopped).Round(time.Millisecond), leaderOf(names.SubmissionsStream()))
 
-	// Every batch publishes, once.
+	// Every batch publishes, once. A slow wait is logged with how long it took: the
+	// services may have published everything while the client's read of the results
+	// stream is what stalls across the failover.
 	for _, s := range subs {
+		began := time.Now()
+		watch := time.AfterFunc(5*time.Second, func() { logResultsConsumers(t, admin, s.BatchID()) })
 		res, err := d.Client.Await(ctx, s.RunID, 1)
+		watch.Stop()
+		if took := time.Since(began); took > 2*time.Second {
+			t.Logf("await of %s took %s (%s after the stop)", s.BatchID(), took.Round(time.Millisecond),
+				time.Since(stopped).Round(time.Millisecond))
+		}
 		if err != nil {
 			diagnoseBatch(t, admin, s)
 			t.Fatal(err)
@@ -359,6 +370,54 @@ func TestContainers_cluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantTexts(t, res, "back")
+}
+
+// logConnEvents logs the disconnections, reconnections and asynchronous errors of nc
+// while the test runs, with the server involved: a client stalled by a failover shows
+// here.
+func logConnEvents(t *testing.T, who string, nc *nats.Conn) {
+	var over atomic.Bool
+	t.Cleanup(func() { over.Store(true) })
+	logf := func(format string, args ...any) {
+		if !over.Load() {
+			t.Logf("%s %s: "+format, append([]any{time.Now().UTC().Format("15:04:05.000"), who}, args...)...)
+		}
+	}
+	nc.SetDisconnectErrHandler(func(c *nats.Conn, err error) { logf("disconnected from %s: %v", c.ConnectedUrl(), err) })
+	nc.SetReconnectHandler(func(c *nats.Conn) { logf("reconnected to %s (%s)", c.ConnectedUrl(), c.ConnectedServerName()) })
+	nc.SetErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
+		subject := ""
+		if sub != nil {
+			subject = sub.Subject
+		}
+		logf("async error on %q: %v", subject, err)
+	})
+	logf("connected to %s (%s)", nc.ConnectedUrl(), nc.ConnectedServerName())
+}
+
+// logResultsConsumers logs every consumer of the results stream with the node that
+// hosts it, while a wait for batchID is slow: a client's read stalled on a consumer
+// placed on the stopped node shows here.
+func logResultsConsumers(t *testing.T, js jetstream.JetStream, batchID string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	st, err := js.Stream(ctx, contracts.NewNames("").ResultsStream())
+	if err != nil {
+		t.Logf("slow await of %s: results stream: %v", batchID, err)
+		return
+	}
+	lister := st.ListConsumers(ctx)
+	n := 0
+	for info := range lister.Info() {
+		n++
+		leader := ""
+		if info.Cluster != nil {
+			leader = info.Cluster.Leader
+		}
+		t.Logf("slow await of %s: consumer %s on %q (created %s): delivered %d, waiting %d, pending %d",
+			batchID, info.Name, leader, info.Created.UTC().Format("15:04:05.000"), info.Delivered.Stream, info.NumWaiting, info.NumPending)
+	}
+	t.Logf("slow await of %s: %d results consumers (%v)", batchID, n, lister.Err())
 }
 
 // adminJS connects as the NATS admin user, for inspection only.
