@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -231,14 +232,20 @@ func TestContainers_cluster(t *testing.T) {
 	admin := adminJS(t, d)
 	names := contracts.NewNames("")
 	ctx := ctxFor(t, 4*time.Minute)
+	logConnEvents(t, "client", d.Client.Conn())
 
 	// Every stream and bucket is replicated three times.
 	var streams []string
 	for sc := range admin.StreamNames(ctx).Name() {
 		streams = append(streams, sc)
 	}
-	if len(streams) != 12 {
-		t.Fatalf("streams %v, want 8 streams and 4 buckets", streams)
+	// The set grows with the product (the tools and runs buckets came later), so the ones
+	// the pipeline cannot do without are named rather than counted.
+	for _, want := range []string{names.SubmissionsStream(), names.WorkStream(), names.ResultsStream(),
+		names.DeadLetterStream(), "KV_" + names.BatchesBucket(), "KV_" + names.CallsBucket()} {
+		if !slices.Contains(streams, want) {
+			t.Fatalf("streams %v, want %s among them", streams, want)
+		}
 	}
 	for _, s := range streams {
 		st, err := admin.Stream(ctx, s)
@@ -313,9 +320,18 @@ func TestContainers_cluster(t *testing.T) {
 	t.Logf("leader %s stopped; all %d submissions acknowledged %s later; new leader %s", leader, batches,
 		time.Since(stopped).Round(time.Millisecond), leaderOf(names.SubmissionsStream()))
 
-	// Every batch publishes, once.
+	// Every batch publishes, once. A slow wait is logged with how long it took: the
+	// services may have published everything while the client's read of the results
+	// stream is what stalls across the failover.
 	for _, s := range subs {
+		began := time.Now()
+		watch := time.AfterFunc(5*time.Second, func() { logResultsConsumers(t, admin, s.BatchID()) })
 		res, err := d.Client.Await(ctx, s.RunID, 1)
+		watch.Stop()
+		if took := time.Since(began); took > 2*time.Second {
+			t.Logf("await of %s took %s (%s after the stop)", s.BatchID(), took.Round(time.Millisecond),
+				time.Since(stopped).Round(time.Millisecond))
+		}
 		if err != nil {
 			diagnoseBatch(t, admin, s)
 			t.Fatal(err)
@@ -354,6 +370,54 @@ func TestContainers_cluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantTexts(t, res, "back")
+}
+
+// logConnEvents logs the disconnections, reconnections and asynchronous errors of nc
+// while the test runs, with the server involved: a client stalled by a failover shows
+// here.
+func logConnEvents(t *testing.T, who string, nc *nats.Conn) {
+	var over atomic.Bool
+	t.Cleanup(func() { over.Store(true) })
+	logf := func(format string, args ...any) {
+		if !over.Load() {
+			t.Logf("%s %s: "+format, append([]any{time.Now().UTC().Format("15:04:05.000"), who}, args...)...)
+		}
+	}
+	nc.SetDisconnectErrHandler(func(c *nats.Conn, err error) { logf("disconnected from %s: %v", c.ConnectedUrl(), err) })
+	nc.SetReconnectHandler(func(c *nats.Conn) { logf("reconnected to %s (%s)", c.ConnectedUrl(), c.ConnectedServerName()) })
+	nc.SetErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
+		subject := ""
+		if sub != nil {
+			subject = sub.Subject
+		}
+		logf("async error on %q: %v", subject, err)
+	})
+	logf("connected to %s (%s)", nc.ConnectedUrl(), nc.ConnectedServerName())
+}
+
+// logResultsConsumers logs every consumer of the results stream with the node that
+// hosts it, while a wait for batchID is slow: a client's read stalled on a consumer
+// placed on the stopped node shows here.
+func logResultsConsumers(t *testing.T, js jetstream.JetStream, batchID string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	st, err := js.Stream(ctx, contracts.NewNames("").ResultsStream())
+	if err != nil {
+		t.Logf("slow await of %s: results stream: %v", batchID, err)
+		return
+	}
+	lister := st.ListConsumers(ctx)
+	n := 0
+	for info := range lister.Info() {
+		n++
+		leader := ""
+		if info.Cluster != nil {
+			leader = info.Cluster.Leader
+		}
+		t.Logf("slow await of %s: consumer %s on %q (created %s): delivered %d, waiting %d, pending %d",
+			batchID, info.Name, leader, info.Created.UTC().Format("15:04:05.000"), info.Delivered.Stream, info.NumWaiting, info.NumPending)
+	}
+	t.Logf("slow await of %s: %d results consumers (%v)", batchID, n, lister.Err())
 }
 
 // adminJS connects as the NATS admin user, for inspection only.
@@ -413,13 +477,74 @@ func diagnoseBatch(t *testing.T, js jetstream.JetStream, s contracts.BatchSubmis
 				t.Logf("  work %s: last message seq %d, id %s", subj, m.Sequence, m.Header.Get("Nats-Msg-Id"))
 			}
 		}
-		for _, durable := range []string{contracts.ConsumerPublisher, contracts.ConsumerBatcherOutputs, contracts.ConsumerGateRequests, contracts.ConsumerBrainExec} {
-			if c, err := st.Consumer(ctx, durable); err == nil {
-				if info, err := c.Info(ctx); err == nil {
-					t.Logf("  consumer %s: pending %d, ack pending %d, redelivered %d, ack floor %d",
-						durable, info.NumPending, info.NumAckPending, info.NumRedelivered, info.AckFloor.Stream)
-				}
-			}
+		for _, durable := range []string{contracts.ConsumerPublisher, contracts.ConsumerBatcherOutputs, contracts.ConsumerGateRequests, contracts.ConsumerBrainExec, contracts.ConsumerSandboxExec} {
+			logConsumer(t, ctx, st, durable)
+		}
+	}
+	if st, err := js.Stream(ctx, names.SubmissionsStream()); err == nil {
+		logConsumer(t, ctx, st, contracts.ConsumerBatcherSubmit)
+	}
+	logDeadLetters(t, ctx, js, s.RunID)
+}
+
+// logConsumer logs where a durable consumer stands: a message exhausted or stuck
+// unacknowledged during a failover shows here.
+func logConsumer(t *testing.T, ctx context.Context, st jetstream.Stream, durable string) {
+	t.Helper()
+	c, err := st.Consumer(ctx, durable)
+	if err != nil {
+		t.Logf("  consumer %s: %v", durable, err)
+		return
+	}
+	info, err := c.Info(ctx)
+	if err != nil {
+		t.Logf("  consumer %s: %v", durable, err)
+		return
+	}
+	leader := ""
+	if info.Cluster != nil {
+		leader = info.Cluster.Leader
+	}
+	t.Logf("  consumer %s (leader %s): pending %d, ack pending %d, redelivered %d, waiting %d, ack floor %d, delivered %d",
+		durable, leader, info.NumPending, info.NumAckPending, info.NumRedelivered, info.NumWaiting,
+		info.AckFloor.Stream, info.Delivered.Stream)
+}
+
+// logDeadLetters logs every dead-lettered message that concerns runID (a message that
+// exhausted its deliveries during the failover is one way a batch is left behind), and
+// how many the dead-letter stream holds in all.
+func logDeadLetters(t *testing.T, ctx context.Context, js jetstream.JetStream, runID string) {
+	t.Helper()
+	names := contracts.NewNames("")
+	st, err := js.Stream(ctx, names.DeadLetterStream())
+	if err != nil {
+		t.Logf("  dead letters: %v", err)
+		return
+	}
+	info, err := st.Info(ctx)
+	if err != nil {
+		t.Logf("  dead letters: %v", err)
+		return
+	}
+	t.Logf("  dead letters: %d in all", info.State.Msgs)
+	if info.State.Msgs == 0 {
+		return
+	}
+	cons, err := st.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{})
+	if err != nil {
+		t.Logf("  dead letters: %v", err)
+		return
+	}
+	batch, err := cons.Fetch(int(min(info.State.Msgs, 1000)), jetstream.FetchMaxWait(5*time.Second))
+	if err != nil {
+		t.Logf("  dead letters: %v", err)
+		return
+	}
+	for m := range batch.Messages() {
+		h := m.Headers()
+		if strings.Contains(h.Get(bus.HeaderOriginalSubject), runID) || strings.Contains(string(m.Data()), runID) {
+			t.Logf("  dead letter on %s: consumer %s, code %s, delivered %s, reason %s",
+				m.Subject(), h.Get(bus.HeaderConsumer), h.Get(bus.HeaderDeadCode), h.Get(bus.HeaderDelivered), h.Get(bus.HeaderDeadReason))
 		}
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -94,10 +96,31 @@ func run(t *testing.T, o awakentest.Options) *awakentest.Deployment {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
-		if t.Failed() || os.Getenv("AWAKEN_TEST_LOG") != "" {
+		show := t.Failed() || os.Getenv("AWAKEN_TEST_LOG") != ""
+		// AWAKEN_TEST_LOG_DIR keeps every container's whole log beyond the test, passed or
+		// not (a slow failover is read from the nats-server and service logs side by side).
+		dir := os.Getenv("AWAKEN_TEST_LOG_DIR")
+		if dir != "" {
+			dir = filepath.Join(dir, strings.ReplaceAll(t.Name(), "/", "_"))
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				t.Logf("log dir: %v", err)
+				dir = ""
+			}
+		}
+		if show || dir != "" {
 			for _, n := range append(d.Nodes(), d.Services()...) {
 				logs, _ := d.Logs(ctx, n)
-				t.Logf("=== logs of %s\n%s", n, tail(logs, 60))
+				if dir != "" {
+					if err := os.WriteFile(filepath.Join(dir, n+".log"), []byte(logs), 0o644); err != nil {
+						t.Logf("keep log of %s: %v", n, err)
+					}
+				}
+				if show {
+					t.Logf("=== logs of %s\n%s", n, tail(logs, 60))
+				}
+			}
+			if dir != "" {
+				t.Logf("whole logs kept in %s", dir)
 			}
 		}
 		if err := d.Terminate(ctx); err != nil {

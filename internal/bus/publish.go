@@ -66,6 +66,8 @@ func (p *Publisher) JetStream() jetstream.JetStream { return p.js }
 // (the same event id inside the duplicate window) is a success: the returned PubAck has
 // Duplicate set and the sequence of the original message.
 func (p *Publisher) Publish(ctx context.Context, subject string, e Event) (*jetstream.PubAck, error) {
+	ctx, cancel := context.WithTimeout(ctx, PublishAckTimeout)
+	defer cancel()
 	ack, err := p.js.PublishMsg(ctx, p.encode(ctx, subject, e))
 	if err != nil {
 		return nil, fmt.Errorf("bus: publish %s %s on %s: %w", e.Type, e.ID, subject, err)
@@ -73,7 +75,9 @@ func (p *Publisher) Publish(ctx context.Context, subject string, e Event) (*jets
 	return ack, nil
 }
 
-// PublishAckTimeout bounds the wait for the acknowledgements of [Publisher.PublishAll].
+// PublishAckTimeout bounds the wait for the acknowledgements of [Publisher.Publish],
+// [Publisher.PublishAll] and [Publisher.PublishScheduled]. (An atomic batch of up to
+// 1,000 messages may legitimately take longer; the caller's deadline bounds it.)
 // Without it, an acknowledgement lost in a JetStream leader change leaves the wait
 // unresolved forever: the handler hangs, its heartbeat keeps the input in progress, and
 // the batch never finishes (seen in the 3-node cluster test when the stream leader
@@ -172,6 +176,8 @@ func isAtomicDuplicate(err error) bool {
 // deduplicated; the server strips that id from the message it delivers on the target, whose
 // ce-* headers and body are e's.
 func (p *Publisher) PublishScheduled(ctx context.Context, scheduleSubject, targetSubject string, at time.Time, e Event) error {
+	ctx, cancel := context.WithTimeout(ctx, PublishAckTimeout)
+	defer cancel()
 	_, err := p.js.PublishMsg(ctx, p.encode(ctx, scheduleSubject, e),
 		jetstream.WithScheduleAt(at), jetstream.WithScheduleTarget(targetSubject))
 	if err != nil {

@@ -1,6 +1,7 @@
 package bus_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -340,5 +341,35 @@ func TestPublishScheduled(t *testing.T) {
 	}
 	for m := range batch.Messages() {
 		t.Fatalf("a second delivery on the target: %v", m.Headers())
+	}
+}
+
+// TestPublishWithoutAckIsBounded: a publish whose acknowledgement never comes (a stream
+// leader that stopped after receiving it) fails after bus.PublishAckTimeout while the
+// caller's context is still alive, instead of holding the handler for its whole deadline.
+func TestPublishWithoutAckIsBounded(t *testing.T) {
+	srv := natstest.Start(t)
+	nc, js := srv.Conn(t)
+	// Something that never answers takes the subject: the publish is received, never acked.
+	sub, err := nc.SubscribeSync("silent.>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	ev, err := bus.NewEvent("e-1", "awaken/test", "io.awaken.test.v1", map[string]int{"n": 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	caller, cancel := context.WithTimeout(context.Background(), 6*bus.PublishAckTimeout)
+	defer cancel()
+	_, err = bus.NewPublisher(js).Publish(caller, "silent.one", ev)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("publish without an ack: %v, want an error matching context.DeadlineExceeded", err)
+	}
+	if caller.Err() != nil {
+		t.Fatal("publish without an ack waited out the caller's deadline")
 	}
 }

@@ -230,12 +230,17 @@ func (x *Executor) Stop(ctx context.Context) error {
 // Options returns the effective options (defaults applied).
 func (x *Executor) Options() Options { return x.opts }
 
+// errCallNotVisible: an executor request's call record does not show the Executing phase
+// the gate wrote before publishing the request — the read is behind that write.
+var errCallNotVisible = errors.New("not visible as executing yet")
+
 // action is what a request leads to once the call record has been read (and possibly
 // moved).
 type action int
 
 const (
 	actStale     action = iota // no Executing record: nothing to do
+	actUnseen                  // no record, or one before Executing: the read is behind the gate's write
 	actDuplicate               // entered by another request message: its delivery owns the call
 	actRepublish               // already terminal: announce it again
 	actSettled                 // recovery committed a terminal outcome: announce it
@@ -269,6 +274,8 @@ func (x *Executor) Handle(ctx context.Context, d bus.Delivery) error {
 	case actStale:
 		log.Debug().Msg("executor request is stale (call not executing); ignored")
 		return nil
+	case actUnseen:
+		return fmt.Errorf("%s: call %s is %w (found %q)", x.opts.Service, key, errCallNotVisible, rec.Phase.Kind)
 	case actDuplicate:
 		log.Info().Uint64("entered_by", rec.EnteredBy).Msg("duplicate executor request; the entering delivery owns the call")
 		return nil
@@ -361,7 +368,15 @@ func (x *Executor) enter(ctx context.Context, key string, req contracts.ExecRequ
 	var act action
 	rec, rev, err := x.env.Calls.Update(ctx, key, func(cur *contracts.CallRecord, exists bool) error {
 		act = actStale
-		if !exists {
+		// The gate makes a call Executing before it publishes its request, and a call
+		// never leaves Executing except to a terminal phase. No record, or one still
+		// Requested or Awaiting, is therefore a read answered by a replica of the calls
+		// bucket that has not applied the gate's write yet (any replica answers a read).
+		// Acknowledging the request then would leave the call Executing and never run,
+		// and its batch never published: it is retried instead, and dead-lettered by the
+		// exhaustion hook only if the record never shows up.
+		if !exists || cur.Phase.Kind == contracts.PhaseRequested || cur.Phase.Kind == contracts.PhaseAwaiting {
+			act = actUnseen
 			return state.ErrNoChange
 		}
 		// A record written without a recovery policy takes the request's copy of it.

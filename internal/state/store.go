@@ -42,6 +42,15 @@ const (
 	maxBackoff         = 50 * time.Millisecond
 )
 
+// DefaultRequestTimeout bounds each read and write request of a Store. A request whose
+// reply is lost — sent to a bucket's leader that stopped before answering — is otherwise
+// bounded only by the caller's context: in the 3-node cluster test a batcher's write of a
+// run record waited out its handler's whole one-minute deadline after the leader's node
+// stopped, holding its batch that long. Bounded, the request fails after this long and
+// the caller's own retry (a redelivery) sends it to the new leader. Far above a healthy
+// round trip, well below the consumers' 30 s ack wait.
+const DefaultRequestTimeout = 10 * time.Second
+
 // Entry is one current value of a key, as returned by List.
 type Entry[T any] struct {
 	Key      string
@@ -54,8 +63,18 @@ type Entry[T any] struct {
 type Option func(*options)
 
 type options struct {
-	maxAttempts int
-	js          jetstream.JetStream
+	maxAttempts    int
+	requestTimeout time.Duration
+	js             jetstream.JetStream
+}
+
+// WithRequestTimeout bounds each read and write request (default [DefaultRequestTimeout]).
+func WithRequestTimeout(d time.Duration) Option {
+	return func(o *options) {
+		if d > 0 {
+			o.requestTimeout = d
+		}
+	}
 }
 
 // WithJetStream gives the store the JetStream context of its bucket, which [Store.GetMany]
@@ -84,11 +103,16 @@ type Store[T any] struct {
 
 // NewStore returns a Store of T values over kv.
 func NewStore[T any](kv jetstream.KeyValue, opts ...Option) *Store[T] {
-	o := options{maxAttempts: DefaultMaxAttempts}
+	o := options{maxAttempts: DefaultMaxAttempts, requestTimeout: DefaultRequestTimeout}
 	for _, opt := range opts {
 		opt(&o)
 	}
 	return &Store[T]{kv: kv, opts: o}
+}
+
+// request bounds one request to the server by the store's request timeout.
+func (s *Store[T]) request(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, s.opts.requestTimeout)
 }
 
 // Bucket returns the name of the underlying bucket.
@@ -97,7 +121,9 @@ func (s *Store[T]) Bucket() string { return s.kv.Bucket() }
 // Get returns the current value of key and its revision, or ErrNotFound.
 func (s *Store[T]) Get(ctx context.Context, key string) (T, uint64, error) {
 	var zero T
-	e, err := s.kv.Get(ctx, key)
+	rctx, cancel := s.request(ctx)
+	e, err := s.kv.Get(rctx, key)
+	cancel()
 	if err != nil {
 		if errors.Is(err, jetstream.ErrKeyNotFound) {
 			return zero, 0, fmt.Errorf("%w: %s/%s", ErrNotFound, s.kv.Bucket(), key)
@@ -143,7 +169,9 @@ func (s *Store[T]) GetMany(ctx context.Context, keys []string) (map[string]Entry
 		for i, k := range chunk {
 			subjects[i] = prefix + k
 		}
-		msgs, err := jetstreamext.GetLastMsgsFor(ctx, s.opts.js, "KV_"+s.kv.Bucket(), subjects)
+		rctx, cancel := s.request(ctx)
+		defer cancel()
+		msgs, err := jetstreamext.GetLastMsgsFor(rctx, s.opts.js, "KV_"+s.kv.Bucket(), subjects)
 		if err != nil {
 			return nil, fmt.Errorf("state: get %d keys of %s: %w", len(chunk), s.kv.Bucket(), err)
 		}
@@ -193,7 +221,9 @@ func (s *Store[T]) Create(ctx context.Context, key string, v T) (uint64, error) 
 	if err != nil {
 		return 0, err
 	}
-	rev, err := s.kv.Create(ctx, key, b)
+	rctx, cancel := s.request(ctx)
+	rev, err := s.kv.Create(rctx, key, b)
+	cancel()
 	if err != nil {
 		if errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
 			return 0, fmt.Errorf("%w: %s/%s", ErrExists, s.kv.Bucket(), key)
@@ -209,7 +239,9 @@ func (s *Store[T]) Put(ctx context.Context, key string, v T) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
-	rev, err := s.kv.Put(ctx, key, b)
+	rctx, cancel := s.request(ctx)
+	rev, err := s.kv.Put(rctx, key, b)
+	cancel()
 	if err != nil {
 		return 0, fmt.Errorf("state: put %s/%s: %w", s.kv.Bucket(), key, err)
 	}
@@ -227,7 +259,9 @@ func (s *Store[T]) UpdateAt(ctx context.Context, key string, v T, rev uint64) (u
 }
 
 func (s *Store[T]) updateRaw(ctx context.Context, key string, b []byte, rev uint64) (uint64, error) {
-	nrev, err := s.kv.Update(ctx, key, b, rev)
+	rctx, cancel := s.request(ctx)
+	nrev, err := s.kv.Update(rctx, key, b, rev)
+	cancel()
 	if err != nil {
 		// Not ErrKeyExists: it matches every wrong-last-sequence code and would hide the
 		// difference platform.md §B warns about.
@@ -258,7 +292,9 @@ func (s *Store[T]) Update(ctx context.Context, key string, fn func(cur *T, exist
 			rev    uint64
 			exists bool
 		)
-		e, err := s.kv.Get(ctx, key)
+		rctx, cancel := s.request(ctx)
+		e, err := s.kv.Get(rctx, key)
+		cancel()
 		switch {
 		case err == nil:
 			raw, rev, exists = e.Value(), e.Revision(), true
@@ -290,7 +326,9 @@ func (s *Store[T]) Update(ctx context.Context, key string, fn func(cur *T, exist
 		if exists {
 			nrev, err = s.updateRaw(ctx, key, b, rev)
 		} else {
-			nrev, err = s.kv.Create(ctx, key, b)
+			rctx, cancel := s.request(ctx)
+			nrev, err = s.kv.Create(rctx, key, b)
+			cancel()
 			if err != nil && (errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch)) {
 				err = fmt.Errorf("%w: %s/%s created concurrently", ErrConflict, s.kv.Bucket(), key)
 			}
@@ -324,7 +362,9 @@ func (s *Store[T]) Delete(ctx context.Context, key string, rev uint64) error {
 	if rev != 0 {
 		opts = append(opts, jetstream.LastRevision(rev))
 	}
-	if err := s.kv.Delete(ctx, key, opts...); err != nil {
+	rctx, cancel := s.request(ctx)
+	defer cancel()
+	if err := s.kv.Delete(rctx, key, opts...); err != nil {
 		if errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
 			return fmt.Errorf("%w: delete %s/%s at revision %d", ErrConflict, s.kv.Bucket(), key, rev)
 		}

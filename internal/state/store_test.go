@@ -358,3 +358,49 @@ func TestDecodeErrorIsReported(t *testing.T) {
 		t.Fatal("Update of a corrupt record succeeded")
 	}
 }
+
+// TestRequestWithoutReplyIsBounded: a write whose reply never comes (a bucket leader that
+// stopped after receiving it) fails after the store's request timeout with an error
+// matching context.DeadlineExceeded, while the caller's context is still alive — it does
+// not wait out the caller's whole deadline (a handler's minute, in the services).
+func TestRequestWithoutReplyIsBounded(t *testing.T) {
+	srv := natstest.Start(t)
+	nc, js := srv.Conn(t)
+	setup, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	kv, err := js.CreateKeyValue(setup, jetstream.KeyValueConfig{Bucket: "silent", History: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := state.NewStore[counter](kv, state.WithRequestTimeout(200*time.Millisecond))
+	// The bucket's stream goes away and something that never answers takes its subjects:
+	// every write is received and left without a reply.
+	if err := js.DeleteStream(setup, "KV_silent"); err != nil {
+		t.Fatal(err)
+	}
+	sub, err := nc.SubscribeSync("$KV.silent.>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+
+	// The caller allows far more than the request timeout.
+	caller, stop := context.WithTimeout(context.Background(), 20*time.Second)
+	defer stop()
+	for name, write := range map[string]func() error{
+		"create": func() error { _, err := s.Create(caller, "k", counter{N: 1}); return err },
+		"put":    func() error { _, err := s.Put(caller, "k", counter{N: 1}); return err },
+		"update": func() error { _, err := s.UpdateAt(caller, "k", counter{N: 2}, 1); return err },
+	} {
+		err := write()
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("%s without a reply: %v, want an error matching context.DeadlineExceeded", name, err)
+		}
+		if caller.Err() != nil {
+			t.Fatalf("%s without a reply waited out the caller's deadline", name)
+		}
+	}
+}

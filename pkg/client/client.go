@@ -309,7 +309,7 @@ func (c *Client) readResults(ctx context.Context, runID string, after, until uin
 	if err != nil {
 		return fmt.Errorf("results consumer: %w", err)
 	}
-	it, err := cons.Messages()
+	it, err := cons.Messages(jetstream.PullHeartbeat(resultsHeartbeat))
 	if err != nil {
 		return fmt.Errorf("results: %w", err)
 	}

@@ -45,6 +45,13 @@ const (
 	// that vanished without deleting it (the server's default is five minutes, and a
 	// stream holds at most 1,000 consumers by default).
 	orderedConsumerIdle = 30 * time.Second
+	// resultsHeartbeat is how often the server tells a results reader its pull request is
+	// alive; two missed in a row make the reader replace its consumer. In a cluster, the
+	// first pull request on a freshly created consumer is sometimes never registered by
+	// the node hosting it (seen after a node stopped: the consumer holds the batch's
+	// messages, no request waits on it), and with nats.go's default of 5 s for ordered
+	// consumers each such read stalled 10 s — enough of them in a row ran a wait out.
+	resultsHeartbeat = time.Second
 )
 
 // ErrPending is wrapped by [Client.SubmitAndWait] when the submission was stored but the

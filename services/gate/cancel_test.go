@@ -1,9 +1,12 @@
 package gate
 
 import (
+	"errors"
 	"testing"
 
+	"github.com/awaken-dev/awaken/internal/bus"
 	"github.com/awaken-dev/awaken/internal/natstest"
+	"github.com/awaken-dev/awaken/internal/pipeline"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
@@ -110,4 +113,39 @@ func TestExhaustedRequestSealsTheCall(t *testing.T) {
 		t.Error("exhausting call_2's request touched call_1")
 	}
 	natstest.WaitFor(t, waitLong, func() bool { return len(h.outputs()) == 1 }, "the sealed call's output")
+}
+
+// TestRequestBeforeItsBatchIsVisibleIsRetried: in a cluster a read may be answered by a
+// replica that has not yet applied the batcher's write of the batch record, so a gate
+// request that finds no record is retried (a transient error), not dead-lettered — the
+// next delivery finds the record and decides the call. Only when every delivery found no
+// record does the exhaustion hook let it be dead-lettered, with nothing to seal.
+func TestRequestBeforeItsBatchIsVisibleIsRetried(t *testing.T) {
+	h := newHarness(t, withoutService())
+	svc, err := newService(h.env, options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub := h.submission(1, call("call_1", "echo", `{}`))
+	unseen := &contracts.BatchRecord{Submission: sub} // not stored yet: what a lagging replica shows
+	ev := gateEvent(t, unseen, 0)
+	err = svc.handleRequest(h.ctx, deliveryOf(ev))
+	var rej *contracts.Rejection
+	if err == nil || bus.IsPermanent(err) || errors.As(err, &rej) {
+		t.Fatalf("request of a batch not visible yet: %v, want a transient error", err)
+	}
+	if !errors.Is(err, pipeline.ErrBatchNotFound) {
+		t.Errorf("error %v does not match pipeline.ErrBatchNotFound", err)
+	}
+	if err := svc.requestExhausted(h.ctx, deliveryOf(ev), err); err != nil {
+		t.Errorf("exhaustion of a request whose batch never appeared: %v, want nothing to seal", err)
+	}
+
+	b := h.store(sub)
+	if err := svc.handleRequest(h.ctx, bus.Delivery{Event: ev, NumDelivered: 2}); err != nil {
+		t.Fatalf("redelivery once the record is visible: %v", err)
+	}
+	if rec := h.mustCall(b, 0); rec.Phase.Kind != contracts.PhaseExecuting {
+		t.Errorf("call_1 is %s after the redelivery, want executing", rec.Phase.Kind)
+	}
 }

@@ -178,8 +178,12 @@ func (s *Service) handleRequest(ctx context.Context, d bus.Delivery) error {
 	return s.gateCall(withCall(ctx, b, req.Index), b, req.Index, assumeNew)
 }
 
-// request decodes a gate request and loads its batch. A request that names no batch or no
-// call is permanent: the batcher writes the batch record before it publishes a request.
+// request decodes a gate request and loads its batch. A request that names no call is
+// permanent. One whose batch has no record is retried, not dead-lettered: the batcher
+// writes the record before it publishes the request, but with replicated buckets any
+// replica answers the read, and one that has not applied that write yet reports no
+// record — dead-lettering then would lose the batch. A request whose batch never appears
+// is dead-lettered when its deliveries run out.
 func (s *Service) request(ctx context.Context, ev bus.Event) (contracts.GateRequest, *contracts.BatchRecord, error) {
 	req, err := bus.Decode[contracts.GateRequest](ev.Data)
 	if err != nil {
@@ -193,10 +197,7 @@ func (s *Service) request(ctx context.Context, ev bus.Event) (contracts.GateRequ
 	}
 	b, err := s.env.Batch(ctx, req.RunID, req.Step)
 	if err != nil {
-		if errors.Is(err, pipeline.ErrBatchNotFound) {
-			return req, nil, bus.Permanent(err)
-		}
-		return req, nil, err
+		return req, nil, fmt.Errorf("gate: request of call %d: %w", req.Index, err)
 	}
 	if err := checkBatch(b); err != nil {
 		return req, nil, bus.Permanent(err)
@@ -222,8 +223,8 @@ func checkBatch(b *contracts.BatchRecord) error {
 func (s *Service) requestExhausted(ctx context.Context, d bus.Delivery, cause error) error {
 	req, b, err := s.request(ctx, d.Event)
 	if err != nil {
-		if bus.IsPermanent(err) {
-			return nil // nothing to seal: the request names no call
+		if bus.IsPermanent(err) || errors.Is(err, pipeline.ErrBatchNotFound) {
+			return nil // nothing to seal: the request names no call, or no batch on any delivery
 		}
 		return err
 	}
