@@ -129,7 +129,18 @@ func (h *harness) settled(sub *bus.Subscription) *jetstream.ConsumerInfo {
 	natstest.WaitFor(h.t, waitTimeout, func() bool {
 		var err error
 		info, err = sub.Consumer().Info(h.ctx)
-		return err == nil && info.NumPending == 0 && info.NumAckPending == 0
+		if err != nil || info.NumPending != 0 || info.NumAckPending != 0 {
+			return false
+		}
+		// Nothing pending is not enough: right after a publish the consumer may not count
+		// the new messages yet. Settled means its ack floor reached the stream's last
+		// message (the tests' consumers filter every subject they publish).
+		stream, err := h.js.Stream(h.ctx, info.Stream)
+		if err != nil {
+			return false
+		}
+		sinfo, err := stream.Info(h.ctx)
+		return err == nil && info.Delivered.Stream >= sinfo.State.LastSeq
 	}, "the consumer to settle every message")
 	return info
 }
