@@ -266,6 +266,11 @@ func (x *Executor) Handle(ctx context.Context, d bus.Delivery) error {
 	ctx = log.WithContext(ctx)
 
 	key := contracts.CallKey(req.RunID, req.Step, req.CallID)
+	// Tracked before the call is entered: a cancellation that arrives once the Entered
+	// mark is visible (to the gate, the api or a test) must find the body's context, or
+	// the body runs to its end (a 30 s tool, 30 s) after its run was cancelled.
+	runCtx, untrack := x.cancels.track(ctx, req.RunID)
+	defer untrack()
 	act, rec, rev, err := x.enter(ctx, key, req, d.StreamSeq)
 	if err != nil {
 		return err
@@ -296,7 +301,6 @@ func (x *Executor) Handle(ctx context.Context, d bus.Delivery) error {
 		inv.beginBody = x.opts.Ledger.BodyStarting
 	}
 	log.Debug().Uint16("attempt", attempt).Msg("executor entered")
-	runCtx, untrack := x.cancels.track(ctx, req.RunID)
 	out, err := x.run(runCtx, inv)
 	stopped := ctx.Err() == nil && errors.Is(context.Cause(runCtx), errRunCancelled)
 	untrack()
