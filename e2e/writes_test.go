@@ -39,11 +39,11 @@ func TestWritesPerCall(t *testing.T) {
 			name: "sequential 1-call echo",
 			sub:  batch("writes-seq", 1, []string{"echo"}, call("c0", "echo", map[string]any{"text": "x"})),
 			// submission; work: gate request, executor request, output announcement;
-			// calls: gate create (Executing), executor entered, Completed; batches: create,
-			// finalized, published; runs: claim, settle; audit; facts: tool_call,
-			// tool_result; results: 1 + finalized.
-			total: 17,
-			want: map[string]uint64{"AWAKEN_SUBMISSIONS": 1, "AWAKEN_WORK": 3, "KV_AWAKEN_calls": 3,
+			// calls: gate create (Executing), executor Completed (echo is replay_safe: no
+			// Entered write); batches: create, finalized, published; runs: claim, settle;
+			// audit; facts: tool_call, tool_result; results: 1 + finalized.
+			total: 16,
+			want: map[string]uint64{"AWAKEN_SUBMISSIONS": 1, "AWAKEN_WORK": 3, "KV_AWAKEN_calls": 2,
 				"KV_AWAKEN_batches": 3, "KV_AWAKEN_runs": 2, "AWAKEN_AUDIT": 1, "AWAKEN_EVENTS": 2, "AWAKEN_RESULTS": 2},
 		},
 		{
@@ -53,15 +53,15 @@ func TestWritesPerCall(t *testing.T) {
 			// batcher's next gate request) in place of the submission's first one, and one
 			// result each; per batch: submission, batch create, finalized, published, run
 			// claim and settle, the finalized event.
-			total: 10*10 + 7,
-			want: map[string]uint64{"AWAKEN_SUBMISSIONS": 1, "AWAKEN_WORK": 30, "KV_AWAKEN_calls": 30,
+			total: 10*9 + 7,
+			want: map[string]uint64{"AWAKEN_SUBMISSIONS": 1, "AWAKEN_WORK": 30, "KV_AWAKEN_calls": 20,
 				"KV_AWAKEN_batches": 3, "KV_AWAKEN_runs": 2, "AWAKEN_AUDIT": 10, "AWAKEN_EVENTS": 20, "AWAKEN_RESULTS": 11},
 		},
 		{
 			name: "parallel 10-call delegate",
 			sub:  batch("writes-par", 1, []string{"delegate"}, calls("delegate", 10)...),
 			// per call: executor request, output; call create (Requested, decision),
-			// Executing, entered, Completed; audit; tool_call, tool_result; result. Per
+			// Executing, entered (delegate is durable_request), Completed; audit; tool_call, tool_result; result. Per
 			// batch: submission, the probe's gate request, batch create, finalized,
 			// published, run claim and settle, the finalized event.
 			total: 10*10 + 8,
