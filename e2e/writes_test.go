@@ -60,12 +60,12 @@ func TestWritesPerCall(t *testing.T) {
 		{
 			name: "parallel 10-call delegate",
 			sub:  batch("writes-par", 1, []string{"delegate"}, calls("delegate", 10)...),
-			// per call: executor request, output; call create (Requested, decision),
-			// Executing, entered (delegate is durable_request), Completed; audit; tool_call, tool_result; result. Per
+			// per call: executor request, output; call create (decision and Executing in
+			// one write), entered (delegate is durable_request), Completed; audit; tool_call, tool_result; result. Per
 			// batch: submission, the probe's gate request, batch create, finalized,
 			// published, run claim and settle, the finalized event.
-			total: 10*10 + 8,
-			want: map[string]uint64{"AWAKEN_SUBMISSIONS": 1, "AWAKEN_WORK": 21, "KV_AWAKEN_calls": 40,
+			total: 10*9 + 8,
+			want: map[string]uint64{"AWAKEN_SUBMISSIONS": 1, "AWAKEN_WORK": 21, "KV_AWAKEN_calls": 30,
 				"KV_AWAKEN_batches": 3, "KV_AWAKEN_runs": 2, "AWAKEN_AUDIT": 10, "AWAKEN_EVENTS": 20, "AWAKEN_RESULTS": 11},
 		},
 	} {
