@@ -289,7 +289,7 @@ func (x *Executor) Handle(ctx context.Context, d bus.Delivery) error {
 
 	attempt := rec.Phase.Attempt
 	// marked: this delivery committed Entered; otherwise it runs an unmarked first attempt
-	// of a replay_safe call (see [unmarkedFirstRun]).
+	// of a replay_safe call (see [runsUnmarked]).
 	marked := rec.Entered
 	inv := Invocation{
 		RunID: req.RunID, Step: req.Step, Index: req.Index, CallID: req.CallID,
@@ -364,25 +364,18 @@ func (x *Executor) announce(ctx context.Context, req contracts.ExecRequest, rec 
 	return nil
 }
 
-// unmarkedFirstRun reports whether the first delivery of an executor request may run the
-// body of cur without committing Entered first: only a replay_safe call (repeating its
-// body is as good as running it once) whose policy allows a replay, on the first delivery
-// of its request. Its outcome is then committed in one write (Executing → Completed)
-// instead of two. A crash meanwhile leaves the call Executing and not entered, and the
-// redelivery, which cannot tell whether the body ran, counts it as an attempt
-// ([Executor.enter]); so the budget still bounds the body runs. What the marker no longer
-// stops is a second request message for the same call (the gate re-publishing it past
-// the deduplication window while the body runs): it runs the body too, which the
-// replay_safe policy allows, and the first outcome committed is kept.
-func unmarkedFirstRun(cur *contracts.CallRecord, delivered uint64) bool {
-	return delivered == 1 && cur.Policy.Mode == contracts.ModeReplaySafe && cur.Policy.MaxAttempts >= 2
-}
-
-// mayHaveRunUnmarked reports whether an Executing, not entered replay_safe call reached by
-// a redelivery may have had its body run by an earlier delivery of this very message
-// without a marker ([unmarkedFirstRun]).
-func mayHaveRunUnmarked(cur *contracts.CallRecord, delivered uint64) bool {
-	return delivered > 1 && cur.Policy.Mode == contracts.ModeReplaySafe && cur.Policy.MaxAttempts >= 2
+// runsUnmarked reports whether cur's attempt may run without committing Entered first, on
+// the first delivery of its request: only a replay_safe call (repeating its body is as
+// good as running it once) whose policy allows a replay. Its outcome is then committed in
+// one write (Executing → Completed) instead of two. A crash meanwhile leaves the call
+// Executing and not entered, and the redelivery, which cannot tell whether the body ran,
+// recovers it as if it had been entered ([Executor.enter]), so the crash counts as an
+// attempt and the budget still bounds the body runs. What the marker no longer stops is a
+// second request message for the same call (the gate re-publishing it past the
+// deduplication window while the body runs): it runs the body too, which the replay_safe
+// policy allows, and the first outcome committed is kept.
+func runsUnmarked(cur *contracts.CallRecord) bool {
+	return cur.Policy.Mode == contracts.ModeReplaySafe && cur.Policy.MaxAttempts >= 2
 }
 
 // holds reports whether delivery seq still owns attempt of the call: it committed Entered
@@ -420,12 +413,13 @@ func (x *Executor) enter(ctx context.Context, key string, req contracts.ExecRequ
 			return state.ErrNoChange
 		case cur.Phase.Kind != contracts.PhaseExecuting:
 			return state.ErrNoChange
-		case !cur.Entered && unmarkedFirstRun(cur, delivered):
+		case !cur.Entered && runsUnmarked(cur) && delivered <= 1:
 			act = actInvoke
 			return state.ErrNoChange // Completed will be the one write of this attempt
-		case !cur.Entered && mayHaveRunUnmarked(cur, delivered):
-			// An earlier delivery of this message may have run the body unmarked and died:
-			// recover as if it had entered (below), so the replay counts as an attempt.
+		case !cur.Entered && runsUnmarked(cur):
+			// A redelivery: an earlier delivery of this message may have run the body
+			// unmarked and died. Recover as if it had entered (below), so the replay
+			// counts as an attempt.
 			if err := cur.Enter(seq, x.env.Now()); err != nil {
 				return err
 			}
