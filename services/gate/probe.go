@@ -128,4 +128,3 @@ func (s *Service) decideAll(ctx context.Context, b *contracts.BatchRecord) (recs
 	}
 	return recs, parallel, wrote, nil
 }
-
