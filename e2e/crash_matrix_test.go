@@ -219,7 +219,9 @@ func runCrashCell(t *testing.T, cell crashCell, withSandbox bool) {
 	if got := res.Results[2].Output.Text(); !strings.HasPrefix(got, "blocked:") {
 		t.Errorf("forbidden call result %q, want blocked", got)
 	}
-	if n := h.ledger(run, 1, "c1"); n != 1 {
+	// Never twice; not at all only when the kill caught the counter entered but before its
+	// body started (a collateral Indeterminate, above).
+	if n := h.ledger(run, 1, "c1"); n > 1 || n == 0 && !collateral(res.Results[1]) {
 		t.Errorf("counter body ran %d times, want 1", n)
 	}
 }

@@ -100,9 +100,9 @@ func (x *Executor) onRunCancel(m *nats.Msg) {
 // sealCancelled ends a call whose body was stopped by its run's cancellation: it becomes
 // Indeterminate(ReasonRunCancelled) if this delivery still owns it (else it keeps what the
 // gate or another delivery committed), and its output is announced once terminal.
-func (x *Executor) sealCancelled(ctx context.Context, key string, req contracts.ExecRequest, seq uint64, attempt uint16, op string) error {
+func (x *Executor) sealCancelled(ctx context.Context, key string, req contracts.ExecRequest, seq uint64, attempt uint16, marked bool, op string) error {
 	rec, err := x.seal(ctx, key, req, ReasonRunCancelled, telemetry.ReasonCancelled, func(cur *contracts.CallRecord) bool {
-		return cur.HeldBy(attempt, seq)
+		return holds(cur, attempt, seq, marked)
 	})
 	if err != nil || !rec.Phase.IsTerminal() {
 		return err

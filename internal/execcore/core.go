@@ -271,7 +271,7 @@ func (x *Executor) Handle(ctx context.Context, d bus.Delivery) error {
 	// the body runs to its end (a 30 s tool, 30 s) after its run was cancelled.
 	runCtx, untrack := x.cancels.track(ctx, req.RunID)
 	defer untrack()
-	act, rec, rev, err := x.enter(ctx, key, req, d.StreamSeq)
+	act, rec, rev, err := x.enter(ctx, key, req, d.StreamSeq, d.NumDelivered)
 	if err != nil {
 		return err
 	}
@@ -293,6 +293,9 @@ func (x *Executor) Handle(ctx context.Context, d bus.Delivery) error {
 	}
 
 	attempt := rec.Phase.Attempt
+	// marked: this delivery committed Entered; otherwise it runs an unmarked first attempt
+	// of a replay_safe call (see [runsUnmarked]).
+	marked := rec.Entered
 	inv := Invocation{
 		RunID: req.RunID, Step: req.Step, Index: req.Index, CallID: req.CallID,
 		OperationID: op, ToolID: req.ToolID, Arguments: req.Arguments, Attempt: attempt,
@@ -305,14 +308,14 @@ func (x *Executor) Handle(ctx context.Context, d bus.Delivery) error {
 	stopped := ctx.Err() == nil && errors.Is(context.Cause(runCtx), errRunCancelled)
 	untrack()
 	if stopped {
-		return x.sealCancelled(ctx, key, req, d.StreamSeq, attempt, op)
+		return x.sealCancelled(ctx, key, req, d.StreamSeq, attempt, marked, op)
 	}
 	if err != nil {
 		return err
 	}
 	out = FinishOutput(req.CallID, out)
 
-	rec, owned, err := x.complete(ctx, key, req, d.StreamSeq, attempt, out, rec, rev)
+	rec, owned, err := x.complete(ctx, key, req, d.StreamSeq, attempt, marked, out, rec, rev)
 	if err != nil {
 		return err
 	}
@@ -365,10 +368,33 @@ func (x *Executor) announce(ctx context.Context, req contracts.ExecRequest, rec 
 	return nil
 }
 
+// runsUnmarked reports whether cur's attempt may run without committing Entered first, on
+// the first delivery of its request: only a replay_safe call (repeating its body is as
+// good as running it once) whose policy allows a replay. Its outcome is then committed in
+// one write (Executing → Completed) instead of two. A crash meanwhile leaves the call
+// Executing and not entered, and the redelivery, which cannot tell whether the body ran,
+// recovers it as if it had been entered ([Executor.enter]), so the crash counts as an
+// attempt and the budget still bounds the body runs. What the marker no longer stops is a
+// second request message for the same call (the gate re-publishing it past the
+// deduplication window while the body runs): it runs the body too, which the replay_safe
+// policy allows, and the first outcome committed is kept.
+func runsUnmarked(cur *contracts.CallRecord) bool {
+	return cur.Policy.Mode == contracts.ModeReplaySafe && cur.Policy.MaxAttempts >= 2
+}
+
+// holds reports whether delivery seq still owns attempt of the call: it committed Entered
+// for it (marked), or it runs the attempt unmarked and nobody has entered or moved it since.
+func holds(cur *contracts.CallRecord, attempt uint16, seq uint64, marked bool) bool {
+	if marked {
+		return cur.HeldBy(attempt, seq)
+	}
+	return cur.ExecutingUnentered() && cur.Phase.Attempt == attempt
+}
+
 // enter reads the call record and, by compare-and-swap, claims it for this delivery or
 // applies recovery. It returns what to do and the record as committed (or as read), with
-// its revision.
-func (x *Executor) enter(ctx context.Context, key string, req contracts.ExecRequest, seq uint64) (action, contracts.CallRecord, uint64, error) {
+// its revision. delivered is the delivery count of the request message.
+func (x *Executor) enter(ctx context.Context, key string, req contracts.ExecRequest, seq, delivered uint64) (action, contracts.CallRecord, uint64, error) {
 	var act action
 	rec, rev, err := x.env.Calls.Update(ctx, key, func(cur *contracts.CallRecord, exists bool) error {
 		act = actStale
@@ -391,6 +417,16 @@ func (x *Executor) enter(ctx context.Context, key string, req contracts.ExecRequ
 			return state.ErrNoChange
 		case cur.Phase.Kind != contracts.PhaseExecuting:
 			return state.ErrNoChange
+		case !cur.Entered && runsUnmarked(cur) && delivered <= 1:
+			act = actInvoke
+			return state.ErrNoChange // Completed will be the one write of this attempt
+		case !cur.Entered && runsUnmarked(cur):
+			// A redelivery: an earlier delivery of this message may have run the body
+			// unmarked and died. Recover as if it had entered (below), so the replay
+			// counts as an attempt.
+			if err := cur.Enter(seq, x.env.Now()); err != nil {
+				return err
+			}
 		case !cur.Entered:
 			if err := cur.Enter(seq, x.env.Now()); err != nil {
 				return err
@@ -452,15 +488,15 @@ func (x *Executor) enter(ctx context.Context, key string, req contracts.ExecRequ
 	return act, rec, rev, nil
 }
 
-// complete commits Completed(out) if this delivery still owns the attempt it ran. owned is
-// false when the record moved meanwhile (cancelled, or recovered by a redelivery after a
-// lost heartbeat); rec is then the record as found. entered and rev are the record this
-// delivery committed on entry: the common case is a single compare-and-swap at rev, and
-// only a conflict pays for a re-read.
-func (x *Executor) complete(ctx context.Context, key string, req contracts.ExecRequest, seq uint64, attempt uint16,
+// complete commits Completed(out) if this delivery still owns the attempt it ran (see
+// [holds]). owned is false when the record moved meanwhile (cancelled, or recovered by a
+// redelivery after a lost heartbeat); rec is then the record as found. entered and rev are
+// the record this delivery committed on entry (or read, for an unmarked run): the common
+// case is a single compare-and-swap at rev, and only a conflict pays for a re-read.
+func (x *Executor) complete(ctx context.Context, key string, req contracts.ExecRequest, seq uint64, attempt uint16, marked bool,
 	out contracts.ToolOutput, entered contracts.CallRecord, rev uint64) (rec contracts.CallRecord, owned bool, err error) {
 	apply := func(cur *contracts.CallRecord) (bool, error) {
-		if !cur.HeldBy(attempt, seq) {
+		if !holds(cur, attempt, seq, marked) {
 			return false, nil
 		}
 		cur.AdoptPolicy(req.Policy)

@@ -144,6 +144,31 @@ func TestNormalCallRunsOnceAndCompletes(t *testing.T) {
 	}
 }
 
+// TestReplaySafeCallCompletesInOneWrite: a replay_safe call (with a budget for a replay)
+// runs its first attempt without committing Entered, so Completed is the executor's only
+// write; any other mode is entered first (TestNormalCallRunsOnceAndCompletes).
+func TestReplaySafeCallCompletesInOneWrite(t *testing.T) {
+	e := exectest.New(t, testConfig)
+	inv := &scripted{body: text("hello")}
+	start(t, e, inv)
+	c := call("call_1", toolOfMode[replaySafe.Mode], replaySafe)
+	e.Allow(c)
+	rec := e.WaitTerminal(c)
+	if got, _ := exectest.Text(t, rec); got != "hello" {
+		t.Fatalf("output %q", got)
+	}
+	if rec.Entered {
+		t.Errorf("entered by %d, want no Entered write", rec.EnteredBy)
+	}
+	if got := exectest.Stages(rec); !slices.Equal(got, []string{contracts.StageCompleted}) {
+		t.Errorf("timeline %v, want only completed", got)
+	}
+	checkOneOutput(t, e, c, contracts.OutcomeCompleted)
+	if invs := inv.invocations(); len(invs) != 1 || invs[0].Attempt != 1 {
+		t.Errorf("invocations %+v, want one, attempt 1", invs)
+	}
+}
+
 // TestRedeliveryAfterCrashInTool: the handler dies inside the tool (fault), the same
 // message is redelivered while the record is Executing+Entered by it, and recovery follows
 // the pinned policy.
@@ -166,6 +191,20 @@ func TestRedeliveryAfterCrashInTool(t *testing.T) {
 			name: "replay_safe is retried as attempt 2 and completes", policy: replaySafe, faults: 1,
 			wantPhase: contracts.PhaseCompleted, wantLedger: 2,
 			wantStages: []string{"entered", "recovered", "completed"},
+		},
+		{
+			// The first attempt ran without a marker (one write per call); the redelivery
+			// counts it all the same, so the budget still bounds the body runs.
+			name: "replay_safe exhausts its budget after max_attempts body runs", policy: replaySafe, faults: 3,
+			wantPhase: contracts.PhaseIndeterminate, wantReason: execcore.ReasonAttemptsExhausted, wantLedger: 3,
+			wantStages: []string{"entered", "recovered", "recovered", "indeterminate"},
+		},
+		{
+			// No budget for a replay: the call is entered before its body, as never_replay.
+			name: "replay_safe with max_attempts 1 is entered first and not replayed", faults: 1,
+			policy:    contracts.ToolRecoveryPolicy{Mode: contracts.ModeReplaySafe, MaxAttempts: 1},
+			wantPhase: contracts.PhaseIndeterminate, wantReason: execcore.ReasonAttemptsExhausted, wantLedger: 1,
+			wantStages: []string{"entered", "indeterminate"},
 		},
 		{
 			name: "idempotent is retried as attempt 2 and completes", faults: 1,
@@ -323,7 +362,7 @@ func TestRequestAheadOfItsRecordIsRetried(t *testing.T) {
 			e := exectest.New(t, testConfig)
 			inv := &scripted{body: text("ran")}
 			start(t, e, inv, execcore.WithMaxDeliver(-1))
-			c := call("call_1", "tool", replaySafe)
+			c := call("call_1", toolOfMode[replaySafe.Mode], replaySafe)
 			rev := uint64(0)
 			if tt.rec != nil {
 				rev, _ = e.Calls.Create(e.Ctx, c.Key(), tt.rec(c.Record()))

@@ -16,6 +16,10 @@
 //     died after entering — recovery by the pinned policy: never_replay makes the call
 //     Indeterminate without invoking it again; replay_safe, idempotent and durable_request
 //     commit attempt n+1 and invoke again, until max_attempts, then Indeterminate.
+//     One exception saves a write per call: the first delivery of a replay_safe call whose
+//     max_attempts allows a replay invokes without committing Entered (repeating its body
+//     is as good as running it once), and a redelivery that finds it still not entered
+//     recovers it as if this message had entered it, so the crash counts as an attempt.
 //  3. Invoke under the tool's timeout with the invocation in the context; the bus heartbeats
 //     the message meanwhile so a long tool is not redelivered.
 //  4. Commit Completed(output) by compare-and-swap — only if this delivery still owns the

@@ -10,29 +10,37 @@ import (
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
-// probe handles the gate request of a parallel-delegation batch: every call is decided first — a decision already recorded is reused,
-// a new one is recorded as CallRecord{Requested, Decision} — and audited once. Only if
-// every call is allowed does any of them enter execution: then each is moved
-// Requested → Executing{1} and its executor request is published with Parallel set.
-// Otherwise the batch falls back to the sequential path at call 0, which applies the
-// recorded decision instead of deciding again; the batcher drives the later calls, which
-// reuse theirs. A redelivered probe finds the decisions recorded and only re-publishes.
+// probe handles the gate request of a parallel-delegation batch: every call is decided
+// first, in memory — a decision already recorded is reused. Only if every call is allowed
+// does any of them enter execution: then each call still Requested is written once,
+// decided and moved to what its Allow implies (Executing{1}, or the execution error when
+// its pinned policy no longer fits), the decisions are audited, and only then is every
+// executor request published, with Parallel set. Otherwise only the new decisions are
+// recorded (CallRecord{Requested, Decision}) and audited, and the batch falls back to the
+// sequential path at call 0, which applies the recorded decision instead of deciding
+// again; the batcher drives the later calls, which reuse theirs. A redelivered probe finds
+// the decisions recorded and only re-publishes. No executor request goes out before the
+// audit of every decision is durable, so writing decision and entry together (one write
+// per call, not two) lets nothing run unaudited: a probe that dies in between is
+// redelivered, finds the records, and audits before it publishes.
 func (s *Service) probe(ctx context.Context, b *contracts.BatchRecord) error {
 	sub := &b.Submission
 	n := len(sub.Calls)
-	recs := make([]contracts.CallRecord, n)
-	revs := make([]uint64, n)
-	parallel := true
-	committed := false
-	for i := range n {
-		rec, rev, wrote, ok, err := s.recordDecision(ctx, b, i)
-		if err != nil {
-			return err
+	var recs []contracts.CallRecord
+	parallel, committed := false, false
+	for attempt := 0; ; attempt++ {
+		if attempt == maxCASAttempts {
+			return fmt.Errorf("gate: probe %s: %d concurrent writers in a row", sub.BatchID(), maxCASAttempts)
 		}
-		recs[i], revs[i] = rec, rev
+		var wrote bool
+		var err error
+		recs, parallel, wrote, err = s.decideAll(ctx, b)
 		committed = committed || wrote
-		if !ok {
-			parallel = false
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, errRaced) {
+			return err
 		}
 	}
 	if committed {
@@ -54,25 +62,6 @@ func (s *Service) probe(ctx context.Context, b *contracts.BatchRecord) error {
 	if !parallel {
 		return s.gateCall(ctx, b, 0, false)
 	}
-
-	// Every call is allowed: commit each entry, then publish every request.
-	committed = false
-	for i := range n {
-		if recs[i].Phase.Kind != contracts.PhaseRequested {
-			continue
-		}
-		rec, err := s.enterParallel(ctx, b, i, recs[i], revs[i])
-		if err != nil {
-			return err
-		}
-		recs[i] = rec
-		committed = true
-	}
-	if committed {
-		if err := s.env.Fault(ctx, ServiceName, pipeline.FaultAfterCommit, pipeline.ProbeID(sub.BatchID())); err != nil {
-			return err
-		}
-	}
 	for i := range n {
 		if err := s.realizeDecision(ctx, b, i, &recs[i], true); err != nil {
 			return err
@@ -81,67 +70,61 @@ func (s *Service) probe(ctx context.Context, b *contracts.BatchRecord) error {
 	return s.env.Fault(ctx, ServiceName, pipeline.FaultAfterPublish, pipeline.ProbeID(sub.BatchID()))
 }
 
-// recordDecision makes sure call i has its gate decision recorded, deciding it if needed.
-// It returns the committed record and revision, whether it wrote, and whether the call can
-// run in parallel: it is still Requested and its recorded decision is Allow, or it is past
-// Requested already (a redelivered probe after dispatch). A call the chain answers with
-// client execution or unknown tool is not recorded here — those answers are not permission
-// decisions and the sequential path derives them again, identically.
-func (s *Service) recordDecision(ctx context.Context, b *contracts.BatchRecord, i int) (rec contracts.CallRecord, rev uint64, wrote, ok bool, err error) {
-	for range maxCASAttempts {
-		rec, rev, err = s.loadCall(ctx, b, i)
-		if err != nil {
-			return rec, rev, false, false, err
+// decideAll reads every call record of b and decides, in memory, each call that has no
+// recorded decision. parallel reports whether every call can run in parallel: it is still
+// Requested and its decision is Allow, or it is past Requested with an Allow decision (a
+// redelivered probe after dispatch). Then it writes, once per call: when parallel, each
+// Requested call with its decision and its entry; otherwise each new decision alone. A
+// call the chain answers with client execution or unknown tool is not recorded — those
+// answers are not permission decisions and the sequential path derives them again,
+// identically. wrote reports whether anything was written; a lost race is [errRaced],
+// and the caller starts over from what is committed.
+func (s *Service) decideAll(ctx context.Context, b *contracts.BatchRecord) (recs []contracts.CallRecord, parallel, wrote bool, err error) {
+	n := len(b.Submission.Calls)
+	recs = make([]contracts.CallRecord, n)
+	revs := make([]uint64, n)
+	decidedNow := make([]bool, n)
+	parallel = true
+	for i := range n {
+		if recs[i], revs[i], err = s.loadCall(ctx, b, i); err != nil {
+			return nil, false, false, err
 		}
-		if rec.Phase.Kind != contracts.PhaseRequested {
-			// Dispatched by an earlier delivery of this probe, or sealed by a cancellation;
-			// a call the sequential path already handled means the batch fell back.
-			return rec, rev, false, rec.Decision != nil && rec.Decision.IsAllow(), nil
-		}
-		if rec.Decision != nil {
-			return rec, rev, false, rec.Decision.IsAllow(), nil
+		rec := &recs[i]
+		if rec.Phase.Kind != contracts.PhaseRequested || rec.Decision != nil {
+			// Decided by an earlier delivery of this probe, or sealed by a cancellation; a
+			// call the sequential path already handled means the batch fell back.
+			parallel = parallel && rec.Decision != nil && rec.Decision.IsAllow()
+			continue
 		}
 		d := s.decide(b, i)
 		if d.outcome == nil {
-			return rec, rev, false, false, nil
+			parallel = false
+			continue
 		}
 		if err := rec.Probe(d.outcome, s.env.Telemetry.TraceParent(ctx), s.env.Now()); err != nil {
-			return rec, rev, false, false, bus.Permanent(fmt.Errorf("gate: probe call %s: %w", rec.CallID, err))
+			return nil, false, false, bus.Permanent(fmt.Errorf("gate: probe call %s: %w", rec.CallID, err))
 		}
-		next, err := s.putCall(ctx, b, i, rec, rev)
-		switch {
-		case errors.Is(err, errRaced):
+		decidedNow[i] = true
+		parallel = parallel && d.outcome.IsAllow()
+	}
+	for i := range n {
+		enter := parallel && recs[i].Phase.Kind == contracts.PhaseRequested
+		if !enter && !decidedNow[i] {
 			continue
-		case err != nil:
-			return rec, rev, false, false, err
 		}
-		s.env.Telemetry.GateDecision(rec.Decision.AuditLabel())
-		return rec, next, true, rec.Decision.IsAllow(), nil
-	}
-	return rec, rev, false, false, fmt.Errorf("gate: probe call %s: %d concurrent writers in a row", b.Submission.Calls[i].CallID, maxCASAttempts)
-}
-
-// enterParallel applies the recorded Allow of Requested call i (Executing{1}, or the
-// execution error when its pinned policy no longer fits) by compare-and-swap, re-reading on
-// a lost race. It returns the committed record.
-func (s *Service) enterParallel(ctx context.Context, b *contracts.BatchRecord, i int, rec contracts.CallRecord, rev uint64) (contracts.CallRecord, error) {
-	for range maxCASAttempts {
-		if rec.Phase.Kind != contracts.PhaseRequested {
-			return rec, nil
+		if enter {
+			if err := s.applyDecision(b, i, &recs[i], decision{outcome: recs[i].Decision}); err != nil {
+				return nil, false, wrote, bus.Permanent(err)
+			}
 		}
-		if err := s.applyDecision(b, i, &rec, decision{outcome: rec.Decision}); err != nil {
-			return rec, bus.Permanent(err)
+		if _, err := s.putCall(ctx, b, i, recs[i], revs[i]); err != nil {
+			return nil, false, wrote, err
 		}
-		_, err := s.putCall(ctx, b, i, rec, rev)
-		if err == nil {
-			return rec, nil
-		}
-		if !errors.Is(err, errRaced) {
-			return rec, err
-		}
-		if rec, rev, err = s.loadCall(ctx, b, i); err != nil {
-			return rec, err
+		wrote = true
+		if decidedNow[i] {
+			// Counted once: only the delivery whose write recorded the decision gets here.
+			s.env.Telemetry.GateDecision(recs[i].Decision.AuditLabel())
 		}
 	}
-	return rec, fmt.Errorf("gate: dispatch call %s: %d concurrent writers in a row", b.Submission.Calls[i].CallID, maxCASAttempts)
+	return recs, parallel, wrote, nil
 }

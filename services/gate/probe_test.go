@@ -9,7 +9,7 @@ import (
 
 // TestProbeAllAllowDispatchesEveryCallInParallel: a parallel-delegation batch whose every
 // call is allowed enters all of them at once, each request marked Parallel, each call
-// audited once.
+// audited once, and each record written once (decision and entry together).
 func TestProbeAllAllowDispatchesEveryCallInParallel(t *testing.T) {
 	h := newHarness(t)
 	b := h.store(h.submission(1,
@@ -19,12 +19,26 @@ func TestProbeAllAllowDispatchesEveryCallInParallel(t *testing.T) {
 	if !b.Parallel {
 		t.Fatal("batch should qualify for the parallel branch")
 	}
+	writesBefore := h.callWrites()
 	h.probe(b)
 	for i := range 3 {
 		h.waitCall(b, i, "executing", isPhase(contracts.PhaseExecuting))
 	}
 	h.probe(b) // a redelivered probe only re-publishes
 	h.quiet()
+	if n := h.callWrites() - writesBefore; n != 3 {
+		t.Errorf("%d call record writes, want 3 (one per call)", n)
+	}
+	for i := range 3 {
+		rec := h.mustCall(b, i)
+		var stages []string
+		for _, m := range rec.Timeline {
+			stages = append(stages, m.Stage)
+		}
+		if !equalStrings(stages, []string{contracts.StageProbed, contracts.StageExecuting}) || rec.Decision == nil || !rec.Decision.IsAllow() {
+			t.Errorf("call %d: timeline %v decision %+v, want probed, executing with Allow", i, stages, rec.Decision)
+		}
+	}
 
 	execs := h.execRequests()
 	if len(execs) != 3 {
@@ -111,4 +125,18 @@ func TestProbeFallsBackToSequentialReusingRecordedDecisions(t *testing.T) {
 		}
 	}
 	natstest.WaitFor(t, waitLong, func() bool { return len(h.execRequests()) == 2 }, "call_2's executor request")
+}
+
+// callWrites is how many writes the calls bucket ever stored (its stream's last sequence).
+func (h *harness) callWrites() uint64 {
+	h.t.Helper()
+	st, err := h.js.Stream(h.ctx, "KV_"+h.env.Names.CallsBucket())
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	info, err := st.Info(h.ctx)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return info.State.LastSeq
 }

@@ -20,14 +20,14 @@ import (
 // hopsDoc documents what the floor relay does, counted from the pipeline's code (see
 // services/gate/request.go, internal/execcore/core.go and counter.go, services/batcher,
 // services/publisher/handle.go, internal/state/store.go).
-const hopsDoc = "per call on the sequential path, 3 deliveries and 11 round trips: " +
+const hopsDoc = "per call on the sequential path, 3 deliveries and 10 round trips: " +
 	"gate [consume gate request; KV create call (decision+Executing); 2 async publishes audit+tool_call fact (1 round trip); publish exec request; double ack] " +
-	"exec [consume exec request; KV get + KV CAS update (entered); KV CAS update (completed); publish call output; double ack] " +
+	"exec [consume exec request; KV get; KV CAS update (completed: echo is replay_safe, so no entered write); publish call output; double ack] " +
 	"batcher [consume output; publish next gate request; double ack]. " +
-	"Per batch: submit [client publish; consume; KV create batch; publish first gate request; double ack], " +
-	"publisher per output [consume; double ack], for the last output also [KV get batch; one batch get of the call records; KV get + CAS finalized; atomic batch publish of n results + finalized; n async fact publishes; KV get + CAS published], " +
+	"Per batch: submit [client publish; consume; KV get + CAS run record (claim); KV create batch; publish first gate request; double ack], " +
+	"publisher per output [consume; double ack], for the last output also [KV get batch; one batch get of the call records; KV get + CAS finalized; KV get + CAS run record (settle); atomic batch publish of n results + finalized; n async fact publishes; KV get + CAS published], " +
 	"client [core subscription on the subject where the results stream republishes what it stored]. " +
-	"(Before the optimisation of issue 8: 16 round trips per call — a KV get before the gate's create and a body-run ledger write per call — a KV get of the batch per output, a KV watch to list the call records, and a client that created an ordered consumer per batch.)"
+	"(Before issue 17's cuts: an entered write per call before the tool ran, 11 round trips per call. Before the optimisation of issue 8: 16 round trips per call — a KV get before the gate's create and a body-run ledger write per call — a KV get of the batch per output, a KV watch to list the call records, and a client that created an ordered consumer per batch.)"
 
 const floorWorkers = 8
 
@@ -40,6 +40,7 @@ type floor struct {
 	js      jetstream.JetStream
 	calls   jetstream.KeyValue
 	batches jetstream.KeyValue
+	runs    jetstream.KeyValue
 	conns   []*nats.Conn
 	quit    context.Context
 	cancel  context.CancelFunc
@@ -86,7 +87,9 @@ func newFloor(ctx context.Context, lvl level) (*floor, error) {
 		return js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: name, History: 1, Storage: jetstream.FileStorage, Replicas: 1})
 	}
 	if f.calls, err = kv("FLOOR_CALLS"); err == nil {
-		f.batches, err = kv("FLOOR_BATCHES")
+		if f.batches, err = kv("FLOOR_BATCHES"); err == nil {
+			f.runs, err = kv("FLOOR_RUNS")
+		}
 	}
 	if err != nil {
 		f.close()
@@ -112,7 +115,7 @@ func newFloor(ctx context.Context, lvl level) (*floor, error) {
 		for _, b := range []struct {
 			dst  *jetstream.KeyValue
 			name string
-		}{{&env.calls, "FLOOR_CALLS"}, {&env.batches, "FLOOR_BATCHES"}} {
+		}{{&env.calls, "FLOOR_CALLS"}, {&env.batches, "FLOOR_BATCHES"}, {&env.runs, "FLOOR_RUNS"}} {
 			if *b.dst, err = sjs.KeyValue(ctx, b.name); err != nil {
 				f.close()
 				return nil, err
@@ -212,8 +215,23 @@ func parseFloor(s string) (fmsg, error) {
 }
 
 type stageEnv struct {
-	js             jetstream.JetStream
-	calls, batches jetstream.KeyValue
+	js                   jetstream.JetStream
+	calls, batches, runs jetstream.KeyValue
+}
+
+// casRun rewrites the run record of m by compare-and-swap (creating it on the run's first
+// batch), as the batcher's claim and the publisher's settle do.
+func (e *stageEnv) casRun(ctx context.Context, m fmsg, value string) error {
+	cur, err := e.runs.Get(ctx, m.run)
+	switch {
+	case errors.Is(err, jetstream.ErrKeyNotFound):
+		_, err = e.runs.Create(ctx, m.run, []byte(value))
+		return ignoreExists(err)
+	case err != nil:
+		return err
+	}
+	_, err = e.runs.Update(ctx, m.run, []byte(value), cur.Revision())
+	return err
 }
 
 func (e *stageEnv) publish(ctx context.Context, subj, id, data string) error {
@@ -256,6 +274,9 @@ func ignoreExists(err error) error {
 }
 
 func stageSubmit(ctx context.Context, e *stageEnv, m fmsg) error {
+	if err := e.casRun(ctx, m, m.batch()); err != nil {
+		return err
+	}
 	if _, err := e.batches.Create(ctx, m.batch(), []byte(m.String())); ignoreExists(err) != nil {
 		return err
 	}
@@ -281,12 +302,8 @@ func stageExec(ctx context.Context, e *stageEnv, m fmsg) error {
 	if err != nil {
 		return err
 	}
-	rev, err := e.calls.Update(ctx, key, []byte("entered"), cur.Revision())
-	if err != nil {
-		return err
-	}
 	out := fmt.Sprintf("x%d", m.index) // the echo "tool"
-	if _, err := e.calls.Update(ctx, key, []byte(out), rev); err != nil {
+	if _, err := e.calls.Update(ctx, key, []byte(out), cur.Revision()); err != nil {
 		return err
 	}
 	return e.publish(ctx, "floor.work.out", key+":output", m.String())
@@ -331,6 +348,9 @@ func stagePublisher(ctx context.Context, e *stageEnv, m fmsg) error {
 		return err
 	}
 	if err := cas(); err != nil {
+		return err
+	}
+	if err := e.casRun(ctx, m, "idle"); err != nil {
 		return err
 	}
 	subj := "floor.results." + m.run

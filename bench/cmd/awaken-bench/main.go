@@ -112,6 +112,7 @@ type settings struct {
 	Config     string        `json:"config"`
 	CPUProfile string        `json:"-"`
 	MemProfile string        `json:"-"`
+	WritesOnly bool          `json:"-"`
 }
 
 // stats are latency percentiles in milliseconds.
@@ -170,6 +171,7 @@ func main() {
 	flag.StringVar(&s.Config, "config", "../examples/awaken.yaml", "awaken host configuration")
 	flag.StringVar(&s.CPUProfile, "cpuprofile", "", "pipeline row: CPU profile of the throughput phase")
 	flag.StringVar(&s.MemProfile, "memprofile", "", "pipeline row: allocation profile after the throughput phase")
+	flag.BoolVar(&s.WritesOnly, "writes-only", false, "with -row: only count the writes per call (no latency, throughput or large batches)")
 	flag.Parse()
 	s.DurationS = s.Duration.Seconds()
 	s.BatchCalls = throughputCalls
@@ -404,6 +406,14 @@ func measureRow(row string, s settings) (res result) {
 		return res
 	}
 	defer t.close()
+	if s.WritesOnly {
+		if sr, ok := t.(serverRow); ok {
+			if err := measureWrites(ctx, t, sr, &res); err != nil {
+				res.Error = err.Error()
+			}
+		}
+		return res
+	}
 	if err := measure(ctx, t, s, &res, spec.kind); err != nil {
 		res.Error = err.Error()
 		return res

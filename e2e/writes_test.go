@@ -1,0 +1,159 @@
+package e2e_test
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+
+	"github.com/awaken-dev/awaken/internal/natstest"
+	"github.com/awaken-dev/awaken/pkg/contracts"
+)
+
+// TestWritesPerCall pins the durable writes (messages stored, per stream, read from the
+// server's own counters) of a 1-call sequential batch and of a 10-call parallel batch:
+// the hop list of docs/architecture.md ("Writes per call"). A write added to or removed
+// from the path fails it; update the table, the document and the benchmark's floor
+// (bench/cmd/awaken-bench/floor.go) together.
+func TestWritesPerCall(t *testing.T) {
+	// The body-run ledger (a test instrument, off by default) would add a counter write
+	// per call.
+	cfg := exampleConfig(t)
+	cfg.Executors.BodyLedger = false
+	h := newHarness(t, withConfig(cfg))
+	// Warm up: the first batch creates nothing extra, but let every consumer be bound.
+	h.mustRun(batch("writes-warm", 1, []string{"echo"}, call("c0", "echo", map[string]any{"text": "x"})))
+	h.waitQuiet("writes-warm", 1)
+
+	for _, tc := range []struct {
+		name  string
+		sub   contracts.BatchSubmission
+		total uint64
+		want  map[string]uint64
+	}{
+		{
+			name: "sequential 1-call echo",
+			sub:  batch("writes-seq", 1, []string{"echo"}, call("c0", "echo", map[string]any{"text": "x"})),
+			// submission; work: gate request, executor request, output announcement;
+			// calls: gate create (Executing), executor Completed (echo is replay_safe: no
+			// Entered write); batches: create, finalized, published; runs: claim, settle;
+			// audit; facts: tool_call, tool_result; results: 1 + finalized.
+			total: 16,
+			want: map[string]uint64{"AWAKEN_SUBMISSIONS": 1, "AWAKEN_WORK": 3, "KV_AWAKEN_calls": 2,
+				"KV_AWAKEN_batches": 3, "KV_AWAKEN_runs": 2, "AWAKEN_AUDIT": 1, "AWAKEN_EVENTS": 2, "AWAKEN_RESULTS": 2},
+		},
+		{
+			name: "sequential 10-call echo",
+			sub:  batch("writes-seq10", 1, []string{"echo"}, calls("echo", 10)...),
+			// per call as above, with one work message more per call but the last (the
+			// batcher's next gate request) in place of the submission's first one, and one
+			// result each; per batch: submission, batch create, finalized, published, run
+			// claim and settle, the finalized event.
+			total: 10*9 + 7,
+			want: map[string]uint64{"AWAKEN_SUBMISSIONS": 1, "AWAKEN_WORK": 30, "KV_AWAKEN_calls": 20,
+				"KV_AWAKEN_batches": 3, "KV_AWAKEN_runs": 2, "AWAKEN_AUDIT": 10, "AWAKEN_EVENTS": 20, "AWAKEN_RESULTS": 11},
+		},
+		{
+			name: "parallel 10-call delegate",
+			sub:  batch("writes-par", 1, []string{"delegate"}, calls("delegate", 10)...),
+			// per call: executor request, output; call create (decision and Executing in
+			// one write), entered (delegate is durable_request), Completed; audit; tool_call, tool_result; result. Per
+			// batch: submission, the probe's gate request, batch create, finalized,
+			// published, run claim and settle, the finalized event.
+			total: 10*9 + 8,
+			want: map[string]uint64{"AWAKEN_SUBMISSIONS": 1, "AWAKEN_WORK": 21, "KV_AWAKEN_calls": 30,
+				"KV_AWAKEN_batches": 3, "KV_AWAKEN_runs": 2, "AWAKEN_AUDIT": 10, "AWAKEN_EVENTS": 20, "AWAKEN_RESULTS": 11},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := storedPerStream(t, h.srv.Server())
+			h.mustRun(tc.sub)
+			h.waitQuiet(tc.sub.RunID, tc.sub.Step)
+			after := storedPerStream(t, h.srv.Server())
+			got, total := map[string]uint64{}, uint64(0)
+			for name, v := range after {
+				if d := v - before[name]; d > 0 {
+					got[name] = d
+					total += d
+				}
+			}
+			t.Logf("%s: %d stored messages (%.1f per call): %s", tc.name, total,
+				float64(total)/float64(len(tc.sub.Calls)), formatCounts(got))
+			if total != tc.total || !maps.Equal(got, tc.want) {
+				t.Errorf("stored messages: got %d %s, want %d %s", total, formatCounts(got), tc.total, formatCounts(tc.want))
+			}
+		})
+	}
+}
+
+// calls returns n calls of tool (echo or delegate) with valid arguments.
+func calls(tool string, n int) []contracts.ToolCall {
+	var cs []contracts.ToolCall
+	for i := range n {
+		cs = append(cs, call(fmt.Sprintf("c%d", i), tool, map[string]any{"text": "x", "task": "x", "ms": 1}))
+	}
+	return cs
+}
+
+// waitQuiet waits until the batch is marked published (the pipeline's last write for it)
+// and every durable consumer has delivered and settled everything.
+func (h *harness) waitQuiet(run string, step int64) {
+	h.tb.Helper()
+	ctx := ctxFor(h.tb, 30*time.Second)
+	_, js := h.srv.Conn(h.tb)
+	kv, err := js.KeyValue(ctx, "AWAKEN_batches")
+	if err != nil {
+		h.tb.Fatal(err)
+	}
+	natstest.WaitFor(h.tb, 30*time.Second, func() bool {
+		e, err := kv.Get(ctx, contracts.BatchKey(run, step))
+		if err != nil || !strings.Contains(string(e.Value()), `"phase":"published"`) {
+			return false
+		}
+		info, err := h.srv.Server().Jsz(&server.JSzOptions{Accounts: true, Streams: true, Consumer: true})
+		if err != nil {
+			return false
+		}
+		for _, a := range info.AccountDetails {
+			for _, s := range a.Streams {
+				for _, c := range s.Consumer {
+					if c.Config == nil || c.Config.Durable == "" {
+						continue
+					}
+					if c.NumPending > 0 || c.NumAckPending > 0 {
+						return false
+					}
+				}
+			}
+		}
+		return true
+	}, "batch "+contracts.BatchID(run, step)+" published and every consumer settled")
+}
+
+// storedPerStream reads the messages ever stored per stream (its last sequence).
+func storedPerStream(tb testing.TB, srv *server.Server) map[string]uint64 {
+	tb.Helper()
+	info, err := srv.Jsz(&server.JSzOptions{Accounts: true, Streams: true})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	out := map[string]uint64{}
+	for _, a := range info.AccountDetails {
+		for _, s := range a.Streams {
+			out[s.Name] += s.State.LastSeq
+		}
+	}
+	return out
+}
+
+func formatCounts(m map[string]uint64) string {
+	var b strings.Builder
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		fmt.Fprintf(&b, "%s=%d ", k, m[k])
+	}
+	return "[" + strings.TrimSpace(b.String()) + "]"
+}
