@@ -300,7 +300,9 @@ func (x *Executor) Handle(ctx context.Context, d bus.Delivery) error {
 	}
 	log.Debug().Uint16("attempt", attempt).Msg("executor entered")
 	runCtx, untrack := x.cancels.track(ctx, req.RunID)
+	runCtx, endProgress := x.withProgress(runCtx, inv)
 	out, err := x.run(runCtx, inv)
+	endProgress()
 	stopped := ctx.Err() == nil && errors.Is(context.Cause(runCtx), errRunCancelled)
 	untrack()
 	if stopped {

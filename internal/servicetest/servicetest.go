@@ -383,3 +383,58 @@ func (w logWriter) Write(p []byte) (int, error) {
 	}
 	return len(p), nil
 }
+
+// ProgressEvents reads the io.awaken.tool.progress.v1 events stored on the events subject
+// of runID, in stream order, and how many other events that subject holds.
+func ProgressEvents(t testing.TB, js jetstream.JetStream, names contracts.Names, runID string) (progress []contracts.ToolProgress, others int) {
+	t.Helper()
+	ctx := Context(t, WaitTimeout)
+	s, err := js.Stream(ctx, names.EventsStream())
+	if err != nil {
+		t.Fatalf("events stream: %v", err)
+	}
+	for seq := uint64(1); ; {
+		m, err := s.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(names.EventsSubject(runID)))
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			return progress, others
+		}
+		if err != nil {
+			t.Fatalf("read events of %s: %v", runID, err)
+		}
+		seq = m.Sequence + 1
+		ev, err := bus.DecodeMsg(m.Header, m.Data)
+		if err != nil {
+			t.Fatalf("decode event %d: %v", m.Sequence, err)
+		}
+		if ev.Type != contracts.TypeToolProgress {
+			others++
+			continue
+		}
+		progress = append(progress, Decode[contracts.ToolProgress](t, ev))
+	}
+}
+
+// CheckProgress asserts that events are the throttled reports of one call that reported
+// steps times, "step i of steps" for progress i, over at most elapsed: fewer events than
+// reports, no more than one per interval (plus the first and the last), increasing, and
+// the last report among them.
+func CheckProgress(t testing.TB, events []contracts.ToolProgress, callID string, steps int, elapsed, interval time.Duration) {
+	t.Helper()
+	if len(events) == 0 {
+		t.Fatalf("no progress event of %s", callID)
+	}
+	if limit := int(elapsed/interval) + 2; len(events) >= steps || len(events) > limit {
+		t.Errorf("%d progress events for %d reports in %s, want fewer than the reports and at most %d", len(events), steps, elapsed, limit)
+	}
+	for i, p := range events {
+		if p.CallID != callID || p.Total != float64(steps) || p.Message != fmt.Sprintf("step %v of %d", p.Progress, steps) {
+			t.Errorf("progress event %d: %+v", i, p)
+		}
+		if i > 0 && p.Progress <= events[i-1].Progress {
+			t.Errorf("progress went from %v to %v", events[i-1].Progress, p.Progress)
+		}
+	}
+	if last := events[len(events)-1]; last.Progress != float64(steps) {
+		t.Errorf("the last report (%d of %d) was not published: last event %+v", steps, steps, last)
+	}
+}
