@@ -6,8 +6,8 @@ import (
 
 	"github.com/awaken-dev/awaken/internal/execcore/exectest"
 	"github.com/awaken-dev/awaken/internal/sandbox"
-	sandboxexec "github.com/awaken-dev/awaken/services/sandbox-exec"
 	"github.com/awaken-dev/awaken/pkg/contracts"
+	sandboxexec "github.com/awaken-dev/awaken/services/sandbox-exec"
 )
 
 // TestLargeSandboxOutputGoesByReference: a module's stdout over the inline limit (1 MiB
