@@ -289,22 +289,29 @@ func (k *Kit) DeadLetters(consumer string) []Stored {
 
 func (k *Kit) read(stream, subject string, strict bool) []Stored {
 	k.T.Helper()
-	s, err := k.JS.Stream(k.Ctx, stream)
+	return readStored(k.T, k.Ctx, k.JS, stream, subject, strict)
+}
+
+// readStored reads every message on subject (exact) of stream, in stream order; strict
+// fails t on a message that is not a CloudEvent.
+func readStored(t testing.TB, ctx context.Context, js jetstream.JetStream, stream, subject string, strict bool) []Stored {
+	t.Helper()
+	s, err := js.Stream(ctx, stream)
 	if err != nil {
-		k.T.Fatalf("stream %s: %v", stream, err)
+		t.Fatalf("stream %s: %v", stream, err)
 	}
 	var out []Stored
 	for seq := uint64(1); ; {
-		m, err := s.GetMsg(k.Ctx, seq, jetstream.WithGetMsgSubject(subject))
+		m, err := s.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subject))
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
 			return out
 		}
 		if err != nil {
-			k.T.Fatalf("read %s from %d: %v", subject, seq, err)
+			t.Fatalf("read %s from %d: %v", subject, seq, err)
 		}
 		ev, err := bus.DecodeMsg(m.Header, m.Data)
 		if err != nil && strict {
-			k.T.Fatalf("decode message %d on %s: %v", m.Sequence, subject, err)
+			t.Fatalf("decode message %d on %s: %v", m.Sequence, subject, err)
 		}
 		out = append(out, Stored{Seq: m.Sequence, Header: m.Header, Event: ev})
 		seq = m.Sequence + 1
@@ -388,30 +395,14 @@ func (w logWriter) Write(p []byte) (int, error) {
 // of runID, in stream order, and how many other events that subject holds.
 func ProgressEvents(t testing.TB, js jetstream.JetStream, names contracts.Names, runID string) (progress []contracts.ToolProgress, others int) {
 	t.Helper()
-	ctx := Context(t, WaitTimeout)
-	s, err := js.Stream(ctx, names.EventsStream())
-	if err != nil {
-		t.Fatalf("events stream: %v", err)
-	}
-	for seq := uint64(1); ; {
-		m, err := s.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(names.EventsSubject(runID)))
-		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			return progress, others
-		}
-		if err != nil {
-			t.Fatalf("read events of %s: %v", runID, err)
-		}
-		seq = m.Sequence + 1
-		ev, err := bus.DecodeMsg(m.Header, m.Data)
-		if err != nil {
-			t.Fatalf("decode event %d: %v", m.Sequence, err)
-		}
-		if ev.Type != contracts.TypeToolProgress {
+	for _, m := range readStored(t, Context(t, WaitTimeout), js, names.EventsStream(), names.EventsSubject(runID), true) {
+		if m.Event.Type != contracts.TypeToolProgress {
 			others++
 			continue
 		}
-		progress = append(progress, Decode[contracts.ToolProgress](t, ev))
+		progress = append(progress, Decode[contracts.ToolProgress](t, m.Event))
 	}
+	return progress, others
 }
 
 // CheckProgress asserts that events are the throttled reports of one call that reported
