@@ -245,7 +245,8 @@ func TestBrowserConsoleSignIn(t *testing.T) {
 
 // TestBrowserConsoleShowsProgress: while the progress tool runs, the expanded batch shows
 // the call's live progress (a bar and "n/total step n of total"), fed by the progress
-// events of the console's event stream; once the call completes the progress is gone.
+// events of the console's event stream; once the call has ended (its run is cancelled, so
+// the test does not wait for the slow tool) the progress is gone.
 func TestBrowserConsoleShowsProgress(t *testing.T) {
 	br := newBrowser(t)
 	h := newHarnessConfig(t, "tools:\n  - id: progress\npolicy: {default_behavior: allow}\n", api.Options{},
@@ -255,7 +256,7 @@ func TestBrowserConsoleShowsProgress(t *testing.T) {
 	sub := contracts.BatchSubmission{
 		RunID: "run-progress", ThreadID: "thread-progress", Step: 1,
 		Agent: contracts.AgentSnapshot{SnapshotID: "snap-1", Tools: []string{"progress"}},
-		Calls: []contracts.ToolCall{call("c1", "progress", map[string]int{"steps": 80, "ms": 100})},
+		Calls: []contracts.ToolCall{call("c1", "progress", map[string]int{"steps": 600, "ms": 100})},
 	}
 	if _, err := h.client.Submit(ctxFor(t, waitLong), sub); err != nil {
 		t.Fatal(err)
@@ -266,10 +267,13 @@ func TestBrowserConsoleShowsProgress(t *testing.T) {
 		chromedp.WaitVisible(batchSel(batchID, `.progress[data-call="c1"] progress`)),
 	)
 	shown := run(t, br, "read the progress", chromedp.Text(batchSel(batchID, `.progress[data-call="c1"]`)))
-	if !regexp.MustCompile(`^\s*\d+/80 step \d+ of 80$`).MatchString(shown) {
+	if !regexp.MustCompile(`^\s*\d+/600 step \d+ of 600$`).MatchString(shown) {
 		t.Errorf("progress shown as %q", shown)
 	}
 	br.screenshot(t, "console-progress.png")
+	if err := h.client.Cancel(ctxFor(t, waitLong), "run-progress", "seen enough"); err != nil {
+		t.Fatal(err)
+	}
 	br.do(t, "wait for the result",
 		chromedp.WaitVisible(batchSel(batchID, ".badge.published")),
 		chromedp.WaitNotPresent(batchSel(batchID, ".progress")),
