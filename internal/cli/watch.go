@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -149,7 +150,7 @@ func callLine(e jetstream.KeyValueEntry) (line, callID string, terminal bool) {
 	case rec.Phase.Kind == contracts.PhaseIndeterminate:
 		line += ": " + rec.Phase.Reason
 	case rec.Phase.Output != nil:
-		text := rec.Phase.Output.Text()
+		text := cmp.Or(rec.Phase.Output.Text(), rec.Phase.Output.LinkText())
 		if len(text) > 120 {
 			text = text[:120] + "…"
 		}

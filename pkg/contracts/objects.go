@@ -95,3 +95,16 @@ type ToolProgress struct {
 	Total    float64 `json:"total,omitempty"`
 	Message  string  `json:"message,omitempty"`
 }
+
+// LinkText is the plain-text view of the resource_link blocks of o, "{uri} ({size}
+// bytes)" each, joined by "\n": what a human view shows for an output stored by reference,
+// whose [ToolOutput.Text] is empty.
+func (o ToolOutput) LinkText() string {
+	var parts []string
+	for _, b := range o.Content {
+		if b.Type == BlockResourceLink {
+			parts = append(parts, fmt.Sprintf("%s (%d bytes)", b.URI, b.Size))
+		}
+	}
+	return strings.Join(parts, "\n")
+}
