@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -209,6 +210,48 @@ func TestSecure_pipelineNeedsNoMorePermission(t *testing.T) {
 			}
 			defer sub.Unsubscribe()
 			return js.Conn().Flush()
+		}}, struct {
+			name string
+			user string
+			do   func(js jetstream.JetStream) error
+		}{user + " stores a large output", user, func(js jetstream.JetStream) error {
+			st, err := js.ObjectStore(ctx, names.ObjectsBucket())
+			if err != nil {
+				return err
+			}
+			name := contracts.ObjectName(contracts.OperationID("secure-"+user, 1, "c1"), "0123456789abcdef")
+			if _, err := st.GetInfo(ctx, name); err != nil && !errors.Is(err, jetstream.ErrObjectNotFound) {
+				return err
+			}
+			_, err = st.PutBytes(ctx, name, []byte(strings.Repeat("large ", 50_000)))
+			return err
+		}}, struct {
+			name string
+			user string
+			do   func(js jetstream.JetStream) error
+		}{user + " publishes tool progress", user, func(js jetstream.JetStream) error {
+			if err := js.Conn().Publish(names.EventsSubject("secure-"+user), []byte("{}")); err != nil {
+				return err
+			}
+			return js.Conn().Flush()
+		}})
+	}
+	for _, user := range []string{"api", "platform"} {
+		rare = append(rare, struct {
+			name string
+			user string
+			do   func(js jetstream.JetStream) error
+		}{user + " reads a stored output", user, func(js jetstream.JetStream) error {
+			c, err := client.New(js.Conn())
+			if err != nil {
+				return err
+			}
+			name := contracts.ObjectName(contracts.OperationID("secure-brain-exec", 1, "c1"), "0123456789abcdef")
+			data, _, err := c.Object(ctx, name)
+			if err == nil && len(data) != 300_000 {
+				err = fmt.Errorf("read %d bytes, want 300000", len(data))
+			}
+			return err
 		}})
 	}
 	for _, durable := range []struct{ user, stream, name string }{

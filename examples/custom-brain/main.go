@@ -27,8 +27,13 @@ type ShoutArgs struct {
 	Text string `json:"text" desc:"The text to shout."`
 }
 
-// shout is the tool body: pure, so replaying it after a crash is safe.
-func shout(_ context.Context, a ShoutArgs) (string, error) { return strings.ToUpper(a.Text) + "!", nil }
+// shout is the tool body: pure, so replaying it after a crash is safe. A long tool reports
+// how far it is with executor.ReportProgress; the platform sees the reports, throttled, as
+// io.awaken.tool.progress.v1 events on the run's events subject (never in the result).
+func shout(ctx context.Context, a ShoutArgs) (string, error) {
+	executor.ReportProgress(ctx, 1, 1, "shouting")
+	return strings.ToUpper(a.Text) + "!", nil
+}
 
 func main() {
 	natsURL := flag.String("nats-url", "nats://127.0.0.1:4222", "NATS server URL")

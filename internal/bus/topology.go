@@ -174,6 +174,25 @@ func BucketConfigs(names contracts.Names, cfg TopologyConfig) []jetstream.KeyVal
 	}
 }
 
+// ObjectStoreConfig returns the configuration of the objects bucket, where the executors
+// store outputs too large to carry inline. Its objects expire with the results stream's
+// max age: a result links to its object for as long as the stream keeps the result, and
+// no longer (the object store's TTL is the results stream's MaxAge, so both age out
+// together; a link read after that answers not found).
+func ObjectStoreConfig(names contracts.Names, cfg TopologyConfig) jetstream.ObjectStoreConfig {
+	replicas := cfg.Replicas
+	if replicas <= 0 {
+		replicas = 1
+	}
+	return jetstream.ObjectStoreConfig{
+		Bucket:      names.ObjectsBucket(),
+		Description: "tool outputs too large to carry inline, named by operation id and digest",
+		TTL:         age(cfg.ResultsMaxAge, DefaultResultsMaxAge),
+		Storage:     cfg.Storage,
+		Replicas:    replicas,
+	}
+}
+
 // EnsureTopology creates every stream and bucket of names, or updates them to cfg. It is
 // idempotent and safe to run concurrently from every service at start-up: creating a
 // stream that another process created a moment earlier with the same configuration
@@ -189,6 +208,10 @@ func EnsureTopology(ctx context.Context, js jetstream.JetStream, names contracts
 		if _, err := js.CreateOrUpdateKeyValue(ctx, kc); err != nil {
 			return fmt.Errorf("bus: ensure bucket %s: %w", kc.Bucket, err)
 		}
+	}
+	oc := ObjectStoreConfig(names, cfg)
+	if _, err := js.CreateOrUpdateObjectStore(ctx, oc); err != nil {
+		return fmt.Errorf("bus: ensure object store %s: %w", oc.Bucket, err)
 	}
 	return nil
 }

@@ -53,6 +53,7 @@ Client:
   awaken tickets deny CORRELATION_ID [--reason TEXT]
   awaken runs cancel RUN_ID            seal the open batches of a run
   awaken batch show BATCH_ID [--json]  per-call phase, outcome and timeline of a batch
+  awaken batch watch BATCH_ID          call state changes and tool progress, live, until published
   awaken counter NAME                  read the example counter tool's durable count
   awaken tools ls [--format F]         the tool catalog (F: awaken, openai, mcp) with schemas
 
@@ -310,8 +311,11 @@ func runAPI(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 // runBatch implements `awaken batch show BATCH_ID`: the batch's calls with their phase and
 // outcome, then every committed stage of every call, read from the records.
 func runBatch(ctx context.Context, args []string, stdout io.Writer) error {
+	if len(args) >= 1 && args[0] == "watch" {
+		return runBatchWatch(ctx, args[1:], stdout)
+	}
 	if len(args) < 2 || args[0] != "show" {
-		return &usageError{"usage: awaken batch show BATCH_ID [--json]"}
+		return &usageError{"usage: awaken batch show BATCH_ID [--json] | awaken batch watch BATCH_ID"}
 	}
 	batchID := args[1]
 	fs := newFlags("batch show")

@@ -118,6 +118,11 @@ type Executors struct {
 	// the tests read. It costs one more key-value write on the path of every call, so it
 	// is off unless asked for.
 	BodyLedger bool `yaml:"body_ledger"`
+	// InlineOutputBytes is the largest output (its JSON) carried inline in call records
+	// and results (default and maximum 262144, minimum 1024). A larger one — up to the hard
+	// limit of 64 MiB — is stored in the objects bucket and the result carries a
+	// resource_link to it.
+	InlineOutputBytes int `yaml:"inline_output_bytes"`
 }
 
 // BrainExecutor configures brain-exec.
@@ -261,6 +266,12 @@ func (c *Config) normalize() error {
 	}
 	if e.Sandbox.DefaultMemoryLimitMiB < 0 || e.Sandbox.DefaultMemoryLimitMiB > 4096 {
 		return &FieldError{"executors.sandbox.default_memory_limit_mib", "must be within 1..4096"}
+	}
+	if e.InlineOutputBytes == 0 {
+		e.InlineOutputBytes = contracts.DefaultInlineOutputBytes
+	}
+	if e.InlineOutputBytes < 1024 || e.InlineOutputBytes > contracts.DefaultInlineOutputBytes {
+		return &FieldError{"executors.inline_output_bytes", fmt.Sprintf("must be within 1024..%d", contracts.DefaultInlineOutputBytes)}
 	}
 	if e.Sandbox.DefaultTimeout == 0 {
 		e.Sandbox.DefaultTimeout = contracts.Duration(10 * time.Second)

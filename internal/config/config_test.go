@@ -72,6 +72,8 @@ func TestParse_invalidNamesTheField(t *testing.T) {
 		{"bad replicas", "storage:\n  replicas: 2\n", "storage.replicas"},
 		{"bad prefix", "prefix: 'a b'\n", "prefix"},
 		{"ack wait too short", "consumers: {ack_wait: 10ms}\n", "consumers.ack_wait"},
+		{"inline output limit too small", "executors: {inline_output_bytes: 100}\n", "executors.inline_output_bytes"},
+		{"inline output limit over 256 KiB", "executors: {inline_output_bytes: 262145}\n", "executors.inline_output_bytes"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

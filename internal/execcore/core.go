@@ -19,10 +19,11 @@ import (
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
-// MaxOutputBytes caps the JSON size of one committed output (256 KiB). A larger output is
-// replaced by the execution error "output exceeds 262144 bytes": call records, results and
-// the model's context all carry it, so an unbounded tool must not be able to bloat them.
-const MaxOutputBytes = 256 << 10
+// MaxOutputBytes caps the JSON size of one output (64 MiB, [contracts.MaxOutputBytes]). A
+// larger output is replaced by the execution error "output exceeds 67108864 bytes". An
+// output over the inline limit (executors.inline_output_bytes) is stored by reference
+// (see objects.go), so call records and results stay small.
+const MaxOutputBytes = contracts.MaxOutputBytes
 
 // Reasons of the Indeterminate outcomes decided by the executor. They reach the model as
 // "tool outcome is indeterminate: {reason}".
@@ -164,6 +165,8 @@ type Executor struct {
 	// cancels and cancelSub stop the bodies of a cancelled run's calls in flight.
 	cancels   runCancels
 	cancelSub *nats.Subscription
+	// objects stores outputs too large to carry inline (objects.go).
+	objects objectStore
 }
 
 // New builds an Executor without consuming; [Executor.Handle] can then be driven directly.
@@ -304,7 +307,9 @@ func (x *Executor) Handle(ctx context.Context, d bus.Delivery) error {
 		inv.beginBody = x.opts.Ledger.BodyStarting
 	}
 	log.Debug().Uint16("attempt", attempt).Msg("executor entered")
-	out, err := x.run(runCtx, inv)
+	bodyCtx, endProgress := x.withProgress(runCtx, inv)
+	out, err := x.run(bodyCtx, inv)
+	endProgress()
 	stopped := ctx.Err() == nil && errors.Is(context.Cause(runCtx), errRunCancelled)
 	untrack()
 	if stopped {
@@ -314,6 +319,9 @@ func (x *Executor) Handle(ctx context.Context, d bus.Delivery) error {
 		return err
 	}
 	out = FinishOutput(req.CallID, out)
+	if out, err = x.byReference(ctx, op, out); err != nil {
+		return err
+	}
 
 	rec, owned, err := x.complete(ctx, key, req, d.StreamSeq, attempt, marked, out, rec, rev)
 	if err != nil {

@@ -420,10 +420,8 @@ func TestInvocationOutcomes(t *testing.T) {
 		{"panic becomes an execution error", "tool", func(context.Context, execcore.Invocation) (contracts.ToolOutput, error) {
 			panic("boom")
 		}, "tool execution failed: panic: boom", false, true},
-		{"oversized output", "tool", text(strings.Repeat("x", execcore.MaxOutputBytes)),
-			"tool execution failed: output exceeds 262144 bytes", false, true},
-		{"output just under the cap", "tool", text(strings.Repeat("y", execcore.MaxOutputBytes-100)),
-			strings.Repeat("y", execcore.MaxOutputBytes-100), false, false},
+		{"output just under the inline limit", "tool", text(strings.Repeat("y", contracts.DefaultInlineOutputBytes-100)),
+			strings.Repeat("y", contracts.DefaultInlineOutputBytes-100), false, false},
 		{"plain error", "tool", func(context.Context, execcore.Invocation) (contracts.ToolOutput, error) {
 			return contracts.ToolOutput{}, errors.New("disk on fire")
 		}, "tool execution failed: disk on fire", false, true},

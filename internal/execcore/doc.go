@@ -25,6 +25,11 @@
 //  4. Commit Completed(output) by compare-and-swap — only if this delivery still owns the
 //     attempt — then publish the CallOutput, then return so the bus acknowledges.
 //
+// An output over the inline limit is stored in the objects bucket before step 4, under a
+// name derived from the operation id and its digest, and committed as a resource_link
+// (objects.go); a body's progress reports are published, throttled and best effort, on the
+// run's events subject and never reach the record (progress.go).
+//
 // A crash anywhere leaves the message unacknowledged; its redelivery carries the same stream
 // sequence and lands in step 1 or 2 above, so a never_replay body runs at most once.
 package execcore

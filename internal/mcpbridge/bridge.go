@@ -84,6 +84,8 @@ type Bridge struct {
 	// life is cancelled by Close; every connection attempt and invocation is bound to it.
 	life context.Context
 	stop context.CancelCauseFunc
+	// progress routes servers' notifications/progress to the calls in flight (progress.go).
+	progress progressRoutes
 
 	mu      sync.Mutex
 	started bool

@@ -168,7 +168,8 @@ func (s *server) connect(ctx context.Context) (*session, error) {
 	if err != nil {
 		return nil, err
 	}
-	client := mcp.NewClient(&clientInfo, &mcp.ClientOptions{ToolListChangedHandler: s.onToolListChanged})
+	client := mcp.NewClient(&clientInfo, &mcp.ClientOptions{ToolListChangedHandler: s.onToolListChanged,
+		ProgressNotificationHandler: s.b.progress.deliver})
 	cs, err := client.Connect(ctx, t, nil)
 	if err != nil {
 		return nil, fmt.Errorf("connect: %w", withCause(ctx, err))
@@ -454,7 +455,14 @@ func (s *server) invoke(ctx context.Context, toolID, tool string, args json.RawM
 		if operationID != "" {
 			params.Meta = mcp.Meta{MetaOperationID: operationID}
 		}
+		closeProgress := func() {}
+		if f := progressFrom(ctx); f != nil {
+			var token string
+			token, closeProgress = s.b.progress.open(operationID, f)
+			params.SetProgressToken(token)
+		}
 		res, err := sess.cs.CallTool(withProbe(ctx, p), params)
+		closeProgress()
 		if err == nil {
 			return renderResult(res), nil
 		}

@@ -110,6 +110,7 @@ var goldenSchemas = []struct{ prefix, schema string }{
 	{"wire_tool_descriptor", "tool_descriptor.json"},
 	{"wire_tool_output", "tool_output.json"},
 	{"wire_tool_result_event", "tool_result_event.json"},
+	{"wire_tool_progress", "tool_progress.json"},
 }
 
 // notDocuments are goldens of internal records (KV phases, the stored call and batch records, the gate's

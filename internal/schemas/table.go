@@ -23,6 +23,7 @@ var Documents = []Document{
 	{File: "resume_command.json", Type: typeOf[contracts.ResumeCommand]()},
 	{File: "ticket_resolution.json", Type: typeOf[contracts.TicketResolution]()},
 	{File: "agent_event.json", Type: typeOf[contracts.AgentEvent]()},
+	{File: "tool_progress.json", Type: typeOf[contracts.ToolProgress]()},
 	{File: "audit_record.json", Type: typeOf[contracts.AuditRecord]()},
 	{File: "run_cancel.json", Type: typeOf[contracts.RunCancel]()},
 

@@ -289,22 +289,29 @@ func (k *Kit) DeadLetters(consumer string) []Stored {
 
 func (k *Kit) read(stream, subject string, strict bool) []Stored {
 	k.T.Helper()
-	s, err := k.JS.Stream(k.Ctx, stream)
+	return readStored(k.T, k.Ctx, k.JS, stream, subject, strict)
+}
+
+// readStored reads every message on subject (exact) of stream, in stream order; strict
+// fails t on a message that is not a CloudEvent.
+func readStored(t testing.TB, ctx context.Context, js jetstream.JetStream, stream, subject string, strict bool) []Stored {
+	t.Helper()
+	s, err := js.Stream(ctx, stream)
 	if err != nil {
-		k.T.Fatalf("stream %s: %v", stream, err)
+		t.Fatalf("stream %s: %v", stream, err)
 	}
 	var out []Stored
 	for seq := uint64(1); ; {
-		m, err := s.GetMsg(k.Ctx, seq, jetstream.WithGetMsgSubject(subject))
+		m, err := s.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subject))
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
 			return out
 		}
 		if err != nil {
-			k.T.Fatalf("read %s from %d: %v", subject, seq, err)
+			t.Fatalf("read %s from %d: %v", subject, seq, err)
 		}
 		ev, err := bus.DecodeMsg(m.Header, m.Data)
 		if err != nil && strict {
-			k.T.Fatalf("decode message %d on %s: %v", m.Sequence, subject, err)
+			t.Fatalf("decode message %d on %s: %v", m.Sequence, subject, err)
 		}
 		out = append(out, Stored{Seq: m.Sequence, Header: m.Header, Event: ev})
 		seq = m.Sequence + 1
@@ -382,4 +389,43 @@ func (w logWriter) Write(p []byte) (int, error) {
 		w.tb.Log(strings.TrimSpace(string(p)))
 	}
 	return len(p), nil
+}
+
+// ProgressEvents reads the io.awaken.tool.progress.v1 events stored on the events subject
+// of runID, in stream order, and how many other events that subject holds.
+func ProgressEvents(t testing.TB, js jetstream.JetStream, names contracts.Names, runID string) (progress []contracts.ToolProgress, others int) {
+	t.Helper()
+	for _, m := range readStored(t, Context(t, WaitTimeout), js, names.EventsStream(), names.EventsSubject(runID), true) {
+		if m.Event.Type != contracts.TypeToolProgress {
+			others++
+			continue
+		}
+		progress = append(progress, Decode[contracts.ToolProgress](t, m.Event))
+	}
+	return progress, others
+}
+
+// CheckProgress asserts that events are the throttled reports of one call that reported
+// steps times, "step i of steps" for progress i, over at most elapsed: fewer events than
+// reports, no more than one per interval (plus the first and the last), increasing, and
+// the last report among them.
+func CheckProgress(t testing.TB, events []contracts.ToolProgress, callID string, steps int, elapsed, interval time.Duration) {
+	t.Helper()
+	if len(events) == 0 {
+		t.Fatalf("no progress event of %s", callID)
+	}
+	if limit := int(elapsed/interval) + 2; len(events) >= steps || len(events) > limit {
+		t.Errorf("%d progress events for %d reports in %s, want fewer than the reports and at most %d", len(events), steps, elapsed, limit)
+	}
+	for i, p := range events {
+		if p.CallID != callID || p.Total != float64(steps) || p.Message != fmt.Sprintf("step %v of %d", p.Progress, steps) {
+			t.Errorf("progress event %d: %+v", i, p)
+		}
+		if i > 0 && p.Progress <= events[i-1].Progress {
+			t.Errorf("progress went from %v to %v", events[i-1].Progress, p.Progress)
+		}
+	}
+	if last := events[len(events)-1]; last.Progress != float64(steps) {
+		t.Errorf("the last report (%d of %d) was not published: last event %+v", steps, steps, last)
+	}
 }

@@ -64,7 +64,10 @@ type Client struct {
 	source string
 
 	mu      sync.Mutex
-	results jetstream.Stream // the results stream's handle, once looked up
+	results jetstream.Stream      // the results stream's handle, once looked up
+	objects jetstream.ObjectStore // the objects bucket's handle, once looked up
+	// keepLinks: return resource_link blocks as published (see [KeepLinks]).
+	keepLinks bool
 
 	// dropResult, set by tests only, makes SubmitAndWait's subscription lose the results
 	// it matches, as a plain subscription can.
@@ -208,7 +211,7 @@ func (c *Client) Await(ctx context.Context, runID string, step int64) (*BatchRes
 		return true
 	})
 	if found != nil {
-		return found, nil
+		return found, c.resolveBatch(ctx, found)
 	}
 	return nil, fmt.Errorf("client: awaiting %s: %w", batchID, err)
 }
@@ -243,7 +246,7 @@ func (c *Client) Results(ctx context.Context, runID string, step int64) (*BatchR
 	})
 	switch {
 	case found != nil:
-		return found, nil
+		return found, c.resolveBatch(ctx, found)
 	case errors.Is(err, errReadEnd):
 		return nil, fmt.Errorf("client: results of %s: %w", batchID, ErrNotPublished)
 	default:
@@ -259,7 +262,16 @@ func (c *Client) Results(ctx context.Context, runID string, step int64) (*BatchR
 // handled by passing that batch's Sequence as after: a batch's messages are one atomic
 // publish, so no batch is split across that point.
 func (c *Client) FollowRun(ctx context.Context, runID string, after uint64, yield func(*BatchResult) bool) error {
-	err := c.readResults(ctx, runID, after, 0, yield)
+	var resolveErr error
+	err := c.readResults(ctx, runID, after, 0, func(b *BatchResult) bool {
+		if resolveErr = c.resolveBatch(ctx, b); resolveErr != nil {
+			return false
+		}
+		return yield(b)
+	})
+	if resolveErr != nil {
+		return resolveErr
+	}
 	if errors.Is(err, errYieldStop) {
 		return nil
 	}

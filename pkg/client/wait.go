@@ -211,7 +211,7 @@ func (c *Client) SubmitAndWait(ctx context.Context, sub contracts.BatchSubmissio
 		case <-finalized:
 			finalized = nil
 			if res, ok := watch.whole(); ok {
-				return res, nil
+				return res, c.resolveBatch(ctx, res)
 			}
 			readStream()
 		case <-hedge.C:

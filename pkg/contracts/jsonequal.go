@@ -72,7 +72,8 @@ func batchBlocksEqual(a, b []ContentBlock) bool {
 	}
 	for i := range a {
 		x, y := &a[i], &b[i]
-		if x.Type != y.Type || x.Text != y.Text || x.ID != y.ID || x.Name != y.Name || x.ToolUseID != y.ToolUseID {
+		if x.Type != y.Type || x.Text != y.Text || x.ID != y.ID || x.Name != y.Name || x.ToolUseID != y.ToolUseID ||
+			x.URI != y.URI || x.MimeType != y.MimeType || x.Size != y.Size {
 			return false
 		}
 		if (x.Source == nil) != (y.Source == nil) || (x.Source != nil && *x.Source != *y.Source) {

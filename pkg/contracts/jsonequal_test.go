@@ -52,7 +52,7 @@ func TestOutputEqualityCoversEveryField(t *testing.T) {
 	// one of the compared types so that the helper is updated with it.
 	for typ, n := range map[reflect.Type]int{
 		reflect.TypeFor[ToolOutput]():   4,
-		reflect.TypeFor[ContentBlock](): 8,
+		reflect.TypeFor[ContentBlock](): 11,
 		reflect.TypeFor[ImageSource]():  4,
 		reflect.TypeFor[Command]():      5,
 		reflect.TypeFor[Action]():       2,
@@ -68,6 +68,7 @@ func TestOutputEqualityCoversEveryField(t *testing.T) {
 			{Type: BlockImage, Source: &ImageSource{Type: "url", URL: "u"}},
 			{Type: BlockToolUse, ID: "i", Name: "n", Input: json.RawMessage(`{"a":1}`)},
 			{Type: BlockToolResult, ToolUseID: "i", Content: []ContentBlock{{Type: BlockText, Text: "nested"}}},
+			ResourceLink("o", MimeTypeText, 5),
 		},
 		State: []Command{{Key: "k", Scope: ScopeRun, Merge: MergeDisjoint, RunID: "r", Action: Action{Kind: ActionSet, Value: json.RawMessage(`[1]`)}}},
 	}
@@ -98,6 +99,9 @@ func TestOutputEqualityCoversEveryField(t *testing.T) {
 		"tool use id":   func(o *ToolOutput) { o.Content[3].ToolUseID = "j" },
 		"nested":        func(o *ToolOutput) { o.Content[3].Content[0].Text = "x" },
 		"block count":   func(o *ToolOutput) { o.Content = o.Content[:3] },
+		"link uri":      func(o *ToolOutput) { o.Content[4].URI = "awaken://objects/p" },
+		"link type":     func(o *ToolOutput) { o.Content[4].MimeType = MimeTypeContent },
+		"link size":     func(o *ToolOutput) { o.Content[4].Size = 6 },
 		"state key":     func(o *ToolOutput) { o.State[0].Key = "l" },
 		"state scope":   func(o *ToolOutput) { o.State[0].Scope = ScopeThread },
 		"state merge":   func(o *ToolOutput) { o.State[0].Merge = MergeExclusive },

@@ -161,7 +161,8 @@ func blocksEqual(a, b []ContentBlock) bool {
 // Equal reports whether b and c are the same block, comparing raw input by canonical JSON
 // and nested content recursively.
 func (b ContentBlock) Equal(c ContentBlock) bool {
-	if b.Type != c.Type || b.Text != c.Text || b.ID != c.ID || b.Name != c.Name || b.ToolUseID != c.ToolUseID {
+	if b.Type != c.Type || b.Text != c.Text || b.ID != c.ID || b.Name != c.Name || b.ToolUseID != c.ToolUseID ||
+		b.URI != c.URI || b.MimeType != c.MimeType || b.Size != c.Size {
 		return false
 	}
 	if (b.Source == nil) != (c.Source == nil) || b.Source != nil && *b.Source != *c.Source {
@@ -252,7 +253,8 @@ func (b ContentBlock) Validate() error {
 		for _, f := range []field{
 			{"text", b.Text != ""}, {"source", b.Source != nil}, {"id", b.ID != ""},
 			{"name", b.Name != ""}, {"input", len(b.Input) != 0}, {"tool_use_id", b.ToolUseID != ""},
-			{"content", len(b.Content) != 0},
+			{"content", len(b.Content) != 0}, {"uri", b.URI != ""}, {"mimeType", b.MimeType != ""},
+			{"size", b.Size != 0},
 		} {
 			if f.set && !slices.Contains(allowed, f.name) {
 				return fmt.Errorf("%w: a %s block cannot carry %q", ErrInvalidContent, b.Type, f.name)
@@ -290,6 +292,17 @@ func (b ContentBlock) Validate() error {
 			if err := nested.Validate(); err != nil {
 				return fmt.Errorf("content[%d]: %w", i, err)
 			}
+		}
+		return nil
+	case BlockResourceLink:
+		if err := foreign("uri", "name", "mimeType", "size"); err != nil {
+			return err
+		}
+		if b.URI == "" || b.Name == "" {
+			return fmt.Errorf("%w: a resource_link block needs a uri and a name", ErrInvalidContent)
+		}
+		if b.Size < 0 {
+			return fmt.Errorf("%w: a resource_link size cannot be negative", ErrInvalidContent)
 		}
 		return nil
 	default:

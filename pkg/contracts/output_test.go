@@ -216,6 +216,11 @@ func TestContentBlockValidate(t *testing.T) {
 		{"tool result", ContentBlock{Type: BlockToolResult, ToolUseID: "u", Content: []ContentBlock{{Type: BlockText, Text: "x"}}}, true},
 		{"tool result without id", ContentBlock{Type: BlockToolResult}, false},
 		{"tool result bad nested", ContentBlock{Type: BlockToolResult, ToolUseID: "u", Content: []ContentBlock{{Type: "weird"}}}, false},
+		{"resource link", ResourceLink("tool-batch:r:1:c.0123456789abcdef", MimeTypeText, 300000), true},
+		{"resource link without uri", ContentBlock{Type: BlockResourceLink, Name: "n"}, false},
+		{"resource link with text", ContentBlock{Type: BlockResourceLink, URI: "awaken://objects/n", Name: "n", Text: "x"}, false},
+		{"resource link negative size", ContentBlock{Type: BlockResourceLink, URI: "awaken://objects/n", Name: "n", Size: -1}, false},
+		{"text with a uri", ContentBlock{Type: BlockText, Text: "x", URI: "awaken://objects/n"}, false},
 		{"unknown type", ContentBlock{Type: "thinking"}, false},
 	}
 	for _, tt := range tests {

@@ -19,6 +19,9 @@ const (
 	BlockImage      ContentBlockType = "image"
 	BlockToolUse    ContentBlockType = "tool_use"
 	BlockToolResult ContentBlockType = "tool_result"
+	// BlockResourceLink points at an output too large to carry inline: the executor stored
+	// it in the objects bucket and the block names it (MCP's resource_link content item).
+	BlockResourceLink ContentBlockType = "resource_link"
 )
 
 // ImageSource locates image bytes: {"type":"base64","media_type":..,"data":..} or
@@ -38,13 +41,19 @@ type ContentBlock struct {
 	Text string `json:"text,omitempty"`
 	// Source is set for image blocks.
 	Source *ImageSource `json:"source,omitempty"`
-	// ID, Name and Input are set for tool_use blocks.
+	// ID, Name and Input are set for tool_use blocks. Name is also the object name of a
+	// resource_link block.
 	ID    string          `json:"id,omitempty"`
 	Name  string          `json:"name,omitempty"`
 	Input json.RawMessage `json:"input,omitempty"`
 	// ToolUseID and Content are set for tool_result blocks.
 	ToolUseID string         `json:"tool_use_id,omitempty"`
 	Content   []ContentBlock `json:"content,omitempty"`
+	// URI, Name, MimeType and Size are set for resource_link blocks (field names as MCP
+	// spells them): URI is "awaken://objects/{name}", Size the object's length in bytes.
+	URI      string `json:"uri,omitempty"`
+	MimeType string `json:"mimeType,omitempty"`
+	Size     int64  `json:"size,omitempty"`
 }
 
 // ToolOutput is the result of one call as the model will see it. IsError marks a

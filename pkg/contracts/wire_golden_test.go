@@ -120,6 +120,26 @@ func wireCases(t *testing.T) []wireCase {
 			},
 		},
 		{
+			name: "tool_result_event_resource_link",
+			value: &ToolResultEvent{BatchID: "tool-batch:run-7:3", RunID: "run-7", Index: 2, CallID: "call_3", ToolID: "report", Outcome: OutcomeCompleted,
+				Output: BlocksOutput("call_3", []ContentBlock{ResourceLink(ObjectName("tool-batch:run-7:3:call_3", "9f86d081884c7d65"), MimeTypeText, 1048576)}, false)},
+			fresh: func() any { return new(ToolResultEvent) },
+			keys: map[string][]string{
+				"":                 {"batch_id", "run_id", "index", "call_id", "tool_id", "outcome", "output"},
+				"output":           {"call_id", "content", "is_error"},
+				"output.content.0": {"type", "name", "uri", "mimeType", "size"},
+			},
+		},
+		{
+			name: "tool_progress",
+			value: &ToolProgress{BatchID: "tool-batch:run-7:3", RunID: "run-7", Step: 3, Index: 0, CallID: "call_1", ToolID: "report",
+				Attempt: 1, Seq: 7, Progress: 7, Total: 20, Message: "page 7 of 20"},
+			fresh: func() any { return new(ToolProgress) },
+			keys: map[string][]string{
+				"": {"batch_id", "run_id", "step", "index", "call_id", "tool_id", "attempt", "seq", "progress", "total", "message"},
+			},
+		},
+		{
 			name: "tool_result_event_indeterminate",
 			value: &ToolResultEvent{BatchID: "tool-batch:run-7:3", RunID: "run-7", Index: 1, CallID: "call_2", ToolID: "wc", Outcome: OutcomeIndeterminate,
 				Output: ErrorOutput("call_2", "tool outcome is indeterminate: owner lease expired after the executor was entered")},

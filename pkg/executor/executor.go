@@ -129,6 +129,16 @@ func InvocationFrom(ctx context.Context) (Invocation, bool) {
 // OperationID returns the operation id of the call a tool body runs for.
 func OperationID(ctx context.Context) string { return brainexec.OperationID(ctx) }
 
+// ReportProgress tells the platform how far a long tool body is: progress increases with
+// every report, total is its end when known (0 when not), message says what is happening.
+// The executor publishes the reports as io.awaken.tool.progress.v1 events on the run's
+// events subject, at most one per 250 ms per call and always the last one; the console and
+// `awaken batch watch` show them. Progress is never part of the call's result, a report may
+// be dropped, and the call never blocks. Outside a tool body it does nothing.
+func ReportProgress(ctx context.Context, progress, total float64, message string) {
+	brainexec.ReportProgress(ctx, progress, total, message)
+}
+
 // Options says how the executor connects and what it serves besides your tools.
 type Options struct {
 	// URL of the NATS server (comma-separated for a cluster); tls:// URLs use TLS.

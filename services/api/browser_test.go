@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -14,6 +15,8 @@ import (
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 
+	"github.com/awaken-dev/awaken/internal/app"
+	"github.com/awaken-dev/awaken/pkg/contracts"
 	"github.com/awaken-dev/awaken/services/api"
 )
 
@@ -238,4 +241,44 @@ func TestBrowserConsoleSignIn(t *testing.T) {
 	// The probe and the wrong token are answered 401, which the browser logs as failed
 	// requests; nothing else may appear.
 	br.check(t, func(p string) bool { return strings.Contains(p, "401") })
+}
+
+// TestBrowserConsoleShowsProgress: while the progress tool runs, the expanded batch shows
+// the call's live progress (a bar and "n/total step n of total"), fed by the progress
+// events of the console's event stream; once the call has ended (its run is cancelled, so
+// the test does not wait for the slow tool) the progress is gone.
+func TestBrowserConsoleShowsProgress(t *testing.T) {
+	br := newBrowser(t)
+	h := newHarnessConfig(t, "tools:\n  - id: progress\npolicy: {default_behavior: allow}\n", api.Options{},
+		append(app.AllServices(), app.API))
+	const batchID = "tool-batch:run-progress:1"
+	br.do(t, "load the console", chromedp.Navigate(h.base+"/"), chromedp.WaitVisible(chromedp.CSS(`#status.ok`)))
+	sub := contracts.BatchSubmission{
+		RunID: "run-progress", ThreadID: "thread-progress", Step: 1,
+		Agent: contracts.AgentSnapshot{SnapshotID: "snap-1", Tools: []string{"progress"}},
+		Calls: []contracts.ToolCall{call("c1", "progress", map[string]int{"steps": 600, "ms": 100})},
+	}
+	if _, err := h.client.Submit(ctxFor(t, waitLong), sub); err != nil {
+		t.Fatal(err)
+	}
+	br.do(t, "watch the progress",
+		chromedp.WaitVisible(batchSel(batchID, "> summary")),
+		chromedp.Click(batchSel(batchID, "> summary")),
+		chromedp.WaitVisible(batchSel(batchID, `.progress[data-call="c1"] progress`)),
+	)
+	shown := run(t, br, "read the progress", chromedp.Text(batchSel(batchID, `.progress[data-call="c1"]`)))
+	if !regexp.MustCompile(`^\s*\d+/600 step \d+ of 600$`).MatchString(shown) {
+		t.Errorf("progress shown as %q", shown)
+	}
+	br.screenshot(t, "console-progress.png")
+	if err := h.client.Cancel(ctxFor(t, waitLong), "run-progress", "seen enough"); err != nil {
+		t.Fatal(err)
+	}
+	br.do(t, "wait for the result",
+		chromedp.WaitVisible(batchSel(batchID, ".badge.published")),
+		chromedp.WaitNotPresent(batchSel(batchID, ".progress")),
+	)
+	// A network change on the host (containers of other jobs coming and going) fails the
+	// requests in flight; the console retries them.
+	br.check(t, func(p string) bool { return strings.Contains(p, "ERR_NETWORK_CHANGED") })
 }

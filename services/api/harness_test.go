@@ -69,7 +69,14 @@ func newHarness(t testing.TB, opts api.Options) *harness {
 // newHarnessOf starts only the given services (app.API among them).
 func newHarnessOf(t testing.TB, opts api.Options, services []string) *harness {
 	t.Helper()
-	cfg, err := config.Parse([]byte(testConfig))
+	return newHarnessConfig(t, testConfig, opts, services)
+}
+
+// newHarnessConfig starts the given services (app.API among them) on the configuration
+// cfgYAML.
+func newHarnessConfig(t testing.TB, cfgYAML string, opts api.Options, services []string) *harness {
+	t.Helper()
+	cfg, err := config.Parse([]byte(cfgYAML))
 	if err != nil {
 		t.Fatalf("config: %v", err)
 	}

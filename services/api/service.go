@@ -148,7 +148,9 @@ func Start(ctx context.Context, env *pipeline.Env, opts Options) (*Service, erro
 	if opts.MaxStreams <= 0 {
 		opts.MaxStreams = DefaultMaxStreams
 	}
-	c, err := client.New(env.Conn, client.WithPrefix(env.Names.Prefix), client.WithSource("awaken/api"))
+	// The api hands results on as published: an HTTP caller reads a linked output with
+	// GET /v1/objects/{name}, so a response never carries a 64 MiB output inline.
+	c, err := client.New(env.Conn, client.WithPrefix(env.Names.Prefix), client.WithSource("awaken/api"), client.KeepLinks())
 	if err != nil {
 		return nil, fmt.Errorf("api: %w", err)
 	}

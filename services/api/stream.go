@@ -143,6 +143,7 @@ func (h *hub) startLocked() error {
 		ws = append(ws, watched{b.kind, w})
 	}
 	h.stop = cancel
+	h.listenProgress(ctx)
 	for _, x := range ws {
 		h.wg.Add(1)
 		go func() {

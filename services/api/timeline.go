@@ -1,6 +1,7 @@
 package api
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"strconv"
@@ -66,7 +67,7 @@ func outcomeText(c CallView) string {
 	case c.Reason != "":
 		s += ": " + clean(c.Reason, maxOutcomeText)
 	case c.Output != nil:
-		if t := c.Output.Text(); t != "" {
+		if t := cmp.Or(c.Output.Text(), c.Output.LinkText()); t != "" {
 			s += ": " + clean(t, maxOutcomeText)
 		}
 	}

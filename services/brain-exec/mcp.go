@@ -35,6 +35,10 @@ func (m mcpTools) Descriptors(ctx context.Context) []contracts.ToolDescriptor {
 // run.
 func (m mcpTools) Invoke(ctx context.Context, id string, args json.RawMessage, inv Invocation) (contracts.ToolOutput, error) {
 	ctx = mcpbridge.WithBeforeDispatch(ctx, inv.BeginBody)
+	// The server's notifications/progress become the call's progress events.
+	ctx = mcpbridge.WithProgress(ctx, func(progress, total float64, message string) {
+		ReportProgress(ctx, progress, total, message)
+	})
 	return m.b.Invoke(ctx, id, args, inv.OperationID)
 }
 

@@ -24,6 +24,13 @@ func InvocationFrom(ctx context.Context) (Invocation, bool) { return execcore.In
 // OperationID returns the durable operation id of the call a tool body runs for.
 func OperationID(ctx context.Context) string { return execcore.OperationID(ctx) }
 
+// ReportProgress tells the executor how far the tool body running under ctx is (see
+// [execcore.ReportProgress]): published throttled on the run's events subject, never part
+// of the result, never blocking.
+func ReportProgress(ctx context.Context, progress, total float64, message string) {
+	execcore.ReportProgress(ctx, progress, total, message)
+}
+
 // Tool is a typed Brain tool: A is its arguments type, from which the model-visible JSON
 // Schema is derived and into which the model's arguments are decoded (the same type, so
 // the schema the model sees is the schema that is enforced); O is its output type.

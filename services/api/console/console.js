@@ -16,6 +16,8 @@
     batches: [], // batch list views, newest first
     details: new Map(), // batch_id -> full view of an expanded batch
     expanded: new Set(),
+    progress: new Map(), // batch_id + " " + call_id -> latest progress event of a running call
+    progressTimer: 0,
     streamAbort: null,
     refreshTimer: 0,
     retryDelay: 1000,
@@ -258,11 +260,14 @@
         el("li", { title: m.at }, el("span", { className: "stage", text: m.stage }), " ", el("span", { className: "muted", text: offset(b.created_at, m.at) + " · " + clock(m.at) })),
       ),
     );
+    const phaseCell = el("td", { className: "phase " + c.phase, text: phase });
+    const p = c.phase === "Executing" ? state.progress.get(b.batch_id + " " + c.call_id) : null;
+    if (p) phaseCell.append(progressView(p));
     const cells = [
       el("td", { text: String(c.index) }),
       el("td", null, el("code", { text: c.call_id })),
       el("td", null, el("code", { text: c.tool_id })),
-      el("td", { className: "phase " + c.phase, text: phase }),
+      phaseCell,
       el("td", { className: c.is_error ? "error" : "", text: outcome }),
       el("td", null, timeline),
     ];
@@ -271,7 +276,7 @@
     if (fc) {
       const parts = [el("div", { className: "label", text: "arguments" }), el("pre", { className: "args", text: prettyJSON(fc.arguments) })];
       if (fc.output) {
-        const text = (fc.output.content || []).map((blk) => (blk.type === "text" ? blk.text : "[" + blk.type + "]")).join("\n");
+        const text = (fc.output.content || []).map(blockText).join("\n");
         parts.push(el("div", { className: "label", text: "output" + (fc.output.is_error ? " (error)" : "") }), el("pre", { className: "output", text: text }));
       }
       rows.push(el("tr", { className: "detail" }, el("td", { colspan: "6" }, ...parts)));
@@ -279,6 +284,38 @@
     const frag = document.createDocumentFragment();
     frag.append(...rows);
     return frag;
+  }
+
+  // blockText is the text view of one output block; an output stored by reference shows
+  // where to read it (GET v1/objects/{name}).
+  function blockText(blk) {
+    if (blk.type === "text") return blk.text;
+    if (blk.type === "resource_link") return "[stored by reference: " + blk.name + ", " + blk.size + " bytes, " + blk.mimeType + "; GET v1/objects/" + blk.name + "]";
+    return "[" + blk.type + "]";
+  }
+
+  // progressView is a running call's latest progress: a bar when the total is known, and
+  // "progress/total message" as text.
+  function progressView(p) {
+    const box = el("div", { className: "progress", dataset: { call: p.call_id } });
+    if (p.total > 0) box.append(el("progress", { value: String(p.progress), max: String(p.total) }));
+    box.append(el("span", { className: "muted", text: " " + p.progress + (p.total > 0 ? "/" + p.total : "") + (p.message ? " " + p.message : "") }));
+    return box;
+  }
+
+  // onProgress keeps the latest report of each call (by attempt and sequence) and redraws
+  // at most every 100 ms.
+  function onProgress(p) {
+    if (!p || typeof p.batch_id !== "string" || typeof p.call_id !== "string") return;
+    const key = p.batch_id + " " + p.call_id;
+    const prev = state.progress.get(key);
+    if (prev && (prev.attempt > p.attempt || (prev.attempt === p.attempt && prev.seq >= p.seq))) return;
+    state.progress.set(key, p);
+    if (state.progressTimer) return;
+    state.progressTimer = setTimeout(() => {
+      state.progressTimer = 0;
+      renderBatches();
+    }, 100);
   }
 
   async function loadDetail(batchID) {
@@ -310,6 +347,10 @@
       }
     }
     await Promise.all(Array.from(state.expanded).map((id) => loadDetail(id)));
+    // Forget the progress of calls that stopped running.
+    for (const b of state.batches) {
+      for (const c of b.calls) if (c.phase !== "Executing") state.progress.delete(b.batch_id + " " + c.call_id);
+    }
     renderBatches();
   }
 
@@ -350,6 +391,9 @@
       case "batch":
       case "call":
         scheduleBatches();
+        break;
+      case "progress":
+        onProgress(payload);
         break;
     }
   }

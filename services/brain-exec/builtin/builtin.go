@@ -9,6 +9,9 @@
 //     "done".
 //   - fail {message} fails with the execution error message.
 //   - delegate {task, ms} returns "delegated: {task}" after ms milliseconds.
+//   - progress {steps, ms} reports progress i of steps (message "step i of steps") every ms
+//     milliseconds, then returns "done after {steps} steps": the example of a long tool
+//     that says how far it is.
 //   - ran returns "ran {tool_id}", the configured id it was called as (ask_me, later and
 //     forbidden all map to it with `builtin: ran`); it accepts any arguments.
 //
@@ -51,6 +54,12 @@ type SlowArgs struct {
 // FailArgs are the arguments of fail.
 type FailArgs struct {
 	Message string `json:"message" desc:"The error message to fail with."`
+}
+
+// ProgressArgs are the arguments of progress.
+type ProgressArgs struct {
+	Steps int `json:"steps" jsonschema:"minimum=1,maximum=10000" desc:"How many steps to report."`
+	MS    int `json:"ms" jsonschema:"minimum=0,maximum=3600000" desc:"Milliseconds between two steps."`
 }
 
 // DelegateArgs are the arguments of delegate.
@@ -101,6 +110,16 @@ func Register(r *brainexec.Registry, env *pipeline.Env) error {
 					return "", err
 				}
 				return "delegated: " + a.Task, nil
+			})),
+		brainexec.Register(r, brainexec.ToolFunc("progress", "Reports progress `steps` times, `ms` milliseconds apart, then returns \"done after {steps} steps\".",
+			contracts.CapabilityReplaySafe, func(ctx context.Context, a ProgressArgs) (string, error) {
+				for i := 1; i <= a.Steps; i++ {
+					if err := sleep(ctx, a.MS); err != nil {
+						return "", err
+					}
+					brainexec.ReportProgress(ctx, float64(i), float64(a.Steps), "step "+strconv.Itoa(i)+" of "+strconv.Itoa(a.Steps))
+				}
+				return "done after " + strconv.Itoa(a.Steps) + " steps", nil
 			})),
 		brainexec.Register(r, brainexec.ToolFunc("ran", "Returns \"ran {tool_id}\": proof that the call ran.",
 			contracts.CapabilityReplaySafe, func(ctx context.Context, _ RanArgs) (string, error) {

@@ -13,6 +13,8 @@
 //	resource {}     an embedded text resource
 //	pid {}          text: the server's process id
 //	grow {}         adds the tool "extra" (text "extra"), which notifies a tool list change
+//	progress {steps, ms}  sends notifications/progress i of steps, ms apart, for the
+//	                request's progressToken, then "progressed {steps} steps (token: yes|no)"
 //
 // Flags: -http addr serves streamable HTTP on addr (stdio otherwise) and prints
 // "listening {addr}" on stdout once the listener is open; -log file appends one line per
@@ -82,6 +84,11 @@ type slowArgs struct {
 	MS int `json:"ms" jsonschema:"how long to sleep, in milliseconds"`
 }
 
+type progressArgs struct {
+	Steps int `json:"steps" jsonschema:"how many steps to report"`
+	MS    int `json:"ms" jsonschema:"milliseconds between two steps"`
+}
+
 type none struct{}
 
 func newServer(calls *callLog) *mcp.Server {
@@ -140,6 +147,30 @@ func newServer(calls *callLog) *mcp.Server {
 		func(_ context.Context, req *mcp.CallToolRequest, _ none) (*mcp.CallToolResult, any, error) {
 			record(req)
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: strconv.Itoa(os.Getpid())}}}, nil, nil
+		})
+	mcp.AddTool(s, &mcp.Tool{Name: "progress", Description: "Reports progress, then returns."},
+		func(ctx context.Context, req *mcp.CallToolRequest, a progressArgs) (*mcp.CallToolResult, any, error) {
+			record(req)
+			token := req.Params.GetProgressToken()
+			for i := 1; i <= a.Steps; i++ {
+				select {
+				case <-time.After(time.Duration(a.MS) * time.Millisecond):
+				case <-ctx.Done():
+					return nil, nil, ctx.Err()
+				}
+				if token != nil {
+					if err := req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: token,
+						Progress: float64(i), Total: float64(a.Steps), Message: fmt.Sprintf("step %d of %d", i, a.Steps)}); err != nil {
+						return nil, nil, err
+					}
+				}
+			}
+			has := "no"
+			if token != nil {
+				has = "yes"
+			}
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{
+				Text: fmt.Sprintf("progressed %d steps (token: %s)", a.Steps, has)}}}, nil, nil
 		})
 	mcp.AddTool(s, &mcp.Tool{Name: "grow", Description: "Adds the tool extra."},
 		func(_ context.Context, req *mcp.CallToolRequest, _ none) (*mcp.CallToolResult, any, error) {

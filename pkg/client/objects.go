@@ -1,0 +1,144 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/awaken-dev/awaken/pkg/contracts"
+)
+
+// ErrObjectNotFound is wrapped when the objects bucket holds no object of that name: it
+// never existed, or it expired with the results that linked to it.
+var ErrObjectNotFound = errors.New("object not found")
+
+// KeepLinks makes the client return the results as published: an output stored by
+// reference stays one resource_link block ("awaken://objects/{name}"), which
+// [Client.Object] or the api's GET /v1/objects/{name} read. By default the client resolves
+// every such link and returns the output's content in place of it.
+func KeepLinks() Option { return func(c *Client) { c.keepLinks = true } }
+
+// ObjectInfo describes a stored object.
+type ObjectInfo struct {
+	Name     string
+	MimeType string
+	Size     int64
+}
+
+// OpenObject opens the object name for reading; the caller closes the reader. It reads
+// the objects bucket with an ordered consumer, chunk by chunk, so a large object is never
+// held in memory whole.
+func (c *Client) OpenObject(ctx context.Context, name string) (io.ReadCloser, ObjectInfo, error) {
+	if err := contracts.ValidateObjectName(name); err != nil {
+		return nil, ObjectInfo{}, fmt.Errorf("client: object %q: %w: %w", name, ErrObjectNotFound, err)
+	}
+	st, err := c.objectStore(ctx)
+	if err != nil {
+		return nil, ObjectInfo{}, err
+	}
+	res, err := st.Get(ctx, name)
+	if errors.Is(err, jetstream.ErrObjectNotFound) {
+		return nil, ObjectInfo{}, fmt.Errorf("client: object %s: %w", name, ErrObjectNotFound)
+	}
+	if err != nil {
+		return nil, ObjectInfo{}, fmt.Errorf("client: object %s: %w", name, err)
+	}
+	info, err := res.Info()
+	if err != nil {
+		_ = res.Close()
+		return nil, ObjectInfo{}, fmt.Errorf("client: object %s: %w", name, err)
+	}
+	return res, ObjectInfo{Name: name, MimeType: info.Headers.Get("Content-Type"), Size: int64(info.Size)}, nil
+}
+
+// Object reads the whole object name.
+func (c *Client) Object(ctx context.Context, name string) ([]byte, ObjectInfo, error) {
+	r, info, err := c.OpenObject(ctx, name)
+	if err != nil {
+		return nil, info, err
+	}
+	defer r.Close()
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return nil, info, fmt.Errorf("client: object %s: %w", name, err)
+	}
+	return data, info, nil
+}
+
+func (c *Client) objectStore(ctx context.Context) (jetstream.ObjectStore, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.objects != nil {
+		return c.objects, nil
+	}
+	st, err := c.js.ObjectStore(ctx, c.names.ObjectsBucket())
+	if err != nil {
+		return nil, fmt.Errorf("client: objects bucket: %w", err)
+	}
+	c.objects = st
+	return st, nil
+}
+
+// ResolveLinks returns out with every resource_link to the objects bucket replaced by the
+// content it stands for: the text block of a text object, the content blocks of a content
+// object. Links to anything else, and objects of another media type, are kept.
+func (c *Client) ResolveLinks(ctx context.Context, out contracts.ToolOutput) (contracts.ToolOutput, error) {
+	if !hasObjectLink(out.Content) {
+		return out, nil
+	}
+	content := make([]contracts.ContentBlock, 0, len(out.Content))
+	for _, b := range out.Content {
+		name, ok := contracts.ObjectNameOfURI(b.URI)
+		if b.Type != contracts.BlockResourceLink || !ok {
+			content = append(content, b)
+			continue
+		}
+		data, info, err := c.Object(ctx, name)
+		if err != nil {
+			return out, err
+		}
+		switch info.MimeType {
+		case contracts.MimeTypeText:
+			content = append(content, contracts.ContentBlock{Type: contracts.BlockText, Text: string(data)})
+		case contracts.MimeTypeContent:
+			var blocks []contracts.ContentBlock
+			if err := json.Unmarshal(data, &blocks); err != nil {
+				return out, fmt.Errorf("client: object %s: %w", name, err)
+			}
+			content = append(content, blocks...)
+		default:
+			content = append(content, b)
+		}
+	}
+	out.Content = content
+	return out, nil
+}
+
+func hasObjectLink(blocks []contracts.ContentBlock) bool {
+	for _, b := range blocks {
+		if _, ok := contracts.ObjectNameOfURI(b.URI); b.Type == contracts.BlockResourceLink && ok {
+			return true
+		}
+	}
+	return false
+}
+
+// resolveBatch resolves the links of every result of b in place, unless the client keeps
+// links.
+func (c *Client) resolveBatch(ctx context.Context, b *BatchResult) error {
+	if c.keepLinks || b == nil {
+		return nil
+	}
+	for i := range b.Results {
+		out, err := c.ResolveLinks(ctx, b.Results[i].Output)
+		if err != nil {
+			return fmt.Errorf("client: resolving the output of %s: %w", b.Results[i].CallID, err)
+		}
+		b.Results[i].Output = out
+	}
+	return nil
+}

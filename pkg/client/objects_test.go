@@ -1,0 +1,75 @@
+package client
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/awaken-dev/awaken/internal/bus"
+	"github.com/awaken-dev/awaken/internal/natstest"
+	"github.com/awaken-dev/awaken/pkg/contracts"
+)
+
+// TestResolveLinks: a link to a content object is replaced by its blocks, a link to a text
+// object by one text block; other blocks, links elsewhere and objects of other types stay;
+// a link to no object is ErrObjectNotFound.
+func TestResolveLinks(t *testing.T) {
+	srv := natstest.Start(t)
+	nc, js := srv.Conn(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	names := contracts.NewNames("")
+	if err := bus.EnsureTopology(ctx, js, names, bus.TopologyConfig{Storage: jetstream.MemoryStorage}); err != nil {
+		t.Fatal(err)
+	}
+	st, err := js.ObjectStore(ctx, names.ObjectsBucket())
+	if err != nil {
+		t.Fatal(err)
+	}
+	put := func(name, mimeType string, data []byte) {
+		t.Helper()
+		if _, err := st.Put(ctx, jetstream.ObjectMeta{Name: name, Headers: nats.Header{"Content-Type": []string{mimeType}}}, bytes.NewReader(data)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	blocks := []contracts.ContentBlock{{Type: contracts.BlockText, Text: "first"}, {Type: contracts.BlockText, Text: "second"}}
+	blocksJSON, _ := json.Marshal(blocks)
+	put("op.blocks", contracts.MimeTypeContent, blocksJSON)
+	put("op.text", contracts.MimeTypeText, []byte("the text"))
+	put("op.other", "application/pdf", []byte("%PDF"))
+
+	c, err := New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	foreign := contracts.ContentBlock{Type: contracts.BlockResourceLink, URI: "https://example.com/x", Name: "x"}
+	out := contracts.BlocksOutput("c1", []contracts.ContentBlock{
+		{Type: contracts.BlockText, Text: "before"},
+		contracts.ResourceLink("op.blocks", contracts.MimeTypeContent, int64(len(blocksJSON))),
+		contracts.ResourceLink("op.text", contracts.MimeTypeText, 8),
+		contracts.ResourceLink("op.other", "application/pdf", 4),
+		foreign,
+	}, false)
+	got, err := c.ResolveLinks(ctx, out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := contracts.BlocksOutput("c1", []contracts.ContentBlock{
+		{Type: contracts.BlockText, Text: "before"}, blocks[0], blocks[1],
+		{Type: contracts.BlockText, Text: "the text"},
+		contracts.ResourceLink("op.other", "application/pdf", 4), foreign,
+	}, false)
+	if !got.Equal(want) {
+		t.Errorf("resolved %+v\nwant %+v", got.Content, want.Content)
+	}
+	missing := contracts.BlocksOutput("c1", []contracts.ContentBlock{contracts.ResourceLink("op.gone", contracts.MimeTypeText, 1)}, false)
+	if _, err := c.ResolveLinks(ctx, missing); !errors.Is(err, ErrObjectNotFound) {
+		t.Errorf("a link to no object: %v, want ErrObjectNotFound", err)
+	}
+}
