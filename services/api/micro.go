@@ -31,7 +31,10 @@ const (
 	EndpointTicketsGet = "tickets.get"
 	// EndpointTicketsResolve answers a ticket. Request body: a complete ResumeCommand
 	// (docs/protocol.md §7; any result kind), or the short form {"correlation_id", "decision":
-	// "allow"|"deny", "note"|"reason"}. Reply: the gate's TicketResolution.
+	// "allow"|"deny", "note"|"reason", "arguments"?}. Reply: the gate's TicketResolution.
+	// The resolution is recorded as made by [MicroActor]; the same request on
+	// EndpointTicketsResolve + ".{user}" (a subject auth.conf lets only that NATS user
+	// publish) is recorded as made by "nats:{user}".
 	EndpointTicketsResolve = "tickets.resolve"
 	// EndpointRunsCancel cancels a run. Request body: {"run_id","reason"?} or the bare run
 	// id. Reply: {"run_id","status":"cancel_requested"}.
@@ -72,6 +75,7 @@ func (s *Service) startMicro() error {
 		{"tickets-list", EndpointTicketsList, s.microTicketsList},
 		{"tickets-get", EndpointTicketsGet, s.microTicketsGet},
 		{"tickets-resolve", EndpointTicketsResolve, s.microTicketsResolve},
+		{"tickets-resolve-as", EndpointTicketsResolve + ".*", s.microTicketsResolve},
 		{"runs-cancel", EndpointRunsCancel, s.microRunsCancel},
 		{"tools-list", EndpointToolsList, s.microToolsList},
 	}
@@ -250,6 +254,8 @@ type ShortDecision struct {
 	Decision      contracts.PermissionDecisionKind `json:"decision"`
 	Note          string                           `json:"note,omitempty"`
 	Reason        string                           `json:"reason,omitempty"`
+	// Arguments, on an allow, edit the call's arguments.
+	Arguments json.RawMessage `json:"arguments,omitempty"`
 }
 
 func (s *Service) microTicketsResolve(ctx context.Context, req micro.Request) (any, error) {
@@ -258,8 +264,9 @@ func (s *Service) microTicketsResolve(ctx context.Context, req micro.Request) (a
 	if err := json.Unmarshal(data, &probe); err != nil {
 		return nil, apiErr(http.StatusBadRequest, CodeInvalidRequest, "request body must be a JSON object: %v", err)
 	}
+	actor := s.microUserActor(req.Subject())
 	if _, full := probe["result"]; full {
-		return s.Resolve(ctx, data)
+		return s.Resolve(ctx, data, actor)
 	}
 	var d ShortDecision
 	if err := strictJSON(data, &d); err != nil {
@@ -270,12 +277,12 @@ func (s *Service) microTicketsResolve(ctx context.Context, req micro.Request) (a
 		if d.Reason != "" {
 			return nil, apiErr(http.StatusBadRequest, string(contracts.ResumeInvalid), "an allow decision carries a note, not a reason")
 		}
-		return s.Decide(ctx, d.CorrelationID, true, d.Note)
+		return s.Decide(ctx, d.CorrelationID, Decision{Allow: true, Text: d.Note, Arguments: d.Arguments, Actor: actor})
 	case contracts.DecisionDeny:
 		if d.Note != "" {
 			return nil, apiErr(http.StatusBadRequest, string(contracts.ResumeInvalid), "a deny decision carries a reason, not a note")
 		}
-		return s.Decide(ctx, d.CorrelationID, false, d.Reason)
+		return s.Decide(ctx, d.CorrelationID, Decision{Text: d.Reason, Arguments: d.Arguments, Actor: actor})
 	}
 	return nil, apiErr(http.StatusBadRequest, string(contracts.ResumeInvalid), "decision %q is neither allow nor deny", d.Decision)
 }
