@@ -81,7 +81,7 @@ func TestBatchShowCommand(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, stderr.String())
 	}
 	got := stdout.String()
-	for _, want := range []string{batchID, "completed: before approval", "completed: ran ask_me", "completed: 1"} {
+	for _, want := range []string{batchID, "completed: before approval", "completed: ran ask_me", api.AnonymousActor, "completed: 1"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("output lacks %q:\n%s", want, got)
 		}
