@@ -55,7 +55,9 @@ func (h *harness) waitEchoSchema() {
 	}, "echo's published schema")
 }
 
-func bearer(token string) map[string]string { return map[string]string{"Authorization": "Bearer " + token} }
+func bearer(token string) map[string]string {
+	return map[string]string{"Authorization": "Bearer " + token}
+}
 
 // TestApproveWithEditsOverHTTP: with named tokens from an --api-tokens file, an edit that
 // does not fit echo's schema is refused 422 invalid_arguments and leaves the ticket open;
