@@ -149,7 +149,7 @@ func TestApproveWithEditsOverMicroAndCLI(t *testing.T) {
 	h.waitEchoSchema()
 
 	tk := h.parkEcho("run-micro-user", "proposed")
-	m, err := h.nc.RequestWithContext(ctxFor(t, waitLong), api.MicroSubject("awaken", api.EndpointTicketsResolve)+".dave",
+	m, err := h.nc.RequestWithContext(ctxFor(t, waitLong), api.ResolveAsSubject("awaken", "dave"),
 		mustJSON(api.ShortDecision{CorrelationID: tk.CorrelationID, Decision: contracts.DecisionAllow, Arguments: json.RawMessage(`{"text":5}`)}))
 	if err != nil {
 		t.Fatal(err)
@@ -157,7 +157,7 @@ func TestApproveWithEditsOverMicroAndCLI(t *testing.T) {
 	if code := m.Header.Get("Nats-Service-Error-Code"); code != string(contracts.ResumeInvalidArguments) {
 		t.Fatalf("micro invalid edit: code %q %s, want invalid_arguments", code, m.Data)
 	}
-	m, err = h.nc.RequestWithContext(ctxFor(t, waitLong), api.MicroSubject("awaken", api.EndpointTicketsResolve)+".dave",
+	m, err = h.nc.RequestWithContext(ctxFor(t, waitLong), api.ResolveAsSubject("awaken", "dave"),
 		mustJSON(api.ShortDecision{CorrelationID: tk.CorrelationID, Decision: contracts.DecisionAllow, Arguments: json.RawMessage(`{"text":"by micro"}`)}))
 	if err != nil {
 		t.Fatal(err)

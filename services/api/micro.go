@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -36,6 +37,10 @@ const (
 	// EndpointTicketsResolve + ".{user}" (a subject auth.conf lets only that NATS user
 	// publish) is recorded as made by "nats:{user}".
 	EndpointTicketsResolve = "tickets.resolve"
+	// EndpointTicketsResolveAs is EndpointTicketsResolve for the NATS user {user}: the
+	// same requests, recorded as decided by "nats:{user}". Grant each person's NATS user
+	// publish on its own subject only ([ResolveAsSubject]).
+	EndpointTicketsResolveAs = "tickets.resolve.{user}"
 	// EndpointRunsCancel cancels a run. Request body: {"run_id","reason"?} or the bare run
 	// id. Reply: {"run_id","status":"cancel_requested"}.
 	EndpointRunsCancel = "runs.cancel"
@@ -46,6 +51,12 @@ func MicroGroup(prefix string) string { return prefix + ".api" }
 
 // MicroSubject is the request subject of endpoint (one of the Endpoint constants).
 func MicroSubject(prefix, endpoint string) string { return MicroGroup(prefix) + "." + endpoint }
+
+// ResolveAsSubject is the resolve subject of the NATS user user
+// ([EndpointTicketsResolveAs]).
+func ResolveAsSubject(prefix, user string) string {
+	return MicroSubject(prefix, strings.Replace(EndpointTicketsResolveAs, "{user}", user, 1))
+}
 
 // Headers of a micro error reply besides micro's own Nats-Service-Error (the message) and
 // Nats-Service-Error-Code (the awaken code, e.g. not_waiting).
@@ -75,7 +86,7 @@ func (s *Service) startMicro() error {
 		{"tickets-list", EndpointTicketsList, s.microTicketsList},
 		{"tickets-get", EndpointTicketsGet, s.microTicketsGet},
 		{"tickets-resolve", EndpointTicketsResolve, s.microTicketsResolve},
-		{"tickets-resolve-as", EndpointTicketsResolve + ".*", s.microTicketsResolve},
+		{"tickets-resolve-as", strings.Replace(EndpointTicketsResolveAs, "{user}", "*", 1), s.microTicketsResolve},
 		{"runs-cancel", EndpointRunsCancel, s.microRunsCancel},
 		{"tools-list", EndpointToolsList, s.microToolsList},
 	}
