@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"reflect"
 	"testing"
 	"time"
 )
@@ -235,6 +236,30 @@ func TestApprovalMustMatchTheCommittedWait(t *testing.T) {
 	btMust(t, c.Resolve(Resolver{By: "resume-1"}, btAt), c.Resume(WaitToolPermission, "approval-1", btAt))
 	if c.Phase.Kind != PhaseExecuting || c.Phase.Attempt != 1 || c.Entered || c.ResolvedBy != "resume-1" {
 		t.Fatalf("exact approval: %+v, want Executing{1}, not entered, resolved by resume-1", c)
+	}
+}
+
+// TestResolveRecordsActorAndEdit: a resolution records who decided and the edited
+// arguments (compacted), which the call then runs with; an edit that is not a JSON object
+// is refused and leaves the record unchanged.
+func TestResolveRecordsActorAndEdit(t *testing.T) {
+	c := btRec("c")
+	btMust(t, c.Park(WaitToolPermission, "approval-1", btAt))
+	before := c.Clone()
+	btWantErr(t, c.Resolve(Resolver{By: "resume-1", Actor: "alice", EditedArguments: json.RawMessage(`[1]`)}, btAt), ErrInvalidTransition, "array edit")
+	if !reflect.DeepEqual(c, before) {
+		t.Fatalf("a refused edit changed the record: %+v", c)
+	}
+	btMust(t, c.Resolve(Resolver{By: "resume-1", Actor: "alice", EditedArguments: json.RawMessage(`{ "p" : 1 }`), EditBlocked: "no"}, btAt))
+	if c.ResolvedBy != "resume-1" || c.ResolvedActor != "alice" || string(c.EditedArguments) != `{"p":1}` || c.EditBlocked != "no" {
+		t.Fatalf("resolved record %+v", c)
+	}
+	if got := c.Arguments(json.RawMessage(`{"p":0}`)); string(got) != `{"p":1}` {
+		t.Fatalf("the call runs with %s, want the edit", got)
+	}
+	plain := btRec("d")
+	if got := plain.Arguments(json.RawMessage(`{"p":0}`)); string(got) != `{"p":0}` {
+		t.Fatalf("an unedited call runs with %s, want the proposed arguments", got)
 	}
 }
 
