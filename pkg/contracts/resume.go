@@ -127,7 +127,7 @@ func (c ResumeCommand) Validate() error {
 			if p.Note != "" {
 				return resumeErr(ResumeInvalid, "a deny decision carries a reason, not a note")
 			}
-			if p.Arguments != nil {
+			if p.HasArguments() {
 				return resumeErr(ResumeInvalid, "a deny decision carries no arguments")
 			}
 		default:
@@ -220,10 +220,16 @@ func ResumeCommandFromTicket(t ResumeTicket, result ResumeResult) ResumeCommand 
 // EditedArguments returns the arguments an approval edits the call to, or nil when it
 // runs the call as proposed: no arguments, or arguments equal (as JSON) to proposed.
 func (p *PermissionDecision) EditedArguments(proposed json.RawMessage) json.RawMessage {
-	if p == nil || p.Decision != DecisionAllow || p.Arguments == nil || batchJSONEqual(p.Arguments, proposed) {
+	if p == nil || p.Decision != DecisionAllow || !p.HasArguments() || batchJSONEqual(p.Arguments, proposed) {
 		return nil
 	}
 	return cloneRaw(p.Arguments)
+}
+
+// HasArguments reports whether p carries arguments: absent, empty and JSON null are none.
+func (p *PermissionDecision) HasArguments() bool {
+	a := bytes.TrimSpace(p.Arguments)
+	return len(a) > 0 && !bytes.Equal(a, []byte("null"))
 }
 
 // ArgumentsObject checks that args is one JSON object (what a tool's arguments are) and

@@ -270,6 +270,7 @@ func TestResumeCommandStructure(t *testing.T) {
 		{"deny with note", ResumeResult{Permission: &PermissionDecision{Decision: DecisionDeny, Note: "n"}}, "c1", ResumeInvalid},
 		{"allow with arguments", ResumeResult{Permission: &PermissionDecision{Decision: DecisionAllow, Arguments: json.RawMessage(`{"a":1}`)}}, "c1", ""},
 		{"deny with arguments", ResumeResult{Permission: &PermissionDecision{Decision: DecisionDeny, Arguments: json.RawMessage(`{"a":1}`)}}, "c1", ResumeInvalid},
+		{"deny with null arguments", ResumeResult{Permission: &PermissionDecision{Decision: DecisionDeny, Arguments: json.RawMessage(`null`)}}, "c1", ""},
 		{"no correlation", rtAllow(), "", ResumeInvalid},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -347,6 +348,7 @@ func TestEditedArguments(t *testing.T) {
 		{"equal, reordered and spaced", &PermissionDecision{Decision: DecisionAllow, Arguments: json.RawMessage(`{ "b":"x", "a":1 }`)}, ""},
 		{"different", &PermissionDecision{Decision: DecisionAllow, Arguments: json.RawMessage(`{"a":2}`)}, `{"a":2}`},
 		{"deny", &PermissionDecision{Decision: DecisionDeny, Arguments: json.RawMessage(`{"a":2}`)}, ""},
+		{"null", &PermissionDecision{Decision: DecisionAllow, Arguments: json.RawMessage(`null`)}, ""},
 		{"nil decision", nil, ""},
 	} {
 		if got := tc.p.EditedArguments(proposed); string(got) != tc.want {

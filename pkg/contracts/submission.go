@@ -265,7 +265,7 @@ func DecodeResumeCommand(data []byte) (*ResumeCommand, error) {
 			if p.Note != "" {
 				return nil, rejectWire(RejectInvalidField, "result.permission: a deny carries a reason, not a note")
 			}
-			if p.Arguments != nil {
+			if p.HasArguments() {
 				return nil, rejectWire(RejectInvalidField, "result.permission: a deny carries no arguments")
 			}
 		default:

@@ -145,7 +145,8 @@ func combineActor(authenticated, claimed string) string {
 	}
 	a := authenticated + " as " + claimed
 	if len(a) > contracts.MaxActorLength {
-		a = a[:contracts.MaxActorLength]
+		// Cut at a rune boundary: the command must stay valid UTF-8 within the bound.
+		a = strings.ToValidUTF8(a[:contracts.MaxActorLength], "")
 	}
 	return a
 }

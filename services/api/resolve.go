@@ -81,10 +81,13 @@ func (s *Service) Decide(ctx context.Context, correlationID string, d Decision) 
 		return contracts.TicketResolution{}, apiErr(http.StatusBadRequest, CodeInvalidRequest, "note or reason is longer than %d bytes", MaxTextLength)
 	}
 	p := &contracts.PermissionDecision{Decision: contracts.DecisionDeny, Reason: d.Text}
+	edit := &contracts.PermissionDecision{Arguments: d.Arguments}
 	switch {
-	case d.Allow:
+	case d.Allow && edit.HasArguments():
 		p = &contracts.PermissionDecision{Decision: contracts.DecisionAllow, Note: d.Text, Arguments: d.Arguments}
-	case d.Arguments != nil:
+	case d.Allow:
+		p = &contracts.PermissionDecision{Decision: contracts.DecisionAllow, Note: d.Text}
+	case edit.HasArguments():
 		return contracts.TicketResolution{}, apiErr(http.StatusBadRequest, string(contracts.ResumeInvalid), "a deny decision carries no arguments")
 	}
 	result := contracts.ResumeResult{Permission: p}
