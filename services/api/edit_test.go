@@ -209,3 +209,26 @@ func TestApproveWithEditsOverMicroAndCLI(t *testing.T) {
 		}
 	}
 }
+
+// TestLoadTokensRefusesAmbiguity: a tokens file must name each token once, with a name an
+// actor can carry, one "NAME TOKEN" per line.
+func TestLoadTokensRefusesAmbiguity(t *testing.T) {
+	for name, body := range map[string]string{
+		"duplicate name":  "alice a1\nalice a2\n",
+		"duplicate token": "alice same\nbob same\n",
+		"bad name":        "al/ice a1\n",
+		"three fields":    "alice a1 extra\n",
+		"name only":       "alice\n",
+	} {
+		file := filepath.Join(t.TempDir(), "tokens")
+		if err := os.WriteFile(file, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := api.LoadTokens(file); err == nil {
+			t.Errorf("%s: %q loaded", name, body)
+		}
+	}
+	if _, err := api.LoadTokens(filepath.Join(t.TempDir(), "missing")); err == nil {
+		t.Error("a missing tokens file loaded")
+	}
+}
