@@ -373,7 +373,10 @@ func TestSecure_apiNeedsNoMorePermission(t *testing.T) {
 		t.Fatalf("GET ticket: %d %s", st, body)
 	}
 	var res contracts.TicketResolution
-	if st, body := apiDo(t, ctx, "POST", base, "/v1/tickets/"+approve+"/approve", api.ApproveRequest{Note: "ok"}, &res); st != http.StatusOK {
+	// With edited arguments: the gate validates them against the schema brain-exec
+	// published (it reads the tools bucket as its own user) and gates them again.
+	if st, body := apiDo(t, ctx, "POST", base, "/v1/tickets/"+approve+"/approve",
+		api.ApproveRequest{Note: "ok", Arguments: json.RawMessage(`{"edited":true}`)}, &res); st != http.StatusOK || res.Code != "approved" {
 		t.Fatalf("approve over HTTP: %d %s", st, body)
 	}
 	// Resolved: the api reads the batch and call records to tell 409 from 404.
@@ -394,8 +397,11 @@ func TestSecure_apiNeedsNoMorePermission(t *testing.T) {
 	if m := microReq(api.EndpointTicketsGet, deny); m.Header.Get(micro.ErrorCodeHeader) != "" {
 		t.Errorf("micro tickets.get: %s %s", m.Header.Get(micro.ErrorHeader), m.Data)
 	}
-	if m := microReq(api.EndpointTicketsResolve, api.ShortDecision{CorrelationID: deny, Decision: contracts.DecisionDeny, Reason: "no"}); m.Header.Get(micro.ErrorCodeHeader) != "" {
-		t.Errorf("micro tickets.resolve: %s %s", m.Header.Get(micro.ErrorHeader), m.Data)
+	// On the per-user subject, recorded as decided by nats:admin.
+	resolveAs := strings.Replace(api.EndpointTicketsResolveAs, "{user}", deploy.UserAdmin, 1)
+	if m := microReq(resolveAs, api.ShortDecision{CorrelationID: deny, Decision: contracts.DecisionDeny, Reason: "no"}); m.Header.Get(micro.ErrorCodeHeader) != "" ||
+		!strings.Contains(string(m.Data), `"actor":"nats:`+deploy.UserAdmin+`"`) {
+		t.Errorf("micro tickets.resolve as admin: %s %s", m.Header.Get(micro.ErrorHeader), m.Data)
 	}
 	// A complete resume command for the same, now resolved ticket: the gate refuses it.
 	full := contracts.ResumeCommandFromTicket(tickets["api-deny"], contracts.ResumeResult{

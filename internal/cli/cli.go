@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/user"
 	"sort"
 	"strings"
 	"time"
@@ -49,8 +50,8 @@ Client:
   awaken submit FILE [--wait]          submit a batch (JSON), optionally wait for its results
   awaken tickets ls                    list open approval tickets
   awaken tickets show CORRELATION_ID   show one ticket
-  awaken tickets approve CORRELATION_ID [--note TEXT]
-  awaken tickets deny CORRELATION_ID [--reason TEXT]
+  awaken tickets approve CORRELATION_ID [--note TEXT] [--arguments JSON] [--as NAME]
+  awaken tickets deny CORRELATION_ID [--reason TEXT] [--as NAME]
   awaken runs cancel RUN_ID            seal the open batches of a run
   awaken batch show BATCH_ID [--json]  per-call phase, outcome and timeline of a batch
   awaken batch watch BATCH_ID          call state changes and tool progress, live, until published
@@ -68,6 +69,9 @@ dev and api: --http HOST:PORT (env AWAKEN_HTTP, default 127.0.0.1:8080; "" disab
 the api, the console, /metrics, /healthz and /readyz; --api-token TOKEN (env AWAKEN_API_TOKEN;
 prefer the environment variable, flags show in ps) guards /v1 and /metrics (--metrics-public,
 env AWAKEN_METRICS_PUBLIC=true, serves /metrics without it); the probes stay open.
+--api-tokens FILE (env AWAKEN_API_TOKENS) adds named tokens, one "NAME TOKEN" per line: a
+ticket resolved over HTTP records the name of its token as who decided ("api-token" for
+--api-token). tickets approve|deny record --as NAME (env AWAKEN_ACTOR; default cli:OS_USER).
 Run "awaken CMD -h" for a command's flags.
 `
 
@@ -147,7 +151,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	cfgPath := fs.String("config", defaultConfigPath(), "host configuration file (YAML or JSON)")
 	data := fs.String("data", env("AWAKEN_DATA", ".awaken/data"), "JetStream data directory")
 	listen := fs.String("listen", env("AWAKEN_LISTEN", "127.0.0.1:4222"), "address outside clients and the nats CLI connect to")
-	httpAddr, token, publicMetrics := apiFlags(fs)
+	httpAddr, token, tokens, publicMetrics := apiFlags(fs)
 	syncLevel := fs.String("sync", env("AWAKEN_SYNC", string(devstack.DefaultDevSync)), "embedded JetStream durability: always (fsync every write: survives power loss) or lazy (survives a process crash only; env AWAKEN_SYNC)")
 	secure := fs.Bool("secure", envBool("AWAKEN_SECURE"), "least-privilege NATS users of deploy/nats/auth.conf (passwords from AWAKEN_NATS_PASSWORD_<USER>, generated when unset)")
 	if err := parseArgs(fs, args); err != nil {
@@ -157,12 +161,16 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
+	named, err := tokens()
+	if err != nil {
+		return err
+	}
 	sync, err := natsserver.ParseSync(*syncLevel)
 	if err != nil {
 		return fmt.Errorf("dev --sync: %w", err)
 	}
 	app.LimitDevMemory()
-	o := devstack.DevOptions{Config: cfg, DataDir: *data, Listen: *listen, HTTP: *httpAddr, APIToken: *token, PublicMetrics: *publicMetrics, Secure: *secure, Sync: sync}
+	o := devstack.DevOptions{Config: cfg, DataDir: *data, Listen: *listen, HTTP: *httpAddr, APIToken: *token, APITokens: named, PublicMetrics: *publicMetrics, Secure: *secure, Sync: sync}
 	if *secure {
 		if o.Passwords, err = devPasswords(); err != nil {
 			return err
@@ -242,12 +250,20 @@ func ensureFlag(fs *flag.FlagSet) *bool {
 	return fs.Bool("ensure", !envFalse("AWAKEN_ENSURE"), "create or update the streams and buckets at start; false waits for `awaken setup` to have done it (least-privilege users)")
 }
 
-// apiFlags declares --http, --api-token and --metrics-public, shared by dev and api.
-func apiFlags(fs *flag.FlagSet) (httpAddr, token *string, publicMetrics *bool) {
+// apiFlags declares --http, --api-token, --api-tokens and --metrics-public, shared by dev
+// and api. tokens reads the --api-tokens file once the flags are parsed.
+func apiFlags(fs *flag.FlagSet) (httpAddr, token *string, tokens func() (map[string]string, error), publicMetrics *bool) {
 	httpAddr = fs.String("http", env("AWAKEN_HTTP", "127.0.0.1:8080"), `address of the HTTP api and web console ("" disables them)`)
-	token = fs.String("api-token", os.Getenv("AWAKEN_API_TOKEN"), "bearer token the HTTP api requires (default: none; env AWAKEN_API_TOKEN)")
+	token = fs.String("api-token", os.Getenv("AWAKEN_API_TOKEN"), "bearer token the HTTP api requires, recorded as \"api-token\" when it resolves a ticket (default: none; env AWAKEN_API_TOKEN)")
+	tokensFile := fs.String("api-tokens", os.Getenv("AWAKEN_API_TOKENS"), "file of named bearer tokens, one \"NAME TOKEN\" per line: each resolution records the name of its token (env AWAKEN_API_TOKENS)")
 	publicMetrics = fs.Bool("metrics-public", envBool("AWAKEN_METRICS_PUBLIC"), "serve /metrics without the api token (for a scraper that cannot send one)")
-	return httpAddr, token, publicMetrics
+	tokens = func() (map[string]string, error) {
+		if *tokensFile == "" {
+			return nil, nil
+		}
+		return api.LoadTokens(*tokensFile)
+	}
+	return httpAddr, token, tokens, publicMetrics
 }
 
 // runAPI runs the api alone against a NATS server: the micro service "awaken", the HTTP api
@@ -259,7 +275,7 @@ func runAPI(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	url := fs.String("nats-url", defaultNATSURL(), "NATS server URL")
 	auth := natsAuthFlags(fs)
 	ensure := ensureFlag(fs)
-	httpAddr, token, publicMetrics := apiFlags(fs)
+	httpAddr, token, tokens, publicMetrics := apiFlags(fs)
 	hosts := fs.String("allowed-hosts", env("AWAKEN_ALLOWED_HOSTS", ""), "comma-separated Host names the HTTP api answers besides loopback names (\"*\" for any)")
 	if err := parseArgs(fs, args); err != nil {
 		return err
@@ -269,6 +285,10 @@ func runAPI(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return err
 	}
 	authOpts, err := auth()
+	if err != nil {
+		return err
+	}
+	named, err := tokens()
 	if err != nil {
 		return err
 	}
@@ -288,7 +308,7 @@ func runAPI(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		// ServiceDialer: the api connects with its own inbox prefix, the only one the api
 		// user of deploy/nats/auth.conf may subscribe to.
 		Config: cfg, Services: []string{app.API}, Dial: app.ServiceDialer(*url, authOpts...), Log: log,
-		API:            api.Options{HTTPAddr: *httpAddr, Token: *token, AllowedHosts: allowed, PublicMetrics: *publicMetrics},
+		API:            api.Options{HTTPAddr: *httpAddr, Token: *token, Tokens: named, AllowedHosts: allowed, PublicMetrics: *publicMetrics},
 		TracerProvider: tp, NoEnsure: !*ensure,
 	})
 	if err != nil {
@@ -441,13 +461,15 @@ func runSubmit(ctx context.Context, args []string, stdout io.Writer) error {
 
 func runTickets(ctx context.Context, args []string, stdout io.Writer) error {
 	if len(args) == 0 {
-		return &usageError{"usage: awaken tickets ls | show ID | approve ID [--note TEXT] | deny ID [--reason TEXT]"}
+		return &usageError{"usage: awaken tickets ls | show ID | approve ID [--note TEXT] [--arguments JSON] [--as NAME] | deny ID [--reason TEXT] [--as NAME]"}
 	}
 	sub, args := args[0], args[1:]
 	fs := newFlags("tickets " + sub)
 	connect := dialClient(fs)
 	note := fs.String("note", "", "approval note (approve)")
 	reason := fs.String("reason", "", "denial reason (deny)")
+	edited := fs.String("arguments", "", "approve with these arguments instead of the proposed ones (a JSON object; approve)")
+	as := fs.String("as", env("AWAKEN_ACTOR", defaultActor()), "who decides, recorded with the resolution (env AWAKEN_ACTOR; default: the OS user)")
 	// Accept the id before or after the flags.
 	var id string
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
@@ -483,24 +505,36 @@ func runTickets(ctx context.Context, args []string, stdout io.Writer) error {
 		if err != nil {
 			return err
 		}
-		switch sub {
-		case "show":
+		if sub == "show" {
 			return printJSON(stdout, t)
-		case "approve":
-			res, err := c.Approve(ctx, t, *note)
-			if err != nil {
-				return err
-			}
-			return printJSON(stdout, res)
-		default:
-			res, err := c.Deny(ctx, t, *reason)
-			if err != nil {
-				return err
-			}
-			return printJSON(stdout, res)
 		}
+		d := contracts.PermissionDecision{Decision: contracts.DecisionDeny, Reason: *reason}
+		if sub == "approve" {
+			d = contracts.PermissionDecision{Decision: contracts.DecisionAllow, Note: *note}
+			if *edited != "" {
+				if !json.Valid([]byte(*edited)) {
+					return &usageError{"--arguments must be JSON (an object of the tool's arguments)"}
+				}
+				d.Arguments = json.RawMessage(*edited)
+			}
+		} else if *edited != "" {
+			return &usageError{"--arguments applies to approve only"}
+		}
+		res, err := c.Decide(ctx, t, d, *as)
+		if err != nil {
+			return err
+		}
+		return printJSON(stdout, res)
 	}
 	return &usageError{fmt.Sprintf("unknown tickets command %q", sub)}
+}
+
+// defaultActor is who the CLI records as deciding without --as: "cli:{OS user}", or "cli".
+func defaultActor() string {
+	if u, err := user.Current(); err == nil && u.Username != "" {
+		return "cli:" + u.Username
+	}
+	return "cli"
 }
 
 func runRuns(ctx context.Context, args []string, stdout io.Writer) error {

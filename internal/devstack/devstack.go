@@ -42,6 +42,8 @@ type DevOptions struct {
 	HTTP string
 	// APIToken, when set, is the bearer token the HTTP api requires.
 	APIToken string
+	// APITokens are further named bearer tokens of the HTTP api (--api-tokens).
+	APITokens map[string]string
 	// PublicMetrics serves /metrics without the api token (see api.Options).
 	PublicMetrics bool
 	// ReadyURLs, when set, is called once everything is up with the NATS client URL and
@@ -121,7 +123,7 @@ func Dev(ctx context.Context, o DevOptions) error {
 	opts := app.Options{
 		Config: o.Config, Dial: app.InProcessDialer(srv), Log: log,
 		Services:       append(app.AllServices(), app.API),
-		API:            api.Options{HTTPAddr: o.HTTP, Token: o.APIToken, PublicMetrics: o.PublicMetrics},
+		API:            api.Options{HTTPAddr: o.HTTP, Token: o.APIToken, Tokens: o.APITokens, PublicMetrics: o.PublicMetrics},
 		TracerProvider: tp,
 		HTTPAddr:       o.OpsHTTP,
 	}

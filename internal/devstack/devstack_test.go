@@ -114,8 +114,19 @@ func TestDevSecure(t *testing.T) {
 	if code := m.Header.Get(micro.ErrorCodeHeader); code != "" {
 		t.Fatalf("micro tickets.get: %s %s", code, m.Data)
 	}
+	// The api serves the per-user resolve subject as the api user: an edit that is no
+	// object is refused there, and the ticket stays open.
+	m, err = admin.RequestWithContext(rctx, api.ResolveAsSubject(contracts.DefaultPrefix, deploy.UserAdmin),
+		[]byte(`{"correlation_id":"`+tk.CorrelationID+`","decision":"allow","arguments":[1]}`))
+	if err != nil {
+		t.Fatalf("micro tickets.resolve as admin: %v", err)
+	}
+	if code := m.Header.Get(micro.ErrorCodeHeader); code != string(contracts.ResumeInvalidArguments) {
+		t.Fatalf("micro tickets.resolve as admin with an array edit: %q %s, want invalid_arguments", code, m.Data)
+	}
+	// Approved with edited arguments: the gate reads the tool descriptors as its own user.
 	req, err := http.NewRequestWithContext(rctx, http.MethodPost, "http://"+httpAddr+"/v1/tickets/"+tk.CorrelationID+"/approve",
-		strings.NewReader(`{"note":"ok"}`))
+		strings.NewReader(`{"note":"ok","arguments":{"edited":true}}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,7 +137,7 @@ func TestDevSecure(t *testing.T) {
 	}
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"actor":"anonymous"`) {
 		t.Fatalf("approve over HTTP: %d %s", resp.StatusCode, body)
 	}
 	res, err = c.Await(rctx, sub.RunID, 1)

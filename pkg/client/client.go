@@ -443,14 +443,21 @@ func (c *Client) Resume(ctx context.Context, cmd contracts.ResumeCommand) (contr
 
 // Approve answers a permission or scheduled-action ticket with allow.
 func (c *Client) Approve(ctx context.Context, t contracts.ResumeTicket, note string) (contracts.TicketResolution, error) {
-	return c.Resume(ctx, contracts.ResumeCommandFromTicket(t, contracts.ResumeResult{
-		Permission: &contracts.PermissionDecision{Decision: contracts.DecisionAllow, Note: note}}))
+	return c.Decide(ctx, t, contracts.PermissionDecision{Decision: contracts.DecisionAllow, Note: note}, "")
 }
 
 // Deny answers a permission ticket with deny; the call completes as "blocked: {reason}".
 func (c *Client) Deny(ctx context.Context, t contracts.ResumeTicket, reason string) (contracts.TicketResolution, error) {
-	return c.Resume(ctx, contracts.ResumeCommandFromTicket(t, contracts.ResumeResult{
-		Permission: &contracts.PermissionDecision{Decision: contracts.DecisionDeny, Reason: reason}}))
+	return c.Decide(ctx, t, contracts.PermissionDecision{Decision: contracts.DecisionDeny, Reason: reason}, "")
+}
+
+// Decide answers a permission or scheduled-action ticket with d — an allow may carry
+// edited arguments — recording actor as who decided ("" for none). An edit that does not
+// fit the tool is refused invalid_arguments and leaves the ticket open.
+func (c *Client) Decide(ctx context.Context, t contracts.ResumeTicket, d contracts.PermissionDecision, actor string) (contracts.TicketResolution, error) {
+	cmd := contracts.ResumeCommandFromTicket(t, contracts.ResumeResult{Permission: &d})
+	cmd.Actor = actor
+	return c.Resume(ctx, cmd)
 }
 
 // CompleteClientCall answers a client_execution ticket with the client's tool output.

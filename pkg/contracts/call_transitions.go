@@ -1,6 +1,7 @@
 package contracts
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
 	"time"
@@ -160,23 +161,53 @@ func (r *CallRecord) Park(kind ToolWaitKind, correlationID string, at time.Time)
 	return nil
 }
 
-// Resolve records that the resume command or ticket timer by resolves the wait of an
-// Awaiting call, so a redelivery of by re-publishes its outcome instead of being refused,
-// and stamps [StageResumed]. The phase does not move: the resolution's own transition
-// ([CallRecord.Resume], [CallRecord.Complete]) follows.
-func (r *CallRecord) Resolve(by string, at time.Time) error {
+// Resolver is who resolves the wait of an Awaiting call, for [CallRecord.Resolve].
+type Resolver struct {
+	// By is the ce-id of the resume command, or the timer's mark.
+	By string
+	// Actor names who decided (the command's actor, or [ActorTimer]).
+	Actor string
+	// EditedArguments are the arguments an approval edited the call to (nil: as proposed).
+	EditedArguments json.RawMessage
+	// EditBlocked is the policy's reason when it blocked the edited arguments.
+	EditBlocked string
+}
+
+// Resolve records that the resume command or ticket timer r.By resolves the wait of an
+// Awaiting call, who decided, and the arguments an approval edited, so a redelivery of
+// r.By re-publishes its outcome instead of being refused, and stamps [StageResumed]. The
+// phase does not move: the resolution's own transition ([CallRecord.Resume],
+// [CallRecord.Complete]) follows. Edited arguments must be a JSON object.
+func (r *CallRecord) Resolve(res Resolver, at time.Time) error {
 	if err := r.Validate(); err != nil {
 		return err
 	}
 	if r.Phase.Kind != PhaseAwaiting {
 		return r.badTransition("resolve", "Awaiting")
 	}
-	if by == "" {
+	if res.By == "" {
 		return fmt.Errorf("%w: call %q: a resolution needs its resolver", ErrInvalidTransition, r.CallID)
 	}
-	r.ResolvedBy = by
+	var edited json.RawMessage
+	if res.EditedArguments != nil {
+		var err error
+		if edited, err = ArgumentsObject(res.EditedArguments); err != nil {
+			return fmt.Errorf("%w: call %q: %w", ErrInvalidTransition, r.CallID, err)
+		}
+	}
+	r.ResolvedBy, r.ResolvedActor = res.By, res.Actor
+	r.EditedArguments, r.EditBlocked = edited, res.EditBlocked
 	r.stamp(StageResumed, at)
 	return nil
+}
+
+// Arguments returns the arguments the call runs with: the approved edit, else proposed
+// (the submission's).
+func (r *CallRecord) Arguments(proposed json.RawMessage) json.RawMessage {
+	if r.EditedArguments != nil {
+		return r.EditedArguments
+	}
+	return proposed
 }
 
 // Complete records the terminal output of an Executing or Awaiting call. out.CallID must

@@ -112,6 +112,12 @@ type PermissionDecision struct {
 	Decision PermissionDecisionKind `json:"decision"`
 	Note     string                 `json:"note,omitempty"`
 	Reason   string                 `json:"reason,omitempty"`
+	// Arguments, on an allow only, replace the call's proposed arguments: the approval of
+	// an edited call. They must be a JSON object valid against the tool's parameters
+	// schema (else the resume is refused invalid_arguments and the ticket stays open), and
+	// they are gated again by the host and run policies (a block then denies the call).
+	// Absent, or equal to the proposed arguments: the call runs as proposed.
+	Arguments json.RawMessage `json:"arguments,omitempty"`
 }
 
 // ResumeResult is exactly one of a permission decision or a client-supplied tool result.
@@ -127,6 +133,10 @@ type ResumeCommand struct {
 	ThreadID      string       `json:"thread_id"`
 	SnapshotID    string       `json:"snapshot_id"`
 	Result        ResumeResult `json:"result"`
+	// Actor names who decided (at most [MaxActorLength] bytes). A client publishing on the
+	// subject sets it itself; the api sets it from the caller's authentication (the api
+	// token's name, the NATS user of a micro request) and never from the caller's body.
+	Actor string `json:"actor,omitempty"`
 }
 
 // TicketResolution is the payload of io.awaken.ticket.resolved.v1 (Code approved, denied,
@@ -140,6 +150,9 @@ type TicketResolution struct {
 	// ResumeID is the ce-id of the resume command this answers, so a client waiting on its
 	// own command can tell its answer from another's.
 	ResumeID string `json:"resume_id,omitempty"`
+	// Actor is who resolved the ticket: the resume command's actor, or "timer" for a due
+	// time or a deadline (resolved events only).
+	Actor string `json:"actor,omitempty"`
 }
 
 // RunCancel asks to seal the open batches of a run.
@@ -168,10 +181,13 @@ const (
 
 // AgentFact is one fact of the projection; only the fields of its Type are set.
 type AgentFact struct {
-	Type             AgentEventType  `json:"type"`
-	ID               string          `json:"id,omitempty"`
-	Name             string          `json:"name,omitempty"`
-	Input            json.RawMessage `json:"input,omitempty"`
+	Type  AgentEventType  `json:"type"`
+	ID    string          `json:"id,omitempty"`
+	Name  string          `json:"name,omitempty"`
+	Input json.RawMessage `json:"input,omitempty"`
+	// ProposedInput is set on the tool_call fact an approval with edited arguments
+	// publishes: Input is then what runs, ProposedInput what the model proposed.
+	ProposedInput    json.RawMessage `json:"proposed_input,omitempty"`
 	Disposition      ToolDisposition `json:"disposition,omitempty"`
 	IsError          *bool           `json:"is_error,omitempty"`
 	PendingToolUseID string          `json:"pending_tool_use_id,omitempty"`
@@ -187,11 +203,20 @@ type AgentEvent struct {
 // AuditRecord is a PermissionDecided record: one per gate decision and per resume.
 // Decision is allow, deny, set_result, ask, schedule, approved, denied or expired.
 type AuditRecord struct {
-	RunID    string    `json:"run_id"`
-	BatchID  string    `json:"batch_id"`
-	ToolID   string    `json:"tool_id"`
-	CallID   string    `json:"call_id"`
-	Decision string    `json:"decision"`
-	Reason   string    `json:"reason,omitempty"`
-	At       time.Time `json:"at"`
+	RunID    string `json:"run_id"`
+	BatchID  string `json:"batch_id"`
+	ToolID   string `json:"tool_id"`
+	CallID   string `json:"call_id"`
+	Decision string `json:"decision"`
+	Reason   string `json:"reason,omitempty"`
+	// Actor is who resolved a ticket (approved, denied, and the deny of an edit the
+	// policy blocked); "timer" for expired and scheduled. Absent on the gate's own
+	// decisions.
+	Actor string `json:"actor,omitempty"`
+	// Arguments and ProposedArguments are set when an approval edited the call's
+	// arguments: Arguments are the approved ones (what runs, or what the policy blocked),
+	// ProposedArguments the model's.
+	Arguments         json.RawMessage `json:"arguments,omitempty"`
+	ProposedArguments json.RawMessage `json:"proposed_arguments,omitempty"`
+	At                time.Time       `json:"at"`
 }

@@ -111,7 +111,7 @@ func ptDrawOp(t *rapid.T, recs []CallRecord) ptOp {
 		return call("MarkIndeterminate", func(c *CallRecord) error { return c.MarkIndeterminate(reason, btAt) })
 	case 9:
 		by := rapid.SampledFrom([]string{"", "resume-1"}).Draw(t, "by")
-		return call("Resolve", func(c *CallRecord) error { return c.Resolve(by, btAt) })
+		return call("Resolve", func(c *CallRecord) error { return c.Resolve(Resolver{By: by}, btAt) })
 	case 10:
 		o := &GateOutcome{Kind: rapid.SampledFrom([]GateOutcomeKind{GateAllow, GateBlock}).Draw(t, "decision")}
 		return call("Decide", func(c *CallRecord) error { return c.Decide(o, "", btAt) })

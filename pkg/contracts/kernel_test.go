@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"reflect"
 	"testing"
 	"time"
 )
@@ -232,9 +233,33 @@ func TestApprovalMustMatchTheCommittedWait(t *testing.T) {
 	if c.Phase.Kind != PhaseAwaiting {
 		t.Fatalf("a mismatched approval moved the call to %s", c.Phase.Kind)
 	}
-	btMust(t, c.Resolve("resume-1", btAt), c.Resume(WaitToolPermission, "approval-1", btAt))
+	btMust(t, c.Resolve(Resolver{By: "resume-1"}, btAt), c.Resume(WaitToolPermission, "approval-1", btAt))
 	if c.Phase.Kind != PhaseExecuting || c.Phase.Attempt != 1 || c.Entered || c.ResolvedBy != "resume-1" {
 		t.Fatalf("exact approval: %+v, want Executing{1}, not entered, resolved by resume-1", c)
+	}
+}
+
+// TestResolveRecordsActorAndEdit: a resolution records who decided and the edited
+// arguments (compacted), which the call then runs with; an edit that is not a JSON object
+// is refused and leaves the record unchanged.
+func TestResolveRecordsActorAndEdit(t *testing.T) {
+	c := btRec("c")
+	btMust(t, c.Park(WaitToolPermission, "approval-1", btAt))
+	before := c.Clone()
+	btWantErr(t, c.Resolve(Resolver{By: "resume-1", Actor: "alice", EditedArguments: json.RawMessage(`[1]`)}, btAt), ErrInvalidTransition, "array edit")
+	if !reflect.DeepEqual(c, before) {
+		t.Fatalf("a refused edit changed the record: %+v", c)
+	}
+	btMust(t, c.Resolve(Resolver{By: "resume-1", Actor: "alice", EditedArguments: json.RawMessage(`{ "p" : 1 }`), EditBlocked: "no"}, btAt))
+	if c.ResolvedBy != "resume-1" || c.ResolvedActor != "alice" || string(c.EditedArguments) != `{"p":1}` || c.EditBlocked != "no" {
+		t.Fatalf("resolved record %+v", c)
+	}
+	if got := c.Arguments(json.RawMessage(`{"p":0}`)); string(got) != `{"p":1}` {
+		t.Fatalf("the call runs with %s, want the edit", got)
+	}
+	plain := btRec("d")
+	if got := plain.Arguments(json.RawMessage(`{"p":0}`)); string(got) != `{"p":0}` {
+		t.Fatalf("an unedited call runs with %s, want the proposed arguments", got)
 	}
 }
 
@@ -295,7 +320,7 @@ func TestTransitionsStampTheTimeline(t *testing.T) {
 	btMust(t,
 		c.Decide(&GateOutcome{Kind: GateRequireConfirmation, CorrelationID: "corr"}, "", at(1)),
 		c.Park(WaitToolPermission, "corr", at(2)),
-		c.Resolve("resume-1", at(3)),
+		c.Resolve(Resolver{By: "resume-1"}, at(3)),
 		c.Resume(WaitToolPermission, "corr", at(4)),
 		c.Enter(9, at(5)),
 		c.Retry(9, at(6)),
@@ -635,9 +660,9 @@ func TestEveryPhaseOperationPairHasExactlyItsDocumentedPrecondition(t *testing.T
 			every(inv, map[string]want{"Awaiting": fail(ErrWaitMismatch)})},
 		"resume_wrong_kind": {func(c *CallRecord) error { return c.Resume(WaitScheduledAction, "corr", btAt) },
 			every(inv, map[string]want{"Awaiting": fail(ErrWaitMismatch)})},
-		"resolve": {func(c *CallRecord) error { return c.Resolve("resume-1", btAt) },
+		"resolve": {func(c *CallRecord) error { return c.Resolve(Resolver{By: "resume-1"}, btAt) },
 			every(inv, map[string]want{"Awaiting": {stage: StageResumed}})},
-		"resolve_without_resolver": {func(c *CallRecord) error { return c.Resolve("", btAt) },
+		"resolve_without_resolver": {func(c *CallRecord) error { return c.Resolve(Resolver{By: ""}, btAt) },
 			every(inv, nil)},
 		"park": {func(c *CallRecord) error { return c.Park(WaitExternalResult, "corr-2", btAt) },
 			every(inv, map[string]want{"Requested": to(awaiting2, StageAwaiting), "DecidedRequested": to(awaiting2, StageAwaiting),
@@ -747,7 +772,7 @@ func TestTransitionsRefuseAMalformedRecord(t *testing.T) {
 			"enter":              func(c *CallRecord) error { return c.Enter(1, btAt) },
 			"retry":              func(c *CallRecord) error { return c.Retry(1, btAt) },
 			"resume":             func(c *CallRecord) error { return c.Resume(WaitToolPermission, "x", btAt) },
-			"resolve":            func(c *CallRecord) error { return c.Resolve("x", btAt) },
+			"resolve":            func(c *CallRecord) error { return c.Resolve(Resolver{By: "x"}, btAt) },
 			"park":               func(c *CallRecord) error { return c.Park(WaitToolPermission, "x", btAt) },
 			"complete":           func(c *CallRecord) error { return c.Complete(btText(c.CallID, "x"), btAt) },
 			"complete immediate": func(c *CallRecord) error { return c.CompleteImmediate(btText(c.CallID, "x"), btAt) },

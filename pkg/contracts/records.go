@@ -1,6 +1,9 @@
 package contracts
 
-import "time"
+import (
+	"encoding/json"
+	"time"
+)
 
 // This file holds the durable records of a batch and its calls, which every service reads
 // and writes. They are not part of the normative protocol.
@@ -67,6 +70,15 @@ type CallRecord struct {
 	// ResolvedBy is the event id of the resume command that resolved this call's ticket, so
 	// a redelivered resume re-publishes its outputs instead of being refused.
 	ResolvedBy string `json:"resolved_by,omitempty"`
+	// ResolvedActor is who resolved the call's ticket: the resume command's actor, or
+	// [ActorTimer].
+	ResolvedActor string `json:"resolved_actor,omitempty"`
+	// EditedArguments are the arguments an approval replaced the proposed ones with (the
+	// submission keeps the proposed): the executor runs these. Nil: run as proposed.
+	EditedArguments json.RawMessage `json:"edited_arguments,omitempty"`
+	// EditBlocked is the policy's reason when the edited arguments were gated again and
+	// blocked: the approval then denied the call ("blocked: {reason}").
+	EditBlocked string `json:"edit_blocked,omitempty"`
 	// TraceParent is the W3C traceparent of the trace the call's batch runs in, recorded
 	// when the gate decides the call, so an approval or a scheduled trigger — which arrive
 	// in traces of their own — continues the batch's trace.

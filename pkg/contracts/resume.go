@@ -1,6 +1,8 @@
 package contracts
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"time"
 )
@@ -36,9 +38,20 @@ const (
 	// ResumeToolCallMismatch: a tool result names another call than the ticket.
 	ResumeToolCallMismatch ResumeErrorCode = "tool_call_mismatch"
 	// ResumeInvalid: the command is structurally invalid (no correlation, neither or both
-	// results, a decision that is not allow/deny or carries the other decision's text).
+	// results, a decision that is not allow/deny or carries the other decision's text, a
+	// deny that carries arguments, an actor over [MaxActorLength] bytes).
 	ResumeInvalid ResumeErrorCode = "invalid_resume"
+	// ResumeInvalidArguments: an approval's edited arguments are not a JSON object valid
+	// against the tool's parameters schema. Nothing is consumed: the ticket stays open.
+	ResumeInvalidArguments ResumeErrorCode = "invalid_arguments"
 )
+
+// MaxActorLength bounds the actor of a resume command.
+const MaxActorLength = 256
+
+// ActorTimer is the actor of a resolution no human made: a scheduled action's due time or
+// an approval's deadline.
+const ActorTimer = "timer"
 
 // ResumeError is a typed refusal of a resume command. Match a kind with errors.Is against
 // the sentinels below (matching is by Code, the Message is detail); read the code with
@@ -79,6 +92,8 @@ var (
 	ErrToolCallMismatch = &ResumeError{Code: ResumeToolCallMismatch, Message: "tool result call id does not match the committed ticket"}
 	// ErrInvalidResume matches every invalid_resume refusal.
 	ErrInvalidResume = &ResumeError{Code: ResumeInvalid, Message: "resume command is structurally invalid"}
+	// ErrInvalidEditedArguments matches every invalid_arguments refusal.
+	ErrInvalidEditedArguments = &ResumeError{Code: ResumeInvalidArguments, Message: "the approval's edited arguments are invalid"}
 )
 
 func resumeErr(code ResumeErrorCode, format string, args ...any) *ResumeError {
@@ -92,6 +107,9 @@ func resumeErr(code ResumeErrorCode, format string, args ...any) *ResumeError {
 func (c ResumeCommand) Validate() error {
 	if c.CorrelationID == "" {
 		return resumeErr(ResumeInvalid, "correlation_id is empty")
+	}
+	if len(c.Actor) > MaxActorLength {
+		return resumeErr(ResumeInvalid, "actor is longer than %d bytes", MaxActorLength)
 	}
 	r := c.Result
 	switch {
@@ -108,6 +126,9 @@ func (c ResumeCommand) Validate() error {
 		case DecisionDeny:
 			if p.Note != "" {
 				return resumeErr(ResumeInvalid, "a deny decision carries a reason, not a note")
+			}
+			if p.HasArguments() {
+				return resumeErr(ResumeInvalid, "a deny decision carries no arguments")
 			}
 		default:
 			return resumeErr(ResumeInvalid, "permission decision %q is neither %q nor %q", p.Decision, DecisionAllow, DecisionDeny)
@@ -180,6 +201,7 @@ func ResumeCommandFromTicket(t ResumeTicket, result ResumeResult) ResumeCommand 
 	var r ResumeResult
 	if result.Permission != nil {
 		p := *result.Permission
+		p.Arguments = cloneRaw(p.Arguments)
 		r.Permission = &p
 	}
 	if result.ToolResult != nil {
@@ -193,4 +215,40 @@ func ResumeCommandFromTicket(t ResumeTicket, result ResumeResult) ResumeCommand 
 		SnapshotID:    t.SnapshotID,
 		Result:        r,
 	}
+}
+
+// EditedArguments returns the arguments an approval edits the call to, or nil when it
+// runs the call as proposed: no arguments, or arguments equal (as JSON) to proposed.
+func (p *PermissionDecision) EditedArguments(proposed json.RawMessage) json.RawMessage {
+	if p == nil || p.Decision != DecisionAllow || !p.HasArguments() || batchJSONEqual(p.Arguments, proposed) {
+		return nil
+	}
+	return cloneRaw(p.Arguments)
+}
+
+// HasArguments reports whether p carries arguments: absent, empty and JSON null are none.
+func (p *PermissionDecision) HasArguments() bool {
+	a := bytes.TrimSpace(p.Arguments)
+	return len(a) > 0 && !bytes.Equal(a, []byte("null"))
+}
+
+// ArgumentsObject checks that args is one JSON object (what a tool's arguments are) and
+// returns it compacted; anything else is an [ErrInvalidEditedArguments] refusal.
+func ArgumentsObject(args json.RawMessage) (json.RawMessage, error) {
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(args, &obj); err != nil || obj == nil {
+		return nil, resumeErr(ResumeInvalidArguments, "arguments must be a JSON object")
+	}
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, args); err != nil {
+		return nil, resumeErr(ResumeInvalidArguments, "arguments must be a JSON object")
+	}
+	return buf.Bytes(), nil
+}
+
+func cloneRaw(r json.RawMessage) json.RawMessage {
+	if r == nil {
+		return nil
+	}
+	return append(json.RawMessage(nil), r...)
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 )
@@ -267,6 +268,9 @@ func TestResumeCommandStructure(t *testing.T) {
 		{"empty decision", ResumeResult{Permission: &PermissionDecision{}}, "c1", ResumeInvalid},
 		{"allow with reason", ResumeResult{Permission: &PermissionDecision{Decision: DecisionAllow, Reason: "r"}}, "c1", ResumeInvalid},
 		{"deny with note", ResumeResult{Permission: &PermissionDecision{Decision: DecisionDeny, Note: "n"}}, "c1", ResumeInvalid},
+		{"allow with arguments", ResumeResult{Permission: &PermissionDecision{Decision: DecisionAllow, Arguments: json.RawMessage(`{"a":1}`)}}, "c1", ""},
+		{"deny with arguments", ResumeResult{Permission: &PermissionDecision{Decision: DecisionDeny, Arguments: json.RawMessage(`{"a":1}`)}}, "c1", ResumeInvalid},
+		{"deny with null arguments", ResumeResult{Permission: &PermissionDecision{Decision: DecisionDeny, Arguments: json.RawMessage(`null`)}}, "c1", ""},
 		{"no correlation", rtAllow(), "", ResumeInvalid},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -320,5 +324,43 @@ func TestResumeErrorMatchesByCode(t *testing.T) {
 	}
 	if len(codes) != len(rtSentinel) {
 		t.Fatal("codes and sentinels disagree")
+	}
+}
+
+func TestResumeActorIsBounded(t *testing.T) {
+	cmd := rtCommand()
+	cmd.Actor = strings.Repeat("a", MaxActorLength)
+	rtWantCode(t, cmd.Validate(), "", "actor at the limit")
+	cmd.Actor += "a"
+	rtWantCode(t, cmd.Validate(), ResumeInvalid, "actor over the limit")
+}
+
+// TestEditedArguments: an allow edits the call only with arguments that differ (as JSON)
+// from the proposed ones; a deny never edits.
+func TestEditedArguments(t *testing.T) {
+	proposed := json.RawMessage(`{"a":1,"b":"x"}`)
+	for _, tc := range []struct {
+		name string
+		p    *PermissionDecision
+		want string
+	}{
+		{"none", &PermissionDecision{Decision: DecisionAllow}, ""},
+		{"equal, reordered and spaced", &PermissionDecision{Decision: DecisionAllow, Arguments: json.RawMessage(`{ "b":"x", "a":1 }`)}, ""},
+		{"different", &PermissionDecision{Decision: DecisionAllow, Arguments: json.RawMessage(`{"a":2}`)}, `{"a":2}`},
+		{"deny", &PermissionDecision{Decision: DecisionDeny, Arguments: json.RawMessage(`{"a":2}`)}, ""},
+		{"null", &PermissionDecision{Decision: DecisionAllow, Arguments: json.RawMessage(`null`)}, ""},
+		{"nil decision", nil, ""},
+	} {
+		if got := tc.p.EditedArguments(proposed); string(got) != tc.want {
+			t.Errorf("%s: edited %s, want %q", tc.name, got, tc.want)
+		}
+	}
+	for _, bad := range []string{`[1]`, `"x"`, `null`, `1`, `{"a":`} {
+		if _, err := ArgumentsObject(json.RawMessage(bad)); !errors.Is(err, ErrInvalidEditedArguments) {
+			t.Errorf("ArgumentsObject(%s) = %v, want invalid_arguments", bad, err)
+		}
+	}
+	if got, err := ArgumentsObject(json.RawMessage(" {\"a\" : [1, 2]}\n")); err != nil || string(got) != `{"a":[1,2]}` {
+		t.Errorf("ArgumentsObject compacts to %s, %v", got, err)
 	}
 }

@@ -229,7 +229,9 @@ func hashSafeSubmission(s *BatchSubmission) *BatchSubmission {
 // must pass [ValidateID] and correlation_id must be a well-formed correlation id
 // (invalid_id); result must hold exactly one of permission or tool_result; a permission
 // decision is allow (with an optional note, no reason) or deny (with an optional reason,
-// no note); a tool_result must be a valid [ToolOutput] (its call_id: invalid_id). Whether
+// no note; arguments only on an allow); the actor is at most [MaxActorLength] bytes; a
+// tool_result must be a valid [ToolOutput] (its call_id: invalid_id). Whether edited
+// arguments fit the tool is the gate's to decide (invalid_arguments). Whether
 // the command matches its ticket is decided later, against the committed ticket.
 func DecodeResumeCommand(data []byte) (*ResumeCommand, error) {
 	var c ResumeCommand
@@ -238,6 +240,9 @@ func DecodeResumeCommand(data []byte) (*ResumeCommand, error) {
 	}
 	if err := validateCorrelationID(c.CorrelationID); err != nil {
 		return nil, rejectWire(RejectInvalidID, "%v", err)
+	}
+	if len(c.Actor) > MaxActorLength {
+		return nil, rejectWire(RejectInvalidField, "actor is longer than %d bytes", MaxActorLength)
 	}
 	for _, id := range []struct{ field, value string }{
 		{"run_id", c.RunID}, {"thread_id", c.ThreadID}, {"snapshot_id", c.SnapshotID},
@@ -259,6 +264,9 @@ func DecodeResumeCommand(data []byte) (*ResumeCommand, error) {
 		case DecisionDeny:
 			if p.Note != "" {
 				return nil, rejectWire(RejectInvalidField, "result.permission: a deny carries a reason, not a note")
+			}
+			if p.HasArguments() {
+				return nil, rejectWire(RejectInvalidField, "result.permission: a deny carries no arguments")
 			}
 		default:
 			return nil, rejectWire(RejectInvalidField, "result.permission.decision %q is not allow or deny", p.Decision)

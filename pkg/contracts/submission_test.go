@@ -362,6 +362,12 @@ func TestDecodeResumeCommand(t *testing.T) {
 		{"unknown decision", strings.Replace(allow, `"decision":"allow"`, `"decision":"approve"`, 1), RejectInvalidField},
 		{"allow with reason", strings.Replace(allow, `"note":"ok"`, `"reason":"ok"`, 1), RejectInvalidField},
 		{"deny with note", strings.Replace(allow, `"decision":"allow"`, `"decision":"deny"`, 1), RejectInvalidField},
+		{"allow with edited arguments and an actor", strings.Replace(strings.Replace(allow, `"note":"ok"`, `"note":"ok","arguments":{"path":"/tmp/x"}`, 1),
+			`"run_id"`, `"actor":"alice","run_id"`, 1), ""},
+		{"allow with arguments that are no object", strings.Replace(allow, `"note":"ok"`, `"arguments":[1]`, 1), ""}, // the gate refuses them: invalid_arguments, the ticket stays open
+		{"deny with arguments", strings.Replace(allow, `"decision":"allow","note":"ok"`, `"decision":"deny","arguments":{"a":1}`, 1), RejectInvalidField},
+		{"actor over the limit", strings.Replace(allow, `"run_id"`, `"actor":"`+strings.Repeat("a", MaxActorLength+1)+`","run_id"`, 1), RejectInvalidField},
+		{"actor of the wrong type", strings.Replace(allow, `"run_id"`, `"actor":7,"run_id"`, 1), RejectInvalidField},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -179,7 +180,7 @@ func TestBrowserConsoleApproveAndDeny(t *testing.T) {
 		chromedp.WaitVisible(rowSel(tk.CorrelationID)+" button.approve"),
 		chromedp.WaitVisible(rowSel(tkD.CorrelationID)+" button.deny"),
 	)
-	args := run(t, br, "read the arguments", chromedp.Text(rowSel(tk.CorrelationID)+" pre.args"))
+	args := run(t, br, "read the arguments", chromedp.Value(rowSel(tk.CorrelationID)+" textarea.args"))
 	scripts := run(t, br, "count scripts", chromedp.Evaluate[int](`document.scripts.length`))
 	injected := run(t, br, "count injected elements", chromedp.Evaluate[int](`document.querySelectorAll("#tickets img, #tickets script").length`))
 	// The arguments are shown as pretty-printed JSON text, markup and all.
@@ -281,4 +282,98 @@ func TestBrowserConsoleShowsProgress(t *testing.T) {
 	// A network change on the host (containers of other jobs coming and going) fails the
 	// requests in flight; the console retries them.
 	br.check(t, func(p string) bool { return strings.Contains(p, "ERR_NETWORK_CHANGED") })
+}
+
+// setArguments types text into the argument box of ticket corr (as an input event, so the
+// console keeps it across re-renders).
+func setArguments(corr, text string) chromedp.Action[chromedp.Void] {
+	sel, _ := json.Marshal(string(rowSel(corr)) + " textarea.args")
+	val, _ := json.Marshal(text)
+	return chromedp.Poll[chromedp.Void](`(() => { const b = document.querySelector(` + string(sel) +
+		`); b.value = ` + string(val) + `; b.dispatchEvent(new Event("input")); return true; })()`)
+}
+
+// textOf returns the text of the first element sel selects ("" for none), read in one
+// evaluation so a re-render cannot pull the node away between finding and reading it.
+func textOf(t *testing.T, br *browser, sel chromedp.CSS) string {
+	t.Helper()
+	q, _ := json.Marshal(string(sel))
+	return run(t, br, "read "+string(sel), chromedp.Evaluate[string](`(document.querySelector(`+string(q)+`) || {}).textContent || ""`))
+}
+
+// actionError waits until the console shows an action error and returns it.
+func actionError(t *testing.T, br *browser) string {
+	t.Helper()
+	br.do(t, "wait for the action error", chromedp.Poll[chromedp.Void](`document.getElementById("action-error").textContent.length > 0`))
+	return run(t, br, "read the action error", chromedp.Text(chromedp.CSS(`#action-error`)))
+}
+
+// TestBrowserConsoleApproveWithEdits: the ticket's argument box is prefilled with the
+// proposed arguments; text that is not JSON is refused in the page, an edit that does not
+// fit the tool shows the api's 422 invalid_arguments, and either way the ticket stays
+// open; a valid edit runs the tool with it, and the batch shows who decided (the name of
+// the signed-in token), the proposed and the approved arguments.
+func TestBrowserConsoleApproveWithEdits(t *testing.T) {
+	br := newBrowser(t)
+	h := newHarness(t, api.Options{Tokens: map[string]string{"alice": "tok-alice"}})
+	h.waitEchoSchema()
+	tk := h.parkEcho("run-browser-edit", "proposed")
+	br.do(t, "sign in",
+		chromedp.Navigate(h.base+"/"),
+		chromedp.WaitVisible(chromedp.CSS(`#login-form`)),
+		chromedp.SendKeys(chromedp.CSS(`#token`), "tok-alice"),
+		chromedp.Click(chromedp.CSS(`#login-form button`)),
+		chromedp.WaitVisible(rowSel(tk.CorrelationID)+" textarea.args"),
+	)
+	var prefilled map[string]string
+	if err := json.Unmarshal([]byte(run(t, br, "read the box", chromedp.Value(rowSel(tk.CorrelationID)+" textarea.args"))), &prefilled); err != nil || prefilled["text"] != "proposed" {
+		t.Fatalf("the box holds %v (%v), want the proposed arguments", prefilled, err)
+	}
+	stillOpen := func(what string) {
+		t.Helper()
+		if _, err := h.api.Ticket(ctxFor(t, waitLong), tk.CorrelationID); err != nil {
+			t.Fatalf("the ticket is gone after %s: %v", what, err)
+		}
+		if n := run(t, br, "count the row", chromedp.Evaluate[int](`document.querySelectorAll('`+string(rowSel(tk.CorrelationID))+`').length`)); n != 1 {
+			t.Fatalf("the ticket's row is gone after %s", what)
+		}
+	}
+
+	br.do(t, "approve text that is not JSON", setArguments(tk.CorrelationID, `{"text": `), chromedp.Click(rowSel(tk.CorrelationID)+" button.approve"))
+	if msg := actionError(t, br); !strings.Contains(msg, "not valid JSON") {
+		t.Fatalf("action error %q, want the JSON refusal", msg)
+	}
+	stillOpen("text that is not JSON")
+
+	br.do(t, "approve an edit that does not fit the tool",
+		chromedp.Poll[chromedp.Void](`(() => { document.getElementById("action-error").textContent = ""; return true; })()`),
+		setArguments(tk.CorrelationID, `{"text": 5}`), chromedp.Click(rowSel(tk.CorrelationID)+" button.approve"))
+	if msg := actionError(t, br); !strings.Contains(msg, string(contracts.ResumeInvalidArguments)) {
+		t.Fatalf("action error %q, want invalid_arguments", msg)
+	}
+	stillOpen("an invalid edit")
+	br.screenshot(t, "console-invalid-edit.png")
+
+	batch := contracts.BatchID("run-browser-edit", 1)
+	br.do(t, "approve a valid edit",
+		setArguments(tk.CorrelationID, `{"text": "from the browser"}`),
+		chromedp.Click(rowSel(tk.CorrelationID)+" button.approve"),
+		chromedp.WaitNotPresent(rowSel(tk.CorrelationID)),
+		chromedp.WaitVisible(batchSel(batch, ".badge.published")),
+		chromedp.Click(batchSel(batch, "> summary")),
+		chromedp.WaitVisible(batchSel(batch, "pre.args.proposed")),
+	)
+	if got := texts(h.results("run-browser-edit")); !slices.Equal(got, []string{"from the browser"}) {
+		t.Fatalf("results after approving the edit = %q", got)
+	}
+	// The batch list re-renders on every event: read each text in one evaluation.
+	actor := textOf(t, br, batchSel(batch, "td.actor"))
+	proposed := textOf(t, br, batchSel(batch, "pre.args.proposed"))
+	approved := textOf(t, br, batchSel(batch, "pre.args.approved"))
+	if actor != "alice (edited arguments)" || !strings.Contains(proposed, `"proposed"`) || !strings.Contains(approved, `"from the browser"`) {
+		t.Fatalf("batch shows decided by %q, proposed %q, approved %q", actor, proposed, approved)
+	}
+	br.screenshot(t, "console-edited.png")
+	// The sign-in probe and the 422 are failed requests the browser logs; nothing else may appear.
+	br.check(t, func(p string) bool { return strings.Contains(p, "401") || strings.Contains(p, "422") })
 }

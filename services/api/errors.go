@@ -65,7 +65,8 @@ func internalErr(err error) *Error {
 
 // StatusForResumeCode maps a gate refusal code to an HTTP status: 409 Conflict when the
 // ticket is not (or no longer) waiting or its deadline passed, 422 when the command names
-// another correlation, run, thread, snapshot, call or result kind than the ticket, 400 for
+// another correlation, run, thread, snapshot, call or result kind than the ticket or its
+// edited arguments do not fit the tool (invalid_arguments), 400 for
 // a structurally invalid command. ticketKnown distinguishes a not_waiting for a correlation
 // under which no ticket was ever opened (404) from one whose ticket was resolved, expired
 // or cleared (409).
@@ -78,7 +79,7 @@ func StatusForResumeCode(code string, ticketKnown bool) int {
 		return http.StatusConflict
 	case contracts.ResumeExpired:
 		return http.StatusConflict
-	case contracts.ResumeCorrelationMismatch, contracts.ResumeRunMismatch, contracts.ResumeThreadMismatch,
+	case contracts.ResumeInvalidArguments, contracts.ResumeCorrelationMismatch, contracts.ResumeRunMismatch, contracts.ResumeThreadMismatch,
 		contracts.ResumeSnapshotMismatch, contracts.ResumeResultKindMismatch, contracts.ResumeToolCallMismatch:
 		return http.StatusUnprocessableEntity
 	case contracts.ResumeInvalid:

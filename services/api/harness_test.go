@@ -37,6 +37,8 @@ tools:
     builtin: ran
   - id: ask_quick
     builtin: ran
+  - id: ask_echo
+    builtin: echo
   - id: client_pick
     kind: client_executed
 policy:
@@ -44,6 +46,8 @@ policy:
   rules:
     - { pattern: ask_me, behavior: ask }
     - { pattern: ask_quick, behavior: ask, timeout: 300ms }
+    - { pattern: 'ask_echo(text ~ "rm *")', behavior: deny }
+    - { pattern: ask_echo, behavior: ask }
 `
 
 const waitLong = 30 * time.Second

@@ -3,8 +3,6 @@ package api
 import (
 	"cmp"
 	"context"
-	"crypto/sha256"
-	"crypto/subtle"
 	"embed"
 	"encoding/json"
 	"errors"
@@ -202,33 +200,26 @@ func (s *Service) loopbackBind() bool {
 	return ok && addr.IP.IsLoopback()
 }
 
-// authenticate requires the bearer token on every /v1 request (and /metrics unless it is
-// public) when one is configured.
+// authenticate requires a configured bearer token on every /v1 request (and /metrics
+// unless it is public) when any is configured, and gives the request the token's name as
+// its actor.
 func (s *Service) authenticate(next http.Handler) http.Handler {
-	if s.opts.Token == "" {
-		return next
-	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !s.authorized(r) {
+		name, ok := s.tokenName(r)
+		if !ok {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="awaken"`)
 			s.writeError(w, r, apiErr(http.StatusUnauthorized, CodeUnauthorized, "a valid bearer token is required"))
 			return
 		}
-		next.ServeHTTP(w, r)
+		next.ServeHTTP(w, r.WithContext(withActor(r.Context(), name)))
 	})
 }
 
-// authorized reports whether r may read what the token protects: no token is configured,
-// or r carries it as a bearer token. The comparison is constant-time over fixed-length
-// digests.
+// authorized reports whether r may read what the tokens protect: none is configured, or
+// r carries one as a bearer token.
 func (s *Service) authorized(r *http.Request) bool {
-	if s.opts.Token == "" {
-		return true
-	}
-	want := sha256.Sum256([]byte(s.opts.Token))
-	scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
-	got := sha256.Sum256([]byte(strings.TrimSpace(token)))
-	return ok && strings.EqualFold(scheme, "Bearer") && subtle.ConstantTimeCompare(got[:], want[:]) == 1
+	_, ok := s.tokenName(r)
+	return ok
 }
 
 // protect refuses cross-site mutating requests: a state-changing method must carry
@@ -314,9 +305,13 @@ func (s *Service) httpTicket(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, t)
 }
 
-// ApproveRequest is the body of POST /v1/tickets/{correlation_id}/approve.
+// ApproveRequest is the body of POST /v1/tickets/{correlation_id}/approve. Arguments, when
+// set, edit the call's arguments (a JSON object valid against the tool's schema, gated
+// again by the policies); an invalid edit is refused 422 invalid_arguments and the ticket
+// stays open.
 type ApproveRequest struct {
-	Note string `json:"note,omitempty"`
+	Note      string          `json:"note,omitempty"`
+	Arguments json.RawMessage `json:"arguments,omitempty"`
 }
 
 // DenyRequest is the body of POST /v1/tickets/{correlation_id}/deny.
@@ -330,7 +325,7 @@ func (s *Service) httpApprove(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	s.decide(w, r, true, req.Note)
+	s.decide(w, r, Decision{Allow: true, Text: req.Note, Arguments: req.Arguments})
 }
 
 func (s *Service) httpDeny(w http.ResponseWriter, r *http.Request) {
@@ -339,17 +334,18 @@ func (s *Service) httpDeny(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	s.decide(w, r, false, req.Reason)
+	s.decide(w, r, Decision{Text: req.Reason})
 }
 
-func (s *Service) decide(w http.ResponseWriter, r *http.Request, allow bool, text string) {
+func (s *Service) decide(w http.ResponseWriter, r *http.Request, d Decision) {
 	corr := r.PathValue("correlation_id")
-	res, err := s.Decide(r.Context(), corr, allow, text)
+	d.Actor = actorOf(r.Context())
+	res, err := s.Decide(r.Context(), corr, d)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	s.log.Info().Str("correlation_id", corr).Str("code", res.Code).Str("remote", r.RemoteAddr).Msg("ticket resolved over http")
+	s.log.Info().Str("correlation_id", corr).Str("code", res.Code).Str("actor", d.Actor).Str("remote", r.RemoteAddr).Msg("ticket resolved over http")
 	writeJSON(w, http.StatusOK, res)
 }
 

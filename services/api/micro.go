@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -31,8 +32,15 @@ const (
 	EndpointTicketsGet = "tickets.get"
 	// EndpointTicketsResolve answers a ticket. Request body: a complete ResumeCommand
 	// (docs/protocol.md §7; any result kind), or the short form {"correlation_id", "decision":
-	// "allow"|"deny", "note"|"reason"}. Reply: the gate's TicketResolution.
+	// "allow"|"deny", "note"|"reason", "arguments"?}. Reply: the gate's TicketResolution.
+	// The resolution is recorded as made by [MicroActor]; the same request on
+	// EndpointTicketsResolve + ".{user}" (a subject auth.conf lets only that NATS user
+	// publish) is recorded as made by "nats:{user}".
 	EndpointTicketsResolve = "tickets.resolve"
+	// EndpointTicketsResolveAs is EndpointTicketsResolve for the NATS user {user}: the
+	// same requests, recorded as decided by "nats:{user}". Grant each person's NATS user
+	// publish on its own subject only ([ResolveAsSubject]).
+	EndpointTicketsResolveAs = "tickets.resolve.{user}"
 	// EndpointRunsCancel cancels a run. Request body: {"run_id","reason"?} or the bare run
 	// id. Reply: {"run_id","status":"cancel_requested"}.
 	EndpointRunsCancel = "runs.cancel"
@@ -43,6 +51,12 @@ func MicroGroup(prefix string) string { return prefix + ".api" }
 
 // MicroSubject is the request subject of endpoint (one of the Endpoint constants).
 func MicroSubject(prefix, endpoint string) string { return MicroGroup(prefix) + "." + endpoint }
+
+// ResolveAsSubject is the resolve subject of the NATS user user
+// ([EndpointTicketsResolveAs]).
+func ResolveAsSubject(prefix, user string) string {
+	return MicroSubject(prefix, strings.Replace(EndpointTicketsResolveAs, "{user}", user, 1))
+}
 
 // Headers of a micro error reply besides micro's own Nats-Service-Error (the message) and
 // Nats-Service-Error-Code (the awaken code, e.g. not_waiting).
@@ -72,6 +86,7 @@ func (s *Service) startMicro() error {
 		{"tickets-list", EndpointTicketsList, s.microTicketsList},
 		{"tickets-get", EndpointTicketsGet, s.microTicketsGet},
 		{"tickets-resolve", EndpointTicketsResolve, s.microTicketsResolve},
+		{"tickets-resolve-as", strings.Replace(EndpointTicketsResolveAs, "{user}", "*", 1), s.microTicketsResolve},
 		{"runs-cancel", EndpointRunsCancel, s.microRunsCancel},
 		{"tools-list", EndpointToolsList, s.microToolsList},
 	}
@@ -250,6 +265,8 @@ type ShortDecision struct {
 	Decision      contracts.PermissionDecisionKind `json:"decision"`
 	Note          string                           `json:"note,omitempty"`
 	Reason        string                           `json:"reason,omitempty"`
+	// Arguments, on an allow, edit the call's arguments.
+	Arguments json.RawMessage `json:"arguments,omitempty"`
 }
 
 func (s *Service) microTicketsResolve(ctx context.Context, req micro.Request) (any, error) {
@@ -258,8 +275,9 @@ func (s *Service) microTicketsResolve(ctx context.Context, req micro.Request) (a
 	if err := json.Unmarshal(data, &probe); err != nil {
 		return nil, apiErr(http.StatusBadRequest, CodeInvalidRequest, "request body must be a JSON object: %v", err)
 	}
+	actor := s.microUserActor(req.Subject())
 	if _, full := probe["result"]; full {
-		return s.Resolve(ctx, data)
+		return s.Resolve(ctx, data, actor)
 	}
 	var d ShortDecision
 	if err := strictJSON(data, &d); err != nil {
@@ -270,12 +288,12 @@ func (s *Service) microTicketsResolve(ctx context.Context, req micro.Request) (a
 		if d.Reason != "" {
 			return nil, apiErr(http.StatusBadRequest, string(contracts.ResumeInvalid), "an allow decision carries a note, not a reason")
 		}
-		return s.Decide(ctx, d.CorrelationID, true, d.Note)
+		return s.Decide(ctx, d.CorrelationID, Decision{Allow: true, Text: d.Note, Arguments: d.Arguments, Actor: actor})
 	case contracts.DecisionDeny:
 		if d.Note != "" {
 			return nil, apiErr(http.StatusBadRequest, string(contracts.ResumeInvalid), "a deny decision carries a reason, not a note")
 		}
-		return s.Decide(ctx, d.CorrelationID, false, d.Reason)
+		return s.Decide(ctx, d.CorrelationID, Decision{Text: d.Reason, Arguments: d.Arguments, Actor: actor})
 	}
 	return nil, apiErr(http.StatusBadRequest, string(contracts.ResumeInvalid), "decision %q is neither allow nor deny", d.Decision)
 }

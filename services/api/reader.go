@@ -80,8 +80,13 @@ type CallView struct {
 	Index  int    `json:"index"`
 	CallID string `json:"call_id"`
 	ToolID string `json:"tool_id"`
-	// Arguments are the call's arguments as submitted (omitted in batch lists).
+	// Arguments are the arguments the call runs with: as submitted, or as an approval
+	// edited them (omitted in batch lists).
 	Arguments json.RawMessage `json:"arguments,omitempty"`
+	// ProposedArguments are the submitted arguments when an approval edited them.
+	ProposedArguments json.RawMessage `json:"proposed_arguments,omitempty"`
+	// Edited is set when an approval edited the call's arguments (also in batch lists).
+	Edited bool `json:"edited,omitempty"`
 	// Phase is Requested, Executing, Awaiting, Completed or Indeterminate. A call whose
 	// record does not exist yet (not gated) is Requested with Recorded false.
 	Phase    contracts.PhaseKind `json:"phase"`
@@ -103,6 +108,9 @@ type CallView struct {
 	Decision contracts.GateOutcomeKind `json:"decision,omitempty"`
 	// ResolvedBy is the id of the resume command (or timer) that resolved the call's ticket.
 	ResolvedBy string `json:"resolved_by,omitempty"`
+	// Actor is who resolved the call's ticket (an api token's name, "nats:{user}", a
+	// client's actor, or "timer").
+	Actor string `json:"actor,omitempty"`
 	// Timeline lists when each stage of the call was committed, oldest first.
 	Timeline []contracts.TimelineMark `json:"timeline"`
 }
@@ -267,7 +275,13 @@ func fillCall(cv *CallView, rec *contracts.CallRecord, full bool) {
 	if rec.Decision != nil {
 		cv.Decision = rec.Decision.Kind
 	}
-	cv.ResolvedBy = rec.ResolvedBy
+	cv.ResolvedBy, cv.Actor = rec.ResolvedBy, rec.ResolvedActor
+	if rec.EditedArguments != nil {
+		cv.Edited = true
+		if full {
+			cv.ProposedArguments, cv.Arguments = cv.Arguments, rec.EditedArguments
+		}
+	}
 	cv.Timeline = append(cv.Timeline, rec.Timeline...)
 }
 

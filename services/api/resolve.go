@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -52,31 +53,55 @@ func notWaiting(corr string) *Error {
 		Message: fmt.Sprintf("no ticket is open for correlation %q", corr)}
 }
 
-// Decide answers the ticket correlationID with allow (text is the note) or deny (text is
-// the reason; the gate defaults an empty one to "denied"). The command's identity (run,
-// thread, snapshot) is copied from the committed ticket; when the ticket is already gone it
-// is taken from the batch record, so that the gate — not the api — says why the ticket is
-// not waiting (resolved, cleared by cancellation, or expired). It returns the gate's
-// resolution, or an *Error carrying the gate's refusal code.
+// Decision is a human's answer to a ticket through the api.
+type Decision struct {
+	// Allow approves; otherwise the ticket is denied.
+	Allow bool
+	// Text is the approval's note or the denial's reason.
+	Text string
+	// Arguments, on an approval, edit the call's arguments (nil: as proposed).
+	Arguments json.RawMessage
+	// Actor is who decided, from the caller's authentication.
+	Actor string
+}
+
+// Decide answers the ticket correlationID with d: allow (Text is the note, Arguments an
+// optional edit) or deny (Text is the reason; the gate defaults an empty one to
+// "denied"). The command's identity (run, thread, snapshot) is copied from the committed
+// ticket; when the ticket is already gone it is taken from the batch record, so that the
+// gate — not the api — says why the ticket is not waiting (resolved, cleared by
+// cancellation, or expired). It returns the gate's resolution, or an *Error carrying the
+// gate's refusal code (invalid_arguments, 422, for an edit that does not fit the tool:
+// the ticket stays open).
 //
 // Decide is safe to call concurrently for one ticket: the gate commits exactly one
 // resolution and refuses the others with not_waiting.
-func (s *Service) Decide(ctx context.Context, correlationID string, allow bool, text string) (contracts.TicketResolution, error) {
-	if len(text) > MaxTextLength {
+func (s *Service) Decide(ctx context.Context, correlationID string, d Decision) (contracts.TicketResolution, error) {
+	if len(d.Text) > MaxTextLength {
 		return contracts.TicketResolution{}, apiErr(http.StatusBadRequest, CodeInvalidRequest, "note or reason is longer than %d bytes", MaxTextLength)
 	}
-	p := &contracts.PermissionDecision{Decision: contracts.DecisionDeny, Reason: text}
-	if allow {
-		p = &contracts.PermissionDecision{Decision: contracts.DecisionAllow, Note: text}
+	p := &contracts.PermissionDecision{Decision: contracts.DecisionDeny, Reason: d.Text}
+	edit := &contracts.PermissionDecision{Arguments: d.Arguments}
+	switch {
+	case d.Allow && edit.HasArguments():
+		p = &contracts.PermissionDecision{Decision: contracts.DecisionAllow, Note: d.Text, Arguments: d.Arguments}
+	case d.Allow:
+		p = &contracts.PermissionDecision{Decision: contracts.DecisionAllow, Note: d.Text}
+	case edit.HasArguments():
+		return contracts.TicketResolution{}, apiErr(http.StatusBadRequest, string(contracts.ResumeInvalid), "a deny decision carries no arguments")
 	}
 	result := contracts.ResumeResult{Permission: p}
+	send := func(cmd contracts.ResumeCommand, known bool) (contracts.TicketResolution, error) {
+		cmd.Actor = d.Actor
+		return s.send(ctx, cmd, known)
+	}
 	if _, ok := parseCorrelation(correlationID); !ok {
 		return contracts.TicketResolution{}, notWaiting(correlationID)
 	}
 	t, _, err := s.env.Tickets.Get(ctx, correlationID)
 	switch {
 	case err == nil:
-		return s.send(ctx, contracts.ResumeCommandFromTicket(t, result), true)
+		return send(contracts.ResumeCommandFromTicket(t, result), true)
 	case !errors.Is(err, state.ErrNotFound):
 		return contracts.TicketResolution{}, internalErr(err)
 	}
@@ -89,17 +114,20 @@ func (s *Service) Decide(ctx context.Context, correlationID string, allow bool, 
 	}
 	cmd := contracts.ResumeCommand{CorrelationID: correlationID, RunID: pc.runID, ThreadID: pc.threadID,
 		SnapshotID: pc.snapshotID, Result: result}
-	return s.send(ctx, cmd, pc.everParked)
+	return send(cmd, pc.everParked)
 }
 
 // Resolve publishes a complete resume command (any result kind, client tool results
 // included) after the same structural checks the gate's decoder applies, and returns the
-// gate's answer. data is the command's JSON.
-func (s *Service) Resolve(ctx context.Context, data []byte) (contracts.TicketResolution, error) {
+// gate's answer. data is the command's JSON; actor is who the caller authenticated as,
+// recorded whatever actor the command names (which, if it differs, is kept after it:
+// "{actor} as {claimed}").
+func (s *Service) Resolve(ctx context.Context, data []byte, actor string) (contracts.TicketResolution, error) {
 	cmd, err := contracts.DecodeResumeCommand(data)
 	if err != nil {
 		return contracts.TicketResolution{}, asError(err)
 	}
+	cmd.Actor = combineActor(actor, cmd.Actor)
 	known := false
 	if _, _, err := s.env.Tickets.Get(ctx, cmd.CorrelationID); err == nil {
 		known = true

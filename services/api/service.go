@@ -63,8 +63,13 @@ type Options struct {
 	// HTTPAddr is the host:port of the HTTP api and console; empty disables HTTP (the
 	// micro service still runs). Port 0 picks a free port (see [Service.URL]).
 	HTTPAddr string
-	// Token, when set, is the bearer token every /v1 request must carry.
+	// Token, when set, is a bearer token /v1 requests may carry; its resolutions are
+	// recorded as made by [SingleTokenName].
 	Token string
+	// Tokens are further bearer tokens by name (--api-tokens FILE, see [LoadTokens]):
+	// a resolution is recorded as made by the name of the token that authenticated it.
+	// With Token or Tokens set, every /v1 request must carry one of them.
+	Tokens map[string]string
 	// AllowedHosts are the Host header names (without port) the HTTP api answers, besides
 	// the loopback names when it is bound to a loopback address. "*" allows any host; with
 	// none set and a non-loopback address, any host is allowed (protect it with Token).
@@ -113,6 +118,8 @@ type Service struct {
 	cancelStreams context.CancelFunc
 
 	micro micro.Service
+	// tokens are the digests of the configured api tokens with their names.
+	tokens []tokenDigest
 	// mu orders inflight.Add (in begin) before inflight.Wait (in stop): once stopping is
 	// set no request is added, so Wait never races an Add from zero.
 	mu       sync.Mutex
@@ -159,6 +166,7 @@ func Start(ctx context.Context, env *pipeline.Env, opts Options) (*Service, erro
 	s := &Service{
 		env:           env,
 		opts:          opts,
+		tokens:        digests(opts),
 		log:           env.Log.With().Str("component", "api").Logger(),
 		client:        c,
 		reader:        NewReader(env.Batches, env.Calls, env.Tickets),

@@ -27,11 +27,18 @@ func WriteTimeline(w io.Writer, b BatchView) error {
 	p("phase\t%s (%d of %d calls terminal)\n", b.Phase, b.Terminal, len(b.Calls))
 	p("created\t%s\n", stamp(b.CreatedAt))
 	p("\n")
-	p("#\tCALL\tTOOL\tPHASE\tOUTCOME\n")
+	p("#\tCALL\tTOOL\tPHASE\tOUTCOME\tDECIDED BY\n")
 	for _, c := range b.Calls {
-		p("%d\t%s\t%s\t%s\t%s\n", c.Index, c.CallID, c.ToolID, phaseText(c), outcomeText(c))
+		p("%d\t%s\t%s\t%s\t%s\t%s\n", c.Index, c.CallID, c.ToolID, phaseText(c), outcomeText(c), deciderText(c))
 	}
 	p("\n")
+	for _, c := range b.Calls {
+		if c.ProposedArguments != nil {
+			p("%d\t%s\tproposed arguments\t%s\n", c.Index, c.CallID, clean(string(c.ProposedArguments), 200))
+			p("%d\t%s\tapproved arguments\t%s\n", c.Index, c.CallID, clean(string(c.Arguments), 200))
+			p("\n")
+		}
+	}
 	p("#\tCALL\tSTAGE\tTIME\tSINCE CREATED\n")
 	for _, c := range b.Calls {
 		if len(c.Timeline) == 0 {
@@ -43,6 +50,19 @@ func WriteTimeline(w io.Writer, b BatchView) error {
 		}
 	}
 	return tw.Flush()
+}
+
+// deciderText says who resolved the call's ticket, and whether the approval edited the
+// arguments ("-" for a call no ticket held).
+func deciderText(c CallView) string {
+	if c.Actor == "" {
+		return "-"
+	}
+	s := clean(c.Actor, 64)
+	if c.Edited {
+		s += " (edited arguments)"
+	}
+	return s
 }
 
 func phaseText(c CallView) string {

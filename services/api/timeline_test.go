@@ -3,6 +3,7 @@ package api_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"net/http"
 	"regexp"
 	"strings"
@@ -24,10 +25,11 @@ func TestWriteTimeline(t *testing.T) {
 		Phase: contracts.BatchPhaseOpen, CreatedAt: t0, Terminal: 2,
 		Calls: []api.CallView{
 			{Index: 0, CallID: "c1", ToolID: "echo", Phase: contracts.PhaseCompleted, Recorded: true, Outcome: contracts.OutcomeCompleted,
+				Actor: "alice", Edited: true, Arguments: json.RawMessage(`{"text":"hi"}`), ProposedArguments: json.RawMessage(`{"text":"rm -rf"}`),
 				Output:   &contracts.ToolOutput{CallID: "c1", Content: []contracts.ContentBlock{{Type: contracts.BlockText, Text: "hi"}}},
 				Timeline: []contracts.TimelineMark{{Stage: "gate.decided", At: t0.Add(4 * time.Millisecond)}, {Stage: "completed", At: t0.Add(1204 * time.Millisecond)}}},
 			{Index: 1, CallID: "c2", ToolID: "ask_me", Phase: contracts.PhaseCompleted, Recorded: true, Outcome: contracts.OutcomeCompleted, IsError: true,
-				Output: &out, Timeline: []contracts.TimelineMark{{Stage: "awaiting", At: t0.Add(2 * time.Minute)}}},
+				Actor: "nats:\x1bbob", Output: &out, Timeline: []contracts.TimelineMark{{Stage: "awaiting", At: t0.Add(2 * time.Minute)}}},
 			{Index: 2, CallID: "c3", ToolID: "counter", Phase: contracts.PhaseIndeterminate, Recorded: true, Outcome: contracts.OutcomeIndeterminate,
 				IsError: true, Reason: "cancelled", Timeline: []contracts.TimelineMark{{Stage: "indeterminate", At: t0.Add(3 * time.Minute)}}},
 			{Index: 3, CallID: "c4", ToolID: "echo", Phase: contracts.PhaseRequested, Timeline: []contracts.TimelineMark{}},
@@ -42,10 +44,12 @@ func TestWriteTimeline(t *testing.T) {
 		`(?m)^batch\s+tool-batch:run-1:3$`,
 		`(?m)^phase\s+open \(2 of 4 calls terminal\)$`,
 		`(?m)^created\s+2026-01-02T10:00:00\.000Z$`,
-		`(?m)^0\s+c1\s+echo\s+Completed\s+completed: hi$`,
-		`(?m)^1\s+c2\s+ask_me\s+Completed\s+completed \(error\): blocked: \\x1b\[31mred\\nline\\u202e$`,
-		`(?m)^2\s+c3\s+counter\s+Indeterminate\s+indeterminate \(error\): cancelled$`,
-		`(?m)^3\s+c4\s+echo\s+Requested\s+-$`,
+		`(?m)^0\s+c1\s+echo\s+Completed\s+completed: hi\s+alice \(edited arguments\)$`,
+		`(?m)^0\s+c1\s+proposed arguments\s+\{"text":"rm -rf"\}$`,
+		`(?m)^0\s+c1\s+approved arguments\s+\{"text":"hi"\}$`,
+		`(?m)^1\s+c2\s+ask_me\s+Completed\s+completed \(error\): blocked: \\x1b\[31mred\\nline\\u202e\s+nats:\\x1bbob$`,
+		`(?m)^2\s+c3\s+counter\s+Indeterminate\s+indeterminate \(error\): cancelled\s+-$`,
+		`(?m)^3\s+c4\s+echo\s+Requested\s+-\s+-$`,
 		`(?m)^0\s+c1\s+gate\.decided\s+2026-01-02T10:00:00\.004Z\s+\+4ms$`,
 		`(?m)^0\s+c1\s+completed\s+2026-01-02T10:00:01\.204Z\s+\+1\.204s$`,
 		`(?m)^1\s+c2\s+awaiting\s+2026-01-02T10:02:00\.000Z\s+\+2m0s$`,
@@ -77,7 +81,7 @@ func TestBatchShowCommand(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, stderr.String())
 	}
 	got := stdout.String()
-	for _, want := range []string{batchID, "completed: before approval", "completed: ran ask_me", "completed: 1"} {
+	for _, want := range []string{batchID, "completed: before approval", "completed: ran ask_me", api.AnonymousActor, "completed: 1"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("output lacks %q:\n%s", want, got)
 		}

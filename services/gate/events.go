@@ -2,6 +2,7 @@ package gate
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -52,13 +53,25 @@ func (bd builder) out(subject, id, typ string, payload any) (bus.Outgoing, error
 
 // audit is the PermissionDecided record of call i with decision label.
 func (bd builder) audit(i int, label, reason string, at time.Time) (bus.Outgoing, error) {
+	return bd.auditRecord(i, contracts.AuditRecord{Decision: label, Reason: reason, At: at})
+}
+
+// resolutionAudit is the PermissionDecided record of the resolution res of call i's
+// ticket: with its actor and, when an approval edited the arguments, both arguments.
+func (bd builder) resolutionAudit(i int, res resolution, at time.Time) (bus.Outgoing, error) {
+	a := contracts.AuditRecord{Decision: res.audit, Reason: res.auditReason, Actor: res.actor, At: at}
+	if res.edited != nil {
+		a.Arguments, a.ProposedArguments = res.edited, bd.b.Submission.Calls[i].Arguments
+	}
+	return bd.auditRecord(i, a)
+}
+
+// auditRecord completes a (decision, reason, actor, arguments, time) with call i's ids.
+func (bd builder) auditRecord(i int, a contracts.AuditRecord) (bus.Outgoing, error) {
 	sub := &bd.b.Submission
 	c := sub.Calls[i]
-	return bd.out(bd.s.env.Names.AuditSubject(sub.RunID), pipeline.AuditID(bd.op(c.CallID), label), contracts.TypeAudit,
-		contracts.AuditRecord{
-			RunID: sub.RunID, BatchID: sub.BatchID(), ToolID: c.ToolID, CallID: c.CallID,
-			Decision: label, Reason: reason, At: at,
-		})
+	a.RunID, a.BatchID, a.ToolID, a.CallID = sub.RunID, sub.BatchID(), c.ToolID, c.CallID
+	return bd.out(bd.s.env.Names.AuditSubject(sub.RunID), pipeline.AuditID(bd.op(c.CallID), a.Decision), contracts.TypeAudit, a)
 }
 
 // fact is one projection fact of call i on the run's events subject.
@@ -76,6 +89,19 @@ func (bd builder) toolCallFact(i int, d contracts.ToolDisposition) (bus.Outgoing
 	})
 }
 
+// editedToolCallFact is the tool_call fact an approval with edited arguments publishes:
+// input is what runs (edited), proposed_input what the model proposed. It has an id of its
+// own, so it does not collapse into the tool_call fact of the gate's decision.
+func (bd builder) editedToolCallFact(i int, edited json.RawMessage) (bus.Outgoing, error) {
+	sub := &bd.b.Submission
+	c := sub.Calls[i]
+	return bd.out(bd.s.env.Names.EventsSubject(sub.RunID), pipeline.EditedToolCallID(bd.op(c.CallID)),
+		contracts.TypeAgentEvent, contracts.AgentEvent{Tier: "fact", BatchID: sub.BatchID(), Event: contracts.AgentFact{
+			Type: contracts.EventToolCall, ID: c.CallID, Name: c.ToolID, Input: edited, ProposedInput: c.Arguments,
+			Disposition: contracts.DispositionExecuted,
+		}})
+}
+
 // awaitingFact is the awaiting fact of parked call i.
 func (bd builder) awaitingFact(i int) (bus.Outgoing, error) {
 	return bd.fact(i, contracts.AgentFact{Type: contracts.EventAwaiting, PendingToolUseID: bd.b.Submission.Calls[i].CallID})
@@ -91,7 +117,7 @@ func (bd builder) exec(i int, rec *contracts.CallRecord, parallel bool) (bus.Out
 	return bd.out(bd.s.env.Names.ExecRequestSubject(pin.Target, sub.RunID), pipeline.ExecRequestID(bd.op(c.CallID), rec.Phase.Attempt),
 		contracts.TypeExecRequest, contracts.ExecRequest{
 			RunID: sub.RunID, Step: sub.Step, Index: i, CallID: c.CallID, ToolID: c.ToolID,
-			Arguments: c.Arguments, Target: pin.Target, Policy: rec.Policy, Attempt: rec.Phase.Attempt, Parallel: parallel,
+			Arguments: rec.Arguments(c.Arguments), Target: pin.Target, Policy: rec.Policy, Attempt: rec.Phase.Attempt, Parallel: parallel,
 		})
 }
 
@@ -111,13 +137,13 @@ func (bd builder) opened(t *contracts.ResumeTicket) (bus.Outgoing, error) {
 	return bd.out(bd.s.env.Names.TicketOpenedSubject(), pipeline.TicketOpenedID(t.CorrelationID), contracts.TypeTicketOpened, t)
 }
 
-// resolved is io.awaken.ticket.resolved.v1 for the ticket of call i.
-func (bd builder) resolved(i int, corr, code, message, resumeID string) (bus.Outgoing, error) {
+// resolved is io.awaken.ticket.resolved.v1 for resolution res of the ticket of call i.
+func (bd builder) resolved(i int, res resolution) (bus.Outgoing, error) {
 	sub := &bd.b.Submission
-	return bd.out(bd.s.env.Names.TicketResolvedSubject(), pipeline.TicketResolvedID(corr), contracts.TypeTicketResolved,
+	return bd.out(bd.s.env.Names.TicketResolvedSubject(), pipeline.TicketResolvedID(res.corr), contracts.TypeTicketResolved,
 		contracts.TicketResolution{
-			CorrelationID: corr, Code: code, Message: message,
-			RunID: sub.RunID, CallID: sub.Calls[i].CallID, ResumeID: resumeID,
+			CorrelationID: res.corr, Code: res.code, Message: res.message,
+			RunID: sub.RunID, CallID: sub.Calls[i].CallID, ResumeID: res.resumeID, Actor: res.actor,
 		})
 }
 

@@ -44,6 +44,12 @@ tools:
   - id: forbidden
   - id: stub
     set_result: { text: "stubbed: in maintenance" }
+  - id: edit_me
+    parameters:
+      type: object
+      properties: { path: { type: string } }
+      required: [path]
+      additionalProperties: false
   - id: client_pick
     kind: client_executed
   - id: delegate
@@ -58,6 +64,8 @@ policy:
     - { pattern: later, behavior: schedule, delay: 1s }
     - { pattern: later_long, behavior: schedule, delay: 1h }
     - { pattern: forbidden, behavior: deny }
+    - { pattern: 'edit_me(path ~ "/etc/*")', behavior: deny }
+    - { pattern: edit_me, behavior: ask }
     - { pattern: 'delegate(task = "risky")', behavior: ask }
 executors:
   sandbox:

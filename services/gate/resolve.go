@@ -2,6 +2,7 @@ package gate
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -21,6 +22,10 @@ type resolution struct {
 	auditReason string
 	// resumeID is the ce-id of the resume command that resolved the ticket ("" for a timer).
 	resumeID string
+	// actor is who resolved it.
+	actor string
+	// edited are the arguments an approval edited the call to (nil: none).
+	edited json.RawMessage
 }
 
 // timerResolver returns the ResolvedBy mark of a resolution by a timer of kind for ticket corr.
@@ -68,7 +73,8 @@ func (s *Service) redeliveredResolution(ctx context.Context, b *contracts.BatchR
 	return s.env.Fault(ctx, ServiceName, pipeline.FaultAfterPublish, op)
 }
 
-// realizeResolution publishes ticket.resolved and the audit record first, then the work the
+// realizeResolution publishes ticket.resolved, the audit record and, for an approval that
+// edited the arguments, the tool_call fact of what runs first, then the work the
 // committed record implies: the executor request of an approved call not yet entered, or
 // the CallOutput of a call the resolution completed. So an approval's audit record and its
 // committed Executing{1} are durable before any executor can see the request.
@@ -77,13 +83,16 @@ func (s *Service) realizeResolution(ctx context.Context, b *contracts.BatchRecor
 	defer end()
 	bd := s.builder(b)
 	var first collect
-	first.add(bd.resolved(i, res.corr, res.code, res.message, res.resumeID))
+	first.add(bd.resolved(i, res))
 	if res.audit != "" {
 		at, ok := rec.MarkTime(contracts.StageResumed)
 		if !ok {
 			at = s.env.Now()
 		}
-		first.add(bd.audit(i, res.audit, res.auditReason, at))
+		first.add(bd.resolutionAudit(i, res, at))
+	}
+	if res.edited != nil {
+		first.add(bd.editedToolCallFact(i, res.edited))
 	}
 	if err := first.publish(ctx, s.env.Pub); err != nil {
 		return err

@@ -58,9 +58,14 @@ func (s *Service) reject(ctx context.Context, resumeID string, cmd contracts.Res
 //  3. no ticket → not_waiting; [contracts.ValidateResume] (an expired ticket also expires
 //     the call, as its deadline timer would) and [contracts.CallRecord.CheckAwaits]
 //     (mismatch → not_waiting) — any refusal is published and leaves the ticket intact;
-//  4. apply by compare-and-swap on the call with ResolvedBy = resumeID: allow →
-//     Executing{1} (not entered), deny → Completed "blocked: {reason or denied}", tool
-//     result → Completed with the client's output; then delete the ticket and publish.
+//  4. an approval with edited arguments: the edit must be a JSON object valid against the
+//     tool's schema (else invalid_arguments, the ticket intact), and is gated again by
+//     the host and run policies;
+//  5. apply by compare-and-swap on the call with ResolvedBy = resumeID, its actor and
+//     edit: allow → Executing{1} (not entered; the executor runs the edited arguments),
+//     an edit the policy blocks → Completed "blocked: {policy reason}", deny → Completed
+//     "blocked: {reason or denied}", tool result → Completed with the client's output;
+//     then delete the ticket and publish.
 //
 // A lost race returns [errRaced]; the retry re-reads and finds either its own ResolvedBy or
 // another resolution's, which is not_waiting: exactly one of concurrent commands wins.
@@ -91,7 +96,7 @@ func (s *Service) resume(ctx context.Context, resumeID string, cmd contracts.Res
 		return err
 	}
 	if rec.ResolvedBy == resumeID {
-		return s.redeliveredResolution(ctx, b, i, &rec, resumeResolution(cmd, resumeID))
+		return s.redeliveredResolution(ctx, b, i, &rec, resumeResolution(cmd, &rec))
 	}
 	if expiredBy := timerResolver(cmd.CorrelationID, timerDeadline); tp == nil && rec.ResolvedBy == expiredBy {
 		// The approval deadline passed (by its timer or a late resume): say so rather than
@@ -117,22 +122,31 @@ func (s *Service) resume(ctx context.Context, resumeID string, cmd contracts.Res
 	}
 
 	call := b.Submission.Calls[i]
-	res := resumeResolution(cmd, resumeID)
+	resolver, err := s.resolver(ctx, b, i, cmd, resumeID)
+	if err != nil {
+		var re *contracts.ResumeError
+		if errors.As(err, &re) {
+			return s.reject(ctx, resumeID, cmd, err)
+		}
+		return err
+	}
 	now := s.env.Now()
-	err = rec.Resolve(resumeID, now)
+	err = rec.Resolve(resolver, now)
 	switch r := cmd.Result; {
 	case err != nil:
+	case rec.EditBlocked != "":
+		err = rec.Complete(contracts.ErrorOutput(call.CallID, contracts.BlockedPrefix+rec.EditBlocked), now)
 	case r.Permission != nil && r.Permission.Decision == contracts.DecisionAllow:
 		err = s.enter(b, i, &rec)
 	case r.Permission != nil:
-		err = rec.Complete(contracts.ErrorOutput(call.CallID, contracts.BlockedPrefix+res.auditReason), now)
+		err = rec.Complete(contracts.ErrorOutput(call.CallID, contracts.BlockedPrefix+deniedReason(r.Permission)), now)
 	default:
 		err = rec.Complete(r.ToolResult.Normalize(), now)
 	}
 	if err != nil {
 		return bus.Permanent(fmt.Errorf("gate: resume call %s: %w", call.CallID, err))
 	}
-	return s.commitResolution(ctx, b, i, &rec, rev, ticketRev, res)
+	return s.commitResolution(ctx, b, i, &rec, rev, ticketRev, resumeResolution(cmd, &rec))
 }
 
 // refusal is the error a command that names no call is refused with: what
@@ -144,22 +158,35 @@ func (s *Service) refusal(tp *contracts.ResumeTicket, cmd contracts.ResumeComman
 	return &contracts.ResumeError{Code: contracts.ResumeNotWaiting, Message: fmt.Sprintf("correlation %q names no awaiting call: %s", cmd.CorrelationID, detail)}
 }
 
-// resumeResolution is what a valid resume command publishes: approved (audit approved),
-// denied (audit denied, reason defaulting to "denied") or, for a client's tool result,
-// completed (no audit).
-func resumeResolution(cmd contracts.ResumeCommand, resumeID string) resolution {
-	res := resolution{corr: cmd.CorrelationID, resumeID: resumeID}
+// resumeResolution is what a valid resume command publishes, read from the call record it
+// committed (rec, marked ResolvedBy the command) so that a redelivery publishes the same:
+// approved (audit approved), denied (audit denied, reason defaulting to "denied"), an
+// approval whose edited arguments the policy blocked (audit deny with the policy's
+// reason), or, for a client's tool result, completed (no audit). The audit of an edit
+// carries the approved and the proposed arguments.
+func resumeResolution(cmd contracts.ResumeCommand, rec *contracts.CallRecord) resolution {
+	res := resolution{corr: cmd.CorrelationID, resumeID: rec.ResolvedBy, actor: rec.ResolvedActor, edited: rec.EditedArguments}
 	switch p := cmd.Result.Permission; {
+	case p != nil && rec.EditBlocked != "":
+		res.code, res.audit, res.message, res.auditReason = resolvedDenied, contracts.AuditDecisionDeny, "denied: "+rec.EditBlocked, rec.EditBlocked
 	case p != nil && p.Decision == contracts.DecisionAllow:
 		res.code, res.audit, res.message, res.auditReason = resolvedApproved, contracts.AuditDecisionApproved, "approved", p.Note
-	case p != nil:
-		reason := p.Reason
-		if reason == "" {
-			reason = deniedByDefault
+		if res.edited != nil {
+			res.message = "approved with edited arguments"
 		}
+	case p != nil:
+		reason := deniedReason(p)
 		res.code, res.audit, res.message, res.auditReason = resolvedDenied, contracts.AuditDecisionDenied, "denied: "+reason, reason
 	default:
 		res.code, res.message = resolvedCompleted, "tool result accepted"
 	}
 	return res
+}
+
+// deniedReason is the reason of a deny decision, "denied" when it gives none.
+func deniedReason(p *contracts.PermissionDecision) string {
+	if p.Reason == "" {
+		return deniedByDefault
+	}
+	return p.Reason
 }

@@ -77,7 +77,7 @@ func (s *Service) fire(ctx context.Context, tm contracts.TicketTimer) error {
 		zerolog.Ctx(ctx).Warn().Str("reason", string(tp.Reason)).Msg("timer does not apply to its ticket; ignored")
 		return nil
 	}
-	err = rec.Resolve(by, s.env.Now())
+	err = rec.Resolve(contracts.Resolver{By: by, Actor: contracts.ActorTimer}, s.env.Now())
 	switch {
 	case err != nil:
 	case due:
@@ -104,7 +104,7 @@ func (s *Service) expire(ctx context.Context, b *contracts.BatchRecord, i int, t
 	}
 	tm := contracts.TicketTimer{CorrelationID: t.CorrelationID, Kind: timerDeadline}
 	now := s.env.Now()
-	if err := rec.Resolve(timerResolver(tm.CorrelationID, tm.Kind), now); err != nil {
+	if err := rec.Resolve(contracts.Resolver{By: timerResolver(tm.CorrelationID, tm.Kind), Actor: contracts.ActorTimer}, now); err != nil {
 		return bus.Permanent(fmt.Errorf("gate: expire call %s: %w", rec.CallID, err))
 	}
 	if err := rec.Complete(contracts.ErrorOutput(rec.CallID, contracts.BlockedPrefix+approvalTimedOut), now); err != nil {
@@ -116,8 +116,9 @@ func (s *Service) expire(ctx context.Context, b *contracts.BatchRecord, i int, t
 // timerResolution is what a fired timer publishes.
 func timerResolution(tm contracts.TicketTimer) resolution {
 	if tm.Kind == timerDue {
-		return resolution{corr: tm.CorrelationID, code: resolvedApproved, message: "scheduled action is due", audit: auditScheduled}
+		return resolution{corr: tm.CorrelationID, code: resolvedApproved, message: "scheduled action is due", audit: auditScheduled,
+			actor: contracts.ActorTimer}
 	}
 	return resolution{corr: tm.CorrelationID, code: resolvedExpired, message: approvalTimedOut,
-		audit: contracts.AuditDecisionExpired, auditReason: approvalTimedOut}
+		audit: contracts.AuditDecisionExpired, auditReason: approvalTimedOut, actor: contracts.ActorTimer}
 }

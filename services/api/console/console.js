@@ -13,6 +13,7 @@
   const state = {
     token: sessionStorage.getItem(TOKEN_KEY) || "",
     tickets: new Map(), // correlation_id -> ticket
+    edits: new Map(), // correlation_id -> the text of its argument box, once edited
     batches: [], // batch list views, newest first
     details: new Map(), // batch_id -> full view of an expanded batch
     expanded: new Set(),
@@ -150,32 +151,48 @@
     $("ticket-count").textContent = list.length ? "(" + list.length + ")" : "";
     $("no-tickets").hidden = list.length > 0;
     $("tickets").hidden = list.length === 0;
+    $("edit-hint").hidden = list.length === 0;
     const rows = list.map(ticketRow);
     $("tickets").tBodies[0].replaceChildren(...rows);
+  }
+
+  // argumentsText is the text an argument box starts with: the proposed arguments, or what
+  // the operator typed before the list was re-rendered.
+  function argumentsText(t) {
+    const typed = state.edits.get(t.correlation_id);
+    return typed !== undefined ? typed : prettyJSON(t.arguments);
   }
 
   function ticketRow(t) {
     const decidable = t.reason === "permission" || t.reason === "scheduled_action";
     const actions = el("td", { className: "actions" });
+    let argsCell;
     if (decidable) {
+      // The arguments are editable: approving sends the edit, which the gate validates
+      // against the tool's schema and gates again. Set as a value, never parsed as HTML.
+      const box = el("textarea", { className: "args", rows: "4", spellcheck: "false", "aria-label": "arguments of " + t.call_id + " (edit to approve with changes)" });
+      box.value = argumentsText(t);
+      box.addEventListener("input", () => state.edits.set(t.correlation_id, box.value));
+      argsCell = el("td", null, box);
       const reason = el("input", { type: "text", placeholder: "reason for denying", "aria-label": "reason for denying", maxlength: "4096", required: true });
       const approve = el("button", { type: "button", className: "approve", text: "Approve" });
       const deny = el("button", { type: "submit", className: "deny", text: "Deny" });
       const form = el("form", { className: "deny-form" }, reason, deny);
-      approve.addEventListener("click", () => decide(t, true, "", [approve, deny, reason]));
+      approve.addEventListener("click", () => decide(t, true, "", [approve, deny, reason, box], box.value));
       form.addEventListener("submit", (ev) => {
         ev.preventDefault();
-        decide(t, false, reason.value.trim(), [approve, deny, reason]);
+        decide(t, false, reason.value.trim(), [approve, deny, reason, box]);
       });
       actions.append(approve, form);
     } else {
+      argsCell = el("td", null, el("pre", { className: "args", text: prettyJSON(t.arguments) }));
       actions.append(el("span", { className: "muted", text: "answered by the client" }));
     }
     return el(
       "tr",
       { dataset: { correlation: t.correlation_id } },
       el("td", null, el("code", { text: t.tool_id })),
-      el("td", null, el("pre", { className: "args", text: prettyJSON(t.arguments) })),
+      argsCell,
       el("td", null, el("code", { text: t.run_id })),
       el("td", null, el("code", { text: t.call_id })),
       el("td", { text: waitingFor(t) }),
@@ -184,23 +201,43 @@
     );
   }
 
-  async function decide(t, allow, text, controls) {
+  // editedArguments reads an argument box for an approval of t: undefined when it still
+  // holds the proposed arguments (approve as proposed), the parsed value otherwise; it
+  // throws on text that is not JSON.
+  function editedArguments(t, text) {
+    const v = JSON.parse(text);
+    return JSON.stringify(v) === JSON.stringify(t.arguments) ? undefined : v;
+  }
+
+  async function decide(t, allow, text, controls, argsText) {
     $("action-error").textContent = "";
     if (!allow && !text) {
       $("action-error").textContent = "Give a reason for denying " + t.tool_id + " (" + t.call_id + ").";
       return;
     }
+    const body = allow ? { note: text } : { reason: text };
+    if (allow && argsText !== undefined) {
+      try {
+        const edited = editedArguments(t, argsText);
+        if (edited !== undefined) body.arguments = edited;
+      } catch (err) {
+        $("action-error").textContent = "The arguments of " + t.tool_id + " (" + t.call_id + ") are not valid JSON: " + err.message;
+        return;
+      }
+    }
     controls.forEach((c) => (c.disabled = true));
     const path = "v1/tickets/" + encodeURIComponent(t.correlation_id) + (allow ? "/approve" : "/deny");
     try {
-      const res = await api(path, { method: "POST", body: allow ? { note: text } : { reason: text } });
+      const res = await api(path, { method: "POST", body: body });
       state.tickets.delete(t.correlation_id);
+      state.edits.delete(t.correlation_id);
       renderTickets();
       setStatus((res && res.message) || (allow ? "approved" : "denied"), "ok");
     } catch (err) {
       controls.forEach((c) => (c.disabled = false));
       if (err instanceof HTTPError && (err.code === "not_waiting" || err.code === "expired")) {
         state.tickets.delete(t.correlation_id);
+        state.edits.delete(t.correlation_id);
         renderTickets();
       }
       $("action-error").textContent = (err.code ? err.code + ": " : "") + err.message;
@@ -239,7 +276,7 @@
     const table = el(
       "table",
       { className: "calls" },
-      el("thead", null, el("tr", null, ...["#", "Call", "Tool", "Phase", "Outcome", "Timeline"].map((h) => el("th", { text: h })))),
+      el("thead", null, el("tr", null, ...["#", "Call", "Tool", "Phase", "Outcome", "Decided by", "Timeline"].map((h) => el("th", { text: h })))),
       el("tbody", null, ...b.calls.map((c) => callRow(b, c, full))),
     );
     details.append(summary, table);
@@ -269,17 +306,24 @@
       el("td", null, el("code", { text: c.tool_id })),
       phaseCell,
       el("td", { className: c.is_error ? "error" : "", text: outcome }),
+      el("td", { className: "actor", text: c.actor ? c.actor + (c.edited ? " (edited arguments)" : "") : "" }),
       el("td", null, timeline),
     ];
     const rows = [el("tr", null, ...cells)];
     const fc = full && full.calls ? full.calls[c.index] : null;
     if (fc) {
-      const parts = [el("div", { className: "label", text: "arguments" }), el("pre", { className: "args", text: prettyJSON(fc.arguments) })];
+      const parts = [];
+      if (fc.proposed_arguments !== undefined) {
+        parts.push(el("div", { className: "label", text: "proposed arguments" }), el("pre", { className: "args proposed", text: prettyJSON(fc.proposed_arguments) }));
+        parts.push(el("div", { className: "label", text: "approved arguments (what ran)" }), el("pre", { className: "args approved", text: prettyJSON(fc.arguments) }));
+      } else {
+        parts.push(el("div", { className: "label", text: "arguments" }), el("pre", { className: "args", text: prettyJSON(fc.arguments) }));
+      }
       if (fc.output) {
         const text = (fc.output.content || []).map(blockText).join("\n");
         parts.push(el("div", { className: "label", text: "output" + (fc.output.is_error ? " (error)" : "") }), el("pre", { className: "output", text: text }));
       }
-      rows.push(el("tr", { className: "detail" }, el("td", { colspan: "6" }, ...parts)));
+      rows.push(el("tr", { className: "detail" }, el("td", { colspan: "7" }, ...parts)));
     }
     const frag = document.createDocumentFragment();
     frag.append(...rows);

@@ -1,0 +1,152 @@
+package api
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"fmt"
+	"net/http"
+	"os"
+	"strings"
+
+	"github.com/awaken-dev/awaken/pkg/contracts"
+)
+
+// Who decided: every resume command the api publishes carries the actor its caller
+// authenticated as, never a name the caller's body supplies.
+const (
+	// SingleTokenName is the actor of a request authenticated by the single token of
+	// --api-token (Options.Token).
+	SingleTokenName = "api-token"
+	// AnonymousActor is the actor of an HTTP request when the api requires no token.
+	AnonymousActor = "anonymous"
+	// MicroActor is the actor of a micro request on the shared resolve subject, which
+	// names no user (deploy/nats/auth.conf lets only admin send it). A request on
+	// "{prefix}.api.tickets.resolve.{user}" is recorded as "nats:{user}".
+	MicroActor = "nats"
+)
+
+type actorKey struct{}
+
+// withActor returns ctx carrying the authenticated actor of a request.
+func withActor(ctx context.Context, actor string) context.Context {
+	return context.WithValue(ctx, actorKey{}, actor)
+}
+
+// actorOf is the authenticated actor ctx carries ("" for none).
+func actorOf(ctx context.Context) string {
+	a, _ := ctx.Value(actorKey{}).(string)
+	return a
+}
+
+// LoadTokens reads an --api-tokens file: one "NAME TOKEN" per line (blank lines and lines
+// starting with # are ignored). Names are the actors the api records for the requests
+// their token authenticates; names and tokens must be unique.
+func LoadTokens(path string) (map[string]string, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("api tokens: %w", err)
+	}
+	tokens := map[string]string{}
+	seen := map[string]bool{}
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	for n := 1; sc.Scan(); n++ {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		f := strings.Fields(line)
+		if len(f) != 2 {
+			return nil, fmt.Errorf("api tokens: %s:%d: want NAME TOKEN", path, n)
+		}
+		name, token := f[0], f[1]
+		if err := validActorName(name); err != nil {
+			return nil, fmt.Errorf("api tokens: %s:%d: %w", path, n, err)
+		}
+		if _, dup := tokens[name]; dup || seen[token] {
+			return nil, fmt.Errorf("api tokens: %s:%d: duplicate name or token", path, n)
+		}
+		tokens[name], seen[token] = token, true
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("api tokens: %w", err)
+	}
+	return tokens, nil
+}
+
+// validActorName accepts 1 to 64 bytes of A-Z a-z 0-9 . _ @ - (a token's name or a NATS
+// user in a subject token).
+func validActorName(name string) error {
+	if name == "" || len(name) > 64 {
+		return fmt.Errorf("name %q must have 1 to 64 bytes", name)
+	}
+	for _, r := range name {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("._@-", r)) {
+			return fmt.Errorf("name %q may hold only A-Z a-z 0-9 . _ @ -", name)
+		}
+	}
+	return nil
+}
+
+// tokenDigests are the configured tokens by name: Options.Tokens and the single token.
+type tokenDigest struct {
+	name   string
+	digest [sha256.Size]byte
+}
+
+func digests(o Options) []tokenDigest {
+	var out []tokenDigest
+	if o.Token != "" {
+		out = append(out, tokenDigest{SingleTokenName, sha256.Sum256([]byte(o.Token))})
+	}
+	for name, tok := range o.Tokens {
+		out = append(out, tokenDigest{name, sha256.Sum256([]byte(tok))})
+	}
+	return out
+}
+
+// tokenName returns the name of the token r carries as a bearer token, comparing it in
+// constant time with every configured token. With none configured every request is
+// AnonymousActor.
+func (s *Service) tokenName(r *http.Request) (string, bool) {
+	if len(s.tokens) == 0 {
+		return AnonymousActor, true
+	}
+	scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	got := sha256.Sum256([]byte(strings.TrimSpace(token)))
+	name := ""
+	for _, t := range s.tokens {
+		if subtle.ConstantTimeCompare(got[:], t.digest[:]) == 1 {
+			name = t.name
+		}
+	}
+	return name, ok && strings.EqualFold(scheme, "Bearer") && name != ""
+}
+
+// microUserActor is the actor of a micro resolve request on subject: "nats:{user}" when it
+// was sent on the per-user subject "{group}.tickets.resolve.{user}" (the NATS server lets
+// only the users auth.conf grants it publish there), else [MicroActor].
+func (s *Service) microUserActor(subject string) string {
+	prefix := MicroSubject(s.env.Names.Prefix, EndpointTicketsResolve) + "."
+	if user, ok := strings.CutPrefix(subject, prefix); ok && validActorName(user) == nil {
+		return MicroActor + ":" + user
+	}
+	return MicroActor
+}
+
+// combineActor is the actor recorded for a command whose caller authenticated as
+// authenticated and named claimed in the command itself: the authenticated name always,
+// followed by " as {claimed}" when the claim differs, so a claim never hides who sent it.
+func combineActor(authenticated, claimed string) string {
+	if claimed == "" || claimed == authenticated {
+		return authenticated
+	}
+	a := authenticated + " as " + claimed
+	if len(a) > contracts.MaxActorLength {
+		// Cut at a rune boundary: the command must stay valid UTF-8 within the bound.
+		a = strings.ToValidUTF8(a[:contracts.MaxActorLength], "")
+	}
+	return a
+}

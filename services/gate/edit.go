@@ -1,0 +1,102 @@
+package gate
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/awaken-dev/awaken/internal/config"
+	"github.com/awaken-dev/awaken/internal/jsonschema"
+	"github.com/awaken-dev/awaken/pkg/contracts"
+)
+
+// This file handles an approval that edits the call's arguments: the edit is checked
+// against the tool's parameters schema (a refusal leaves the ticket open) and gated again
+// by the host and run policies (a block denies the call).
+
+// resolver is what resume command resumeID records on call i when it resolves the call's
+// ticket: who decided and, for an approval with edited arguments, the edit and whether
+// the policies block it. An edit that does not fit the tool is a
+// [contracts.ErrInvalidEditedArguments] refusal; any other error is transient.
+func (s *Service) resolver(ctx context.Context, b *contracts.BatchRecord, i int, cmd contracts.ResumeCommand, resumeID string) (contracts.Resolver, error) {
+	r := contracts.Resolver{By: resumeID, Actor: cmd.Actor}
+	call := b.Submission.Calls[i]
+	edited := cmd.Result.Permission.EditedArguments(call.Arguments)
+	if edited == nil {
+		return r, nil
+	}
+	edited, err := contracts.ArgumentsObject(edited)
+	if err != nil {
+		return r, err
+	}
+	if err := s.validateArguments(ctx, call.ToolID, edited); err != nil {
+		return r, err
+	}
+	r.EditedArguments = edited
+	call.Arguments = edited
+	if o := s.policyChain(b, call); o.Kind == contracts.GateBlock {
+		r.EditBlocked = o.Reason
+	}
+	return r, nil
+}
+
+// validateArguments checks args against the parameters schema of tool id from the place
+// it is defined, as the catalog does: the descriptor brain-exec published for a tool it
+// runs (a typed tool's Go argument type, an MCP server's inputSchema), else the
+// configuration's parameters. A tool neither describes accepts any object; its executor
+// still validates what it runs.
+func (s *Service) validateArguments(ctx context.Context, id string, args json.RawMessage) error {
+	t, ok := s.env.Config.Tool(id)
+	if !ok {
+		return nil
+	}
+	err := t.ValidateArguments(args)
+	if err == nil && t.Target == contracts.TargetBrain && t.Kind != contracts.KindClientExecuted && t.SetResult == nil {
+		err = s.validatePublished(ctx, t, args)
+	}
+	var te *contracts.ToolError
+	if errors.As(err, &te) {
+		return &contracts.ResumeError{Code: contracts.ResumeInvalidArguments, Message: te.Error()}
+	}
+	return err
+}
+
+// validatePublished validates args against the schema brain-exec published for t, if any.
+func (s *Service) validatePublished(ctx context.Context, t config.Tool, args json.RawMessage) error {
+	key := t.Builtin
+	if key == "" {
+		key = t.ID
+	}
+	kv, err := s.env.JS.KeyValue(ctx, s.env.Names.ToolsBucket())
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("gate: tools bucket: %w", err)
+	}
+	e, err := kv.Get(ctx, contracts.ToolDescriptorsKey(contracts.TargetBrain))
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("gate: tool descriptors: %w", err)
+	}
+	var descs []contracts.ToolDescriptor
+	if json.Unmarshal(e.Value(), &descs) != nil {
+		return nil // unreadable descriptors describe nothing (the api ignores them too)
+	}
+	for _, d := range descs {
+		if d.ID != key || len(d.Parameters) == 0 {
+			continue
+		}
+		schema, err := jsonschema.Compile(d.Parameters)
+		if err != nil {
+			return nil
+		}
+		return config.ValidateAgainst(schema, args)
+	}
+	return nil
+}
