@@ -17,6 +17,8 @@ const (
 	TypeTicketRejected = "io.awaken.ticket.rejected.v1"
 	TypeAgentEvent     = "io.awaken.agent.event.v1"
 	TypeAudit          = "io.awaken.audit.permission_decided.v1"
+	// TypeToolPauseAudit records an operator's pause or resume of a tool.
+	TypeToolPauseAudit = "io.awaken.audit.tool_pause.v1"
 
 	// Internal work events: not part of the public protocol, but versioned the same way so
 	// that a mixed-version deployment fails loudly instead of misreading a payload.

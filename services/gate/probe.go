@@ -101,7 +101,10 @@ func (s *Service) recordDecision(ctx context.Context, b *contracts.BatchRecord, 
 		if rec.Decision != nil {
 			return rec, rev, false, rec.Decision.IsAllow(), nil
 		}
-		d := s.decide(b, i)
+		d, err := s.decideNow(ctx, b, i)
+		if err != nil {
+			return rec, rev, false, false, err
+		}
 		if d.outcome == nil {
 			return rec, rev, false, false, nil
 		}

@@ -117,13 +117,17 @@ func (s *Service) resume(ctx context.Context, resumeID string, cmd contracts.Res
 	}
 
 	call := b.Submission.Calls[i]
+	pause, err := s.env.ToolPaused(ctx, call.ToolID)
+	if err != nil {
+		return fmt.Errorf("gate: %w", err)
+	}
 	res := resumeResolution(cmd, resumeID)
 	now := s.env.Now()
 	err = rec.Resolve(resumeID, now)
 	switch r := cmd.Result; {
 	case err != nil:
 	case r.Permission != nil && r.Permission.Decision == contracts.DecisionAllow:
-		err = s.enter(b, i, &rec)
+		err = s.enterUnlessPaused(b, i, &rec, pause)
 	case r.Permission != nil:
 		err = rec.Complete(contracts.ErrorOutput(call.CallID, contracts.BlockedPrefix+res.auditReason), now)
 	default:
