@@ -228,6 +228,18 @@ func Start(ctx context.Context, o Options) (st *Stack, err error) {
 				return st, fmt.Errorf("app: ensure streams and buckets: %w", err)
 			}
 			ensured = true
+			if o.Config.TrustsAnnotations() && o.Config.Annotations == nil {
+				// One view per process, shared by its services. The configuration is
+				// copied so that a caller's configuration, shared with other stacks, is
+				// never written while they read it.
+				view, err := pipeline.WatchAnnotations(ctx, st.runCtx, js, o.Config.Names(), o.Log)
+				if err != nil {
+					return st, fmt.Errorf("app: %w", err)
+				}
+				cfg := *o.Config
+				cfg.Annotations = view
+				o.Config = &cfg
+			}
 		}
 		log := o.Log.With().Str("service", name).Logger()
 		env, err := pipeline.NewEnv(ctx, nc, js, o.Config, log)

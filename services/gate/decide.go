@@ -50,7 +50,9 @@ func (s *Service) decideNow(ctx context.Context, b *contracts.BatchRecord, i int
 //     executor registers still completes as an unknown tool;
 //  1. client-executed tools skip the gate and park (they still have to be visible);
 //  2. narrowing deny_all blocks with [contracts.DenyAllReason];
-//  3. the run policy of the submission and the host policy, composed by
+//  3. the run policy of the submission and the host policy — where no host rule matches
+//     an MCP tool of a server with trust_annotations, its annotations replace the host's
+//     default_behavior (read-only: allow, destructive: ask) — composed by
 //     [contracts.NarrowGateOutcome]: the stricter outcome wins (block > ask > schedule >
 //     allow) and, on the same kind, the stricter parameters (longer delay, shorter approval
 //     timeout). A run policy arrives inside a submission, so it may only narrow what the
@@ -112,7 +114,8 @@ func (s *Service) policyChain(b *contracts.BatchRecord, call contracts.ToolCall)
 		return contracts.GateOutcome{Kind: contracts.GateBlock, Reason: contracts.DenyAllReason}
 	}
 	corr := contracts.CorrelationID(contracts.ReasonPermission, sub.RunID, sub.Step, call.CallID)
-	host := s.host.Evaluate(call, corr).IntoGateOutcome()
+	annotated, _ := s.env.Config.AnnotationBehavior(call.ToolID)
+	host := s.host.ExplainWithDefault(call, corr, annotated).Verdict.IntoGateOutcome()
 	if sub.Policy == nil {
 		return host
 	}
