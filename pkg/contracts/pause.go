@@ -68,19 +68,6 @@ func ToolPauseKey(toolID string) string {
 	return base64.RawURLEncoding.EncodeToString([]byte(toolID))
 }
 
-// ToolPausesBucket holds one [ToolPause] per paused tool, keyed by [ToolPauseKey]. A
-// resume deletes the key.
-func (n Names) ToolPausesBucket() string { return n.upper() + "_tool_pauses" }
-
-// ToolPauseAuditSubject carries the [ToolPauseAudit] records. It lies under the audit
-// stream's subjects but can never be a run's audit subject: run ids hold no dots.
-func (n Names) ToolPauseAuditSubject() string { return n.Prefix + ".audit.tools.pause" }
-
-// ToolsPauseSubject and ToolsResumeSubject are the micro endpoints of the api that pause
-// and resume a tool.
-func (n Names) ToolsPauseSubject() string  { return n.Prefix + ".api.tools.pause" }
-func (n Names) ToolsResumeSubject() string { return n.Prefix + ".api.tools.resume" }
-
 // ToolPauseRequest is the body of a pause or resume: HTTP POST /v1/tools/{id}/pause and
 // /resume (tool_id from the path), and the micro endpoints (tool_id required).
 type ToolPauseRequest struct {

@@ -1,7 +1,9 @@
-package api_test
+package e2e_test
 
 import (
 	"context"
+	"encoding/json"
+	"io"
 	"net/http"
 	"os"
 	"strings"
@@ -117,17 +119,47 @@ func (r *pauseRig) startFront() {
 	r.base = strings.TrimSuffix(r.front.APIService.URL(), "/")
 }
 
-func (r *pauseRig) post(path, body string) response {
-	r.t.Helper()
-	h := &harness{t: r.t, base: r.base, http: &http.Client{Timeout: waitLong}}
-	return h.post(path, body)
+// httpReply is a decoded HTTP response of the api.
+type httpReply struct {
+	status int
+	body   []byte
 }
 
-func (r *pauseRig) get(path string) response {
-	r.t.Helper()
-	h := &harness{t: r.t, base: r.base, http: &http.Client{Timeout: waitLong}}
-	return h.get(path)
+func (h httpReply) json(t testing.TB, v any) {
+	t.Helper()
+	if err := json.Unmarshal(h.body, v); err != nil {
+		t.Fatalf("decode %s: %v", h.body, err)
+	}
 }
+
+func (r *pauseRig) do(method, path, body string) httpReply {
+	r.t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctxFor(r.t, waitLong), method, r.base+path, rd)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		r.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return httpReply{status: res.StatusCode, body: b}
+}
+
+func (r *pauseRig) post(path, body string) httpReply { return r.do(http.MethodPost, path, body) }
+
+func (r *pauseRig) get(path string) httpReply { return r.do(http.MethodGet, path, "") }
 
 // run submits one batch of calls (all tools visible) and returns its result texts.
 func (r *pauseRig) run(run string, calls ...contracts.ToolCall) []string {
@@ -192,6 +224,9 @@ func (r *pauseRig) audits() []contracts.ToolPauseAudit {
 	}
 	return out
 }
+
+// waitLong bounds every wait of the kill switch tests.
+const waitLong = 30 * time.Second
 
 const pausedText = "blocked: tool_paused: tool hold is paused: maintenance window"
 
