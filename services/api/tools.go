@@ -202,21 +202,21 @@ func (s *Service) ResumeTool(ctx context.Context, toolID, actor string) (contrac
 	if err != nil {
 		return contracts.ToolPauseState{}, err
 	}
-	e, err := kv.Get(ctx, key)
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return contracts.ToolPauseState{ToolID: toolID}, nil
-	}
+	// A consistent read (the stream leader's, as the gate reads it): a replica behind the
+	// pause's write must not make a resume a silent no-op.
+	p, err := s.env.ToolPaused(ctx, toolID)
 	if err != nil {
 		return contracts.ToolPauseState{}, apiErr(http.StatusServiceUnavailable, CodeUnavailable, "read the pause: %v", err)
 	}
-	var p contracts.ToolPause
-	_ = json.Unmarshal(e.Value(), &p) // an unreadable record is lifted all the same
+	if p == nil {
+		return contracts.ToolPauseState{ToolID: toolID}, nil
+	}
 	if err := kv.Delete(ctx, key); err != nil {
 		return contracts.ToolPauseState{}, apiErr(http.StatusServiceUnavailable, CodeUnavailable, "lift the pause: %v", err)
 	}
-	// The delete's own revision is the next one; the audit id only needs to differ from
-	// the pause's (rev) and repeat for a retried publish.
-	if err := s.auditPause(ctx, e.Revision()+1, contracts.ToolPauseAudit{ToolID: toolID, Action: contracts.ToolPauseActionResume,
+	// The audit id names the pause it lifts (its time), so a retried publish of this
+	// resume is deduplicated and a later pause's resume is not.
+	if err := s.auditPause(ctx, uint64(p.PausedAt.UnixNano()), contracts.ToolPauseAudit{ToolID: toolID, Action: contracts.ToolPauseActionResume,
 		Reason: p.Reason, Actor: actor, At: s.env.Now()}); err != nil {
 		return contracts.ToolPauseState{}, err
 	}
@@ -241,9 +241,10 @@ func (s *Service) pauseTarget(ctx context.Context, toolID string) (jetstream.Key
 }
 
 // auditPause publishes the audit record of a pause or resume, under an id derived from
-// the pause key's revision so a retried publish is deduplicated.
-func (s *Service) auditPause(ctx context.Context, rev uint64, rec contracts.ToolPauseAudit) error {
-	id := fmt.Sprintf("toolpause:%s:%d:%s", contracts.ToolPauseKey(rec.ToolID), rev, rec.Action)
+// seq (the pause's revision, or the lifted pause's time) so a retried publish is
+// deduplicated.
+func (s *Service) auditPause(ctx context.Context, seq uint64, rec contracts.ToolPauseAudit) error {
+	id := fmt.Sprintf("toolpause:%s:%d:%s", contracts.ToolPauseKey(rec.ToolID), seq, rec.Action)
 	ev, err := s.env.Event(ServiceName, id, contracts.TypeToolPauseAudit, rec)
 	if err != nil {
 		return err
