@@ -22,8 +22,8 @@ const (
 	jsErrStreamNotFound = 10059
 )
 
-// ToolPaused reads the pause record of toolID for a gate decision: nil when the tool is not
-// paused. The read is answered by the leader of the bucket's stream (a plain message get,
+// ToolPaused reads the pause record of toolID — for a gate decision, or the api's resume —
+// nil when the tool is not paused. The read is answered by the leader of the bucket's stream (a plain message get,
 // never a direct get, which any replica may answer from behind the latest write), so a
 // pause the api acknowledged — its write was stored by the leader before the api answered
 // — is seen by every decision that starts after the acknowledgement. A bucket that does
