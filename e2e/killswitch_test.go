@@ -132,22 +132,18 @@ func (h httpReply) json(t testing.TB, v any) {
 	}
 }
 
-func (r *pauseRig) do(method, path, body string) httpReply {
+var apiClient = &http.Client{Timeout: waitLong}
+
+func (r *pauseRig) post(path, body string) httpReply {
+	return r.reply(apiClient.Post(r.base+path, "application/json", strings.NewReader(body)))
+}
+
+func (r *pauseRig) get(path string) httpReply { return r.reply(apiClient.Get(r.base + path)) }
+
+func (r *pauseRig) reply(res *http.Response, err error) httpReply {
 	r.t.Helper()
-	var rd io.Reader
-	if body != "" {
-		rd = strings.NewReader(body)
-	}
-	req, err := http.NewRequestWithContext(ctxFor(r.t, waitLong), method, r.base+path, rd)
 	if err != nil {
 		r.t.Fatal(err)
-	}
-	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		r.t.Fatalf("%s %s: %v", method, path, err)
 	}
 	defer res.Body.Close()
 	b, err := io.ReadAll(res.Body)
@@ -156,10 +152,6 @@ func (r *pauseRig) do(method, path, body string) httpReply {
 	}
 	return httpReply{status: res.StatusCode, body: b}
 }
-
-func (r *pauseRig) post(path, body string) httpReply { return r.do(http.MethodPost, path, body) }
-
-func (r *pauseRig) get(path string) httpReply { return r.do(http.MethodGet, path, "") }
 
 // run submits one batch of calls (all tools visible) and returns its result texts.
 func (r *pauseRig) run(run string, calls ...contracts.ToolCall) []string {
