@@ -131,6 +131,11 @@ func TestAnnotationsTrusted(t *testing.T) {
 	r := startAnnotated(t, true)
 	r.waitCapability(t, "mcp__test__upsert", contracts.CapabilityReplaySafe)
 	ctx := callCtx(t)
+	// The catalog shows the annotations the decisions come from.
+	tools, err := r.client.Tools(ctx, "mcp__test__lookup")
+	if err != nil || len(tools) != 1 || tools[0].Annotations == nil || !tools[0].Annotations.ReadOnly() {
+		t.Errorf("catalog entry of lookup: %+v %v", tools, err)
+	}
 	if _, err := r.client.Submit(ctx, annotatedBatch("run-trusted")); err != nil {
 		t.Fatal(err)
 	}

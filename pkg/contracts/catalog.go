@@ -17,6 +17,9 @@ type CatalogTool struct {
 	Kind        ToolKind               `json:"kind"`
 	Target      ToolExecutionTarget    `json:"target"`
 	Capability  ToolRecoveryCapability `json:"capability"`
+	// Annotations are an MCP tool's behaviour hints as its server listed them (they steer
+	// the host only for a server with trust_annotations).
+	Annotations *ToolAnnotations `json:"annotations,omitempty"`
 	// Paused is set while an operator has paused the tool: its new calls are blocked.
 	Paused bool `json:"paused,omitempty"`
 	// Pause is the pause record (reason, actor, time) while Paused.
@@ -68,9 +71,10 @@ type OpenAITool struct {
 
 // MCPTool is one tool of the mcp format.
 type MCPTool struct {
-	Name        string          `json:"name"`
-	Description string          `json:"description"`
-	InputSchema json.RawMessage `json:"inputSchema"`
+	Name        string           `json:"name"`
+	Description string           `json:"description"`
+	InputSchema json.RawMessage  `json:"inputSchema"`
+	Annotations *ToolAnnotations `json:"annotations,omitempty"`
 }
 
 // NarrowCatalog keeps the tools whose id agentTools names, the way a batch's agent.tools
@@ -107,7 +111,7 @@ func RenderCatalog(tools []CatalogTool, format string) (any, error) {
 	case CatalogFormatMCP:
 		out := make([]MCPTool, len(tools))
 		for i, t := range tools {
-			out[i] = MCPTool{Name: t.ID, Description: t.Description, InputSchema: t.Parameters}
+			out[i] = MCPTool{Name: t.ID, Description: t.Description, InputSchema: t.Parameters, Annotations: t.Annotations}
 		}
 		return struct {
 			Tools []MCPTool `json:"tools"`

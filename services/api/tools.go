@@ -68,7 +68,7 @@ func (s *Service) Catalog(ctx context.Context) ([]contracts.CatalogTool, error) 
 				continue
 			}
 			ct := contracts.CatalogTool{ID: d.ID, Description: d.Description, Parameters: d.Parameters,
-				Kind: t.Kind, Target: t.Target, Capability: t.EffectiveCapability()}
+				Kind: t.Kind, Target: t.Target, Capability: t.EffectiveCapability(), Annotations: d.Annotations}
 			ct.MarkPaused(pauses)
 			out = append(out, ct)
 		}
