@@ -33,6 +33,12 @@ func TestDevSecure(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// An MCP server whose annotations are trusted: the services watch the published tool
+	// descriptors under their own users (the server itself never comes up).
+	cfg.Executors.MCP = append(cfg.Executors.MCP, config.MCPServer{Name: "absent", Command: filepath.Join(t.TempDir(), "no-such-server"), TrustAnnotations: true})
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
 	pw, err := deploy.GeneratePasswords()
 	if err != nil {
 		t.Fatal(err)
@@ -55,6 +61,7 @@ func TestDevSecure(t *testing.T) {
 	select {
 	case url = <-ready:
 	case err := <-done:
+		done <- nil // for the cleanup, which waits for dev to end
 		t.Fatalf("dev stopped: %v", err)
 	case <-time.After(60 * time.Second):
 		t.Fatal("dev not ready within 60s")

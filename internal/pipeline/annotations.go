@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
@@ -58,13 +59,23 @@ func WatchAnnotations(ctx, life context.Context, js jetstream.JetStream, names c
 			}
 		}
 	}()
+	wait := time.NewTimer(annotationsFirstRead)
+	defer wait.Stop()
 	select {
 	case <-current:
 		return p, nil
 	case <-ctx.Done():
 		return nil, fmt.Errorf("pipeline: watch tool descriptors: %w", ctx.Err())
+	case <-wait.C:
+		// A watch the server refused (a missing grant) never delivers: say so instead of
+		// hanging the start.
+		return nil, fmt.Errorf("pipeline: watch tool descriptors: nothing read within %s (may this NATS user watch %s?)",
+			annotationsFirstRead, names.ToolsBucket())
 	}
 }
+
+// annotationsFirstRead bounds the wait for the current descriptors at start.
+const annotationsFirstRead = 30 * time.Second
 
 // apply replaces the view with the descriptors of entry (a delete empties it).
 func (p *PublishedAnnotations) apply(e jetstream.KeyValueEntry, log zerolog.Logger) {
