@@ -368,6 +368,20 @@ func TestSecure_apiNeedsNoMorePermission(t *testing.T) {
 	if tools, err := s.client.Tools(ctx, "echo"); err != nil || len(tools) != 1 || !strings.Contains(string(tools[0].Parameters), `"text"`) {
 		t.Errorf("platform client.Tools: %v %+v", err, tools)
 	}
+	// The kill switch: pause over HTTP and resume over micro, then the other way round. The
+	// api writes the tool pauses bucket and the audit record as its own user.
+	if st, body := apiDo(t, ctx, "POST", base, "/v1/tools/counter/pause", contracts.ToolPauseRequest{Reason: "grants"}, nil); st != http.StatusOK {
+		t.Errorf("POST pause: %d %s", st, body)
+	}
+	if m := microReq(api.EndpointToolsResume, contracts.ToolPauseRequest{ToolID: "counter"}); m.Header.Get(micro.ErrorCodeHeader) != "" {
+		t.Errorf("micro tools.resume: %s %s", m.Header.Get(micro.ErrorHeader), m.Data)
+	}
+	if m := microReq(api.EndpointToolsPause, contracts.ToolPauseRequest{ToolID: "counter", Reason: "grants"}); m.Header.Get(micro.ErrorCodeHeader) != "" {
+		t.Errorf("micro tools.pause: %s %s", m.Header.Get(micro.ErrorHeader), m.Data)
+	}
+	if st, body := apiDo(t, ctx, "POST", base, "/v1/tools/counter/resume", struct{}{}, nil); st != http.StatusOK {
+		t.Errorf("POST resume: %d %s", st, body)
+	}
 	approve := tickets["api-approve"].CorrelationID
 	if st, body := apiDo(t, ctx, "GET", base, "/v1/tickets/"+approve, nil, nil); st != http.StatusOK {
 		t.Fatalf("GET ticket: %d %s", st, body)

@@ -229,6 +229,19 @@ func Start(ctx context.Context, o Options) (st *Stack, err error) {
 			}
 			ensured = true
 		}
+		if o.Config.TrustsAnnotations() && o.Config.Annotations == nil && usesAnnotations(name) {
+			// One view per process, shared by its services, watched on the connection of
+			// the first service that reads it. The configuration is copied so that a
+			// caller's configuration, shared with other stacks, is never written while
+			// they read it.
+			view, err := pipeline.WatchAnnotations(ctx, st.runCtx, js, o.Config.Names(), o.Log)
+			if err != nil {
+				return st, fmt.Errorf("app: %w", err)
+			}
+			cfg := *o.Config
+			cfg.Annotations = view
+			o.Config = &cfg
+		}
 		log := o.Log.With().Str("service", name).Logger()
 		env, err := pipeline.NewEnv(ctx, nc, js, o.Config, log)
 		if err != nil {
@@ -284,6 +297,14 @@ func Start(ctx context.Context, o Options) (st *Stack, err error) {
 		o.Log.Info().Str("http", ops.Addr()).Msg("serving /metrics, /healthz and /readyz")
 	}
 	return st, nil
+}
+
+// usesAnnotations reports whether service reads trusted MCP annotations: the
+// batcher pins recovery policies from them, the gate decides and checks entries with
+// them, brain-exec checks replays, the api shows capabilities. The sandbox executor and
+// the publisher never do (and their NATS users may not read the tools bucket).
+func usesAnnotations(service string) bool {
+	return service == Batcher || service == Gate || service == BrainExec || service == API
 }
 
 // startOne starts one service, applying the configuration's consumer settings

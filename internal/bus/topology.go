@@ -171,6 +171,9 @@ func BucketConfigs(names contracts.Names, cfg TopologyConfig) []jetstream.KeyVal
 		bucket(names.TicketsBucket(), "one record per parked call, keyed by correlation id", 5),
 		bucket(names.CountersBucket(), "compare-and-swap counters", 1),
 		bucket(names.RunsBucket(), "one record per run: its active batch and how it ended", 3),
+		// Last: older deployments gain it on their next `awaken setup`; until then no tool
+		// can be paused, and the gate reads "no bucket" as "nothing paused".
+		bucket(names.ToolPausesBucket(), "one record per paused tool (the kill switch), keyed by base64url tool id", 1),
 	}
 }
 

@@ -57,6 +57,8 @@ Client:
   awaken batch watch BATCH_ID          call state changes and tool progress, live, until published
   awaken counter NAME                  read the example counter tool's durable count
   awaken tools ls [--format F]         the tool catalog (F: awaken, openai, mcp) with schemas
+  awaken tools pause ID [--reason R]   pause a tool: its new calls are blocked (kill switch)
+  awaken tools resume ID               lift the pause of a tool
 
 Common flags: --config FILE (env AWAKEN_CONFIG), --nats-url URL (env NATS_URL),
 --prefix PREFIX (client commands; env AWAKEN_PREFIX), NATS credentials --nats-user /

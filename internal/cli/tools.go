@@ -4,20 +4,37 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"os"
 	"strings"
+
+	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
-// runTools implements `awaken tools ls [--format awaken|openai|mcp] [--agent-tools a,b]`:
-// the tool catalog, asked of the api.
+const toolsUsage = "usage: awaken tools ls [--format awaken|openai|mcp] [--agent-tools a,b] | " +
+	"awaken tools pause TOOL_ID [--reason TEXT] | awaken tools resume TOOL_ID"
+
+// runTools implements `awaken tools ls|pause|resume`, asked of the api.
 func runTools(ctx context.Context, args []string, stdout io.Writer) error {
-	if len(args) == 0 || (args[0] != "ls" && args[0] != "list") {
-		return &usageError{"usage: awaken tools ls [--format awaken|openai|mcp] [--agent-tools a,b]"}
+	if len(args) == 0 {
+		return &usageError{toolsUsage}
 	}
+	switch args[0] {
+	case "ls", "list":
+		return runToolsLs(ctx, args[1:], stdout)
+	case "pause", "resume":
+		return runToolsPause(ctx, args[0], args[1:], stdout)
+	}
+	return &usageError{toolsUsage}
+}
+
+// runToolsLs implements `awaken tools ls [--format awaken|openai|mcp] [--agent-tools a,b]`:
+// the tool catalog (the awaken format marks paused tools; openai and mcp omit them).
+func runToolsLs(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := newFlags("tools ls")
 	connect := dialClient(fs)
 	format := fs.String("format", "awaken", "catalog format: awaken, openai (a chat-completions tools array) or mcp")
 	agentTools := fs.String("agent-tools", "", "comma-separated tool ids to narrow the list to, as a batch's agent.tools does")
-	if err := parseArgs(fs, args[1:]); err != nil {
+	if err := parseArgs(fs, args); err != nil {
 		return err
 	}
 	var narrow []string
@@ -38,4 +55,46 @@ func runTools(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	return printJSON(stdout, json.RawMessage(doc))
+}
+
+// runToolsPause implements `awaken tools pause TOOL_ID [--reason TEXT]` and `awaken tools
+// resume TOOL_ID`: the kill switch of one tool. The audit record names the actor --as
+// (default: the local user name).
+func runToolsPause(ctx context.Context, verb string, args []string, stdout io.Writer) error {
+	fs := newFlags("tools " + verb)
+	connect := dialClient(fs)
+	reason := new(string)
+	if verb == "pause" {
+		reason = fs.String("reason", "", "why the tool is paused (the model reads it in the blocked calls' output)")
+	}
+	as := fs.String("as", defaultActor(), "who pauses or resumes, for the audit record")
+	if err := parseArgs(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return &usageError{toolsUsage}
+	}
+	c, ctx, done, err := connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer done()
+	var st contracts.ToolPauseState
+	if verb == "pause" {
+		st, err = c.PauseTool(ctx, fs.Arg(0), *reason, *as)
+	} else {
+		st, err = c.ResumeTool(ctx, fs.Arg(0), *as)
+	}
+	if err != nil {
+		return err
+	}
+	return printJSON(stdout, st)
+}
+
+// defaultActor is the local user name, the actor of a CLI pause when --as is not given.
+func defaultActor() string {
+	if u := os.Getenv("USER"); u != "" {
+		return "cli:" + u
+	}
+	return "cli"
 }

@@ -52,4 +52,29 @@ func TestToolsLs(t *testing.T) {
 	if code := Main(ctx, []string{"tools", "ls", "--nats-url", srv.URL(), "--format", "yaml"}, &out, &errb); code == 0 {
 		t.Error("an unknown format succeeded")
 	}
+
+	// The kill switch: pause with a reason and the actor of --as, see it in the catalog, resume.
+	out.Reset()
+	if code := Main(ctx, []string{"tools", "pause", "echo", "--nats-url", srv.URL(), "--reason", "bad deploy", "--as", "ops"}, &out, &errb); code != 0 {
+		t.Fatalf("tools pause: exit %d: %s", code, errb.String())
+	}
+	var ps contracts.ToolPauseState
+	if err := json.Unmarshal(out.Bytes(), &ps); err != nil || !ps.Paused || ps.Pause.Reason != "bad deploy" || ps.Pause.Actor != "ops" {
+		t.Errorf("tools pause: %s %v", out.String(), err)
+	}
+	out.Reset()
+	if code := Main(ctx, []string{"tools", "ls", "--nats-url", srv.URL()}, &out, &errb); code != 0 {
+		t.Fatalf("tools ls: exit %d: %s", code, errb.String())
+	}
+	var cat contracts.ToolCatalog
+	if err := json.Unmarshal(out.Bytes(), &cat); err != nil || len(cat.Tools) != 2 || !cat.Tools[0].Paused || cat.Tools[1].Paused {
+		t.Errorf("tools ls while echo is paused: %s %v", out.String(), err)
+	}
+	out.Reset()
+	if code := Main(ctx, []string{"tools", "resume", "echo", "--nats-url", srv.URL()}, &out, &errb); code != 0 {
+		t.Fatalf("tools resume: exit %d: %s", code, errb.String())
+	}
+	if err := json.Unmarshal(out.Bytes(), &ps); err != nil || ps.Paused {
+		t.Errorf("tools resume: %s %v", out.String(), err)
+	}
 }

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -54,6 +55,9 @@ type Config struct {
 	Dir string `yaml:"-"`
 	// Source is the path the configuration was loaded from.
 	Source string `yaml:"-"`
+	// Annotations is where the trusted MCP servers' tool annotations are read (set by
+	// the process wiring when some server has trust_annotations; nil: none are used).
+	Annotations AnnotationSource `yaml:"-"`
 
 	byID map[string]int
 }
@@ -155,6 +159,18 @@ type MCPServer struct {
 	Command string   `yaml:"command"`
 	Args    []string `yaml:"args"`
 	URL     string   `yaml:"url"`
+	// TrustAnnotations lets the annotations this server lists for its tools steer the
+	// host (default false: the MCP specification says annotations from untrusted servers
+	// must not steer decisions). Where no host rule matches a tool, readOnlyHint allows
+	// and destructiveHint asks; idempotentHint with openWorldHint false pins the tool's
+	// calls replay_safe. A host rule always wins.
+	TrustAnnotations bool `yaml:"trust_annotations"`
+}
+
+// AnnotationSource answers the annotations the executor published for an MCP tool (ok
+// false: it published no descriptor of the tool).
+type AnnotationSource interface {
+	Annotations(toolID string) (contracts.ToolAnnotations, bool)
 }
 
 // Storage configures streams and buckets.
@@ -472,15 +488,58 @@ func (c *Config) Tool(id string) (Tool, bool) {
 	if i, ok := c.byID[id]; ok {
 		return c.Tools[i], true
 	}
+	s, ok := c.mcpServerOf(id)
+	if !ok {
+		return Tool{}, false
+	}
+	t := Tool{ID: id, Kind: contracts.KindRegular, Target: contracts.TargetBrain,
+		Capability: contracts.CapabilityNonRecoverable}
+	if a, ok := c.trustedAnnotations(s, id); ok && a.ReplaySafe() {
+		t.Capability = contracts.CapabilityReplaySafe
+		t.Recovery = &RecoveryPolicy{Mode: contracts.ModeReplaySafe, MaxAttempts: int(contracts.DefaultMaxAttempts)}
+	}
+	return t, true
+}
+
+// mcpServerOf returns the configured MCP server whose tool id names.
+func (c *Config) mcpServerOf(id string) (MCPServer, bool) {
 	for _, s := range c.Executors.MCP {
 		if rest, ok := strings.CutPrefix(id, MCPPrefix(s.Name)); ok && rest != "" {
-			return Tool{
-				ID: id, Kind: contracts.KindRegular, Target: contracts.TargetBrain,
-				Capability: contracts.CapabilityNonRecoverable,
-			}, true
+			return s, true
 		}
 	}
-	return Tool{}, false
+	return MCPServer{}, false
+}
+
+// trustedAnnotations returns the annotations of MCP tool id of server s when s is trusted
+// and its executor published the tool.
+func (c *Config) trustedAnnotations(s MCPServer, id string) (contracts.ToolAnnotations, bool) {
+	if !s.TrustAnnotations || c.Annotations == nil {
+		return contracts.ToolAnnotations{}, false
+	}
+	return c.Annotations.Annotations(id)
+}
+
+// TrustsAnnotations reports whether some configured MCP server has trust_annotations.
+func (c *Config) TrustsAnnotations() bool {
+	return slices.ContainsFunc(c.Executors.MCP, func(s MCPServer) bool { return s.TrustAnnotations })
+}
+
+// AnnotationBehavior is the behaviour the trusted annotations of toolID give its calls that
+// no host rule matches (see [contracts.ToolAnnotations.DefaultBehavior]); ok is false when
+// the tool is not an MCP tool of a trusted server, its executor published no descriptor of
+// it, or its annotations say neither read-only nor destructive.
+func (c *Config) AnnotationBehavior(toolID string) (contracts.PolicyBehavior, bool) {
+	s, ok := c.mcpServerOf(toolID)
+	if !ok {
+		return "", false
+	}
+	a, ok := c.trustedAnnotations(s, toolID)
+	if !ok {
+		return "", false
+	}
+	b := a.DefaultBehavior()
+	return b, b != ""
 }
 
 // Pin resolves what the batcher pins into a call of toolID when its batch is created.

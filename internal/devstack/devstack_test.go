@@ -33,6 +33,12 @@ func TestDevSecure(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// An MCP server whose annotations are trusted: the services watch the published tool
+	// descriptors under their own users (the server itself never comes up).
+	cfg.Executors.MCP = append(cfg.Executors.MCP, config.MCPServer{Name: "absent", Command: filepath.Join(t.TempDir(), "no-such-server"), TrustAnnotations: true})
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
 	pw, err := deploy.GeneratePasswords()
 	if err != nil {
 		t.Fatal(err)
@@ -55,6 +61,7 @@ func TestDevSecure(t *testing.T) {
 	select {
 	case url = <-ready:
 	case err := <-done:
+		done <- nil // for the cleanup, which waits for dev to end
 		t.Fatalf("dev stopped: %v", err)
 	case <-time.After(60 * time.Second):
 		t.Fatal("dev not ready within 60s")
@@ -159,5 +166,39 @@ func TestDevSecure(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), telemetry.MetricTicketsScrape+" 0\n") {
 		t.Errorf("GET /metrics: %d, tickets scrape failed:\n%s", resp.StatusCode, body)
+	}
+
+	// The kill switch under least privilege: an operator (admin) pauses echo through the
+	// micro service, the api (as the api user) stores the pause and its audit record, the
+	// gate (as the gate user) reads it, the catalog shows it, and a resume lifts it.
+	ops, err := client.New(admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ops.PauseTool(rctx, "echo", "least privilege", "admin"); err != nil {
+		t.Fatalf("pause: %v", err)
+	}
+	echo := func(run string) string {
+		t.Helper()
+		res, err := c.SubmitAndWait(rctx, contracts.BatchSubmission{RunID: run, ThreadID: "t", Step: 1,
+			Agent: contracts.AgentSnapshot{SnapshotID: "s", Tools: []string{"echo"}},
+			Calls: []contracts.ToolCall{{CallID: "c1", ToolID: "echo", Arguments: []byte(`{"text":"hi"}`)}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.Results[0].Output.Text()
+	}
+	if got := echo("dev-secure-paused"); got != "blocked: tool_paused: tool echo is paused: least privilege" {
+		t.Errorf("echo while paused: %q", got)
+	}
+	tools, err := ops.Tools(rctx, "echo")
+	if err != nil || len(tools) != 1 || !tools[0].Paused {
+		t.Errorf("catalog while paused: %+v %v", tools, err)
+	}
+	if _, err := ops.ResumeTool(rctx, "echo", "admin"); err != nil {
+		t.Fatalf("resume: %v", err)
+	}
+	if got := echo("dev-secure-resumed"); got != "hi" {
+		t.Errorf("echo after resume: %q", got)
 	}
 }

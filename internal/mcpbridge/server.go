@@ -329,8 +329,9 @@ func (s *server) listTools(ctx context.Context, cs *mcp.ClientSession) ([]contra
 
 // descriptorFor builds the descriptor of tool t of server: id mcp__{server}__{tool}, the
 // tool's description (its title when it has none), its input schema normalised to the
-// object form, kind regular and the default recovery policy (an MCP tool promises nothing
-// about repeating it).
+// object form, kind regular, the default recovery policy (an MCP tool promises nothing
+// about repeating it; the host may still pin another from trusted annotations, see
+// config.Config.Tool) and the tool's annotations.
 func descriptorFor(server string, t *mcp.Tool) (contracts.ToolDescriptor, error) {
 	if t.Name == "" {
 		return contracts.ToolDescriptor{}, fmt.Errorf("%w: empty tool name", contracts.ErrInvalidDescriptor)
@@ -353,11 +354,29 @@ func descriptorFor(server string, t *mcp.Tool) (contracts.ToolDescriptor, error)
 		Parameters:     params,
 		Kind:           contracts.KindRegular,
 		RecoveryPolicy: contracts.DefaultRecoveryPolicy(),
+		Annotations:    annotationsOf(t.Annotations),
 	}
 	if err := d.Validate(); err != nil {
 		return contracts.ToolDescriptor{}, err
 	}
 	return d, nil
+}
+
+// annotationsOf carries an MCP tool's annotations into its descriptor. The SDK decodes
+// readOnlyHint and idempotentHint as plain booleans, so an absent one reads false — which
+// is also the specification's default for both; destructiveHint and openWorldHint keep
+// their absence (default true).
+func annotationsOf(a *mcp.ToolAnnotations) *contracts.ToolAnnotations {
+	if a == nil {
+		return nil
+	}
+	readOnly, idempotent := a.ReadOnlyHint, a.IdempotentHint
+	return &contracts.ToolAnnotations{
+		ReadOnlyHint:    &readOnly,
+		DestructiveHint: a.DestructiveHint,
+		IdempotentHint:  &idempotent,
+		OpenWorldHint:   a.OpenWorldHint,
+	}
 }
 
 // hasTool reports whether the last listing offered tool.

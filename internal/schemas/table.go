@@ -25,6 +25,7 @@ var Documents = []Document{
 	{File: "agent_event.json", Type: typeOf[contracts.AgentEvent]()},
 	{File: "tool_progress.json", Type: typeOf[contracts.ToolProgress]()},
 	{File: "audit_record.json", Type: typeOf[contracts.AuditRecord]()},
+	{File: "tool_pause_audit.json", Type: typeOf[contracts.ToolPauseAudit]()},
 	{File: "run_cancel.json", Type: typeOf[contracts.RunCancel]()},
 
 	// Payloads of the internal work events.
@@ -61,6 +62,10 @@ var Documents = []Document{
 	{File: "tool_catalog.json", Type: typeOf[contracts.ToolCatalog]()},
 	{File: "catalog_tool.json", Type: typeOf[contracts.CatalogTool]()},
 	{File: "api_tools_request.json", Type: typeOf[contracts.ToolsRequest]()},
+	{File: "api_tool_pause_request.json", Type: typeOf[contracts.ToolPauseRequest]()},
+	{File: "api_tool_pause_state.json", Type: typeOf[contracts.ToolPauseState]()},
+	{File: "tool_pause.json", Type: typeOf[contracts.ToolPause]()},
+	{File: "tool_annotations.json", Type: typeOf[contracts.ToolAnnotations]()},
 
 	// The host configuration file (YAML; the schema describes its JSON equivalent). Its
 	// loader fills defaults, so no field is required by the schema; config.Load checks the

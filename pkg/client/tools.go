@@ -47,3 +47,35 @@ func (c *Client) ToolsDocument(ctx context.Context, format string, agentTools []
 	}
 	return json.RawMessage(m.Data), nil
 }
+
+// PauseTool pauses toolID (the kill switch), asked of the api's micro endpoint
+// {prefix}.api.tools.pause: from the reply on, the gate blocks every new call of the tool
+// with a model-visible error naming the pause and reason; calls already running finish.
+// actor names who pauses, for the audit record.
+func (c *Client) PauseTool(ctx context.Context, toolID, reason, actor string) (contracts.ToolPauseState, error) {
+	return c.toolPause(ctx, c.names.ToolsPauseSubject(), contracts.ToolPauseRequest{ToolID: toolID, Reason: reason, Actor: actor})
+}
+
+// ResumeTool lifts the pause of toolID ({prefix}.api.tools.resume).
+func (c *Client) ResumeTool(ctx context.Context, toolID, actor string) (contracts.ToolPauseState, error) {
+	return c.toolPause(ctx, c.names.ToolsResumeSubject(), contracts.ToolPauseRequest{ToolID: toolID, Actor: actor})
+}
+
+func (c *Client) toolPause(ctx context.Context, subject string, req contracts.ToolPauseRequest) (contracts.ToolPauseState, error) {
+	var st contracts.ToolPauseState
+	body, err := json.Marshal(req)
+	if err != nil {
+		return st, fmt.Errorf("client: tool pause: %w", err)
+	}
+	m, err := c.nc.RequestWithContext(ctx, subject, body)
+	if err != nil {
+		return st, fmt.Errorf("client: tool pause: %w", err)
+	}
+	if msg := m.Header.Get(microErrorHeader); msg != "" {
+		return st, fmt.Errorf("client: tool pause: %s (%s)", msg, m.Header.Get(microErrorCodeHeader))
+	}
+	if err := json.Unmarshal(m.Data, &st); err != nil {
+		return st, fmt.Errorf("client: tool pause: %w", err)
+	}
+	return st, nil
+}

@@ -17,6 +17,20 @@ type CatalogTool struct {
 	Kind        ToolKind               `json:"kind"`
 	Target      ToolExecutionTarget    `json:"target"`
 	Capability  ToolRecoveryCapability `json:"capability"`
+	// Annotations are an MCP tool's behaviour hints as its server listed them (they steer
+	// the host only for a server with trust_annotations).
+	Annotations *ToolAnnotations `json:"annotations,omitempty"`
+	// Paused is set while an operator has paused the tool: its new calls are blocked.
+	Paused bool `json:"paused,omitempty"`
+	// Pause is the pause record (reason, actor, time) while Paused.
+	Pause *ToolPause `json:"pause,omitempty"`
+}
+
+// MarkPaused sets Paused and Pause from pauses (the paused tools by id).
+func (t *CatalogTool) MarkPaused(pauses map[string]ToolPause) {
+	if p, ok := pauses[t.ID]; ok {
+		t.Paused, t.Pause = true, &p
+	}
 }
 
 // Catalog formats, as the api's format parameter names them.
@@ -57,9 +71,10 @@ type OpenAITool struct {
 
 // MCPTool is one tool of the mcp format.
 type MCPTool struct {
-	Name        string          `json:"name"`
-	Description string          `json:"description"`
-	InputSchema json.RawMessage `json:"inputSchema"`
+	Name        string           `json:"name"`
+	Description string           `json:"description"`
+	InputSchema json.RawMessage  `json:"inputSchema"`
+	Annotations *ToolAnnotations `json:"annotations,omitempty"`
 }
 
 // NarrowCatalog keeps the tools whose id agentTools names, the way a batch's agent.tools
@@ -71,7 +86,10 @@ func NarrowCatalog(tools []CatalogTool, agentTools []string) []CatalogTool {
 	return slices.DeleteFunc(slices.Clone(tools), func(t CatalogTool) bool { return !slices.Contains(agentTools, t.ID) })
 }
 
-// RenderCatalog returns the catalog document in format ("" is the awaken format).
+// RenderCatalog returns the catalog document in format ("" is the awaken format). The
+// awaken format lists paused tools with their pause; the openai and mcp formats omit them:
+// those are the tool lists handed to a model, which has no field for "paused", and a tool
+// the model is offered but whose every call is blocked only costs it a turn.
 func RenderCatalog(tools []CatalogTool, format string) (any, error) {
 	if tools == nil {
 		tools = []CatalogTool{}
@@ -79,6 +97,9 @@ func RenderCatalog(tools []CatalogTool, format string) (any, error) {
 	switch format {
 	case "", CatalogFormatAwaken:
 		return ToolCatalog{Tools: tools}, nil
+	}
+	tools = slices.DeleteFunc(slices.Clone(tools), func(t CatalogTool) bool { return t.Paused })
+	switch format {
 	case CatalogFormatOpenAI:
 		out := make([]OpenAITool, len(tools))
 		for i, t := range tools {
@@ -90,7 +111,7 @@ func RenderCatalog(tools []CatalogTool, format string) (any, error) {
 	case CatalogFormatMCP:
 		out := make([]MCPTool, len(tools))
 		for i, t := range tools {
-			out[i] = MCPTool{Name: t.ID, Description: t.Description, InputSchema: t.Parameters}
+			out[i] = MCPTool{Name: t.ID, Description: t.Description, InputSchema: t.Parameters, Annotations: t.Annotations}
 		}
 		return struct {
 			Tools []MCPTool `json:"tools"`

@@ -78,6 +78,10 @@ type ToolDescriptor struct {
 	Parameters     json.RawMessage    `json:"parameters"`
 	Kind           ToolKind           `json:"kind"`
 	RecoveryPolicy ToolRecoveryPolicy `json:"recovery_policy"`
+	// Annotations are the behaviour hints of an MCP tool, as its server listed them (nil:
+	// the server gave none, or the tool is not an MCP tool). They describe; only the
+	// host configuration decides whether they are trusted.
+	Annotations *ToolAnnotations `json:"annotations,omitempty"`
 }
 
 // ToolInfo is implemented by a typed tool's argument type to name its tool, so the type is

@@ -19,6 +19,8 @@ const (
 	TypeAudit          = "io.awaken.audit.permission_decided.v1"
 	// TypeToolProgress: a running tool's progress ([ToolProgress]), on the events subject.
 	TypeToolProgress = "io.awaken.tool.progress.v1"
+	// TypeToolPauseAudit records an operator's pause or resume of a tool.
+	TypeToolPauseAudit = "io.awaken.audit.tool_pause.v1"
 
 	// Internal work events: not part of the public protocol, but versioned the same way so
 	// that a mixed-version deployment fails loudly instead of misreading a payload.
@@ -183,6 +185,19 @@ func ToolDescriptorsKey(target ToolExecutionTarget) string { return string(targe
 
 // ToolsListSubject is the micro endpoint of the api that answers the tool catalog.
 func (n Names) ToolsListSubject() string { return n.Prefix + ".api.tools.list" }
+
+// ToolPausesBucket holds one [ToolPause] per paused tool, keyed by [ToolPauseKey]. A
+// resume deletes the key.
+func (n Names) ToolPausesBucket() string { return n.upper() + "_tool_pauses" }
+
+// ToolPauseAuditSubject carries the [ToolPauseAudit] records. It lies under the audit
+// stream's subjects but can never be a run's audit subject: run ids hold no dots.
+func (n Names) ToolPauseAuditSubject() string { return n.Prefix + ".audit.tools.pause" }
+
+// ToolsPauseSubject and ToolsResumeSubject are the micro endpoints of the api that pause
+// and resume a tool.
+func (n Names) ToolsPauseSubject() string  { return n.Prefix + ".api.tools.pause" }
+func (n Names) ToolsResumeSubject() string { return n.Prefix + ".api.tools.resume" }
 
 // RunsBucket holds one [RunRecord] per run, keyed by [RunKey].
 func (n Names) RunsBucket() string { return n.upper() + "_runs" }

@@ -223,6 +223,16 @@ func (p *Policy) Evaluate(call ToolCall, correlationID string) ToolPermissionVer
 
 // Explain is [Policy.Evaluate] that also reports what decided.
 func (p *Policy) Explain(call ToolCall, correlationID string) PolicyDecision {
+	return p.ExplainWithDefault(call, correlationID, "")
+}
+
+// ExplainWithDefault is [Policy.Explain] with fallback in place of default_behavior for a
+// call no rule matches (step 4 of [Policy] in modes default and acceptEdits; plan still
+// denies and bypassPermissions still allows). An empty fallback keeps default_behavior.
+// The gate passes the behaviour a trusted MCP server's annotations give the tool, so a
+// host rule always wins over them. A fallback of schedule, which needs a delay, fails
+// closed as a deny.
+func (p *Policy) ExplainWithDefault(call ToolCall, correlationID string, fallback PolicyBehavior) PolicyDecision {
 	deny := func(basis DecisionBasis, rule int, reason string) PolicyDecision {
 		return PolicyDecision{
 			Verdict:   ToolPermissionVerdict{Kind: VerdictDeny, Reason: reason},
@@ -290,8 +300,15 @@ func (p *Policy) Explain(call ToolCall, correlationID string) PolicyDecision {
 			RuleIndex: best,
 		}
 	}
+	def := p.DefaultBehavior()
+	if fallback != "" {
+		def = fallback
+		if def == BehaviorSchedule {
+			def = BehaviorDeny
+		}
+	}
 	return PolicyDecision{
-		Verdict:   behaviorVerdict(p.DefaultBehavior(), correlationID, 0, 0, denyReason),
+		Verdict:   behaviorVerdict(def, correlationID, 0, 0, denyReason),
 		Basis:     BasisDefault,
 		RuleIndex: -1,
 	}

@@ -377,3 +377,59 @@ func TestBrowserConsoleApproveWithEdits(t *testing.T) {
 	// The sign-in probe and the 422 are failed requests the browser logs; nothing else may appear.
 	br.check(t, func(p string) bool { return strings.Contains(p, "401") || strings.Contains(p, "422") })
 }
+
+func toolSel(id, rest string) chromedp.CSS {
+	return chromedp.CSS(`tr[data-tool="` + id + `"] ` + rest)
+}
+
+// TestBrowserConsolePauseTool: the console lists the tools; pausing echo with a typed
+// reason shows the paused badge and the reason, and echo's next call is blocked with that
+// reason; a tool paused elsewhere (the CLI's micro endpoint) shows paused after a reload;
+// resume clears the badge and echo runs again.
+func TestBrowserConsolePauseTool(t *testing.T) {
+	br := newBrowser(t)
+	h := newHarness(t, api.Options{})
+	runEcho := func(runID string) string {
+		t.Helper()
+		sub := contracts.BatchSubmission{RunID: runID, ThreadID: "t-" + runID, Step: 1,
+			Agent: contracts.AgentSnapshot{SnapshotID: "s", Tools: []string{"echo"}},
+			Calls: []contracts.ToolCall{call("c1", "echo", map[string]string{"text": "hi"})}}
+		if _, err := h.client.Submit(ctxFor(t, waitLong), sub); err != nil {
+			t.Fatal(err)
+		}
+		return texts(h.results(runID))[0]
+	}
+	br.do(t, "load the console",
+		chromedp.Navigate(h.base+"/"),
+		chromedp.WaitVisible(toolSel("echo", "button.pause")),
+		chromedp.WaitVisible(toolSel("counter", ".badge.active")),
+	)
+	br.do(t, "pause echo",
+		chromedp.SendKeys(toolSel("echo", ".pause-form input"), "bad deploy"),
+		chromedp.Click(toolSel("echo", "button.pause")),
+		chromedp.WaitVisible(toolSel("echo", ".badge.paused")),
+		chromedp.WaitVisible(toolSel("echo", "button.resume")),
+	)
+	if reason := run(t, br, "read the reason", chromedp.Text(toolSel("echo", ".pause-reason"))); reason != "bad deploy" {
+		t.Errorf("pause reason shown as %q", reason)
+	}
+	if got := runEcho("run-console-paused"); got != "blocked: tool_paused: tool echo is paused: bad deploy" {
+		t.Errorf("echo while paused: %q", got)
+	}
+	if _, err := h.client.PauseTool(ctxFor(t, waitLong), "counter", "from the cli", "cli:test"); err != nil {
+		t.Fatal(err)
+	}
+	br.do(t, "reload and see the pause made elsewhere",
+		chromedp.Reload(),
+		chromedp.WaitVisible(toolSel("counter", ".badge.paused")),
+	)
+	br.screenshot(t, "console-tools-paused.png")
+	br.do(t, "resume echo",
+		chromedp.Click(toolSel("echo", "button.resume")),
+		chromedp.WaitVisible(toolSel("echo", ".badge.active")),
+	)
+	if got := runEcho("run-console-resumed"); got != "hi" {
+		t.Errorf("echo after resume: %q", got)
+	}
+	br.check(t, nil)
+}

@@ -115,6 +115,8 @@ func (s *Service) Handler() http.Handler {
 		{"GET", "/v1/stream", s.serveStream, 0},
 		{"GET", "/v1/tools", s.httpTools, 0},
 		{"GET", "/v1/objects/{name}", s.httpObject, 0},
+		{"POST", "/v1/tools/{tool_id}/pause", s.httpPauseTool, 0},
+		{"POST", "/v1/tools/{tool_id}/resume", s.httpResumeTool, 0},
 	}
 	allowed := map[string][]string{} // path → its methods
 	var paths []string

@@ -44,6 +44,12 @@ const (
 	// EndpointRunsCancel cancels a run. Request body: {"run_id","reason"?} or the bare run
 	// id. Reply: {"run_id","status":"cancel_requested"}.
 	EndpointRunsCancel = "runs.cancel"
+	// EndpointToolsPause pauses a tool (the kill switch). Request body:
+	// {"tool_id","reason"?,"actor"?}. Reply: contracts.ToolPauseState.
+	EndpointToolsPause = "tools.pause"
+	// EndpointToolsResume lifts a tool's pause. Request body: {"tool_id","actor"?}. Reply:
+	// ToolPauseState.
+	EndpointToolsResume = "tools.resume"
 )
 
 // MicroGroup is the subject prefix of the micro endpoints for a deployment prefix.
@@ -72,7 +78,7 @@ func (s *Service) startMicro() error {
 	svc, err := micro.AddService(s.env.Conn, micro.Config{
 		Name:        ServiceName,
 		Version:     ServiceVersion,
-		Description: "awaken approvals: list, get and resolve tickets; cancel runs",
+		Description: "awaken approvals: list, get and resolve tickets; cancel runs; list, pause and resume tools",
 		Metadata:    map[string]string{"prefix": s.env.Names.Prefix},
 	})
 	if err != nil {
@@ -89,6 +95,8 @@ func (s *Service) startMicro() error {
 		{"tickets-resolve-as", strings.Replace(EndpointTicketsResolveAs, "{user}", "*", 1), s.microTicketsResolve},
 		{"runs-cancel", EndpointRunsCancel, s.microRunsCancel},
 		{"tools-list", EndpointToolsList, s.microToolsList},
+		{"tools-pause", EndpointToolsPause, s.microPauseTool},
+		{"tools-resume", EndpointToolsResume, s.microResumeTool},
 	}
 	for _, e := range endpoints {
 		h := s.microHandler(e.handle)

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -23,7 +24,8 @@ const EndpointToolsList = "tools.list"
 // emptyParameters is the schema of a tool nothing describes: an object, any properties.
 var emptyParameters = json.RawMessage(`{"properties":{},"type":"object"}`)
 
-// Catalog returns every tool of the trusted configuration in its order, then the current
+// Catalog returns every tool of the trusted configuration in its order, each marked paused
+// while an operator has paused it, then the current
 // tools of the configured MCP servers, each with the JSON Schema of its arguments from the
 // one place it is defined: for a tool run by brain-exec the descriptor brain-exec published
 // of its implementation (derived from the Go argument type, or the MCP server's
@@ -34,11 +36,16 @@ func (s *Service) Catalog(ctx context.Context) ([]contracts.CatalogTool, error) 
 	if err != nil {
 		return nil, err
 	}
+	pauses, err := s.env.ToolPauses(ctx)
+	if err != nil {
+		return nil, apiErr(http.StatusServiceUnavailable, CodeUnavailable, "%v", err)
+	}
 	cfg := s.env.Config
 	out := make([]contracts.CatalogTool, 0, len(cfg.Tools))
 	for _, t := range cfg.Tools {
 		ct := contracts.CatalogTool{ID: t.ID, Description: t.Description, Parameters: t.ParametersJSON(),
 			Kind: t.Kind, Target: t.Target, Capability: t.EffectiveCapability()}
+		ct.MarkPaused(pauses)
 		if d, ok := published[t.Builtin]; ok && runsInBrain(t) {
 			ct.Parameters = d.Parameters
 			if ct.Description == "" {
@@ -60,8 +67,10 @@ func (s *Service) Catalog(ctx context.Context) ([]contracts.CatalogTool, error) 
 			if !ok {
 				continue
 			}
-			out = append(out, contracts.CatalogTool{ID: d.ID, Description: d.Description, Parameters: d.Parameters,
-				Kind: t.Kind, Target: t.Target, Capability: t.EffectiveCapability()})
+			ct := contracts.CatalogTool{ID: d.ID, Description: d.Description, Parameters: d.Parameters,
+				Kind: t.Kind, Target: t.Target, Capability: t.EffectiveCapability(), Annotations: d.Annotations}
+			ct.MarkPaused(pauses)
+			out = append(out, ct)
 		}
 	}
 	return out, nil
@@ -153,4 +162,159 @@ func (s *Service) microToolsList(ctx context.Context, req micro.Request) (any, e
 		}
 	}
 	return s.toolsDocument(ctx, tr)
+}
+
+// PauseTool pauses toolID (the kill switch): the pause record is stored in the tool pauses
+// bucket, then audited. Once it returns, every gate decision that starts blocks the
+// tool's new calls with the pause's reason (see pipeline.Env.ToolPaused). Pausing a
+// paused tool replaces its reason and actor. A tool the configuration does not know is
+// not_found.
+func (s *Service) PauseTool(ctx context.Context, toolID, reason, actor string) (contracts.ToolPauseState, error) {
+	kv, key, err := s.pauseTarget(ctx, toolID)
+	if err != nil {
+		return contracts.ToolPauseState{}, err
+	}
+	if len(reason) > contracts.MaxPauseReasonLength {
+		return contracts.ToolPauseState{}, apiErr(http.StatusBadRequest, CodeInvalidRequest, "reason is longer than %d bytes", contracts.MaxPauseReasonLength)
+	}
+	p := contracts.ToolPause{ToolID: toolID, Reason: reason, Actor: actor, PausedAt: s.env.Now()}
+	data, err := json.Marshal(p)
+	if err != nil {
+		return contracts.ToolPauseState{}, err
+	}
+	rev, err := kv.Put(ctx, key, data)
+	if err != nil {
+		return contracts.ToolPauseState{}, apiErr(http.StatusServiceUnavailable, CodeUnavailable, "store the pause: %v", err)
+	}
+	if err := s.auditPause(ctx, rev, contracts.ToolPauseAudit{ToolID: toolID, Action: contracts.ToolPauseActionPause,
+		Reason: reason, Actor: actor, At: p.PausedAt}); err != nil {
+		return contracts.ToolPauseState{}, err
+	}
+	s.log.Info().Str("tool_id", toolID).Str("actor", actor).Str("reason", reason).Msg("tool paused")
+	return contracts.ToolPauseState{ToolID: toolID, Paused: true, Pause: &p}, nil
+}
+
+// ResumeTool lifts the pause of toolID, then audits it. New calls are decided by the
+// policies again; the calls blocked while paused stay blocked. Resuming a tool that is
+// not paused changes nothing and audits nothing.
+func (s *Service) ResumeTool(ctx context.Context, toolID, actor string) (contracts.ToolPauseState, error) {
+	kv, key, err := s.pauseTarget(ctx, toolID)
+	if err != nil {
+		return contracts.ToolPauseState{}, err
+	}
+	// A consistent read (the stream leader's, as the gate reads it): a replica behind the
+	// pause's write must not make a resume a silent no-op.
+	p, err := s.env.ToolPaused(ctx, toolID)
+	if err != nil {
+		return contracts.ToolPauseState{}, apiErr(http.StatusServiceUnavailable, CodeUnavailable, "read the pause: %v", err)
+	}
+	if p == nil {
+		return contracts.ToolPauseState{ToolID: toolID}, nil
+	}
+	if err := kv.Delete(ctx, key); err != nil {
+		return contracts.ToolPauseState{}, apiErr(http.StatusServiceUnavailable, CodeUnavailable, "lift the pause: %v", err)
+	}
+	// The audit id names the pause it lifts (its time), so a retried publish of this
+	// resume is deduplicated and a later pause's resume is not.
+	if err := s.auditPause(ctx, uint64(p.PausedAt.UnixNano()), contracts.ToolPauseAudit{ToolID: toolID, Action: contracts.ToolPauseActionResume,
+		Reason: p.Reason, Actor: actor, At: s.env.Now()}); err != nil {
+		return contracts.ToolPauseState{}, err
+	}
+	s.log.Info().Str("tool_id", toolID).Str("actor", actor).Msg("tool resumed")
+	return contracts.ToolPauseState{ToolID: toolID}, nil
+}
+
+// pauseTarget checks that the configuration knows toolID and binds the pauses bucket.
+func (s *Service) pauseTarget(ctx context.Context, toolID string) (jetstream.KeyValue, string, error) {
+	if err := contracts.ValidateToolID(toolID); err != nil {
+		return nil, "", apiErr(http.StatusBadRequest, CodeInvalidRequest, "%v", err)
+	}
+	if _, ok := s.env.Config.Tool(toolID); !ok {
+		return nil, "", apiErr(http.StatusNotFound, CodeNotFound, "no tool %q is configured", toolID)
+	}
+	kv, err := s.env.JS.KeyValue(ctx, s.env.Names.ToolPausesBucket())
+	if err != nil {
+		return nil, "", apiErr(http.StatusServiceUnavailable, CodeUnavailable,
+			"tool pauses bucket (run `awaken setup` to create it): %v", err)
+	}
+	return kv, contracts.ToolPauseKey(toolID), nil
+}
+
+// auditPause publishes the audit record of a pause or resume, under an id derived from
+// seq (the pause's revision, or the lifted pause's time) so a retried publish is
+// deduplicated.
+func (s *Service) auditPause(ctx context.Context, seq uint64, rec contracts.ToolPauseAudit) error {
+	id := fmt.Sprintf("toolpause:%s:%d:%s", contracts.ToolPauseKey(rec.ToolID), seq, rec.Action)
+	ev, err := s.env.Event(ServiceName, id, contracts.TypeToolPauseAudit, rec)
+	if err != nil {
+		return err
+	}
+	if _, err := s.env.Pub.Publish(ctx, s.env.Names.ToolPauseAuditSubject(), ev); err != nil {
+		return apiErr(http.StatusServiceUnavailable, CodeUnavailable, "the tool was %sd but its audit record failed (repeat the request): %v", rec.Action, err)
+	}
+	return nil
+}
+
+// httpPauseTool serves POST /v1/tools/{tool_id}/pause {"reason"}.
+func (s *Service) httpPauseTool(w http.ResponseWriter, r *http.Request) {
+	s.httpPause(w, r, func(ctx context.Context, req contracts.ToolPauseRequest) (contracts.ToolPauseState, error) {
+		return s.PauseTool(ctx, req.ToolID, req.Reason, req.Actor)
+	})
+}
+
+// httpResumeTool serves POST /v1/tools/{tool_id}/resume.
+func (s *Service) httpResumeTool(w http.ResponseWriter, r *http.Request) {
+	s.httpPause(w, r, func(ctx context.Context, req contracts.ToolPauseRequest) (contracts.ToolPauseState, error) {
+		return s.ResumeTool(ctx, req.ToolID, req.Actor)
+	})
+}
+
+// httpPause reads a pause or resume request (tool id from the path) and answers with the
+// tool's pause state.
+func (s *Service) httpPause(w http.ResponseWriter, r *http.Request, do func(context.Context, contracts.ToolPauseRequest) (contracts.ToolPauseState, error)) {
+	var req contracts.ToolPauseRequest
+	if err := readBody(r, &req); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	toolID := r.PathValue("tool_id")
+	if req.ToolID != "" && req.ToolID != toolID {
+		s.writeError(w, r, apiErr(http.StatusBadRequest, CodeInvalidRequest, "tool_id in the body differs from the path"))
+		return
+	}
+	req.ToolID = toolID
+	req.Actor = cmp.Or(req.Actor, "http")
+	res, err := do(r.Context(), req)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, res)
+}
+
+// microPauseTool serves the micro endpoint tools.pause {"tool_id","reason","actor"}.
+func (s *Service) microPauseTool(ctx context.Context, req micro.Request) (any, error) {
+	pr, err := microPauseRequest(req)
+	if err != nil {
+		return nil, err
+	}
+	return s.PauseTool(ctx, pr.ToolID, pr.Reason, pr.Actor)
+}
+
+// microResumeTool serves the micro endpoint tools.resume {"tool_id","actor"}.
+func (s *Service) microResumeTool(ctx context.Context, req micro.Request) (any, error) {
+	pr, err := microPauseRequest(req)
+	if err != nil {
+		return nil, err
+	}
+	return s.ResumeTool(ctx, pr.ToolID, pr.Actor)
+}
+
+func microPauseRequest(req micro.Request) (contracts.ToolPauseRequest, error) {
+	var pr contracts.ToolPauseRequest
+	if err := strictJSON(req.Data(), &pr); err != nil {
+		return pr, err
+	}
+	pr.Actor = cmp.Or(pr.Actor, "micro")
+	return pr, nil
 }

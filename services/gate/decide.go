@@ -1,6 +1,7 @@
 package gate
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/awaken-dev/awaken/pkg/contracts"
@@ -24,14 +25,34 @@ type decision struct {
 	bound string
 }
 
-// decide runs the gate chain for call i of b. It is a pure function of the immutable batch
-// record, the host configuration and the host and run policies, so a decision made twice
-// (for example by a probe that crashed before recording it) is the same decision.
+// decideNow reads whether call i's tool is paused and runs the gate chain for it. The
+// pause is read at every decision, from the leader of the pauses bucket (see
+// [pipeline.Env.ToolPaused]), so a pause the api acknowledged applies to every decision
+// that starts after the acknowledgement.
+func (s *Service) decideNow(ctx context.Context, b *contracts.BatchRecord, i int) (decision, error) {
+	pause, err := s.env.ToolPaused(ctx, b.Submission.Calls[i].ToolID)
+	if err != nil {
+		return decision{}, fmt.Errorf("gate: %w", err)
+	}
+	return s.decide(b, i, pause), nil
+}
+
+// decide runs the gate chain for call i of b, whose tool is paused when pause is not nil.
+// It is a pure function of the immutable batch record, the pause, the host configuration
+// and the host and run policies, so a decision made twice from the same inputs (for
+// example by a probe that crashed before recording it) is the same decision; a pause or
+// resume in between may change an unrecorded decision, never a recorded one.
 //
 // The chain:
+//  0. a paused tool (the operator's kill switch) blocks every new call of it that would
+//     otherwise be decided — client-executed calls included — with the pause's reason
+//     ([contracts.ToolPause.BlockReason]); a call of a tool the model cannot see or no
+//     executor registers still completes as an unknown tool;
 //  1. client-executed tools skip the gate and park (they still have to be visible);
 //  2. narrowing deny_all blocks with [contracts.DenyAllReason];
-//  3. the run policy of the submission and the host policy, composed by
+//  3. the run policy of the submission and the host policy — where no host rule matches
+//     an MCP tool of a server with trust_annotations, its annotations replace the host's
+//     default_behavior (read-only: allow, destructive: ask) — composed by
 //     [contracts.NarrowGateOutcome]: the stricter outcome wins (block > ask > schedule >
 //     allow) and, on the same kind, the stricter parameters (longer delay, shorter approval
 //     timeout). A run policy arrives inside a submission, so it may only narrow what the
@@ -43,11 +64,16 @@ type decision struct {
 //     registers, completes as "unknown tool: {id}" — whatever allow, ask or schedule the
 //     policies said, so a human is never asked to approve a call that cannot run;
 //  5. the host's fixed result (a tool configured with set_result) replaces Allow.
-func (s *Service) decide(b *contracts.BatchRecord, i int) decision {
+func (s *Service) decide(b *contracts.BatchRecord, i int, pause *contracts.ToolPause) decision {
 	sub := &b.Submission
 	call := sub.Calls[i]
 	pin := b.Pinned[i]
 	available := pin.Known && visible(b, i)
+
+	if pause != nil && available {
+		outcome := pause.GateOutcome()
+		return decision{outcome: &outcome}
+	}
 
 	if pin.Known && pin.Kind == contracts.KindClientExecuted {
 		if !available {
@@ -88,7 +114,8 @@ func (s *Service) policyChain(b *contracts.BatchRecord, call contracts.ToolCall)
 		return contracts.GateOutcome{Kind: contracts.GateBlock, Reason: contracts.DenyAllReason}
 	}
 	corr := contracts.CorrelationID(contracts.ReasonPermission, sub.RunID, sub.Step, call.CallID)
-	host := s.host.Evaluate(call, corr).IntoGateOutcome()
+	annotated, _ := s.env.Config.AnnotationBehavior(call.ToolID)
+	host := s.host.ExplainWithDefault(call, corr, annotated).Verdict.IntoGateOutcome()
 	if sub.Policy == nil {
 		return host
 	}

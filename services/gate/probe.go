@@ -96,7 +96,10 @@ func (s *Service) decideAll(ctx context.Context, b *contracts.BatchRecord) (recs
 			parallel = parallel && rec.Decision != nil && rec.Decision.IsAllow()
 			continue
 		}
-		d := s.decide(b, i)
+		d, err := s.decideNow(ctx, b, i)
+		if err != nil {
+			return nil, false, false, err
+		}
 		if d.outcome == nil {
 			parallel = false
 			continue

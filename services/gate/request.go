@@ -99,7 +99,10 @@ func (s *Service) gateCall(ctx context.Context, b *contracts.BatchRecord, i int,
 		d := decision{outcome: rec.Decision}
 		decidedNow := rec.Decision == nil
 		if decidedNow {
-			d = s.decide(b, i)
+			var err error
+			if d, err = s.decideNow(ctx, b, i); err != nil {
+				return err
+			}
 			if err := rec.Decide(d.outcome, s.env.Telemetry.TraceParent(ctx), s.env.Now()); err != nil {
 				return bus.Permanent(fmt.Errorf("gate: decide call %s: %w", op, err))
 			}
@@ -201,6 +204,19 @@ func (s *Service) enter(b *contracts.BatchRecord, i int, rec *contracts.CallReco
 		return rec.Resume(w.Kind, w.CorrelationID, now)
 	}
 	return rec.Dispatch(now)
+}
+
+// enterUnlessPaused is [Service.enter] for a parked call whose ticket was resolved to
+// run it (an approval, a scheduled action's due time): while its tool is paused (pause
+// not nil, read with [pipeline.Env.ToolPaused] before the resolution) the call completes
+// with the pause's blocked output instead, so the kill switch also holds back calls that
+// were decided before it but have not started.
+func (s *Service) enterUnlessPaused(b *contracts.BatchRecord, i int, rec *contracts.CallRecord, pause *contracts.ToolPause) error {
+	if pause != nil {
+		out, _ := pause.GateOutcome().ImmediateOutput(b.Submission.Calls[i].CallID)
+		return rec.Complete(out.Normalize(), s.env.Now())
+	}
+	return s.enter(b, i, rec)
 }
 
 // disposition is the projection of call i's decision for the tool_call fact: pending_client

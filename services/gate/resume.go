@@ -122,6 +122,10 @@ func (s *Service) resume(ctx context.Context, resumeID string, cmd contracts.Res
 	}
 
 	call := b.Submission.Calls[i]
+	pause, err := s.env.ToolPaused(ctx, call.ToolID)
+	if err != nil {
+		return fmt.Errorf("gate: %w", err)
+	}
 	resolver, err := s.resolver(ctx, b, i, cmd, resumeID)
 	if err != nil {
 		var re *contracts.ResumeError
@@ -137,7 +141,7 @@ func (s *Service) resume(ctx context.Context, resumeID string, cmd contracts.Res
 	case rec.EditBlocked != "":
 		err = rec.Complete(contracts.ErrorOutput(call.CallID, contracts.BlockedPrefix+rec.EditBlocked), now)
 	case r.Permission != nil && r.Permission.Decision == contracts.DecisionAllow:
-		err = s.enter(b, i, &rec)
+		err = s.enterUnlessPaused(b, i, &rec, pause)
 	case r.Permission != nil:
 		err = rec.Complete(contracts.ErrorOutput(call.CallID, contracts.BlockedPrefix+deniedReason(r.Permission)), now)
 	default:

@@ -77,11 +77,15 @@ func (s *Service) fire(ctx context.Context, tm contracts.TicketTimer) error {
 		zerolog.Ctx(ctx).Warn().Str("reason", string(tp.Reason)).Msg("timer does not apply to its ticket; ignored")
 		return nil
 	}
+	pause, err := s.env.ToolPaused(ctx, b.Submission.Calls[i].ToolID)
+	if err != nil {
+		return fmt.Errorf("gate: %w", err)
+	}
 	err = rec.Resolve(contracts.Resolver{By: by, Actor: contracts.ActorTimer}, s.env.Now())
 	switch {
 	case err != nil:
 	case due:
-		err = s.enter(b, i, &rec)
+		err = s.enterUnlessPaused(b, i, &rec, pause)
 	default:
 		err = rec.Complete(contracts.ErrorOutput(rec.CallID, contracts.BlockedPrefix+approvalTimedOut), s.env.Now())
 	}

@@ -90,7 +90,7 @@ func TestDecideChain(t *testing.T) {
 		t.Run(row.name, func(t *testing.T) {
 			s.runPolicies = newPolicyCache(0)
 			b := unitBatch(s, row.mod, contracts.ToolCall{CallID: "c1", ToolID: row.tool, Arguments: json.RawMessage(`{}`)})
-			d := s.decide(b, 0)
+			d := s.decide(b, 0, nil)
 			if d.client != row.client || d.unknown != row.unknown {
 				t.Fatalf("decision %+v, want client=%v unknown=%v", d, row.client, row.unknown)
 			}
@@ -121,7 +121,7 @@ func TestRunPolicyCompiledOncePerBatch(t *testing.T) {
 	b := unitBatch(s, bad, contracts.ToolCall{CallID: "c1", ToolID: "echo", Arguments: json.RawMessage(`{}`)},
 		contracts.ToolCall{CallID: "c2", ToolID: "echo", Arguments: json.RawMessage(`{}`)})
 	for i := range 2 {
-		if d := s.decide(b, i); d.outcome == nil || d.outcome.Kind != contracts.GateBlock {
+		if d := s.decide(b, i, nil); d.outcome == nil || d.outcome.Kind != contracts.GateBlock {
 			t.Fatalf("call %d: %+v, want blocked", i, d)
 		}
 	}

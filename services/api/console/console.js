@@ -14,6 +14,7 @@
     token: sessionStorage.getItem(TOKEN_KEY) || "",
     tickets: new Map(), // correlation_id -> ticket
     edits: new Map(), // correlation_id -> the text of its argument box, once edited
+    tools: [], // the tool catalog (awaken format), each with paused and pause
     batches: [], // batch list views, newest first
     details: new Map(), // batch_id -> full view of an expanded batch
     expanded: new Set(),
@@ -244,6 +245,72 @@
     }
   }
 
+  // ---- tools (the kill switch) ----
+
+  function renderTools() {
+    const paused = state.tools.filter((t) => t.paused).length;
+    $("paused-count").textContent = paused ? "(" + paused + " paused)" : "";
+    $("tools").tBodies[0].replaceChildren(...state.tools.map(toolRow));
+  }
+
+  function toolRow(t) {
+    const actions = el("td", { className: "actions" });
+    let stateCell;
+    if (t.paused) {
+      const p = t.pause || {};
+      const who = [p.actor, p.paused_at ? new Date(p.paused_at).toLocaleString() : ""].filter(Boolean).join(", ");
+      stateCell = el(
+        "td",
+        null,
+        el("span", { className: "badge paused", text: "paused" }),
+        p.reason ? el("div", { className: "pause-reason", text: p.reason }) : null,
+        who ? el("div", { className: "muted", text: "by " + who }) : null,
+      );
+      const resume = el("button", { type: "button", className: "resume", text: "Resume" });
+      resume.addEventListener("click", () => setPaused(t, false, "", [resume]));
+      actions.append(resume);
+    } else {
+      stateCell = el("td", null, el("span", { className: "badge active", text: "active" }));
+      const reason = el("input", { type: "text", placeholder: "reason (shown to the model)", "aria-label": "reason for pausing", maxlength: "1024" });
+      const pause = el("button", { type: "submit", className: "pause", text: "Pause" });
+      const form = el("form", { className: "pause-form" }, reason, pause);
+      form.addEventListener("submit", (ev) => {
+        ev.preventDefault();
+        setPaused(t, true, reason.value.trim(), [reason, pause]);
+      });
+      actions.append(form);
+    }
+    return el(
+      "tr",
+      { className: t.paused ? "paused" : "", dataset: { tool: t.id } },
+      el("td", null, el("code", { text: t.id }), t.description ? el("div", { className: "muted", text: t.description }) : null),
+      el("td", { text: t.target + (t.kind && t.kind !== "regular" ? " · " + t.kind : "") }),
+      el("td", { text: t.capability }),
+      stateCell,
+      actions,
+    );
+  }
+
+  async function setPaused(t, pause, reason, controls) {
+    $("tools-error").textContent = "";
+    controls.forEach((c) => (c.disabled = true));
+    const path = "v1/tools/" + encodeURIComponent(t.id) + (pause ? "/pause" : "/resume");
+    try {
+      await api(path, { method: "POST", body: pause ? { reason: reason, actor: "console" } : { actor: "console" } });
+      setStatus(t.id + (pause ? " paused" : " resumed"), "ok");
+      await refreshTools();
+    } catch (err) {
+      controls.forEach((c) => (c.disabled = false));
+      $("tools-error").textContent = (err.code ? err.code + ": " : "") + err.message;
+    }
+  }
+
+  async function refreshTools() {
+    const body = await api("v1/tools");
+    state.tools = body.tools || [];
+    renderTools();
+  }
+
   // ---- batches ----
 
   function renderBatches() {
@@ -399,7 +466,7 @@
   }
 
   async function refreshAll() {
-    await Promise.all([refreshTickets(), refreshBatches()]);
+    await Promise.all([refreshTickets(), refreshBatches(), refreshTools()]);
   }
 
   // scheduleBatches coalesces bursts of record changes into one reload.
@@ -538,6 +605,10 @@
     setInterval(() => {
       for (const cell of document.querySelectorAll("td.age")) cell.textContent = age(cell.dataset.since);
     }, 1000);
+    // Pauses made elsewhere (CLI, api) are not on the event stream: reload the tools now and then.
+    setInterval(() => {
+      if (!$("main").hidden) refreshTools().catch((err) => setStatus("reload failed: " + err.message, "error"));
+    }, 15000);
     // Probe: with no token configured on the server (or a stored valid one) go straight in.
     try {
       await api("v1/tickets");

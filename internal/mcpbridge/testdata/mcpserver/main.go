@@ -16,6 +16,12 @@
 //	progress {steps, ms}  sends notifications/progress i of steps, ms apart, for the
 //	                request's progressToken, then "progressed {steps} steps (token: yes|no)"
 //
+// With -annotated, three more tools carry MCP annotations (each returns its name):
+//
+//	lookup {}       readOnlyHint true
+//	wipe {}         destructiveHint true
+//	upsert {}       idempotentHint true, openWorldHint false, destructiveHint false
+//
 // Flags: -http addr serves streamable HTTP on addr (stdio otherwise) and prints
 // "listening {addr}" on stdout once the listener is open; -log file appends one line per
 // call ("{tool} {operation id}") and "begin slow {operation id}" when slow starts, so tests
@@ -90,6 +96,23 @@ type progressArgs struct {
 }
 
 type none struct{}
+
+// addAnnotated adds the tools of -annotated.
+func addAnnotated(s *mcp.Server, calls *callLog) {
+	yes, no := true, false
+	for _, t := range []*mcp.Tool{
+		{Name: "lookup", Description: "Reads.", Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
+		{Name: "wipe", Description: "Destroys.", Annotations: &mcp.ToolAnnotations{DestructiveHint: &yes}},
+		{Name: "upsert", Description: "Writes idempotently in a closed world.",
+			Annotations: &mcp.ToolAnnotations{IdempotentHint: true, OpenWorldHint: &no, DestructiveHint: &no}},
+	} {
+		name := t.Name
+		mcp.AddTool(s, t, func(_ context.Context, req *mcp.CallToolRequest, _ none) (*mcp.CallToolResult, any, error) {
+			calls.add("%s %s", req.Params.Name, operationID(req))
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: name}}}, nil, nil
+		})
+	}
+}
 
 func newServer(calls *callLog) *mcp.Server {
 	s := mcp.NewServer(&mcp.Implementation{Name: "awaken-test", Version: "1.0.0"}, nil)
@@ -190,6 +213,7 @@ func main() {
 	logPath := flag.String("log", "", "append one line per call to this file")
 	linger := flag.Bool("linger", false, "ignore SIGTERM and keep running after stdin closes")
 	grandchild := flag.Bool("grandchild", false, "start a long-running child process")
+	annotated := flag.Bool("annotated", false, "add the annotated tools lookup, wipe and upsert")
 	flag.Parse()
 	log.SetFlags(0)
 	log.SetPrefix("mcpserver: ")
@@ -205,6 +229,9 @@ func main() {
 		calls.add("grandchild %d", child.Process.Pid)
 	}
 	s := newServer(calls)
+	if *annotated {
+		addAnnotated(s, calls)
+	}
 	if *addr == "" {
 		err := s.Run(context.Background(), &mcp.StdioTransport{})
 		for *linger {

@@ -1,0 +1,200 @@
+//go:build unix
+
+package mcpbridge_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/awaken-dev/awaken/internal/app"
+	"github.com/awaken-dev/awaken/internal/config"
+	"github.com/awaken-dev/awaken/internal/natstest"
+	"github.com/awaken-dev/awaken/internal/pipeline"
+	"github.com/awaken-dev/awaken/pkg/client"
+	"github.com/awaken-dev/awaken/pkg/contracts"
+	"github.com/awaken-dev/awaken/services/api"
+)
+
+// annotationRun is one pipeline with the annotated test MCP server, trusted or not.
+type annotationRun struct {
+	stack  *app.Stack
+	client *client.Client
+	log    callLog
+}
+
+// startAnnotated runs the pipeline and the api against the test MCP server with its
+// annotated tools (lookup: read-only, wipe: destructive, upsert: idempotent in a closed
+// world; add: no annotations) under a host policy that denies by default and allows add
+// and upsert by rule. The in-tool fault crashes the first run of every upsert call, so
+// its recovery shows whether it was pinned replay-safe.
+func startAnnotated(t *testing.T, trust bool) annotationRun {
+	log := newCallLog(t)
+	cfg, err := config.Parse(fmt.Appendf(nil, `
+storage: {memory: true}
+consumers: {ack_wait: 1s}
+policy:
+  default_behavior: deny
+  rules:
+    - {pattern: mcp__test__add, behavior: allow}
+    - {pattern: mcp__test__upsert, behavior: allow}
+executors:
+  mcp:
+    - {name: test, command: %q, args: ["-annotated", "-log", %q], trust_annotations: %t}
+`, serverBin, string(log), trust))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := natstest.Start(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	t.Cleanup(cancel)
+	var crashed sync.Map
+	stack := startStack(ctx, t, srv, app.Options{Config: cfg,
+		Services: append(app.AllServices(), app.API), API: api.Options{HTTPAddr: "127.0.0.1:0"},
+		Faults: func(_ context.Context, _ string, point pipeline.FaultPoint, op string) error {
+			if point != pipeline.FaultInTool || !strings.HasSuffix(op, ":upsert") {
+				return nil
+			}
+			if _, again := crashed.LoadOrStore(op, true); again {
+				return nil
+			}
+			return errors.New("injected crash inside upsert")
+		}})
+	nc, _ := srv.Conn(t)
+	c, err := client.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return annotationRun{stack: stack, client: c, log: log}
+}
+
+// waitCapability waits until the catalog lists toolID with capability want. brain-exec
+// publishes its descriptors once its MCP server answered, and each process's view of them
+// follows by a KV watch: the catalog shows what the api's view says, and the batcher and
+// the gate of this stack share that view.
+func (r annotationRun) waitCapability(t *testing.T, toolID string, want contracts.ToolRecoveryCapability) {
+	t.Helper()
+	deadline := time.Now().Add(waitTimeout)
+	for {
+		tools, err := r.client.Tools(callCtx(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tl := range tools {
+			if tl.ID == toolID && tl.Capability == want {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the catalog never listed %s with capability %s: %+v", toolID, want, tools)
+		}
+		time.Sleep(50 * time.Millisecond) // poll interval of the condition above
+	}
+}
+
+// runs counts the calls of tool the MCP server logged.
+func (r annotationRun) runs(t *testing.T, tool string) int {
+	n := 0
+	for _, line := range r.log.lines(t) {
+		if strings.HasPrefix(line, tool+" ") {
+			n++
+		}
+	}
+	return n
+}
+
+func annotatedBatch(run string) contracts.BatchSubmission {
+	ids := []string{"mcp__test__lookup", "mcp__test__add", "mcp__test__upsert", "mcp__test__wipe"}
+	sub := contracts.BatchSubmission{RunID: run, ThreadID: "t-" + run, Step: 1,
+		Agent: contracts.AgentSnapshot{SnapshotID: "s", Tools: ids}}
+	for _, id := range ids {
+		args := "{}"
+		if id == "mcp__test__add" {
+			args = `{"a":1,"b":2}`
+		}
+		callID := strings.TrimPrefix(id, "mcp__test__")
+		sub.Calls = append(sub.Calls, contracts.ToolCall{CallID: callID, ToolID: id, Arguments: []byte(args)})
+	}
+	return sub
+}
+
+// TestAnnotationsTrusted: with trust_annotations, where no host rule matches, the
+// read-only lookup is allowed (the host default denies) and the destructive wipe asks
+// (a ticket opens); add, which declares nothing (destructive by the specification's
+// default), still runs because a host rule allows it; upsert (idempotent, closed world)
+// is pinned replay_safe, so after a crash inside it, it is run again and completes.
+func TestAnnotationsTrusted(t *testing.T) {
+	r := startAnnotated(t, true)
+	r.waitCapability(t, "mcp__test__upsert", contracts.CapabilityReplaySafe)
+	ctx := callCtx(t)
+	// The catalog shows the annotations the decisions come from.
+	tools, err := r.client.Tools(ctx, "mcp__test__lookup")
+	if err != nil || len(tools) != 1 || tools[0].Annotations == nil || !tools[0].Annotations.ReadOnly() {
+		t.Errorf("catalog entry of lookup: %+v %v", tools, err)
+	}
+	if _, err := r.client.Submit(ctx, annotatedBatch("run-trusted")); err != nil {
+		t.Fatal(err)
+	}
+	tk, err := r.client.WaitTicket(ctx, "run-trusted", 1, "wipe")
+	if err != nil {
+		t.Fatalf("wipe opened no ticket: %v", err)
+	}
+	if _, err := r.client.Deny(ctx, tk, "not today"); err != nil {
+		t.Fatal(err)
+	}
+	res, err := r.client.Await(ctx, "run-trusted", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := resultTexts(res)
+	want := []string{"lookup", "3", "upsert", "blocked: not today"}
+	if strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Errorf("results %q, want %q", got, want)
+	}
+	b, _, err := r.stack.Env.Batches.Get(ctx, contracts.BatchKey("run-trusted", 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := b.Pinned[2].Policy.Mode; m != contracts.ModeReplaySafe {
+		t.Errorf("upsert pinned %q, want replay_safe", m)
+	}
+	if m := b.Pinned[0].Policy.Mode; m != contracts.ModeNeverReplay {
+		t.Errorf("lookup (not idempotent) pinned %q, want never_replay", m)
+	}
+	if n := r.runs(t, "upsert"); n != 2 {
+		t.Errorf("upsert ran %d times, want 2 (crash, replay)", n)
+	}
+}
+
+// TestAnnotationsUntrusted: without trust_annotations the same server's annotations steer
+// nothing: the host default denies lookup and wipe, and upsert, pinned never_replay, is
+// not run again after the crash inside it.
+func TestAnnotationsUntrusted(t *testing.T) {
+	r := startAnnotated(t, false)
+	r.waitCapability(t, "mcp__test__upsert", contracts.CapabilityNonRecoverable)
+	ctx := callCtx(t)
+	res, err := r.client.SubmitAndWait(ctx, annotatedBatch("run-untrusted"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := resultTexts(res)
+	if got[0] != "blocked: tool mcp__test__lookup denied by policy" || got[1] != "3" ||
+		!strings.HasPrefix(got[2], "tool outcome is indeterminate") || got[3] != "blocked: tool mcp__test__wipe denied by policy" {
+		t.Errorf("results %q", got)
+	}
+	if n := r.runs(t, "upsert"); n != 1 {
+		t.Errorf("upsert ran %d times, want 1 (never replayed)", n)
+	}
+}
+
+func resultTexts(res *client.BatchResult) []string {
+	out := make([]string, len(res.Results))
+	for i, r := range res.Results {
+		out[i] = r.Output.Text()
+	}
+	return out
+}
