@@ -243,7 +243,7 @@ func TestPauseTool(t *testing.T) {
 	}
 	var st contracts.ToolPauseState
 	res.json(t, &st)
-	if !st.Paused || st.Pause == nil || st.Pause.Reason != "maintenance window" || st.Pause.Actor != "oncall" {
+	if !st.Paused || st.Pause == nil || st.Pause.Reason != "maintenance window" || st.Pause.Actor != "anonymous as oncall" {
 		t.Fatalf("pause state: %s", res.body)
 	}
 
@@ -289,9 +289,9 @@ func TestPauseTool(t *testing.T) {
 
 	// Both are audited: who, when, why.
 	audits := r.audits()
-	if len(audits) != 2 || audits[0].Action != contracts.ToolPauseActionPause || audits[0].Actor != "oncall" ||
+	if len(audits) != 2 || audits[0].Action != contracts.ToolPauseActionPause || audits[0].Actor != "anonymous as oncall" ||
 		audits[0].Reason != "maintenance window" || audits[0].ToolID != "hold" || audits[0].At.IsZero() ||
-		audits[1].Action != contracts.ToolPauseActionResume || audits[1].Actor != "cli:test" {
+		audits[1].Action != contracts.ToolPauseActionResume || audits[1].Actor != "nats as cli:test" {
 		t.Errorf("audit records: %+v", audits)
 	}
 

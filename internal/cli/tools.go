@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"os"
 	"strings"
 
 	"github.com/awaken-dev/awaken/pkg/contracts"
@@ -67,7 +66,7 @@ func runToolsPause(ctx context.Context, verb string, args []string, stdout io.Wr
 	if verb == "pause" {
 		reason = fs.String("reason", "", "why the tool is paused (the model reads it in the blocked calls' output)")
 	}
-	as := fs.String("as", defaultActor(), "who pauses or resumes, for the audit record")
+	as := fs.String("as", env("AWAKEN_ACTOR", defaultActor()), "who pauses or resumes, for the audit record (env AWAKEN_ACTOR; default: the OS user)")
 	if err := parseArgs(fs, args); err != nil {
 		return err
 	}
@@ -89,12 +88,4 @@ func runToolsPause(ctx context.Context, verb string, args []string, stdout io.Wr
 		return err
 	}
 	return printJSON(stdout, st)
-}
-
-// defaultActor is the local user name, the actor of a CLI pause when --as is not given.
-func defaultActor() string {
-	if u := os.Getenv("USER"); u != "" {
-		return "cli:" + u
-	}
-	return "cli"
 }

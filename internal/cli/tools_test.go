@@ -59,7 +59,7 @@ func TestToolsLs(t *testing.T) {
 		t.Fatalf("tools pause: exit %d: %s", code, errb.String())
 	}
 	var ps contracts.ToolPauseState
-	if err := json.Unmarshal(out.Bytes(), &ps); err != nil || !ps.Paused || ps.Pause.Reason != "bad deploy" || ps.Pause.Actor != "ops" {
+	if err := json.Unmarshal(out.Bytes(), &ps); err != nil || !ps.Paused || ps.Pause.Reason != "bad deploy" || ps.Pause.Actor != "nats as ops" {
 		t.Errorf("tools pause: %s %v", out.String(), err)
 	}
 	out.Reset()

@@ -1,7 +1,6 @@
 package api
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -283,7 +282,9 @@ func (s *Service) httpPause(w http.ResponseWriter, r *http.Request, do func(cont
 		return
 	}
 	req.ToolID = toolID
-	req.Actor = cmp.Or(req.Actor, "http")
+	// Who paused is the authenticated token's name; an actor the body names is kept after
+	// it ("alice as oncall"), never instead of it (as for ticket resolutions).
+	req.Actor = combineActor(actorOf(r.Context()), req.Actor)
 	res, err := do(r.Context(), req)
 	if err != nil {
 		s.writeError(w, r, err)
@@ -315,6 +316,6 @@ func microPauseRequest(req micro.Request) (contracts.ToolPauseRequest, error) {
 	if err := strictJSON(req.Data(), &pr); err != nil {
 		return pr, err
 	}
-	pr.Actor = cmp.Or(pr.Actor, "micro")
+	pr.Actor = combineActor(MicroActor, pr.Actor)
 	return pr, nil
 }

@@ -296,7 +296,7 @@
     controls.forEach((c) => (c.disabled = true));
     const path = "v1/tools/" + encodeURIComponent(t.id) + (pause ? "/pause" : "/resume");
     try {
-      await api(path, { method: "POST", body: pause ? { reason: reason, actor: "console" } : { actor: "console" } });
+      await api(path, { method: "POST", body: pause ? { reason: reason } : {} });
       setStatus(t.id + (pause ? " paused" : " resumed"), "ok");
       await refreshTools();
     } catch (err) {
