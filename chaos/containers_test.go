@@ -59,7 +59,7 @@ func TestChaos_cluster(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
 	defer cancel()
 
-	d, err := awakentest.Run(ctx, awakentest.Options{Cluster: true, ConfigYAML: []byte(chaosConfig), LogLevel: "warn"})
+	d, err := awakentest.Run(ctx, awakentest.Options{Cluster: true, ConfigYAML: []byte(chaosConfig)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,7 +153,6 @@ func TestChaos_cluster(t *testing.T) {
 	fmt.Printf("%s (seed %d, cluster, %s)\n", rep.Summary(), s, time.Since(start).Round(time.Second))
 	fmt.Println(promiseLine(rep))
 	for _, line := range faultLines(h, obs, rep, faults) {
-		t.Log(line)
 		fmt.Println(line)
 	}
 	for _, v := range rep.Violations {

@@ -174,11 +174,19 @@ func (c *driver) resultsInfo(ctx context.Context) (map[string]uint64, error) {
 // check reads the streams and the ledger and runs the checker; it returns what it read
 // too, for a caller that attributes violations to faults.
 func (c *driver) check(ctx context.Context, h checker.History) (checker.Report, *checker.Observed, error) {
+	// A read may meet a server whose JetStream is not answering yet (a node that just
+	// restarted: "no responders"); it is retried until the deadline.
 	rctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	obs, err := checker.Read(rctx, c.js, c.names)
-	if err != nil {
-		return checker.Report{}, nil, err
+	for {
+		obs, err := checker.Read(rctx, c.js, c.names)
+		if err == nil {
+			return checker.Check(h, obs, checker.RulesFor(c.cfg)), obs, nil
+		}
+		select {
+		case <-time.After(500 * time.Millisecond):
+		case <-rctx.Done():
+			return checker.Report{}, nil, err
+		}
 	}
-	return checker.Check(h, obs, checker.RulesFor(c.cfg)), obs, nil
 }

@@ -238,8 +238,12 @@ func Run(ctx context.Context, o Options) (d *Deployment, err error) {
 	if o.ConfigYAML != nil {
 		const path = "/opt/awaken/config/awaken.yaml"
 		serviceEnv["AWAKEN_CONFIG"] = path
-		configFile = append(configFile, testcontainers.WithFiles(testcontainers.ContainerFile{
-			Reader: bytes.NewReader(o.ConfigYAML), ContainerFilePath: path, FileMode: 0o644}))
+		// A reader per container: one shared reader is drained by the first container and
+		// every later one gets an empty file.
+		configFile = append(configFile, testcontainers.CustomizeRequestOption(func(req *testcontainers.GenericContainerRequest) error {
+			return testcontainers.WithFiles(testcontainers.ContainerFile{
+				Reader: bytes.NewReader(o.ConfigYAML), ContainerFilePath: path, FileMode: 0o644})(req)
+		}))
 	}
 	if err := d.setup(ctx, o, natsURL, configFile); err != nil {
 		return d, err
