@@ -91,8 +91,10 @@ chaos:
 ## and replaced with an empty data directory (5+ of each); prints the checker's summary
 ## and one line per fault kind ending in violations=N. AWAKEN_CHAOS_SEED replays the
 ## workload and the fault schedule; AWAKEN_CHAOS_BATCHES and AWAKEN_CHAOS_REPEATS size it.
+## The whole test log (each fault, container logs on failure) goes to bin/chaos-cluster.log.
 chaos-cluster: images
-	set -o pipefail; AWAKEN_CHAOS=cluster $(GO) test -count=1 -v -timeout 30m -run 'TestChaos_cluster' ./chaos/ | grep -E '^(checker:|fault |--- |ok|FAIL)|violation|seed'
+	set -o pipefail; AWAKEN_CHAOS=cluster $(GO) test -count=1 -v -timeout 30m -run 'TestChaos_cluster' ./chaos/ \
+	  | tee $(BIN)/chaos-cluster.log | grep -E '^(checker:|fault |--- |ok|FAIL)|violation|seed|containers_test.go:'
 
 ## images: the two deployment images, FROM scratch, nothing pulled: awaken:dev (every
 ## service by subcommand, with the example configuration and wasm tools) and

@@ -121,7 +121,11 @@ func TestChaos_cluster(t *testing.T) {
 		}
 		faults = append(faults, f)
 		healthy := time.Now()
-		if err := cc.waitHealthy(ctx, 2*time.Minute); err != nil {
+		err = cc.waitHealthy(ctx, 2*time.Minute)
+		if err == nil {
+			err = cc.waitCaughtUp(ctx, 2*time.Minute)
+		}
+		if err != nil {
 			cc.dumpLogs(ctx)
 			t.Fatalf("after fault %d (%s %s): %v", i, kind, f.node, err)
 		}
@@ -138,6 +142,7 @@ func TestChaos_cluster(t *testing.T) {
 		stopRun()
 		<-approverDone
 		cc.dumpLogs(ctx)
+		cc.diagnoseUnpublished(ctx, w)
 		t.Fatal(err)
 	}
 	stopRun()
@@ -252,25 +257,39 @@ func (c *containerCluster) leaders(ctx context.Context) map[string]string {
 	return out
 }
 
-// serviceNodes asks every node (through the system account) which awaken connections it
-// serves: connection name ("awaken-gate", …) to server name.
-func (c *containerCluster) serviceNodes(ctx context.Context) map[string]string {
+// pingServers sends a system-account request to every node and returns the replies
+// (one per node that answered within two seconds).
+func (c *containerCluster) pingServers(subject string, body []byte) ([][]byte, error) {
 	inbox := nats.NewInbox()
 	sub, err := c.sys.SubscribeSync(inbox)
 	if err != nil {
-		return map[string]string{"error": err.Error()}
+		return nil, err
 	}
 	defer func() { _ = sub.Unsubscribe() }()
-	if err := c.sys.PublishRequest("$SYS.REQ.SERVER.PING.CONNZ", inbox, []byte(`{"acc":"AWAKEN","limit":1024}`)); err != nil {
-		return map[string]string{"error": err.Error()}
+	if err := c.sys.PublishRequest(subject, inbox, body); err != nil {
+		return nil, err
 	}
-	out := map[string]string{}
+	var out [][]byte
 	deadline := time.Now().Add(2 * time.Second)
-	for range 3 {
+	for range len(c.d.Nodes()) {
 		m, err := sub.NextMsg(time.Until(deadline))
 		if err != nil {
 			break
 		}
+		out = append(out, m.Data)
+	}
+	return out, nil
+}
+
+// serviceNodes asks every node which awaken connections it serves: connection name
+// ("awaken-gate", …) to server name.
+func (c *containerCluster) serviceNodes(context.Context) map[string]string {
+	replies, err := c.pingServers("$SYS.REQ.SERVER.PING.CONNZ", []byte(`{"acc":"AWAKEN","limit":1024}`))
+	if err != nil {
+		return map[string]string{"error": err.Error()}
+	}
+	out := map[string]string{}
+	for _, data := range replies {
 		var r struct {
 			Server struct {
 				Name string `json:"name"`
@@ -281,7 +300,7 @@ func (c *containerCluster) serviceNodes(ctx context.Context) map[string]string {
 				} `json:"connections"`
 			} `json:"data"`
 		}
-		if json.Unmarshal(m.Data, &r) != nil {
+		if json.Unmarshal(data, &r) != nil {
 			continue
 		}
 		for _, conn := range r.Data.Conns {
@@ -291,6 +310,89 @@ func (c *containerCluster) serviceNodes(ctx context.Context) map[string]string {
 		}
 	}
 	return out
+}
+
+// streamSeqs asks every node for the last sequence of each stream replica it holds:
+// node to stream to last sequence.
+func (c *containerCluster) streamSeqs() (map[string]map[string]uint64, error) {
+	replies, err := c.pingServers("$SYS.REQ.SERVER.PING.JSZ", []byte(`{"account":"AWAKEN","accounts":true,"streams":true}`))
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]map[string]uint64{}
+	for _, data := range replies {
+		var r struct {
+			Server struct {
+				Name string `json:"name"`
+			} `json:"server"`
+			Data struct {
+				Accounts []struct {
+					Streams []struct {
+						Name  string `json:"name"`
+						State struct {
+							LastSeq uint64 `json:"last_seq"`
+						} `json:"state"`
+					} `json:"stream_detail"`
+				} `json:"account_details"`
+			} `json:"data"`
+		}
+		if err := json.Unmarshal(data, &r); err != nil {
+			return nil, err
+		}
+		seqs := map[string]uint64{}
+		for _, a := range r.Data.Accounts {
+			for _, st := range a.Streams {
+				seqs[st.Name] = st.State.LastSeq
+			}
+		}
+		out[r.Server.Name] = seqs
+	}
+	return out, nil
+}
+
+// waitCaughtUp waits until every node holds every stream up to at least the highest
+// last sequence any node held when the wait began: a restarted or wiped node has its
+// copy back (a leader's "current" follower may still be fetching a snapshot's messages),
+// so the next fault cannot leave a majority of replicas without the data.
+func (c *containerCluster) waitCaughtUp(ctx context.Context, within time.Duration) error {
+	deadline := time.Now().Add(within)
+	var target map[string]uint64
+	var last string
+	for {
+		seqs, err := c.streamSeqs()
+		if err == nil && len(seqs) < len(c.d.Nodes()) {
+			err = fmt.Errorf("%d of %d nodes answered", len(seqs), len(c.d.Nodes()))
+		}
+		if err == nil && target == nil {
+			target = map[string]uint64{}
+			for _, node := range seqs {
+				for st, seq := range node {
+					target[st] = max(target[st], seq)
+				}
+			}
+		}
+		if err == nil {
+			last = ""
+			for node, held := range seqs {
+				for _, st := range c.streams {
+					if held[st] < target[st] {
+						last = fmt.Sprintf("%s holds %s up to %d, want %d", node, st, held[st], target[st])
+					}
+				}
+			}
+			if last == "" {
+				return nil
+			}
+		} else {
+			last = err.Error()
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("not caught up after %s: %s", within, last)
+		}
+		if err := sleepCtx(ctx, 250*time.Millisecond); err != nil {
+			return err
+		}
+	}
 }
 
 // inject runs one fault of kind to its end (the node restarted, reconnected or resumed)
@@ -441,6 +543,40 @@ func (c *containerCluster) unhealthy(ctx context.Context, stream string) string 
 		return fmt.Sprintf("%s: %d current followers of leader %s", stream, current, info.Cluster.Leader)
 	}
 	return ""
+}
+
+// diagnoseUnpublished logs, for the first unpublished batches, what the batches and calls
+// buckets hold of them: a record that is missing was lost, one that stands still was not.
+func (c *containerCluster) diagnoseUnpublished(ctx context.Context, w *workload) {
+	info, err := c.resultsInfo(ctx)
+	if err != nil {
+		c.t.Logf("diagnosis: %v", err)
+		return
+	}
+	get := func(bucket, key string) string {
+		kv, err := c.admin.KeyValue(ctx, bucket)
+		if err != nil {
+			return err.Error()
+		}
+		e, err := kv.Get(ctx, key)
+		if err != nil {
+			return err.Error()
+		}
+		return fmt.Sprintf("rev %d %.200s", e.Revision(), e.Value())
+	}
+	n := 0
+	for _, b := range w.batches {
+		sub := b.Submission
+		if info[c.names.ResultsSubject(sub.RunID)] >= uint64(len(sub.Calls)+1) || n >= 5 {
+			continue
+		}
+		n++
+		c.t.Logf("diagnosis %s (submitted %s): batch %s", sub.BatchID(), b.SubmittedAt.UTC().Format("15:04:05.000"),
+			get(c.names.BatchesBucket(), contracts.BatchKey(sub.RunID, sub.Step)))
+		for _, call := range sub.Calls {
+			c.t.Logf("  call %s %s: %s", call.CallID, call.ToolID, get(c.names.CallsBucket(), contracts.CallKey(sub.RunID, sub.Step, call.CallID)))
+		}
+	}
 }
 
 // dumpLogs logs the tail of every container's log.
