@@ -142,7 +142,7 @@ func TestChaos_cluster(t *testing.T) {
 		stopRun()
 		<-approverDone
 		cc.dumpLogs(ctx)
-		cc.diagnoseUnpublished(ctx, w)
+		cc.diagnoseUnpublished(ctx, rec.history())
 		t.Fatal(err)
 	}
 	stopRun()
@@ -545,15 +545,16 @@ func (c *containerCluster) unhealthy(ctx context.Context, stream string) string 
 	return ""
 }
 
-// diagnoseUnpublished logs, for the first unpublished batches, what the batches and calls
-// buckets hold of them: a record that is missing was lost, one that stands still was not.
-func (c *containerCluster) diagnoseUnpublished(ctx context.Context, w *workload) {
+// diagnoseUnpublished logs, for the first unpublished batches, the phase of the batch
+// and call records, whether an awaited approval is listed as a ticket, and every
+// service's log lines about the run; then where every durable consumer stands.
+func (c *containerCluster) diagnoseUnpublished(ctx context.Context, h checker.History) {
 	info, err := c.resultsInfo(ctx)
 	if err != nil {
 		c.t.Logf("diagnosis: %v", err)
 		return
 	}
-	get := func(bucket, key string) string {
+	phase := func(bucket, key string) string {
 		kv, err := c.admin.KeyValue(ctx, bucket)
 		if err != nil {
 			return err.Error()
@@ -562,19 +563,62 @@ func (c *containerCluster) diagnoseUnpublished(ctx context.Context, w *workload)
 		if err != nil {
 			return err.Error()
 		}
-		return fmt.Sprintf("rev %d %.200s", e.Revision(), e.Value())
+		var rec map[string]json.RawMessage
+		if json.Unmarshal(e.Value(), &rec) != nil {
+			return fmt.Sprintf("rev %d: %.200s", e.Revision(), e.Value())
+		}
+		return fmt.Sprintf("rev %d phase %.300s", e.Revision(), rec["phase"])
+	}
+	tickets := map[string]bool{}
+	if list, err := c.client.Tickets(ctx); err == nil {
+		for _, tk := range list {
+			tickets[tk.CorrelationID] = true
+		}
+	}
+	logs := map[string]string{}
+	for _, name := range slices.Concat(c.d.Services(), c.d.Nodes()) {
+		logs[name], _ = c.d.Logs(ctx, name)
 	}
 	n := 0
-	for _, b := range w.batches {
+	for _, b := range h.Batches {
 		sub := b.Submission
-		if info[c.names.ResultsSubject(sub.RunID)] >= uint64(len(sub.Calls)+1) || n >= 5 {
+		if info[c.names.ResultsSubject(sub.RunID)] >= uint64(len(sub.Calls)+1) || n >= 6 {
 			continue
 		}
 		n++
 		c.t.Logf("diagnosis %s (submitted %s): batch %s", sub.BatchID(), b.SubmittedAt.UTC().Format("15:04:05.000"),
-			get(c.names.BatchesBucket(), contracts.BatchKey(sub.RunID, sub.Step)))
+			phase(c.names.BatchesBucket(), contracts.BatchKey(sub.RunID, sub.Step)))
 		for _, call := range sub.Calls {
-			c.t.Logf("  call %s %s: %s", call.CallID, call.ToolID, get(c.names.CallsBucket(), contracts.CallKey(sub.RunID, sub.Step, call.CallID)))
+			corr := contracts.CorrelationID(contracts.ReasonPermission, sub.RunID, sub.Step, call.CallID)
+			c.t.Logf("  call %s %s: %s (ticket listed: %v)", call.CallID, call.ToolID,
+				phase(c.names.CallsBucket(), contracts.CallKey(sub.RunID, sub.Step, call.CallID)), tickets[corr])
+		}
+		mention := sub.RunID + `"`
+		for name, text := range logs {
+			k := 0
+			for _, line := range strings.Split(text, "\n") {
+				if strings.Contains(line, mention) || strings.Contains(line, sub.RunID+":") || strings.Contains(line, sub.RunID+".") {
+					if k++; k <= 25 {
+						c.t.Logf("  %s: %.500s", name, line)
+					}
+				}
+			}
+		}
+	}
+	for _, stream := range c.streams {
+		st, err := c.admin.Stream(ctx, stream)
+		if err != nil {
+			c.t.Logf("stream %s: %v", stream, err)
+			continue
+		}
+		lister := st.ListConsumers(ctx)
+		for ci := range lister.Info() {
+			leader := ""
+			if ci.Cluster != nil {
+				leader = ci.Cluster.Leader
+			}
+			c.t.Logf("consumer %s/%s on %s: delivered %d, ack floor %d, pending %d, ack pending %d, redelivered %d, waiting %d",
+				stream, ci.Name, leader, ci.Delivered.Stream, ci.AckFloor.Stream, ci.NumPending, ci.NumAckPending, ci.NumRedelivered, ci.NumWaiting)
 		}
 	}
 }
