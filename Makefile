@@ -9,7 +9,7 @@ PKGS := ./...
 FUZZTIME ?= 30s
 CONFIG ?= examples/awaken.yaml
 
-.PHONY: all build wasm schemas test test-short lint fmt vet fuzz run bench bench-e2e chaos clean images linux-binaries compose-config
+.PHONY: all build wasm schemas test test-short lint fmt vet fuzz run bench bench-e2e chaos chaos-cluster clean images linux-binaries compose-config
 
 all: build
 
@@ -84,6 +84,17 @@ bench-e2e:
 chaos:
 	set -o pipefail; AWAKEN_CHAOS=full $(GO) test -race -count=1 -v -timeout 30m -run 'TestChaos' ./chaos/ | grep -E '^(checker:|--- |ok|FAIL)|violation|seed'
 	$(GO) test -race -count=1 -timeout 10m -run 'TestCrashMatrix' ./e2e/
+
+## chaos-cluster: the 3-node JetStream cluster chaos run in containers (Docker engine, the
+## images below, nothing pulled): 500+ batches of the chaos workload while stream and
+## bucket leaders are stopped and SIGKILLed, nodes partitioned, frozen past the ack wait
+## and replaced with an empty data directory (5+ of each); prints the checker's summary
+## and one line per fault kind ending in violations=N. AWAKEN_CHAOS_SEED replays the
+## workload and the fault schedule; AWAKEN_CHAOS_BATCHES and AWAKEN_CHAOS_REPEATS size it.
+## The whole test log (each fault, container logs on failure) goes to bin/chaos-cluster.log.
+chaos-cluster: images
+	set -o pipefail; AWAKEN_CHAOS=cluster $(GO) test -count=1 -v -timeout 30m -run 'TestChaos_cluster' ./chaos/ \
+	  | tee $(BIN)/chaos-cluster.log | grep -E '^(checker:|fault |--- |ok|FAIL)|violation|seed|containers_test.go:'
 
 ## images: the two deployment images, FROM scratch, nothing pulled: awaken:dev (every
 ## service by subcommand, with the example configuration and wasm tools) and

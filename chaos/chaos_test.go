@@ -71,7 +71,7 @@ func runChaos(t *testing.T, p profile, s uint64) {
 	defer cancel()
 	rng := rand.New(rand.NewPCG(s, s^0x5eed))
 	cl := newCluster(t, ctx, s)
-	w := newWorkload(rng, p.calls)
+	w := newWorkload(rng, p.calls, 0, 20)
 	t.Logf("workload: %d batches, %d calls", len(w.batches), w.calls)
 
 	rec := newRecorder()
@@ -79,7 +79,7 @@ func runChaos(t *testing.T, p profile, s uint64) {
 	runCtx, stopRun := context.WithCancel(ctx)
 	defer stopRun()
 	submitted := make(chan error, 1)
-	go func() { submitted <- cl.submitAll(runCtx, w, rec, p.chaosFor*2/3) }()
+	go func() { submitted <- cl.submitAll(runCtx, w, rec, evenly(len(w.batches), p.chaosFor*2/3)) }()
 	approverDone := make(chan struct{})
 	go func() { defer close(approverDone); cl.approve(runCtx, w) }()
 	cl.monkey(ctx, rng, p, rec)

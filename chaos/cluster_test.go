@@ -11,7 +11,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"slices"
 	"strconv"
 	"sync"
 	"syscall"
@@ -19,12 +18,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/awaken-dev/awaken/internal/checker"
-	"github.com/awaken-dev/awaken/internal/config"
-	"github.com/awaken-dev/awaken/pkg/client"
-	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
 // services are the processes the monkey kills: every stage of the pipeline (the chaos
@@ -43,22 +38,17 @@ type proc struct {
 // cluster runs a nats-server process and one process per service, restarting killed
 // services after a random pause (a supervisor, as systemd or Kubernetes would).
 type cluster struct {
-	t                         *testing.T
-	dir, cfgPath              string
-	awakenBin, natsBin        string
-	url                       string
-	port                      int
-	cfg                       *config.Config
-	names                     contracts.Names
-	client                    *client.Client
-	js                        jetstream.JetStream
+	t                  *testing.T
+	dir, cfgPath       string
+	awakenBin, natsBin string
+	url                string
+	port               int
+	*driver
 	supervise                 context.CancelFunc
 	supervisors               sync.WaitGroup
 	mu                        sync.Mutex
 	procs                     map[string]*proc
 	unexpectedExits, restarts int
-	lastApprove               map[string]time.Time
-	approveSlots              chan struct{}
 }
 
 func repoRoot() string {
@@ -98,17 +88,12 @@ func freePort(t *testing.T) int {
 
 func newCluster(t *testing.T, ctx context.Context, seed uint64) *cluster {
 	dir := t.TempDir()
-	c := &cluster{t: t, dir: dir, procs: map[string]*proc{}, lastApprove: map[string]time.Time{}, approveSlots: make(chan struct{}, 8)}
+	c := &cluster{t: t, dir: dir, procs: map[string]*proc{}}
 	c.awakenBin, c.natsBin = build(t, ctx, dir)
 	c.cfgPath = filepath.Join(dir, "awaken.yaml")
 	if err := os.WriteFile(c.cfgPath, []byte(chaosConfig), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := config.Load(c.cfgPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.cfg, c.names = cfg, cfg.Names()
 	c.port = freePort(t)
 	c.url = "nats://127.0.0.1:" + strconv.Itoa(c.port)
 	if err := os.MkdirAll(filepath.Join(dir, "logs"), 0o755); err != nil {
@@ -126,10 +111,7 @@ func newCluster(t *testing.T, ctx context.Context, seed uint64) *cluster {
 		t.Fatal(err)
 	}
 	t.Cleanup(nc.Close)
-	if c.client, err = client.New(nc); err != nil {
-		t.Fatal(err)
-	}
-	if c.js, err = jetstream.New(nc); err != nil {
+	if c.driver, err = newDriver(nc, nc); err != nil {
 		t.Fatal(err)
 	}
 	for i, name := range services {
@@ -305,135 +287,13 @@ func (c *cluster) allRunning(ctx context.Context) error {
 	}
 }
 
-// submitAll submits every batch, spread evenly over spread, retrying each until the
-// stream acknowledges it (the client's deterministic event id makes a retry of a
-// submission that was stored but not acknowledged a duplicate the stream drops).
-func (c *cluster) submitAll(ctx context.Context, w *workload, rec *recorder, spread time.Duration) error {
-	start := time.Now()
-	for i, b := range w.batches {
-		at := start.Add(spread * time.Duration(i) / time.Duration(len(w.batches)))
-		select {
-		case <-time.After(time.Until(at)):
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-		rec.submitted(b, time.Now())
-		for {
-			attempt, cancel := context.WithTimeout(ctx, 3*time.Second)
-			_, err := c.client.Submit(attempt, b.Submission)
-			cancel()
-			if err == nil {
-				break
-			}
-			select {
-			case <-time.After(200 * time.Millisecond):
-			case <-ctx.Done():
-				return fmt.Errorf("batch %s: %w (last error %v)", b.Submission.BatchID(), ctx.Err(), err)
-			}
-		}
-	}
-	return nil
-}
-
-// approve answers every open ask_me ticket with allow, retrying an answer that got no
-// reply (lost to a kill) after three seconds, until ctx ends.
-func (c *cluster) approve(ctx context.Context, w *workload) {
-	tick := time.NewTicker(250 * time.Millisecond)
-	defer tick.Stop()
-	var inflight sync.WaitGroup
-	defer inflight.Wait()
-	for {
-		select {
-		case <-tick.C:
-		case <-ctx.Done():
-			return
-		}
-		list, cancel := context.WithTimeout(ctx, 2*time.Second)
-		tickets, err := c.client.Tickets(list)
-		cancel()
-		if err != nil {
-			continue
-		}
-		for _, tk := range tickets {
-			if tk.Reason != contracts.ReasonPermission || tk.ToolID != "ask_me" {
-				continue
-			}
-			if last, ok := c.lastApprove[tk.CorrelationID]; ok && time.Since(last) < 3*time.Second {
-				continue
-			}
-			select {
-			case c.approveSlots <- struct{}{}:
-			default:
-				continue
-			}
-			c.lastApprove[tk.CorrelationID] = time.Now()
-			inflight.Go(func() {
-				defer func() { <-c.approveSlots }()
-				actx, cancel := context.WithTimeout(ctx, 3*time.Second)
-				defer cancel()
-				_, _ = c.client.Approve(actx, tk, "chaos")
-			})
-		}
-	}
-}
-
-// waitQuiescent waits until every submitted batch is published: its run's results subject
-// holds one result per call plus the finalized event.
-func (c *cluster) waitQuiescent(ctx context.Context, w *workload) error {
-	deadline := time.Now().Add(3 * time.Minute)
-	var missing []string
-	for {
-		missing = missing[:0]
-		info, err := c.resultsInfo(ctx)
-		if err == nil {
-			for _, b := range w.batches {
-				sub := b.Submission
-				if info[c.names.ResultsSubject(sub.RunID)] < uint64(len(sub.Calls)+1) {
-					missing = append(missing, sub.BatchID())
-				}
-			}
-			if len(missing) == 0 {
-				return nil
-			}
-		}
-		if time.Now().After(deadline) {
-			slices.Sort(missing)
-			return fmt.Errorf("not quiescent after 3m: %d batches unpublished (%v), last error %v", len(missing), missing[:min(10, len(missing))], err)
-		}
-		select {
-		case <-time.After(500 * time.Millisecond):
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-}
-
-func (c *cluster) resultsInfo(ctx context.Context) (map[string]uint64, error) {
-	ictx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	s, err := c.js.Stream(ictx, c.names.ResultsStream())
-	if err != nil {
-		return nil, err
-	}
-	info, err := s.Info(ictx, jetstream.WithSubjectFilter(c.names.ResultsWildcard()))
-	if err != nil {
-		return nil, err
-	}
-	return info.State.Subjects, nil
-}
-
 // check reads the streams and the ledger and runs the checker.
 func (c *cluster) check(ctx context.Context, h checker.History) (checker.Report, error) {
-	rctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	obs, err := checker.Read(rctx, c.js, c.names)
-	if err != nil {
-		return checker.Report{}, err
-	}
 	c.mu.Lock()
 	c.t.Logf("process restarts %d (unexpected exits %d)", c.restarts, c.unexpectedExits)
 	c.mu.Unlock()
-	return checker.Check(h, obs, checker.RulesFor(c.cfg)), nil
+	rep, _, err := c.driver.check(ctx, h)
+	return rep, err
 }
 
 // dumpLogs prints the tail of every process's log.

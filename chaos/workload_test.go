@@ -46,14 +46,14 @@ type workload struct {
 	calls   int
 }
 
-// newWorkload draws batches of 1–20 calls until at least calls calls: one batch in six is a
-// parallel delegation batch, the others mix echo, counter, slow, fail, delegate, ask_me
+// newWorkload draws batches of 1–maxCalls calls until there are at least calls calls and
+// at least batches batches: one batch in six is a parallel delegation batch, the others mix echo, counter, slow, fail, delegate, ask_me
 // (approved by the test) and a few forbidden calls (denied by policy).
-func newWorkload(rng *rand.Rand, calls int) *workload {
+func newWorkload(rng *rand.Rand, calls, batches, maxCalls int) *workload {
 	w := &workload{}
-	for i := 0; w.calls < calls; i++ {
+	for i := 0; w.calls < calls || len(w.batches) < batches; i++ {
 		run := fmt.Sprintf("chaos-%d", i)
-		n := 1 + rng.IntN(20)
+		n := 1 + rng.IntN(maxCalls)
 		sub := contracts.BatchSubmission{RunID: run, ThreadID: "thread-" + run, Step: 1,
 			Agent: contracts.AgentSnapshot{SnapshotID: "snap-chaos", Tools: chaosTools}}
 		expect := map[string]checker.Expectation{}

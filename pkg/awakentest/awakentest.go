@@ -133,6 +133,10 @@ type member struct {
 	role      string // "nats" or the service subcommand
 	readyLine string
 	c         *testcontainers.DockerContainer
+	// image and opts started c; [Deployment.Replace] starts a fresh container from them.
+	image   string
+	timeout time.Duration
+	opts    []testcontainers.ContainerCustomizer
 }
 
 // DisableRyuk sets TESTCONTAINERS_RYUK_DISABLED=true unless the variable is set, which
@@ -234,8 +238,12 @@ func Run(ctx context.Context, o Options) (d *Deployment, err error) {
 	if o.ConfigYAML != nil {
 		const path = "/opt/awaken/config/awaken.yaml"
 		serviceEnv["AWAKEN_CONFIG"] = path
-		configFile = append(configFile, testcontainers.WithFiles(testcontainers.ContainerFile{
-			Reader: bytes.NewReader(o.ConfigYAML), ContainerFilePath: path, FileMode: 0o644}))
+		// A reader per container: one shared reader is drained by the first container and
+		// every later one gets an empty file.
+		configFile = append(configFile, testcontainers.CustomizeRequestOption(func(req *testcontainers.GenericContainerRequest) error {
+			return testcontainers.WithFiles(testcontainers.ContainerFile{
+				Reader: bytes.NewReader(o.ConfigYAML), ContainerFilePath: path, FileMode: 0o644})(req)
+		}))
 	}
 	if err := d.setup(ctx, o, natsURL, configFile); err != nil {
 		return d, err
@@ -343,7 +351,8 @@ func (d *Deployment) start(ctx context.Context, name, role, readyLine, image str
 	c, err := testcontainers.Run(ctx, image, all...)
 	if c != nil {
 		d.mu.Lock()
-		d.members = append(d.members, &member{name: name, role: role, readyLine: readyLine, c: c})
+		d.members = append(d.members, &member{name: name, role: role, readyLine: readyLine, c: c,
+			image: image, timeout: timeout, opts: opts})
 		d.mu.Unlock()
 	}
 	if err != nil {
@@ -532,6 +541,78 @@ func (d *Deployment) Start(ctx context.Context, name string) error {
 			return fmt.Errorf("awakentest: %s not ready after restart: %w", name, err)
 		}
 	}
+}
+
+// Replace removes a service or node with its volumes and starts a fresh container from
+// the same image and options, under the same name, network alias and host port, and waits
+// until it is ready. For a NATS node this is a restart with its data directory wiped: it
+// rejoins the cluster empty and must catch up from the other nodes.
+func (d *Deployment) Replace(ctx context.Context, name string) error {
+	m, err := d.member(name)
+	if err != nil {
+		return err
+	}
+	if err := m.c.Terminate(ctx, testcontainers.StopTimeout(5*time.Second)); err != nil {
+		return fmt.Errorf("awakentest: replace %s: %w", name, err)
+	}
+	d.mu.Lock()
+	d.members = slices.DeleteFunc(d.members, func(o *member) bool { return o == m })
+	d.mu.Unlock()
+	return d.start(ctx, m.name, m.role, m.readyLine, m.image, m.timeout, m.opts...)
+}
+
+// Pause freezes every process of a service or node (docker pause): it keeps its
+// connections but answers nothing until [Deployment.Unpause].
+func (d *Deployment) Pause(ctx context.Context, name string) error {
+	m, err := d.member(name)
+	if err != nil {
+		return err
+	}
+	if _, err := d.provider.Client().ContainerPause(ctx, m.c.GetContainerID(), client.ContainerPauseOptions{}); err != nil {
+		return fmt.Errorf("awakentest: pause %s: %w", name, err)
+	}
+	return nil
+}
+
+// Unpause resumes a container frozen by [Deployment.Pause].
+func (d *Deployment) Unpause(ctx context.Context, name string) error {
+	m, err := d.member(name)
+	if err != nil {
+		return err
+	}
+	if _, err := d.provider.Client().ContainerUnpause(ctx, m.c.GetContainerID(), client.ContainerUnpauseOptions{}); err != nil {
+		return fmt.Errorf("awakentest: unpause %s: %w", name, err)
+	}
+	return nil
+}
+
+// Disconnect removes a service or node from the deployment's network: a partition that
+// cuts it from every other container (and from its published host ports) while it keeps
+// running. [Deployment.Reconnect] heals it.
+func (d *Deployment) Disconnect(ctx context.Context, name string) error {
+	m, err := d.member(name)
+	if err != nil {
+		return err
+	}
+	if _, err := d.provider.Client().NetworkDisconnect(ctx, d.net.ID, client.NetworkDisconnectOptions{
+		Container: m.c.GetContainerID(), Force: true}); err != nil {
+		return fmt.Errorf("awakentest: disconnect %s: %w", name, err)
+	}
+	return nil
+}
+
+// Reconnect attaches a container cut off by [Deployment.Disconnect] to the deployment's
+// network again, under its name as network alias (the other containers dial it by name).
+func (d *Deployment) Reconnect(ctx context.Context, name string) error {
+	m, err := d.member(name)
+	if err != nil {
+		return err
+	}
+	if _, err := d.provider.Client().NetworkConnect(ctx, d.net.ID, client.NetworkConnectOptions{
+		Container: m.c.GetContainerID(), EndpointConfig: &mobynet.EndpointSettings{Aliases: []string{name}}}); err != nil {
+		return fmt.Errorf("awakentest: reconnect %s: %w", name, err)
+	}
+	return nil
 }
 
 // Logs returns the whole log (stdout and stderr) of a service or node.

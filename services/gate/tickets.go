@@ -76,7 +76,11 @@ func (s *Service) ensureTicket(ctx context.Context, b *contracts.BatchRecord, i 
 	if err != nil {
 		return false, err
 	}
-	if awaits(&rec, t.CorrelationID) {
+	// The call was Awaiting when t was built, and a call never goes back: a read that shows
+	// it missing or Requested was answered by a replica of the calls bucket behind that
+	// write (any replica answers a get), not by a call that moved on. Deleting the ticket
+	// then left the call Awaiting with no ticket to resume it (make chaos-cluster).
+	if awaits(&rec, t.CorrelationID) || rec.Phase.Kind == contracts.PhaseRequested {
 		return true, nil
 	}
 	if err := s.deleteTicket(ctx, t.CorrelationID, rev); err != nil {

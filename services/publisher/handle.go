@@ -45,7 +45,12 @@ func (s *Service) handleOutput(ctx context.Context, d bus.Delivery) error {
 	rec, _, err := s.env.Batches.Get(ctx, key)
 	if err != nil {
 		if errors.Is(err, state.ErrNotFound) {
-			return bus.Permanent(fmt.Errorf("publisher: %w: %s", pipeline.ErrBatchNotFound, contracts.BatchID(out.RunID, out.Step)))
+			// Not permanent: the batcher records the batch before any of its calls can have
+			// an output, so a missing record is a read answered by a replica of the batches
+			// bucket behind that write (any replica answers a get). Dropping the output then
+			// left its batch unpublished for good (make chaos-cluster); it is retried, and
+			// dead-lettered on exhaustion only if the record never shows up.
+			return fmt.Errorf("publisher: %w: %s", pipeline.ErrBatchNotFound, contracts.BatchID(out.RunID, out.Step))
 		}
 		return fmt.Errorf("publisher: load batch: %w", err)
 	}

@@ -1,0 +1,192 @@
+package chaos_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/awaken-dev/awaken/internal/checker"
+	"github.com/awaken-dev/awaken/internal/config"
+	"github.com/awaken-dev/awaken/pkg/client"
+	"github.com/awaken-dev/awaken/pkg/contracts"
+)
+
+// driver plays the platform's part in a chaos run, whatever runs the pipeline (OS
+// processes or containers): it submits the workload, approves the ask_me tickets, waits
+// for quiescence and runs the checker.
+type driver struct {
+	cfg          *config.Config
+	names        contracts.Names
+	client       *client.Client
+	js           jetstream.JetStream // reads the streams and the ledger for the checker
+	lastApprove  map[string]time.Time
+	approveSlots chan struct{}
+}
+
+// newDriver submits and approves over submitter and reads what the checker needs over
+// reader (which may be the same connection). Every service runs chaosConfig.
+func newDriver(submitter, reader *nats.Conn) (*driver, error) {
+	cfg, err := config.Parse([]byte(chaosConfig))
+	if err != nil {
+		return nil, err
+	}
+	c := &driver{cfg: cfg, names: cfg.Names(), lastApprove: map[string]time.Time{}, approveSlots: make(chan struct{}, 8)}
+	if c.client, err = client.New(submitter); err != nil {
+		return nil, err
+	}
+	if c.js, err = jetstream.New(reader); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// evenly paces a submission loop: batch i of n goes at start + spread*i/n.
+func evenly(n int, spread time.Duration) func(context.Context, int) error {
+	start := time.Now()
+	return func(ctx context.Context, i int) error {
+		select {
+		case <-time.After(time.Until(start.Add(spread * time.Duration(i) / time.Duration(n)))):
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// submitAll submits every batch, each once pace lets it go, retrying each until the
+// stream acknowledges it (the client's deterministic event id makes a retry of a
+// submission that was stored but not acknowledged a duplicate the stream drops).
+func (c *driver) submitAll(ctx context.Context, w *workload, rec *recorder, pace func(ctx context.Context, i int) error) error {
+	for i, b := range w.batches {
+		if err := pace(ctx, i); err != nil {
+			return err
+		}
+		rec.submitted(b, time.Now())
+		for {
+			attempt, cancel := context.WithTimeout(ctx, 3*time.Second)
+			_, err := c.client.Submit(attempt, b.Submission)
+			cancel()
+			if err == nil {
+				break
+			}
+			select {
+			case <-time.After(200 * time.Millisecond):
+			case <-ctx.Done():
+				return fmt.Errorf("batch %s: %w (last error %v)", b.Submission.BatchID(), ctx.Err(), err)
+			}
+		}
+	}
+	return nil
+}
+
+// approve answers every open ask_me ticket with allow, retrying an answer that got no
+// reply (lost to a kill) after three seconds, until ctx ends.
+func (c *driver) approve(ctx context.Context, w *workload) {
+	tick := time.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
+	var inflight sync.WaitGroup
+	defer inflight.Wait()
+	for {
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			return
+		}
+		list, cancel := context.WithTimeout(ctx, 2*time.Second)
+		tickets, err := c.client.Tickets(list)
+		cancel()
+		if err != nil {
+			continue
+		}
+		for _, tk := range tickets {
+			if tk.Reason != contracts.ReasonPermission || tk.ToolID != "ask_me" {
+				continue
+			}
+			if last, ok := c.lastApprove[tk.CorrelationID]; ok && time.Since(last) < 3*time.Second {
+				continue
+			}
+			select {
+			case c.approveSlots <- struct{}{}:
+			default:
+				continue
+			}
+			c.lastApprove[tk.CorrelationID] = time.Now()
+			inflight.Go(func() {
+				defer func() { <-c.approveSlots }()
+				actx, cancel := context.WithTimeout(ctx, 3*time.Second)
+				defer cancel()
+				_, _ = c.client.Approve(actx, tk, "chaos")
+			})
+		}
+	}
+}
+
+// waitQuiescent waits until every submitted batch is published: its run's results subject
+// holds one result per call plus the finalized event.
+func (c *driver) waitQuiescent(ctx context.Context, w *workload) error {
+	deadline := time.Now().Add(3 * time.Minute)
+	var missing []string
+	for {
+		missing = missing[:0]
+		info, err := c.resultsInfo(ctx)
+		if err == nil {
+			for _, b := range w.batches {
+				sub := b.Submission
+				if info[c.names.ResultsSubject(sub.RunID)] < uint64(len(sub.Calls)+1) {
+					missing = append(missing, sub.BatchID())
+				}
+			}
+			if len(missing) == 0 {
+				return nil
+			}
+		}
+		if time.Now().After(deadline) {
+			slices.Sort(missing)
+			return fmt.Errorf("not quiescent after 3m: %d batches unpublished (%v), last error %v", len(missing), missing[:min(10, len(missing))], err)
+		}
+		select {
+		case <-time.After(500 * time.Millisecond):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+func (c *driver) resultsInfo(ctx context.Context) (map[string]uint64, error) {
+	ictx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	s, err := c.js.Stream(ictx, c.names.ResultsStream())
+	if err != nil {
+		return nil, err
+	}
+	info, err := s.Info(ictx, jetstream.WithSubjectFilter(c.names.ResultsWildcard()))
+	if err != nil {
+		return nil, err
+	}
+	return info.State.Subjects, nil
+}
+
+// check reads the streams and the ledger and runs the checker; it returns what it read
+// too, for a caller that attributes violations to faults.
+func (c *driver) check(ctx context.Context, h checker.History) (checker.Report, *checker.Observed, error) {
+	// A read may meet a server whose JetStream is not answering yet (a node that just
+	// restarted: "no responders"); it is retried until the deadline.
+	rctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	for {
+		obs, err := checker.Read(rctx, c.js, c.names)
+		if err == nil {
+			return checker.Check(h, obs, checker.RulesFor(c.cfg)), obs, nil
+		}
+		select {
+		case <-time.After(500 * time.Millisecond):
+		case <-rctx.Done():
+			return checker.Report{}, nil, err
+		}
+	}
+}
