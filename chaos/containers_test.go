@@ -18,6 +18,7 @@ import (
 
 	"github.com/awaken-dev/awaken/deploy"
 	"github.com/awaken-dev/awaken/internal/checker"
+	"github.com/awaken-dev/awaken/internal/ctxsleep"
 	"github.com/awaken-dev/awaken/pkg/awakentest"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
@@ -99,18 +100,18 @@ func TestChaos_cluster(t *testing.T) {
 	pace := func(ctx context.Context, i int) error {
 		want := int64(i * (len(schedule) + 1) / len(w.batches))
 		for begun.Load() < want {
-			if err := sleepCtx(ctx, 50*time.Millisecond); err != nil {
+			if err := ctxsleep.Sleep(ctx, 50*time.Millisecond); err != nil {
 				return err
 			}
 		}
-		return sleepCtx(ctx, 40*time.Millisecond)
+		return ctxsleep.Sleep(ctx, 40*time.Millisecond)
 	}
 	submitted := make(chan error, 1)
 	go func() { submitted <- cc.submitAll(runCtx, w, rec, pace) }()
 
 	var faults []fault
 	for i, kind := range schedule {
-		if err := sleepCtx(ctx, time.Duration(1000+rng.IntN(4000))*time.Millisecond); err != nil {
+		if err := ctxsleep.Sleep(ctx, time.Duration(1000+rng.IntN(4000))*time.Millisecond); err != nil {
 			t.Fatal(err)
 		}
 		begun.Add(1)
@@ -390,7 +391,7 @@ func (c *containerCluster) waitCaughtUp(ctx context.Context, within time.Duratio
 		if time.Now().After(deadline) {
 			return fmt.Errorf("not caught up after %s: %s", within, last)
 		}
-		if err := sleepCtx(ctx, 250*time.Millisecond); err != nil {
+		if err := ctxsleep.Sleep(ctx, 250*time.Millisecond); err != nil {
 			return err
 		}
 	}
@@ -421,7 +422,7 @@ func (c *containerCluster) inject(ctx context.Context, kind string, i int, rec *
 		if err != nil {
 			return f, err
 		}
-		if err := sleepCtx(ctx, time.Duration(500+c.rng.IntN(3000))*time.Millisecond); err != nil {
+		if err := ctxsleep.Sleep(ctx, time.Duration(500+c.rng.IntN(3000))*time.Millisecond); err != nil {
 			return f, err
 		}
 		err = c.d.Start(ctx, f.node)
@@ -440,7 +441,7 @@ func (c *containerCluster) inject(ctx context.Context, kind string, i int, rec *
 		if err := c.d.Disconnect(ctx, f.node); err != nil {
 			return f, err
 		}
-		sleepErr := sleepCtx(ctx, hold)
+		sleepErr := ctxsleep.Sleep(ctx, hold)
 		err = c.heal(func(ctx context.Context) error { return c.d.Reconnect(ctx, f.node) })
 		if err == nil {
 			err = sleepErr
@@ -454,7 +455,7 @@ func (c *containerCluster) inject(ctx context.Context, kind string, i int, rec *
 		if err := c.d.Pause(ctx, f.node); err != nil {
 			return f, err
 		}
-		sleepErr := sleepCtx(ctx, hold)
+		sleepErr := ctxsleep.Sleep(ctx, hold)
 		err = c.heal(func(ctx context.Context) error { return c.d.Unpause(ctx, f.node) })
 		if err == nil {
 			err = sleepErr
@@ -514,7 +515,7 @@ func (c *containerCluster) waitHealthy(ctx context.Context, within time.Duration
 		if time.Now().After(deadline) {
 			return fmt.Errorf("cluster not whole after %s: %s", within, last)
 		}
-		if err := sleepCtx(ctx, 250*time.Millisecond); err != nil {
+		if err := ctxsleep.Sleep(ctx, 250*time.Millisecond); err != nil {
 			return err
 		}
 	}
@@ -718,15 +719,4 @@ func envInt(name string, def int) int {
 		return v
 	}
 	return def
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }

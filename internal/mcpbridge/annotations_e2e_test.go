@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -78,22 +79,12 @@ executors:
 // the gate of this stack share that view.
 func (r annotationRun) waitCapability(t *testing.T, toolID string, want contracts.ToolRecoveryCapability) {
 	t.Helper()
-	deadline := time.Now().Add(waitTimeout)
-	for {
+	natstest.WaitFor(t, waitTimeout, func() bool {
 		tools, err := r.client.Tools(callCtx(t))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, tl := range tools {
-			if tl.ID == toolID && tl.Capability == want {
-				return
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the catalog never listed %s with capability %s: %+v", toolID, want, tools)
-		}
-		time.Sleep(50 * time.Millisecond) // poll interval of the condition above
-	}
+		return err == nil && slices.ContainsFunc(tools, func(tl contracts.CatalogTool) bool {
+			return tl.ID == toolID && tl.Capability == want
+		})
+	}, fmt.Sprintf("the catalog to list %s with capability %s", toolID, want))
 }
 
 // runs counts the calls of tool the MCP server logged.
