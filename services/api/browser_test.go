@@ -267,7 +267,11 @@ func TestBrowserConsoleShowsProgress(t *testing.T) {
 		chromedp.Click(batchSel(batchID, "> summary")),
 		chromedp.WaitVisible(batchSel(batchID, `.progress[data-call="c1"] progress`)),
 	)
-	shown := run(t, br, "read the progress", chromedp.Text(batchSel(batchID, `.progress[data-call="c1"]`)))
+	// The batch list re-renders on every event: wait until the text is there, then read it
+	// in one evaluation.
+	br.do(t, "wait for the progress text", chromedp.Poll[chromedp.Void](
+		`/^\s*\d+\/600 step \d+ of 600$/.test((document.querySelector('`+string(batchSel(batchID, `.progress[data-call="c1"]`))+`') || {}).textContent || "")`))
+	shown := textOf(t, br, batchSel(batchID, `.progress[data-call="c1"]`))
 	if !regexp.MustCompile(`^\s*\d+/600 step \d+ of 600$`).MatchString(shown) {
 		t.Errorf("progress shown as %q", shown)
 	}
