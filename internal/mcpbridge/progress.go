@@ -2,10 +2,12 @@ package mcpbridge
 
 import (
 	"context"
+	"encoding/json"
 	"strconv"
 	"sync"
 	"sync/atomic"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -18,6 +20,7 @@ type progressKey struct{}
 // WithProgress returns ctx carrying f: [Bridge.Invoke] then sends a progressToken in the
 // request _meta and hands every notifications/progress the server sends for that token to
 // f, until the call returns. Without it no token is sent, and a server sends no progress.
+// f must not block: over stdio it runs on the connection's reader (see [progressConn]).
 func WithProgress(ctx context.Context, f ProgressFunc) context.Context {
 	return context.WithValue(ctx, progressKey{}, f)
 }
@@ -43,18 +46,56 @@ func (r *progressRoutes) open(operationID string, f ProgressFunc) (string, func(
 	return token, func() { r.m.Delete(token) }
 }
 
-// deliver is the client's notifications/progress handler: it forwards a notification to
-// the receiver of its token; one for a token no call holds (the call returned, or the
-// server made it up) is dropped.
+// deliver is the client's notifications/progress handler (servers over HTTP): it forwards
+// a notification to the receiver of its token; one for a token no call holds (the call
+// returned, or the server made it up) is dropped.
 func (r *progressRoutes) deliver(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
-	if req == nil || req.Params == nil {
+	if req != nil {
+		r.deliverParams(req.Params)
+	}
+}
+
+func (r *progressRoutes) deliverParams(p *mcp.ProgressNotificationParams) {
+	if p == nil {
 		return
 	}
-	token, ok := req.Params.ProgressToken.(string)
+	token, ok := p.ProgressToken.(string)
 	if !ok {
 		return
 	}
 	if f, ok := r.m.Load(token); ok {
-		f.(ProgressFunc)(req.Params.Progress, req.Params.Total, req.Params.Message)
+		f.(ProgressFunc)(p.Progress, p.Total, p.Message)
+	}
+}
+
+// progressConn hands a stdio server's notifications/progress to their calls from the
+// connection's reader, before the next message is read. The SDK queues notifications for
+// a handler goroutine but hands a response straight to the call waiting for it, so the
+// last report a server writes before its response could reach the route after the call
+// returned and closed it, and be dropped; read in wire order, every report written before
+// the response arrives first. (The SDK's streamable HTTP connection cannot be wrapped so:
+// it depends on an unexported method; there the SDK's handler delivers, and a report that
+// loses that race is dropped, as progress may be.)
+type progressConn struct {
+	mcp.Connection
+	routes *progressRoutes
+}
+
+// Read implements mcp.Connection: progress notifications are delivered here and not
+// passed on; everything else is.
+func (c progressConn) Read(ctx context.Context) (jsonrpc.Message, error) {
+	for {
+		msg, err := c.Connection.Read(ctx)
+		if err != nil {
+			return msg, err
+		}
+		req, ok := msg.(*jsonrpc.Request)
+		if !ok || req.ID.IsValid() || req.Method != "notifications/progress" {
+			return msg, nil
+		}
+		var p mcp.ProgressNotificationParams
+		if json.Unmarshal(req.Params, &p) == nil {
+			c.routes.deliverParams(&p)
+		}
 	}
 }

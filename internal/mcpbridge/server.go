@@ -106,7 +106,7 @@ func (s *server) transport() (mcp.Transport, error) {
 	case s.cfg.Command != "" && s.cfg.URL == "":
 		return &commandTransport{
 			server: s.cfg.Name, command: s.cfg.Command, args: s.cfg.Args,
-			grace: s.b.opts.terminateGrace, log: s.log,
+			grace: s.b.opts.terminateGrace, log: s.log, progress: &s.b.progress,
 		}, nil
 	case s.cfg.URL != "" && s.cfg.Command == "":
 		return &mcp.StreamableClientTransport{

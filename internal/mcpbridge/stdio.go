@@ -26,6 +26,8 @@ type commandTransport struct {
 	args    []string
 	grace   time.Duration
 	log     zerolog.Logger
+	// progress receives the server's progress notifications in wire order (progressConn).
+	progress *progressRoutes
 }
 
 // Connect starts the child. The process is not bound to ctx: it lives until the session is
@@ -73,7 +75,7 @@ func (t *commandTransport) Connect(ctx context.Context) (mcp.Connection, error) 
 		child.Close()
 		return nil, err
 	}
-	return &probedStdioConn{Connection: conn, stdin: child}, nil
+	return progressConn{Connection: &probedStdioConn{Connection: conn, stdin: child}, routes: t.progress}, nil
 }
 
 // childProcess is one running MCP server process. It is the writer of its stdin (counting

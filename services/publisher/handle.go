@@ -249,11 +249,12 @@ func (s *Service) finalizeAndPublish(ctx context.Context, rec *contracts.BatchRe
 	}
 	s.progress.forget(key)
 	if marked {
-		// Counted once per batch: only the write that moved it to published gets here.
-		s.env.Telemetry.BatchPublished()
+		// Counted once per batch: only the write that moved it to published gets here. The
+		// calls first, so that a scrape that shows the batch published shows its calls.
 		for _, c := range pub.outcomes {
 			s.env.Telemetry.CallPublished(c.outcome, c.isError)
 		}
+		s.env.Telemetry.BatchPublished()
 	}
 	log.Info().Int("results", len(pub.results)-1).Bool("retried", finalizedBefore).Msg("batch published")
 	return nil
