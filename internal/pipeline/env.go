@@ -99,10 +99,10 @@ func NewEnv(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, cfg *con
 	return &Env{
 		Conn: nc, JS: js, Config: cfg, Names: names, Log: log,
 		Pub:      bus.NewPublisher(js),
-		Batches:  state.NewStore[contracts.BatchRecord](batches),
+		Batches:  state.NewStore[contracts.BatchRecord](batches, state.WithJetStream(js)),
 		Calls:    state.NewStore[contracts.CallRecord](calls, state.WithJetStream(js)),
-		Tickets:  state.NewStore[contracts.ResumeTicket](tickets),
-		Runs:     state.NewStore[contracts.RunRecord](runs),
+		Tickets:  state.NewStore[contracts.ResumeTicket](tickets, state.WithJetStream(js)),
+		Runs:     state.NewStore[contracts.RunRecord](runs, state.WithJetStream(js)),
 		Counters: counters,
 		Now:      func() time.Time { return time.Now().UTC() },
 		cache:    newBatchCache(batchCacheSize),
@@ -141,15 +141,29 @@ func (e *Env) Batch(ctx context.Context, runID string, step int64) (*contracts.B
 	if rec, ok := e.cache.get(key); ok {
 		return rec, nil
 	}
-	rec, _, err := e.Batches.Get(ctx, key)
+	rec, _, err := e.FreshBatch(ctx, runID, step)
 	if err != nil {
-		if errors.Is(err, state.ErrNotFound) {
-			return nil, fmt.Errorf("%w: %s", ErrBatchNotFound, contracts.BatchID(runID, step))
-		}
 		return nil, err
 	}
 	e.cache.put(key, &rec)
 	return &rec, nil
+}
+
+// FreshBatch reads the record of (runID, step) from the store, never from the cache. A
+// record the read finds missing is read again from the leader of the bucket's stream
+// before ErrBatchNotFound is returned: the batcher records a batch before any work of it
+// exists, so a handler holding such work that finds no record has, in a cluster, asked a
+// replica behind that write — and an absence taken for the truth drops the work for good.
+func (e *Env) FreshBatch(ctx context.Context, runID string, step int64) (contracts.BatchRecord, uint64, error) {
+	key := contracts.BatchKey(runID, step)
+	rec, rev, err := e.Batches.Get(ctx, key)
+	if errors.Is(err, state.ErrNotFound) {
+		rec, rev, err = e.Batches.GetFromLeader(ctx, key)
+	}
+	if errors.Is(err, state.ErrNotFound) {
+		return rec, 0, fmt.Errorf("%w: %s", ErrBatchNotFound, contracts.BatchID(runID, step))
+	}
+	return rec, rev, err
 }
 
 // CachedBatch returns the cached record of (runID, step), if there is one, without reading

@@ -42,16 +42,13 @@ func (s *Service) handleOutput(ctx context.Context, d bus.Delivery) error {
 		}
 	}
 	// Otherwise the phase matters, so the record is read fresh rather than from the cache.
-	rec, _, err := s.env.Batches.Get(ctx, key)
+	rec, _, err := s.env.FreshBatch(ctx, out.RunID, out.Step)
 	if err != nil {
-		if errors.Is(err, state.ErrNotFound) {
-			// Not permanent: the batcher records the batch before any of its calls can have
-			// an output, so a missing record is a read answered by a replica of the batches
-			// bucket behind that write (any replica answers a get). Dropping the output then
-			// left its batch unpublished for good (make chaos-cluster); it is retried, and
-			// dead-lettered on exhaustion only if the record never shows up.
-			return fmt.Errorf("publisher: %w: %s", pipeline.ErrBatchNotFound, contracts.BatchID(out.RunID, out.Step))
-		}
+		// A missing record is not permanent even though the leader confirmed it: the
+		// batcher records the batch before any of its calls can have an output, and
+		// dropping the last output leaves its batch unpublished for good (make
+		// chaos-cluster). It is retried, and dead-lettered on exhaustion only if the record
+		// never shows up.
 		return fmt.Errorf("publisher: load batch: %w", err)
 	}
 	cached := rec
@@ -105,9 +102,12 @@ func (s *Service) handleOutput(ctx context.Context, d bus.Delivery) error {
 //
 // The records are read with one batch get, which any replica may answer. A terminal
 // record never changes again, so a batch whose records all read terminal is final however
-// old the replica; anything else is confirmed with a consistent listing before the
-// barrier is declared closed — this output is acknowledged afterwards, and a stale "not
-// terminal" must not leave the batch unpublished.
+// old the replica. A call that reads missing or not terminal is read again from the
+// leader of the bucket's stream before the barrier is declared closed: this output is
+// acknowledged afterwards, and a stale "not terminal" would leave the batch unpublished
+// for good (make chaos-cluster: the last output acked while a replica still showed an
+// earlier call running). A call the leader confirms not terminal will publish its own
+// output once it is, and that output checks the barrier again.
 func (s *Service) terminalCalls(ctx context.Context, rec *contracts.BatchRecord) ([]contracts.CallRecord, bool, error) {
 	sub := &rec.Submission
 	keys := make([]string, len(sub.Calls))
@@ -115,18 +115,26 @@ func (s *Service) terminalCalls(ctx context.Context, rec *contracts.BatchRecord)
 		keys[i] = contracts.CallKey(sub.RunID, sub.Step, c.CallID)
 	}
 	entries, err := s.env.Calls.GetMany(ctx, keys)
-	if err == nil {
-		if calls, ready, err := matchCalls(rec, entries); err != nil || ready {
-			return calls, ready, err
-		}
-	} else {
-		// A batch get that timed out, or one an older auth.conf does not permit: the
-		// listing below answers all the same.
-		zerolog.Ctx(ctx).Debug().Err(err).Msg("batch get of the call records failed; listing them")
-	}
-	entries, err = s.env.Calls.List(ctx, contracts.CallKeysOfBatch(sub.RunID, sub.Step))
 	if err != nil {
-		return nil, false, fmt.Errorf("publisher: batch %s: list call records: %w", sub.BatchID(), err)
+		// A batch get that timed out, or one an older auth.conf does not permit: every
+		// key is read from the leader below.
+		zerolog.Ctx(ctx).Debug().Err(err).Msg("batch get of the call records failed; reading them from the leader")
+		entries = map[string]state.Entry[contracts.CallRecord]{}
+	}
+	for _, key := range keys {
+		if e, ok := entries[key]; ok && e.Value.Phase.IsTerminal() {
+			continue
+		}
+		v, rev, err := s.env.Calls.GetFromLeader(ctx, key)
+		switch {
+		case errors.Is(err, state.ErrNotFound):
+			return nil, false, nil
+		case err != nil:
+			return nil, false, fmt.Errorf("publisher: batch %s: read call record %s: %w", sub.BatchID(), key, err)
+		case !v.Phase.IsTerminal():
+			return nil, false, nil
+		}
+		entries[key] = state.Entry[contracts.CallRecord]{Key: key, Value: v, Revision: rev}
 	}
 	return matchCalls(rec, entries)
 }
@@ -179,11 +187,15 @@ func (s *Service) finalizeAndPublish(ctx context.Context, rec *contracts.BatchRe
 		return err
 	})
 	if err != nil {
-		if errors.Is(err, errBatchVanished) || errors.Is(err, contracts.ErrInvalidPersistedState) ||
-			errors.Is(err, contracts.ErrCallMismatch) || errors.Is(err, contracts.ErrIncomplete) {
-			return bus.Permanent(fmt.Errorf("publisher: finalize %s: %w", batchID, err))
+		err = fmt.Errorf("publisher: finalize %s: %w", batchID, err)
+		if errors.Is(err, errBatchVanished) {
+			return s.vanished(ctx, key, err)
 		}
-		return fmt.Errorf("publisher: finalize %s: %w", batchID, err)
+		if errors.Is(err, contracts.ErrInvalidPersistedState) ||
+			errors.Is(err, contracts.ErrCallMismatch) || errors.Is(err, contracts.ErrIncomplete) {
+			return bus.Permanent(err)
+		}
+		return err
 	}
 	// The batch is finalized: the run may take its next batch, or has ended.
 	if err := s.settleRun(ctx, sub, pub.ended); err != nil {
@@ -241,11 +253,14 @@ func (s *Service) finalizeAndPublish(ctx context.Context, rec *contracts.BatchRe
 		return err
 	})
 	if err != nil {
-		if errors.Is(err, errBatchVanished) || errors.Is(err, contracts.ErrInvalidPersistedState) ||
-			errors.Is(err, contracts.ErrInvalidTransition) {
-			return bus.Permanent(fmt.Errorf("publisher: mark %s published: %w", batchID, err))
+		err = fmt.Errorf("publisher: mark %s published: %w", batchID, err)
+		if errors.Is(err, errBatchVanished) {
+			return s.vanished(ctx, key, err)
 		}
-		return fmt.Errorf("publisher: mark %s published: %w", batchID, err)
+		if errors.Is(err, contracts.ErrInvalidPersistedState) || errors.Is(err, contracts.ErrInvalidTransition) {
+			return bus.Permanent(err)
+		}
+		return err
 	}
 	s.progress.forget(key)
 	if marked {
@@ -258,4 +273,20 @@ func (s *Service) finalizeAndPublish(ctx context.Context, rec *contracts.BatchRe
 	}
 	log.Info().Int("results", len(pub.results)-1).Bool("retried", finalizedBefore).Msg("batch published")
 	return nil
+}
+
+// vanished settles err, a batch record that an update's read found missing (any replica
+// answers that read): permanent only when the leader of the bucket's stream confirms the
+// record is gone (an operator purge); otherwise the read was behind the batch's writes and
+// the delivery is retried (make chaos-cluster dead-lettered such an output at finalize).
+func (s *Service) vanished(ctx context.Context, key string, err error) error {
+	_, _, lerr := s.env.Batches.GetFromLeader(ctx, key)
+	switch {
+	case errors.Is(lerr, state.ErrNotFound):
+		return bus.Permanent(err)
+	case lerr != nil:
+		return fmt.Errorf("%w (confirming with the leader: %v)", err, lerr)
+	}
+	zerolog.Ctx(ctx).Info().Str("batch_key", key).Msg("batch record read missing from a replica behind its writes; retrying")
+	return err
 }

@@ -69,7 +69,9 @@ func (c *progressCache) forget(key string) {
 }
 
 // allTerminal reports whether every call of rec is terminal, reading only the calls not
-// yet seen terminal, in model order, up to the first that is not.
+// yet seen terminal, in model order, up to the first that is not. The reads go to the
+// leader of the calls bucket's stream: a "not terminal" here acknowledges the output, so
+// it must not come from a replica behind the call's terminal write (see terminalCalls).
 func (c *progressCache) allTerminal(ctx context.Context, env *pipeline.Env, rec *contracts.BatchRecord) (bool, error) {
 	sub := &rec.Submission
 	p := c.get(contracts.BatchKey(sub.RunID, sub.Step), len(sub.Calls))
@@ -79,7 +81,7 @@ func (c *progressCache) allTerminal(ctx context.Context, env *pipeline.Env, rec 
 		if p.terminal[i] {
 			continue
 		}
-		cr, _, err := env.Calls.Get(ctx, contracts.CallKey(sub.RunID, sub.Step, call.CallID))
+		cr, _, err := env.Calls.GetFromLeader(ctx, contracts.CallKey(sub.RunID, sub.Step, call.CallID))
 		switch {
 		case errors.Is(err, state.ErrNotFound):
 			return false, nil

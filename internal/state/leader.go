@@ -1,0 +1,97 @@
+package state
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// JetStream API error codes a leader read tells apart.
+const (
+	jsErrNoMessageFound = 10037
+	jsErrStreamNotFound = 10059
+)
+
+// ErrBucketNotFound: the bucket a leader read names does not exist.
+var ErrBucketNotFound = errors.New("state: bucket not found")
+
+// ReadFromLeader returns the latest message stored for key in bucket as the leader of the
+// bucket's stream holds it: a plain message get ($JS.API.STREAM.MSG.GET), which only the
+// stream leader answers. A key-value get is a direct get, which any replica answers, so in
+// a cluster it can miss a write that is already committed (a follower catching up after a
+// restart, a partition, a pause); a write whose acknowledgement someone received is always
+// in the leader's answer. (A KV watcher is no better: its consumer is placed on any
+// replica.) A key without a current value (never written, deleted or purged) is
+// ErrNotFound; a bucket that does not exist is ErrBucketNotFound.
+//
+// It needs permission to publish on $JS.API.STREAM.MSG.GET.KV_<bucket>.
+func ReadFromLeader(ctx context.Context, nc *nats.Conn, bucket, key string) (*jetstream.RawStreamMsg, error) {
+	req, err := json.Marshal(map[string]string{"last_by_subj": "$KV." + bucket + "." + key})
+	if err != nil {
+		return nil, err
+	}
+	m, err := nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET.KV_"+bucket, req)
+	if err != nil {
+		return nil, fmt.Errorf("state: read %s/%s from the leader: %w", bucket, key, err)
+	}
+	var resp struct {
+		Error *struct {
+			ErrCode     int    `json:"err_code"`
+			Description string `json:"description"`
+		} `json:"error"`
+		Message *struct {
+			Subject  string `json:"subject"`
+			Sequence uint64 `json:"seq"`
+			Header   []byte `json:"hdrs"`
+			Data     []byte `json:"data"`
+		} `json:"message"`
+	}
+	if err := json.Unmarshal(m.Data, &resp); err != nil {
+		return nil, fmt.Errorf("state: read %s/%s from the leader: %w", bucket, key, err)
+	}
+	switch {
+	case resp.Error != nil && resp.Error.ErrCode == jsErrNoMessageFound:
+		return nil, fmt.Errorf("%w: %s/%s", ErrNotFound, bucket, key)
+	case resp.Error != nil && resp.Error.ErrCode == jsErrStreamNotFound:
+		return nil, fmt.Errorf("%w: %s", ErrBucketNotFound, bucket)
+	case resp.Error != nil:
+		return nil, fmt.Errorf("state: read %s/%s from the leader: %s (%d)", bucket, key, resp.Error.Description, resp.Error.ErrCode)
+	case resp.Message == nil:
+		return nil, fmt.Errorf("state: read %s/%s from the leader: empty reply", bucket, key)
+	}
+	var hdr nats.Header
+	if len(resp.Message.Header) > 0 {
+		if hdr, err = nats.DecodeHeadersMsg(resp.Message.Header); err != nil {
+			return nil, fmt.Errorf("state: read %s/%s from the leader: headers: %w", bucket, key, err)
+		}
+	}
+	if op := hdr.Get(kvOperationHeader); op == kvOpDelete || op == kvOpPurge {
+		return nil, fmt.Errorf("%w: %s/%s", ErrNotFound, bucket, key)
+	}
+	return &jetstream.RawStreamMsg{Subject: resp.Message.Subject, Sequence: resp.Message.Sequence, Header: hdr, Data: resp.Message.Data}, nil
+}
+
+// GetFromLeader is Get answered by the leader of the bucket's stream ([ReadFromLeader]):
+// for the reads whose answer is acted on for good — an absence that drops work, a value
+// that closes a barrier. Without [WithJetStream] it is Get.
+func (s *Store[T]) GetFromLeader(ctx context.Context, key string) (T, uint64, error) {
+	if s.opts.js == nil {
+		return s.Get(ctx, key)
+	}
+	var zero T
+	rctx, cancel := s.request(ctx)
+	m, err := ReadFromLeader(rctx, s.opts.js.Conn(), s.kv.Bucket(), key)
+	cancel()
+	if err != nil {
+		return zero, 0, err
+	}
+	v, err := s.decode(key, m.Data)
+	if err != nil {
+		return zero, 0, err
+	}
+	return v, m.Sequence, nil
+}
