@@ -88,13 +88,14 @@ chaos:
 ## chaos-cluster: the 3-node JetStream cluster chaos run in containers (Docker engine, the
 ## images below, nothing pulled): 500+ batches of the chaos workload while stream and
 ## bucket leaders are stopped and SIGKILLed, nodes partitioned, frozen past the ack wait
-## and replaced with an empty data directory (5+ of each); prints the checker's summary
-## and one line per fault kind ending in violations=N. AWAKEN_CHAOS_SEED replays the
+## and replaced with an empty data directory (5+ of each); prints the checker's summary,
+## one line per fault kind ending in violations=N, and the dead letters (the workload is
+## valid, so any is work given up: it fails the run). AWAKEN_CHAOS_SEED replays the
 ## workload and the fault schedule; AWAKEN_CHAOS_BATCHES and AWAKEN_CHAOS_REPEATS size it.
 ## The whole test log (each fault, container logs on failure) goes to bin/chaos-cluster.log.
 chaos-cluster: images
 	set -o pipefail; AWAKEN_CHAOS=cluster $(GO) test -count=1 -v -timeout 30m -run 'TestChaos_cluster' ./chaos/ \
-	  | tee $(BIN)/chaos-cluster.log | grep -E '^(checker:|fault |--- |ok|FAIL)|violation|seed|containers_test.go:'
+	  | tee $(BIN)/chaos-cluster.log | grep -E '^(checker:|fault |dead letters:|--- |ok|FAIL)|violation|seed|containers_test.go:'
 
 ## images: the two deployment images, FROM scratch, nothing pulled: awaken:dev (every
 ## service by subcommand, with the example configuration and wasm tools) and

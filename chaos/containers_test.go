@@ -3,6 +3,7 @@ package chaos_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -17,6 +18,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/awaken-dev/awaken/deploy"
+	"github.com/awaken-dev/awaken/internal/bus"
 	"github.com/awaken-dev/awaken/internal/checker"
 	"github.com/awaken-dev/awaken/internal/ctxsleep"
 	"github.com/awaken-dev/awaken/pkg/awakentest"
@@ -165,12 +167,49 @@ func TestChaos_cluster(t *testing.T) {
 	for _, v := range rep.Violations {
 		t.Errorf("violation: %s", v)
 	}
+	// The workload is valid input, so every dead letter is work a service gave up under
+	// the faults (an output dropped on a stale read left its batch unpublished before).
+	dead, err := deadLetters(ctx, cc.admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Printf("dead letters: dead_letters=%d\n", len(dead))
+	for _, d := range dead {
+		t.Errorf("dead letter: %s", d)
+	}
 	if rep.Batches < batches {
 		t.Errorf("checked %d batches, want at least %d", rep.Batches, batches)
 	}
 	if t.Failed() {
 		cc.dumpLogs(ctx)
 	}
+}
+
+// deadLetters describes every message on the dead-letter stream: the consumer that gave it
+// up, the code, the reason and the subject it was delivered on.
+func deadLetters(ctx context.Context, js jetstream.JetStream) ([]string, error) {
+	st, err := js.Stream(ctx, contracts.NewNames("").DeadLetterStream())
+	if err != nil {
+		return nil, fmt.Errorf("dead letters: %w", err)
+	}
+	info, err := st.Info(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("dead letters: %w", err)
+	}
+	var out []string
+	for seq := info.State.FirstSeq; info.State.Msgs > 0 && seq <= info.State.LastSeq; seq++ {
+		m, err := st.GetMsg(ctx, seq)
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("dead letters: message %d: %w", seq, err)
+		}
+		out = append(out, fmt.Sprintf("consumer %s, code %s, delivered %s on %s: %s",
+			m.Header.Get(bus.HeaderConsumer), m.Header.Get(bus.HeaderDeadCode), m.Header.Get(bus.HeaderDelivered),
+			m.Header.Get(bus.HeaderOriginalSubject), m.Header.Get(bus.HeaderDeadReason)))
+	}
+	return out, nil
 }
 
 // faultSchedule is the shuffled fault order: repeats of each kind, and at least one
