@@ -51,3 +51,46 @@ func TestGetFromLeaderMatchesGet(t *testing.T) {
 		t.Errorf("ReadFromLeader of a missing bucket = %v, want ErrBucketNotFound", err)
 	}
 }
+
+// TestUpdateConfirmsARefusalOnTheLeader: a transition fn refuses is refused again on the
+// value the stream leader holds before Update returns the error (the first read may come
+// from a replica behind the latest write); without the JetStream context there is no
+// leader read and fn runs once.
+func TestUpdateConfirmsARefusalOnTheLeader(t *testing.T) {
+	s, kv, js, ctx := newStoreJS(t)
+	leader := state.NewStore[counter](kv, state.WithJetStream(js))
+	if _, err := s.Put(ctx, "k", counter{N: 7}); err != nil {
+		t.Fatal(err)
+	}
+	refused := errors.New("refused")
+	for _, tc := range []struct {
+		name  string
+		store *state.Store[counter]
+		runs  int
+	}{{"with the leader read", leader, 2}, {"without", s, 1}} {
+		t.Run(tc.name, func(t *testing.T) {
+			var seen []int
+			_, _, err := tc.store.Update(ctx, "k", func(cur *counter, exists bool) error {
+				seen = append(seen, cur.N)
+				return refused
+			})
+			if !errors.Is(err, refused) {
+				t.Fatalf("Update = %v, want the refusal", err)
+			}
+			if len(seen) != tc.runs || seen[len(seen)-1] != 7 {
+				t.Fatalf("fn saw %v, want %d runs on the stored value 7", seen, tc.runs)
+			}
+		})
+	}
+	// An absence fn refuses is confirmed the same way.
+	var runs int
+	if _, _, err := leader.Update(ctx, "absent", func(_ *counter, exists bool) error {
+		runs++
+		if exists {
+			t.Error("absent key read as existing")
+		}
+		return refused
+	}); !errors.Is(err, refused) || runs != 2 {
+		t.Fatalf("Update of an absent key = %v after %d runs, want the refusal after 2", err, runs)
+	}
+}

@@ -283,26 +283,20 @@ func (s *Store[T]) updateRaw(ctx context.Context, key string, b []byte, rev uint
 // If fn returns ErrNoChange (possibly wrapped) nothing is written and Update returns the
 // current value and revision (zero and 0 when absent). Any other fn error aborts the loop
 // and is returned wrapped. On success Update returns the written value and its revision.
+//
+// The first read is a KV get, which in a cluster any replica may answer, possibly from
+// behind the latest write. That costs nothing when fn accepts the value (the write is
+// checked against the revision read, so a stale one only loses the swap), but an error fn
+// returns is final: it is therefore confirmed on the value the stream leader holds
+// ([Store.GetFromLeader], with [WithJetStream]) before it is returned — a publisher that
+// read a batch still open after it had finalized it dead-lettered its output as "not
+// finalized" (make chaos-cluster). After a lost swap the next read goes to the leader too.
 func (s *Store[T]) Update(ctx context.Context, key string, fn func(cur *T, exists bool) error) (T, uint64, error) {
 	var zero T
+	fromLeader := false
 	for attempt := 1; ; attempt++ {
-		var (
-			cur    T
-			raw    []byte
-			rev    uint64
-			exists bool
-		)
-		rctx, cancel := s.request(ctx)
-		e, err := s.kv.Get(rctx, key)
-		cancel()
-		switch {
-		case err == nil:
-			raw, rev, exists = e.Value(), e.Revision(), true
-			if cur, err = s.decode(key, raw); err != nil {
-				return zero, 0, err
-			}
-		case errors.Is(err, jetstream.ErrKeyNotFound):
-		default:
+		cur, raw, rev, exists, err := s.read(ctx, key, fromLeader)
+		if err != nil {
 			return zero, 0, fmt.Errorf("state: update %s/%s: read: %w", s.kv.Bucket(), key, err)
 		}
 
@@ -314,6 +308,11 @@ func (s *Store[T]) Update(ctx context.Context, key string, fn func(cur *T, exist
 				// fn may have modified cur before giving up: return the stored value.
 				v, derr := s.decode(key, raw)
 				return v, rev, derr
+			}
+			if !fromLeader && s.opts.js != nil {
+				fromLeader = true
+				attempt--
+				continue
 			}
 			return zero, 0, fmt.Errorf("state: update %s/%s: %w", s.kv.Bucket(), key, ferr)
 		}
@@ -342,10 +341,39 @@ func (s *Store[T]) Update(ctx context.Context, key string, fn func(cur *T, exist
 		if attempt >= s.opts.maxAttempts {
 			return zero, 0, fmt.Errorf("state: update %s/%s: gave up after %d attempts: %w", s.kv.Bucket(), key, attempt, err)
 		}
+		fromLeader = s.opts.js != nil
 		if err := backoff(ctx, attempt); err != nil {
 			return zero, 0, fmt.Errorf("state: update %s/%s: %w", s.kv.Bucket(), key, err)
 		}
 	}
+}
+
+// read returns the current value of key for Update: its decoded value, raw bytes and
+// revision, and whether it exists; from the stream leader when fromLeader is set.
+func (s *Store[T]) read(ctx context.Context, key string, fromLeader bool) (cur T, raw []byte, rev uint64, exists bool, err error) {
+	rctx, cancel := s.request(ctx)
+	defer cancel()
+	if fromLeader {
+		m, err := ReadFromLeader(rctx, s.opts.js.Conn(), s.kv.Bucket(), key)
+		switch {
+		case errors.Is(err, ErrNotFound):
+			return cur, nil, 0, false, nil
+		case err != nil:
+			return cur, nil, 0, false, err
+		}
+		raw, rev = m.Data, m.Sequence
+	} else {
+		e, err := s.kv.Get(rctx, key)
+		switch {
+		case errors.Is(err, jetstream.ErrKeyNotFound):
+			return cur, nil, 0, false, nil
+		case err != nil:
+			return cur, nil, 0, false, err
+		}
+		raw, rev = e.Value(), e.Revision()
+	}
+	cur, err = s.decode(key, raw)
+	return cur, raw, rev, err == nil, err
 }
 
 // backoff waits a random time up to min(maxBackoff, 1ms·2^attempt), so that writers that

@@ -187,15 +187,12 @@ func (s *Service) finalizeAndPublish(ctx context.Context, rec *contracts.BatchRe
 		return err
 	})
 	if err != nil {
-		err = fmt.Errorf("publisher: finalize %s: %w", batchID, err)
-		if errors.Is(err, errBatchVanished) {
-			return s.vanished(ctx, key, err)
-		}
-		if errors.Is(err, contracts.ErrInvalidPersistedState) ||
+		// Update confirmed these on the leader's value: they are not a lagging replica's.
+		if errors.Is(err, errBatchVanished) || errors.Is(err, contracts.ErrInvalidPersistedState) ||
 			errors.Is(err, contracts.ErrCallMismatch) || errors.Is(err, contracts.ErrIncomplete) {
-			return bus.Permanent(err)
+			return bus.Permanent(fmt.Errorf("publisher: finalize %s: %w", batchID, err))
 		}
-		return err
+		return fmt.Errorf("publisher: finalize %s: %w", batchID, err)
 	}
 	// The batch is finalized: the run may take its next batch, or has ended.
 	if err := s.settleRun(ctx, sub, pub.ended); err != nil {
@@ -253,14 +250,12 @@ func (s *Service) finalizeAndPublish(ctx context.Context, rec *contracts.BatchRe
 		return err
 	})
 	if err != nil {
-		err = fmt.Errorf("publisher: mark %s published: %w", batchID, err)
-		if errors.Is(err, errBatchVanished) {
-			return s.vanished(ctx, key, err)
+		// Update confirmed these on the leader's value: they are not a lagging replica's.
+		if errors.Is(err, errBatchVanished) || errors.Is(err, contracts.ErrInvalidPersistedState) ||
+			errors.Is(err, contracts.ErrInvalidTransition) {
+			return bus.Permanent(fmt.Errorf("publisher: mark %s published: %w", batchID, err))
 		}
-		if errors.Is(err, contracts.ErrInvalidPersistedState) || errors.Is(err, contracts.ErrInvalidTransition) {
-			return bus.Permanent(err)
-		}
-		return err
+		return fmt.Errorf("publisher: mark %s published: %w", batchID, err)
 	}
 	s.progress.forget(key)
 	if marked {
@@ -273,20 +268,4 @@ func (s *Service) finalizeAndPublish(ctx context.Context, rec *contracts.BatchRe
 	}
 	log.Info().Int("results", len(pub.results)-1).Bool("retried", finalizedBefore).Msg("batch published")
 	return nil
-}
-
-// vanished settles err, a batch record that an update's read found missing (any replica
-// answers that read): permanent only when the leader of the bucket's stream confirms the
-// record is gone (an operator purge); otherwise the read was behind the batch's writes and
-// the delivery is retried (make chaos-cluster dead-lettered such an output at finalize).
-func (s *Service) vanished(ctx context.Context, key string, err error) error {
-	_, _, lerr := s.env.Batches.GetFromLeader(ctx, key)
-	switch {
-	case errors.Is(lerr, state.ErrNotFound):
-		return bus.Permanent(err)
-	case lerr != nil:
-		return fmt.Errorf("%w (confirming with the leader: %v)", err, lerr)
-	}
-	zerolog.Ctx(ctx).Info().Str("batch_key", key).Msg("batch record read missing from a replica behind its writes; retrying")
-	return err
 }
