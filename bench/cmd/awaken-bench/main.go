@@ -146,7 +146,10 @@ type result struct {
 	Writes      []writeCount `json:"writes_per_call,omitempty"`
 	Large       []largeBatch `json:"large_parallel_batches,omitempty"`
 	PeakRSSMiB  float64      `json:"peak_rss_mib"`
-	Error       string       `json:"error,omitempty"`
+	// PeakRSSLoadMiB is the row process's peak RSS when the latency and throughput series
+	// ended, before the write count and the large batches (Linux VmHWM; 0 elsewhere).
+	PeakRSSLoadMiB float64 `json:"peak_rss_load_mib,omitempty"`
+	Error          string  `json:"error,omitempty"`
 }
 
 // target runs one batch of n echo calls to completion and returns the ordered outputs.
@@ -304,6 +307,24 @@ func ratios(rs []result) map[string]float64 {
 	return out
 }
 
+// peakRSSMiB is this process's peak resident set so far (VmHWM of /proc/self/status), 0
+// where there is none.
+func peakRSSMiB() float64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			var kib float64
+			if _, err := fmt.Sscan(strings.TrimSuffix(strings.TrimSpace(v), " kB"), &kib); err == nil {
+				return kib / 1024
+			}
+		}
+	}
+	return 0
+}
+
 // loadAverage is the first three fields of /proc/loadavg ("" where there is none).
 func loadAverage() string {
 	b, err := os.ReadFile("/proc/loadavg")
@@ -340,6 +361,9 @@ func printTable(w *os.File, rep report) {
 				fmt.Fprintf(w, " %s %.2f", n, wc.ByStream[n])
 			}
 			fmt.Fprintln(w)
+		}
+		if r.PeakRSSLoadMiB > 0 && len(r.Large) > 0 {
+			fmt.Fprintf(w, "  %-24s peak RSS %.1fMiB through the latency and throughput series (%.1fMiB with the large batches)\n", r.Row, r.PeakRSSLoadMiB, r.PeakRSSMiB)
 		}
 		for _, l := range r.Large {
 			fmt.Fprintf(w, "  %-24s parallel %3d calls: median %9.1fms, %6.2fms/call, %6.0f calls/s %s\n", r.Row, l.Calls, l.MedianMs, l.PerCallMs, l.CallsPerSec, l.FirstBatchErr)
@@ -418,6 +442,7 @@ func measureRow(row string, s settings) (res result) {
 		res.Error = err.Error()
 		return res
 	}
+	res.PeakRSSLoadMiB = peakRSSMiB()
 	if sr, ok := t.(serverRow); ok {
 		if err := measureWrites(ctx, t, sr, &res); err != nil {
 			res.Error = err.Error()
