@@ -3,7 +3,6 @@ package chaos_test
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -21,6 +20,7 @@ import (
 	"github.com/awaken-dev/awaken/internal/bus"
 	"github.com/awaken-dev/awaken/internal/checker"
 	"github.com/awaken-dev/awaken/internal/ctxsleep"
+	"github.com/awaken-dev/awaken/internal/servicetest"
 	"github.com/awaken-dev/awaken/pkg/awakentest"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
@@ -169,13 +169,13 @@ func TestChaos_cluster(t *testing.T) {
 	}
 	// The workload is valid input, so every dead letter is work a service gave up under
 	// the faults (an output dropped on a stale read left its batch unpublished before).
-	dead, err := deadLetters(ctx, cc.admin)
-	if err != nil {
-		t.Fatal(err)
-	}
+	names := contracts.NewNames("")
+	dead := servicetest.ReadStored(t, ctx, cc.admin, names.DeadLetterStream(), names.DeadLetterSubject("*"), false)
 	fmt.Printf("dead letters: dead_letters=%d\n", len(dead))
-	for _, d := range dead {
-		t.Errorf("dead letter: %s", d)
+	for _, m := range dead {
+		t.Errorf("dead letter: consumer %s, code %s, delivered %s on %s: %s",
+			m.Header.Get(bus.HeaderConsumer), m.Header.Get(bus.HeaderDeadCode), m.Header.Get(bus.HeaderDelivered),
+			m.Header.Get(bus.HeaderOriginalSubject), m.Header.Get(bus.HeaderDeadReason))
 	}
 	if rep.Batches < batches {
 		t.Errorf("checked %d batches, want at least %d", rep.Batches, batches)
@@ -183,33 +183,6 @@ func TestChaos_cluster(t *testing.T) {
 	if t.Failed() {
 		cc.dumpLogs(ctx)
 	}
-}
-
-// deadLetters describes every message on the dead-letter stream: the consumer that gave it
-// up, the code, the reason and the subject it was delivered on.
-func deadLetters(ctx context.Context, js jetstream.JetStream) ([]string, error) {
-	st, err := js.Stream(ctx, contracts.NewNames("").DeadLetterStream())
-	if err != nil {
-		return nil, fmt.Errorf("dead letters: %w", err)
-	}
-	info, err := st.Info(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("dead letters: %w", err)
-	}
-	var out []string
-	for seq := info.State.FirstSeq; info.State.Msgs > 0 && seq <= info.State.LastSeq; seq++ {
-		m, err := st.GetMsg(ctx, seq)
-		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			continue
-		}
-		if err != nil {
-			return nil, fmt.Errorf("dead letters: message %d: %w", seq, err)
-		}
-		out = append(out, fmt.Sprintf("consumer %s, code %s, delivered %s on %s: %s",
-			m.Header.Get(bus.HeaderConsumer), m.Header.Get(bus.HeaderDeadCode), m.Header.Get(bus.HeaderDelivered),
-			m.Header.Get(bus.HeaderOriginalSubject), m.Header.Get(bus.HeaderDeadReason)))
-	}
-	return out, nil
 }
 
 // faultSchedule is the shuffled fault order: repeats of each kind, and at least one

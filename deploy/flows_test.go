@@ -105,6 +105,21 @@ func acceptanceFlow(t *testing.T, c *client.Client, tag string) {
 		}
 	})
 
+	t.Run("parallel batch", func(t *testing.T) {
+		// Every call of a delegate batch completes in parallel: the gate's probe decides
+		// them together (one batch get of their records, each tool's pause read once) and
+		// the publisher's barrier reads the calls not yet terminal from the leader.
+		sub := batch(run("parallel"), 1, []string{"delegate"},
+			call("d0", "delegate", map[string]any{"task": "a", "ms": 5}),
+			call("d1", "delegate", map[string]any{"task": "b", "ms": 5}),
+			call("d2", "delegate", map[string]any{"task": "c", "ms": 5}))
+		res, err := c.SubmitAndWait(ctx, sub)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantTexts(t, res, "delegated: a", "delegated: b", "delegated: c")
+	})
+
 	t.Run("approval", func(t *testing.T) {
 		sub := exampleBatch(t, "batch-approval.json")
 		sub.RunID = run(sub.RunID)

@@ -289,12 +289,12 @@ func (k *Kit) DeadLetters(consumer string) []Stored {
 
 func (k *Kit) read(stream, subject string, strict bool) []Stored {
 	k.T.Helper()
-	return readStored(k.T, k.Ctx, k.JS, stream, subject, strict)
+	return ReadStored(k.T, k.Ctx, k.JS, stream, subject, strict)
 }
 
-// readStored reads every message on subject (exact) of stream, in stream order; strict
-// fails t on a message that is not a CloudEvent.
-func readStored(t testing.TB, ctx context.Context, js jetstream.JetStream, stream, subject string, strict bool) []Stored {
+// ReadStored reads every message on subject (a subject or a wildcard) of stream, in
+// stream order; strict fails t on a message that is not a CloudEvent.
+func ReadStored(t testing.TB, ctx context.Context, js jetstream.JetStream, stream, subject string, strict bool) []Stored {
 	t.Helper()
 	s, err := js.Stream(ctx, stream)
 	if err != nil {
@@ -395,7 +395,7 @@ func (w logWriter) Write(p []byte) (int, error) {
 // of runID, in stream order, and how many other events that subject holds.
 func ProgressEvents(t testing.TB, js jetstream.JetStream, names contracts.Names, runID string) (progress []contracts.ToolProgress, others int) {
 	t.Helper()
-	for _, m := range readStored(t, Context(t, WaitTimeout), js, names.EventsStream(), names.EventsSubject(runID), true) {
+	for _, m := range ReadStored(t, Context(t, WaitTimeout), js, names.EventsStream(), names.EventsSubject(runID), true) {
 		if m.Event.Type != contracts.TypeToolProgress {
 			others++
 			continue

@@ -357,9 +357,9 @@ func (s *Service) httpCancel(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	runID := r.PathValue("run_id")
-	if req.RunID != "" && req.RunID != runID {
-		s.writeError(w, r, apiErr(http.StatusBadRequest, CodeInvalidRequest, "run_id in the body differs from the path"))
+	runID, err := pathValue(r, "run_id", req.RunID)
+	if err != nil {
+		s.writeError(w, r, err)
 		return
 	}
 	res, err := s.CancelRun(r.Context(), runID, req.Reason)
@@ -401,4 +401,14 @@ func (s *Service) httpBatch(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, b)
+}
+
+// pathValue returns the path wildcard name of r; a body that names it too (inBody not
+// empty) must name the same.
+func pathValue(r *http.Request, name, inBody string) (string, error) {
+	v := r.PathValue(name)
+	if inBody != "" && inBody != v {
+		return "", apiErr(http.StatusBadRequest, CodeInvalidRequest, "%s in the body differs from the path", name)
+	}
+	return v, nil
 }

@@ -205,6 +205,8 @@ func TestHTTPErrors(t *testing.T) {
 		{"malformed batch id", "GET", "/v1/batches/nonsense", "", nil, 400, "invalid_request"},
 		{"bad limit", "GET", "/v1/batches?limit=x", "", nil, 400, "invalid_request"},
 		{"cancel with bad run id", "POST", "/v1/runs/bad.run/cancel", "{}", nil, 400, "invalid_id"},
+		{"cancel naming another run in the body", "POST", "/v1/runs/" + run + "/cancel", `{"run_id":"run-other"}`, nil, 400, "invalid_request"},
+		{"pause naming another tool in the body", "POST", "/v1/tools/echo/pause", `{"tool_id":"counter"}`, nil, 400, "invalid_request"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

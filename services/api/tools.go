@@ -276,9 +276,9 @@ func (s *Service) httpPause(w http.ResponseWriter, r *http.Request, do func(cont
 		s.writeError(w, r, err)
 		return
 	}
-	toolID := r.PathValue("tool_id")
-	if req.ToolID != "" && req.ToolID != toolID {
-		s.writeError(w, r, apiErr(http.StatusBadRequest, CodeInvalidRequest, "tool_id in the body differs from the path"))
+	toolID, err := pathValue(r, "tool_id", req.ToolID)
+	if err != nil {
+		s.writeError(w, r, err)
 		return
 	}
 	req.ToolID = toolID

@@ -25,14 +25,25 @@ type decision struct {
 	bound string
 }
 
+// pauseMemo holds the pauses one handler has read, by tool id, so that decisions made
+// together (a probe's) read each tool's pause once.
+type pauseMemo map[string]*contracts.ToolPause
+
 // decideNow reads whether call i's tool is paused and runs the gate chain for it. The
-// pause is read at every decision, from the leader of the pauses bucket (see
-// [pipeline.Env.ToolPaused]), so a pause the api acknowledged applies to every decision
-// that starts after the acknowledgement.
-func (s *Service) decideNow(ctx context.Context, b *contracts.BatchRecord, i int) (decision, error) {
-	pause, err := s.env.ToolPaused(ctx, b.Submission.Calls[i].ToolID)
-	if err != nil {
-		return decision{}, fmt.Errorf("gate: %w", err)
+// pause is read at every decision (or once per tool for the decisions a memo groups),
+// from the leader of the pauses bucket (see [pipeline.Env.ToolPaused]), so a pause the
+// api acknowledged applies to every decision that starts after the acknowledgement.
+func (s *Service) decideNow(ctx context.Context, b *contracts.BatchRecord, i int, memo pauseMemo) (decision, error) {
+	toolID := b.Submission.Calls[i].ToolID
+	pause, read := memo[toolID]
+	if !read {
+		var err error
+		if pause, err = s.env.ToolPaused(ctx, toolID); err != nil {
+			return decision{}, fmt.Errorf("gate: %w", err)
+		}
+		if memo != nil {
+			memo[toolID] = pause
+		}
 	}
 	return s.decide(b, i, pause), nil
 }

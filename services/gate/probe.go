@@ -81,14 +81,15 @@ func (s *Service) probe(ctx context.Context, b *contracts.BatchRecord) error {
 // and the caller starts over from what is committed.
 func (s *Service) decideAll(ctx context.Context, b *contracts.BatchRecord) (recs []contracts.CallRecord, parallel, wrote bool, err error) {
 	n := len(b.Submission.Calls)
-	recs = make([]contracts.CallRecord, n)
-	revs := make([]uint64, n)
+	recs, revs, err := s.loadCalls(ctx, b)
+	if err != nil {
+		return nil, false, false, err
+	}
 	decidedNow := make([]bool, n)
+	// The calls of one probe are decided together: each tool's pause is read once for all.
+	pauses := pauseMemo{}
 	parallel = true
 	for i := range n {
-		if recs[i], revs[i], err = s.loadCall(ctx, b, i); err != nil {
-			return nil, false, false, err
-		}
 		rec := &recs[i]
 		if rec.Phase.Kind != contracts.PhaseRequested || rec.Decision != nil {
 			// Decided by an earlier delivery of this probe, or sealed by a cancellation; a
@@ -96,7 +97,7 @@ func (s *Service) decideAll(ctx context.Context, b *contracts.BatchRecord) (recs
 			parallel = parallel && rec.Decision != nil && rec.Decision.IsAllow()
 			continue
 		}
-		d, err := s.decideNow(ctx, b, i)
+		d, err := s.decideNow(ctx, b, i, pauses)
 		if err != nil {
 			return nil, false, false, err
 		}

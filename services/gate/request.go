@@ -37,6 +37,33 @@ func (s *Service) loadCall(ctx context.Context, b *contracts.BatchRecord, i int)
 	return rec, rev, nil
 }
 
+// loadCalls is loadCall for every call of b, with one batch get instead of a read per
+// call (the probe of a parallel batch).
+func (s *Service) loadCalls(ctx context.Context, b *contracts.BatchRecord) ([]contracts.CallRecord, []uint64, error) {
+	n := len(b.Submission.Calls)
+	keys := make([]string, n)
+	for i := range n {
+		keys[i] = callKey(b, i)
+	}
+	entries, err := s.env.Calls.GetMany(ctx, keys)
+	if err != nil {
+		return nil, nil, fmt.Errorf("gate: read the calls of %s: %w", b.Submission.BatchID(), err)
+	}
+	recs, revs := make([]contracts.CallRecord, n), make([]uint64, n)
+	for i, key := range keys {
+		e, ok := entries[key]
+		if !ok {
+			recs[i] = newCallRecord(b, i)
+			continue
+		}
+		if err := b.CheckCall(i, &e.Value); err != nil {
+			return nil, nil, bus.Permanent(err)
+		}
+		recs[i], revs[i] = e.Value, e.Revision
+	}
+	return recs, revs, nil
+}
+
 // putCall writes rec: Create when rev is 0, else a compare-and-swap on rev. It returns the
 // new revision. A lost race is reported as [errRaced] so the caller re-reads and decides
 // again from what is committed.
@@ -100,7 +127,7 @@ func (s *Service) gateCall(ctx context.Context, b *contracts.BatchRecord, i int,
 		decidedNow := rec.Decision == nil
 		if decidedNow {
 			var err error
-			if d, err = s.decideNow(ctx, b, i); err != nil {
+			if d, err = s.decideNow(ctx, b, i, nil); err != nil {
 				return err
 			}
 			if err := rec.Decide(d.outcome, s.env.Telemetry.TraceParent(ctx), s.env.Now()); err != nil {
