@@ -318,8 +318,8 @@ func (x *Executor) Handle(ctx context.Context, d bus.Delivery) error {
 	if err != nil {
 		return err
 	}
-	out = FinishOutput(req.CallID, out)
-	if out, err = x.byReference(ctx, op, out); err != nil {
+	out, size := finishOutput(req.CallID, out, MaxOutputBytes)
+	if out, err = x.byReference(ctx, op, out, size); err != nil {
 		return err
 	}
 
@@ -618,19 +618,50 @@ func DecodeRequest(data []byte) (contracts.ExecRequest, error) {
 // valid and at most [MaxOutputBytes] of JSON — otherwise an execution error output that
 // says why.
 func FinishOutput(callID string, out contracts.ToolOutput) contracts.ToolOutput {
+	out, _ = finishOutput(callID, out, MaxOutputBytes)
+	return out
+}
+
+// finishOutput is [FinishOutput] against limit, also returning the size of the output's
+// JSON when it was encoded (-1 when it was not: an error output, small by construction),
+// so that byReference does not encode a large output a second time.
+//
+// An output whose strings alone exceed the limit is refused without being encoded: JSON
+// writes every byte of a string as at least one byte, so its encoding is larger still, and
+// encoding tens of MiB only to learn that costs the handler far more than the test.
+func finishOutput(callID string, out contracts.ToolOutput, limit int) (contracts.ToolOutput, int) {
 	out.CallID = callID
 	out = out.Normalize()
 	if err := out.Validate(); err != nil {
-		return contracts.ExecutionFailed("invalid tool output: " + err.Error()).Output(callID)
+		return contracts.ExecutionFailed("invalid tool output: " + err.Error()).Output(callID), -1
+	}
+	tooLarge := func() (contracts.ToolOutput, int) {
+		return contracts.ExecutionFailed(fmt.Sprintf("output exceeds %d bytes", limit)).Output(callID), -1
+	}
+	if stringBytes(out.Content) > limit {
+		return tooLarge()
 	}
 	b, err := json.Marshal(out)
 	if err != nil {
-		return contracts.ExecutionFailed("tool output cannot be encoded: " + err.Error()).Output(callID)
+		return contracts.ExecutionFailed("tool output cannot be encoded: " + err.Error()).Output(callID), -1
 	}
-	if len(b) > MaxOutputBytes {
-		return contracts.ExecutionFailed(fmt.Sprintf("output exceeds %d bytes", MaxOutputBytes)).Output(callID)
+	if len(b) > limit {
+		return tooLarge()
 	}
-	return out
+	return out, len(b)
+}
+
+// stringBytes is a lower bound of the JSON size of blocks: the lengths of the strings
+// that carry their payload (text, image data), nested blocks included.
+func stringBytes(blocks []contracts.ContentBlock) int {
+	n := 0
+	for _, b := range blocks {
+		n += len(b.Text) + stringBytes(b.Content)
+		if b.Source != nil {
+			n += len(b.Source.Data)
+		}
+	}
+	return n
 }
 
 // truncate cuts s to at most n bytes on a rune boundary.

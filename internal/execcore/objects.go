@@ -59,11 +59,20 @@ func (x *Executor) inlineLimit() int {
 // operation id and the bytes' digest, so storing it again after a crash or a redelivery
 // writes the same object under the same name (and skips the write when it is already
 // there). An error means the object could not be stored; the request is then retried.
-func (x *Executor) byReference(ctx context.Context, op string, out contracts.ToolOutput) (contracts.ToolOutput, error) {
+//
+// size is the length of out's JSON when the caller already encoded it (finishOutput), or
+// negative to have it encoded here.
+func (x *Executor) byReference(ctx context.Context, op string, out contracts.ToolOutput, size int) (contracts.ToolOutput, error) {
 	limit := x.inlineLimit()
-	encoded, err := json.Marshal(out)
-	if err != nil || len(encoded) <= limit {
-		return out, nil // FinishOutput already turned an unencodable output into an error
+	if size < 0 {
+		encoded, err := json.Marshal(out)
+		if err != nil {
+			return out, nil // FinishOutput already turned an unencodable output into an error
+		}
+		size = len(encoded)
+	}
+	if size <= limit {
+		return out, nil
 	}
 	data, mimeType, err := objectBytes(out)
 	if err != nil {

@@ -2,6 +2,7 @@ package execcore_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -137,14 +138,58 @@ func TestObjectRewriteIsIdempotent(t *testing.T) {
 	}
 }
 
+// TestFinishOutputLimit: the limit applies to the output's JSON, envelope and escapes
+// included; an output at the limit passes with its size reported, one byte more fails,
+// and one whose strings alone exceed the limit fails without being encoded.
+func TestFinishOutputLimit(t *testing.T) {
+	const limit = 200
+	oneByte, err := json.Marshal(contracts.TextOutput("c", "a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fits := limit - (len(oneByte) - 1) // text bytes that make the JSON exactly limit long
+	tooLarge := fmt.Sprintf("tool execution failed: output exceeds %d bytes", limit)
+	for _, tc := range []struct {
+		name     string
+		out      contracts.ToolOutput
+		wantText string // "" means the output passes unchanged
+	}{
+		{"exactly the limit", contracts.TextOutput("", strings.Repeat("a", fits)), ""},
+		{"one byte over (the envelope decides)", contracts.TextOutput("", strings.Repeat("a", fits+1)), tooLarge},
+		{"escapes count as written", contracts.TextOutput("", strings.Repeat("\x01", fits/6+1)), tooLarge},
+		{"strings alone over the limit", contracts.TextOutput("", strings.Repeat("a", limit+1)), tooLarge},
+		{"image data counts", contracts.ToolOutput{Content: []contracts.ContentBlock{
+			{Type: contracts.BlockImage, Source: &contracts.ImageSource{Type: "base64", MediaType: "image/png", Data: strings.Repeat("A", limit)}}}}, tooLarge},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, size := execcore.FinishOutputWithin("c", tc.out, limit)
+			if tc.wantText == "" {
+				b, err := json.Marshal(got)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !got.Equal(contracts.ToolOutput{CallID: "c", Content: tc.out.Content}) || size != len(b) || size > limit {
+					t.Errorf("got %.80q (size %d, JSON %d bytes), want the output unchanged at most %d bytes", got.Text(), size, len(b), limit)
+				}
+				return
+			}
+			if got.Text() != tc.wantText || !got.IsError || size >= 0 {
+				t.Errorf("got %.80q (error %v, size %d), want %q", got.Text(), got.IsError, size, tc.wantText)
+			}
+		})
+	}
+}
+
 // TestOutputSizeLimits: an output of several MiB is stored and linked; one over 64 MiB
-// completes with the oversize execution error, and nothing is stored.
+// completes with the oversize execution error, and nothing is stored. (The boundary
+// itself is TestFinishOutputLimit's: encoding 64 MiB under the race detector takes ten
+// seconds and more.)
 func TestOutputSizeLimits(t *testing.T) {
 	e := exectest.New(t, testConfig)
 	mib5 := strings.Repeat("0123456789abcdef", 5<<16) // 5 MiB
 	start(t, e, &scripted{body: func(_ context.Context, inv execcore.Invocation) (contracts.ToolOutput, error) {
 		if inv.CallID == "huge" {
-			return contracts.TextOutput("", strings.Repeat("x", contracts.MaxOutputBytes)), nil
+			return contracts.TextOutput("", strings.Repeat("x", contracts.MaxOutputBytes+1)), nil
 		}
 		return contracts.TextOutput("", mib5), nil
 	}})
