@@ -3,6 +3,10 @@ SHELL := /bin/bash
 GO ?= go
 export GOTOOLCHAIN ?= local
 export TESTCONTAINERS_RYUK_DISABLED ?= true
+# -trimpath: no binary, test binary or vet result records this checkout's directory, so
+# the Go build cache serves every clone of the repository alike (a fresh clone compiles
+# only what changed) and the binaries are reproducible.
+export GOFLAGS := $(strip $(GOFLAGS) -trimpath)
 
 BIN := bin
 PKGS := ./...

@@ -51,9 +51,14 @@ type cluster struct {
 	unexpectedExits, restarts int
 }
 
+// repoRoot is the module root: a test runs in its package's directory (not
+// runtime.Caller, whose file name is module-relative under -trimpath).
 func repoRoot() string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Dir(filepath.Dir(file))
+	dir, err := filepath.Abs("..")
+	if err != nil {
+		panic(err)
+	}
+	return dir
 }
 
 // build compiles the awaken binary and nats-server (from the module's own dependency) into

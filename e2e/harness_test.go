@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -26,10 +25,17 @@ import (
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
-// repoRoot is the module root, for the example files.
+// repoRoot is the module root, for the example files: a test runs in its package's
+// directory (not runtime.Caller, whose file name is module-relative under -trimpath).
 func repoRoot(tb testing.TB) string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Dir(filepath.Dir(file))
+	dir, err := filepath.Abs("..")
+	if err != nil {
+		if tb == nil {
+			panic(err)
+		}
+		tb.Fatal(err)
+	}
+	return dir
 }
 
 // exampleConfig loads examples/awaken.yaml, the configuration `make run` uses, so the

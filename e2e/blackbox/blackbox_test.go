@@ -13,7 +13,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -22,9 +21,14 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
+// repoRoot is the module root: a test runs in its package's directory (not
+// runtime.Caller, whose file name is module-relative under -trimpath).
 func repoRoot() string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "..")
+	dir, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		panic(err)
+	}
+	return dir
 }
 
 func freePort(t *testing.T) int {

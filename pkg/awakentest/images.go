@@ -4,7 +4,6 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -76,12 +75,23 @@ func natsVersion() string {
 // RepoDir returns the root of the awaken module this package was compiled from: the
 // repository for its own tests, the module cache for a platform team's. [BuildImages]
 // builds from it.
+//
+// The source path compiled into this package is used when it is absolute; a build with
+// -trimpath records a module-relative one, and then the go command, asked from the
+// working directory, names the module's directory (`go list -m`).
 func RepoDir() (string, error) {
-	_, file, _, ok := runtime.Caller(0)
-	if !ok {
-		return "", errors.New("awakentest: cannot locate the package source")
+	var dir string
+	if _, file, _, ok := runtime.Caller(0); ok && filepath.IsAbs(file) {
+		dir = filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
+	} else {
+		out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", modulePath).Output()
+		if err != nil {
+			return "", fmt.Errorf("awakentest: locate the %s module: go list -m: %w", modulePath, err)
+		}
+		if dir = strings.TrimSpace(string(out)); dir == "" {
+			return "", fmt.Errorf("awakentest: go list -m names no directory for %s", modulePath)
+		}
 	}
-	dir := filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
 	mod, err := os.ReadFile(filepath.Join(dir, "go.mod"))
 	if err != nil {
 		return "", fmt.Errorf("awakentest: module root: %w", err)
