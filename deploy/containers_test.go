@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -31,7 +33,14 @@ import (
 // service. The subtests share
 // the deployment and run in order; the kill comes last.
 func TestContainers_singleServer(t *testing.T) {
-	d := run(t, awakentest.Options{BrainExecReplicas: 3})
+	// The example configuration with a 5 s ack wait for the 30 s default: the kill subtest
+	// waits one ack wait for the killed gate's unsettled messages to come back.
+	cfg, err := os.ReadFile(filepath.Join("..", "examples", "awaken.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg = append(cfg, "\nconsumers:\n  ack_wait: 5s\n"...)
+	d := run(t, awakentest.Options{BrainExecReplicas: 3, ConfigYAML: cfg})
 	admin := adminJS(t, d)
 	names := contracts.NewNames("")
 

@@ -25,8 +25,9 @@ type Outgoing struct {
 // that every re-publish after a crash is deduplicated by the stream. It holds no state of
 // its own beyond the JetStream context and is safe for concurrent use.
 type Publisher struct {
-	js     jetstream.JetStream
-	inject Injector
+	js         jetstream.JetStream
+	inject     Injector
+	ackTimeout time.Duration // 0: PublishAckTimeout
 }
 
 // Injector adds attributes derived from ctx to an outgoing event just before it is
@@ -42,7 +43,23 @@ func NewPublisher(js jetstream.JetStream) *Publisher { return &Publisher{js: js}
 // removes it). The copy shares the JetStream context; p itself is unchanged, so a
 // Publisher already handed to other goroutines is never mutated.
 func (p *Publisher) WithInjector(inject Injector) *Publisher {
-	return &Publisher{js: p.js, inject: inject}
+	return &Publisher{js: p.js, inject: inject, ackTimeout: p.ackTimeout}
+}
+
+// WithAckTimeout returns a copy of p whose publishes wait at most d for their
+// acknowledgements instead of [PublishAckTimeout] (d <= 0 restores the default); p itself
+// is unchanged.
+func (p *Publisher) WithAckTimeout(d time.Duration) *Publisher {
+	return &Publisher{js: p.js, inject: p.inject, ackTimeout: max(d, 0)}
+}
+
+// withAckTimeout bounds ctx by the publisher's acknowledgement timeout.
+func (p *Publisher) withAckTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
+	d := p.ackTimeout
+	if d == 0 {
+		d = PublishAckTimeout
+	}
+	return context.WithTimeout(ctx, d)
 }
 
 // encode renders e on subject after applying the injector to a copy of it, so the
@@ -66,7 +83,7 @@ func (p *Publisher) JetStream() jetstream.JetStream { return p.js }
 // (the same event id inside the duplicate window) is a success: the returned PubAck has
 // Duplicate set and the sequence of the original message.
 func (p *Publisher) Publish(ctx context.Context, subject string, e Event) (*jetstream.PubAck, error) {
-	ctx, cancel := context.WithTimeout(ctx, PublishAckTimeout)
+	ctx, cancel := p.withAckTimeout(ctx)
 	defer cancel()
 	ack, err := p.js.PublishMsg(ctx, p.encode(ctx, subject, e))
 	if err != nil {
@@ -96,7 +113,7 @@ func (p *Publisher) PublishAll(ctx context.Context, out []Outgoing) error {
 	if len(out) == 0 {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, PublishAckTimeout)
+	ctx, cancel := p.withAckTimeout(ctx)
 	defer cancel()
 	futures := make([]jetstream.PubAckFuture, len(out))
 	var firstErr error
@@ -176,7 +193,7 @@ func isAtomicDuplicate(err error) bool {
 // deduplicated; the server strips that id from the message it delivers on the target, whose
 // ce-* headers and body are e's.
 func (p *Publisher) PublishScheduled(ctx context.Context, scheduleSubject, targetSubject string, at time.Time, e Event) error {
-	ctx, cancel := context.WithTimeout(ctx, PublishAckTimeout)
+	ctx, cancel := p.withAckTimeout(ctx)
 	defer cancel()
 	_, err := p.js.PublishMsg(ctx, p.encode(ctx, scheduleSubject, e),
 		jetstream.WithScheduleAt(at), jetstream.WithScheduleTarget(targetSubject))

@@ -363,9 +363,12 @@ func TestPublishWithoutAckIsBounded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	caller, cancel := context.WithTimeout(context.Background(), 6*bus.PublishAckTimeout)
+	// The bound under test is the publisher's (PublishAckTimeout by default); a short one
+	// keeps the test from waiting ten seconds for it.
+	const bound = 300 * time.Millisecond
+	caller, cancel := context.WithTimeout(context.Background(), 100*bound)
 	defer cancel()
-	_, err = bus.NewPublisher(js).Publish(caller, "silent.one", ev)
+	_, err = bus.NewPublisher(js).WithAckTimeout(bound).Publish(caller, "silent.one", ev)
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("publish without an ack: %v, want an error matching context.DeadlineExceeded", err)
 	}
