@@ -324,45 +324,53 @@ func TestBeforeDispatchHook(t *testing.T) {
 	}
 }
 
-// TestInvoke_stdioProgressArrivesBeforeTheResult: every notifications/progress a stdio
-// server writes before its response reaches the receiver before Invoke returns, even when
-// the receiver is slow. The receiver holds its first report until Invoke returned or a
-// bound passed: had the SDK's handler goroutine delivered it (as it did), the response
-// overtook the queued reports, Invoke returned, and the reports behind the first were
-// dropped with the closed route.
-func TestInvoke_stdioProgressArrivesBeforeTheResult(t *testing.T) {
-	const steps = 5
-	b := newBridge(t, []config.MCPServer{stdioServer("test", newCallLog(t))})
-	returned := make(chan struct{})
-	var mu sync.Mutex
-	var got []float64
-	first := true
-	ctx := mcpbridge.WithProgress(callCtx(t), func(progress, _ float64, _ string) {
-		mu.Lock()
-		hold := first
-		first = false
-		mu.Unlock()
-		if hold {
-			select {
-			case <-returned:
-			case <-time.After(2 * time.Second): // the bound of the negative: Invoke did not return
+// TestInvoke_progressArrivesBeforeTheResult: every notifications/progress a server writes
+// before its response reaches the receiver before Invoke returns, even when the receiver
+// is slow, over stdio and over streamable HTTP. The receiver holds its first report until
+// Invoke returned or a bound passed: had the SDK's handler goroutine delivered it (as it
+// did), the response overtook the queued reports, Invoke returned, and the reports behind
+// the first were dropped with the closed route.
+func TestInvoke_progressArrivesBeforeTheResult(t *testing.T) {
+	for _, transport := range []string{"stdio", "http"} {
+		t.Run(transport, func(t *testing.T) {
+			const steps = 5
+			server := stdioServer("test", newCallLog(t))
+			if transport == "http" {
+				server = config.MCPServer{Name: "test", URL: startHTTPServer(t, "127.0.0.1:0", newCallLog(t)).url()}
 			}
-		}
-		mu.Lock()
-		got = append(got, progress)
-		mu.Unlock()
-	})
-	out, err := b.Invoke(ctx, "mcp__test__progress", json.RawMessage(fmt.Sprintf(`{"steps":%d,"ms":1}`, steps)), "op-progress-order")
-	close(returned)
-	if err != nil {
-		t.Fatalf("Invoke: %v", err)
-	}
-	if want := fmt.Sprintf("progressed %d steps (token: yes)", steps); out.Text() != want {
-		t.Fatalf("output %q, want %q", out.Text(), want)
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	if len(got) != steps || got[steps-1] != steps {
-		t.Fatalf("reports received before Invoke returned: %v, want 1..%d", got, steps)
+			b := newBridge(t, []config.MCPServer{server})
+			returned := make(chan struct{})
+			var mu sync.Mutex
+			var got []float64
+			first := true
+			ctx := mcpbridge.WithProgress(callCtx(t), func(progress, _ float64, _ string) {
+				mu.Lock()
+				hold := first
+				first = false
+				mu.Unlock()
+				if hold {
+					select {
+					case <-returned:
+					case <-time.After(2 * time.Second): // the bound of the negative: Invoke did not return
+					}
+				}
+				mu.Lock()
+				got = append(got, progress)
+				mu.Unlock()
+			})
+			out, err := b.Invoke(ctx, "mcp__test__progress", json.RawMessage(fmt.Sprintf(`{"steps":%d,"ms":1}`, steps)), "op-progress-order")
+			close(returned)
+			if err != nil {
+				t.Fatalf("Invoke: %v", err)
+			}
+			if want := fmt.Sprintf("progressed %d steps (token: yes)", steps); out.Text() != want {
+				t.Fatalf("output %q, want %q", out.Text(), want)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if len(got) != steps || got[steps-1] != steps {
+				t.Fatalf("reports received before Invoke returned: %v, want 1..%d", got, steps)
+			}
+		})
 	}
 }

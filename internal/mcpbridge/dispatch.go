@@ -98,13 +98,23 @@ func (c *probedStdioConn) Write(ctx context.Context, msg jsonrpc.Message) error 
 
 // probeRoundTripper is the HTTP transport under the SDK's streamable client. For a POST
 // carrying the tools/call request of a probed invocation it records the attempt and
-// whether it provably delivered nothing.
+// whether it provably delivered nothing; the progress notifications of every event
+// stream it returns are delivered as they are read ([progressTee]).
 type probeRoundTripper struct {
-	base http.RoundTripper
+	base     http.RoundTripper
+	progress *progressRoutes
 }
 
 // RoundTrip implements http.RoundTripper.
 func (rt probeRoundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := rt.roundTrip(req)
+	if err == nil {
+		teeProgress(resp, rt.progress)
+	}
+	return resp, err
+}
+
+func (rt probeRoundTripper) roundTrip(req *http.Request) (*http.Response, error) {
 	p := probeFrom(req.Context())
 	if p == nil || req.Method != http.MethodPost || !carriesToolCall(req) {
 		return rt.base.RoundTrip(req)

@@ -46,15 +46,8 @@ func (r *progressRoutes) open(operationID string, f ProgressFunc) (string, func(
 	return token, func() { r.m.Delete(token) }
 }
 
-// deliver is the client's notifications/progress handler (servers over HTTP): it forwards
-// a notification to the receiver of its token; one for a token no call holds (the call
-// returned, or the server made it up) is dropped.
-func (r *progressRoutes) deliver(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
-	if req != nil {
-		r.deliverParams(req.Params)
-	}
-}
-
+// deliverParams forwards a notification to the receiver of its token; one for a token no
+// call holds (the call returned, or the server made it up) is dropped.
 func (r *progressRoutes) deliverParams(p *mcp.ProgressNotificationParams) {
 	if p == nil {
 		return
@@ -73,9 +66,9 @@ func (r *progressRoutes) deliverParams(p *mcp.ProgressNotificationParams) {
 // a handler goroutine but hands a response straight to the call waiting for it, so the
 // last report a server writes before its response could reach the route after the call
 // returned and closed it, and be dropped; read in wire order, every report written before
-// the response arrives first. (The SDK's streamable HTTP connection cannot be wrapped so:
-// it depends on an unexported method; there the SDK's handler delivers, and a report that
-// loses that race is dropped, as progress may be.)
+// the response arrives first. (The SDK's streamable HTTP connection cannot be wrapped so —
+// it depends on an unexported method — and there [progressTee] reads the event stream
+// under it to the same effect.)
 type progressConn struct {
 	mcp.Connection
 	routes *progressRoutes

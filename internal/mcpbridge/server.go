@@ -111,7 +111,7 @@ func (s *server) transport() (mcp.Transport, error) {
 	case s.cfg.URL != "" && s.cfg.Command == "":
 		return &mcp.StreamableClientTransport{
 			Endpoint:   s.cfg.URL,
-			HTTPClient: &http.Client{Transport: probeRoundTripper{base: s.http}},
+			HTTPClient: &http.Client{Transport: probeRoundTripper{base: s.http, progress: &s.b.progress}},
 		}, nil
 	default:
 		return nil, errNoTransport
@@ -168,8 +168,10 @@ func (s *server) connect(ctx context.Context) (*session, error) {
 	if err != nil {
 		return nil, err
 	}
-	client := mcp.NewClient(&clientInfo, &mcp.ClientOptions{ToolListChangedHandler: s.onToolListChanged,
-		ProgressNotificationHandler: s.b.progress.deliver})
+	// No ProgressNotificationHandler: progress is delivered in wire order by the
+	// transports (progressConn over stdio, progressTee over HTTP), which the SDK's
+	// handler goroutine cannot promise.
+	client := mcp.NewClient(&clientInfo, &mcp.ClientOptions{ToolListChangedHandler: s.onToolListChanged})
 	cs, err := client.Connect(ctx, t, nil)
 	if err != nil {
 		return nil, fmt.Errorf("connect: %w", withCause(ctx, err))
