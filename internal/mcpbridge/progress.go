@@ -20,7 +20,8 @@ type progressKey struct{}
 // WithProgress returns ctx carrying f: [Bridge.Invoke] then sends a progressToken in the
 // request _meta and hands every notifications/progress the server sends for that token to
 // f, until the call returns. Without it no token is sent, and a server sends no progress.
-// f must not block: over stdio it runs on the connection's reader (see [progressConn]).
+// f must not block: it runs on the reader of the server's connection or event stream (see
+// [progressConn], [progressTee]).
 func WithProgress(ctx context.Context, f ProgressFunc) context.Context {
 	return context.WithValue(ctx, progressKey{}, f)
 }
