@@ -43,14 +43,18 @@ func NewPublisher(js jetstream.JetStream) *Publisher { return &Publisher{js: js}
 // removes it). The copy shares the JetStream context; p itself is unchanged, so a
 // Publisher already handed to other goroutines is never mutated.
 func (p *Publisher) WithInjector(inject Injector) *Publisher {
-	return &Publisher{js: p.js, inject: inject, ackTimeout: p.ackTimeout}
+	c := *p
+	c.inject = inject
+	return &c
 }
 
 // WithAckTimeout returns a copy of p whose publishes wait at most d for their
 // acknowledgements instead of [PublishAckTimeout] (d <= 0 restores the default); p itself
 // is unchanged.
 func (p *Publisher) WithAckTimeout(d time.Duration) *Publisher {
-	return &Publisher{js: p.js, inject: p.inject, ackTimeout: max(d, 0)}
+	c := *p
+	c.ackTimeout = max(d, 0)
+	return &c
 }
 
 // withAckTimeout bounds ctx by the publisher's acknowledgement timeout.

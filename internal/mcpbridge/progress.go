@@ -83,13 +83,22 @@ func (c progressConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 		if err != nil {
 			return msg, err
 		}
-		req, ok := msg.(*jsonrpc.Request)
-		if !ok || req.ID.IsValid() || req.Method != "notifications/progress" {
+		if !c.routes.deliverMessage(msg) {
 			return msg, nil
 		}
-		var p mcp.ProgressNotificationParams
-		if json.Unmarshal(req.Params, &p) == nil {
-			c.routes.deliverParams(&p)
-		}
 	}
+}
+
+// deliverMessage delivers msg when it is a notifications/progress and reports whether it
+// was one (delivered or, for a token no call holds, dropped).
+func (r *progressRoutes) deliverMessage(msg jsonrpc.Message) bool {
+	req, ok := msg.(*jsonrpc.Request)
+	if !ok || req.ID.IsValid() || req.Method != "notifications/progress" {
+		return false
+	}
+	var p mcp.ProgressNotificationParams
+	if json.Unmarshal(req.Params, &p) == nil {
+		r.deliverParams(&p)
+	}
+	return true
 }

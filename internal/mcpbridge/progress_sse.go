@@ -2,13 +2,11 @@ package mcpbridge
 
 import (
 	"bytes"
-	"encoding/json"
 	"io"
 	"mime"
 	"net/http"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // maxProgressEvent bounds what the progress tee buffers of one server-sent event: a
@@ -113,16 +111,7 @@ func (t *progressTee) endLine() {
 
 // deliver hands data to its route when it is a progress notification.
 func (t *progressTee) deliver(data []byte) {
-	msg, err := jsonrpc.DecodeMessage(data)
-	if err != nil {
-		return
-	}
-	req, ok := msg.(*jsonrpc.Request)
-	if !ok || req.ID.IsValid() || req.Method != "notifications/progress" {
-		return
-	}
-	var p mcp.ProgressNotificationParams
-	if json.Unmarshal(req.Params, &p) == nil {
-		t.routes.deliverParams(&p)
+	if msg, err := jsonrpc.DecodeMessage(data); err == nil {
+		t.routes.deliverMessage(msg)
 	}
 }

@@ -25,16 +25,24 @@ var errRaced = errors.New("record changed concurrently")
 func (s *Service) loadCall(ctx context.Context, b *contracts.BatchRecord, i int) (contracts.CallRecord, uint64, error) {
 	key := callKey(b, i)
 	rec, rev, err := s.env.Calls.Get(ctx, key)
-	if errors.Is(err, state.ErrNotFound) {
-		return newCallRecord(b, i), 0, nil
-	}
-	if err != nil {
+	found := err == nil
+	if err != nil && !errors.Is(err, state.ErrNotFound) {
 		return contracts.CallRecord{}, 0, fmt.Errorf("gate: read call %s: %w", key, err)
 	}
-	if err := b.CheckCall(i, &rec); err != nil {
-		return contracts.CallRecord{}, 0, bus.Permanent(err)
+	rec, err = readCall(b, i, rec, found)
+	return rec, rev, err
+}
+
+// readCall is call i's record as read: a fresh Requested record when none was found, else
+// the stored one, which must belong to call i of b.
+func readCall(b *contracts.BatchRecord, i int, rec contracts.CallRecord, found bool) (contracts.CallRecord, error) {
+	if !found {
+		return newCallRecord(b, i), nil
 	}
-	return rec, rev, nil
+	if err := b.CheckCall(i, &rec); err != nil {
+		return contracts.CallRecord{}, bus.Permanent(err)
+	}
+	return rec, nil
 }
 
 // loadCalls is loadCall for every call of b, with one batch get instead of a read per
@@ -51,15 +59,11 @@ func (s *Service) loadCalls(ctx context.Context, b *contracts.BatchRecord) ([]co
 	}
 	recs, revs := make([]contracts.CallRecord, n), make([]uint64, n)
 	for i, key := range keys {
-		e, ok := entries[key]
-		if !ok {
-			recs[i] = newCallRecord(b, i)
-			continue
+		e, found := entries[key]
+		if recs[i], err = readCall(b, i, e.Value, found); err != nil {
+			return nil, nil, err
 		}
-		if err := b.CheckCall(i, &e.Value); err != nil {
-			return nil, nil, bus.Permanent(err)
-		}
-		recs[i], revs[i] = e.Value, e.Revision
+		revs[i] = e.Revision
 	}
 	return recs, revs, nil
 }

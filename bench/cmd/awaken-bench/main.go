@@ -147,7 +147,7 @@ type result struct {
 	Large       []largeBatch `json:"large_parallel_batches,omitempty"`
 	PeakRSSMiB  float64      `json:"peak_rss_mib"`
 	// PeakRSSLoadMiB is the row process's peak RSS when the latency and throughput series
-	// ended, before the write count and the large batches (Linux VmHWM; 0 elsewhere).
+	// ended, before the write count and the large batches (ru_maxrss then).
 	PeakRSSLoadMiB float64 `json:"peak_rss_load_mib,omitempty"`
 	Error          string  `json:"error,omitempty"`
 }
@@ -307,22 +307,14 @@ func ratios(rs []result) map[string]float64 {
 	return out
 }
 
-// peakRSSMiB is this process's peak resident set so far (VmHWM of /proc/self/status), 0
-// where there is none.
+// peakRSSMiB is this process's peak resident set so far: the figure the parent reads
+// for the whole row when the child exits (getrusage's ru_maxrss), 0 where there is none.
 func peakRSSMiB() float64 {
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
 		return 0
 	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-			var kib float64
-			if _, err := fmt.Sscan(strings.TrimSuffix(strings.TrimSpace(v), " kB"), &kib); err == nil {
-				return kib / 1024
-			}
-		}
-	}
-	return 0
+	return float64(ru.Maxrss) / 1024 // Linux reports KiB
 }
 
 // loadAverage is the first three fields of /proc/loadavg ("" where there is none).
