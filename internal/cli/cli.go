@@ -101,7 +101,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case "healthcheck":
 		err = runHealthcheck(ctx, rest, stderr)
 	case "submit":
-		err = runSubmit(ctx, rest, stdout)
+		err = runSubmit(ctx, rest, stdout, stderr)
 	case "tickets":
 		err = runTickets(ctx, rest, stdout)
 	case "runs":
@@ -342,7 +342,7 @@ func runBatch(ctx context.Context, args []string, stdout io.Writer) error {
 	batchID := args[1]
 	fs := newFlags("batch show")
 	connect := dialClient(fs)
-	asJSON := fs.Bool("json", false, "print the batch view as JSON")
+	asJSON := jsonFlag(fs, stdout)
 	if err := parseArgs(fs, args[2:]); err != nil {
 		return err
 	}
@@ -420,10 +420,11 @@ func printJSON(w io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
-func runSubmit(ctx context.Context, args []string, stdout io.Writer) error {
+func runSubmit(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("submit")
 	connect := dialClient(fs)
 	wait := fs.Bool("wait", false, "wait for the ordered results and print them")
+	asJSON := jsonFlag(fs, stdout)
 	if err := parseArgs(fs, args); err != nil {
 		return err
 	}
@@ -436,7 +437,7 @@ func runSubmit(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	var sub contracts.BatchSubmission
 	if err := json.Unmarshal(data, &sub); err != nil {
-		return fmt.Errorf("%s: %w", fs.Arg(0), err)
+		return batchFileError(fs.Arg(0), data, err)
 	}
 	c, ctx, done, err := connect(ctx)
 	if err != nil {
@@ -448,17 +449,16 @@ func runSubmit(ctx context.Context, args []string, stdout io.Writer) error {
 		if err != nil {
 			return err
 		}
-		return printJSON(stdout, map[string]string{"batch_id": id})
+		return renderSubmitted(stdout, fs.Arg(0), id, *asJSON)
 	}
+	renderWaiting(stderr, sub.BatchID())
+	stopNotes := announceTickets(ctx, c, sub.RunID, sub.Step, stderr)
 	res, err := c.SubmitAndWait(ctx, sub)
+	stopNotes()
 	if err != nil {
 		return err
 	}
-	return printJSON(stdout, struct {
-		BatchID   string                      `json:"batch_id"`
-		Results   []contracts.ToolResultEvent `json:"results"`
-		Finalized contracts.BatchFinalized    `json:"finalized"`
-	}{res.BatchID, res.Results, res.Finalized})
+	return renderResults(stdout, submitResult{res.BatchID, res.Results, res.Finalized}, *asJSON)
 }
 
 func runTickets(ctx context.Context, args []string, stdout io.Writer) error {
@@ -472,6 +472,7 @@ func runTickets(ctx context.Context, args []string, stdout io.Writer) error {
 	reason := fs.String("reason", "", "denial reason (deny)")
 	edited := fs.String("arguments", "", "approve with these arguments instead of the proposed ones (a JSON object; approve)")
 	as := fs.String("as", env("AWAKEN_ACTOR", defaultActor()), "who decides, recorded with the resolution (env AWAKEN_ACTOR; default: the OS user)")
+	asJSON := jsonFlag(fs, stdout)
 	// Accept the id before or after the flags.
 	var id string
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
@@ -498,7 +499,7 @@ func runTickets(ctx context.Context, args []string, stdout io.Writer) error {
 		if ts == nil {
 			ts = []contracts.ResumeTicket{}
 		}
-		return printJSON(stdout, ts)
+		return renderTickets(stdout, ts, *asJSON)
 	case "show", "approve", "deny":
 		if id == "" {
 			return &usageError{"usage: awaken tickets " + sub + " CORRELATION_ID"}
@@ -508,7 +509,7 @@ func runTickets(ctx context.Context, args []string, stdout io.Writer) error {
 			return err
 		}
 		if sub == "show" {
-			return printJSON(stdout, t)
+			return renderTicket(stdout, t, *asJSON)
 		}
 		d := contracts.PermissionDecision{Decision: contracts.DecisionDeny, Reason: *reason}
 		if sub == "approve" {
@@ -526,7 +527,7 @@ func runTickets(ctx context.Context, args []string, stdout io.Writer) error {
 		if err != nil {
 			return err
 		}
-		return printJSON(stdout, res)
+		return renderResolution(stdout, res, *asJSON)
 	}
 	return &usageError{fmt.Sprintf("unknown tickets command %q", sub)}
 }
@@ -547,6 +548,7 @@ func runRuns(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := newFlags("runs cancel")
 	connect := dialClient(fs)
 	reason := fs.String("reason", "cancelled by operator", "why")
+	asJSON := jsonFlag(fs, stdout)
 	if err := parseArgs(fs, args[2:]); err != nil {
 		return err
 	}
@@ -561,7 +563,7 @@ func runRuns(ctx context.Context, args []string, stdout io.Writer) error {
 	if err := c.Cancel(ctx, runID, *reason); err != nil {
 		return err
 	}
-	return printJSON(stdout, map[string]string{"run_id": runID, "status": "cancel requested"})
+	return renderCancel(stdout, runID, *asJSON)
 }
 
 func runCounter(ctx context.Context, args []string, stdout io.Writer) error {
