@@ -109,7 +109,7 @@ func TestBatchFileError(t *testing.T) {
 	dir := t.TempDir()
 	for _, tc := range []struct {
 		name, text, want string
-		as           any
+		as               any
 	}{
 		{"syntax", "{\n  \"run_id\": \"r\",\n  \"step\": 1,,\n}\n", ":3:13: not a batch submission: invalid character ','", new(*json.SyntaxError)},
 		{"type", "{\n  \"run_id\": \"r\",\n  \"step\": \"one\"\n}\n", ":3:15: not a batch submission: json: cannot unmarshal string", new(*json.UnmarshalTypeError)},
@@ -205,7 +205,9 @@ policy:
 	ask := file("ask.json", servicetest.Submission("run-ask", 1, servicetest.CallJSON("c1", "ask_me", map[string]string{})))
 	var waitOut, waitErr natstest.SyncBuffer
 	exited := make(chan int, 1)
-	go func() { exited <- Main(ctx, append([]string{"submit", ask, "--wait", "--json=false"}, url...), &waitOut, &waitErr) }()
+	go func() {
+		exited <- Main(ctx, append([]string{"submit", ask, "--wait", "--json=false"}, url...), &waitOut, &waitErr)
+	}()
 	natstest.WaitFor(t, 30*time.Second, func() bool { return strings.Contains(waitErr.String(), "waiting on ticket ") },
 		"submit --wait to name the ticket")
 	out, _ = run("tickets", "ls")
