@@ -156,7 +156,12 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	httpAddr, token, tokens, publicMetrics := apiFlags(fs)
 	syncLevel := fs.String("sync", env("AWAKEN_SYNC", string(devstack.DefaultDevSync)), "embedded JetStream durability: always (fsync every write: survives power loss) or lazy (survives a process crash only; env AWAKEN_SYNC)")
 	secure := fs.Bool("secure", envBool("AWAKEN_SECURE"), "least-privilege NATS users of deploy/nats/auth.conf (passwords from AWAKEN_NATS_PASSWORD_<USER>, generated when unset)")
+	logger := logFlags(fs, stderr)
 	if err := parseArgs(fs, args); err != nil {
+		return err
+	}
+	log, err := logger()
+	if err != nil {
 		return err
 	}
 	cfg, err := config.Load(*cfgPath)
@@ -172,7 +177,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return fmt.Errorf("dev --sync: %w", err)
 	}
 	app.LimitDevMemory()
-	o := devstack.DevOptions{Config: cfg, DataDir: *data, Listen: *listen, HTTP: *httpAddr, APIToken: *token, APITokens: named, PublicMetrics: *publicMetrics, Secure: *secure, Sync: sync}
+	o := devstack.DevOptions{Config: cfg, Log: &log, DataDir: *data, Listen: *listen, HTTP: *httpAddr, APIToken: *token, APITokens: named, PublicMetrics: *publicMetrics, Secure: *secure, Sync: sync}
 	if *secure {
 		if o.Passwords, err = devPasswords(); err != nil {
 			return err

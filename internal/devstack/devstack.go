@@ -31,6 +31,9 @@ import (
 // DevOptions configures `awaken dev`.
 type DevOptions struct {
 	Config *config.Config
+	// Log is where the stack logs; nil means JSON lines on stderr at the level of
+	// AWAKEN_LOG_LEVEL.
+	Log *zerolog.Logger
 	// DataDir holds the JetStream file store; in-flight batches survive a restart on it.
 	DataDir string
 	// Listen is the host:port outside clients (and the nats CLI) connect to.
@@ -89,6 +92,9 @@ func Dev(ctx context.Context, o DevOptions) error {
 		return fmt.Errorf("dev: data dir: %w", err)
 	}
 	log := app.NewLogger(os.Stderr, os.Getenv("AWAKEN_LOG_LEVEL"))
+	if o.Log != nil {
+		log = *o.Log
+	}
 	if o.Sync == "" {
 		o.Sync = DefaultDevSync
 	}
