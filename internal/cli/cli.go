@@ -177,7 +177,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return fmt.Errorf("dev --sync: %w", err)
 	}
 	app.LimitDevMemory()
-	o := devstack.DevOptions{Config: cfg, Log: &log, DataDir: *data, Listen: *listen, HTTP: *httpAddr, APIToken: *token, APITokens: named, PublicMetrics: *publicMetrics, Secure: *secure, Sync: sync}
+	o := devstack.DevOptions{Config: cfg, Log: &log, StopNow: stopNow(ctx), DataDir: *data, Listen: *listen, HTTP: *httpAddr, APIToken: *token, APITokens: named, PublicMetrics: *publicMetrics, Secure: *secure, Sync: sync}
 	if *secure {
 		if o.Passwords, err = devPasswords(); err != nil {
 			return err
@@ -246,10 +246,7 @@ func runService(ctx context.Context, name string, args []string, stderr io.Write
 	}
 	log.Info().Str("service", name).Str("nats_url", f.url).Msg("ready")
 	<-ctx.Done()
-	log.Info().Str("service", name).Msg("draining")
-	stopCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	return st.Stop(stopCtx)
+	return app.StopGracefully(st, log.With().Str("service", name).Logger(), app.DefaultStopTimeout, stopNow(ctx))
 }
 
 // ensureFlag declares --ensure, shared by the service subcommands and api.
@@ -329,10 +326,7 @@ func runAPI(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	log.Info().Str("service", app.API).Str("nats_url", *url).Str("console", console).Msg("ready")
 	fmt.Fprintf(stdout, "awaken api ready: micro service %q on %s, console %s\n", api.ServiceName, *url, console)
 	<-ctx.Done()
-	log.Info().Str("service", app.API).Msg("draining")
-	stopCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	return st.Stop(stopCtx)
+	return app.StopGracefully(st, log.With().Str("service", app.API).Logger(), app.DefaultStopTimeout, stopNow(ctx))
 }
 
 // runBatch implements `awaken batch show BATCH_ID`: the batch's calls with their phase and

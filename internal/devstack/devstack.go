@@ -65,6 +65,9 @@ type DevOptions struct {
 	Passwords map[string]string
 	// Sync is the embedded server's durability level; "" means [DefaultDevSync].
 	Sync natsserver.Sync
+	// StopNow, closed (by a second signal), cuts the graceful stop short: see
+	// [app.StopGracefully]. nil: the stop always drains, up to [app.DefaultStopTimeout].
+	StopNow <-chan struct{}
 }
 
 // DefaultDevSync is `awaken dev`'s durability level: always, the promise of the container
@@ -91,6 +94,19 @@ func Dev(ctx context.Context, o DevOptions) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("dev: data dir: %w", err)
 	}
+	// The lock first: a second `awaken dev` on this directory is told who has it, before
+	// its ports (likely the same) are found taken.
+	unlock, err := lockDataDir(dir)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	if err := checkListen("--listen", o.Listen); err != nil {
+		return err
+	}
+	if err := checkListen("--http", o.HTTP); err != nil {
+		return err
+	}
 	log := app.NewLogger(os.Stderr, os.Getenv("AWAKEN_LOG_LEVEL"))
 	if o.Log != nil {
 		log = *o.Log
@@ -109,7 +125,7 @@ func Dev(ctx context.Context, o DevOptions) error {
 	}
 	srv, err := natsserver.StartEmbedded(ecfg)
 	if err != nil {
-		return fmt.Errorf("dev: embedded NATS: %w", err)
+		return mapServerError(o.Listen, err)
 	}
 	defer natsserver.Shutdown(srv)
 	log.Info().Str("sync", string(o.Sync)).Str("survives", syncSurvives(o.Sync)).Msg("embedded JetStream durability")
@@ -157,9 +173,7 @@ func Dev(ctx context.Context, o DevOptions) error {
 		o.ReadyURLs(url, console)
 	}
 	<-ctx.Done()
-	stopCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	return st.Stop(stopCtx)
+	return app.StopGracefully(st, log, app.DefaultStopTimeout, o.StopNow)
 }
 
 // secureInProcessDialer connects each service to an embedded server as its own NATS user
