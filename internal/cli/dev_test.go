@@ -5,11 +5,14 @@ import (
 	"encoding/json"
 	"io"
 	"net"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/awaken-dev/awaken/internal/devstack"
 	"github.com/awaken-dev/awaken/internal/natstest"
 )
 
@@ -33,7 +36,8 @@ func TestDevSyncLevel(t *testing.T) {
 			}
 			port := l.Addr().(*net.TCPAddr).Port
 			l.Close()
-			args := append([]string{"--config", "../../examples/awaken.yaml", "--data", t.TempDir(),
+			data := t.TempDir()
+			args := append([]string{"--config", "../../examples/awaken.yaml", "--data", data,
 				"--listen", "127.0.0.1:" + strconv.Itoa(port), "--http", ""}, tc.args...)
 			ctx, cancel := context.WithCancel(context.Background())
 			out, logs := &natstest.SyncBuffer{}, &natstest.SyncBuffer{}
@@ -58,6 +62,11 @@ func TestDevSyncLevel(t *testing.T) {
 			}
 			if !strings.Contains(out.String(), tc.want) {
 				t.Fatalf("ready line %q does not say %q", out.String(), tc.want)
+			}
+			// The example configuration sets no cache_dir: dev keeps the compiled
+			// WebAssembly under its data directory.
+			if fi, err := os.Stat(filepath.Join(data, devstack.DefaultCacheDir)); err != nil || !fi.IsDir() {
+				t.Errorf("no compiled-module cache under the data directory: %v", err)
 			}
 			lines := strings.Split(strings.TrimSpace(logs.String()), "\n")
 			for _, l := range lines {

@@ -70,6 +70,10 @@ type DevOptions struct {
 	StopNow <-chan struct{}
 }
 
+// DefaultCacheDir is where `awaken dev` keeps compiled WebAssembly, under its data
+// directory, when the configuration sets no executors.sandbox.cache_dir.
+const DefaultCacheDir = "wasm-cache"
+
 // DefaultDevSync is `awaken dev`'s durability level: always, the promise of the container
 // deployment (`sync_interval: always`), so that a batch the dev server acknowledged also
 // survives a power loss; `--sync lazy` trades that for one fsync less per write.
@@ -101,6 +105,11 @@ func Dev(ctx context.Context, o DevOptions) error {
 		return err
 	}
 	defer unlock()
+	// Compiled WebAssembly kept across restarts: without a cache every start recompiles
+	// every sandbox module (seconds, not a fraction of one).
+	if sb := &o.Config.Executors.Sandbox; sb.CacheDir == "" {
+		sb.CacheDir = filepath.Join(dir, DefaultCacheDir)
+	}
 	if err := checkListen("--listen", o.Listen); err != nil {
 		return err
 	}
@@ -165,7 +174,7 @@ func Dev(ctx context.Context, o DevOptions) error {
 	if st.APIService != nil {
 		console = st.APIService.URL()
 	}
-	log.Info().Str("nats_url", url).Str("console", console).Str("data_dir", dir).Str("config", o.Config.Source).Bool("secure", o.Secure).Msg("ready")
+	log.Info().Str("nats_url", url).Str("console", console).Str("data_dir", dir).Str("wasm_cache", o.Config.Executors.Sandbox.CacheDir).Str("config", o.Config.Source).Bool("secure", o.Secure).Msg("ready")
 	if o.Ready != nil {
 		o.Ready(url)
 	}
