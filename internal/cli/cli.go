@@ -60,6 +60,16 @@ Client:
   awaken tools pause ID [--reason R]   pause a tool: its new calls are blocked (kill switch)
   awaken tools resume ID               lift the pause of a tool
 
+Output: the client commands print tables and short lines to a terminal and JSON to
+anything else (a pipe, a file); --json forces JSON, --json=false the table.
+
+Logs: dev --log-level LEVEL (trace, debug, info, warn, error; env AWAKEN_LOG_LEVEL, which
+the service subcommands read too) and --log-format auto|console|json (env
+AWAKEN_LOG_FORMAT; auto: the console format on a terminal, JSON lines otherwise).
+Stopping: the first SIGINT/SIGTERM drains (the log says which calls it waits for, at most
+30s); a second stops at once, as a crash would (a never-replay call then running ends
+indeterminate). dev locks its --data directory (DATA/awaken.lock).
+
 Common flags: --config FILE (env AWAKEN_CONFIG), --nats-url URL (env NATS_URL),
 --prefix PREFIX (client commands; env AWAKEN_PREFIX), NATS credentials --nats-user /
 --nats-password (env NATS_USER, NATS_PASSWORD) or --nats-creds FILE (env NATS_CREDS).
