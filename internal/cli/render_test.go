@@ -56,8 +56,8 @@ func TestRenderGolden(t *testing.T) {
 			Reason: contracts.ReasonScheduledAction, OpenedAt: opened, DueAt: &due},
 	}
 	catalog, _ := json.Marshal(contracts.ToolCatalog{Tools: []contracts.CatalogTool{
-		{ID: "echo", Description: "Returns its `text` argument as text.", Kind: "function", Target: "brain", Capability: "replay_safe"},
-		{ID: "counter", Description: "Increments a durable counter.", Kind: "function", Target: "brain", Capability: "non_recoverable",
+		{ID: "echo", Description: "Returns its `text` argument as text.", Kind: "regular", Target: "brain", Capability: "replay_safe"},
+		{ID: "counter", Description: "Increments a durable counter.", Kind: "regular", Target: "brain", Capability: "non_recoverable",
 			Paused: true, Pause: &contracts.ToolPause{ToolID: "counter", Reason: "bad deploy", Actor: "ops"}},
 	}})
 	results := submitResult{BatchID: "tool-batch:run-1:1", Results: []contracts.ToolResultEvent{
