@@ -41,13 +41,14 @@ func logFlags(fs *flag.FlagSet, stderr io.Writer) func() (zerolog.Logger, error)
 	}
 }
 
-// consoleWriter is zerolog's console format for a person: the time to the millisecond,
+// consoleWriter is zerolog's console format for a person: the time of day (the log's
+// timestamps are to the second),
 // the level, the message, then the ids a line is about before any other field. Colour
 // only on a terminal.
 func consoleWriter(w io.Writer) zerolog.ConsoleWriter {
 	_, isFile := w.(*os.File)
 	return zerolog.ConsoleWriter{
-		Out: w, TimeFormat: time.TimeOnly + ".000", NoColor: !isFile || !isTerminal(w),
+		Out: w, TimeFormat: time.TimeOnly, NoColor: !isFile || !isTerminal(w),
 		FieldsOrder: []string{"service", "run_id", "batch_id", "call_id", "tool_id"},
 	}
 }
