@@ -41,10 +41,9 @@ func logFlags(fs *flag.FlagSet, stderr io.Writer) func() (zerolog.Logger, error)
 	}
 }
 
-// consoleWriter is zerolog's console format for a person: the time of day (the log's
-// timestamps are to the second),
-// the level, the message, then the ids a line is about before any other field. Colour
-// only on a terminal.
+// consoleWriter is zerolog's console format for a person: the time of day (to the
+// second, as the log's timestamps are), the level, the message, then the ids a line is
+// about before any other field. Colour only on a terminal.
 func consoleWriter(w io.Writer) zerolog.ConsoleWriter {
 	_, isFile := w.(*os.File)
 	return zerolog.ConsoleWriter{
