@@ -7,9 +7,11 @@
 // line. The parent prints the table and writes bench/results/{timestamp}.json and
 // bench/results/latest.json.
 //
-// Every durable row uses file storage: the pipeline and the floor on an embedded NATS
-// server started with the same options (internal/natsserver.StartEmbedded), Temporal on SQLite in
-// a file (see temporal.go for the in-memory temporaltest variant, reported separately).
+// Every durable row uses file storage: the pipeline, the floor and the single operations
+// (ops) on an embedded NATS server started with the same options
+// (internal/natsserver.StartEmbedded), their -cluster rows on three such servers clustered
+// over the loopback with every stream and bucket R3 (cluster.go), Temporal on SQLite in a
+// file (see temporal.go for the in-memory temporaltest variant, reported separately).
 package main
 
 import (
