@@ -25,9 +25,8 @@ type jsCounters struct {
 
 // readCounters reads the counters of every node. Every node of the cluster rows holds a
 // replica of every stream (R3 on three nodes), so a stream's count is the highest last
-// sequence any node has applied (the leader's, unless a replica is ahead of a stale
-// leader report), not their sum; the API requests are summed, as each node counts those
-// it answered.
+// sequence a node has applied (a replica may not have applied the latest yet), not their
+// sum; the API requests are summed, as each node counts those it answered.
 func readCounters(srvs []*server.Server) (jsCounters, error) {
 	c := jsCounters{stored: map[string]uint64{}}
 	for _, srv := range srvs {

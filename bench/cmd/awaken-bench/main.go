@@ -529,7 +529,7 @@ func describe(r rowSpec) string {
 			return fmt.Sprintf("the five services (app.Start) on %d embedded file-storage JetStream servers clustered over the loopback in this process (each with its own store directory), every stream and bucket R%d (storage.replicas), %s on every node; the services and the public client (SubmitAndWait) connect over TCP to the three client URLs; no soft memory limit (the peak RSS holds three servers); no large batches",
 				clusterNodes, clusterNodes, sync)
 		case rowFloor:
-			return fmt.Sprintf("the floor relay on the same kind of %d-node cluster, its streams and buckets R%d, %s on every node (see floor_hops)", clusterNodes, clusterNodes, sync)
+			return fmt.Sprintf("the floor relay on the same kind of %d-node cluster, its streams and buckets R%d, %s on every node, its connections over TCP to the three client URLs (see floor_hops)", clusterNodes, clusterNodes, sync)
 		case rowOps:
 			return fmt.Sprintf("as ops, on the same kind of %d-node cluster, stream and bucket R%d, %s on every node, the client connected over TCP to the three client URLs", clusterNodes, clusterNodes, sync)
 		}

@@ -62,6 +62,24 @@ func TestRatiosStayWithinALevel(t *testing.T) {
 	}
 }
 
+// TestDefaultRowsParse: every row `make bench` runs has a valid name, and the cluster
+// rows are among them.
+func TestDefaultRowsParse(t *testing.T) {
+	var cluster []string
+	for _, name := range strings.Split(defaultRows, ",") {
+		r, err := parseRow(name)
+		if err != nil {
+			t.Errorf("default row %q: %v", name, err)
+		}
+		if r.cluster {
+			cluster = append(cluster, name)
+		}
+	}
+	if strings.Join(cluster, ",") != "pipeline-cluster,floor-cluster,ops-cluster" {
+		t.Errorf("default cluster rows %q", cluster)
+	}
+}
+
 func TestParseRowCluster(t *testing.T) {
 	for name, want := range map[string]rowSpec{
 		"pipeline-cluster":         {kind: rowPipeline, level: levelSynced, cluster: true},
@@ -165,6 +183,35 @@ func TestOpsClusterRow(t *testing.T) {
 	for _, o := range res.Ops {
 		if o.N != 3 || o.MedianMs <= 0 || o.InPublishes <= 0 {
 			t.Errorf("%+v", o)
+		}
+	}
+}
+
+// TestClusterRatios: the cluster rows are compared with the single server at the same
+// level only, and the ops rows operation by operation.
+func TestClusterRatios(t *testing.T) {
+	rows := []result{
+		{Row: "pipeline", Latency1: stats{MedianMs: 10}, Latency10: stats{MedianMs: 40}, CallsPerSec: 300},
+		{Row: "pipeline-cluster", Latency1: stats{MedianMs: 25}, Latency10: stats{MedianMs: 60}, CallsPerSec: 100},
+		{Row: "pipeline-cluster-relaxed", Latency1: stats{MedianMs: 1}, Latency10: stats{MedianMs: 1}, CallsPerSec: 1},
+		{Row: "ops", Ops: []opStat{{Op: "publish", MedianMs: 0.5}, {Op: "atomic batch of 2", MedianMs: 6}}},
+		{Row: "ops-cluster", Ops: []opStat{{Op: "publish", MedianMs: 1}, {Op: "atomic batch of 2", MedianMs: 1.5}}},
+	}
+	r := ratios(rows)
+	for k, want := range map[string]float64{
+		"pipeline-cluster/pipeline latency_1 median":  2.5,
+		"pipeline-cluster/pipeline latency_10 median": 1.5,
+		"pipeline/pipeline-cluster throughput":        3,
+		"ops-cluster/ops publish median":              2,
+		"ops-cluster/ops atomic batch of 2 median":    0.25,
+	} {
+		if r[k] != want {
+			t.Errorf("%s = %v, want %v (all: %v)", k, r[k], want, r)
+		}
+	}
+	for k := range r {
+		if strings.HasSuffix(k, "-relaxed") {
+			t.Errorf("ratio %q: no relaxed single-server row to compare with", k)
 		}
 	}
 }
