@@ -15,6 +15,9 @@ import (
 // record's.
 const opsPayload = 512
 
+// opsBlock is how many of one operation the ops row times in a row (see measureOps).
+const opsBlock = 10
+
 // opsBatchSizes are the atomic batch publishes the ops row times.
 var opsBatchSizes = []int{1, 2, 10}
 
@@ -137,22 +140,41 @@ func measureOps(ctx context.Context, o *ops, s settings, res *result) error {
 			return err
 		}})
 	}
+	timed := func(x op) (time.Duration, error) {
+		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		start := time.Now()
+		err := x.do(cctx)
+		if err != nil {
+			err = fmt.Errorf("%s: %w", x.name, err)
+		}
+		return time.Since(start), err
+	}
 	for _, x := range list {
-		lat := make([]time.Duration, 0, s.Iters1)
-		for i := range s.Warmup + s.Iters1 {
-			cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-			start := time.Now()
-			err := x.do(cctx)
-			d := time.Since(start)
-			cancel()
-			if err != nil {
-				return fmt.Errorf("%s: %w", x.name, err)
-			}
-			if i >= s.Warmup {
-				lat = append(lat, d)
+		for range s.Warmup {
+			if _, err := timed(x); err != nil {
+				return err
 			}
 		}
-		st := percentiles(lat)
+	}
+	// Blocks of opsBlock of each operation in turn: a change of the machine's load during
+	// the row weighs on every operation alike, and only the first of a block follows
+	// another kind of operation (whose leftovers, such as an atomic batch's on-disk
+	// staging being removed, would otherwise slow the next one down).
+	lat := make([][]time.Duration, len(list))
+	for done := 0; done < s.Iters1; done += opsBlock {
+		for j, x := range list {
+			for range min(opsBlock, s.Iters1-done) {
+				d, err := timed(x)
+				if err != nil {
+					return err
+				}
+				lat[j] = append(lat[j], d)
+			}
+		}
+	}
+	for j, x := range list {
+		st := percentiles(lat[j])
 		res.Ops = append(res.Ops, opStat{Op: x.name, N: st.N, MedianMs: st.MedianMs, P99Ms: st.P99Ms})
 	}
 	if unit := res.Ops[0].MedianMs; unit > 0 {
