@@ -40,8 +40,9 @@ func embedded(name string, lvl level) (*server.Server, func(), error) {
 	return srv, func() { natsserver.Shutdown(srv); _ = os.RemoveAll(dir) }, nil
 }
 
-// pipeline is the real thing: the five services on an embedded server, driven through the
-// public client, exactly as `awaken dev` runs them.
+// pipeline is the real thing: the five services on an embedded server (or, for the
+// cluster rows, on three clustered ones), driven through the public client, exactly as
+// `awaken dev` runs them.
 type pipeline struct {
 	nats   *backend
 	stack  *app.Stack
