@@ -2,13 +2,13 @@ package pipeline
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/awaken-dev/awaken/internal/bus"
 	"github.com/awaken-dev/awaken/internal/state"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
@@ -33,11 +33,34 @@ func (e *Env) ToolPaused(ctx context.Context, toolID string) (*contracts.ToolPau
 	case err != nil:
 		return nil, fmt.Errorf("pipeline: read pause of tool %s: %w", toolID, err)
 	}
-	var p contracts.ToolPause
-	if err := json.Unmarshal(m.Data, &p); err != nil {
-		return nil, fmt.Errorf("pipeline: pause record of tool %s: %w", toolID, err)
+	p, err := DecodeToolPause(m.Data, contracts.ToolPauseKey(toolID))
+	if err != nil {
+		// Refused, not obeyed: only the api writes this bucket, so a record it did not
+		// write (a reply the api was made to publish there, a hand-written value) is no
+		// pause. It is logged loudly; the catalog lists it as not paused too.
+		e.Log.Error().Err(err).Str("tool_id", toolID).Msg("tool pause record refused; the tool is not paused")
+		return nil, nil
 	}
 	return &p, nil
+}
+
+// ErrInvalidPauseRecord is wrapped by [DecodeToolPause] for a record that is not exactly
+// a [contracts.ToolPause] of the tool its key names.
+var ErrInvalidPauseRecord = errors.New("invalid tool pause record")
+
+// DecodeToolPause decodes the pause record stored under key strictly: one JSON object,
+// no unknown field, no trailing data, the tool id the key encodes and a pause time.
+func DecodeToolPause(data []byte, key string) (contracts.ToolPause, error) {
+	p, err := bus.Decode[contracts.ToolPause](data)
+	switch {
+	case err != nil:
+		return contracts.ToolPause{}, fmt.Errorf("%w under key %s: %w", ErrInvalidPauseRecord, key, err)
+	case p.ToolID == "" || contracts.ToolPauseKey(p.ToolID) != key:
+		return contracts.ToolPause{}, fmt.Errorf("%w under key %s: it names tool %q", ErrInvalidPauseRecord, key, p.ToolID)
+	case p.PausedAt.IsZero():
+		return contracts.ToolPause{}, fmt.Errorf("%w under key %s: no paused_at", ErrInvalidPauseRecord, key)
+	}
+	return p, nil
 }
 
 // ToolPauses lists every paused tool by id (reads the whole bucket; an absent bucket
@@ -64,9 +87,9 @@ func (e *Env) ToolPauses(ctx context.Context) (map[string]contracts.ToolPause, e
 			if entry == nil {
 				return out, nil // the initial values are all delivered
 			}
-			var p contracts.ToolPause
-			if err := json.Unmarshal(entry.Value(), &p); err != nil {
-				e.Log.Warn().Err(err).Str("key", entry.Key()).Msg("unreadable tool pause record; ignored")
+			p, err := DecodeToolPause(entry.Value(), entry.Key())
+			if err != nil {
+				e.Log.Error().Err(err).Str("key", entry.Key()).Msg("tool pause record refused; the tool is not paused")
 				continue
 			}
 			out[p.ToolID] = p

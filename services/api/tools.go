@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
 
+	"github.com/awaken-dev/awaken/internal/bus"
 	"github.com/awaken-dev/awaken/internal/config"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
@@ -98,9 +99,9 @@ func (s *Service) publishedDescriptors(ctx context.Context, target contracts.Too
 	if err != nil {
 		return nil, apiErr(http.StatusServiceUnavailable, CodeUnavailable, "tool descriptors: %v", err)
 	}
-	var descs []contracts.ToolDescriptor
-	if err := json.Unmarshal(e.Value(), &descs); err != nil {
-		s.log.Warn().Err(err).Str("target", string(target)).Msg("published tool descriptors unreadable; ignored")
+	descs, err := bus.Decode[[]contracts.ToolDescriptor](e.Value())
+	if err != nil {
+		s.log.Error().Err(err).Str("target", string(target)).Msg("published tool descriptors refused: they do not decode strictly")
 		return out, nil
 	}
 	for _, d := range descs {
