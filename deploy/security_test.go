@@ -170,3 +170,26 @@ func TestSecure_apiUserPublishesRepliesOnlyIntoInboxes(t *testing.T) {
 		t.Fatalf("the api user's reply was stored under the descriptors key")
 	}
 }
+
+// TestSecure_apiEventsAreFromAwakenAPI (security round 3, finding 7): the tool-pause audit
+// the api publishes carries ce-source awaken/api, as docs/protocol.md says services do
+// (awaken/{service}), like its commands — not the micro service's name (awaken/awaken).
+func TestSecure_apiEventsAreFromAwakenAPI(t *testing.T) {
+	t.Parallel()
+	s, js := startSecureAPI(t)
+	ctx := ctxFor(t, time.Minute)
+	if st, body := apiDo(t, ctx, "POST", s.apiURL, "/v1/tools/echo/pause", contracts.ToolPauseRequest{Reason: "source"}, nil); st != 200 {
+		t.Fatalf("POST pause: %d %s", st, body)
+	}
+	stream, err := js.Stream(ctx, s.cfg.Names().AuditStream())
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := stream.GetLastMsgForSubject(ctx, s.cfg.Names().ToolPauseAuditSubject())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := m.Header.Get("ce-source"); got != "awaken/api" {
+		t.Errorf("tool pause audit ce-source %q, want awaken/api", got)
+	}
+}
