@@ -1,8 +1,12 @@
 package deploy_test
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
+	"net/http"
 	"os"
 	"strings"
 	"testing"
@@ -191,5 +195,55 @@ func TestSecure_apiEventsAreFromAwakenAPI(t *testing.T) {
 	}
 	if got := m.Header.Get("ce-source"); got != "awaken/api" {
 		t.Errorf("tool pause audit ce-source %q, want awaken/api", got)
+	}
+}
+
+// TestSecure_objectsAreVerifiedAgainstTheirName (security round 3, finding 5): an executor
+// credential may write the objects bucket, so it could overwrite a run's stored output.
+// The readers check the bytes against the digest in the object's name: the api answers
+// 502 object_digest_mismatch and pkg/client returns ErrObjectDigest; an object whose
+// bytes match is served.
+func TestSecure_objectsAreVerifiedAgainstTheirName(t *testing.T) {
+	t.Parallel()
+	s, _ := startSecureAPI(t)
+	ctx := ctxFor(t, time.Minute)
+	exec, err := jetstream.New(s.connect(t, "brain-exec"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := exec.ObjectStore(ctx, s.cfg.Names().ObjectsBucket())
+	if err != nil {
+		t.Fatal(err)
+	}
+	put := func(name string, data []byte) {
+		t.Helper()
+		if _, err := st.Put(ctx, jetstream.ObjectMeta{Name: name, Headers: nats.Header{"Content-Type": []string{contracts.MimeTypeText}}}, bytes.NewReader(data)); err != nil {
+			t.Fatalf("put %s as brain-exec: %v", name, err)
+		}
+	}
+	nameOf := func(op string, data []byte) string {
+		sum := sha256.Sum256(data)
+		return contracts.ObjectName(op, hex.EncodeToString(sum[:]))
+	}
+	good := []byte("the output the link names")
+	goodName := nameOf(contracts.OperationID("objrun", 1, "c1"), good)
+	put(goodName, good)
+	// The bytes of another output under a name that carries the first one's digest: an
+	// overwrite after the link was published.
+	forgedName := nameOf(contracts.OperationID("objrun", 1, "c2"), good)
+	put(forgedName, []byte("forged bytes"))
+
+	if st, body := apiDo(t, ctx, "GET", s.apiURL, "/v1/objects/"+goodName, nil, nil); st != http.StatusOK || body != string(good) {
+		t.Errorf("GET the intact object: %d %q", st, body)
+	}
+	st2, body := apiDo(t, ctx, "GET", s.apiURL, "/v1/objects/"+forgedName, nil, nil)
+	if st2 != http.StatusBadGateway || !strings.Contains(body, api.CodeObjectDigest) {
+		t.Errorf("GET the overwritten object: %d %s, want 502 %s", st2, body, api.CodeObjectDigest)
+	}
+	if data, _, err := s.client.Object(ctx, goodName); err != nil || string(data) != string(good) {
+		t.Errorf("client.Object of the intact object: %q %v", data, err)
+	}
+	if data, _, err := s.client.Object(ctx, forgedName); !errors.Is(err, client.ErrObjectDigest) {
+		t.Errorf("client.Object of the overwritten object: %q %v, want ErrObjectDigest", data, err)
 	}
 }
