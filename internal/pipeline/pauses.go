@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -95,4 +96,81 @@ func (e *Env) ToolPauses(ctx context.Context) (map[string]contracts.ToolPause, e
 			out[p.ToolID] = p
 		}
 	}
+}
+
+// pauseWatchFirstRead bounds the wait for the pauses bucket's current values when the
+// watch starts.
+const pauseWatchFirstRead = 5 * time.Second
+
+// pauseView is the pauses bucket kept in memory by a KV watch: what the executors check
+// right before a body is entered. The gate's leader read at every decision stays the
+// durable authority; this view only stops calls decided before a pause and still queued
+// (or redelivered after a crash), and lags a pause by the watch's delivery.
+type pauseView struct {
+	mu    sync.RWMutex
+	byKey map[string]contracts.ToolPause
+	ready chan struct{}
+}
+
+// WatchedPause is the pause of toolID as the in-memory watch of the pauses bucket holds it
+// now, nil when the tool is not paused. The watch starts at the first call (which waits up
+// to 5 s for the bucket's current values) and runs for the connection's lifetime. A watch
+// that cannot start (no bucket, no grant) or has not caught up yet reports no pause and
+// logs why: the gate has already decided the call.
+func (e *Env) WatchedPause(ctx context.Context, toolID string) *contracts.ToolPause {
+	e.pausesOnce.Do(func() { e.pauses = e.watchPauses() })
+	v := e.pauses
+	select {
+	case <-v.ready:
+	case <-ctx.Done():
+		return nil
+	case <-time.After(pauseWatchFirstRead):
+		return nil
+	}
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	if p, ok := v.byKey[contracts.ToolPauseKey(toolID)]; ok {
+		return &p
+	}
+	return nil
+}
+
+func (e *Env) watchPauses() *pauseView {
+	v := &pauseView{byKey: map[string]contracts.ToolPause{}, ready: make(chan struct{})}
+	ctx, cancel := context.WithTimeout(context.Background(), pauseWatchFirstRead)
+	defer cancel()
+	kv, err := e.JS.KeyValue(ctx, e.Names.ToolPausesBucket())
+	if err != nil {
+		e.Log.Warn().Err(err).Msg("tool pauses not watched; the executors rely on the gate's check alone")
+		return v
+	}
+	w, err := kv.WatchAll(context.Background())
+	if err != nil {
+		e.Log.Warn().Err(err).Msg("tool pauses not watched; the executors rely on the gate's check alone")
+		return v
+	}
+	go func() {
+		defer func() { _ = w.Stop() }()
+		initial := true
+		for entry := range w.Updates() {
+			if entry == nil {
+				if initial {
+					initial = false
+					close(v.ready)
+				}
+				continue
+			}
+			v.mu.Lock()
+			if entry.Operation() != jetstream.KeyValuePut {
+				delete(v.byKey, entry.Key())
+			} else if p, err := DecodeToolPause(entry.Value(), entry.Key()); err != nil {
+				delete(v.byKey, entry.Key())
+				e.Log.Error().Err(err).Str("key", entry.Key()).Msg("tool pause record refused; the tool is not paused")
+			} else {
+				v.byKey[entry.Key()] = p
+			}
+			v.mu.Unlock()
+		}
+	}()
+	return v
 }
