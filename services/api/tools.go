@@ -42,7 +42,11 @@ func (s *Service) Catalog(ctx context.Context) ([]contracts.CatalogTool, error) 
 	}
 	cfg := s.env.Config
 	out := make([]contracts.CatalogTool, 0, len(cfg.Tools))
+	// listed keeps every id once: a configured tool may shadow an MCP server's tool of
+	// the same id, which the configuration's entry then describes alone.
+	listed := make(map[string]bool, len(cfg.Tools))
 	for _, t := range cfg.Tools {
+		listed[t.ID] = true
 		ct := contracts.CatalogTool{ID: t.ID, Description: t.Description, Parameters: t.ParametersJSON(),
 			Kind: t.Kind, Target: t.Target, Capability: t.EffectiveCapability()}
 		ct.MarkPaused(pauses)
@@ -60,9 +64,10 @@ func (s *Service) Catalog(ctx context.Context) ([]contracts.CatalogTool, error) 
 	for _, srv := range cfg.Executors.MCP {
 		prefix := config.MCPPrefix(srv.Name)
 		for _, d := range publishedInOrder(published) {
-			if !strings.HasPrefix(d.ID, prefix) {
+			if !strings.HasPrefix(d.ID, prefix) || listed[d.ID] {
 				continue
 			}
+			listed[d.ID] = true
 			t, ok := cfg.Tool(d.ID)
 			if !ok {
 				continue
