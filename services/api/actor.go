@@ -107,7 +107,7 @@ func LoadTokens(path string) (map[string]string, error) {
 }
 
 // ReservedActor reports whether name is one the api records for a door other than a
-// named token, so no token (and no claim, see [ClaimedActor]) may carry it: the single
+// named token, so no token may carry it: the single
 // token's "api-token", "anonymous", the gate's "timer", "nats" and anything starting
 // with it (the micro doors), "http" and "micro" (pause defaults), and anything starting
 // with "claimed" (case-insensitive).
