@@ -4,7 +4,8 @@
 // another language can do the same way.
 //
 // Results come from the results stream: only the stream guarantees that a batch is seen
-// whole (its results and finalized event are one atomic publish) and that a client which
+// whole (its results and finalized payload are one message, or for a batch too large for
+// one, one atomic publish) and that a client which
 // was offline when they were published still sees them. SubmitAndWait takes a shortcut
 // that keeps that guarantee: it watches the run's results subject while the batch runs
 // and, once it has seen the whole batch, confirms in the stream that the publish was
@@ -262,8 +263,8 @@ func (c *Client) Results(ctx context.Context, runID string, step int64) (*BatchR
 // whole (its results in model order and its finalized event) and with its
 // [BatchResult.Sequence]; it keeps waiting for new batches until ctx ends or yield
 // returns false. A follower that lost its place resumes exactly after the last batch it
-// handled by passing that batch's Sequence as after: a batch's messages are one atomic
-// publish, so no batch is split across that point.
+// handled by passing that batch's Sequence as after: a batch is one message (or one
+// atomic publish), so no batch is split across that point.
 func (c *Client) FollowRun(ctx context.Context, runID string, after uint64, yield func(*BatchResult) bool) error {
 	var resolveErr error
 	err := c.readResults(ctx, runID, after, 0, func(b *BatchResult) bool {
@@ -303,7 +304,8 @@ var (
 )
 
 // readResults reads the run's results subject with an ordered consumer, starting after
-// stream sequence after, and calls yield with each batch as its finalized event arrives.
+// stream sequence after, and calls yield with each batch as its results message (or the
+// finalized event ending its atomic batch) arrives.
 // It returns errYieldStop when yield returns false, errReadEnd once it has read the
 // message at sequence until (when until > 0), or the error that ended the read (ctx's
 // when ctx ended). It holds the results of at most the batches whose finalized event it
