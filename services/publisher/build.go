@@ -21,7 +21,7 @@ const headerAllowance = 512
 type publication struct {
 	// single is the batch's io.awaken.toolbatch.results.v1 message — every result in model
 	// order and the finalized payload — or nil when that message would exceed the server's
-	// max payload: the batch is then published as results, the atomic batch.
+	// max payload: the batch is then published as the atomic batch of results.
 	single *bus.Outgoing
 	// results are every io.awaken.tool.result.v1 in model order, then the finalized event:
 	// the atomic batch of a batch too large for single.

@@ -159,8 +159,8 @@ func matchCalls(rec *contracts.BatchRecord, entries map[string]state.Entry[contr
 }
 
 // finalizeAndPublish moves the batch open → finalized, publishes its results
-// ([Service.publishResults]) unless they already are, publishes the projection facts, and moves it finalized →
-// published. Every step tolerates having been done before by a delivery that died, or
+// ([Service.publishResults]) unless they already are, publishes the projection facts, and
+// moves it finalized → published. Every step tolerates having been done before by a delivery that died, or
 // concurrently by another worker: the phase moves only by compare-and-swap, and a
 // publication is skipped when the results stream already holds it.
 func (s *Service) finalizeAndPublish(ctx context.Context, rec *contracts.BatchRecord, calls []contracts.CallRecord, pub publication) error {
