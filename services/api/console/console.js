@@ -358,11 +358,8 @@
     let text = c.actor || "(unnamed)";
     if (c.actor_claimed) text += " (claimed)";
     if (c.edited) text += " (edited arguments)";
-    return el("td", {
-      className: c.actor_claimed ? "actor claimed" : "actor",
-      title: c.actor_claimed ? "claimed by the command's publisher; no door authenticated it" : "authenticated by the door it came through",
-      text: text,
-    });
+    const title = c.actor_claimed ? "named by the command's publisher; no door authenticated it" : "authenticated by the door it came through";
+    return el("td", { className: c.actor_claimed ? "actor claimed" : "actor", title: title, text: text });
   }
 
   function callRow(b, c, full) {
