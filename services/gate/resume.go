@@ -74,10 +74,10 @@ func (s *Service) reject(ctx context.Context, resumeID string, cmd contracts.Res
 //     tool's schema (else invalid_arguments, the ticket intact), and is gated again by
 //     the host and run policies;
 //  5. apply by compare-and-swap on the call with ResolvedBy = resumeID, its actor (and
-//     whether it is claimed) and edit: allow → Executing{1} (not entered; the executor runs the edited arguments),
-//     an edit the policy blocks → Completed "blocked: {policy reason}", deny → Completed
-//     "blocked: {reason or denied}", tool result → Completed with the client's output;
-//     then delete the ticket and publish.
+//     whether it is claimed) and edit: allow → Executing{1} (not entered; the executor
+//     runs the edited arguments), an edit the policy blocks → Completed "blocked: {policy
+//     reason}", deny → Completed "blocked: {reason or denied}", tool result → Completed
+//     with the client's output; then delete the ticket and publish.
 //
 // A lost race returns [errRaced]; the retry re-reads and finds either its own ResolvedBy or
 // another resolution's, which is not_waiting: exactly one of concurrent commands wins.
