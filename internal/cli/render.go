@@ -203,7 +203,11 @@ func renderResolution(w io.Writer, r contracts.TicketResolution, asJSON bool) er
 		line += " — " + api.CleanCell(r.Message, 200)
 	}
 	if r.Actor != "" {
-		line += " (by " + api.CleanCell(r.Actor, 64) + ")"
+		who := api.CleanCell(r.Actor, 64)
+		if r.ActorClaimed { // no door authenticated the name: say so, as batch show does
+			who += " (claimed)"
+		}
+		line += " (by " + who + ")"
 	}
 	_, err := fmt.Fprintln(w, line)
 	return err

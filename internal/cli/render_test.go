@@ -84,7 +84,10 @@ func TestRenderGolden(t *testing.T) {
 		{"tickets_ls_empty", func(w *bytes.Buffer) error { return renderTickets(w, nil, false) }},
 		{"tickets_show", func(w *bytes.Buffer) error { return renderTicket(w, tickets[0], false) }},
 		{"tickets_approve", func(w *bytes.Buffer) error {
-			return renderResolution(w, contracts.TicketResolution{CorrelationID: tickets[0].CorrelationID, Code: "resumed", Message: "the call runs", Actor: "cli:ada"}, false)
+			if err := renderResolution(w, contracts.TicketResolution{CorrelationID: tickets[0].CorrelationID, Code: "resumed", Message: "the call runs", Actor: "api-token"}, false); err != nil {
+				return err
+			}
+			return renderResolution(w, contracts.TicketResolution{CorrelationID: tickets[0].CorrelationID, Code: "resumed", Message: "the call runs", Actor: "cli:ada", ActorClaimed: true}, false)
 		}},
 		{"tools_ls", func(w *bytes.Buffer) error { return renderCatalog(w, "awaken", catalog, false) }},
 		{"tools_pause", func(w *bytes.Buffer) error {
