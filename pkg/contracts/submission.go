@@ -59,7 +59,8 @@ const MaxCorrelationIDLength = 512
 //     with an unknown behaviour or mode, an empty pattern or a negative duration.
 //
 // On success the submission is normalised: a missing narrowing becomes configured,
-// missing agent tools an empty list, and null or missing call arguments {}. The
+// missing agent tools an empty list, null or missing call arguments {}, and arguments
+// sent as a string holding a JSON object that object ([NormalizeCallArguments]). The
 // permission-rule grammar of a per-run policy is not checked here; the gate compiles it.
 // DecodeSubmission is pure and safe for concurrent use.
 func DecodeSubmission(data []byte) (*BatchSubmission, error) {
@@ -109,9 +110,9 @@ func DecodeSubmission(data []byte) (*BatchSubmission, error) {
 		if err := ValidateToolID(c.ToolID); err != nil {
 			return nil, rejectWire(RejectInvalidField, "calls[%d].tool_id: %v", i, err)
 		}
-		if a := bytes.TrimSpace(c.Arguments); len(a) == 0 || bytes.Equal(a, []byte("null")) {
-			c.Arguments = json.RawMessage(`{}`)
-		}
+		// A string that holds no object stays as sent: it is that call's error, which the
+		// gate gives the model as the call's result, never the batch's refusal.
+		c.Arguments, _ = NormalizeCallArguments(c.Arguments)
 	}
 	if s.Agent.Tools == nil {
 		s.Agent.Tools = []string{}
