@@ -34,6 +34,7 @@ package main
 import (
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"log"
@@ -172,6 +173,17 @@ func newServer(calls *callLog) *mcp.Server {
 					map[string]any{"name": "Ada", "entityType": "person", "observations": []string{"wrote the first program"}},
 				}},
 			}, nil
+		})
+	// "greet (structured)" has a name no model provider accepts, as the go-sdk's
+	// everything server's tools do; its schema has an optional property.
+	s.AddTool(&mcp.Tool{Name: "greet (structured)", Description: "Greets by name.",
+		InputSchema: map[string]any{"type": "object", "properties": map[string]any{
+			"name": map[string]any{"type": "string"}, "title": map[string]any{"type": "string"}}, "required": []string{"name"}}},
+		func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			record(req)
+			var a struct{ Name string }
+			_ = json.Unmarshal(req.Params.Arguments, &a)
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "hello " + a.Name}}}, nil
 		})
 	// every returns one content item of every kind MCP defines, and structured content.
 	s.AddTool(&mcp.Tool{Name: "every", Description: "Returns every kind of content.",
