@@ -194,6 +194,22 @@ func TestResponsesLoop(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The catalog document itself decodes straight into the SDK's Responses tool params
+	// (the nested Chat Completions shape decoded to {"name":"","type":"function"}).
+	raw, err := srv.Client.ToolsFor(ctx, contracts.ToolsRequest{Format: contracts.CatalogFormatOpenAIResponses})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var decoded struct {
+		Tools []responses.ToolUnionParam `json:"tools"`
+	}
+	if err := json.Unmarshal(raw, &decoded); err != nil {
+		t.Fatal(err)
+	}
+	if len(decoded.Tools) != 2 || decoded.Tools[0].OfFunction == nil || decoded.Tools[0].OfFunction.Name != "echo" ||
+		decoded.Tools[0].OfFunction.Parameters["properties"] == nil {
+		t.Fatalf("the responses catalog decoded into %+v", decoded.Tools)
+	}
 	model := &scripted{t: t, replies: []string{
 		`{"id":"resp_1","object":"response","created_at":1,"model":"m","status":"completed","output":[
 		   {"type":"function_call","id":"fc_1","call_id":"call_r1","name":"echo","arguments":"{\"text\":\"from responses\"}","status":"completed"},
