@@ -66,9 +66,14 @@ fuzz:
 	    echo "== $$pkg $$f"; $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg; \
 	  done; done
 
-## run: every service on an embedded NATS server with the example configuration
+## run: every service on an embedded NATS server with the example configuration.
+## make run LISTEN=127.0.0.1:4333 HTTP=127.0.0.1:8081 DATA=/tmp/awaken CONFIG=my.yaml
+## picks the NATS address, the HTTP address (HTTP= turns HTTP off), the data directory
+## and the configuration; unset, awaken dev's defaults (and AWAKEN_* variables) apply.
+given = $(filter command line,$(origin $(1)))
 run: build
-	$(BIN)/awaken dev --config $(CONFIG)
+	$(BIN)/awaken dev --config $(CONFIG) $(if $(call given,LISTEN),--listen '$(LISTEN)') \
+	  $(if $(call given,HTTP),--http '$(HTTP)') $(if $(call given,DATA),--data '$(DATA)')
 
 ## bench: pipeline vs floor vs tuned Temporal at two durability levels (synced, relaxed),
 ## the pipeline and floor on a 3-node cluster (R3, synced), single JetStream operations on

@@ -12,7 +12,7 @@ import (
 // (collect when the heap doubles) that process reached about 300 MiB of RSS under the
 // throughput benchmark with a live heap of 130–150 MiB at its end. Under the limit the
 // collector runs earlier: `make bench` measured a peak RSS of about 190 MiB and no
-// throughput loss beyond the run-to-run noise (README, Benchmarks).
+// throughput loss beyond the run-to-run noise (docs/benchmarks.md, "Memory").
 const DevMemoryLimit = 160 << 20
 
 // LimitDevMemory sets [DevMemoryLimit] as the runtime's soft memory limit unless

@@ -60,6 +60,16 @@ Client:
   awaken tools pause ID [--reason R]   pause a tool: its new calls are blocked (kill switch)
   awaken tools resume ID               lift the pause of a tool
 
+Output: the client commands print tables and short lines to a terminal and JSON to
+anything else (a pipe, a file); --json forces JSON, --json=false the table.
+
+Logs: dev --log-level LEVEL (trace, debug, info, warn, error; env AWAKEN_LOG_LEVEL, which
+the service subcommands read too) and --log-format auto|console|json (env
+AWAKEN_LOG_FORMAT; auto: the console format on a terminal, JSON lines otherwise).
+Stopping: the first SIGINT/SIGTERM drains (the log says which calls it waits for, at most
+30s); a second stops at once, as a crash would (a never-replay call then running ends
+indeterminate). dev locks its --data directory (DATA/awaken.lock).
+
 Common flags: --config FILE (env AWAKEN_CONFIG), --nats-url URL (env NATS_URL),
 --prefix PREFIX (client commands; env AWAKEN_PREFIX), NATS credentials --nats-user /
 --nats-password (env NATS_USER, NATS_PASSWORD) or --nats-creds FILE (env NATS_CREDS).
@@ -105,7 +115,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case "healthcheck":
 		err = runHealthcheck(ctx, rest, stderr)
 	case "submit":
-		err = runSubmit(ctx, rest, stdout)
+		err = runSubmit(ctx, rest, stdout, stderr)
 	case "tickets":
 		err = runTickets(ctx, rest, stdout)
 	case "runs":
@@ -160,7 +170,12 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	httpAddr, token, tokens, publicMetrics := apiFlags(fs)
 	syncLevel := fs.String("sync", env("AWAKEN_SYNC", string(devstack.DefaultDevSync)), "embedded JetStream durability: always (fsync every write: survives power loss) or lazy (survives a process crash only; env AWAKEN_SYNC)")
 	secure := fs.Bool("secure", envBool("AWAKEN_SECURE"), "least-privilege NATS users of deploy/nats/auth.conf (passwords from AWAKEN_NATS_PASSWORD_<USER>, generated when unset)")
+	logger := logFlags(fs, stderr)
 	if err := parseArgs(fs, args); err != nil {
+		return err
+	}
+	log, err := logger()
+	if err != nil {
 		return err
 	}
 	cfg, err := config.Load(*cfgPath)
@@ -176,7 +191,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return fmt.Errorf("dev --sync: %w", err)
 	}
 	app.LimitDevMemory()
-	o := devstack.DevOptions{Config: cfg, DataDir: *data, Listen: *listen, HTTP: *httpAddr, APIToken: *token, APITokens: named, PublicMetrics: *publicMetrics, Secure: *secure, Sync: sync}
+	o := devstack.DevOptions{Config: cfg, Log: &log, StopNow: stopNow(ctx), DataDir: *data, Listen: *listen, HTTP: *httpAddr, APIToken: *token, APITokens: named, PublicMetrics: *publicMetrics, Secure: *secure, Sync: sync}
 	if *secure {
 		if o.Passwords, err = devPasswords(); err != nil {
 			return err
@@ -245,10 +260,7 @@ func runService(ctx context.Context, name string, args []string, stderr io.Write
 	}
 	log.Info().Str("service", name).Str("nats_url", f.url).Msg("ready")
 	<-ctx.Done()
-	log.Info().Str("service", name).Msg("draining")
-	stopCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	return st.Stop(stopCtx)
+	return app.StopGracefully(st, log.With().Str("service", name).Logger(), app.DefaultStopTimeout, stopNow(ctx))
 }
 
 // ensureFlag declares --ensure, shared by the service subcommands and api.
@@ -328,10 +340,7 @@ func runAPI(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	log.Info().Str("service", app.API).Str("nats_url", *url).Str("console", console).Msg("ready")
 	fmt.Fprintf(stdout, "awaken api ready: micro service %q on %s, console %s\n", api.ServiceName, *url, console)
 	<-ctx.Done()
-	log.Info().Str("service", app.API).Msg("draining")
-	stopCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	return st.Stop(stopCtx)
+	return app.StopGracefully(st, log.With().Str("service", app.API).Logger(), app.DefaultStopTimeout, stopNow(ctx))
 }
 
 // runBatch implements `awaken batch show BATCH_ID`: the batch's calls with their phase and
@@ -346,7 +355,7 @@ func runBatch(ctx context.Context, args []string, stdout io.Writer) error {
 	batchID := args[1]
 	fs := newFlags("batch show")
 	connect := dialClient(fs)
-	asJSON := fs.Bool("json", false, "print the batch view as JSON")
+	asJSON := jsonFlag(fs, stdout)
 	if err := parseArgs(fs, args[2:]); err != nil {
 		return err
 	}
@@ -424,10 +433,11 @@ func printJSON(w io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
-func runSubmit(ctx context.Context, args []string, stdout io.Writer) error {
+func runSubmit(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("submit")
 	connect := dialClient(fs)
 	wait := fs.Bool("wait", false, "wait for the ordered results and print them")
+	asJSON := jsonFlag(fs, stdout)
 	if err := parseArgs(fs, args); err != nil {
 		return err
 	}
@@ -440,7 +450,7 @@ func runSubmit(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	var sub contracts.BatchSubmission
 	if err := json.Unmarshal(data, &sub); err != nil {
-		return fmt.Errorf("%s: %w", fs.Arg(0), err)
+		return batchFileError(fs.Arg(0), data, err)
 	}
 	c, ctx, done, err := connect(ctx)
 	if err != nil {
@@ -452,17 +462,16 @@ func runSubmit(ctx context.Context, args []string, stdout io.Writer) error {
 		if err != nil {
 			return err
 		}
-		return printJSON(stdout, map[string]string{"batch_id": id})
+		return renderSubmitted(stdout, fs.Arg(0), id, *asJSON)
 	}
+	renderWaiting(stderr, sub.BatchID())
+	stopNotes := announceTickets(ctx, c, sub.RunID, sub.Step, stderr)
 	res, err := c.SubmitAndWait(ctx, sub)
+	stopNotes()
 	if err != nil {
 		return err
 	}
-	return printJSON(stdout, struct {
-		BatchID   string                      `json:"batch_id"`
-		Results   []contracts.ToolResultEvent `json:"results"`
-		Finalized contracts.BatchFinalized    `json:"finalized"`
-	}{res.BatchID, res.Results, res.Finalized})
+	return renderResults(stdout, submitResult{res.BatchID, res.Results, res.Finalized}, *asJSON)
 }
 
 func runTickets(ctx context.Context, args []string, stdout io.Writer) error {
@@ -476,6 +485,7 @@ func runTickets(ctx context.Context, args []string, stdout io.Writer) error {
 	reason := fs.String("reason", "", "denial reason (deny)")
 	edited := fs.String("arguments", "", "approve with these arguments instead of the proposed ones (a JSON object; approve)")
 	as := fs.String("as", env("AWAKEN_ACTOR", defaultActor()), "who decides, recorded with the resolution as claimed (env AWAKEN_ACTOR; default: the OS user)")
+	asJSON := jsonFlag(fs, stdout)
 	// Accept the id before or after the flags.
 	var id string
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
@@ -502,7 +512,7 @@ func runTickets(ctx context.Context, args []string, stdout io.Writer) error {
 		if ts == nil {
 			ts = []contracts.ResumeTicket{}
 		}
-		return printJSON(stdout, ts)
+		return renderTickets(stdout, ts, *asJSON)
 	case "show", "approve", "deny":
 		if id == "" {
 			return &usageError{"usage: awaken tickets " + sub + " CORRELATION_ID"}
@@ -512,7 +522,7 @@ func runTickets(ctx context.Context, args []string, stdout io.Writer) error {
 			return err
 		}
 		if sub == "show" {
-			return printJSON(stdout, t)
+			return renderTicket(stdout, t, *asJSON)
 		}
 		d := contracts.PermissionDecision{Decision: contracts.DecisionDeny, Reason: *reason}
 		if sub == "approve" {
@@ -530,7 +540,7 @@ func runTickets(ctx context.Context, args []string, stdout io.Writer) error {
 		if err != nil {
 			return err
 		}
-		return printJSON(stdout, res)
+		return renderResolution(stdout, res, *asJSON)
 	}
 	return &usageError{fmt.Sprintf("unknown tickets command %q", sub)}
 }
@@ -551,6 +561,7 @@ func runRuns(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := newFlags("runs cancel")
 	connect := dialClient(fs)
 	reason := fs.String("reason", "cancelled by operator", "why")
+	asJSON := jsonFlag(fs, stdout)
 	if err := parseArgs(fs, args[2:]); err != nil {
 		return err
 	}
@@ -565,7 +576,7 @@ func runRuns(ctx context.Context, args []string, stdout io.Writer) error {
 	if err := c.Cancel(ctx, runID, *reason); err != nil {
 		return err
 	}
-	return printJSON(stdout, map[string]string{"run_id": runID, "status": "cancel requested"})
+	return renderCancel(stdout, runID, *asJSON)
 }
 
 func runCounter(ctx context.Context, args []string, stdout io.Writer) error {

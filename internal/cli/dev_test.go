@@ -2,26 +2,32 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"net"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/awaken-dev/awaken/internal/devstack"
 	"github.com/awaken-dev/awaken/internal/natstest"
 )
 
 // TestDevSyncLevel: `awaken dev` states its durability level when it is ready (always by
-// default, lazy on request) and refuses a level it does not know.
+// default, lazy on request) and refuses a level it does not know. Its log is JSON lines
+// when stderr is not a terminal, the console format with --log-format console.
 func TestDevSyncLevel(t *testing.T) {
 	for _, tc := range []struct {
-		name string
-		args []string
-		want string
+		name    string
+		args    []string
+		want    string
+		console bool
 	}{
-		{"default", nil, "sync always"},
-		{"lazy", []string{"--sync", "lazy"}, "sync lazy"},
+		{"default", nil, "sync always", false},
+		{"lazy", []string{"--sync", "lazy", "--log-format", "console"}, "sync lazy", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -30,12 +36,13 @@ func TestDevSyncLevel(t *testing.T) {
 			}
 			port := l.Addr().(*net.TCPAddr).Port
 			l.Close()
-			args := append([]string{"--config", "../../examples/awaken.yaml", "--data", t.TempDir(),
+			data := t.TempDir()
+			args := append([]string{"--config", "../../examples/awaken.yaml", "--data", data,
 				"--listen", "127.0.0.1:" + strconv.Itoa(port), "--http", ""}, tc.args...)
 			ctx, cancel := context.WithCancel(context.Background())
-			out := &natstest.SyncBuffer{}
+			out, logs := &natstest.SyncBuffer{}, &natstest.SyncBuffer{}
 			done := make(chan error, 1)
-			go func() { done <- runDev(ctx, args, out, io.Discard) }()
+			go func() { done <- runDev(ctx, args, out, logs) }()
 			deadline := time.Now().Add(60 * time.Second)
 			for !strings.Contains(out.String(), "awaken dev ready") {
 				select {
@@ -56,10 +63,26 @@ func TestDevSyncLevel(t *testing.T) {
 			if !strings.Contains(out.String(), tc.want) {
 				t.Fatalf("ready line %q does not say %q", out.String(), tc.want)
 			}
+			// The example configuration sets no cache_dir: dev keeps the compiled
+			// WebAssembly under its data directory.
+			if fi, err := os.Stat(filepath.Join(data, devstack.DefaultCacheDir)); err != nil || !fi.IsDir() {
+				t.Errorf("no compiled-module cache under the data directory: %v", err)
+			}
+			lines := strings.Split(strings.TrimSpace(logs.String()), "\n")
+			for _, l := range lines {
+				if isJSON := json.Valid([]byte(l)); isJSON == tc.console {
+					t.Fatalf("log line %q: JSON %v, want %v", l, isJSON, !tc.console)
+				}
+			}
+			if tc.console && !strings.Contains(logs.String(), " INF ready ") {
+				t.Errorf("the console log has no ready line at INF:\n%s", logs.String())
+			}
 		})
 	}
-	err := runDev(context.Background(), []string{"--sync", "sometimes", "--config", "../../examples/awaken.yaml"}, io.Discard, io.Discard)
-	if err == nil || !strings.Contains(err.Error(), "sometimes") {
-		t.Fatalf("--sync sometimes: err %v", err)
+	for _, bad := range [][]string{{"--sync", "sometimes"}, {"--log-format", "xml"}, {"--log-level", "loud"}} {
+		err := runDev(context.Background(), append(bad, "--config", "../../examples/awaken.yaml"), io.Discard, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), bad[1]) {
+			t.Fatalf("%v: err %v", bad, err)
+		}
 	}
 }

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"io"
 	"strings"
 
@@ -35,6 +34,7 @@ func runToolsLs(ctx context.Context, args []string, stdout io.Writer) error {
 	format := fs.String("format", "awaken", "catalog format: awaken, openai (Chat Completions tools), openai-responses (Responses function tools), anthropic (Messages tools) or mcp")
 	strict := fs.Bool("strict", false, "openai formats: strict schemas (closed objects, every property required) where a tool's schema allows it")
 	agentTools := fs.String("agent-tools", "", "comma-separated tool ids to narrow the list to, as a batch's agent.tools does")
+	asJSON := jsonFlag(fs, stdout)
 	if err := parseArgs(fs, args); err != nil {
 		return err
 	}
@@ -55,7 +55,7 @@ func runToolsLs(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	return printJSON(stdout, json.RawMessage(doc))
+	return renderCatalog(stdout, *format, doc, *asJSON)
 }
 
 // runToolsPause implements `awaken tools pause TOOL_ID [--reason TEXT]` and `awaken tools
@@ -69,6 +69,7 @@ func runToolsPause(ctx context.Context, verb string, args []string, stdout io.Wr
 		reason = fs.String("reason", "", "why the tool is paused (the model reads it in the blocked calls' output)")
 	}
 	as := fs.String("as", env("AWAKEN_ACTOR", defaultActor()), "who pauses or resumes, for the audit record (env AWAKEN_ACTOR; default: the OS user)")
+	asJSON := jsonFlag(fs, stdout)
 	if err := parseArgs(fs, args); err != nil {
 		return err
 	}
@@ -89,5 +90,5 @@ func runToolsPause(ctx context.Context, verb string, args []string, stdout io.Wr
 	if err != nil {
 		return err
 	}
-	return printJSON(stdout, st)
+	return renderPause(stdout, st, *asJSON)
 }

@@ -31,6 +31,9 @@ import (
 // DevOptions configures `awaken dev`.
 type DevOptions struct {
 	Config *config.Config
+	// Log is where the stack logs; nil means JSON lines on stderr at the level of
+	// AWAKEN_LOG_LEVEL.
+	Log *zerolog.Logger
 	// DataDir holds the JetStream file store; in-flight batches survive a restart on it.
 	DataDir string
 	// Listen is the host:port outside clients (and the nats CLI) connect to.
@@ -62,7 +65,14 @@ type DevOptions struct {
 	Passwords map[string]string
 	// Sync is the embedded server's durability level; "" means [DefaultDevSync].
 	Sync natsserver.Sync
+	// StopNow, closed (by a second signal), cuts the graceful stop short: see
+	// [app.StopGracefully]. nil: the stop always drains, up to [app.DefaultStopTimeout].
+	StopNow <-chan struct{}
 }
+
+// DefaultCacheDir is where `awaken dev` keeps compiled WebAssembly, under its data
+// directory, when the configuration sets no executors.sandbox.cache_dir.
+const DefaultCacheDir = "wasm-cache"
 
 // DefaultDevSync is `awaken dev`'s durability level: always, the promise of the container
 // deployment (`sync_interval: always`), so that a batch the dev server acknowledged also
@@ -88,7 +98,28 @@ func Dev(ctx context.Context, o DevOptions) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("dev: data dir: %w", err)
 	}
+	// The lock first: a second `awaken dev` on this directory is told who has it, before
+	// its ports (likely the same) are found taken.
+	unlock, err := lockDataDir(dir)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	// Compiled WebAssembly kept across restarts: without a cache every start recompiles
+	// every sandbox module (seconds, not a fraction of one).
+	if sb := &o.Config.Executors.Sandbox; sb.CacheDir == "" {
+		sb.CacheDir = filepath.Join(dir, DefaultCacheDir)
+	}
+	if err := checkListen("--listen", o.Listen); err != nil {
+		return err
+	}
+	if err := checkListen("--http", o.HTTP); err != nil {
+		return err
+	}
 	log := app.NewLogger(os.Stderr, os.Getenv("AWAKEN_LOG_LEVEL"))
+	if o.Log != nil {
+		log = *o.Log
+	}
 	if o.Sync == "" {
 		o.Sync = DefaultDevSync
 	}
@@ -103,7 +134,7 @@ func Dev(ctx context.Context, o DevOptions) error {
 	}
 	srv, err := natsserver.StartEmbedded(ecfg)
 	if err != nil {
-		return fmt.Errorf("dev: embedded NATS: %w", err)
+		return mapServerError(o.Listen, err)
 	}
 	defer natsserver.Shutdown(srv)
 	log.Info().Str("sync", string(o.Sync)).Str("survives", syncSurvives(o.Sync)).Msg("embedded JetStream durability")
@@ -143,7 +174,7 @@ func Dev(ctx context.Context, o DevOptions) error {
 	if st.APIService != nil {
 		console = st.APIService.URL()
 	}
-	log.Info().Str("nats_url", url).Str("console", console).Str("data_dir", dir).Str("config", o.Config.Source).Bool("secure", o.Secure).Msg("ready")
+	log.Info().Str("nats_url", url).Str("console", console).Str("data_dir", dir).Str("wasm_cache", o.Config.Executors.Sandbox.CacheDir).Str("config", o.Config.Source).Bool("secure", o.Secure).Msg("ready")
 	if o.Ready != nil {
 		o.Ready(url)
 	}
@@ -151,9 +182,7 @@ func Dev(ctx context.Context, o DevOptions) error {
 		o.ReadyURLs(url, console)
 	}
 	<-ctx.Done()
-	stopCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	return st.Stop(stopCtx)
+	return app.StopGracefully(st, log, app.DefaultStopTimeout, o.StopNow)
 }
 
 // secureInProcessDialer connects each service to an embedded server as its own NATS user

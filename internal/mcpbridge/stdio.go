@@ -153,7 +153,9 @@ func (r childStdout) Close() error               { return nil }
 // maxStderrLine bounds one logged line of a child's stderr.
 const maxStderrLine = 4096
 
-// lineLogger logs a child's stderr line by line. exec.Cmd writes to it from one goroutine.
+// lineLogger logs a child's stderr line by line, at debug: MCP servers write protocol
+// traces and banners there, which would flood an info log. exec.Cmd writes to it from
+// one goroutine.
 type lineLogger struct {
 	log     zerolog.Logger
 	pending []byte
@@ -187,7 +189,7 @@ func (l *lineLogger) flush() {
 		line = line[:maxStderrLine]
 	}
 	if len(line) > 0 {
-		l.log.Info().Msg(string(line))
+		l.log.Debug().Msg(string(line))
 	}
 	l.pending = l.pending[:0]
 }

@@ -37,6 +37,8 @@ type Telemetry struct {
 
 	mu    sync.Mutex
 	bound map[string]<-chan struct{} // durable → its loop's Done channel
+
+	work inflightSet // the deliveries being handled, for [Telemetry.InFlight]
 }
 
 // New returns the telemetry of service on m (nil m: no metrics) with spans from tp (nil
@@ -197,6 +199,7 @@ func (o observer) Begin(ctx context.Context, d bus.Delivery) (context.Context, f
 	if t.m != nil && d.NumDelivered > 1 {
 		t.m.redeliveries.WithLabelValues(d.Consumer).Inc()
 	}
+	workID := t.work.add(d)
 	ctx = t.Extract(ctx, d.Event)
 	ctx, span := t.tracer.Start(ctx, d.Consumer, trace.WithSpanKind(trace.SpanKindConsumer),
 		trace.WithAttributes(
@@ -228,6 +231,7 @@ func (o observer) Begin(ctx context.Context, d bus.Delivery) (context.Context, f
 		}
 	}
 	return ctx, func(ob bus.Observation) {
+		t.work.remove(workID)
 		if t.m != nil {
 			t.m.messages.WithLabelValues(d.Consumer, string(ob.Settlement)).Inc()
 			if ob.Handled {

@@ -1,7 +1,7 @@
 // Package client is the Go client for agent platforms: submit a batch, await its ordered
 // results, answer approval tickets, cancel a run and watch the agent-event projection. It
-// speaks only the public protocol (README, "The protocol in brief"), so anything it does an outside client in
-// another language can do the same way.
+// speaks only the public protocol (docs/protocol.md; the tour: docs/integration.md), so
+// anything it does an outside client in another language can do the same way.
 //
 // Results come from the results stream: only the stream guarantees that a batch is seen
 // whole (its results and finalized payload are one message, or for a batch too large for

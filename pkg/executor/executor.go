@@ -264,16 +264,41 @@ func (r *Running) Stop(ctx context.Context) error {
 }
 
 // Run starts the executor and serves until ctx ends or the process gets SIGTERM or
-// SIGINT, then drains for at most [DefaultDrainTimeout].
+// SIGINT, then drains for at most [DefaultDrainTimeout], logging which calls it waits
+// for. A second signal stops at once: the calls in flight are left as after a crash
+// (redelivered; a never-replay call that had started ends indeterminate).
 func (x *Executor) Run(ctx context.Context) error {
-	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
-	defer stop()
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	return x.run(ctx, sigs)
+}
+
+// run is Run with the signals as a channel.
+func (x *Executor) run(ctx context.Context, sigs <-chan os.Signal) error {
 	r, err := x.Start(ctx)
 	if err != nil {
 		return err
 	}
-	<-ctx.Done()
-	stopCtx, cancel := context.WithTimeout(context.Background(), DefaultDrainTimeout)
+	select {
+	case <-ctx.Done():
+	case <-sigs:
+	}
+	now := make(chan struct{})
+	stopped := make(chan struct{})
+	defer close(stopped)
+	go func() {
+		select {
+		case <-sigs:
+			close(now)
+		case <-stopped:
+		}
+	}()
+	err = app.StopGracefully(r.st, r.log.With().Str("service", ServiceName).Logger(), DefaultDrainTimeout, now)
+	flushCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	return r.Stop(stopCtx)
+	if ferr := r.shutdownTracing(flushCtx); ferr != nil {
+		r.log.Warn().Err(ferr).Msg("flushing traces failed")
+	}
+	return err
 }

@@ -200,7 +200,7 @@ func TestApproveWithEditsOverMicroAndCLI(t *testing.T) {
 		t.Fatalf("results %q, want the CLI's edit", got)
 	}
 	stdout.Reset()
-	if code := cli.Main(context.Background(), []string{"batch", "show", contracts.BatchID(run, 1), "--nats-url", h.srv.URL()}, &stdout, &stderr); code != 0 {
+	if code := cli.Main(context.Background(), []string{"batch", "show", contracts.BatchID(run, 1), "--json=false", "--nats-url", h.srv.URL()}, &stdout, &stderr); code != 0 {
 		t.Fatalf("batch show: exit %d: %s", code, stderr.String())
 	}
 	for _, want := range []string{`(?m)^0\s+c1\s+ask_echo\s+Completed\s+completed: by cli\s+carol \(claimed\) \(edited arguments\)$`,

@@ -140,3 +140,7 @@ func clean(s string, max int) string {
 	}
 	return b.String()
 }
+
+// CleanCell is the escaping and cutting of [WriteTimeline]'s cells, for the CLI's other
+// terminal tables: tool- and model-authored text never reaches a terminal raw.
+func CleanCell(s string, max int) string { return clean(s, max) }

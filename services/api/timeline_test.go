@@ -83,7 +83,7 @@ func TestBatchShowCommand(t *testing.T) {
 	batchID := contracts.BatchID(run, 1)
 	view := h.batch(batchID)
 	var stdout, stderr bytes.Buffer
-	code := cli.Main(context.Background(), []string{"batch", "show", batchID, "--nats-url", h.srv.URL()}, &stdout, &stderr)
+	code := cli.Main(context.Background(), []string{"batch", "show", batchID, "--json=false", "--nats-url", h.srv.URL()}, &stdout, &stderr)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr.String())
 	}
