@@ -61,8 +61,13 @@ func TestPipeline_malformedSubmissionsAreRejectedAndKept(t *testing.T) {
 		{"id with a dot", func(id string) *nats.Msg {
 			return rawSubmission(id, []byte(strings.Replace(good, `"run_id":"r"`, `"run_id":"r.x"`, 1)))
 		}, contracts.RejectInvalidID},
-		{"id with a wildcard", func(id string) *nats.Msg {
-			return rawSubmission(id, []byte(strings.Replace(good, `"call_id":"c1"`, `"call_id":"c*"`, 1)))
+		// A call id may hold any printable character since provider ids are kept verbatim
+		// (it is encoded where it names a key or subject); a run id names subjects itself.
+		{"run id with a wildcard", func(id string) *nats.Msg {
+			return rawSubmission(id, []byte(strings.Replace(good, `"run_id":"r"`, `"run_id":"r*"`, 1)))
+		}, contracts.RejectInvalidID},
+		{"call id with a control character", func(id string) *nats.Msg {
+			return rawSubmission(id, []byte(strings.Replace(good, `"call_id":"c1"`, `"call_id":"c\u0007"`, 1)))
 		}, contracts.RejectInvalidID},
 		{"id with a space", func(id string) *nats.Msg {
 			return rawSubmission(id, []byte(strings.Replace(good, `"thread_id":"t"`, `"thread_id":"t >"`, 1)))
