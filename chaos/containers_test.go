@@ -671,14 +671,21 @@ func promiseLine(rep checker.Report) string {
 func faultLines(h checker.History, obs *checker.Observed, rep checker.Report, faults []fault) []string {
 	published := map[string]time.Time{}
 	for _, m := range obs.Results {
-		if m.Type != contracts.TypeBatchFinalized {
-			continue
-		}
-		var f contracts.BatchFinalized
-		if json.Unmarshal(m.Data, &f) == nil {
-			if _, seen := published[f.BatchID]; !seen {
-				published[f.BatchID] = m.Time
+		var batchID string
+		switch m.Type {
+		case contracts.TypeBatchResults:
+			var b contracts.BatchResults
+			if json.Unmarshal(m.Data, &b) == nil {
+				batchID = b.BatchID
 			}
+		case contracts.TypeBatchFinalized:
+			var f contracts.BatchFinalized
+			if json.Unmarshal(m.Data, &f) == nil {
+				batchID = f.BatchID
+			}
+		}
+		if _, seen := published[batchID]; batchID != "" && !seen {
+			published[batchID] = m.Time
 		}
 	}
 	violations := map[string]int{}

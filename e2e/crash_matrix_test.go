@@ -77,6 +77,14 @@ func crashMatrix(withSandbox bool) []crashCell {
 		crashCell{service: "gate", point: pipeline.FaultAfterCommit, callID: "a0"},
 		crashCell{service: "gate", point: pipeline.FaultAfterCommit, callID: "a0", nth: 2},
 		crashCell{service: "gate", point: pipeline.FaultAfterPublish, callID: "a0", nth: 2},
+		// The publisher on each batch (its operation is the batch id, which ends in the
+		// step): finalized and not published, or published as one results message and
+		// not marked — the parallel batch (outputs in any order, several workers) and the
+		// approval batch (published after a human's answer).
+		crashCell{service: "publisher", point: pipeline.FaultAfterCommit, callID: "2"},
+		crashCell{service: "publisher", point: pipeline.FaultAfterPublish, callID: "2"},
+		crashCell{service: "publisher", point: pipeline.FaultAfterCommit, callID: "3"},
+		crashCell{service: "publisher", point: pipeline.FaultAfterPublish, callID: "3"},
 		// The sequential batch (step 1) finalized and its run released, the publisher dead
 		// before its results (after-commit) or before the archive (after-publish), while
 		// the platform's next step of the run is accepted and replaces it in the run

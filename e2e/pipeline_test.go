@@ -127,8 +127,8 @@ func TestPipeline_barrierHoldsWhileACallRuns(t *testing.T) {
 	if got := texts(res); strings.Join(got, "|") != "done early|done" {
 		t.Errorf("results %v", got)
 	}
-	if n := h.resultsOnSubject("run-barrier"); n != 3 {
-		t.Errorf("%d messages on the results subject, want 2 results + finalized", n)
+	if n := h.resultsOnSubject("run-barrier"); n != 1 {
+		t.Errorf("%d messages on the results subject, want one results message", n)
 	}
 }
 
@@ -152,8 +152,8 @@ func TestPipeline_duplicateSubmission(t *testing.T) {
 	if !errors.As(err, &rej) || rej.Code != string(contracts.RejectConflict) {
 		t.Fatalf("different content: got %v, want a conflict rejection", err)
 	}
-	if n := h.resultsOnSubject("run-dup"); n != 2 {
-		t.Errorf("%d messages on the results subject, want exactly one publication (result + finalized)", n)
+	if n := h.resultsOnSubject("run-dup"); n != 1 {
+		t.Errorf("%d messages on the results subject, want exactly one publication (one results message)", n)
 	}
 }
 
@@ -185,8 +185,8 @@ func TestPipeline_faultAtEveryHopStillRunsOncePublishesOnce(t *testing.T) {
 				if n := h.ledger(run, 1, "c1"); n != 1 {
 					t.Errorf("counter body ran %d times", n)
 				}
-				if n := h.resultsOnSubject(run); n != 3 {
-					t.Errorf("%d messages on the results subject, want one publication", n)
+				if n := h.resultsOnSubject(run); n != 1 {
+					t.Errorf("%d messages on the results subject, want one publication (one results message)", n)
 				}
 			})
 		}

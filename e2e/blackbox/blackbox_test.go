@@ -124,8 +124,9 @@ type result struct {
 	} `json:"output"`
 }
 
-// readBatch reads the run's results subject from the stream until the batch's finalized
-// event, returning the results and the finalized payload.
+// readBatch reads the run's results subject from the stream until the batch's results
+// message (or the finalized event ending its atomic batch), returning the results and the
+// finalized payload.
 func readBatch(t *testing.T, js jetstream.JetStream, run, batchID string) ([]result, map[string]any) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -164,6 +165,20 @@ func readBatch(t *testing.T, js jetstream.JetStream, run, batchID string) ([]res
 			}
 			if f["batch_id"] == batchID {
 				return results, f
+			}
+		case "io.awaken.toolbatch.results.v1":
+			// A batch in one message (a batch too large for one comes as the two types
+			// above, in one atomic batch).
+			var b struct {
+				BatchID   string         `json:"batch_id"`
+				Results   []result       `json:"results"`
+				Finalized map[string]any `json:"finalized"`
+			}
+			if err := json.Unmarshal(msg.Data(), &b); err != nil {
+				t.Fatal(err)
+			}
+			if b.BatchID == batchID {
+				return b.Results, b.Finalized
 			}
 		default:
 			t.Errorf("unexpected ce-type on the results subject: %q", msg.Headers().Get("ce-type"))

@@ -103,7 +103,7 @@ func StreamConfigs(names contracts.Names, cfg TopologyConfig) []jetstream.Stream
 			Duplicates:  d,
 		}
 	}
-	results := stream(names.ResultsStream(), "ordered results and finalized events, one atomic batch per tool batch",
+	results := stream(names.ResultsStream(), "ordered batch results: one message per tool batch (an atomic batch when it exceeds one message)",
 		p+".results.>", age(cfg.ResultsMaxAge, DefaultResultsMaxAge))
 	results.AllowAtomicPublish = true
 	// The server republishes what it stored, so a waiting client needs no consumer.

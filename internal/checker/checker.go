@@ -192,7 +192,9 @@ func explainedReason(reason string) bool {
 
 const indeterminatePrefix = "tool outcome is indeterminate: "
 
-// publication is one batch's published messages, in stream order.
+// publication is one batch's published messages, in stream order. A results message
+// (io.awaken.toolbatch.results.v1) counts as a finalized message and adds each of its
+// results, all at its own stream position.
 type publication struct {
 	results   []resultMsg
 	finalized []Message
@@ -240,6 +242,17 @@ func Check(h History, o *Observed, rules Rules) Report {
 			}
 			p := pub(f.BatchID)
 			p.finalized = append(p.finalized, m)
+		case contracts.TypeBatchResults:
+			var b contracts.BatchResults
+			if err := decode(m.Data, &b); err != nil {
+				add(KindMalformed, "", "", "results seq %d: %v", m.Seq, err)
+				continue
+			}
+			p := pub(b.BatchID)
+			for _, ev := range b.Results {
+				p.results = append(p.results, resultMsg{m, ev})
+			}
+			p.finalized = append(p.finalized, m)
 		default:
 			add(KindMalformed, "", "", "unexpected type %q at seq %d", m.Type, m.Seq)
 		}
@@ -286,9 +299,10 @@ func Check(h History, o *Observed, rules Rules) Report {
 			}
 		}
 		// Atomic publication: the first publication's results then its finalized event
-		// occupy consecutive positions on the stream.
+		// occupy consecutive positions on the stream — or it is one results message,
+		// atomic by construction.
 		first := p.finalized[0]
-		if len(p.results) >= n && n > 0 {
+		if len(p.results) >= n && n > 0 && first.Type != contracts.TypeBatchResults {
 			start := pos[p.results[0].Seq]
 			for i := range n {
 				if pos[p.results[i].Seq] != start+i {

@@ -59,18 +59,34 @@ func (w *world) run(b *Batch, i int) {
 	w.o.Ledger[key] = e
 }
 
-// publish publishes a batch atomically with the given outcomes (default completed).
+// publish publishes a batch as an atomic batch of per-call events with the given outcomes
+// (default completed).
 func (w *world) publish(b *Batch, indeterminate map[int]string) {
+	evs, fin := resultsOf(b, indeterminate)
+	for _, ev := range evs {
+		w.results(contracts.TypeToolResult, ev)
+	}
+	w.results(contracts.TypeBatchFinalized, fin)
+}
+
+// publishOne publishes a batch as one results message, the publisher's usual form.
+func (w *world) publishOne(b *Batch, indeterminate map[int]string) {
+	evs, fin := resultsOf(b, indeterminate)
+	w.results(contracts.TypeBatchResults, contracts.BatchResults{BatchID: fin.BatchID, RunID: fin.RunID, Results: evs, Finalized: fin})
+}
+
+func resultsOf(b *Batch, indeterminate map[int]string) ([]contracts.ToolResultEvent, contracts.BatchFinalized) {
 	sub := b.Submission
+	var evs []contracts.ToolResultEvent
 	for i, c := range sub.Calls {
 		ev := contracts.ToolResultEvent{BatchID: sub.BatchID(), RunID: sub.RunID, Index: i, CallID: c.CallID, ToolID: c.ToolID,
 			Outcome: contracts.OutcomeCompleted, Output: contracts.TextOutput(c.CallID, "ok")}
 		if reason, ok := indeterminate[i]; ok {
 			ev.Outcome, ev.Output = contracts.OutcomeIndeterminate, contracts.ErrorOutput(c.CallID, indeterminatePrefix+reason)
 		}
-		w.results(contracts.TypeToolResult, ev)
+		evs = append(evs, ev)
 	}
-	w.results(contracts.TypeBatchFinalized, contracts.BatchFinalized{BatchID: sub.BatchID(), RunID: sub.RunID, Step: sub.Step})
+	return evs, contracts.BatchFinalized{BatchID: sub.BatchID(), RunID: sub.RunID, Step: sub.Step}
 }
 
 // approve records an approval of call i in the audit and tickets streams.
@@ -92,14 +108,14 @@ func rules() Rules {
 	return Rules{NeverReplay: func(tool string) bool { return tool == "counter" || tool == "ask_me" }}
 }
 
-// good builds a healthy history: a sequential batch, an approved call, a denied call and
-// an Indeterminate outcome explained by a kill.
+// good builds a healthy history: a sequential batch (published as one results message),
+// an approved call, a denied call and an Indeterminate outcome explained by a kill.
 func good() *world {
 	w := newWorld()
 	a := w.submit("run-a", "echo", "counter")
 	w.run(a, 0)
 	w.run(a, 1)
-	w.publish(a, nil)
+	w.publishOne(a, nil)
 	b := w.submit("run-b", "ask_me", "forbidden")
 	b.Expect["c0"], b.Expect["c1"] = ExpectApproval, ExpectDenied
 	w.approve(b, 0, false)
@@ -131,7 +147,30 @@ func TestCheck_catchesEveryViolationKind(t *testing.T) {
 		want    Kind
 	}{
 		{"batch never published", func(w *world) { w.submit("run-lost", "echo") }, KindLost},
-		{"batch published twice", func(w *world) { w.publish(&w.h.Batches[0], nil) }, KindDuplicate},
+		{"batch published twice", func(w *world) { w.publish(&w.h.Batches[1], nil) }, KindDuplicate},
+		{"results message published twice", func(w *world) { w.publishOne(&w.h.Batches[0], nil) }, KindDuplicate},
+		{"results message and atomic batch of one batch", func(w *world) { w.publish(&w.h.Batches[0], nil) }, KindDuplicate},
+		{"results message out of model order", func(w *world) {
+			b := w.submit("run-order-one", "echo", "wc")
+			evs, fin := resultsOf(b, nil)
+			evs[0], evs[1] = evs[1], evs[0]
+			w.results(contracts.TypeBatchResults, contracts.BatchResults{BatchID: fin.BatchID, RunID: fin.RunID, Results: evs, Finalized: fin})
+		}, KindOrder},
+		{"results message missing a result", func(w *world) {
+			b := w.submit("run-short-one", "echo", "echo")
+			evs, fin := resultsOf(b, nil)
+			w.results(contracts.TypeBatchResults, contracts.BatchResults{BatchID: fin.BatchID, RunID: fin.RunID, Results: evs[:1], Finalized: fin})
+		}, KindOrder},
+		{"a body started after its results message", func(w *world) {
+			b := w.submit("run-late-one", "echo", "echo")
+			w.run(b, 0)
+			w.publishOne(b, nil)
+			w.run(b, 1)
+		}, KindNotAtomic},
+		{"undecodable results message", func(w *world) {
+			w.seq++
+			w.o.Results = append(w.o.Results, Message{Seq: w.seq, Type: contracts.TypeBatchResults, Data: []byte("{")})
+		}, KindMalformed},
 		{"published but never submitted", func(w *world) {
 			b := w.submit("run-ghost", "echo")
 			w.publish(b, nil)

@@ -41,6 +41,10 @@ func ResultID(batchID string, index int) string { return batchID + ":result:" + 
 // FinalizedID is the id of a batch's finalized event.
 func FinalizedID(batchID string) string { return batchID + ":finalized" }
 
+// BatchResultsID is the id of a batch's results message (io.awaken.toolbatch.results.v1):
+// one per batch, so the stream deduplicates a re-publication by the batch id.
+func BatchResultsID(batchID string) string { return batchID + ":results" }
+
 // TicketOpenedID, TicketResolvedID and TicketTimerID identify ticket events.
 func TicketOpenedID(corr string) string            { return corr + ":opened" }
 func TicketResolvedID(corr string) string          { return corr + ":resolved" }

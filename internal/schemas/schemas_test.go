@@ -98,6 +98,7 @@ var goldenSchemas = []struct{ prefix, schema string }{
 	{"wire_agent_event_", "agent_event.json"},
 	{"wire_audit_record", "audit_record.json"},
 	{"wire_batch_finalized", "batch_finalized.json"},
+	{"wire_batch_results", "batch_results.json"},
 	{"wire_batch_rejected", "batch_rejected.json"},
 	{"wire_batch_submission", "batch_submission.json"},
 	{"wire_command", "command.json"},

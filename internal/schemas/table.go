@@ -19,6 +19,7 @@ var Documents = []Document{
 		Enums: map[string]reflect.Type{"code": typeOf[contracts.RejectCode]()}},
 	{File: "tool_result_event.json", Type: typeOf[contracts.ToolResultEvent]()},
 	{File: "batch_finalized.json", Type: typeOf[contracts.BatchFinalized]()},
+	{File: "batch_results.json", Type: typeOf[contracts.BatchResults]()},
 	{File: "resume_ticket.json", Type: typeOf[contracts.ResumeTicket]()},
 	{File: "resume_command.json", Type: typeOf[contracts.ResumeCommand]()},
 	{File: "ticket_resolution.json", Type: typeOf[contracts.TicketResolution]()},

@@ -4,7 +4,8 @@
 // another language can do the same way.
 //
 // Results come from the results stream: only the stream guarantees that a batch is seen
-// whole (its results and finalized event are one atomic publish) and that a client which
+// whole (its results and finalized payload are one message, or for a batch too large for
+// one, one atomic publish) and that a client which
 // was offline when they were published still sees them. SubmitAndWait takes a shortcut
 // that keeps that guarantee: it watches the run's results subject while the batch runs
 // and, once it has seen the whole batch, confirms in the stream that the publish was
@@ -124,12 +125,15 @@ func (c *Client) Conn() *nats.Conn { return c.nc }
 func (c *Client) Names() contracts.Names { return c.names }
 
 // BatchResult is the published outcome of one batch: one result per call in model order,
-// then the finalized event.
+// then the finalized event. It is read from either form of a publication: the batch's one
+// io.awaken.toolbatch.results.v1 message, or — for a batch too large for one message — the
+// atomic batch of its io.awaken.tool.result.v1 events and its finalized event.
 type BatchResult struct {
 	BatchID   string
 	Results   []contracts.ToolResultEvent
 	Finalized contracts.BatchFinalized
-	// Sequence is the results stream's sequence of the finalized event: where
+	// Sequence is the results stream's sequence of the batch's last message (its results
+	// message, or the finalized event that ends its atomic batch): where
 	// [Client.FollowRun] resumes after this batch.
 	Sequence uint64
 }
@@ -259,8 +263,8 @@ func (c *Client) Results(ctx context.Context, runID string, step int64) (*BatchR
 // whole (its results in model order and its finalized event) and with its
 // [BatchResult.Sequence]; it keeps waiting for new batches until ctx ends or yield
 // returns false. A follower that lost its place resumes exactly after the last batch it
-// handled by passing that batch's Sequence as after: a batch's messages are one atomic
-// publish, so no batch is split across that point.
+// handled by passing that batch's Sequence as after: a batch is one message (or one
+// atomic publish), so no batch is split across that point.
 func (c *Client) FollowRun(ctx context.Context, runID string, after uint64, yield func(*BatchResult) bool) error {
 	var resolveErr error
 	err := c.readResults(ctx, runID, after, 0, func(b *BatchResult) bool {
@@ -300,11 +304,13 @@ var (
 )
 
 // readResults reads the run's results subject with an ordered consumer, starting after
-// stream sequence after, and calls yield with each batch as its finalized event arrives.
+// stream sequence after, and calls yield with each batch as its results message (or the
+// finalized event ending its atomic batch) arrives.
 // It returns errYieldStop when yield returns false, errReadEnd once it has read the
 // message at sequence until (when until > 0), or the error that ended the read (ctx's
 // when ctx ended). It holds the results of at most the batches whose finalized event it
-// has not read yet — one, since a batch is one atomic publish.
+// has not read yet — one, since a batch is one atomic publish. A batch published as one
+// results message is yielded as it is read.
 func (c *Client) readResults(ctx context.Context, runID string, after, until uint64, yield func(*BatchResult) bool) error {
 	cfg := jetstream.OrderedConsumerConfig{
 		FilterSubjects:    []string{c.names.ResultsSubject(runID)},
@@ -363,6 +369,16 @@ func (c *Client) readResults(ctx context.Context, runID string, after, until uin
 				delete(pending, f.BatchID)
 				// A read that starts inside a batch (after a sequence that is not a
 				// finalized event's) sees its end only: that batch is not yielded.
+				if wholeBatch(res) && !yield(res) {
+					return errYieldStop
+				}
+			case contracts.TypeBatchResults:
+				var b contracts.BatchResults
+				if err := json.Unmarshal(ev.Data, &b); err != nil {
+					return fmt.Errorf("results %s: %w", ev.ID, err)
+				}
+				res := &BatchResult{BatchID: b.BatchID, Results: b.Results, Finalized: b.Finalized, Sequence: seq}
+				delete(pending, b.BatchID)
 				if wholeBatch(res) && !yield(res) {
 					return errYieldStop
 				}

@@ -23,7 +23,8 @@ import (
 // stream stays the authority:
 //
 //   - the batch seen on the subscription is accepted only when it is whole (a result for
-//     every call the finalized event names, in model order);
+//     every call the finalized event names, in model order) — one results message is
+//     whole by construction, an atomic batch of per-call events may arrive incomplete;
 //   - the stream is read instead whenever the subscription may have missed something: the
 //     batch arrived incomplete, the connection reconnected, the subscription dropped
 //     messages, or nothing arrived for streamHedgeAfter (a message lost on a cluster
@@ -225,8 +226,9 @@ func (c *Client) SubmitAndWait(ctx context.Context, sub contracts.BatchSubmissio
 	}
 }
 
-// lastFinalized returns the stream's last message on the run's results subject when it is
-// a finalized event; nil when the subject is empty or ends otherwise.
+// lastFinalized returns the finalized payload of the stream's last message on the run's
+// results subject when it is a results message or a finalized event; nil when the subject
+// is empty or ends otherwise.
 func (c *Client) lastFinalized(ctx context.Context, runID string) (*contracts.BatchFinalized, error) {
 	stream, err := c.resultsStream(ctx)
 	if err != nil {
@@ -240,14 +242,24 @@ func (c *Client) lastFinalized(ctx context.Context, runID string) (*contracts.Ba
 		return nil, fmt.Errorf("client: results of %s: %w", runID, err)
 	}
 	ev, err := bus.DecodeMsg(m.Header, m.Data)
-	if err != nil || ev.Type != contracts.TypeBatchFinalized {
+	if err != nil {
 		return nil, nil
 	}
-	var f contracts.BatchFinalized
-	if err := json.Unmarshal(ev.Data, &f); err != nil {
-		return nil, nil
+	switch ev.Type {
+	case contracts.TypeBatchResults:
+		var b contracts.BatchResults
+		if err := json.Unmarshal(ev.Data, &b); err != nil {
+			return nil, nil
+		}
+		return &b.Finalized, nil
+	case contracts.TypeBatchFinalized:
+		var f contracts.BatchFinalized
+		if err := json.Unmarshal(ev.Data, &f); err != nil {
+			return nil, nil
+		}
+		return &f, nil
 	}
-	return &f, nil
+	return nil, nil
 }
 
 // resultsStream returns the results stream's handle, looked up once per client.
@@ -298,12 +310,28 @@ func (w *batchWatch) deliver(m *nats.Msg) {
 	case contracts.TypeBatchFinalized:
 		var f contracts.BatchFinalized
 		if json.Unmarshal(ev.Data, &f) == nil && f.BatchID == w.batchID && w.final == nil {
-			w.final = &f
-			// The stream republishes with the stored message's sequence.
-			w.seq, _ = strconv.ParseUint(m.Header.Get(jetstream.SequenceHeader), 10, 64)
-			close(w.finalized)
+			w.finish(m, &f)
+		}
+	case contracts.TypeBatchResults:
+		var b contracts.BatchResults
+		if json.Unmarshal(ev.Data, &b) == nil && b.BatchID == w.batchID && w.final == nil {
+			for _, r := range b.Results {
+				if w.drop == nil || !w.drop(r) {
+					w.results[r.Index] = r
+				}
+			}
+			w.finish(m, &b.Finalized)
 		}
 	}
+}
+
+// finish records the batch's finalized payload f, carried by the republished message m,
+// and wakes the waiter. w.mu is held.
+func (w *batchWatch) finish(m *nats.Msg, f *contracts.BatchFinalized) {
+	w.final = f
+	// The stream republishes with the stored message's sequence.
+	w.seq, _ = strconv.ParseUint(m.Header.Get(jetstream.SequenceHeader), 10, 64)
+	close(w.finalized)
 }
 
 // whole returns the batch when a result of every call the finalized event names has

@@ -20,7 +20,8 @@ import (
 
 // These tests play the publisher service against a real server: they answer a submission
 // by publishing its results on the results stream exactly as the publisher does (one
-// atomic batch), or by publishing them in ways the publisher's crashes can, and check what
+// results message, or for a batch too large for one the atomic batch of its per-call
+// events), or by publishing them in ways the publisher's crashes can, and check what
 // SubmitAndWait and Await make of it.
 
 type waitEnv struct {
@@ -84,6 +85,40 @@ func (e *waitEnv) batchMessages(sub contracts.BatchSubmission, text string) []bu
 	return append(out, bus.Outgoing{Subject: subject, Event: ev})
 }
 
+// resultsMessage is the one results message the publisher publishes for sub (the form of
+// every batch that fits one message).
+func (e *waitEnv) resultsMessage(sub contracts.BatchSubmission, text string) bus.Outgoing {
+	e.t.Helper()
+	parts := e.batchMessages(sub, text)
+	b := contracts.BatchResults{BatchID: sub.BatchID(), RunID: sub.RunID}
+	for _, o := range parts[:len(parts)-1] {
+		var r contracts.ToolResultEvent
+		if err := json.Unmarshal(o.Event.Data, &r); err != nil {
+			e.t.Fatal(err)
+		}
+		b.Results = append(b.Results, r)
+	}
+	if err := json.Unmarshal(parts[len(parts)-1].Event.Data, &b.Finalized); err != nil {
+		e.t.Fatal(err)
+	}
+	ev, err := bus.NewEvent(sub.BatchID()+":results", "test/publisher", contracts.TypeBatchResults, b)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return bus.Outgoing{Subject: parts[0].Subject, Event: ev}
+}
+
+// publish publishes the results of sub in one of the publisher's forms: one results
+// message, or (atomic) the atomic batch of per-call events.
+func (e *waitEnv) publish(ctx context.Context, pub *bus.Publisher, sub contracts.BatchSubmission, text string, atomic bool) error {
+	if atomic {
+		return pub.PublishAtomic(ctx, e.batchMessages(sub, text))
+	}
+	o := e.resultsMessage(sub, text)
+	_, err := pub.Publish(ctx, o.Subject, o.Event)
+	return err
+}
+
 // onSubmit calls answer with each submission that reaches the submit subject. The test
 // waits for every answer to finish before the connections close: a client sees the
 // republished results before the publisher has its acknowledgement.
@@ -139,8 +174,9 @@ func checkResults(t *testing.T, res *BatchResult, sub contracts.BatchSubmission,
 func TestSubmitAndWaitReadsACommittedBatchWithoutAConsumer(t *testing.T) {
 	e := newWaitEnv(t)
 	pub := bus.NewPublisher(e.js)
+	// Odd steps are published as one results message, even ones as an atomic batch.
 	e.onSubmit(func(sub contracts.BatchSubmission) {
-		if err := pub.PublishAtomic(context.Background(), e.batchMessages(sub, "ok")); err != nil {
+		if err := e.publish(context.Background(), pub, sub, "ok", sub.Step%2 == 0); err != nil {
 			t.Error(err)
 		}
 	})
@@ -193,12 +229,22 @@ func TestSubmitAndWaitDoesNotReportAnUncommittedPublish(t *testing.T) {
 	checkResults(t, res, sub, "committed")
 }
 
-// A batch whose results did not all reach the subscription is read from the stream.
+// A batch whose results did not all reach the subscription (an atomic batch, run-gap-2)
+// is read from the stream. (For run-gap-1, one results message, the hook stands for a
+// message that arrived but was not whole.)
 func TestSubmitAndWaitReadsTheStreamWhenTheSubscriptionMissedAResult(t *testing.T) {
+	for i, atomic := range []bool{false, true} {
+		t.Run(fmt.Sprintf("atomic=%v", atomic), func(t *testing.T) {
+			testSubscriptionMissedAResult(t, fmt.Sprintf("run-gap-%d", i+1), atomic)
+		})
+	}
+}
+
+func testSubscriptionMissedAResult(t *testing.T, run string, atomic bool) {
 	e := newWaitEnv(t)
 	pub := bus.NewPublisher(e.js)
 	e.onSubmit(func(sub contracts.BatchSubmission) {
-		if err := pub.PublishAtomic(context.Background(), e.batchMessages(sub, "ok")); err != nil {
+		if err := e.publish(context.Background(), pub, sub, "ok", atomic); err != nil {
 			t.Error(err)
 		}
 	})
@@ -206,7 +252,7 @@ func TestSubmitAndWaitReadsTheStreamWhenTheSubscriptionMissedAResult(t *testing.
 	e.c.dropResult = func(r contracts.ToolResultEvent) bool { return r.Index == 1 }
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	sub := testSubmission("run-gap", 3)
+	sub := testSubmission(run, 3)
 	res, err := e.c.SubmitAndWait(ctx, sub)
 	if err != nil {
 		t.Fatal(err)
@@ -223,7 +269,7 @@ func TestAwaitDeletesItsConsumer(t *testing.T) {
 	for i := range 3 {
 		sub := testSubmission("run-await", 2)
 		sub.Step = int64(i + 1)
-		if err := pub.PublishAtomic(ctx, e.batchMessages(sub, "ok")); err != nil {
+		if err := e.publish(ctx, pub, sub, "ok", false); err != nil {
 			t.Fatal(err)
 		}
 		res, err := e.c.Await(ctx, sub.RunID, sub.Step)
@@ -260,7 +306,7 @@ func TestSubmitAndWaitFindsTheResultsOfAnIdenticalEarlierSubmission(t *testing.T
 			// Not the test's context: this answer may still be settling when the test ends.
 			pctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
-			if err := pub.PublishAtomic(pctx, e.batchMessages(sub, "first")); err != nil && !errors.Is(err, bus.ErrAtomicDuplicate) {
+			if err := e.publish(pctx, pub, sub, "first", false); err != nil {
 				t.Error(err)
 			}
 		}
@@ -294,9 +340,11 @@ func TestSubmitAndWaitFindsTheResultsOfAnIdenticalEarlierSubmission(t *testing.T
 	checkResults(t, res, sub, "first")
 }
 
-// FollowRun yields every batch of a run whole and in order, resumes exactly after the
-// batch whose Sequence it is given, and never yields the tail of a batch it started inside
-// of; Results reads a published batch without waiting and says ErrNotPublished otherwise.
+// FollowRun yields every batch of a run whole and in order, whichever form it was
+// published in, resumes exactly after the batch whose Sequence it is given, and never
+// yields the tail of a batch it started inside of; Results reads a published batch
+// without waiting and says ErrNotPublished otherwise. Batch 3 is an atomic batch of
+// per-call events, the others one results message each.
 func TestFollowRunResumesAfterASequenceAndResultsDoesNotWait(t *testing.T) {
 	e := newWaitEnv(t)
 	pub := bus.NewPublisher(e.js)
@@ -307,7 +355,7 @@ func TestFollowRunResumesAfterASequenceAndResultsDoesNotWait(t *testing.T) {
 		t.Helper()
 		sub := testSubmission(run, 2)
 		sub.Step = step
-		if err := pub.PublishAtomic(ctx, e.batchMessages(sub, fmt.Sprint("step ", step))); err != nil {
+		if err := e.publish(ctx, pub, sub, fmt.Sprint("step ", step), step == 3); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -59,8 +59,21 @@ type ToolResultEvent struct {
 	Output  ToolOutput `json:"output"`
 }
 
+// BatchResults is the payload of io.awaken.toolbatch.results.v1: a batch's whole
+// publication as one message — every result in model order, then what the finalized event
+// says. One stored message is atomic by construction, so this is how a batch is published
+// whenever the message fits the server's max payload; a batch whose results do not fit is
+// published as its io.awaken.tool.result.v1 events and its io.awaken.toolbatch.finalized.v1
+// event in one atomic batch instead. A reader accepts both forms.
+type BatchResults struct {
+	BatchID   string            `json:"batch_id"`
+	RunID     string            `json:"run_id"`
+	Results   []ToolResultEvent `json:"results"`
+	Finalized BatchFinalized    `json:"finalized"`
+}
+
 // BatchFinalized is the payload of io.awaken.toolbatch.finalized.v1, published last in the
-// same atomic batch as the results.
+// same atomic batch as the results, and the finalized part of io.awaken.toolbatch.results.v1.
 type BatchFinalized struct {
 	BatchID  string    `json:"batch_id"`
 	RunID    string    `json:"run_id"`

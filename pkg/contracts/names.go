@@ -11,6 +11,9 @@ const (
 	TypeBatchRejected  = "io.awaken.toolbatch.rejected.v1"
 	TypeBatchFinalized = "io.awaken.toolbatch.finalized.v1"
 	TypeToolResult     = "io.awaken.tool.result.v1"
+	// TypeBatchResults carries a whole batch's publication in one message ([BatchResults]):
+	// every result in model order and the finalized payload.
+	TypeBatchResults   = "io.awaken.toolbatch.results.v1"
 	TypeTicketOpened   = "io.awaken.ticket.opened.v1"
 	TypeTicketResume   = "io.awaken.ticket.resume.v1"
 	TypeTicketResolved = "io.awaken.ticket.resolved.v1"

@@ -157,6 +157,19 @@ func wireCases(t *testing.T) []wireCase {
 			keys:  map[string][]string{"": {"batch_id", "run_id", "thread_id", "step", "call_ids", "state"}},
 		},
 		{
+			name: "batch_results",
+			value: &BatchResults{BatchID: "tool-batch:run-7:3", RunID: "run-7",
+				Results: []ToolResultEvent{{BatchID: "tool-batch:run-7:3", RunID: "run-7", Index: 0, CallID: "call_1", ToolID: "echo",
+					Outcome: OutcomeCompleted, Output: TextOutput("call_1", "hi")}},
+				Finalized: BatchFinalized{BatchID: "tool-batch:run-7:3", RunID: "run-7", ThreadID: "thread-1", Step: 3,
+					CallIDs: []string{"call_1"}, State: []Command{}}},
+			fresh: func() any { return new(BatchResults) },
+			keys: map[string][]string{
+				"":          {"batch_id", "run_id", "results", "finalized"},
+				"finalized": {"batch_id", "run_id", "thread_id", "step", "call_ids", "state"},
+			},
+		},
+		{
 			name: "resume_ticket",
 			value: &ResumeTicket{CorrelationID: "sched.run-7.3.call_1", RunID: "run-7", ThreadID: "thread-1", SnapshotID: "snap-1",
 				BatchID: "tool-batch:run-7:3", CallID: "call_1", ToolID: "echo", Arguments: json.RawMessage(`{"text":"hi"}`),

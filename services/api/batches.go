@@ -29,8 +29,9 @@ const MaxWait = 60 * time.Second
 const StatusPending = "pending"
 
 // EventRunBatch is the event of GET /v1/runs/{run_id}/results: one per published batch,
-// its data a [BatchResults] and its id the results stream's sequence of the batch's
-// finalized event.
+// its data a [BatchResults] and its id the results stream's sequence of the batch's last
+// message (its io.awaken.toolbatch.results.v1 message, or the finalized event of a batch
+// published as an atomic batch).
 const EventRunBatch = "batch"
 
 // BatchAccepted is the reply of POST /v1/batches without wait (202): the stream stored
@@ -47,8 +48,10 @@ type BatchPending struct {
 	Status string `json:"status"`
 }
 
-// BatchResults is a published batch: the io.awaken.tool.result.v1 payloads in model order
-// and the io.awaken.toolbatch.finalized.v1 payload.
+// BatchResults is a published batch: its results in model order and its finalized payload,
+// as the io.awaken.toolbatch.results.v1 message carries them (or, for a batch too large
+// for one message, its io.awaken.tool.result.v1 and io.awaken.toolbatch.finalized.v1
+// payloads).
 type BatchResults struct {
 	BatchID   string                      `json:"batch_id"`
 	Results   []contracts.ToolResultEvent `json:"results"`

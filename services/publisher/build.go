@@ -16,9 +16,15 @@ import (
 // count, when a message's size is checked against the connection's max payload.
 const headerAllowance = 512
 
-// publication is everything a finalized batch owes: the atomic results batch (every result
-// in model order, then the finalized event) and the projection facts.
+// publication is everything a finalized batch owes: its results (see [publication.single]
+// and [publication.results]) and the projection facts.
 type publication struct {
+	// single is the batch's io.awaken.toolbatch.results.v1 message — every result in model
+	// order and the finalized payload — or nil when that message would exceed the server's
+	// max payload: the batch is then published as the atomic batch of results.
+	single *bus.Outgoing
+	// results are every io.awaken.tool.result.v1 in model order, then the finalized event:
+	// the atomic batch of a batch too large for single.
 	results []bus.Outgoing
 	facts   []bus.Outgoing
 	// outcomes are the published outcome of each call, in model order, for the metrics.
@@ -54,6 +60,7 @@ func (s *Service) build(ctx context.Context, rec *contracts.BatchRecord, calls [
 		facts:   make([]bus.Outgoing, 0, len(calls)),
 	}
 	callIDs := make([]string, len(calls))
+	events := make([]contracts.ToolResultEvent, 0, len(calls))
 	var staged []contracts.Command
 	for i, c := range sub.Calls {
 		callIDs[i] = c.CallID
@@ -77,6 +84,7 @@ func (s *Service) build(ctx context.Context, rec *contracts.BatchRecord, calls [
 			}
 		}
 		pub.results = append(pub.results, o)
+		events = append(events, ev)
 		staged = append(staged, output.State...)
 
 		isError := output.IsError
@@ -120,6 +128,9 @@ func (s *Service) build(ctx context.Context, rec *contracts.BatchRecord, calls [
 		}
 	}
 	pub.results = append(pub.results, o)
+	if pub.single, err = s.resultsMessage(ctx, subject, events, fin, pub.results); err != nil {
+		return publication{}, err
+	}
 	return pub, nil
 }
 

@@ -2,7 +2,6 @@ package publisher_test
 
 import (
 	"fmt"
-	"strings"
 	"testing"
 	"time"
 
@@ -34,6 +33,11 @@ func TestCrashesPublishExactlyOnce(t *testing.T) {
 		// laterBatch publishes the results of a later batch of the run inside the crash;
 		// earlierBatch publishes those of an earlier one before the batch starts.
 		laterBatch, earlierBatch bool
+		// atomicBefore publishes, inside the crash, the batch's results as the atomic batch
+		// of its per-call events — the form of a batch too large for one results message —
+		// as the crashed delivery would have: the redelivery must find its finalized event
+		// and publish nothing, whichever form it would publish itself.
+		atomicBefore bool
 	}{
 		{name: "after finalize, before the publication", point: pipeline.FaultAfterCommit, times: 1},
 		{name: "after finalize, twice", point: pipeline.FaultAfterCommit, times: 2},
@@ -46,6 +50,10 @@ func TestCrashesPublishExactlyOnce(t *testing.T) {
 			pastWindow: true},
 		{name: "after the publication, past the window, a later batch published since", point: pipeline.FaultAfterPublish,
 			times: 1, pastWindow: true, laterBatch: true},
+		{name: "after finalize, the atomic batch published, past the window", point: pipeline.FaultAfterCommit,
+			times: 1, pastWindow: true, atomicBefore: true},
+		{name: "after finalize, the atomic batch published, past the window, a later batch published since",
+			point: pipeline.FaultAfterCommit, times: 1, pastWindow: true, atomicBefore: true, laterBatch: true},
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -60,7 +68,8 @@ func TestCrashesPublishExactlyOnce(t *testing.T) {
 			if tt.parallel {
 				tool = "delegate"
 			}
-			sub := submission(run, 5, calls(3, tool)...)
+			const n = 3
+			sub := submission(run, 5, calls(n, tool)...)
 			if tt.earlierBatch {
 				h.publishForeignBatch(run, 4)
 			}
@@ -69,6 +78,9 @@ func TestCrashesPublishExactlyOnce(t *testing.T) {
 				h.setCall(sub, k, completed(c.CallID, "ok"))
 			}
 			h.FailAt(tt.point, sub.BatchID(), tt.times, func() {
+				if tt.atomicBefore {
+					h.publishAtomicForm(sub)
+				}
 				if tt.pastWindow {
 					h.outlastDuplicateWindow()
 				}
@@ -77,33 +89,41 @@ func TestCrashesPublishExactlyOnce(t *testing.T) {
 				}
 			})
 
-			seq := h.announce(sub, 2, tt.parallel, "1")
+			seq := h.announce(sub, n-1, tt.parallel, "1")
 			h.settled(seq)
 			waitPhase(h, sub, contracts.BatchPhasePublished)
 
 			if n := h.HitCount(tt.point, sub.BatchID()); n != tt.times+1 {
 				t.Errorf("fault point reached %d times, want %d", n, tt.times+1)
 			}
-			var ours []stored
-			for _, m := range h.results(run) {
-				if strings.HasPrefix(m.Event.ID, sub.BatchID()+":") {
-					ours = append(ours, m)
+			var ours []published
+			for _, p := range h.publications(t, run) {
+				if p.batchID == sub.BatchID() {
+					ours = append(ours, p)
 				}
 			}
-			if len(ours) != 4 {
-				t.Fatalf("results subject holds %d messages of the batch, want 4 (one publication)", len(ours))
+			if len(ours) != 1 {
+				t.Fatalf("results subject holds %d publications of the batch, want 1", len(ours))
 			}
-			for k, m := range ours {
-				want := pipeline.ResultID(sub.BatchID(), k)
-				if k == 3 {
-					want = pipeline.FinalizedID(sub.BatchID())
+			p := ours[0]
+			if p.single() == tt.atomicBefore || len(p.results) != n {
+				t.Fatalf("publication of %d messages (one results message: %v) with %d results, want %d results",
+					len(p.messages), p.single(), len(p.results), n)
+			}
+			for k, m := range p.messages {
+				want := pipeline.BatchResultsID(sub.BatchID())
+				if tt.atomicBefore {
+					want = pipeline.ResultID(sub.BatchID(), k)
+					if k == n {
+						want = pipeline.FinalizedID(sub.BatchID())
+					}
 				}
-				if m.Event.ID != want || m.Seq != ours[0].Seq+uint64(k) {
+				if m.Event.ID != want || m.Seq != p.messages[0].Seq+uint64(k) {
 					t.Errorf("message %d is %s at sequence %d, want %s contiguous", k, m.Event.ID, m.Seq, want)
 				}
 			}
-			if n := len(h.facts(run)); n < 3 {
-				t.Errorf("published %d projection facts, want 3", n)
+			if got := len(h.facts(run)); got < n {
+				t.Errorf("published %d projection facts, want %d", got, n)
 			}
 			if n := len(h.DeadLetters(contracts.ConsumerPublisher)); n != 0 {
 				t.Errorf("%d outputs dead-lettered", n)
@@ -134,7 +154,7 @@ func TestConcurrentFinalizersPublishOnce(t *testing.T) {
 		tick := time.NewTicker(10 * time.Millisecond)
 		defer tick.Stop()
 		for range tick.C {
-			if len(h.results(run)) == 3 || time.Now().After(deadline) {
+			if len(h.results(run)) == 1 || time.Now().After(deadline) {
 				return
 			}
 		}
@@ -150,8 +170,8 @@ func TestConcurrentFinalizersPublishOnce(t *testing.T) {
 	if n := h.HitCount(pipeline.FaultAfterPublish, sub.BatchID()); n != 2 {
 		t.Errorf("%d workers completed the publication step, want 2: the loser must take the duplicate as published", n)
 	}
-	if n := len(h.results(run)); n != 3 {
-		t.Errorf("results subject holds %d messages, want 3 (one publication)", n)
+	if n := len(h.results(run)); n != 1 {
+		t.Errorf("results subject holds %d messages, want 1 (one publication)", n)
 	}
 }
 
@@ -207,6 +227,37 @@ func (h *harness) publishForeignBatch(run string, step int64) {
 	}
 	if err := h.Env.Pub.PublishAtomic(h.Ctx, []bus.Outgoing{{Subject: subject, Event: res}, {Subject: subject, Event: fin}}); err != nil {
 		h.T.Errorf("publish foreign batch %s: %v", batchID, err)
+	}
+}
+
+// publishAtomicForm publishes the results of sub (every call completed with "ok") as the
+// publisher publishes a batch too large for one results message: its per-call events and
+// its finalized event, one atomic batch, under the publisher's ids.
+func (h *harness) publishAtomicForm(sub contracts.BatchSubmission) {
+	batchID := sub.BatchID()
+	subject := h.Env.Names.ResultsSubject(sub.RunID)
+	var out []bus.Outgoing
+	var ids []string
+	for i, c := range sub.Calls {
+		ev, err := bus.NewEvent(pipeline.ResultID(batchID, i), "awaken/publisher", contracts.TypeToolResult,
+			contracts.ToolResultEvent{BatchID: batchID, RunID: sub.RunID, Index: i, CallID: c.CallID, ToolID: c.ToolID,
+				Outcome: contracts.OutcomeCompleted, Output: contracts.TextOutput(c.CallID, "ok")})
+		if err != nil {
+			h.T.Errorf("result: %v", err)
+			return
+		}
+		out = append(out, bus.Outgoing{Subject: subject, Event: ev})
+		ids = append(ids, c.CallID)
+	}
+	fin, err := bus.NewEvent(pipeline.FinalizedID(batchID), "awaken/publisher", contracts.TypeBatchFinalized,
+		contracts.BatchFinalized{BatchID: batchID, RunID: sub.RunID, ThreadID: sub.ThreadID, Step: sub.Step,
+			CallIDs: ids, State: []contracts.Command{}})
+	if err != nil {
+		h.T.Errorf("finalized: %v", err)
+		return
+	}
+	if err := h.Env.Pub.PublishAtomic(h.Ctx, append(out, bus.Outgoing{Subject: subject, Event: fin})); err != nil {
+		h.T.Errorf("publish %s as an atomic batch: %v", batchID, err)
 	}
 }
 

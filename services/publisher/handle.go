@@ -159,7 +159,8 @@ func matchCalls(rec *contracts.BatchRecord, entries map[string]state.Entry[contr
 }
 
 // finalizeAndPublish finalizes the batch and releases its run in one compare-and-swap on
-// the run record, publishes its results unless they already are, publishes the projection
+// the run record, publishes its results
+// ([Service.publishResults]) unless they already are, publishes the projection
 // facts, and archives the batch as published in the batches bucket (off the path the
 // platform waits on: its results are out). Every step tolerates having been done before
 // by a delivery that died, or concurrently by another worker: the phase moves only by
@@ -183,26 +184,8 @@ func (s *Service) finalizeAndPublish(ctx context.Context, rec *contracts.BatchRe
 		return err
 	}
 
-	already := false
-	if finalizedBefore {
-		// A delivery before this one finalized the batch and may have published it before
-		// dying; past the duplicate window only the stream itself can say.
-		already, err = s.resultsPublished(ctx, rec)
-		if err != nil {
-			return err
-		}
-	}
-	switch {
-	case already:
-		log.Info().Msg("results already on the results stream; not publishing them again")
-	default:
-		err := s.env.Pub.PublishAtomic(ctx, pub.results)
-		switch {
-		case errors.Is(err, bus.ErrAtomicDuplicate):
-			log.Info().Msg("results already published (refused as a duplicate)")
-		case err != nil:
-			return fmt.Errorf("publisher: publish results of %s: %w", batchID, err)
-		}
+	if err := s.publishResults(ctx, rec, pub, finalizedBefore); err != nil {
+		return err
 	}
 	if err := s.env.Fault(ctx, ServiceName, pipeline.FaultAfterPublish, batchID); err != nil {
 		return err
@@ -226,7 +209,7 @@ func (s *Service) finalizeAndPublish(ctx context.Context, rec *contracts.BatchRe
 		}
 		s.env.Telemetry.BatchPublished()
 	}
-	log.Info().Int("results", len(pub.results)-1).Bool("retried", finalizedBefore).Msg("batch published")
+	log.Info().Int("results", len(pub.outcomes)).Bool("retried", finalizedBefore).Msg("batch published")
 	return nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/awaken-dev/awaken/internal/bus"
+	"github.com/awaken-dev/awaken/internal/natstest"
 	"github.com/awaken-dev/awaken/internal/servicetest"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 	"github.com/awaken-dev/awaken/services/publisher"
@@ -136,4 +137,84 @@ func (h *harness) phase(sub contracts.BatchSubmission) contracts.BatchPhase {
 	h.T.Helper()
 	rec, _ := h.Batch(sub.RunID, sub.Step)
 	return rec.Phase
+}
+
+// published is one batch's publication read back from a results subject, in either form:
+// one io.awaken.toolbatch.results.v1 message, or the atomic batch of per-call results and
+// the finalized event.
+type published struct {
+	batchID   string
+	results   []contracts.ToolResultEvent
+	finalized contracts.BatchFinalized
+	// messages are the stored messages of the publication, in stream order.
+	messages []stored
+}
+
+// single reports whether the batch went out as one results message.
+func (p published) single() bool {
+	return len(p.messages) == 1 && p.messages[0].Event.Type == contracts.TypeBatchResults
+}
+
+// publications decodes the results subject of run into the publications it holds, in
+// stream order (per-call results are grouped with the finalized event that ends them).
+func (h *harness) publications(t *testing.T, run string) []published {
+	t.Helper()
+	var out []published
+	pending := map[string]*published{}
+	for _, m := range h.results(run) {
+		switch m.Event.Type {
+		case contracts.TypeBatchResults:
+			b := decode[contracts.BatchResults](t, m.Event)
+			out = append(out, published{batchID: b.BatchID, results: b.Results, finalized: b.Finalized, messages: []stored{m}})
+		case contracts.TypeToolResult:
+			r := decode[contracts.ToolResultEvent](t, m.Event)
+			p := pending[r.BatchID]
+			if p == nil {
+				p = &published{batchID: r.BatchID}
+				pending[r.BatchID] = p
+			}
+			p.results = append(p.results, r)
+			p.messages = append(p.messages, m)
+		case contracts.TypeBatchFinalized:
+			f := decode[contracts.BatchFinalized](t, m.Event)
+			p := pending[f.BatchID]
+			if p == nil {
+				p = &published{batchID: f.BatchID}
+			}
+			delete(pending, f.BatchID)
+			p.finalized = f
+			p.messages = append(p.messages, m)
+			out = append(out, *p)
+		default:
+			t.Errorf("unexpected %s %s on the results subject of %s", m.Event.Type, m.Event.ID, run)
+		}
+	}
+	return out
+}
+
+// waitPublications waits until the results subject of run ends with a whole publication
+// (its last message is a results message or a finalized event) and holds at least n, and
+// returns them. It polls the subject's last message only: a large batch's publication is
+// megabytes, decoded once at the end.
+func (h *harness) waitPublications(t *testing.T, run string, n int) []published {
+	t.Helper()
+	subject := h.Env.Names.ResultsSubject(run)
+	stream, err := h.JS.Stream(h.Ctx, h.Env.Names.ResultsStream())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []published
+	natstest.WaitFor(t, waitTimeout, func() bool {
+		last, err := stream.GetLastMsgForSubject(h.Ctx, subject)
+		if err != nil {
+			return false
+		}
+		ev, err := bus.DecodeMsg(last.Header, nil)
+		if err != nil || ev.Type != contracts.TypeBatchResults && ev.Type != contracts.TypeBatchFinalized {
+			return false
+		}
+		got = h.publications(t, run)
+		return len(got) >= n
+	}, fmt.Sprintf("%d publications on the results subject of %s", n, run))
+	return got
 }

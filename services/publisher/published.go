@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -18,9 +19,11 @@ import (
 // creation time, in case the batcher's clock ran ahead of the server's.
 const clockSkew = 5 * time.Minute
 
-// resultsPublished reports whether the results stream already holds the finalized event
-// of rec's batch, which is the last message of its atomic publication: if it is there,
-// the whole batch is.
+// resultsPublished reports whether the results stream already holds the last message of
+// rec's batch's publication — its results message, or the finalized event that ends the
+// atomic batch of a batch too large for one message: if it is there, the whole batch is.
+// Both ids are looked for, so the answer does not depend on which form this delivery
+// would publish.
 //
 // The fast path reads the last message on the run's results subject. If that is another
 // batch's message (a later step of the run was published since), the subject is scanned,
@@ -29,7 +32,7 @@ const clockSkew = 5 * time.Minute
 func (s *Service) resultsPublished(ctx context.Context, rec *contracts.BatchRecord) (bool, error) {
 	sub := &rec.Submission
 	subject := s.env.Names.ResultsSubject(sub.RunID)
-	want := pipeline.FinalizedID(sub.BatchID())
+	want := []string{pipeline.BatchResultsID(sub.BatchID()), pipeline.FinalizedID(sub.BatchID())}
 	streamName := s.env.Names.ResultsStream()
 
 	stream, err := s.env.JS.Stream(ctx, streamName)
@@ -43,7 +46,7 @@ func (s *Service) resultsPublished(ctx context.Context, rec *contracts.BatchReco
 	case err != nil:
 		return false, fmt.Errorf("publisher: last message on %s: %w", subject, err)
 	}
-	if eventID(last.Header) == want {
+	if slices.Contains(want, eventID(last.Header)) {
 		return true, nil
 	}
 	start := rec.CreatedAt.Add(-clockSkew)
@@ -54,8 +57,8 @@ func (s *Service) resultsPublished(ctx context.Context, rec *contracts.BatchReco
 }
 
 // scanFor reads the headers of the messages on subject from start up to stream sequence
-// last and reports whether one of them has event id want.
-func (s *Service) scanFor(ctx context.Context, streamName, subject, want string, start time.Time, last uint64) (bool, error) {
+// last and reports whether one of them has an event id of want.
+func (s *Service) scanFor(ctx context.Context, streamName, subject string, want []string, start time.Time, last uint64) (bool, error) {
 	cfg := jetstream.OrderedConsumerConfig{
 		FilterSubjects: []string{subject},
 		DeliverPolicy:  jetstream.DeliverAllPolicy,
@@ -86,7 +89,7 @@ func (s *Service) scanFor(ctx context.Context, streamName, subject, want string,
 			}
 			return false, fmt.Errorf("publisher: scan %s: %w", subject, err)
 		}
-		if eventID(m.Headers()) == want {
+		if slices.Contains(want, eventID(m.Headers())) {
 			return true, nil
 		}
 		md, err := m.Metadata()

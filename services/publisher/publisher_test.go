@@ -81,11 +81,11 @@ func TestBarrierHoldsUntilEveryCallIsTerminal(t *testing.T) {
 			for k, s := range tt.final {
 				apply(s, fmt.Sprint("final-", k))
 			}
-			got := h.WaitMessages(h.Env.Names.ResultsStream(), h.Env.Names.ResultsSubject(run), 4)
-			if len(got) != 4 {
-				t.Errorf("published %d messages, want 4", len(got))
-			}
+			h.waitPublications(t, run, 1)
 			waitPhase(h, sub, contracts.BatchPhasePublished)
+			if got := h.publications(t, run); len(got) != 1 || !got[0].single() || len(got[0].results) != 3 {
+				t.Errorf("published %d publications, want one results message with 3 results", len(got))
+			}
 		})
 	}
 }
@@ -98,12 +98,12 @@ func waitPhase(h *harness, sub contracts.BatchSubmission, p contracts.BatchPhase
 	natstest.WaitFor(h.T, waitTimeout, func() bool { return h.phase(sub) == p }, fmt.Sprintf("batch %s to be %s", sub.BatchID(), p))
 }
 
-// TestPublishesOneAtomicBatchInModelOrder completes a batch with a text result, an error
-// result, an Indeterminate call and staged state, and checks the one publication: every
-// result in model order with its outcome, the finalized event last with the call ids and
-// the staged state in order, all contiguous on the run's results subject; then the
-// projection facts and the published phase.
-func TestPublishesOneAtomicBatchInModelOrder(t *testing.T) {
+// TestPublishesOneResultsMessageInModelOrder completes a batch with a text result, an
+// error result, an Indeterminate call and staged state, and checks the one publication:
+// one io.awaken.toolbatch.results.v1 message under the batch's id with every result in
+// model order with its outcome and the finalized payload with the call ids and the staged
+// state in order; then the projection facts and the published phase.
+func TestPublishesOneResultsMessageInModelOrder(t *testing.T) {
 	h := newHarness(t)
 	h.start()
 	const run = "run-order"
@@ -127,44 +127,38 @@ func TestPublishesOneAtomicBatchInModelOrder(t *testing.T) {
 	h.setCall(sub, 3, contracts.CompletedPhase(outputs[3]))
 	h.announce(sub, 3, false, "1")
 
-	got := h.WaitMessages(h.Env.Names.ResultsStream(), h.Env.Names.ResultsSubject(run), 5)
+	h.waitPublications(t, run, 1)
 	waitPhase(h, sub, contracts.BatchPhasePublished)
-	if len(got) != 5 {
-		t.Fatalf("published %d messages, want 5", len(got))
+	got := h.results(run)
+	if len(got) != 1 {
+		t.Fatalf("published %d messages, want 1", len(got))
 	}
 	batchID := sub.BatchID()
+	m := got[0]
+	if m.Event.Type != contracts.TypeBatchResults || m.Event.ID != pipeline.BatchResultsID(batchID) || m.Event.Source != "awaken/publisher" {
+		t.Fatalf("published %s %s from %s, want the results message %s", m.Event.Type, m.Event.ID, m.Event.Source, pipeline.BatchResultsID(batchID))
+	}
+	if id := m.Header.Get("Nats-Msg-Id"); id != pipeline.BatchResultsID(batchID) {
+		t.Errorf("Nats-Msg-Id %q, want %q (deduplicated by the batch id)", id, pipeline.BatchResultsID(batchID))
+	}
+	b := decode[contracts.BatchResults](t, m.Event)
+	if b.BatchID != batchID || b.RunID != run || len(b.Results) != 4 {
+		t.Fatalf("results message of %s/%s holds %d results, want %s/%s and 4", b.BatchID, b.RunID, len(b.Results), batchID, run)
+	}
 	outcomes := []contracts.Outcome{contracts.OutcomeCompleted, contracts.OutcomeCompleted,
 		contracts.OutcomeIndeterminate, contracts.OutcomeCompleted}
-	for i, m := range got {
-		if i > 0 && m.Seq != got[i-1].Seq+1 {
-			t.Errorf("message %d at sequence %d does not follow %d: the batch is not contiguous", i, m.Seq, got[i-1].Seq)
-		}
-		if m.Event.Source != "awaken/publisher" {
-			t.Errorf("message %d from %q", i, m.Event.Source)
-		}
-		if i == 4 {
-			break
-		}
+	for i, r := range b.Results {
 		c := sub.Calls[i]
-		if m.Event.Type != contracts.TypeToolResult || m.Event.ID != pipeline.ResultID(batchID, i) {
-			t.Errorf("message %d is %s %s, want result %s", i, m.Event.Type, m.Event.ID, pipeline.ResultID(batchID, i))
-		}
-		r := decode[contracts.ToolResultEvent](t, m.Event)
 		want := contracts.ToolResultEvent{BatchID: batchID, RunID: run, Index: i, CallID: c.CallID, ToolID: c.ToolID,
 			Outcome: outcomes[i], Output: outputs[i]}
 		if !reflect.DeepEqual(r, want) {
 			t.Errorf("result %d = %+v, want %+v", i, r, want)
 		}
 	}
-	fin := got[4]
-	if fin.Event.Type != contracts.TypeBatchFinalized || fin.Event.ID != pipeline.FinalizedID(batchID) {
-		t.Errorf("last message is %s %s, want the finalized event", fin.Event.Type, fin.Event.ID)
-	}
-	f := decode[contracts.BatchFinalized](t, fin.Event)
 	wantFin := contracts.BatchFinalized{BatchID: batchID, RunID: run, ThreadID: "thread-1", Step: 7,
 		CallIDs: []string{"first", "second", "third", "fourth"}, State: []contracts.Command{cmdA, cmdB}}
-	if !reflect.DeepEqual(f, wantFin) {
-		t.Errorf("finalized = %+v, want %+v", f, wantFin)
+	if !reflect.DeepEqual(b.Finalized, wantFin) {
+		t.Errorf("finalized = %+v, want %+v", b.Finalized, wantFin)
 	}
 
 	facts := h.facts(run)
@@ -226,8 +220,8 @@ func TestDuplicateOutputsPublishOnce(t *testing.T) {
 			}
 			h.settled(last)
 			waitPhase(h, sub, contracts.BatchPhasePublished)
-			if n := len(h.results(run)); n != tt.n+1 {
-				t.Errorf("results subject holds %d messages, want %d (one publication)", n, tt.n+1)
+			if n := len(h.results(run)); n != 1 {
+				t.Errorf("results subject holds %d messages, want 1 (one publication)", n)
 			}
 			if n := len(h.facts(run)); n != tt.n {
 				t.Errorf("published %d projection facts, want %d", n, tt.n)
@@ -260,7 +254,7 @@ func TestInvalidOutputsAreDeadLettered(t *testing.T) {
 
 	h.setCall(sub, 0, completed("c0", "ok"))
 	h.announce(sub, 0, false, "1")
-	h.WaitMessages(h.Env.Names.ResultsStream(), h.Env.Names.ResultsSubject("run-invalid"), 2)
+	h.waitPublications(t, "run-invalid", 1)
 }
 
 // TestOutputAheadOfItsBatchRecordIsRetried: the batcher records a batch before any of its
@@ -284,14 +278,16 @@ func TestOutputAheadOfItsBatchRecordIsRetried(t *testing.T) {
 	// The batcher's and the executor's writes become visible.
 	h.createBatch(sub, false)
 	h.setCall(sub, 0, completed("c0", "ok"))
-	h.WaitMessages(h.Env.Names.ResultsStream(), h.Env.Names.ResultsSubject("run-ahead"), 2)
+	h.waitPublications(t, "run-ahead", 1)
 	if dead := h.DeadLetters(contracts.ConsumerPublisher); len(dead) != 0 {
 		t.Errorf("%d dead letters, want none", len(dead))
 	}
 }
 
-// TestLargeBatches publishes the largest batch the protocol allows in one atomic batch,
-// outputs at the executors' size cap, and staged state too large for one message.
+// TestLargeBatches publishes the largest batch the protocol allows (it fits one results
+// message), outputs at the executors' size cap and staged state too large for one message
+// (both are published as the atomic batch of per-call events: the results message would
+// exceed the server's max payload).
 func TestLargeBatches(t *testing.T) {
 	big := func(i int) string { return strings.Repeat(string(rune('a'+i%26)), 256<<10) }
 	stateOf := func(i int) contracts.Command {
@@ -302,13 +298,17 @@ func TestLargeBatches(t *testing.T) {
 		name      string
 		n         int
 		output    func(i int, id string) contracts.ToolOutput
-		wantState int // commands in the finalized event
+		wantState int  // commands in the finalized event
+		atomic    bool // published as the atomic batch, not one results message
 	}{
 		{name: "512 calls", n: contracts.MaxCallsPerBatch,
 			output: func(i int, id string) contracts.ToolOutput { return contracts.TextOutput(id, fmt.Sprint("result ", i)) }},
 		{name: "outputs of 256 KiB", n: 6,
 			output: func(i int, id string) contracts.ToolOutput { return contracts.TextOutput(id, big(i)) }},
-		{name: "staged state larger than one message", n: 20,
+		// The test server's max payload is 4 MiB.
+		{name: "outputs of 256 KiB, more than one message holds", n: 17, atomic: true,
+			output: func(i int, id string) contracts.ToolOutput { return contracts.TextOutput(id, big(i)) }},
+		{name: "staged state larger than one message", n: 20, atomic: true,
 			output: func(i int, id string) contracts.ToolOutput {
 				return contracts.TextOutput(id, "ok").WithState(stateOf(i))
 			}},
@@ -324,21 +324,30 @@ func TestLargeBatches(t *testing.T) {
 				h.setCall(sub, k, contracts.CompletedPhase(tt.output(k, c.CallID)))
 			}
 			h.announce(sub, tt.n-1, false, "1")
-			got := h.WaitMessages(h.Env.Names.ResultsStream(), h.Env.Names.ResultsSubject(run), tt.n+1)
+			h.waitPublications(t, run, 1)
 			waitPhase(h, sub, contracts.BatchPhasePublished)
-			if len(got) != tt.n+1 {
-				t.Fatalf("published %d messages, want %d", len(got), tt.n+1)
+			pubs := h.publications(t, run)
+			if len(pubs) != 1 {
+				t.Fatalf("%d publications, want 1", len(pubs))
 			}
-			for k, m := range got[:tt.n] {
-				if m.Seq != got[0].Seq+uint64(k) {
+			p := pubs[0]
+			if wantMsgs := map[bool]int{false: 1, true: tt.n + 1}[tt.atomic]; len(p.messages) != wantMsgs || p.single() == tt.atomic {
+				t.Fatalf("published %d messages (one results message: %v), want %d", len(p.messages), p.single(), wantMsgs)
+			}
+			for k, m := range p.messages {
+				if m.Seq != p.messages[0].Seq+uint64(k) {
 					t.Fatalf("message %d at sequence %d: not one contiguous batch", k, m.Seq)
 				}
-				r := decode[contracts.ToolResultEvent](t, m.Event)
+			}
+			if len(p.results) != tt.n {
+				t.Fatalf("%d results, want %d", len(p.results), tt.n)
+			}
+			for k, r := range p.results {
 				if want := tt.output(k, sub.Calls[k].CallID); r.Index != k || !reflect.DeepEqual(r.Output, want) {
 					t.Fatalf("result %d does not carry its output", k)
 				}
 			}
-			f := decode[contracts.BatchFinalized](t, got[tt.n].Event)
+			f := p.finalized
 			if len(f.CallIDs) != tt.n || f.State == nil || len(f.State) != tt.wantState {
 				t.Errorf("finalized has %d call ids and %d state commands (nil %v), want %d and %d",
 					len(f.CallIDs), len(f.State), f.State == nil, tt.n, tt.wantState)
@@ -361,12 +370,11 @@ func TestConflictingStateIsLeftOutOfTheFinalizedEvent(t *testing.T) {
 		h.setCall(sub, k, contracts.CompletedPhase(contracts.TextOutput(c.CallID, "ok").WithState(set)))
 	}
 	h.announce(sub, 1, false, "1")
-	got := h.WaitMessages(h.Env.Names.ResultsStream(), h.Env.Names.ResultsSubject(run), 3)
-	f := decode[contracts.BatchFinalized](t, got[2].Event)
-	if f.State == nil || len(f.State) != 0 {
+	p := h.waitPublications(t, run, 1)[0]
+	if f := p.finalized; f.State == nil || len(f.State) != 0 {
 		t.Errorf("finalized state = %+v, want empty", f.State)
 	}
-	if r := decode[contracts.ToolResultEvent](t, got[0].Event); len(r.Output.State) != 1 {
+	if r := p.results[0]; len(r.Output.State) != 1 {
 		t.Errorf("result 0 lost its own staged state: %+v", r.Output.State)
 	}
 }

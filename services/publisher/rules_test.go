@@ -30,8 +30,7 @@ func TestStateConflictEndsTheRun(t *testing.T) {
 		h.setCall(sub, k, contracts.CompletedPhase(contracts.TextOutput(c.CallID, "ok").WithState(cmd)))
 	}
 	h.announce(sub, 2, false, "1")
-	got := h.WaitMessages(h.Env.Names.ResultsStream(), h.Env.Names.ResultsSubject(run), 4)
-	f := decode[contracts.BatchFinalized](t, got[3].Event)
+	f := h.waitPublications(t, run, 1)[0].finalized
 	if f.RunEnded == nil || f.RunEnded.Reason != contracts.RunEndStateConflict || !slices.Equal(f.RunEnded.Keys, []string{"owner"}) {
 		t.Fatalf("finalized run_ended = %+v, want state_conflict on [owner]", f.RunEnded)
 	}

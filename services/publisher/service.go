@@ -3,18 +3,21 @@
 //
 // It watches committed call outputs. When — and only when — every call of a batch is
 // terminal, it finalizes the batch (compare-and-swap of the batch record's phase
-// open → finalized), publishes every io.awaken.tool.result.v1 in model order followed by
-// io.awaken.toolbatch.finalized.v1 as ONE atomic JetStream batch on the run's results
-// subject, publishes the tool_result projection facts, and marks the batch published
-// (finalized → published).
+// open → finalized), publishes ONE io.awaken.toolbatch.results.v1 message on the run's
+// results subject — every result in model order and the finalized payload, atomic by
+// construction — publishes the tool_result projection facts, and marks the batch
+// published (finalized → published). A batch whose results message would exceed the
+// server's max payload is published instead as every io.awaken.tool.result.v1 in model
+// order followed by io.awaken.toolbatch.finalized.v1, in one atomic JetStream batch.
 //
 // Nothing of a batch is ever published twice. Every message carries a deterministic id,
-// so within the stream's duplicate window the server refuses a repeated atomic batch
-// whole ([bus.ErrAtomicDuplicate], treated as "already published"). Past the window the
+// so within the stream's duplicate window the server refuses a re-publication (a
+// duplicate acknowledgement of the results message; [bus.ErrAtomicDuplicate] of an atomic
+// batch, refused whole), which is treated as "already published". Past the window the
 // batch record says what happened: a batch that was already finalized when a delivery
 // started may have been published by a process that died before marking it, so the
-// results subject is searched for the batch's finalized event before anything is
-// published again.
+// results subject is searched for the batch's last message (results message or
+// finalized event) before anything is published again.
 package publisher
 
 import (
@@ -35,7 +38,7 @@ import (
 //
 // Fault points (see [pipeline.FaultHook]), both with the batch id as the operation:
 // FaultAfterCommit fires after the batch is finalized (or found finalized) and before its
-// results are published; FaultAfterPublish fires after the atomic publication and before
+// results are published; FaultAfterPublish fires after the results publication and before
 // the projection facts and the published mark.
 const ServiceName = "publisher"
 
