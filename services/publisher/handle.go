@@ -18,7 +18,7 @@ import (
 var errBatchVanished = errors.New("batch record disappeared")
 
 // handleOutput is the handler of committed call outputs: check the barrier, build the results,
-// finalize, publish, mark published.
+// finalize (with the run's release), publish, archive.
 func (s *Service) handleOutput(ctx context.Context, d bus.Delivery) error {
 	out, err := bus.Decode[contracts.CallOutput](d.Event.Data)
 	if err != nil {
