@@ -67,9 +67,10 @@ run: build
 	$(BIN)/awaken dev --config $(CONFIG)
 
 ## bench: pipeline vs floor vs tuned Temporal at two durability levels (synced, relaxed),
-## in-process calls, the write counts per call, large parallel batches and the brain-exec
-## scale-out curve; one table + bench/results/*.json (about 5-10 minutes). Its own module
-## under bench/, so the main module never depends on Temporal.
+## the pipeline and floor on a 3-node cluster (R3, synced), single JetStream operations on
+## one node and on the cluster, in-process calls, the write counts per call, large parallel
+## batches and the brain-exec scale-out curve; one table + bench/results/*.json (about 5-10
+## minutes). Its own module under bench/, so the main module never depends on Temporal.
 ## BENCHFLAGS passes options, e.g. BENCHFLAGS='-duration 5s -cpuprofile /tmp/cpu.pprof'.
 BENCHFLAGS ?=
 bench:

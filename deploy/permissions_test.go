@@ -2,6 +2,8 @@ package deploy_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -120,6 +122,13 @@ func startSecure(t *testing.T) *secureStack {
 	return s
 }
 
+// largeOutput is the stored output of the "stores a large output" checks, and
+// largeOutputDigest the hex SHA-256 its object name carries (readers verify it).
+var (
+	largeOutput       = []byte(strings.Repeat("large ", 50_000))
+	largeOutputDigest = func() string { sum := sha256.Sum256(largeOutput); return hex.EncodeToString(sum[:]) }()
+)
+
 func envOr(key, def string) string {
 	if v := os.Getenv(key); v != "" {
 		return v
@@ -219,11 +228,11 @@ func TestSecure_pipelineNeedsNoMorePermission(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			name := contracts.ObjectName(contracts.OperationID("secure-"+user, 1, "c1"), "0123456789abcdef")
+			name := contracts.ObjectName(contracts.OperationID("secure-"+user, 1, "c1"), largeOutputDigest)
 			if _, err := st.GetInfo(ctx, name); err != nil && !errors.Is(err, jetstream.ErrObjectNotFound) {
 				return err
 			}
-			_, err = st.PutBytes(ctx, name, []byte(strings.Repeat("large ", 50_000)))
+			_, err = st.PutBytes(ctx, name, largeOutput)
 			return err
 		}}, struct {
 			name string
@@ -246,7 +255,7 @@ func TestSecure_pipelineNeedsNoMorePermission(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			name := contracts.ObjectName(contracts.OperationID("secure-brain-exec", 1, "c1"), "0123456789abcdef")
+			name := contracts.ObjectName(contracts.OperationID("secure-brain-exec", 1, "c1"), largeOutputDigest)
 			data, _, err := c.Object(ctx, name)
 			if err == nil && len(data) != 300_000 {
 				err = fmt.Errorf("read %d bytes, want 300000", len(data))
@@ -608,7 +617,10 @@ func TestSecure_leastPrivilege(t *testing.T) {
 		{"api cannot write a ticket", "api", raw("$KV." + names.TicketsBucket() + ".perm.forged.1.c1")},
 		{"api cannot read the counters", "api", raw("$JS.API.DIRECT.GET.KV_" + names.CountersBucket() + ".$KV." + names.CountersBucket() + ".counter.forged")},
 		{"api cannot pull the gate's resumes", "api", raw("$JS.API.CONSUMER.MSG.NEXT." + names.TicketsStream() + "." + contracts.ConsumerGateResume)},
-		{"api cannot publish into the platform's inbox unasked", "api", raw("_INBOX.forged")},
+		// The api replies into inboxes (_INBOX.>, no allow_responses: a reply permission
+		// would override these lists), and nowhere else.
+		{"api cannot write the tool descriptors", "api", raw("$KV." + names.ToolsBucket() + "." + contracts.ToolDescriptorsKey(contracts.TargetBrain))},
+		{"api cannot publish into a service's inbox", "api", raw(deploy.ServiceInboxPrefix("gate") + ".forged")},
 		{"api cannot read the gate's replies", "api", sub(deploy.ServiceInboxPrefix("gate") + ".>")},
 		{"api cannot read executor requests", "api", sub("awaken.work.exec.>")},
 		{"platform cannot read the api's replies", "platform", sub(deploy.ServiceInboxPrefix(deploy.UserAPI) + ".>")},

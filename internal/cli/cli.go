@@ -73,7 +73,9 @@ prefer the environment variable, flags show in ps) guards /v1 and /metrics (--me
 env AWAKEN_METRICS_PUBLIC=true, serves /metrics without it); the probes stay open.
 --api-tokens FILE (env AWAKEN_API_TOKENS) adds named tokens, one "NAME TOKEN" per line: a
 ticket resolved over HTTP records the name of its token as who decided ("api-token" for
---api-token). tickets approve|deny record --as NAME (env AWAKEN_ACTOR; default cli:OS_USER).
+--api-token). The api refuses to start on a tokens file with no token, a token under 16
+bytes, a reserved name (timer, anonymous, api-token, nats…, claimed…) or a mode other users
+may read (chmod 600). tickets approve|deny record --as NAME (env AWAKEN_ACTOR; default cli:OS_USER).
 Run "awaken CMD -h" for a command's flags.
 `
 

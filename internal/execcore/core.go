@@ -308,7 +308,7 @@ func (x *Executor) Handle(ctx context.Context, d bus.Delivery) error {
 	}
 	log.Debug().Uint16("attempt", attempt).Msg("executor entered")
 	bodyCtx, endProgress := x.withProgress(runCtx, inv)
-	out, err := x.run(bodyCtx, inv)
+	out, err := x.runUnlessPaused(bodyCtx, inv)
 	endProgress()
 	stopped := ctx.Err() == nil && errors.Is(context.Cause(runCtx), errRunCancelled)
 	untrack()

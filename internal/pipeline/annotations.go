@@ -2,7 +2,6 @@ package pipeline
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"sync"
 	"time"
@@ -10,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
+	"github.com/awaken-dev/awaken/internal/bus"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
@@ -81,9 +81,9 @@ const annotationsFirstRead = 30 * time.Second
 func (p *PublishedAnnotations) apply(e jetstream.KeyValueEntry, log zerolog.Logger) {
 	next := map[string]contracts.ToolAnnotations{}
 	if e.Operation() == jetstream.KeyValuePut {
-		var descs []contracts.ToolDescriptor
-		if err := json.Unmarshal(e.Value(), &descs); err != nil {
-			log.Warn().Err(err).Msg("published tool descriptors unreadable; no annotations are used")
+		descs, err := bus.Decode[[]contracts.ToolDescriptor](e.Value())
+		if err != nil {
+			log.Error().Err(err).Msg("published tool descriptors refused: they do not decode strictly; no annotations are used")
 		}
 		for _, d := range descs {
 			var a contracts.ToolAnnotations

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -64,6 +65,9 @@ type Env struct {
 	Telemetry *telemetry.Telemetry
 
 	cache *batchCache // batch key → *contracts.BatchRecord (immutable part)
+
+	pausesOnce sync.Once
+	pauses     *pauseView // the executors' in-memory watch of the pauses bucket
 }
 
 // NewEnv binds the stores of an ensured topology. EnsureTopology must have run.

@@ -489,6 +489,11 @@ func (e *Engine) release(m *compiledModule) {
 // imports are functions the WASI host module provides with the same signature.
 func (e *Engine) compile(ctx context.Context, binary []byte) (wazero.CompiledModule, uint32, error) {
 	e.compilations.Add(1)
+	// Tables live in host memory outside the memory limit: bound them before compiling.
+	binary, err := boundTables(binary)
+	if err != nil {
+		return nil, 0, err
+	}
 	cm, err := e.runtime.CompileModule(experimental.WithCompilationWorkers(ctx, e.opts.CompilationWorkers), binary)
 	if err != nil {
 		return nil, 0, fmt.Errorf("compile: %w", err)

@@ -209,7 +209,8 @@ type wasmSpec struct {
 	types      [][]byte // each a full functype encoding
 	imports    []wasmImport
 	funcs      []wasmFunc
-	memoryMin  int // pages; -1 for no memory
+	memoryMin  int      // pages; -1 for no memory
+	tables     [][]byte // each a full tabletype encoding (see tableType)
 	exportFunc map[string]int
 	exportMem  string
 	start      int // index of the start function, or -1 for none
@@ -254,6 +255,9 @@ func (s wasmSpec) encode() []byte {
 		bodies = append(bodies, concat(uleb(len(code)), code))
 	}
 	out = append(out, section(3, vec(fidx...))...)
+	if len(s.tables) > 0 {
+		out = append(out, section(4, vec(s.tables...))...)
+	}
 	if s.memoryMin >= 0 {
 		out = append(out, section(5, vec(concat([]byte{0x00}, uleb(s.memoryMin))))...)
 	}

@@ -2,10 +2,14 @@ package client
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
+	"strings"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -15,6 +19,12 @@ import (
 // ErrObjectNotFound is wrapped when the objects bucket holds no object of that name: it
 // never existed, or it expired with the results that linked to it.
 var ErrObjectNotFound = errors.New("object not found")
+
+// ErrObjectDigest is returned by a read of an object whose bytes do not have the SHA-256
+// digest its name carries ([contracts.ObjectName]): the object was overwritten after its
+// link was published (an executor credential may write the objects bucket), so its bytes
+// are not the output the link names and are refused.
+var ErrObjectDigest = errors.New("object bytes do not match the digest in its name")
 
 // KeepLinks makes the client return the results as published: an output stored by
 // reference stays one resource_link block ("awaken://objects/{name}"), which
@@ -31,7 +41,8 @@ type ObjectInfo struct {
 
 // OpenObject opens the object name for reading; the caller closes the reader. It reads
 // the objects bucket with an ordered consumer, chunk by chunk, so a large object is never
-// held in memory whole.
+// held in memory whole. The reader verifies the bytes against the digest in the name: a
+// mismatch ends the read with [ErrObjectDigest] instead of io.EOF.
 func (c *Client) OpenObject(ctx context.Context, name string) (io.ReadCloser, ObjectInfo, error) {
 	if err := contracts.ValidateObjectName(name); err != nil {
 		return nil, ObjectInfo{}, fmt.Errorf("client: object %q: %w: %w", name, ErrObjectNotFound, err)
@@ -52,8 +63,55 @@ func (c *Client) OpenObject(ctx context.Context, name string) (io.ReadCloser, Ob
 		_ = res.Close()
 		return nil, ObjectInfo{}, fmt.Errorf("client: object %s: %w", name, err)
 	}
-	return res, ObjectInfo{Name: name, MimeType: info.Headers.Get("Content-Type"), Size: int64(info.Size)}, nil
+	want, ok := nameDigest(name)
+	if !ok {
+		_ = res.Close()
+		return nil, ObjectInfo{}, fmt.Errorf("client: object %s: %w (the name carries no digest)", name, ErrObjectDigest)
+	}
+	return &verifiedObject{r: res, name: name, want: want, h: sha256.New()},
+		ObjectInfo{Name: name, MimeType: info.Headers.Get("Content-Type"), Size: int64(info.Size)}, nil
 }
+
+// nameDigest returns the hex digest prefix an object name ends with (after its last dot).
+func nameDigest(name string) (string, bool) {
+	i := strings.LastIndexByte(name, '.')
+	if i < 0 || len(name)-i-1 != 16 {
+		return "", false
+	}
+	d := name[i+1:]
+	if _, err := hex.DecodeString(d); err != nil {
+		return "", false
+	}
+	return strings.ToLower(d), true
+}
+
+// verifiedObject hashes what it reads and, at the end, refuses bytes whose digest is not
+// the one the name carries: the last Read returns ErrObjectDigest instead of io.EOF.
+type verifiedObject struct {
+	r    io.ReadCloser
+	name string
+	want string
+	h    hash.Hash
+	err  error
+}
+
+func (v *verifiedObject) Read(p []byte) (int, error) {
+	if v.err != nil {
+		return 0, v.err
+	}
+	n, err := v.r.Read(p)
+	v.h.Write(p[:n])
+	if errors.Is(err, io.EOF) {
+		if got := hex.EncodeToString(v.h.Sum(nil))[:len(v.want)]; got != v.want {
+			v.err = fmt.Errorf("client: object %s: %w (read %s…)", v.name, ErrObjectDigest, got)
+			return n, v.err
+		}
+		v.err = io.EOF
+	}
+	return n, err
+}
+
+func (v *verifiedObject) Close() error { return v.r.Close() }
 
 // Object reads the whole object name.
 func (c *Client) Object(ctx context.Context, name string) ([]byte, ObjectInfo, error) {

@@ -3,6 +3,8 @@ package client
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"testing"
@@ -38,11 +40,17 @@ func TestResolveLinks(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// Object names carry the digest of their bytes, which the reader verifies.
+	nameOf := func(op string, data []byte) string {
+		sum := sha256.Sum256(data)
+		return contracts.ObjectName(op, hex.EncodeToString(sum[:]))
+	}
 	blocks := []contracts.ContentBlock{{Type: contracts.BlockText, Text: "first"}, {Type: contracts.BlockText, Text: "second"}}
 	blocksJSON, _ := json.Marshal(blocks)
-	put("op.blocks", contracts.MimeTypeContent, blocksJSON)
-	put("op.text", contracts.MimeTypeText, []byte("the text"))
-	put("op.other", "application/pdf", []byte("%PDF"))
+	blocksName, textName, otherName := nameOf("op-blocks", blocksJSON), nameOf("op-text", []byte("the text")), nameOf("op-other", []byte("%PDF"))
+	put(blocksName, contracts.MimeTypeContent, blocksJSON)
+	put(textName, contracts.MimeTypeText, []byte("the text"))
+	put(otherName, "application/pdf", []byte("%PDF"))
 
 	c, err := New(nc)
 	if err != nil {
@@ -51,9 +59,9 @@ func TestResolveLinks(t *testing.T) {
 	foreign := contracts.ContentBlock{Type: contracts.BlockResourceLink, URI: "https://example.com/x", Name: "x"}
 	out := contracts.BlocksOutput("c1", []contracts.ContentBlock{
 		{Type: contracts.BlockText, Text: "before"},
-		contracts.ResourceLink("op.blocks", contracts.MimeTypeContent, int64(len(blocksJSON))),
-		contracts.ResourceLink("op.text", contracts.MimeTypeText, 8),
-		contracts.ResourceLink("op.other", "application/pdf", 4),
+		contracts.ResourceLink(blocksName, contracts.MimeTypeContent, int64(len(blocksJSON))),
+		contracts.ResourceLink(textName, contracts.MimeTypeText, 8),
+		contracts.ResourceLink(otherName, "application/pdf", 4),
 		foreign,
 	}, false)
 	got, err := c.ResolveLinks(ctx, out)
@@ -63,7 +71,7 @@ func TestResolveLinks(t *testing.T) {
 	want := contracts.BlocksOutput("c1", []contracts.ContentBlock{
 		{Type: contracts.BlockText, Text: "before"}, blocks[0], blocks[1],
 		{Type: contracts.BlockText, Text: "the text"},
-		contracts.ResourceLink("op.other", "application/pdf", 4), foreign,
+		contracts.ResourceLink(otherName, "application/pdf", 4), foreign,
 	}, false)
 	if !got.Equal(want) {
 		t.Errorf("resolved %+v\nwant %+v", got.Content, want.Content)

@@ -7,7 +7,8 @@ import (
 
 // This file is the kill switch of a tool: an operator pauses a tool, and while it is
 // paused the gate blocks every new call of it with a model-visible error that names the
-// pause and its reason. Calls already running finish.
+// pause and its reason, and the executors block a call decided before the pause right
+// before entering its body. Calls whose body was entered finish.
 
 // ToolPausedCode starts the block reason of a call of a paused tool, so the model (and
 // code reading the output) can tell a pause from a policy deny: the call's output is

@@ -6,6 +6,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -41,10 +42,30 @@ func actorOf(ctx context.Context) string {
 	return a
 }
 
+// MinTokenLength is the shortest token an --api-tokens file may hold (bytes).
+const MinTokenLength = 16
+
+// ErrTokensFile is wrapped by every refusal of [LoadTokens].
+var ErrTokensFile = errors.New("api tokens file refused")
+
 // LoadTokens reads an --api-tokens file: one "NAME TOKEN" per line (blank lines and lines
 // starting with # are ignored). Names are the actors the api records for the requests
-// their token authenticates; names and tokens must be unique.
+// their token authenticates. A file is refused ([ErrTokensFile], the error names it) that
+// holds no token at all (it would turn authentication off: with no token every request
+// is anonymous), a token shorter than [MinTokenLength] bytes, a name or a token twice, a
+// reserved name ([ReservedActor]: the names the api records for other doors), or that
+// other users may read or write (mode & 0o077: chmod 600 it).
 func LoadTokens(path string) (map[string]string, error) {
+	refuse := func(format string, args ...any) error {
+		return fmt.Errorf("%w: %s: %s", ErrTokensFile, path, fmt.Sprintf(format, args...))
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, fmt.Errorf("api tokens: %w", err)
+	}
+	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
+		return nil, refuse("mode %04o lets other users read or write the tokens; chmod 600 it", perm)
+	}
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("api tokens: %w", err)
@@ -59,21 +80,44 @@ func LoadTokens(path string) (map[string]string, error) {
 		}
 		f := strings.Fields(line)
 		if len(f) != 2 {
-			return nil, fmt.Errorf("api tokens: %s:%d: want NAME TOKEN", path, n)
+			return nil, refuse("line %d: want NAME TOKEN", n)
 		}
 		name, token := f[0], f[1]
 		if err := validActorName(name); err != nil {
-			return nil, fmt.Errorf("api tokens: %s:%d: %w", path, n, err)
+			return nil, refuse("line %d: %v", n, err)
+		}
+		if ReservedActor(name) {
+			return nil, refuse("line %d: name %q is reserved (the api records it for another door)", n, name)
+		}
+		if len(token) < MinTokenLength {
+			return nil, refuse("line %d: the token of %s has %d bytes, fewer than %d", n, name, len(token), MinTokenLength)
 		}
 		if _, dup := tokens[name]; dup || seen[token] {
-			return nil, fmt.Errorf("api tokens: %s:%d: duplicate name or token", path, n)
+			return nil, refuse("line %d: duplicate name or token", n)
 		}
 		tokens[name], seen[token] = token, true
 	}
 	if err := sc.Err(); err != nil {
 		return nil, fmt.Errorf("api tokens: %w", err)
 	}
+	if len(tokens) == 0 {
+		return nil, refuse("no token in the file; with none the api would require no authentication (leave --api-tokens unset for that)")
+	}
 	return tokens, nil
+}
+
+// ReservedActor reports whether name is one the api records for a door other than a
+// named token, so no token may carry it: the single
+// token's "api-token", "anonymous", the gate's "timer", "nats" and anything starting
+// with it (the micro doors), "http" and "micro" (pause defaults), and anything starting
+// with "claimed" (case-insensitive).
+func ReservedActor(name string) bool {
+	l := strings.ToLower(name)
+	switch l {
+	case SingleTokenName, AnonymousActor, "timer", "http", "micro":
+		return true
+	}
+	return strings.HasPrefix(l, MicroActor) || strings.HasPrefix(l, "claimed")
 }
 
 // validActorName accepts 1 to 64 bytes of A-Z a-z 0-9 . _ @ - (a token's name or a NATS

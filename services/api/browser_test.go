@@ -319,13 +319,13 @@ func actionError(t *testing.T, br *browser) string {
 // the signed-in token), the proposed and the approved arguments.
 func TestBrowserConsoleApproveWithEdits(t *testing.T) {
 	br := newBrowser(t)
-	h := newHarness(t, api.Options{Tokens: map[string]string{"alice": "tok-alice"}})
+	h := newHarness(t, api.Options{Tokens: map[string]string{"alice": "tok-alice-0123456789"}})
 	h.waitEchoSchema()
 	tk := h.parkEcho("run-browser-edit", "proposed")
 	br.do(t, "sign in",
 		chromedp.Navigate(h.base+"/"),
 		chromedp.WaitVisible(chromedp.CSS(`#login-form`)),
-		chromedp.SendKeys(chromedp.CSS(`#token`), "tok-alice"),
+		chromedp.SendKeys(chromedp.CSS(`#token`), "tok-alice-0123456789"),
 		chromedp.Click(chromedp.CSS(`#login-form button`)),
 		chromedp.WaitVisible(rowSel(tk.CorrelationID)+" textarea.args"),
 	)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -66,7 +67,7 @@ func bearer(token string) map[string]string {
 // --api-token decides as "api-token"; the body cannot name another actor.
 func TestApproveWithEditsOverHTTP(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "tokens")
-	if err := os.WriteFile(file, []byte("# operators\nalice tok-alice\n\nbob  tok-bob\n"), 0o600); err != nil {
+	if err := os.WriteFile(file, []byte("# operators\nalice tok-alice-0123456789\n\nbob  tok-bob-0123456789\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	tokens, err := api.LoadTokens(file)
@@ -80,18 +81,18 @@ func TestApproveWithEditsOverHTTP(t *testing.T) {
 	tk := h.parkEcho(run, "proposed")
 	path := "/v1/tickets/" + tk.CorrelationID + "/approve"
 	for _, bad := range []string{`{"arguments":{"text":5}}`, `{"arguments":{"text":"x","extra":1}}`, `{"arguments":"text"}`} {
-		r := h.do(http.MethodPost, path, bad, bearer("tok-alice"))
+		r := h.do(http.MethodPost, path, bad, bearer("tok-alice-0123456789"))
 		if e := r.apiError(t); r.status != http.StatusUnprocessableEntity || e.Code != string(contracts.ResumeInvalidArguments) {
 			t.Fatalf("approve %s: %d %s, want 422 invalid_arguments", bad, r.status, r.body)
 		}
-		if r := h.do(http.MethodGet, "/v1/tickets/"+tk.CorrelationID, "", bearer("tok-alice")); r.status != http.StatusOK {
+		if r := h.do(http.MethodGet, "/v1/tickets/"+tk.CorrelationID, "", bearer("tok-alice-0123456789")); r.status != http.StatusOK {
 			t.Fatalf("the ticket is gone after the invalid edit %s: %d %s", bad, r.status, r.body)
 		}
 	}
-	if r := h.do(http.MethodPost, path, `{"actor":"mallory"}`, bearer("tok-alice")); r.status != http.StatusBadRequest {
+	if r := h.do(http.MethodPost, path, `{"actor":"mallory"}`, bearer("tok-alice-0123456789")); r.status != http.StatusBadRequest {
 		t.Fatalf("a body naming its actor: %d %s, want 400", r.status, r.body)
 	}
-	r := h.do(http.MethodPost, path, `{"note":"fixed the text","arguments":{"text":"edited"}}`, bearer("tok-alice"))
+	r := h.do(http.MethodPost, path, `{"note":"fixed the text","arguments":{"text":"edited"}}`, bearer("tok-alice-0123456789"))
 	var res contracts.TicketResolution
 	r.json(t, &res)
 	if r.status != http.StatusOK || res.Code != "approved" || res.Actor != "alice" {
@@ -100,14 +101,14 @@ func TestApproveWithEditsOverHTTP(t *testing.T) {
 	if got := texts(h.results(run)); len(got) != 1 || got[0] != "edited" {
 		t.Fatalf("results %q, want echo of the edited text", got)
 	}
-	view := h.getBatch(contracts.BatchID(run, 1), "tok-bob")
+	view := h.getBatch(contracts.BatchID(run, 1), "tok-bob-0123456789")
 	c := view.Calls[0]
 	if c.Actor != "alice" || !c.Edited || string(c.Arguments) != `{"text":"edited"}` || string(c.ProposedArguments) != `{"text":"proposed"}` {
 		t.Fatalf("call view %+v, want alice's edit with both arguments", c)
 	}
 
 	tk = h.parkEcho("run-edit-deny", "proposed")
-	r = h.do(http.MethodPost, "/v1/tickets/"+tk.CorrelationID+"/approve", `{"arguments":{"text":"rm -rf /"}}`, bearer("tok-bob"))
+	r = h.do(http.MethodPost, "/v1/tickets/"+tk.CorrelationID+"/approve", `{"arguments":{"text":"rm -rf /"}}`, bearer("tok-bob-0123456789"))
 	r.json(t, &res)
 	if r.status != http.StatusOK || res.Code != "denied" || res.Actor != "bob" {
 		t.Fatalf("approve an edit the policy denies: %d %s, want denied, by bob", r.status, r.body)
@@ -214,19 +215,50 @@ func TestApproveWithEditsOverMicroAndCLI(t *testing.T) {
 // actor can carry, one "NAME TOKEN" per line.
 func TestLoadTokensRefusesAmbiguity(t *testing.T) {
 	for name, body := range map[string]string{
-		"duplicate name":  "alice a1\nalice a2\n",
-		"duplicate token": "alice same\nbob same\n",
-		"bad name":        "al/ice a1\n",
-		"three fields":    "alice a1 extra\n",
+		"duplicate name":  "alice a1-0123456789abcdef\nalice a2-0123456789abcdef\n",
+		"duplicate token": "alice same-0123456789abcdef\nbob same-0123456789abcdef\n",
+		"bad name":        "al/ice a1-0123456789abcdef\n",
+		"three fields":    "alice a1-0123456789abcdef extra\n",
 		"name only":       "alice\n",
+		// Security round 3, finding 4: a file with no token turned authentication off.
+		"only comments":      "# alice a1-0123456789abcdef\n\n# nobody yet\n",
+		"empty":              "",
+		"short token":        "alice short\n",
+		"reserved timer":     "timer a1-0123456789abcdef\n",
+		"reserved anonymous": "Anonymous a1-0123456789abcdef\n",
+		"reserved api-token": "api-token a1-0123456789abcdef\n",
+		"reserved nats":      "nats-admin a1-0123456789abcdef\n",
+		"reserved claimed":   "claimed a1-0123456789abcdef\n",
 	} {
 		file := filepath.Join(t.TempDir(), "tokens")
 		if err := os.WriteFile(file, []byte(body), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := api.LoadTokens(file); err == nil {
+		_, err := api.LoadTokens(file)
+		if err == nil {
 			t.Errorf("%s: %q loaded", name, body)
+			continue
 		}
+		if !errors.Is(err, api.ErrTokensFile) || !strings.Contains(err.Error(), file) {
+			t.Errorf("%s: error %v, want ErrTokensFile naming %s", name, err, file)
+		}
+	}
+	// Readable by others: refused, with the mode in the error; 0600 loads.
+	file := filepath.Join(t.TempDir(), "tokens")
+	if err := os.WriteFile(file, []byte("alice a1-0123456789abcdef\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(file, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := api.LoadTokens(file); !errors.Is(err, api.ErrTokensFile) || !strings.Contains(err.Error(), "0644") {
+		t.Errorf("a tokens file of mode 0644: %v, want refused", err)
+	}
+	if err := os.Chmod(file, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if tokens, err := api.LoadTokens(file); err != nil || tokens["alice"] != "a1-0123456789abcdef" {
+		t.Errorf("a tokens file of mode 0600: %v %v", tokens, err)
 	}
 	if _, err := api.LoadTokens(filepath.Join(t.TempDir(), "missing")); err == nil {
 		t.Error("a missing tokens file loaded")

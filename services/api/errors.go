@@ -30,6 +30,9 @@ const (
 	CodeTimeout = "timeout"
 	// CodeUnavailable: the api is stopping, or too many requests are in flight.
 	CodeUnavailable = "unavailable"
+	// CodeObjectDigest (502): a stored object's bytes do not match the digest in its
+	// name (it was overwritten after its link was published).
+	CodeObjectDigest = "object_digest_mismatch"
 	// CodeInternal: anything else (NATS unreachable, a corrupt record).
 	CodeInternal = "internal"
 )

@@ -120,6 +120,14 @@ func (s *Service) startMicro() error {
 // replies with its JSON result or its error.
 func (s *Service) microHandler(handle func(context.Context, micro.Request) (any, error)) micro.Handler {
 	return micro.HandlerFunc(func(req micro.Request) {
+		if !ReplyAllowed(req.Reply()) {
+			// Not answered at all: a reply is a publish with the api's credentials, and a
+			// requester that names a stream's or a bucket's subject as its reply would make
+			// the api write there (finding 1 of security round 3).
+			s.log.Warn().Str("subject", req.Subject()).Str("reply", req.Reply()).
+				Msg("micro request refused: its reply subject is not an inbox")
+			return
+		}
 		select {
 		case s.sem <- struct{}{}:
 		default:
@@ -201,10 +209,34 @@ func (r detachedRequest) publish(msg *nats.Msg) error {
 	if msg.Subject == "" {
 		return nats.ErrMsgNoReply
 	}
+	if !ReplyAllowed(msg.Subject) {
+		return fmt.Errorf("%w: reply subject %q is not an inbox", micro.ErrRespond, msg.Subject)
+	}
 	if err := r.conn.PublishMsg(msg); err != nil {
 		return fmt.Errorf("%w: %w", micro.ErrRespond, err)
 	}
 	return nil
+}
+
+// ReplyAllowed reports whether the api answers a micro request whose reply subject is
+// reply: only an inbox, "_INBOX." (every NATS client's default) or a service's
+// "_INBOX_<service>." ([deploy.ServiceInboxPrefix]), and only a subject without
+// wildcards. No stream or bucket captures those subjects, so a reply can never be stored.
+// deploy/nats/auth.conf enforces the same in the server: the api may publish replies on
+// "_INBOX.>" only, and has no allow_responses (a reply permission would override its
+// publish grants).
+func ReplyAllowed(reply string) bool {
+	if strings.ContainsAny(reply, "*> \t\r\n") {
+		return false
+	}
+	if rest, ok := strings.CutPrefix(reply, nats.InboxPrefix); ok {
+		return rest != ""
+	}
+	if rest, ok := strings.CutPrefix(reply, "_INBOX_"); ok {
+		svc, tail, found := strings.Cut(rest, ".")
+		return found && svc != "" && tail != ""
+	}
+	return false
 }
 
 func (s *Service) microError(req micro.Request, e *Error) {

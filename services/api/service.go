@@ -48,6 +48,11 @@ import (
 // ServiceName is the name of the micro service and of the api in logs.
 const ServiceName = "awaken"
 
+// SourceName is the service part of the CloudEvents source of everything the api
+// publishes: "awaken/api" (docs/protocol.md: services use awaken/{service}), for its
+// commands and its tool-pause audit alike — not the micro service's name.
+const SourceName = "api"
+
 // ServiceVersion is the semantic version the micro service announces.
 const ServiceVersion = "0.1.0"
 
@@ -157,7 +162,7 @@ func Start(ctx context.Context, env *pipeline.Env, opts Options) (*Service, erro
 	}
 	// The api hands results on as published: an HTTP caller reads a linked output with
 	// GET /v1/objects/{name}, so a response never carries a 64 MiB output inline.
-	c, err := client.New(env.Conn, client.WithPrefix(env.Names.Prefix), client.WithSource("awaken/api"), client.KeepLinks())
+	c, err := client.New(env.Conn, client.WithPrefix(env.Names.Prefix), client.WithSource("awaken/"+SourceName), client.KeepLinks())
 	if err != nil {
 		return nil, fmt.Errorf("api: %w", err)
 	}

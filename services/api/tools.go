@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
 
+	"github.com/awaken-dev/awaken/internal/bus"
 	"github.com/awaken-dev/awaken/internal/config"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
@@ -41,7 +42,11 @@ func (s *Service) Catalog(ctx context.Context) ([]contracts.CatalogTool, error) 
 	}
 	cfg := s.env.Config
 	out := make([]contracts.CatalogTool, 0, len(cfg.Tools))
+	// listed keeps every id once: a configured tool may shadow an MCP server's tool of
+	// the same id, which the configuration's entry then describes alone.
+	listed := make(map[string]bool, len(cfg.Tools))
 	for _, t := range cfg.Tools {
+		listed[t.ID] = true
 		ct := contracts.CatalogTool{ID: t.ID, Description: t.Description, Parameters: t.ParametersJSON(),
 			Kind: t.Kind, Target: t.Target, Capability: t.EffectiveCapability()}
 		ct.MarkPaused(pauses)
@@ -59,9 +64,10 @@ func (s *Service) Catalog(ctx context.Context) ([]contracts.CatalogTool, error) 
 	for _, srv := range cfg.Executors.MCP {
 		prefix := config.MCPPrefix(srv.Name)
 		for _, d := range publishedInOrder(published) {
-			if !strings.HasPrefix(d.ID, prefix) {
+			if !strings.HasPrefix(d.ID, prefix) || listed[d.ID] {
 				continue
 			}
+			listed[d.ID] = true
 			t, ok := cfg.Tool(d.ID)
 			if !ok {
 				continue
@@ -98,9 +104,9 @@ func (s *Service) publishedDescriptors(ctx context.Context, target contracts.Too
 	if err != nil {
 		return nil, apiErr(http.StatusServiceUnavailable, CodeUnavailable, "tool descriptors: %v", err)
 	}
-	var descs []contracts.ToolDescriptor
-	if err := json.Unmarshal(e.Value(), &descs); err != nil {
-		s.log.Warn().Err(err).Str("target", string(target)).Msg("published tool descriptors unreadable; ignored")
+	descs, err := bus.Decode[[]contracts.ToolDescriptor](e.Value())
+	if err != nil {
+		s.log.Error().Err(err).Str("target", string(target)).Msg("published tool descriptors refused: they do not decode strictly")
 		return out, nil
 	}
 	for _, d := range descs {
@@ -244,7 +250,7 @@ func (s *Service) pauseTarget(ctx context.Context, toolID string) (jetstream.Key
 // deduplicated.
 func (s *Service) auditPause(ctx context.Context, seq uint64, rec contracts.ToolPauseAudit) error {
 	id := fmt.Sprintf("toolpause:%s:%d:%s", contracts.ToolPauseKey(rec.ToolID), seq, rec.Action)
-	ev, err := s.env.Event(ServiceName, id, contracts.TypeToolPauseAudit, rec)
+	ev, err := s.env.Event(SourceName, id, contracts.TypeToolPauseAudit, rec)
 	if err != nil {
 		return err
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/awaken-dev/awaken/internal/bus"
 	"github.com/awaken-dev/awaken/internal/config"
 	"github.com/awaken-dev/awaken/internal/jsonschema"
 	"github.com/awaken-dev/awaken/pkg/contracts"
@@ -64,39 +65,57 @@ func (s *Service) validateArguments(ctx context.Context, id string, args json.Ra
 	return err
 }
 
-// validatePublished validates args against the schema brain-exec published for t, if any.
+// validatePublished validates args against the schema brain-exec published for t. It
+// fails closed: with no tools bucket, no descriptors, descriptors that do not decode
+// strictly, no descriptor of t or one whose schema does not compile, the edit of a tool
+// the configuration gives no parameters schema of its own is refused
+// ([contracts.ResumeInvalidArguments], the ticket stays open) rather than passed
+// unchecked — the descriptors are the only schema of an MCP or typed tool, and a wiped
+// or forged record must not turn the check off.
 func (s *Service) validatePublished(ctx context.Context, t config.Tool, args json.RawMessage) error {
 	key := t.Builtin
 	if key == "" {
 		key = t.ID
 	}
+	unchecked := func(why string) error {
+		if t.Parameters != nil {
+			// The configuration's own schema already checked the edit.
+			return nil
+		}
+		return &contracts.ResumeError{Code: contracts.ResumeInvalidArguments,
+			Message: fmt.Sprintf("edited arguments of tool %s cannot be checked: %s; approve without editing, or retry once brain-exec has published its tools", t.ID, why)}
+	}
 	kv, err := s.env.JS.KeyValue(ctx, s.env.Names.ToolsBucket())
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
-		return nil
+		return unchecked("no tools bucket")
 	}
 	if err != nil {
 		return fmt.Errorf("gate: tools bucket: %w", err)
 	}
 	e, err := kv.Get(ctx, contracts.ToolDescriptorsKey(contracts.TargetBrain))
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return nil
+		return unchecked("brain-exec has published no descriptors")
 	}
 	if err != nil {
 		return fmt.Errorf("gate: tool descriptors: %w", err)
 	}
-	var descs []contracts.ToolDescriptor
-	if json.Unmarshal(e.Value(), &descs) != nil {
-		return nil // unreadable descriptors describe nothing (the api ignores them too)
+	descs, err := bus.Decode[[]contracts.ToolDescriptor](e.Value())
+	if err != nil {
+		s.log.Error().Err(err).Msg("published tool descriptors refused: they do not decode strictly")
+		return unchecked("the published descriptors are unreadable")
 	}
 	for _, d := range descs {
-		if d.ID != key || len(d.Parameters) == 0 {
+		if d.ID != key {
 			continue
+		}
+		if len(d.Parameters) == 0 {
+			return unchecked("its descriptor has no parameters schema")
 		}
 		schema, err := jsonschema.Compile(d.Parameters)
 		if err != nil {
-			return nil
+			return unchecked("its published schema does not compile")
 		}
 		return config.ValidateAgainst(schema, args)
 	}
-	return nil
+	return unchecked("brain-exec published no descriptor of it")
 }

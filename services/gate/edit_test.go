@@ -134,3 +134,59 @@ func TestEditedArgumentsGatedAgain(t *testing.T) {
 		t.Fatalf("record %+v, want no edit, actor carol", rec)
 	}
 }
+
+// TestEditedArgumentsFailClosed: for a brain tool whose only schema is the descriptor
+// brain-exec published, an edit is refused invalid_arguments (the ticket stays open) while
+// the descriptors are missing or do not decode strictly — as when a forged reply wiped the
+// key — and checked against the schema once a readable descriptor is there.
+func TestEditedArgumentsFailClosed(t *testing.T) {
+	h := newHarness(t)
+	b, tk := h.park(1, "call_f", "ask_me", `{"n":1}`)
+	kv, err := h.js.KeyValue(h.ctx, h.env.Names.ToolsBucket())
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := contracts.ToolDescriptorsKey(contracts.TargetBrain)
+	refused := func(stage string) {
+		t.Helper()
+		id := h.uniq("resume-" + stage)
+		h.resume(id, approveAs(tk, "alice", `{"n":2}`))
+		a := h.waitAnswer(id)
+		if a.kind != "rejected" || a.res.Code != string(contracts.ResumeInvalidArguments) {
+			t.Fatalf("%s: answer %+v, want rejected invalid_arguments", stage, a)
+		}
+		if _, ok := h.ticket(tk.CorrelationID); !ok {
+			t.Fatalf("%s: the refused edit consumed the ticket", stage)
+		}
+		t.Logf("%s: %s", stage, a.res.Message)
+	}
+	refused("no descriptors")
+	// The catalog as a reply would have written it: an object, not the list.
+	if _, err := kv.Put(h.ctx, key, []byte(`{"tools":[{"id":"echo"}]}`)); err != nil {
+		t.Fatal(err)
+	}
+	refused("descriptors unreadable")
+	if _, err := kv.Put(h.ctx, key, []byte(`[{"id":"echo","description":"","parameters":{"type":"object"}}] junk`)); err != nil {
+		t.Fatal(err)
+	}
+	refused("trailing data")
+	if _, err := kv.Put(h.ctx, key, []byte(`[{"id":"echo","description":"","parameters":{"type":"object"}}]`)); err != nil {
+		t.Fatal(err)
+	}
+	refused("no descriptor of the tool")
+	if _, err := kv.Put(h.ctx, key, []byte(`[{"id":"ask_me","description":"","parameters":{"type":"object","properties":{"n":{"type":"integer"}},"additionalProperties":false}}]`)); err != nil {
+		t.Fatal(err)
+	}
+	id := h.uniq("resume-bad-type")
+	h.resume(id, approveAs(tk, "alice", `{"n":"x"}`))
+	if a := h.waitAnswer(id); a.kind != "rejected" || a.res.Code != string(contracts.ResumeInvalidArguments) {
+		t.Fatalf("edit against the schema: answer %+v, want rejected invalid_arguments", a)
+	}
+	h.resume("resume-ok", approveAs(tk, "alice", `{"n":2}`))
+	if a := h.waitAnswer("resume-ok"); a.kind != "resolved" || a.res.Code != resolvedApproved {
+		t.Fatalf("valid edit with a readable descriptor: answer %+v, want resolved approved", a)
+	}
+	if rec := h.waitCall(b, 0, "executing", isPhase(contracts.PhaseExecuting)); string(rec.EditedArguments) != `{"n":2}` {
+		t.Fatalf("record keeps edit %s", rec.EditedArguments)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/rs/zerolog"
 
@@ -173,6 +174,11 @@ func resumeResolution(cmd contracts.ResumeCommand, rec *contracts.CallRecord) re
 	switch p := cmd.Result.Permission; {
 	case p != nil && rec.EditBlocked != "":
 		res.code, res.audit, res.message, res.auditReason = resolvedDenied, contracts.AuditDecisionDeny, "denied: "+rec.EditBlocked, rec.EditBlocked
+	case p != nil && p.Decision == contracts.DecisionAllow && pauseBlocked(rec) != "":
+		// Approved while the tool was paused: the call was blocked, so the answer and the
+		// audit say so (a deny with the pause's reason), not "approved".
+		reason := pauseBlocked(rec)
+		res.code, res.audit, res.message, res.auditReason = resolvedDenied, contracts.AuditDecisionDeny, contracts.BlockedPrefix+reason, reason
 	case p != nil && p.Decision == contracts.DecisionAllow:
 		res.code, res.audit, res.message, res.auditReason = resolvedApproved, contracts.AuditDecisionApproved, "approved", p.Note
 		if res.edited != nil {
@@ -185,6 +191,20 @@ func resumeResolution(cmd contracts.ResumeCommand, rec *contracts.CallRecord) re
 		res.code, res.message = resolvedCompleted, "tool result accepted"
 	}
 	return res
+}
+
+// pauseBlocked is the block reason ("tool_paused: …") of a call an approval completed
+// blocked because its tool was paused ([Service.enterUnlessPaused]), "" for any other.
+func pauseBlocked(rec *contracts.CallRecord) string {
+	out, ok := rec.Output()
+	if !ok || rec.Phase.Kind != contracts.PhaseCompleted {
+		return ""
+	}
+	reason, ok := strings.CutPrefix(out.Text(), contracts.BlockedPrefix)
+	if !ok || !strings.HasPrefix(reason, contracts.ToolPausedCode+": ") {
+		return ""
+	}
+	return reason
 }
 
 // deniedReason is the reason of a deny decision, "denied" when it gives none.

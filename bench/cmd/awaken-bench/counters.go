@@ -10,26 +10,39 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 )
 
-// serverRow is a row on an embedded NATS server whose own counters can be read.
-type serverRow interface{ server() *server.Server }
+// serverRow is a row on embedded NATS servers (one, or the nodes of a cluster) whose own
+// counters can be read.
+type serverRow interface{ servers() []*server.Server }
 
-// jsCounters are the server's totals: messages ever stored per stream (the last sequence
+// jsCounters are the servers' totals: messages ever stored per stream (the last sequence
 // of each: every publish and every KV put, create or update is one stored message, and
-// with sync always one fsync), and JetStream API requests answered.
+// with sync always one fsync on each node holding a replica), and JetStream API requests
+// answered.
 type jsCounters struct {
 	stored map[string]uint64
 	api    uint64
 }
 
-func readCounters(srv *server.Server) (jsCounters, error) {
-	info, err := srv.Jsz(&server.JSzOptions{Accounts: true, Streams: true})
-	if err != nil {
-		return jsCounters{}, err
-	}
-	c := jsCounters{stored: map[string]uint64{}, api: info.API.Total}
-	for _, a := range info.AccountDetails {
-		for _, s := range a.Streams {
-			c.stored[s.Name] += s.State.LastSeq
+// readCounters reads the counters of every node. Every node of the cluster rows holds a
+// replica of every stream (R3 on three nodes), so a stream's count is the highest last
+// sequence a node has applied (a replica may not have applied the latest yet), not their
+// sum; the API requests are summed, as each node counts those it answered.
+func readCounters(srvs []*server.Server) (jsCounters, error) {
+	c := jsCounters{stored: map[string]uint64{}}
+	for _, srv := range srvs {
+		info, err := srv.Jsz(&server.JSzOptions{Accounts: true, Streams: true})
+		if err != nil {
+			return jsCounters{}, err
+		}
+		c.api += info.API.Total
+		last := map[string]uint64{}
+		for _, a := range info.AccountDetails {
+			for _, s := range a.Streams {
+				last[s.Name] += s.State.LastSeq
+			}
+		}
+		for name, v := range last {
+			c.stored[name] = max(c.stored[name], v)
 		}
 	}
 	return c, nil
@@ -50,7 +63,7 @@ type writeCount struct {
 
 // countWrites runs batches batches of n calls through run (one at a time) and reads the
 // server's counters before and after.
-func countWrites(ctx context.Context, srv *server.Server, path string, batches, n int,
+func countWrites(ctx context.Context, srv []*server.Server, path string, batches, n int,
 	run func(ctx context.Context, runID string, step int64, n int) ([]string, error)) (writeCount, error) {
 	// Let the previous phase's trailing work (the publisher's last CAS, acks) settle.
 	time.Sleep(200 * time.Millisecond)

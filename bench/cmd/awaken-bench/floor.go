@@ -13,8 +13,6 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/synadia-io/orbit.go/jetstreamext"
-
-	"github.com/awaken-dev/awaken/internal/app"
 )
 
 // hopsDoc documents what the floor relay does, counted from the pipeline's code (see
@@ -35,7 +33,7 @@ const floorWorkers = 8
 // same order and on the same kind of server, with opaque payloads: what no
 // message-driven design with these durable steps can beat on this server.
 type floor struct {
-	srv     *server.Server
+	nats    *backend
 	nc      *nats.Conn
 	js      jetstream.JetStream
 	calls   jetstream.KeyValue
@@ -45,19 +43,23 @@ type floor struct {
 	quit    context.Context
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
-	stop    func()
 }
 
-func newFloor(ctx context.Context, lvl level) (*floor, error) {
-	srv, stop, err := embedded("floor", lvl)
+// newFloor starts the relay at durability level lvl on one embedded server or (cluster)
+// on a 3-node cluster with its streams and buckets R3.
+func newFloor(ctx context.Context, lvl level, cluster bool) (*floor, error) {
+	name := "floor"
+	if cluster {
+		name = "floor-cluster"
+	}
+	b, err := newBackend(name, lvl, cluster)
 	if err != nil {
 		return nil, err
 	}
-	f := &floor{srv: srv, stop: stop}
+	f := &floor{nats: b}
 	f.quit, f.cancel = context.WithCancel(context.Background())
-	dial := app.InProcessDialer(srv)
 	conn := func(name string) (jetstream.JetStream, error) {
-		nc, err := dial(name)
+		nc, err := b.dial(name)
 		if err != nil {
 			return nil, err
 		}
@@ -77,19 +79,22 @@ func newFloor(ctx context.Context, lvl level) (*floor, error) {
 			RePublish: &jetstream.RePublish{Source: "floor.results.>", Destination: "floor.committed.>"}},
 		{Name: "FLOOR_SIDE", Subjects: []string{"floor.side.>"}},
 	} {
-		sc.Storage, sc.Replicas, sc.Duplicates, sc.MaxAge = jetstream.FileStorage, 1, 2*time.Minute, 24*time.Hour
+		sc.Storage, sc.Replicas, sc.Duplicates, sc.MaxAge = jetstream.FileStorage, b.replicas, 2*time.Minute, 24*time.Hour
 		if _, err := js.CreateOrUpdateStream(ctx, sc); err != nil {
 			f.close()
 			return nil, err
 		}
 	}
 	kv := func(name string) (jetstream.KeyValue, error) {
-		return js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: name, History: 1, Storage: jetstream.FileStorage, Replicas: 1})
+		return js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: name, History: 1, Storage: jetstream.FileStorage, Replicas: b.replicas})
 	}
 	if f.calls, err = kv("FLOOR_CALLS"); err == nil {
 		if f.batches, err = kv("FLOOR_BATCHES"); err == nil {
 			f.runs, err = kv("FLOOR_RUNS")
 		}
+	}
+	if err == nil && cluster {
+		err = waitAllStreamLeaders(ctx, js)
 	}
 	if err != nil {
 		f.close()
@@ -404,7 +409,7 @@ func (f *floor) run(ctx context.Context, runID string, step int64, n int) ([]str
 	}
 }
 
-func (f *floor) server() *server.Server { return f.srv }
+func (f *floor) servers() []*server.Server { return f.nats.nodes }
 
 func (f *floor) close() {
 	f.cancel()
@@ -412,5 +417,5 @@ func (f *floor) close() {
 	for _, nc := range f.conns {
 		nc.Close()
 	}
-	f.stop()
+	f.nats.stop()
 }

@@ -7,9 +7,11 @@
 // line. The parent prints the table and writes bench/results/{timestamp}.json and
 // bench/results/latest.json.
 //
-// Every durable row uses file storage: the pipeline and the floor on an embedded NATS
-// server started with the same options (internal/natsserver.StartEmbedded), Temporal on SQLite in
-// a file (see temporal.go for the in-memory temporaltest variant, reported separately).
+// Every durable row uses file storage: the pipeline, the floor and the single operations
+// (ops) on an embedded NATS server started with the same options
+// (internal/natsserver.StartEmbedded), their -cluster rows on three such servers clustered
+// over the loopback with every stream and bucket R3 (cluster.go), Temporal on SQLite in a
+// file (see temporal.go for the in-memory temporaltest variant, reported separately).
 package main
 
 import (
@@ -31,11 +33,14 @@ import (
 	"time"
 )
 
-// Row kinds. A row's name is its kind, with "-relaxed" appended for the relaxed
-// durability level (see parseRow); "scaleout-N" runs N brain-exec instances.
+// Row kinds. A row's name is its kind, with "-cluster" appended for a 3-node cluster
+// (pipeline, floor and ops only) and "-relaxed" appended last for the relaxed durability
+// level (see parseRow); "scaleout-N" runs N brain-exec instances.
 const (
 	rowPipeline      = "pipeline"
 	rowFloor         = "floor"
+	rowOps           = "ops"
+	clusterSuffix    = "-cluster"
 	rowTemporal      = "temporal"
 	rowTemporalLocal = "temporal-local"
 	rowTemporalMem   = "temporal-mem"
@@ -49,7 +54,8 @@ const (
 )
 
 // defaultRows is what `make bench` runs, in table order.
-const defaultRows = "pipeline,floor,temporal,temporal-local," +
+const defaultRows = "pipeline,floor,ops,temporal,temporal-local," +
+	"pipeline-cluster,floor-cluster,ops-cluster," +
 	"pipeline-relaxed,floor-relaxed,temporal-relaxed,temporal-local-relaxed," +
 	"in-process,scaleout-1,scaleout-2,scaleout-4"
 
@@ -72,13 +78,20 @@ const (
 type rowSpec struct {
 	name, kind string
 	level      level
-	executors  int // scale-out rows: brain-exec instances
+	executors  int  // scale-out rows: brain-exec instances
+	cluster    bool // on a 3-node cluster (clusterNodes), streams and buckets R3
 }
 
 func parseRow(name string) (rowSpec, error) {
 	r := rowSpec{name: name, kind: strings.TrimSuffix(name, "-relaxed"), level: levelSynced}
 	if r.kind != name {
 		r.level = levelRelaxed
+	}
+	if k := strings.TrimSuffix(r.kind, clusterSuffix); k != r.kind {
+		if !slices.Contains([]string{rowPipeline, rowFloor, rowOps}, k) {
+			return r, fmt.Errorf("row %q: only pipeline, floor and ops run on a cluster", name)
+		}
+		r.kind, r.cluster = k, true
 	}
 	switch {
 	case r.kind == rowInProcess || r.kind == rowTemporalMem:
@@ -91,7 +104,7 @@ func parseRow(name string) (rowSpec, error) {
 		// The scale-out rows measure the executors, so they run at the relaxed level,
 		// where the pipeline's own ceiling is highest; the level is the same for 1, 2, 4.
 		r.kind, r.executors, r.level = rowScaleOut, n, levelRelaxed
-	case slices.Contains([]string{rowPipeline, rowFloor, rowTemporal, rowTemporalLocal}, r.kind):
+	case slices.Contains([]string{rowPipeline, rowFloor, rowOps, rowTemporal, rowTemporalLocal}, r.kind):
 	default:
 		return r, fmt.Errorf("unknown row %q", name)
 	}
@@ -143,8 +156,10 @@ type result struct {
 	CallsPerSec float64      `json:"throughput_calls_per_s"`
 	Batches     int64        `json:"throughput_batches"`
 	Executors   int          `json:"executors,omitempty"`
+	Nodes       int          `json:"nats_nodes,omitempty"` // the cluster rows' JetStream servers
 	Writes      []writeCount `json:"writes_per_call,omitempty"`
 	Large       []largeBatch `json:"large_parallel_batches,omitempty"`
+	Ops         []opStat     `json:"operations,omitempty"` // the ops rows
 	PeakRSSMiB  float64      `json:"peak_rss_mib"`
 	// PeakRSSLoadMiB is the row process's peak RSS when the latency and throughput series
 	// ended, before the write count and the large batches (ru_maxrss then).
@@ -297,6 +312,30 @@ func ratios(rs []result) map[string]float64 {
 			}
 		}
 	}
+	// The cluster against one server, at the same level: what three synced replicas cost.
+	for _, suffix := range []string{"", "-relaxed"} {
+		p, okP := find(rs, rowPipeline+suffix)
+		c, okC := find(rs, rowPipeline+clusterSuffix+suffix)
+		if okP && okC {
+			out["pipeline-cluster/pipeline latency_1 median"+suffix] = c.Latency1.MedianMs / p.Latency1.MedianMs
+			out["pipeline-cluster/pipeline latency_10 median"+suffix] = c.Latency10.MedianMs / p.Latency10.MedianMs
+			out["pipeline/pipeline-cluster throughput"+suffix] = p.CallsPerSec / c.CallsPerSec
+		}
+		if f, ok := find(rs, rowFloor+clusterSuffix+suffix); ok && okC {
+			out["pipeline-cluster/floor-cluster latency_1 median"+suffix] = c.Latency1.MedianMs / f.Latency1.MedianMs
+			out["pipeline-cluster/floor-cluster latency_10 median"+suffix] = c.Latency10.MedianMs / f.Latency10.MedianMs
+			out["floor-cluster/pipeline-cluster throughput"+suffix] = f.CallsPerSec / c.CallsPerSec
+		}
+		o, okO := find(rs, rowOps+suffix)
+		oc, okOC := find(rs, rowOps+clusterSuffix+suffix)
+		if okO && okOC && len(o.Ops) == len(oc.Ops) {
+			for i := range o.Ops {
+				if o.Ops[i].MedianMs > 0 {
+					out["ops-cluster/ops "+o.Ops[i].Op+" median"+suffix] = oc.Ops[i].MedianMs / o.Ops[i].MedianMs
+				}
+			}
+		}
+	}
 	if one, ok := find(rs, rowScaleOut+"-1"); ok && one.CallsPerSec > 0 {
 		for _, r := range rs {
 			if strings.HasPrefix(r.Row, rowScaleOut+"-") && r.Row != one.Row && r.Error == "" {
@@ -337,6 +376,11 @@ func printTable(w *os.File, rep report) {
 			fmt.Fprintf(w, "%-24s %-8s error: %s\n", r.Row, r.Level, r.Error)
 			continue
 		}
+		if len(r.Ops) > 0 {
+			fmt.Fprintf(w, "%-24s %-8s %11s %11s %12s %12s %10s %7.1fMiB  (single operations, below)\n", r.Row, r.Level,
+				"", "", "", "", "", r.PeakRSSMiB)
+			continue
+		}
 		if r.Executors > 0 {
 			fmt.Fprintf(w, "%-24s %-8s %11s %11s %12s %12s %10.0f %7.1fMiB  (%d× brain-exec, %d workers each, slow %d ms)\n", r.Row, r.Level,
 				"", "", "", "", r.CallsPerSec, r.PeakRSSMiB, r.Executors, scaleOutWorkers, slowToolMS)
@@ -359,6 +403,9 @@ func printTable(w *os.File, rep report) {
 		}
 		for _, l := range r.Large {
 			fmt.Fprintf(w, "  %-24s parallel %3d calls: median %9.1fms, %6.2fms/call, %6.0f calls/s %s\n", r.Row, l.Calls, l.MedianMs, l.PerCallMs, l.CallsPerSec, l.FirstBatchErr)
+		}
+		for _, o := range r.Ops {
+			fmt.Fprintf(w, "  %-24s %-19s median %8.3fms, p99 %8.3fms, %6.2f publishes\n", r.Row, o.Op, o.MedianMs, o.P99Ms, o.InPublishes)
 		}
 	}
 	fmt.Fprintln(w)
@@ -389,15 +436,31 @@ func measureRow(row string, s settings) (res result) {
 		return res
 	}
 	res.Level, res.Desc = spec.level, describe(spec)
+	if spec.cluster {
+		res.Nodes = clusterNodes
+		// The large parallel batches are left to the single-server rows: on the
+		// cluster they would take longer than the rest of the row.
+		s.Large = ""
+	}
 	ctx := context.Background()
 	var t target
 	switch spec.kind {
 	case rowPipeline:
-		t, err = newPipeline(ctx, s, spec.level, 1, 0)
+		t, err = newPipeline(ctx, s, spec.level, spec.cluster, 1, 0)
+	case rowOps:
+		var o *ops
+		if o, err = newOps(ctx, spec.level, spec.cluster); err == nil {
+			defer o.close()
+			err = measureOps(ctx, o, s, &res)
+		}
+		if err != nil {
+			res.Error = err.Error()
+		}
+		return res
 	case rowScaleOut:
 		res.Executors = spec.executors
 		var p *pipeline
-		if p, err = newPipeline(ctx, s, spec.level, spec.executors, scaleOutWorkers); err == nil {
+		if p, err = newPipeline(ctx, s, spec.level, false, spec.executors, scaleOutWorkers); err == nil {
 			defer p.close()
 			if err := measureScaleOut(ctx, p, s, &res); err != nil {
 				res.Error = err.Error()
@@ -408,7 +471,7 @@ func measureRow(row string, s settings) (res result) {
 		}
 		return res
 	case rowFloor:
-		t, err = newFloor(ctx, spec.level)
+		t, err = newFloor(ctx, spec.level, spec.cluster)
 	case rowTemporal, rowTemporalLocal:
 		res.Tuning = temporalTuning(spec.level, spec.kind == rowTemporalLocal)
 		t, err = newTemporal(ctx, false, spec.level, spec.kind == rowTemporalLocal)
@@ -430,7 +493,11 @@ func measureRow(row string, s settings) (res result) {
 		}
 		return res
 	}
-	if err := measure(ctx, t, s, &res, spec.kind); err != nil {
+	profiled := spec.kind // -cpuprofile and -memprofile: the single-server pipeline rows
+	if spec.cluster {
+		profiled = spec.name
+	}
+	if err := measure(ctx, t, s, &res, profiled); err != nil {
 		res.Error = err.Error()
 		return res
 	}
@@ -456,7 +523,20 @@ func describe(r rowSpec) string {
 		sync = "JetStream default lazy sync (fsync every 2 min: `awaken dev --sync lazy`)"
 		sqlite = "SQLite PRAGMA synchronous=OFF"
 	}
+	if r.cluster {
+		switch r.kind {
+		case rowPipeline:
+			return fmt.Sprintf("the five services (app.Start) on %d embedded file-storage JetStream servers clustered over the loopback in this process (each with its own store directory), every stream and bucket R%d (storage.replicas), %s on every node; the services and the public client (SubmitAndWait) connect over TCP to the three client URLs; no soft memory limit (the peak RSS holds three servers); no large batches",
+				clusterNodes, clusterNodes, sync)
+		case rowFloor:
+			return fmt.Sprintf("the floor relay on the same kind of %d-node cluster, its streams and buckets R%d, %s on every node, its connections over TCP to the three client URLs (see floor_hops)", clusterNodes, clusterNodes, sync)
+		case rowOps:
+			return fmt.Sprintf("as ops, on the same kind of %d-node cluster, stream and bucket R%d, %s on every node, the client connected over TCP to the three client URLs", clusterNodes, clusterNodes, sync)
+		}
+	}
 	switch r.kind {
+	case rowOps:
+		return fmt.Sprintf("single JetStream operations one at a time on one embedded server (%d-byte messages, file storage, R1), %s: a publish with a message id, a KV get, a KV compare-and-swap update, atomic batch publishes of %v messages", opsPayload, sync, opsBatchSizes)
 	case rowPipeline:
 		return "the five services (app.Start) on an embedded file-storage JetStream server, " + sync + ", public client SubmitAndWait; the soft memory limit of `awaken dev` (app.DevMemoryLimit, 160 MiB, unless GOMEMLIMIT is set)"
 	case rowFloor:
@@ -492,7 +572,7 @@ func measureWrites(ctx context.Context, t target, sr serverRow, res *result) err
 		}})
 	}
 	for _, p := range paths {
-		wc, err := countWrites(ctx, sr.server(), p.name, p.batches, p.n, p.run)
+		wc, err := countWrites(ctx, sr.servers(), p.name, p.batches, p.n, p.run)
 		if err != nil {
 			return err
 		}

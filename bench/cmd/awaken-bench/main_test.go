@@ -1,8 +1,15 @@
 package main
 
 import (
+	"context"
+	"errors"
+	"net"
+	"os"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 func TestParseRowLevels(t *testing.T) {
@@ -51,6 +58,160 @@ func TestRatiosStayWithinALevel(t *testing.T) {
 	for k := range r {
 		if strings.Contains(k, "relaxed") != strings.HasSuffix(k, "-relaxed") {
 			t.Errorf("ratio %q mixes levels", k)
+		}
+	}
+}
+
+// TestDefaultRowsParse: every row `make bench` runs has a valid name, and the cluster
+// rows are among them.
+func TestDefaultRowsParse(t *testing.T) {
+	var cluster []string
+	for _, name := range strings.Split(defaultRows, ",") {
+		r, err := parseRow(name)
+		if err != nil {
+			t.Errorf("default row %q: %v", name, err)
+		}
+		if r.cluster {
+			cluster = append(cluster, name)
+		}
+	}
+	if strings.Join(cluster, ",") != "pipeline-cluster,floor-cluster,ops-cluster" {
+		t.Errorf("default cluster rows %q", cluster)
+	}
+}
+
+func TestParseRowCluster(t *testing.T) {
+	for name, want := range map[string]rowSpec{
+		"pipeline-cluster":         {kind: rowPipeline, level: levelSynced, cluster: true},
+		"floor-cluster":            {kind: rowFloor, level: levelSynced, cluster: true},
+		"ops-cluster-relaxed":      {kind: rowOps, level: levelRelaxed, cluster: true},
+		"ops":                      {kind: rowOps, level: levelSynced},
+		"pipeline-cluster-relaxed": {kind: rowPipeline, level: levelRelaxed, cluster: true},
+	} {
+		got, err := parseRow(name)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		want.name = name
+		if got != want {
+			t.Errorf("%s: %+v, want %+v", name, got, want)
+		}
+	}
+	for _, bad := range []string{"temporal-cluster", "scaleout-2-cluster", "in-process-cluster", "pipeline-relaxed-cluster"} {
+		if _, err := parseRow(bad); err == nil {
+			t.Errorf("%s accepted", bad)
+		}
+	}
+}
+
+// testConfig is the example host configuration, from this package's directory.
+const testConfig = "../../../examples/awaken.yaml"
+
+// TestPipelineClusterRow: the cluster row's pipeline starts on three clustered nodes with
+// every stream R3, runs 1- and 10-call batches with their outputs in order, the write
+// counters read the cluster, and close stops every node and removes their stores.
+func TestPipelineClusterRow(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	p, err := newPipeline(ctx, settings{Config: testConfig}, levelSynced, true, 1, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := false
+	defer func() {
+		if !closed {
+			p.close()
+		}
+	}()
+	if n := len(p.servers()); n != clusterNodes {
+		t.Fatalf("%d nodes, want %d", n, clusterNodes)
+	}
+	for _, srv := range p.servers() {
+		if srv.Addr().(*net.TCPAddr).IP.String() != "127.0.0.1" || srv.ClusterAddr().IP.String() != "127.0.0.1" {
+			t.Errorf("%s listens on %s and %s, want the loopback only", srv.Name(), srv.Addr(), srv.ClusterAddr())
+		}
+	}
+	js, err := jetstream.New(p.client.Conn())
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := js.Stream(ctx, p.stack.Env.Names.WorkStream())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := info.CachedInfo().Config.Replicas; r != clusterNodes {
+		t.Errorf("work stream: %d replicas, want %d", r, clusterNodes)
+	}
+	wc, err := countWrites(ctx, p.servers(), "cluster 1-call", 2, 1, p.run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if wc.StoredPerCall == 0 {
+		t.Errorf("no stored messages counted on the cluster: %+v", wc)
+	}
+	out, err := p.run(ctx, "t10", 1, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out) != 10 || out[0] != "x0" || out[9] != "x9" {
+		t.Errorf("10-call batch: outputs %q", out)
+	}
+	dirs := p.nats.dirs
+	p.close()
+	closed = true
+	for _, srv := range p.servers() {
+		if srv.Running() {
+			t.Errorf("%s still running after close", srv.Name())
+		}
+	}
+	for _, d := range dirs {
+		if _, err := os.Stat(d); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("store %s left after close (%v)", d, err)
+		}
+	}
+}
+
+// TestOpsClusterRow: the cluster's single-operation row measures every operation.
+func TestOpsClusterRow(t *testing.T) {
+	res := measureRow("ops-cluster", settings{Iters1: 3, Warmup: 1})
+	if res.Error != "" {
+		t.Fatal(res.Error)
+	}
+	if res.Nodes != clusterNodes || len(res.Ops) != 3+len(opsBatchSizes) {
+		t.Fatalf("nodes %d, operations %+v", res.Nodes, res.Ops)
+	}
+	for _, o := range res.Ops {
+		if o.N != 3 || o.MedianMs <= 0 || o.InPublishes <= 0 {
+			t.Errorf("%+v", o)
+		}
+	}
+}
+
+// TestClusterRatios: the cluster rows are compared with the single server at the same
+// level only, and the ops rows operation by operation.
+func TestClusterRatios(t *testing.T) {
+	rows := []result{
+		{Row: "pipeline", Latency1: stats{MedianMs: 10}, Latency10: stats{MedianMs: 40}, CallsPerSec: 300},
+		{Row: "pipeline-cluster", Latency1: stats{MedianMs: 25}, Latency10: stats{MedianMs: 60}, CallsPerSec: 100},
+		{Row: "pipeline-cluster-relaxed", Latency1: stats{MedianMs: 1}, Latency10: stats{MedianMs: 1}, CallsPerSec: 1},
+		{Row: "ops", Ops: []opStat{{Op: "publish", MedianMs: 0.5}, {Op: "atomic batch of 2", MedianMs: 6}}},
+		{Row: "ops-cluster", Ops: []opStat{{Op: "publish", MedianMs: 1}, {Op: "atomic batch of 2", MedianMs: 1.5}}},
+	}
+	r := ratios(rows)
+	for k, want := range map[string]float64{
+		"pipeline-cluster/pipeline latency_1 median":  2.5,
+		"pipeline-cluster/pipeline latency_10 median": 1.5,
+		"pipeline/pipeline-cluster throughput":        3,
+		"ops-cluster/ops publish median":              2,
+		"ops-cluster/ops atomic batch of 2 median":    0.25,
+	} {
+		if r[k] != want {
+			t.Errorf("%s = %v, want %v (all: %v)", k, r[k], want, r)
+		}
+	}
+	for k := range r {
+		if strings.HasSuffix(k, "-relaxed") {
+			t.Errorf("ratio %q: no relaxed single-server row to compare with", k)
 		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/awaken-dev/awaken/internal/app"
 	"github.com/awaken-dev/awaken/internal/config"
@@ -39,10 +40,11 @@ func embedded(name string, lvl level) (*server.Server, func(), error) {
 	return srv, func() { natsserver.Shutdown(srv); _ = os.RemoveAll(dir) }, nil
 }
 
-// pipeline is the real thing: the five services on an embedded server, driven through the
-// public client, exactly as `awaken dev` runs them.
+// pipeline is the real thing: the five services on an embedded server (or, for the
+// cluster rows, on three clustered ones), driven through the public client, exactly as
+// `awaken dev` runs them.
 type pipeline struct {
-	srv    *server.Server
+	nats   *backend
 	stack  *app.Stack
 	extra  []*app.Stack // further brain-exec instances (the scale-out rows)
 	client *client.Client
@@ -52,9 +54,10 @@ type pipeline struct {
 	tool string
 }
 
-// newPipeline starts the pipeline at durability level lvl with brain-exec running as
+// newPipeline starts the pipeline at durability level lvl, on one embedded server or (cluster)
+// on a 3-node cluster with every stream and bucket R3, with brain-exec running as
 // executors instances of brainWorkers workers each (0 keeps the configuration's).
-func newPipeline(ctx context.Context, s settings, lvl level, executors, brainWorkers int) (*pipeline, error) {
+func newPipeline(ctx context.Context, s settings, lvl level, cluster bool, executors, brainWorkers int) (*pipeline, error) {
 	cfg, err := config.Load(s.Config)
 	if err != nil {
 		return nil, err
@@ -62,46 +65,65 @@ func newPipeline(ctx context.Context, s settings, lvl level, executors, brainWor
 	if cfg.Storage.Memory {
 		return nil, fmt.Errorf("%s: storage.memory is set; the benchmark compares file storage", s.Config)
 	}
-	// The process is what `awaken dev` is: one server and every service, under the same
-	// soft memory limit.
-	app.LimitDevMemory()
+	if !cluster {
+		// The process is what `awaken dev` is: one server and every service, under the
+		// same soft memory limit. (The cluster rows hold three servers, which no
+		// deployment runs in one process: no limit.)
+		app.LimitDevMemory()
+	}
 	if brainWorkers > 0 {
 		cfg.Executors.Brain.Workers = brainWorkers
 	}
-	srv, stop, err := embedded("pipeline", lvl)
+	name := "pipeline"
+	if cluster {
+		name = "pipeline-cluster"
+	}
+	b, err := newBackend(name, lvl, cluster)
 	if err != nil {
 		return nil, err
 	}
+	// Every stream and bucket with the backend's replicas: storage.replicas, as `awaken
+	// setup` applies it to a cluster (deploy/nats/cluster.conf).
+	cfg.Storage.Replicas = b.replicas
 	// The production log level (info), written nowhere: its formatting cost counts.
 	logger := app.NewLogger(io.Discard, "info")
-	st, err := app.Start(ctx, app.Options{Config: cfg, Dial: app.InProcessDialer(srv), Log: logger})
-	if err != nil {
-		stop()
+	p := &pipeline{nats: b, tool: "echo", stop: b.stop}
+	if p.stack, err = app.Start(ctx, app.Options{Config: cfg, Dial: b.dial, Log: logger}); err != nil {
+		b.stop()
 		return nil, err
 	}
-	p := &pipeline{srv: srv, stack: st, tool: "echo"}
 	for range executors - 1 {
 		// Each instance has its own connection and consumer pull loop on the shared
 		// durable consumer, as a separate `awaken brain-exec` process would.
-		x, err := app.Start(ctx, app.Options{Config: cfg, Services: []string{app.BrainExec}, Dial: app.InProcessDialer(srv), Log: logger})
+		x, err := app.Start(ctx, app.Options{Config: cfg, Services: []string{app.BrainExec}, Dial: b.dial, Log: logger})
 		if err != nil {
-			p.stop = stop
 			p.close()
 			return nil, err
 		}
 		p.extra = append(p.extra, x)
 	}
-	nc, err := app.InProcessDialer(srv)("bench-client")
+	nc, err := b.dial("bench-client")
 	if err != nil {
-		stop()
+		p.close()
 		return nil, err
 	}
-	c, err := client.New(nc)
-	if err != nil {
-		stop()
+	if p.client, err = client.New(nc); err != nil {
+		nc.Close()
+		p.close()
 		return nil, err
 	}
-	p.client, p.stop = c, stop
+	if cluster {
+		// The streams and buckets were created a moment ago: wait until each has elected
+		// its leader before the first batch is timed.
+		js, err := jetstream.New(nc)
+		if err == nil {
+			err = waitAllStreamLeaders(ctx, js)
+		}
+		if err != nil {
+			p.close()
+			return nil, err
+		}
+	}
 	return p, nil
 }
 
@@ -150,7 +172,7 @@ func (p *pipeline) runTool(ctx context.Context, tool, runID string, step int64, 
 	return out, nil
 }
 
-func (p *pipeline) server() *server.Server { return p.srv }
+func (p *pipeline) servers() []*server.Server { return p.nats.nodes }
 
 func (p *pipeline) close() {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

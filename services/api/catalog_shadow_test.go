@@ -1,0 +1,58 @@
+package api_test
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/awaken-dev/awaken/internal/app"
+	"github.com/awaken-dev/awaken/pkg/contracts"
+	"github.com/awaken-dev/awaken/services/api"
+)
+
+// TestCatalogListsAShadowedMCPToolOnce (security round 3, finding 7): an MCP tool id two
+// configured servers' prefixes cover is listed once.
+func TestCatalogListsAShadowedMCPToolOnce(t *testing.T) {
+	// Server gh's prefix mcp__gh__ also covers the tools of server gh_
+	// (mcp__gh___…): brain-exec publishes such a tool once, for the server that owns it.
+	const cfg = `
+prefix: awaken
+tools:
+  - id: echo
+executors:
+  mcp:
+    - {name: gh, command: ./gh-mcp}
+    - {name: gh_, command: ./x-mcp}
+`
+	h := newHarnessConfig(t, cfg, api.Options{}, []string{app.API})
+	js, err := jetstream.New(h.nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	kv, err := js.KeyValue(ctx, contracts.NewNames("").ToolsBucket())
+	if err != nil {
+		t.Fatal(err)
+	}
+	descs, _ := json.Marshal([]contracts.ToolDescriptor{
+		{ID: "mcp__gh___create_issue", Description: "from the server", Parameters: json.RawMessage(`{"type":"object"}`), Kind: contracts.KindRegular, RecoveryPolicy: contracts.DefaultRecoveryPolicy()},
+		{ID: "mcp__gh__list_issues", Description: "from the server", Parameters: json.RawMessage(`{"type":"object"}`), Kind: contracts.KindRegular, RecoveryPolicy: contracts.DefaultRecoveryPolicy()},
+	})
+	if _, err := kv.Put(ctx, contracts.ToolDescriptorsKey(contracts.TargetBrain), descs); err != nil {
+		t.Fatal(err)
+	}
+	var cat contracts.ToolCatalog
+	r := h.get("/v1/tools")
+	if err := json.Unmarshal(r.body, &cat); err != nil {
+		t.Fatalf("GET /v1/tools: %d %s", r.status, r.body)
+	}
+	seen := map[string]int{}
+	for _, tl := range cat.Tools {
+		seen[tl.ID]++
+	}
+	if seen["mcp__gh___create_issue"] != 1 || seen["mcp__gh__list_issues"] != 1 {
+		t.Fatalf("catalog ids %v, want each MCP id once: %s", seen, r.body)
+	}
+}
