@@ -39,8 +39,8 @@ import (
 //
 // Fault points (see [pipeline.FaultHook]), both with the batch id as the operation:
 // FaultAfterCommit fires after the batch is finalized (or found finalized) and before its
-// results are published; FaultAfterPublish fires after the results publication and before
-// the projection facts and the archive.
+// results are published; FaultAfterPublish fires after the results publication (and the
+// projection facts, published beside it) and before the archive.
 const ServiceName = "publisher"
 
 // Default consumer settings. AckWait covers one publication (handlers are heartbeated
