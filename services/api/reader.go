@@ -119,6 +119,10 @@ type CallView struct {
 	// Actor is who resolved the call's ticket (an api token's name, "nats:{user}", a
 	// client's actor, or "timer").
 	Actor string `json:"actor,omitempty"`
+	// ActorClaimed is set when no door authenticated Actor: a resume command on the public
+	// subject (a platform, `awaken tickets approve --as`) named it itself. Show it as a
+	// claim ("alice (claimed)"), never as the token or user of that name.
+	ActorClaimed bool `json:"actor_claimed,omitempty"`
 	// Timeline lists when each stage of the call was committed, oldest first.
 	Timeline []contracts.TimelineMark `json:"timeline"`
 }
@@ -304,7 +308,7 @@ func fillCall(cv *CallView, rec *contracts.CallRecord, full bool) {
 	if rec.Decision != nil {
 		cv.Decision = rec.Decision.Kind
 	}
-	cv.ResolvedBy, cv.Actor = rec.ResolvedBy, rec.ResolvedActor
+	cv.ResolvedBy, cv.Actor, cv.ActorClaimed = rec.ResolvedBy, rec.ResolvedActor, rec.ResolvedActorClaimed
 	if rec.EditedArguments != nil {
 		cv.Edited = true
 		if full {
