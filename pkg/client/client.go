@@ -564,7 +564,7 @@ func (c *Client) WaitTicket(ctx context.Context, runID string, step int64, callI
 	if err != nil {
 		return contracts.ResumeTicket{}, fmt.Errorf("client: tickets: %w", err)
 	}
-	w, err := kv.Watch(ctx, "*."+runID+"."+strconv.FormatInt(step, 10)+"."+callID)
+	w, err := kv.Watch(ctx, contracts.CorrelationIDsOfCall(runID, step, callID))
 	if err != nil {
 		return contracts.ResumeTicket{}, fmt.Errorf("client: watch tickets: %w", err)
 	}

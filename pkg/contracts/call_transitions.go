@@ -354,7 +354,7 @@ func (r *CallRecord) Validate() error {
 	if r == nil {
 		return fmt.Errorf("%w: nil call record", ErrInvalidPersistedState)
 	}
-	if err := ValidateID("call_id", r.CallID); err != nil {
+	if err := ValidateCallID("call_id", r.CallID); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidPersistedState, err)
 	}
 	if msg := batchPolicyProblem(r.Policy); msg != "" {

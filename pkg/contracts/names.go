@@ -220,9 +220,10 @@ func BatchKey(runID string, step int64) string {
 	return runID + "." + strconv.FormatInt(step, 10)
 }
 
-// CallKey is the KV key of one call record (one per operation id).
+// CallKey is the KV key of one call record (one per operation id), with the call id
+// encoded by [EncodeCallID].
 func CallKey(runID string, step int64, callID string) string {
-	return BatchKey(runID, step) + "." + callID
+	return BatchKey(runID, step) + "." + EncodeCallID(callID)
 }
 
 // CallKeysOfBatch matches every call record of one batch.

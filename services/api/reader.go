@@ -8,8 +8,6 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -349,36 +347,11 @@ type correlation struct {
 // parseCorrelation inverts [contracts.CorrelationID]; ok is false for anything the gate
 // could not have issued, under which no ticket can ever exist.
 func parseCorrelation(corr string) (correlation, bool) {
-	if len(corr) > contracts.MaxCorrelationIDLength {
+	reason, runID, step, callID, err := contracts.ParseCorrelationID(corr)
+	if err != nil {
 		return correlation{}, false
 	}
-	parts := strings.Split(corr, ".")
-	if len(parts) != 4 {
-		return correlation{}, false
-	}
-	var c correlation
-	switch parts[0] {
-	case "perm":
-		c.reason = contracts.ReasonPermission
-	case "sched":
-		c.reason = contracts.ReasonScheduledAction
-	case "client":
-		c.reason = contracts.ReasonClientExecution
-	default:
-		return correlation{}, false
-	}
-	step, err := strconv.ParseInt(parts[2], 10, 64)
-	if err != nil || step < 0 {
-		return correlation{}, false
-	}
-	if contracts.ValidateID("run_id", parts[1]) != nil || contracts.ValidateID("call_id", parts[3]) != nil {
-		return correlation{}, false
-	}
-	c.runID, c.step, c.callID = parts[1], step, parts[3]
-	if contracts.CorrelationID(c.reason, c.runID, c.step, c.callID) != corr {
-		return correlation{}, false
-	}
-	return c, true
+	return correlation{reason: reason, runID: runID, step: step, callID: callID}, true
 }
 
 // parkedCall is what the records say of the call a correlation id names, when its ticket
