@@ -12,6 +12,7 @@ import (
 
 	"github.com/awaken-dev/awaken/internal/checker"
 	"github.com/awaken-dev/awaken/internal/execcore"
+	"github.com/awaken-dev/awaken/internal/natstest"
 	"github.com/awaken-dev/awaken/internal/pipeline"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
@@ -27,6 +28,11 @@ type crashCell struct {
 	// indeterminate is the call id expected to end Indeterminate (a never_replay body that
 	// was entered when the process died), or "".
 	indeterminate string
+	// next submits the run's next step while the crashed service hangs, and waits until
+	// it is recorded before the kill: the publisher's finalize released the run, so the
+	// next batch replaces the finalized one in the run record (archiving it first) and
+	// the restarted publisher must find it in the archive.
+	next bool
 }
 
 func (c crashCell) name() string {
@@ -36,6 +42,9 @@ func (c crashCell) name() string {
 	}
 	if c.nth > 1 {
 		n += fmt.Sprintf("/hit%d", c.nth)
+	}
+	if c.next {
+		n += "/next-step"
 	}
 	return n
 }
@@ -76,6 +85,12 @@ func crashMatrix(withSandbox bool) []crashCell {
 		crashCell{service: "publisher", point: pipeline.FaultAfterPublish, callID: "2"},
 		crashCell{service: "publisher", point: pipeline.FaultAfterCommit, callID: "3"},
 		crashCell{service: "publisher", point: pipeline.FaultAfterPublish, callID: "3"},
+		// The sequential batch (step 1) finalized and its run released, the publisher dead
+		// before its results (after-commit) or before the archive (after-publish), while
+		// the platform's next step of the run is accepted and replaces it in the run
+		// record.
+		crashCell{service: "publisher", point: pipeline.FaultAfterCommit, callID: "1", next: true},
+		crashCell{service: "publisher", point: pipeline.FaultAfterPublish, callID: "1", next: true},
 	)
 	if withSandbox {
 		for _, p := range []pipeline.FaultPoint{pipeline.FaultAfterCommit, pipeline.FaultAfterPublish, pipeline.FaultInTool} {
@@ -172,6 +187,18 @@ func runCrashCell(t *testing.T, cell crashCell, withSandbox bool) {
 	case <-crashed:
 	case <-ctx.Done():
 		t.Fatalf("the fault point %s was never reached", cell.name())
+	}
+	if cell.next {
+		next := batch(run, 2, tools, call("n0", "echo", map[string]any{"text": "next"}))
+		hist.Batches = append(hist.Batches, checker.Batch{Submission: next, SubmittedAt: time.Now()})
+		if _, err := h.client.Submit(ctx, next); err != nil {
+			t.Fatal(err)
+		}
+		natstest.WaitFor(t, 30*time.Second, func() bool {
+			r, _, err := h.stack.Env.Runs.Get(ctx, contracts.RunKey(run))
+			return err == nil && r.Holds(2) != nil
+		}, "the next step recorded in the run record")
+		all = append(all, next)
 	}
 	hist.Kills = append(hist.Kills, checker.Kill{Target: "stack", At: time.Now()})
 	h.stack.Kill()

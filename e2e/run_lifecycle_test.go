@@ -8,6 +8,7 @@ import (
 
 	"github.com/awaken-dev/awaken/internal/bus"
 	"github.com/awaken-dev/awaken/internal/natstest"
+	"github.com/awaken-dev/awaken/internal/pipeline"
 	"github.com/awaken-dev/awaken/internal/state"
 	"github.com/awaken-dev/awaken/pkg/client"
 	"github.com/awaken-dev/awaken/pkg/contracts"
@@ -36,7 +37,7 @@ func (h *harness) rejectedWith(sub contracts.BatchSubmission, code contracts.Rej
 	if !errors.As(err, &rej) || rej.Code != string(code) || rej.BatchID != sub.BatchID() || rej.RunID != sub.RunID {
 		h.tb.Fatalf("submission of %s: %v, want a %s rejection naming the batch and the run", sub.BatchID(), err, code)
 	}
-	if _, _, err := h.stack.Env.Batches.Get(ctxFor(h.tb, 5*time.Second), contracts.BatchKey(sub.RunID, sub.Step)); !errors.Is(err, state.ErrNotFound) {
+	if _, err := pipeline.ReadBatch(ctxFor(h.tb, 5*time.Second), h.stack.Env.Runs, h.stack.Env.Batches, sub.RunID, sub.Step, true); !errors.Is(err, state.ErrNotFound) {
 		h.tb.Errorf("batch %s is stored (%v), want nothing of the refused submission", sub.BatchID(), err)
 	}
 }

@@ -145,7 +145,7 @@ func (e *Env) Batch(ctx context.Context, runID string, step int64) (*contracts.B
 	if rec, ok := e.cache.get(key); ok {
 		return rec, nil
 	}
-	rec, _, err := e.FreshBatch(ctx, runID, step)
+	rec, err := e.FreshBatch(ctx, runID, step)
 	if err != nil {
 		return nil, err
 	}
@@ -153,21 +153,21 @@ func (e *Env) Batch(ctx context.Context, runID string, step int64) (*contracts.B
 	return &rec, nil
 }
 
-// FreshBatch reads the record of (runID, step) from the store, never from the cache. A
-// record the read finds missing is read again from the leader of the bucket's stream
-// before ErrBatchNotFound is returned: the batcher records a batch before any work of it
-// exists, so a handler holding such work that finds no record has, in a cluster, asked a
-// replica behind that write — and an absence taken for the truth drops the work for good.
-func (e *Env) FreshBatch(ctx context.Context, runID string, step int64) (contracts.BatchRecord, uint64, error) {
-	key := contracts.BatchKey(runID, step)
-	rec, rev, err := e.Batches.Get(ctx, key)
+// FreshBatch reads the record of (runID, step) from the store ([ReadBatch]: the run
+// record's current batch or the archive), never from the cache. A record the read finds
+// missing is read again from the leaders of the streams before ErrBatchNotFound is
+// returned: the batcher records a batch before any work of it exists, so a handler
+// holding such work that finds no record has, in a cluster, asked a replica behind that
+// write — and an absence taken for the truth drops the work for good.
+func (e *Env) FreshBatch(ctx context.Context, runID string, step int64) (contracts.BatchRecord, error) {
+	rec, err := ReadBatch(ctx, e.Runs, e.Batches, runID, step, false)
 	if errors.Is(err, state.ErrNotFound) {
-		rec, rev, err = e.Batches.GetFromLeader(ctx, key)
+		rec, err = ReadBatch(ctx, e.Runs, e.Batches, runID, step, true)
 	}
 	if errors.Is(err, state.ErrNotFound) {
-		return rec, 0, fmt.Errorf("%w: %s", ErrBatchNotFound, contracts.BatchID(runID, step))
+		return rec, fmt.Errorf("%w: %s", ErrBatchNotFound, contracts.BatchID(runID, step))
 	}
-	return rec, rev, err
+	return rec, err
 }
 
 // CachedBatch returns the cached record of (runID, step), if there is one, without reading

@@ -318,14 +318,41 @@ func ReadStored(t testing.TB, ctx context.Context, js jetstream.JetStream, strea
 	}
 }
 
-// Batch returns the batch record of (run, step) and its revision.
+// Batch returns the batch record of (run, step), wherever it lives (see
+// [pipeline.ReadBatch]), and the revision of the record it was read from: the run
+// record's while the run holds the batch open, the archive's after.
 func (k *Kit) Batch(run string, step int64) (contracts.BatchRecord, uint64) {
 	k.T.Helper()
-	rec, rev, err := k.Env.Batches.Get(k.Ctx, contracts.BatchKey(run, step))
-	if err != nil {
-		k.T.Fatalf("batch record %s: %v", contracts.BatchID(run, step), err)
+	r, rev, err := k.Env.Runs.Get(k.Ctx, contracts.RunKey(run))
+	if err == nil {
+		if b := r.Holds(step); b != nil && b.Phase == contracts.BatchPhaseOpen {
+			return *b, rev
+		}
 	}
-	return rec, rev
+	rec, rev, err := k.Env.Batches.Get(k.Ctx, contracts.BatchKey(run, step))
+	if err == nil {
+		return rec, rev
+	}
+	if b := r.Holds(step); b != nil {
+		_, rrev, _ := k.Env.Runs.Get(k.Ctx, contracts.RunKey(run))
+		return *b, rrev
+	}
+	k.T.Fatalf("batch record %s: %v", contracts.BatchID(run, step), err)
+	return contracts.BatchRecord{}, 0
+}
+
+// AcceptBatch records rec, an open batch, as the batcher does (the run's claim and the
+// batch record in one write, [pipeline.Env.AcceptBatch]), failing the test if the run
+// does not take it.
+func (k *Kit) AcceptBatch(rec contracts.BatchRecord) {
+	k.T.Helper()
+	res, err := k.Env.AcceptBatch(k.Ctx, rec)
+	if err != nil {
+		k.T.Fatalf("accept batch %s: %v", rec.Submission.BatchID(), err)
+	}
+	if !res.Created {
+		k.T.Fatalf("accept batch %s: not recorded (%+v)", rec.Submission.BatchID(), res)
+	}
 }
 
 // Decode unmarshals the data of an event into a T.

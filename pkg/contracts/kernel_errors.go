@@ -19,6 +19,9 @@ var (
 	ErrBatchFinalized = errors.New("tool batch is already finalized")
 	// ErrBatchPublished: the batch's results are already on the results stream.
 	ErrBatchPublished = errors.New("tool batch is already published")
+	// ErrBatchNotHeld: the run record does not hold the batch (another batch of the run
+	// replaced it, which happens only once it is finalized and archived).
+	ErrBatchNotHeld = errors.New("tool batch is not the run's current batch")
 	// ErrInvalidTransition: the phase of the call (or batch) does not admit the operation.
 	ErrInvalidTransition = errors.New("invalid tool-call transition")
 	// ErrAlreadyDecided: the gate's decision on a call is recorded once; a second one is

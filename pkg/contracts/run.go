@@ -2,6 +2,7 @@ package contracts
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"time"
 )
@@ -28,13 +29,30 @@ type RunEnded struct {
 }
 
 // RunRecord is the durable lifecycle of one run, keyed by run id ([Names.RunsBucket]):
-// which of its batches is active (submitted and not yet finalized) and whether the run
-// ended. Every write is a compare-and-swap, so two batcher replicas that accept batches
-// of one run at once cannot both claim it.
+// which of its batches is active (submitted and not yet finalized), the record of its
+// current batch, and whether the run ended. Every write is a compare-and-swap, so two
+// batcher replicas that accept batches of one run at once cannot both claim it.
+//
+// The run record holds the open batch: accepting a batch (claiming the run and recording
+// the batch) is one write of this record ([RunRecord.Open]), and finalizing the batch and
+// releasing the run is one more ([RunRecord.FinalizeBatch]). A finished batch stays in
+// Batch until the next batch of the run replaces it; the one that replaces it first
+// archives it in the batches bucket ([Names.BatchesBucket]), where the publisher also
+// archives it once its results are published, so a batch that is no longer the run's
+// current one is always found there.
 type RunRecord struct {
 	RunID string `json:"run_id"`
-	// ActiveStep is the step of the run's one active batch; nil when none is.
+	// ActiveStep is the step of the run's one active batch; nil when none is. It is
+	// Batch's step while Batch is open.
 	ActiveStep *int64 `json:"active_step,omitempty"`
+	// Batch is the record of the run's current batch: the open one, or the last one
+	// finalized until the next batch replaces it. Its phase is open or finalized, never
+	// published (the archive records that).
+	Batch *BatchRecord `json:"batch,omitempty"`
+	// LastStep is the highest step the run ever accepted; nil on a record written before
+	// it existed. A step above it has never been recorded, so accepting it needs no look at
+	// the archive.
+	LastStep *int64 `json:"last_step,omitempty"`
 	// Ended is set once, when the run ends; it never changes afterwards.
 	Ended   *RunEnded `json:"ended,omitempty"`
 	EndedAt time.Time `json:"ended_at,omitzero"`
@@ -53,6 +71,63 @@ func (r *RunRecord) RejectionForNewBatch(step int64) *Rejection {
 	case r.ActiveStep != nil && *r.ActiveStep != step:
 		return Reject(RejectRunBusy, "batch %s of run %s is not published yet; submit %s again once it is",
 			BatchID(r.RunID, *r.ActiveStep), r.RunID, batchID)
+	}
+	return nil
+}
+
+// Holds returns the record of step when it is the run's current batch (open or
+// finalized), else nil.
+func (r *RunRecord) Holds(step int64) *BatchRecord {
+	if r.Batch == nil || r.Batch.Submission.Step != step {
+		return nil
+	}
+	return r.Batch
+}
+
+// MayHaveRecorded reports whether a batch of step may have been recorded for this run
+// before (and so may be in the archive): false only for a step above every step the run
+// accepted.
+func (r *RunRecord) MayHaveRecorded(step int64) bool {
+	return r.LastStep == nil || step <= *r.LastStep
+}
+
+// Open makes rec, an open batch of this run, the run's current and active batch: the
+// claim and the batch record in one write. The caller has checked
+// [RunRecord.RejectionForNewBatch] and archived the batch it replaces.
+func (r *RunRecord) Open(rec BatchRecord) error {
+	sub := &rec.Submission
+	if sub.RunID != r.RunID || rec.Phase != BatchPhaseOpen {
+		return fmt.Errorf("%w: batch %s (%s) cannot open on run %s", ErrInvalidTransition, sub.BatchID(), rec.Phase, r.RunID)
+	}
+	if r.Batch != nil && r.Batch.Phase == BatchPhaseOpen && r.Batch.Submission.Step != sub.Step {
+		return fmt.Errorf("%w: batch %s of run %s is still open", ErrInvalidTransition, r.Batch.Submission.BatchID(), r.RunID)
+	}
+	step := sub.Step
+	r.Batch, r.ActiveStep = &rec, &step
+	if r.LastStep == nil || step > *r.LastStep {
+		last := step
+		r.LastStep = &last
+	}
+	return nil
+}
+
+// FinalizeBatch finalizes the run's current batch, which must be step's, with the records
+// of its calls ([BatchRecord.Finalize], whose errors it returns: [ErrBatchFinalized] for
+// a batch finalized before), releases the run (the run may take its next batch) and
+// records the end the batch decided, if any (ended, a state conflict): one write.
+func (r *RunRecord) FinalizeBatch(step int64, calls []CallRecord, ended *RunEnded, at time.Time) error {
+	b := r.Holds(step)
+	if b == nil {
+		return fmt.Errorf("%w: batch %s is not the current batch of run %s", ErrBatchNotHeld, BatchID(r.RunID, step), r.RunID)
+	}
+	if err := b.Finalize(calls); err != nil {
+		return err
+	}
+	if r.ActiveStep != nil && *r.ActiveStep == step {
+		r.ActiveStep = nil
+	}
+	if ended != nil {
+		r.End(*ended, at)
 	}
 	return nil
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/awaken-dev/awaken/internal/pipeline"
 	"github.com/awaken-dev/awaken/internal/state"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
@@ -22,14 +23,17 @@ import (
 // `awaken batch show` print. It only reads: nothing it returns can change a record. It is
 // safe for concurrent use.
 type Reader struct {
+	runs    *state.Store[contracts.RunRecord]
 	batches *state.Store[contracts.BatchRecord]
 	calls   *state.Store[contracts.CallRecord]
 	tickets *state.Store[contracts.ResumeTicket]
 }
 
-// NewReader returns a reader over the given stores (those of a [pipeline.Env]).
-func NewReader(batches *state.Store[contracts.BatchRecord], calls *state.Store[contracts.CallRecord], tickets *state.Store[contracts.ResumeTicket]) *Reader {
-	return &Reader{batches: batches, calls: calls, tickets: tickets}
+// NewReader returns a reader over the given stores (those of a [pipeline.Env]). A batch
+// is read where it lives ([pipeline.ReadBatch]): in its run's record while it is the
+// run's current batch, in the batches bucket once it is archived.
+func NewReader(runs *state.Store[contracts.RunRecord], batches *state.Store[contracts.BatchRecord], calls *state.Store[contracts.CallRecord], tickets *state.Store[contracts.ResumeTicket]) *Reader {
+	return &Reader{runs: runs, batches: batches, calls: calls, tickets: tickets}
 }
 
 // OpenReader binds a reader to the buckets of names on js, for tools (the CLI) that have a
@@ -41,6 +45,10 @@ func OpenReader(ctx context.Context, js jetstream.JetStream, names contracts.Nam
 			return nil, fmt.Errorf("api: bucket %s: %w", bucket, err)
 		}
 		return kv, nil
+	}
+	runs, err := open(names.RunsBucket())
+	if err != nil {
+		return nil, err
 	}
 	b, err := open(names.BatchesBucket())
 	if err != nil {
@@ -54,7 +62,7 @@ func OpenReader(ctx context.Context, js jetstream.JetStream, names contracts.Nam
 	if err != nil {
 		return nil, err
 	}
-	return NewReader(state.NewStore[contracts.BatchRecord](b), state.NewStore[contracts.CallRecord](c),
+	return NewReader(state.NewStore[contracts.RunRecord](runs), state.NewStore[contracts.BatchRecord](b), state.NewStore[contracts.CallRecord](c),
 		state.NewStore[contracts.ResumeTicket](t)), nil
 }
 
@@ -136,7 +144,7 @@ func (r *Reader) batchRecord(ctx context.Context, batchID string) (*contracts.Ba
 	if err != nil {
 		return nil, &Error{Code: CodeInvalidRequest, Message: err.Error(), Status: http.StatusBadRequest, err: err}
 	}
-	rec, _, err := r.batches.Get(ctx, contracts.BatchKey(runID, step))
+	rec, err := pipeline.ReadBatch(ctx, r.runs, r.batches, runID, step, false)
 	if err != nil {
 		if errors.Is(err, state.ErrNotFound) {
 			return nil, &Error{Code: CodeNotFound, Message: fmt.Sprintf("no batch %s", batchID), Status: http.StatusNotFound,
@@ -185,6 +193,27 @@ func (r *Reader) Batches(ctx context.Context, q BatchQuery) ([]BatchView, error)
 	entries, err := r.batches.List(ctx, filter)
 	if err != nil {
 		return nil, fmt.Errorf("api: list batches: %w", err)
+	}
+	// The archive holds the finished batches; each run's record its current one (open,
+	// or finalized and not archived yet), which the archive's copy, when there is one,
+	// supersedes.
+	runFilter := ""
+	if q.RunID != "" {
+		runFilter = contracts.RunKey(q.RunID)
+	}
+	runs, err := r.runs.List(ctx, runFilter)
+	if err != nil {
+		return nil, fmt.Errorf("api: list runs: %w", err)
+	}
+	for _, e := range runs {
+		b := e.Value.Batch
+		if b == nil {
+			continue
+		}
+		key := contracts.BatchKey(b.Submission.RunID, b.Submission.Step)
+		if _, ok := entries[key]; !ok || b.Phase == contracts.BatchPhaseOpen {
+			entries[key] = state.Entry[contracts.BatchRecord]{Key: key, Value: *b}
+		}
 	}
 	recs := make([]*contracts.BatchRecord, 0, len(entries))
 	for _, e := range entries {
@@ -343,7 +372,7 @@ func (r *Reader) lookupParked(ctx context.Context, corr string) (parkedCall, boo
 	if !ok {
 		return parkedCall{}, false, nil
 	}
-	b, _, err := r.batches.Get(ctx, contracts.BatchKey(c.runID, c.step))
+	b, err := pipeline.ReadBatch(ctx, r.runs, r.batches, c.runID, c.step, false)
 	if err != nil {
 		if errors.Is(err, state.ErrNotFound) {
 			return parkedCall{}, false, nil

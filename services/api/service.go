@@ -177,7 +177,7 @@ func Start(ctx context.Context, env *pipeline.Env, opts Options) (*Service, erro
 		tokens:        digests(opts),
 		log:           env.Log.With().Str("component", "api").Logger(),
 		client:        c,
-		reader:        NewReader(env.Batches, env.Calls, env.Tickets),
+		reader:        NewReader(env.Runs, env.Batches, env.Calls, env.Tickets),
 		ctx:           sctx,
 		cancel:        cancel,
 		streams:       streams,

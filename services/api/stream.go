@@ -31,6 +31,9 @@ const (
 	// EventBatch: {"op","batch_id"} when a batch record is written (created, finalized,
 	// published).
 	EventBatch = "batch"
+	// runWatch is the watch of the runs bucket, whose record holds a run's current batch:
+	// its changes are sent as EventBatch.
+	runWatch = "run"
 	// EventCall: {"op","batch_id","call_id","phase"} when a call record is written.
 	EventCall = "call"
 	// EventResync: the server lost its watch of the records and restarted it; reload.
@@ -131,6 +134,7 @@ func (h *hub) startLocked() error {
 		{EventTicket, h.env.Names.TicketsBucket()},
 		{EventBatch, h.env.Names.BatchesBucket()},
 		{EventCall, h.env.Names.CallsBucket()},
+		{runWatch, h.env.Names.RunsBucket()},
 	} {
 		w, err := h.watch(ctx, b.bucket)
 		if err != nil {
@@ -170,7 +174,7 @@ func (h *hub) watch(ctx context.Context, bucket string) (jetstream.KeyWatcher, e
 // consumer could not be recreated), it is re-established and every stream told to resync.
 func (h *hub) run(ctx context.Context, kind string, w jetstream.KeyWatcher) {
 	bucket := map[string]string{EventTicket: h.env.Names.TicketsBucket(), EventBatch: h.env.Names.BatchesBucket(),
-		EventCall: h.env.Names.CallsBucket()}[kind]
+		EventCall: h.env.Names.CallsBucket(), runWatch: h.env.Names.RunsBucket()}[kind]
 	for {
 		h.forward(ctx, kind, w)
 		_ = w.Stop()
@@ -235,6 +239,15 @@ func (h *hub) event(kind string, e jetstream.KeyValueEntry) (sseEvent, bool) {
 			return sseEvent{}, false
 		}
 		payload = map[string]any{"op": op, "batch_id": batchID}
+	case runWatch:
+		// The run record holds its current batch (recorded, then finalized): a change of
+		// it is a change of that batch; the archive's writes come through EventBatch.
+		var run contracts.RunRecord
+		if op != "put" || json.Unmarshal(e.Value(), &run) != nil || run.Batch == nil {
+			return sseEvent{}, false
+		}
+		kind = EventBatch
+		payload = map[string]any{"op": op, "batch_id": run.Batch.Submission.BatchID()}
 	case EventCall:
 		i := strings.LastIndexByte(e.Key(), '.')
 		if i < 0 {

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/awaken-dev/awaken/internal/natstest"
+	"github.com/awaken-dev/awaken/internal/pipeline"
 	"github.com/awaken-dev/awaken/internal/state"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
@@ -29,9 +30,15 @@ func (h *harness) rejectionOf(eventID string) contracts.BatchRejected {
 // noBatch asserts that (run, step) has no batch record.
 func (h *harness) noBatch(run string, step int64) {
 	h.T.Helper()
-	if _, _, err := h.Env.Batches.Get(h.Ctx, contracts.BatchKey(run, step)); !errors.Is(err, state.ErrNotFound) {
+	if _, err := pipeline.ReadBatch(h.Ctx, h.Env.Runs, h.Env.Batches, run, step, true); !errors.Is(err, state.ErrNotFound) {
 		h.T.Errorf("batch %s is stored (err %v), want nothing of the refused submission", contracts.BatchID(run, step), err)
 	}
+}
+
+// stored reports whether (run, step) has a batch record, in the run record or archived.
+func (h *harness) stored(run string, step int64) bool {
+	_, err := pipeline.ReadBatch(h.Ctx, h.Env.Runs, h.Env.Batches, run, step, false)
+	return err == nil
 }
 
 // TestRunPolicyThatDoesNotCompileIsRejectedAtSubmission: a run policy whose pattern the
@@ -87,20 +94,34 @@ func TestOneActiveBatchPerRun(t *testing.T) {
 		}
 	}
 
-	// The publisher's part, once step 1 is finalized: the run has no active batch.
+	// The publisher's part, once step 1 is finalized: the run has no active batch (and
+	// has not archived step 1 yet: the claim of step 2 must).
 	if _, _, err := h.Env.Runs.Update(h.Ctx, contracts.RunKey(run), func(cur *contracts.RunRecord, _ bool) error {
-		cur.ActiveStep = nil
+		cur.Batch.Phase, cur.ActiveStep = contracts.BatchPhaseFinalized, nil
 		return nil
 	}); err != nil {
 		t.Fatal(err)
 	}
 	h.Submit("busy-2-again", second)
-	natstest.WaitFor(t, waitTimeout, func() bool {
-		_, _, err := h.Env.Batches.Get(h.Ctx, contracts.BatchKey(run, 2))
-		return err == nil
-	}, "step 2 recorded once step 1 is no longer active")
-	if rec, _, err := h.Env.Runs.Get(h.Ctx, contracts.RunKey(run)); err != nil || rec.ActiveStep == nil || *rec.ActiveStep != 2 {
-		t.Errorf("run record %+v (%v), want step 2 active", rec, err)
+	natstest.WaitFor(t, waitTimeout, func() bool { return h.stored(run, 2) }, "step 2 recorded once step 1 is no longer active")
+	if rec, _, err := h.Env.Runs.Get(h.Ctx, contracts.RunKey(run)); err != nil || rec.ActiveStep == nil || *rec.ActiveStep != 2 ||
+		rec.Holds(2) == nil {
+		t.Errorf("run record %+v (%v), want step 2 active and held", rec, err)
+	}
+	// Step 1 left the run record archived, so an identical resubmission of it is still
+	// the no-op, not a second run of the batch.
+	if a, _, err := h.Env.Batches.Get(h.Ctx, contracts.BatchKey(run, 1)); err != nil || a.Phase != contracts.BatchPhaseFinalized {
+		t.Errorf("step 1 archived as %+v (%v), want finalized", a.Phase, err)
+	}
+	seq = h.Submit("busy-1-late", first)
+	h.WaitSettled(h.Env.Names.SubmissionsStream(), contracts.ConsumerBatcherSubmit, seq)
+	for _, m := range h.rejections() {
+		if r := decode[contracts.BatchRejected](t, m.Event); r.EventID == "busy-1-late" {
+			t.Fatalf("identical resubmission of the archived batch was rejected: %+v", r)
+		}
+	}
+	if n := len(h.gateRequests(run)); n != 2 {
+		t.Errorf("%d gate requests, want 2 (step 1 ran once, step 2 once)", n)
 	}
 }
 
@@ -132,7 +153,7 @@ func TestOneActiveBatchPerRunUnderConcurrentBatchers(t *testing.T) {
 		run := "run-race-" + string(rune('a'+i))
 		stored := 0
 		for step := int64(1); step <= 2; step++ {
-			if _, _, err := h.Env.Batches.Get(h.Ctx, contracts.BatchKey(run, step)); err == nil {
+			if h.stored(run, step) {
 				stored++
 			}
 		}

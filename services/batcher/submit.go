@@ -15,7 +15,6 @@ import (
 	"github.com/awaken-dev/awaken/internal/bus"
 	"github.com/awaken-dev/awaken/internal/config"
 	"github.com/awaken-dev/awaken/internal/pipeline"
-	"github.com/awaken-dev/awaken/internal/state"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
@@ -82,53 +81,29 @@ func (s *Service) decodeSubmission(data []byte) (*contracts.BatchSubmission, err
 	return sub, nil
 }
 
-// record creates the batch record of sub, or finds the one a previous delivery or an
-// earlier submission of the same batch created. It returns the record to dispatch from,
-// nil (and no error) when the batch is already past dispatch, or a conflict rejection
-// when the stored batch has other content.
+// record records sub's batch — the run's claim and the batch record in one
+// compare-and-swap on the run record ([pipeline.Env.AcceptBatch]) — or finds the record a
+// previous delivery or an earlier submission of the same batch wrote. It returns the
+// record to dispatch from, nil (and no error) when the batch is already past dispatch,
+// the run's refusal (run_busy, run_cancelled, run_ended) of a batch it never recorded, or
+// a conflict rejection when the stored batch has other content.
 func (s *Service) record(ctx context.Context, sub *contracts.BatchSubmission) (*contracts.BatchRecord, error) {
 	log := zerolog.Ctx(ctx)
-	key := contracts.BatchKey(sub.RunID, sub.Step)
 	rec := newRecord(s.env.Config, sub, s.env.Now())
-	claimed := true
-	if err := s.claimRun(ctx, sub); err != nil {
-		rej, ok := refusedByRun(err)
-		if !ok {
-			return nil, err
-		}
-		// Refused by the run — unless the batch exists already (a resubmission of a batch
-		// the run took earlier), which the checks below answer as before.
-		if _, _, gerr := s.env.Batches.Get(ctx, key); gerr != nil {
-			if errors.Is(gerr, state.ErrNotFound) {
-				return nil, rej
-			}
-			return nil, fmt.Errorf("batcher: batch %s: read existing record: %w", sub.BatchID(), gerr)
-		}
-		claimed = false
-	}
-	_, err := s.env.Batches.Create(ctx, key, rec)
-	if err == nil {
-		// Counted once: only the delivery whose write created the record gets here.
+	res, err := s.env.AcceptBatch(ctx, rec)
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("batcher: batch %s: %w", sub.BatchID(), err)
+	case res.Created:
+		// Counted once: only the delivery whose write recorded the batch gets here.
 		s.env.Telemetry.BatchAccepted()
 		// The outputs of its calls, which advance the batch, look it up next.
 		s.env.Remember(&rec)
 		return &rec, nil
+	case res.Refused != nil:
+		return nil, res.Refused
 	}
-	if !errors.Is(err, state.ErrExists) {
-		return nil, fmt.Errorf("batcher: batch %s: create record: %w", sub.BatchID(), err)
-	}
-	cur, _, err := s.env.Batches.Get(ctx, key)
-	if err != nil {
-		// ErrNotFound here means the record was deleted between Create and Get (an operator
-		// purge); a redelivery decides again.
-		return nil, fmt.Errorf("batcher: batch %s: read existing record: %w", sub.BatchID(), err)
-	}
-	if claimed && cur.Phase != contracts.BatchPhaseOpen {
-		// The claim stands for a batch that is already finalized: give it back.
-		if err := s.releaseRun(ctx, sub); err != nil {
-			return nil, err
-		}
-	}
+	cur := res.Existing
 	if cur.Hash != rec.Hash {
 		return nil, contracts.Reject(contracts.RejectConflict,
 			"batch %s was already submitted with different content", sub.BatchID())
@@ -138,7 +113,7 @@ func (s *Service) record(ctx context.Context, sub *contracts.BatchSubmission) (*
 		return nil, nil
 	}
 	log.Info().Msg("identical resubmission of an open batch; re-driving dispatch")
-	return &cur, nil
+	return cur, nil
 }
 
 // newRecord builds the batch record of sub: the whole submission, its hash, the pin of
@@ -216,15 +191,12 @@ func (s *Service) submitExhausted(ctx context.Context, d bus.Delivery, cause err
 	if err != nil {
 		return nil // not reachable: a payload that does not decode is rejected, never retried
 	}
-	rec, _, err := s.env.Batches.Get(ctx, contracts.BatchKey(sub.RunID, sub.Step))
+	found, err := s.env.FreshBatch(ctx, sub.RunID, sub.Step)
 	switch {
-	case errors.Is(err, state.ErrNotFound):
+	case errors.Is(err, pipeline.ErrBatchNotFound):
+		// Claiming the run and recording the batch are one write: nothing of it exists.
 		zerolog.Ctx(ctx).Error().Err(cause).Str("batch_id", sub.BatchID()).
 			Msg("submission exhausted before its batch was recorded; rejecting it")
-		// A claim this submission may have made stands for no batch: the run is free.
-		if err := s.releaseRun(ctx, sub); err != nil {
-			return err
-		}
 		return s.publishRejected(ctx, rejectionID(d), contracts.BatchRejected{
 			BatchID: sub.BatchID(), RunID: sub.RunID, Code: string(bus.CodeExhausted),
 			Message: "the batch could not be recorded: " + cause.Error(), EventID: submissionEventID(d),
@@ -232,6 +204,7 @@ func (s *Service) submitExhausted(ctx context.Context, d bus.Delivery, cause err
 	case err != nil:
 		return fmt.Errorf("batcher: batch %s: read record after exhaustion: %w", sub.BatchID(), err)
 	}
+	rec := &found
 	if rec.Hash != sub.Hash() || rec.Phase != contracts.BatchPhaseOpen {
 		return nil
 	}
@@ -242,9 +215,9 @@ func (s *Service) submitExhausted(ctx context.Context, d bus.Delivery, cause err
 		for i := range all {
 			all[i] = i
 		}
-		return s.seal(ctx, &rec, all, reasonSubmitExhausted)
+		return s.seal(ctx, rec, all, reasonSubmitExhausted)
 	}
-	return s.seal(ctx, &rec, []int{0}, reasonSubmitExhausted)
+	return s.seal(ctx, rec, []int{0}, reasonSubmitExhausted)
 }
 
 // submissionEventID is the ce-id of the submission, read from the raw headers when the

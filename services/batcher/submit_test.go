@@ -161,10 +161,17 @@ func TestIdenticalResubmissionIsANoOp(t *testing.T) {
 		t.Errorf("open batch re-driven %d times, want 2 (submission and resubmission)", n)
 	}
 
-	// Past open (the publisher finalized it), a resubmission changes nothing at all.
+	// Past open (the publisher finalized and archived it), a resubmission changes
+	// nothing at all.
 	rec, _ := h.Batch(run, 1)
+	if _, _, err := h.Env.Runs.Update(h.Ctx, contracts.RunKey(run), func(cur *contracts.RunRecord, _ bool) error {
+		cur.Batch.Phase, cur.ActiveStep = contracts.BatchPhaseFinalized, nil
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
 	rec.Phase = contracts.BatchPhasePublished
-	if _, err := h.Env.Batches.UpdateAt(h.Ctx, contracts.BatchKey(run, 1), rec, rev); err != nil {
+	if _, err := h.Env.ArchiveBatch(h.Ctx, rec); err != nil {
 		t.Fatal(err)
 	}
 	seq = h.Submit("resubmission-2", sub)
@@ -389,7 +396,7 @@ func TestMalformedSubmissionsAreRejectedAndTheConsumerMovesOn(t *testing.T) {
 				d.Header.Get(bus.HeaderOriginalSequence) != fmt.Sprint(seq) {
 				t.Errorf("dead letter headers = %v, want code %s for sequence %d", d.Header, tt.code, seq)
 			}
-			if _, _, err := h.Env.Batches.Get(h.Ctx, contracts.BatchKey(run, 1)); err == nil {
+			if h.stored(run, 1) {
 				t.Errorf("a batch record was written for a rejected submission")
 			}
 

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
-	"slices"
 
 	"github.com/rs/zerolog"
 
@@ -31,32 +29,16 @@ func (s *Service) handleCancel(ctx context.Context, ev bus.Event) error {
 	}
 	log := zerolog.Ctx(ctx).With().Str("run_id", rc.RunID).Logger()
 	ctx = log.WithContext(ctx)
-	active, err := s.endCancelledRun(ctx, rc.RunID)
+	open, err := s.endCancelledRun(ctx, rc.RunID)
 	if err != nil {
 		return err
 	}
-	batches, err := s.env.Batches.List(ctx, rc.RunID+".*")
-	if err != nil {
-		return fmt.Errorf("gate: list batches of run %s: %w", rc.RunID, err)
-	}
-	if active != nil {
-		if _, ok := batches[contracts.BatchKey(rc.RunID, *active)]; !ok {
-			// The batcher claimed the run for this batch and has not stored it yet; it
-			// will, or release the claim. Retry, so the batch is sealed, not run.
-			return fmt.Errorf("gate: cancel run %s: its active batch %s is not recorded yet", rc.RunID, contracts.BatchID(rc.RunID, *active))
-		}
-	}
-	keys := slices.Sorted(maps.Keys(batches))
 	sealed := 0
-	for _, key := range keys {
-		b := batches[key].Value
-		if b.Phase != contracts.BatchPhaseOpen || b.Submission.RunID != rc.RunID {
-			continue
-		}
-		if err := checkBatch(&b); err != nil {
+	if open != nil {
+		if err := checkBatch(open); err != nil {
 			return bus.Permanent(err)
 		}
-		if err := s.seal(ctx, &b, -1, cancelledReason, b.Parallel); err != nil {
+		if err := s.seal(ctx, open, -1, cancelledReason, open.Parallel); err != nil {
 			return err
 		}
 		sealed++

@@ -20,10 +20,7 @@ func TestCancelSealsTheRun(t *testing.T) {
 	// A published batch of the run: not open, so not touched.
 	done := h.submission(1, call("call_0", "echo", `{}`))
 	doneRec := h.store(done)
-	doneRec.Phase = contracts.BatchPhasePublished
-	if _, err := h.env.Batches.Put(h.ctx, contracts.BatchKey(testRunID, 1), *doneRec); err != nil {
-		t.Fatal(err)
-	}
+	h.published(doneRec)
 	// The open batch: call_1 completed, call_2 executing, call_3 parked, call_4 ungated.
 	b := h.store(h.submission(2,
 		call("call_1", "stub", `{}`),

@@ -186,7 +186,7 @@ func (c *collect) add(o bus.Outgoing, err error) {
 	c.out = append(c.out, o)
 }
 
-// publish publishes what was collected in one atomic batch, or, if building any of it
+// publish publishes what was collected concurrently (one round trip), or, if building any of it
 // failed, returns that first error and publishes nothing.
 func (c *collect) publish(ctx context.Context, pub *bus.Publisher) error {
 	if c.err != nil {

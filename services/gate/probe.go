@@ -19,10 +19,11 @@ import (
 // recorded (CallRecord{Requested, Decision}) and audited, and the batch falls back to the
 // sequential path at call 0, which applies the recorded decision instead of deciding
 // again; the batcher drives the later calls, which reuse theirs. A redelivered probe finds
-// the decisions recorded and only re-publishes. No executor request goes out before the
-// audit of every decision is durable, so writing decision and entry together (one write
-// per call, not two) lets nothing run unaudited: a probe that dies in between is
-// redelivered, finds the records, and audits before it publishes.
+// the decisions recorded and only re-publishes. Every decision is durable with its audit
+// data (outcome, reason, time) in its call record before any executor request goes out;
+// the audit copies are published with the requests and the request is acknowledged only
+// once all are stored, so a probe that dies in between is redelivered, finds the
+// records, and publishes them again.
 func (s *Service) probe(ctx context.Context, b *contracts.BatchRecord) error {
 	sub := &b.Submission
 	n := len(sub.Calls)
@@ -48,7 +49,9 @@ func (s *Service) probe(ctx context.Context, b *contracts.BatchRecord) error {
 			return err
 		}
 	}
-	// The audit trail of every decision is durable before any call moves on.
+	// The decisions are durable in the call records; their audit copies go out with what
+	// they imply, in one round trip for the whole batch when it runs in parallel (every
+	// call is allowed, so none parks), and before the fallback's sequential path.
 	bd := s.builder(b)
 	var c collect
 	for i := range n {
@@ -56,16 +59,17 @@ func (s *Service) probe(ctx context.Context, b *contracts.BatchRecord) error {
 			c.add(bd.audit(i, recs[i].Decision.AuditLabel(), recs[i].Decision.Reason, at))
 		}
 	}
-	if err := c.publish(ctx, s.env.Pub); err != nil {
-		return err
-	}
 	if !parallel {
+		if err := c.publish(ctx, s.env.Pub); err != nil {
+			return err
+		}
 		return s.gateCall(ctx, b, 0, false)
 	}
 	for i := range n {
-		if err := s.realizeDecision(ctx, b, i, &recs[i], true); err != nil {
-			return err
-		}
+		decisionMessages(bd, b, i, &recs[i], true, &c)
+	}
+	if err := c.publish(ctx, s.env.Pub); err != nil {
+		return err
 	}
 	return s.env.Fault(ctx, ServiceName, pipeline.FaultAfterPublish, pipeline.ProbeID(sub.BatchID()))
 }

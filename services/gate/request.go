@@ -283,55 +283,75 @@ func visible(b *contracts.BatchRecord, i int) bool {
 // deterministic id, and the ticket is created only if missing. It runs both right after the
 // commit and for a redelivered request that finds the work already recorded.
 //
-// First, if the gate decided the call (a call sealed by cancellation before its gate ran
+// With it, if the gate decided the call (a call sealed by cancellation before its gate ran
 // has neither): the audit record of a permission decision this path made (client execution
 // and unknown tools have none; a probe audits its own decisions) and the tool_call fact.
-// Then what the phase implies:
+// What the phase implies:
 //   - Executing and not entered: the executor request; Executing and entered: nothing (the
 //     executor owns the call, and its own unacked request redelivers after a crash);
 //   - Completed or Indeterminate: the CallOutput;
 //   - Awaiting: the ticket (created if missing), its timer, ticket.opened and the awaiting
 //     fact — and no CallOutput: the batch stops at the parked call.
 //
-// The audit trail is durable before anything downstream can act on the call: before the
-// executor request or the output, and before the ticket exists, so no resolution of the
-// ticket can be audited ahead of the decision that opened it.
+// The decision with its audit data — the outcome, its reason, the time it was decided — is
+// durable in the call record before anything downstream can act on the call: that write
+// comes first. The audit record and the tool_call fact are copies of it (projections), so
+// they go out in the same round trip as the executor request or the output instead of one
+// before it, and are complete all the same: the request is acknowledged only once every
+// one of them is stored, and a redelivery publishes them again (deterministic ids). A
+// parked call keeps the order audit → ticket, so no resolution of the ticket can be
+// audited ahead of the decision that opened it.
 func (s *Service) realizeDecision(ctx context.Context, b *contracts.BatchRecord, i int, rec *contracts.CallRecord, parallel bool) error {
 	bd := s.builder(b)
 	var first collect
-	if at, ok := rec.MarkTime(contracts.StageDecided); ok && rec.Decision != nil {
-		first.add(bd.audit(i, rec.Decision.AuditLabel(), rec.Decision.Reason, at))
+	if rec.Phase.Kind != contracts.PhaseAwaiting {
+		decisionMessages(bd, b, i, rec, parallel, &first)
+		return first.publish(ctx, s.env.Pub)
 	}
-	if _, ok := decidedAt(rec); ok {
-		first.add(bd.toolCallFact(i, disposition(rec, isClient(b, i))))
-	}
+	copies(bd, b, i, rec, &first)
 	if err := first.publish(ctx, s.env.Pub); err != nil {
 		return err
 	}
-
+	t, err := s.ticketFor(b, i, rec)
+	if err != nil {
+		return err
+	}
+	live, err := s.ensureTicket(ctx, b, i, t)
+	if err != nil {
+		return err
+	}
+	if !live {
+		return nil
+	}
+	if err := s.scheduleTimers(ctx, t); err != nil {
+		return err
+	}
 	var then collect
+	then.add(bd.opened(t))
+	then.add(bd.awaitingFact(i))
+	return then.publish(ctx, s.env.Pub)
+}
+
+// copies adds the audit record and the tool_call fact of the decision recorded on rec,
+// the committed record of call i, to c (see [Service.realizeDecision]).
+func copies(bd builder, b *contracts.BatchRecord, i int, rec *contracts.CallRecord, c *collect) {
+	if at, ok := rec.MarkTime(contracts.StageDecided); ok && rec.Decision != nil {
+		c.add(bd.audit(i, rec.Decision.AuditLabel(), rec.Decision.Reason, at))
+	}
+	if _, ok := decidedAt(rec); ok {
+		c.add(bd.toolCallFact(i, disposition(rec, isClient(b, i))))
+	}
+}
+
+// decisionMessages adds to c everything the committed record rec of call i, which is not
+// Awaiting, implies: the copies of its decision and its executor request (Executing, not
+// entered) or its output (terminal).
+func decisionMessages(bd builder, b *contracts.BatchRecord, i int, rec *contracts.CallRecord, parallel bool, c *collect) {
+	copies(bd, b, i, rec, c)
 	switch {
 	case rec.ExecutingUnentered():
-		then.add(bd.exec(i, rec, parallel))
+		c.add(bd.exec(i, rec, parallel))
 	case rec.Phase.IsTerminal():
-		then.add(bd.output(i, rec, parallel))
-	case rec.Phase.Kind == contracts.PhaseAwaiting:
-		t, err := s.ticketFor(b, i, rec)
-		if err != nil {
-			return err
-		}
-		live, err := s.ensureTicket(ctx, b, i, t)
-		if err != nil {
-			return err
-		}
-		if !live {
-			return nil
-		}
-		if err := s.scheduleTimers(ctx, t); err != nil {
-			return err
-		}
-		then.add(bd.opened(t))
-		then.add(bd.awaitingFact(i))
+		c.add(bd.output(i, rec, parallel))
 	}
-	return then.publish(ctx, s.env.Pub)
 }

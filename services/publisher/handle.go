@@ -18,7 +18,7 @@ import (
 var errBatchVanished = errors.New("batch record disappeared")
 
 // handleOutput is the handler of committed call outputs: check the barrier, build the results,
-// finalize, publish, mark published.
+// finalize (with the run's release), publish, archive.
 func (s *Service) handleOutput(ctx context.Context, d bus.Delivery) error {
 	out, err := bus.Decode[contracts.CallOutput](d.Event.Data)
 	if err != nil {
@@ -42,7 +42,7 @@ func (s *Service) handleOutput(ctx context.Context, d bus.Delivery) error {
 		}
 	}
 	// Otherwise the phase matters, so the record is read fresh rather than from the cache.
-	rec, _, err := s.env.FreshBatch(ctx, out.RunID, out.Step)
+	rec, err := s.env.FreshBatch(ctx, out.RunID, out.Step)
 	if err != nil {
 		// A missing record is not permanent even though the leader confirmed it: the
 		// batcher records the batch before any of its calls can have an output, and
@@ -158,44 +158,21 @@ func matchCalls(rec *contracts.BatchRecord, entries map[string]state.Entry[contr
 	return calls, true, nil
 }
 
-// finalizeAndPublish moves the batch open → finalized, publishes its results
-// ([Service.publishResults]) unless they already are, publishes the projection facts, and
-// moves it finalized → published. Every step tolerates having been done before by a delivery that died, or
-// concurrently by another worker: the phase moves only by compare-and-swap, and a
-// publication is skipped when the results stream already holds it.
+// finalizeAndPublish finalizes the batch and releases its run in one compare-and-swap on
+// the run record, publishes its results
+// ([Service.publishResults]) unless they already are, publishes the projection
+// facts, and archives the batch as published in the batches bucket (off the path the
+// platform waits on: its results are out). Every step tolerates having been done before
+// by a delivery that died, or concurrently by another worker: the phase moves only by
+// compare-and-swap, and a publication is skipped when the results stream already holds it.
 func (s *Service) finalizeAndPublish(ctx context.Context, rec *contracts.BatchRecord, calls []contracts.CallRecord, pub publication) error {
 	log := zerolog.Ctx(ctx)
 	sub := &rec.Submission
 	batchID := sub.BatchID()
 	key := contracts.BatchKey(sub.RunID, sub.Step)
 
-	var finalizedBefore, publishedBefore bool
-	_, _, err := s.env.Batches.Update(ctx, key, func(cur *contracts.BatchRecord, exists bool) error {
-		finalizedBefore, publishedBefore = false, false
-		if !exists {
-			return errBatchVanished
-		}
-		err := cur.Finalize(calls)
-		switch {
-		case errors.Is(err, contracts.ErrBatchPublished):
-			publishedBefore = true
-			return state.ErrNoChange
-		case errors.Is(err, contracts.ErrBatchFinalized):
-			finalizedBefore = true
-			return state.ErrNoChange
-		}
-		return err
-	})
+	finalizedBefore, publishedBefore, err := s.finalize(ctx, rec, calls, pub.ended)
 	if err != nil {
-		// Update confirmed these on the leader's value: they are not a lagging replica's.
-		if errors.Is(err, errBatchVanished) || errors.Is(err, contracts.ErrInvalidPersistedState) ||
-			errors.Is(err, contracts.ErrCallMismatch) || errors.Is(err, contracts.ErrIncomplete) {
-			return bus.Permanent(fmt.Errorf("publisher: finalize %s: %w", batchID, err))
-		}
-		return fmt.Errorf("publisher: finalize %s: %w", batchID, err)
-	}
-	// The batch is finalized: the run may take its next batch, or has ended.
-	if err := s.settleRun(ctx, sub, pub.ended); err != nil {
 		return err
 	}
 	if publishedBefore {
@@ -207,19 +184,109 @@ func (s *Service) finalizeAndPublish(ctx context.Context, rec *contracts.BatchRe
 		return err
 	}
 
-	if err := s.publishResults(ctx, rec, pub, finalizedBefore); err != nil {
+	// The tool_result facts, a projection nobody waits on, go out in the same round trip
+	// as the results; both before the archive, which goes last: a delivery that finds the
+	// batch archived as published acks at once, so everything the batch owes must be
+	// durable by then. One round trip after the results, not two, the archive comes
+	// before the platform's next batch of the run more often, which otherwise archives
+	// the batch first (one write more: see archivePublished).
+	factsDone := make(chan error, 1)
+	go func() { factsDone <- s.env.Pub.PublishAll(ctx, pub.facts) }()
+	err = s.publishResults(ctx, rec, pub, finalizedBefore)
+	if factsErr := <-factsDone; err == nil && factsErr != nil {
+		err = fmt.Errorf("publisher: publish projection facts of %s: %w", batchID, factsErr)
+	}
+	if err != nil {
 		return err
 	}
 	if err := s.env.Fault(ctx, ServiceName, pipeline.FaultAfterPublish, batchID); err != nil {
 		return err
 	}
-	// The facts go out before the published mark: a delivery that finds the batch
-	// published acks at once, so everything the batch owes must be durable by then.
-	if err := s.env.Pub.PublishAll(ctx, pub.facts); err != nil {
-		return fmt.Errorf("publisher: publish projection facts of %s: %w", batchID, err)
+	marked, err := s.archivePublished(ctx, rec)
+	if err != nil {
+		return err
+	}
+	s.progress.forget(key)
+	if marked {
+		// Counted once per batch: only the write that moved it to published gets here. The
+		// calls first, so that a scrape that shows the batch published shows its calls.
+		for _, c := range pub.outcomes {
+			s.env.Telemetry.CallPublished(c.outcome, c.isError)
+		}
+		s.env.Telemetry.BatchPublished()
+	}
+	log.Info().Int("results", len(pub.outcomes)).Bool("retried", finalizedBefore).Msg("batch published")
+	return nil
+}
+
+// finalize moves the batch open → finalized and releases its run — the run may take its
+// next batch, or has ended (an end the batch decided, a state conflict, is recorded in
+// the same write) — in one compare-and-swap on the run record, which holds the open
+// batch. It reports whether an earlier delivery had finalized the batch, and whether the
+// archive says it is published.
+//
+// A run record that no longer holds the batch has moved on to a later batch, which a
+// claim does only to a finalized batch, after archiving it; so the archive says what
+// happened (read from the leader: a replica behind the archive write would drop the
+// output). Only a record that neither holds is an error, retried: the batcher records a
+// batch before any of its calls has an output.
+func (s *Service) finalize(ctx context.Context, rec *contracts.BatchRecord, calls []contracts.CallRecord, ended *contracts.RunEnded) (finalizedBefore, publishedBefore bool, err error) {
+	sub := &rec.Submission
+	batchID := sub.BatchID()
+	_, _, err = s.env.Runs.Update(ctx, contracts.RunKey(sub.RunID), func(cur *contracts.RunRecord, exists bool) error {
+		finalizedBefore = false
+		if !exists {
+			return contracts.ErrBatchNotHeld
+		}
+		if held := cur.Holds(sub.Step); held != nil && held.Hash != rec.Hash {
+			return fmt.Errorf("%w: run %s holds batch %s with another hash", contracts.ErrInvalidPersistedState, sub.RunID, batchID)
+		}
+		err := cur.FinalizeBatch(sub.Step, calls, ended, s.env.Now())
+		if errors.Is(err, contracts.ErrBatchFinalized) {
+			finalizedBefore = true
+			return state.ErrNoChange
+		}
+		return err
+	})
+	switch {
+	case err == nil:
+		return finalizedBefore, false, nil
+	case errors.Is(err, contracts.ErrBatchNotHeld):
+		archived, _, aerr := s.env.Batches.GetFromLeader(ctx, contracts.BatchKey(sub.RunID, sub.Step))
+		switch {
+		case errors.Is(aerr, state.ErrNotFound):
+			return false, false, fmt.Errorf("publisher: finalize %s: %w", batchID, err)
+		case aerr != nil:
+			return false, false, fmt.Errorf("publisher: finalize %s: read archive: %w", batchID, aerr)
+		case archived.Hash != rec.Hash:
+			return false, false, bus.Permanent(fmt.Errorf("publisher: finalize %s: %w: archived with another hash", batchID, contracts.ErrInvalidPersistedState))
+		case archived.Phase == contracts.BatchPhaseOpen:
+			return false, false, bus.Permanent(fmt.Errorf("publisher: finalize %s: %w: archived open", batchID, contracts.ErrInvalidPersistedState))
+		}
+		return true, archived.Phase == contracts.BatchPhasePublished, nil
+	case errors.Is(err, contracts.ErrInvalidPersistedState) || errors.Is(err, contracts.ErrCallMismatch) ||
+		errors.Is(err, contracts.ErrIncomplete):
+		// Update confirmed these on the leader's value: they are not a lagging replica's.
+		return false, false, bus.Permanent(fmt.Errorf("publisher: finalize %s: %w", batchID, err))
+	}
+	return false, false, fmt.Errorf("publisher: finalize %s: %w", batchID, err)
+}
+
+// archivePublished records in the batches bucket that rec's batch, finalized, has its
+// results on the results stream: it creates the archived record as published or, when
+// the claim of the run's next batch archived it first (finalized), moves that one to
+// published. It reports whether this call made the batch published.
+func (s *Service) archivePublished(ctx context.Context, rec *contracts.BatchRecord) (bool, error) {
+	sub := &rec.Submission
+	batchID := sub.BatchID()
+	done := *rec
+	done.Phase = contracts.BatchPhasePublished
+	created, err := s.env.ArchiveBatch(ctx, done)
+	if err != nil || created {
+		return created, err
 	}
 	marked := false
-	_, _, err = s.env.Batches.Update(ctx, key, func(cur *contracts.BatchRecord, exists bool) error {
+	_, _, err = s.env.Batches.Update(ctx, contracts.BatchKey(sub.RunID, sub.Step), func(cur *contracts.BatchRecord, exists bool) error {
 		marked = false
 		if !exists {
 			return errBatchVanished
@@ -235,19 +302,9 @@ func (s *Service) finalizeAndPublish(ctx context.Context, rec *contracts.BatchRe
 		// Update confirmed these on the leader's value: they are not a lagging replica's.
 		if errors.Is(err, errBatchVanished) || errors.Is(err, contracts.ErrInvalidPersistedState) ||
 			errors.Is(err, contracts.ErrInvalidTransition) {
-			return bus.Permanent(fmt.Errorf("publisher: mark %s published: %w", batchID, err))
+			return false, bus.Permanent(fmt.Errorf("publisher: mark %s published: %w", batchID, err))
 		}
-		return fmt.Errorf("publisher: mark %s published: %w", batchID, err)
+		return false, fmt.Errorf("publisher: mark %s published: %w", batchID, err)
 	}
-	s.progress.forget(key)
-	if marked {
-		// Counted once per batch: only the write that moved it to published gets here. The
-		// calls first, so that a scrape that shows the batch published shows its calls.
-		for _, c := range pub.outcomes {
-			s.env.Telemetry.CallPublished(c.outcome, c.isError)
-		}
-		s.env.Telemetry.BatchPublished()
-	}
-	log.Info().Int("results", len(pub.outcomes)).Bool("retried", finalizedBefore).Msg("batch published")
-	return nil
+	return marked, nil
 }

@@ -88,9 +88,7 @@ func (h *harness) createBatch(sub contracts.BatchSubmission, parallel bool) {
 		Submission: sub, Hash: "test-hash-" + sub.BatchID(), Pinned: pinned, Parallel: parallel,
 		Phase: contracts.BatchPhaseOpen, CreatedAt: h.Env.Now(),
 	}
-	if _, err := h.Env.Batches.Create(h.Ctx, contracts.BatchKey(sub.RunID, sub.Step), rec); err != nil {
-		h.T.Fatalf("create batch %s: %v", sub.BatchID(), err)
-	}
+	h.AcceptBatch(rec)
 }
 
 // setCall writes the record of call i of sub in phase, as the gate or an executor would.

@@ -2,11 +2,12 @@
 // are published once, atomically, after every call is terminal.
 //
 // It watches committed call outputs. When — and only when — every call of a batch is
-// terminal, it finalizes the batch (compare-and-swap of the batch record's phase
-// open → finalized), publishes ONE io.awaken.toolbatch.results.v1 message on the run's
-// results subject — every result in model order and the finalized payload, atomic by
-// construction — publishes the tool_result projection facts, and marks the batch
-// published (finalized → published). A batch whose results message would exceed the
+// terminal, it finalizes the batch and releases its run (one compare-and-swap of the run
+// record, which holds the open batch: open → finalized), publishes ONE
+// io.awaken.toolbatch.results.v1 message on the run's results subject — every result in
+// model order and the finalized payload, atomic by construction — publishes the
+// tool_result projection facts, and archives the batch as published in the batches
+// bucket. A batch whose results message would exceed the
 // server's max payload is published instead as every io.awaken.tool.result.v1 in model
 // order followed by io.awaken.toolbatch.finalized.v1, in one atomic JetStream batch.
 //
@@ -15,7 +16,7 @@
 // duplicate acknowledgement of the results message; [bus.ErrAtomicDuplicate] of an atomic
 // batch, refused whole), which is treated as "already published". Past the window the
 // batch record says what happened: a batch that was already finalized when a delivery
-// started may have been published by a process that died before marking it, so the
+// started may have been published by a process that died before archiving it, so the
 // results subject is searched for the batch's last message (results message or
 // finalized event) before anything is published again.
 package publisher
@@ -38,8 +39,8 @@ import (
 //
 // Fault points (see [pipeline.FaultHook]), both with the batch id as the operation:
 // FaultAfterCommit fires after the batch is finalized (or found finalized) and before its
-// results are published; FaultAfterPublish fires after the results publication and before
-// the projection facts and the published mark.
+// results are published; FaultAfterPublish fires after the results publication (and the
+// projection facts, published beside it) and before the archive.
 const ServiceName = "publisher"
 
 // Default consumer settings. AckWait covers one publication (handlers are heartbeated
