@@ -200,7 +200,7 @@ func TestSecure_claimedActorsAreMarked(t *testing.T) {
 		t.Errorf("audit of the CLI's approval %+v, want actor alice, claimed", a)
 	}
 	stdout.Reset()
-	if code := cli.Main(ctx, append([]string{"batch", "show", contracts.BatchID("claim-cli", 1)}, natsAs(deploy.UserAdmin)...), &stdout, &stderr); code != 0 {
+	if code := cli.Main(ctx, append([]string{"batch", "show", contracts.BatchID("claim-cli", 1), "--json=false"}, natsAs(deploy.UserAdmin)...), &stdout, &stderr); code != 0 {
 		t.Fatalf("awaken batch show: exit %d: %s", code, stderr.String())
 	}
 	if !strings.Contains(stdout.String(), "alice (claimed)") {

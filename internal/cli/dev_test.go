@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/awaken-dev/awaken/internal/config"
 	"github.com/awaken-dev/awaken/internal/devstack"
 	"github.com/awaken-dev/awaken/internal/natstest"
 )
@@ -37,6 +38,15 @@ func TestDevSyncLevel(t *testing.T) {
 			port := l.Addr().(*net.TCPAddr).Port
 			l.Close()
 			data := t.TempDir()
+			wantCache := filepath.Join(data, devstack.DefaultCacheDir)
+			if tc.name == "default" {
+				// This package's TestMain points every pipeline at one shared compiled-module
+				// cache (AWAKEN_SANDBOX_CACHE_DIR, which overrides cache_dir); without it,
+				// dev must fall back to its data directory.
+				t.Setenv(config.EnvSandboxCacheDir, "")
+			} else if shared := os.Getenv(config.EnvSandboxCacheDir); shared != "" {
+				wantCache = shared
+			}
 			args := append([]string{"--config", "../../examples/awaken.yaml", "--data", data,
 				"--listen", "127.0.0.1:" + strconv.Itoa(port), "--http", ""}, tc.args...)
 			ctx, cancel := context.WithCancel(context.Background())
@@ -64,9 +74,9 @@ func TestDevSyncLevel(t *testing.T) {
 				t.Fatalf("ready line %q does not say %q", out.String(), tc.want)
 			}
 			// The example configuration sets no cache_dir: dev keeps the compiled
-			// WebAssembly under its data directory.
-			if fi, err := os.Stat(filepath.Join(data, devstack.DefaultCacheDir)); err != nil || !fi.IsDir() {
-				t.Errorf("no compiled-module cache under the data directory: %v", err)
+			// WebAssembly under its data directory (unless the environment overrides it).
+			if fi, err := os.Stat(wantCache); err != nil || !fi.IsDir() {
+				t.Errorf("no compiled-module cache at %s: %v", wantCache, err)
 			}
 			lines := strings.Split(strings.TrimSpace(logs.String()), "\n")
 			for _, l := range lines {

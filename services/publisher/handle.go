@@ -202,7 +202,7 @@ func (s *Service) finalizeAndPublish(ctx context.Context, rec *contracts.BatchRe
 	if err := s.env.Fault(ctx, ServiceName, pipeline.FaultAfterPublish, batchID); err != nil {
 		return err
 	}
-	marked, err := s.archivePublished(ctx, rec)
+	marked, err := s.archivePublished(ctx, rec, calls)
 	if err != nil {
 		return err
 	}
@@ -276,11 +276,19 @@ func (s *Service) finalize(ctx context.Context, rec *contracts.BatchRecord, call
 // results on the results stream: it creates the archived record as published or, when
 // the claim of the run's next batch archived it first (finalized), moves that one to
 // published. It reports whether this call made the batch published.
-func (s *Service) archivePublished(ctx context.Context, rec *contracts.BatchRecord) (bool, error) {
+func (s *Service) archivePublished(ctx context.Context, rec *contracts.BatchRecord, calls []contracts.CallRecord) (bool, error) {
 	sub := &rec.Submission
 	batchID := sub.BatchID()
+	// rec may be the copy read before this delivery's finalize: the archived record moves
+	// through the same transitions the batch did (open → finalized → published), so the
+	// state machine in pkg/contracts is the only place a phase changes.
 	done := *rec
-	done.Phase = contracts.BatchPhasePublished
+	if err := done.Finalize(calls); err != nil && !errors.Is(err, contracts.ErrBatchFinalized) {
+		return false, fmt.Errorf("publisher: archive %s: %w", batchID, err)
+	}
+	if err := done.MarkPublished(); err != nil && !errors.Is(err, contracts.ErrBatchPublished) {
+		return false, fmt.Errorf("publisher: archive %s: %w", batchID, err)
+	}
 	created, err := s.env.ArchiveBatch(ctx, done)
 	if err != nil || created {
 		return created, err
