@@ -470,9 +470,10 @@ func stagePublisher(ctx context.Context, e *stageEnv, m fmsg) error {
 	if err != nil {
 		return err
 	}
-	final := floorFinalPrefix + m.batch()
-	if string(cur.Value()) != final {
-		if _, err := e.runs.Update(ctx, m.run, []byte(final), cur.Revision()); err != nil {
+	// A record that no longer holds this batch open was finalized by an earlier delivery
+	// (and may hold the run's next batch by now): nothing to write.
+	if string(cur.Value()) == floorOpenPrefix+m.batch() {
+		if _, err := e.runs.Update(ctx, m.run, []byte(floorFinalPrefix+m.batch()), cur.Revision()); err != nil {
 			return err
 		}
 	}
