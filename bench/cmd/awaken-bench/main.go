@@ -567,7 +567,7 @@ func describe(r rowSpec) string {
 	case rowPipeline:
 		return "the five services (app.Start) on an embedded file-storage JetStream server, " + sync + ", public client SubmitAndWait; the soft memory limit of `awaken dev` (app.DevMemoryLimit, 160 MiB, unless GOMEMLIMIT is set)"
 	case rowFloor:
-		return "a logic-free relay doing the pipeline's sequential JetStream operations on the same kind of server, " + sync + " (see floor_hops)"
+		return "a logic-free relay doing the pipeline's sequential JetStream operations on its streams and buckets (named FLOOR_ for AWAKEN_) on the same kind of server, " + sync + " (see floor_hops)"
 	case rowTemporal:
 		return "Temporal v1.30.4 lite server (temporaltest's server, SQLite in a FILE, " + sqlite + "), tuned (see tuning); the workflow runs the calls as activities in order"
 	case rowTemporalLocal:
