@@ -38,6 +38,8 @@ CONTAINER_PKGS := ./deploy/
 test: lint wasm
 	$(GO) test -race -count=1 -timeout 20m $$($(GO) list $(PKGS) | grep -v '/deploy$$')
 	cd examples/custom-brain && $(GO) test -race -count=1 -timeout 5m ./...   # its own module: public packages only
+	cd adapters/openai && $(GO) test -race -count=1 -timeout 5m ./...   # provider SDKs live in their own modules
+	cd adapters/anthropic && $(GO) test -race -count=1 -timeout 5m ./...
 	$(GO) test -race -count=1 -timeout 10m $(CONTAINER_PKGS)
 
 ## test-short: the suite without the slow scenarios
@@ -51,6 +53,8 @@ lint:
 	$(GO) vet $(PKGS)
 	cd bench && $(GO) vet ./...   # the benchmark module (without the Temporal rows) builds too
 	cd examples/custom-brain && $(GO) vet ./...   # an internal import fails here (another module)
+	cd adapters/openai && $(GO) vet ./... && cd ../anthropic && $(GO) vet ./...
+	cd examples/openai-agent && $(GO) vet ./... && cd ../anthropic-agent && $(GO) vet ./...
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')

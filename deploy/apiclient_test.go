@@ -16,6 +16,12 @@ import (
 // the status and the raw answer.
 func apiDo(t *testing.T, ctx context.Context, method, base, path string, body, out any) (int, string) {
 	t.Helper()
+	return apiDoAs(t, ctx, "", method, base, path, body, out)
+}
+
+// apiDoAs is apiDo with the bearer token token ("" for none).
+func apiDoAs(t *testing.T, ctx context.Context, token, method, base, path string, body, out any) (int, string) {
+	t.Helper()
 	var rd io.Reader
 	if body != nil {
 		b, err := json.Marshal(body)
@@ -31,6 +37,9 @@ func apiDo(t *testing.T, ctx context.Context, method, base, path string, body, o
 	if body != nil {
 		// The api refuses a mutating request of any other type (cross-site protection).
 		req.Header.Set("Content-Type", "application/json")
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

@@ -580,6 +580,13 @@ func TestSecure_leastPrivilege(t *testing.T) {
 		{"platform cannot delete the batcher's consumer", "platform", raw("$JS.API.CONSUMER.DELETE." + names.SubmissionsStream() + "." + contracts.ConsumerBatcherSubmit)},
 		{"platform cannot redirect the batcher's consumer", "platform", raw("$JS.API.CONSUMER.CREATE." + names.SubmissionsStream() + "." + contracts.ConsumerBatcherSubmit + "." + names.RejectedSubject())},
 		{"platform cannot ack for the gate", "platform", raw("$JS.ACK." + names.TicketsStream() + "." + contracts.ConsumerGateResume + ".1.1.1.1.0")},
+		// The api's resume subject: the gate records its actors as authenticated.
+		{"platform cannot publish on the api's resume subject", "platform", raw(names.TicketResumeAPISubject())},
+		{"platform cannot re-create the gate's resume consumer", "platform", raw("$JS.API.CONSUMER.CREATE." + names.TicketsStream() + "." + contracts.ConsumerGateResume)},
+		{"batcher cannot publish on the api's resume subject", "batcher", raw(names.TicketResumeAPISubject())},
+		{"gate cannot publish on the api's resume subject", "gate", raw(names.TicketResumeAPISubject())},
+		{"brain-exec cannot publish on the api's resume subject", "brain-exec", raw(names.TicketResumeAPISubject())},
+		{"api cannot publish on the public resume subject", "api", raw(names.TicketResumeSubject())},
 		{"platform cannot consume the work stream", "platform", raw("$JS.API.CONSUMER.CREATE." + names.WorkStream() + ".spy.awaken.work.>")},
 		{"platform cannot delete the results stream", "platform", raw("$JS.API.STREAM.DELETE." + names.ResultsStream())},
 		{"platform cannot read the gate's replies", "platform", sub(deploy.ServiceInboxPrefix("gate") + ".>")},

@@ -49,6 +49,10 @@ func TestSecure_clientsCannotScheduleMessages(t *testing.T) {
 			"Nats-Schedule": {"@every 1s"}, "Nats-Schedule-Target": {names.TicketExpireSubject()}}},
 		{"a purge of the gate's timer", nats.Header{
 			"Nats-Schedule-Next": {"purge"}, "Nats-Scheduler": {genuineSchedule}}},
+		// The api's resume subject records its actor as authenticated: a schedule there
+		// would let the platform put a command where its grants forbid.
+		{"a command on the api's resume subject", nats.Header{
+			"Nats-Schedule": {"@at " + time.Now().UTC().Format(time.RFC3339)}, "Nats-Schedule-Target": {names.TicketResumeAPISubject()}}},
 	}
 	stored := func(stream, subject string) uint64 {
 		t.Helper()
@@ -65,24 +69,29 @@ func TestSecure_clientsCannotScheduleMessages(t *testing.T) {
 		}
 		return info.State.Subjects[subject]
 	}
-	for _, user := range []string{deploy.UserPlatform, deploy.UserAPI} {
+	// Each user on the resume subject it may publish: the platform the public one, the
+	// api its own.
+	for user, resume := range map[string]string{deploy.UserPlatform: names.TicketResumeSubject(), deploy.UserAPI: names.TicketResumeAPISubject()} {
 		js := connect(user)
 		for _, f := range forgeries {
 			t.Run(user+" cannot schedule "+f.name, func(t *testing.T) {
-				before := stored(names.TicketsStream(), names.TicketResumeSubject())
-				msg := &nats.Msg{Subject: names.TicketResumeSubject(), Header: f.header, Data: []byte(`{}`)}
+				before := stored(names.TicketsStream(), resume)
+				msg := &nats.Msg{Subject: resume, Header: f.header, Data: []byte(`{}`)}
 				if ack, err := js.PublishMsg(ctx, msg); err == nil {
 					t.Fatalf("the server stored the schedule (stream %s seq %d); want it refused", ack.Stream, ack.Sequence)
 				}
-				if after := stored(names.TicketsStream(), names.TicketResumeSubject()); after != before {
-					t.Fatalf("%d messages on %s after the refused schedule, want %d", after, names.TicketResumeSubject(), before)
+				if after := stored(names.TicketsStream(), resume); after != before {
+					t.Fatalf("%d messages on %s after the refused schedule, want %d", after, resume, before)
 				}
 			})
 		}
 		// The refusal is of schedules only: the same user still publishes a resume command.
-		if _, err := js.PublishMsg(ctx, &nats.Msg{Subject: names.TicketResumeSubject(), Data: []byte(`{}`)}); err != nil {
+		if _, err := js.PublishMsg(ctx, &nats.Msg{Subject: resume, Data: []byte(`{}`)}); err != nil {
 			t.Fatalf("%s: plain resume command refused: %v", user, err)
 		}
+	}
+	if n := stored(names.TicketsStream(), names.TicketResumeAPISubject()); n != 1 {
+		t.Errorf("%d messages on %s, want the api's one", n, names.TicketResumeAPISubject())
 	}
 	for _, stream := range []string{names.TicketsStream(), names.TimersStream()} {
 		for _, subject := range []string{names.TicketExpireSubject(), names.TicketOpenedSubject()} {

@@ -18,6 +18,7 @@ import (
 	"github.com/awaken-dev/awaken/internal/app"
 	"github.com/awaken-dev/awaken/internal/bus"
 	"github.com/awaken-dev/awaken/internal/config"
+	"github.com/awaken-dev/awaken/internal/execcore"
 	"github.com/awaken-dev/awaken/internal/natstest"
 	"github.com/awaken-dev/awaken/internal/pipeline"
 	"github.com/awaken-dev/awaken/internal/servicetest"
@@ -205,7 +206,7 @@ func (h *harness) wantResults(ctx context.Context, run, want string) {
 
 func (h *harness) ledger(run string, step int64, callID string) int {
 	h.tb.Helper()
-	v, err := h.stack.Env.Counters.Get(ctxFor(h.tb, 5*time.Second), fmt.Sprintf("ledger.%s.%d.%s", run, step, callID))
+	v, err := h.stack.Env.Counters.Get(ctxFor(h.tb, 5*time.Second), execcore.LedgerKey(run, step, callID))
 	if err != nil {
 		return 0
 	}

@@ -229,7 +229,9 @@ func Start(ctx context.Context, o Options) (st *Stack, err error) {
 			}
 			ensured = true
 		}
-		if o.Config.TrustsAnnotations() && o.Config.Annotations == nil && usesAnnotations(name) {
+		// The view also lists the published MCP tools, by which the batcher resolves
+		// provider-safe tool names, so it runs whenever MCP servers are configured.
+		if (o.Config.TrustsAnnotations() || len(o.Config.Executors.MCP) > 0) && o.Config.Annotations == nil && usesAnnotations(name) {
 			// One view per process, shared by its services, watched on the connection of
 			// the first service that reads it. The configuration is copied so that a
 			// caller's configuration, shared with other stacks, is never written while

@@ -55,7 +55,9 @@ func TestEnsureTopology(t *testing.T) {
 		}},
 		{h.names.TicketsStream(), p + ".tickets.opened", func(c jetstream.StreamConfig) error {
 			// Clients write resume commands here: message schedules must stay refused.
-			if c.AllowMsgSchedules || c.MaxAge != bus.DefaultTicketsMaxAge || len(c.Subjects) != 4 {
+			// Resume commands come on the public subject and the api's own.
+			if c.AllowMsgSchedules || c.MaxAge != bus.DefaultTicketsMaxAge || len(c.Subjects) != 5 ||
+				!slices.Contains(c.Subjects, h.names.TicketResumeAPISubject()) {
 				return fmt.Errorf("tickets schedules %v max age %s subjects %v", c.AllowMsgSchedules, c.MaxAge, c.Subjects)
 			}
 			return nil

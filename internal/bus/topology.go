@@ -116,7 +116,10 @@ func StreamConfigs(names contracts.Names, cfg TopologyConfig) []jetstream.Stream
 	// is rejected by the server); only the gate writes the timers stream, which allows them.
 	tickets := stream(names.TicketsStream(), "approval ticket protocol: opened, resume commands, resolved, rejected",
 		names.TicketOpenedSubject(), age(cfg.TicketsMaxAge, DefaultTicketsMaxAge))
-	tickets.Subjects = append(tickets.Subjects, names.TicketResumeSubject(),
+	// Resume commands come on two subjects: the public one, whose actor is the
+	// publisher's claim, and the api's, which only the api user may publish (its actors
+	// are authenticated by a door); the gate's one durable reads both.
+	tickets.Subjects = append(tickets.Subjects, names.TicketResumeSubject(), names.TicketResumeAPISubject(),
 		names.TicketResolvedSubject(), names.TicketRejectedSubject())
 	tickets.AllowMsgSchedules = false
 	// The server cannot switch per-message TTLs off once on (older topologies had them on

@@ -75,7 +75,9 @@ env AWAKEN_METRICS_PUBLIC=true, serves /metrics without it); the probes stay ope
 ticket resolved over HTTP records the name of its token as who decided ("api-token" for
 --api-token). The api refuses to start on a tokens file with no token, a token under 16
 bytes, a reserved name (timer, anonymous, api-token, nats…, claimed…) or a mode other users
-may read (chmod 600). tickets approve|deny record --as NAME (env AWAKEN_ACTOR; default cli:OS_USER).
+may read (chmod 600). tickets approve|deny record --as NAME (env AWAKEN_ACTOR; default cli:OS_USER)
+as a claimed actor ("NAME (claimed)": no door authenticated it; a reserved name is refused
+reserved_actor); approve over the api to be recorded by your token's name.
 Run "awaken CMD -h" for a command's flags.
 `
 
@@ -473,7 +475,7 @@ func runTickets(ctx context.Context, args []string, stdout io.Writer) error {
 	note := fs.String("note", "", "approval note (approve)")
 	reason := fs.String("reason", "", "denial reason (deny)")
 	edited := fs.String("arguments", "", "approve with these arguments instead of the proposed ones (a JSON object; approve)")
-	as := fs.String("as", env("AWAKEN_ACTOR", defaultActor()), "who decides, recorded with the resolution (env AWAKEN_ACTOR; default: the OS user)")
+	as := fs.String("as", env("AWAKEN_ACTOR", defaultActor()), "who decides, recorded with the resolution as claimed (env AWAKEN_ACTOR; default: the OS user)")
 	// Accept the id before or after the flags.
 	var id string
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {

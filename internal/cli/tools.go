@@ -9,7 +9,7 @@ import (
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
-const toolsUsage = "usage: awaken tools ls [--format awaken|openai|mcp] [--agent-tools a,b] | " +
+const toolsUsage = "usage: awaken tools ls [--format awaken|openai|openai-responses|anthropic|mcp] [--strict] [--agent-tools a,b] | " +
 	"awaken tools pause TOOL_ID [--reason TEXT] | awaken tools resume TOOL_ID"
 
 // runTools implements `awaken tools ls|pause|resume`, asked of the api.
@@ -26,12 +26,14 @@ func runTools(ctx context.Context, args []string, stdout io.Writer) error {
 	return &usageError{toolsUsage}
 }
 
-// runToolsLs implements `awaken tools ls [--format awaken|openai|mcp] [--agent-tools a,b]`:
-// the tool catalog (the awaken format marks paused tools; openai and mcp omit them).
+// runToolsLs implements `awaken tools ls [--format …] [--strict] [--agent-tools a,b]`: the
+// tool catalog (the awaken format marks paused tools; the provider formats and mcp omit
+// them).
 func runToolsLs(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := newFlags("tools ls")
 	connect := dialClient(fs)
-	format := fs.String("format", "awaken", "catalog format: awaken, openai (a chat-completions tools array) or mcp")
+	format := fs.String("format", "awaken", "catalog format: awaken, openai (Chat Completions tools), openai-responses (Responses function tools), anthropic (Messages tools) or mcp")
+	strict := fs.Bool("strict", false, "openai formats: strict schemas (closed objects, every property required) where a tool's schema allows it")
 	agentTools := fs.String("agent-tools", "", "comma-separated tool ids to narrow the list to, as a batch's agent.tools does")
 	if err := parseArgs(fs, args); err != nil {
 		return err
@@ -49,7 +51,7 @@ func runToolsLs(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	defer done()
-	doc, err := c.ToolsDocument(ctx, *format, narrow)
+	doc, err := c.ToolsFor(ctx, contracts.ToolsRequest{Format: *format, AgentTools: narrow, Strict: *strict})
 	if err != nil {
 		return err
 	}

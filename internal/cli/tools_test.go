@@ -49,6 +49,23 @@ func TestToolsLs(t *testing.T) {
 		!bytes.Contains(doc.Tools[0].Function.Parameters, []byte(`"text"`)) {
 		t.Errorf("tools ls: %s", out.String())
 	}
+	// The Responses format, strict: flat function tools with closed schemas.
+	out.Reset()
+	if code := Main(ctx, []string{"tools", "ls", "--nats-url", srv.URL(), "--format", "openai-responses", "--strict", "--agent-tools", "echo"}, &out, &errb); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	var responses contracts.ProviderCatalog[contracts.OpenAIResponsesTool]
+	if err := json.Unmarshal(out.Bytes(), &responses); err != nil {
+		t.Fatalf("%v: %s", err, out.String())
+	}
+	var params map[string]any
+	if len(responses.Tools) == 1 {
+		_ = json.Unmarshal(responses.Tools[0].Parameters, &params)
+	}
+	if len(responses.Tools) != 1 || responses.Tools[0].Name != "echo" || responses.Tools[0].Strict == nil || !*responses.Tools[0].Strict ||
+		params["additionalProperties"] != false || responses.Names["echo"] != "echo" {
+		t.Errorf("tools ls --format openai-responses --strict: %s", out.String())
+	}
 	if code := Main(ctx, []string{"tools", "ls", "--nats-url", srv.URL(), "--format", "yaml"}, &out, &errb); code == 0 {
 		t.Error("an unknown format succeeded")
 	}

@@ -173,6 +173,39 @@ type AnnotationSource interface {
 	Annotations(toolID string) (contracts.ToolAnnotations, bool)
 }
 
+// ToolLister is an [AnnotationSource] that also lists the ids of the tools the executors
+// published (the view the services watch does): [Config.ResolveToolName] resolves the
+// provider-safe names of MCP tools against it.
+type ToolLister interface {
+	ToolIDs(yield func(string) bool)
+}
+
+// ResolveToolName returns the tool id a submission's tool name stands for, from the trusted
+// registry only: the name itself when it is a configured tool or a published one, else the
+// configured or published tool whose provider-safe name ([contracts.SafeToolName], what the
+// provider catalog formats list) it is; else the name unchanged (an unknown tool, as
+// before).
+func (c *Config) ResolveToolName(name string) string {
+	if _, ok := c.byID[name]; ok {
+		return name
+	}
+	lister, _ := c.Annotations.(ToolLister)
+	ids := func(yield func(string) bool) {
+		for _, t := range c.Tools {
+			if !yield(t.ID) {
+				return
+			}
+		}
+		if lister != nil {
+			lister.ToolIDs(yield)
+		}
+	}
+	if id, ok := contracts.ResolveToolName(name, ids); ok {
+		return id
+	}
+	return name
+}
+
 // Storage configures streams and buckets.
 type Storage struct {
 	// Replicas of every stream and bucket (1 or 3; default 1).

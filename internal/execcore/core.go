@@ -601,7 +601,7 @@ func DecodeRequest(data []byte) (contracts.ExecRequest, error) {
 	if err := contracts.ValidateID("run_id", req.RunID); err != nil {
 		return req, contracts.Reject(contracts.RejectInvalidID, "executor request: %v", err)
 	}
-	if err := contracts.ValidateID("call_id", req.CallID); err != nil {
+	if err := contracts.ValidateCallID("call_id", req.CallID); err != nil {
 		return req, contracts.Reject(contracts.RejectInvalidID, "executor request: %v", err)
 	}
 	if req.Step < 0 {

@@ -74,6 +74,9 @@ func (x *Executor) byReference(ctx context.Context, op string, out contracts.Too
 	if size <= limit {
 		return out, nil
 	}
+	// The object holds the content; structured content is already in it as a JSON text
+	// block (WithStructuredText), so the inline link does not carry it a second time.
+	out = out.WithStructuredText()
 	data, mimeType, err := objectBytes(out)
 	if err != nil {
 		return contracts.ExecutionFailed("tool output cannot be encoded: " + err.Error()).Output(out.CallID), nil
@@ -85,6 +88,7 @@ func (x *Executor) byReference(ctx context.Context, op string, out contracts.Too
 	}
 	linked := out
 	linked.Content = []contracts.ContentBlock{contracts.ResourceLink(name, mimeType, int64(len(data)))}
+	linked.StructuredContent = nil
 	if b, err := json.Marshal(linked); err == nil && len(b) > limit {
 		// Only the staged state can still be too large: it must travel with the result.
 		return contracts.ExecutionFailed(fmt.Sprintf("output state exceeds %d bytes", limit)).Output(out.CallID), nil

@@ -47,8 +47,8 @@ func TestDescriptors(t *testing.T) {
 				t.Errorf("%s: kind %q policy %+v, want regular and the default policy", d.ID, d.Kind, d.RecoveryPolicy)
 			}
 		}
-		want := []string{"mcp__test__add", "mcp__test__echo_meta", "mcp__test__fail", "mcp__test__grow", "mcp__test__image",
-			"mcp__test__pid", "mcp__test__progress", "mcp__test__resource", "mcp__test__slow", "mcp__test__structured"}
+		want := []string{"mcp__test__add", "mcp__test__echo_meta", "mcp__test__every", "mcp__test__fail", "mcp__test__graph", "mcp__test__greet (structured)",
+			"mcp__test__grow", "mcp__test__image", "mcp__test__pid", "mcp__test__progress", "mcp__test__resource", "mcp__test__slow", "mcp__test__structured"}
 		if !slices.Equal(ids, want) {
 			t.Fatalf("descriptor ids %v, want %v", ids, want)
 		}
@@ -76,6 +76,12 @@ func TestDescriptors(t *testing.T) {
 	})
 }
 
+// withStructured is out with structured content raw.
+func withStructured(out contracts.ToolOutput, raw string) contracts.ToolOutput {
+	out.StructuredContent = json.RawMessage(raw)
+	return out
+}
+
 func TestInvoke(t *testing.T) {
 	png := "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAQAAAC1HAwCAAAAC0lEQVR42mNkYAAAAAYAAjCB0C8AAAAASUVORK5CYII="
 	tests := []struct {
@@ -90,8 +96,24 @@ func TestInvoke(t *testing.T) {
 			{Type: contracts.BlockText, Text: "a pixel"},
 			{Type: contracts.BlockImage, Source: &contracts.ImageSource{Type: "base64", MediaType: "image/png", Data: png}},
 		}, false)},
-		{"structured content only", "mcp__test__structured", `{}`, contracts.TextOutput("", `{"answer":42}`)},
-		{"embedded resource", "mcp__test__resource", `{}`, contracts.TextOutput("", "[resource file:///notes.txt]\nremember")},
+		{"structured content only", "mcp__test__structured", `{}`, withStructured(contracts.TextOutput("", `{"answer":42}`), `{"answer":42}`)},
+		{"embedded resource", "mcp__test__resource", `{}`, contracts.BlocksOutput("", []contracts.ContentBlock{
+			{Type: contracts.BlockResource, Resource: &contracts.EmbeddedResource{URI: "file:///notes.txt", MimeType: "text/plain", Text: "remember"}},
+		}, false)},
+		// The memory server's read_graph: a status text and the data in structuredContent only.
+		{"text and structured content", "mcp__test__graph", `{}`, withStructured(contracts.BlocksOutput("", []contracts.ContentBlock{
+			{Type: contracts.BlockText, Text: "Graph read successfully"},
+			{Type: contracts.BlockText, Text: `{"entities":[{"entityType":"person","name":"Ada","observations":["wrote the first program"]}]}`},
+		}, false), `{"entities":[{"name":"Ada","entityType":"person","observations":["wrote the first program"]}]}`)},
+		{"every kind of content", "mcp__test__every", `{}`, withStructured(contracts.BlocksOutput("", []contracts.ContentBlock{
+			{Type: contracts.BlockText, Text: "all of it"},
+			{Type: contracts.BlockImage, Source: &contracts.ImageSource{Type: "base64", MediaType: "image/png", Data: png}},
+			{Type: contracts.BlockAudio, Source: &contracts.ImageSource{Type: "base64", MediaType: "audio/wav", Data: "UklGRgA="}},
+			{Type: contracts.BlockResourceLink, URI: "file:///data.csv", Name: "data.csv", Title: "The data", MimeType: "text/csv", Size: 5},
+			{Type: contracts.BlockResource, Resource: &contracts.EmbeddedResource{URI: "file:///notes.txt", MimeType: "text/plain", Text: "remember"}},
+			{Type: contracts.BlockResource, Resource: &contracts.EmbeddedResource{URI: "file:///blob.bin", MimeType: "application/octet-stream", Blob: "AQID"}},
+			{Type: contracts.BlockText, Text: `{"count":6}`},
+		}, false), `{"count":6}`)},
 		{"null arguments mean {}", "mcp__test__echo_meta", `null`, contracts.TextOutput("", "op-null arguments mean {}")},
 		{"absent arguments mean {}", "mcp__test__echo_meta", ``, contracts.TextOutput("", "op-absent arguments mean {}")},
 		{"operation id reaches the server", "mcp__test__echo_meta", `{}`, contracts.TextOutput("", "op-operation id reaches the server")},

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -133,3 +135,123 @@ executors:
 		t.Error("an unknown format was accepted")
 	}
 }
+
+// TestToolCatalog_providerFormats: a real MCP server's tool whose name no provider accepts
+// is listed under a provider-safe name in the openai, openai-responses and anthropic
+// formats (the mapping stated in names, strict schemas on request), and a submission that
+// names the safe name runs that very tool, recorded under its id.
+func TestToolCatalog_providerFormats(t *testing.T) {
+	log := newCallLog(t)
+	cfg, err := config.Parse(fmt.Appendf(nil, `
+storage: {memory: true}
+tools:
+  - id: echo
+  - id: open
+    description: Takes any extra property.
+    parameters: {type: object, properties: {a: {type: string}}, additionalProperties: true}
+    set_result: {text: fixed}
+policy: {default_behavior: allow}
+executors:
+  mcp:
+    - {name: test, command: %q, args: ["-log", %q]}
+`, serverBin, string(log)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := natstest.Start(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	stack := startStack(ctx, t, srv, app.Options{Config: cfg,
+		Services: append(app.AllServices(), app.API), API: api.Options{HTTPAddr: "127.0.0.1:0"}})
+	base := strings.TrimSuffix(stack.APIService.URL(), "/")
+	get := func(path string, v any) {
+		t.Helper()
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+path, nil)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		body, _ := io.ReadAll(res.Body)
+		if res.StatusCode != http.StatusOK {
+			t.Fatalf("GET %s: %d %s", path, res.StatusCode, body)
+		}
+		if err := json.Unmarshal(body, v); err != nil {
+			t.Fatalf("GET %s: %v: %s", path, err, body)
+		}
+	}
+	const greetID = "mcp__test__greet (structured)"
+	safe := contracts.SafeToolName(greetID)
+	if safe == greetID || !providerName.MatchString(safe) {
+		t.Fatalf("safe name %q", safe)
+	}
+
+	var responses contracts.ProviderCatalog[contracts.OpenAIResponsesTool]
+	get("/v1/tools?format=openai-responses&strict=true", &responses)
+	var greet *contracts.OpenAIResponsesTool
+	for i, tl := range responses.Tools {
+		if tl.Type != "function" || !providerName.MatchString(tl.Name) || responses.Names[tl.Name] == "" {
+			t.Errorf("responses tool %+v (names %v)", tl, responses.Names)
+		}
+		if tl.Name == safe {
+			greet = &responses.Tools[i]
+		}
+	}
+	if greet == nil || responses.Names[safe] != greetID || responses.Names["echo"] != "echo" {
+		t.Fatalf("responses catalog %+v lacks %s → %s", responses, safe, greetID)
+	}
+	if greet.Strict == nil || !*greet.Strict || string(greet.Parameters) !=
+		`{"additionalProperties":false,"properties":{"name":{"type":"string"},"title":{"type":"string"}},"required":["name","title"],"type":"object"}` {
+		t.Errorf("strict greet: strict %v parameters %s", greet.Strict, greet.Parameters)
+	}
+	// open allows undeclared properties: left non-strict, with the reason.
+	if r := responses.NotStrict["open"]; !strings.Contains(r, "allows properties it does not declare") {
+		t.Errorf("not_strict %v", responses.NotStrict)
+	}
+
+	var chat contracts.ProviderCatalog[contracts.OpenAITool]
+	get("/v1/tools?format=openai&agent_tools="+url.QueryEscape(greetID), &chat)
+	if len(chat.Tools) != 1 || chat.Tools[0].Function.Name != safe || chat.Tools[0].Function.Strict != nil || chat.Names[safe] != greetID {
+		t.Errorf("chat catalog %+v", chat)
+	}
+
+	nc, _ := srv.Conn(t)
+	c, err := client.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := c.ToolsFor(ctx, contracts.ToolsRequest{Format: contracts.CatalogFormatAnthropic, AgentTools: []string{greetID, "echo"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var anthropic contracts.ProviderCatalog[contracts.AnthropicTool]
+	if err := json.Unmarshal(raw, &anthropic); err != nil {
+		t.Fatal(err)
+	}
+	if len(anthropic.Tools) != 2 || anthropic.Tools[0].Name != "echo" || anthropic.Tools[1].Name != safe ||
+		!strings.Contains(string(anthropic.Tools[1].InputSchema), `"required":["name"]`) || anthropic.Names[safe] != greetID {
+		t.Errorf("anthropic catalog %s", raw)
+	}
+
+	// The model calls the safe name; awaken runs the tool it stands for.
+	sub := contracts.BatchSubmission{
+		RunID: "run-safe-names", ThreadID: "thread-1", Step: 1,
+		Agent: contracts.AgentSnapshot{SnapshotID: "snap-1", Tools: []string{safe}},
+		Calls: []contracts.ToolCall{{CallID: "call_1", ToolID: safe, Arguments: json.RawMessage(`"{\"name\":\"Ada\"}"`)}},
+	}
+	wctx, wcancel := context.WithTimeout(ctx, 20*time.Second)
+	defer wcancel()
+	res, err := c.SubmitAndWait(wctx, sub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := res.Results[0]; r.Output.Text() != "hello Ada" || r.Output.IsError || r.ToolID != greetID {
+		t.Errorf("result %+v: %q", r, r.Output.Text())
+	}
+	if n := log.count(t, "greet (structured) "+contracts.OperationID("run-safe-names", 1, "call_1")); n != 1 {
+		t.Errorf("the server ran the tool %d times", n)
+	}
+}
+
+// providerName is what OpenAI and Anthropic accept as a tool name.
+var providerName = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)

@@ -12,35 +12,37 @@ import (
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
-// renderResult maps an MCP tool result to the model-visible output (its call id is left
-// empty: the executor sets it). Text becomes a text block and an image a base64 image
-// block; every other kind of content is rendered as text, since the model can only see
-// text and images. Structured content is rendered as JSON text when the result has no
-// text content of its own, so a server that answers only with structured content is not
-// seen as answering nothing. IsError makes the output an error output: the model reads
-// the server's explanation and the run goes on.
+// renderResult maps an MCP tool result to the output (its call id is left empty: the
+// executor sets it), keeping every content item: text → text block, image → image block,
+// audio → audio block, resource link → resource_link block, embedded resource → resource
+// block, each in MCP's own fields. An item that cannot be a valid block (an "image" whose
+// MIME type is not an image type, empty data) becomes a text block saying what it was,
+// never silently dropped. structuredContent is kept whole in the output's
+// structured_content and, unless a text block already holds the same JSON, appended to
+// the content as a JSON text block ([contracts.ToolOutput.WithStructuredText]), so a
+// consumer that reads only content still sees the data. IsError makes the output an error
+// output: the model reads the server's explanation and the run goes on.
 func renderResult(res *mcp.CallToolResult) contracts.ToolOutput {
 	if res == nil {
 		return contracts.BlocksOutput("", nil, false)
 	}
 	blocks := make([]contracts.ContentBlock, 0, len(res.Content)+1)
-	hasText := false
 	for _, c := range res.Content {
-		if _, ok := c.(*mcp.TextContent); ok {
-			hasText = true
-		}
 		if c != nil {
 			blocks = append(blocks, renderContent(c))
 		}
 	}
-	if !hasText && res.StructuredContent != nil {
-		if text, err := jsonText(res.StructuredContent); err == nil {
-			blocks = append(blocks, textBlock(text))
-		} else {
-			blocks = append(blocks, textBlock("[structured content that cannot be rendered as JSON: "+err.Error()+"]"))
+	out := contracts.BlocksOutput("", blocks, res.IsError)
+	if res.StructuredContent != nil {
+		raw, err := json.Marshal(res.StructuredContent)
+		if err != nil {
+			out.Content = append(out.Content, textBlock("[structured content that cannot be rendered as JSON: "+err.Error()+"]"))
+			return out
 		}
+		out.StructuredContent = raw
+		out = out.WithStructuredText()
 	}
-	return contracts.BlocksOutput("", blocks, res.IsError)
+	return out
 }
 
 // renderContent maps one content item.
@@ -49,11 +51,22 @@ func renderContent(c mcp.Content) contracts.ContentBlock {
 	case *mcp.TextContent:
 		return textBlock(c.Text)
 	case *mcp.ImageContent:
-		return imageBlock(c.MIMEType, c.Data, "image")
+		return mediaBlock(contracts.BlockImage, c.MIMEType, c.Data, "image")
 	case *mcp.AudioContent:
-		return textBlock(fmt.Sprintf("[audio omitted: %s, %d bytes]", orUnknown(c.MIMEType), len(c.Data)))
+		return mediaBlock(contracts.BlockAudio, c.MIMEType, c.Data, "audio")
 	case *mcp.ResourceLink:
-		return textBlock(renderResourceLink(c))
+		b := contracts.ContentBlock{Type: contracts.BlockResourceLink, URI: c.URI, Name: c.Name,
+			MimeType: c.MIMEType, Title: c.Title, Description: c.Description}
+		if c.Size != nil && *c.Size > 0 {
+			b.Size = *c.Size
+		}
+		if b.Name == "" {
+			b.Name = c.URI
+		}
+		if err := b.Validate(); err != nil {
+			return textBlock(fmt.Sprintf("[resource link omitted: %v]", err))
+		}
+		return b
 	case *mcp.EmbeddedResource:
 		return renderEmbedded(c)
 	default:
@@ -64,51 +77,31 @@ func renderContent(c mcp.Content) contracts.ContentBlock {
 	}
 }
 
-// imageBlock returns a base64 image block, or a text block saying why the image was
-// dropped when it would not be a valid block (no image media type, no data).
-func imageBlock(mimeType string, data []byte, what string) contracts.ContentBlock {
-	b := contracts.ContentBlock{Type: contracts.BlockImage, Source: &contracts.ImageSource{
+// mediaBlock returns a base64 image or audio block, or a text block saying why the item
+// was not kept as one (no media type of its kind, no data).
+func mediaBlock(typ contracts.ContentBlockType, mimeType string, data []byte, what string) contracts.ContentBlock {
+	b := contracts.ContentBlock{Type: typ, Source: &contracts.ImageSource{
 		Type: "base64", MediaType: mimeType, Data: base64.StdEncoding.EncodeToString(data),
 	}}
 	if err := b.Validate(); err != nil {
-		return textBlock(fmt.Sprintf("[%s omitted: %s, %d bytes: not a valid image]", what, orUnknown(mimeType), len(data)))
+		return textBlock(fmt.Sprintf("[%s omitted: %s, %d bytes: not a valid %s]", what, orUnknown(mimeType), len(data), typ))
 	}
 	return b
 }
 
-func renderResourceLink(c *mcp.ResourceLink) string {
-	var s strings.Builder
-	s.WriteString("[resource link] ")
-	name := c.Title
-	if name == "" {
-		name = c.Name
-	}
-	if name != "" {
-		s.WriteString(name)
-		s.WriteString(": ")
-	}
-	s.WriteString(c.URI)
-	if c.MIMEType != "" {
-		s.WriteString(" (" + c.MIMEType + ")")
-	}
-	if c.Description != "" {
-		s.WriteString("\n" + c.Description)
-	}
-	return s.String()
-}
-
 func renderEmbedded(c *mcp.EmbeddedResource) contracts.ContentBlock {
 	r := c.Resource
-	switch {
-	case r == nil:
+	if r == nil || r.URI == "" {
 		return textBlock("[empty embedded resource]")
-	case len(r.Blob) > 0 && strings.HasPrefix(r.MIMEType, "image/"):
-		return imageBlock(r.MIMEType, r.Blob, "embedded image "+r.URI)
-	case len(r.Blob) > 0:
-		return textBlock(fmt.Sprintf("[resource %s: %s, %d bytes of binary content omitted]", r.URI, orUnknown(r.MIMEType), len(r.Blob)))
-	default:
-		return textBlock(fmt.Sprintf("[resource %s]\n%s", r.URI, r.Text))
 	}
+	b := contracts.ContentBlock{Type: contracts.BlockResource, Resource: &contracts.EmbeddedResource{
+		URI: r.URI, MimeType: r.MIMEType, Text: r.Text,
+	}}
+	if len(r.Blob) > 0 {
+		b.Resource.Text = ""
+		b.Resource.Blob = base64.StdEncoding.EncodeToString(r.Blob)
+	}
+	return b
 }
 
 func textBlock(text string) contracts.ContentBlock {

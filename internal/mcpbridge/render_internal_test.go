@@ -11,6 +11,12 @@ import (
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
+// structured is out with its structured content set to raw.
+func structured(out contracts.ToolOutput, raw string) contracts.ToolOutput {
+	out.StructuredContent = json.RawMessage(raw)
+	return out
+}
+
 func TestRenderResult(t *testing.T) {
 	png, _ := base64.StdEncoding.DecodeString("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAQAAAC1HAwCAAAAC0lEQVR42mNkYAAAAAYAAjCB0C8AAAAASUVORK5CYII=")
 	pngBlock := contracts.ContentBlock{Type: contracts.BlockImage, Source: &contracts.ImageSource{
@@ -35,23 +41,27 @@ func TestRenderResult(t *testing.T) {
 		{"empty image", &mcp.CallToolResult{Content: []mcp.Content{&mcp.ImageContent{MIMEType: "image/png"}}},
 			contracts.TextOutput("", "[image omitted: image/png, 0 bytes: not a valid image]")},
 		{"audio", &mcp.CallToolResult{Content: []mcp.Content{&mcp.AudioContent{MIMEType: "audio/wav", Data: []byte("RIFF")}}},
-			contracts.TextOutput("", "[audio omitted: audio/wav, 4 bytes]")},
-		{"resource link", &mcp.CallToolResult{Content: []mcp.Content{&mcp.ResourceLink{URI: "file:///a", Name: "a", MIMEType: "text/plain", Description: "the a file", Size: &size}}},
-			contracts.TextOutput("", "[resource link] a: file:///a (text/plain)\nthe a file")},
+			contracts.BlocksOutput("", []contracts.ContentBlock{{Type: contracts.BlockAudio, Source: &contracts.ImageSource{Type: "base64", MediaType: "audio/wav", Data: "UklGRg=="}}}, false)},
+		{"audio without an audio type", &mcp.CallToolResult{Content: []mcp.Content{&mcp.AudioContent{MIMEType: "", Data: []byte("RIFF")}}},
+			contracts.TextOutput("", "[audio omitted: unknown type, 4 bytes: not a valid audio]")},
+		{"resource link", &mcp.CallToolResult{Content: []mcp.Content{&mcp.ResourceLink{URI: "file:///a", Name: "a", Title: "A", MIMEType: "text/plain", Description: "the a file", Size: &size}}},
+			contracts.BlocksOutput("", []contracts.ContentBlock{{Type: contracts.BlockResourceLink, URI: "file:///a", Name: "a", Title: "A", MimeType: "text/plain", Description: "the a file", Size: 9}}, false)},
 		{"embedded text resource", &mcp.CallToolResult{Content: []mcp.Content{&mcp.EmbeddedResource{Resource: &mcp.ResourceContents{URI: "file:///n", Text: "body"}}}},
-			contracts.TextOutput("", "[resource file:///n]\nbody")},
+			contracts.BlocksOutput("", []contracts.ContentBlock{{Type: contracts.BlockResource, Resource: &contracts.EmbeddedResource{URI: "file:///n", Text: "body"}}}, false)},
 		{"embedded image", &mcp.CallToolResult{Content: []mcp.Content{&mcp.EmbeddedResource{Resource: &mcp.ResourceContents{URI: "file:///p.png", MIMEType: "image/png", Blob: png}}}},
-			contracts.BlocksOutput("", []contracts.ContentBlock{pngBlock}, false)},
+			contracts.BlocksOutput("", []contracts.ContentBlock{{Type: contracts.BlockResource, Resource: &contracts.EmbeddedResource{URI: "file:///p.png", MimeType: "image/png", Blob: pngBlock.Source.Data}}}, false)},
 		{"embedded binary", &mcp.CallToolResult{Content: []mcp.Content{&mcp.EmbeddedResource{Resource: &mcp.ResourceContents{URI: "file:///b", MIMEType: "application/zip", Blob: []byte("PK")}}}},
-			contracts.TextOutput("", "[resource file:///b: application/zip, 2 bytes of binary content omitted]")},
+			contracts.BlocksOutput("", []contracts.ContentBlock{{Type: contracts.BlockResource, Resource: &contracts.EmbeddedResource{URI: "file:///b", MimeType: "application/zip", Blob: "UEs="}}}, false)},
 		{"empty embedded resource", &mcp.CallToolResult{Content: []mcp.Content{&mcp.EmbeddedResource{}}},
 			contracts.TextOutput("", "[empty embedded resource]")},
 		{"structured content without text", &mcp.CallToolResult{StructuredContent: map[string]any{"q": "<a&b>", "n": 1}},
-			contracts.TextOutput("", `{"n":1,"q":"<a&b>"}`)},
+			structured(contracts.TextOutput("", `{"n":1,"q":"<a&b>"}`), `{"n":1,"q":"<a&b>"}`)},
 		{"structured content next to an image", &mcp.CallToolResult{Content: []mcp.Content{&mcp.ImageContent{MIMEType: "image/png", Data: png}}, StructuredContent: []int{1}},
-			contracts.BlocksOutput("", []contracts.ContentBlock{pngBlock, text("[1]")}, false)},
-		{"structured content with text is not repeated", &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: `{"n":1}`}}, StructuredContent: map[string]any{"n": 1}},
-			contracts.TextOutput("", `{"n":1}`)},
+			structured(contracts.BlocksOutput("", []contracts.ContentBlock{pngBlock, text("[1]")}, false), `[1]`)},
+		{"structured content with text that carries it is not repeated", &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: `{ "n": 1 }`}}, StructuredContent: map[string]any{"n": 1}},
+			structured(contracts.TextOutput("", `{ "n": 1 }`), `{"n":1}`)},
+		{"structured content with other text is appended", &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "Graph read successfully"}}, StructuredContent: map[string]any{"entities": []any{}}},
+			structured(contracts.BlocksOutput("", []contracts.ContentBlock{text("Graph read successfully"), text(`{"entities":[]}`)}, false), `{"entities":[]}`)},
 		{"order is kept", &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "a"}, &mcp.ImageContent{MIMEType: "image/png", Data: png}, &mcp.TextContent{Text: "b"}}},
 			contracts.BlocksOutput("", []contracts.ContentBlock{text("a"), pngBlock, text("b")}, false)},
 	}

@@ -69,6 +69,8 @@ type Client struct {
 	objects jetstream.ObjectStore // the objects bucket's handle, once looked up
 	// keepLinks: return resource_link blocks as published (see [KeepLinks]).
 	keepLinks bool
+	// resumeSubject is where Resume publishes (see [AuthenticatedResumes]).
+	resumeSubject func(contracts.Names) string
 
 	// dropResult, set by tests only, makes SubmitAndWait's subscription lose the results
 	// it matches, as a plain subscription can.
@@ -88,13 +90,24 @@ func WithPrefix(prefix string) Option {
 // WithSource sets the CloudEvents source of what the client publishes.
 func WithSource(source string) Option { return func(c *Client) { c.source = source } }
 
+// AuthenticatedResumes makes [Client.Resume] publish on the api's resume subject
+// ([contracts.Names.TicketResumeAPISubject]) instead of the public one: the gate records
+// the actor of a command there as authenticated. It is for a door that authenticated the
+// actor itself (the api); deploy/nats/auth.conf lets only the api user publish there, so
+// any other user's publish is a permission violation and the command is never stored.
+// Without it every command's actor is recorded as claimed (actor_claimed).
+func AuthenticatedResumes() Option {
+	return func(c *Client) { c.resumeSubject = contracts.Names.TicketResumeAPISubject }
+}
+
 // New returns a client on an existing connection; the caller owns the connection.
 func New(nc *nats.Conn, opts ...Option) (*Client, error) {
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return nil, fmt.Errorf("client: %w", err)
 	}
-	c := &Client{nc: nc, js: js, names: contracts.NewNames(""), source: "awaken/client"}
+	c := &Client{nc: nc, js: js, names: contracts.NewNames(""), source: "awaken/client",
+		resumeSubject: contracts.Names.TicketResumeSubject}
 	for _, o := range opts {
 		o(c)
 	}
@@ -406,7 +419,10 @@ func (c *Client) deleteOrdered(cons jetstream.Consumer) {
 }
 
 // Resume publishes a resume command and waits for its answer. A refusal is returned as a
-// [*ResumeRejectedError] carrying the code.
+// [*ResumeRejectedError] carrying the code. The command goes on the public resume subject
+// (unless [AuthenticatedResumes]): the gate records cmd.Actor as claimed
+// (TicketResolution.ActorClaimed) and refuses a reserved one ([contracts.ReservedActor])
+// with reserved_actor, leaving the ticket open.
 func (c *Client) Resume(ctx context.Context, cmd contracts.ResumeCommand) (contracts.TicketResolution, error) {
 	id := "resume-" + nats.NewInbox()[len(nats.InboxPrefix):]
 	answers := make(chan struct {
@@ -443,7 +459,7 @@ func (c *Client) Resume(ctx context.Context, cmd contracts.ResumeCommand) (contr
 	if err := c.nc.FlushWithContext(ctx); err != nil {
 		return contracts.TicketResolution{}, fmt.Errorf("client: %w", err)
 	}
-	if err := c.publish(ctx, c.names.TicketResumeSubject(), id, contracts.TypeTicketResume, cmd); err != nil {
+	if err := c.publish(ctx, c.resumeSubject(c.names), id, contracts.TypeTicketResume, cmd); err != nil {
 		return contracts.TicketResolution{}, err
 	}
 	select {
@@ -468,7 +484,8 @@ func (c *Client) Deny(ctx context.Context, t contracts.ResumeTicket, reason stri
 }
 
 // Decide answers a permission or scheduled-action ticket with d — an allow may carry
-// edited arguments — recording actor as who decided ("" for none). An edit that does not
+// edited arguments — recording actor as who decided ("" for none), as a claim (see
+// [Client.Resume]). An edit that does not
 // fit the tool is refused invalid_arguments and leaves the ticket open.
 func (c *Client) Decide(ctx context.Context, t contracts.ResumeTicket, d contracts.PermissionDecision, actor string) (contracts.TicketResolution, error) {
 	cmd := contracts.ResumeCommandFromTicket(t, contracts.ResumeResult{Permission: &d})
@@ -547,7 +564,7 @@ func (c *Client) WaitTicket(ctx context.Context, runID string, step int64, callI
 	if err != nil {
 		return contracts.ResumeTicket{}, fmt.Errorf("client: tickets: %w", err)
 	}
-	w, err := kv.Watch(ctx, "*."+runID+"."+strconv.FormatInt(step, 10)+"."+callID)
+	w, err := kv.Watch(ctx, contracts.CorrelationIDsOfCall(runID, step, callID))
 	if err != nil {
 		return contracts.ResumeTicket{}, fmt.Errorf("client: watch tickets: %w", err)
 	}

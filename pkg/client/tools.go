@@ -31,10 +31,18 @@ func (c *Client) Tools(ctx context.Context, agentTools ...string) ([]contracts.C
 }
 
 // ToolsDocument returns the tool catalog as JSON in format (contracts.CatalogFormatAwaken,
-// CatalogFormatOpenAI — a tools array ready for a chat-completions or responses call — or
-// CatalogFormatMCP); nil agentTools means every tool.
+// CatalogFormatOpenAI — Chat Completions tools —, CatalogFormatOpenAIResponses — Responses
+// function tools —, CatalogFormatAnthropic or CatalogFormatMCP); nil agentTools means
+// every tool. The provider formats name tools by their provider-safe names and carry the
+// mapping ({"tools":[…],"names":{safe: id}}).
 func (c *Client) ToolsDocument(ctx context.Context, format string, agentTools []string) (json.RawMessage, error) {
-	body, err := json.Marshal(contracts.ToolsRequest{Format: format, AgentTools: agentTools})
+	return c.ToolsFor(ctx, contracts.ToolsRequest{Format: format, AgentTools: agentTools})
+}
+
+// ToolsFor returns the tool catalog req asks for as JSON (req.Strict: OpenAI strict
+// schemas where the tool's schema allows them, see contracts.StrictSchema).
+func (c *Client) ToolsFor(ctx context.Context, req contracts.ToolsRequest) (json.RawMessage, error) {
+	body, err := json.Marshal(req)
 	if err != nil {
 		return nil, fmt.Errorf("client: tools request: %w", err)
 	}

@@ -167,6 +167,8 @@ type Resolver struct {
 	By string
 	// Actor names who decided (the command's actor, or [ActorTimer]).
 	Actor string
+	// Claimed is set when no door authenticated Actor (a command on the public subject).
+	Claimed bool
 	// EditedArguments are the arguments an approval edited the call to (nil: as proposed).
 	EditedArguments json.RawMessage
 	// EditBlocked is the policy's reason when it blocked the edited arguments.
@@ -195,7 +197,7 @@ func (r *CallRecord) Resolve(res Resolver, at time.Time) error {
 			return fmt.Errorf("%w: call %q: %w", ErrInvalidTransition, r.CallID, err)
 		}
 	}
-	r.ResolvedBy, r.ResolvedActor = res.By, res.Actor
+	r.ResolvedBy, r.ResolvedActor, r.ResolvedActorClaimed = res.By, res.Actor, res.Claimed
 	r.EditedArguments, r.EditBlocked = edited, res.EditBlocked
 	r.stamp(StageResumed, at)
 	return nil
@@ -352,7 +354,7 @@ func (r *CallRecord) Validate() error {
 	if r == nil {
 		return fmt.Errorf("%w: nil call record", ErrInvalidPersistedState)
 	}
-	if err := ValidateID("call_id", r.CallID); err != nil {
+	if err := ValidateCallID("call_id", r.CallID); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidPersistedState, err)
 	}
 	if msg := batchPolicyProblem(r.Policy); msg != "" {

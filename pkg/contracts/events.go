@@ -146,9 +146,11 @@ type ResumeCommand struct {
 	ThreadID      string       `json:"thread_id"`
 	SnapshotID    string       `json:"snapshot_id"`
 	Result        ResumeResult `json:"result"`
-	// Actor names who decided (at most [MaxActorLength] bytes). A client publishing on the
-	// subject sets it itself; the api sets it from the caller's authentication (the api
-	// token's name, the NATS user of a micro request) and never from the caller's body.
+	// Actor names who decided (at most [MaxActorLength] bytes). The api sets it from the
+	// caller's authentication (the api token's name, the NATS user of a micro request),
+	// never from the caller's body, and publishes on [Names.TicketResumeAPISubject]. A
+	// client publishing on [Names.TicketResumeSubject] sets it itself: the gate records
+	// it as claimed, and refuses a reserved one ([ReservedActor], reserved_actor).
 	Actor string `json:"actor,omitempty"`
 }
 
@@ -166,6 +168,9 @@ type TicketResolution struct {
 	// Actor is who resolved the ticket: the resume command's actor, or "timer" for a due
 	// time or a deadline (resolved events only).
 	Actor string `json:"actor,omitempty"`
+	// ActorClaimed is set when no door authenticated Actor: the command came on the
+	// public resume subject, and its publisher named the actor itself.
+	ActorClaimed bool `json:"actor_claimed,omitempty"`
 }
 
 // RunCancel asks to seal the open batches of a run.
@@ -226,6 +231,9 @@ type AuditRecord struct {
 	// policy blocked); "timer" for expired and scheduled. Absent on the gate's own
 	// decisions.
 	Actor string `json:"actor,omitempty"`
+	// ActorClaimed is set when no door authenticated Actor (a resume command on the
+	// public subject names its actor itself).
+	ActorClaimed bool `json:"actor_claimed,omitempty"`
 	// Arguments and ProposedArguments are set when an approval edited the call's
 	// arguments: Arguments are the approved ones (what runs, or what the policy blocked),
 	// ProposedArguments the model's.

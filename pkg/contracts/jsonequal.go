@@ -17,6 +17,7 @@ import (
 
 func batchCloneOutput(o ToolOutput) ToolOutput {
 	o.Content = batchCloneBlocks(o.Content)
+	o.StructuredContent = batchCloneRaw(o.StructuredContent)
 	o.State = batchCloneCommands(o.State)
 	return o
 }
@@ -30,6 +31,10 @@ func batchCloneBlocks(bs []ContentBlock) []ContentBlock {
 		if b.Source != nil {
 			s := *b.Source
 			b.Source = &s
+		}
+		if b.Resource != nil {
+			r := *b.Resource
+			b.Resource = &r
 		}
 		b.Input = batchCloneRaw(b.Input)
 		b.Content = batchCloneBlocks(b.Content)
@@ -63,7 +68,8 @@ func batchCloneRaw(r json.RawMessage) json.RawMessage {
 
 func batchOutputEqual(a, b ToolOutput) bool {
 	return a.CallID == b.CallID && a.IsError == b.IsError &&
-		batchBlocksEqual(a.Content, b.Content) && batchCommandsEqual(a.State, b.State)
+		batchBlocksEqual(a.Content, b.Content) && batchOptionalJSONEqual(a.StructuredContent, b.StructuredContent) &&
+		batchCommandsEqual(a.State, b.State)
 }
 
 func batchBlocksEqual(a, b []ContentBlock) bool {
@@ -73,7 +79,10 @@ func batchBlocksEqual(a, b []ContentBlock) bool {
 	for i := range a {
 		x, y := &a[i], &b[i]
 		if x.Type != y.Type || x.Text != y.Text || x.ID != y.ID || x.Name != y.Name || x.ToolUseID != y.ToolUseID ||
-			x.URI != y.URI || x.MimeType != y.MimeType || x.Size != y.Size {
+			x.URI != y.URI || x.MimeType != y.MimeType || x.Size != y.Size || x.Title != y.Title || x.Description != y.Description {
+			return false
+		}
+		if (x.Resource == nil) != (y.Resource == nil) || (x.Resource != nil && *x.Resource != *y.Resource) {
 			return false
 		}
 		if (x.Source == nil) != (y.Source == nil) || (x.Source != nil && *x.Source != *y.Source) {

@@ -51,8 +51,8 @@ func TestOutputEqualityCoversEveryField(t *testing.T) {
 	// The equality helper compares fields by name; this guard fails when a field is added to
 	// one of the compared types so that the helper is updated with it.
 	for typ, n := range map[reflect.Type]int{
-		reflect.TypeFor[ToolOutput]():   4,
-		reflect.TypeFor[ContentBlock](): 11,
+		reflect.TypeFor[ToolOutput]():   5,
+		reflect.TypeFor[ContentBlock](): 14,
 		reflect.TypeFor[ImageSource]():  4,
 		reflect.TypeFor[Command]():      5,
 		reflect.TypeFor[Action]():       2,

@@ -551,7 +551,7 @@ func TestStoredRecordRulesAreCheckedAfterDecode(t *testing.T) {
 	}{
 		{"attempt over budget", func(v map[string]any) { v["phase"] = map[string]any{"Executing": map[string]any{"attempt": 4}} }, ErrInvalidPersistedState},
 		{"no policy", func(v map[string]any) { delete(v, "policy") }, ErrInvalidPersistedState},
-		{"invalid call id", func(v map[string]any) { v["call_id"] = "a.b" }, ErrInvalidID},
+		{"invalid call id", func(v map[string]any) { v["call_id"] = "a\x00b" }, ErrInvalidID},
 		{"no call id", func(v map[string]any) { delete(v, "call_id") }, ErrInvalidID},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -764,7 +764,7 @@ func TestTransitionsRefuseAMalformedRecord(t *testing.T) {
 		"completed no out": with(func(r *CallRecord) { r.Phase = ToolCallPhase{Kind: PhaseCompleted} }),
 		"zero budget":      with(func(r *CallRecord) { r.Policy = ToolRecoveryPolicy{} }),
 		"attempt over max": with(func(r *CallRecord) { r.Policy = btPolicy(ModeNeverReplay, 1); r.Phase = ExecutingPhase(2) }),
-		"bad call id":      with(func(r *CallRecord) { r.CallID = "c:1" }),
+		"bad call id":      with(func(r *CallRecord) { r.CallID = "c\n1" }),
 	} {
 		for opName, op := range map[string]func(*CallRecord) error{
 			"decide":             func(c *CallRecord) error { return c.Decide(nil, "", btAt) },

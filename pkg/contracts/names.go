@@ -117,6 +117,12 @@ func (n Names) TicketResumeSubject() string   { return n.Prefix + ".tickets.resu
 func (n Names) TicketResolvedSubject() string { return n.Prefix + ".tickets.resolved" }
 func (n Names) TicketRejectedSubject() string { return n.Prefix + ".tickets.rejected" }
 
+// TicketResumeAPISubject carries the resume commands of the api's doors (HTTP, console,
+// micro), whose actor the api authenticated. deploy/nats/auth.conf lets only the api user
+// publish there; the gate records the actor of a command on [Names.TicketResumeSubject]
+// as claimed (CallRecord.ResolvedActorClaimed), never as authenticated.
+func (n Names) TicketResumeAPISubject() string { return n.Prefix + ".tickets.resume.api" }
+
 // TicketExpireSubject receives scheduled deadline and due-time triggers (internal). It and
 // the schedule subjects live in the timers stream, apart from the ticket protocol, because
 // message schedules are enabled there and only the gate may write there.
@@ -214,9 +220,10 @@ func BatchKey(runID string, step int64) string {
 	return runID + "." + strconv.FormatInt(step, 10)
 }
 
-// CallKey is the KV key of one call record (one per operation id).
+// CallKey is the KV key of one call record (one per operation id), with the call id
+// encoded by [EncodeCallID].
 func CallKey(runID string, step int64, callID string) string {
-	return BatchKey(runID, step) + "." + callID
+	return BatchKey(runID, step) + "." + EncodeCallID(callID)
 }
 
 // CallKeysOfBatch matches every call record of one batch.

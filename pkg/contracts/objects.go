@@ -54,16 +54,22 @@ func ObjectNameOfURI(uri string) (string, bool) {
 	return name, true
 }
 
+// MaxObjectNameLength bounds an object name: the longest [ObjectName] is 592 bytes (an
+// operation id with a 200-byte run id, a 19-digit step and the 343-byte encoding of a
+// 256-byte call id, then "." and 16 hex digits).
+const MaxObjectNameLength = 640
+
 // ValidateObjectName checks an object name as the api accepts it: an operation id and a
-// digest, made of [A-Za-z0-9_:.-] only, at most 512 bytes.
+// digest, made of [A-Za-z0-9_:.=-] only ('=' starts an encoded call id, [EncodeCallID]), at
+// most [MaxObjectNameLength] bytes.
 func ValidateObjectName(name string) error {
-	if name == "" || len(name) > 512 {
-		return fmt.Errorf("object name must be 1..512 bytes")
+	if name == "" || len(name) > MaxObjectNameLength {
+		return fmt.Errorf("object name must be 1..%d bytes", MaxObjectNameLength)
 	}
 	for i := 0; i < len(name); i++ {
 		c := name[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' || c == ':' || c == '.') {
-			return fmt.Errorf("object name %q holds %q; only [A-Za-z0-9_:.-] are allowed", name, c)
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' || c == ':' || c == '.' || c == '=') {
+			return fmt.Errorf("object name %q holds %q; only [A-Za-z0-9_:.=-] are allowed", name, c)
 		}
 	}
 	return nil

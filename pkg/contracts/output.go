@@ -132,6 +132,9 @@ func (o ToolOutput) Equal(p ToolOutput) bool {
 	if o.CallID != p.CallID || o.IsError != p.IsError {
 		return false
 	}
+	if (len(o.StructuredContent) == 0) != (len(p.StructuredContent) == 0) || !rawJSONEqual(o.StructuredContent, p.StructuredContent) {
+		return false
+	}
 	if !blocksEqual(o.Content, p.Content) {
 		return false
 	}
@@ -162,7 +165,10 @@ func blocksEqual(a, b []ContentBlock) bool {
 // and nested content recursively.
 func (b ContentBlock) Equal(c ContentBlock) bool {
 	if b.Type != c.Type || b.Text != c.Text || b.ID != c.ID || b.Name != c.Name || b.ToolUseID != c.ToolUseID ||
-		b.URI != c.URI || b.MimeType != c.MimeType || b.Size != c.Size {
+		b.URI != c.URI || b.MimeType != c.MimeType || b.Size != c.Size || b.Title != c.Title || b.Description != c.Description {
+		return false
+	}
+	if (b.Resource == nil) != (c.Resource == nil) || b.Resource != nil && *b.Resource != *c.Resource {
 		return false
 	}
 	if (b.Source == nil) != (c.Source == nil) || b.Source != nil && *b.Source != *c.Source {
@@ -223,8 +229,11 @@ func wireCanonicalJSON(data []byte) ([]byte, error) {
 // commands. It does not check conflicts between commands; that is a property of a whole
 // commit (see [ValidateStagedCommands]).
 func (o ToolOutput) Validate() error {
-	if err := ValidateID("call_id", o.CallID); err != nil {
+	if err := ValidateCallID("call_id", o.CallID); err != nil {
 		return err
+	}
+	if len(o.StructuredContent) != 0 && !json.Valid(o.StructuredContent) {
+		return fmt.Errorf("%w: structured_content is not valid JSON", ErrInvalidContent)
 	}
 	for i, b := range o.Content {
 		if err := b.Validate(); err != nil {
@@ -254,7 +263,8 @@ func (b ContentBlock) Validate() error {
 			{"text", b.Text != ""}, {"source", b.Source != nil}, {"id", b.ID != ""},
 			{"name", b.Name != ""}, {"input", len(b.Input) != 0}, {"tool_use_id", b.ToolUseID != ""},
 			{"content", len(b.Content) != 0}, {"uri", b.URI != ""}, {"mimeType", b.MimeType != ""},
-			{"size", b.Size != 0},
+			{"size", b.Size != 0}, {"title", b.Title != ""}, {"description", b.Description != ""},
+			{"resource", b.Resource != nil},
 		} {
 			if f.set && !slices.Contains(allowed, f.name) {
 				return fmt.Errorf("%w: a %s block cannot carry %q", ErrInvalidContent, b.Type, f.name)
@@ -294,8 +304,18 @@ func (b ContentBlock) Validate() error {
 			}
 		}
 		return nil
+	case BlockAudio:
+		if err := foreign("source"); err != nil {
+			return err
+		}
+		return b.Source.validateAudio()
+	case BlockResource:
+		if err := foreign("resource"); err != nil {
+			return err
+		}
+		return b.Resource.validate()
 	case BlockResourceLink:
-		if err := foreign("uri", "name", "mimeType", "size"); err != nil {
+		if err := foreign("uri", "name", "mimeType", "size", "title", "description"); err != nil {
 			return err
 		}
 		if b.URI == "" || b.Name == "" {
@@ -308,6 +328,36 @@ func (b ContentBlock) Validate() error {
 	default:
 		return fmt.Errorf("%w: unknown block type %q", ErrInvalidContent, b.Type)
 	}
+}
+
+// validateAudio checks the source of an audio block: base64 data of an audio media type.
+func (s *ImageSource) validateAudio() error {
+	if s == nil || s.Type != "base64" || s.URL != "" {
+		return fmt.Errorf("%w: an audio block needs a base64 source", ErrInvalidContent)
+	}
+	if !strings.HasPrefix(s.MediaType, "audio/") || len(s.MediaType) == len("audio/") {
+		return fmt.Errorf("%w: audio media_type %q is not an audio type", ErrInvalidContent, s.MediaType)
+	}
+	if _, err := base64.StdEncoding.Strict().DecodeString(s.Data); err != nil || s.Data == "" {
+		return fmt.Errorf("%w: audio data is not non-empty standard base64", ErrInvalidContent)
+	}
+	return nil
+}
+
+// validate checks an embedded resource: a uri and exactly one of text or base64 blob.
+func (r *EmbeddedResource) validate() error {
+	if r == nil || r.URI == "" {
+		return fmt.Errorf("%w: a resource block needs a resource with a uri", ErrInvalidContent)
+	}
+	if r.Text != "" && r.Blob != "" {
+		return fmt.Errorf("%w: a resource holds text or a blob, not both", ErrInvalidContent)
+	}
+	if r.Blob != "" {
+		if _, err := base64.StdEncoding.Strict().DecodeString(r.Blob); err != nil {
+			return fmt.Errorf("%w: resource blob: %v", ErrInvalidContent, err)
+		}
+	}
+	return nil
 }
 
 func (s *ImageSource) validate() error {

@@ -73,6 +73,9 @@ type CallRecord struct {
 	// ResolvedActor is who resolved the call's ticket: the resume command's actor, or
 	// [ActorTimer].
 	ResolvedActor string `json:"resolved_actor,omitempty"`
+	// ResolvedActorClaimed is set when no door authenticated ResolvedActor: the resume
+	// command came on the public subject and named its actor itself.
+	ResolvedActorClaimed bool `json:"resolved_actor_claimed,omitempty"`
 	// EditedArguments are the arguments an approval replaced the proposed ones with (the
 	// submission keeps the proposed): the executor runs these. Nil: run as proposed.
 	EditedArguments json.RawMessage `json:"edited_arguments,omitempty"`

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -44,14 +45,81 @@ const (
 	// ResumeInvalidArguments: an approval's edited arguments are not a JSON object valid
 	// against the tool's parameters schema. Nothing is consumed: the ticket stays open.
 	ResumeInvalidArguments ResumeErrorCode = "invalid_arguments"
+	// ResumeReservedActor: a command on the public resume subject claims an actor that
+	// only a door or the gate records ([ReservedActor]: timer, anonymous, nats…). Nothing
+	// is consumed: the ticket stays open.
+	ResumeReservedActor ResumeErrorCode = "reserved_actor"
 )
 
 // MaxActorLength bounds the actor of a resume command.
 const MaxActorLength = 256
 
-// ActorTimer is the actor of a resolution no human made: a scheduled action's due time or
-// an approval's deadline.
-const ActorTimer = "timer"
+// The actors the doors and the gate record themselves. A command on the public resume
+// subject may claim none of them ([ReservedActor]), so a claim never reads like one.
+const (
+	// ActorTimer is the actor of a resolution no human made: a scheduled action's due
+	// time or an approval's deadline.
+	ActorTimer = "timer"
+	// ActorSingleToken is the api's actor for a request authenticated by its single
+	// --api-token.
+	ActorSingleToken = "api-token"
+	// ActorAnonymous is the api's actor for an HTTP request when it requires no token.
+	ActorAnonymous = "anonymous"
+	// ActorNATS is the api's actor for a micro request on the shared resolve subject;
+	// "nats:{user}" for one on a per-user subject.
+	ActorNATS = "nats"
+	// ActorHTTP and ActorMicro are the default actors of a tool pause by each door.
+	ActorHTTP  = "http"
+	ActorMicro = "micro"
+	// claimedPrefix is reserved so that no name reads like the rendering of a claim.
+	claimedPrefix = "claimed"
+)
+
+// ReservedActor reports whether name is one awaken records for a door or a timer, or
+// could be read as one: the single token's "api-token", "anonymous", "timer", "http" and
+// "micro", and anything starting with "nats" (the micro doors) or "claimed"
+// (case-insensitive, surrounding spaces ignored). No api token may carry such a name, and
+// no command on the public resume subject may claim one: neither its whole actor nor the
+// actor's first word ("timer (expired)", "nats:admin as bob").
+func ReservedActor(name string) bool {
+	reserved := func(s string) bool {
+		l := strings.ToLower(s)
+		switch l {
+		case ActorSingleToken, ActorAnonymous, ActorTimer, ActorHTTP, ActorMicro:
+			return true
+		}
+		return strings.HasPrefix(l, ActorNATS) || strings.HasPrefix(l, claimedPrefix)
+	}
+	t := strings.TrimSpace(name)
+	if reserved(t) {
+		return true
+	}
+	f := strings.Fields(t)
+	return len(f) > 0 && reserved(f[0])
+}
+
+// CheckClaimedActor refuses the actor of a command no door authenticated (one on the
+// public resume subject) when it is reserved ([ReservedActor]): an [ErrReservedActor]
+// refusal naming it. Any other actor, the empty one included, is recorded as claimed.
+func CheckClaimedActor(actor string) error {
+	if ReservedActor(actor) {
+		return resumeErr(ResumeReservedActor, "actor %q is reserved for the doors that authenticate it and for the gate's timers; "+
+			"a command on the public resume subject may not claim it (approve through the api to be recorded as an authenticated actor)", actor)
+	}
+	return nil
+}
+
+// ActorText renders who decided for people: the actor, followed by " (claimed)" when no
+// door authenticated it, and "(unnamed, claimed)" for a claim that names nobody.
+func ActorText(actor string, claimed bool) string {
+	switch {
+	case !claimed:
+		return actor
+	case actor == "":
+		return "(unnamed, claimed)"
+	}
+	return actor + " (claimed)"
+}
 
 // ResumeError is a typed refusal of a resume command. Match a kind with errors.Is against
 // the sentinels below (matching is by Code, the Message is detail); read the code with
@@ -94,6 +162,8 @@ var (
 	ErrInvalidResume = &ResumeError{Code: ResumeInvalid, Message: "resume command is structurally invalid"}
 	// ErrInvalidEditedArguments matches every invalid_arguments refusal.
 	ErrInvalidEditedArguments = &ResumeError{Code: ResumeInvalidArguments, Message: "the approval's edited arguments are invalid"}
+	// ErrReservedActor matches every reserved_actor refusal.
+	ErrReservedActor = &ResumeError{Code: ResumeReservedActor, Message: "a claimed actor is reserved"}
 )
 
 func resumeErr(code ResumeErrorCode, format string, args ...any) *ResumeError {

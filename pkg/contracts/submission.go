@@ -35,8 +35,9 @@ func rejectWire(code RejectCode, format string, args ...any) *Rejection {
 }
 
 // MaxCorrelationIDLength bounds a ticket correlation id. The longest id [CorrelationID]
-// makes is "client." + run id + "." + step + "." + call id, well under this.
-const MaxCorrelationIDLength = 512
+// makes is "client." + a 200-byte run id + "." + a 19-digit step + "." + the 343-byte
+// encoding of a 256-byte call id ([EncodeCallID]): 571 bytes, under this.
+const MaxCorrelationIDLength = 640
 
 // DecodeSubmission decodes and validates the payload of io.awaken.toolbatch.requested.v1.
 // On failure it returns a [*Rejection] whose code is the first problem
@@ -51,7 +52,8 @@ const MaxCorrelationIDLength = 512
 //   - unknown_field: a field name not in the protocol, at any level of the envelope
 //     (names match exactly; tool arguments and tool_use inputs are free-form);
 //   - invalid_field: a field of the wrong JSON type;
-//   - invalid_id: run_id, thread_id, agent.snapshot_id or a call_id that fails [ValidateID];
+//   - invalid_id: run_id, thread_id or agent.snapshot_id that fails [ValidateID], or a
+//     call_id that fails [ValidateCallID];
 //   - invalid_step: a missing or negative step;
 //   - empty_batch, too_many_calls (more than [MaxCallsPerBatch]), duplicate_call;
 //   - invalid_field: a tool id that fails [ValidateToolID] (in calls or agent.tools), a
@@ -59,7 +61,8 @@ const MaxCorrelationIDLength = 512
 //     with an unknown behaviour or mode, an empty pattern or a negative duration.
 //
 // On success the submission is normalised: a missing narrowing becomes configured,
-// missing agent tools an empty list, and null or missing call arguments {}. The
+// missing agent tools an empty list, null or missing call arguments {}, and arguments
+// sent as a string holding a JSON object that object ([NormalizeCallArguments]). The
 // permission-rule grammar of a per-run policy is not checked here; the gate compiles it.
 // DecodeSubmission is pure and safe for concurrent use.
 func DecodeSubmission(data []byte) (*BatchSubmission, error) {
@@ -81,7 +84,7 @@ func DecodeSubmission(data []byte) (*BatchSubmission, error) {
 		return nil, rejectWire(RejectInvalidID, "%v", err)
 	}
 	for i, c := range s.Calls {
-		if err := ValidateID(fmt.Sprintf("calls[%d].call_id", i), c.CallID); err != nil {
+		if err := ValidateCallID(fmt.Sprintf("calls[%d].call_id", i), c.CallID); err != nil {
 			return nil, rejectWire(RejectInvalidID, "%v", err)
 		}
 	}
@@ -109,9 +112,9 @@ func DecodeSubmission(data []byte) (*BatchSubmission, error) {
 		if err := ValidateToolID(c.ToolID); err != nil {
 			return nil, rejectWire(RejectInvalidField, "calls[%d].tool_id: %v", i, err)
 		}
-		if a := bytes.TrimSpace(c.Arguments); len(a) == 0 || bytes.Equal(a, []byte("null")) {
-			c.Arguments = json.RawMessage(`{}`)
-		}
+		// A string that holds no object stays as sent: it is that call's error, which the
+		// gate gives the model as the call's result, never the batch's refusal.
+		c.Arguments, _ = NormalizeCallArguments(c.Arguments)
 	}
 	if s.Agent.Tools == nil {
 		s.Agent.Tools = []string{}
@@ -302,7 +305,7 @@ func DecodeRunCancel(data []byte) (*RunCancel, error) {
 }
 
 // validateCorrelationID accepts what [CorrelationID] and permission policies make: 1 to
-// [MaxCorrelationIDLength] bytes of A-Z a-z 0-9 _ - and '.', with no empty dot-separated
+// [MaxCorrelationIDLength] bytes of A-Z a-z 0-9 _ - = and '.', with no empty dot-separated
 // part, so the id is safe as a KV key and as subject tokens.
 func validateCorrelationID(id string) error {
 	if id == "" {
@@ -315,8 +318,9 @@ func validateCorrelationID(id string) error {
 		if part == "" {
 			return fmt.Errorf("%w: correlation_id %q has an empty dot-separated part", ErrInvalidID, id)
 		}
-		if err := ValidateID("correlation_id part", part); err != nil {
-			return fmt.Errorf("%w: correlation_id %q has a character outside A-Z a-z 0-9 _ - .", ErrInvalidID, id)
+		// '=' marks an encoded call id ([EncodeCallID]).
+		if !subjectSafe(strings.TrimPrefix(part, callIDEncodedMark)) {
+			return fmt.Errorf("%w: correlation_id %q has a character outside A-Z a-z 0-9 _ - = .", ErrInvalidID, id)
 		}
 	}
 	return nil

@@ -22,7 +22,22 @@ const (
 	// BlockResourceLink points at an output too large to carry inline: the executor stored
 	// it in the objects bucket and the block names it (MCP's resource_link content item).
 	BlockResourceLink ContentBlockType = "resource_link"
+	// BlockAudio is audio bytes ({"type":"audio","source":{"type":"base64","media_type":"audio/…","data":…}}),
+	// as an MCP server's audio content item arrives.
+	BlockAudio ContentBlockType = "audio"
+	// BlockResource is a resource embedded in a result (MCP's embedded resource, same
+	// shape): {"type":"resource","resource":{"uri","mimeType"?,"text"|"blob"}}.
+	BlockResource ContentBlockType = "resource"
 )
+
+// EmbeddedResource is the resource of a [BlockResource] block, with MCP's field names:
+// exactly one of Text or Blob (standard base64) is set.
+type EmbeddedResource struct {
+	URI      string `json:"uri"`
+	MimeType string `json:"mimeType,omitempty"`
+	Text     string `json:"text,omitempty"`
+	Blob     string `json:"blob,omitempty"`
+}
 
 // ImageSource locates image bytes: {"type":"base64","media_type":..,"data":..} or
 // {"type":"url","url":..}.
@@ -51,9 +66,15 @@ type ContentBlock struct {
 	Content   []ContentBlock `json:"content,omitempty"`
 	// URI, Name, MimeType and Size are set for resource_link blocks (field names as MCP
 	// spells them): URI is "awaken://objects/{name}", Size the object's length in bytes.
-	URI      string `json:"uri,omitempty"`
-	MimeType string `json:"mimeType,omitempty"`
-	Size     int64  `json:"size,omitempty"`
+	// A resource_link an MCP server returned (any uri) may also carry its title and
+	// description.
+	URI         string `json:"uri,omitempty"`
+	MimeType    string `json:"mimeType,omitempty"`
+	Size        int64  `json:"size,omitempty"`
+	Title       string `json:"title,omitempty"`
+	Description string `json:"description,omitempty"`
+	// Resource is set for resource blocks.
+	Resource *EmbeddedResource `json:"resource,omitempty"`
 }
 
 // ToolOutput is the result of one call as the model will see it. IsError marks a
@@ -63,7 +84,12 @@ type ToolOutput struct {
 	CallID  string         `json:"call_id"`
 	Content []ContentBlock `json:"content"`
 	IsError bool           `json:"is_error"`
-	State   []Command      `json:"state,omitempty"`
+	// StructuredContent is the tool's structured result (MCP's structuredContent), kept
+	// whole as JSON. Content always carries it too, as a JSON text block, unless a text
+	// block already holds it ([ToolOutput.WithStructuredText]), so a consumer that reads
+	// only content misses nothing.
+	StructuredContent json.RawMessage `json:"structured_content,omitempty"`
+	State             []Command       `json:"state,omitempty"`
 }
 
 // Scope is where a state command applies.

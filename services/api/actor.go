@@ -16,17 +16,19 @@ import (
 )
 
 // Who decided: every resume command the api publishes carries the actor its caller
-// authenticated as, never a name the caller's body supplies.
+// authenticated as, never a name the caller's body supplies, and goes on the subject only
+// the api may publish (contracts.Names.TicketResumeAPISubject), so the gate records that
+// actor as authenticated rather than claimed.
 const (
 	// SingleTokenName is the actor of a request authenticated by the single token of
 	// --api-token (Options.Token).
-	SingleTokenName = "api-token"
+	SingleTokenName = contracts.ActorSingleToken
 	// AnonymousActor is the actor of an HTTP request when the api requires no token.
-	AnonymousActor = "anonymous"
+	AnonymousActor = contracts.ActorAnonymous
 	// MicroActor is the actor of a micro request on the shared resolve subject, which
 	// names no user (deploy/nats/auth.conf lets only admin send it). A request on
 	// "{prefix}.api.tickets.resolve.{user}" is recorded as "nats:{user}".
-	MicroActor = "nats"
+	MicroActor = contracts.ActorNATS
 )
 
 type actorKey struct{}
@@ -107,18 +109,12 @@ func LoadTokens(path string) (map[string]string, error) {
 }
 
 // ReservedActor reports whether name is one the api records for a door other than a
-// named token, so no token may carry it: the single
-// token's "api-token", "anonymous", the gate's "timer", "nats" and anything starting
-// with it (the micro doors), "http" and "micro" (pause defaults), and anything starting
-// with "claimed" (case-insensitive).
-func ReservedActor(name string) bool {
-	l := strings.ToLower(name)
-	switch l {
-	case SingleTokenName, AnonymousActor, "timer", "http", "micro":
-		return true
-	}
-	return strings.HasPrefix(l, MicroActor) || strings.HasPrefix(l, "claimed")
-}
+// named token, so no token may carry it: [contracts.ReservedActor] — the single token's
+// "api-token", "anonymous", the gate's "timer", "nats" and anything starting with it (the
+// micro doors), "http" and "micro" (pause defaults), and anything starting with "claimed"
+// (case-insensitive). The gate refuses the same names when a command on the public resume
+// subject claims them.
+func ReservedActor(name string) bool { return contracts.ReservedActor(name) }
 
 // validActorName accepts 1 to 64 bytes of A-Z a-z 0-9 . _ @ - (a token's name or a NATS
 // user in a subject token).

@@ -183,7 +183,7 @@ func TestHTTPBatchRefusals(t *testing.T) {
 		{"duplicate key", "", `{"run_id":"a","run_id":"b"}`, string(contracts.RejectInvalidJSON)},
 		{"unknown field", "", strings.Replace(valid, `"run_id"`, `"surprise":1,"run_id"`, 1), string(contracts.RejectUnknownField)},
 		{"bad run id", "", sub(func(s *contracts.BatchSubmission) { s.RunID = "a b" }), string(contracts.RejectInvalidID)},
-		{"bad call id", "", sub(func(s *contracts.BatchSubmission) { s.Calls[0].CallID = "c.1" }), string(contracts.RejectInvalidID)},
+		{"bad call id", "", sub(func(s *contracts.BatchSubmission) { s.Calls[0].CallID = "c\x001" }), string(contracts.RejectInvalidID)},
 		{"negative step", "", sub(func(s *contracts.BatchSubmission) { s.Step = -1 }), string(contracts.RejectInvalidStep)},
 		{"no calls", "", sub(func(s *contracts.BatchSubmission) { s.Calls = nil }), string(contracts.RejectEmptyBatch)},
 		{"duplicate call", "", sub(func(s *contracts.BatchSubmission) { s.Calls = append(s.Calls, s.Calls[0]) }), string(contracts.RejectDuplicateCall)},

@@ -74,7 +74,8 @@ func TestConsoleScriptNeverParsesHTML(t *testing.T) {
 	for _, want := range []string{
 		`el("pre", { className: "args", text: prettyJSON(t.arguments) })`,
 		`box.value = argumentsText(t);`,
-		`el("td", { className: "actor", text: c.actor ? c.actor + (c.edited ? " (edited arguments)" : "") : "" })`,
+		`let text = c.actor || "(unnamed)";`,
+		`return el("td", { className: c.actor_claimed ? "actor claimed" : "actor", title: title, text: text });`,
 		`el("code", { text: t.tool_id })`,
 		`el("code", { text: t.run_id })`,
 		`el("pre", { className: "output", text: text })`,

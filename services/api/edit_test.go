@@ -182,11 +182,11 @@ func TestApproveWithEditsOverMicroAndCLI(t *testing.T) {
 	tk = h.parkEcho("run-subject", "proposed")
 	cmd = contracts.ResumeCommandFromTicket(tk, contracts.ResumeResult{Permission: &contracts.PermissionDecision{Decision: contracts.DecisionAllow}})
 	cmd.Actor = "platform-bot"
-	if res, err := h.client.Resume(ctxFor(t, waitLong), cmd); err != nil || res.Actor != "platform-bot" {
-		t.Fatalf("resume on the subject: %+v %v, want actor platform-bot", res, err)
+	if res, err := h.client.Resume(ctxFor(t, waitLong), cmd); err != nil || res.Actor != "platform-bot" || !res.ActorClaimed {
+		t.Fatalf("resume on the subject: %+v %v, want actor platform-bot, claimed", res, err)
 	}
-	if c := h.batch(contracts.BatchID("run-subject", 1)).Calls[0]; c.Actor != "platform-bot" {
-		t.Fatalf("call view actor %q, want platform-bot", c.Actor)
+	if c := h.batch(contracts.BatchID("run-subject", 1)).Calls[0]; c.Actor != "platform-bot" || !c.ActorClaimed {
+		t.Fatalf("call view actor %q claimed %v, want platform-bot, claimed", c.Actor, c.ActorClaimed)
 	}
 
 	const run = "run-cli"
@@ -203,7 +203,7 @@ func TestApproveWithEditsOverMicroAndCLI(t *testing.T) {
 	if code := cli.Main(context.Background(), []string{"batch", "show", contracts.BatchID(run, 1), "--nats-url", h.srv.URL()}, &stdout, &stderr); code != 0 {
 		t.Fatalf("batch show: exit %d: %s", code, stderr.String())
 	}
-	for _, want := range []string{`(?m)^0\s+c1\s+ask_echo\s+Completed\s+completed: by cli\s+carol \(edited arguments\)$`,
+	for _, want := range []string{`(?m)^0\s+c1\s+ask_echo\s+Completed\s+completed: by cli\s+carol \(claimed\) \(edited arguments\)$`,
 		`(?m)^0\s+c1\s+proposed arguments\s+\{"text":"proposed"\}$`, `(?m)^0\s+c1\s+approved arguments\s+\{"text":"by cli"\}$`} {
 		if !regexp.MustCompile(want).MatchString(stdout.String()) {
 			t.Errorf("batch show lacks %q:\n%s", want, stdout.String())

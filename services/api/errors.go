@@ -83,7 +83,8 @@ func StatusForResumeCode(code string, ticketKnown bool) int {
 	case contracts.ResumeExpired:
 		return http.StatusConflict
 	case contracts.ResumeInvalidArguments, contracts.ResumeCorrelationMismatch, contracts.ResumeRunMismatch, contracts.ResumeThreadMismatch,
-		contracts.ResumeSnapshotMismatch, contracts.ResumeResultKindMismatch, contracts.ResumeToolCallMismatch:
+		contracts.ResumeSnapshotMismatch, contracts.ResumeResultKindMismatch, contracts.ResumeToolCallMismatch,
+		contracts.ResumeReservedActor:
 		return http.StatusUnprocessableEntity
 	case contracts.ResumeInvalid:
 		return http.StatusBadRequest

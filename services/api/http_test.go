@@ -318,7 +318,9 @@ func TestHTTPTimeoutWhenTheGateIsDown(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	msg, err := stream.GetLastMsgForSubject(ctxFor(t, waitLong), h.stack.Env.Names.TicketResumeSubject())
+	// On the api's own subject: its actors are authenticated (only the api user may
+	// publish there), unlike a command on the public one.
+	msg, err := stream.GetLastMsgForSubject(ctxFor(t, waitLong), h.stack.Env.Names.TicketResumeAPISubject())
 	if err != nil {
 		t.Fatalf("no queued resume command: %v", err)
 	}

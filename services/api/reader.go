@@ -8,8 +8,6 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -119,6 +117,10 @@ type CallView struct {
 	// Actor is who resolved the call's ticket (an api token's name, "nats:{user}", a
 	// client's actor, or "timer").
 	Actor string `json:"actor,omitempty"`
+	// ActorClaimed is set when no door authenticated Actor: a resume command on the public
+	// subject (a platform, `awaken tickets approve --as`) named it itself. Show it as a
+	// claim ("alice (claimed)"), never as the token or user of that name.
+	ActorClaimed bool `json:"actor_claimed,omitempty"`
 	// Timeline lists when each stage of the call was committed, oldest first.
 	Timeline []contracts.TimelineMark `json:"timeline"`
 }
@@ -304,7 +306,7 @@ func fillCall(cv *CallView, rec *contracts.CallRecord, full bool) {
 	if rec.Decision != nil {
 		cv.Decision = rec.Decision.Kind
 	}
-	cv.ResolvedBy, cv.Actor = rec.ResolvedBy, rec.ResolvedActor
+	cv.ResolvedBy, cv.Actor, cv.ActorClaimed = rec.ResolvedBy, rec.ResolvedActor, rec.ResolvedActorClaimed
 	if rec.EditedArguments != nil {
 		cv.Edited = true
 		if full {
@@ -345,36 +347,11 @@ type correlation struct {
 // parseCorrelation inverts [contracts.CorrelationID]; ok is false for anything the gate
 // could not have issued, under which no ticket can ever exist.
 func parseCorrelation(corr string) (correlation, bool) {
-	if len(corr) > contracts.MaxCorrelationIDLength {
+	reason, runID, step, callID, err := contracts.ParseCorrelationID(corr)
+	if err != nil {
 		return correlation{}, false
 	}
-	parts := strings.Split(corr, ".")
-	if len(parts) != 4 {
-		return correlation{}, false
-	}
-	var c correlation
-	switch parts[0] {
-	case "perm":
-		c.reason = contracts.ReasonPermission
-	case "sched":
-		c.reason = contracts.ReasonScheduledAction
-	case "client":
-		c.reason = contracts.ReasonClientExecution
-	default:
-		return correlation{}, false
-	}
-	step, err := strconv.ParseInt(parts[2], 10, 64)
-	if err != nil || step < 0 {
-		return correlation{}, false
-	}
-	if contracts.ValidateID("run_id", parts[1]) != nil || contracts.ValidateID("call_id", parts[3]) != nil {
-		return correlation{}, false
-	}
-	c.runID, c.step, c.callID = parts[1], step, parts[3]
-	if contracts.CorrelationID(c.reason, c.runID, c.step, c.callID) != corr {
-		return correlation{}, false
-	}
-	return c, true
+	return correlation{reason: reason, runID: runID, step: step, callID: callID}, true
 }
 
 // parkedCall is what the records say of the call a correlation id names, when its ticket

@@ -10,6 +10,8 @@ import (
 	"time"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
 // maxOutcomeText bounds the output text shown per call in a timeline.
@@ -52,13 +54,14 @@ func WriteTimeline(w io.Writer, b BatchView) error {
 	return tw.Flush()
 }
 
-// deciderText says who resolved the call's ticket, and whether the approval edited the
-// arguments ("-" for a call no ticket held).
+// deciderText says who resolved the call's ticket — "alice (claimed)" for an actor no
+// door authenticated — and whether the approval edited the arguments ("-" for a call no
+// ticket held).
 func deciderText(c CallView) string {
-	if c.Actor == "" {
+	if c.Actor == "" && !c.ActorClaimed {
 		return "-"
 	}
-	s := clean(c.Actor, 64)
+	s := contracts.ActorText(clean(c.Actor, 64), c.ActorClaimed)
 	if c.Edited {
 		s += " (edited arguments)"
 	}

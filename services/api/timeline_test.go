@@ -33,6 +33,11 @@ func TestWriteTimeline(t *testing.T) {
 			{Index: 2, CallID: "c3", ToolID: "counter", Phase: contracts.PhaseIndeterminate, Recorded: true, Outcome: contracts.OutcomeIndeterminate,
 				IsError: true, Reason: "cancelled", Timeline: []contracts.TimelineMark{{Stage: "indeterminate", At: t0.Add(3 * time.Minute)}}},
 			{Index: 3, CallID: "c4", ToolID: "echo", Phase: contracts.PhaseRequested, Timeline: []contracts.TimelineMark{}},
+			// Actors no door authenticated (a command on the public resume subject).
+			{Index: 4, CallID: "c5", ToolID: "ask_me", Phase: contracts.PhaseCompleted, Recorded: true, Outcome: contracts.OutcomeCompleted,
+				Actor: "mallory", ActorClaimed: true, Timeline: []contracts.TimelineMark{}},
+			{Index: 5, CallID: "c6", ToolID: "ask_me", Phase: contracts.PhaseCompleted, Recorded: true, Outcome: contracts.OutcomeCompleted,
+				ActorClaimed: true, Timeline: []contracts.TimelineMark{}},
 		},
 	}
 	var buf bytes.Buffer
@@ -42,7 +47,7 @@ func TestWriteTimeline(t *testing.T) {
 	got := buf.String()
 	for _, want := range []string{
 		`(?m)^batch\s+tool-batch:run-1:3$`,
-		`(?m)^phase\s+open \(2 of 4 calls terminal\)$`,
+		`(?m)^phase\s+open \(2 of 6 calls terminal\)$`,
 		`(?m)^created\s+2026-01-02T10:00:00\.000Z$`,
 		`(?m)^0\s+c1\s+echo\s+Completed\s+completed: hi\s+alice \(edited arguments\)$`,
 		`(?m)^0\s+c1\s+proposed arguments\s+\{"text":"rm -rf"\}$`,
@@ -50,6 +55,8 @@ func TestWriteTimeline(t *testing.T) {
 		`(?m)^1\s+c2\s+ask_me\s+Completed\s+completed \(error\): blocked: \\x1b\[31mred\\nline\\u202e\s+nats:\\x1bbob$`,
 		`(?m)^2\s+c3\s+counter\s+Indeterminate\s+indeterminate \(error\): cancelled\s+-$`,
 		`(?m)^3\s+c4\s+echo\s+Requested\s+-\s+-$`,
+		`(?m)^4\s+c5\s+ask_me\s+Completed\s+completed\s+mallory \(claimed\)$`,
+		`(?m)^5\s+c6\s+ask_me\s+Completed\s+completed\s+\(unnamed, claimed\)$`,
 		`(?m)^0\s+c1\s+gate\.decided\s+2026-01-02T10:00:00\.004Z\s+\+4ms$`,
 		`(?m)^0\s+c1\s+completed\s+2026-01-02T10:00:01\.204Z\s+\+1\.204s$`,
 		`(?m)^1\s+c2\s+awaiting\s+2026-01-02T10:02:00\.000Z\s+\+2m0s$`,

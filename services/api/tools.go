@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -131,17 +132,25 @@ func (s *Service) toolsDocument(ctx context.Context, req contracts.ToolsRequest)
 	if err != nil {
 		return nil, err
 	}
-	doc, err := contracts.RenderCatalog(contracts.NarrowCatalog(tools, req.AgentTools), req.Format)
+	doc, err := contracts.RenderCatalogFor(contracts.NarrowCatalog(tools, req.AgentTools), req)
 	if err != nil {
 		return nil, apiErr(http.StatusBadRequest, CodeInvalidRequest, "%v", err)
 	}
 	return doc, nil
 }
 
-// httpTools serves GET /v1/tools[?format=awaken|openai|mcp][&agent_tools=a,b].
+// httpTools serves GET /v1/tools[?format=awaken|openai|openai-responses|anthropic|mcp][&agent_tools=a,b][&strict=true].
 func (s *Service) httpTools(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	req := contracts.ToolsRequest{Format: q.Get("format")}
+	if q.Has("strict") {
+		strict, err := strconv.ParseBool(q.Get("strict"))
+		if err != nil {
+			s.writeError(w, r, apiErr(http.StatusBadRequest, CodeInvalidRequest, "strict %q is not true or false", q.Get("strict")))
+			return
+		}
+		req.Strict = strict
+	}
 	if q.Has("agent_tools") {
 		req.AgentTools = []string{}
 		for _, id := range strings.Split(q.Get("agent_tools"), ",") {

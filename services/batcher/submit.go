@@ -26,7 +26,7 @@ const reasonSubmitExhausted = "batcher: the batch submission failed on every del
 // request. A rejection is returned as a [*contracts.Rejection]; the bus then runs
 // [Service.submitRejected] and dead-letters the message.
 func (s *Service) handleSubmit(ctx context.Context, d bus.Delivery) error {
-	sub, err := contracts.DecodeSubmission(d.Event.Data)
+	sub, err := s.decodeSubmission(d.Event.Data)
 	if err != nil {
 		var rej *contracts.Rejection
 		if errors.As(err, &rej) {
@@ -58,6 +58,27 @@ func (s *Service) handleSubmit(ctx context.Context, d bus.Delivery) error {
 	log.Info().Int("calls", len(sub.Calls)).Bool("parallel", rec.Parallel).Str("gate_request", first.Event.ID).
 		Msg("batch recorded and dispatched")
 	return nil
+}
+
+// decodeSubmission decodes and validates a submission ([contracts.DecodeSubmission]) and
+// resolves the tool names of its calls and agent tools against the trusted registry
+// ([config.Config.ResolveToolName]): a provider-safe name the catalog listed becomes the
+// tool id it stands for, before the batch is hashed and pinned, so the record, the pin,
+// the policies and the results all name the tool itself, and a batch sent with safe names
+// is the same batch as one sent with the ids.
+func (s *Service) decodeSubmission(data []byte) (*contracts.BatchSubmission, error) {
+	sub, err := contracts.DecodeSubmission(data)
+	if err != nil {
+		return nil, err
+	}
+	cfg := s.env.Config
+	for i := range sub.Calls {
+		sub.Calls[i].ToolID = cfg.ResolveToolName(sub.Calls[i].ToolID)
+	}
+	for i, id := range sub.Agent.Tools {
+		sub.Agent.Tools[i] = cfg.ResolveToolName(id)
+	}
+	return sub, nil
 }
 
 // record records sub's batch — the run's claim and the batch record in one
@@ -166,7 +187,7 @@ func rejectionID(d bus.Delivery) string {
 // published; if no record could be written, the platform is told with a rejection of code
 // exhausted, since nothing of the batch exists to finish.
 func (s *Service) submitExhausted(ctx context.Context, d bus.Delivery, cause error) error {
-	sub, err := contracts.DecodeSubmission(d.Event.Data)
+	sub, err := s.decodeSubmission(d.Event.Data)
 	if err != nil {
 		return nil // not reachable: a payload that does not decode is rejected, never retried
 	}

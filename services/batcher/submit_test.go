@@ -300,7 +300,7 @@ func TestMalformedSubmissionsAreRejectedAndTheConsumerMovesOn(t *testing.T) {
 			msg: func(string) *nats.Msg { return binary("m-id", withField("x", "run_id", `"run 7!"`), nil) }},
 		{name: "invalid call id", code: contracts.RejectInvalidID, ids: true,
 			msg: func(run string) *nats.Msg {
-				return binary("m-callid", withField(run, "calls", `[{"call_id":"a.b","tool_id":"echo","arguments":{}}]`), nil)
+				return binary("m-callid", withField(run, "calls", `[{"call_id":"a\u0000b","tool_id":"echo","arguments":{}}]`), nil)
 			}},
 		{name: "negative step", code: contracts.RejectInvalidStep, noBatch: true,
 			msg: func(run string) *nats.Msg { return binary("m-step", withField(run, "step", `-1`), nil) }},

@@ -20,6 +20,11 @@ type decision struct {
 	outcome *contracts.GateOutcome
 	client  bool
 	unknown bool
+	// invalid is set when the call's arguments are a string that holds no JSON object
+	// ([contracts.ArgumentsError]): the call completes with this model-visible error and
+	// nothing is audited — no policy decided, and no human is asked about a call that
+	// cannot run.
+	invalid *contracts.ToolError
 	// bound is set when a schedule outcome names an action kind the run may not perform:
 	// the call ends Indeterminate with this reason and the run ends (capability_bound).
 	bound string
@@ -59,9 +64,12 @@ func (s *Service) decideNow(ctx context.Context, b *contracts.BatchRecord, i int
 //     otherwise be decided — client-executed calls included — with the pause's reason
 //     ([contracts.ToolPause.BlockReason]); a call of a tool the model cannot see or no
 //     executor registers still completes as an unknown tool;
-//  1. client-executed tools skip the gate and park (they still have to be visible);
-//  2. narrowing deny_all blocks with [contracts.DenyAllReason];
-//  3. the run policy of the submission and the host policy — where no host rule matches
+//  1. a visible, registered call whose arguments are a string holding no JSON object
+//     completes with "invalid tool arguments: …" (the submission kept the string so that
+//     this one call, not the batch, carries the error);
+//  2. client-executed tools skip the gate and park (they still have to be visible);
+//  3. narrowing deny_all blocks with [contracts.DenyAllReason];
+//  4. the run policy of the submission and the host policy — where no host rule matches
 //     an MCP tool of a server with trust_annotations, its annotations replace the host's
 //     default_behavior (read-only: allow, destructive: ask) — composed by
 //     [contracts.NarrowGateOutcome]: the stricter outcome wins (block > ask > schedule >
@@ -71,10 +79,10 @@ func (s *Service) decideNow(ctx context.Context, b *contracts.BatchRecord, i int
 //     schedule turn the host's ask into a call that runs with no human, and a run's ask
 //     override the host's deny. A run policy that does not compile blocks the call with the
 //     compile error as reason — it never crashes the gate and never fails open;
-//  4. visibility and availability: a tool the model cannot see, or that no executor
+//  5. visibility and availability: a tool the model cannot see, or that no executor
 //     registers, completes as "unknown tool: {id}" — whatever allow, ask or schedule the
 //     policies said, so a human is never asked to approve a call that cannot run;
-//  5. the host's fixed result (a tool configured with set_result) replaces Allow.
+//  6. the host's fixed result (a tool configured with set_result) replaces Allow.
 func (s *Service) decide(b *contracts.BatchRecord, i int, pause *contracts.ToolPause) decision {
 	sub := &b.Submission
 	call := sub.Calls[i]
@@ -84,6 +92,12 @@ func (s *Service) decide(b *contracts.BatchRecord, i int, pause *contracts.ToolP
 	if pause != nil && available {
 		outcome := pause.GateOutcome()
 		return decision{outcome: &outcome}
+	}
+
+	if available {
+		if err := contracts.ArgumentsError(call.Arguments); err != nil {
+			return decision{invalid: err}
+		}
 	}
 
 	if pin.Known && pin.Kind == contracts.KindClientExecuted {

@@ -19,11 +19,11 @@ import (
 // by the host and run policies (a block denies the call).
 
 // resolver is what resume command resumeID records on call i when it resolves the call's
-// ticket: who decided and, for an approval with edited arguments, the edit and whether
+// ticket: who decided (claimed: as the command's own claim) and, for an approval with edited arguments, the edit and whether
 // the policies block it. An edit that does not fit the tool is a
 // [contracts.ErrInvalidEditedArguments] refusal; any other error is transient.
-func (s *Service) resolver(ctx context.Context, b *contracts.BatchRecord, i int, cmd contracts.ResumeCommand, resumeID string) (contracts.Resolver, error) {
-	r := contracts.Resolver{By: resumeID, Actor: cmd.Actor}
+func (s *Service) resolver(ctx context.Context, b *contracts.BatchRecord, i int, cmd contracts.ResumeCommand, resumeID string, claimed bool) (contracts.Resolver, error) {
+	r := contracts.Resolver{By: resumeID, Actor: cmd.Actor, Claimed: claimed}
 	call := b.Submission.Calls[i]
 	edited := cmd.Result.Permission.EditedArguments(call.Arguments)
 	if edited == nil {

@@ -79,7 +79,7 @@ func TestApproveWithEditedArguments(t *testing.T) {
 
 	// A redelivery of the very command (another body cannot come under the same id, but
 	// even if it did) re-publishes what the record says, and changes nothing.
-	if err := h.svc.resume(h.ctx, "resume-edit", approveAs(tk, "mallory", `{"path":"/tmp/c"}`)); err != nil {
+	if err := h.svc.resume(h.ctx, "resume-edit", approveAs(tk, "mallory", `{"path":"/tmp/c"}`), true); err != nil {
 		t.Fatal(err)
 	}
 	h.quiet()

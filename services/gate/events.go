@@ -57,9 +57,9 @@ func (bd builder) audit(i int, label, reason string, at time.Time) (bus.Outgoing
 }
 
 // resolutionAudit is the PermissionDecided record of the resolution res of call i's
-// ticket: with its actor and, when an approval edited the arguments, both arguments.
+// ticket: with its actor (and whether it is claimed) and, when an approval edited the arguments, both arguments.
 func (bd builder) resolutionAudit(i int, res resolution, at time.Time) (bus.Outgoing, error) {
-	a := contracts.AuditRecord{Decision: res.audit, Reason: res.auditReason, Actor: res.actor, At: at}
+	a := contracts.AuditRecord{Decision: res.audit, Reason: res.auditReason, Actor: res.actor, ActorClaimed: res.actorClaimed, At: at}
 	if res.edited != nil {
 		a.Arguments, a.ProposedArguments = res.edited, bd.b.Submission.Calls[i].Arguments
 	}
@@ -144,6 +144,7 @@ func (bd builder) resolved(i int, res resolution) (bus.Outgoing, error) {
 		contracts.TicketResolution{
 			CorrelationID: res.corr, Code: res.code, Message: res.message,
 			RunID: sub.RunID, CallID: sub.Calls[i].CallID, ResumeID: res.resumeID, Actor: res.actor,
+			ActorClaimed: res.actorClaimed,
 		})
 }
 

@@ -174,7 +174,8 @@ func (s *Service) gateCall(ctx context.Context, b *contracts.BatchRecord, i int,
 //   - Block and SetResult → Completed with "blocked: {reason}" or the gate's output;
 //   - RequireConfirmation → Awaiting{tool_permission}; Schedule → Awaiting{scheduled_action};
 //   - client execution → Awaiting{external_result};
-//   - unknown tool → Completed with "unknown tool: {id}".
+//   - unknown tool → Completed with "unknown tool: {id}";
+//   - arguments that are a string holding no object → Completed with "invalid tool arguments: …".
 func (s *Service) applyDecision(b *contracts.BatchRecord, i int, rec *contracts.CallRecord, d decision) error {
 	sub := &b.Submission
 	call := sub.Calls[i]
@@ -185,6 +186,8 @@ func (s *Service) applyDecision(b *contracts.BatchRecord, i int, rec *contracts.
 		err = rec.MarkIndeterminate(d.bound, now)
 	case d.unknown:
 		err = rec.CompleteImmediate(contracts.ErrUnknownTool(call.ToolID).Output(call.CallID).Normalize(), now)
+	case d.invalid != nil:
+		err = rec.CompleteImmediate(d.invalid.Output(call.CallID).Normalize(), now)
 	case d.client:
 		err = rec.Park(contracts.WaitExternalResult,
 			contracts.CorrelationID(contracts.ReasonClientExecution, sub.RunID, sub.Step, call.CallID), now)

@@ -22,8 +22,9 @@ type resolution struct {
 	auditReason string
 	// resumeID is the ce-id of the resume command that resolved the ticket ("" for a timer).
 	resumeID string
-	// actor is who resolved it.
-	actor string
+	// actor is who resolved it; actorClaimed says no door authenticated it.
+	actor        string
+	actorClaimed bool
 	// edited are the arguments an approval edited the call to (nil: none).
 	edited json.RawMessage
 }

@@ -18,14 +18,25 @@ import (
 // OnReject, which publishes the rejection with the decoder's code, and dead-letters the
 // message. Every other refusal is a [contracts.ResumeErrorCode] published on the rejected
 // subject; the message is acknowledged and the ticket is left untouched.
-func (s *Service) handleResume(ctx context.Context, ev bus.Event) error {
+//
+// claimed says that no door authenticated the command's actor (it came on the public
+// subject): the resolution records the actor as claimed, and a reserved actor
+// ([contracts.ReservedActor]: timer, anonymous, nats…) is refused reserved_actor before
+// anything is read, so the ticket stays open and no record changes.
+func (s *Service) handleResume(ctx context.Context, ev bus.Event, claimed bool) error {
 	cmd, err := contracts.DecodeResumeCommand(ev.Data)
 	if err != nil {
 		return err
 	}
-	log := zerolog.Ctx(ctx).With().Str("correlation_id", cmd.CorrelationID).Str("run_id", cmd.RunID).Str("resume_id", ev.ID).Logger()
+	log := zerolog.Ctx(ctx).With().Str("correlation_id", cmd.CorrelationID).Str("run_id", cmd.RunID).Str("resume_id", ev.ID).
+		Str("actor", cmd.Actor).Bool("actor_claimed", claimed).Logger()
 	ctx = log.WithContext(ctx)
-	return retryRaced("resume "+cmd.CorrelationID, func() error { return s.resume(ctx, ev.ID, *cmd) })
+	if claimed {
+		if err := contracts.CheckClaimedActor(cmd.Actor); err != nil {
+			return s.reject(ctx, ev.ID, *cmd, err)
+		}
+	}
+	return retryRaced("resume "+cmd.CorrelationID, func() error { return s.resume(ctx, ev.ID, *cmd, claimed) })
 }
 
 // publishRejection publishes io.awaken.ticket.rejected.v1 answering resumeID.
@@ -62,15 +73,15 @@ func (s *Service) reject(ctx context.Context, resumeID string, cmd contracts.Res
 //  4. an approval with edited arguments: the edit must be a JSON object valid against the
 //     tool's schema (else invalid_arguments, the ticket intact), and is gated again by
 //     the host and run policies;
-//  5. apply by compare-and-swap on the call with ResolvedBy = resumeID, its actor and
-//     edit: allow → Executing{1} (not entered; the executor runs the edited arguments),
-//     an edit the policy blocks → Completed "blocked: {policy reason}", deny → Completed
-//     "blocked: {reason or denied}", tool result → Completed with the client's output;
-//     then delete the ticket and publish.
+//  5. apply by compare-and-swap on the call with ResolvedBy = resumeID, its actor (and
+//     whether it is claimed) and edit: allow → Executing{1} (not entered; the executor
+//     runs the edited arguments), an edit the policy blocks → Completed "blocked: {policy
+//     reason}", deny → Completed "blocked: {reason or denied}", tool result → Completed
+//     with the client's output; then delete the ticket and publish.
 //
 // A lost race returns [errRaced]; the retry re-reads and finds either its own ResolvedBy or
 // another resolution's, which is not_waiting: exactly one of concurrent commands wins.
-func (s *Service) resume(ctx context.Context, resumeID string, cmd contracts.ResumeCommand) error {
+func (s *Service) resume(ctx context.Context, resumeID string, cmd contracts.ResumeCommand, claimed bool) error {
 	ticket, ticketRev, err := s.env.Tickets.Get(ctx, cmd.CorrelationID)
 	var tp *contracts.ResumeTicket
 	switch {
@@ -127,7 +138,7 @@ func (s *Service) resume(ctx context.Context, resumeID string, cmd contracts.Res
 	if err != nil {
 		return fmt.Errorf("gate: %w", err)
 	}
-	resolver, err := s.resolver(ctx, b, i, cmd, resumeID)
+	resolver, err := s.resolver(ctx, b, i, cmd, resumeID, claimed)
 	if err != nil {
 		var re *contracts.ResumeError
 		if errors.As(err, &re) {
@@ -170,7 +181,8 @@ func (s *Service) refusal(tp *contracts.ResumeTicket, cmd contracts.ResumeComman
 // reason), or, for a client's tool result, completed (no audit). The audit of an edit
 // carries the approved and the proposed arguments.
 func resumeResolution(cmd contracts.ResumeCommand, rec *contracts.CallRecord) resolution {
-	res := resolution{corr: cmd.CorrelationID, resumeID: rec.ResolvedBy, actor: rec.ResolvedActor, edited: rec.EditedArguments}
+	res := resolution{corr: cmd.CorrelationID, resumeID: rec.ResolvedBy, actor: rec.ResolvedActor,
+		actorClaimed: rec.ResolvedActorClaimed, edited: rec.EditedArguments}
 	switch p := cmd.Result.Permission; {
 	case p != nil && rec.EditBlocked != "":
 		res.code, res.audit, res.message, res.auditReason = resolvedDenied, contracts.AuditDecisionDeny, "denied: "+rec.EditBlocked, rec.EditBlocked

@@ -117,7 +117,9 @@ func Start(ctx context.Context, env *pipeline.Env, opts ...Option) (*Service, er
 		}, Handler: s.handleRequest},
 		{Spec: bus.ConsumerSpec{
 			Stream: n.TicketsStream(), Durable: contracts.ConsumerGateResume,
-			FilterSubjects: []string{n.TicketResumeSubject()},
+			// Both resume subjects on one durable: the public one (claimed actors) and
+			// the api's (authenticated actors); [Service.onResume] tells them apart.
+			FilterSubjects: []string{n.TicketResumeSubject(), n.TicketResumeAPISubject()},
 			AcceptTypes:    []string{contracts.TypeTicketResume},
 			OnReject:       s.resumeRejected,
 		}, Handler: s.onResume},
@@ -235,9 +237,11 @@ func (s *Service) requestExhausted(ctx context.Context, d bus.Delivery, cause er
 	return s.seal(ctx, b, req.Index, exhaustedRequest, false)
 }
 
-// onResume adapts [Service.handleResume] to the bus.
+// onResume adapts [Service.handleResume] to the bus. A command's actor is authenticated
+// only when it came on the api's subject (deploy/nats/auth.conf lets no other user publish
+// there); on the public subject it is the publisher's claim.
 func (s *Service) onResume(ctx context.Context, d bus.Delivery) error {
-	return s.handleResume(ctx, d.Event)
+	return s.handleResume(ctx, d.Event, d.Subject != s.env.Names.TicketResumeAPISubject())
 }
 
 // resumeRejected answers a resume command the bus or the decoder refused (wrong type,

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/awaken-dev/awaken/internal/pipeline"
@@ -153,36 +151,13 @@ type parsedCorrelation struct {
 // errBadCorrelation means a correlation id was not made by [contracts.CorrelationID].
 var errBadCorrelation = errors.New("malformed correlation id")
 
-// parseCorrelation inverts [contracts.CorrelationID]. Identifiers cannot contain '.', so the
-// four parts are unambiguous.
+// parseCorrelation inverts [contracts.CorrelationID] (see [contracts.ParseCorrelationID]).
 func parseCorrelation(corr string) (parsedCorrelation, error) {
-	parts := strings.Split(corr, ".")
-	if len(parts) != 4 {
-		return parsedCorrelation{}, fmt.Errorf("%w: %q", errBadCorrelation, corr)
+	reason, runID, step, callID, err := contracts.ParseCorrelationID(corr)
+	if err != nil {
+		return parsedCorrelation{}, fmt.Errorf("%w: %w", errBadCorrelation, err)
 	}
-	var p parsedCorrelation
-	switch parts[0] {
-	case "perm":
-		p.reason = contracts.ReasonPermission
-	case "sched":
-		p.reason = contracts.ReasonScheduledAction
-	case "client":
-		p.reason = contracts.ReasonClientExecution
-	default:
-		return parsedCorrelation{}, fmt.Errorf("%w: %q has unknown kind %q", errBadCorrelation, corr, parts[0])
-	}
-	step, err := strconv.ParseInt(parts[2], 10, 64)
-	if err != nil || step < 0 {
-		return parsedCorrelation{}, fmt.Errorf("%w: %q has an invalid step", errBadCorrelation, corr)
-	}
-	if contracts.ValidateID("run_id", parts[1]) != nil || contracts.ValidateID("call_id", parts[3]) != nil {
-		return parsedCorrelation{}, fmt.Errorf("%w: %q has an invalid run or call id", errBadCorrelation, corr)
-	}
-	p.runID, p.step, p.callID = parts[1], step, parts[3]
-	if contracts.CorrelationID(p.reason, p.runID, p.step, p.callID) != corr {
-		return parsedCorrelation{}, fmt.Errorf("%w: %q is not in canonical form", errBadCorrelation, corr)
-	}
-	return p, nil
+	return parsedCorrelation{reason: reason, runID: runID, step: step, callID: callID}, nil
 }
 
 // locate finds the batch record and the index of the call a correlation id names. ok is

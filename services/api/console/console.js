@@ -350,6 +350,18 @@
     return details;
   }
 
+  // actorCell shows who resolved the call's ticket. An actor no door authenticated (a
+  // resume command on the public subject named it itself) is shown as a claim, marked
+  // "(claimed)" and styled apart, never like the token or user of that name.
+  function actorCell(c) {
+    if (!c.actor && !c.actor_claimed) return el("td", { className: "actor", text: "" });
+    let text = c.actor || "(unnamed)";
+    if (c.actor_claimed) text += " (claimed)";
+    if (c.edited) text += " (edited arguments)";
+    const title = c.actor_claimed ? "named by the command's publisher; no door authenticated it" : "authenticated by the door it came through";
+    return el("td", { className: c.actor_claimed ? "actor claimed" : "actor", title: title, text: text });
+  }
+
   function callRow(b, c, full) {
     let phase = c.phase;
     if (c.phase === "Executing" && c.attempt) phase += " #" + c.attempt;
@@ -373,7 +385,7 @@
       el("td", null, el("code", { text: c.tool_id })),
       phaseCell,
       el("td", { className: c.is_error ? "error" : "", text: outcome }),
-      el("td", { className: "actor", text: c.actor ? c.actor + (c.edited ? " (edited arguments)" : "") : "" }),
+      actorCell(c),
       el("td", null, timeline),
     ];
     const rows = [el("tr", null, ...cells)];

@@ -34,6 +34,7 @@ package main
 import (
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"log"
@@ -159,6 +160,49 @@ func newServer(calls *callLog) *mcp.Server {
 		func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			record(req)
 			return &mcp.CallToolResult{Content: []mcp.Content{}, StructuredContent: map[string]any{"answer": 42}}, nil
+		})
+	// graph answers as the go-sdk's memory server's read_graph does: a status text and the
+	// data only in structuredContent.
+	s.AddTool(&mcp.Tool{Name: "graph", Description: "Reads the knowledge graph.",
+		InputSchema: map[string]any{"type": "object"}},
+		func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			record(req)
+			return &mcp.CallToolResult{
+				Content: []mcp.Content{&mcp.TextContent{Text: "Graph read successfully"}},
+				StructuredContent: map[string]any{"entities": []any{
+					map[string]any{"name": "Ada", "entityType": "person", "observations": []string{"wrote the first program"}},
+				}},
+			}, nil
+		})
+	// "greet (structured)" has a name no model provider accepts, as the go-sdk's
+	// everything server's tools do; its schema has an optional property.
+	s.AddTool(&mcp.Tool{Name: "greet (structured)", Description: "Greets by name.",
+		InputSchema: map[string]any{"type": "object", "properties": map[string]any{
+			"name": map[string]any{"type": "string"}, "title": map[string]any{"type": "string"}}, "required": []string{"name"}}},
+		func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			record(req)
+			var a struct{ Name string }
+			_ = json.Unmarshal(req.Params.Arguments, &a)
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "hello " + a.Name}}}, nil
+		})
+	// every returns one content item of every kind MCP defines, and structured content.
+	s.AddTool(&mcp.Tool{Name: "every", Description: "Returns every kind of content.",
+		InputSchema: map[string]any{"type": "object"}},
+		func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			record(req)
+			png, _ := base64.StdEncoding.DecodeString(tinyPNG)
+			size := int64(5)
+			return &mcp.CallToolResult{
+				Content: []mcp.Content{
+					&mcp.TextContent{Text: "all of it"},
+					&mcp.ImageContent{MIMEType: "image/png", Data: png},
+					&mcp.AudioContent{MIMEType: "audio/wav", Data: []byte("RIFF\x00")},
+					&mcp.ResourceLink{URI: "file:///data.csv", Name: "data.csv", Title: "The data", MIMEType: "text/csv", Size: &size},
+					&mcp.EmbeddedResource{Resource: &mcp.ResourceContents{URI: "file:///notes.txt", MIMEType: "text/plain", Text: "remember"}},
+					&mcp.EmbeddedResource{Resource: &mcp.ResourceContents{URI: "file:///blob.bin", MIMEType: "application/octet-stream", Blob: []byte{1, 2, 3}}},
+				},
+				StructuredContent: map[string]any{"count": 6},
+			}, nil
 		})
 	mcp.AddTool(s, &mcp.Tool{Name: "resource", Description: "Returns an embedded text resource."},
 		func(_ context.Context, req *mcp.CallToolRequest, _ none) (*mcp.CallToolResult, any, error) {
