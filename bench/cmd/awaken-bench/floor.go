@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -16,34 +18,84 @@ import (
 )
 
 // hopsDoc documents what the floor relay does, counted from the pipeline's code (see
-// services/gate/request.go, internal/execcore/core.go and counter.go, services/batcher,
-// services/publisher/handle.go, internal/state/store.go).
+// services/gate/service.go and request.go, internal/pipeline/pauses.go and batches.go,
+// internal/execcore/core.go, services/batcher, services/publisher/handle.go and
+// results.go, pkg/client/wait.go). Its streams and buckets are the pipeline's, named
+// FLOOR_ for AWAKEN_, so -writes-only compares them stream by stream.
 const hopsDoc = "per call on the sequential path, 3 deliveries and 10 round trips: " +
-	"gate [consume gate request; KV create call (decision+Executing); 2 async publishes audit+tool_call fact (1 round trip); publish exec request; double ack] " +
+	"gate [consume gate request; the tool's pause read from the leader of the pauses bucket (a JetStream API message get); " +
+	"KV create call (decision+Executing); 1 round trip of 3 async publishes: audit copy, tool_call fact, executor request; double ack] " +
 	"exec [consume exec request; KV get; KV CAS update (completed: echo is replay_safe, so no entered write); publish call output; double ack] " +
 	"batcher [consume output; publish next gate request; double ack]. " +
-	"Per batch: submit [client publish; consume; KV get + CAS run record (claim); KV create batch; publish first gate request; double ack], " +
-	"publisher per output [consume; double ack], for the last output also [KV get batch; one batch get of the call records; KV get + CAS finalized; KV get + CAS run record (settle); atomic batch publish of n results + finalized; n async fact publishes; KV get + CAS published], " +
-	"client [core subscription on the subject where the results stream republishes what it stored]. " +
-	"(Before issue 17's cuts: an entered write per call before the tool ran, 11 round trips per call. Before the optimisation of issue 8: 16 round trips per call — a KV get before the gate's create and a body-run ledger write per call — a KV get of the batch per output, a KV watch to list the call records, and a client that created an ordered consumer per batch.)"
+	"Per batch: submit [client publish; consume; KV get run record; when it holds the run's previous batch (finalized): KV create of that batch's archive (refused without a store when the publisher archived it first); " +
+	"KV CAS (or create) run record: claim and record the batch in one write; publish first gate request; double ack], " +
+	"gate [KV get run record on the batch's first call (then cached)], " +
+	"publisher per output [consume; double ack; KV get run record on the batch's first output (then cached)], for the last output also " +
+	"[KV get run record; one batch get of the call records; KV get + CAS run record (finalize and release in one write); " +
+	"1 round trip: the results message (every result and the finalized payload, one stored message) and n async tool_result facts; " +
+	"then, off the path the client waits on: KV create of the archive (published), or KV get + CAS finalized -> published when the next batch's claim archived it first], " +
+	"client [core subscriptions on its rejections and on the subject where the results stream republishes what it stored]. " +
+	"(Before issue 26's cuts: the run claim and the batch record two writes, the finalized mark, the run's release and the published mark three, the results and finalized event one atomic batch, the audit copy and the tool_call fact one round trip before the executor request: 16 stored messages per 1-call batch. " +
+	"The floor of before that also left out the gate's pause read, which the pipeline has done at every decision since the kill switch. " +
+	"Before issue 17's cuts: an entered write per call before the tool ran, 11 round trips per call. Before the optimisation of issue 8: 16 round trips per call — a KV get before the gate's create and a body-run ledger write per call — a KV get of the batch per output, a KV watch to list the call records, and a client that created an ordered consumer per batch.)"
 
 const floorWorkers = 8
 
 // floor is a logic-free relay that performs the pipeline's JetStream operations, in the
-// same order and on the same kind of server, with opaque payloads: what no
-// message-driven design with these durable steps can beat on this server.
+// same order, on the same streams and buckets and the same kind of server, with opaque
+// payloads: what no message-driven design with these durable steps can beat on this
+// server.
 type floor struct {
-	nats    *backend
-	nc      *nats.Conn
-	js      jetstream.JetStream
-	calls   jetstream.KeyValue
-	batches jetstream.KeyValue
-	runs    jetstream.KeyValue
-	conns   []*nats.Conn
-	quit    context.Context
-	cancel  context.CancelFunc
-	wg      sync.WaitGroup
+	nats   *backend
+	nc     *nats.Conn
+	js     jetstream.JetStream
+	conns  []*nats.Conn
+	quit   context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
 }
+
+// The floor's names: the pipeline's (internal/bus/topology.go, pkg/contracts/names.go)
+// with the prefix floor / FLOOR for awaken / AWAKEN.
+const (
+	floorSubmit      = "floor.batches.submit"
+	floorRejected    = "floor.batches.rejected"
+	floorGate        = "floor.work.gate."         // + run
+	floorExec        = "floor.work.exec.brain."   // + run
+	floorOutput      = "floor.work.output."       // + run
+	floorResults     = "floor.results."           // + run
+	floorCommitted   = "floor.committed.results." // + run
+	floorEvents      = "floor.events."            // + run
+	floorAudit       = "floor.audit."             // + run
+	floorCallsKV     = "FLOOR_calls"
+	floorBatchesKV   = "FLOOR_batches"
+	floorRunsKV      = "FLOOR_runs"
+	floorPausesKV    = "FLOOR_tool_pauses"
+	floorTool        = "echo"
+	floorResultsSep  = "\n"
+	floorOpenPrefix  = "open "
+	floorFinalPrefix = "finalized "
+)
+
+// floorStreams are the pipeline's streams the path writes, as internal/bus configures them
+// (limits retention, the 2-minute duplicate window; the results stream republishes what it
+// stores, for the waiting client).
+func floorStreams() []jetstream.StreamConfig {
+	return []jetstream.StreamConfig{
+		{Name: "FLOOR_SUBMISSIONS", Subjects: []string{"floor.batches.>"}},
+		{Name: "FLOOR_WORK", Subjects: []string{"floor.work.>"}},
+		{Name: "FLOOR_RESULTS", Subjects: []string{floorResults + ">"}, AllowAtomicPublish: true,
+			RePublish: &jetstream.RePublish{Source: floorResults + ">", Destination: floorCommitted + ">"}},
+		{Name: "FLOOR_EVENTS", Subjects: []string{floorEvents + ">"}},
+		{Name: "FLOOR_AUDIT", Subjects: []string{floorAudit + ">"}},
+	}
+}
+
+// floorBuckets are the pipeline's buckets the path reads or writes, with its histories.
+var floorBuckets = []struct {
+	name    string
+	history uint8
+}{{floorCallsKV, 5}, {floorBatchesKV, 3}, {floorRunsKV, 3}, {floorPausesKV, 1}}
 
 // newFloor starts the relay at durability level lvl on one embedded server or (cluster)
 // on a 3-node cluster with its streams and buckets R3.
@@ -72,43 +124,36 @@ func newFloor(ctx context.Context, lvl level, cluster bool) (*floor, error) {
 		return nil, err
 	}
 	f.nc, f.js = f.conns[0], js
-	for _, sc := range []jetstream.StreamConfig{
-		{Name: "FLOOR_SUBMIT", Subjects: []string{"floor.submit"}},
-		{Name: "FLOOR_WORK", Subjects: []string{"floor.work.>"}},
-		{Name: "FLOOR_RESULTS", Subjects: []string{"floor.results.>"}, AllowAtomicPublish: true,
-			RePublish: &jetstream.RePublish{Source: "floor.results.>", Destination: "floor.committed.>"}},
-		{Name: "FLOOR_SIDE", Subjects: []string{"floor.side.>"}},
-	} {
+	for _, sc := range floorStreams() {
+		sc.Retention, sc.Discard = jetstream.LimitsPolicy, jetstream.DiscardOld
 		sc.Storage, sc.Replicas, sc.Duplicates, sc.MaxAge = jetstream.FileStorage, b.replicas, 2*time.Minute, 24*time.Hour
 		if _, err := js.CreateOrUpdateStream(ctx, sc); err != nil {
 			f.close()
 			return nil, err
 		}
 	}
-	kv := func(name string) (jetstream.KeyValue, error) {
-		return js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: name, History: 1, Storage: jetstream.FileStorage, Replicas: b.replicas})
-	}
-	if f.calls, err = kv("FLOOR_CALLS"); err == nil {
-		if f.batches, err = kv("FLOOR_BATCHES"); err == nil {
-			f.runs, err = kv("FLOOR_RUNS")
+	for _, kc := range floorBuckets {
+		if _, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: kc.name, History: kc.history,
+			Storage: jetstream.FileStorage, Replicas: b.replicas}); err != nil {
+			f.close()
+			return nil, err
 		}
 	}
-	if err == nil && cluster {
-		err = waitAllStreamLeaders(ctx, js)
-	}
-	if err != nil {
-		f.close()
-		return nil, err
+	if cluster {
+		if err := waitAllStreamLeaders(ctx, js); err != nil {
+			f.close()
+			return nil, err
+		}
 	}
 	stages := []struct {
 		name, stream, filter string
 		h                    func(context.Context, *stageEnv, fmsg) error
 	}{
-		{"submit", "FLOOR_SUBMIT", "floor.submit", stageSubmit},
-		{"gate", "FLOOR_WORK", "floor.work.gate", stageGate},
-		{"exec", "FLOOR_WORK", "floor.work.exec", stageExec},
-		{"batcher", "FLOOR_WORK", "floor.work.out", stageBatcher},
-		{"publisher", "FLOOR_WORK", "floor.work.out", stagePublisher},
+		{"submit", "FLOOR_SUBMISSIONS", floorSubmit, stageSubmit},
+		{"gate", "FLOOR_WORK", floorGate + ">", stageGate},
+		{"exec", "FLOOR_WORK", floorExec + ">", stageExec},
+		{"batcher", "FLOOR_WORK", floorOutput + ">", stageBatcher},
+		{"publisher", "FLOOR_WORK", floorOutput + ">", stagePublisher},
 	}
 	for _, st := range stages {
 		sjs, err := conn("floor-" + st.name)
@@ -116,11 +161,11 @@ func newFloor(ctx context.Context, lvl level, cluster bool) (*floor, error) {
 			f.close()
 			return nil, err
 		}
-		env := &stageEnv{js: sjs}
+		env := &stageEnv{js: sjs, nc: f.conns[len(f.conns)-1]}
 		for _, b := range []struct {
 			dst  *jetstream.KeyValue
 			name string
-		}{{&env.calls, "FLOOR_CALLS"}, {&env.batches, "FLOOR_BATCHES"}, {&env.runs, "FLOOR_RUNS"}} {
+		}{{&env.calls, floorCallsKV}, {&env.batches, floorBatchesKV}, {&env.runs, floorRunsKV}} {
 			if *b.dst, err = sjs.KeyValue(ctx, b.name); err != nil {
 				f.close()
 				return nil, err
@@ -221,38 +266,28 @@ func parseFloor(s string) (fmsg, error) {
 
 type stageEnv struct {
 	js                   jetstream.JetStream
+	nc                   *nats.Conn
 	calls, batches, runs jetstream.KeyValue
 }
 
-// casRun rewrites the run record of m by compare-and-swap (creating it on the run's first
-// batch), as the batcher's claim and the publisher's settle do.
-func (e *stageEnv) casRun(ctx context.Context, m fmsg, value string) error {
-	cur, err := e.runs.Get(ctx, m.run)
-	switch {
-	case errors.Is(err, jetstream.ErrKeyNotFound):
-		_, err = e.runs.Create(ctx, m.run, []byte(value))
-		return ignoreExists(err)
-	case err != nil:
-		return err
-	}
-	_, err = e.runs.Update(ctx, m.run, []byte(value), cur.Revision())
-	return err
-}
+// errFloorRunBusy is a run record that holds another open batch: the pipeline's run_busy.
+var errFloorRunBusy = errors.New("floor: run holds another open batch")
 
+// publish stores one message with its deterministic id and waits for the acknowledgement.
 func (e *stageEnv) publish(ctx context.Context, subj, id, data string) error {
-	m := nats.NewMsg(subj)
-	m.Data = []byte(data)
-	m.Header.Set(jetstream.MsgIDHeader, id)
-	_, err := e.js.PublishMsg(ctx, m)
-	return err
+	return e.publishAll(ctx, []floorPub{{subj, id, data}})
 }
 
-func (e *stageEnv) publishAll(ctx context.Context, subj []string, ids []string, data string) error {
-	fs := make([]jetstream.PubAckFuture, len(subj))
-	for i := range subj {
-		m := nats.NewMsg(subj[i])
-		m.Data = []byte(data)
-		m.Header.Set(jetstream.MsgIDHeader, ids[i])
+type floorPub struct{ subj, id, data string }
+
+// publishAll stores every message in one round trip (asynchronous publishes, then every
+// acknowledgement), as the pipeline's Publisher.PublishAll.
+func (e *stageEnv) publishAll(ctx context.Context, msgs []floorPub) error {
+	fs := make([]jetstream.PubAckFuture, len(msgs))
+	for i, p := range msgs {
+		m := nats.NewMsg(p.subj)
+		m.Data = []byte(p.data)
+		m.Header.Set(jetstream.MsgIDHeader, p.id)
 		f, err := e.js.PublishMsgAsync(m)
 		if err != nil {
 			return err
@@ -271,6 +306,41 @@ func (e *stageEnv) publishAll(ctx context.Context, subj []string, ids []string, 
 	return nil
 }
 
+// readRun reads the run record: a direct get, which any replica may answer (the
+// pipeline's ReadBatch and the first read of Store.Update).
+func (e *stageEnv) readRun(ctx context.Context, m fmsg) (jetstream.KeyValueEntry, error) {
+	return e.runs.Get(ctx, m.run)
+}
+
+// pauseRead is the gate's read of the tool's pause record from the leader of the pauses
+// bucket's stream (pipeline.Env.ToolPaused, state.ReadFromLeader): a JetStream API
+// message get; no record means not paused.
+func (e *stageEnv) pauseRead(ctx context.Context) error {
+	key := base64.RawURLEncoding.EncodeToString([]byte(floorTool))
+	req, err := json.Marshal(map[string]string{"last_by_subj": "$KV." + floorPausesKV + "." + key})
+	if err != nil {
+		return err
+	}
+	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	r, err := e.nc.RequestWithContext(rctx, "$JS.API.STREAM.MSG.GET.KV_"+floorPausesKV, req)
+	if err != nil {
+		return err
+	}
+	var resp struct {
+		Error *struct {
+			Code int `json:"err_code"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal(r.Data, &resp); err != nil {
+		return err
+	}
+	if resp.Error == nil || resp.Error.Code != 10037 { // JSNoMessageFoundErr: not paused
+		return fmt.Errorf("floor: pause read: %s", r.Data)
+	}
+	return nil
+}
+
 func ignoreExists(err error) error {
 	if errors.Is(err, jetstream.ErrKeyExists) {
 		return nil
@@ -278,29 +348,65 @@ func ignoreExists(err error) error {
 	return err
 }
 
+// stageSubmit is the batcher's submission (pipeline.Env.AcceptBatch): read the run
+// record; archive the run's previous batch if the record still holds it (a create,
+// refused when the publisher archived it first); claim the run and record the batch in
+// one write; publish the first gate request.
 func stageSubmit(ctx context.Context, e *stageEnv, m fmsg) error {
-	if err := e.casRun(ctx, m, m.batch()); err != nil {
+	open := floorOpenPrefix + m.batch()
+	cur, err := e.readRun(ctx, m)
+	switch {
+	case errors.Is(err, jetstream.ErrKeyNotFound):
+		if _, err := e.runs.Create(ctx, m.run, []byte(open)); ignoreExists(err) != nil {
+			return err
+		}
+	case err != nil:
 		return err
-	}
-	if _, err := e.batches.Create(ctx, m.batch(), []byte(m.String())); ignoreExists(err) != nil {
-		return err
+	case string(cur.Value()) == open: // a redelivery: re-drive the dispatch
+	case strings.HasPrefix(string(cur.Value()), floorOpenPrefix):
+		return errFloorRunBusy
+	default:
+		if prev, ok := strings.CutPrefix(string(cur.Value()), floorFinalPrefix); ok {
+			if _, err := e.batches.Create(ctx, prev, []byte("finalized")); ignoreExists(err) != nil {
+				return err
+			}
+		}
+		if _, err := e.runs.Update(ctx, m.run, []byte(open), cur.Revision()); err != nil {
+			return err
+		}
 	}
 	m.index = 0
-	return e.publish(ctx, "floor.work.gate", m.call(0)+":gate", m.String())
+	return e.publish(ctx, floorGate+m.run, m.call(0)+":gate", m.String())
 }
 
+// stageGate is the gate's sequential request (services/gate: gateCall with assumeNew):
+// the batch from the run record on the batch's first call (its cache holds it for the
+// rest), the tool's pause read, the call record created with the decision and
+// Executing{1}, then the audit copy, the tool_call fact and the executor request in one
+// round trip.
 func stageGate(ctx context.Context, e *stageEnv, m fmsg) error {
+	if m.index == 0 {
+		if _, err := e.readRun(ctx, m); err != nil {
+			return err
+		}
+	}
+	if err := e.pauseRead(ctx); err != nil {
+		return err
+	}
 	key := m.call(m.index)
 	if _, err := e.calls.Create(ctx, key, []byte("executing")); ignoreExists(err) != nil {
 		return err
 	}
-	if err := e.publishAll(ctx, []string{"floor.side.audit", "floor.side.fact"},
-		[]string{key + ":audit", key + ":event:tool_call"}, m.String()); err != nil {
-		return err
-	}
-	return e.publish(ctx, "floor.work.exec", key+":exec:1", m.String())
+	return e.publishAll(ctx, []floorPub{
+		{floorAudit + m.run, key + ":audit:allow", m.String()},
+		{floorEvents + m.run, key + ":event:tool_call", m.String()},
+		{floorExec + m.run, key + ":exec:1", m.String()},
+	})
 }
 
+// stageExec is the executor (internal/execcore): read the call record, run the tool, and
+// commit Completed by compare-and-swap (echo is replay_safe: no entered write on the
+// first delivery); then announce the output.
 func stageExec(ctx context.Context, e *stageEnv, m fmsg) error {
 	key := m.call(m.index)
 	cur, err := e.calls.Get(ctx, key)
@@ -311,29 +417,40 @@ func stageExec(ctx context.Context, e *stageEnv, m fmsg) error {
 	if _, err := e.calls.Update(ctx, key, []byte(out), cur.Revision()); err != nil {
 		return err
 	}
-	return e.publish(ctx, "floor.work.out", key+":output", m.String())
+	return e.publish(ctx, floorOutput+m.run, key+":output", m.String())
 }
 
+// stageBatcher is the batcher's output handler: the next call's gate request.
 func stageBatcher(ctx context.Context, e *stageEnv, m fmsg) error {
 	if m.index+1 >= m.n {
 		return nil
 	}
 	m.index++
-	return e.publish(ctx, "floor.work.gate", m.call(m.index)+":gate", m.String())
+	return e.publish(ctx, floorGate+m.run, m.call(m.index)+":gate", m.String())
 }
 
+// stagePublisher is the publisher's output handler (services/publisher: handleOutput,
+// finalizeAndPublish): an output that is not the last reads the batch only when its
+// cache does not hold it yet (the batch's first output); the last reads it fresh, reads
+// the call records with one batch get, finalizes the batch and releases the run in one
+// compare-and-swap on the run record, publishes the results message with the
+// tool_result facts in one round trip, and archives the batch.
 func stagePublisher(ctx context.Context, e *stageEnv, m fmsg) error {
 	if m.index != m.n-1 {
+		if m.index == 0 {
+			_, err := e.readRun(ctx, m)
+			return err
+		}
 		return nil
 	}
-	if _, err := e.batches.Get(ctx, m.batch()); err != nil {
+	if _, err := e.readRun(ctx, m); err != nil {
 		return err
 	}
 	subjects := make([]string, m.n)
 	for i := range m.n {
-		subjects[i] = "$KV.FLOOR_CALLS." + m.call(i)
+		subjects[i] = "$KV." + floorCallsKV + "." + m.call(i)
 	}
-	recs, err := jetstreamext.GetLastMsgsFor(ctx, e.js, "KV_FLOOR_CALLS", subjects)
+	recs, err := jetstreamext.GetLastMsgsFor(ctx, e.js, "KV_"+floorCallsKV, subjects)
 	if err != nil {
 		return err
 	}
@@ -342,67 +459,69 @@ func stagePublisher(ctx context.Context, e *stageEnv, m fmsg) error {
 		if err != nil {
 			return err
 		}
-		outs[strings.TrimPrefix(r.Subject, "$KV.FLOOR_CALLS.")] = string(r.Data)
+		outs[strings.TrimPrefix(r.Subject, "$KV."+floorCallsKV+".")] = string(r.Data)
 	}
-	cas := func() error {
-		b, err := e.batches.Get(ctx, m.batch())
-		if err != nil {
+	results := make([]string, m.n)
+	for i := range m.n {
+		results[i] = outs[m.call(i)]
+	}
+	// Finalize and release: the Store.Update loop (read, then compare-and-swap).
+	cur, err := e.readRun(ctx, m)
+	if err != nil {
+		return err
+	}
+	// A record that no longer holds this batch open was finalized by an earlier delivery
+	// (and may hold the run's next batch by now): nothing to write.
+	if string(cur.Value()) == floorOpenPrefix+m.batch() {
+		if _, err := e.runs.Update(ctx, m.run, []byte(floorFinalPrefix+m.batch()), cur.Revision()); err != nil {
 			return err
 		}
-		_, err = e.batches.Update(ctx, m.batch(), b.Value(), b.Revision())
-		return err
 	}
-	if err := cas(); err != nil {
-		return err
-	}
-	if err := e.casRun(ctx, m, "idle"); err != nil {
-		return err
-	}
-	subj := "floor.results." + m.run
-	msgs := make([]*nats.Msg, 0, m.n+1)
+	pubs := []floorPub{{floorResults + m.run, m.batch() + ":results", strings.Join(results, floorResultsSep)}}
 	for i := range m.n {
-		r := nats.NewMsg(subj)
-		r.Data = []byte(outs[m.call(i)])
-		r.Header.Set(jetstream.MsgIDHeader, fmt.Sprintf("%s:result:%d", m.batch(), i))
-		msgs = append(msgs, r)
+		pubs = append(pubs, floorPub{floorEvents + m.run, m.call(i) + ":event:tool_result", "tool_result"})
 	}
-	fin := nats.NewMsg(subj)
-	fin.Data = []byte("finalized")
-	fin.Header.Set(jetstream.MsgIDHeader, m.batch()+":finalized")
-	msgs = append(msgs, fin)
-	if _, err := jetstreamext.PublishMsgBatch(ctx, e.js, msgs); err != nil {
+	if err := e.publishAll(ctx, pubs); err != nil {
 		return err
 	}
-	subjs, ids := make([]string, m.n), make([]string, m.n)
-	for i := range m.n {
-		subjs[i], ids[i] = "floor.side.fact", m.call(i)+":event:tool_result"
-	}
-	if err := e.publishAll(ctx, subjs, ids, "tool_result"); err != nil {
+	// The archive, after the results: a create, or — when the claim of the run's next
+	// batch archived it first as finalized — the move to published.
+	if _, err := e.batches.Create(ctx, m.batch(), []byte("published")); !errors.Is(err, jetstream.ErrKeyExists) {
 		return err
 	}
-	return cas()
+	a, err := e.batches.Get(ctx, m.batch())
+	if err != nil || string(a.Value()) == "published" {
+		return err
+	}
+	_, err = e.batches.Update(ctx, m.batch(), []byte("published"), a.Revision())
+	return err
 }
 
 func (f *floor) run(ctx context.Context, runID string, step int64, n int) ([]string, error) {
 	m := fmsg{runID, step, 0, n}
-	ch := make(chan *nats.Msg, n+1)
-	// Like the pipeline's client: the stream's republication of what it stored.
-	sub, err := f.nc.ChanSubscribe("floor.committed."+m.run, ch)
+	// Like the pipeline's client (SubmitAndWait): its rejections, and the stream's
+	// republication of what it stored.
+	rej, err := f.nc.Subscribe(floorRejected, func(*nats.Msg) {})
+	if err != nil {
+		return nil, err
+	}
+	defer rej.Unsubscribe()
+	ch := make(chan *nats.Msg, 1)
+	sub, err := f.nc.ChanSubscribe(floorCommitted+m.run, ch)
 	if err != nil {
 		return nil, err
 	}
 	defer sub.Unsubscribe()
-	if err := (&stageEnv{js: f.js}).publish(ctx, "floor.submit", m.batch(), m.String()); err != nil {
+	if err := (&stageEnv{js: f.js}).publish(ctx, floorSubmit, m.batch(), m.String()); err != nil {
 		return nil, err
 	}
-	out := make([]string, 0, n)
 	for {
 		select {
 		case r := <-ch:
-			if string(r.Data) == "finalized" {
-				return out, nil
+			if r.Header.Get(jetstream.MsgIDHeader) != m.batch()+":results" {
+				continue // a re-publication of an earlier batch of the run
 			}
-			out = append(out, string(r.Data))
+			return strings.Split(string(r.Data), floorResultsSep), nil
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}

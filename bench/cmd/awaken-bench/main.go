@@ -20,6 +20,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -189,7 +190,7 @@ func main() {
 	flag.StringVar(&s.Config, "config", "../examples/awaken.yaml", "awaken host configuration")
 	flag.StringVar(&s.CPUProfile, "cpuprofile", "", "pipeline row: CPU profile of the throughput phase")
 	flag.StringVar(&s.MemProfile, "memprofile", "", "pipeline row: allocation profile after the throughput phase")
-	flag.BoolVar(&s.WritesOnly, "writes-only", false, "with -row: only count the writes per call (no latency, throughput or large batches)")
+	flag.BoolVar(&s.WritesOnly, "writes-only", false, "only count the writes per call (no latency, throughput or large batches); with -rows, print them and write no JSON")
 	flag.Parse()
 	s.DurationS = s.Duration.Seconds()
 	s.BatchCalls = throughputCalls
@@ -218,6 +219,9 @@ func parent(rows []string, outDir, temporalBin string, s settings) error {
 			"-warmup", fmt.Sprint(s.Warmup), "-duration", s.Duration.String(), "-runs", fmt.Sprint(s.Runs),
 			"-large", s.Large, "-large-iters", fmt.Sprint(s.LargeIters),
 			"-config", s.Config, "-cpuprofile", s.CPUProfile, "-memprofile", s.MemProfile}
+		if s.WritesOnly {
+			args = append(args, "-writes-only")
+		}
 		bin := self
 		if temporalBin != "" && strings.HasPrefix(r, rowTemporal) {
 			bin = temporalBin
@@ -240,6 +244,11 @@ func parent(rows []string, outDir, temporalBin string, s settings) error {
 	rep := report{
 		Time: time.Now().UTC().Format(time.RFC3339), GoVersion: runtime.Version(),
 		CPUs: runtime.NumCPU(), Settings: s, Rows: results, Hops: hopsDoc, Load: loadAverage(),
+	}
+	if s.WritesOnly {
+		// No latency or throughput to compare, and nothing to replace latest.json with.
+		printWrites(os.Stdout, rep)
+		return nil
 	}
 	rep.Ratios = ratios(results)
 	printTable(os.Stdout, rep)
@@ -366,7 +375,7 @@ func loadAverage() string {
 	return strings.Join(f[:min(3, len(f))], " ")
 }
 
-func printTable(w *os.File, rep report) {
+func printTable(w io.Writer, rep report) {
 	fmt.Fprintf(w, "\nawaken bench — %s, %s, %d CPUs, load average %s; latency: %d×1-call, %d×10-call sequential batches one at a time; throughput: %d runs × %d-call batches for %s\n\n",
 		rep.Time, rep.GoVersion, rep.CPUs, rep.Load, rep.Settings.Iters1, rep.Settings.Iters10, rep.Settings.Runs,
 		rep.Settings.BatchCalls, rep.Settings.Duration)
@@ -391,13 +400,7 @@ func printTable(w *os.File, rep report) {
 	}
 	fmt.Fprintln(w)
 	for _, r := range rep.Rows {
-		for _, wc := range r.Writes {
-			fmt.Fprintf(w, "  %-24s %-26s %5.2f stored msgs/call, %5.2f JS API req/call:", r.Row, wc.Path, wc.StoredPerCall, wc.APIPerCall)
-			for _, n := range streamsByCost(wc) {
-				fmt.Fprintf(w, " %s %.2f", n, wc.ByStream[n])
-			}
-			fmt.Fprintln(w)
-		}
+		printRowWrites(w, r)
 		if r.PeakRSSLoadMiB > 0 && len(r.Large) > 0 {
 			fmt.Fprintf(w, "  %-24s peak RSS %.1fMiB through the latency and throughput series (%.1fMiB with the large batches)\n", r.Row, r.PeakRSSLoadMiB, r.PeakRSSMiB)
 		}
@@ -419,6 +422,30 @@ func printTable(w *os.File, rep report) {
 	}
 	for _, r := range rep.Rows {
 		fmt.Fprintf(w, "  %-24s %s\n", r.Row+":", r.Desc)
+	}
+}
+
+// printRowWrites prints r's write counts, one line per path.
+func printRowWrites(w io.Writer, r result) {
+	for _, wc := range r.Writes {
+		fmt.Fprintf(w, "  %-24s %-26s %5.2f stored msgs/call, %5.2f JS API req/call:", r.Row, wc.Path, wc.StoredPerCall, wc.APIPerCall)
+		for _, n := range streamsByCost(wc) {
+			fmt.Fprintf(w, " %s %.2f", n, wc.ByStream[n])
+		}
+		fmt.Fprintln(w)
+	}
+}
+
+// printWrites is the report of a -writes-only run: each row's write counts (or error).
+func printWrites(w io.Writer, rep report) {
+	fmt.Fprintf(w, "\nawaken bench — %s, %s, %d CPUs, load average %s; writes only: stored messages and JetStream API requests per call, from the servers' counters\n\n",
+		rep.Time, rep.GoVersion, rep.CPUs, rep.Load)
+	for _, r := range rep.Rows {
+		if r.Error != "" {
+			fmt.Fprintf(w, "  %-24s error: %s\n", r.Row, r.Error)
+			continue
+		}
+		printRowWrites(w, r)
 	}
 }
 
@@ -540,7 +567,7 @@ func describe(r rowSpec) string {
 	case rowPipeline:
 		return "the five services (app.Start) on an embedded file-storage JetStream server, " + sync + ", public client SubmitAndWait; the soft memory limit of `awaken dev` (app.DevMemoryLimit, 160 MiB, unless GOMEMLIMIT is set)"
 	case rowFloor:
-		return "a logic-free relay doing the pipeline's sequential JetStream operations on the same kind of server, " + sync + " (see floor_hops)"
+		return "a logic-free relay doing the pipeline's sequential JetStream operations on its streams and buckets (named FLOOR_ for AWAKEN_) on the same kind of server, " + sync + " (see floor_hops)"
 	case rowTemporal:
 		return "Temporal v1.30.4 lite server (temporaltest's server, SQLite in a FILE, " + sqlite + "), tuned (see tuning); the workflow runs the calls as activities in order"
 	case rowTemporalLocal:

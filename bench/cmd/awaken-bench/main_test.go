@@ -215,3 +215,65 @@ func TestClusterRatios(t *testing.T) {
 		}
 	}
 }
+
+// TestFloorStoresWhatThePipelineStores: the floor relay writes, stream by stream, the
+// messages the pipeline stores for the same batches (floor_hops): its streams and buckets
+// are the pipeline's named FLOOR_ for AWAKEN_. Only the archive varies, in both: one
+// write per batch, or two when the next batch's claim archives it before the publisher
+// does. The floor's one JetStream API request per call is the gate's pause read.
+func TestFloorStoresWhatThePipelineStores(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	p, err := newPipeline(ctx, settings{Config: testConfig}, levelRelaxed, false, 1, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.close()
+	f, err := newFloor(ctx, levelRelaxed, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.close()
+	prefix := strings.TrimSuffix(p.stack.Env.Names.WorkStream(), "_WORK") // AWAKEN
+	archive := "KV_" + p.stack.Env.Names.BatchesBucket()
+	for _, path := range []struct {
+		name       string
+		batches, n int
+	}{{"sequential 1-call", 4, 1}, {"sequential 10-call", 2, 10}} {
+		pw, err := countWrites(ctx, p.servers(), path.name, path.batches, path.n, p.run)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fw, err := countWrites(ctx, f.servers(), path.name, path.batches, path.n, f.run)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stored := func(wc writeCount, stream string) float64 { return wc.ByStream[stream] * float64(wc.Calls) }
+		floorAs := map[string]string{}
+		for s := range fw.ByStream {
+			floorAs[strings.Replace(s, "FLOOR", prefix, 1)] = s
+		}
+		for s := range pw.ByStream {
+			if _, ok := floorAs[s]; !ok {
+				floorAs[s] = "(none)"
+			}
+		}
+		for ps, fs := range floorAs {
+			got, want := stored(fw, fs), stored(pw, ps)
+			if ps == archive {
+				b := float64(path.batches)
+				if got < b || got > 2*b || want < b || want > 2*b {
+					t.Errorf("%s: %s stored %v, %s %v; want %v to %v each", path.name, fs, got, ps, want, b, 2*b)
+				}
+				continue
+			}
+			if got != want {
+				t.Errorf("%s: %s stored %v, the pipeline's %s %v", path.name, fs, got, ps, want)
+			}
+		}
+		if fw.APIPerCall != 1 {
+			t.Errorf("%s: the floor made %v JetStream API requests per call, want 1 (the pause read)", path.name, fw.APIPerCall)
+		}
+		t.Logf("%s: pipeline %.2f, floor %.2f stored messages per call", path.name, pw.StoredPerCall, fw.StoredPerCall)
+	}
+}
