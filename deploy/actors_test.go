@@ -2,11 +2,9 @@ package deploy_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -34,40 +32,10 @@ func startSecureApprovals(t *testing.T) (*secureStack, jetstream.JetStream) {
 	t.Helper()
 	s := startSecureServer(t)
 	ctx := ctxFor(t, 2*time.Minute)
-	log := app.NewLogger(os.Stderr, envOr("AWAKEN_TEST_LOG", "error"))
-	js, err := jetstream.New(s.connect(t, deploy.UserAdmin))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := app.Setup(ctx, js, s.cfg, log); err != nil {
-		t.Fatal(err)
-	}
-	dial := func(name string) (*nats.Conn, error) { return s.dial(strings.TrimPrefix(name, "awaken-")) }
-	pipeline, err := app.Start(ctx, app.Options{Config: s.cfg, NoEnsure: true, Log: log, Dial: dial,
-		Services: []string{app.Batcher, app.Gate, app.BrainExec, app.Publisher}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		_ = pipeline.Stop(ctx)
-	})
-	apiStack, err := app.Start(ctx, app.Options{Config: s.cfg, NoEnsure: true, Log: log, Dial: dial, Services: []string{app.API},
-		API: api.Options{HTTPAddr: "127.0.0.1:0", Tokens: map[string]string{"alice": aliceToken}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Registered after the pipeline's cleanup, so it runs first: the api stops before the gate.
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		_ = apiStack.Stop(ctx)
-	})
-	s.apiURL = apiStack.APIService.URL()
-	if s.client, err = client.New(s.connect(t, deploy.UserPlatform)); err != nil {
-		t.Fatal(err)
-	}
+	js, log := s.setUp(t, ctx)
+	s.startServices(t, ctx, log, app.Options{Services: []string{app.Batcher, app.Gate, app.BrainExec, app.Publisher}})
+	s.useAPI(t, s.startServices(t, ctx, log, app.Options{Services: []string{app.API},
+		API: api.Options{HTTPAddr: "127.0.0.1:0", Tokens: map[string]string{"alice": aliceToken}}}))
 	return s, js
 }
 

@@ -19,6 +19,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
+	"github.com/rs/zerolog"
 
 	"github.com/awaken-dev/awaken/deploy"
 	"github.com/awaken-dev/awaken/internal/app"
@@ -76,50 +77,62 @@ func startSecureServer(t *testing.T) *secureStack {
 func startSecure(t *testing.T) *secureStack {
 	t.Helper()
 	s := startSecureServer(t)
-	cfg := s.cfg
 	// sandbox-exec compiles the WebAssembly tools at start, which takes tens of seconds
 	// under the race detector on a loaded 2-core machine.
 	ctx := ctxFor(t, 3*time.Minute)
-	log := app.NewLogger(os.Stderr, envOr("AWAKEN_TEST_LOG", "error"))
-
-	admin := s.connect(t, deploy.UserAdmin)
-	js, err := jetstream.New(admin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := app.Setup(ctx, js, cfg, log); err != nil {
-		t.Fatal(err)
-	}
-	st, err := app.Start(ctx, app.Options{Config: cfg, NoEnsure: true, Log: log, HTTPAddr: "127.0.0.1:0",
-		Dial: func(name string) (*nats.Conn, error) { return s.dial(strings.TrimPrefix(name, "awaken-")) }})
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, log := s.setUp(t, ctx)
+	st := s.startServices(t, ctx, log, app.Options{HTTPAddr: "127.0.0.1:0"})
 	s.opsAddr = st.HTTPAddr()
+	// The api as the deployments run it: a process of its own (so the tickets gauge reads
+	// the bucket through the api user's connection, not the gate's), as the api user.
+	s.useAPI(t, s.startServices(t, ctx, log, app.Options{Services: []string{app.API},
+		API: api.Options{HTTPAddr: "127.0.0.1:0"}}))
+	return s
+}
+
+// setUp creates the streams and buckets as admin (no service's user may) and returns the
+// admin's JetStream and the tests' logger.
+func (s *secureStack) setUp(t *testing.T, ctx context.Context) (jetstream.JetStream, zerolog.Logger) {
+	t.Helper()
+	log := app.NewLogger(os.Stderr, envOr("AWAKEN_TEST_LOG", "error"))
+	js, err := jetstream.New(s.connect(t, deploy.UserAdmin))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := app.Setup(ctx, js, s.cfg, log); err != nil {
+		t.Fatal(err)
+	}
+	return js, log
+}
+
+// startServices starts the services o names (every one when none) on the secure server,
+// each connected as its own user, and stops them when the test ends. Cleanups run in
+// reverse, so a stack started later stops first: an api started after the pipeline stops
+// before the gate.
+func (s *secureStack) startServices(t *testing.T, ctx context.Context, log zerolog.Logger, o app.Options) *app.Stack {
+	t.Helper()
+	o.Config, o.NoEnsure, o.Log = s.cfg, true, log
+	o.Dial = func(name string) (*nats.Conn, error) { return s.dial(strings.TrimPrefix(name, "awaken-")) }
+	st, err := app.Start(ctx, o)
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
 		_ = st.Stop(ctx)
 	})
-	// The api as the deployments run it: a process of its own (so the tickets gauge reads
-	// the bucket through the api user's connection, not the gate's), as the api user.
-	apiStack, err := app.Start(ctx, app.Options{Config: cfg, NoEnsure: true, Log: log, Services: []string{app.API},
-		API:  api.Options{HTTPAddr: "127.0.0.1:0"},
-		Dial: func(name string) (*nats.Conn, error) { return s.dial(strings.TrimPrefix(name, "awaken-")) }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Registered after the pipeline's cleanup, so it runs first: the api stops before the gate.
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		_ = apiStack.Stop(ctx)
-	})
-	s.apiURL = apiStack.APIService.URL()
+	return st
+}
+
+// useAPI points the tests' HTTP calls at st's api door and connects the platform's client.
+func (s *secureStack) useAPI(t *testing.T, st *app.Stack) {
+	t.Helper()
+	s.apiURL = st.APIService.URL()
+	var err error
 	if s.client, err = client.New(s.connect(t, deploy.UserPlatform)); err != nil {
 		t.Fatal(err)
 	}
-	return s
 }
 
 // largeOutput is the stored output of the "stores a large output" checks, and

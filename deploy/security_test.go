@@ -2,7 +2,6 @@ package deploy_test
 
 import (
 	"bytes"
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -30,29 +29,9 @@ func startSecureAPI(t *testing.T) (*secureStack, jetstream.JetStream) {
 	t.Helper()
 	s := startSecureServer(t)
 	ctx := ctxFor(t, 2*time.Minute)
-	log := app.NewLogger(os.Stderr, envOr("AWAKEN_TEST_LOG", "error"))
-	js, err := jetstream.New(s.connect(t, deploy.UserAdmin))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := app.Setup(ctx, js, s.cfg, log); err != nil {
-		t.Fatal(err)
-	}
-	st, err := app.Start(ctx, app.Options{Config: s.cfg, NoEnsure: true, Log: log, Services: []string{app.API},
-		API:  api.Options{HTTPAddr: "127.0.0.1:0"},
-		Dial: func(name string) (*nats.Conn, error) { return s.dial(strings.TrimPrefix(name, "awaken-")) }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		_ = st.Stop(ctx)
-	})
-	s.apiURL = st.APIService.URL()
-	if s.client, err = client.New(s.connect(t, deploy.UserPlatform)); err != nil {
-		t.Fatal(err)
-	}
+	js, log := s.setUp(t, ctx)
+	s.useAPI(t, s.startServices(t, ctx, log, app.Options{Services: []string{app.API},
+		API: api.Options{HTTPAddr: "127.0.0.1:0"}}))
 	return s, js
 }
 
