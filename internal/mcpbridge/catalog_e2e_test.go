@@ -56,27 +56,7 @@ executors:
 		t.Fatal(err)
 	}
 	srv := natstest.Start(t)
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
-	defer cancel()
-	stack := startStack(ctx, t, srv, app.Options{Config: cfg,
-		Services: append(app.AllServices(), app.API), API: api.Options{HTTPAddr: "127.0.0.1:0"}})
-	base := strings.TrimSuffix(stack.APIService.URL(), "/")
-	get := func(path string, v any) {
-		t.Helper()
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+path, nil)
-		res, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer res.Body.Close()
-		body, _ := io.ReadAll(res.Body)
-		if res.StatusCode != http.StatusOK {
-			t.Fatalf("GET %s: %d %s", path, res.StatusCode, body)
-		}
-		if err := json.Unmarshal(body, v); err != nil {
-			t.Fatalf("GET %s: %v: %s", path, err, body)
-		}
-	}
+	ctx, get := startCatalogStack(t, srv, cfg)
 
 	var cat contracts.ToolCatalog
 	get("/v1/tools", &cat)
@@ -159,27 +139,7 @@ executors:
 		t.Fatal(err)
 	}
 	srv := natstest.Start(t)
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
-	defer cancel()
-	stack := startStack(ctx, t, srv, app.Options{Config: cfg,
-		Services: append(app.AllServices(), app.API), API: api.Options{HTTPAddr: "127.0.0.1:0"}})
-	base := strings.TrimSuffix(stack.APIService.URL(), "/")
-	get := func(path string, v any) {
-		t.Helper()
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+path, nil)
-		res, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer res.Body.Close()
-		body, _ := io.ReadAll(res.Body)
-		if res.StatusCode != http.StatusOK {
-			t.Fatalf("GET %s: %d %s", path, res.StatusCode, body)
-		}
-		if err := json.Unmarshal(body, v); err != nil {
-			t.Fatalf("GET %s: %v: %s", path, err, body)
-		}
-	}
+	ctx, get := startCatalogStack(t, srv, cfg)
 	const greetID = "mcp__test__greet (structured)"
 	safe := contracts.SafeToolName(greetID)
 	if safe == greetID || !providerName.MatchString(safe) {
@@ -255,3 +215,30 @@ executors:
 
 // providerName is what OpenAI and Anthropic accept as a tool name.
 var providerName = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
+
+// startCatalogStack runs every service and the api on srv with cfg, and returns the
+// test's context and a GET of the api that decodes a 200 answer into v.
+func startCatalogStack(t *testing.T, srv *natstest.Server, cfg *config.Config) (context.Context, func(path string, v any)) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	t.Cleanup(cancel)
+	stack := startStack(ctx, t, srv, app.Options{Config: cfg,
+		Services: append(app.AllServices(), app.API), API: api.Options{HTTPAddr: "127.0.0.1:0"}})
+	base := strings.TrimSuffix(stack.APIService.URL(), "/")
+	return ctx, func(path string, v any) {
+		t.Helper()
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+path, nil)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		body, _ := io.ReadAll(res.Body)
+		if res.StatusCode != http.StatusOK {
+			t.Fatalf("GET %s: %d %s", path, res.StatusCode, body)
+		}
+		if err := json.Unmarshal(body, v); err != nil {
+			t.Fatalf("GET %s: %v: %s", path, err, body)
+		}
+	}
+}
