@@ -59,6 +59,7 @@ Client:
   awaken tools ls [--format F]         the tool catalog (F: awaken, openai, mcp) with schemas
   awaken tools pause ID [--reason R]   pause a tool: its new calls are blocked (kill switch)
   awaken tools resume ID               lift the pause of a tool
+  awaken mcp-serve [--actor NAME]      an MCP server on stdio: each tools/call a batch of this awaken
 
 Output: the client commands print tables and short lines to a terminal and JSON to
 anything else (a pipe, a file); --json forces JSON, --json=false the table.
@@ -124,6 +125,8 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = runCounter(ctx, rest, stdout)
 	case "tools":
 		err = runTools(ctx, rest, stdout)
+	case "mcp-serve":
+		err = runMCPServe(ctx, rest, os.Stdin, stdout, stderr)
 	default:
 		fmt.Fprintf(stderr, "awaken: unknown command %q\n\n%s", cmd, usage)
 		return 2
