@@ -266,3 +266,6 @@ func mustJSON(v any) string {
 	}
 	return string(data)
 }
+
+// waitTick is the poll interval of the waits that are not a natstest.WaitFor condition.
+func waitTick() <-chan time.Time { return time.After(10 * time.Millisecond) }

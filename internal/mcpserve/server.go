@@ -289,7 +289,7 @@ func (s *Server) newSession(ctx context.Context, actor, transport string, agentT
 		})
 	}
 	s.track(srv)
-	srv.AddResourceTemplate(&mcp.ResourceTemplate{Name: "awaken object", URITemplate: contracts.ObjectURIPrefix + "{name}",
+	srv.AddResourceTemplate(&mcp.ResourceTemplate{Name: "awaken object", URITemplate: contracts.ObjectURIPrefix + "{+name}",
 		Description: "an output awaken stored by reference (too large to carry inline)"}, s.readObject)
 	return srv, nil
 }
