@@ -7,10 +7,6 @@ import "time"
 // from which MCP session and client, and which batch carries the call.
 const TypeMCPCallAudit = "io.awaken.audit.mcp_call.v1"
 
-// MCPCallAuditSubject carries the [MCPCallAudit] records. It lies under the audit stream's
-// subjects but can never be a run's audit subject: run ids hold no dots.
-func (n Names) MCPCallAuditSubject() string { return n.Prefix + ".audit.mcp.calls" }
-
 // Metadata keys the MCP door sets on the batches it submits ([BatchSubmission.Metadata]).
 const (
 	MetadataMCPSessionID     = "mcp.session_id"
