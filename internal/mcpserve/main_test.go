@@ -166,7 +166,7 @@ func (s *stack) connectHTTP(token, query string, progress *progressLog) *mcp.Cli
 		opts.ProgressNotificationHandler = progress.handle
 	}
 	c := mcp.NewClient(&mcp.Implementation{Name: "test-client", Version: "1.2.3"}, opts)
-	tr := &mcp.StreamableClientTransport{Endpoint: s.url("/mcp" + query), MaxRetries: -1,
+	tr := &mcp.StreamableClientTransport{Endpoint: s.url("/mcp" + query),
 		HTTPClient: &http.Client{Transport: bearer{token, http.DefaultTransport}}}
 	cs, err := c.Connect(s.ctx, tr, nil)
 	if err != nil {
@@ -188,6 +188,9 @@ func call(t *testing.T, ctx context.Context, cs *mcp.ClientSession, tool string,
 
 // text joins the text content of res.
 func text(res *mcp.CallToolResult) string {
+	if res == nil {
+		return ""
+	}
 	var parts []string
 	for _, c := range res.Content {
 		if tc, ok := c.(*mcp.TextContent); ok {

@@ -104,6 +104,10 @@ type Server struct {
 // stopDrain bounds how long Stop waits for the answers of the calls it stopped.
 const stopDrain = 10 * time.Second
 
+// stopGrace is how long Stop lets the answers it caused reach the clients before it
+// closes their sessions.
+const stopGrace = 250 * time.Millisecond
+
 // New returns a door on opts.
 func New(opts Options) (*Server, error) {
 	if opts.Client == nil || opts.Catalog == nil {
@@ -145,6 +149,10 @@ func (s *Server) Stop() {
 	case <-time.After(stopDrain):
 		s.opts.Log.Warn().Msg("mcp: stopping without waiting further for calls in flight")
 	}
+	// The answers just written are on their way: give the clients a moment to read them
+	// before their sessions' streams end (a client may fail its pending calls when its
+	// stream ends first).
+	time.Sleep(stopGrace)
 	s.mu.Lock()
 	servers := make([]*mcp.Server, 0, len(s.servers))
 	for srv := range s.servers {
@@ -242,7 +250,9 @@ func (s *Server) ServeStdio(ctx context.Context, t mcp.Transport, actor string, 
 	if err != nil {
 		return fmt.Errorf("mcpserve: connect: %w", err)
 	}
-	defer context.AfterFunc(ctx, func() { _ = ss.Close() })()
+	// A session's Close waits for its calls in flight: Stop answers the waiting ones
+	// first (stopped), then closes the session.
+	defer context.AfterFunc(ctx, s.Stop)()
 	return ss.Wait()
 }
 
@@ -347,11 +357,24 @@ func (ss *session) admit() (wait, done chan struct{}, ok bool) {
 	return wait, done, true
 }
 
-// leave ends a call's place in the queue.
-func (ss *session) leave(done chan struct{}) {
+// leave ends a call's place in the queue. The turn passes on only once the call's own
+// turn has come (wait closed): a call that leaves early (cancelled, or stopped, while it
+// waited) must not let the one behind it run beside the one before it.
+func (ss *session) leave(wait, done chan struct{}) {
 	ss.mu.Lock()
 	ss.queued--
 	ss.mu.Unlock()
+	select {
+	case <-wait: // nil (first in the queue) blocks: handled below
+	default:
+		if wait != nil {
+			go func() {
+				<-wait
+				close(done)
+			}()
+			return
+		}
+	}
 	close(done)
 }
 
@@ -399,7 +422,7 @@ func (ss *session) call(ctx context.Context, req *mcp.CallToolRequest, t *tool) 
 		return nil, fmt.Errorf("%s: %d calls of this session are already running or waiting (at most %d): wait for a result before calling again",
 			CodeSessionFlooded, s.opts.Config.MaxQueuedCalls, s.opts.Config.MaxQueuedCalls)
 	}
-	defer ss.leave(done)
+	defer ss.leave(wait, done)
 	if wait != nil {
 		select {
 		case <-wait:
@@ -578,6 +601,10 @@ func (ss *session) reportParked(ctx context.Context, req *mcp.CallToolRequest, t
 		case <-ctx.Done():
 			return
 		case <-every.C:
+		}
+		// Resolved: the call runs (or ran) and its result follows; say nothing more.
+		if _, err := s.opts.Client.Ticket(ctx, ticket.CorrelationID); errors.Is(err, client.ErrNoTicket) {
+			return
 		}
 	}
 }
