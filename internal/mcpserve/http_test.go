@@ -352,3 +352,41 @@ func rejections(t *testing.T, s *stack) []string {
 	}
 	return codes
 }
+
+// TestHTTPSessionCloseKeepsTheCall: a client that ends its session (DELETE) while a call
+// waits on approval gets the call answered "stopped" with its batch, and the call goes on
+// (the SDK ends the call's context as it does for notifications/cancelled, but no
+// cancellation was sent): approved later, it runs.
+func TestHTTPSessionCloseKeepsTheCall(t *testing.T) {
+	s := startStack(t)
+	ctx := callCtx(t)
+	cs := s.connectHTTP(aliceToken, "", nil)
+	done := make(chan *mcp.CallToolResult, 1)
+	go func() {
+		res, _ := cs.CallTool(ctx, &mcp.CallToolParams{Name: "ask_me", Arguments: map[string]any{}})
+		done <- res
+	}()
+	tk := s.openTicket()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodDelete, s.url("/mcp"), nil)
+	req.Header.Set("Authorization", "Bearer "+aliceToken)
+	req.Header.Set("Mcp-Session-Id", cs.ID())
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode >= 300 {
+		t.Fatalf("DELETE /mcp: %d", res.StatusCode)
+	}
+	if got := <-done; got != nil && (!got.IsError || !strings.HasPrefix(text(got), mcpserve.CodeStopped) || !strings.Contains(text(got), tk.BatchID)) {
+		t.Fatalf("the waiting call when its session ended: %q", text(got))
+	}
+	s.approve(tk)
+	b, err := s.client.Await(ctx, tk.RunID, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := b.Results[0]; r.Outcome != contracts.OutcomeCompleted || !strings.Contains(mustJSON(r.Output), "ran") {
+		t.Fatalf("the call of the ended session: %+v", r)
+	}
+}

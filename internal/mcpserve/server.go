@@ -91,7 +91,9 @@ type Server struct {
 	// sessions: a client's open SSE stream would otherwise hold the HTTP server's
 	// shutdown until its deadline.
 	mu      sync.Mutex
-	servers map[*mcp.Server]time.Time
+	servers map[*mcp.Server]*session
+	// sessions are the sessions by id, once a call named it (a DELETE ends its calls).
+	sessions sync.Map
 	// posts are the HTTP requests in flight other than the SSE GETs: Stop waits for them
 	// (each answers at once once stopped) before it closes the sessions, so no answer is
 	// cut off.
@@ -99,6 +101,9 @@ type Server struct {
 	// races an Add from zero.
 	posts    sync.WaitGroup
 	stopping bool
+
+	// cancels counts the notifications/cancelled of each session (cancel.go).
+	cancels sync.Map
 }
 
 // stopDrain bounds how long Stop waits for the answers of the calls it stopped.
@@ -127,7 +132,7 @@ func New(opts Options) (*Server, error) {
 		return nil, fmt.Errorf("mcpserve: %w", err)
 	}
 	stopped, stop := context.WithCancel(context.Background())
-	return &Server{opts: opts, js: js, stopped: stopped, stop: stop, servers: map[*mcp.Server]time.Time{}}, nil
+	return &Server{opts: opts, js: js, stopped: stopped, stop: stop, servers: map[*mcp.Server]*session{}}, nil
 }
 
 // Stop ends every call that is waiting for its result: each gets an isError result with
@@ -168,11 +173,11 @@ func (s *Server) Stop() {
 
 // track remembers srv for Stop, forgetting the servers whose sessions have ended (a
 // server has no session for a moment after it is created, until the transport connects).
-func (s *Server) track(srv *mcp.Server) {
+func (s *Server) track(srv *mcp.Server, sess *session) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for old, created := range s.servers {
-		if time.Since(created) < time.Minute {
+	for old, os := range s.servers {
+		if time.Since(os.created) < time.Minute {
 			continue
 		}
 		open := false
@@ -182,9 +187,14 @@ func (s *Server) track(srv *mcp.Server) {
 		}
 		if !open {
 			delete(s.servers, old)
+			os.end()
+			if id := os.boundID(); id != "" {
+				s.sessions.Delete(id)
+				s.forgetCancels(id)
+			}
 		}
 	}
-	s.servers[srv] = time.Now()
+	s.servers[srv] = sess
 }
 
 // HTTPHandler serves Streamable HTTP. actorOf returns the authenticated actor of a
@@ -206,6 +216,11 @@ func (s *Server) HTTPHandler(actorOf func(*http.Request) string) http.Handler {
 				return
 			}
 			defer s.posts.Done()
+		}
+		s.watchCancels(r, s.maxBody())
+		if id := r.Header.Get("Mcp-Session-Id"); r.Method == http.MethodDelete && id != "" {
+			s.endSession(id)
+			defer s.forgetCancels(id)
 		}
 		h.ServeHTTP(w, r)
 	})
@@ -231,10 +246,13 @@ func (s *Server) streamableHandler(actorOf func(*http.Request) string) http.Hand
 	}, &mcp.StreamableHTTPOptions{
 		// The api checks the Host itself (DNS rebinding) and authenticates every request.
 		DisableLocalhostProtection: true,
-		MaxRequestBodyBytes:        int64(s.opts.Config.MaxArgumentBytes) + 64<<10,
+		MaxRequestBodyBytes:        s.maxBody(),
 		SessionTimeout:             time.Hour,
 	})
 }
+
+// maxBody bounds the body of an MCP request over HTTP: the arguments and room for the rest.
+func (s *Server) maxBody() int64 { return int64(s.opts.Config.MaxArgumentBytes) + 64<<10 }
 
 // ServeStdio serves one session over t (an *mcp.StdioTransport for `awaken mcp-serve`)
 // until the client closes it or ctx ends. actor is recorded as who asked (claimed: no
@@ -242,11 +260,14 @@ func (s *Server) streamableHandler(actorOf func(*http.Request) string) http.Hand
 func (s *Server) ServeStdio(ctx context.Context, t mcp.Transport, actor string, agentTools []string) error {
 	var id [16]byte
 	_, _ = rand.Read(id[:])
-	srv, err := s.newSession(ctx, actor, TransportStdio, agentTools, "stdio-"+hex.EncodeToString(id[:]))
+	sessionID := "stdio-" + hex.EncodeToString(id[:])
+	srv, err := s.newSession(ctx, actor, TransportStdio, agentTools, sessionID)
 	if err != nil {
 		return err
 	}
-	ss, err := srv.Connect(ctx, t, nil)
+	defer s.forgetCancels(sessionID)
+	defer s.endSession(sessionID)
+	ss, err := srv.Connect(ctx, cancelWatchingTransport{t, s, sessionID}, nil)
 	if err != nil {
 		return fmt.Errorf("mcpserve: connect: %w", err)
 	}
@@ -271,7 +292,8 @@ func (s *Server) newSession(ctx context.Context, actor, transport string, agentT
 	}
 	cat = contracts.NarrowCatalog(cat, s.opts.Config.ToolsFor(actor))
 	cat = contracts.NarrowCatalog(cat, agentTools)
-	sess := &session{srv: s, actor: actor, transport: transport, fixedID: fixedID, generation: 1}
+	sess := &session{srv: s, actor: actor, transport: transport, fixedID: fixedID, generation: 1, created: time.Now()}
+	sess.ended, sess.end = context.WithCancel(context.Background())
 	srv := mcp.NewServer(&mcp.Implementation{Name: "awaken", Version: s.opts.Version},
 		&mcp.ServerOptions{HasTools: true, HasResources: true,
 			Instructions: "Every tool call goes through awaken: policy, human approval, exactly-once execution and an audit. " +
@@ -298,7 +320,7 @@ func (s *Server) newSession(ctx context.Context, actor, transport string, agentT
 			return sess.call(ctx, req, t)
 		})
 	}
-	s.track(srv)
+	s.track(srv, sess)
 	srv.AddResourceTemplate(&mcp.ResourceTemplate{Name: "awaken object", URITemplate: contracts.ObjectURIPrefix + "{+name}",
 		Description: "an output awaken stored by reference (too large to carry inline)"}, s.readObject)
 	return srv, nil
@@ -318,12 +340,43 @@ type session struct {
 	transport string
 	fixedID   string   // the stdio session's id ("" over HTTP: the transport's)
 	tools     []string // the tool ids the session offers (the batches' agent.tools)
+	created   time.Time
+	// ended is cancelled when the client ends the session (DELETE) or the session is
+	// forgotten: its waiting calls answer at once, so the session's close (which waits for
+	// them) goes through.
+	ended context.Context
+	end   context.CancelFunc
 
 	mu         sync.Mutex
 	queued     int           // calls running or waiting for their turn
 	tail       chan struct{} // closed when the last admitted call has had its turn
 	step       int64         // the last step submitted in the current run
 	generation int           // counts the runs of the session (a cancel ends one)
+	id         string        // the session id, once a call named it
+}
+
+// bind records the session's id (known from its first call) so a DELETE can find it.
+func (ss *session) bind(id string) {
+	ss.mu.Lock()
+	first := ss.id == ""
+	ss.id = id
+	ss.mu.Unlock()
+	if first && id != "" {
+		ss.srv.sessions.Store(id, ss)
+	}
+}
+
+func (ss *session) boundID() string {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	return ss.id
+}
+
+// endSession ends the waiting calls of session id (its client is deleting it).
+func (s *Server) endSession(id string) {
+	if v, ok := s.sessions.LoadAndDelete(id); ok {
+		v.(*session).end()
+	}
 }
 
 // sessionID is the MCP session id of req.
@@ -430,12 +483,18 @@ func (ss *session) call(ctx context.Context, req *mcp.CallToolRequest, t *tool) 
 			return nil, ctx.Err()
 		case <-s.stopped.Done():
 			return toolError(CodeStopped, "the MCP server stopped before the call was submitted; nothing of it ran"), nil
+		case <-ss.ended.Done():
+			return toolError(CodeStopped, "the session ended before the call was submitted; nothing of it ran"), nil
 		}
 	}
 	if s.stopped.Err() != nil {
 		return toolError(CodeStopped, "the MCP server is stopping; nothing of the call ran"), nil
 	}
 	sessionID := ss.sessionID(req)
+	ss.bind(sessionID)
+	if ss.ended.Err() != nil {
+		return toolError(CodeStopped, "the session has ended; nothing of the call ran"), nil
+	}
 	clientName, clientVersion := "", ""
 	if ci := req.ClientInfo(); ci != nil {
 		clientName, clientVersion = ci.Name, ci.Version
@@ -490,6 +549,8 @@ func (ss *session) submit(ctx context.Context, req *mcp.CallToolRequest, t *tool
 	waitCtx, cancelWait := context.WithCancel(ctx)
 	defer cancelWait()
 	defer context.AfterFunc(s.stopped, cancelWait)()
+	defer context.AfterFunc(ss.ended, cancelWait)()
+	cancelsBefore := s.cancelsOf(sessionID)
 	if token := req.Params.GetProgressToken(); token != nil {
 		go ss.reportParked(waitCtx, req, token, runID, step, callID, log)
 	}
@@ -518,23 +579,27 @@ func (ss *session) submit(ctx context.Context, req *mcp.CallToolRequest, t *tool
 		case errors.As(err, &rejected):
 			return toolError(CodeRejected, "awaken refused the call's batch %s: %s: %s", batchID, rejected.Code, rejected.Message), false
 		}
-		return ss.interrupted(ctx, err, runID, sessionID, batchID, log), false
+		return ss.interrupted(ctx, err, runID, sessionID, batchID, cancelsBefore, log), false
 	}
 }
 
 // interrupted answers a call whose wait ended before its result: the server stopped
 // (the call goes on: say where its result will be), the client cancelled the request
 // (cancel the run), or the session went away.
-func (ss *session) interrupted(ctx context.Context, err error, runID, sessionID, batchID string, log zerolog.Logger) *mcp.CallToolResult {
+func (ss *session) interrupted(ctx context.Context, err error, runID, sessionID, batchID string, cancelsBefore int64, log zerolog.Logger) *mcp.CallToolResult {
 	s := ss.srv
 	switch {
 	case s.stopped.Err() != nil:
 		log.Info().Msg("mcp call: the server stopped while the call waited; the call goes on")
 		return toolError(CodeStopped, "the MCP server stopped while the call waited; the call goes on in awaken as batch %s. %s",
 			batchID, s.fetchHint(batchID))
-	case ctx.Err() != nil && errors.Is(context.Cause(ctx), context.Canceled):
-		// The SDK cancels a request's context without a cause only for the client's
-		// notifications/cancelled; a closing connection cancels it with the read error.
+	case ss.ended.Err() != nil:
+		log.Info().Msg("mcp call: the client ended the session while the call waited; the call goes on")
+		return toolError(CodeStopped, "the session ended while the call waited; the call goes on in awaken as batch %s. %s",
+			batchID, s.fetchHint(batchID))
+	case ctx.Err() != nil && errors.Is(context.Cause(ctx), context.Canceled) && s.cancelsOf(sessionID) > cancelsBefore:
+		// The client's notifications/cancelled (cancel.go: a closing session ends the
+		// context the same way, but sends none).
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer cancel()
 		if cerr := s.opts.Client.Cancel(cctx, runID, "the MCP client cancelled the call"); cerr != nil {

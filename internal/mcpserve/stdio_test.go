@@ -129,3 +129,27 @@ func waitProgress(t *testing.T, p *progressLog, correlationID string) {
 		}
 	}
 }
+
+// TestStdioCancel: over stdio too, the client's notifications/cancelled cancels the
+// session's run.
+func TestStdioCancel(t *testing.T) {
+	s := startStack(t)
+	ctx := callCtx(t)
+	cs, _ := startStdio(t, s, "cli:tester", nil)
+	callCtx, cancelCall := context.WithCancel(ctx)
+	errc := make(chan error, 1)
+	go func() {
+		_, err := cs.CallTool(callCtx, &mcp.CallToolParams{Name: "ask_me", Arguments: map[string]any{}})
+		errc <- err
+	}()
+	tk := s.openTicket()
+	cancelCall()
+	<-errc
+	b, err := s.client.Await(ctx, tk.RunID, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.Results[0].Outcome != contracts.OutcomeIndeterminate {
+		t.Fatalf("the cancelled call: %+v", b.Results[0])
+	}
+}
