@@ -176,8 +176,8 @@ func (s *Server) Stop() {
 func (s *Server) track(srv *mcp.Server, sess *session) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for old, os := range s.servers {
-		if time.Since(os.created) < time.Minute {
+	for old, oldSess := range s.servers {
+		if time.Since(oldSess.created) < time.Minute {
 			continue
 		}
 		open := false
@@ -187,8 +187,8 @@ func (s *Server) track(srv *mcp.Server, sess *session) {
 		}
 		if !open {
 			delete(s.servers, old)
-			os.end()
-			if id := os.boundID(); id != "" {
+			oldSess.end()
+			if id := oldSess.boundID(); id != "" {
 				s.sessions.Delete(id)
 				s.forgetCancels(id)
 			}
