@@ -390,3 +390,29 @@ func TestHTTPSessionCloseKeepsTheCall(t *testing.T) {
 		t.Fatalf("the call of the ended session: %+v", r)
 	}
 }
+
+// TestHTTPRunCancelledElsewhere: an operator cancels the session's run between two calls;
+// the next call is not refused run_cancelled: it runs in the session's next run.
+func TestHTTPRunCancelledElsewhere(t *testing.T) {
+	s := startStack(t)
+	ctx := callCtx(t)
+	cs := s.connectHTTP(aliceToken, "", nil)
+	if out := call(t, ctx, cs, "echo", map[string]any{"text": "one"}, nil); text(out) != "one" {
+		t.Fatalf("first call: %q", text(out))
+	}
+	runID := mcpserve.RunID(cs.ID(), 1)
+	if code := s.httpJSON(http.MethodPost, "/v1/runs/"+runID+"/cancel", map[string]string{"reason": "operator"}, nil); code != http.StatusAccepted {
+		t.Fatalf("cancel: %d", code)
+	}
+	natstest.WaitFor(t, waitTimeout, func() bool {
+		rec, _, err := s.pipeline.Env.Runs.Get(ctx, contracts.RunKey(runID))
+		return err == nil && rec.Ended != nil
+	}, "the run ended")
+	out := call(t, ctx, cs, "echo", map[string]any{"text": "two"}, nil)
+	if out.IsError || text(out) != "two" {
+		t.Fatalf("the call after the cancel: %q", text(out))
+	}
+	if got, want := batchOf(t, out), contracts.BatchID(mcpserve.RunID(cs.ID(), 2), 1); got != want {
+		t.Fatalf("batch %s, want %s", got, want)
+	}
+}
