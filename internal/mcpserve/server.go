@@ -562,9 +562,9 @@ func (ss *session) submit(ctx context.Context, req *mcp.CallToolRequest, t *tool
 			log.Info().Msg("mcp call answered")
 			return render(got, batchID), false
 		case errors.As(err, &rejected) && rejected.Code == string(contracts.RejectRunBusy):
-			// Calls of a session are ordered, so the run is busy only with a batch the
-			// door no longer waits for (a stopped wait of an earlier process of this
-			// session, say): wait and submit again, never tell the client.
+			// Calls of a session are ordered and each waits for its batch's results, so
+			// the run can be busy only with a batch the door did not submit (someone else
+			// used the session's run id): wait and submit again, never tell the client.
 			log.Info().Msg("mcp call: the run is busy; submitting again")
 			select {
 			case <-time.After(min(time.Duration(attempt+1)*200*time.Millisecond, 2*time.Second)):
