@@ -239,5 +239,8 @@ type AuditRecord struct {
 	// ProposedArguments the model's.
 	Arguments         json.RawMessage `json:"arguments,omitempty"`
 	ProposedArguments json.RawMessage `json:"proposed_arguments,omitempty"`
-	At                time.Time       `json:"at"`
+	// Shadow is, on a gate decision, what each matching shadow rule would have decided
+	// ([GateOutcome.Shadow]); the decision itself is Decision.
+	Shadow []ShadowFinding `json:"shadow,omitempty"`
+	At     time.Time       `json:"at"`
 }
