@@ -294,6 +294,11 @@ func (p *Policy) RulePattern(i int) string {
 	return p.rules[i].source
 }
 
+// IsShadow reports whether rule i is a shadow rule.
+func (p *Policy) IsShadow(i int) bool {
+	return p != nil && i >= 0 && i < len(p.rules) && p.rules[i].shadow
+}
+
 // explain is [Policy.ExplainWithDefault] with shadow rule promote (an index, or -1 for
 // none) in force; every other shadow rule is skipped.
 func (p *Policy) explain(call ToolCall, correlationID string, fallback PolicyBehavior, promote int) PolicyDecision {

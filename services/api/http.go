@@ -117,6 +117,7 @@ func (s *Service) Handler() http.Handler {
 		{"GET", "/v1/objects/{name}", s.httpObject, 0},
 		{"POST", "/v1/tools/{tool_id}/pause", s.httpPauseTool, 0},
 		{"POST", "/v1/tools/{tool_id}/resume", s.httpResumeTool, 0},
+		{"POST", "/v1/policy/test", s.httpPolicyTest, maxPolicyTestBody},
 	}
 	allowed := map[string][]string{} // path → its methods
 	var paths []string
