@@ -92,8 +92,10 @@ type Policy struct {
 	defaultBehavior PolicyBehavior
 	mode            PolicyMode
 	rules           []policyRule
-	denyAll         bool
-	denyAllReason   string
+	// shadows counts the shadow rules, so a policy without any skips looking for them.
+	shadows       int
+	denyAll       bool
+	denyAllReason string
 }
 
 type policyRule struct {
@@ -190,6 +192,9 @@ func CompilePolicy(cfg PolicyConfig) (*Policy, error) {
 			source:     r.Pattern,
 			shadow:     r.Shadow,
 		})
+		if r.Shadow {
+			p.shadows++
+		}
 	}
 	return p, nil
 }
@@ -261,7 +266,7 @@ type ShadowDecision struct {
 // when no shadow rule matches, and for calls the policy denies whatever its rules say (a
 // nil or deny-all policy, arguments that are not valid JSON).
 func (p *Policy) ShadowDecisions(call ToolCall, correlationID string, fallback PolicyBehavior) []ShadowDecision {
-	if p == nil || p.denyAll {
+	if p == nil || p.denyAll || p.shadows == 0 {
 		return nil
 	}
 	var out []ShadowDecision

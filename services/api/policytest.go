@@ -91,8 +91,9 @@ type PolicyTestReport struct {
 	Total   int `json:"total"`
 	Changed int `json:"changed"`
 	Missing int `json:"missing"`
-	// Oldest is the time of the earliest decision read: the audit stream's retention
-	// (storage.audit_max_age, unlimited by default) bounds how far back a test reaches.
+	// Oldest is the time of the earliest decision read: what the audit stream still holds
+	// (it keeps every record unless its operator limits it) bounds how far back a test
+	// reaches.
 	Oldest *time.Time `json:"oldest,omitempty"`
 }
 
