@@ -69,3 +69,40 @@ func TestShadowRulesChangeNothingButTheAudit(t *testing.T) {
 		t.Errorf("echo's recorded decision carries %+v, want the audited findings", echo.Decision.Shadow)
 	}
 }
+
+// TestShadowDenyInAParallelBatchStillRunsEveryCallInParallel: a probe decides every call of
+// a parallel-delegation batch in memory; a shadow deny matching one of them neither stops
+// the batch from running in parallel nor that call from entering, and the probe's audit of
+// that call carries the finding.
+func TestShadowDenyInAParallelBatchStillRunsEveryCallInParallel(t *testing.T) {
+	h := newHarness(t, withoutService())
+	index := len(h.env.Config.Policy.Rules)
+	h.env.Config.Policy.Rules = append(h.env.Config.Policy.Rules,
+		contracts.PolicyRule{Pattern: `delegate(task = "b")`, Behavior: contracts.BehaviorDeny, Shadow: true})
+	h.start(4)
+
+	b := h.store(h.submission(1, call("call_1", "delegate", `{"task":"a"}`), call("call_2", "delegate", `{"task":"b"}`)))
+	h.probe(b)
+	for i := range 2 {
+		h.waitCall(b, i, "executing", isPhase(contracts.PhaseExecuting))
+	}
+	natstest.WaitFor(t, waitLong, func() bool { return len(h.execRequests()) == 2 }, "both executor requests")
+	for _, m := range h.execRequests() {
+		if req := decodeAs[contracts.ExecRequest](t, m); !req.Parallel {
+			t.Errorf("executor request %+v, want parallel", req)
+		}
+	}
+	want := []contracts.ShadowFinding{{Policy: contracts.ShadowPolicyHost, Rule: `delegate(task = "b")`, Index: index,
+		Would: contracts.AuditDecisionDeny, Reason: "tool delegate denied by policy"}}
+	var audits []contracts.AuditRecord
+	natstest.WaitFor(t, waitLong, func() bool { audits = h.audits(); return len(audits) == 2 }, "two audit records")
+	for _, a := range audits {
+		var w []contracts.ShadowFinding
+		if a.CallID == "call_2" {
+			w = want
+		}
+		if a.Decision != contracts.AuditDecisionAllow || !reflect.DeepEqual(a.Shadow, w) {
+			t.Errorf("%s audited %q with shadow %+v, want allow with %+v", a.CallID, a.Decision, a.Shadow, w)
+		}
+	}
+}
