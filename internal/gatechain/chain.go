@@ -89,8 +89,10 @@ type Decision struct {
 //     [contracts.NarrowGateOutcome]: the stricter outcome wins (block > ask > schedule >
 //     allow) and, on the same kind, the stricter parameters (longer delay, shorter approval
 //     timeout). A run policy arrives inside a submission, so it may only narrow what the
-//     host allows. A run policy that does not compile blocks the call with the compile
-//     error as reason — it never fails open. Shadow rules of either policy take no part;
+//     host allows: taken literally, the original's "first non-Allow wins" would let a run's
+//     schedule turn the host's ask into a call that runs with no human, and a run's ask
+//     override the host's deny. A run policy that does not compile blocks the call with the
+//     compile error as reason — it never crashes the gate and never fails open. Shadow rules of either policy take no part;
 //     each one that matches the call is evaluated in force on its own, through steps 4–6,
 //     and recorded as a finding on the outcome ([contracts.GateOutcome.Shadow]);
 //  5. visibility and availability: a tool the model cannot see, or that no executor

@@ -77,6 +77,9 @@ type PolicyDecision struct {
 //  4. No rule matched: mode plan denies (plan fails closed, whatever default_behavior
 //     says); modes default and acceptEdits apply default_behavior (ask carries no timeout).
 //
+// Shadow rules ([PolicyRule.Shadow]) take no part in these steps; [Policy.ShadowDecisions]
+// evaluates each with that rule alone in force, for the audit.
+//
 // Every deny has the reason "tool {tool_id} denied by policy". Arguments that are not valid
 // JSON are denied outright (no argument rule could be evaluated on them, and a deny rule
 // must not fail open).
