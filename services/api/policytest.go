@@ -436,8 +436,15 @@ func (rep *PolicyTestReport) tally(host *contracts.Policy, n int) {
 	}
 }
 
-// PolicyTest runs a backtest of req over this deployment (POST /v1/policy/test).
+// PolicyTest runs a backtest of req over this deployment (POST /v1/policy/test). One runs
+// at a time (each reads the audit history); another is refused unavailable meanwhile.
 func (s *Service) PolicyTest(ctx context.Context, req PolicyTestRequest) (PolicyTestReport, error) {
+	select {
+	case s.policyTests <- struct{}{}:
+		defer func() { <-s.policyTests }()
+	default:
+		return PolicyTestReport{}, apiErr(http.StatusServiceUnavailable, CodeUnavailable, "a policy test is already running; try again when it ends")
+	}
 	cand, err := ParsePolicyTestConfig(req.Config)
 	if err != nil {
 		return PolicyTestReport{}, err
