@@ -210,6 +210,26 @@ default                       1      1
 		t.Errorf("--run run-a replayed %+v, want run-a's two decisions", onlyA.Calls)
 	}
 
+	// The time window: every decision was made in the last hour, none after now.
+	future := time.Now().UTC().Add(time.Hour).Format(time.RFC3339)
+	for _, w := range []struct {
+		args []string
+		want int
+	}{
+		{[]string{"--since", "1h"}, 5},
+		{[]string{"--since", future}, 0},
+		{[]string{"--until", "1h"}, 0},
+		{[]string{"--since", "1h", "--until", future, "--run", "run-b", "--run", "run-c"}, 3},
+	} {
+		var rep api.PolicyTestReport
+		if err := json.Unmarshal([]byte(run(append([]string{"--json"}, w.args...)...)), &rep); err != nil {
+			t.Fatal(err)
+		}
+		if rep.Total != w.want {
+			t.Errorf("%v replayed %d decisions, want %d", w.args, rep.Total, w.want)
+		}
+	}
+
 	if after := streamCounts(t, wait, js); !maps.Equal(after, before) {
 		t.Errorf("the backtest wrote: stream counts\nbefore %v\nafter  %v", before, after)
 	}
