@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/awaken-dev/awaken/internal/app"
+	"github.com/awaken-dev/awaken/internal/bus"
 	"github.com/awaken-dev/awaken/internal/config"
 	"github.com/awaken-dev/awaken/internal/natstest"
 	"github.com/awaken-dev/awaken/internal/servicetest"
@@ -71,6 +72,7 @@ policy:
 //	run-b c1 counter              allow → ask    default (rules[3], shadow, would deny)
 //	run-b c2 echo {text: rm -rf}  allow → deny   rules[1] echo(text ~ "rm *")
 //	run-c c1 ask_me               ask   → allow  rules[4] ask_me
+//	run-gone c1 echo              allow → (not replayed: no batch record; an audit record the test forges)
 func TestPolicyTestReplaysTheAuditedDecisions(t *testing.T) {
 	srv := natstest.Start(t)
 	cfg, err := config.Parse([]byte(policyLiveConfig))
@@ -111,6 +113,16 @@ func TestPolicyTestReplaysTheAuditedDecisions(t *testing.T) {
 	if _, err := c.WaitTicket(wait, "run-c", 1, "c1"); err != nil {
 		t.Fatal(err)
 	}
+	// A decision whose batch record is gone (as when the batches bucket lost it): listed,
+	// not replayed.
+	gone, err := bus.NewEvent("run-gone:audit", "awaken/test", contracts.TypeAudit, contracts.AuditRecord{
+		RunID: "run-gone", BatchID: "tool-batch:run-gone:1", ToolID: "echo", CallID: "c1", Decision: contracts.AuditDecisionAllow, At: time.Now().UTC()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.PublishMsg(wait, bus.EncodeMsg(cfg.Names().AuditSubject("run-gone"), gone)); err != nil {
+		t.Fatal(err)
+	}
 	// Settled: both published batches archived, and nothing stored any more.
 	batches, err := js.KeyValue(wait, cfg.Names().BatchesBucket())
 	if err != nil {
@@ -144,12 +156,13 @@ func TestPolicyTestReplaysTheAuditedDecisions(t *testing.T) {
 	}
 
 	table := run("--json=false")
-	wantTable := `BATCH               CALL  TOOL       OLD    NEW    CHANGED  RULE
-tool-batch:run-a:1  c1    echo       allow  allow  -        rules[0] echo
-tool-batch:run-a:1  c2    forbidden  deny   allow  yes      rules[2] forbidden
-tool-batch:run-b:1  c1    counter    allow  ask    yes      default
-tool-batch:run-b:1  c2    echo       allow  deny   yes      rules[1] echo(text ~ "rm *")
-tool-batch:run-c:1  c1    ask_me     ask    allow  yes      rules[4] ask_me
+	wantTable := `BATCH                  CALL  TOOL       OLD    NEW    CHANGED  RULE
+tool-batch:run-a:1     c1    echo       allow  allow  -        rules[0] echo
+tool-batch:run-a:1     c2    forbidden  deny   allow  yes      rules[2] forbidden
+tool-batch:run-b:1     c1    counter    allow  ask    yes      default
+tool-batch:run-b:1     c2    echo       allow  deny   yes      rules[1] echo(text ~ "rm *")
+tool-batch:run-c:1     c1    ask_me     ask    allow  yes      rules[4] ask_me
+tool-batch:run-gone:1  c1    echo       allow  -      -        not replayed: the batch record is gone
 
 RULE                          CALLS  CHANGED
 rules[0] echo                 1      0
@@ -159,17 +172,17 @@ rules[3] counter (shadow)     1      1
 rules[4] ask_me               1      1
 default                       1      1
 `
-	tableRows, summary, _ := strings.Cut(table, "5 decisions replayed")
-	if tableRows != wantTable || !strings.HasPrefix(summary, ", 4 changed; oldest ") {
-		t.Errorf("awaken policy test printed\n%s\nwant\n%s5 decisions replayed, 4 changed; oldest …", table, wantTable)
+	tableRows, summary, _ := strings.Cut(table, "6 decisions replayed")
+	if tableRows != wantTable || !strings.HasPrefix(summary, ", 4 changed, 1 not replayed; oldest ") {
+		t.Errorf("awaken policy test printed\n%s\nwant\n%s6 decisions replayed, 4 changed, 1 not replayed; oldest …", table, wantTable)
 	}
 
 	var viaCLI api.PolicyTestReport
 	if err := json.Unmarshal([]byte(run("--json")), &viaCLI); err != nil {
 		t.Fatal(err)
 	}
-	if viaCLI.Total != 5 || viaCLI.Changed != 4 || viaCLI.Missing != 0 {
-		t.Errorf("totals %d/%d/%d, want 5 replayed, 4 changed, 0 missing", viaCLI.Total, viaCLI.Changed, viaCLI.Missing)
+	if viaCLI.Total != 6 || viaCLI.Changed != 4 || viaCLI.Missing != 1 {
+		t.Errorf("totals %d/%d/%d, want 6 replayed, 4 changed, 1 missing", viaCLI.Total, viaCLI.Changed, viaCLI.Missing)
 	}
 	shadow := viaCLI.Calls[2].Shadow
 	if len(shadow) != 1 || shadow[0].Rule != "counter" || shadow[0].Would != contracts.AuditDecisionDeny {
@@ -216,7 +229,7 @@ default                       1      1
 		args []string
 		want int
 	}{
-		{[]string{"--since", "1h"}, 5},
+		{[]string{"--since", "1h"}, 6},
 		{[]string{"--since", future}, 0},
 		{[]string{"--until", "1h"}, 0},
 		{[]string{"--since", "1h", "--until", future, "--run", "run-b", "--run", "run-c"}, 3},
