@@ -60,8 +60,9 @@ type PolicyTestCall struct {
 	NewReason string `json:"new_reason,omitempty"`
 	// Rule is what decided New: "rules[i] PATTERN" of the candidate host policy,
 	// "default", "mode", "invalid_arguments", "run policy" (the batch's run policy was
-	// stricter), "run policy invalid", "deny_all" (the run's narrowing) or "tool_paused"
-	// (the kill switch blocked the call then: a pause is no policy, so New keeps Old).
+	// stricter), "run policy invalid", "deny_all" (the run's narrowing), "tool_paused"
+	// (the kill switch blocked the call then: a pause is no policy, so New keeps Old) or
+	// "none" (the chain answered before any policy: unknown tool, invalid arguments).
 	Rule    string `json:"rule,omitempty"`
 	Changed bool   `json:"changed"`
 	// Shadow is what the candidate's shadow rules would make of the call.
