@@ -310,10 +310,13 @@ func (s *Service) httpTicket(w http.ResponseWriter, r *http.Request) {
 // ApproveRequest is the body of POST /v1/tickets/{correlation_id}/approve. Arguments, when
 // set, edit the call's arguments (a JSON object valid against the tool's schema, gated
 // again by the policies); an invalid edit is refused 422 invalid_arguments and the ticket
-// stays open.
+// stays open. ArgumentsDigest names the ticket's arguments_digest the caller approves (the
+// console sends the one it shows); another is refused 409 digest_mismatch, and an absent
+// one is taken from the ticket the api reads.
 type ApproveRequest struct {
-	Note      string          `json:"note,omitempty"`
-	Arguments json.RawMessage `json:"arguments,omitempty"`
+	Note            string          `json:"note,omitempty"`
+	Arguments       json.RawMessage `json:"arguments,omitempty"`
+	ArgumentsDigest string          `json:"arguments_digest,omitempty"`
 }
 
 // DenyRequest is the body of POST /v1/tickets/{correlation_id}/deny.
@@ -327,7 +330,7 @@ func (s *Service) httpApprove(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	s.decide(w, r, Decision{Allow: true, Text: req.Note, Arguments: req.Arguments})
+	s.decide(w, r, Decision{Allow: true, Text: req.Note, Arguments: req.Arguments, ArgumentsDigest: req.ArgumentsDigest})
 }
 
 func (s *Service) httpDeny(w http.ResponseWriter, r *http.Request) {
@@ -348,7 +351,12 @@ func (s *Service) decide(w http.ResponseWriter, r *http.Request, d Decision) {
 		return
 	}
 	s.log.Info().Str("correlation_id", corr).Str("code", res.Code).Str("actor", d.Actor).Str("remote", r.RemoteAddr).Msg("ticket resolved over http")
-	writeJSON(w, http.StatusOK, res)
+	status := http.StatusOK
+	if res.Code == contracts.ResolvedApprovalRecorded {
+		// Counted, not decided: the ticket needs more approvals and stays open.
+		status = http.StatusAccepted
+	}
+	writeJSON(w, status, res)
 }
 
 func (s *Service) httpCancel(w http.ResponseWriter, r *http.Request) {
