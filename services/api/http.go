@@ -98,6 +98,7 @@ func (s *Service) Handler() http.Handler {
 	// token without one is refused 403 missing_role before the handler runs.
 	read := []Role{RoleViewer}
 	platform := []Role{RoleViewer, RoleSubmitter} // what a platform loop reads
+	catalog := []Role{RoleViewer, RoleSubmitter, RoleOperator} // the operator pauses from it
 	approve := []Role{RoleApprover}
 	operate := []Role{RoleOperator}
 	submit := []Role{RoleSubmitter}
@@ -122,7 +123,7 @@ func (s *Service) Handler() http.Handler {
 		{"GET", "/v1/batches/{batch_id}", s.httpBatch, 0, read},
 		{"GET", "/v1/batches/{batch_id}/results", s.httpBatchResults, 0, platform},
 		{"GET", "/v1/stream", s.serveStream, 0, read},
-		{"GET", "/v1/tools", s.httpTools, 0, platform},
+		{"GET", "/v1/tools", s.httpTools, 0, catalog},
 		{"GET", "/v1/objects/{name}", s.httpObject, 0, platform},
 		{"POST", "/v1/tools/{tool_id}/pause", s.httpPauseTool, 0, operate},
 		{"POST", "/v1/tools/{tool_id}/resume", s.httpResumeTool, 0, operate},

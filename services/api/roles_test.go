@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/chromedp/chromedp"
+
 	"github.com/awaken-dev/awaken/internal/app"
 	"github.com/awaken-dev/awaken/internal/servicetest"
 	"github.com/awaken-dev/awaken/pkg/contracts"
@@ -70,7 +72,7 @@ func TestTokenRolesPerRoute(t *testing.T) {
 	}
 	allowed := map[string][]string{
 		"viewer":    {"list tickets", "read batches", "stream", "catalog", "results"},
-		"operator":  {"cancel", "pause", "resume tool"},
+		"operator":  {"cancel", "pause", "resume tool", "catalog"},
 		"submitter": {"catalog", "results", "submit"},
 	}
 	for token, names := range allowed {
@@ -239,7 +241,7 @@ func TestApprovalsAcrossTwoAPIs(t *testing.T) {
 		t.Fatalf("bob's approval: %d %s, want 200 approved", r.status, r.body)
 	}
 
-	for round := range 3 {
+	for round := range 5 {
 		run := fmt.Sprintf("run-two-%d", round)
 		tk := h.parkTwo(run)
 		path := "/v1/tickets/" + tk.CorrelationID + "/approve"
@@ -275,4 +277,86 @@ func TestApprovalsAcrossTwoAPIs(t *testing.T) {
 			t.Fatalf("round %d: the tool ran %d times, want once", round, n)
 		}
 	}
+}
+
+// TestBrowserConsoleRolesAndApprovals (issue 31, items 1–3, in headless Chromium): the
+// console shows only what the token may do — a viewer sees the ticket without approve or
+// pause controls, an approver approves but cannot pause, an operator pauses but sees no
+// tickets — and, for a ticket that needs two approvals, the digest and the approvals so
+// far; its approval carries the digest it shows and is counted, not decided, until a
+// second person approves.
+func TestBrowserConsoleRolesAndApprovals(t *testing.T) {
+	br := newBrowser(t)
+	opts := loadRoleTokens(t)
+	opts.Tokens["bob"] = "tok-bob-0123456789"
+	h := newHarness(t, opts)
+	tk := h.parkTwo("run-browser-two")
+	row := rowSel(tk.CorrelationID)
+
+	signIn := func(name string) {
+		t.Helper()
+		br.do(t, "sign in as "+name,
+			chromedp.Navigate(h.base+"/"),
+			chromedp.Evaluate[chromedp.Void](`sessionStorage.clear()`),
+			chromedp.Reload(),
+			chromedp.WaitVisible(chromedp.CSS(`#login-form`)),
+			chromedp.SetValue(chromedp.CSS(`#token`), "tok-"+name+"-0123456789"),
+			chromedp.Click(chromedp.CSS(`#login-form button`)),
+			chromedp.WaitVisible(chromedp.CSS(`#whoami`)),
+		)
+	}
+	count := func(sel string) int {
+		return run(t, br, "count "+sel, chromedp.Evaluate[int](`document.querySelectorAll('`+sel+`').length`))
+	}
+
+	signIn("viewer")
+	br.do(t, "the viewer sees the ticket", chromedp.WaitVisible(row+" .no-role"), chromedp.WaitVisible(toolSel("echo", ".no-role")))
+	if n := count(string(row) + " button.approve, " + string(row) + " button.deny, #tools button.pause, #tools button.resume"); n != 0 {
+		t.Errorf("the viewer is shown %d approve, deny, pause or resume controls", n)
+	}
+	if got := textOf(t, br, row+" .approvals"); got != "approvals 0 of 2" {
+		t.Errorf("approvals shown as %q", got)
+	}
+	if got := textOf(t, br, row+" .digest"); !strings.HasPrefix(tk.ArgumentsDigest, strings.TrimSuffix(got, "…")) || len(got) < 12 {
+		t.Errorf("digest shown as %q, want the start of %s", got, tk.ArgumentsDigest)
+	}
+	br.screenshot(t, "console-viewer.png")
+
+	signIn("approver")
+	br.do(t, "record what the console sends",
+		chromedp.WaitVisible(row+" button.approve"),
+		chromedp.Evaluate[chromedp.Void](`window.sent = []; const f = window.fetch; window.fetch = (u, o) => { if (o && o.body) window.sent.push(String(o.body)); return f(u, o); }; true`),
+	)
+	if n := count("#tools button.pause"); n != 0 {
+		t.Errorf("the approver is shown %d pause controls", n)
+	}
+	br.do(t, "approve once",
+		chromedp.Click(row+" button.approve"),
+		chromedp.WaitVisible(row+" .approved-by-me"),
+	)
+	if got := textOf(t, br, row+" .approvals"); got != "approvals 1 of 2: approver" {
+		t.Errorf("approvals after one: %q", got)
+	}
+	sent := run(t, br, "read what was sent", chromedp.Evaluate[[]string](`window.sent`))
+	if len(sent) != 1 || !strings.Contains(sent[0], `"arguments_digest":"`+tk.ArgumentsDigest+`"`) {
+		t.Errorf("the console sent %q, want the approval with the ticket's digest", sent)
+	}
+	br.screenshot(t, "console-one-of-two.png")
+	if r := h.do(http.MethodPost, "/v1/tickets/"+tk.CorrelationID+"/approve", `{}`, tok("bob")); r.status != http.StatusOK {
+		t.Fatalf("bob's approval: %d %s", r.status, r.body)
+	}
+	br.do(t, "the ticket leaves once approved twice", chromedp.WaitNotPresent(row))
+	h.results("run-browser-two")
+	if n := h.ledger("run-browser-two", "c1"); n != 1 {
+		t.Errorf("the tool ran %d times, want once", n)
+	}
+
+	signIn("operator")
+	br.do(t, "the operator sees the kill switch", chromedp.WaitVisible(toolSel("echo", "button.pause")))
+	if n := count("#tickets tbody tr"); n != 0 {
+		t.Errorf("the operator (no viewer role) is shown %d tickets", n)
+	}
+	br.screenshot(t, "console-operator.png")
+	// The sign-in probes are failed requests the browser logs; nothing else may appear.
+	br.check(t, func(p string) bool { return strings.Contains(p, "401") })
 }
