@@ -1,7 +1,9 @@
 package api_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -14,6 +16,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/awaken-dev/awaken/internal/app"
+	"github.com/awaken-dev/awaken/internal/cli"
 	"github.com/awaken-dev/awaken/internal/servicetest"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 	"github.com/awaken-dev/awaken/services/api"
@@ -359,4 +362,52 @@ func TestBrowserConsoleRolesAndApprovals(t *testing.T) {
 	br.screenshot(t, "console-operator.png")
 	// The sign-in probes are failed requests the browser logs; nothing else may appear.
 	br.check(t, func(p string) bool { return strings.Contains(p, "401") })
+}
+
+// TestCLIApproveNamesTheDigest: `awaken tickets approve --digest` sends the digest a person
+// was shown; a stale one is refused digest_mismatch and the ticket stays open, the
+// ticket's own is approved, and without --digest the CLI names the ticket it read.
+func TestCLIApproveNamesTheDigest(t *testing.T) {
+	h := newHarness(t, api.Options{})
+	tk := h.park("run-cli-digest", map[string]string{})
+	approve := func(extra ...string) (int, string) {
+		var stdout, stderr bytes.Buffer
+		args := append([]string{"tickets", "approve", tk.CorrelationID, "--as", "carol", "--json", "--nats-url", h.srv.URL()}, extra...)
+		code := cli.Main(context.Background(), args, &stdout, &stderr)
+		return code, stdout.String() + stderr.String()
+	}
+	if code, out := approve("--digest", contracts.ArgumentsDigest([]byte(`{"other":true}`))); code == 0 || !strings.Contains(out, string(contracts.ResumeDigestMismatch)) {
+		t.Fatalf("stale --digest: exit %d: %s, want refused digest_mismatch", code, out)
+	}
+	if _, err := h.api.Ticket(ctxFor(t, waitLong), tk.CorrelationID); err != nil {
+		t.Fatalf("the ticket after a stale digest: %v, want it open", err)
+	}
+	if code, out := approve("--digest", tk.ArgumentsDigest); code != 0 || !strings.Contains(out, `"approved"`) {
+		t.Fatalf("--digest of the ticket: exit %d: %s, want approved", code, out)
+	}
+	h.results("run-cli-digest")
+	var cmd contracts.ResumeCommand
+	stream, err := h.stack.Env.JS.Stream(ctxFor(t, waitLong), "AWAKEN_TICKETS")
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg, err := stream.GetLastMsgForSubject(ctxFor(t, waitLong), "awaken.tickets.resume")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(msg.Data, &cmd); err != nil || cmd.Result.Permission.ArgumentsDigest != tk.ArgumentsDigest {
+		t.Fatalf("the CLI's command %s (%v), want it to name the ticket's digest", msg.Data, err)
+	}
+
+	tk = h.park("run-cli-digest-default", map[string]string{})
+	if code, out := approve(); code != 0 || !strings.Contains(out, `"approved"`) {
+		t.Fatalf("approve without --digest: exit %d: %s", code, out)
+	}
+	msg, err = stream.GetLastMsgForSubject(ctxFor(t, waitLong), "awaken.tickets.resume")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(msg.Data, &cmd); err != nil || cmd.Result.Permission.ArgumentsDigest != tk.ArgumentsDigest {
+		t.Fatalf("the CLI's command without --digest %s (%v), want the digest of the ticket it read", msg.Data, err)
+	}
 }
