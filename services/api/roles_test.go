@@ -411,3 +411,30 @@ func TestCLIApproveNamesTheDigest(t *testing.T) {
 		t.Fatalf("the CLI's command without --digest %s (%v), want the digest of the ticket it read", msg.Data, err)
 	}
 }
+
+// TestMicroApprovalsCountNATSUsers: through the micro service each NATS user's own
+// resolve subject is one approver ("nats:alice", "nats:bob"): alice's approval of a ticket
+// that needs two is approval_recorded, hers again duplicate_approver, a stale digest in
+// the short form digest_mismatch, and bob's approves.
+func TestMicroApprovalsCountNATSUsers(t *testing.T) {
+	h := newHarness(t, api.Options{})
+	tk := h.parkTwo("run-micro-two")
+	short := func(digest string) []byte {
+		return mustJSON(api.ShortDecision{CorrelationID: tk.CorrelationID, Decision: contracts.DecisionAllow, ArgumentsDigest: digest})
+	}
+	var res contracts.TicketResolution
+	okJSON(t, h.microRequest(api.EndpointTicketsResolve+".alice", short("")), &res)
+	if res.Code != contracts.ResolvedApprovalRecorded || res.Actor != "nats:alice" || res.Approvals != 1 {
+		t.Fatalf("alice's approval: %+v, want approval_recorded by nats:alice", res)
+	}
+	if code, status := microErr(t, h.microRequest(api.EndpointTicketsResolve+".alice", short(""))); code != string(contracts.ResumeDuplicateApprover) || status != http.StatusConflict {
+		t.Fatalf("alice again: %s %d, want duplicate_approver 409", code, status)
+	}
+	if code, _ := microErr(t, h.microRequest(api.EndpointTicketsResolve+".bob", short("sha256:stale"))); code != string(contracts.ResumeDigestMismatch) {
+		t.Fatalf("a stale digest: %s, want digest_mismatch", code)
+	}
+	okJSON(t, h.microRequest(api.EndpointTicketsResolve+".bob", short(tk.ArgumentsDigest)), &res)
+	if res.Code != "approved" || res.Actor != "nats:bob" || res.Approvals != 2 {
+		t.Fatalf("bob's approval: %+v, want approved by nats:bob with 2 approvals", res)
+	}
+}
