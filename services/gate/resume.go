@@ -69,8 +69,13 @@ func (s *Service) reject(ctx context.Context, resumeID string, cmd contracts.Res
 //     re-publish its outputs; a call whose ticket expired is refused expired (and the
 //     expiry's outputs re-published, in case a crash cut them short);
 //  3. no ticket → not_waiting; [contracts.ValidateResume] (an expired ticket also expires
-//     the call, as its deadline timer would) and [contracts.CallRecord.CheckAwaits]
-//     (mismatch → not_waiting) — any refusal is published and leaves the ticket intact;
+//     the call, as its deadline timer would; a stale arguments digest is digest_mismatch,
+//     a second approval by one actor duplicate_approver) and
+//     [contracts.CallRecord.CheckAwaits] (mismatch → not_waiting) — any refusal is
+//     published and leaves the ticket intact; an approval this command already counted
+//     on a ticket that needs several is answered approval_recorded again; on a ticket
+//     that needs several approvals ([Service.countApproval]), an approval below the last
+//     is recorded on the ticket (CAS) and answered, and nothing else happens;
 //  4. an approval with edited arguments: the edit must be a JSON object valid against the
 //     tool's schema (else invalid_arguments, the ticket intact), and is gated again by
 //     the host and run policies;
@@ -119,7 +124,11 @@ func (s *Service) resume(ctx context.Context, resumeID string, cmd contracts.Res
 		}
 	} else if slices.ContainsFunc(rec.Approvals, func(a contracts.TicketApproval) bool { return a.ResumeID == resumeID }) {
 		// Counted, and the ticket resolved since by a later approval or a denial.
-		return s.publishApprovalRecorded(ctx, b, i, max(rec.Decision.Approvals, 1), rec.Approvals, resumeID)
+		required := len(rec.Approvals)
+		if rec.Decision != nil {
+			required = max(rec.Decision.Approvals, 1)
+		}
+		return s.publishApprovalRecorded(ctx, b, i, required, rec.Approvals, resumeID)
 	}
 	if expiredBy := timerResolver(cmd.CorrelationID, timerDeadline); tp == nil && rec.ResolvedBy == expiredBy {
 		// The approval deadline passed (by its timer or a late resume): say so rather than
