@@ -97,7 +97,7 @@ func (s *Service) Handler() http.Handler {
 	// Each route names the roles that may use it (any one suffices; see roles.go). A
 	// token without one is refused 403 missing_role before the handler runs.
 	read := []Role{RoleViewer}
-	platform := []Role{RoleViewer, RoleSubmitter} // what a platform loop reads
+	platform := []Role{RoleViewer, RoleSubmitter}              // what a platform loop reads
 	catalog := []Role{RoleViewer, RoleSubmitter, RoleOperator} // the operator pauses from it
 	approve := []Role{RoleApprover}
 	operate := []Role{RoleOperator}
