@@ -99,7 +99,9 @@ type Decision struct {
 //     registers, completes as "unknown tool: {id}" — whatever allow, ask or schedule the
 //     policies said, so a human is never asked to approve a call that cannot run;
 //  6. the host's fixed result (a tool configured with set_result) replaces Allow; a
-//     schedule of an action kind the run may not perform binds the run.
+//     schedule of an action kind the run may not perform binds the run; an ask or a
+//     schedule records the [contracts.PolicyDigest] of the policies that decided it (the
+//     host's is Config.Policy), which its ticket carries.
 func (c Chain) Decide(b *contracts.BatchRecord, i int, pause *contracts.ToolPause, run RunPolicy) Decision {
 	sub := &b.Submission
 	call := sub.Calls[i]
@@ -259,11 +261,16 @@ func (c Chain) finish(b *contracts.BatchRecord, i int, available bool, outcome c
 		}
 	case contracts.GateRequireConfirmation:
 		outcome.CorrelationID = contracts.CorrelationID(contracts.ReasonPermission, sub.RunID, sub.Step, call.CallID)
+		outcome.PolicyDigest = contracts.PolicyDigest(c.Config.Policy, sub.Policy)
+		if outcome.Approvals == 1 {
+			outcome.Approvals = 0 // one approval is the default; record it one way only
+		}
 	case contracts.GateSchedule:
 		if reason, bound := CapabilityBound(sub, outcome); bound {
 			return Decision{Bound: reason}
 		}
 		outcome.CorrelationID = contracts.CorrelationID(contracts.ReasonScheduledAction, sub.RunID, sub.Step, call.CallID)
+		outcome.PolicyDigest = contracts.PolicyDigest(c.Config.Policy, sub.Policy)
 	}
 	return Decision{Outcome: &outcome}
 }

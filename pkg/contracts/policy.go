@@ -109,6 +109,8 @@ type policyRule struct {
 	timeout  Duration
 	// actionKind is a schedule rule's action kind.
 	actionKind string
+	// approvals is an ask rule's number of distinct approvals.
+	approvals int
 	// source is the pattern as configured, for audit records and reports.
 	source string
 	// shadow marks a log-only rule: [Policy.ExplainWithDefault] skips it, and
@@ -123,7 +125,8 @@ type policyRule struct {
 //   - mode must be default, acceptEdits, plan or bypassPermissions;
 //   - every rule needs a pattern that parses and a behavior of allow, ask, deny or
 //     schedule; a schedule rule needs a delay > 0; a delay is rejected on any other rule
-//     and a timeout on any rule but ask, because they would silently mean nothing;
+//     and a timeout or approvals (1 to [MaxApprovals]) on any rule but ask, because they
+//     would silently mean nothing;
 //   - at most [MaxPolicyRules] rules.
 func CompilePolicy(cfg PolicyConfig) (*Policy, error) {
 	p := &Policy{defaultBehavior: cfg.DefaultBehavior, mode: cfg.Mode}
@@ -185,6 +188,13 @@ func CompilePolicy(cfg PolicyConfig) (*Policy, error) {
 			return nil, &PolicyError{Field: field + ".action_kind",
 				Msg: fmt.Sprintf("an action kind applies only to behavior schedule, not %q", r.Behavior)}
 		}
+		switch {
+		case r.Approvals < 0 || r.Approvals > MaxApprovals:
+			return nil, &PolicyError{Field: field + ".approvals", Msg: fmt.Sprintf("%d approvals (want 1 to %d)", r.Approvals, MaxApprovals)}
+		case r.Approvals != 0 && r.Behavior != BehaviorAsk:
+			return nil, &PolicyError{Field: field + ".approvals",
+				Msg: fmt.Sprintf("approvals apply only to behavior ask, not %q", r.Behavior)}
+		}
 		p.rules = append(p.rules, policyRule{
 			pattern:    pat,
 			spec:       pat.Specificity(),
@@ -192,6 +202,7 @@ func CompilePolicy(cfg PolicyConfig) (*Policy, error) {
 			delay:      r.Delay,
 			timeout:    r.Timeout,
 			actionKind: r.ActionKind,
+			approvals:  r.Approvals,
 			source:     r.Pattern,
 			shadow:     r.Shadow,
 		})
@@ -371,8 +382,11 @@ func (p *Policy) explain(call ToolCall, correlationID string, fallback PolicyBeh
 	if best >= 0 {
 		r := &p.rules[best]
 		v := behaviorVerdict(r.behavior, correlationID, r.delay, r.timeout, denyReason)
-		if v.Kind == VerdictSchedule {
+		switch v.Kind {
+		case VerdictSchedule:
 			v.ActionKind = r.actionKind
+		case VerdictRequireConfirmation:
+			v.Approvals = r.approvals
 		}
 		return PolicyDecision{
 			Verdict:   v,
