@@ -723,6 +723,8 @@
       setStatus("could not read the session: " + err.message, "error");
       return;
     }
+    // The policy test takes the viewer or the operator role.
+    $("policy").hidden = !(can("viewer") || can("operator"));
     if (!can("viewer")) {
       // The event stream and the lists need the viewer role; show what the token may use.
       setStatus("signed in without the viewer role: tickets and batches are hidden", "warn");
