@@ -59,6 +59,9 @@ Client:
   awaken tools ls [--format F]         the tool catalog (F: awaken, openai, mcp) with schemas
   awaken tools pause ID [--reason R]   pause a tool: its new calls are blocked (kill switch)
   awaken tools resume ID               lift the pause of a tool
+  awaken policy test --config NEW.yaml [--since T] [--until T] [--run R]...
+                                       replay the audited gate decisions through a new host
+                                       policy: old -> new per call, counts per rule (writes nothing)
 
 Output: the client commands print tables and short lines to a terminal and JSON to
 anything else (a pipe, a file); --json forces JSON, --json=false the table.
@@ -125,6 +128,8 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = runCounter(ctx, rest, stdout)
 	case "tools":
 		err = runTools(ctx, rest, stdout)
+	case "policy":
+		err = runPolicy(ctx, rest, stdout)
 	default:
 		fmt.Fprintf(stderr, "awaken: unknown command %q\n\n%s", cmd, usage)
 		return 2

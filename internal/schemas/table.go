@@ -68,6 +68,8 @@ var Documents = []Document{
 	{File: "api_tool_pause_state.json", Type: typeOf[contracts.ToolPauseState]()},
 	{File: "tool_pause.json", Type: typeOf[contracts.ToolPause]()},
 	{File: "tool_annotations.json", Type: typeOf[contracts.ToolAnnotations]()},
+	{File: "api_policy_test_request.json", Type: typeOf[api.PolicyTestRequest]()},
+	{File: "api_policy_test_report.json", Type: typeOf[api.PolicyTestReport]()},
 
 	// The host configuration file (YAML; the schema describes its JSON equivalent). Its
 	// loader fills defaults, so no field is required by the schema; config.Load checks the

@@ -282,5 +282,8 @@ type AuditRecord struct {
 	// Approvals are the approvals a ticket that needed several had recorded when it was
 	// resolved (approved: all of them; denied or expired: those so far).
 	Approvals []TicketApproval `json:"approvals,omitempty"`
-	At        time.Time        `json:"at"`
+	// Shadow is, on a gate decision, what each matching shadow rule would have decided
+	// ([GateOutcome.Shadow]); the decision itself is Decision.
+	Shadow []ShadowFinding `json:"shadow,omitempty"`
+	At     time.Time       `json:"at"`
 }

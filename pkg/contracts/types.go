@@ -220,7 +220,32 @@ type GateOutcome struct {
 	// PolicyDigest is, for require_confirmation and schedule, the [PolicyDigest] of the
 	// host and run policies that asked, copied into the ticket.
 	PolicyDigest string `json:"policy_digest,omitempty"`
+	// Shadow lists what the shadow rules that match the call would have decided; it is
+	// recorded with the decision (so a redelivery audits the same findings) and changes
+	// nothing of it. Any kind may carry it.
+	Shadow []ShadowFinding `json:"shadow,omitempty"`
 }
+
+// ShadowFinding is what one shadow rule ([PolicyRule.Shadow]) would have made of a call:
+// Would is the audit label ([GateOutcome.AuditLabel]) of the gate chain's outcome had that
+// rule alone been in force, the other shadow rules still off.
+type ShadowFinding struct {
+	// Policy is the policy the rule belongs to: "host" or "run".
+	Policy string `json:"policy"`
+	// Rule is the rule's pattern as configured, Index its position in the policy's rules.
+	Rule  string `json:"rule"`
+	Index int    `json:"index"`
+	// Would is allow, deny, set_result, ask or schedule.
+	Would string `json:"would"`
+	// Reason is the reason of a would-be deny.
+	Reason string `json:"reason,omitempty"`
+}
+
+// Policies a [ShadowFinding] names.
+const (
+	ShadowPolicyHost = "host"
+	ShadowPolicyRun  = "run"
+)
 
 // PermissionVerdictKind tags a [ToolPermissionVerdict].
 type PermissionVerdictKind string
@@ -288,4 +313,8 @@ type PolicyRule struct {
 	// before the call runs (0 and 1: one approval); any one denial decides. At most
 	// [MaxApprovals].
 	Approvals int `json:"approvals,omitempty" yaml:"approvals,omitempty"`
+	// Shadow makes the rule log-only: it is evaluated for every call it matches and what
+	// the decision would have been with it in force is recorded in the audit
+	// ([AuditRecord.Shadow]), but it never changes a decision.
+	Shadow bool `json:"shadow,omitempty" yaml:"shadow,omitempty"`
 }

@@ -102,6 +102,7 @@ func (s *Service) Handler() http.Handler {
 	approve := []Role{RoleApprover}
 	operate := []Role{RoleOperator}
 	submit := []Role{RoleSubmitter}
+	policyTest := []Role{RoleViewer, RoleOperator} // reads the audited decisions, changes nothing
 	routes := []struct {
 		method, path string
 		h            http.HandlerFunc
@@ -127,6 +128,7 @@ func (s *Service) Handler() http.Handler {
 		{"GET", "/v1/objects/{name}", s.httpObject, 0, platform},
 		{"POST", "/v1/tools/{tool_id}/pause", s.httpPauseTool, 0, operate},
 		{"POST", "/v1/tools/{tool_id}/resume", s.httpResumeTool, 0, operate},
+		{"POST", "/v1/policy/test", s.httpPolicyTest, maxPolicyTestBody, policyTest},
 	}
 	allowed := map[string][]string{} // path → its methods
 	var paths []string

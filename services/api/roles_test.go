@@ -72,10 +72,11 @@ func TestTokenRolesPerRoute(t *testing.T) {
 		"pause":        {"POST", "/v1/tools/echo/pause", `{"reason":"roles test"}`},
 		"resume tool":  {"POST", "/v1/tools/echo/resume", `{}`},
 		"submit":       {"POST", "/v1/batches", `{}`},
+		"policy test":  {"POST", "/v1/policy/test", `{"config":"policy: {default_behavior: deny}"}`},
 	}
 	allowed := map[string][]string{
-		"viewer":    {"list tickets", "read batches", "stream", "catalog", "results"},
-		"operator":  {"cancel", "pause", "resume tool", "catalog"},
+		"viewer":    {"list tickets", "read batches", "stream", "catalog", "results", "policy test"},
+		"operator":  {"cancel", "pause", "resume tool", "catalog", "policy test"},
 		"submitter": {"catalog", "results", "submit"},
 	}
 	for token, names := range allowed {

@@ -139,6 +139,8 @@ type Service struct {
 	// the open run result streams (MaxStreams).
 	waits      chan struct{}
 	runStreams chan struct{}
+	// policyTests admits one policy test at a time: each reads the audit history.
+	policyTests chan struct{}
 
 	httpSrv  *http.Server
 	listener net.Listener
@@ -189,6 +191,7 @@ func Start(ctx context.Context, env *pipeline.Env, opts Options) (*Service, erro
 		sem:           make(chan struct{}, opts.MaxInFlight),
 		waits:         make(chan struct{}, opts.MaxInFlight),
 		runStreams:    make(chan struct{}, opts.MaxStreams),
+		policyTests:   make(chan struct{}, 1),
 	}
 	s.hub = newHub(streams, env, s.log, opts.MaxStreams)
 	if !opts.DisableMicro {

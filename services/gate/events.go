@@ -54,9 +54,11 @@ func (bd builder) out(subject, id, typ string, payload any) (bus.Outgoing, error
 	return bus.Outgoing{Subject: subject, Event: ev}, nil
 }
 
-// audit is the PermissionDecided record of call i with decision label.
-func (bd builder) audit(i int, label, reason string, at time.Time) (bus.Outgoing, error) {
-	return bd.auditRecord(i, contracts.AuditRecord{Decision: label, Reason: reason, At: at})
+// audit is the PermissionDecided record of the gate's decision o on call i, made at at:
+// its label, reason and shadow findings, all read from the call record, so a redelivery
+// audits the same record.
+func (bd builder) audit(i int, o *contracts.GateOutcome, at time.Time) (bus.Outgoing, error) {
+	return bd.auditRecord(i, contracts.AuditRecord{Decision: o.AuditLabel(), Reason: o.Reason, Shadow: o.Shadow, At: at})
 }
 
 // resolutionAudit is the PermissionDecided record of the resolution res of call i's

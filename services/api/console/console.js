@@ -24,6 +24,7 @@
     streamAbort: null,
     refreshTimer: 0,
     retryDelay: 1000,
+    policyReport: null, // the last policy test's report
   };
 
   const $ = (id) => document.getElementById(id);
@@ -375,6 +376,67 @@
     renderTools();
   }
 
+  // ---- policy test ----
+
+  // policyTime turns a since/until box into an RFC 3339 time, or undefined when empty.
+  function policyTime(id) {
+    const v = $(id).value.trim();
+    if (!v) return undefined;
+    const t = Date.parse(v);
+    if (Number.isNaN(t)) throw new Error(id.replace("policy-", "") + ": not a time: " + v);
+    return new Date(t).toISOString();
+  }
+
+  async function runPolicyTest(ev) {
+    ev.preventDefault();
+    $("policy-error").textContent = "";
+    const button = $("policy-run");
+    button.disabled = true;
+    try {
+      const runs = $("policy-runs").value.split(",").map((r) => r.trim()).filter(Boolean);
+      const body = { config: $("policy-config").value, since: policyTime("policy-since"), until: policyTime("policy-until") };
+      if (runs.length) body.runs = runs;
+      state.policyReport = await api("v1/policy/test", { method: "POST", body: body });
+      renderPolicyTest();
+    } catch (err) {
+      $("policy-error").textContent = (err.code ? err.code + ": " : "") + err.message;
+    } finally {
+      button.disabled = false;
+    }
+  }
+
+  function renderPolicyTest() {
+    const rep = state.policyReport;
+    if (!rep) return;
+    $("policy-result").hidden = false;
+    let summary = rep.total + " decisions replayed, " + rep.changed + " changed";
+    if (rep.missing) summary += ", " + rep.missing + " not replayed";
+    if (rep.oldest) summary += "; oldest " + new Date(rep.oldest).toLocaleString() + " (the audit stream's retention bounds the history)";
+    $("policy-summary").textContent = summary;
+    $("policy-rules").tBodies[0].replaceChildren(
+      ...(rep.rules || []).map((r) =>
+        el("tr", null, el("td", null, el("code", { text: r.rule }), r.shadow ? " (shadow)" : null), el("td", { text: r.calls }), el("td", { text: r.changed })),
+      ),
+    );
+    const onlyChanged = $("policy-changed").checked;
+    $("policy-calls").tBodies[0].replaceChildren(
+      ...(rep.calls || [])
+        .filter((c) => !onlyChanged || c.changed || c.missing)
+        .map((c) =>
+          el(
+            "tr",
+            { className: c.changed ? "changed" : "" },
+            el("td", null, el("code", { text: c.batch_id })),
+            el("td", null, el("code", { text: c.call_id })),
+            el("td", null, el("code", { text: c.tool_id })),
+            el("td", { title: c.old_reason || "", text: c.old }),
+            el("td", { title: c.new_reason || "", text: c.new || "-" }),
+            el("td", { text: c.missing ? "not replayed: " + c.missing : c.rule }),
+          ),
+        ),
+    );
+  }
+
   // ---- batches ----
 
   function renderBatches() {
@@ -661,6 +723,8 @@
       setStatus("could not read the session: " + err.message, "error");
       return;
     }
+    // The policy test takes the viewer or the operator role.
+    $("policy").hidden = !(can("viewer") || can("operator"));
     if (!can("viewer")) {
       // The event stream and the lists need the viewer role; show what the token may use.
       setStatus("signed in without the viewer role: tickets and batches are hidden", "warn");
@@ -673,6 +737,8 @@
   }
 
   async function boot() {
+    $("policy-form").addEventListener("submit", runPolicyTest);
+    $("policy-changed").addEventListener("change", renderPolicyTest);
     $("login-form").addEventListener("submit", async (ev) => {
       ev.preventDefault();
       const candidate = $("token").value.trim();
