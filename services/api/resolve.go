@@ -189,9 +189,9 @@ const StatusEnded = "ended"
 // CancelRun cancels runID and answers once the run has durably ended: the gate recorded
 // the end on the run record — every later submission of the run is refused — sealed its
 // open batch (every unfinished call becomes Indeterminate "cancelled", tickets are cleared,
-// its results publish once) and announced io.awaken.run.ended.v1. The wait is bounded by
-// ResolveTimeout; past it the answer is [CodeCancelTimeout] (504) unless the run record
-// shows the end by then. Cancelling a run twice, or a run with no open batch, is harmless
+// its results publish once) and announced io.awaken.run.ended.v1 — or the run record shows
+// the end, should the announcement be lost. The wait is bounded by ResolveTimeout; past it
+// the answer is [CodeCancelTimeout] (504). Cancelling a run twice, or a run with no open batch, is harmless
 // and answers the same.
 func (s *Service) CancelRun(ctx context.Context, runID, reason string) (CancelResult, error) {
 	if err := contracts.ValidateID("run_id", runID); err != nil {
@@ -205,7 +205,14 @@ func (s *Service) CancelRun(ctx context.Context, runID, reason string) (CancelRe
 	}
 	wctx, cancel := context.WithTimeout(ctx, s.opts.ResolveTimeout)
 	defer cancel()
-	ended, err := s.client.CancelRun(wctx, runID, reason)
+	// The run record, which this api may read, hedges the announcement's subscription.
+	ended, err := s.client.CancelRun(wctx, runID, reason, client.CheckEndedWith(func(ctx context.Context) (contracts.RunEndedEvent, bool, error) {
+		rec, _, err := s.reader.runs.Get(ctx, contracts.RunKey(runID))
+		if err != nil || rec.Ended == nil {
+			return contracts.RunEndedEvent{}, false, err
+		}
+		return contracts.RunEndedEvent{RunID: runID, Reason: rec.Ended.Reason, Keys: rec.Ended.Keys, EndedAt: rec.EndedAt}, true, nil
+	}))
 	switch {
 	case err == nil:
 		return CancelResult{RunID: runID, Status: StatusEnded, Reason: ended.Reason, Keys: ended.Keys, EndedAt: ended.EndedAt}, nil
@@ -214,13 +221,6 @@ func (s *Service) CancelRun(ctx context.Context, runID, reason string) (CancelRe
 	case ctx.Err() != nil:
 		return CancelResult{}, &Error{Code: CodeUnavailable, Status: http.StatusServiceUnavailable, err: err,
 			Message: "the request ended before the run was seen ended; the cancel is stored and will still be applied"}
-	}
-	// The announcement is a plain subscription's message, which a reconnect can lose: the
-	// run record has the last word.
-	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	defer rcancel()
-	if rec, _, rerr := s.reader.runs.Get(rctx, contracts.RunKey(runID)); rerr == nil && rec.Ended != nil {
-		return CancelResult{RunID: runID, Status: StatusEnded, Reason: rec.Ended.Reason, Keys: rec.Ended.Keys, EndedAt: rec.EndedAt}, nil
 	}
 	return CancelResult{}, &Error{Code: CodeCancelTimeout, Status: http.StatusGatewayTimeout, err: err,
 		Message: fmt.Sprintf("the cancel of run %s is stored and will be applied, but the run was not seen ended within %s; sending it again is harmless", runID, s.opts.ResolveTimeout)}
