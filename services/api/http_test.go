@@ -450,3 +450,22 @@ func waitRunEnded(t *testing.T, sub *nats.Subscription) contracts.RunEndedEvent 
 		return ended
 	}
 }
+
+// TestHTTPCancelTimesOut: with no gate to end the run, the cancel answers 504
+// cancel_timeout once the api's wait is over — the command stored, the run not ended — and
+// the micro door answers the same code.
+func TestHTTPCancelTimesOut(t *testing.T) {
+	h := newHarnessOf(t, api.Options{ResolveTimeout: 2500 * time.Millisecond}, []string{app.Batcher, app.Publisher, app.API})
+	start := time.Now()
+	r := h.post("/v1/runs/run-no-gate/cancel", `{}`)
+	if e := r.apiError(t); r.status != http.StatusGatewayTimeout || e.Code != api.CodeCancelTimeout {
+		t.Fatalf("cancel without a gate: %d %s, want 504 cancel_timeout", r.status, r.body)
+	}
+	if waited := time.Since(start); waited < 2500*time.Millisecond {
+		t.Errorf("answered after %s, before the wait was over", waited)
+	}
+	code, status := microErr(t, h.microRequest(api.EndpointRunsCancel, []byte("run-no-gate")))
+	if code != api.CodeCancelTimeout || status != http.StatusGatewayTimeout {
+		t.Errorf("micro cancel without a gate: %s %d", code, status)
+	}
+}
