@@ -59,6 +59,11 @@ type ToolCall struct {
 // what the body sends (an MCP request's _meta) continues it; end records the output (its
 // result only when opted in; error.type tool_error for an error output) and ends the span.
 func (t *Telemetry) StartToolSpan(ctx context.Context, c ToolCall) (context.Context, func(out contracts.ToolOutput)) {
+	ctx, span := t.Tracer().Start(ctx, "execute_tool "+c.ToolID, trace.WithSpanKind(trace.SpanKindInternal))
+	if !span.IsRecording() {
+		// Tracing off (the default) or not sampled: nothing to build on the call's path.
+		return ctx, func(contracts.ToolOutput) { span.End() }
+	}
 	attrs := []attribute.KeyValue{
 		semconv.GenAIOperationNameExecuteTool,
 		semconv.GenAIToolName(c.ToolID),
@@ -73,8 +78,7 @@ func (t *Telemetry) StartToolSpan(ctx context.Context, c ToolCall) (context.Cont
 	if c.Content {
 		attrs = append(attrs, semconv.GenAIToolCallArgumentsKey.String(capped(string(c.Arguments))))
 	}
-	ctx, span := t.Tracer().Start(ctx, "execute_tool "+c.ToolID,
-		trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(attrs...))
+	span.SetAttributes(attrs...)
 	return ctx, func(out contracts.ToolOutput) {
 		if out.IsError {
 			span.SetAttributes(semconv.ErrorTypeKey.String(ErrorTypeToolError))
@@ -114,9 +118,10 @@ func capped(s string) string {
 	return s[:n] + "…"
 }
 
-// StartSpan starts an internal span named name under ctx's span with attrs; end ends it.
-func (t *Telemetry) StartSpan(ctx context.Context, name string, attrs ...attribute.KeyValue) (context.Context, trace.Span) {
-	return t.Tracer().Start(ctx, name, trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(attrs...))
+// StartSpan starts an internal span named name under ctx's span; the caller sets its
+// attributes when span.IsRecording() (nothing to build while tracing is off) and ends it.
+func (t *Telemetry) StartSpan(ctx context.Context, name string) (context.Context, trace.Span) {
+	return t.Tracer().Start(ctx, name, trace.WithSpanKind(trace.SpanKindInternal))
 }
 
 // RecordSpan records a finished span named name that ran from start to end — a wait no

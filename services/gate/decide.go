@@ -47,8 +47,12 @@ type pauseMemo map[string]*contracts.ToolPause
 // (gen_ai.tool.name, gen_ai.tool.call.id) and what was decided (awaken.decision, and
 // awaken.decision.reason when the outcome has one).
 func (s *Service) decideNow(ctx context.Context, b *contracts.BatchRecord, i int, memo pauseMemo) (decision, error) {
-	ctx, span := s.env.Telemetry.StartSpan(ctx, telemetry.SpanGateDecide, telemetry.CallAttributes(&b.Submission, i)...)
+	ctx, span := s.env.Telemetry.StartSpan(ctx, telemetry.SpanGateDecide)
 	defer span.End()
+	recording := span.IsRecording()
+	if recording {
+		span.SetAttributes(telemetry.CallAttributes(&b.Submission, i)...)
+	}
 	toolID := b.Submission.Calls[i].ToolID
 	pause, read := memo[toolID]
 	if !read {
@@ -62,9 +66,11 @@ func (s *Service) decideNow(ctx context.Context, b *contracts.BatchRecord, i int
 		}
 	}
 	d := s.decide(b, i, pause)
-	span.SetAttributes(attribute.String("awaken.decision", d.label()))
-	if d.outcome != nil && d.outcome.Reason != "" {
-		span.SetAttributes(attribute.String("awaken.decision.reason", d.outcome.Reason))
+	if recording {
+		span.SetAttributes(attribute.String("awaken.decision", d.label()))
+		if d.outcome != nil && d.outcome.Reason != "" {
+			span.SetAttributes(attribute.String("awaken.decision.reason", d.outcome.Reason))
+		}
 	}
 	return d, nil
 }
