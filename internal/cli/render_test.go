@@ -51,7 +51,9 @@ func TestRenderGolden(t *testing.T) {
 	due := opened.Add(2 * time.Second)
 	tickets := []contracts.ResumeTicket{
 		{CorrelationID: "permission.run-1.1.c1", RunID: "run-1", BatchID: "tool-batch:run-1:1", CallID: "c1", ToolID: "ask_me",
-			Reason: contracts.ReasonPermission, Arguments: json.RawMessage(`{"text":"hi"}`), OpenedAt: opened, Deadline: &deadline},
+			Reason: contracts.ReasonPermission, Arguments: json.RawMessage(`{"text":"hi"}`), OpenedAt: opened, Deadline: &deadline,
+			ArgumentsDigest: contracts.ArgumentsDigest(json.RawMessage(`{"text":"hi"}`)), PolicyDigest: "sha256:policy",
+			ApprovalsRequired: 2, Approvals: []contracts.TicketApproval{{Actor: "alice", ResumeID: "r1", At: opened}}},
 		{CorrelationID: "schedule.run-1.1.c2", RunID: "run-1", BatchID: "tool-batch:run-1:1", CallID: "c2", ToolID: "later",
 			Reason: contracts.ReasonScheduledAction, OpenedAt: opened, DueAt: &due},
 	}

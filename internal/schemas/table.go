@@ -52,6 +52,7 @@ var Documents = []Document{
 	{File: "api_error.json", Type: typeOf[api.Error]()},
 	{File: "api_ticket_list.json", Type: typeOf[api.TicketList]()},
 	{File: "api_approve_request.json", Type: typeOf[api.ApproveRequest]()},
+	{File: "api_session.json", Type: typeOf[api.Session]()},
 	{File: "api_deny_request.json", Type: typeOf[api.DenyRequest]()},
 	{File: "api_short_decision.json", Type: typeOf[api.ShortDecision]()},
 	{File: "api_cancel_request.json", Type: typeOf[api.CancelRequest]()},

@@ -104,6 +104,8 @@ type policyRule struct {
 	timeout  Duration
 	// actionKind is a schedule rule's action kind.
 	actionKind string
+	// approvals is an ask rule's number of distinct approvals.
+	approvals int
 }
 
 // CompilePolicy validates cfg and compiles it. An empty default_behavior means ask and an
@@ -113,7 +115,8 @@ type policyRule struct {
 //   - mode must be default, acceptEdits, plan or bypassPermissions;
 //   - every rule needs a pattern that parses and a behavior of allow, ask, deny or
 //     schedule; a schedule rule needs a delay > 0; a delay is rejected on any other rule
-//     and a timeout on any rule but ask, because they would silently mean nothing;
+//     and a timeout or approvals (1 to [MaxApprovals]) on any rule but ask, because they
+//     would silently mean nothing;
 //   - at most [MaxPolicyRules] rules.
 func CompilePolicy(cfg PolicyConfig) (*Policy, error) {
 	p := &Policy{defaultBehavior: cfg.DefaultBehavior, mode: cfg.Mode}
@@ -175,6 +178,13 @@ func CompilePolicy(cfg PolicyConfig) (*Policy, error) {
 			return nil, &PolicyError{Field: field + ".action_kind",
 				Msg: fmt.Sprintf("an action kind applies only to behavior schedule, not %q", r.Behavior)}
 		}
+		switch {
+		case r.Approvals < 0 || r.Approvals > MaxApprovals:
+			return nil, &PolicyError{Field: field + ".approvals", Msg: fmt.Sprintf("%d approvals (want 1 to %d)", r.Approvals, MaxApprovals)}
+		case r.Approvals != 0 && r.Behavior != BehaviorAsk:
+			return nil, &PolicyError{Field: field + ".approvals",
+				Msg: fmt.Sprintf("approvals apply only to behavior ask, not %q", r.Behavior)}
+		}
 		p.rules = append(p.rules, policyRule{
 			pattern:    pat,
 			spec:       pat.Specificity(),
@@ -182,6 +192,7 @@ func CompilePolicy(cfg PolicyConfig) (*Policy, error) {
 			delay:      r.Delay,
 			timeout:    r.Timeout,
 			actionKind: r.ActionKind,
+			approvals:  r.Approvals,
 		})
 	}
 	return p, nil
@@ -291,8 +302,11 @@ func (p *Policy) ExplainWithDefault(call ToolCall, correlationID string, fallbac
 	if best >= 0 {
 		r := &p.rules[best]
 		v := behaviorVerdict(r.behavior, correlationID, r.delay, r.timeout, denyReason)
-		if v.Kind == VerdictSchedule {
+		switch v.Kind {
+		case VerdictSchedule:
 			v.ActionKind = r.actionKind
+		case VerdictRequireConfirmation:
+			v.Approvals = r.approvals
 		}
 		return PolicyDecision{
 			Verdict:   v,

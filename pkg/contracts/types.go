@@ -214,6 +214,12 @@ type GateOutcome struct {
 	ActionKind    string          `json:"action_kind,omitempty"`
 	Delay         Duration        `json:"delay,omitempty"`
 	Timeout       Duration        `json:"timeout,omitempty"`
+	// Approvals is, for require_confirmation, how many distinct actors must approve (0 and
+	// 1: one).
+	Approvals int `json:"approvals,omitempty"`
+	// PolicyDigest is, for require_confirmation and schedule, the [PolicyDigest] of the
+	// host and run policies that asked, copied into the ticket.
+	PolicyDigest string `json:"policy_digest,omitempty"`
 }
 
 // PermissionVerdictKind tags a [ToolPermissionVerdict].
@@ -235,6 +241,8 @@ type ToolPermissionVerdict struct {
 	Delay         Duration              `json:"delay,omitempty"`
 	Timeout       Duration              `json:"timeout,omitempty"`
 	ActionKind    string                `json:"action_kind,omitempty"`
+	// Approvals is a require_confirmation's number of distinct approvals (0 and 1: one).
+	Approvals int `json:"approvals,omitempty"`
 }
 
 // PolicyBehavior is what a matching rule (or the default) does.
@@ -276,4 +284,8 @@ type PolicyRule struct {
 	// deferred call is; the run must be permitted it ([AgentSnapshot.ActionKinds]), else
 	// the run ends with capability_bound. Empty: an ordinary tool-backed action.
 	ActionKind string `json:"action_kind,omitempty" yaml:"action_kind,omitempty"`
+	// Approvals is, for an ask rule, how many distinct authenticated actors must approve
+	// before the call runs (0 and 1: one approval); any one denial decides. At most
+	// [MaxApprovals].
+	Approvals int `json:"approvals,omitempty" yaml:"approvals,omitempty"`
 }

@@ -83,11 +83,11 @@ func StatusForResumeCode(code string, ticketKnown bool) int {
 			return http.StatusNotFound
 		}
 		return http.StatusConflict
-	case contracts.ResumeExpired:
+	case contracts.ResumeExpired, contracts.ResumeDigestMismatch, contracts.ResumeDuplicateApprover:
 		return http.StatusConflict
 	case contracts.ResumeInvalidArguments, contracts.ResumeCorrelationMismatch, contracts.ResumeRunMismatch, contracts.ResumeThreadMismatch,
 		contracts.ResumeSnapshotMismatch, contracts.ResumeResultKindMismatch, contracts.ResumeToolCallMismatch,
-		contracts.ResumeReservedActor:
+		contracts.ResumeReservedActor, contracts.ResumeApproverNotAuthenticated, contracts.ResumeEditNeedsSingleApproval:
 		return http.StatusUnprocessableEntity
 	case contracts.ResumeInvalid:
 		return http.StatusBadRequest

@@ -308,6 +308,9 @@ type ShortDecision struct {
 	Reason        string                           `json:"reason,omitempty"`
 	// Arguments, on an allow, edit the call's arguments.
 	Arguments json.RawMessage `json:"arguments,omitempty"`
+	// ArgumentsDigest, on an allow, names the ticket arguments the approval approves
+	// (absent: those of the ticket the api reads).
+	ArgumentsDigest string `json:"arguments_digest,omitempty"`
 }
 
 func (s *Service) microTicketsResolve(ctx context.Context, req micro.Request) (any, error) {
@@ -329,7 +332,7 @@ func (s *Service) microTicketsResolve(ctx context.Context, req micro.Request) (a
 		if d.Reason != "" {
 			return nil, apiErr(http.StatusBadRequest, string(contracts.ResumeInvalid), "an allow decision carries a note, not a reason")
 		}
-		return s.Decide(ctx, d.CorrelationID, Decision{Allow: true, Text: d.Note, Arguments: d.Arguments, Actor: actor})
+		return s.Decide(ctx, d.CorrelationID, Decision{Allow: true, Text: d.Note, Arguments: d.Arguments, ArgumentsDigest: d.ArgumentsDigest, Actor: actor})
 	case contracts.DecisionDeny:
 		if d.Note != "" {
 			return nil, apiErr(http.StatusBadRequest, string(contracts.ResumeInvalid), "a deny decision carries a reason, not a note")

@@ -62,6 +62,9 @@ type Decision struct {
 	Text string
 	// Arguments, on an approval, edit the call's arguments (nil: as proposed).
 	Arguments json.RawMessage
+	// ArgumentsDigest, on an approval, names the ticket arguments it approves ("": those
+	// of the ticket Decide reads).
+	ArgumentsDigest string
 	// Actor is who decided, from the caller's authentication.
 	Actor string
 }
@@ -85,9 +88,9 @@ func (s *Service) Decide(ctx context.Context, correlationID string, d Decision) 
 	edit := &contracts.PermissionDecision{Arguments: d.Arguments}
 	switch {
 	case d.Allow && edit.HasArguments():
-		p = &contracts.PermissionDecision{Decision: contracts.DecisionAllow, Note: d.Text, Arguments: d.Arguments}
+		p = &contracts.PermissionDecision{Decision: contracts.DecisionAllow, Note: d.Text, Arguments: d.Arguments, ArgumentsDigest: d.ArgumentsDigest}
 	case d.Allow:
-		p = &contracts.PermissionDecision{Decision: contracts.DecisionAllow, Note: d.Text}
+		p = &contracts.PermissionDecision{Decision: contracts.DecisionAllow, Note: d.Text, ArgumentsDigest: d.ArgumentsDigest}
 	case edit.HasArguments():
 		return contracts.TicketResolution{}, apiErr(http.StatusBadRequest, string(contracts.ResumeInvalid), "a deny decision carries no arguments")
 	}

@@ -75,6 +75,10 @@ type Options struct {
 	// a resolution is recorded as made by the name of the token that authenticated it.
 	// With Token or Tokens set, every /v1 request must carry one of them.
 	Tokens map[string]string
+	// TokenRoles are the roles of the named tokens whose --api-tokens line names some
+	// (see [LoadTokens]); a token absent here — and the single Token, and every request
+	// when no token is configured — has every role.
+	TokenRoles map[string]RoleSet
 	// AllowedHosts are the Host header names (without port) the HTTP api answers, besides
 	// the loopback names when it is bound to a loopback address. "*" allows any host; with
 	// none set and a non-loopback address, any host is allowed (protect it with Token).

@@ -161,11 +161,16 @@ func (s *Service) decide(b *contracts.BatchRecord, i int, pause *contracts.ToolP
 		}
 	case contracts.GateRequireConfirmation:
 		outcome.CorrelationID = contracts.CorrelationID(contracts.ReasonPermission, sub.RunID, sub.Step, call.CallID)
+		outcome.PolicyDigest = contracts.PolicyDigest(s.hostConfig, sub.Policy)
+		if outcome.Approvals == 1 {
+			outcome.Approvals = 0 // one approval is the default; record it one way only
+		}
 	case contracts.GateSchedule:
 		if reason, bound := capabilityBound(sub, outcome); bound {
 			return decision{bound: reason}
 		}
 		outcome.CorrelationID = contracts.CorrelationID(contracts.ReasonScheduledAction, sub.RunID, sub.Step, call.CallID)
+		outcome.PolicyDigest = contracts.PolicyDigest(s.hostConfig, sub.Policy)
 	}
 	return decision{outcome: &outcome}
 }

@@ -55,6 +55,9 @@ tools:
   - id: delegate
     kind: delegation
     parallel_completion: true
+  - id: two_keys
+  - id: three_keys
+  - id: two_keys_timeout
 policy:
   default_behavior: allow
   rules:
@@ -67,6 +70,9 @@ policy:
     - { pattern: 'edit_me(path ~ "/etc/*")', behavior: deny }
     - { pattern: edit_me, behavior: ask }
     - { pattern: 'delegate(task = "risky")', behavior: ask }
+    - { pattern: two_keys, behavior: ask, approvals: 2 }
+    - { pattern: three_keys, behavior: ask, approvals: 3 }
+    - { pattern: two_keys_timeout, behavior: ask, approvals: 2, timeout: 2s }
 executors:
   sandbox:
     enabled: true

@@ -30,6 +30,11 @@ type resolution struct {
 	actorClaimed bool
 	// edited are the arguments an approval edited the call to (nil: none).
 	edited json.RawMessage
+	// unbound says the approval named no arguments digest (accepted for compatibility).
+	unbound bool
+	// approvals and required, for a ticket that needed several approvals: how many it had
+	// when it was resolved, and how many it needed (0: one).
+	approvals, required int
 }
 
 // timerResolver returns the ResolvedBy mark of a resolution by a timer of kind for ticket corr.
@@ -87,6 +92,9 @@ func (s *Service) realizeResolution(ctx context.Context, b *contracts.BatchRecor
 	defer end()
 	s.recordWait(ctx, b, i, rec, res)
 	bd := s.builder(b)
+	if d := rec.Decision; d != nil && d.Approvals > 1 {
+		res.approvals, res.required = len(rec.Approvals), d.Approvals
+	}
 	var first collect
 	first.add(bd.resolved(i, res))
 	if res.audit != "" {
@@ -94,7 +102,7 @@ func (s *Service) realizeResolution(ctx context.Context, b *contracts.BatchRecor
 		if !ok {
 			at = s.env.Now()
 		}
-		first.add(bd.resolutionAudit(i, res, at))
+		first.add(bd.resolutionAudit(i, rec, res, at))
 	}
 	if res.edited != nil {
 		first.add(bd.editedToolCallFact(i, res.edited))

@@ -87,6 +87,7 @@ func WithPolicyCacheSize(n int) Option { return func(o *options) { o.policyCache
 type Service struct {
 	env         *pipeline.Env
 	host        *contracts.Policy
+	hostConfig  contracts.PolicyConfig
 	runPolicies *policyCache
 	log         zerolog.Logger
 	consumers   *bus.Consumers
@@ -153,6 +154,7 @@ func newService(env *pipeline.Env, o options) (*Service, error) {
 	return &Service{
 		env:         env,
 		host:        host,
+		hostConfig:  env.Config.Policy,
 		runPolicies: newPolicyCache(o.policyCacheSize),
 		log:         env.Log,
 	}, nil
