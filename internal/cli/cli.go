@@ -52,7 +52,7 @@ Client:
   awaken tickets show CORRELATION_ID   show one ticket
   awaken tickets approve CORRELATION_ID [--note TEXT] [--arguments JSON] [--digest D] [--as NAME]
   awaken tickets deny CORRELATION_ID [--reason TEXT] [--as NAME]
-  awaken runs cancel RUN_ID            seal the open batches of a run
+  awaken runs cancel RUN_ID            end a run (its open batch sealed); returns once it ended
   awaken batch show BATCH_ID [--json]  per-call phase, outcome and timeline of a batch
   awaken batch watch BATCH_ID          call state changes and tool progress, live, until published
   awaken counter NAME                  read the example counter tool's durable count
@@ -564,7 +564,7 @@ func defaultActor() string {
 
 func runRuns(ctx context.Context, args []string, stdout io.Writer) error {
 	if len(args) < 2 || args[0] != "cancel" {
-		return &usageError{"usage: awaken runs cancel RUN_ID [--reason TEXT]"}
+		return &usageError{"usage: awaken runs cancel RUN_ID [--reason TEXT] [--timeout 60s]"}
 	}
 	runID := args[1]
 	fs := newFlags("runs cancel")
@@ -582,10 +582,16 @@ func runRuns(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	defer done()
-	if err := c.Cancel(ctx, runID, *reason); err != nil {
+	// Answers once the run has ended (the gate's io.awaken.run.ended.v1), so a step
+	// submitted after this command returns is refused; --timeout bounds the wait.
+	ended, err := c.CancelRun(ctx, runID, *reason)
+	if errors.Is(err, client.ErrCancelPending) {
+		return fmt.Errorf("run %s: the cancel is stored and will be applied, but the run was not seen ended in time (sending it again is harmless): %w", runID, err)
+	}
+	if err != nil {
 		return err
 	}
-	return renderCancel(stdout, runID, *asJSON)
+	return renderCancel(stdout, ended, *asJSON)
 }
 
 func runCounter(ctx context.Context, args []string, stdout io.Writer) error {

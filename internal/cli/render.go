@@ -277,12 +277,20 @@ func renderPause(w io.Writer, st contracts.ToolPauseState, asJSON bool) error {
 	return err
 }
 
-// renderCancel prints that a run's cancellation was requested.
-func renderCancel(w io.Writer, runID string, asJSON bool) error {
+// renderCancel prints that a run ended: by this cancellation, or earlier for another
+// reason it keeps.
+func renderCancel(w io.Writer, ended contracts.RunEndedEvent, asJSON bool) error {
 	if asJSON {
-		return printJSON(w, map[string]string{"run_id": runID, "status": "cancel requested"})
+		return printJSON(w, map[string]any{"run_id": ended.RunID, "status": "ended", "reason": ended.Reason,
+			"keys": ended.Keys, "ended_at": ended.EndedAt})
 	}
-	_, err := fmt.Fprintf(w, "cancel requested for run %s: its open batches are sealed, unfinished calls end indeterminate\n", runID)
+	if ended.Reason == contracts.RunEndCancelled {
+		_, err := fmt.Fprintf(w, "run %s cancelled at %s: its open batch is sealed (unfinished calls end indeterminate), later batches are refused\n",
+			ended.RunID, ended.EndedAt.UTC().Format(time.RFC3339))
+		return err
+	}
+	_, err := fmt.Fprintf(w, "run %s had already ended (%s) at %s: later batches are refused\n",
+		ended.RunID, ended.Reason, ended.EndedAt.UTC().Format(time.RFC3339))
 	return err
 }
 

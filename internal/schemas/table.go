@@ -28,6 +28,7 @@ var Documents = []Document{
 	{File: "audit_record.json", Type: typeOf[contracts.AuditRecord]()},
 	{File: "tool_pause_audit.json", Type: typeOf[contracts.ToolPauseAudit]()},
 	{File: "run_cancel.json", Type: typeOf[contracts.RunCancel]()},
+	{File: "run_ended.json", Type: typeOf[contracts.RunEndedEvent]()},
 
 	// Payloads of the internal work events.
 	{File: "gate_request.json", Type: typeOf[contracts.GateRequest]()},

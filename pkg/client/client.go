@@ -407,6 +407,11 @@ func (c *Client) readResults(ctx context.Context, runID string, after, until uin
 // the background: stopping the iterator leaves it on the server until its inactivity
 // threshold, and every waiting client would otherwise hold one.
 func (c *Client) deleteOrdered(cons jetstream.Consumer) {
+	c.deleteOrderedOn(c.names.ResultsStream(), cons)
+}
+
+// deleteOrderedOn is [Client.deleteOrdered] for an ordered consumer of stream.
+func (c *Client) deleteOrderedOn(stream string, cons jetstream.Consumer) {
 	info := cons.CachedInfo()
 	if info == nil {
 		return
@@ -414,7 +419,7 @@ func (c *Client) deleteOrdered(cons jetstream.Consumer) {
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		_ = c.js.DeleteConsumer(ctx, c.names.ResultsStream(), info.Name)
+		_ = c.js.DeleteConsumer(ctx, stream, info.Name)
 	}()
 }
 

@@ -209,6 +209,22 @@ type RunCancel struct {
 	Reason string `json:"reason,omitempty"`
 }
 
+// RunEndedEvent announces that a run ended: the end recorded on its run record (the first
+// one, kept for good), so every later submission of the run is refused (run_cancelled for
+// reason cancelled, run_ended otherwise). The gate publishes it, as
+// io.awaken.run.ended.v1 on the run's events subject, each time it handles a cancellation
+// of the run (an already ended run answers with its first end) and when a run ends
+// capability_bound; its id is "{run_id}:ended", so a consumer sees one per run (or a copy
+// with the same id).
+type RunEndedEvent struct {
+	RunID string `json:"run_id"`
+	// Reason is cancelled, capability_bound or state_conflict (RunEnd* constants).
+	Reason string `json:"reason"`
+	// Keys are the conflicting state keys of a state_conflict end.
+	Keys    []string  `json:"keys,omitempty"`
+	EndedAt time.Time `json:"ended_at"`
+}
+
 // ToolDisposition is the read projection of a committed tool call for protocol consumers.
 type ToolDisposition string
 

@@ -393,8 +393,8 @@ func (s *Service) httpCancel(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	s.log.Info().Str("run_id", runID).Str("remote", r.RemoteAddr).Msg("run cancel requested over http")
-	writeJSON(w, http.StatusAccepted, res)
+	s.log.Info().Str("run_id", runID).Str("reason", res.Reason).Str("remote", r.RemoteAddr).Msg("run cancelled over http")
+	writeJSON(w, http.StatusOK, res)
 }
 
 // BatchList is the reply of GET /v1/batches.

@@ -41,8 +41,9 @@ const (
 	// same requests, recorded as decided by "nats:{user}". Grant each person's NATS user
 	// publish on its own subject only ([ResolveAsSubject]).
 	EndpointTicketsResolveAs = "tickets.resolve.{user}"
-	// EndpointRunsCancel cancels a run. Request body: {"run_id","reason"?} or the bare run
-	// id. Reply: {"run_id","status":"cancel_requested"}.
+	// EndpointRunsCancel cancels a run and answers once it has ended. Request body:
+	// {"run_id","reason"?} or the bare run id. Reply: {"run_id","status":"ended","reason",
+	// "ended_at"} (see [Service.CancelRun]).
 	EndpointRunsCancel = "runs.cancel"
 	// EndpointToolsPause pauses a tool (the kill switch). Request body:
 	// {"tool_id","reason"?,"actor"?}. Reply: contracts.ToolPauseState.

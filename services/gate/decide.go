@@ -4,7 +4,11 @@ import (
 	"context"
 	"fmt"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+
 	"github.com/awaken-dev/awaken/internal/gatechain"
+	"github.com/awaken-dev/awaken/internal/telemetry"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
@@ -39,19 +43,55 @@ type pauseMemo map[string]*contracts.ToolPause
 // pause is read at every decision (or once per tool for the decisions a memo groups),
 // from the leader of the pauses bucket (see [pipeline.Env.ToolPaused]), so a pause the
 // api acknowledged applies to every decision that starts after the acknowledgement.
+//
+// The decision runs in a gate.decide span on the batch's trace, naming the call
+// (gen_ai.tool.name, gen_ai.tool.call.id) and what was decided (awaken.decision, and
+// awaken.decision.reason when the outcome has one).
 func (s *Service) decideNow(ctx context.Context, b *contracts.BatchRecord, i int, memo pauseMemo) (decision, error) {
+	ctx, span := s.env.Telemetry.StartSpan(ctx, telemetry.SpanGateDecide)
+	defer span.End()
+	recording := span.IsRecording()
+	if recording {
+		span.SetAttributes(telemetry.CallAttributes(&b.Submission, i)...)
+	}
 	toolID := b.Submission.Calls[i].ToolID
 	pause, read := memo[toolID]
 	if !read {
 		var err error
 		if pause, err = s.env.ToolPaused(ctx, toolID); err != nil {
+			span.SetStatus(codes.Error, err.Error())
 			return decision{}, fmt.Errorf("gate: %w", err)
 		}
 		if memo != nil {
 			memo[toolID] = pause
 		}
 	}
-	return s.decide(b, i, pause), nil
+	d := s.decide(b, i, pause)
+	if recording {
+		span.SetAttributes(attribute.String("awaken.decision", d.label()))
+		if d.outcome != nil && d.outcome.Reason != "" {
+			span.SetAttributes(attribute.String("awaken.decision.reason", d.outcome.Reason))
+		}
+	}
+	return d, nil
+}
+
+// label names d on its gate.decide span: the audit label of a permission outcome
+// (allow, deny, set_result, ask, schedule), else what decided without a policy.
+func (d decision) label() string {
+	switch {
+	case d.bound != "":
+		return "capability_bound"
+	case d.outcome != nil:
+		return d.outcome.AuditLabel()
+	case d.client:
+		return "client_executed"
+	case d.unknown:
+		return "unknown_tool"
+	case d.invalid != nil:
+		return "invalid_arguments"
+	}
+	return contracts.AuditDecisionUnknown
 }
 
 // decide runs the gate chain ([gatechain.Chain.Decide]) for call i of b, whose tool is

@@ -6,7 +6,10 @@ import (
 	"errors"
 	"fmt"
 
+	"go.opentelemetry.io/otel/attribute"
+
 	"github.com/awaken-dev/awaken/internal/pipeline"
+	"github.com/awaken-dev/awaken/internal/telemetry"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
@@ -87,6 +90,7 @@ func (s *Service) redeliveredResolution(ctx context.Context, b *contracts.BatchR
 func (s *Service) realizeResolution(ctx context.Context, b *contracts.BatchRecord, i int, rec *contracts.CallRecord, res resolution) error {
 	ctx, end := s.env.Telemetry.Rejoin(ctx, rec.TraceParent, "gate.resolve")
 	defer end()
+	s.recordWait(ctx, b, i, rec, res)
 	bd := s.builder(b)
 	if d := rec.Decision; d != nil && d.Approvals > 1 {
 		res.approvals, res.required = len(rec.Approvals), d.Approvals
@@ -126,4 +130,27 @@ func retryRaced(what string, attempt func() error) error {
 		}
 	}
 	return fmt.Errorf("gate: %s: %d concurrent writers in a row", what, maxCASAttempts)
+}
+
+// recordWait records the wait the resolution res ended — from the call parking on its
+// ticket to the resolution — as a gate.approval_wait span on the batch's trace (the
+// traceparent the decision recorded on the call): no process holds a span open while a
+// human thinks, so it is recorded once the wait is over, with its real start and end. A
+// redelivered resolution records it again.
+func (s *Service) recordWait(ctx context.Context, b *contracts.BatchRecord, i int, rec *contracts.CallRecord, res resolution) {
+	parked, ok := rec.MarkTime(contracts.StageAwaiting)
+	if !ok {
+		return
+	}
+	resumed, ok := rec.MarkTime(contracts.StageResumed)
+	if !ok || resumed.Before(parked) {
+		resumed = s.env.Now()
+	}
+	attrs := append(telemetry.CallAttributes(&b.Submission, i),
+		attribute.String("awaken.correlation_id", res.corr),
+		attribute.String("awaken.resolution", res.code))
+	if res.actor != "" {
+		attrs = append(attrs, attribute.String("awaken.actor", res.actor), attribute.Bool("awaken.actor_claimed", res.actorClaimed))
+	}
+	s.env.Telemetry.RecordSpan(ctx, rec.TraceParent, telemetry.SpanApprovalWait, parked, resumed, attrs...)
 }
