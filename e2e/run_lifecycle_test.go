@@ -80,13 +80,11 @@ func TestRunCancelled_laterSubmissionsAreRefused(t *testing.T) {
 	const run = "run-cancelled"
 	h.mustRun(batch(run, 1, []string{"echo"}, call("c1", "echo", map[string]any{"text": "one"})))
 	ctx := ctxFor(t, 60*time.Second)
-	if err := h.client.Cancel(ctx, run, "stop"); err != nil {
-		t.Fatal(err)
+	// CancelRun returns once the run has ended: the next step, submitted at once, is refused.
+	ended, err := h.client.CancelRun(ctx, run, "stop")
+	if err != nil || ended.Reason != contracts.RunEndCancelled {
+		t.Fatalf("CancelRun: %+v %v", ended, err)
 	}
-	natstest.WaitFor(t, 30*time.Second, func() bool {
-		rec, _, err := h.stack.Env.Runs.Get(ctx, contracts.RunKey(run))
-		return err == nil && rec.Ended != nil
-	}, "the cancellation recorded")
 	second := batch(run, 2, []string{"echo"}, call("c2", "echo", map[string]any{"text": "two"}))
 	h.rejectedWith(second, contracts.RejectRunCancelled)
 	if n := h.ledger(run, 2, "c2"); n != 0 {

@@ -95,8 +95,13 @@ class Awaken:
         _, body = self._json("GET", "/v1/tickets")
         return body["tickets"]
 
-    def approve(self, correlation_id, note=""):
-        _, body = self._json("POST", "/v1/tickets/%s/approve" % correlation_id, {"note": note})
+    def approve(self, correlation_id, note="", digest=None):
+        # digest: the ticket's arguments_digest, binding the approval to the arguments
+        # that were shown (409 digest_mismatch if the ticket's are other ones)
+        body = {"note": note}
+        if digest:
+            body["arguments_digest"] = digest
+        _, body = self._json("POST", "/v1/tickets/%s/approve" % correlation_id, body)
         return body
 
     def follow_run(self, run_id, last_event_id=None):
@@ -186,7 +191,8 @@ def main():
         print("submitted %s: %s" % (batch_id, reply["status"]))
         ticket = wait_for_ticket(client, run)
         print("ticket %s: %s wants %s" % (ticket["correlation_id"], ticket["call_id"], ticket["tool_id"]))
-        res = client.approve(ticket["correlation_id"], note="approved by the python example")
+        res = client.approve(ticket["correlation_id"], note="approved by the python example",
+                             digest=ticket.get("arguments_digest"))
         print("approved %s: %s" % (ticket["correlation_id"], res["code"]))
         # The run's result stream delivers the batch once it is published.
         for event_id, batch in client.follow_run(run):

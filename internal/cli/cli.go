@@ -50,15 +50,18 @@ Client:
   awaken submit FILE [--wait]          submit a batch (JSON), optionally wait for its results
   awaken tickets ls                    list open approval tickets
   awaken tickets show CORRELATION_ID   show one ticket
-  awaken tickets approve CORRELATION_ID [--note TEXT] [--arguments JSON] [--as NAME]
+  awaken tickets approve CORRELATION_ID [--note TEXT] [--arguments JSON] [--digest D] [--as NAME]
   awaken tickets deny CORRELATION_ID [--reason TEXT] [--as NAME]
-  awaken runs cancel RUN_ID            seal the open batches of a run
+  awaken runs cancel RUN_ID            end a run (its open batch sealed); returns once it ended
   awaken batch show BATCH_ID [--json]  per-call phase, outcome and timeline of a batch
   awaken batch watch BATCH_ID          call state changes and tool progress, live, until published
   awaken counter NAME                  read the example counter tool's durable count
   awaken tools ls [--format F]         the tool catalog (F: awaken, openai, mcp) with schemas
   awaken tools pause ID [--reason R]   pause a tool: its new calls are blocked (kill switch)
   awaken tools resume ID               lift the pause of a tool
+  awaken policy test --config NEW.yaml [--since T] [--until T] [--run R]...
+                                       replay the audited gate decisions through a new host
+                                       policy: old -> new per call, counts per rule (writes nothing)
   awaken mcp-serve [--actor NAME]      an MCP server on stdio: each tools/call a batch of this awaken
 
 Output: the client commands print tables and short lines to a terminal and JSON to
@@ -82,9 +85,10 @@ dev and api: --http HOST:PORT (env AWAKEN_HTTP, default 127.0.0.1:8080; "" disab
 the api, the console, /metrics, /healthz and /readyz; --api-token TOKEN (env AWAKEN_API_TOKEN;
 prefer the environment variable, flags show in ps) guards /v1 and /metrics (--metrics-public,
 env AWAKEN_METRICS_PUBLIC=true, serves /metrics without it); the probes stay open.
---api-tokens FILE (env AWAKEN_API_TOKENS) adds named tokens, one "NAME TOKEN" per line: a
-ticket resolved over HTTP records the name of its token as who decided ("api-token" for
---api-token). The api refuses to start on a tokens file with no token, a token under 16
+--api-tokens FILE (env AWAKEN_API_TOKENS) adds named tokens, one "NAME TOKEN [ROLES]" per
+line: a ticket resolved over HTTP records the name of its token as who decided ("api-token"
+for --api-token); ROLES (comma-separated: viewer, approver, operator, submitter) limits the
+token's routes (403 missing_role), and a line without them has every role. The api refuses to start on a tokens file with no token, a token under 16
 bytes, a reserved name (timer, anonymous, api-token, nats…, claimed…) or a mode other users
 may read (chmod 600). tickets approve|deny record --as NAME (env AWAKEN_ACTOR; default cli:OS_USER)
 as a claimed actor ("NAME (claimed)": no door authenticated it; a reserved name is refused
@@ -125,6 +129,8 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = runCounter(ctx, rest, stdout)
 	case "tools":
 		err = runTools(ctx, rest, stdout)
+	case "policy":
+		err = runPolicy(ctx, rest, stdout)
 	case "mcp-serve":
 		err = runMCPServe(ctx, rest, os.Stdin, stdout, stderr)
 	default:
@@ -185,7 +191,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
-	named, err := tokens()
+	named, roles, err := tokens()
 	if err != nil {
 		return err
 	}
@@ -194,7 +200,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return fmt.Errorf("dev --sync: %w", err)
 	}
 	app.LimitDevMemory()
-	o := devstack.DevOptions{Config: cfg, Log: &log, StopNow: stopNow(ctx), DataDir: *data, Listen: *listen, HTTP: *httpAddr, APIToken: *token, APITokens: named, PublicMetrics: *publicMetrics, Secure: *secure, Sync: sync}
+	o := devstack.DevOptions{Config: cfg, Log: &log, StopNow: stopNow(ctx), DataDir: *data, Listen: *listen, HTTP: *httpAddr, APIToken: *token, APITokens: named, APITokenRoles: roles, PublicMetrics: *publicMetrics, Secure: *secure, Sync: sync}
 	if *secure {
 		if o.Passwords, err = devPasswords(); err != nil {
 			return err
@@ -273,14 +279,14 @@ func ensureFlag(fs *flag.FlagSet) *bool {
 
 // apiFlags declares --http, --api-token, --api-tokens and --metrics-public, shared by dev
 // and api. tokens reads the --api-tokens file once the flags are parsed.
-func apiFlags(fs *flag.FlagSet) (httpAddr, token *string, tokens func() (map[string]string, error), publicMetrics *bool) {
+func apiFlags(fs *flag.FlagSet) (httpAddr, token *string, tokens func() (map[string]string, map[string]api.RoleSet, error), publicMetrics *bool) {
 	httpAddr = fs.String("http", env("AWAKEN_HTTP", "127.0.0.1:8080"), `address of the HTTP api and web console ("" disables them)`)
 	token = fs.String("api-token", os.Getenv("AWAKEN_API_TOKEN"), "bearer token the HTTP api requires, recorded as \"api-token\" when it resolves a ticket (default: none; env AWAKEN_API_TOKEN)")
-	tokensFile := fs.String("api-tokens", os.Getenv("AWAKEN_API_TOKENS"), "file of named bearer tokens, one \"NAME TOKEN\" per line: each resolution records the name of its token (env AWAKEN_API_TOKENS)")
+	tokensFile := fs.String("api-tokens", os.Getenv("AWAKEN_API_TOKENS"), "file of named bearer tokens, one \"NAME TOKEN [ROLE,…]\" per line (roles viewer, approver, operator, submitter; none given: all): each resolution records the name of its token (env AWAKEN_API_TOKENS)")
 	publicMetrics = fs.Bool("metrics-public", envBool("AWAKEN_METRICS_PUBLIC"), "serve /metrics without the api token (for a scraper that cannot send one)")
-	tokens = func() (map[string]string, error) {
+	tokens = func() (map[string]string, map[string]api.RoleSet, error) {
 		if *tokensFile == "" {
-			return nil, nil
+			return nil, nil, nil
 		}
 		return api.LoadTokens(*tokensFile)
 	}
@@ -309,7 +315,7 @@ func runAPI(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
-	named, err := tokens()
+	named, roles, err := tokens()
 	if err != nil {
 		return err
 	}
@@ -329,7 +335,7 @@ func runAPI(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		// ServiceDialer: the api connects with its own inbox prefix, the only one the api
 		// user of deploy/nats/auth.conf may subscribe to.
 		Config: cfg, Services: []string{app.API}, Dial: app.ServiceDialer(*url, authOpts...), Log: log,
-		API:            api.Options{HTTPAddr: *httpAddr, Token: *token, Tokens: named, AllowedHosts: allowed, PublicMetrics: *publicMetrics},
+		API:            api.Options{HTTPAddr: *httpAddr, Token: *token, Tokens: named, TokenRoles: roles, AllowedHosts: allowed, PublicMetrics: *publicMetrics},
 		TracerProvider: tp, NoEnsure: !*ensure,
 	})
 	if err != nil {
@@ -479,7 +485,7 @@ func runSubmit(ctx context.Context, args []string, stdout, stderr io.Writer) err
 
 func runTickets(ctx context.Context, args []string, stdout io.Writer) error {
 	if len(args) == 0 {
-		return &usageError{"usage: awaken tickets ls | show ID | approve ID [--note TEXT] [--arguments JSON] [--as NAME] | deny ID [--reason TEXT] [--as NAME]"}
+		return &usageError{"usage: awaken tickets ls | show ID | approve ID [--note TEXT] [--arguments JSON] [--digest D] [--as NAME] | deny ID [--reason TEXT] [--as NAME]"}
 	}
 	sub, args := args[0], args[1:]
 	fs := newFlags("tickets " + sub)
@@ -487,6 +493,7 @@ func runTickets(ctx context.Context, args []string, stdout io.Writer) error {
 	note := fs.String("note", "", "approval note (approve)")
 	reason := fs.String("reason", "", "denial reason (deny)")
 	edited := fs.String("arguments", "", "approve with these arguments instead of the proposed ones (a JSON object; approve)")
+	digest := fs.String("digest", "", "the ticket's arguments_digest this approval approves, as `tickets show` printed it (approve; default: the digest of the ticket read now)")
 	as := fs.String("as", env("AWAKEN_ACTOR", defaultActor()), "who decides, recorded with the resolution as claimed (env AWAKEN_ACTOR; default: the OS user)")
 	asJSON := jsonFlag(fs, stdout)
 	// Accept the id before or after the flags.
@@ -536,8 +543,10 @@ func runTickets(ctx context.Context, args []string, stdout io.Writer) error {
 				}
 				d.Arguments = json.RawMessage(*edited)
 			}
-		} else if *edited != "" {
-			return &usageError{"--arguments applies to approve only"}
+			// Bound to what was shown: the gate refuses another digest (digest_mismatch).
+			d.ArgumentsDigest = *digest
+		} else if *edited != "" || *digest != "" {
+			return &usageError{"--arguments and --digest apply to approve only"}
 		}
 		res, err := c.Decide(ctx, t, d, *as)
 		if err != nil {
@@ -558,7 +567,7 @@ func defaultActor() string {
 
 func runRuns(ctx context.Context, args []string, stdout io.Writer) error {
 	if len(args) < 2 || args[0] != "cancel" {
-		return &usageError{"usage: awaken runs cancel RUN_ID [--reason TEXT]"}
+		return &usageError{"usage: awaken runs cancel RUN_ID [--reason TEXT] [--timeout 60s]"}
 	}
 	runID := args[1]
 	fs := newFlags("runs cancel")
@@ -576,10 +585,16 @@ func runRuns(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	defer done()
-	if err := c.Cancel(ctx, runID, *reason); err != nil {
+	// Answers once the run has ended (the gate's io.awaken.run.ended.v1), so a step
+	// submitted after this command returns is refused; --timeout bounds the wait.
+	ended, err := c.CancelRun(ctx, runID, *reason)
+	if errors.Is(err, client.ErrCancelPending) {
+		return fmt.Errorf("run %s: the cancel is stored and will be applied, but the run was not seen ended in time (sending it again is harmless): %w", runID, err)
+	}
+	if err != nil {
 		return err
 	}
-	return renderCancel(stdout, runID, *asJSON)
+	return renderCancel(stdout, ended, *asJSON)
 }
 
 func runCounter(ctx context.Context, args []string, stdout io.Writer) error {

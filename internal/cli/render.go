@@ -182,7 +182,8 @@ func renderTicket(w io.Writer, tk contracts.ResumeTicket, asJSON bool) error {
 		{"ticket", tk.CorrelationID}, {"reason", string(tk.Reason)}, {"tool", tk.ToolID},
 		{"batch", tk.BatchID}, {"call", tk.CallID}, {"run", tk.RunID}, {"thread", tk.ThreadID},
 		{"opened", stampOf(&tk.OpenedAt)}, {"due", stampOf(tk.DueAt)}, {"deadline", stampOf(tk.Deadline)},
-		{"arguments", string(tk.Arguments)},
+		{"arguments", string(tk.Arguments)}, {"arguments_digest", tk.ArgumentsDigest},
+		{"policy_digest", tk.PolicyDigest}, {"approvals", approvalsText(tk)},
 	} {
 		v := f[1]
 		if v == "" {
@@ -193,12 +194,31 @@ func renderTicket(w io.Writer, tk contracts.ResumeTicket, asJSON bool) error {
 	return tw.Flush()
 }
 
+// approvalsText is "1 of 2: alice" for a ticket that needs several approvals, "" else.
+func approvalsText(tk contracts.ResumeTicket) string {
+	if tk.Required() <= 1 {
+		return ""
+	}
+	names := make([]string, len(tk.Approvals))
+	for i, a := range tk.Approvals {
+		names[i] = a.Actor
+	}
+	text := fmt.Sprintf("%d of %d", len(tk.Approvals), tk.Required())
+	if len(names) > 0 {
+		text += ": " + strings.Join(names, ", ")
+	}
+	return text
+}
+
 // renderResolution prints what a ticket decision did.
 func renderResolution(w io.Writer, r contracts.TicketResolution, asJSON bool) error {
 	if asJSON {
 		return printJSON(w, r)
 	}
 	line := fmt.Sprintf("ticket %s: %s", r.CorrelationID, r.Code)
+	if r.ApprovalsRequired > 1 {
+		line += fmt.Sprintf(" (%d of %d approvals)", r.Approvals, r.ApprovalsRequired)
+	}
 	if r.Message != "" {
 		line += " — " + api.CleanCell(r.Message, 200)
 	}
@@ -257,12 +277,20 @@ func renderPause(w io.Writer, st contracts.ToolPauseState, asJSON bool) error {
 	return err
 }
 
-// renderCancel prints that a run's cancellation was requested.
-func renderCancel(w io.Writer, runID string, asJSON bool) error {
+// renderCancel prints that a run ended: by this cancellation, or earlier for another
+// reason it keeps.
+func renderCancel(w io.Writer, ended contracts.RunEndedEvent, asJSON bool) error {
 	if asJSON {
-		return printJSON(w, map[string]string{"run_id": runID, "status": "cancel requested"})
+		return printJSON(w, map[string]any{"run_id": ended.RunID, "status": "ended", "reason": ended.Reason,
+			"keys": ended.Keys, "ended_at": ended.EndedAt})
 	}
-	_, err := fmt.Fprintf(w, "cancel requested for run %s: its open batches are sealed, unfinished calls end indeterminate\n", runID)
+	if ended.Reason == contracts.RunEndCancelled {
+		_, err := fmt.Fprintf(w, "run %s cancelled at %s: its open batch is sealed (unfinished calls end indeterminate), later batches are refused\n",
+			ended.RunID, ended.EndedAt.UTC().Format(time.RFC3339))
+		return err
+	}
+	_, err := fmt.Fprintf(w, "run %s had already ended (%s) at %s: later batches are refused\n",
+		ended.RunID, ended.Reason, ended.EndedAt.UTC().Format(time.RFC3339))
 	return err
 }
 

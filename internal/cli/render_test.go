@@ -51,7 +51,9 @@ func TestRenderGolden(t *testing.T) {
 	due := opened.Add(2 * time.Second)
 	tickets := []contracts.ResumeTicket{
 		{CorrelationID: "permission.run-1.1.c1", RunID: "run-1", BatchID: "tool-batch:run-1:1", CallID: "c1", ToolID: "ask_me",
-			Reason: contracts.ReasonPermission, Arguments: json.RawMessage(`{"text":"hi"}`), OpenedAt: opened, Deadline: &deadline},
+			Reason: contracts.ReasonPermission, Arguments: json.RawMessage(`{"text":"hi"}`), OpenedAt: opened, Deadline: &deadline,
+			ArgumentsDigest: contracts.ArgumentsDigest(json.RawMessage(`{"text":"hi"}`)), PolicyDigest: "sha256:policy",
+			ApprovalsRequired: 2, Approvals: []contracts.TicketApproval{{Actor: "alice", ResumeID: "r1", At: opened}}},
 		{CorrelationID: "schedule.run-1.1.c2", RunID: "run-1", BatchID: "tool-batch:run-1:1", CallID: "c2", ToolID: "later",
 			Reason: contracts.ReasonScheduledAction, OpenedAt: opened, DueAt: &due},
 	}
@@ -94,7 +96,12 @@ func TestRenderGolden(t *testing.T) {
 			return renderPause(w, contracts.ToolPauseState{ToolID: "counter", Paused: true, Pause: &contracts.ToolPause{Reason: "bad deploy", Actor: "ops"}}, false)
 		}},
 		{"tools_resume", func(w *bytes.Buffer) error { return renderPause(w, contracts.ToolPauseState{ToolID: "counter"}, false) }},
-		{"runs_cancel", func(w *bytes.Buffer) error { return renderCancel(w, "run-1", false) }},
+		{"runs_cancel", func(w *bytes.Buffer) error {
+			if err := renderCancel(w, contracts.RunEndedEvent{RunID: "run-1", Reason: contracts.RunEndCancelled, EndedAt: opened}, false); err != nil {
+				return err
+			}
+			return renderCancel(w, contracts.RunEndedEvent{RunID: "run-2", Reason: contracts.RunEndStateConflict, Keys: []string{"owner"}, EndedAt: opened}, false)
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var b bytes.Buffer
@@ -251,5 +258,18 @@ policy:
 	out, _ = run("tools", "ls", "--json=false")
 	if !strings.HasPrefix(out, "TOOL ") || !strings.Contains(out, "ask_me") {
 		t.Errorf("tools ls --json=false:\n%s", out)
+	}
+
+	// runs cancel returns once the run has ended: the next step, submitted at once, is
+	// refused.
+	out, _ = run("runs", "cancel", "run-out", "--reason", "done here")
+	var ended map[string]any
+	if err := json.Unmarshal([]byte(out), &ended); err != nil || ended["status"] != "ended" || ended["reason"] != "cancelled" {
+		t.Fatalf("runs cancel: %v %s", err, out)
+	}
+	var out3, err3 bytes.Buffer
+	three := file("three.json", servicetest.Submission("run-out", 3, servicetest.CallJSON("c1", "echo", map[string]string{"text": "late"})))
+	if code := Main(ctx, append([]string{"submit", three, "--wait"}, url...), &out3, &err3); code == 0 || !strings.Contains(err3.String(), "run_cancelled") {
+		t.Errorf("submit after runs cancel: exit %d, stderr %q, want run_cancelled", code, err3.String())
 	}
 }

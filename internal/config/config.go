@@ -130,6 +130,10 @@ type Executors struct {
 	// limit of 64 MiB — is stored in the objects bucket and the result carries a
 	// resource_link to it.
 	InlineOutputBytes int `yaml:"inline_output_bytes"`
+	// TraceToolContent records each call's arguments (gen_ai.tool.call.arguments) and
+	// result (gen_ai.tool.call.result) on its execute_tool span. Off by default: they may
+	// hold personal or secret data, and the OpenTelemetry GenAI conventions make them opt-in.
+	TraceToolContent bool `yaml:"trace_tool_content"`
 }
 
 // BrainExecutor configures brain-exec.

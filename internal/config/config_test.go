@@ -66,6 +66,8 @@ func TestParse_invalidNamesTheField(t *testing.T) {
 		{"reserved mcp id", "tools:\n  - id: mcp__x__y\n", "tools[0].id"},
 		{"regex in a policy pattern", "policy:\n  rules:\n    - {pattern: 'Bash(command =~ \"x\")', behavior: deny}\n", "policy.rules[0].pattern"},
 		{"schedule without delay", "policy:\n  rules:\n    - {pattern: x, behavior: schedule}\n", "policy.rules[0]"},
+		{"bad pattern in a shadow rule", "policy:\n  rules:\n    - {pattern: x, behavior: allow}\n    - {pattern: 'y(', behavior: deny, shadow: true}\n", "policy.rules[1].pattern"},
+		{"shadow not a boolean", "policy:\n  rules:\n    - {pattern: x, behavior: deny, shadow: maybe}\n", "line 3"},
 		{"bad default", "policy:\n  default_behavior: maybe\n", "policy.default_behavior"},
 		{"bad duration", "tools:\n  - id: a\n    timeout: soon\n", `"soon"`},
 		{"mcp with both transports", "executors:\n  mcp:\n    - {name: gh, command: x, url: http://x}\n", "executors.mcp[0]"},

@@ -47,6 +47,8 @@ type DevOptions struct {
 	APIToken string
 	// APITokens are further named bearer tokens of the HTTP api (--api-tokens).
 	APITokens map[string]string
+	// APITokenRoles are the roles of the named tokens whose line names some (api.LoadTokens).
+	APITokenRoles map[string]api.RoleSet
 	// PublicMetrics serves /metrics without the api token (see api.Options).
 	PublicMetrics bool
 	// ReadyURLs, when set, is called once everything is up with the NATS client URL and
@@ -154,7 +156,7 @@ func Dev(ctx context.Context, o DevOptions) error {
 	opts := app.Options{
 		Config: o.Config, Dial: app.InProcessDialer(srv), Log: log,
 		Services:       append(app.AllServices(), app.API),
-		API:            api.Options{HTTPAddr: o.HTTP, Token: o.APIToken, Tokens: o.APITokens, PublicMetrics: o.PublicMetrics},
+		API:            api.Options{HTTPAddr: o.HTTP, Token: o.APIToken, Tokens: o.APITokens, TokenRoles: o.APITokenRoles, PublicMetrics: o.PublicMetrics},
 		TracerProvider: tp,
 		HTTPAddr:       o.OpsHTTP,
 	}

@@ -80,6 +80,9 @@ type Options struct {
 	// RetryBackoff is the delay before the first local retry, doubling up to
 	// MaxRetryBackoff.
 	RetryBackoff, MaxRetryBackoff time.Duration
+	// ToolType, when set, gives a tool's gen_ai.tool.type on its execute_tool span
+	// (telemetry.ToolTypeFunction when unset).
+	ToolType func(toolID string) string
 	// AckWait, MaxDeliver and BackOff tune the consumer (defaults DefaultAckWait,
 	// DefaultMaxDeliver, DefaultBackOff). The bus heartbeats a running handler every
 	// AckWait/3, so AckWait does not bound the tool's run time.
@@ -307,10 +310,12 @@ func (x *Executor) Handle(ctx context.Context, d bus.Delivery) error {
 		inv.beginBody = x.opts.Ledger.BodyStarting
 	}
 	log.Debug().Uint16("attempt", attempt).Msg("executor entered")
-	bodyCtx, endProgress := x.withProgress(runCtx, inv)
+	spanCtx, endSpan := x.toolSpan(runCtx, req, inv)
+	bodyCtx, endProgress := x.withProgress(spanCtx, inv)
 	out, err := x.runUnlessPaused(bodyCtx, inv)
 	endProgress()
 	stopped := ctx.Err() == nil && errors.Is(context.Cause(runCtx), errRunCancelled)
+	endSpan(out, err, stopped)
 	untrack()
 	if stopped {
 		return x.sealCancelled(ctx, key, req, d.StreamSeq, attempt, marked, op)

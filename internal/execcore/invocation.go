@@ -16,8 +16,8 @@ type Invocation struct {
 	Step   int64
 	Index  int
 	CallID string
-	// OperationID is "{batch_id}:{call_id}", the key of every exactly-once check. A tool
-	// that talks to an external system should send it as its idempotency key.
+	// OperationID is "{batch_id}:{call_key}", the key of every exactly-once check. A tool
+	// that talks to an external system sends [Invocation.IdempotencyKey], derived from it.
 	OperationID string
 	// ToolID is the configured tool id the model called (not the implementation name a
 	// configuration entry may map it to).
@@ -30,6 +30,16 @@ type Invocation struct {
 	Attempt uint16
 
 	beginBody func(ctx context.Context, inv Invocation) error
+}
+
+// IdempotencyKey is the call's idempotency key ([contracts.IdempotencyKey] of its
+// operation id): the same for every attempt, so a provider that deduplicates by it runs
+// the effect once however often the body runs.
+func (inv Invocation) IdempotencyKey() string {
+	if inv.OperationID == "" {
+		return ""
+	}
+	return contracts.IdempotencyKey(inv.OperationID)
 }
 
 // BeginBody must be called by an Invoker immediately before the tool body starts, after
@@ -87,4 +97,11 @@ func InvocationFrom(ctx context.Context) (Invocation, bool) {
 func OperationID(ctx context.Context) string {
 	inv, _ := InvocationFrom(ctx)
 	return inv.OperationID
+}
+
+// IdempotencyKey returns the idempotency key of the call whose body runs under ctx (see
+// [Invocation.IdempotencyKey]), or "" outside an invocation.
+func IdempotencyKey(ctx context.Context) string {
+	inv, _ := InvocationFrom(ctx)
+	return inv.IdempotencyKey()
 }

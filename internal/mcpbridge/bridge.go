@@ -10,16 +10,54 @@ import (
 	"sync"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/rs/zerolog"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/awaken-dev/awaken/internal/config"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
-// MetaOperationID is the key, in the _meta of every tools/call request, of the call's
-// durable operation id. It is the same for every attempt of one call, so a server can use
-// it as an idempotency key.
-const MetaOperationID = "awaken/operation_id"
+// Keys of the _meta of every tools/call request the bridge sends.
+const (
+	// MetaOperationID is the key of the call's durable operation id.
+	MetaOperationID = "awaken/operation_id"
+	// MetaIdempotencyKey is the key of the call's idempotency key
+	// ([contracts.IdempotencyKey] of its operation id): the same for every attempt of one
+	// call, so a server that deduplicates by it — or passes it on as an Idempotency-Key —
+	// performs the effect once.
+	MetaIdempotencyKey = contracts.MetaIdempotencyKey
+	// MetaTraceParent and MetaTraceState carry the W3C Trace Context of the call's
+	// execute_tool span, under the unprefixed keys the OpenTelemetry MCP conventions and
+	// MCP's SEP-414 name, so a traced server's spans join the batch's trace.
+	MetaTraceParent = "traceparent"
+	MetaTraceState  = "tracestate"
+)
+
+// requestMeta is the _meta of a tools/call request for operationID under ctx: the
+// operation id and its idempotency key (when there is an operation id) and the trace
+// context of ctx's span (when it has a valid one). Nil when there is nothing to send.
+func requestMeta(ctx context.Context, operationID string) mcp.Meta {
+	meta := mcp.Meta{}
+	if operationID != "" {
+		meta[MetaOperationID] = operationID
+		meta[MetaIdempotencyKey] = contracts.IdempotencyKey(operationID)
+	}
+	if trace.SpanContextFromContext(ctx).IsValid() {
+		carrier := propagation.MapCarrier{}
+		propagation.TraceContext{}.Inject(ctx, carrier)
+		for _, k := range []string{MetaTraceParent, MetaTraceState} {
+			if v := carrier[k]; v != "" {
+				meta[k] = v
+			}
+		}
+	}
+	if len(meta) == 0 {
+		return nil
+	}
+	return meta
+}
 
 // Defaults of the [Option]s.
 const (
@@ -303,8 +341,9 @@ func (b *Bridge) Owns(toolID string) bool {
 	return ok
 }
 
-// Invoke calls tool toolID (mcp__{server}__{tool}) with args, passing operationID in the
-// request _meta under [MetaOperationID]. ctx bounds the call (the per-call timeout).
+// Invoke calls tool toolID (mcp__{server}__{tool}) with args, passing operationID, its
+// idempotency key and the trace context of ctx in the request _meta (see
+// [MetaOperationID]). ctx bounds the call (the per-call timeout).
 //
 // Outcomes: the result, mapped by its content (an IsError result is an error output, not
 // an error); [contracts.ErrUnknownTool] for an id of no configured server or a tool the

@@ -63,6 +63,8 @@
 // the SDK waiting for an answer that cannot come; such a call ends when its context does
 // (the per-call timeout), as an execution failure.
 //
-// The operation id travels in the request's _meta under [MetaOperationID], so servers
-// that can deduplicate may use it as an idempotency key.
+// The request's _meta carries the operation id under [MetaOperationID], the call's
+// idempotency key under [MetaIdempotencyKey] (io.awaken/idempotency-key: the same for every
+// attempt, for servers that deduplicate or pass it on as an Idempotency-Key) and the trace
+// context of the call's execute_tool span under traceparent and tracestate.
 package mcpbridge

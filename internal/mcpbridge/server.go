@@ -472,10 +472,7 @@ func (s *server) invoke(ctx context.Context, toolID, tool string, args json.RawM
 			hook = nil // at most once: a retry follows an attempt that delivered nothing
 		}
 		p := &probe{}
-		params := &mcp.CallToolParams{Name: tool, Arguments: args}
-		if operationID != "" {
-			params.Meta = mcp.Meta{MetaOperationID: operationID}
-		}
+		params := &mcp.CallToolParams{Name: tool, Arguments: args, Meta: requestMeta(ctx, operationID)}
 		closeProgress := func() {}
 		if f := progressFrom(ctx); f != nil {
 			var token string

@@ -31,6 +31,8 @@ const waitTimeout = 30 * time.Second
 const (
 	aliceToken = "alice-token-0123456789"
 	ideToken   = "ide-token-0123456789ab"
+	// viewerToken's token may only read: the MCP door (a submitter's) refuses it.
+	viewerToken = "viewer-token-0123456789"
 )
 
 // testConfig has a tool for each gate outcome; stub has a strict schema (its arguments
@@ -106,7 +108,8 @@ func (s *stack) start(services ...string) *app.Stack {
 	s.t.Helper()
 	st, err := app.Start(s.ctx, app.Options{Config: s.cfg, Services: services,
 		Dial: app.InProcessDialer(s.srv.Server()), Log: testLogger(s.t),
-		API: api.Options{HTTPAddr: s.addr, Tokens: map[string]string{"alice": aliceToken, "ide": ideToken}}})
+		API: api.Options{HTTPAddr: s.addr, Tokens: map[string]string{"alice": aliceToken, "ide": ideToken, "watcher": viewerToken},
+			TokenRoles: map[string]api.RoleSet{"watcher": api.RolesOf(api.RoleViewer)}}})
 	if err != nil {
 		s.t.Fatal(err)
 	}

@@ -51,5 +51,9 @@ func TicketResolvedID(corr string) string          { return corr + ":resolved" }
 func TicketTimerID(corr, kind string) string       { return corr + ":" + kind }
 func TicketRejectedID(resumeEventID string) string { return resumeEventID + ":rejected" }
 
+// RunEndedID is the id of a run's io.awaken.run.ended.v1 event: one per run, since a run
+// ends once.
+func RunEndedID(runID string) string { return runID + ":ended" }
+
 // RejectedID is the id of a batch rejection event for inbound event id.
 func RejectedID(eventID string) string { return eventID + ":rejected" }

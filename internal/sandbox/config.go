@@ -31,8 +31,11 @@ const (
 	// ScratchGuestPath is where the per-call scratch directory appears inside the module.
 	ScratchGuestPath = "/scratch"
 	// EnvOperationID names the environment variable carrying the call's durable
-	// operation id, which tools may use as an idempotency key.
+	// operation id.
 	EnvOperationID = "AWAKEN_OPERATION_ID"
+	// EnvIdempotencyKey names the environment variable carrying the call's idempotency
+	// key (contracts.EnvIdempotencyKey), the same for every attempt of the call.
+	EnvIdempotencyKey = "AWAKEN_IDEMPOTENCY_KEY"
 	// EnvToolID names the environment variable carrying the tool id.
 	EnvToolID = "AWAKEN_TOOL_ID"
 )

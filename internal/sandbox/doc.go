@@ -7,8 +7,9 @@
 // with the tool's JSON arguments on stdin; whatever it writes to stdout is the result
 // (Result.IsJSON says whether that is one JSON value); stderr is captured for the error.
 // Exit status 0 is success; anything else is a *ModuleError whose message includes the
-// beginning of stderr. argv is [tool id]; the environment holds only AWAKEN_TOOL_ID and
-// AWAKEN_OPERATION_ID (the call's durable operation id, usable as an idempotency key).
+// beginning of stderr. argv is [tool id]; the environment holds only AWAKEN_TOOL_ID,
+// AWAKEN_OPERATION_ID (the call's durable operation id) and AWAKEN_IDEMPOTENCY_KEY (the
+// key to send to a system that deduplicates requests, the same for every attempt).
 //
 // # Isolation
 //

@@ -35,8 +35,12 @@ type Request struct {
 	ToolID string
 	// OperationID is the call's durable operation id ({batch_id}:{call_id}). It is
 	// given to the module in the AWAKEN_OPERATION_ID environment variable so a tool can
-	// use it as an idempotency key. It must not contain a NUL byte; empty omits it.
+	// tell its calls apart. It must not contain a NUL byte; empty omits it.
 	OperationID string
+	// IdempotencyKey is the call's idempotency key (the same for every attempt), given in
+	// AWAKEN_IDEMPOTENCY_KEY for the tool to send to a system that deduplicates requests.
+	// It must not contain a NUL byte; empty omits it.
+	IdempotencyKey string
 	// Args is the tool's JSON arguments, given to the module on stdin unchanged.
 	Args []byte
 }
@@ -76,7 +80,7 @@ type Stats struct {
 // reach are wasi_snapshot_preview1's: no network (WASI preview 1 has no socket
 // creation, and no pre-opened sockets are given), no host filesystem (no pre-opened
 // directories except an optional per-call empty scratch directory), no host environment
-// (only AWAKEN_TOOL_ID and AWAKEN_OPERATION_ID are set), and real clocks and
+// (only AWAKEN_TOOL_ID, AWAKEN_OPERATION_ID and AWAKEN_IDEMPOTENCY_KEY are set), and real clocks and
 // cryptographic randomness but no time-zone database.
 //
 // All methods are safe for concurrent use. A module that traps, loops, exhausts its
@@ -237,7 +241,7 @@ func (e *Engine) Unload(toolID string) {
 
 // Invoke runs one call of req.ToolID in a fresh module instance: req.Args on stdin,
 // argv = [tool id], the environment holding only AWAKEN_TOOL_ID and
-// AWAKEN_OPERATION_ID, and a scratch directory at /scratch when the tool's
+// AWAKEN_OPERATION_ID and AWAKEN_IDEMPOTENCY_KEY, and a scratch directory at /scratch when the tool's
 // configuration asks for one.
 //
 // Exit status 0 yields a Result. A failure of the module yields a *ModuleError (see
@@ -250,8 +254,8 @@ func (e *Engine) Unload(toolID string) {
 // can affect nothing outside its own call, rerunning it is harmless, and tools get
 // the operation id for their own deduplication.
 func (e *Engine) Invoke(ctx context.Context, req Request) (Result, error) {
-	if strings.ContainsRune(req.OperationID, 0) {
-		return Result{}, fmt.Errorf("%w: operation id contains a NUL byte", ErrInvalidRequest)
+	if strings.ContainsRune(req.OperationID, 0) || strings.ContainsRune(req.IdempotencyKey, 0) {
+		return Result{}, fmt.Errorf("%w: operation id or idempotency key contains a NUL byte", ErrInvalidRequest)
 	}
 	if !e.enter() {
 		return Result{}, ErrClosed
@@ -614,6 +618,9 @@ func (e *Engine) run(ctx context.Context, t *tool, req Request) (Result, error) 
 		WithRandSource(rand.Reader)
 	if req.OperationID != "" {
 		mc = mc.WithEnv(EnvOperationID, req.OperationID)
+	}
+	if req.IdempotencyKey != "" {
+		mc = mc.WithEnv(EnvIdempotencyKey, req.IdempotencyKey)
 	}
 	if cfg.Scratch {
 		dir, err := os.MkdirTemp(e.opts.ScratchRoot, "awaken-scratch-")

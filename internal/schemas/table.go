@@ -29,6 +29,7 @@ var Documents = []Document{
 	{File: "tool_pause_audit.json", Type: typeOf[contracts.ToolPauseAudit]()},
 	{File: "mcp_call_audit.json", Type: typeOf[contracts.MCPCallAudit]()},
 	{File: "run_cancel.json", Type: typeOf[contracts.RunCancel]()},
+	{File: "run_ended.json", Type: typeOf[contracts.RunEndedEvent]()},
 
 	// Payloads of the internal work events.
 	{File: "gate_request.json", Type: typeOf[contracts.GateRequest]()},
@@ -52,6 +53,7 @@ var Documents = []Document{
 	{File: "api_error.json", Type: typeOf[api.Error]()},
 	{File: "api_ticket_list.json", Type: typeOf[api.TicketList]()},
 	{File: "api_approve_request.json", Type: typeOf[api.ApproveRequest]()},
+	{File: "api_session.json", Type: typeOf[api.Session]()},
 	{File: "api_deny_request.json", Type: typeOf[api.DenyRequest]()},
 	{File: "api_short_decision.json", Type: typeOf[api.ShortDecision]()},
 	{File: "api_cancel_request.json", Type: typeOf[api.CancelRequest]()},
@@ -68,6 +70,8 @@ var Documents = []Document{
 	{File: "api_tool_pause_state.json", Type: typeOf[contracts.ToolPauseState]()},
 	{File: "tool_pause.json", Type: typeOf[contracts.ToolPause]()},
 	{File: "tool_annotations.json", Type: typeOf[contracts.ToolAnnotations]()},
+	{File: "api_policy_test_request.json", Type: typeOf[api.PolicyTestRequest]()},
+	{File: "api_policy_test_report.json", Type: typeOf[api.PolicyTestReport]()},
 
 	// The host configuration file (YAML; the schema describes its JSON equivalent). Its
 	// loader fills defaults, so no field is required by the schema; config.Load checks the

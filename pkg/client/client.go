@@ -407,6 +407,11 @@ func (c *Client) readResults(ctx context.Context, runID string, after, until uin
 // the background: stopping the iterator leaves it on the server until its inactivity
 // threshold, and every waiting client would otherwise hold one.
 func (c *Client) deleteOrdered(cons jetstream.Consumer) {
+	c.deleteOrderedOn(c.names.ResultsStream(), cons)
+}
+
+// deleteOrderedOn is [Client.deleteOrdered] for an ordered consumer of stream.
+func (c *Client) deleteOrderedOn(stream string, cons jetstream.Consumer) {
 	info := cons.CachedInfo()
 	if info == nil {
 		return
@@ -414,7 +419,7 @@ func (c *Client) deleteOrdered(cons jetstream.Consumer) {
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		_ = c.js.DeleteConsumer(ctx, c.names.ResultsStream(), info.Name)
+		_ = c.js.DeleteConsumer(ctx, stream, info.Name)
 	}()
 }
 
@@ -486,7 +491,11 @@ func (c *Client) Deny(ctx context.Context, t contracts.ResumeTicket, reason stri
 // Decide answers a permission or scheduled-action ticket with d — an allow may carry
 // edited arguments — recording actor as who decided ("" for none), as a claim (see
 // [Client.Resume]). An edit that does not
-// fit the tool is refused invalid_arguments and leaves the ticket open.
+// fit the tool is refused invalid_arguments and leaves the ticket open. An allow names
+// d.ArgumentsDigest, or t's when d names none ([contracts.ResumeCommandFromTicket]), so
+// it approves exactly the arguments of the ticket read; the gate refuses another with
+// digest_mismatch. A ticket that needs several approvers cannot be approved through this
+// door, whose actor is a claim (approver_not_authenticated): approve it through the api.
 func (c *Client) Decide(ctx context.Context, t contracts.ResumeTicket, d contracts.PermissionDecision, actor string) (contracts.TicketResolution, error) {
 	cmd := contracts.ResumeCommandFromTicket(t, contracts.ResumeResult{Permission: &d})
 	cmd.Actor = actor

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 )
 
@@ -173,6 +174,8 @@ type Resolver struct {
 	EditedArguments json.RawMessage
 	// EditBlocked is the policy's reason when it blocked the edited arguments.
 	EditBlocked string
+	// Approvals are the approvals a ticket that needs several had when it was resolved.
+	Approvals []TicketApproval
 }
 
 // Resolve records that the resume command or ticket timer r.By resolves the wait of an
@@ -199,6 +202,7 @@ func (r *CallRecord) Resolve(res Resolver, at time.Time) error {
 	}
 	r.ResolvedBy, r.ResolvedActor, r.ResolvedActorClaimed = res.By, res.Actor, res.Claimed
 	r.EditedArguments, r.EditBlocked = edited, res.EditBlocked
+	r.Approvals = slices.Clone(res.Approvals)
 	r.stamp(StageResumed, at)
 	return nil
 }

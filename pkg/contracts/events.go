@@ -116,6 +116,26 @@ type ResumeTicket struct {
 	DueAt         *time.Time      `json:"due_at,omitempty"`
 	Deadline      *time.Time      `json:"deadline,omitempty"`
 	OpenedAt      time.Time       `json:"opened_at"`
+	// ArgumentsDigest is the [ArgumentsDigest] of Arguments ("sha256:{hex}" of their
+	// canonical JSON): an approval names it (PermissionDecision.ArgumentsDigest) to bind
+	// itself to exactly these arguments.
+	ArgumentsDigest string `json:"arguments_digest,omitempty"`
+	// PolicyDigest is the [PolicyDigest] of the host and run policies that asked.
+	PolicyDigest string `json:"policy_digest,omitempty"`
+	// ApprovalsRequired is how many distinct actors must approve (absent: one).
+	ApprovalsRequired int `json:"approvals_required,omitempty"`
+	// Approvals are the approvals recorded so far on a ticket that needs more than one,
+	// oldest first; the ticket resolves when the last one needed lands.
+	Approvals []TicketApproval `json:"approvals,omitempty"`
+}
+
+// TicketApproval is one approval recorded on a ticket that needs several.
+type TicketApproval struct {
+	// Actor is who approved (always authenticated: claimed approvals do not count).
+	Actor string `json:"actor"`
+	// ResumeID is the ce-id of the resume command that approved.
+	ResumeID string    `json:"resume_id"`
+	At       time.Time `json:"at"`
 }
 
 // PermissionDecisionKind is allow or deny.
@@ -137,6 +157,11 @@ type PermissionDecision struct {
 	// they are gated again by the host and run policies (a block then denies the call).
 	// Absent, or equal to the proposed arguments: the call runs as proposed.
 	Arguments json.RawMessage `json:"arguments,omitempty"`
+	// ArgumentsDigest, on an allow, names the ticket's arguments_digest the approval
+	// approves: another digest is refused digest_mismatch and the ticket stays open. An
+	// allow without it is accepted in this release (recorded unbound in the audit) and
+	// will be refused digest_required in the next. A deny is never refused for its digest.
+	ArgumentsDigest string `json:"arguments_digest,omitempty"`
 }
 
 // ResumeResult is exactly one of a permission decision or a client-supplied tool result.
@@ -177,12 +202,33 @@ type TicketResolution struct {
 	// ActorClaimed is set when no door authenticated Actor: the command came on the
 	// public resume subject, and its publisher named the actor itself.
 	ActorClaimed bool `json:"actor_claimed,omitempty"`
+	// Approvals and ApprovalsRequired are set on a ticket that needs several approvals:
+	// how many distinct actors have approved so far (code approval_recorded: the ticket
+	// stays open) or in all (approved), and how many it needs.
+	Approvals         int `json:"approvals,omitempty"`
+	ApprovalsRequired int `json:"approvals_required,omitempty"`
 }
 
 // RunCancel asks to seal the open batches of a run.
 type RunCancel struct {
 	RunID  string `json:"run_id"`
 	Reason string `json:"reason,omitempty"`
+}
+
+// RunEndedEvent announces that a run ended: the end recorded on its run record (the first
+// one, kept for good), so every later submission of the run is refused (run_cancelled for
+// reason cancelled, run_ended otherwise). The gate publishes it, as
+// io.awaken.run.ended.v1 on the run's events subject, each time it handles a cancellation
+// of the run (an already ended run answers with its first end) and when a run ends
+// capability_bound; its id is "{run_id}:ended", so a consumer sees one per run (or a copy
+// with the same id).
+type RunEndedEvent struct {
+	RunID string `json:"run_id"`
+	// Reason is cancelled, capability_bound or state_conflict (RunEnd* constants).
+	Reason string `json:"reason"`
+	// Keys are the conflicting state keys of a state_conflict end.
+	Keys    []string  `json:"keys,omitempty"`
+	EndedAt time.Time `json:"ended_at"`
 }
 
 // ToolDisposition is the read projection of a committed tool call for protocol consumers.
@@ -245,5 +291,21 @@ type AuditRecord struct {
 	// ProposedArguments the model's.
 	Arguments         json.RawMessage `json:"arguments,omitempty"`
 	ProposedArguments json.RawMessage `json:"proposed_arguments,omitempty"`
-	At                time.Time       `json:"at"`
+	// ArgumentsDigest is, on a resolution of a permission or scheduled ticket, the
+	// [ArgumentsDigest] of the arguments approved (what runs: the edit when there is one);
+	// ProposedArgumentsDigest the model's, set beside it when an approval edited them.
+	ArgumentsDigest         string `json:"arguments_digest,omitempty"`
+	ProposedArgumentsDigest string `json:"proposed_arguments_digest,omitempty"`
+	// PolicyDigest is the [PolicyDigest] of the policies that asked (from the ticket).
+	PolicyDigest string `json:"policy_digest,omitempty"`
+	// Unbound is set on an approval whose command named no arguments_digest (accepted in
+	// this release for compatibility).
+	Unbound bool `json:"unbound,omitempty"`
+	// Approvals are the approvals a ticket that needed several had recorded when it was
+	// resolved (approved: all of them; denied or expired: those so far).
+	Approvals []TicketApproval `json:"approvals,omitempty"`
+	// Shadow is, on a gate decision, what each matching shadow rule would have decided
+	// ([GateOutcome.Shadow]); the decision itself is Decision.
+	Shadow []ShadowFinding `json:"shadow,omitempty"`
+	At     time.Time       `json:"at"`
 }

@@ -94,6 +94,8 @@ func (o GateOutcome) Validate() error {
 		"action_kind":    o.ActionKind != "",
 		"delay":          o.Delay != 0,
 		"timeout":        o.Timeout != 0,
+		"approvals":      o.Approvals != 0,
+		"policy_digest":  o.PolicyDigest != "",
 	}
 	var allowed []string
 	switch o.Kind {
@@ -106,19 +108,22 @@ func (o GateOutcome) Validate() error {
 			return bad("needs an output")
 		}
 	case GateRequireConfirmation:
-		allowed = []string{"correlation_id", "timeout"}
+		allowed = []string{"correlation_id", "timeout", "approvals", "policy_digest"}
 		if o.Timeout < 0 {
 			return bad("negative timeout")
 		}
+		if o.Approvals < 0 || o.Approvals > MaxApprovals {
+			return bad("%d approvals (want 1 to %d)", o.Approvals, MaxApprovals)
+		}
 	case GateSchedule:
-		allowed = []string{"correlation_id", "action_kind", "delay"}
+		allowed = []string{"correlation_id", "action_kind", "delay", "policy_digest"}
 		if o.Delay < 0 {
 			return bad("negative delay")
 		}
 	default:
 		return fmt.Errorf("%w: unknown kind %q", ErrInvalidGateOutcome, o.Kind)
 	}
-	for _, name := range []string{"reason", "output", "correlation_id", "action_kind", "delay", "timeout"} {
+	for _, name := range []string{"reason", "output", "correlation_id", "action_kind", "delay", "timeout", "approvals", "policy_digest"} {
 		if set[name] && !slices.Contains(allowed, name) {
 			return bad("cannot carry %s", name)
 		}
@@ -146,7 +151,7 @@ func (v ToolPermissionVerdict) IntoGateOutcome() GateOutcome {
 	case VerdictDeny:
 		return GateOutcome{Kind: GateBlock, Reason: v.Reason}
 	case VerdictRequireConfirmation:
-		return GateOutcome{Kind: GateRequireConfirmation, CorrelationID: v.CorrelationID, Timeout: v.Timeout}
+		return GateOutcome{Kind: GateRequireConfirmation, CorrelationID: v.CorrelationID, Timeout: v.Timeout, Approvals: v.Approvals}
 	case VerdictSchedule:
 		return GateOutcome{Kind: GateSchedule, CorrelationID: v.CorrelationID, Delay: v.Delay, ActionKind: v.ActionKind}
 	default:
@@ -219,7 +224,7 @@ func (o GateOutcome) Strictness() int {
 //     can turn the host's schedule or allow into one that needs a human);
 //   - when both pick the same kind, the stricter parameters win: for schedule the longer
 //     delay, for require_confirmation the shorter approval timeout (zero means no
-//     deadline, the longest); for block the run's reason, which comes first in the chain.
+//     deadline, the longest) and the larger number of approvals; for block the run's reason, which comes first in the chain.
 //
 // The correlation id is the host's when it has one (the gate replaces it anyway). An
 // outcome of unknown kind on either side yields a block: the composition fails closed.
@@ -252,6 +257,7 @@ func NarrowGateOutcome(host, run GateOutcome) GateOutcome {
 		out.Delay = max(host.Delay, run.Delay)
 	case GateRequireConfirmation:
 		out.Timeout = shorterTimeout(host.Timeout, run.Timeout)
+		out.Approvals = max(host.Approvals, run.Approvals)
 	}
 	if out.CorrelationID == "" {
 		out.CorrelationID = run.CorrelationID

@@ -1,6 +1,7 @@
 package contracts
 
 import (
+	"reflect"
 	"testing"
 	"time"
 
@@ -208,7 +209,7 @@ func TestNarrowGateOutcomeKeepsHostConstraints(t *testing.T) {
 			GateOutcome{Kind: GateRequireConfirmation, CorrelationID: "c", Timeout: h}},
 	}
 	for _, c := range cases {
-		if got := NarrowGateOutcome(c.host, c.run); got != c.want {
+		if got := NarrowGateOutcome(c.host, c.run); !reflect.DeepEqual(got, c.want) {
 			t.Errorf("%s: got %+v, want %+v", c.name, got, c.want)
 		}
 	}

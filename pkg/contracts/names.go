@@ -22,6 +22,9 @@ const (
 	TypeAudit          = "io.awaken.audit.permission_decided.v1"
 	// TypeToolProgress: a running tool's progress ([ToolProgress]), on the events subject.
 	TypeToolProgress = "io.awaken.tool.progress.v1"
+	// TypeRunEnded announces that a run ended ([RunEndedEvent]), on the run's events
+	// subject, once the end is recorded on the run record.
+	TypeRunEnded = "io.awaken.run.ended.v1"
 	// TypeToolPauseAudit records an operator's pause or resume of a tool.
 	TypeToolPauseAudit = "io.awaken.audit.tool_pause.v1"
 

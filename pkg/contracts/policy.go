@@ -77,6 +77,9 @@ type PolicyDecision struct {
 //  4. No rule matched: mode plan denies (plan fails closed, whatever default_behavior
 //     says); modes default and acceptEdits apply default_behavior (ask carries no timeout).
 //
+// Shadow rules ([PolicyRule.Shadow]) take no part in these steps; [Policy.ShadowDecisions]
+// evaluates each with that rule alone in force, for the audit.
+//
 // Every deny has the reason "tool {tool_id} denied by policy". Arguments that are not valid
 // JSON are denied outright (no argument rule could be evaluated on them, and a deny rule
 // must not fail open).
@@ -92,8 +95,10 @@ type Policy struct {
 	defaultBehavior PolicyBehavior
 	mode            PolicyMode
 	rules           []policyRule
-	denyAll         bool
-	denyAllReason   string
+	// shadows counts the shadow rules, so a policy without any skips looking for them.
+	shadows       int
+	denyAll       bool
+	denyAllReason string
 }
 
 type policyRule struct {
@@ -104,6 +109,13 @@ type policyRule struct {
 	timeout  Duration
 	// actionKind is a schedule rule's action kind.
 	actionKind string
+	// approvals is an ask rule's number of distinct approvals.
+	approvals int
+	// source is the pattern as configured, for audit records and reports.
+	source string
+	// shadow marks a log-only rule: [Policy.ExplainWithDefault] skips it, and
+	// [Policy.ShadowDecisions] evaluates the policy with it in force.
+	shadow bool
 }
 
 // CompilePolicy validates cfg and compiles it. An empty default_behavior means ask and an
@@ -113,7 +125,8 @@ type policyRule struct {
 //   - mode must be default, acceptEdits, plan or bypassPermissions;
 //   - every rule needs a pattern that parses and a behavior of allow, ask, deny or
 //     schedule; a schedule rule needs a delay > 0; a delay is rejected on any other rule
-//     and a timeout on any rule but ask, because they would silently mean nothing;
+//     and a timeout or approvals (1 to [MaxApprovals]) on any rule but ask, because they
+//     would silently mean nothing;
 //   - at most [MaxPolicyRules] rules.
 func CompilePolicy(cfg PolicyConfig) (*Policy, error) {
 	p := &Policy{defaultBehavior: cfg.DefaultBehavior, mode: cfg.Mode}
@@ -175,6 +188,13 @@ func CompilePolicy(cfg PolicyConfig) (*Policy, error) {
 			return nil, &PolicyError{Field: field + ".action_kind",
 				Msg: fmt.Sprintf("an action kind applies only to behavior schedule, not %q", r.Behavior)}
 		}
+		switch {
+		case r.Approvals < 0 || r.Approvals > MaxApprovals:
+			return nil, &PolicyError{Field: field + ".approvals", Msg: fmt.Sprintf("%d approvals (want 1 to %d)", r.Approvals, MaxApprovals)}
+		case r.Approvals != 0 && r.Behavior != BehaviorAsk:
+			return nil, &PolicyError{Field: field + ".approvals",
+				Msg: fmt.Sprintf("approvals apply only to behavior ask, not %q", r.Behavior)}
+		}
 		p.rules = append(p.rules, policyRule{
 			pattern:    pat,
 			spec:       pat.Specificity(),
@@ -182,7 +202,13 @@ func CompilePolicy(cfg PolicyConfig) (*Policy, error) {
 			delay:      r.Delay,
 			timeout:    r.Timeout,
 			actionKind: r.ActionKind,
+			approvals:  r.Approvals,
+			source:     r.Pattern,
+			shadow:     r.Shadow,
 		})
+		if r.Shadow {
+			p.shadows++
+		}
 	}
 	return p, nil
 }
@@ -232,7 +258,69 @@ func (p *Policy) Explain(call ToolCall, correlationID string) PolicyDecision {
 // The gate passes the behaviour a trusted MCP server's annotations give the tool, so a
 // host rule always wins over them. A fallback of schedule, which needs a delay, fails
 // closed as a deny.
+//
+// Shadow rules ([PolicyRule.Shadow]) take no part: see [Policy.ShadowDecisions].
 func (p *Policy) ExplainWithDefault(call ToolCall, correlationID string, fallback PolicyBehavior) PolicyDecision {
+	return p.explain(call, correlationID, fallback, -1)
+}
+
+// ShadowDecision is what the policy decides of a call with one shadow rule in force.
+type ShadowDecision struct {
+	// RuleIndex is the shadow rule's index in PolicyConfig.Rules, Pattern its pattern as
+	// configured.
+	RuleIndex int
+	Pattern   string
+	Decision  PolicyDecision
+}
+
+// ShadowDecisions evaluates call once for every shadow rule that matches it, in rule
+// order, as [Policy.ExplainWithDefault] would with that rule in force and every other
+// shadow rule still off: a shadow rule that a more specific live rule outranks, or that a
+// live deny overrides, decides nothing there, and its decision says so. It returns nil
+// when no shadow rule matches, and for calls the policy denies whatever its rules say (a
+// nil or deny-all policy, arguments that are not valid JSON).
+func (p *Policy) ShadowDecisions(call ToolCall, correlationID string, fallback PolicyBehavior) []ShadowDecision {
+	if p == nil || p.denyAll || p.shadows == 0 {
+		return nil
+	}
+	var out []ShadowDecision
+	var args *callArgs
+	for i := range p.rules {
+		r := &p.rules[i]
+		if !r.shadow || !r.pattern.matchesTool(call.ToolID) {
+			continue
+		}
+		if args == nil {
+			a, err := decodeCallArgs(call.Arguments)
+			if err != nil {
+				return nil
+			}
+			args = a
+		}
+		if !r.pattern.matchesArgs(args) {
+			continue
+		}
+		out = append(out, ShadowDecision{RuleIndex: i, Pattern: r.source, Decision: p.explain(call, correlationID, fallback, i)})
+	}
+	return out
+}
+
+// RulePattern returns the pattern of rule i as configured ("" when there is no rule i).
+func (p *Policy) RulePattern(i int) string {
+	if p == nil || i < 0 || i >= len(p.rules) {
+		return ""
+	}
+	return p.rules[i].source
+}
+
+// IsShadow reports whether rule i is a shadow rule.
+func (p *Policy) IsShadow(i int) bool {
+	return p != nil && i >= 0 && i < len(p.rules) && p.rules[i].shadow
+}
+
+// explain is [Policy.ExplainWithDefault] with shadow rule promote (an index, or -1 for
+// none) in force; every other shadow rule is skipped.
+func (p *Policy) explain(call ToolCall, correlationID string, fallback PolicyBehavior, promote int) PolicyDecision {
 	deny := func(basis DecisionBasis, rule int, reason string) PolicyDecision {
 		return PolicyDecision{
 			Verdict:   ToolPermissionVerdict{Kind: VerdictDeny, Reason: reason},
@@ -253,6 +341,9 @@ func (p *Policy) ExplainWithDefault(call ToolCall, correlationID string, fallbac
 	best := -1
 	for i := range p.rules {
 		r := &p.rules[i]
+		if r.shadow && i != promote {
+			continue
+		}
 		if !r.pattern.matchesTool(call.ToolID) {
 			continue
 		}
@@ -291,8 +382,11 @@ func (p *Policy) ExplainWithDefault(call ToolCall, correlationID string, fallbac
 	if best >= 0 {
 		r := &p.rules[best]
 		v := behaviorVerdict(r.behavior, correlationID, r.delay, r.timeout, denyReason)
-		if v.Kind == VerdictSchedule {
+		switch v.Kind {
+		case VerdictSchedule:
 			v.ActionKind = r.actionKind
+		case VerdictRequireConfirmation:
+			v.Approvals = r.approvals
 		}
 		return PolicyDecision{
 			Verdict:   v,

@@ -82,6 +82,9 @@ type CallRecord struct {
 	// EditBlocked is the policy's reason when the edited arguments were gated again and
 	// blocked: the approval then denied the call ("blocked: {reason}").
 	EditBlocked string `json:"edit_blocked,omitempty"`
+	// Approvals are, for a ticket that needed several approvals, the ones recorded when it
+	// was resolved, so a redelivered resolution audits the same list.
+	Approvals []TicketApproval `json:"approvals,omitempty"`
 	// TraceParent is the W3C traceparent of the trace the call's batch runs in, recorded
 	// when the gate decides the call, so an approval or a scheduled trigger — which arrive
 	// in traces of their own — continues the batch's trace.

@@ -49,7 +49,28 @@ const (
 	// only a door or the gate records ([ReservedActor]: timer, anonymous, nats…). Nothing
 	// is consumed: the ticket stays open.
 	ResumeReservedActor ResumeErrorCode = "reserved_actor"
+	// ResumeDigestMismatch: an approval names an arguments_digest other than the ticket's
+	// (it approves other arguments than the call's). Nothing is consumed: the ticket stays
+	// open.
+	ResumeDigestMismatch ResumeErrorCode = "digest_mismatch"
+	// ResumeDuplicateApprover: an actor who already approved a ticket that needs several
+	// approvals approves it again; the first approval counts, nothing else changes.
+	ResumeDuplicateApprover ResumeErrorCode = "duplicate_approver"
+	// ResumeApproverNotAuthenticated: an approval of a ticket that needs several approvals
+	// came on the public resume subject, whose actor no door authenticated (a claim cannot
+	// count as a distinct person); the ticket stays open. A denial is accepted.
+	ResumeApproverNotAuthenticated ResumeErrorCode = "approver_not_authenticated"
+	// ResumeEditNeedsSingleApproval: an approval of a ticket that needs several approvals
+	// edits the arguments; every approver must approve the same arguments, so only the
+	// proposed ones may be approved (deny, and let the model propose others).
+	ResumeEditNeedsSingleApproval ResumeErrorCode = "edit_needs_single_approval"
 )
+
+// ResolvedApprovalRecorded is the code of the io.awaken.ticket.resolved.v1 answer to an
+// approval of a ticket that needs more than one, below the last: the approval was counted
+// (TicketResolution.Approvals of ApprovalsRequired) and the ticket stays open. It is an
+// answer, not a resolution: nothing ran and nothing was decided.
+const ResolvedApprovalRecorded = "approval_recorded"
 
 // MaxActorLength bounds the actor of a resume command.
 const MaxActorLength = 256
@@ -164,6 +185,14 @@ var (
 	ErrInvalidEditedArguments = &ResumeError{Code: ResumeInvalidArguments, Message: "the approval's edited arguments are invalid"}
 	// ErrReservedActor matches every reserved_actor refusal.
 	ErrReservedActor = &ResumeError{Code: ResumeReservedActor, Message: "a claimed actor is reserved"}
+	// ErrDigestMismatch matches every digest_mismatch refusal.
+	ErrDigestMismatch = &ResumeError{Code: ResumeDigestMismatch, Message: "the approval names another arguments digest than the ticket's"}
+	// ErrDuplicateApprover matches every duplicate_approver refusal.
+	ErrDuplicateApprover = &ResumeError{Code: ResumeDuplicateApprover, Message: "this actor has already approved the ticket"}
+	// ErrApproverNotAuthenticated matches every approver_not_authenticated refusal.
+	ErrApproverNotAuthenticated = &ResumeError{Code: ResumeApproverNotAuthenticated, Message: "a claimed actor cannot count as one of several approvers"}
+	// ErrEditNeedsSingleApproval matches every edit_needs_single_approval refusal.
+	ErrEditNeedsSingleApproval = &ResumeError{Code: ResumeEditNeedsSingleApproval, Message: "a ticket that needs several approvals cannot be approved with edited arguments"}
 )
 
 func resumeErr(code ResumeErrorCode, format string, args ...any) *ResumeError {
@@ -219,7 +248,15 @@ func (c ResumeCommand) Validate() error {
 //  5. the result kind: permission and scheduled_action tickets accept only a permission
 //     decision, client_execution tickets only a tool result; any other reason accepts
 //     nothing (result_kind_mismatch);
-//  6. a tool result's call_id equals the ticket's call (tool_call_mismatch).
+//  6. a tool result's call_id equals the ticket's call (tool_call_mismatch);
+//  7. an allow that names an arguments_digest names the ticket's ([ResumeTicket.Digest],
+//     digest_mismatch); an allow naming none is accepted (compatibility for this
+//     release), a deny is never refused for its digest — denying is always safe;
+//  8. on a ticket that needs several approvals ([ResumeTicket.Required] > 1), an allow
+//     from an actor who already approved is duplicate_approver ([ApproverKey]).
+//
+// Whether the actor is authenticated is the gate's to check (it knows the subject), as
+// are the edits of a multi-approval ticket.
 //
 // It reads but never modifies ticket or cmd. The batch-side check
 // ([BatchRecord.CheckTicket], [CallRecord.CheckAwaits]) must also pass before any state changes.
@@ -261,17 +298,33 @@ func ValidateResume(ticket *ResumeTicket, cmd ResumeCommand, now time.Time) erro
 	default:
 		return resumeErr(ResumeResultKindMismatch, "ticket reason %q accepts no resume result", t.Reason)
 	}
+	if p := cmd.Result.Permission; p != nil && p.Decision == DecisionAllow {
+		if p.ArgumentsDigest != "" && p.ArgumentsDigest != t.Digest() {
+			return resumeErr(ResumeDigestMismatch, "the approval names arguments digest %q, the ticket's arguments have %q; read the ticket again and approve what it shows",
+				p.ArgumentsDigest, t.Digest())
+		}
+		if t.Required() > 1 {
+			if a, ok := t.ApprovedBy(cmd.Actor); ok {
+				return resumeErr(ResumeDuplicateApprover, "%s already approved this ticket at %s (as %q); it needs %d distinct approvers and has %d",
+					ApproverKey(cmd.Actor), a.At.UTC().Format(time.RFC3339), a.Actor, t.Required(), len(t.Approvals))
+			}
+		}
+	}
 	return nil
 }
 
 // ResumeCommandFromTicket builds the command answering t with result: every identity field
 // (correlation, run, thread, snapshot) is copied from the committed ticket, so the caller
-// supplies only the answer. result is deep-copied.
+// supplies only the answer, and an allow that names no arguments digest names t's — the
+// approval is bound to the arguments of the ticket the caller read. result is deep-copied.
 func ResumeCommandFromTicket(t ResumeTicket, result ResumeResult) ResumeCommand {
 	var r ResumeResult
 	if result.Permission != nil {
 		p := *result.Permission
 		p.Arguments = cloneRaw(p.Arguments)
+		if p.Decision == DecisionAllow && p.ArgumentsDigest == "" {
+			p.ArgumentsDigest = t.Digest()
+		}
 		r.Permission = &p
 	}
 	if result.ToolResult != nil {

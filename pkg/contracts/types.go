@@ -214,7 +214,38 @@ type GateOutcome struct {
 	ActionKind    string          `json:"action_kind,omitempty"`
 	Delay         Duration        `json:"delay,omitempty"`
 	Timeout       Duration        `json:"timeout,omitempty"`
+	// Approvals is, for require_confirmation, how many distinct actors must approve (0 and
+	// 1: one).
+	Approvals int `json:"approvals,omitempty"`
+	// PolicyDigest is, for require_confirmation and schedule, the [PolicyDigest] of the
+	// host and run policies that asked, copied into the ticket.
+	PolicyDigest string `json:"policy_digest,omitempty"`
+	// Shadow lists what the shadow rules that match the call would have decided; it is
+	// recorded with the decision (so a redelivery audits the same findings) and changes
+	// nothing of it. Any kind may carry it.
+	Shadow []ShadowFinding `json:"shadow,omitempty"`
 }
+
+// ShadowFinding is what one shadow rule ([PolicyRule.Shadow]) would have made of a call:
+// Would is the audit label ([GateOutcome.AuditLabel]) of the gate chain's outcome had that
+// rule alone been in force, the other shadow rules still off.
+type ShadowFinding struct {
+	// Policy is the policy the rule belongs to: "host" or "run".
+	Policy string `json:"policy"`
+	// Rule is the rule's pattern as configured, Index its position in the policy's rules.
+	Rule  string `json:"rule"`
+	Index int    `json:"index"`
+	// Would is allow, deny, set_result, ask or schedule.
+	Would string `json:"would"`
+	// Reason is the reason of a would-be deny.
+	Reason string `json:"reason,omitempty"`
+}
+
+// Policies a [ShadowFinding] names.
+const (
+	ShadowPolicyHost = "host"
+	ShadowPolicyRun  = "run"
+)
 
 // PermissionVerdictKind tags a [ToolPermissionVerdict].
 type PermissionVerdictKind string
@@ -235,6 +266,8 @@ type ToolPermissionVerdict struct {
 	Delay         Duration              `json:"delay,omitempty"`
 	Timeout       Duration              `json:"timeout,omitempty"`
 	ActionKind    string                `json:"action_kind,omitempty"`
+	// Approvals is a require_confirmation's number of distinct approvals (0 and 1: one).
+	Approvals int `json:"approvals,omitempty"`
 }
 
 // PolicyBehavior is what a matching rule (or the default) does.
@@ -276,4 +309,12 @@ type PolicyRule struct {
 	// deferred call is; the run must be permitted it ([AgentSnapshot.ActionKinds]), else
 	// the run ends with capability_bound. Empty: an ordinary tool-backed action.
 	ActionKind string `json:"action_kind,omitempty" yaml:"action_kind,omitempty"`
+	// Approvals is, for an ask rule, how many distinct authenticated actors must approve
+	// before the call runs (0 and 1: one approval); any one denial decides. At most
+	// [MaxApprovals].
+	Approvals int `json:"approvals,omitempty" yaml:"approvals,omitempty"`
+	// Shadow makes the rule log-only: it is evaluated for every call it matches and what
+	// the decision would have been with it in force is recorded in the audit
+	// ([AuditRecord.Shadow]), but it never changes a decision.
+	Shadow bool `json:"shadow,omitempty" yaml:"shadow,omitempty"`
 }

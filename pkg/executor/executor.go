@@ -107,9 +107,11 @@ type Invocation struct {
 	RunID  string
 	Step   int64
 	CallID string
-	// OperationID is "{batch_id}:{call_id}": send it to external systems as the
-	// idempotency key of the effect.
+	// OperationID is "{batch_id}:{call_key}", the key of awaken's exactly-once checks.
 	OperationID string
+	// IdempotencyKey is the key to give an external system that deduplicates requests
+	// (an HTTP Idempotency-Key header): see [IdempotencyKey].
+	IdempotencyKey string
 	// ToolID is the configured tool id the model called.
 	ToolID string
 	// Attempt counts executor entries of this call from 1.
@@ -123,11 +125,24 @@ func InvocationFrom(ctx context.Context) (Invocation, bool) {
 		return Invocation{}, false
 	}
 	return Invocation{RunID: inv.RunID, Step: inv.Step, CallID: inv.CallID, OperationID: inv.OperationID,
-		ToolID: inv.ToolID, Attempt: int(inv.Attempt)}, true
+		IdempotencyKey: inv.IdempotencyKey(), ToolID: inv.ToolID, Attempt: int(inv.Attempt)}, true
 }
 
 // OperationID returns the operation id of the call a tool body runs for.
 func OperationID(ctx context.Context) string { return brainexec.OperationID(ctx) }
+
+// IdempotencyKey returns the idempotency key of the call a tool body runs for, "" outside
+// a tool body. It is a UUID (version 5) derived from the call's operation id alone — never
+// from the attempt — so it is the same on every execution of the call: a redelivery, a
+// replay after a crash (for a tool whose recovery policy allows one), the run after an
+// approval, an executor restarted elsewhere. A tool whose effect lives in another system
+// sends it there, so that system performs the effect once however often the body runs:
+//
+//	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "https://api.example.com/v1/charges", body)
+//	req.Header.Set("Idempotency-Key", executor.IdempotencyKey(ctx))
+//
+// It is what makes a tool declared idempotent (capability idempotent) actually so.
+func IdempotencyKey(ctx context.Context) string { return brainexec.IdempotencyKey(ctx) }
 
 // ReportProgress tells the platform how far a long tool body is: progress increases with
 // every report, total is its end when known (0 when not), message says what is happening.

@@ -50,29 +50,34 @@ const MinTokenLength = 16
 // ErrTokensFile is wrapped by every refusal of [LoadTokens].
 var ErrTokensFile = errors.New("api tokens file refused")
 
-// LoadTokens reads an --api-tokens file: one "NAME TOKEN" per line (blank lines and lines
-// starting with # are ignored). Names are the actors the api records for the requests
-// their token authenticates. A file is refused ([ErrTokensFile], the error names it) that
-// holds no token at all (it would turn authentication off: with no token every request
-// is anonymous), a token shorter than [MinTokenLength] bytes, a name or a token twice, a
-// reserved name ([ReservedActor]: the names the api records for other doors), or that
+// LoadTokens reads an --api-tokens file: one "NAME TOKEN [ROLES]" per line (blank lines
+// and lines starting with # are ignored). Names are the actors the api records for the
+// requests their token authenticates; ROLES, a comma-separated list of [Role]s
+// ("approver,viewer"), limits what the token may do, and a line without it has every
+// role (so a file written before roles existed keeps working). It returns the tokens by
+// name and the roles of the names whose line gives some. A file is refused
+// ([ErrTokensFile], the error names it) that holds no token at all (it would turn
+// authentication off: with no token every request is anonymous), a token shorter than
+// [MinTokenLength] bytes, a name or a token twice, a reserved name ([ReservedActor]: the
+// names the api records for other doors), an unknown, repeated or empty role, or that
 // other users may read or write (mode & 0o077: chmod 600 it).
-func LoadTokens(path string) (map[string]string, error) {
+func LoadTokens(path string) (map[string]string, map[string]RoleSet, error) {
 	refuse := func(format string, args ...any) error {
 		return fmt.Errorf("%w: %s: %s", ErrTokensFile, path, fmt.Sprintf(format, args...))
 	}
 	fi, err := os.Stat(path)
 	if err != nil {
-		return nil, fmt.Errorf("api tokens: %w", err)
+		return nil, nil, fmt.Errorf("api tokens: %w", err)
 	}
 	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
-		return nil, refuse("mode %04o lets other users read or write the tokens; chmod 600 it", perm)
+		return nil, nil, refuse("mode %04o lets other users read or write the tokens; chmod 600 it", perm)
 	}
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("api tokens: %w", err)
+		return nil, nil, fmt.Errorf("api tokens: %w", err)
 	}
 	tokens := map[string]string{}
+	roles := map[string]RoleSet{}
 	seen := map[string]bool{}
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	for n := 1; sc.Scan(); n++ {
@@ -81,31 +86,38 @@ func LoadTokens(path string) (map[string]string, error) {
 			continue
 		}
 		f := strings.Fields(line)
-		if len(f) != 2 {
-			return nil, refuse("line %d: want NAME TOKEN", n)
+		if len(f) != 2 && len(f) != 3 {
+			return nil, nil, refuse("line %d: want NAME TOKEN or NAME TOKEN ROLE,ROLE…", n)
 		}
 		name, token := f[0], f[1]
 		if err := validActorName(name); err != nil {
-			return nil, refuse("line %d: %v", n, err)
+			return nil, nil, refuse("line %d: %v", n, err)
 		}
 		if ReservedActor(name) {
-			return nil, refuse("line %d: name %q is reserved (the api records it for another door)", n, name)
+			return nil, nil, refuse("line %d: name %q is reserved (the api records it for another door)", n, name)
 		}
 		if len(token) < MinTokenLength {
-			return nil, refuse("line %d: the token of %s has %d bytes, fewer than %d", n, name, len(token), MinTokenLength)
+			return nil, nil, refuse("line %d: the token of %s has %d bytes, fewer than %d", n, name, len(token), MinTokenLength)
 		}
 		if _, dup := tokens[name]; dup || seen[token] {
-			return nil, refuse("line %d: duplicate name or token", n)
+			return nil, nil, refuse("line %d: duplicate name or token", n)
+		}
+		if len(f) == 3 {
+			rs, err := ParseRoles(f[2])
+			if err != nil {
+				return nil, nil, refuse("line %d: roles of %s: %v", n, name, err)
+			}
+			roles[name] = rs
 		}
 		tokens[name], seen[token] = token, true
 	}
 	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("api tokens: %w", err)
+		return nil, nil, fmt.Errorf("api tokens: %w", err)
 	}
 	if len(tokens) == 0 {
-		return nil, refuse("no token in the file; with none the api would require no authentication (leave --api-tokens unset for that)")
+		return nil, nil, refuse("no token in the file; with none the api would require no authentication (leave --api-tokens unset for that)")
 	}
-	return tokens, nil
+	return tokens, roles, nil
 }
 
 // ReservedActor reports whether name is one the api records for a door other than a

@@ -79,6 +79,8 @@ func TestConsoleScriptNeverParsesHTML(t *testing.T) {
 		`el("code", { text: t.tool_id })`,
 		`el("code", { text: t.run_id })`,
 		`el("pre", { className: "output", text: text })`,
+		`el("td", { title: c.old_reason || "", text: c.old })`,
+		`el("td", null, el("code", { text: r.rule })`,
 		`if (k === "text") node.textContent = String(v);`,
 		`node.append(typeof c === "string" ? document.createTextNode(c) : c);`,
 	} {

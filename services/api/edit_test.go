@@ -70,7 +70,7 @@ func TestApproveWithEditsOverHTTP(t *testing.T) {
 	if err := os.WriteFile(file, []byte("# operators\nalice tok-alice-0123456789\n\nbob  tok-bob-0123456789\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	tokens, err := api.LoadTokens(file)
+	tokens, _, err := api.LoadTokens(file)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -234,7 +234,7 @@ func TestLoadTokensRefusesAmbiguity(t *testing.T) {
 		if err := os.WriteFile(file, []byte(body), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		_, err := api.LoadTokens(file)
+		_, _, err := api.LoadTokens(file)
 		if err == nil {
 			t.Errorf("%s: %q loaded", name, body)
 			continue
@@ -251,16 +251,16 @@ func TestLoadTokensRefusesAmbiguity(t *testing.T) {
 	if err := os.Chmod(file, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := api.LoadTokens(file); !errors.Is(err, api.ErrTokensFile) || !strings.Contains(err.Error(), "0644") {
+	if _, _, err := api.LoadTokens(file); !errors.Is(err, api.ErrTokensFile) || !strings.Contains(err.Error(), "0644") {
 		t.Errorf("a tokens file of mode 0644: %v, want refused", err)
 	}
 	if err := os.Chmod(file, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if tokens, err := api.LoadTokens(file); err != nil || tokens["alice"] != "a1-0123456789abcdef" {
+	if tokens, _, err := api.LoadTokens(file); err != nil || tokens["alice"] != "a1-0123456789abcdef" {
 		t.Errorf("a tokens file of mode 0600: %v %v", tokens, err)
 	}
-	if _, err := api.LoadTokens(filepath.Join(t.TempDir(), "missing")); err == nil {
+	if _, _, err := api.LoadTokens(filepath.Join(t.TempDir(), "missing")); err == nil {
 		t.Error("a missing tokens file loaded")
 	}
 }

@@ -28,6 +28,9 @@ const (
 	// CodeTimeout: the gate did not answer a resume command in time. The command is
 	// durably queued on the tickets stream and will still be applied (or refused) later.
 	CodeTimeout = "timeout"
+	// CodeCancelTimeout (504): a run cancel was stored but the run was not seen ended
+	// within the api's wait. The gate will still end it; cancelling again is harmless.
+	CodeCancelTimeout = "cancel_timeout"
 	// CodeUnavailable: the api is stopping, or too many requests are in flight.
 	CodeUnavailable = "unavailable"
 	// CodeObjectDigest (502): a stored object's bytes do not match the digest in its
@@ -80,11 +83,11 @@ func StatusForResumeCode(code string, ticketKnown bool) int {
 			return http.StatusNotFound
 		}
 		return http.StatusConflict
-	case contracts.ResumeExpired:
+	case contracts.ResumeExpired, contracts.ResumeDigestMismatch, contracts.ResumeDuplicateApprover:
 		return http.StatusConflict
 	case contracts.ResumeInvalidArguments, contracts.ResumeCorrelationMismatch, contracts.ResumeRunMismatch, contracts.ResumeThreadMismatch,
 		contracts.ResumeSnapshotMismatch, contracts.ResumeResultKindMismatch, contracts.ResumeToolCallMismatch,
-		contracts.ResumeReservedActor:
+		contracts.ResumeReservedActor, contracts.ResumeApproverNotAuthenticated, contracts.ResumeEditNeedsSingleApproval:
 		return http.StatusUnprocessableEntity
 	case contracts.ResumeInvalid:
 		return http.StatusBadRequest

@@ -41,6 +41,8 @@ tools:
     builtin: echo
   - id: client_pick
     kind: client_executed
+  - id: ask_two
+    builtin: ran
 policy:
   default_behavior: allow
   rules:
@@ -48,6 +50,7 @@ policy:
     - { pattern: ask_quick, behavior: ask, timeout: 300ms }
     - { pattern: 'ask_echo(text ~ "rm *")', behavior: deny }
     - { pattern: ask_echo, behavior: ask }
+    - { pattern: ask_two, behavior: ask, approvals: 2 }
 `
 
 const waitLong = 30 * time.Second

@@ -94,36 +94,54 @@ func (s *Service) Handler() http.Handler {
 	}
 
 	api := http.NewServeMux()
+	// Each route names the roles that may use it (any one suffices; see roles.go). A
+	// token without one is refused 403 missing_role before the handler runs.
+	read := []Role{RoleViewer}
+	platform := []Role{RoleViewer, RoleSubmitter}              // what a platform loop reads
+	catalog := []Role{RoleViewer, RoleSubmitter, RoleOperator} // the operator pauses from it
+	approve := []Role{RoleApprover}
+	operate := []Role{RoleOperator}
+	submit := []Role{RoleSubmitter}
+	policyTest := []Role{RoleViewer, RoleOperator} // reads the audited decisions, changes nothing
 	routes := []struct {
 		method, path string
 		h            http.HandlerFunc
 		// maxBody bounds the request body (default maxBody).
 		maxBody int64
+		roles   []Role
 	}{
-		{"GET", "/v1/tickets", s.httpTickets, 0},
-		{"GET", "/v1/tickets/{correlation_id}", s.httpTicket, 0},
-		{"POST", "/v1/tickets/{correlation_id}/approve", s.httpApprove, 0},
-		{"POST", "/v1/tickets/{correlation_id}/deny", s.httpDeny, 0},
-		{"POST", "/v1/runs/{run_id}/cancel", s.httpCancel, 0},
-		{"GET", "/v1/runs/{run_id}/results", s.serveRunResults, 0},
+		{"GET", "/v1/session", s.httpSession, 0, nil},
+		{"GET", "/v1/tickets", s.httpTickets, 0, read},
+		{"GET", "/v1/tickets/{correlation_id}", s.httpTicket, 0, read},
+		{"POST", "/v1/tickets/{correlation_id}/approve", s.httpApprove, 0, approve},
+		{"POST", "/v1/tickets/{correlation_id}/deny", s.httpDeny, 0, approve},
+		{"POST", "/v1/runs/{run_id}/cancel", s.httpCancel, 0, operate},
+		{"GET", "/v1/runs/{run_id}/results", s.serveRunResults, 0, platform},
 		// One byte over the protocol's limit, so that the batcher's own decoder reports
 		// too_large with its own words (see httpSubmit).
-		{"POST", "/v1/batches", s.httpSubmit, contracts.MaxSubmissionBytes + 1},
-		{"GET", "/v1/batches", s.httpBatches, 0},
-		{"GET", "/v1/batches/{batch_id}", s.httpBatch, 0},
-		{"GET", "/v1/batches/{batch_id}/results", s.httpBatchResults, 0},
-		{"GET", "/v1/stream", s.serveStream, 0},
-		{"GET", "/v1/tools", s.httpTools, 0},
-		{"GET", "/v1/objects/{name}", s.httpObject, 0},
-		{"POST", "/v1/tools/{tool_id}/pause", s.httpPauseTool, 0},
-		{"POST", "/v1/tools/{tool_id}/resume", s.httpResumeTool, 0},
+		{"POST", "/v1/batches", s.httpSubmit, contracts.MaxSubmissionBytes + 1, submit},
+		{"GET", "/v1/batches", s.httpBatches, 0, read},
+		{"GET", "/v1/batches/{batch_id}", s.httpBatch, 0, read},
+		{"GET", "/v1/batches/{batch_id}/results", s.httpBatchResults, 0, platform},
+		{"GET", "/v1/stream", s.serveStream, 0, read},
+		{"GET", "/v1/tools", s.httpTools, 0, catalog},
+		{"GET", "/v1/objects/{name}", s.httpObject, 0, platform},
+		{"POST", "/v1/tools/{tool_id}/pause", s.httpPauseTool, 0, operate},
+		{"POST", "/v1/tools/{tool_id}/resume", s.httpResumeTool, 0, operate},
+		{"POST", "/v1/policy/test", s.httpPolicyTest, maxPolicyTestBody, policyTest},
 	}
 	allowed := map[string][]string{} // path → its methods
 	var paths []string
 	for _, rt := range routes {
 		limit := cmp.Or(rt.maxBody, maxBody)
-		h := rt.h
+		h, roles := rt.h, rt.roles
 		api.HandleFunc(rt.method+" "+rt.path, func(w http.ResponseWriter, r *http.Request) {
+			if len(roles) > 0 {
+				if err := s.requireRole(r, roles...); err != nil {
+					s.writeError(w, r, err)
+					return
+				}
+			}
 			r.Body = http.MaxBytesReader(w, r.Body, limit)
 			h(w, r)
 		})
@@ -145,9 +163,15 @@ func (s *Service) Handler() http.Handler {
 	mux.Handle("/v1/", s.authenticate(s.protect(api)))
 	if s.mcp != nil {
 		// The MCP door (Streamable HTTP): the same bearer tokens as /v1, the token's name
-		// recorded as the actor of every call's batch and audit record.
-		mux.Handle("/mcp", s.authenticate(s.crossOrigin(s.mcp.HTTPHandler(func(r *http.Request) string {
-			return actorOf(r.Context())
+		// recorded as the actor of every call's batch and audit record. Each call is a
+		// submission, so the door needs the role of POST /v1/batches.
+		door := s.mcp.HTTPHandler(func(r *http.Request) string { return actorOf(r.Context()) })
+		mux.Handle("/mcp", s.authenticate(s.crossOrigin(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if err := s.requireRole(r, RoleSubmitter); err != nil {
+				s.writeError(w, r, err)
+				return
+			}
+			door.ServeHTTP(w, r)
 		}))))
 	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
@@ -211,7 +235,7 @@ func (s *Service) loopbackBind() bool {
 
 // authenticate requires a configured bearer token on every /v1 request (and /metrics
 // unless it is public) when any is configured, and gives the request the token's name as
-// its actor.
+// its actor and the token's roles ([Service.requireRole] checks them per route).
 func (s *Service) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		name, ok := s.tokenName(r)
@@ -220,7 +244,7 @@ func (s *Service) authenticate(next http.Handler) http.Handler {
 			s.writeError(w, r, apiErr(http.StatusUnauthorized, CodeUnauthorized, "a valid bearer token is required"))
 			return
 		}
-		next.ServeHTTP(w, r.WithContext(withActor(r.Context(), name)))
+		next.ServeHTTP(w, r.WithContext(withRoles(withActor(r.Context(), name), s.tokenRoles(name))))
 	})
 }
 
@@ -330,10 +354,13 @@ func (s *Service) httpTicket(w http.ResponseWriter, r *http.Request) {
 // ApproveRequest is the body of POST /v1/tickets/{correlation_id}/approve. Arguments, when
 // set, edit the call's arguments (a JSON object valid against the tool's schema, gated
 // again by the policies); an invalid edit is refused 422 invalid_arguments and the ticket
-// stays open.
+// stays open. ArgumentsDigest names the ticket's arguments_digest the caller approves (the
+// console sends the one it shows); another is refused 409 digest_mismatch, and an absent
+// one is taken from the ticket the api reads.
 type ApproveRequest struct {
-	Note      string          `json:"note,omitempty"`
-	Arguments json.RawMessage `json:"arguments,omitempty"`
+	Note            string          `json:"note,omitempty"`
+	Arguments       json.RawMessage `json:"arguments,omitempty"`
+	ArgumentsDigest string          `json:"arguments_digest,omitempty"`
 }
 
 // DenyRequest is the body of POST /v1/tickets/{correlation_id}/deny.
@@ -347,7 +374,7 @@ func (s *Service) httpApprove(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	s.decide(w, r, Decision{Allow: true, Text: req.Note, Arguments: req.Arguments})
+	s.decide(w, r, Decision{Allow: true, Text: req.Note, Arguments: req.Arguments, ArgumentsDigest: req.ArgumentsDigest})
 }
 
 func (s *Service) httpDeny(w http.ResponseWriter, r *http.Request) {
@@ -368,7 +395,12 @@ func (s *Service) decide(w http.ResponseWriter, r *http.Request, d Decision) {
 		return
 	}
 	s.log.Info().Str("correlation_id", corr).Str("code", res.Code).Str("actor", d.Actor).Str("remote", r.RemoteAddr).Msg("ticket resolved over http")
-	writeJSON(w, http.StatusOK, res)
+	status := http.StatusOK
+	if res.Code == contracts.ResolvedApprovalRecorded {
+		// Counted, not decided: the ticket needs more approvals and stays open.
+		status = http.StatusAccepted
+	}
+	writeJSON(w, status, res)
 }
 
 func (s *Service) httpCancel(w http.ResponseWriter, r *http.Request) {
@@ -387,8 +419,8 @@ func (s *Service) httpCancel(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	s.log.Info().Str("run_id", runID).Str("remote", r.RemoteAddr).Msg("run cancel requested over http")
-	writeJSON(w, http.StatusAccepted, res)
+	s.log.Info().Str("run_id", runID).Str("reason", res.Reason).Str("remote", r.RemoteAddr).Msg("run cancelled over http")
+	writeJSON(w, http.StatusOK, res)
 }
 
 // BatchList is the reply of GET /v1/batches.

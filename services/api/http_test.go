@@ -1,6 +1,8 @@
 package api_test
 
 import (
+	"encoding/json"
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
@@ -8,7 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/awaken-dev/awaken/internal/app"
+	"github.com/awaken-dev/awaken/internal/bus"
 	"github.com/awaken-dev/awaken/internal/natstest"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 	"github.com/awaken-dev/awaken/services/api"
@@ -233,12 +238,12 @@ func TestHTTPCancel(t *testing.T) {
 	const run = "run-http-cancel"
 	tk := h.park(run, map[string]string{})
 	r := h.post("/v1/runs/"+run+"/cancel", `{"reason":"operator stop"}`)
-	if r.status != http.StatusAccepted {
+	if r.status != http.StatusOK {
 		t.Fatalf("cancel: %d %s", r.status, r.body)
 	}
 	var cr api.CancelResult
 	r.json(t, &cr)
-	if cr.RunID != run || cr.Status != "cancel_requested" {
+	if cr.RunID != run || cr.Status != api.StatusEnded || cr.Reason != contracts.RunEndCancelled || cr.EndedAt.IsZero() {
 		t.Fatalf("cancel reply = %+v", cr)
 	}
 	out := h.results(run)
@@ -363,5 +368,104 @@ func TestHTTPExpiredTicket(t *testing.T) {
 	}
 	if n := h.ledger(run, "q"); n != 0 {
 		t.Fatalf("expired call ran %d times", n)
+	}
+}
+
+// TestHTTPCancelIsDoneWhenItAnswers: "cancel, then submit the next step at once", many
+// times. The cancel's 200 comes once the run has durably ended, so the step submitted right
+// after it is always refused with run_cancelled — for a run whose last batch finished and
+// for a run that never had one. Each round also sees the run's io.awaken.run.ended.v1 on
+// its events subject.
+func TestHTTPCancelIsDoneWhenItAnswers(t *testing.T) {
+	h := newHarness(t, api.Options{})
+	ctx := ctxFor(t, 2*time.Minute)
+	deadline := time.Now().Add(90 * time.Second)
+	const rounds = 20
+	for i := range rounds {
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d of %d rounds within the deadline", i, rounds)
+		}
+		run := fmt.Sprintf("run-cancel-race-%d", i)
+		next := int64(1)
+		if i%2 == 0 { // a run whose step 1 finished: the run is idle, not busy
+			res, err := h.client.SubmitAndWait(ctx, contracts.BatchSubmission{RunID: run, ThreadID: "t-" + run, Step: 1,
+				Agent: contracts.AgentSnapshot{SnapshotID: "s", Tools: []string{"echo"}},
+				Calls: []contracts.ToolCall{call("c1", "echo", map[string]string{"text": "one"})}})
+			if err != nil || len(res.Results) != 1 {
+				t.Fatalf("%s step 1: %v %+v", run, err, res)
+			}
+			next = 2
+		}
+		events, err := h.nc.SubscribeSync(h.client.Names().EventsSubject(run))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := h.nc.Flush(); err != nil { // the server has the subscription before the cancel
+			t.Fatal(err)
+		}
+		r := h.post("/v1/runs/"+run+"/cancel", `{"reason":"stop"}`)
+		var cr api.CancelResult
+		r.json(t, &cr)
+		if r.status != http.StatusOK || cr.Status != api.StatusEnded || cr.Reason != contracts.RunEndCancelled {
+			t.Fatalf("%s cancel: %d %s", run, r.status, r.body)
+		}
+		step := contracts.BatchSubmission{RunID: run, ThreadID: "t-" + run, Step: next,
+			Agent: contracts.AgentSnapshot{SnapshotID: "s", Tools: []string{"echo"}},
+			Calls: []contracts.ToolCall{call("c1", "echo", map[string]string{"text": "after the cancel"})}}
+		r = h.post("/v1/batches?wait=20s", string(mustJSON(step)))
+		if e := r.apiError(t); r.status != http.StatusConflict || e.Code != string(contracts.RejectRunCancelled) {
+			t.Fatalf("%s step %d right after the cancel: %d %s, want 409 run_cancelled", run, next, r.status, r.body)
+		}
+		ended := waitRunEnded(t, events)
+		if ended.RunID != run || ended.Reason != contracts.RunEndCancelled || !ended.EndedAt.Equal(cr.EndedAt) {
+			t.Fatalf("%s run.ended event %+v, cancel reply %+v", run, ended, cr)
+		}
+		_ = events.Unsubscribe()
+	}
+}
+
+// waitRunEnded returns the first io.awaken.run.ended.v1 on sub.
+func waitRunEnded(t *testing.T, sub *nats.Subscription) contracts.RunEndedEvent {
+	t.Helper()
+	ctx := ctxFor(t, waitLong)
+	for {
+		msg, err := sub.NextMsgWithContext(ctx)
+		if err != nil {
+			t.Fatalf("no run.ended event: %v", err)
+		}
+		ev, err := bus.DecodeMsg(msg.Header, msg.Data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ev.Type != contracts.TypeRunEnded {
+			continue
+		}
+		var ended contracts.RunEndedEvent
+		if err := json.Unmarshal(ev.Data, &ended); err != nil {
+			t.Fatal(err)
+		}
+		if ev.ID != ended.RunID+":ended" || ev.Source != "awaken/gate" {
+			t.Fatalf("run.ended id %q source %q", ev.ID, ev.Source)
+		}
+		return ended
+	}
+}
+
+// TestHTTPCancelTimesOut: with no gate to end the run, the cancel answers 504
+// cancel_timeout once the api's wait is over — the command stored, the run not ended — and
+// the micro door answers the same code.
+func TestHTTPCancelTimesOut(t *testing.T) {
+	h := newHarnessOf(t, api.Options{ResolveTimeout: 2500 * time.Millisecond}, []string{app.Batcher, app.Publisher, app.API})
+	start := time.Now()
+	r := h.post("/v1/runs/run-no-gate/cancel", `{}`)
+	if e := r.apiError(t); r.status != http.StatusGatewayTimeout || e.Code != api.CodeCancelTimeout {
+		t.Fatalf("cancel without a gate: %d %s, want 504 cancel_timeout", r.status, r.body)
+	}
+	if waited := time.Since(start); waited < 2500*time.Millisecond {
+		t.Errorf("answered after %s, before the wait was over", waited)
+	}
+	code, status := microErr(t, h.microRequest(api.EndpointRunsCancel, []byte("run-no-gate")))
+	if code != api.CodeCancelTimeout || status != http.StatusGatewayTimeout {
+		t.Errorf("micro cancel without a gate: %s %d", code, status)
 	}
 }

@@ -41,8 +41,9 @@ const (
 	// same requests, recorded as decided by "nats:{user}". Grant each person's NATS user
 	// publish on its own subject only ([ResolveAsSubject]).
 	EndpointTicketsResolveAs = "tickets.resolve.{user}"
-	// EndpointRunsCancel cancels a run. Request body: {"run_id","reason"?} or the bare run
-	// id. Reply: {"run_id","status":"cancel_requested"}.
+	// EndpointRunsCancel cancels a run and answers once it has ended. Request body:
+	// {"run_id","reason"?} or the bare run id. Reply: {"run_id","status":"ended","reason",
+	// "ended_at"} (see [Service.CancelRun]).
 	EndpointRunsCancel = "runs.cancel"
 	// EndpointToolsPause pauses a tool (the kill switch). Request body:
 	// {"tool_id","reason"?,"actor"?}. Reply: contracts.ToolPauseState.
@@ -307,6 +308,9 @@ type ShortDecision struct {
 	Reason        string                           `json:"reason,omitempty"`
 	// Arguments, on an allow, edit the call's arguments.
 	Arguments json.RawMessage `json:"arguments,omitempty"`
+	// ArgumentsDigest, on an allow, names the ticket arguments the approval approves
+	// (absent: those of the ticket the api reads).
+	ArgumentsDigest string `json:"arguments_digest,omitempty"`
 }
 
 func (s *Service) microTicketsResolve(ctx context.Context, req micro.Request) (any, error) {
@@ -328,7 +332,7 @@ func (s *Service) microTicketsResolve(ctx context.Context, req micro.Request) (a
 		if d.Reason != "" {
 			return nil, apiErr(http.StatusBadRequest, string(contracts.ResumeInvalid), "an allow decision carries a note, not a reason")
 		}
-		return s.Decide(ctx, d.CorrelationID, Decision{Allow: true, Text: d.Note, Arguments: d.Arguments, Actor: actor})
+		return s.Decide(ctx, d.CorrelationID, Decision{Allow: true, Text: d.Note, Arguments: d.Arguments, ArgumentsDigest: d.ArgumentsDigest, Actor: actor})
 	case contracts.DecisionDeny:
 		if d.Note != "" {
 			return nil, apiErr(http.StatusBadRequest, string(contracts.ResumeInvalid), "a deny decision carries a reason, not a note")

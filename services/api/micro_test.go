@@ -187,7 +187,7 @@ func TestMicroClientResultAndCancel(t *testing.T) {
 	h.park("run-micro-cancel", map[string]string{})
 	var cr api.CancelResult
 	okJSON(t, h.microRequest(api.EndpointRunsCancel, []byte("run-micro-cancel")), &cr)
-	if cr.Status != "cancel_requested" || cr.RunID != "run-micro-cancel" {
+	if cr.Status != api.StatusEnded || cr.Reason != contracts.RunEndCancelled || cr.RunID != "run-micro-cancel" {
 		t.Fatalf("cancel = %+v", cr)
 	}
 	out := h.results("run-micro-cancel")

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/awaken-dev/awaken/internal/state"
 	"github.com/awaken-dev/awaken/pkg/client"
@@ -61,6 +62,9 @@ type Decision struct {
 	Text string
 	// Arguments, on an approval, edit the call's arguments (nil: as proposed).
 	Arguments json.RawMessage
+	// ArgumentsDigest, on an approval, names the ticket arguments it approves ("": those
+	// of the ticket Decide reads).
+	ArgumentsDigest string
 	// Actor is who decided, from the caller's authentication.
 	Actor string
 }
@@ -84,9 +88,9 @@ func (s *Service) Decide(ctx context.Context, correlationID string, d Decision) 
 	edit := &contracts.PermissionDecision{Arguments: d.Arguments}
 	switch {
 	case d.Allow && edit.HasArguments():
-		p = &contracts.PermissionDecision{Decision: contracts.DecisionAllow, Note: d.Text, Arguments: d.Arguments}
+		p = &contracts.PermissionDecision{Decision: contracts.DecisionAllow, Note: d.Text, Arguments: d.Arguments, ArgumentsDigest: d.ArgumentsDigest}
 	case d.Allow:
-		p = &contracts.PermissionDecision{Decision: contracts.DecisionAllow, Note: d.Text}
+		p = &contracts.PermissionDecision{Decision: contracts.DecisionAllow, Note: d.Text, ArgumentsDigest: d.ArgumentsDigest}
 	case edit.HasArguments():
 		return contracts.TicketResolution{}, apiErr(http.StatusBadRequest, string(contracts.ResumeInvalid), "a deny decision carries no arguments")
 	}
@@ -168,16 +172,30 @@ func (s *Service) send(ctx context.Context, cmd contracts.ResumeCommand, ticketK
 	return res, internalErr(err)
 }
 
-// CancelResult is the reply of a run cancellation.
+// CancelResult is the reply of a run cancellation: the run has ended.
 type CancelResult struct {
-	RunID  string `json:"run_id"`
+	RunID string `json:"run_id"`
+	// Status is always "ended": the end is recorded, so no later batch of the run is
+	// accepted.
 	Status string `json:"status"`
+	// Reason is the run's end: cancelled, or the reason it had ended with before this
+	// cancellation (state_conflict, capability_bound), which it keeps.
+	Reason string `json:"reason"`
+	// Keys are the conflicting state keys of a state_conflict end.
+	Keys    []string  `json:"keys,omitempty"`
+	EndedAt time.Time `json:"ended_at"`
 }
 
-// CancelRun asks the gate to seal the open batches of runID (every unfinished call becomes
-// Indeterminate "cancelled", tickets are cleared, results publish once). The command is
-// durable once this returns; the gate applies it asynchronously, so the reply says
-// "cancel_requested". Cancelling a run twice, or a run with no open batch, is harmless.
+// StatusEnded is the status of every [CancelResult].
+const StatusEnded = "ended"
+
+// CancelRun cancels runID and answers once the run has durably ended: the gate recorded
+// the end on the run record — every later submission of the run is refused — sealed its
+// open batch (every unfinished call becomes Indeterminate "cancelled", tickets are cleared,
+// its results publish once) and announced io.awaken.run.ended.v1 — or the run record shows
+// the end, should the announcement be lost. The wait is bounded by ResolveTimeout; past it
+// the answer is [CodeCancelTimeout] (504). Cancelling a run twice, or a run with no open batch, is harmless
+// and answers the same.
 func (s *Service) CancelRun(ctx context.Context, runID, reason string) (CancelResult, error) {
 	if err := contracts.ValidateID("run_id", runID); err != nil {
 		return CancelResult{}, &Error{Code: string(contracts.RejectInvalidID), Message: err.Error(), Status: http.StatusBadRequest, err: err}
@@ -190,8 +208,23 @@ func (s *Service) CancelRun(ctx context.Context, runID, reason string) (CancelRe
 	}
 	wctx, cancel := context.WithTimeout(ctx, s.opts.ResolveTimeout)
 	defer cancel()
-	if err := s.client.Cancel(wctx, runID, reason); err != nil {
+	// The run record, which this api may read, hedges the announcement's subscription.
+	ended, err := s.client.CancelRun(wctx, runID, reason, client.CheckEndedWith(func(ctx context.Context) (contracts.RunEndedEvent, bool, error) {
+		rec, _, err := s.reader.runs.Get(ctx, contracts.RunKey(runID))
+		if err != nil || rec.Ended == nil {
+			return contracts.RunEndedEvent{}, false, err
+		}
+		return contracts.RunEndedEvent{RunID: runID, Reason: rec.Ended.Reason, Keys: rec.Ended.Keys, EndedAt: rec.EndedAt}, true, nil
+	}))
+	switch {
+	case err == nil:
+		return CancelResult{RunID: runID, Status: StatusEnded, Reason: ended.Reason, Keys: ended.Keys, EndedAt: ended.EndedAt}, nil
+	case !errors.Is(err, client.ErrCancelPending):
 		return CancelResult{}, internalErr(err)
+	case ctx.Err() != nil:
+		return CancelResult{}, &Error{Code: CodeUnavailable, Status: http.StatusServiceUnavailable, err: err,
+			Message: "the request ended before the run was seen ended; the cancel is stored and will still be applied"}
 	}
-	return CancelResult{RunID: runID, Status: "cancel_requested"}, nil
+	return CancelResult{}, &Error{Code: CodeCancelTimeout, Status: http.StatusGatewayTimeout, err: err,
+		Message: fmt.Sprintf("the cancel of run %s is stored and will be applied, but the run was not seen ended within %s; sending it again is harmless", runID, s.opts.ResolveTimeout)}
 }

@@ -76,6 +76,10 @@ type Options struct {
 	// a resolution is recorded as made by the name of the token that authenticated it.
 	// With Token or Tokens set, every /v1 request must carry one of them.
 	Tokens map[string]string
+	// TokenRoles are the roles of the named tokens whose --api-tokens line names some
+	// (see [LoadTokens]); a token absent here — and the single Token, and every request
+	// when no token is configured — has every role.
+	TokenRoles map[string]RoleSet
 	// AllowedHosts are the Host header names (without port) the HTTP api answers, besides
 	// the loopback names when it is bound to a loopback address. "*" allows any host; with
 	// none set and a non-loopback address, any host is allowed (protect it with Token).
@@ -140,6 +144,8 @@ type Service struct {
 	// the open run result streams (MaxStreams).
 	waits      chan struct{}
 	runStreams chan struct{}
+	// policyTests admits one policy test at a time: each reads the audit history.
+	policyTests chan struct{}
 
 	httpSrv  *http.Server
 	listener net.Listener
@@ -190,6 +196,7 @@ func Start(ctx context.Context, env *pipeline.Env, opts Options) (*Service, erro
 		sem:           make(chan struct{}, opts.MaxInFlight),
 		waits:         make(chan struct{}, opts.MaxInFlight),
 		runStreams:    make(chan struct{}, opts.MaxStreams),
+		policyTests:   make(chan struct{}, 1),
 	}
 	s.hub = newHub(streams, env, s.log, opts.MaxStreams)
 	if !opts.DisableMCP {

@@ -16,13 +16,16 @@ import (
 // Invocation is the call a tool body runs for (see [InvocationFrom]).
 type Invocation = execcore.Invocation
 
-// InvocationFrom returns the invocation a tool body runs for: its operation id (the key a
-// tool should send to external systems for idempotency), its configured tool id and its
-// attempt.
+// InvocationFrom returns the invocation a tool body runs for: its operation id, its
+// idempotency key, its configured tool id and its attempt.
 func InvocationFrom(ctx context.Context) (Invocation, bool) { return execcore.InvocationFrom(ctx) }
 
 // OperationID returns the durable operation id of the call a tool body runs for.
 func OperationID(ctx context.Context) string { return execcore.OperationID(ctx) }
+
+// IdempotencyKey returns the idempotency key of the call a tool body runs for (see
+// [contracts.IdempotencyKey]).
+func IdempotencyKey(ctx context.Context) string { return execcore.IdempotencyKey(ctx) }
 
 // ReportProgress tells the executor how far the tool body running under ctx is (see
 // [execcore.ReportProgress]): published throttled on the run's events subject, never part

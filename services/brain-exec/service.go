@@ -23,6 +23,7 @@ import (
 	"github.com/awaken-dev/awaken/internal/execcore"
 	"github.com/awaken-dev/awaken/internal/mcpbridge"
 	"github.com/awaken-dev/awaken/internal/pipeline"
+	"github.com/awaken-dev/awaken/internal/telemetry"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
@@ -86,6 +87,14 @@ func Start(ctx context.Context, env *pipeline.Env, reg *Registry, opts ...execco
 			return nil, fmt.Errorf("%s: mcp servers: %w", ServiceName, err)
 		}
 		s.unmount = reg.MountDynamic(MCPMount, mcpTools{s.mcp})
+		// A tool of an MCP server calls another system on the agent's behalf.
+		bridge := s.mcp
+		o.ToolType = func(toolID string) string {
+			if bridge.Owns(toolID) {
+				return telemetry.ToolTypeExtension
+			}
+			return telemetry.ToolTypeFunction
+		}
 	}
 	x, err := execcore.Start(ctx, env, o)
 	if err != nil {

@@ -16,9 +16,9 @@ import (
 // handleCancel is the handler of run cancellation: every open
 // batch of the run is sealed — each non-terminal call becomes Indeterminate("cancelled"),
 // its ticket is cleared — and a CallOutput is published per sealed call so the publisher
-// finalizes the batch and its results publish once. A late approval or timer then finds no
-// ticket. Redelivery re-seals nothing (the calls are terminal) and re-publishes the same
-// outputs.
+// finalizes the batch and its results publish once; then the run's io.awaken.run.ended.v1
+// (announceRunEnded). A late approval or timer then finds no ticket. Redelivery re-seals
+// nothing (the calls are terminal) and re-publishes the same outputs and event.
 func (s *Service) handleCancel(ctx context.Context, ev bus.Event) error {
 	if err := bus.ExpectType(ev, contracts.TypeRunCancel); err != nil {
 		return bus.Permanent(err)
@@ -29,7 +29,7 @@ func (s *Service) handleCancel(ctx context.Context, ev bus.Event) error {
 	}
 	log := zerolog.Ctx(ctx).With().Str("run_id", rc.RunID).Logger()
 	ctx = log.WithContext(ctx)
-	open, err := s.endCancelledRun(ctx, rc.RunID)
+	open, run, err := s.endCancelledRun(ctx, rc.RunID)
 	if err != nil {
 		return err
 	}
@@ -43,7 +43,10 @@ func (s *Service) handleCancel(ctx context.Context, ev bus.Event) error {
 		}
 		sealed++
 	}
-	log.Info().Int("batches", sealed).Msg("run cancelled")
+	if err := s.announceRunEnded(ctx, run); err != nil {
+		return err
+	}
+	log.Info().Int("batches", sealed).Str("reason", run.Ended.Reason).Msg("run cancelled")
 	return nil
 }
 

@@ -84,6 +84,17 @@ func TestCancelSealsTheRun(t *testing.T) {
 	if n := len(h.execRequests()); n != 1 {
 		t.Errorf("%d executor requests, want call_2's only", n)
 	}
+	// The end is announced once (the second cancel's copy has the same id), after it was
+	// recorded: the event carries the run record's end.
+	ended := h.runEnded(testRunID)
+	run, _, err := h.env.Runs.Get(h.ctx, contracts.RunKey(testRunID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ended) != 1 || ended[0].RunID != testRunID || ended[0].Reason != contracts.RunEndCancelled ||
+		run.Ended == nil || !ended[0].EndedAt.Equal(run.EndedAt) {
+		t.Errorf("run.ended events %+v, run record end %+v at %s", ended, run.Ended, run.EndedAt)
+	}
 }
 
 // TestExhaustedRequestSealsTheCall: the exhaustion hook of the request consumer makes the

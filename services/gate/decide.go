@@ -4,11 +4,16 @@ import (
 	"context"
 	"fmt"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+
+	"github.com/awaken-dev/awaken/internal/gatechain"
+	"github.com/awaken-dev/awaken/internal/telemetry"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
-// decision is the gate chain's answer for one call, before it is applied to the call record.
-// Exactly one of its forms is set:
+// decision is the gate chain's answer for one call ([gatechain.Decision]), before it is
+// applied to the call record. Exactly one of its forms is set:
 //   - outcome: a permission decision of the chain (narrowing, run policy, host policy, host
 //     fixed result). It is recorded on the call and audited once.
 //   - client: the tool is client-executed; the call parks without consulting any gate and
@@ -38,130 +43,94 @@ type pauseMemo map[string]*contracts.ToolPause
 // pause is read at every decision (or once per tool for the decisions a memo groups),
 // from the leader of the pauses bucket (see [pipeline.Env.ToolPaused]), so a pause the
 // api acknowledged applies to every decision that starts after the acknowledgement.
+//
+// The decision runs in a gate.decide span on the batch's trace, naming the call
+// (gen_ai.tool.name, gen_ai.tool.call.id) and what was decided (awaken.decision, and
+// awaken.decision.reason when the outcome has one).
 func (s *Service) decideNow(ctx context.Context, b *contracts.BatchRecord, i int, memo pauseMemo) (decision, error) {
+	ctx, span := s.env.Telemetry.StartSpan(ctx, telemetry.SpanGateDecide)
+	defer span.End()
+	recording := span.IsRecording()
+	if recording {
+		span.SetAttributes(telemetry.CallAttributes(&b.Submission, i)...)
+	}
 	toolID := b.Submission.Calls[i].ToolID
 	pause, read := memo[toolID]
 	if !read {
 		var err error
 		if pause, err = s.env.ToolPaused(ctx, toolID); err != nil {
+			span.SetStatus(codes.Error, err.Error())
 			return decision{}, fmt.Errorf("gate: %w", err)
 		}
 		if memo != nil {
 			memo[toolID] = pause
 		}
 	}
-	return s.decide(b, i, pause), nil
+	d := s.decide(b, i, pause)
+	if recording {
+		span.SetAttributes(attribute.String("awaken.decision", d.label()))
+		if d.outcome != nil && d.outcome.Reason != "" {
+			span.SetAttributes(attribute.String("awaken.decision.reason", d.outcome.Reason))
+		}
+	}
+	return d, nil
 }
 
-// decide runs the gate chain for call i of b, whose tool is paused when pause is not nil.
-// It is a pure function of the immutable batch record, the pause, the host configuration
-// and the host and run policies, so a decision made twice from the same inputs (for
-// example by a probe that crashed before recording it) is the same decision; a pause or
-// resume in between may change an unrecorded decision, never a recorded one.
-//
-// The chain:
-//  0. a paused tool (the operator's kill switch) blocks every new call of it that would
-//     otherwise be decided — client-executed calls included — with the pause's reason
-//     ([contracts.ToolPause.BlockReason]); a call of a tool the model cannot see or no
-//     executor registers still completes as an unknown tool;
-//  1. a visible, registered call whose arguments are a string holding no JSON object
-//     completes with "invalid tool arguments: …" (the submission kept the string so that
-//     this one call, not the batch, carries the error);
-//  2. client-executed tools skip the gate and park (they still have to be visible);
-//  3. narrowing deny_all blocks with [contracts.DenyAllReason];
-//  4. the run policy of the submission and the host policy — where no host rule matches
-//     an MCP tool of a server with trust_annotations, its annotations replace the host's
-//     default_behavior (read-only: allow, destructive: ask) — composed by
-//     [contracts.NarrowGateOutcome]: the stricter outcome wins (block > ask > schedule >
-//     allow) and, on the same kind, the stricter parameters (longer delay, shorter approval
-//     timeout). A run policy arrives inside a submission, so it may only narrow what the
-//     host allows: taken literally, the original's "first non-Allow wins" would let a run's
-//     schedule turn the host's ask into a call that runs with no human, and a run's ask
-//     override the host's deny. A run policy that does not compile blocks the call with the
-//     compile error as reason — it never crashes the gate and never fails open;
-//  5. visibility and availability: a tool the model cannot see, or that no executor
-//     registers, completes as "unknown tool: {id}" — whatever allow, ask or schedule the
-//     policies said, so a human is never asked to approve a call that cannot run;
-//  6. the host's fixed result (a tool configured with set_result) replaces Allow.
+// label names d on its gate.decide span: the audit label of a permission outcome
+// (allow, deny, set_result, ask, schedule), else what decided without a policy.
+func (d decision) label() string {
+	switch {
+	case d.bound != "":
+		return "capability_bound"
+	case d.outcome != nil:
+		return d.outcome.AuditLabel()
+	case d.client:
+		return "client_executed"
+	case d.unknown:
+		return "unknown_tool"
+	case d.invalid != nil:
+		return "invalid_arguments"
+	}
+	return contracts.AuditDecisionUnknown
+}
+
+// decide runs the gate chain ([gatechain.Chain.Decide]) for call i of b, whose tool is
+// paused when pause is not nil. It is a pure function of the immutable batch record, the
+// pause, the host configuration and the host and run policies, so a decision made twice
+// from the same inputs (for example by a probe that crashed before recording it) is the
+// same decision; a pause or resume in between may change an unrecorded decision, never a
+// recorded one.
 func (s *Service) decide(b *contracts.BatchRecord, i int, pause *contracts.ToolPause) decision {
-	sub := &b.Submission
-	call := sub.Calls[i]
-	pin := b.Pinned[i]
-	available := pin.Known && visible(b, i)
-
-	if pause != nil && available {
-		outcome := pause.GateOutcome()
-		return decision{outcome: &outcome}
-	}
-
-	if available {
-		if err := contracts.ArgumentsError(call.Arguments); err != nil {
-			return decision{invalid: err}
-		}
-	}
-
-	if pin.Known && pin.Kind == contracts.KindClientExecuted {
-		if !available {
-			return decision{unknown: true}
-		}
-		return decision{client: true}
-	}
-
-	outcome := s.policyChain(b, call)
-	if outcome.Kind == contracts.GateBlock {
-		return decision{outcome: &outcome}
-	}
-	if !available {
-		return decision{unknown: true}
-	}
-	switch outcome.Kind {
-	case contracts.GateAllow:
-		if fixed, ok := s.fixedResult(call); ok {
-			outcome = contracts.GateOutcome{Kind: contracts.GateSetResult, Output: &fixed}
-		}
-	case contracts.GateRequireConfirmation:
-		outcome.CorrelationID = contracts.CorrelationID(contracts.ReasonPermission, sub.RunID, sub.Step, call.CallID)
-	case contracts.GateSchedule:
-		if reason, bound := capabilityBound(sub, outcome); bound {
-			return decision{bound: reason}
-		}
-		outcome.CorrelationID = contracts.CorrelationID(contracts.ReasonScheduledAction, sub.RunID, sub.Step, call.CallID)
-	}
-	return decision{outcome: &outcome}
+	d := s.chain().Decide(b, i, pause, s.runPolicy(b))
+	return decision{outcome: d.Outcome, client: d.Client, unknown: d.Unknown, invalid: d.Invalid, bound: d.Bound}
 }
 
-// policyChain evaluates narrowing, then the host policy narrowed by the run policy, for call. The
-// correlation id handed to the policies is a placeholder: [Service.decide] sets the final
-// one from the outcome's kind, because the kind decides the ticket's reason.
-func (s *Service) policyChain(b *contracts.BatchRecord, call contracts.ToolCall) contracts.GateOutcome {
+// chain is the gate chain over the host configuration and its compiled policy.
+func (s *Service) chain() gatechain.Chain {
+	return gatechain.Chain{Config: s.env.Config, Host: s.host}
+}
+
+// runPolicy is b's compiled run policy (from the cache), or the zero value when the
+// submission has none.
+func (s *Service) runPolicy(b *contracts.BatchRecord) gatechain.RunPolicy {
 	sub := &b.Submission
-	if sub.Narrowing.DeniesAll() {
-		return contracts.GateOutcome{Kind: contracts.GateBlock, Reason: contracts.DenyAllReason}
-	}
-	corr := contracts.CorrelationID(contracts.ReasonPermission, sub.RunID, sub.Step, call.CallID)
-	annotated, _ := s.env.Config.AnnotationBehavior(call.ToolID)
-	host := s.host.ExplainWithDefault(call, corr, annotated).Verdict.IntoGateOutcome()
 	if sub.Policy == nil {
-		return host
+		return gatechain.RunPolicy{}
 	}
-	run, err := s.runPolicies.get(contracts.BatchKey(sub.RunID, sub.Step), *sub.Policy)
-	if err != nil {
-		return contracts.GateOutcome{Kind: contracts.GateBlock, Reason: fmt.Sprintf("invalid run policy: %v", err)}
-	}
-	return contracts.NarrowGateOutcome(host, run.Evaluate(call, corr).IntoGateOutcome())
+	p, err := s.runPolicies.get(contracts.BatchKey(sub.RunID, sub.Step), *sub.Policy)
+	return gatechain.RunPolicy{Policy: p, Err: err}
+}
+
+// policyChain evaluates narrowing, then the host policy narrowed by the run policy, for
+// call (an approval's edited arguments are gated again with it).
+func (s *Service) policyChain(b *contracts.BatchRecord, call contracts.ToolCall) contracts.GateOutcome {
+	return s.chain().Policies(b, call, s.runPolicy(b))
 }
 
 // fixedResult returns the host's fixed output for call when its tool is configured with
 // set_result.
 func (s *Service) fixedResult(call contracts.ToolCall) (contracts.ToolOutput, bool) {
-	t, ok := s.env.Config.Tool(call.ToolID)
-	if !ok || t.SetResult == nil {
-		return contracts.ToolOutput{}, false
-	}
-	if t.SetResult.IsError {
-		return contracts.ErrorOutput(call.CallID, t.SetResult.Text), true
-	}
-	return contracts.TextOutput(call.CallID, t.SetResult.Text), true
+	return s.chain().FixedResult(call)
 }
 
 // entryCheck validates the call's pinned recovery policy against the tool's current

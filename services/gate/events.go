@@ -21,6 +21,9 @@ const (
 	resolvedDenied    = "denied"
 	resolvedCompleted = "completed"
 	resolvedExpired   = "expired"
+	// resolvedApprovalRecorded answers an approval of a ticket that needs more: it was
+	// counted, and the ticket stays open.
+	resolvedApprovalRecorded = contracts.ResolvedApprovalRecorded
 )
 
 // Fixed texts the gate puts into outputs and resolutions.
@@ -51,17 +54,28 @@ func (bd builder) out(subject, id, typ string, payload any) (bus.Outgoing, error
 	return bus.Outgoing{Subject: subject, Event: ev}, nil
 }
 
-// audit is the PermissionDecided record of call i with decision label.
-func (bd builder) audit(i int, label, reason string, at time.Time) (bus.Outgoing, error) {
-	return bd.auditRecord(i, contracts.AuditRecord{Decision: label, Reason: reason, At: at})
+// audit is the PermissionDecided record of the gate's decision o on call i, made at at:
+// its label, reason and shadow findings, all read from the call record, so a redelivery
+// audits the same record.
+func (bd builder) audit(i int, o *contracts.GateOutcome, at time.Time) (bus.Outgoing, error) {
+	return bd.auditRecord(i, contracts.AuditRecord{Decision: o.AuditLabel(), Reason: o.Reason, Shadow: o.Shadow, At: at})
 }
 
 // resolutionAudit is the PermissionDecided record of the resolution res of call i's
-// ticket: with its actor (and whether it is claimed) and, when an approval edited the arguments, both arguments.
-func (bd builder) resolutionAudit(i int, res resolution, at time.Time) (bus.Outgoing, error) {
-	a := contracts.AuditRecord{Decision: res.audit, Reason: res.auditReason, Actor: res.actor, ActorClaimed: res.actorClaimed, At: at}
+// ticket, read from the committed record rec: its actor (and whether it is claimed), the
+// digest of the arguments approved and of the policies that asked, the approvals a ticket
+// that needed several had, and, when an approval edited the arguments, both arguments
+// with the proposed ones' digest beside the approved ones'.
+func (bd builder) resolutionAudit(i int, rec *contracts.CallRecord, res resolution, at time.Time) (bus.Outgoing, error) {
+	proposed := bd.b.Submission.Calls[i].Arguments
+	a := contracts.AuditRecord{Decision: res.audit, Reason: res.auditReason, Actor: res.actor, ActorClaimed: res.actorClaimed, At: at,
+		ArgumentsDigest: contracts.ArgumentsDigest(rec.Arguments(proposed)), Unbound: res.unbound, Approvals: rec.Approvals}
+	if rec.Decision != nil {
+		a.PolicyDigest = rec.Decision.PolicyDigest
+	}
 	if res.edited != nil {
-		a.Arguments, a.ProposedArguments = res.edited, bd.b.Submission.Calls[i].Arguments
+		a.Arguments, a.ProposedArguments = res.edited, proposed
+		a.ProposedArgumentsDigest = contracts.ArgumentsDigest(proposed)
 	}
 	return bd.auditRecord(i, a)
 }
@@ -144,7 +158,7 @@ func (bd builder) resolved(i int, res resolution) (bus.Outgoing, error) {
 		contracts.TicketResolution{
 			CorrelationID: res.corr, Code: res.code, Message: res.message,
 			RunID: sub.RunID, CallID: sub.Calls[i].CallID, ResumeID: res.resumeID, Actor: res.actor,
-			ActorClaimed: res.actorClaimed,
+			ActorClaimed: res.actorClaimed, Approvals: res.approvals, ApprovalsRequired: res.required,
 		})
 }
 

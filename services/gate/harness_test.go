@@ -55,6 +55,9 @@ tools:
   - id: delegate
     kind: delegation
     parallel_completion: true
+  - id: two_keys
+  - id: three_keys
+  - id: two_keys_timeout
 policy:
   default_behavior: allow
   rules:
@@ -67,6 +70,9 @@ policy:
     - { pattern: 'edit_me(path ~ "/etc/*")', behavior: deny }
     - { pattern: edit_me, behavior: ask }
     - { pattern: 'delegate(task = "risky")', behavior: ask }
+    - { pattern: two_keys, behavior: ask, approvals: 2 }
+    - { pattern: three_keys, behavior: ask, approvals: 3 }
+    - { pattern: two_keys_timeout, behavior: ask, approvals: 2, timeout: 2s }
 executors:
   sandbox:
     enabled: true
@@ -453,7 +459,23 @@ func (h *harness) auditsOf(callID string) []string {
 func (h *harness) facts() []contracts.AgentEvent {
 	var out []contracts.AgentEvent
 	for _, m := range h.messages(h.env.Names.EventsStream(), h.env.Names.EventsSubject(testRunID)) {
-		out = append(out, decodeAs[contracts.AgentEvent](h.t, m))
+		if m.ev.Type == contracts.TypeAgentEvent {
+			out = append(out, decodeAs[contracts.AgentEvent](h.t, m))
+		}
+	}
+	return out
+}
+
+// runEnded returns the io.awaken.run.ended.v1 events stored for runID.
+func (h *harness) runEnded(runID string) []contracts.RunEndedEvent {
+	var out []contracts.RunEndedEvent
+	for _, m := range h.messages(h.env.Names.EventsStream(), h.env.Names.EventsSubject(runID)) {
+		if m.ev.Type == contracts.TypeRunEnded {
+			if m.ev.ID != runID+":ended" || m.ev.Source != "awaken/gate" {
+				h.t.Errorf("run.ended id %q source %q", m.ev.ID, m.ev.Source)
+			}
+			out = append(out, decodeAs[contracts.RunEndedEvent](h.t, m))
+		}
 	}
 	return out
 }

@@ -56,7 +56,7 @@ func (s *Service) probe(ctx context.Context, b *contracts.BatchRecord) error {
 	var c collect
 	for i := range n {
 		if at, ok := recs[i].MarkTime(contracts.StageProbed); ok && recs[i].Decision != nil {
-			c.add(bd.audit(i, recs[i].Decision.AuditLabel(), recs[i].Decision.Reason, at))
+			c.add(bd.audit(i, recs[i].Decision, at))
 		}
 	}
 	if !parallel {

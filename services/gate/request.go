@@ -336,7 +336,7 @@ func (s *Service) realizeDecision(ctx context.Context, b *contracts.BatchRecord,
 // the committed record of call i, to c (see [Service.realizeDecision]).
 func copies(bd builder, b *contracts.BatchRecord, i int, rec *contracts.CallRecord, c *collect) {
 	if at, ok := rec.MarkTime(contracts.StageDecided); ok && rec.Decision != nil {
-		c.add(bd.audit(i, rec.Decision.AuditLabel(), rec.Decision.Reason, at))
+		c.add(bd.audit(i, rec.Decision, at))
 	}
 	if _, ok := decidedAt(rec); ok {
 		c.add(bd.toolCallFact(i, disposition(rec, isClient(b, i))))

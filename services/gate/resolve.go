@@ -6,7 +6,10 @@ import (
 	"errors"
 	"fmt"
 
+	"go.opentelemetry.io/otel/attribute"
+
 	"github.com/awaken-dev/awaken/internal/pipeline"
+	"github.com/awaken-dev/awaken/internal/telemetry"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
@@ -27,6 +30,11 @@ type resolution struct {
 	actorClaimed bool
 	// edited are the arguments an approval edited the call to (nil: none).
 	edited json.RawMessage
+	// unbound says the approval named no arguments digest (accepted for compatibility).
+	unbound bool
+	// approvals and required, for a ticket that needed several approvals: how many it had
+	// when it was resolved, and how many it needed (0: one).
+	approvals, required int
 }
 
 // timerResolver returns the ResolvedBy mark of a resolution by a timer of kind for ticket corr.
@@ -82,7 +90,11 @@ func (s *Service) redeliveredResolution(ctx context.Context, b *contracts.BatchR
 func (s *Service) realizeResolution(ctx context.Context, b *contracts.BatchRecord, i int, rec *contracts.CallRecord, res resolution) error {
 	ctx, end := s.env.Telemetry.Rejoin(ctx, rec.TraceParent, "gate.resolve")
 	defer end()
+	s.recordWait(ctx, b, i, rec, res)
 	bd := s.builder(b)
+	if d := rec.Decision; d != nil && d.Approvals > 1 {
+		res.approvals, res.required = len(rec.Approvals), d.Approvals
+	}
 	var first collect
 	first.add(bd.resolved(i, res))
 	if res.audit != "" {
@@ -90,7 +102,7 @@ func (s *Service) realizeResolution(ctx context.Context, b *contracts.BatchRecor
 		if !ok {
 			at = s.env.Now()
 		}
-		first.add(bd.resolutionAudit(i, res, at))
+		first.add(bd.resolutionAudit(i, rec, res, at))
 	}
 	if res.edited != nil {
 		first.add(bd.editedToolCallFact(i, res.edited))
@@ -118,4 +130,27 @@ func retryRaced(what string, attempt func() error) error {
 		}
 	}
 	return fmt.Errorf("gate: %s: %d concurrent writers in a row", what, maxCASAttempts)
+}
+
+// recordWait records the wait the resolution res ended — from the call parking on its
+// ticket to the resolution — as a gate.approval_wait span on the batch's trace (the
+// traceparent the decision recorded on the call): no process holds a span open while a
+// human thinks, so it is recorded once the wait is over, with its real start and end. A
+// redelivered resolution records it again.
+func (s *Service) recordWait(ctx context.Context, b *contracts.BatchRecord, i int, rec *contracts.CallRecord, res resolution) {
+	parked, ok := rec.MarkTime(contracts.StageAwaiting)
+	if !ok {
+		return
+	}
+	resumed, ok := rec.MarkTime(contracts.StageResumed)
+	if !ok || resumed.Before(parked) {
+		resumed = s.env.Now()
+	}
+	attrs := append(telemetry.CallAttributes(&b.Submission, i),
+		attribute.String("awaken.correlation_id", res.corr),
+		attribute.String("awaken.resolution", res.code))
+	if res.actor != "" {
+		attrs = append(attrs, attribute.String("awaken.actor", res.actor), attribute.Bool("awaken.actor_claimed", res.actorClaimed))
+	}
+	s.env.Telemetry.RecordSpan(ctx, rec.TraceParent, telemetry.SpanApprovalWait, parked, resumed, attrs...)
 }

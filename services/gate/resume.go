@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/rs/zerolog"
@@ -68,8 +69,13 @@ func (s *Service) reject(ctx context.Context, resumeID string, cmd contracts.Res
 //     re-publish its outputs; a call whose ticket expired is refused expired (and the
 //     expiry's outputs re-published, in case a crash cut them short);
 //  3. no ticket → not_waiting; [contracts.ValidateResume] (an expired ticket also expires
-//     the call, as its deadline timer would) and [contracts.CallRecord.CheckAwaits]
-//     (mismatch → not_waiting) — any refusal is published and leaves the ticket intact;
+//     the call, as its deadline timer would; a stale arguments digest is digest_mismatch,
+//     a second approval by one actor duplicate_approver) and
+//     [contracts.CallRecord.CheckAwaits] (mismatch → not_waiting) — any refusal is
+//     published and leaves the ticket intact; an approval this command already counted
+//     on a ticket that needs several is answered approval_recorded again; on a ticket
+//     that needs several approvals ([Service.countApproval]), an approval below the last
+//     is recorded on the ticket (CAS) and answered, and nothing else happens;
 //  4. an approval with edited arguments: the edit must be a JSON object valid against the
 //     tool's schema (else invalid_arguments, the ticket intact), and is gated again by
 //     the host and run policies;
@@ -110,6 +116,20 @@ func (s *Service) resume(ctx context.Context, resumeID string, cmd contracts.Res
 	if rec.ResolvedBy == resumeID {
 		return s.redeliveredResolution(ctx, b, i, &rec, resumeResolution(cmd, &rec))
 	}
+	if tp != nil {
+		if _, ok := tp.ApprovalOf(resumeID); ok {
+			// This very command's approval is on the ticket already (a redelivery after
+			// the ticket's write): answer it again, count nothing.
+			return s.publishApprovalRecorded(ctx, b, i, tp.Required(), tp.Approvals, resumeID)
+		}
+	} else if slices.ContainsFunc(rec.Approvals, func(a contracts.TicketApproval) bool { return a.ResumeID == resumeID }) {
+		// Counted, and the ticket resolved since by a later approval or a denial.
+		required := len(rec.Approvals)
+		if rec.Decision != nil {
+			required = max(rec.Decision.Approvals, 1)
+		}
+		return s.publishApprovalRecorded(ctx, b, i, required, rec.Approvals, resumeID)
+	}
 	if expiredBy := timerResolver(cmd.CorrelationID, timerDeadline); tp == nil && rec.ResolvedBy == expiredBy {
 		// The approval deadline passed (by its timer or a late resume): say so rather than
 		// not_waiting, after making sure the expiry itself is published — a crash between
@@ -134,6 +154,13 @@ func (s *Service) resume(ctx context.Context, resumeID string, cmd contracts.Res
 	}
 
 	call := b.Submission.Calls[i]
+	approvals, done, err := s.countApproval(ctx, b, i, tp, ticketRev, cmd, resumeID, claimed)
+	if err != nil || done {
+		return err
+	}
+	if p := cmd.Result.Permission; p != nil && p.Decision == contracts.DecisionAllow && p.ArgumentsDigest == "" {
+		zerolog.Ctx(ctx).Warn().Msg("approval names no arguments_digest: accepted unbound (compatibility for this release; the next refuses it)")
+	}
 	pause, err := s.env.ToolPaused(ctx, call.ToolID)
 	if err != nil {
 		return fmt.Errorf("gate: %w", err)
@@ -146,6 +173,7 @@ func (s *Service) resume(ctx context.Context, resumeID string, cmd contracts.Res
 		}
 		return err
 	}
+	resolver.Approvals = approvals
 	now := s.env.Now()
 	err = rec.Resolve(resolver, now)
 	switch r := cmd.Result; {
@@ -165,6 +193,81 @@ func (s *Service) resume(ctx context.Context, resumeID string, cmd contracts.Res
 	return s.commitResolution(ctx, b, i, &rec, rev, ticketRev, resumeResolution(cmd, &rec))
 }
 
+// countApproval applies the several-approvers rule to a valid command answering ticket
+// t (at revision ticketRev). A ticket that needs one approval, and any command but an
+// allow, pass through with the approvals recorded so far (a denial vetoes: it resolves
+// the ticket, whatever was approved). An allow of a ticket that needs N > 1:
+//   - is refused when no door authenticated its actor (approver_not_authenticated: a
+//     claim cannot be a distinct person) or when it edits the arguments
+//     (edit_needs_single_approval: all N approve the same arguments); ValidateResume
+//     has refused a second approval by the same actor (duplicate_approver);
+//   - below the Nth, is recorded on the ticket by compare-and-swap at ticketRev (a lost
+//     swap is [errRaced]: the retry re-reads and counts against the new list, so two
+//     concurrent approvals count once each) and answered approval_recorded; done is true;
+//   - as the Nth, passes through with every approval, this one last: the caller resolves
+//     the call once, by compare-and-swap on the call record.
+func (s *Service) countApproval(ctx context.Context, b *contracts.BatchRecord, i int, t *contracts.ResumeTicket, ticketRev uint64,
+	cmd contracts.ResumeCommand, resumeID string, claimed bool) (approvals []contracts.TicketApproval, done bool, err error) {
+	p := cmd.Result.Permission
+	if p == nil || p.Decision != contracts.DecisionAllow || t.Required() <= 1 {
+		return t.Approvals, false, nil
+	}
+	if claimed {
+		return nil, true, s.reject(ctx, resumeID, cmd, &contracts.ResumeError{Code: contracts.ResumeApproverNotAuthenticated,
+			Message: fmt.Sprintf("the ticket needs %d distinct approvers, and no door authenticated %q (a command on the public resume subject); approve through the api",
+				t.Required(), contracts.ActorText(cmd.Actor, true))})
+	}
+	if p.EditedArguments(b.Submission.Calls[i].Arguments) != nil {
+		return nil, true, s.reject(ctx, resumeID, cmd, &contracts.ResumeError{Code: contracts.ResumeEditNeedsSingleApproval,
+			Message: fmt.Sprintf("the ticket needs %d approvers, who all approve the proposed arguments; approve them as proposed, or deny", t.Required())})
+	}
+	a := contracts.TicketApproval{Actor: cmd.Actor, ResumeID: resumeID, At: s.env.Now().UTC()}
+	approvals = append(slices.Clone(t.Approvals), a)
+	if len(approvals) >= t.Required() {
+		return approvals, false, nil
+	}
+	next := *t
+	next.Approvals = approvals
+	if _, err := s.env.Tickets.UpdateAt(ctx, t.CorrelationID, next, ticketRev); err != nil {
+		if errors.Is(err, state.ErrConflict) || errors.Is(err, state.ErrNotFound) {
+			return nil, true, errRaced
+		}
+		return nil, true, fmt.Errorf("gate: record approval on ticket %s: %w", t.CorrelationID, err)
+	}
+	zerolog.Ctx(ctx).Info().Int("approvals", len(approvals)).Int("approvals_required", t.Required()).Msg("approval recorded")
+	return nil, true, s.publishApprovalRecorded(ctx, b, i, t.Required(), approvals, resumeID)
+}
+
+// publishApprovalRecorded answers resume command resumeID, whose approval is one of
+// approvals on a ticket that needs required: io.awaken.ticket.resolved.v1 with code
+// approval_recorded, its place in the count and the count needed (the ticket stays open
+// until the last). Its id is the command's, so a redelivery re-publishes the same answer.
+func (s *Service) publishApprovalRecorded(ctx context.Context, b *contracts.BatchRecord, i int, required int, approvals []contracts.TicketApproval, resumeID string) error {
+	n := slices.IndexFunc(approvals, func(a contracts.TicketApproval) bool { return a.ResumeID == resumeID })
+	if n < 0 {
+		return fmt.Errorf("gate: approval %s is not on its ticket", resumeID)
+	}
+	sub := &b.Submission
+	call := sub.Calls[i]
+	o, err := s.builder(b).out(s.env.Names.TicketResolvedSubject(), approvalRecordedID(resumeID), contracts.TypeTicketResolved,
+		contracts.TicketResolution{
+			CorrelationID: contracts.CorrelationID(contracts.ReasonPermission, sub.RunID, sub.Step, call.CallID),
+			Code:          resolvedApprovalRecorded,
+			Message:       fmt.Sprintf("approval %d of %d recorded; the ticket stays open until the last", n+1, required),
+			RunID:         sub.RunID, CallID: call.CallID, ResumeID: resumeID, Actor: approvals[n].Actor,
+			Approvals: n + 1, ApprovalsRequired: required,
+		})
+	if err != nil {
+		return err
+	}
+	_, err = s.env.Pub.Publish(ctx, o.Subject, o.Event)
+	return err
+}
+
+// approvalRecordedID is the Nats-Msg-Id of the approval_recorded answer to resume command
+// resumeID.
+func approvalRecordedID(resumeID string) string { return resumeID + ":approval" }
+
 // refusal is the error a command that names no call is refused with: what
 // [contracts.ValidateResume] says of it (structure first), else not_waiting with detail.
 func (s *Service) refusal(tp *contracts.ResumeTicket, cmd contracts.ResumeCommand, detail string) error {
@@ -183,6 +286,9 @@ func (s *Service) refusal(tp *contracts.ResumeTicket, cmd contracts.ResumeComman
 func resumeResolution(cmd contracts.ResumeCommand, rec *contracts.CallRecord) resolution {
 	res := resolution{corr: cmd.CorrelationID, resumeID: rec.ResolvedBy, actor: rec.ResolvedActor,
 		actorClaimed: rec.ResolvedActorClaimed, edited: rec.EditedArguments}
+	if p := cmd.Result.Permission; p != nil && p.Decision == contracts.DecisionAllow && p.ArgumentsDigest == "" {
+		res.unbound = true
+	}
 	switch p := cmd.Result.Permission; {
 	case p != nil && rec.EditBlocked != "":
 		res.code, res.audit, res.message, res.auditReason = resolvedDenied, contracts.AuditDecisionDeny, "denied: "+rec.EditBlocked, rec.EditBlocked

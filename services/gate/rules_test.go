@@ -81,6 +81,9 @@ func TestScheduleOfAnActionKindTheRunMayNotPerformEndsTheRunCapabilityBound(t *t
 	if n := len(h.execRequests()); n != 0 {
 		t.Errorf("%d executor requests, want none", n)
 	}
+	if ended := h.runEnded(sub.RunID); len(ended) != 1 || ended[0].Reason != contracts.RunEndCapabilityBound {
+		t.Errorf("run.ended events %+v, want one capability_bound", ended)
+	}
 
 	permitted := h.submission(1, call("c_ok", "echo", `{"text":"hi"}`))
 	permitted.RunID = "run-permitted"

@@ -44,8 +44,15 @@ func (s *Service) ticketFor(b *contracts.BatchRecord, i int, rec *contracts.Call
 		Arguments:     c.Arguments,
 		Reason:        reason,
 		OpenedAt:      opened,
+		// The digest of the arguments the call was proposed with: an approval names it
+		// to say it approves exactly these.
+		ArgumentsDigest: contracts.ArgumentsDigest(c.Arguments),
 	}
 	if d := rec.Decision; d != nil {
+		t.PolicyDigest = d.PolicyDigest
+		if d.Kind == contracts.GateRequireConfirmation && d.Approvals > 1 {
+			t.ApprovalsRequired = d.Approvals
+		}
 		switch {
 		case d.Kind == contracts.GateSchedule:
 			due := opened.Add(d.Delay.D())

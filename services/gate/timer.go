@@ -81,7 +81,9 @@ func (s *Service) fire(ctx context.Context, tm contracts.TicketTimer) error {
 	if err != nil {
 		return fmt.Errorf("gate: %w", err)
 	}
-	err = rec.Resolve(contracts.Resolver{By: by, Actor: contracts.ActorTimer}, s.env.Now())
+	// The approvals a ticket that needs several had so far are kept for the audit; they
+	// never decide: the deadline ends the ticket as an expiry by the timer.
+	err = rec.Resolve(contracts.Resolver{By: by, Actor: contracts.ActorTimer, Approvals: tp.Approvals}, s.env.Now())
 	switch {
 	case err != nil:
 	case due:
@@ -108,7 +110,7 @@ func (s *Service) expire(ctx context.Context, b *contracts.BatchRecord, i int, t
 	}
 	tm := contracts.TicketTimer{CorrelationID: t.CorrelationID, Kind: timerDeadline}
 	now := s.env.Now()
-	if err := rec.Resolve(contracts.Resolver{By: timerResolver(tm.CorrelationID, tm.Kind), Actor: contracts.ActorTimer}, now); err != nil {
+	if err := rec.Resolve(contracts.Resolver{By: timerResolver(tm.CorrelationID, tm.Kind), Actor: contracts.ActorTimer, Approvals: t.Approvals}, now); err != nil {
 		return bus.Permanent(fmt.Errorf("gate: expire call %s: %w", rec.CallID, err))
 	}
 	if err := rec.Complete(contracts.ErrorOutput(rec.CallID, contracts.BlockedPrefix+approvalTimedOut), now); err != nil {

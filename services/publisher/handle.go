@@ -6,10 +6,12 @@ import (
 	"fmt"
 
 	"github.com/rs/zerolog"
+	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/awaken-dev/awaken/internal/bus"
 	"github.com/awaken-dev/awaken/internal/pipeline"
 	"github.com/awaken-dev/awaken/internal/state"
+	"github.com/awaken-dev/awaken/internal/telemetry"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
@@ -199,6 +201,7 @@ func (s *Service) finalizeAndPublish(ctx context.Context, rec *contracts.BatchRe
 	if err != nil {
 		return err
 	}
+	s.recordBarrier(ctx, rec, calls)
 	if err := s.env.Fault(ctx, ServiceName, pipeline.FaultAfterPublish, batchID); err != nil {
 		return err
 	}
@@ -315,4 +318,28 @@ func (s *Service) archivePublished(ctx context.Context, rec *contracts.BatchReco
 		return false, fmt.Errorf("publisher: mark %s published: %w", batchID, err)
 	}
 	return marked, nil
+}
+
+// recordBarrier records how long the barrier held the batch's results: a publisher.barrier
+// span on the batch's trace from the first call that became terminal (its result the first
+// one held) to the publication that released them all. It carries the number of calls
+// and of indeterminate ones. A redelivery that publishes again records it again.
+func (s *Service) recordBarrier(ctx context.Context, rec *contracts.BatchRecord, calls []contracts.CallRecord) {
+	now := s.env.Now()
+	first, indeterminate := now, 0
+	for i := range calls {
+		c := &calls[i]
+		stage := contracts.StageCompleted
+		if c.Phase.Kind == contracts.PhaseIndeterminate {
+			stage, indeterminate = contracts.StageIndeterminate, indeterminate+1
+		}
+		if at, ok := c.MarkTime(stage); ok && at.Before(first) {
+			first = at
+		}
+	}
+	sub := &rec.Submission
+	s.env.Telemetry.RecordSpan(ctx, "", telemetry.SpanBarrier, first, now,
+		attribute.String("awaken.batch_id", sub.BatchID()), attribute.String("awaken.run_id", sub.RunID),
+		attribute.Int("awaken.calls", len(calls)), attribute.Int("awaken.calls_indeterminate", indeterminate),
+		attribute.Bool("awaken.parallel", rec.Parallel))
 }

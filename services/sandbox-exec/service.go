@@ -229,7 +229,8 @@ func (i *invoker) Invoke(ctx context.Context, inv execcore.Invocation) (contract
 	if err := inv.BeginBody(ctx); err != nil {
 		return contracts.ToolOutput{}, err
 	}
-	res, err := i.engine.Invoke(ctx, sandbox.Request{ToolID: t.ID, OperationID: inv.OperationID, Args: args})
+	res, err := i.engine.Invoke(ctx, sandbox.Request{ToolID: t.ID, OperationID: inv.OperationID,
+		IdempotencyKey: inv.IdempotencyKey(), Args: args})
 	if err != nil {
 		if errors.Is(err, sandbox.ErrModuleUnavailable) {
 			i.mu.Lock()

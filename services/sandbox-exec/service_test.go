@@ -2,11 +2,13 @@ package sandboxexec_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -15,6 +17,7 @@ import (
 	"github.com/awaken-dev/awaken/internal/execcore"
 	"github.com/awaken-dev/awaken/internal/execcore/exectest"
 	"github.com/awaken-dev/awaken/internal/natstest"
+	"github.com/awaken-dev/awaken/internal/pipeline"
 	"github.com/awaken-dev/awaken/internal/sandbox"
 	"github.com/awaken-dev/awaken/internal/sandbox/sandboxtest"
 	sandboxexec "github.com/awaken-dev/awaken/services/sandbox-exec"
@@ -258,5 +261,96 @@ func TestRealWebAssemblyModule(t *testing.T) {
 				t.Errorf("ledger = %d, want 1", n)
 			}
 		})
+	}
+}
+
+// recordingEngine runs calls on a real engine and keeps the stdout of every run, the
+// crashed ones included.
+type recordingEngine struct {
+	sandboxexec.Engine
+	mu   sync.Mutex
+	outs []string
+}
+
+func (r *recordingEngine) Invoke(ctx context.Context, req sandbox.Request) (sandbox.Result, error) {
+	res, err := r.Engine.Invoke(ctx, req)
+	r.mu.Lock()
+	r.outs = append(r.outs, string(res.Stdout))
+	r.mu.Unlock()
+	return res, err
+}
+
+// TestIdempotencyKeyInTheModuleEnvironment: a real WebAssembly module (the probe test
+// module, which reports its environment) finds the call's idempotency key in
+// AWAKEN_IDEMPOTENCY_KEY. The executor dies inside its first run; the redelivered request
+// runs it again (replay_safe) and the module sees the same key.
+func TestIdempotencyKeyInTheModuleEnvironment(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a WebAssembly module")
+	}
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("the go command is needed to build the module")
+	}
+	dir := t.TempDir()
+	module := filepath.Join(dir, "probe.wasm")
+	cmd := exec.Command(goBin, "build", "-trimpath", "-o", module, "../../internal/sandbox/testdata/probe")
+	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm", "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build probe.wasm: %v\n%s", err, out)
+	}
+	cache, err := sandboxtest.New(module)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := cache.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	e := exectest.New(t, fmt.Sprintf(`
+tools:
+  - id: probe
+    target: sandbox
+    module: %s
+    capability: replay_safe
+    recovery_policy: { mode: replay_safe, max_attempts: 3 }
+    timeout: 10s
+executors:
+  sandbox:
+    enabled: true
+`, module))
+	e.SetFault(exectest.FailTimes(pipeline.FaultInTool, 1, nil))
+	engine, err := sandbox.NewEngine(e.Ctx, sandbox.EngineOptions{CacheDir: cache.Dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := &recordingEngine{Engine: engine}
+	s, err := sandboxexec.StartWithEngine(e.Ctx, e.Env, rec, fastRetries...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopOnCleanup(t, s)
+	c := exectest.Call{RunID: "run-9", Step: 1, CallID: "call_key", ToolID: "probe", Args: `{}`, Target: contracts.TargetSandbox,
+		Policy: contracts.ToolRecoveryPolicy{Mode: contracts.ModeReplaySafe, MaxAttempts: 3}}
+	e.Allow(c)
+	if r := e.WaitTerminal(c); r.Phase.Kind != contracts.PhaseCompleted {
+		t.Fatalf("phase %s (%q)", r.Phase.Kind, r.Phase.Reason)
+	}
+	want := sandbox.EnvIdempotencyKey + "=" + contracts.IdempotencyKey(c.Op())
+	rec.mu.Lock()
+	outs := slices.Clone(rec.outs)
+	rec.mu.Unlock()
+	if len(outs) != 2 {
+		t.Fatalf("module ran %d times, want 2 (the crashed run and its replay): %q", len(outs), outs)
+	}
+	for i, out := range outs {
+		var report struct{ Env []string }
+		if err := json.Unmarshal([]byte(out), &report); err != nil {
+			t.Fatalf("run %d: %v: %s", i+1, err, out)
+		}
+		if !slices.Contains(report.Env, want) {
+			t.Errorf("run %d: environment %q lacks %s", i+1, report.Env, want)
+		}
 	}
 }

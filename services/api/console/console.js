@@ -20,9 +20,11 @@
     expanded: new Set(),
     progress: new Map(), // batch_id + " " + call_id -> latest progress event of a running call
     progressTimer: 0,
+    session: null, // {actor, roles} of the token (GET v1/session); null until read
     streamAbort: null,
     refreshTimer: 0,
     retryDelay: 1000,
+    policyReport: null, // the last policy test's report
   };
 
   const $ = (id) => document.getElementById(id);
@@ -85,6 +87,32 @@
     return body;
   }
 
+  // ---- roles: the console shows only the controls the token may use (the api refuses
+  // the others with 403 missing_role anyway) ----
+
+  function can(role) {
+    return !!(state.session && Array.isArray(state.session.roles) && state.session.roles.includes(role));
+  }
+
+  // approverKey is who an actor is for counting approvals, as the gate counts them: the
+  // name before any " as {claim}", case-insensitive.
+  function approverKey(actor) {
+    return String(actor || "").trim().split(" as ")[0].trim().toLowerCase();
+  }
+
+  function approvedByMe(t) {
+    if (!state.session) return false;
+    const me = approverKey(state.session.actor);
+    return (t.approvals || []).some((a) => approverKey(a.actor) === me);
+  }
+
+  async function loadSession() {
+    state.session = await api("v1/session");
+    const roles = (state.session.roles || []).join(", ") || "none";
+    $("whoami").textContent = state.session.actor + " (" + roles + ")";
+    $("whoami").hidden = false;
+  }
+
   // ---- status line ----
 
   function setStatus(text, kind) {
@@ -145,6 +173,23 @@
     }
   }
 
+  // approvalInfo shows what binds an approval: the digest of the arguments (the console
+  // sends it with the approval, so the gate refuses it if the ticket's arguments differ
+  // from what is shown) and, for a ticket that needs several approvers, who has approved.
+  function approvalInfo(t) {
+    const parts = [];
+    const need = t.approvals_required || 1;
+    if (need > 1) {
+      const names = (t.approvals || []).map((a) => a.actor);
+      parts.push(el("div", { className: "approvals", text: "approvals " + names.length + " of " + need + (names.length ? ": " + names.join(", ") : "") }));
+    }
+    if (t.arguments_digest) {
+      const d = String(t.arguments_digest);
+      parts.push(el("div", { className: "digest muted", title: d, text: d.slice(0, "sha256:".length + 12) + "…" }));
+    }
+    return parts;
+  }
+
   function renderTickets() {
     const list = Array.from(state.tickets.values()).sort(
       (a, b) => Date.parse(a.opened_at) - Date.parse(b.opened_at) || String(a.correlation_id).localeCompare(String(b.correlation_id)),
@@ -168,7 +213,10 @@
     const decidable = t.reason === "permission" || t.reason === "scheduled_action";
     const actions = el("td", { className: "actions" });
     let argsCell;
-    if (decidable) {
+    if (decidable && !can("approver")) {
+      argsCell = el("td", null, el("pre", { className: "args", text: prettyJSON(t.arguments) }));
+      actions.append(el("span", { className: "muted no-role", text: "view only (approver role needed)" }));
+    } else if (decidable) {
       // The arguments are editable: approving sends the edit, which the gate validates
       // against the tool's schema and gates again. Set as a value, never parsed as HTML.
       const box = el("textarea", { className: "args", rows: "4", spellcheck: "false", "aria-label": "arguments of " + t.call_id + " (edit to approve with changes)" });
@@ -184,7 +232,12 @@
         ev.preventDefault();
         decide(t, false, reason.value.trim(), [approve, deny, reason, box]);
       });
-      actions.append(approve, form);
+      if (approvedByMe(t)) {
+        // A second approval by the same person would count nothing (duplicate_approver).
+        actions.append(el("span", { className: "muted approved-by-me", text: "you approved" }), form);
+      } else {
+        actions.append(approve, form);
+      }
     } else {
       argsCell = el("td", null, el("pre", { className: "args", text: prettyJSON(t.arguments) }));
       actions.append(el("span", { className: "muted", text: "answered by the client" }));
@@ -196,7 +249,7 @@
       argsCell,
       el("td", null, el("code", { text: t.run_id })),
       el("td", null, el("code", { text: t.call_id })),
-      el("td", { text: waitingFor(t) }),
+      el("td", null, waitingFor(t), ...approvalInfo(t)),
       el("td", { className: "age", dataset: { since: t.opened_at }, text: age(t.opened_at) }),
       actions,
     );
@@ -217,6 +270,9 @@
       return;
     }
     const body = allow ? { note: text } : { reason: text };
+    // Bind the approval to the arguments shown: the gate refuses it (digest_mismatch)
+    // if the ticket's arguments are not the ones this digest names.
+    if (allow && t.arguments_digest) body.arguments_digest = t.arguments_digest;
     if (allow && argsText !== undefined) {
       try {
         const edited = editedArguments(t, argsText);
@@ -230,6 +286,12 @@
     const path = "v1/tickets/" + encodeURIComponent(t.correlation_id) + (allow ? "/approve" : "/deny");
     try {
       const res = await api(path, { method: "POST", body: body });
+      if (res && res.code === "approval_recorded") {
+        // Counted; the ticket stays open until the last approver.
+        await refreshTickets();
+        setStatus(res.message || "approval recorded", "ok");
+        return;
+      }
       state.tickets.delete(t.correlation_id);
       state.edits.delete(t.correlation_id);
       renderTickets();
@@ -256,6 +318,8 @@
   function toolRow(t) {
     const actions = el("td", { className: "actions" });
     let stateCell;
+    const operator = can("operator");
+    if (!operator) actions.append(el("span", { className: "muted no-role", text: "operator role needed" }));
     if (t.paused) {
       const p = t.pause || {};
       const who = [p.actor, p.paused_at ? new Date(p.paused_at).toLocaleString() : ""].filter(Boolean).join(", ");
@@ -268,7 +332,7 @@
       );
       const resume = el("button", { type: "button", className: "resume", text: "Resume" });
       resume.addEventListener("click", () => setPaused(t, false, "", [resume]));
-      actions.append(resume);
+      if (operator) actions.append(resume);
     } else {
       stateCell = el("td", null, el("span", { className: "badge active", text: "active" }));
       const reason = el("input", { type: "text", placeholder: "reason (shown to the model)", "aria-label": "reason for pausing", maxlength: "1024" });
@@ -278,7 +342,7 @@
         ev.preventDefault();
         setPaused(t, true, reason.value.trim(), [reason, pause]);
       });
-      actions.append(form);
+      if (operator) actions.append(form);
     }
     return el(
       "tr",
@@ -306,9 +370,71 @@
   }
 
   async function refreshTools() {
+    if (!can("viewer") && !can("submitter") && !can("operator")) return;
     const body = await api("v1/tools");
     state.tools = body.tools || [];
     renderTools();
+  }
+
+  // ---- policy test ----
+
+  // policyTime turns a since/until box into an RFC 3339 time, or undefined when empty.
+  function policyTime(id) {
+    const v = $(id).value.trim();
+    if (!v) return undefined;
+    const t = Date.parse(v);
+    if (Number.isNaN(t)) throw new Error(id.replace("policy-", "") + ": not a time: " + v);
+    return new Date(t).toISOString();
+  }
+
+  async function runPolicyTest(ev) {
+    ev.preventDefault();
+    $("policy-error").textContent = "";
+    const button = $("policy-run");
+    button.disabled = true;
+    try {
+      const runs = $("policy-runs").value.split(",").map((r) => r.trim()).filter(Boolean);
+      const body = { config: $("policy-config").value, since: policyTime("policy-since"), until: policyTime("policy-until") };
+      if (runs.length) body.runs = runs;
+      state.policyReport = await api("v1/policy/test", { method: "POST", body: body });
+      renderPolicyTest();
+    } catch (err) {
+      $("policy-error").textContent = (err.code ? err.code + ": " : "") + err.message;
+    } finally {
+      button.disabled = false;
+    }
+  }
+
+  function renderPolicyTest() {
+    const rep = state.policyReport;
+    if (!rep) return;
+    $("policy-result").hidden = false;
+    let summary = rep.total + " decisions replayed, " + rep.changed + " changed";
+    if (rep.missing) summary += ", " + rep.missing + " not replayed";
+    if (rep.oldest) summary += "; oldest " + new Date(rep.oldest).toLocaleString() + " (the audit stream's retention bounds the history)";
+    $("policy-summary").textContent = summary;
+    $("policy-rules").tBodies[0].replaceChildren(
+      ...(rep.rules || []).map((r) =>
+        el("tr", null, el("td", null, el("code", { text: r.rule }), r.shadow ? " (shadow)" : null), el("td", { text: r.calls }), el("td", { text: r.changed })),
+      ),
+    );
+    const onlyChanged = $("policy-changed").checked;
+    $("policy-calls").tBodies[0].replaceChildren(
+      ...(rep.calls || [])
+        .filter((c) => !onlyChanged || c.changed || c.missing)
+        .map((c) =>
+          el(
+            "tr",
+            { className: c.changed ? "changed" : "" },
+            el("td", null, el("code", { text: c.batch_id })),
+            el("td", null, el("code", { text: c.call_id })),
+            el("td", null, el("code", { text: c.tool_id })),
+            el("td", { title: c.old_reason || "", text: c.old }),
+            el("td", { title: c.new_reason || "", text: c.new || "-" }),
+            el("td", { text: c.missing ? "not replayed: " + c.missing : c.rule }),
+          ),
+        ),
+    );
   }
 
   // ---- batches ----
@@ -454,12 +580,14 @@
   // ---- loading ----
 
   async function refreshTickets() {
+    if (!can("viewer")) return;
     const body = await api("v1/tickets");
     state.tickets = new Map((body.tickets || []).map((t) => [t.correlation_id, t]));
     renderTickets();
   }
 
   async function refreshBatches() {
+    if (!can("viewer")) return;
     const body = await api("v1/batches?limit=20");
     state.batches = body.batches || [];
     const shown = new Set(state.batches.map((b) => b.batch_id));
@@ -589,17 +717,35 @@
     $("login").hidden = true;
     $("main").hidden = false;
     $("logout").hidden = !state.token;
+    try {
+      await loadSession();
+    } catch (err) {
+      setStatus("could not read the session: " + err.message, "error");
+      return;
+    }
+    // The policy test takes the viewer or the operator role.
+    $("policy").hidden = !(can("viewer") || can("operator"));
+    if (!can("viewer")) {
+      // The event stream and the lists need the viewer role; show what the token may use.
+      setStatus("signed in without the viewer role: tickets and batches are hidden", "warn");
+      $("no-tickets").textContent = "Your token may not read tickets (viewer role needed).";
+      $("no-batches").textContent = "Your token may not read batches (viewer role needed).";
+      refreshTools().catch((err) => setStatus("reload failed: " + err.message, "error"));
+      return;
+    }
     stream();
   }
 
   async function boot() {
+    $("policy-form").addEventListener("submit", runPolicyTest);
+    $("policy-changed").addEventListener("change", renderPolicyTest);
     $("login-form").addEventListener("submit", async (ev) => {
       ev.preventDefault();
       const candidate = $("token").value.trim();
       $("login-error").textContent = "";
       state.token = candidate;
       try {
-        await api("v1/tickets");
+        await api("v1/session");
       } catch (err) {
         state.token = "";
         $("login-error").textContent = err.status === 401 ? "That token was refused." : err.message;
@@ -612,6 +758,8 @@
     $("logout").addEventListener("click", () => {
       sessionStorage.removeItem(TOKEN_KEY);
       state.token = "";
+      state.session = null;
+      $("whoami").hidden = true;
       showLogin("");
     });
     setInterval(() => {
@@ -623,7 +771,7 @@
     }, 15000);
     // Probe: with no token configured on the server (or a stored valid one) go straight in.
     try {
-      await api("v1/tickets");
+      await api("v1/session");
       start();
     } catch (err) {
       if (err.status !== 401) {

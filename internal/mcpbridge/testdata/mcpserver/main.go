@@ -9,6 +9,9 @@
 //	image {}        one PNG image
 //	slow {ms}       sleeps ms milliseconds (honouring cancellation), then "slept {ms}ms"
 //	echo_meta {}    text: the awaken/operation_id found in the request _meta
+//	meta {}         text: the request's whole _meta as JSON; logged as
+//	                "meta {operation id} {io.awaken/idempotency-key} {traceparent}";
+//	                annotated read-only, idempotent, closed world (replay-safe when trusted)
 //	structured {}   structured content only, no content blocks
 //	resource {}     an embedded text resource
 //	pid {}          text: the server's process id
@@ -154,6 +157,20 @@ func newServer(calls *callLog) *mcp.Server {
 		func(_ context.Context, req *mcp.CallToolRequest, _ none) (*mcp.CallToolResult, any, error) {
 			record(req)
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: operationID(req)}}}, nil, nil
+		})
+	closed := false
+	mcp.AddTool(s, &mcp.Tool{Name: "meta", Description: "Echoes the request _meta.",
+		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true, OpenWorldHint: &closed}},
+		func(_ context.Context, req *mcp.CallToolRequest, _ none) (*mcp.CallToolResult, any, error) {
+			meta := req.Params.Meta
+			key, _ := meta["io.awaken/idempotency-key"].(string)
+			parent, _ := meta["traceparent"].(string)
+			calls.add("meta %s %s %s", operationID(req), key, parent)
+			b, err := json.Marshal(meta)
+			if err != nil {
+				return nil, nil, err
+			}
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(b)}}}, nil, nil
 		})
 	s.AddTool(&mcp.Tool{Name: "structured", Description: "Structured content only.",
 		InputSchema: map[string]any{"type": "object"}},

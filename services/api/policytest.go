@@ -1,0 +1,478 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/awaken-dev/awaken/internal/bus"
+	"github.com/awaken-dev/awaken/internal/config"
+	"github.com/awaken-dev/awaken/internal/gatechain"
+	"github.com/awaken-dev/awaken/internal/pipeline"
+	"github.com/awaken-dev/awaken/internal/state"
+	"github.com/awaken-dev/awaken/pkg/contracts"
+)
+
+// The policy backtest: the gate decisions recorded in the audit stream, replayed — with
+// the batch records they were made on — through another host configuration's policy,
+// and compared. It reads the audit stream and the run and batches buckets and nothing
+// else; it runs no tool, opens no ticket and writes nothing.
+
+// maxPolicyTestBody bounds the body of POST /v1/policy/test: a host configuration is
+// text, and 1 MiB holds the largest policy (1,024 rules of 1 KiB patterns) besides tools.
+const maxPolicyTestBody = 1 << 20
+
+// PolicyTestRequest selects the recorded decisions a backtest replays and holds the host
+// configuration to replay them through. It is the body of POST /v1/policy/test; `awaken
+// policy test` builds the same request from its flags.
+type PolicyTestRequest struct {
+	// Config is the candidate host configuration as a file holds it (YAML or JSON text).
+	// Only its policy and fixed results take part (and its MCP servers' trust_annotations).
+	Config string `json:"config"`
+	// Since and Until bound the time of the decisions replayed (either may be absent).
+	Since *time.Time `json:"since,omitempty"`
+	Until *time.Time `json:"until,omitempty"`
+	// Runs narrows the replay to these run ids (absent: every run).
+	Runs []string `json:"runs,omitempty"`
+}
+
+// PolicyTestCall is one recorded gate decision and what the candidate policy makes of it.
+type PolicyTestCall struct {
+	BatchID   string    `json:"batch_id"`
+	CallID    string    `json:"call_id"`
+	ToolID    string    `json:"tool_id"`
+	DecidedAt time.Time `json:"decided_at"`
+	// Old is the recorded decision (an audit label: allow, deny, set_result, ask,
+	// schedule), OldReason its reason.
+	Old       string `json:"old"`
+	OldReason string `json:"old_reason,omitempty"`
+	// New is the candidate's decision: an audit label, or unknown_tool, invalid_arguments
+	// or capability_bound for the chain's other answers; empty when the call could not be
+	// replayed (Missing says why).
+	New       string `json:"new,omitempty"`
+	NewReason string `json:"new_reason,omitempty"`
+	// Rule is what decided New: "rules[i] PATTERN" of the candidate host policy,
+	// "default", "mode", "invalid_arguments", "run policy" (the batch's run policy was
+	// stricter), "run policy invalid", "deny_all" (the run's narrowing), "tool_paused"
+	// (the kill switch blocked the call then: a pause is no policy, so New keeps Old) or
+	// "none" (the chain answered before any policy: unknown tool, invalid arguments).
+	Rule    string `json:"rule,omitempty"`
+	Changed bool   `json:"changed"`
+	// Shadow is what the candidate's shadow rules would make of the call.
+	Shadow  []contracts.ShadowFinding `json:"shadow,omitempty"`
+	Missing string                    `json:"missing,omitempty"`
+}
+
+// PolicyTestRule counts the replayed calls one rule (or basis) of the candidate decided,
+// and how many of them changed. A shadow rule counts the calls it matched, and as changed
+// those whose would-be decision differs from the candidate's.
+type PolicyTestRule struct {
+	Rule    string `json:"rule"`
+	Shadow  bool   `json:"shadow,omitempty"`
+	Calls   int    `json:"calls"`
+	Changed int    `json:"changed"`
+}
+
+// PolicyTestReport is the answer of a backtest.
+type PolicyTestReport struct {
+	// Calls are the replayed decisions in the order they were audited.
+	Calls []PolicyTestCall `json:"calls"`
+	// Rules lists every rule of the candidate host policy in configuration order, then the
+	// other bases that decided some call.
+	Rules []PolicyTestRule `json:"rules"`
+	// Total counts Calls; Changed those whose decision changes; Missing those that could
+	// not be replayed (their batch record is gone, or names no such call).
+	Total   int `json:"total"`
+	Changed int `json:"changed"`
+	Missing int `json:"missing"`
+	// Oldest is the time of the earliest decision read: what the audit stream still holds
+	// (it keeps every record unless its operator limits it) bounds how far back a test
+	// reaches.
+	Oldest *time.Time `json:"oldest,omitempty"`
+}
+
+// PolicyTester runs backtests over one deployment's audit stream and batch records. It
+// only reads.
+type PolicyTester struct {
+	js      jetstream.JetStream
+	names   contracts.Names
+	runs    *state.Store[contracts.RunRecord]
+	batches *state.Store[contracts.BatchRecord]
+	// annotations answers trusted MCP annotations for a candidate that trusts some
+	// server (nil: none are known).
+	annotations config.AnnotationSource
+}
+
+// NewPolicyTester returns a tester over js (the streams of names) and the run and batches
+// stores; annotations may be nil.
+func NewPolicyTester(js jetstream.JetStream, names contracts.Names, runs *state.Store[contracts.RunRecord],
+	batches *state.Store[contracts.BatchRecord], annotations config.AnnotationSource) *PolicyTester {
+	return &PolicyTester{js: js, names: names, runs: runs, batches: batches, annotations: annotations}
+}
+
+// OpenPolicyTester binds a tester to the buckets of names on js, for tools (the CLI) that
+// have a NATS connection but no service environment. The buckets must exist.
+func OpenPolicyTester(ctx context.Context, js jetstream.JetStream, names contracts.Names, annotations config.AnnotationSource) (*PolicyTester, error) {
+	runs, err := js.KeyValue(ctx, names.RunsBucket())
+	if err != nil {
+		return nil, fmt.Errorf("api: bucket %s: %w", names.RunsBucket(), err)
+	}
+	batches, err := js.KeyValue(ctx, names.BatchesBucket())
+	if err != nil {
+		return nil, fmt.Errorf("api: bucket %s: %w", names.BatchesBucket(), err)
+	}
+	return NewPolicyTester(js, names, state.NewStore[contracts.RunRecord](runs), state.NewStore[contracts.BatchRecord](batches), annotations), nil
+}
+
+// ParsePolicyTestConfig parses a candidate host configuration; a configuration that does
+// not load is an invalid_request naming the field.
+func ParsePolicyTestConfig(text string) (*config.Config, error) {
+	if strings.TrimSpace(text) == "" {
+		return nil, apiErr(http.StatusBadRequest, CodeInvalidRequest, "config: the candidate host configuration is empty")
+	}
+	cfg, err := config.Parse([]byte(text))
+	if err != nil {
+		return nil, &Error{Code: CodeInvalidRequest, Message: "config: " + err.Error(), Status: http.StatusBadRequest, err: err}
+	}
+	return cfg, nil
+}
+
+// Run replays the decisions req selects through cand, whose Annotations it sets from the
+// tester's when cand has none. Bad input (an unknown run id shape, Since after Until) is an
+// invalid_request.
+func (pt *PolicyTester) Run(ctx context.Context, cand *config.Config, req PolicyTestRequest) (PolicyTestReport, error) {
+	if req.Since != nil && req.Until != nil && req.Since.After(*req.Until) {
+		return PolicyTestReport{}, apiErr(http.StatusBadRequest, CodeInvalidRequest, "since %s is after until %s",
+			req.Since.Format(time.RFC3339), req.Until.Format(time.RFC3339))
+	}
+	for _, r := range req.Runs {
+		if err := contracts.ValidateID("run_id", r); err != nil {
+			return PolicyTestReport{}, &Error{Code: CodeInvalidRequest, Message: err.Error(), Status: http.StatusBadRequest, err: err}
+		}
+	}
+	host, err := contracts.CompilePolicy(cand.Policy)
+	if err != nil {
+		// config.Parse compiled it already; a hand-built configuration may not have.
+		return PolicyTestReport{}, &Error{Code: CodeInvalidRequest, Message: "config: policy: " + err.Error(), Status: http.StatusBadRequest, err: err}
+	}
+	if cand.Annotations == nil {
+		cand.Annotations = pt.annotations
+	}
+	decisions, err := pt.decisions(ctx, req)
+	if err != nil {
+		return PolicyTestReport{}, err
+	}
+	r := replayer{chain: gatechain.Chain{Config: cand, Host: host}, pt: pt, batches: map[string]*batchRead{}}
+	rep := PolicyTestReport{Calls: []PolicyTestCall{}}
+	for _, a := range decisions {
+		c, err := r.replay(ctx, a)
+		if err != nil {
+			return PolicyTestReport{}, err
+		}
+		rep.Calls = append(rep.Calls, c)
+		if rep.Oldest == nil || a.At.Before(*rep.Oldest) {
+			at := a.At
+			rep.Oldest = &at
+		}
+	}
+	rep.tally(host, len(cand.Policy.Rules))
+	return rep, nil
+}
+
+// decisions reads the gate decisions req selects from the audit stream, in stream order:
+// one per call (the first audited; a redelivery stores no second one, but a decision
+// audited again past the duplicate window is read once), without the resolutions of
+// tickets. It reads up to the last message the stream held when it began.
+func (pt *PolicyTester) decisions(ctx context.Context, req PolicyTestRequest) ([]contracts.AuditRecord, error) {
+	stream, err := pt.js.Stream(ctx, pt.names.AuditStream())
+	if err != nil {
+		return nil, fmt.Errorf("api: policy test: stream %s: %w", pt.names.AuditStream(), err)
+	}
+	info, err := stream.Info(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("api: policy test: stream %s: %w", pt.names.AuditStream(), err)
+	}
+	if info.State.Msgs == 0 {
+		return nil, nil
+	}
+	last := info.State.LastSeq
+	// A run's audit subject has one token after the prefix (run ids hold no dots), so the
+	// wildcard leaves out awaken.audit.tools.pause.
+	filters := []string{pt.names.AuditSubject("*")}
+	if len(req.Runs) > 0 {
+		filters = filters[:0]
+		for _, r := range slices.Compact(slices.Sorted(slices.Values(req.Runs))) {
+			filters = append(filters, pt.names.AuditSubject(r))
+		}
+	}
+	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: filters, DeliverPolicy: jetstream.DeliverAllPolicy}
+	if req.Since != nil {
+		// A decision is stored after it is made, so no decision at or after Since is
+		// stored before it.
+		since := *req.Since
+		cfg.DeliverPolicy, cfg.OptStartTime = jetstream.DeliverByStartTimePolicy, &since
+	}
+	cons, err := stream.OrderedConsumer(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("api: policy test: read %s: %w", pt.names.AuditStream(), err)
+	}
+	var out []contracts.AuditRecord
+	seen := map[string]bool{}
+	for {
+		batch, err := cons.Fetch(256, jetstream.FetchMaxWait(time.Second))
+		if err != nil {
+			return nil, fmt.Errorf("api: policy test: read %s: %w", pt.names.AuditStream(), err)
+		}
+		got, done := 0, false
+		for m := range batch.Messages() {
+			got++
+			md, err := m.Metadata()
+			if err != nil {
+				return nil, fmt.Errorf("api: policy test: read %s: %w", pt.names.AuditStream(), err)
+			}
+			done = md.Sequence.Stream >= last || md.NumPending == 0
+			a, ok := gateDecision(m)
+			if !ok || !inWindow(a.At, req) {
+				continue
+			}
+			if key := a.BatchID + "\x00" + a.CallID; !seen[key] {
+				seen[key] = true
+				out = append(out, a)
+			}
+		}
+		if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) {
+			return nil, fmt.Errorf("api: policy test: read %s: %w", pt.names.AuditStream(), err)
+		}
+		if done || got == 0 {
+			if err := ctx.Err(); err != nil {
+				return nil, fmt.Errorf("api: policy test: %w", err)
+			}
+			return out, nil
+		}
+	}
+}
+
+// gateDecision decodes m as the audit record of a gate decision: not a resolution (which
+// names an actor or a resolution label) and not a record of another type.
+func gateDecision(m jetstream.Msg) (contracts.AuditRecord, bool) {
+	ev, err := bus.DecodeMsg(m.Headers(), m.Data())
+	if err != nil || ev.Type != contracts.TypeAudit {
+		return contracts.AuditRecord{}, false
+	}
+	var a contracts.AuditRecord
+	if err := json.Unmarshal(ev.Data, &a); err != nil || a.Actor != "" {
+		return contracts.AuditRecord{}, false
+	}
+	switch a.Decision {
+	case contracts.AuditDecisionAllow, contracts.AuditDecisionDeny, contracts.AuditDecisionSetResult,
+		contracts.AuditDecisionAsk, contracts.AuditDecisionSchedule:
+		return a, true
+	}
+	return contracts.AuditRecord{}, false
+}
+
+func inWindow(at time.Time, req PolicyTestRequest) bool {
+	return (req.Since == nil || !at.Before(*req.Since)) && (req.Until == nil || !at.After(*req.Until))
+}
+
+// replayer replays decisions through one candidate chain, reading each batch once.
+type replayer struct {
+	chain   gatechain.Chain
+	pt      *PolicyTester
+	batches map[string]*batchRead
+}
+
+// batchRead is one batch as read: its record and compiled run policy, or why it is
+// missing.
+type batchRead struct {
+	rec     contracts.BatchRecord
+	run     gatechain.RunPolicy
+	missing string
+}
+
+// replay is the row of recorded decision a.
+func (r *replayer) replay(ctx context.Context, a contracts.AuditRecord) (PolicyTestCall, error) {
+	c := PolicyTestCall{BatchID: a.BatchID, CallID: a.CallID, ToolID: a.ToolID, DecidedAt: a.At, Old: a.Decision, OldReason: a.Reason}
+	b, err := r.batch(ctx, a.BatchID)
+	if err != nil {
+		return c, err
+	}
+	if b.missing != "" {
+		c.Missing = b.missing
+		return c, nil
+	}
+	i := slices.IndexFunc(b.rec.Submission.Calls, func(tc contracts.ToolCall) bool { return tc.CallID == a.CallID })
+	if i < 0 {
+		c.Missing = "the batch record holds no call " + a.CallID
+		return c, nil
+	}
+	if a.Decision == contracts.AuditDecisionDeny && strings.HasPrefix(a.Reason, contracts.ToolPausedCode+":") {
+		c.New, c.NewReason, c.Rule = a.Decision, a.Reason, ruleToolPaused
+		return c, nil
+	}
+	d := r.chain.Decide(&b.rec, i, nil, b.run)
+	switch {
+	case d.Outcome != nil:
+		c.New, c.NewReason, c.Shadow = d.Outcome.AuditLabel(), d.Outcome.Reason, d.Outcome.Shadow
+	case d.Unknown:
+		c.New = gatechain.WouldUnknownTool
+	case d.Invalid != nil:
+		c.New, c.NewReason = "invalid_arguments", d.Invalid.Error()
+	case d.Bound != "":
+		c.New, c.NewReason = gatechain.WouldCapabilityBound, d.Bound
+	case d.Client:
+		c.New = "client_executed"
+	}
+	c.Rule = r.ruleOf(&b.rec, b.run, d)
+	c.Changed = c.New != c.Old || c.NewReason != c.OldReason
+	return c, nil
+}
+
+// Rule labels of decisions no rule of the candidate made.
+const (
+	ruleToolPaused  = "tool_paused"
+	ruleRunPolicy   = "run policy"
+	ruleRunInvalid  = "run policy invalid"
+	ruleDenyAll     = "deny_all"
+	ruleUnevaluated = "none"
+)
+
+// ruleOf names what decided d (see [PolicyTestCall.Rule]).
+func (r *replayer) ruleOf(b *contracts.BatchRecord, run gatechain.RunPolicy, d gatechain.Decision) string {
+	switch {
+	case d.Host == nil && b.Submission.Narrowing.DeniesAll():
+		return ruleDenyAll
+	case d.Host == nil && run.Err != nil:
+		return ruleRunInvalid
+	case d.Host == nil:
+		return ruleUnevaluated
+	case d.Narrowed:
+		return ruleRunPolicy
+	case d.Host.Basis == contracts.BasisRule:
+		return ruleName(d.Host.RuleIndex, r.chain.Host.RulePattern(d.Host.RuleIndex))
+	}
+	return string(d.Host.Basis)
+}
+
+func ruleName(i int, pattern string) string { return fmt.Sprintf("rules[%d] %s", i, pattern) }
+
+// batch reads batch id once ([pipeline.ReadBatch]: the run record while it holds it, else
+// the archive) and compiles its run policy.
+func (r *replayer) batch(ctx context.Context, id string) (*batchRead, error) {
+	if b, ok := r.batches[id]; ok {
+		return b, nil
+	}
+	b := &batchRead{}
+	r.batches[id] = b
+	runID, step, err := contracts.ParseBatchID(id)
+	if err != nil {
+		b.missing = fmt.Sprintf("the audit names an invalid batch id: %v", err)
+		return b, nil
+	}
+	rec, err := pipeline.ReadBatch(ctx, r.pt.runs, r.pt.batches, runID, step, false)
+	switch {
+	case errors.Is(err, state.ErrNotFound):
+		b.missing = "the batch record is gone"
+		return b, nil
+	case err != nil:
+		return nil, fmt.Errorf("api: policy test: %w", err)
+	}
+	b.rec = rec
+	if p := rec.Submission.Policy; p != nil {
+		b.run.Policy, b.run.Err = contracts.CompilePolicy(*p)
+	}
+	return b, nil
+}
+
+// tally fills the totals and the counts per rule; host is the candidate's policy with n
+// rules.
+func (rep *PolicyTestReport) tally(host *contracts.Policy, n int) {
+	counts := map[string]PolicyTestRule{}
+	order := make([]string, 0, n)
+	for i := range n {
+		name := ruleName(i, host.RulePattern(i))
+		order = append(order, name)
+		counts[name] = PolicyTestRule{Rule: name, Shadow: host.IsShadow(i)}
+	}
+	var others []string
+	count := func(name string, changed bool) {
+		rr, ok := counts[name]
+		if !ok {
+			rr = PolicyTestRule{Rule: name}
+			others = append(others, name)
+		}
+		rr.Calls++
+		if changed {
+			rr.Changed++
+		}
+		counts[name] = rr
+	}
+	for _, c := range rep.Calls {
+		rep.Total++
+		if c.Missing != "" {
+			rep.Missing++
+			continue
+		}
+		if c.Changed {
+			rep.Changed++
+		}
+		count(c.Rule, c.Changed)
+		for _, f := range c.Shadow {
+			if f.Policy == contracts.ShadowPolicyHost {
+				count(ruleName(f.Index, f.Rule), f.Would != c.New || f.Reason != c.NewReason)
+			}
+		}
+	}
+	slices.Sort(others)
+	rep.Rules = make([]PolicyTestRule, 0, len(order)+len(others))
+	for _, name := range append(order, others...) {
+		rep.Rules = append(rep.Rules, counts[name])
+	}
+}
+
+// PolicyTest runs a backtest of req over this deployment (POST /v1/policy/test). One runs
+// at a time (each reads the audit history); another is refused unavailable meanwhile.
+func (s *Service) PolicyTest(ctx context.Context, req PolicyTestRequest) (PolicyTestReport, error) {
+	select {
+	case s.policyTests <- struct{}{}:
+		defer func() { <-s.policyTests }()
+	default:
+		return PolicyTestReport{}, apiErr(http.StatusServiceUnavailable, CodeUnavailable, "a policy test is already running; try again when it ends")
+	}
+	cand, err := ParsePolicyTestConfig(req.Config)
+	if err != nil {
+		return PolicyTestReport{}, err
+	}
+	pt := NewPolicyTester(s.env.JS, s.env.Names, s.env.Runs, s.env.Batches, s.env.Config.Annotations)
+	rep, err := pt.Run(ctx, cand, req)
+	if err != nil {
+		var e *Error
+		if errors.As(err, &e) {
+			return PolicyTestReport{}, e
+		}
+		return PolicyTestReport{}, internalErr(err)
+	}
+	return rep, nil
+}
+
+// httpPolicyTest serves POST /v1/policy/test.
+func (s *Service) httpPolicyTest(w http.ResponseWriter, r *http.Request) {
+	var req PolicyTestRequest
+	if err := readBody(r, &req); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	rep, err := s.PolicyTest(r.Context(), req)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, rep)
+}
