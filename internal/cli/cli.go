@@ -62,6 +62,7 @@ Client:
   awaken policy test --config NEW.yaml [--since T] [--until T] [--run R]...
                                        replay the audited gate decisions through a new host
                                        policy: old -> new per call, counts per rule (writes nothing)
+  awaken mcp-serve [--actor NAME]      an MCP server on stdio: each tools/call a batch of this awaken
 
 Output: the client commands print tables and short lines to a terminal and JSON to
 anything else (a pipe, a file); --json forces JSON, --json=false the table.
@@ -130,6 +131,8 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = runTools(ctx, rest, stdout)
 	case "policy":
 		err = runPolicy(ctx, rest, stdout)
+	case "mcp-serve":
+		err = runMCPServe(ctx, rest, os.Stdin, stdout, stderr)
 	default:
 		fmt.Fprintf(stderr, "awaken: unknown command %q\n\n%s", cmd, usage)
 		return 2

@@ -49,6 +49,9 @@ type Config struct {
 	// Consumers tunes the durable consumers of every service (zero values keep each
 	// service's defaults).
 	Consumers Consumers `yaml:"consumers"`
+	// MCPServe configures awaken as an MCP server (the api's /mcp route and
+	// `awaken mcp-serve`): which tools each client is offered and the bounds of a session.
+	MCPServe MCPServe `yaml:"mcp_serve"`
 
 	// Dir is the directory of the file the configuration was loaded from; relative module
 	// paths resolve against it.
@@ -229,6 +232,85 @@ type Consumers struct {
 	AckWait contracts.Duration `yaml:"ack_wait"`
 }
 
+// MCPServe configures awaken as an MCP server (docs/configuration.md#awaken-as-an-mcp-server).
+type MCPServe struct {
+	// Tools narrows the tools every MCP client is offered (and may call) to these ids;
+	// empty: every tool of the catalog.
+	Tools []string `yaml:"tools"`
+	// Clients narrows further per authenticated actor: over HTTP the name of the api token
+	// the client sends, for `awaken mcp-serve` its --actor. An actor not listed gets Tools.
+	Clients []MCPServeClient `yaml:"clients"`
+	// MaxQueuedCalls bounds the calls of one session that are running or waiting for
+	// their turn (calls of a session run one at a time, in arrival order); past it a call
+	// is refused at once (default 8).
+	MaxQueuedCalls int `yaml:"max_queued_calls"`
+	// MaxArgumentBytes bounds the JSON arguments of one call (default 65536, at most the
+	// submission limit).
+	MaxArgumentBytes int `yaml:"max_argument_bytes"`
+}
+
+// MCPServeClient is the tool list of one MCP client, found by its authenticated actor.
+type MCPServeClient struct {
+	Actor string   `yaml:"actor"`
+	Tools []string `yaml:"tools"`
+}
+
+// ToolsFor returns the tool ids an MCP client authenticated as actor is offered (nil:
+// every tool).
+func (m MCPServe) ToolsFor(actor string) []string {
+	for _, c := range m.Clients {
+		if c.Actor == actor {
+			return c.Tools
+		}
+	}
+	if len(m.Tools) == 0 {
+		return nil
+	}
+	return m.Tools
+}
+
+func (c *Config) normalizeMCPServe() error {
+	m := &c.MCPServe
+	known := func(f string, ids []string) error {
+		for i, id := range ids {
+			if _, ok := c.Tool(id); !ok {
+				return &FieldError{fmt.Sprintf("%s[%d]", f, i), fmt.Sprintf("%q is not a configured tool (nor a tool of a configured MCP server)", id)}
+			}
+		}
+		return nil
+	}
+	if err := known("mcp_serve.tools", m.Tools); err != nil {
+		return err
+	}
+	actors := map[string]bool{}
+	for i, cl := range m.Clients {
+		f := fmt.Sprintf("mcp_serve.clients[%d]", i)
+		if cl.Actor == "" || actors[cl.Actor] {
+			return &FieldError{f + ".actor", fmt.Sprintf("%q must be set and listed once", cl.Actor)}
+		}
+		actors[cl.Actor] = true
+		if cl.Tools == nil {
+			return &FieldError{f + ".tools", "must list the tools of the client (an empty list offers none)"}
+		}
+		if err := known(f+".tools", cl.Tools); err != nil {
+			return err
+		}
+	}
+	if m.MaxQueuedCalls == 0 {
+		m.MaxQueuedCalls = 8
+	}
+	if m.MaxQueuedCalls < 1 || m.MaxQueuedCalls > 1024 {
+		return &FieldError{"mcp_serve.max_queued_calls", "must be within 1..1024"}
+	}
+	if m.MaxArgumentBytes == 0 {
+		m.MaxArgumentBytes = 64 << 10
+	}
+	if m.MaxArgumentBytes < 2 || m.MaxArgumentBytes > contracts.MaxSubmissionBytes/2 {
+		return &FieldError{"mcp_serve.max_argument_bytes", fmt.Sprintf("must be within 2..%d", contracts.MaxSubmissionBytes/2)}
+	}
+	return nil
+}
+
 // Load reads, parses and validates the configuration at path.
 func Load(path string) (*Config, error) {
 	data, err := os.ReadFile(path)
@@ -353,7 +435,7 @@ func (c *Config) normalize() error {
 	default:
 		return &FieldError{"storage.replicas", "must be 1, 3 or 5"}
 	}
-	return nil
+	return c.normalizeMCPServe()
 }
 
 func validatePrefix(p string) error {

@@ -76,6 +76,12 @@ func TestParse_invalidNamesTheField(t *testing.T) {
 		{"ack wait too short", "consumers: {ack_wait: 10ms}\n", "consumers.ack_wait"},
 		{"inline output limit too small", "executors: {inline_output_bytes: 100}\n", "executors.inline_output_bytes"},
 		{"inline output limit over 256 KiB", "executors: {inline_output_bytes: 262145}\n", "executors.inline_output_bytes"},
+		{"mcp_serve names an unknown tool", "tools:\n  - id: a\nmcp_serve: {tools: [a, b]}\n", "mcp_serve.tools[1]"},
+		{"mcp_serve client names an unknown tool", "tools:\n  - id: a\nmcp_serve:\n  clients: [{actor: ide, tools: [nope]}]\n", "mcp_serve.clients[0].tools[0]"},
+		{"mcp_serve client twice", "tools:\n  - id: a\nmcp_serve:\n  clients: [{actor: ide, tools: [a]}, {actor: ide, tools: [a]}]\n", "mcp_serve.clients[1].actor"},
+		{"mcp_serve client without tools", "mcp_serve:\n  clients: [{actor: ide}]\n", "mcp_serve.clients[0].tools"},
+		{"mcp_serve queue bound", "mcp_serve: {max_queued_calls: -1}\n", "mcp_serve.max_queued_calls"},
+		{"mcp_serve argument bound", "mcp_serve: {max_argument_bytes: 1048576}\n", "mcp_serve.max_argument_bytes"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -90,6 +96,35 @@ func TestParse_invalidNamesTheField(t *testing.T) {
 				t.Errorf("error %q does not name %q", err, tc.field)
 			}
 		})
+	}
+}
+
+// TestMCPServe_toolsFor: an actor listed in mcp_serve.clients gets its own list, any
+// other the shared one (nil when none: every tool); the bounds default.
+func TestMCPServe_toolsFor(t *testing.T) {
+	cfg, err := config.Parse([]byte("tools:\n  - id: a\n  - id: b\nmcp_serve:\n  tools: [a, b]\n  clients: [{actor: ide, tools: [a]}, {actor: none, tools: []}]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := cfg.MCPServe
+	if got := m.ToolsFor("ide"); strings.Join(got, ",") != "a" {
+		t.Errorf("ide: %v", got)
+	}
+	if got := m.ToolsFor("none"); got == nil || len(got) != 0 {
+		t.Errorf("none: %#v, want an empty list (no tool)", got)
+	}
+	if got := m.ToolsFor("alice"); strings.Join(got, ",") != "a,b" {
+		t.Errorf("alice: %v", got)
+	}
+	if m.MaxQueuedCalls != 8 || m.MaxArgumentBytes != 64<<10 {
+		t.Errorf("defaults %d %d", m.MaxQueuedCalls, m.MaxArgumentBytes)
+	}
+	open, err := config.Parse([]byte("{}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := open.MCPServe.ToolsFor("alice"); got != nil {
+		t.Errorf("no mcp_serve section: %v, want nil (every tool)", got)
 	}
 }
 

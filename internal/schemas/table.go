@@ -27,6 +27,7 @@ var Documents = []Document{
 	{File: "tool_progress.json", Type: typeOf[contracts.ToolProgress]()},
 	{File: "audit_record.json", Type: typeOf[contracts.AuditRecord]()},
 	{File: "tool_pause_audit.json", Type: typeOf[contracts.ToolPauseAudit]()},
+	{File: "mcp_call_audit.json", Type: typeOf[contracts.MCPCallAudit]()},
 	{File: "run_cancel.json", Type: typeOf[contracts.RunCancel]()},
 	{File: "run_ended.json", Type: typeOf[contracts.RunEndedEvent]()},
 

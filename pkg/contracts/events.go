@@ -26,6 +26,12 @@ type BatchSubmission struct {
 	Policy    *PolicyConfig           `json:"policy,omitempty"`
 	Assistant []ContentBlock          `json:"assistant,omitempty"`
 	Calls     []ToolCall              `json:"calls"`
+	// Metadata are the submitting door's labels of the batch (at most
+	// [MaxMetadataEntries] keys matching [a-z0-9_.-]{1,64}, values of at most
+	// [MaxMetadataValueBytes] bytes of UTF-8 without control characters). awaken keeps
+	// them in the batch record and decides nothing by them; the MCP door sets
+	// mcp.session_id, mcp.client_name, mcp.client_version, mcp.transport and actor.
+	Metadata map[string]string `json:"metadata,omitempty"`
 }
 
 // BatchID is the derived id of the submission.

@@ -206,6 +206,10 @@ func (n Names) ToolPausesBucket() string { return n.upper() + "_tool_pauses" }
 // stream's subjects but can never be a run's audit subject: run ids hold no dots.
 func (n Names) ToolPauseAuditSubject() string { return n.Prefix + ".audit.tools.pause" }
 
+// MCPCallAuditSubject carries the [MCPCallAudit] records of the MCP door. It lies under
+// the audit stream's subjects but can never be a run's audit subject: run ids hold no dots.
+func (n Names) MCPCallAuditSubject() string { return n.Prefix + ".audit.mcp.calls" }
+
 // ToolsPauseSubject and ToolsResumeSubject are the micro endpoints of the api that pause
 // and resume a tool.
 func (n Names) ToolsPauseSubject() string  { return n.Prefix + ".api.tools.pause" }

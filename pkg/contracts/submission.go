@@ -11,6 +11,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -133,6 +134,9 @@ func DecodeSubmission(data []byte) (*BatchSubmission, error) {
 			return nil, rejectWire(RejectInvalidField, "assistant[%d]: %v", i, err)
 		}
 	}
+	if err := ValidateMetadata(s.Metadata); err != nil {
+		return nil, rejectWire(RejectInvalidField, "%v", err)
+	}
 	if s.Policy != nil {
 		if err := checkPolicyShape(s.Policy); err != nil {
 			return nil, rejectWire(RejectInvalidField, "policy: %v", err)
@@ -144,6 +148,36 @@ func DecodeSubmission(data []byte) (*BatchSubmission, error) {
 		}
 	}
 	return &s, nil
+}
+
+// Bounds of a submission's metadata.
+const (
+	MaxMetadataEntries    = 16
+	MaxMetadataKeyBytes   = 64
+	MaxMetadataValueBytes = 512
+)
+
+// ValidateMetadata checks a submission's metadata against its bounds: at most
+// [MaxMetadataEntries] keys of 1 to [MaxMetadataKeyBytes] bytes of a-z 0-9 _ . -, each
+// value at most [MaxMetadataValueBytes] bytes of valid UTF-8 without control characters.
+func ValidateMetadata(md map[string]string) error {
+	if len(md) > MaxMetadataEntries {
+		return fmt.Errorf("metadata has %d keys, more than %d", len(md), MaxMetadataEntries)
+	}
+	for k, v := range md {
+		if k == "" || len(k) > MaxMetadataKeyBytes || strings.IndexFunc(k, func(r rune) bool {
+			return !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '_' || r == '.' || r == '-')
+		}) >= 0 {
+			return fmt.Errorf("metadata key %q must have 1 to %d bytes of a-z 0-9 _ . -", k, MaxMetadataKeyBytes)
+		}
+		if len(v) > MaxMetadataValueBytes {
+			return fmt.Errorf("metadata %s has %d bytes, more than %d", k, len(v), MaxMetadataValueBytes)
+		}
+		if !utf8.ValidString(v) || strings.IndexFunc(v, unicode.IsControl) >= 0 {
+			return fmt.Errorf("metadata %s must be UTF-8 without control characters", k)
+		}
+	}
+	return nil
 }
 
 // checkPolicyShape checks what a per-run policy must satisfy whatever its rule grammar:

@@ -67,6 +67,9 @@ func TestDecodeSubmissionRejections(t *testing.T) {
 	}{
 		{"too large", submissionWith(t, map[string]string{"calls": callsJSON(1, func(int) string { return big })}), RejectTooLarge, "more than"},
 		{"invalid utf8", strings.Replace(validSubmission, `"hi"}}`, "\"h\xffi\"}}", 1), RejectInvalidUTF8, "UTF-8"},
+		{"metadata key with upper case", submissionWith(t, map[string]string{"metadata": `{"Session":"x"}`}), RejectInvalidField, "metadata key"},
+		{"metadata value with a control character", submissionWith(t, map[string]string{"metadata": `{"mcp.client_name":"a\u0007b"}`}), RejectInvalidField, "control characters"},
+		{"metadata value too long", submissionWith(t, map[string]string{"metadata": `{"k":"` + strings.Repeat("v", MaxMetadataValueBytes+1) + `"}`}), RejectInvalidField, "more than 512"},
 		{"too deep in arguments", submissionWith(t, map[string]string{"calls": callsJSON(1, func(int) string { return nested(MaxJSONDepth) })}), RejectTooDeep, "deeper than 64"},
 		{"ten thousand deep", strings.Repeat("[", 10000) + strings.Repeat("]", 10000), RejectTooDeep, "deeper"},
 		{"ten thousand deep unbalanced", strings.Repeat(`{"a":`, 10000), RejectTooDeep, "deeper"},
@@ -444,5 +447,24 @@ func TestRejectionMessagesAreBounded(t *testing.T) {
 				t.Fatalf("message of %d bytes (valid UTF-8: %v) is not cut to %d", len(rej.Message), utf8.ValidString(rej.Message), MaxRejectionMessageBytes)
 			}
 		})
+	}
+}
+
+// TestDecodeSubmissionKeepsMetadata: valid metadata is kept as sent and is part of the
+// batch's content hash.
+func TestDecodeSubmissionKeepsMetadata(t *testing.T) {
+	s, err := DecodeSubmission([]byte(submissionWith(t, map[string]string{"metadata": `{"mcp.session_id":"S1","actor":"alice"}`})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Metadata["mcp.session_id"] != "S1" || s.Metadata["actor"] != "alice" {
+		t.Fatalf("metadata %v", s.Metadata)
+	}
+	plain, err := DecodeSubmission([]byte(validSubmission))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Hash() == plain.Hash() {
+		t.Fatal("metadata does not change the content hash")
 	}
 }

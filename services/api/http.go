@@ -161,6 +161,19 @@ func (s *Service) Handler() http.Handler {
 		s.writeError(w, r, apiErr(http.StatusNotFound, CodeNotFound, "no such endpoint"))
 	})
 	mux.Handle("/v1/", s.authenticate(s.protect(api)))
+	if s.mcp != nil {
+		// The MCP door (Streamable HTTP): the same bearer tokens as /v1, the token's name
+		// recorded as the actor of every call's batch and audit record. Each call is a
+		// submission, so the door needs the role of POST /v1/batches.
+		door := s.mcp.HTTPHandler(func(r *http.Request) string { return actorOf(r.Context()) })
+		mux.Handle("/mcp", s.authenticate(s.crossOrigin(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if err := s.requireRole(r, RoleSubmitter); err != nil {
+				s.writeError(w, r, err)
+				return
+			}
+			door.ServeHTTP(w, r)
+		}))))
+	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, apiErr(http.StatusNotFound, CodeNotFound, "not found"))
 	})
@@ -261,6 +274,19 @@ func (s *Service) protect(next http.Handler) http.Handler {
 		mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
 		if err != nil || mt != "application/json" {
 			s.writeError(w, r, apiErr(http.StatusUnsupportedMediaType, CodeUnsupportedMediaType, "a %s request must have Content-Type application/json", r.Method))
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// crossOrigin refuses cross-site requests (net/http's CrossOriginProtection) without the
+// Content-Type rule of protect: the MCP transport's GET and DELETE carry no body.
+func (s *Service) crossOrigin(next http.Handler) http.Handler {
+	cop := http.NewCrossOriginProtection()
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := cop.Check(r); err != nil {
+			s.writeError(w, r, apiErr(http.StatusForbidden, CodeForbidden, "cross-site request refused"))
 			return
 		}
 		next.ServeHTTP(w, r)

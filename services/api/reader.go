@@ -75,6 +75,8 @@ type BatchView struct {
 	Step      int64                `json:"step"`
 	Phase     contracts.BatchPhase `json:"phase"`
 	CreatedAt time.Time            `json:"created_at"`
+	// Metadata are the submitting door's labels (the MCP door: session, client, actor).
+	Metadata map[string]string `json:"metadata,omitempty"`
 	// Terminal counts the calls that are Completed or Indeterminate.
 	Terminal int        `json:"terminal"`
 	Calls    []CallView `json:"calls"`
@@ -256,7 +258,7 @@ func (r *Reader) view(ctx context.Context, b *contracts.BatchRecord, full bool) 
 	}
 	v := BatchView{
 		BatchID: sub.BatchID(), RunID: sub.RunID, ThreadID: sub.ThreadID, Step: sub.Step,
-		Phase: b.Phase, CreatedAt: b.CreatedAt, Calls: make([]CallView, len(sub.Calls)),
+		Phase: b.Phase, CreatedAt: b.CreatedAt, Metadata: sub.Metadata, Calls: make([]CallView, len(sub.Calls)),
 	}
 	for i, c := range sub.Calls {
 		cv := CallView{Index: i, CallID: c.CallID, ToolID: c.ToolID, Phase: contracts.PhaseRequested, Timeline: []contracts.TimelineMark{}}

@@ -57,6 +57,17 @@ func TestCrossSiteRequestsAreRefused(t *testing.T) {
 	if r.status != http.StatusOK {
 		t.Fatalf("same-origin approve: %d %s", r.status, r.body)
 	}
+	// The MCP route: a cross-site request (a page posting to a local awaken) and a
+	// rebound host are refused before the MCP server sees them.
+	initialize := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"x","version":"1"}}}`
+	for name, headers := range map[string]map[string]string{
+		"cross-site MCP": {"Sec-Fetch-Site": "cross-site", "Origin": "https://evil.example"},
+		"rebound MCP":    {"Host": "evil.example"},
+	} {
+		if r := h.do(http.MethodPost, "/mcp", initialize, headers); r.status != http.StatusForbidden {
+			t.Fatalf("%s: %d %s", name, r.status, r.body)
+		}
+	}
 }
 
 // TestTokenAuth: with a token configured, every /v1 request and /metrics (which names tools

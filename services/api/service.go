@@ -41,6 +41,7 @@ import (
 	"github.com/nats-io/nats.go/micro"
 	"github.com/rs/zerolog"
 
+	"github.com/awaken-dev/awaken/internal/mcpserve"
 	"github.com/awaken-dev/awaken/internal/pipeline"
 	"github.com/awaken-dev/awaken/pkg/client"
 )
@@ -95,6 +96,8 @@ type Options struct {
 	MaxStreams int
 	// DisableMicro skips the micro service (for a second HTTP-only instance).
 	DisableMicro bool
+	// DisableMCP leaves out the MCP route /mcp (docs/http-api.md#mcp).
+	DisableMCP bool
 	// Metrics, when set, is served at GET /metrics on the HTTP server (the process's
 	// Prometheus registry). With a Token it requires the token like /v1, because metrics
 	// name tools and count batches, tickets and rejections; PublicMetrics serves it
@@ -127,6 +130,8 @@ type Service struct {
 	cancelStreams context.CancelFunc
 
 	micro micro.Service
+	// mcp is the MCP door served at /mcp (nil with DisableMCP).
+	mcp *mcpserve.Server
 	// tokens are the digests of the configured api tokens with their names.
 	tokens []tokenDigest
 	// mu orders inflight.Add (in begin) before inflight.Wait (in stop): once stopping is
@@ -194,6 +199,15 @@ func Start(ctx context.Context, env *pipeline.Env, opts Options) (*Service, erro
 		policyTests:   make(chan struct{}, 1),
 	}
 	s.hub = newHub(streams, env, s.log, opts.MaxStreams)
+	if !opts.DisableMCP {
+		door, err := mcpserve.New(mcpserve.Options{Client: c, Catalog: s.Catalog, Config: env.Config.MCPServe,
+			Log: env.Log.With().Str("component", "mcp").Logger(), Version: ServiceVersion})
+		if err != nil {
+			cancel()
+			return nil, fmt.Errorf("api: %w", err)
+		}
+		s.mcp = door
+	}
 	if !opts.DisableMicro {
 		if err := s.startMicro(); err != nil {
 			cancel()
@@ -272,6 +286,11 @@ func (s *Service) stop(ctx context.Context) error {
 	s.stopping = true
 	s.mu.Unlock()
 	s.cancelStreams()
+	if s.mcp != nil {
+		// MCP calls waiting for a result answer "stopped" with where to read it, so
+		// their requests end and the HTTP server can shut down.
+		s.mcp.Stop()
+	}
 	defer s.cancel()
 	// Past ctx's deadline, cancel what is still in flight so that Stop returns.
 	defer context.AfterFunc(ctx, s.cancel)()

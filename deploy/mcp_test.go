@@ -1,0 +1,112 @@
+package deploy_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/rs/zerolog"
+
+	"github.com/awaken-dev/awaken/deploy"
+	"github.com/awaken-dev/awaken/internal/mcpserve"
+	"github.com/awaken-dev/awaken/pkg/client"
+	"github.com/awaken-dev/awaken/pkg/contracts"
+	"github.com/awaken-dev/awaken/services/api"
+)
+
+// TestSecure_mcpDoorNeedsNoMorePermission: with the users of deploy/nats/auth.conf, the
+// api's /mcp door (as the api user) and `awaken mcp-serve`'s door (as the platform user)
+// list the tools, run a call, and follow a parked call through its progress, its approval
+// and its result, without one permission violation.
+func TestSecure_mcpDoorNeedsNoMorePermission(t *testing.T) {
+	t.Parallel() // no Docker: overlaps the (sequential) container tests
+	s := startSecure(t)
+	ctx := ctxFor(t, 2*time.Minute)
+
+	// The api's door: Streamable HTTP on /mcp.
+	c := mcp.NewClient(&mcp.Implementation{Name: "secure-test", Version: "1"}, nil)
+	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: strings.TrimSuffix(s.apiURL, "/") + "/mcp"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	checkMCPDoor(t, ctx, s, cs)
+
+	// The stdio door, run as the platform user.
+	platform, err := client.New(s.connect(t, deploy.UserPlatform), client.KeepLinks())
+	if err != nil {
+		t.Fatal(err)
+	}
+	door, err := mcpserve.New(mcpserve.Options{Client: platform, Config: s.cfg.MCPServe, Log: zerolog.Nop(),
+		Catalog: func(ctx context.Context) ([]contracts.CatalogTool, error) { return platform.Tools(ctx) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	toServer, fromClient := io.Pipe()
+	toClient, fromServer := io.Pipe()
+	serveCtx, stop := context.WithCancel(ctx)
+	served := make(chan error, 1)
+	go func() {
+		served <- door.ServeStdio(serveCtx, &mcp.IOTransport{Reader: toServer, Writer: fromServer}, "cli:secure", nil)
+	}()
+	stdio, err := c.Connect(ctx, &mcp.IOTransport{Reader: toClient, Writer: fromClient}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkMCPDoor(t, ctx, s, stdio)
+	_ = stdio.Close()
+	stop()
+	<-served
+
+	if v := s.takeViolations(); len(v) > 0 {
+		t.Fatalf("permission violations: %v", v)
+	}
+}
+
+// checkMCPDoor lists the tools, calls echo, and calls ask_me, approving its ticket over
+// HTTP once the progress notification named it.
+func checkMCPDoor(t *testing.T, ctx context.Context, s *secureStack, cs *mcp.ClientSession) {
+	t.Helper()
+	if tools, err := cs.ListTools(ctx, nil); err != nil || len(tools.Tools) == 0 {
+		t.Fatalf("tools/list: %v", err)
+	}
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "secure"}})
+	if err != nil || res.IsError || res.Content[0].(*mcp.TextContent).Text != "secure" {
+		t.Fatalf("echo: %v %+v", err, res)
+	}
+	done := make(chan *mcp.CallToolResult, 1)
+	go func() {
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "ask_me", Arguments: map[string]any{}, Meta: mcp.Meta{"progressToken": "p"}})
+		if err != nil {
+			t.Errorf("ask_me: %v", err)
+		}
+		done <- res
+	}()
+	var tk contracts.ResumeTicket
+	for {
+		ts, err := s.client.Tickets(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ts) == 1 {
+			tk = ts[0]
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal("no ticket opened for ask_me")
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	var r contracts.TicketResolution
+	if st, body := apiDo(t, ctx, "POST", s.apiURL, "/v1/tickets/"+tk.CorrelationID+"/approve", api.ApproveRequest{Note: "ok"}, &r); st != http.StatusOK {
+		t.Fatalf("approve: %d %s", st, body)
+	}
+	if res := <-done; res == nil || res.IsError {
+		t.Fatalf("ask_me after approval: %+v", res)
+	}
+}

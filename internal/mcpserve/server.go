@@ -1,0 +1,706 @@
+package mcpserve
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+
+	"github.com/awaken-dev/awaken/internal/bus"
+	"github.com/awaken-dev/awaken/internal/config"
+	"github.com/awaken-dev/awaken/internal/jsonschema"
+	"github.com/awaken-dev/awaken/pkg/client"
+	"github.com/awaken-dev/awaken/pkg/contracts"
+)
+
+// Transports, as the batch metadata and the audit name them.
+const (
+	TransportHTTP  = "streamable-http"
+	TransportStdio = "stdio"
+)
+
+// Codes of the door's own refusals: the start of an isError result's text, or the
+// message of a JSON-RPC error.
+const (
+	// CodeSessionFlooded: MaxQueuedCalls calls of the session are running or waiting.
+	CodeSessionFlooded = "session_flooded"
+	// CodeInvalidArguments: the arguments are not valid against the tool's input schema.
+	CodeInvalidArguments = "invalid_arguments"
+	// CodeArgumentsTooLarge: the arguments have more than MaxArgumentBytes bytes.
+	CodeArgumentsTooLarge = "arguments_too_large"
+	// CodeRejected: the batcher refused the call's batch.
+	CodeRejected = "rejected"
+	// CodeStopped: the door stopped while the call waited; the call itself goes on.
+	CodeStopped = "stopped"
+	// CodeUnavailable: awaken could not be reached to submit or follow the call.
+	CodeUnavailable = "unavailable"
+)
+
+// DefaultProgressEvery is how often a parked call repeats its progress notification.
+const DefaultProgressEvery = 15 * time.Second
+
+// ErrOptions is wrapped by every refusal of [New].
+var ErrOptions = errors.New("mcpserve: invalid options")
+
+// CatalogFunc returns awaken's tool catalog (the api's Catalog, or pkg/client's Tools).
+type CatalogFunc func(ctx context.Context) ([]contracts.CatalogTool, error)
+
+// Options configures a [Server].
+type Options struct {
+	// Client submits the batches, waits for results and tickets and cancels runs. It must
+	// keep resource links as published (client.KeepLinks), so that an output stored by
+	// reference reaches the MCP client as a link rather than inline.
+	Client *client.Client
+	// Catalog lists the tools.
+	Catalog CatalogFunc
+	// Config is the host configuration's mcp_serve section (validated and defaulted).
+	Config config.MCPServe
+	// Log is the door's logger.
+	Log zerolog.Logger
+	// APIBase is the base URL of the HTTP api ("" when unknown), named in the error that
+	// says where to fetch a result the door could not hand over.
+	APIBase string
+	// ProgressEvery is how often a parked call repeats its progress notification
+	// (default [DefaultProgressEvery]).
+	ProgressEvery time.Duration
+	// Version is the version the server announces in initialize.
+	Version string
+}
+
+// Server is awaken's MCP door. It is safe for concurrent use.
+type Server struct {
+	opts Options
+	js   jetstream.JetStream
+	// stopped ends every waiting call (Stop); the calls themselves go on in awaken.
+	stopped context.Context
+	stop    context.CancelFunc
+
+	// servers are the MCP servers of the sessions (one each), so Stop can close their
+	// sessions: a client's open SSE stream would otherwise hold the HTTP server's
+	// shutdown until its deadline.
+	mu      sync.Mutex
+	servers map[*mcp.Server]*session
+	// sessions are the sessions by id, once a call named it (a DELETE ends its calls).
+	sessions sync.Map
+	// posts are the HTTP requests in flight other than the SSE GETs: Stop waits for them
+	// (each answers at once once stopped) before it closes the sessions, so no answer is
+	// cut off.
+	// posts counts them under mu; once stopping is set none is added, so Wait never
+	// races an Add from zero.
+	posts    sync.WaitGroup
+	stopping bool
+
+	// cancels counts the notifications/cancelled of each session (cancel.go).
+	cancels sync.Map
+}
+
+// stopDrain bounds how long Stop waits for the answers of the calls it stopped.
+const stopDrain = 10 * time.Second
+
+// stopGrace is how long Stop lets the answers it caused reach the clients before it
+// closes their sessions.
+const stopGrace = 250 * time.Millisecond
+
+// New returns a door on opts.
+func New(opts Options) (*Server, error) {
+	if opts.Client == nil || opts.Catalog == nil {
+		return nil, fmt.Errorf("%w: a client and a catalog are required", ErrOptions)
+	}
+	if opts.Config.MaxQueuedCalls < 1 || opts.Config.MaxArgumentBytes < 2 {
+		return nil, fmt.Errorf("%w: mcp_serve bounds are not set (load the configuration through config.Parse)", ErrOptions)
+	}
+	if opts.ProgressEvery <= 0 {
+		opts.ProgressEvery = DefaultProgressEvery
+	}
+	if opts.Version == "" {
+		opts.Version = "0.1.0"
+	}
+	js, err := jetstream.New(opts.Client.Conn())
+	if err != nil {
+		return nil, fmt.Errorf("mcpserve: %w", err)
+	}
+	stopped, stop := context.WithCancel(context.Background())
+	return &Server{opts: opts, js: js, stopped: stopped, stop: stop, servers: map[*mcp.Server]*session{}}, nil
+}
+
+// Stop ends every call that is waiting for its result: each gets an isError result with
+// code stopped that names its batch and where to read its result. The calls go on in
+// awaken (a parked one stays parked). Later calls are refused the same way. It is safe to
+// call more than once.
+func (s *Server) Stop() {
+	s.stop()
+	s.mu.Lock()
+	s.stopping = true
+	s.mu.Unlock()
+	drained := make(chan struct{})
+	go func() {
+		s.posts.Wait()
+		close(drained)
+	}()
+	select {
+	case <-drained:
+	case <-time.After(stopDrain):
+		s.opts.Log.Warn().Msg("mcp: stopping without waiting further for calls in flight")
+	}
+	// The answers just written are on their way: give the clients a moment to read them
+	// before their sessions' streams end (a client may fail its pending calls when its
+	// stream ends first).
+	time.Sleep(stopGrace)
+	s.mu.Lock()
+	servers := make([]*mcp.Server, 0, len(s.servers))
+	for srv := range s.servers {
+		servers = append(servers, srv)
+	}
+	s.mu.Unlock()
+	for _, srv := range servers {
+		for ss := range srv.Sessions() {
+			_ = ss.Close()
+		}
+	}
+}
+
+// track remembers srv for Stop, forgetting the servers whose sessions have ended (a
+// server has no session for a moment after it is created, until the transport connects).
+func (s *Server) track(srv *mcp.Server, sess *session) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for old, oldSess := range s.servers {
+		if time.Since(oldSess.created) < time.Minute {
+			continue
+		}
+		open := false
+		for range old.Sessions() {
+			open = true
+			break
+		}
+		if !open {
+			delete(s.servers, old)
+			oldSess.end()
+			if id := oldSess.boundID(); id != "" {
+				s.sessions.Delete(id)
+				s.forgetCancels(id)
+			}
+		}
+	}
+	s.servers[srv] = sess
+}
+
+// HTTPHandler serves Streamable HTTP. actorOf returns the authenticated actor of a
+// request (the caller authenticates it first); an agent_tools query parameter of the
+// session's first request (a comma-separated list of tool ids) narrows the session's
+// tools further.
+func (s *Server) HTTPHandler(actorOf func(*http.Request) string) http.Handler {
+	h := s.streamableHandler(actorOf)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet {
+			s.mu.Lock()
+			stopping := s.stopping
+			if !stopping {
+				s.posts.Add(1)
+			}
+			s.mu.Unlock()
+			if stopping {
+				http.Error(w, "awaken's MCP server is stopping; reconnect in a moment", http.StatusServiceUnavailable)
+				return
+			}
+			defer s.posts.Done()
+		}
+		s.watchCancels(r, s.maxBody())
+		if id := r.Header.Get("Mcp-Session-Id"); r.Method == http.MethodDelete && id != "" {
+			s.endSession(id)
+			defer s.forgetCancels(id)
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+func (s *Server) streamableHandler(actorOf func(*http.Request) string) http.Handler {
+	return mcp.NewStreamableHTTPHandler(func(r *http.Request) *mcp.Server {
+		var agentTools []string
+		if q := r.URL.Query(); q.Has("agent_tools") {
+			agentTools = []string{}
+			for _, id := range strings.Split(q.Get("agent_tools"), ",") {
+				if id = strings.TrimSpace(id); id != "" {
+					agentTools = append(agentTools, id)
+				}
+			}
+		}
+		srv, err := s.newSession(r.Context(), actorOf(r), TransportHTTP, agentTools, "")
+		if err != nil {
+			s.opts.Log.Error().Err(err).Msg("mcp session refused: the catalog could not be read")
+			return nil // the handler answers 400
+		}
+		return srv
+	}, &mcp.StreamableHTTPOptions{
+		// The api checks the Host itself (DNS rebinding) and authenticates every request.
+		DisableLocalhostProtection: true,
+		MaxRequestBodyBytes:        s.maxBody(),
+		SessionTimeout:             time.Hour,
+	})
+}
+
+// maxBody bounds the body of an MCP request over HTTP: the arguments and room for the rest.
+func (s *Server) maxBody() int64 { return int64(s.opts.Config.MaxArgumentBytes) + 64<<10 }
+
+// ServeStdio serves one session over t (an *mcp.StdioTransport for `awaken mcp-serve`)
+// until the client closes it or ctx ends. actor is recorded as who asked (claimed: no
+// door authenticated it); agentTools, when not nil, narrows the tools.
+func (s *Server) ServeStdio(ctx context.Context, t mcp.Transport, actor string, agentTools []string) error {
+	var id [16]byte
+	_, _ = rand.Read(id[:])
+	sessionID := "stdio-" + hex.EncodeToString(id[:])
+	srv, err := s.newSession(ctx, actor, TransportStdio, agentTools, sessionID)
+	if err != nil {
+		return err
+	}
+	defer s.forgetCancels(sessionID)
+	defer s.endSession(sessionID)
+	ss, err := srv.Connect(ctx, cancelWatchingTransport{t, s, sessionID}, nil)
+	if err != nil {
+		return fmt.Errorf("mcpserve: connect: %w", err)
+	}
+	// A session's Close waits for its calls in flight: Stop answers the waiting ones
+	// first (stopped), then closes the session.
+	defer context.AfterFunc(ctx, s.Stop)()
+	return ss.Wait()
+}
+
+// tool is one tool a session offers, with its compiled input schema.
+type tool struct {
+	catalog contracts.CatalogTool
+	schema  *jsonschema.Schema
+}
+
+// newSession builds the MCP server of one session: the tools its actor (and agentTools)
+// may use, each turning a call into a batch of the session's run.
+func (s *Server) newSession(ctx context.Context, actor, transport string, agentTools []string, fixedID string) (*mcp.Server, error) {
+	cat, err := s.opts.Catalog(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("mcpserve: catalog: %w", err)
+	}
+	cat = contracts.NarrowCatalog(cat, s.opts.Config.ToolsFor(actor))
+	cat = contracts.NarrowCatalog(cat, agentTools)
+	sess := &session{srv: s, actor: actor, transport: transport, fixedID: fixedID, generation: 1, created: time.Now()}
+	sess.ended, sess.end = context.WithCancel(context.Background())
+	srv := mcp.NewServer(&mcp.Implementation{Name: "awaken", Version: s.opts.Version},
+		&mcp.ServerOptions{HasTools: true, HasResources: true,
+			Instructions: "Every tool call goes through awaken: policy, human approval, exactly-once execution and an audit. " +
+				"A call waiting for approval reports progress (send a progressToken) and answers once a person decides."})
+	for _, ct := range cat {
+		if ct.Paused {
+			continue // as the mcp catalog format: a paused tool's calls are all blocked
+		}
+		schema, err := jsonschema.Compile(ct.Parameters)
+		if err != nil || !objectSchema(ct.Parameters) {
+			s.opts.Log.Warn().Err(err).Str("tool_id", ct.ID).Msg("mcp: tool left out: its parameters are not an object schema")
+			continue
+		}
+		t := &tool{catalog: ct, schema: schema}
+		sess.tools = append(sess.tools, ct.ID)
+		mt := &mcp.Tool{Name: ct.ID, Description: ct.Description, InputSchema: json.RawMessage(ct.Parameters)}
+		if a := ct.Annotations; a != nil {
+			// The hints as the tool's MCP server listed them (awaken steers by them only for
+			// a server with trust_annotations; a client should treat them as hints).
+			mt.Annotations = &mcp.ToolAnnotations{ReadOnlyHint: a.ReadOnly(), DestructiveHint: a.DestructiveHint,
+				IdempotentHint: a.Idempotent(), OpenWorldHint: a.OpenWorldHint}
+		}
+		srv.AddTool(mt, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return sess.call(ctx, req, t)
+		})
+	}
+	s.track(srv, sess)
+	srv.AddResourceTemplate(&mcp.ResourceTemplate{Name: "awaken object", URITemplate: contracts.ObjectURIPrefix + "{+name}",
+		Description: "an output awaken stored by reference (too large to carry inline)"}, s.readObject)
+	return srv, nil
+}
+
+// objectSchema reports whether a JSON Schema document is an object schema (the MCP
+// specification requires inputSchema's type to be "object").
+func objectSchema(raw json.RawMessage) bool {
+	var m map[string]any
+	return json.Unmarshal(raw, &m) == nil && m["type"] == "object"
+}
+
+// session is the state of one MCP session: its run and the order of its calls.
+type session struct {
+	srv       *Server
+	actor     string
+	transport string
+	fixedID   string   // the stdio session's id ("" over HTTP: the transport's)
+	tools     []string // the tool ids the session offers (the batches' agent.tools)
+	created   time.Time
+	// ended is cancelled when the client ends the session (DELETE) or the session is
+	// forgotten: its waiting calls answer at once, so the session's close (which waits for
+	// them) goes through.
+	ended context.Context
+	end   context.CancelFunc
+
+	mu         sync.Mutex
+	queued     int           // calls running or waiting for their turn
+	tail       chan struct{} // closed when the last admitted call has had its turn
+	step       int64         // the last step submitted in the current run
+	generation int           // counts the runs of the session (a cancel ends one)
+	id         string        // the session id, once a call named it
+}
+
+// bind records the session's id (known from its first call) so a DELETE can find it.
+func (ss *session) bind(id string) {
+	ss.mu.Lock()
+	first := ss.id == ""
+	ss.id = id
+	ss.mu.Unlock()
+	if first && id != "" {
+		ss.srv.sessions.Store(id, ss)
+	}
+}
+
+func (ss *session) boundID() string {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	return ss.id
+}
+
+// endSession ends the waiting calls of session id (its client is deleting it).
+func (s *Server) endSession(id string) {
+	if v, ok := s.sessions.LoadAndDelete(id); ok {
+		v.(*session).end()
+	}
+}
+
+// sessionID is the MCP session id of req.
+func (ss *session) sessionID(req *mcp.CallToolRequest) string {
+	if ss.fixedID != "" {
+		return ss.fixedID
+	}
+	if req.Session != nil {
+		return req.Session.ID()
+	}
+	return ""
+}
+
+// RunID is the run of MCP session sessionID's generation-th run.
+func RunID(sessionID string, generation int) string {
+	sum := sha256.Sum256([]byte(sessionID))
+	return fmt.Sprintf("mcp-%s-%d", hex.EncodeToString(sum[:12]), generation)
+}
+
+// admit takes a place in the session's queue and returns the channel to wait on before
+// its turn and the one to close when the turn is over; ok false when the queue is full.
+func (ss *session) admit() (wait, done chan struct{}, ok bool) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if ss.queued >= ss.srv.opts.Config.MaxQueuedCalls {
+		return nil, nil, false
+	}
+	ss.queued++
+	wait, done = ss.tail, make(chan struct{})
+	ss.tail = done
+	return wait, done, true
+}
+
+// leave ends a call's place in the queue. The turn passes on only once the call's own
+// turn has come (wait closed): a call that leaves early (cancelled, or stopped, while it
+// waited) must not let the one behind it run beside the one before it.
+func (ss *session) leave(wait, done chan struct{}) {
+	ss.mu.Lock()
+	ss.queued--
+	ss.mu.Unlock()
+	select {
+	case <-wait: // nil (first in the queue) blocks: handled below
+	default:
+		if wait != nil {
+			go func() {
+				<-wait
+				close(done)
+			}()
+			return
+		}
+	}
+	close(done)
+}
+
+// nextStep returns the run and step of the call whose turn it is.
+func (ss *session) nextStep(sessionID string) (string, int64) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	ss.step++
+	return RunID(sessionID, ss.generation), ss.step
+}
+
+// endRun moves the session to its next run (the current one was cancelled or ended).
+func (ss *session) endRun(runID, sessionID string) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if RunID(sessionID, ss.generation) == runID {
+		ss.generation++
+		ss.step = 0
+	}
+}
+
+// toolError is an isError result whose text starts with code.
+func toolError(code, format string, args ...any) *mcp.CallToolResult {
+	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{
+		&mcp.TextContent{Text: code + ": " + fmt.Sprintf(format, args...)}}}
+}
+
+// call runs one tools/call: bounds, its turn, the audit record, the batch, the result.
+func (ss *session) call(ctx context.Context, req *mcp.CallToolRequest, t *tool) (*mcp.CallToolResult, error) {
+	s := ss.srv
+	args := req.Params.Arguments
+	if len(args) > s.opts.Config.MaxArgumentBytes {
+		return toolError(CodeArgumentsTooLarge, "the arguments have %d bytes, more than the %d this server accepts", len(args), s.opts.Config.MaxArgumentBytes), nil
+	}
+	if len(strings.TrimSpace(string(args))) == 0 || string(args) == "null" {
+		args = json.RawMessage(`{}`)
+	}
+	if err := t.schema.Validate(args); err != nil {
+		return toolError(CodeInvalidArguments, "the arguments of %s do not fit its input schema: %v", t.catalog.ID, err), nil
+	}
+	wait, done, ok := ss.admit()
+	if !ok {
+		// A protocol error, not a tool result: the client sent more than it may, and the
+		// model should not be told that the tool failed.
+		return nil, fmt.Errorf("%s: %d calls of this session are already running or waiting (at most %d): wait for a result before calling again",
+			CodeSessionFlooded, s.opts.Config.MaxQueuedCalls, s.opts.Config.MaxQueuedCalls)
+	}
+	defer ss.leave(wait, done)
+	if wait != nil {
+		select {
+		case <-wait:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-s.stopped.Done():
+			return toolError(CodeStopped, "the MCP server stopped before the call was submitted; nothing of it ran"), nil
+		case <-ss.ended.Done():
+			return toolError(CodeStopped, "the session ended before the call was submitted; nothing of it ran"), nil
+		}
+	}
+	if s.stopped.Err() != nil {
+		return toolError(CodeStopped, "the MCP server is stopping; nothing of the call ran"), nil
+	}
+	sessionID := ss.sessionID(req)
+	ss.bind(sessionID)
+	if ss.ended.Err() != nil {
+		return toolError(CodeStopped, "the session has ended; nothing of the call ran"), nil
+	}
+	clientName, clientVersion := "", ""
+	if ci := req.ClientInfo(); ci != nil {
+		clientName, clientVersion = ci.Name, ci.Version
+	}
+	for {
+		runID, step := ss.nextStep(sessionID)
+		res, retry := ss.submit(ctx, req, t, args, runID, step, sessionID, clientName, clientVersion)
+		if !retry {
+			return res, nil
+		}
+	}
+}
+
+// submit publishes the call's audit record and batch and waits for its result. retry is
+// set when the session's run had ended (cancelled elsewhere): the call is submitted again
+// in the session's next run.
+func (ss *session) submit(ctx context.Context, req *mcp.CallToolRequest, t *tool, args json.RawMessage,
+	runID string, step int64, sessionID, clientName, clientVersion string) (res *mcp.CallToolResult, retry bool) {
+	s := ss.srv
+	callID := fmt.Sprintf("call-%d", step)
+	sub := contracts.BatchSubmission{
+		RunID: runID, ThreadID: runID, Step: step,
+		Agent: contracts.AgentSnapshot{SnapshotID: "mcp", Tools: slices.Clone(ss.tools)},
+		Calls: []contracts.ToolCall{{CallID: callID, ToolID: t.catalog.ID, Arguments: args}},
+		Metadata: map[string]string{
+			contracts.MetadataMCPSessionID: sessionID,
+			contracts.MetadataMCPTransport: ss.transport,
+			contracts.MetadataActor:        ss.actor,
+		},
+	}
+	if clientName != "" {
+		sub.Metadata[contracts.MetadataMCPClientName] = truncate(clientName)
+	}
+	if clientVersion != "" {
+		sub.Metadata[contracts.MetadataMCPClientVersion] = truncate(clientVersion)
+	}
+	batchID := sub.BatchID()
+	log := s.opts.Log.With().Str("run_id", runID).Str("batch_id", batchID).Str("call_id", callID).
+		Str("tool_id", t.catalog.ID).Str("mcp_session", sessionID).Logger()
+	if err := contracts.ValidateMetadata(sub.Metadata); err != nil {
+		return toolError(CodeRejected, "the call's metadata: %v", err), false
+	}
+	if err := s.audit(ctx, contracts.MCPCallAudit{RunID: runID, BatchID: batchID, CallID: callID, ToolID: t.catalog.ID,
+		SessionID: sessionID, ClientName: truncate(clientName), ClientVersion: truncate(clientVersion), Transport: ss.transport,
+		Actor: ss.actor, At: time.Now().UTC()}); err != nil {
+		log.Error().Err(err).Msg("mcp call refused: its audit record could not be stored")
+		return toolError(CodeUnavailable, "the call's audit record could not be stored, so the call was not submitted: %v", err), false
+	}
+
+	// waitCtx ends with the handler (the client cancelled, or the session closed) or
+	// with the server's stop.
+	waitCtx, cancelWait := context.WithCancel(ctx)
+	defer cancelWait()
+	defer context.AfterFunc(s.stopped, cancelWait)()
+	defer context.AfterFunc(ss.ended, cancelWait)()
+	cancelsBefore := s.cancelsOf(sessionID)
+	if token := req.Params.GetProgressToken(); token != nil {
+		go ss.reportParked(waitCtx, req, token, runID, step, callID, log)
+	}
+	for attempt := 0; ; attempt++ {
+		got, err := s.opts.Client.SubmitAndWait(waitCtx, sub, client.WithEventID(client.AttemptEventID(sub)))
+		var rejected *client.RejectedError
+		switch {
+		case err == nil:
+			log.Info().Msg("mcp call answered")
+			return render(got, batchID), false
+		case errors.As(err, &rejected) && rejected.Code == string(contracts.RejectRunBusy):
+			// Calls of a session are ordered and each waits for its batch's results, so
+			// the run can be busy only with a batch the door did not submit (someone else
+			// used the session's run id): wait and submit again, never tell the client.
+			log.Info().Msg("mcp call: the run is busy; submitting again")
+			select {
+			case <-time.After(min(time.Duration(attempt+1)*200*time.Millisecond, 2*time.Second)):
+				continue
+			case <-waitCtx.Done():
+				err = waitCtx.Err()
+			}
+		case errors.As(err, &rejected) && (rejected.Code == string(contracts.RejectRunCancelled) || rejected.Code == string(contracts.RejectRunEnded)):
+			log.Info().Str("code", rejected.Code).Msg("mcp call: the session's run ended; submitting in its next run")
+			ss.endRun(runID, sessionID)
+			return nil, true
+		case errors.As(err, &rejected):
+			return toolError(CodeRejected, "awaken refused the call's batch %s: %s: %s", batchID, rejected.Code, rejected.Message), false
+		}
+		return ss.interrupted(ctx, err, runID, sessionID, batchID, cancelsBefore, log), false
+	}
+}
+
+// interrupted answers a call whose wait ended before its result: the server stopped
+// (the call goes on: say where its result will be), the client cancelled the request
+// (cancel the run), or the session went away.
+func (ss *session) interrupted(ctx context.Context, err error, runID, sessionID, batchID string, cancelsBefore int64, log zerolog.Logger) *mcp.CallToolResult {
+	s := ss.srv
+	switch {
+	case s.stopped.Err() != nil:
+		log.Info().Msg("mcp call: the server stopped while the call waited; the call goes on")
+		return toolError(CodeStopped, "the MCP server stopped while the call waited; the call goes on in awaken as batch %s. %s",
+			batchID, s.fetchHint(batchID))
+	case ss.ended.Err() != nil:
+		log.Info().Msg("mcp call: the client ended the session while the call waited; the call goes on")
+		return toolError(CodeStopped, "the session ended while the call waited; the call goes on in awaken as batch %s. %s",
+			batchID, s.fetchHint(batchID))
+	case ctx.Err() != nil && errors.Is(context.Cause(ctx), context.Canceled) && s.cancelsOf(sessionID) > cancelsBefore:
+		// The client's notifications/cancelled (cancel.go: a closing session ends the
+		// context the same way, but sends none).
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		if cerr := s.opts.Client.Cancel(cctx, runID, "the MCP client cancelled the call"); cerr != nil {
+			log.Error().Err(cerr).Msg("mcp call cancelled by the client; cancelling its run failed")
+		} else {
+			log.Info().Msg("mcp call cancelled by the client: its run is cancelled")
+		}
+		ss.endRun(runID, sessionID)
+		return toolError("cancelled", "the call was cancelled; its run %s is cancelled", runID)
+	case ctx.Err() != nil:
+		log.Info().Err(context.Cause(ctx)).Msg("mcp call: the session went away while the call waited; the call goes on")
+		return toolError(CodeStopped, "the session ended while the call waited; %s", s.fetchHint(batchID))
+	}
+	log.Error().Err(err).Msg("mcp call: submitting or following the batch failed")
+	return toolError(CodeUnavailable, "submitting or following the call's batch %s failed: %v. %s", batchID, err, s.fetchHint(batchID))
+}
+
+// fetchHint says how to read a call's result later.
+func (s *Server) fetchHint(batchID string) string {
+	route := "GET /v1/batches/" + batchID + "/results"
+	if s.opts.APIBase != "" {
+		route = "GET " + strings.TrimSuffix(s.opts.APIBase, "/") + "/v1/batches/" + batchID + "/results"
+	}
+	return "Its result, once published: " + route + " (or `awaken batch show " + batchID + "`)."
+}
+
+// audit publishes the MCP call's audit record under an id of the call, so a retried
+// publish is deduplicated.
+func (s *Server) audit(ctx context.Context, rec contracts.MCPCallAudit) error {
+	ev, err := bus.NewEvent("mcp:"+rec.BatchID+":"+rec.CallID+":audit", "awaken/mcp", contracts.TypeMCPCallAudit, rec)
+	if err != nil {
+		return err
+	}
+	if _, err := s.js.PublishMsg(ctx, bus.EncodeMsg(s.opts.Client.Names().MCPCallAuditSubject(), ev)); err != nil {
+		return fmt.Errorf("mcpserve: audit: %w", err)
+	}
+	return nil
+}
+
+// reportParked sends a progress notification while the call waits on a ticket: when it
+// opens and every ProgressEvery while it stays open, naming the ticket and its deadline.
+func (ss *session) reportParked(ctx context.Context, req *mcp.CallToolRequest, token any, runID string, step int64, callID string, log zerolog.Logger) {
+	s := ss.srv
+	ticket, err := s.opts.Client.WaitTicket(ctx, runID, step, callID)
+	if err != nil {
+		return // the call ended, or never parked
+	}
+	msg := fmt.Sprintf("waiting for %s: ticket %s", ticket.Reason, ticket.CorrelationID)
+	switch {
+	case ticket.Deadline != nil:
+		msg += ", deadline " + ticket.Deadline.UTC().Format(time.RFC3339)
+	case ticket.DueAt != nil:
+		msg += ", due " + ticket.DueAt.UTC().Format(time.RFC3339)
+	default:
+		msg += ", no deadline"
+	}
+	every := time.NewTicker(s.opts.ProgressEvery)
+	defer every.Stop()
+	for n := 1; ; n++ {
+		if err := req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: token, Message: msg, Progress: float64(n)}); err != nil && ctx.Err() == nil {
+			log.Warn().Err(err).Str("correlation_id", ticket.CorrelationID).Msg("mcp: progress notification failed")
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-every.C:
+		}
+		// Resolved: the call runs (or ran) and its result follows; say nothing more.
+		if _, err := s.opts.Client.Ticket(ctx, ticket.CorrelationID); errors.Is(err, client.ErrNoTicket) {
+			return
+		}
+	}
+}
+
+// readObject serves resources/read of awaken://objects/{name}.
+func (s *Server) readObject(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+	uri := req.Params.URI
+	name, ok := strings.CutPrefix(uri, contracts.ObjectURIPrefix)
+	if !ok || name == "" {
+		return nil, mcp.ResourceNotFoundError(uri)
+	}
+	data, info, err := s.opts.Client.Object(ctx, name)
+	if errors.Is(err, client.ErrObjectNotFound) {
+		return nil, mcp.ResourceNotFoundError(uri)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("mcpserve: read %s: %w", uri, err)
+	}
+	return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{contents(uri, info.MimeType, data)}}, nil
+}
+
+// truncate bounds a client-declared name for the metadata.
+func truncate(v string) string {
+	v = strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f {
+			return -1
+		}
+		return r
+	}, v)
+	if len(v) > 128 {
+		v = strings.ToValidUTF8(v[:128], "")
+	}
+	return v
+}
