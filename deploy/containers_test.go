@@ -478,15 +478,12 @@ func diagnoseBatch(t *testing.T, js jetstream.JetStream, s contracts.BatchSubmis
 		}
 	}
 	if st, err := js.Stream(ctx, names.WorkStream()); err == nil {
-		for _, subj := range []string{names.OutputSubject(s.RunID)} {
-			m, err := st.GetLastMsgForSubject(ctx, subj)
-			if err != nil {
-				t.Logf("  work %s: %v", subj, err)
-			} else {
-				t.Logf("  work %s: last message seq %d, id %s", subj, m.Sequence, m.Header.Get("Nats-Msg-Id"))
-			}
+		for _, durable := range []string{contracts.ConsumerGateRequests, contracts.ConsumerBrainExec, contracts.ConsumerSandboxExec} {
+			logConsumer(t, ctx, st, durable)
 		}
-		for _, durable := range []string{contracts.ConsumerPublisher, contracts.ConsumerBatcherOutputs, contracts.ConsumerGateRequests, contracts.ConsumerBrainExec, contracts.ConsumerSandboxExec} {
+	}
+	if st, err := js.Stream(ctx, names.CallRecordsStream()); err == nil {
+		for _, durable := range []string{contracts.ConsumerPublisher, contracts.ConsumerBatcherOutputs} {
 			logConsumer(t, ctx, st, durable)
 		}
 	}

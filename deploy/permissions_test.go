@@ -278,14 +278,14 @@ func TestSecure_pipelineNeedsNoMorePermission(t *testing.T) {
 	}
 	for _, durable := range []struct{ user, stream, name string }{
 		{"batcher", names.SubmissionsStream(), contracts.ConsumerBatcherSubmit},
-		{"batcher", names.WorkStream(), contracts.ConsumerBatcherOutputs},
+		{"batcher", names.CallRecordsStream(), contracts.ConsumerBatcherOutputs},
 		{"gate", names.WorkStream(), contracts.ConsumerGateRequests},
 		{"gate", names.TicketsStream(), contracts.ConsumerGateResume},
 		{"gate", names.TimersStream(), contracts.ConsumerGateTimers},
 		{"gate", names.ControlStream(), contracts.ConsumerGateControl},
 		{"brain-exec", names.WorkStream(), contracts.ConsumerBrainExec},
 		{"sandbox-exec", names.WorkStream(), contracts.ConsumerSandboxExec},
-		{"publisher", names.WorkStream(), contracts.ConsumerPublisher},
+		{"publisher", names.CallRecordsStream(), contracts.ConsumerPublisher},
 	} {
 		rare = append(rare,
 			struct {
@@ -561,8 +561,9 @@ func TestSecure_leastPrivilege(t *testing.T) {
 			Outcome: contracts.OutcomeCompleted, Output: contracts.TextOutput("c1", "forged")})
 	gateReq := pubEvent(names.GateRequestSubject(forged), op+":gate", contracts.TypeGateRequest,
 		contracts.GateRequest{RunID: forged, Step: 1, Index: 0})
-	output := pubEvent(names.OutputSubject(forged), op+":output", contracts.TypeCallOutput,
-		contracts.CallOutput{RunID: forged, Step: 1, Index: 0, CallID: "c1", ToolID: "counter", Outcome: contracts.OutcomeCompleted})
+	// A call output is the terminal revision of the call's record, written as a CloudEvent.
+	output := pubEvent(contracts.RecordSubject(names.CallsBucket(), contracts.CallKey(forged, 1, "c1")), op+":output", contracts.TypeCallOutput,
+		contracts.CallRecord{Index: 0, CallID: "c1", ToolID: "counter", Phase: contracts.CompletedPhase(contracts.TextOutput("c1", "forged"))})
 	decision := pubEvent(names.TicketResolvedSubject(), "forged:resolved", contracts.TypeTicketResolved,
 		contracts.TicketResolution{CorrelationID: "perm.forged.1.c1", Code: "approved"})
 	audit := pubEvent(names.AuditSubject(forged), op+":audit:allow", contracts.TypeAudit, map[string]string{"decision": "allow"})
@@ -705,6 +706,15 @@ func TestSecure_leastPrivilege(t *testing.T) {
 		if stream == names.TicketsStream() && info.State.Subjects[names.TicketResolvedSubject()] != 0 {
 			t.Errorf("a forged gate decision reached %s", stream)
 		}
+	}
+	// No forged call record (a call output is one) reached the calls bucket.
+	calls, err := js.Stream(ctx, names.CallRecordsStream())
+	if err != nil {
+		t.Fatal(err)
+	}
+	forgedCalls := contracts.RecordSubject(names.CallsBucket(), forged+".>")
+	if info, err := calls.Info(ctx, jetstream.WithSubjectFilter(forgedCalls)); err != nil || len(info.State.Subjects) != 0 {
+		t.Errorf("a forged call record reached %s (%v)", names.CallRecordsStream(), err)
 	}
 	// No forged rejection reached the submissions stream (nothing here is rejected).
 	subs, err := js.Stream(ctx, names.SubmissionsStream())

@@ -179,6 +179,11 @@ func New(env *pipeline.Env, opts Options) (*Executor, error) {
 	if err != nil {
 		return nil, err
 	}
+	if env.Service == "" {
+		// The source of the call-record revisions it writes; internal/app names the
+		// service already, an embedding (pkg/executor, tests) may not.
+		env.Service = opts.Service
+	}
 	return &Executor{env: env, opts: opts}, nil
 }
 
@@ -339,8 +344,7 @@ func (x *Executor) Handle(ctx context.Context, d bus.Delivery) error {
 	return x.commitThenAnnounce(ctx, req, rec, op)
 }
 
-// commitThenAnnounce runs the after-commit fault point, publishes the CallOutput and runs
-// the after-publish fault point.
+// commitThenAnnounce runs the after-commit fault point, then [Executor.announce].
 func (x *Executor) commitThenAnnounce(ctx context.Context, req contracts.ExecRequest, rec contracts.CallRecord, op string) error {
 	if err := x.env.Fault(ctx, x.opts.Service, pipeline.FaultAfterCommit, op); err != nil {
 		return fmt.Errorf("%s: fault after commit: %w", x.opts.Service, err)
@@ -348,31 +352,16 @@ func (x *Executor) commitThenAnnounce(ctx context.Context, req contracts.ExecReq
 	return x.announce(ctx, req, rec, op)
 }
 
-// announce publishes the CallOutput of a terminal record and runs the after-publish fault
-// point.
-func (x *Executor) announce(ctx context.Context, req contracts.ExecRequest, rec contracts.CallRecord, op string) error {
-	outcome := contracts.OutcomeCompleted
-	if rec.Phase.Kind == contracts.PhaseIndeterminate {
-		outcome = contracts.OutcomeIndeterminate
-	}
-	toolID := rec.ToolID
-	if toolID == "" {
-		toolID = req.ToolID
-	}
-	ev, err := x.env.Event(x.opts.Service, pipeline.OutputID(op), contracts.TypeCallOutput, contracts.CallOutput{
-		RunID: req.RunID, Step: req.Step, Index: req.Index, CallID: req.CallID, ToolID: toolID,
-		Outcome: outcome, Parallel: req.Parallel,
-	})
-	if err != nil {
-		return err
-	}
-	if _, err := x.env.Pub.Publish(ctx, x.env.Names.OutputSubject(req.RunID), ev); err != nil {
-		return fmt.Errorf("%s: announce output: %w", x.opts.Service, err)
-	}
+// announce finishes a call found or made terminal. Its terminal call-record revision is
+// the output announcement (pipeline: the record is the work): the publisher and the
+// batcher consume it from the calls bucket's stream, so nothing is published here — a
+// redelivery that finds the call terminal has nothing to repeat. It runs the
+// after-publish fault point, the boundary between the durable outcome and the ack.
+func (x *Executor) announce(ctx context.Context, _ contracts.ExecRequest, rec contracts.CallRecord, op string) error {
 	if err := x.env.Fault(ctx, x.opts.Service, pipeline.FaultAfterPublish, op); err != nil {
 		return fmt.Errorf("%s: fault after publish: %w", x.opts.Service, err)
 	}
-	zerolog.Ctx(ctx).Debug().Str("outcome", string(outcome)).Msg("call output announced")
+	zerolog.Ctx(ctx).Debug().Str("outcome", string(rec.Outcome())).Msg("call output committed")
 	return nil
 }
 

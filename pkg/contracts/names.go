@@ -1,6 +1,10 @@
 package contracts
 
-import "strconv"
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
 
 // DefaultPrefix is the subject prefix used when the host configuration names none.
 const DefaultPrefix = "awaken"
@@ -27,8 +31,10 @@ const (
 
 	// Internal work events: not part of the public protocol, but versioned the same way so
 	// that a mixed-version deployment fails loudly instead of misreading a payload.
-	TypeGateRequest  = "io.awaken.internal.gate.requested.v1"
-	TypeExecRequest  = "io.awaken.internal.exec.requested.v1"
+	TypeGateRequest = "io.awaken.internal.gate.requested.v1"
+	TypeExecRequest = "io.awaken.internal.exec.requested.v1"
+	// TypeCallOutput is the ce-type of a terminal call-record revision (Completed or
+	// Indeterminate), the work of the publisher and the batcher; the body is the record.
 	TypeCallOutput   = "io.awaken.internal.call.output.v1"
 	TypeTicketExpire = "io.awaken.internal.ticket.expire.v1"
 	TypeRunCancel    = "io.awaken.run.cancel.v1"
@@ -159,9 +165,6 @@ func (n Names) ExecRequestFilter(target ToolExecutionTarget) string {
 	return n.Prefix + ".work.exec." + string(target) + ".>"
 }
 
-// OutputSubject carries committed call outputs of a run.
-func (n Names) OutputSubject(runID string) string { return n.Prefix + ".work.output." + runID }
-
 // DeadLetterSubject keeps a poisoned message of consumer with the reason in its headers.
 func (n Names) DeadLetterSubject(consumer string) string {
 	return n.Prefix + ".deadletter." + consumer
@@ -228,3 +231,49 @@ func CallKey(runID string, step int64, callID string) string {
 
 // CallKeysOfBatch matches every call record of one batch.
 func CallKeysOfBatch(runID string, step int64) string { return BatchKey(runID, step) + ".*" }
+
+// ParseCallKey splits a call key made by [CallKey] into its run id, step and call id. Run
+// ids hold no dots and steps are decimal, so the split is unambiguous.
+func ParseCallKey(key string) (runID string, step int64, callID string, err error) {
+	run, rest, ok := strings.Cut(key, ".")
+	if !ok {
+		return "", 0, "", fmt.Errorf("%w: call key %q has no step", ErrInvalidID, key)
+	}
+	stepText, token, ok := strings.Cut(rest, ".")
+	if !ok || strings.Contains(token, ".") {
+		return "", 0, "", fmt.Errorf("%w: call key %q is not run.step.call", ErrInvalidID, key)
+	}
+	step, err = strconv.ParseInt(stepText, 10, 64)
+	if err != nil || step < 0 {
+		return "", 0, "", fmt.Errorf("%w: call key %q has no valid step", ErrInvalidID, key)
+	}
+	if err := ValidateID("run_id", run); err != nil {
+		return "", 0, "", fmt.Errorf("%w: call key %q: %w", ErrInvalidID, key, err)
+	}
+	if callID, err = DecodeCallID(token); err != nil {
+		return "", 0, "", fmt.Errorf("%w: call key %q: %w", ErrInvalidID, key, err)
+	}
+	return run, step, callID, nil
+}
+
+// RecordSubject is the subject on which the key-value bucket stores the revisions of key:
+// a KV write is a message on it, in the bucket's stream [RecordStream].
+func RecordSubject(bucket, key string) string { return "$KV." + bucket + "." + key }
+
+// RecordStream is the stream that holds the revisions of a key-value bucket.
+func RecordStream(bucket string) string { return "KV_" + bucket }
+
+// CallRecordsStream is the stream of the calls bucket: every call-record revision is a
+// message of it, and the terminal ones ([TypeCallOutput]) are the work of the publisher
+// and the batcher.
+func (n Names) CallRecordsStream() string { return RecordStream(n.CallsBucket()) }
+
+// CallRecordSubject is the subject of the revisions of the call record under callKey
+// ([CallKey]); a terminal one, written as a [TypeCallOutput] CloudEvent, is the call's
+// output announcement.
+func (n Names) CallRecordSubject(callKey string) string {
+	return RecordSubject(n.CallsBucket(), callKey)
+}
+
+// CallRecordsFilter matches the revisions of every call record.
+func (n Names) CallRecordsFilter() string { return RecordSubject(n.CallsBucket(), ">") }

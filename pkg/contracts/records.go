@@ -86,6 +86,10 @@ type CallRecord struct {
 	// when the gate decides the call, so an approval or a scheduled trigger — which arrive
 	// in traces of their own — continues the batch's trace.
 	TraceParent string `json:"trace_parent,omitempty"`
+	// Parallel is set when the gate's probe entered the call with the rest of its
+	// parallel-delegation batch: its terminal revision then advances no sequential
+	// dispatch (the batcher leaves it to the publisher's barrier).
+	Parallel bool `json:"parallel,omitempty"`
 	// Timeline records when each stage was committed.
 	Timeline []TimelineMark `json:"timeline,omitempty"`
 }

@@ -121,17 +121,6 @@ func (bd builder) exec(i int, rec *contracts.CallRecord, parallel bool) (bus.Out
 		})
 }
 
-// output is the CallOutput announcement of terminal call i.
-func (bd builder) output(i int, rec *contracts.CallRecord, parallel bool) (bus.Outgoing, error) {
-	sub := &bd.b.Submission
-	c := sub.Calls[i]
-	return bd.out(bd.s.env.Names.OutputSubject(sub.RunID), pipeline.OutputID(bd.op(c.CallID)), contracts.TypeCallOutput,
-		contracts.CallOutput{
-			RunID: sub.RunID, Step: sub.Step, Index: i, CallID: c.CallID, ToolID: c.ToolID,
-			Outcome: rec.Outcome(), Parallel: parallel,
-		})
-}
-
 // opened is io.awaken.ticket.opened.v1 for t.
 func (bd builder) opened(t *contracts.ResumeTicket) (bus.Outgoing, error) {
 	return bd.out(bd.s.env.Names.TicketOpenedSubject(), pipeline.TicketOpenedID(t.CorrelationID), contracts.TypeTicketOpened, t)

@@ -345,13 +345,11 @@ func copies(bd builder, b *contracts.BatchRecord, i int, rec *contracts.CallReco
 
 // decisionMessages adds to c everything the committed record rec of call i, which is not
 // Awaiting, implies: the copies of its decision and its executor request (Executing, not
-// entered) or its output (terminal).
+// entered). A terminal record needs nothing more: its terminal revision is the call's
+// output (internal/pipeline records.go).
 func decisionMessages(bd builder, b *contracts.BatchRecord, i int, rec *contracts.CallRecord, parallel bool, c *collect) {
 	copies(bd, b, i, rec, c)
-	switch {
-	case rec.ExecutingUnentered():
+	if rec.ExecutingUnentered() {
 		c.add(bd.exec(i, rec, parallel))
-	case rec.Phase.IsTerminal():
-		c.add(bd.output(i, rec, parallel))
 	}
 }

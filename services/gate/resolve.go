@@ -76,8 +76,8 @@ func (s *Service) redeliveredResolution(ctx context.Context, b *contracts.BatchR
 
 // realizeResolution publishes ticket.resolved, the audit record and, for an approval that
 // edited the arguments, the tool_call fact of what runs first, then the work the
-// committed record implies: the executor request of an approved call not yet entered, or
-// the CallOutput of a call the resolution completed. So an approval's audit record and its
+// committed record implies: the executor request of an approved call not yet entered (a
+// call the resolution completed was handed on by that terminal revision itself). So an approval's audit record and its
 // committed Executing{1} are durable before any executor can see the request.
 func (s *Service) realizeResolution(ctx context.Context, b *contracts.BatchRecord, i int, rec *contracts.CallRecord, res resolution) error {
 	ctx, end := s.env.Telemetry.Rejoin(ctx, rec.TraceParent, "gate.resolve")
@@ -98,12 +98,11 @@ func (s *Service) realizeResolution(ctx context.Context, b *contracts.BatchRecor
 	if err := first.publish(ctx, s.env.Pub); err != nil {
 		return err
 	}
+	// A resolution that completed the call needs nothing more: its terminal revision is
+	// the call's output.
 	var then collect
-	switch {
-	case rec.ExecutingUnentered():
+	if rec.ExecutingUnentered() {
 		then.add(bd.exec(i, rec, false))
-	case rec.Phase.IsTerminal():
-		then.add(bd.output(i, rec, false))
 	}
 	return then.publish(ctx, s.env.Pub)
 }

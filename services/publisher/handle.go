@@ -20,12 +20,9 @@ var errBatchVanished = errors.New("batch record disappeared")
 // handleOutput is the handler of committed call outputs: check the barrier, build the results,
 // finalize (with the run's release), publish, archive.
 func (s *Service) handleOutput(ctx context.Context, d bus.Delivery) error {
-	out, err := bus.Decode[contracts.CallOutput](d.Event.Data)
+	out, err := pipeline.CallOutputOf(s.env.Names, d)
 	if err != nil {
-		return contracts.Reject(contracts.RejectInvalidJSON, "call output: %v", err)
-	}
-	if err := contracts.ValidateID("run_id", out.RunID); err != nil {
-		return contracts.Reject(contracts.RejectInvalidID, "call output: %v", err)
+		return err
 	}
 	key := contracts.BatchKey(out.RunID, out.Step)
 	// Sequential dispatch makes the last call terminal only after every earlier one, so

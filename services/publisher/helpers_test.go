@@ -129,7 +129,7 @@ func (h *harness) announce(sub contracts.BatchSubmission, index int, parallel bo
 // settled waits until the publisher has settled every output up to seq.
 func (h *harness) settled(seq uint64) {
 	h.T.Helper()
-	h.WaitSettled(h.Env.Names.WorkStream(), contracts.ConsumerPublisher, seq)
+	h.WaitSettled(h.Env.Names.CallRecordsStream(), contracts.ConsumerPublisher, seq)
 }
 
 // phase is the current phase of sub's batch.

@@ -267,11 +267,12 @@ type Output struct {
 	Payload contracts.CallOutput
 }
 
-// Outputs returns every CallOutput message stored on run's output subject, in order.
+// Outputs returns every CallOutput of run, in order: the terminal call-record revisions
+// (ce-type CallOutput) the bucket's stream still holds.
 func (e *Env) Outputs(runID string) []Output {
 	e.T.Helper()
-	cons, err := e.JS.OrderedConsumer(e.Ctx, e.Names.WorkStream(), jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{e.Names.OutputSubject(runID)},
+	cons, err := e.JS.OrderedConsumer(e.Ctx, e.Names.CallRecordsStream(), jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{contracts.RecordSubject(e.Names.CallsBucket(), runID+".>")},
 	})
 	if err != nil {
 		e.T.Fatalf("exectest: ordered consumer: %v", err)
@@ -286,13 +287,16 @@ func (e *Env) Outputs(runID string) []Output {
 		if err != nil {
 			e.T.Fatalf("exectest: read outputs: %v", err)
 		}
+		if m.Headers().Get(bus.HeaderType) != contracts.TypeCallOutput {
+			continue // a revision that hands nothing on
+		}
 		ev, err := bus.DecodeMsg(m.Headers(), m.Data())
 		if err != nil {
 			e.T.Fatalf("exectest: decode output: %v", err)
 		}
-		var p contracts.CallOutput
-		if err := json.Unmarshal(ev.Data, &p); err != nil {
-			e.T.Fatalf("exectest: decode output payload: %v", err)
+		p, err := pipeline.CallOutputOf(e.Names, bus.Delivery{Event: ev, Subject: m.Subject()})
+		if err != nil {
+			e.T.Fatalf("exectest: decode output: %v", err)
 		}
 		out = append(out, Output{ID: ev.ID, Source: ev.Source, Payload: p})
 	}
