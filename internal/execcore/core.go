@@ -187,8 +187,9 @@ func New(env *pipeline.Env, opts Options) (*Executor, error) {
 	return &Executor{env: env, opts: opts}, nil
 }
 
-// Start builds an Executor, ensures its durable consumer on the work stream (filter
-// Names.ExecRequestFilter(Target)) and starts consuming. ctx is the hard-stop context:
+// Start builds an Executor, ensures its durable consumer on the calls bucket's stream
+// (filter Names.TargetCallRecordsFilter(Target): the gate's revisions that hand a call of this
+// target to its executor) and starts consuming. ctx is the hard-stop context:
 // cancelling it aborts running tools (their calls then recover by policy on redelivery);
 // [Executor.Stop] is the graceful way down.
 func Start(ctx context.Context, env *pipeline.Env, opts Options) (*Executor, error) {
@@ -198,9 +199,10 @@ func Start(ctx context.Context, env *pipeline.Env, opts Options) (*Executor, err
 	}
 	log := env.Log
 	sub, err := bus.Consume(ctx, env.JS, bus.ConsumerSpec{
-		Stream:         env.Names.WorkStream(),
+		Stream:         env.Names.CallRecordsStream(),
 		Durable:        x.opts.Durable,
-		FilterSubjects: []string{env.Names.ExecRequestFilter(x.opts.Target)},
+		FilterSubjects: []string{env.Names.TargetCallRecordsFilter(x.opts.Target)},
+		Records:        true,
 		AckWait:        x.opts.AckWait,
 		MaxDeliver:     x.opts.MaxDeliver,
 		BackOff:        x.opts.BackOff,
@@ -259,7 +261,7 @@ const (
 // outcome is committed and announced (or there is nothing to do); any error leaves the
 // message to be redelivered, which is safe in every state (see the package documentation).
 func (x *Executor) Handle(ctx context.Context, d bus.Delivery) error {
-	req, err := DecodeRequest(d.Event.Data)
+	req, key, err := x.request(d)
 	if err != nil {
 		return err // a *contracts.Rejection: dead-lettered, it names no call we could finish
 	}
@@ -273,7 +275,6 @@ func (x *Executor) Handle(ctx context.Context, d bus.Delivery) error {
 		Uint64("stream_seq", d.StreamSeq).Logger()
 	ctx = log.WithContext(ctx)
 
-	key := contracts.CallKey(req.RunID, req.Step, req.CallID)
 	// Tracked before the call is entered: a cancellation that arrives once the Entered
 	// mark is visible (to the gate, the api or a test) must find the body's context, or
 	// the body runs to its end (a 30 s tool, 30 s) after its run was cancelled.
@@ -535,13 +536,12 @@ func (x *Executor) complete(ctx context.Context, key string, req contracts.ExecR
 // call becomes Indeterminate (unless another delivery owns it or it is already terminal)
 // and its CallOutput is published, so the batch still finishes.
 func (x *Executor) onExhausted(ctx context.Context, d bus.Delivery, cause error) error {
-	req, err := DecodeRequest(d.Event.Data)
+	req, key, err := x.request(d)
 	if err != nil {
 		return nil // nothing identifies a call; the message is dead-lettered as is
 	}
 	op := contracts.OperationID(req.RunID, req.Step, req.CallID)
 	reason := truncate(fmt.Sprintf("%s gave up after %d deliveries: %v", x.opts.Service, d.NumDelivered, cause), 512)
-	key := contracts.CallKey(req.RunID, req.Step, req.CallID)
 	rec, err := x.seal(ctx, key, req, reason, telemetry.ReasonDeliveryExhausted, func(cur *contracts.CallRecord) bool {
 		return cur.Phase.Kind == contracts.PhaseExecuting && (!cur.Entered || cur.EnteredBy == d.StreamSeq)
 	})
@@ -577,6 +577,42 @@ func (x *Executor) seal(ctx context.Context, key string, req contracts.ExecReque
 	return rec, err
 }
 
+// request reads the executor request a delivery carries — the gate's revision of the call
+// record that moved it into execution — and its record key. A revision under another
+// target's key is refused: the consumer's filter never delivers one, and its NATS user
+// may not write one.
+func (x *Executor) request(d bus.Delivery) (contracts.ExecRequest, string, error) {
+	req, key, err := RequestOf(x.env.Names, d)
+	if err == nil && req.Target != x.opts.Target {
+		err = contracts.Reject(contracts.RejectInvalidField, "executor request %s is for target %q, not %q", key, req.Target, x.opts.Target)
+	}
+	return req, key, err
+}
+
+// RequestOf reads the [contracts.ExecRequest] of a delivery of the calls bucket's stream
+// of type [contracts.TypeExecRequest]: the target from the record's key, the call, its
+// pinned policy, attempt, input and dispatch mode from the record. It returns the key too.
+// Every failure is a [*contracts.Rejection].
+func RequestOf(n contracts.Names, d bus.Delivery) (contracts.ExecRequest, string, error) {
+	key, runID, step, rec, err := pipeline.CallRecordOf(n, d)
+	if err != nil {
+		return contracts.ExecRequest{}, "", err
+	}
+	target, _, _, _, _ := contracts.ParseCallKey(key) // parsed by CallRecordOf already
+	if rec.Input == nil {
+		return contracts.ExecRequest{}, key, contracts.Reject(contracts.RejectInvalidField,
+			"executor request %s: the record carries no input (written by an older gate?)", key)
+	}
+	req := contracts.ExecRequest{
+		RunID: runID, Step: step, Index: rec.Index, CallID: rec.CallID, ToolID: rec.ToolID,
+		Arguments: rec.Input, Target: target, Policy: rec.Policy, Attempt: rec.Phase.Attempt, Parallel: rec.Parallel,
+	}
+	if err := ValidateRequest(req); err != nil {
+		return req, key, err
+	}
+	return req, key, nil
+}
+
 // DecodeRequest decodes an ExecRequest strictly: unknown fields, bad ids or a negative
 // step are a *contracts.Rejection, so a malformed or mixed-version message is
 // dead-lettered instead of misread.
@@ -587,19 +623,25 @@ func DecodeRequest(data []byte) (contracts.ExecRequest, error) {
 	if err := dec.Decode(&req); err != nil {
 		return req, contracts.Reject(contracts.RejectInvalidJSON, "executor request: %v", err)
 	}
+	return req, ValidateRequest(req)
+}
+
+// ValidateRequest checks the ids, step and tool of an executor request; a failure is a
+// [*contracts.Rejection].
+func ValidateRequest(req contracts.ExecRequest) error {
 	if err := contracts.ValidateID("run_id", req.RunID); err != nil {
-		return req, contracts.Reject(contracts.RejectInvalidID, "executor request: %v", err)
+		return contracts.Reject(contracts.RejectInvalidID, "executor request: %v", err)
 	}
 	if err := contracts.ValidateCallID("call_id", req.CallID); err != nil {
-		return req, contracts.Reject(contracts.RejectInvalidID, "executor request: %v", err)
+		return contracts.Reject(contracts.RejectInvalidID, "executor request: %v", err)
 	}
 	if req.Step < 0 {
-		return req, contracts.Reject(contracts.RejectInvalidStep, "executor request: step %d is negative", req.Step)
+		return contracts.Reject(contracts.RejectInvalidStep, "executor request: step %d is negative", req.Step)
 	}
 	if req.ToolID == "" {
-		return req, contracts.Reject(contracts.RejectInvalidField, "executor request: tool_id is empty")
+		return contracts.Reject(contracts.RejectInvalidField, "executor request: tool_id is empty")
 	}
-	return req, nil
+	return nil
 }
 
 // FinishOutput turns what a tool returned into what is committed: the call id set, empty

@@ -22,6 +22,7 @@ import (
 
 	"github.com/awaken-dev/awaken/internal/bus"
 	"github.com/awaken-dev/awaken/internal/config"
+	"github.com/awaken-dev/awaken/internal/execcore"
 	"github.com/awaken-dev/awaken/internal/natstest"
 	"github.com/awaken-dev/awaken/internal/pipeline"
 	"github.com/awaken-dev/awaken/internal/state"
@@ -237,7 +238,7 @@ func (k *Kit) Submit(id string, sub contracts.BatchSubmission) uint64 {
 // batch.
 func (k *Kit) Output(id string, out contracts.CallOutput) uint64 {
 	k.T.Helper()
-	key := contracts.CallKey(out.RunID, out.Step, out.CallID)
+	key := contracts.CallKey(k.Env.Config.Pin(out.ToolID).Target, out.RunID, out.Step, out.CallID)
 	rec, _, err := k.Env.Calls.Get(k.Ctx, key)
 	if err != nil && !errors.Is(err, state.ErrNotFound) {
 		k.T.Fatalf("output %s: read call %s: %v", id, key, err)
@@ -356,7 +357,7 @@ func ReadStored(t testing.TB, ctx context.Context, js jetstream.JetStream, strea
 func CallOutputs(t testing.TB, ctx context.Context, js jetstream.JetStream, names contracts.Names, run string) []Stored {
 	t.Helper()
 	var out []Stored
-	for _, m := range ReadStored(t, ctx, js, names.CallRecordsStream(), contracts.RecordSubject(names.CallsBucket(), run+".>"), false) {
+	for _, m := range ReadStored(t, ctx, js, names.CallRecordsStream(), names.CallRecordSubject(contracts.CallKeysOfRun(run)), false) {
 		if m.Event.Type != contracts.TypeCallOutput {
 			continue
 		}
@@ -365,6 +366,29 @@ func CallOutputs(t testing.TB, ctx context.Context, js jetstream.JetStream, name
 			t.Fatalf("call output %d on %s: %v", m.Seq, m.Subject, err)
 		}
 		if m.Event.Data, err = json.Marshal(o); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// ExecRequests returns the executor requests of run's calls in stream order: every
+// call-record revision written as an executor request (the gate's entries), each as a
+// Stored whose event data is the [contracts.ExecRequest] it carries
+// (execcore.RequestOf) rather than the record.
+func ExecRequests(t testing.TB, ctx context.Context, js jetstream.JetStream, names contracts.Names, run string) []Stored {
+	t.Helper()
+	var out []Stored
+	for _, m := range ReadStored(t, ctx, js, names.CallRecordsStream(), names.CallRecordSubject(contracts.CallKeysOfRun(run)), false) {
+		if m.Event.Type != contracts.TypeExecRequest {
+			continue
+		}
+		req, _, err := execcore.RequestOf(names, bus.Delivery{Event: m.Event, Subject: m.Subject})
+		if err != nil {
+			t.Fatalf("executor request %d on %s: %v", m.Seq, m.Subject, err)
+		}
+		if m.Event.Data, err = json.Marshal(req); err != nil {
 			t.Fatal(err)
 		}
 		out = append(out, m)

@@ -251,6 +251,17 @@ func (r *CallRecord) complete(out ToolOutput, at time.Time, op, want string, fro
 	return r.badTransition(op, want)
 }
 
+// CarryInput records args as what the executor runs, on a call the gate just moved into
+// execution (Executing, not entered): the revision that commits it is the executor
+// request. Any other phase fails with [ErrInvalidTransition].
+func (r *CallRecord) CarryInput(args json.RawMessage) error {
+	if !r.ExecutingUnentered() {
+		return r.badTransition("carry input", "Executing and not entered")
+	}
+	r.Input = append(json.RawMessage(nil), args...)
+	return nil
+}
+
 // RunOutsideSequence marks the call as run outside its batch's sequential order: entered
 // by a parallel-delegation probe with the rest of its batch, or sealed with every call of
 // its batch at once. Its output then advances no sequential dispatch ([CallRecord.Parallel]).

@@ -79,6 +79,11 @@ type CallRecord struct {
 	// EditedArguments are the arguments an approval replaced the proposed ones with (the
 	// submission keeps the proposed): the executor runs these. Nil: run as proposed.
 	EditedArguments json.RawMessage `json:"edited_arguments,omitempty"`
+	// Input is what the executor runs — the proposed arguments, or an approval's edit —
+	// carried from the moment the gate hands the call to its executor ([CallRecord.CarryInput]):
+	// that revision is the executor request, so the executor reads its work from the record
+	// alone.
+	Input json.RawMessage `json:"input,omitempty"`
 	// EditBlocked is the policy's reason when the edited arguments were gated again and
 	// blocked: the approval then denied the call ("blocked: {reason}").
 	EditBlocked string `json:"edit_blocked,omitempty"`

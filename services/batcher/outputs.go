@@ -112,7 +112,7 @@ func (s *Service) seal(ctx context.Context, rec *contracts.BatchRecord, indices 
 	sub := &rec.Submission
 	for _, i := range indices {
 		c := sub.Calls[i]
-		key := contracts.CallKey(sub.RunID, sub.Step, c.CallID)
+		key := contracts.CallKeyOf(rec, i)
 		cur, _, err := s.env.Calls.Update(ctx, key, func(cur *contracts.CallRecord, exists bool) error {
 			if !exists {
 				*cur = contracts.NewCallRecord(i, c, rec.Pinned[i].Policy)

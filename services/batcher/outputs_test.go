@@ -195,7 +195,7 @@ func TestExhaustedInputsSealTheCallTheyWouldDispatch(t *testing.T) {
 			}
 			for k, i := range tt.sealed {
 				c := sub.Calls[i]
-				rec, _, err := h.Env.Calls.Get(h.Ctx, contracts.CallKey(run, 1, c.CallID))
+				rec, _, err := h.Env.Calls.Get(h.Ctx, contracts.CallKey(h.Env.Config.Pin(c.ToolID).Target, run, 1, c.CallID))
 				if err != nil {
 					t.Fatalf("call %s: %v", c.CallID, err)
 				}

@@ -424,7 +424,11 @@ func decodeAs[T any](t *testing.T, m msg) T {
 
 // execRequests returns the executor requests of every target for the test run.
 func (h *harness) execRequests() []msg {
-	return h.messages(h.env.Names.WorkStream(), h.env.Names.Prefix+".work.exec.>")
+	var out []msg
+	for _, m := range servicetest.ExecRequests(h.t, h.ctx, h.js, h.env.Names, testRunID) {
+		out = append(out, msg{subject: m.Subject, ev: m.Event})
+	}
+	return out
 }
 
 // outputs returns the call outputs of the test run: the terminal call-record revisions,

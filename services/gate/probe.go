@@ -66,7 +66,7 @@ func (s *Service) probe(ctx context.Context, b *contracts.BatchRecord) error {
 		return s.gateCall(ctx, b, 0, false)
 	}
 	for i := range n {
-		decisionMessages(bd, b, i, &recs[i], true, &c)
+		decisionMessages(bd, b, i, &recs[i], &c)
 	}
 	if err := c.publish(ctx, s.env.Pub); err != nil {
 		return err

@@ -108,8 +108,8 @@ func (s *Service) handleOutput(ctx context.Context, d bus.Delivery) error {
 func (s *Service) terminalCalls(ctx context.Context, rec *contracts.BatchRecord) ([]contracts.CallRecord, bool, error) {
 	sub := &rec.Submission
 	keys := make([]string, len(sub.Calls))
-	for i, c := range sub.Calls {
-		keys[i] = contracts.CallKey(sub.RunID, sub.Step, c.CallID)
+	for i := range sub.Calls {
+		keys[i] = contracts.CallKeyOf(rec, i)
 	}
 	entries, err := s.env.Calls.GetMany(ctx, keys)
 	if err != nil {
@@ -142,8 +142,8 @@ func (s *Service) terminalCalls(ctx context.Context, rec *contracts.BatchRecord)
 func matchCalls(rec *contracts.BatchRecord, entries map[string]state.Entry[contracts.CallRecord]) ([]contracts.CallRecord, bool, error) {
 	sub := &rec.Submission
 	calls := make([]contracts.CallRecord, len(sub.Calls))
-	for i, c := range sub.Calls {
-		e, ok := entries[contracts.CallKey(sub.RunID, sub.Step, c.CallID)]
+	for i := range sub.Calls {
+		e, ok := entries[contracts.CallKeyOf(rec, i)]
 		if !ok || !e.Value.Phase.IsTerminal() {
 			return nil, false, nil
 		}
