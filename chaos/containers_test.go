@@ -605,7 +605,7 @@ func (c *containerCluster) diagnoseUnpublished(ctx context.Context, h checker.Hi
 		for _, call := range sub.Calls {
 			corr := contracts.CorrelationID(contracts.ReasonPermission, sub.RunID, sub.Step, call.CallID)
 			c.t.Logf("  call %s %s: %s (ticket listed: %v)", call.CallID, call.ToolID,
-				phase(c.names.CallsBucket(), contracts.CallKey(sub.RunID, sub.Step, call.CallID)), tickets[corr])
+				phase(c.names.CallsBucket(), contracts.CallKey(exampleTarget(call.ToolID), sub.RunID, sub.Step, call.CallID)), tickets[corr])
 		}
 		mention := sub.RunID + `"`
 		for name, text := range logs {
@@ -738,4 +738,14 @@ func envInt(name string, def int) int {
 		return v
 	}
 	return def
+}
+
+// exampleTarget is the executor target examples/awaken.yaml pins tool to (the first token
+// of its call keys): wc runs in the sandbox, the rest in the brain.
+func exampleTarget(tool string) contracts.ToolExecutionTarget {
+	switch tool {
+	case "wc":
+		return contracts.TargetSandbox
+	}
+	return contracts.TargetBrain
 }

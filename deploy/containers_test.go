@@ -162,12 +162,12 @@ func TestContainers_singleServer(t *testing.T) {
 	t.Run("permissions hold in the containers", func(t *testing.T) {
 		ctx := ctxFor(t, time.Minute)
 		for _, tc := range []struct{ user, subject string }{
-			{deploy.UserPlatform, names.ExecRequestSubject(contracts.TargetBrain, "forged")},
+			{deploy.UserPlatform, names.CallRecordSubject(contracts.CallKey(contracts.TargetBrain, "forged", 1, "c1"))},
 			{deploy.UserPlatform, names.ResultsSubject("forged")},
 			{"brain-exec", names.ResultsSubject("forged")},
 			{"brain-exec", names.TicketResolvedSubject()},
 			{"sandbox-exec", names.GateRequestSubject("forged")},
-			{deploy.UserAPI, names.ExecRequestSubject(contracts.TargetBrain, "forged")},
+			{deploy.UserAPI, names.CallRecordSubject(contracts.CallKey(contracts.TargetBrain, "forged", 1, "c1"))},
 			{deploy.UserAPI, names.ResultsSubject("forged")},
 		} {
 			violation := make(chan error, 1)
@@ -467,7 +467,7 @@ func diagnoseBatch(t *testing.T, js jetstream.JetStream, s contracts.BatchSubmis
 	}
 	t.Logf("diagnosis of %s: batch record %s", s.BatchID(), get(names.BatchesBucket(), contracts.BatchKey(s.RunID, s.Step)))
 	for _, c := range s.Calls {
-		t.Logf("  call %s: %s", c.CallID, get(names.CallsBucket(), contracts.CallKey(s.RunID, s.Step, c.CallID)))
+		t.Logf("  call %s: %s", c.CallID, get(names.CallsBucket(), contracts.CallKey(exampleTarget(c.ToolID), s.RunID, s.Step, c.CallID)))
 	}
 	if st, err := js.Stream(ctx, names.ResultsStream()); err == nil {
 		m, err := st.GetLastMsgForSubject(ctx, names.ResultsSubject(s.RunID))
@@ -478,15 +478,12 @@ func diagnoseBatch(t *testing.T, js jetstream.JetStream, s contracts.BatchSubmis
 		}
 	}
 	if st, err := js.Stream(ctx, names.WorkStream()); err == nil {
-		for _, subj := range []string{names.OutputSubject(s.RunID)} {
-			m, err := st.GetLastMsgForSubject(ctx, subj)
-			if err != nil {
-				t.Logf("  work %s: %v", subj, err)
-			} else {
-				t.Logf("  work %s: last message seq %d, id %s", subj, m.Sequence, m.Header.Get("Nats-Msg-Id"))
-			}
+		for _, durable := range []string{contracts.ConsumerGateRequests, contracts.ConsumerBrainExec, contracts.ConsumerSandboxExec} {
+			logConsumer(t, ctx, st, durable)
 		}
-		for _, durable := range []string{contracts.ConsumerPublisher, contracts.ConsumerBatcherOutputs, contracts.ConsumerGateRequests, contracts.ConsumerBrainExec, contracts.ConsumerSandboxExec} {
+	}
+	if st, err := js.Stream(ctx, names.CallRecordsStream()); err == nil {
+		for _, durable := range []string{contracts.ConsumerPublisher, contracts.ConsumerBatcherOutputs} {
 			logConsumer(t, ctx, st, durable)
 		}
 	}
@@ -608,4 +605,14 @@ func waitFor(t *testing.T, ctx context.Context, what string, cond func() (bool, 
 		case <-time.After(250 * time.Millisecond):
 		}
 	}
+}
+
+// exampleTarget is the executor target examples/awaken.yaml pins tool to (the first token
+// of its call keys): wc runs in the sandbox, the rest in the brain.
+func exampleTarget(tool string) contracts.ToolExecutionTarget {
+	switch tool {
+	case "wc":
+		return contracts.TargetSandbox
+	}
+	return contracts.TargetBrain
 }

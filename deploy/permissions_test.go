@@ -278,14 +278,14 @@ func TestSecure_pipelineNeedsNoMorePermission(t *testing.T) {
 	}
 	for _, durable := range []struct{ user, stream, name string }{
 		{"batcher", names.SubmissionsStream(), contracts.ConsumerBatcherSubmit},
-		{"batcher", names.WorkStream(), contracts.ConsumerBatcherOutputs},
+		{"batcher", names.CallRecordsStream(), contracts.ConsumerBatcherOutputs},
 		{"gate", names.WorkStream(), contracts.ConsumerGateRequests},
 		{"gate", names.TicketsStream(), contracts.ConsumerGateResume},
 		{"gate", names.TimersStream(), contracts.ConsumerGateTimers},
 		{"gate", names.ControlStream(), contracts.ConsumerGateControl},
-		{"brain-exec", names.WorkStream(), contracts.ConsumerBrainExec},
-		{"sandbox-exec", names.WorkStream(), contracts.ConsumerSandboxExec},
-		{"publisher", names.WorkStream(), contracts.ConsumerPublisher},
+		{"brain-exec", names.CallRecordsStream(), contracts.ConsumerBrainExec},
+		{"sandbox-exec", names.CallRecordsStream(), contracts.ConsumerSandboxExec},
+		{"publisher", names.CallRecordsStream(), contracts.ConsumerPublisher},
 	} {
 		rare = append(rare,
 			struct {
@@ -553,16 +553,19 @@ func TestSecure_leastPrivilege(t *testing.T) {
 	const forged = "forged"
 	op := contracts.OperationID(forged, 1, "c1")
 	execReq := func(target contracts.ToolExecutionTarget) func(nc *nats.Conn) (string, error) {
-		return pubEvent(names.ExecRequestSubject(target, forged), op+":exec:1", contracts.TypeExecRequest,
-			contracts.ExecRequest{RunID: forged, Step: 1, CallID: "c1", Index: 0, ToolID: "counter", Target: target, Attempt: 1})
+		// An executor request is the gate's revision of the call record under the target's key.
+		return pubEvent(names.CallRecordSubject(contracts.CallKey(target, forged, 1, "c1")), op+":exec:1", contracts.TypeExecRequest,
+			contracts.CallRecord{Index: 0, CallID: "c1", ToolID: "counter", Phase: contracts.ExecutingPhase(1),
+				Policy: contracts.DefaultRecoveryPolicy(), Input: []byte(`{}`)})
 	}
 	result := pubEvent(names.ResultsSubject(forged), op+":result", contracts.TypeToolResult,
 		contracts.ToolResultEvent{BatchID: contracts.BatchID(forged, 1), RunID: forged, CallID: "c1", ToolID: "counter",
 			Outcome: contracts.OutcomeCompleted, Output: contracts.TextOutput("c1", "forged")})
 	gateReq := pubEvent(names.GateRequestSubject(forged), op+":gate", contracts.TypeGateRequest,
 		contracts.GateRequest{RunID: forged, Step: 1, Index: 0})
-	output := pubEvent(names.OutputSubject(forged), op+":output", contracts.TypeCallOutput,
-		contracts.CallOutput{RunID: forged, Step: 1, Index: 0, CallID: "c1", ToolID: "counter", Outcome: contracts.OutcomeCompleted})
+	// A call output is the terminal revision of the call's record, written as a CloudEvent.
+	output := pubEvent(names.CallRecordSubject(contracts.CallKey(contracts.TargetBrain, forged, 1, "c1")), op+":output", contracts.TypeCallOutput,
+		contracts.CallRecord{Index: 0, CallID: "c1", ToolID: "counter", Phase: contracts.CompletedPhase(contracts.TextOutput("c1", "forged"))})
 	decision := pubEvent(names.TicketResolvedSubject(), "forged:resolved", contracts.TypeTicketResolved,
 		contracts.TicketResolution{CorrelationID: "perm.forged.1.c1", Code: "approved"})
 	audit := pubEvent(names.AuditSubject(forged), op+":audit:allow", contracts.TypeAudit, map[string]string{"decision": "allow"})
@@ -605,16 +608,17 @@ func TestSecure_leastPrivilege(t *testing.T) {
 		{"platform cannot read the gate's replies", "platform", sub(deploy.ServiceInboxPrefix("gate") + ".>")},
 		{"brain-exec cannot publish a result", "brain-exec", result},
 		{"brain-exec cannot publish a gate request", "brain-exec", gateReq},
-		{"brain-exec cannot publish an executor request", "brain-exec", execReq(contracts.TargetBrain)},
+		// An executor writes its own target's records only: it cannot hand a call to another.
+		{"brain-exec cannot publish a sandbox executor request", "brain-exec", execReq(contracts.TargetSandbox)},
+		{"sandbox-exec cannot publish a brain executor request", "sandbox-exec", execReq(contracts.TargetBrain)},
 		{"brain-exec cannot publish a gate decision", "brain-exec", decision},
 		{"brain-exec cannot publish an audit record", "brain-exec", audit},
-		{"brain-exec cannot widen its consumer", "brain-exec", raw("$JS.API.CONSUMER.CREATE." + names.WorkStream() + "." + contracts.ConsumerBrainExec + ".awaken.work.>")},
+		{"brain-exec cannot widen its consumer", "brain-exec", raw("$JS.API.CONSUMER.CREATE." + names.CallRecordsStream() + "." + contracts.ConsumerBrainExec + "." + names.CallRecordsFilter())},
 		{"brain-exec cannot read all inboxes", "brain-exec", sub("_INBOX.>")},
 		{"sandbox-exec cannot publish a result", "sandbox-exec", result},
 		{"sandbox-exec cannot publish a gate request", "sandbox-exec", gateReq},
 		{"sandbox-exec cannot publish a gate decision", "sandbox-exec", decision},
 		{"sandbox-exec cannot forge a counter", "sandbox-exec", raw("$KV." + names.CountersBucket() + ".counter.forged")},
-		{"batcher cannot publish an executor request", "batcher", execReq(contracts.TargetBrain)},
 		{"batcher cannot publish a result", "batcher", result},
 		{"gate cannot publish a result", "gate", result},
 		{"publisher cannot publish an executor request", "publisher", execReq(contracts.TargetSandbox)},
@@ -642,7 +646,7 @@ func TestSecure_leastPrivilege(t *testing.T) {
 		{"api cannot write the tool descriptors", "api", raw("$KV." + names.ToolsBucket() + "." + contracts.ToolDescriptorsKey(contracts.TargetBrain))},
 		{"api cannot publish into a service's inbox", "api", raw(deploy.ServiceInboxPrefix("gate") + ".forged")},
 		{"api cannot read the gate's replies", "api", sub(deploy.ServiceInboxPrefix("gate") + ".>")},
-		{"api cannot read executor requests", "api", sub("awaken.work.exec.>")},
+		{"api cannot read executor requests", "api", sub(names.CallRecordSubject(">"))},
 		{"platform cannot read the api's replies", "platform", sub(deploy.ServiceInboxPrefix(deploy.UserAPI) + ".>")},
 		{"platform cannot serve the api's micro endpoints", "platform", sub(api.MicroSubject(contracts.DefaultPrefix, api.EndpointTicketsResolve))},
 		// Only brain-exec publishes the descriptors the tool catalog shows.
@@ -705,6 +709,15 @@ func TestSecure_leastPrivilege(t *testing.T) {
 		if stream == names.TicketsStream() && info.State.Subjects[names.TicketResolvedSubject()] != 0 {
 			t.Errorf("a forged gate decision reached %s", stream)
 		}
+	}
+	// No forged call record (a call output is one) reached the calls bucket.
+	calls, err := js.Stream(ctx, names.CallRecordsStream())
+	if err != nil {
+		t.Fatal(err)
+	}
+	forgedCalls := names.CallRecordSubject(contracts.CallKeysOfRun(forged))
+	if info, err := calls.Info(ctx, jetstream.WithSubjectFilter(forgedCalls)); err != nil || len(info.State.Subjects) != 0 {
+		t.Errorf("a forged call record reached %s (%v)", names.CallRecordsStream(), err)
 	}
 	// No forged rejection reached the submissions stream (nothing here is rejected).
 	subs, err := js.Stream(ctx, names.SubmissionsStream())

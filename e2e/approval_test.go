@@ -33,7 +33,7 @@ func (h *harness) parkedAt(run string) contracts.ResumeTicket {
 	if n := h.ledger(run, 1, "c1"); n != 1 {
 		h.tb.Errorf("echo before the parked call ran %d times, want 1", n)
 	}
-	if rec, _, err := h.stack.Env.Calls.Get(ctx, contracts.CallKey(run, 1, "c3")); err == nil {
+	if rec, _, err := h.stack.Env.Calls.Get(ctx, h.callKey(run, 1, "c3")); err == nil {
 		h.tb.Errorf("the call after a parked call was gated while the batch was stopped: %+v", rec.Phase)
 	}
 	if n := h.resultsOnSubject(run); n != 0 {

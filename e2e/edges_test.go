@@ -131,7 +131,7 @@ func TestEdges_providerCallIDs(t *testing.T) {
 		t.Errorf("finalized call_ids %q", got)
 	}
 	for _, id := range want {
-		rec, _, err := h.stack.Env.Calls.Get(ctx, contracts.CallKey("run-callids", 1, id))
+		rec, _, err := h.stack.Env.Calls.Get(ctx, h.callKey("run-callids", 1, id))
 		if err != nil || rec.CallID != id || !rec.Phase.IsTerminal() {
 			t.Errorf("call record of %q: %+v, %v", id, rec, err)
 		}

@@ -79,7 +79,7 @@ func TestApproval_editedArgumentsRunOnceThroughACrash(t *testing.T) {
 	if n := h.ledger(run, 1, "c2"); n != 1 {
 		t.Errorf("the edited call ran %d times, want once", n)
 	}
-	rec, _, err := h.stack.Env.Calls.Get(ctx, contracts.CallKey(run, 1, "c2"))
+	rec, _, err := h.stack.Env.Calls.Get(ctx, h.callKey(run, 1, "c2"))
 	if err != nil || string(rec.EditedArguments) != edited || rec.ResolvedActor != "erin" {
 		t.Fatalf("call record keeps %s by %q (%v), want the edit by erin", rec.EditedArguments, rec.ResolvedActor, err)
 	}

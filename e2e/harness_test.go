@@ -5,6 +5,7 @@ package e2e_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -202,6 +203,27 @@ func (h *harness) wantResults(ctx context.Context, run, want string) {
 	if got := strings.Join(texts(out), "|"); got != want {
 		h.tb.Errorf("results %q, want %q", got, want)
 	}
+}
+
+// callKey is the key of call callID of batch (run, step): its batch's pin names the
+// target that leads the key. Before the batch is recorded it is the key of no record
+// (target none), so a wait that reads it simply reads nothing yet.
+func (h *harness) callKey(run string, step int64, callID string) string {
+	h.tb.Helper()
+	b, err := h.stack.Env.FreshBatch(ctxFor(h.tb, 10*time.Second), run, step)
+	if errors.Is(err, pipeline.ErrBatchNotFound) {
+		return contracts.CallKey("", run, step, callID)
+	}
+	if err != nil {
+		h.tb.Fatalf("batch %s: %v", contracts.BatchID(run, step), err)
+	}
+	for i, c := range b.Submission.Calls {
+		if c.CallID == callID {
+			return contracts.CallKeyOf(&b, i)
+		}
+	}
+	h.tb.Fatalf("batch %s has no call %q", contracts.BatchID(run, step), callID)
+	return ""
 }
 
 func (h *harness) ledger(run string, step int64, callID string) int {

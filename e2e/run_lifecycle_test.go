@@ -104,7 +104,7 @@ func TestRunCancelled_stopsTheBodyInFlight(t *testing.T) {
 		t.Fatal(err)
 	}
 	natstest.WaitFor(t, 30*time.Second, func() bool {
-		rec, _, err := h.stack.Env.Calls.Get(ctx, contracts.CallKey(run, 1, "c1"))
+		rec, _, err := h.stack.Env.Calls.Get(ctx, h.callKey(run, 1, "c1"))
 		return err == nil && rec.Entered
 	}, "the slow body entered")
 	cancelledAt := time.Now()
@@ -113,7 +113,7 @@ func TestRunCancelled_stopsTheBodyInFlight(t *testing.T) {
 	}
 	_, js := h.srv.Conn(t)
 	natstest.WaitFor(t, 30*time.Second, func() bool {
-		c, err := js.Consumer(ctx, h.cfg.Names().WorkStream(), contracts.ConsumerBrainExec)
+		c, err := js.Consumer(ctx, h.cfg.Names().CallRecordsStream(), contracts.ConsumerBrainExec)
 		if err != nil {
 			return false
 		}

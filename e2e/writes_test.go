@@ -38,13 +38,14 @@ func TestWritesPerCall(t *testing.T) {
 		{
 			name: "sequential 1-call echo",
 			sub:  batch("writes-seq", 1, []string{"echo"}, call("c0", "echo", map[string]any{"text": "x"})),
-			// submission; work: gate request, executor request, output announcement;
-			// calls: gate create (Executing), executor Completed (echo is replay_safe: no
-			// Entered write); runs: claim with the batch record, finalize with the
+			// submission; work: the gate request; calls: gate create (decision and
+			// Executing{1}: that revision is the executor request), executor Completed
+			// (echo is replay_safe: no Entered write; that revision is the output
+			// announcement); runs: claim with the batch record, finalize with the
 			// release; batches: the archive (published, after the results); audit;
 			// facts: tool_call, tool_result; results: the one results message.
-			total: 13,
-			want: map[string]uint64{"AWAKEN_SUBMISSIONS": 1, "AWAKEN_WORK": 3, "KV_AWAKEN_calls": 2,
+			total: 11,
+			want: map[string]uint64{"AWAKEN_SUBMISSIONS": 1, "AWAKEN_WORK": 1, "KV_AWAKEN_calls": 2,
 				"KV_AWAKEN_batches": 1, "KV_AWAKEN_runs": 2, "AWAKEN_AUDIT": 1, "AWAKEN_EVENTS": 2, "AWAKEN_RESULTS": 1},
 		},
 		{
@@ -54,19 +55,19 @@ func TestWritesPerCall(t *testing.T) {
 			// batcher's next gate request) in place of the submission's first one; per
 			// batch: submission, the two run-record writes (claim with the record,
 			// finalize with the release), the archive, the one results message.
-			total: 10*8 + 5,
-			want: map[string]uint64{"AWAKEN_SUBMISSIONS": 1, "AWAKEN_WORK": 30, "KV_AWAKEN_calls": 20,
+			total: 10*6 + 5,
+			want: map[string]uint64{"AWAKEN_SUBMISSIONS": 1, "AWAKEN_WORK": 10, "KV_AWAKEN_calls": 20,
 				"KV_AWAKEN_batches": 1, "KV_AWAKEN_runs": 2, "AWAKEN_AUDIT": 10, "AWAKEN_EVENTS": 20, "AWAKEN_RESULTS": 1},
 		},
 		{
 			name: "parallel 10-call delegate",
 			sub:  batch("writes-par", 1, []string{"delegate"}, calls("delegate", 10)...),
-			// per call: executor request, output; call create (decision and Executing in
-			// one write), entered (delegate is durable_request), Completed; audit; tool_call, tool_result. Per
+			// per call: call create (decision and Executing in one write: the executor
+			// request), entered (delegate is durable_request), Completed (the output); audit; tool_call, tool_result. Per
 			// batch: submission, the probe's gate request, the two run-record writes, the
 			// archive, the one results message.
-			total: 10*8 + 6,
-			want: map[string]uint64{"AWAKEN_SUBMISSIONS": 1, "AWAKEN_WORK": 21, "KV_AWAKEN_calls": 30,
+			total: 10*6 + 6,
+			want: map[string]uint64{"AWAKEN_SUBMISSIONS": 1, "AWAKEN_WORK": 1, "KV_AWAKEN_calls": 30,
 				"KV_AWAKEN_batches": 1, "KV_AWAKEN_runs": 2, "AWAKEN_AUDIT": 10, "AWAKEN_EVENTS": 20, "AWAKEN_RESULTS": 1},
 		},
 	} {

@@ -250,6 +250,7 @@ func Start(ctx context.Context, o Options) (st *Stack, err error) {
 			return st, err
 		}
 		env.Faults = o.Faults
+		env.Service = name
 		tel := telemetry.New(name, o.Metrics, o.TracerProvider)
 		env.SetTelemetry(tel)
 		if st.Env == nil {

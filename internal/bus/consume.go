@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -96,8 +97,17 @@ type ConsumerSpec struct {
 	// Workers is the number of handlers running at once in this process; default 1.
 	Workers int
 	// AcceptTypes lists the CloudEvent types this consumer handles; any other type is
-	// rejected with wrong_type. Empty accepts every type.
+	// rejected with wrong_type (on a Records consumer: ignored). Empty accepts every type.
 	AcceptTypes []string
+	// Records marks a consumer of a key-value bucket's stream (Stream
+	// contracts.RecordStream(bucket), FilterSubjects contracts.RecordSubject(bucket,
+	// pattern)), whose work items are the record revisions written with ce-* headers
+	// (state.Store.WithAnnounce). Every other revision — a delete or purge marker, a
+	// revision written as a plain key-value update because it hands nothing on, one of a
+	// type not in AcceptTypes — is acknowledged and ignored quietly, never dead-lettered.
+	// A ce-typed revision of an accepted type that does not decode is dead-lettered as on
+	// any stream. The Event's Data is the record JSON.
+	Records bool
 	// Names gives the dead-letter subject (Names.DeadLetterSubject(Durable)); a zero
 	// Names uses the default prefix.
 	Names contracts.Names
@@ -487,6 +497,14 @@ func (s *Subscription) process(f *inflight) {
 	if md, err := m.Metadata(); err == nil {
 		d.NumDelivered, d.StreamSeq, d.Stream = md.NumDelivered, md.Sequence.Stream, md.Stream
 	}
+	if s.spec.Records && !s.recordWork(m.Headers()) {
+		// A revision that hands nothing on to this consumer: not an event of its, so not
+		// observed either. A lost acknowledgement only brings it back to be ignored again.
+		if err := m.Ack(); err != nil {
+			s.log.Debug().Err(err).Str("subject", d.Subject).Msg("acknowledgement of an ignored revision failed")
+		}
+		return
+	}
 	ev, decErr := DecodeMsg(m.Headers(), m.Data())
 	if decErr == nil {
 		decErr = ExpectType(ev, s.spec.AcceptTypes...)
@@ -530,6 +548,41 @@ func (s *Subscription) process(f *inflight) {
 	o := s.settle(ctx, &log, f, d, err)
 	ran.Settlement, ran.Code = o.Settlement, o.Code
 	finish(ran)
+}
+
+// recordWork reports whether a revision on a Records consumer is work for it: written
+// with CloudEvents headers (not a plain key-value write, delete or purge) and of a type it
+// accepts.
+func (s *Subscription) recordWork(h nats.Header) bool {
+	if h == nil || h.Get(kvOperationHeader) != "" {
+		return false
+	}
+	typ, ok := headerValue(h, HeaderType)
+	if !ok {
+		return false
+	}
+	if len(s.spec.AcceptTypes) == 0 {
+		return true
+	}
+	typ, err := percentDecode(typ)
+	return err == nil && slices.Contains(s.spec.AcceptTypes, typ)
+}
+
+// kvOperationHeader marks a key-value delete or purge marker.
+const kvOperationHeader = "KV-Operation"
+
+// headerValue returns the first value of header name, matched case-insensitively as the
+// CloudEvents NATS binding requires.
+func headerValue(h nats.Header, name string) (string, bool) {
+	if vs, ok := h[name]; ok && len(vs) > 0 {
+		return vs[0], true
+	}
+	for k, vs := range h {
+		if len(vs) > 0 && strings.EqualFold(k, name) {
+			return vs[0], true
+		}
+	}
+	return "", false
 }
 
 // runHandler calls the handler, turning a panic into a transient error.
@@ -636,6 +689,10 @@ func (s *Subscription) deadLetter(ctx context.Context, log *zerolog.Logger, f *i
 	dl.Header.Set(HeaderOriginalSequence, seq)
 	if id := m.Headers().Get(jetstream.MsgIDHeader); id != "" {
 		dl.Header.Set(HeaderOriginalMsgID, id)
+	} else if d.Event.ID != "" {
+		// A record revision carries no Nats-Msg-Id (state.Store.WithAnnounce): its ce-id
+		// is what names it.
+		dl.Header.Set(HeaderOriginalMsgID, d.Event.ID)
 	}
 	dl.Header.Set(HeaderConsumer, s.spec.Durable)
 	dl.Header.Set(HeaderDelivered, strconv.FormatUint(d.NumDelivered, 10))

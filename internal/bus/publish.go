@@ -80,6 +80,13 @@ func (p *Publisher) encode(ctx context.Context, subject string, e Event) *nats.M
 	return EncodeMsg(subject, e)
 }
 
+// Headers returns the binary-mode headers of e as [Publisher.Publish] would send them —
+// ce-* attributes, the injector's trace context — for a message that is not published
+// through p: a record revision written by state.Store.WithAnnounce.
+func (p *Publisher) Headers(ctx context.Context, e Event) nats.Header {
+	return p.encode(ctx, "", e).Header
+}
+
 // JetStream returns the JetStream context the publisher uses.
 func (p *Publisher) JetStream() jetstream.JetStream { return p.js }
 

@@ -29,7 +29,7 @@ func TestStartAppliesOneSetOfDeliveryOptionsToEveryRoute(t *testing.T) {
 	opts := bus.DeliveryOptions{AckWait: 7 * time.Second, MaxDeliver: 3, BackOff: []time.Duration{10 * time.Millisecond}, Workers: 2, Names: h.names}
 	cs, err := bus.Start(h.ctx, h.js, opts, []bus.Route{
 		route("rt-gate", h.names.GateRequestSubject("run-1"), contracts.TypeGateRequest, &gate),
-		route("rt-out", h.names.OutputSubject("run-1"), contracts.TypeCallOutput, &tickets),
+		route("rt-out", h.names.Prefix+".work.output.run-1", contracts.TypeCallOutput, &tickets),
 	}, h.log)
 	if err != nil {
 		t.Fatal(err)
@@ -48,7 +48,7 @@ func TestStartAppliesOneSetOfDeliveryOptionsToEveryRoute(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.publish(h.names.OutputSubject("run-1"), out)
+	h.publish(h.names.Prefix+".work.output.run-1", out)
 	natstest.WaitFor(t, waitTimeout, func() bool { return gate.count() == 1 && tickets.count() == 1 }, "each route to handle its message")
 	if d := gate.all()[0]; d.MaxDeliver != 3 || d.Event.ID != "g-1" {
 		t.Fatalf("gate delivery %+v", d)

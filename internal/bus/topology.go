@@ -133,7 +133,7 @@ func StreamConfigs(names contracts.Names, cfg TopologyConfig) []jetstream.Stream
 	return []jetstream.StreamConfig{
 		stream(names.SubmissionsStream(), "tool batch submissions and their rejections",
 			p+".batches.>", age(cfg.SubmissionsMaxAge, DefaultSubmissionsMaxAge)),
-		stream(names.WorkStream(), "internal work: gate requests, executor requests, committed call outputs",
+		stream(names.WorkStream(), "internal work: gate requests (executor requests and call outputs are call-record revisions)",
 			p+".work.>", age(cfg.WorkMaxAge, DefaultWorkMaxAge)),
 		results,
 		tickets, // before timers: an older tickets stream held the timer subjects, and must give them up first

@@ -96,7 +96,7 @@ type Observed struct {
 	Audit []Message
 	// Tickets is the tickets stream in sequence order.
 	Tickets []Message
-	// Ledger is the body-run ledger by contracts.CallKey(run, step, call).
+	// Ledger is the body-run ledger by contracts.OperationKey(run, step, call).
 	Ledger map[string]LedgerEntry
 }
 
@@ -336,7 +336,7 @@ func checkCalls(r *Report, h History, b Batch, results []resultMsg, publishedAt 
 	sub := b.Submission
 	id := sub.BatchID()
 	for i, c := range sub.Calls {
-		led := o.Ledger[contracts.CallKey(sub.RunID, sub.Step, c.CallID)]
+		led := o.Ledger[contracts.OperationKey(sub.RunID, sub.Step, c.CallID)]
 		if led.Count > 1 && rules.NeverReplay != nil && rules.NeverReplay(c.ToolID) {
 			add(KindReplayed, id, c.CallID, "never_replay body of %s ran %d times", c.ToolID, led.Count)
 		}

@@ -52,7 +52,7 @@ func (w *world) submit(run string, tools ...string) *Batch {
 // run records one body start of a call.
 func (w *world) run(b *Batch, i int) {
 	sub := b.Submission
-	key := contracts.CallKey(sub.RunID, sub.Step, sub.Calls[i].CallID)
+	key := contracts.OperationKey(sub.RunID, sub.Step, sub.Calls[i].CallID)
 	e := w.o.Ledger[key]
 	e.Count++
 	e.At = w.tick()

@@ -118,7 +118,7 @@ func TestDevProcess(t *testing.T) {
 		if err != nil {
 			return false
 		}
-		e, err := kv.Get(ctx, contracts.CallKey(run, 1, "c1"))
+		e, err := kv.Get(ctx, contracts.CallKey(contracts.TargetBrain, run, 1, "c1"))
 		if err != nil {
 			return false
 		}

@@ -59,7 +59,7 @@ func runBatchWatch(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	calls, err := watchKeys(ctx, js, names.CallsBucket(), contracts.BatchKey(runID, step)+".*")
+	calls, err := watchKeys(ctx, js, names.CallsBucket(), contracts.CallKeysOfBatch(runID, step))
 	if err != nil {
 		return err
 	}
@@ -107,11 +107,11 @@ func runBatchWatch(ctx context.Context, args []string, stdout io.Writer) error {
 			if rec.Phase == contracts.BatchPhasePublished {
 				// Every call is terminal once the batch is published; the watch may not
 				// have delivered the last states yet, so read the ones it has not.
-				for _, call := range rec.Submission.Calls {
+				for i, call := range rec.Submission.Calls {
 					if terminal[call.CallID] {
 						continue
 					}
-					if e, err := callsKV.Get(ctx, contracts.CallKey(runID, step, call.CallID)); err == nil {
+					if e, err := callsKV.Get(ctx, contracts.CallKeyOf(&rec, i)); err == nil {
 						printCall(e)
 					}
 				}

@@ -182,11 +182,17 @@ func New(env *pipeline.Env, opts Options) (*Executor, error) {
 	if err != nil {
 		return nil, err
 	}
+	if env.Service == "" {
+		// The source of the call-record revisions it writes; internal/app names the
+		// service already, an embedding (pkg/executor, tests) may not.
+		env.Service = opts.Service
+	}
 	return &Executor{env: env, opts: opts}, nil
 }
 
-// Start builds an Executor, ensures its durable consumer on the work stream (filter
-// Names.ExecRequestFilter(Target)) and starts consuming. ctx is the hard-stop context:
+// Start builds an Executor, ensures its durable consumer on the calls bucket's stream
+// (filter Names.TargetCallRecordsFilter(Target): the gate's revisions that hand a call of this
+// target to its executor) and starts consuming. ctx is the hard-stop context:
 // cancelling it aborts running tools (their calls then recover by policy on redelivery);
 // [Executor.Stop] is the graceful way down.
 func Start(ctx context.Context, env *pipeline.Env, opts Options) (*Executor, error) {
@@ -196,9 +202,10 @@ func Start(ctx context.Context, env *pipeline.Env, opts Options) (*Executor, err
 	}
 	log := env.Log
 	sub, err := bus.Consume(ctx, env.JS, bus.ConsumerSpec{
-		Stream:         env.Names.WorkStream(),
+		Stream:         env.Names.CallRecordsStream(),
 		Durable:        x.opts.Durable,
-		FilterSubjects: []string{env.Names.ExecRequestFilter(x.opts.Target)},
+		FilterSubjects: []string{env.Names.TargetCallRecordsFilter(x.opts.Target)},
+		Records:        true,
 		AckWait:        x.opts.AckWait,
 		MaxDeliver:     x.opts.MaxDeliver,
 		BackOff:        x.opts.BackOff,
@@ -257,7 +264,7 @@ const (
 // outcome is committed and announced (or there is nothing to do); any error leaves the
 // message to be redelivered, which is safe in every state (see the package documentation).
 func (x *Executor) Handle(ctx context.Context, d bus.Delivery) error {
-	req, err := DecodeRequest(d.Event.Data)
+	req, key, err := x.request(d)
 	if err != nil {
 		return err // a *contracts.Rejection: dead-lettered, it names no call we could finish
 	}
@@ -271,7 +278,6 @@ func (x *Executor) Handle(ctx context.Context, d bus.Delivery) error {
 		Uint64("stream_seq", d.StreamSeq).Logger()
 	ctx = log.WithContext(ctx)
 
-	key := contracts.CallKey(req.RunID, req.Step, req.CallID)
 	// Tracked before the call is entered: a cancellation that arrives once the Entered
 	// mark is visible (to the gate, the api or a test) must find the body's context, or
 	// the body runs to its end (a 30 s tool, 30 s) after its run was cancelled.
@@ -344,8 +350,7 @@ func (x *Executor) Handle(ctx context.Context, d bus.Delivery) error {
 	return x.commitThenAnnounce(ctx, req, rec, op)
 }
 
-// commitThenAnnounce runs the after-commit fault point, publishes the CallOutput and runs
-// the after-publish fault point.
+// commitThenAnnounce runs the after-commit fault point, then [Executor.announce].
 func (x *Executor) commitThenAnnounce(ctx context.Context, req contracts.ExecRequest, rec contracts.CallRecord, op string) error {
 	if err := x.env.Fault(ctx, x.opts.Service, pipeline.FaultAfterCommit, op); err != nil {
 		return fmt.Errorf("%s: fault after commit: %w", x.opts.Service, err)
@@ -353,31 +358,16 @@ func (x *Executor) commitThenAnnounce(ctx context.Context, req contracts.ExecReq
 	return x.announce(ctx, req, rec, op)
 }
 
-// announce publishes the CallOutput of a terminal record and runs the after-publish fault
-// point.
-func (x *Executor) announce(ctx context.Context, req contracts.ExecRequest, rec contracts.CallRecord, op string) error {
-	outcome := contracts.OutcomeCompleted
-	if rec.Phase.Kind == contracts.PhaseIndeterminate {
-		outcome = contracts.OutcomeIndeterminate
-	}
-	toolID := rec.ToolID
-	if toolID == "" {
-		toolID = req.ToolID
-	}
-	ev, err := x.env.Event(x.opts.Service, pipeline.OutputID(op), contracts.TypeCallOutput, contracts.CallOutput{
-		RunID: req.RunID, Step: req.Step, Index: req.Index, CallID: req.CallID, ToolID: toolID,
-		Outcome: outcome, Parallel: req.Parallel,
-	})
-	if err != nil {
-		return err
-	}
-	if _, err := x.env.Pub.Publish(ctx, x.env.Names.OutputSubject(req.RunID), ev); err != nil {
-		return fmt.Errorf("%s: announce output: %w", x.opts.Service, err)
-	}
+// announce finishes a call found or made terminal. Its terminal call-record revision is
+// the output announcement (pipeline: the record is the work): the publisher and the
+// batcher consume it from the calls bucket's stream, so nothing is published here — a
+// redelivery that finds the call terminal has nothing to repeat. It runs the
+// after-publish fault point, the boundary between the durable outcome and the ack.
+func (x *Executor) announce(ctx context.Context, _ contracts.ExecRequest, rec contracts.CallRecord, op string) error {
 	if err := x.env.Fault(ctx, x.opts.Service, pipeline.FaultAfterPublish, op); err != nil {
 		return fmt.Errorf("%s: fault after publish: %w", x.opts.Service, err)
 	}
-	zerolog.Ctx(ctx).Debug().Str("outcome", string(outcome)).Msg("call output announced")
+	zerolog.Ctx(ctx).Debug().Str("outcome", string(rec.Outcome())).Msg("call output committed")
 	return nil
 }
 
@@ -551,13 +541,12 @@ func (x *Executor) complete(ctx context.Context, key string, req contracts.ExecR
 // call becomes Indeterminate (unless another delivery owns it or it is already terminal)
 // and its CallOutput is published, so the batch still finishes.
 func (x *Executor) onExhausted(ctx context.Context, d bus.Delivery, cause error) error {
-	req, err := DecodeRequest(d.Event.Data)
+	req, key, err := x.request(d)
 	if err != nil {
 		return nil // nothing identifies a call; the message is dead-lettered as is
 	}
 	op := contracts.OperationID(req.RunID, req.Step, req.CallID)
 	reason := truncate(fmt.Sprintf("%s gave up after %d deliveries: %v", x.opts.Service, d.NumDelivered, cause), 512)
-	key := contracts.CallKey(req.RunID, req.Step, req.CallID)
 	rec, err := x.seal(ctx, key, req, reason, telemetry.ReasonDeliveryExhausted, func(cur *contracts.CallRecord) bool {
 		return cur.Phase.Kind == contracts.PhaseExecuting && (!cur.Entered || cur.EnteredBy == d.StreamSeq)
 	})
@@ -593,6 +582,42 @@ func (x *Executor) seal(ctx context.Context, key string, req contracts.ExecReque
 	return rec, err
 }
 
+// request reads the executor request a delivery carries — the gate's revision of the call
+// record that moved it into execution — and its record key. A revision under another
+// target's key is refused: the consumer's filter never delivers one, and its NATS user
+// may not write one.
+func (x *Executor) request(d bus.Delivery) (contracts.ExecRequest, string, error) {
+	req, key, err := RequestOf(x.env.Names, d)
+	if err == nil && req.Target != x.opts.Target {
+		err = contracts.Reject(contracts.RejectInvalidField, "executor request %s is for target %q, not %q", key, req.Target, x.opts.Target)
+	}
+	return req, key, err
+}
+
+// RequestOf reads the [contracts.ExecRequest] of a delivery of the calls bucket's stream
+// of type [contracts.TypeExecRequest]: the target from the record's key, the call, its
+// pinned policy, attempt, input and dispatch mode from the record. It returns the key too.
+// Every failure is a [*contracts.Rejection].
+func RequestOf(n contracts.Names, d bus.Delivery) (contracts.ExecRequest, string, error) {
+	key, runID, step, rec, err := pipeline.CallRecordOf(n, d)
+	if err != nil {
+		return contracts.ExecRequest{}, "", err
+	}
+	target, _, _, _, _ := contracts.ParseCallKey(key) // parsed by CallRecordOf already
+	if rec.Input == nil {
+		return contracts.ExecRequest{}, key, contracts.Reject(contracts.RejectInvalidField,
+			"executor request %s: the record carries no input (written by an older gate?)", key)
+	}
+	req := contracts.ExecRequest{
+		RunID: runID, Step: step, Index: rec.Index, CallID: rec.CallID, ToolID: rec.ToolID,
+		Arguments: rec.Input, Target: target, Policy: rec.Policy, Attempt: rec.Phase.Attempt, Parallel: rec.Parallel,
+	}
+	if err := ValidateRequest(req); err != nil {
+		return req, key, err
+	}
+	return req, key, nil
+}
+
 // DecodeRequest decodes an ExecRequest strictly: unknown fields, bad ids or a negative
 // step are a *contracts.Rejection, so a malformed or mixed-version message is
 // dead-lettered instead of misread.
@@ -603,19 +628,25 @@ func DecodeRequest(data []byte) (contracts.ExecRequest, error) {
 	if err := dec.Decode(&req); err != nil {
 		return req, contracts.Reject(contracts.RejectInvalidJSON, "executor request: %v", err)
 	}
+	return req, ValidateRequest(req)
+}
+
+// ValidateRequest checks the ids, step and tool of an executor request; a failure is a
+// [*contracts.Rejection].
+func ValidateRequest(req contracts.ExecRequest) error {
 	if err := contracts.ValidateID("run_id", req.RunID); err != nil {
-		return req, contracts.Reject(contracts.RejectInvalidID, "executor request: %v", err)
+		return contracts.Reject(contracts.RejectInvalidID, "executor request: %v", err)
 	}
 	if err := contracts.ValidateCallID("call_id", req.CallID); err != nil {
-		return req, contracts.Reject(contracts.RejectInvalidID, "executor request: %v", err)
+		return contracts.Reject(contracts.RejectInvalidID, "executor request: %v", err)
 	}
 	if req.Step < 0 {
-		return req, contracts.Reject(contracts.RejectInvalidStep, "executor request: step %d is negative", req.Step)
+		return contracts.Reject(contracts.RejectInvalidStep, "executor request: step %d is negative", req.Step)
 	}
 	if req.ToolID == "" {
-		return req, contracts.Reject(contracts.RejectInvalidField, "executor request: tool_id is empty")
+		return contracts.Reject(contracts.RejectInvalidField, "executor request: tool_id is empty")
 	}
-	return req, nil
+	return nil
 }
 
 // FinishOutput turns what a tool returned into what is committed: the call id set, empty

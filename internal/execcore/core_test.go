@@ -2,6 +2,7 @@ package execcore_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"slices"
 	"strings"
@@ -9,6 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/awaken-dev/awaken/internal/bus"
 	"github.com/awaken-dev/awaken/internal/execcore"
 	"github.com/awaken-dev/awaken/internal/execcore/exectest"
 	"github.com/awaken-dev/awaken/internal/natstest"
@@ -270,7 +274,7 @@ func TestDuplicateRequestWhileRunningIsIgnored(t *testing.T) {
 	}
 	// The duplicate is settled (acknowledged) while the first still runs.
 	natstest.WaitFor(t, exectest.Wait, func() bool {
-		c, err := e.JS.Consumer(e.Ctx, e.Names.WorkStream(), contracts.ConsumerBrainExec)
+		c, err := e.JS.Consumer(e.Ctx, e.Names.CallRecordsStream(), contracts.ConsumerBrainExec)
 		if err != nil {
 			return false
 		}
@@ -347,7 +351,8 @@ func TestRequestAheadOfItsRecordIsRetried(t *testing.T) {
 		name string
 		rec  func(contracts.CallRecord) contracts.CallRecord
 	}{
-		{"missing record", nil},
+		// (A missing record cannot be staged on one node any more: the request is a
+		// revision of the record, so the executor's own read finds at least that.)
 		{"requested", func(r contracts.CallRecord) contracts.CallRecord {
 			r.Phase = contracts.RequestedPhase()
 			return r
@@ -369,21 +374,25 @@ func TestRequestAheadOfItsRecordIsRetried(t *testing.T) {
 			}
 			e.Publish(c, pipeline.ExecRequestID(c.Op(), 1))
 			natstest.WaitFor(t, exectest.Wait, func() bool {
-				cons, err := e.JS.Consumer(e.Ctx, e.Names.WorkStream(), contracts.ConsumerBrainExec)
+				cons, err := e.JS.Consumer(e.Ctx, e.Names.CallRecordsStream(), contracts.ConsumerBrainExec)
 				if err != nil {
 					return false
 				}
 				info, err := cons.Info(e.Ctx)
 				return err == nil && info.NumRedelivered > 0
 			}, "the request to be redelivered")
-			// The gate's write becomes visible.
-			var err error
-			if rev == 0 {
-				_, err = e.Calls.Create(e.Ctx, c.Key(), c.Record())
-			} else {
-				_, err = e.Calls.UpdateAt(e.Ctx, c.Key(), c.Record(), rev)
-			}
+			// The gate's write becomes visible: a plain write, as a replica catching up
+			// shows the revision the request already was (not a second request).
+			_ = rev
+			kv, err := e.JS.KeyValue(e.Ctx, e.Names.CallsBucket())
 			if err != nil {
+				t.Fatal(err)
+			}
+			data, err := json.Marshal(c.Record())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := kv.Put(e.Ctx, c.Key(), data); err != nil {
 				t.Fatal(err)
 			}
 			if got, _ := exectest.Text(t, e.WaitTerminal(c)); got != "ran" {
@@ -598,11 +607,18 @@ func TestExhaustedDeliveriesMakeTheCallIndeterminate(t *testing.T) {
 func TestMalformedRequestIsDeadLettered(t *testing.T) {
 	e := exectest.New(t, testConfig)
 	start(t, e, &scripted{body: text("x")})
-	ev, err := e.Event("gate", "bad-1", contracts.TypeExecRequest, map[string]any{"run_id": "run 1", "call_id": "c"})
+	// A revision announced as an executor request whose record carries no input.
+	c := exectest.Call{RunID: "run-1", Step: 1, CallID: "c", ToolID: "echo"}
+	rec := c.Record()
+	rec.Input = nil
+	data, err := json.Marshal(rec)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ack, err := e.Pub.Publish(e.Ctx, e.Names.ExecRequestSubject(contracts.TargetBrain, "run-1"), ev)
+	ev := bus.Event{ID: "bad-1", Source: "awaken/gate", Type: contracts.TypeExecRequest, Data: data}
+	m := bus.EncodeMsg(e.Names.CallRecordSubject(c.Key()), ev)
+	m.Header.Del(jetstream.MsgIDHeader)
+	ack, err := e.JS.PublishMsg(e.Ctx, m)
 	if err != nil {
 		t.Fatal(err)
 	}

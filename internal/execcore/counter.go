@@ -86,7 +86,7 @@ func ReadCounter(ctx context.Context, kv jetstream.KeyValue, key string) (uint64
 // LedgerKey is the body-run ledger key of one operation: "ledger.{run}.{step}.{call}".
 // Run and call ids cannot contain '.', so the key is unique per operation id.
 func LedgerKey(runID string, step int64, callID string) string {
-	return "ledger." + contracts.CallKey(runID, step, callID)
+	return "ledger." + contracts.OperationKey(runID, step, callID)
 }
 
 // Ledger records that the body of an operation is about to run. The executor calls it

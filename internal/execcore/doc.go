@@ -1,15 +1,17 @@
 // Package execcore is the executor hop shared by brain-exec and sandbox-exec: it consumes
 // the executor requests of one target, owns the Entered/EnteredBy protocol and crash
 // recovery of a call, runs the tool through an [Invoker] under a timeout, commits the
-// outcome with a compare-and-swap and announces it as a CallOutput.
+// outcome with a compare-and-swap. The terminal revision of the call record is its output
+// announcement (a CallOutput revision of the calls bucket's stream, see internal/pipeline):
+// nothing else is published for it.
 //
 // # Exactly once
 //
 // The gate commits a call as Executing{attempt} with Entered false before it publishes the
 // executor request. The executor handles a request message like this:
 //
-//  1. Read the call record. A terminal record only re-publishes its CallOutput (same
-//     deterministic message id); a Requested or Awaiting record means the request is stale.
+//  1. Read the call record. A terminal record is done: its terminal revision announced it
+//     already; a Requested or Awaiting record means the request is stale.
 //  2. Executing and not Entered: commit Entered with EnteredBy = the stream sequence of this
 //     request message, then invoke. Entered by another message: a duplicate request, ignored
 //     (the delivery that entered owns the call). Entered by this very message: its handler
@@ -23,7 +25,7 @@
 //  3. Invoke under the tool's timeout with the invocation in the context; the bus heartbeats
 //     the message meanwhile so a long tool is not redelivered.
 //  4. Commit Completed(output) by compare-and-swap — only if this delivery still owns the
-//     attempt — then publish the CallOutput, then return so the bus acknowledges.
+//     attempt; that revision is the CallOutput — then return so the bus acknowledges.
 //
 // An output over the inline limit is stored in the objects bucket before step 4, under a
 // name derived from the operation id and its digest, and committed as a resource_link

@@ -47,7 +47,10 @@ type Env struct {
 	Names  contracts.Names
 	// Log is the service's logger; it carries the "service" field (internal/app adds it),
 	// so services do not add it again.
-	Log     zerolog.Logger
+	Log zerolog.Logger
+	// Service names the service the environment serves (the ce-source of the record
+	// revisions it writes, "awaken/{Service}"); internal/app sets it.
+	Service string
 	Pub     *bus.Publisher
 	Batches *state.Store[contracts.BatchRecord]
 	Calls   *state.Store[contracts.CallRecord]
@@ -100,17 +103,20 @@ func NewEnv(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, cfg *con
 	if err != nil {
 		return nil, err
 	}
-	return &Env{
+	e := &Env{
 		Conn: nc, JS: js, Config: cfg, Names: names, Log: log,
 		Pub:      bus.NewPublisher(js),
 		Batches:  state.NewStore[contracts.BatchRecord](batches, state.WithJetStream(js)),
-		Calls:    state.NewStore[contracts.CallRecord](calls, state.WithJetStream(js)),
 		Tickets:  state.NewStore[contracts.ResumeTicket](tickets, state.WithJetStream(js)),
 		Runs:     state.NewStore[contracts.RunRecord](runs, state.WithJetStream(js)),
 		Counters: counters,
 		Now:      func() time.Time { return time.Now().UTC() },
 		cache:    newBatchCache(batchCacheSize),
-	}, nil
+	}
+	// Every call-record write goes through the announcing store: a terminal revision is
+	// the call's output (records.go).
+	e.Calls = state.NewStore[contracts.CallRecord](calls, state.WithJetStream(js)).WithAnnounce(e.announceCall)
+	return e, nil
 }
 
 // SetTelemetry attaches t to the environment: services record their metrics on it and

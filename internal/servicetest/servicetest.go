@@ -22,8 +22,10 @@ import (
 
 	"github.com/awaken-dev/awaken/internal/bus"
 	"github.com/awaken-dev/awaken/internal/config"
+	"github.com/awaken-dev/awaken/internal/execcore"
 	"github.com/awaken-dev/awaken/internal/natstest"
 	"github.com/awaken-dev/awaken/internal/pipeline"
+	"github.com/awaken-dev/awaken/internal/state"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
@@ -110,6 +112,7 @@ func New(t *testing.T, service, configYAML string, topo bus.TopologyConfig) *Kit
 	}
 	k := &Kit{T: t, Ctx: ctx, Server: srv, NC: nc, JS: js, Env: env, service: service, faults: &faults{hits: map[string]int{}}}
 	env.Faults = k.fault
+	env.Service = service
 	return k
 }
 
@@ -227,10 +230,38 @@ func (k *Kit) Submit(id string, sub contracts.BatchSubmission) uint64 {
 	return k.Publish(k.Env.Names.SubmitSubject(), k.event(id, "test/platform", contracts.TypeBatchRequested, sub))
 }
 
-// Output publishes a CallOutput with ce-id id and returns its stream sequence.
+// Output announces out as an executor or the gate does — a terminal revision of the
+// call's record with ce-type CallOutput and ce-id id on the calls bucket's stream — and
+// returns its stream sequence. The revision repeats the record as it is stored (a
+// Completed record with an empty text when there is none), with Index, CallID, ToolID and
+// Parallel taken from out, so a test can also announce an output that does not fit the
+// batch.
 func (k *Kit) Output(id string, out contracts.CallOutput) uint64 {
 	k.T.Helper()
-	return k.Publish(k.Env.Names.OutputSubject(out.RunID), k.event(id, "test/executor", contracts.TypeCallOutput, out))
+	key := contracts.CallKey(k.Env.Config.Pin(out.ToolID).Target, out.RunID, out.Step, out.CallID)
+	rec, _, err := k.Env.Calls.Get(k.Ctx, key)
+	if err != nil && !errors.Is(err, state.ErrNotFound) {
+		k.T.Fatalf("output %s: read call %s: %v", id, key, err)
+	}
+	phase := rec.Phase
+	if err != nil {
+		phase = contracts.CompletedPhase(contracts.TextOutput(out.CallID, ""))
+	}
+	// Rebuilt with out's call: a test may announce an output that does not fit the batch.
+	rec = contracts.CallRecord{Index: out.Index, CallID: out.CallID, ToolID: out.ToolID, Phase: phase,
+		Policy: k.Env.Config.Pin(out.ToolID).Policy, Decision: rec.Decision, Timeline: rec.Timeline}
+	if out.Parallel {
+		rec.RunOutsideSequence()
+	}
+	data, err := json.Marshal(rec)
+	if err != nil {
+		k.T.Fatal(err)
+	}
+	ev := k.event(id, "test/executor", contracts.TypeCallOutput, nil)
+	ev.Data = data
+	m := bus.EncodeMsg(contracts.RecordSubject(k.Env.Names.CallsBucket(), key), ev)
+	m.Header.Del(jetstream.MsgIDHeader) // as state.Store writes a record revision
+	return k.PublishRaw(m)
 }
 
 func (k *Kit) event(id, source, typ string, payload any) bus.Event {
@@ -259,9 +290,10 @@ func (k *Kit) WaitSettled(stream, durable string, seq uint64) {
 // Stored is one message read back from a stream. Event is the zero value for a raw
 // message that is not a CloudEvent (a dead letter keeps what it was given).
 type Stored struct {
-	Seq    uint64
-	Header nats.Header
-	Event  bus.Event
+	Seq     uint64
+	Subject string
+	Header  nats.Header
+	Event   bus.Event
 }
 
 // Messages reads every message on subject (exact) of stream, in stream order.
@@ -313,9 +345,61 @@ func ReadStored(t testing.TB, ctx context.Context, js jetstream.JetStream, strea
 		if err != nil && strict {
 			t.Fatalf("decode message %d on %s: %v", m.Sequence, subject, err)
 		}
-		out = append(out, Stored{Seq: m.Sequence, Header: m.Header, Event: ev})
+		out = append(out, Stored{Seq: m.Sequence, Subject: m.Subject, Header: m.Header, Event: ev})
 		seq = m.Sequence + 1
 	}
+}
+
+// CallOutputs returns the outputs of run's calls in stream order: every call-record
+// revision written as a CallOutput (the terminal ones), each as a Stored whose event data
+// is the [contracts.CallOutput] it announces (pipeline.CallOutputOf) rather than the
+// record. Revisions that hand nothing on are skipped.
+func CallOutputs(t testing.TB, ctx context.Context, js jetstream.JetStream, names contracts.Names, run string) []Stored {
+	t.Helper()
+	var out []Stored
+	for _, m := range ReadStored(t, ctx, js, names.CallRecordsStream(), names.CallRecordSubject(contracts.CallKeysOfRun(run)), false) {
+		if m.Event.Type != contracts.TypeCallOutput {
+			continue
+		}
+		o, err := pipeline.CallOutputOf(names, bus.Delivery{Event: m.Event, Subject: m.Subject})
+		if err != nil {
+			t.Fatalf("call output %d on %s: %v", m.Seq, m.Subject, err)
+		}
+		if m.Event.Data, err = json.Marshal(o); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// ExecRequests returns the executor requests of run's calls in stream order: every
+// call-record revision written as an executor request (the gate's entries), each as a
+// Stored whose event data is the [contracts.ExecRequest] it carries
+// (execcore.RequestOf) rather than the record.
+func ExecRequests(t testing.TB, ctx context.Context, js jetstream.JetStream, names contracts.Names, run string) []Stored {
+	t.Helper()
+	var out []Stored
+	for _, m := range ReadStored(t, ctx, js, names.CallRecordsStream(), names.CallRecordSubject(contracts.CallKeysOfRun(run)), false) {
+		if m.Event.Type != contracts.TypeExecRequest {
+			continue
+		}
+		req, _, err := execcore.RequestOf(names, bus.Delivery{Event: m.Event, Subject: m.Subject})
+		if err != nil {
+			t.Fatalf("executor request %d on %s: %v", m.Seq, m.Subject, err)
+		}
+		if m.Event.Data, err = json.Marshal(req); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// CallOutputs returns the outputs of run's calls (see [CallOutputs]).
+func (k *Kit) CallOutputs(run string) []Stored {
+	k.T.Helper()
+	return CallOutputs(k.T, k.Ctx, k.JS, k.Env.Names, run)
 }
 
 // Batch returns the batch record of (run, step), wherever it lives (see

@@ -30,13 +30,26 @@ var ErrBucketNotFound = errors.New("state: bucket not found")
 //
 // It needs permission to publish on $JS.API.STREAM.MSG.GET.KV_<bucket>.
 func ReadFromLeader(ctx context.Context, nc *nats.Conn, bucket, key string) (*jetstream.RawStreamMsg, error) {
+	m, deleted, err := readLast(ctx, nc, bucket, key)
+	switch {
+	case err != nil:
+		return nil, err
+	case deleted:
+		return nil, fmt.Errorf("%w: %s/%s", ErrNotFound, bucket, key)
+	}
+	return m, nil
+}
+
+// readLast is [ReadFromLeader] that also returns a delete or purge marker (deleted true,
+// with the marker's revision): a create after a delete must expect the marker's revision.
+func readLast(ctx context.Context, nc *nats.Conn, bucket, key string) (m *jetstream.RawStreamMsg, deleted bool, err error) {
 	req, err := json.Marshal(map[string]string{"last_by_subj": "$KV." + bucket + "." + key})
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	m, err := nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET.KV_"+bucket, req)
+	reply, err := nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET.KV_"+bucket, req)
 	if err != nil {
-		return nil, fmt.Errorf("state: read %s/%s from the leader: %w", bucket, key, err)
+		return nil, false, fmt.Errorf("state: read %s/%s from the leader: %w", bucket, key, err)
 	}
 	var resp struct {
 		Error *struct {
@@ -50,29 +63,28 @@ func ReadFromLeader(ctx context.Context, nc *nats.Conn, bucket, key string) (*je
 			Data     []byte `json:"data"`
 		} `json:"message"`
 	}
-	if err := json.Unmarshal(m.Data, &resp); err != nil {
-		return nil, fmt.Errorf("state: read %s/%s from the leader: %w", bucket, key, err)
+	if err := json.Unmarshal(reply.Data, &resp); err != nil {
+		return nil, false, fmt.Errorf("state: read %s/%s from the leader: %w", bucket, key, err)
 	}
 	switch {
 	case resp.Error != nil && resp.Error.ErrCode == jsErrNoMessageFound:
-		return nil, fmt.Errorf("%w: %s/%s", ErrNotFound, bucket, key)
+		return nil, false, fmt.Errorf("%w: %s/%s", ErrNotFound, bucket, key)
 	case resp.Error != nil && resp.Error.ErrCode == jsErrStreamNotFound:
-		return nil, fmt.Errorf("%w: %s", ErrBucketNotFound, bucket)
+		return nil, false, fmt.Errorf("%w: %s", ErrBucketNotFound, bucket)
 	case resp.Error != nil:
-		return nil, fmt.Errorf("state: read %s/%s from the leader: %s (%d)", bucket, key, resp.Error.Description, resp.Error.ErrCode)
+		return nil, false, fmt.Errorf("state: read %s/%s from the leader: %s (%d)", bucket, key, resp.Error.Description, resp.Error.ErrCode)
 	case resp.Message == nil:
-		return nil, fmt.Errorf("state: read %s/%s from the leader: empty reply", bucket, key)
+		return nil, false, fmt.Errorf("state: read %s/%s from the leader: empty reply", bucket, key)
 	}
 	var hdr nats.Header
 	if len(resp.Message.Header) > 0 {
 		if hdr, err = nats.DecodeHeadersMsg(resp.Message.Header); err != nil {
-			return nil, fmt.Errorf("state: read %s/%s from the leader: headers: %w", bucket, key, err)
+			return nil, false, fmt.Errorf("state: read %s/%s from the leader: headers: %w", bucket, key, err)
 		}
 	}
-	if op := hdr.Get(kvOperationHeader); op == kvOpDelete || op == kvOpPurge {
-		return nil, fmt.Errorf("%w: %s/%s", ErrNotFound, bucket, key)
-	}
-	return &jetstream.RawStreamMsg{Subject: resp.Message.Subject, Sequence: resp.Message.Sequence, Header: hdr, Data: resp.Message.Data}, nil
+	raw := &jetstream.RawStreamMsg{Subject: resp.Message.Subject, Sequence: resp.Message.Sequence, Header: hdr, Data: resp.Message.Data}
+	op := hdr.Get(kvOperationHeader)
+	return raw, op == kvOpDelete || op == kvOpPurge, nil
 }
 
 // GetFromLeader is Get answered by the leader of the bucket's stream ([ReadFromLeader]):

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/synadia-io/orbit.go/jetstreamext"
 
@@ -99,6 +100,30 @@ func WithMaxAttempts(n int) Option {
 type Store[T any] struct {
 	kv   jetstream.KeyValue
 	opts options
+	// announce, when set, makes a revision a work item (see [Store.WithAnnounce]).
+	announce Announce[T]
+}
+
+// Announce returns the headers that make the revision v of key a work item for the
+// consumers of the bucket's stream — the CloudEvents binary-mode attributes (ce-*) naming
+// the transition, and the trace context — or nil when the revision hands nothing on and is
+// written as a plain key-value update. It runs once per write, with the value about to be
+// written, and must not block.
+type Announce[T any] func(ctx context.Context, key string, v *T) nats.Header
+
+// WithAnnounce returns a copy of s whose writes (Create, UpdateAt, Update) carry the
+// headers announce returns for the value written. Such a write is still a key-value
+// write: the value is the plain record JSON on $KV.<bucket>.<key>, and gets and watchers
+// read it unchanged; the compare-and-swap is the same Nats-Expected-Last-Subject-Sequence
+// check the key-value API sends. It needs [WithJetStream].
+//
+// Deriving the headers from the value, in one place, rather than having every writer pass
+// them means no writer of a transition that hands work on can forget to: the revision's
+// type is a function of the record's state.
+func (s *Store[T]) WithAnnounce(announce Announce[T]) *Store[T] {
+	c := *s
+	c.announce = announce
+	return &c
 }
 
 // NewStore returns a Store of T values over kv.
@@ -221,16 +246,78 @@ func (s *Store[T]) Create(ctx context.Context, key string, v T) (uint64, error) 
 	if err != nil {
 		return 0, err
 	}
-	rctx, cancel := s.request(ctx)
-	rev, err := s.kv.Create(rctx, key, b)
-	cancel()
+	rev, err := s.createRaw(ctx, key, b, s.headers(ctx, key, &v))
 	if err != nil {
-		if errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+		if errors.Is(err, ErrConflict) {
 			return 0, fmt.Errorf("%w: %s/%s", ErrExists, s.kv.Bucket(), key)
 		}
 		return 0, fmt.Errorf("state: create %s/%s: %w", s.kv.Bucket(), key, err)
 	}
 	return rev, nil
+}
+
+// headers returns the announcement headers of the write of v, or nil.
+func (s *Store[T]) headers(ctx context.Context, key string, v *T) nats.Header {
+	if s.announce == nil || s.opts.js == nil {
+		return nil
+	}
+	return s.announce(ctx, key, v)
+}
+
+// createRaw writes b to key only if key has no current value: like the key-value Create,
+// an expected last subject sequence of 0, and, when the key's last revision is a delete
+// or purge marker, of that marker's revision. A key with a value is ErrConflict.
+func (s *Store[T]) createRaw(ctx context.Context, key string, b []byte, hdr nats.Header) (uint64, error) {
+	if hdr == nil {
+		rctx, cancel := s.request(ctx)
+		rev, err := s.kv.Create(rctx, key, b)
+		cancel()
+		if errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+			return 0, fmt.Errorf("%w: %s/%s", ErrConflict, s.kv.Bucket(), key)
+		}
+		return rev, err
+	}
+	rev, err := s.publish(ctx, key, b, hdr, 0)
+	if !errors.Is(err, ErrConflict) {
+		return rev, err
+	}
+	rctx, cancel := s.request(ctx)
+	marker, deleted, rerr := readLast(rctx, s.opts.js.Conn(), s.kv.Bucket(), key)
+	cancel()
+	if rerr != nil || !deleted {
+		return 0, err
+	}
+	return s.publish(ctx, key, b, hdr, marker.Sequence)
+}
+
+// publish writes b with hdr as the revision of key that follows rev (0: the key has no
+// revision at all), as a JetStream publish on the key's subject. A wrong last sequence —
+// another writer won — is ErrConflict. hdr is not modified.
+//
+// No Nats-Msg-Id is sent: the bucket's stream deduplicates by it, and a second writer
+// whose revision carried the same id inside the duplicate window would be told
+// "duplicate" with the first writer's sequence — a lost compare-and-swap read as a won
+// one. The expected sequence is the only guard a record needs.
+func (s *Store[T]) publish(ctx context.Context, key string, b []byte, hdr nats.Header, rev uint64) (uint64, error) {
+	m := &nats.Msg{Subject: "$KV." + s.kv.Bucket() + "." + key, Header: make(nats.Header, len(hdr)+1), Data: b}
+	for k, v := range hdr {
+		if k == jetstream.MsgIDHeader {
+			continue
+		}
+		m.Header[k] = v
+	}
+	rctx, cancel := s.request(ctx)
+	defer cancel()
+	ack, err := s.opts.js.PublishMsg(rctx, m, jetstream.WithExpectLastSequencePerSubject(rev))
+	if err != nil {
+		var apiErr *jetstream.APIError
+		if errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
+			apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant) {
+			return 0, fmt.Errorf("%w: %s/%s at revision %d", ErrConflict, s.kv.Bucket(), key, rev)
+		}
+		return 0, fmt.Errorf("state: write %s/%s at revision %d: %w", s.kv.Bucket(), key, rev, err)
+	}
+	return ack.Sequence, nil
 }
 
 // Put writes v unconditionally. Use it only for values no one else transitions.
@@ -255,10 +342,13 @@ func (s *Store[T]) UpdateAt(ctx context.Context, key string, v T, rev uint64) (u
 	if err != nil {
 		return 0, err
 	}
-	return s.updateRaw(ctx, key, b, rev)
+	return s.updateRaw(ctx, key, b, rev, s.headers(ctx, key, &v))
 }
 
-func (s *Store[T]) updateRaw(ctx context.Context, key string, b []byte, rev uint64) (uint64, error) {
+func (s *Store[T]) updateRaw(ctx context.Context, key string, b []byte, rev uint64, hdr nats.Header) (uint64, error) {
+	if hdr != nil {
+		return s.publish(ctx, key, b, hdr, rev)
+	}
 	rctx, cancel := s.request(ctx)
 	nrev, err := s.kv.Update(rctx, key, b, rev)
 	cancel()
@@ -322,13 +412,12 @@ func (s *Store[T]) Update(ctx context.Context, key string, fn func(cur *T, exist
 			return zero, 0, err
 		}
 		var nrev uint64
+		hdr := s.headers(ctx, key, &cur)
 		if exists {
-			nrev, err = s.updateRaw(ctx, key, b, rev)
+			nrev, err = s.updateRaw(ctx, key, b, rev, hdr)
 		} else {
-			rctx, cancel := s.request(ctx)
-			nrev, err = s.kv.Create(rctx, key, b)
-			cancel()
-			if err != nil && (errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch)) {
+			nrev, err = s.createRaw(ctx, key, b, hdr)
+			if errors.Is(err, ErrConflict) {
 				err = fmt.Errorf("%w: %s/%s created concurrently", ErrConflict, s.kv.Bucket(), key)
 			}
 		}

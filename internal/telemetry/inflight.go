@@ -1,13 +1,11 @@
 package telemetry
 
 import (
-	"encoding/json"
 	"sort"
 	"sync"
 	"time"
 
 	"github.com/awaken-dev/awaken/internal/bus"
-	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
 // Work is one message a service is handling right now: what a graceful stop waits for.
@@ -32,8 +30,11 @@ type inflightSet struct {
 
 type inflightEntry struct {
 	consumer, eventID, subject string
-	data                       []byte
-	since                      time.Time
+	// ceSubject is the event's subject attribute: the batch id on a call-record revision
+	// (whose data, the record, names the call but not its batch).
+	ceSubject string
+	data      []byte
+	since     time.Time
 }
 
 func (s *inflightSet) add(d bus.Delivery) uint64 {
@@ -43,7 +44,8 @@ func (s *inflightSet) add(d bus.Delivery) uint64 {
 		s.m = make(map[uint64]inflightEntry)
 	}
 	s.next++
-	s.m[s.next] = inflightEntry{consumer: d.Consumer, eventID: d.Event.ID, subject: d.Subject, data: d.Event.Data, since: time.Now()}
+	s.m[s.next] = inflightEntry{consumer: d.Consumer, eventID: d.Event.ID, subject: d.Subject, ceSubject: d.Event.Subject,
+		data: d.Event.Data, since: time.Now()}
 	return s.next
 }
 
@@ -68,11 +70,7 @@ func (t *Telemetry) InFlight() []Work {
 	out := make([]Work, 0, len(entries))
 	for _, e := range entries {
 		w := Work{Service: t.service, Consumer: e.consumer, EventID: e.eventID, Subject: e.subject, Since: e.since}
-		var ref workRef
-		if json.Unmarshal(e.data, &ref) == nil {
-			if ref.BatchID == "" && ref.RunID != "" && ref.Step != nil {
-				ref.BatchID = contracts.BatchID(ref.RunID, *ref.Step)
-			}
+		if ref, ok := refOf(e.data, e.ceSubject); ok {
 			w.RunID, w.BatchID, w.CallID = ref.RunID, ref.BatchID, ref.CallID
 		}
 		out = append(out, w)

@@ -213,11 +213,7 @@ func (o observer) Begin(ctx context.Context, d bus.Delivery) (context.Context, f
 			attribute.String("awaken.service", t.service),
 		))
 	if span.IsRecording() {
-		var ref workRef
-		if json.Unmarshal(d.Event.Data, &ref) == nil {
-			if ref.BatchID == "" && ref.RunID != "" && ref.Step != nil {
-				ref.BatchID = contracts.BatchID(ref.RunID, *ref.Step)
-			}
+		if ref, ok := refOf(d.Event.Data, d.Event.Subject); ok {
 			attrs := make([]attribute.KeyValue, 0, 4)
 			for k, v := range map[string]string{"awaken.batch_id": ref.BatchID, "awaken.run_id": ref.RunID, "awaken.call_id": ref.CallID} {
 				if v != "" {
@@ -282,4 +278,23 @@ func (t *Telemetry) Rejoin(ctx context.Context, traceparent, name string) (conte
 	ctx, span := t.tracer.Start(trace.ContextWithRemoteSpanContext(ctx, sc), name,
 		trace.WithLinks(trace.LinkFromContext(ctx)))
 	return ctx, func() { span.End() }
+}
+
+// refOf reads the run, batch and call a delivery names from its data — or, for a
+// call-record revision, whose data is the record (the call, not its batch), from the
+// event's subject attribute, the batch id.
+func refOf(data []byte, ceSubject string) (workRef, bool) {
+	var ref workRef
+	if json.Unmarshal(data, &ref) != nil {
+		return ref, false
+	}
+	if ref.BatchID == "" && ref.RunID != "" && ref.Step != nil {
+		ref.BatchID = contracts.BatchID(ref.RunID, *ref.Step)
+	}
+	if ref.BatchID == "" {
+		if run, _, err := contracts.ParseBatchID(ceSubject); err == nil {
+			ref.RunID, ref.BatchID = run, ceSubject
+		}
+	}
+	return ref, true
 }

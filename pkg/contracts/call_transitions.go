@@ -255,6 +255,22 @@ func (r *CallRecord) complete(out ToolOutput, at time.Time, op, want string, fro
 	return r.badTransition(op, want)
 }
 
+// CarryInput records args as what the executor runs, on a call the gate just moved into
+// execution (Executing, not entered): the revision that commits it is the executor
+// request. Any other phase fails with [ErrInvalidTransition].
+func (r *CallRecord) CarryInput(args json.RawMessage) error {
+	if !r.ExecutingUnentered() {
+		return r.badTransition("carry input", "Executing and not entered")
+	}
+	r.Input = append(json.RawMessage(nil), args...)
+	return nil
+}
+
+// RunOutsideSequence marks the call as run outside its batch's sequential order: entered
+// by a parallel-delegation probe with the rest of its batch, or sealed with every call of
+// its batch at once. Its output then advances no sequential dispatch ([CallRecord.Parallel]).
+func (r *CallRecord) RunOutsideSequence() { r.Parallel = true }
+
 // MarkIndeterminate records that the call's external outcome cannot be determined, from
 // any phase except Completed (an Indeterminate call takes the new reason). A Completed
 // call fails with [ErrInvalidTransition]: a committed result is never downgraded.

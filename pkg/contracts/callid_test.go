@@ -57,12 +57,12 @@ func TestEncodeCallID(t *testing.T) {
 				t.Errorf("%q encodes to %q holding %q", id, enc, c)
 			}
 		}
-		key := CallKey("run-1", 3, id)
+		key := CallKey(TargetBrain, "run-1", 3, id)
 		if prev, dup := keys[key]; dup {
 			t.Errorf("%q and %q share the call key %q", prev, id, key)
 		}
 		keys[key] = id
-		if n := strings.Count(key, "."); n != 2 {
+		if n := strings.Count(key, "."); n != 3 {
 			t.Errorf("call key %q of %q has %d dots", key, id, n)
 		}
 		corr := CorrelationID(ReasonClientExecution, strings.Repeat("r", MaxIDLength), 1<<62, id)
@@ -83,7 +83,7 @@ func TestEncodeCallID(t *testing.T) {
 		}
 	}
 	for _, id := range []string{"call_1", "c1", "toolu_01A09q90qw90lq917835lq9", "D681PevKs"} {
-		if EncodeCallID(id) != id || CallKey("r", 1, id) != "r.1."+id || OperationID("r", 1, id) != "tool-batch:r:1:"+id {
+		if EncodeCallID(id) != id || CallKey(TargetBrain, "r", 1, id) != "brain.r.1."+id || OperationID("r", 1, id) != "tool-batch:r:1:"+id {
 			t.Errorf("%q: a subject-safe id is its own name", id)
 		}
 	}

@@ -127,7 +127,7 @@ func TestOperationIdentityIsOwnedByTheBatchCoordinate(t *testing.T) {
 	if op == OperationID("run-7", 3, "call-2") || op == OperationID("run-7", 4, "call-1") {
 		t.Fatal("O2: distinct calls share an operation id")
 	}
-	if CallKey("run-7", 3, "call-1") == CallKey("run-7", 3, "call-2") {
+	if CallKey(TargetBrain, "run-7", 3, "call-1") == CallKey(TargetBrain, "run-7", 3, "call-2") {
 		t.Fatal("O2: distinct calls share a record key")
 	}
 }

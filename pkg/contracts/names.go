@@ -1,6 +1,10 @@
 package contracts
 
-import "strconv"
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
 
 // DefaultPrefix is the subject prefix used when the host configuration names none.
 const DefaultPrefix = "awaken"
@@ -30,8 +34,10 @@ const (
 
 	// Internal work events: not part of the public protocol, but versioned the same way so
 	// that a mixed-version deployment fails loudly instead of misreading a payload.
-	TypeGateRequest  = "io.awaken.internal.gate.requested.v1"
-	TypeExecRequest  = "io.awaken.internal.exec.requested.v1"
+	TypeGateRequest = "io.awaken.internal.gate.requested.v1"
+	TypeExecRequest = "io.awaken.internal.exec.requested.v1"
+	// TypeCallOutput is the ce-type of a terminal call-record revision (Completed or
+	// Indeterminate), the work of the publisher and the batcher; the body is the record.
 	TypeCallOutput   = "io.awaken.internal.call.output.v1"
 	TypeTicketExpire = "io.awaken.internal.ticket.expire.v1"
 	TypeRunCancel    = "io.awaken.run.cancel.v1"
@@ -151,20 +157,6 @@ func (n Names) GateRequestSubject(runID string) string { return n.Prefix + ".wor
 // GateRequestFilter matches the gate requests of every run.
 func (n Names) GateRequestFilter() string { return n.Prefix + ".work.gate.>" }
 
-// ExecRequestSubject carries executor requests for target of a run. Only the gate publishes
-// here, and only with a target it resolved from the trusted registry.
-func (n Names) ExecRequestSubject(target ToolExecutionTarget, runID string) string {
-	return n.Prefix + ".work.exec." + string(target) + "." + runID
-}
-
-// ExecRequestFilter matches executor requests of one target for every run.
-func (n Names) ExecRequestFilter(target ToolExecutionTarget) string {
-	return n.Prefix + ".work.exec." + string(target) + ".>"
-}
-
-// OutputSubject carries committed call outputs of a run.
-func (n Names) OutputSubject(runID string) string { return n.Prefix + ".work.output." + runID }
-
 // DeadLetterSubject keeps a poisoned message of consumer with the reason in its headers.
 func (n Names) DeadLetterSubject(consumer string) string {
 	return n.Prefix + ".deadletter." + consumer
@@ -227,11 +219,102 @@ func BatchKey(runID string, step int64) string {
 	return runID + "." + strconv.FormatInt(step, 10)
 }
 
-// CallKey is the KV key of one call record (one per operation id), with the call id
-// encoded by [EncodeCallID].
-func CallKey(runID string, step int64, callID string) string {
+// CallKeyNoTarget is the first token of the key of a call that no executor runs (an
+// unknown tool, a client-executed one): only the gate and the batcher write such records.
+const CallKeyNoTarget = "none"
+
+// CallKey is the KV key of one call record (one per operation id):
+// {target}.{run_id}.{step}.{call_key}, the call id encoded by [EncodeCallID] and the
+// first token the executor target pinned for the call ([CallKeyNoTarget] when none). The
+// target leads so that an executor consumes, and its NATS user may write, only the
+// records of its own target ($KV.{calls}.{target}.>).
+func CallKey(target ToolExecutionTarget, runID string, step int64, callID string) string {
+	return targetToken(target) + "." + OperationKey(runID, step, callID)
+}
+
+// CallKeyOf is the key of call i of b, with the target of its pin.
+func CallKeyOf(b *BatchRecord, i int) string {
+	var target ToolExecutionTarget
+	if i < len(b.Pinned) {
+		target = b.Pinned[i].Target
+	}
+	return CallKey(target, b.Submission.RunID, b.Submission.Step, b.Submission.Calls[i].CallID)
+}
+
+func targetToken(target ToolExecutionTarget) string {
+	if target == "" {
+		return CallKeyNoTarget
+	}
+	return string(target)
+}
+
+// OperationKey is the subject-safe form of an operation id, {run_id}.{step}.{call_key}:
+// the key of the body-run ledger, and the part of a call key after its target.
+func OperationKey(runID string, step int64, callID string) string {
 	return BatchKey(runID, step) + "." + EncodeCallID(callID)
 }
 
-// CallKeysOfBatch matches every call record of one batch.
-func CallKeysOfBatch(runID string, step int64) string { return BatchKey(runID, step) + ".*" }
+// CallKeysOfBatch matches every call record of one batch, whatever its target.
+func CallKeysOfBatch(runID string, step int64) string { return "*." + BatchKey(runID, step) + ".*" }
+
+// CallKeysOfRun matches every call record of one run.
+func CallKeysOfRun(runID string) string { return "*." + runID + ".>" }
+
+// ParseCallKey splits a call key made by [CallKey] into its target token, run id, step and
+// call id. Run ids hold no dots and steps are decimal, so the split is unambiguous.
+func ParseCallKey(key string) (target ToolExecutionTarget, runID string, step int64, callID string, err error) {
+	token, rest, ok := strings.Cut(key, ".")
+	if !ok || token == "" {
+		return "", "", 0, "", fmt.Errorf("%w: call key %q has no target", ErrInvalidID, key)
+	}
+	run, rest, ok := strings.Cut(rest, ".")
+	if !ok {
+		return "", "", 0, "", fmt.Errorf("%w: call key %q has no step", ErrInvalidID, key)
+	}
+	stepText, callToken, ok := strings.Cut(rest, ".")
+	if !ok || strings.Contains(callToken, ".") {
+		return "", "", 0, "", fmt.Errorf("%w: call key %q is not target.run.step.call", ErrInvalidID, key)
+	}
+	step, err = strconv.ParseInt(stepText, 10, 64)
+	if err != nil || step < 0 {
+		return "", "", 0, "", fmt.Errorf("%w: call key %q has no valid step", ErrInvalidID, key)
+	}
+	if err := ValidateID("run_id", run); err != nil {
+		return "", "", 0, "", fmt.Errorf("%w: call key %q: %w", ErrInvalidID, key, err)
+	}
+	if callID, err = DecodeCallID(callToken); err != nil {
+		return "", "", 0, "", fmt.Errorf("%w: call key %q: %w", ErrInvalidID, key, err)
+	}
+	if token != CallKeyNoTarget {
+		target = ToolExecutionTarget(token)
+	}
+	return target, run, step, callID, nil
+}
+
+// RecordSubject is the subject on which the key-value bucket stores the revisions of key:
+// a KV write is a message on it, in the bucket's stream [RecordStream].
+func RecordSubject(bucket, key string) string { return "$KV." + bucket + "." + key }
+
+// RecordStream is the stream that holds the revisions of a key-value bucket.
+func RecordStream(bucket string) string { return "KV_" + bucket }
+
+// CallRecordsStream is the stream of the calls bucket: every call-record revision is a
+// message of it, and the terminal ones ([TypeCallOutput]) are the work of the publisher
+// and the batcher.
+func (n Names) CallRecordsStream() string { return RecordStream(n.CallsBucket()) }
+
+// CallRecordSubject is the subject of the revisions of the call record under callKey
+// ([CallKey]); a terminal one, written as a [TypeCallOutput] CloudEvent, is the call's
+// output announcement.
+func (n Names) CallRecordSubject(callKey string) string {
+	return RecordSubject(n.CallsBucket(), callKey)
+}
+
+// TargetCallRecordsFilter matches the revisions of the call records of one executor target:
+// what its executor consumes, and all its NATS user may write of the calls bucket.
+func (n Names) TargetCallRecordsFilter(target ToolExecutionTarget) string {
+	return RecordSubject(n.CallsBucket(), targetToken(target)+".>")
+}
+
+// CallRecordsFilter matches the revisions of every call record.
+func (n Names) CallRecordsFilter() string { return RecordSubject(n.CallsBucket(), ">") }

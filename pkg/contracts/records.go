@@ -79,6 +79,11 @@ type CallRecord struct {
 	// EditedArguments are the arguments an approval replaced the proposed ones with (the
 	// submission keeps the proposed): the executor runs these. Nil: run as proposed.
 	EditedArguments json.RawMessage `json:"edited_arguments,omitempty"`
+	// Input is what the executor runs — the proposed arguments, or an approval's edit —
+	// carried from the moment the gate hands the call to its executor ([CallRecord.CarryInput]):
+	// that revision is the executor request, so the executor reads its work from the record
+	// alone.
+	Input json.RawMessage `json:"input,omitempty"`
 	// EditBlocked is the policy's reason when the edited arguments were gated again and
 	// blocked: the approval then denied the call ("blocked: {reason}").
 	EditBlocked string `json:"edit_blocked,omitempty"`
@@ -89,6 +94,10 @@ type CallRecord struct {
 	// when the gate decides the call, so an approval or a scheduled trigger — which arrive
 	// in traces of their own — continues the batch's trace.
 	TraceParent string `json:"trace_parent,omitempty"`
+	// Parallel is set when the gate's probe entered the call with the rest of its
+	// parallel-delegation batch: its terminal revision then advances no sequential
+	// dispatch (the batcher leaves it to the publisher's barrier).
+	Parallel bool `json:"parallel,omitempty"`
 	// Timeline records when each stage was committed.
 	Timeline []TimelineMark `json:"timeline,omitempty"`
 }

@@ -265,7 +265,7 @@ func (r *Reader) view(ctx context.Context, b *contracts.BatchRecord, full bool) 
 		if full {
 			cv.Arguments = c.Arguments
 		}
-		if e, ok := entries[contracts.CallKey(sub.RunID, sub.Step, c.CallID)]; ok && e.Value.CallID == c.CallID {
+		if e, ok := entries[contracts.CallKeyOf(b, i)]; ok && e.Value.CallID == c.CallID {
 			fillCall(&cv, &e.Value, full)
 		}
 		if cv.Phase == contracts.PhaseCompleted || cv.Phase == contracts.PhaseIndeterminate {
@@ -387,7 +387,7 @@ func (r *Reader) lookupParked(ctx context.Context, corr string) (parkedCall, boo
 		return parkedCall{}, false, nil
 	}
 	pc := parkedCall{runID: sub.RunID, threadID: sub.ThreadID, snapshotID: sub.Agent.SnapshotID}
-	rec, _, err := r.calls.Get(ctx, contracts.CallKey(c.runID, c.step, c.callID))
+	rec, _, err := r.calls.Get(ctx, contracts.CallKeyOf(&b, idx))
 	switch {
 	case errors.Is(err, state.ErrNotFound):
 		return pc, true, nil

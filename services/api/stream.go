@@ -249,15 +249,12 @@ func (h *hub) event(kind string, e jetstream.KeyValueEntry) (sseEvent, bool) {
 		kind = EventBatch
 		payload = map[string]any{"op": op, "batch_id": run.Batch.Submission.BatchID()}
 	case EventCall:
-		i := strings.LastIndexByte(e.Key(), '.')
-		if i < 0 {
+		// {target}.{run_id}.{step}.{call_key}: the call id as its key token, as before.
+		_, runID, step, _, err := contracts.ParseCallKey(e.Key())
+		if err != nil {
 			return sseEvent{}, false
 		}
-		batchID, ok := batchIDOfKey(e.Key()[:i])
-		if !ok {
-			return sseEvent{}, false
-		}
-		m := map[string]any{"op": op, "batch_id": batchID, "call_id": e.Key()[i+1:]}
+		m := map[string]any{"op": op, "batch_id": contracts.BatchID(runID, step), "call_id": e.Key()[strings.LastIndexByte(e.Key(), '.')+1:]}
 		if op == "put" {
 			var rec contracts.CallRecord
 			if json.Unmarshal(e.Value(), &rec) == nil {

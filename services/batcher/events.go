@@ -36,16 +36,6 @@ func (s *Service) gateRequest(rec *contracts.BatchRecord, i int, probe bool) (bu
 		contracts.GateRequest{RunID: sub.RunID, Step: sub.Step, Index: i, Probe: probe})
 }
 
-// callOutput is the output announcement of terminal call i of rec (id "{op}:output").
-func (s *Service) callOutput(rec *contracts.BatchRecord, i int, outcome contracts.Outcome) (bus.Outgoing, error) {
-	sub := &rec.Submission
-	c := sub.Calls[i]
-	return s.event(s.env.Names.OutputSubject(sub.RunID), pipeline.OutputID(contracts.OperationID(sub.RunID, sub.Step, c.CallID)),
-		contracts.TypeCallOutput, contracts.CallOutput{
-			RunID: sub.RunID, Step: sub.Step, Index: i, CallID: c.CallID, ToolID: c.ToolID, Outcome: outcome,
-		})
-}
-
 // publishRejected publishes io.awaken.toolbatch.rejected.v1 with id on the rejected subject.
 func (s *Service) publishRejected(ctx context.Context, id string, payload contracts.BatchRejected) error {
 	o, err := s.event(s.env.Names.RejectedSubject(), id, contracts.TypeBatchRejected, payload)

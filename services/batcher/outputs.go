@@ -24,7 +24,7 @@ const reasonOutputExhausted = "batcher: the gate request of this call could not 
 // costs at most one deduplicated publish. Outputs of calls dispatched in parallel advance
 // nothing: their batch has no next call to gate.
 func (s *Service) handleOutput(ctx context.Context, d bus.Delivery) error {
-	out, rec, err := s.output(ctx, d.Event)
+	out, rec, err := s.output(ctx, d)
 	if err != nil {
 		return err
 	}
@@ -55,16 +55,14 @@ func (s *Service) handleOutput(ctx context.Context, d bus.Delivery) error {
 	return nil
 }
 
-// output decodes a CallOutput and loads its batch. An output that does not decode, names
-// no recorded batch, or does not match the batch's call at its index is permanent: the
-// executors and the gate publish outputs only for calls of recorded batches.
-func (s *Service) output(ctx context.Context, ev bus.Event) (contracts.CallOutput, *contracts.BatchRecord, error) {
-	out, err := bus.Decode[contracts.CallOutput](ev.Data)
+// output reads the CallOutput a terminal call-record revision announces and loads its
+// batch. A revision that names no call, names no recorded batch, or does not match the
+// batch's call at its index is permanent: call records exist only for calls of recorded
+// batches.
+func (s *Service) output(ctx context.Context, d bus.Delivery) (contracts.CallOutput, *contracts.BatchRecord, error) {
+	out, err := pipeline.CallOutputOf(s.env.Names, d)
 	if err != nil {
-		return out, nil, contracts.Reject(contracts.RejectInvalidJSON, "call output: %v", err)
-	}
-	if err := contracts.ValidateID("run_id", out.RunID); err != nil {
-		return out, nil, contracts.Reject(contracts.RejectInvalidID, "call output: %v", err)
+		return out, nil, err
 	}
 	rec, err := s.env.Batch(ctx, out.RunID, out.Step)
 	if err != nil {
@@ -87,10 +85,10 @@ func (s *Service) output(ctx context.Context, ev bus.Event) (contracts.CallOutpu
 
 // outputExhausted runs when an output failed transiently on every delivery: the next
 // call's gate request may never have been published, so that call — if it is still
-// Requested — becomes Indeterminate and its output is published. The batch then advances
-// past it and still finishes.
+// Requested — becomes Indeterminate, and that revision is its output. The batch then
+// advances past it and still finishes.
 func (s *Service) outputExhausted(ctx context.Context, d bus.Delivery, cause error) error {
-	out, rec, err := s.output(ctx, d.Event)
+	out, rec, err := s.output(ctx, d)
 	if err != nil {
 		if bus.IsPermanent(err) {
 			return nil
@@ -107,15 +105,14 @@ func (s *Service) outputExhausted(ctx context.Context, d bus.Delivery, cause err
 }
 
 // seal makes each call at indices that is still Requested (or has no record yet)
-// Indeterminate with reason, by compare-and-swap, and publishes its output. A call that
-// has moved on belongs to the gate or an executor and is left alone. Sealing is
-// idempotent: a call this batcher already sealed with the same reason has its output
-// published again (deduplicated), so a failed publish is repaired by the next attempt.
+// Indeterminate with reason, by compare-and-swap; that terminal revision is its output. A
+// call that has moved on belongs to the gate or an executor and is left alone. Sealing is
+// idempotent: a call already sealed is left as it is.
 func (s *Service) seal(ctx context.Context, rec *contracts.BatchRecord, indices []int, reason string) error {
 	sub := &rec.Submission
 	for _, i := range indices {
 		c := sub.Calls[i]
-		key := contracts.CallKey(sub.RunID, sub.Step, c.CallID)
+		key := contracts.CallKeyOf(rec, i)
 		cur, _, err := s.env.Calls.Update(ctx, key, func(cur *contracts.CallRecord, exists bool) error {
 			if !exists {
 				*cur = contracts.NewCallRecord(i, c, rec.Pinned[i].Policy)
@@ -131,14 +128,6 @@ func (s *Service) seal(ctx context.Context, rec *contracts.BatchRecord, indices 
 		if !cur.IndeterminateFor(reason) {
 			zerolog.Ctx(ctx).Info().Str("call_id", c.CallID).Str("phase", string(cur.Phase.Kind)).
 				Msg("call has moved on; not sealing it")
-			continue
-		}
-		o, err := s.callOutput(rec, i, contracts.OutcomeIndeterminate)
-		if err != nil {
-			return err
-		}
-		if _, err := s.env.Pub.Publish(ctx, o.Subject, o.Event); err != nil {
-			return fmt.Errorf("batcher: publish output of sealed call %s: %w", key, err)
 		}
 	}
 	return nil

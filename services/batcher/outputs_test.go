@@ -50,7 +50,7 @@ func TestOutputAdvancesSequentialDispatch(t *testing.T) {
 			h.WaitMessages(names.WorkStream(), names.GateRequestSubject(run), 1)
 
 			seq := h.Output("out-"+run, outputOf(sub, tt.index, tt.parallel))
-			h.WaitSettled(names.WorkStream(), contracts.ConsumerBatcherOutputs, seq)
+			h.WaitSettled(names.CallRecordsStream(), contracts.ConsumerBatcherOutputs, seq)
 
 			reqs := h.gateRequests(run)
 			if !tt.advances {
@@ -87,7 +87,7 @@ func TestRedeliveredOutputPublishesOneGateRequest(t *testing.T) {
 
 	h.Output("out-a-1", outputOf(sub, 0, false))
 	seq := h.Output("out-a-2", outputOf(sub, 0, false))
-	h.WaitSettled(names.WorkStream(), contracts.ConsumerBatcherOutputs, seq)
+	h.WaitSettled(names.CallRecordsStream(), contracts.ConsumerBatcherOutputs, seq)
 	if n := len(h.gateRequests(run)); n != 2 {
 		t.Errorf("got %d gate requests, want 2 (call 0 and call 1 once)", n)
 	}
@@ -125,7 +125,7 @@ func TestCrashesAreRepairedByRedelivery(t *testing.T) {
 			want := 1
 			if tt.output {
 				seq = h.Output("out-a", outputOf(sub, 0, false))
-				h.WaitSettled(names.WorkStream(), contracts.ConsumerBatcherOutputs, seq)
+				h.WaitSettled(names.CallRecordsStream(), contracts.ConsumerBatcherOutputs, seq)
 				want = 2
 			}
 			if n := h.HitCount(tt.point, tt.op(sub)); n != 3 {
@@ -182,11 +182,11 @@ func TestExhaustedInputsSealTheCallTheyWouldDispatch(t *testing.T) {
 			if tt.output {
 				h.WaitSettled(stream, contracts.ConsumerBatcherSubmit, seq)
 				seq = h.Output("out-a", outputOf(sub, 0, false))
-				stream = names.WorkStream()
+				stream = names.CallRecordsStream()
 			}
 			h.WaitSettled(stream, tt.consumer, seq)
 
-			outs := h.Messages(names.WorkStream(), names.OutputSubject(run))
+			outs := h.CallOutputs(run)
 			if tt.output {
 				outs = outs[1:] // the output the test published
 			}
@@ -195,7 +195,7 @@ func TestExhaustedInputsSealTheCallTheyWouldDispatch(t *testing.T) {
 			}
 			for k, i := range tt.sealed {
 				c := sub.Calls[i]
-				rec, _, err := h.Env.Calls.Get(h.Ctx, contracts.CallKey(run, 1, c.CallID))
+				rec, _, err := h.Env.Calls.Get(h.Ctx, contracts.CallKey(h.Env.Config.Pin(c.ToolID).Target, run, 1, c.CallID))
 				if err != nil {
 					t.Fatalf("call %s: %v", c.CallID, err)
 				}

@@ -87,10 +87,10 @@ func Start(ctx context.Context, env *pipeline.Env, opts ...bus.DeliveryOption) (
 			OnExhausted:    s.submitExhausted,
 		}, Handler: s.handleSubmit},
 		{Spec: bus.ConsumerSpec{
-			Stream: n.WorkStream(), Durable: contracts.ConsumerBatcherOutputs,
-			FilterSubjects: []string{outputFilter(n)},
-			AcceptTypes:    []string{contracts.TypeCallOutput},
-			OnExhausted:    s.outputExhausted,
+			Stream: n.CallRecordsStream(), Durable: contracts.ConsumerBatcherOutputs,
+			FilterSubjects: []string{n.CallRecordsFilter()},
+			AcceptTypes:    []string{contracts.TypeCallOutput}, Records: true,
+			OnExhausted: s.outputExhausted,
 		}, Handler: s.handleOutput},
 	}
 	var err error
@@ -104,7 +104,3 @@ func Start(ctx context.Context, env *pipeline.Env, opts ...bus.DeliveryOption) (
 // Stop drains both consumers gracefully — stop pulling, let the handlers in flight finish
 // and settle — bounded by ctx. It is safe to call more than once.
 func (s *Service) Stop(ctx context.Context) error { return s.consumers.Stop(ctx) }
-
-// outputFilter matches the committed call outputs of every run. It is derived from
-// [contracts.Names.OutputSubject] so that the two can never disagree.
-func outputFilter(n contracts.Names) string { return n.OutputSubject(">") }

@@ -51,46 +51,37 @@ func (s *Service) handleCancel(ctx context.Context, ev bus.Event) error {
 }
 
 // seal marks every non-terminal call of b — or only call index, when index ≥ 0 —
-// Indeterminate(reason), clears its ticket, and publishes a CallOutput for every call sealed
-// with reason — by this delivery or an earlier one, so a crash between commit and publish is
-// repaired by redelivery. A call the executor completes concurrently keeps its output: the
-// executor's compare-and-swap and ours are ordered by the store, and Completed is never
-// downgraded.
+// Indeterminate(reason) and clears its ticket. The sealing revision of each call is its
+// output (the record is the work), written with Parallel set to parallel: a seal of every
+// call of a batch at once advances no sequential dispatch. A call the executor completes
+// concurrently keeps its output: the executor's compare-and-swap and ours are ordered by
+// the store, and Completed is never downgraded.
 func (s *Service) seal(ctx context.Context, b *contracts.BatchRecord, index int, reason string, parallel bool) error {
 	sub := &b.Submission
-	var sealed []int
-	var recs []contracts.CallRecord
+	// Every call at once: the output of call i must not dispatch call i+1 while this loop
+	// has yet to seal it (the batcher reads the output the moment it is written), and the
+	// calls are sealed in model order, so the last call's output, the one that opens a
+	// sequential batch's barrier, is written when every earlier call is terminal.
+	parallel = parallel || index < 0
 	for i := range sub.Calls {
 		if index >= 0 && i != index {
 			continue
 		}
-		rec, err := s.sealCall(ctx, b, i, reason)
-		if err != nil {
+		if _, err := s.sealCall(ctx, b, i, reason, parallel); err != nil {
 			return err
-		}
-		if rec.IndeterminateFor(reason) {
-			sealed = append(sealed, i)
-			recs = append(recs, rec)
 		}
 	}
 	if err := s.env.Fault(ctx, ServiceName, pipeline.FaultAfterCommit, sub.BatchID()); err != nil {
 		return err
 	}
-	bd := s.builder(b)
-	var c collect
-	for k, i := range sealed {
-		c.add(bd.output(i, &recs[k], parallel))
-	}
-	if err := c.publish(ctx, s.env.Pub); err != nil {
-		return err
-	}
+	// Each sealed call's terminal revision is its output: nothing more to publish.
 	return s.env.Fault(ctx, ServiceName, pipeline.FaultAfterPublish, sub.BatchID())
 }
 
 // sealCall marks call i Indeterminate(reason) unless it is terminal, and clears any ticket
 // it parked on (also when an earlier delivery sealed it and crashed before clearing). It
 // returns the committed record.
-func (s *Service) sealCall(ctx context.Context, b *contracts.BatchRecord, i int, reason string) (contracts.CallRecord, error) {
+func (s *Service) sealCall(ctx context.Context, b *contracts.BatchRecord, i int, reason string, parallel bool) (contracts.CallRecord, error) {
 	for range maxCASAttempts {
 		rec, rev, err := s.loadCall(ctx, b, i)
 		if err != nil {
@@ -106,6 +97,9 @@ func (s *Service) sealCall(ctx context.Context, b *contracts.BatchRecord, i int,
 		}
 		if err := rec.MarkIndeterminate(reason, s.env.Now()); err != nil {
 			return contracts.CallRecord{}, bus.Permanent(fmt.Errorf("gate: seal call %s: %w", rec.CallID, err))
+		}
+		if parallel {
+			rec.RunOutsideSequence()
 		}
 		switch _, err := s.putCall(ctx, b, i, rec, rev); {
 		case errors.Is(err, errRaced):

@@ -12,8 +12,9 @@ import (
 
 // TestCancelSealsTheRun: cancelling a run seals its open batch — the executing call, the
 // call parked on a schedule and the ungated call become Indeterminate("cancelled"), the
-// completed call keeps its output — clears the ticket, publishes one CallOutput per sealed
-// call, and leaves a finished batch alone. A late timer and a late approval change nothing.
+// completed call keeps its output — clears the ticket, writes one CallOutput per sealed
+// call (its sealing revision, which advances no sequential dispatch), and leaves a
+// finished batch alone. A late timer and a late approval change nothing.
 func TestCancelSealsTheRun(t *testing.T) {
 	h := newHarness(t)
 
@@ -74,6 +75,11 @@ func TestCancelSealsTheRun(t *testing.T) {
 		outs[o.CallID]++
 		if o.CallID != "call_1" && o.Outcome != contracts.OutcomeIndeterminate {
 			t.Errorf("output %+v", o)
+		}
+		// A sealed call's output must dispatch nothing: the batcher reads it the moment
+		// it is written, while the calls after it may not be sealed yet.
+		if o.CallID != "call_1" && !o.Parallel {
+			t.Errorf("the sealed call %s's output would advance sequential dispatch: %+v", o.CallID, o)
 		}
 	}
 	for _, id := range []string{"call_1", "call_2", "call_3", "call_4"} {

@@ -121,31 +121,6 @@ func (bd builder) awaitingFact(i int) (bus.Outgoing, error) {
 	return bd.fact(i, contracts.AgentFact{Type: contracts.EventAwaiting, PendingToolUseID: bd.b.Submission.Calls[i].CallID})
 }
 
-// exec is the executor request of call i for its current attempt. The target and recovery
-// policy come only from the batch record's pin, which the batcher resolved from the
-// trusted configuration; nothing in the arguments or the submission can move a call.
-func (bd builder) exec(i int, rec *contracts.CallRecord, parallel bool) (bus.Outgoing, error) {
-	sub := &bd.b.Submission
-	c := sub.Calls[i]
-	pin := bd.b.Pinned[i]
-	return bd.out(bd.s.env.Names.ExecRequestSubject(pin.Target, sub.RunID), pipeline.ExecRequestID(bd.op(c.CallID), rec.Phase.Attempt),
-		contracts.TypeExecRequest, contracts.ExecRequest{
-			RunID: sub.RunID, Step: sub.Step, Index: i, CallID: c.CallID, ToolID: c.ToolID,
-			Arguments: rec.Arguments(c.Arguments), Target: pin.Target, Policy: rec.Policy, Attempt: rec.Phase.Attempt, Parallel: parallel,
-		})
-}
-
-// output is the CallOutput announcement of terminal call i.
-func (bd builder) output(i int, rec *contracts.CallRecord, parallel bool) (bus.Outgoing, error) {
-	sub := &bd.b.Submission
-	c := sub.Calls[i]
-	return bd.out(bd.s.env.Names.OutputSubject(sub.RunID), pipeline.OutputID(bd.op(c.CallID)), contracts.TypeCallOutput,
-		contracts.CallOutput{
-			RunID: sub.RunID, Step: sub.Step, Index: i, CallID: c.CallID, ToolID: c.ToolID,
-			Outcome: rec.Outcome(), Parallel: parallel,
-		})
-}
-
 // opened is io.awaken.ticket.opened.v1 for t.
 func (bd builder) opened(t *contracts.ResumeTicket) (bus.Outgoing, error) {
 	return bd.out(bd.s.env.Names.TicketOpenedSubject(), pipeline.TicketOpenedID(t.CorrelationID), contracts.TypeTicketOpened, t)

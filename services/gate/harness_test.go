@@ -430,11 +430,21 @@ func decodeAs[T any](t *testing.T, m msg) T {
 
 // execRequests returns the executor requests of every target for the test run.
 func (h *harness) execRequests() []msg {
-	return h.messages(h.env.Names.WorkStream(), h.env.Names.Prefix+".work.exec.>")
+	var out []msg
+	for _, m := range servicetest.ExecRequests(h.t, h.ctx, h.js, h.env.Names, testRunID) {
+		out = append(out, msg{subject: m.Subject, ev: m.Event})
+	}
+	return out
 }
 
+// outputs returns the call outputs of the test run: the terminal call-record revisions,
+// each with the CallOutput it announces as its data.
 func (h *harness) outputs() []msg {
-	return h.messages(h.env.Names.WorkStream(), h.env.Names.OutputSubject(testRunID))
+	var out []msg
+	for _, m := range servicetest.CallOutputs(h.t, h.ctx, h.js, h.env.Names, testRunID) {
+		out = append(out, msg{subject: m.Subject, ev: m.Event})
+	}
+	return out
 }
 
 func (h *harness) audits() []contracts.AuditRecord {

@@ -138,7 +138,7 @@ func TestGateOutcomes(t *testing.T) {
 				if len(execs) != 1 {
 					t.Fatalf("%d executor requests, want 1", len(execs))
 				}
-				if want := h.env.Names.ExecRequestSubject(row.target, testRunID); execs[0].subject != want {
+				if want := h.env.Names.CallRecordSubject(contracts.CallKey(row.target, testRunID, b.Submission.Step, callID)); execs[0].subject != want {
 					t.Errorf("executor request on %s, want %s", execs[0].subject, want)
 				}
 				req := decodeAs[contracts.ExecRequest](t, execs[0])

@@ -66,7 +66,7 @@ func (s *Service) probe(ctx context.Context, b *contracts.BatchRecord) error {
 		return s.gateCall(ctx, b, 0, false)
 	}
 	for i := range n {
-		decisionMessages(bd, b, i, &recs[i], true, &c)
+		decisionMessages(bd, b, i, &recs[i], &c)
 	}
 	if err := c.publish(ctx, s.env.Pub); err != nil {
 		return err
@@ -124,6 +124,9 @@ func (s *Service) decideAll(ctx context.Context, b *contracts.BatchRecord) (recs
 			if err := s.applyDecision(b, i, &recs[i], decision{outcome: recs[i].Decision}); err != nil {
 				return nil, false, wrote, bus.Permanent(err)
 			}
+			// Its terminal revision, whoever writes it, then advances no sequential
+			// dispatch (the batcher reads it off the record).
+			recs[i].RunOutsideSequence()
 		}
 		if _, err := s.putCall(ctx, b, i, recs[i], revs[i]); err != nil {
 			return nil, false, wrote, err

@@ -41,12 +41,14 @@ func TestGateRequestRedeliveryAtEachPhase(t *testing.T) {
 			state: func(b *contracts.BatchRecord, rec *contracts.CallRecord) {
 				must(rec.Decide(allowed, "", h.env.Now()))
 				must(rec.Dispatch(h.env.Now()))
+				must(rec.CarryInput([]byte(`{}`)))
 			},
 			phase: contracts.PhaseExecuting, execs: 1, audit: []string{"allow"}},
 		{name: "executing, executor entered", tool: "echo",
 			state: func(b *contracts.BatchRecord, rec *contracts.CallRecord) {
 				must(rec.Decide(allowed, "", h.env.Now()))
 				must(rec.Dispatch(h.env.Now()))
+				must(rec.CarryInput([]byte(`{}`)))
 				must(rec.Enter(7, h.env.Now()))
 			},
 			phase: contracts.PhaseExecuting, execs: 0, audit: []string{"allow"}},

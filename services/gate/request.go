@@ -89,9 +89,9 @@ func (s *Service) putCall(ctx context.Context, b *contracts.BatchRecord, i int, 
 	return next, nil
 }
 
-func callKey(b *contracts.BatchRecord, i int) string {
-	return contracts.CallKey(b.Submission.RunID, b.Submission.Step, b.Submission.Calls[i].CallID)
-}
+// callKey is the key of call i of b: its pinned target first, so only the gate, which
+// takes the target from the pin, hands a call to an executor.
+func callKey(b *contracts.BatchRecord, i int) string { return contracts.CallKeyOf(b, i) }
 
 // gateCall handles the sequential gate request for call i:
 // a Requested call is decided — or its decision recorded by a probe is reused — and the
@@ -117,7 +117,7 @@ func (s *Service) gateCall(ctx context.Context, b *contracts.BatchRecord, i int,
 			}
 		}
 		if rec.Phase.Kind != contracts.PhaseRequested {
-			if err := s.realizeDecision(ctx, b, i, &rec, false); err != nil {
+			if err := s.realizeDecision(ctx, b, i, &rec); err != nil {
 				return err
 			}
 			if isCapabilityBound(&rec) {
@@ -154,7 +154,7 @@ func (s *Service) gateCall(ctx context.Context, b *contracts.BatchRecord, i int,
 		if err := s.env.Fault(ctx, ServiceName, pipeline.FaultAfterCommit, op); err != nil {
 			return err
 		}
-		if err := s.realizeDecision(ctx, b, i, &rec, false); err != nil {
+		if err := s.realizeDecision(ctx, b, i, &rec); err != nil {
 			return err
 		}
 		if d.bound != "" {
@@ -234,10 +234,36 @@ func (s *Service) enter(b *contracts.BatchRecord, i int, rec *contracts.CallReco
 		return complete(fixed.Normalize(), now)
 	}
 	if rec.Phase.Kind == contracts.PhaseAwaiting {
+		// A resolution hands the call over in a write of its own, after its audit record
+		// and ticket.resolved are stored ([Service.handOver]): no body of an approved call
+		// starts before its approval is on the audit stream.
 		w := rec.Phase.Wait
 		return rec.Resume(w.Kind, w.CorrelationID, now)
 	}
-	return rec.Dispatch(now)
+	if err := rec.Dispatch(now); err != nil {
+		return err
+	}
+	// The revision that commits the decision and the entry is the executor request: it
+	// carries what runs.
+	return rec.CarryInput(rec.Arguments(call.Arguments))
+}
+
+// handOver gives call i, moved into execution by a resolution, to its executor: it writes
+// the record again with the input that runs (the approval's edit, or the proposed
+// arguments), and that revision is the executor request. A call already handed over, or
+// no longer waiting for it, is left alone, so a redelivered resolution repeats nothing.
+func (s *Service) handOver(ctx context.Context, b *contracts.BatchRecord, i int) error {
+	call := b.Submission.Calls[i]
+	_, _, err := s.env.Calls.Update(ctx, callKey(b, i), func(cur *contracts.CallRecord, exists bool) error {
+		if !exists || !cur.ExecutingUnentered() || cur.Input != nil {
+			return state.ErrNoChange
+		}
+		return cur.CarryInput(cur.Arguments(call.Arguments))
+	})
+	if err != nil {
+		return fmt.Errorf("gate: hand call %s to its executor: %w", call.CallID, err)
+	}
+	return nil
 }
 
 // enterUnlessPaused is [Service.enter] for a parked call whose ticket was resolved to
@@ -287,25 +313,24 @@ func visible(b *contracts.BatchRecord, i int) bool {
 // has neither): the audit record of a permission decision this path made (client execution
 // and unknown tools have none; a probe audits its own decisions) and the tool_call fact.
 // What the phase implies:
-//   - Executing and not entered: the executor request; Executing and entered: nothing (the
-//     executor owns the call, and its own unacked request redelivers after a crash);
-//   - Completed or Indeterminate: the CallOutput;
+//   - Executing or terminal: nothing beyond the copies — the revision that moved the call
+//     into execution is its executor request, a terminal one its CallOutput (the record
+//     is the work), both already stored;
 //   - Awaiting: the ticket (created if missing), its timer, ticket.opened and the awaiting
 //     fact — and no CallOutput: the batch stops at the parked call.
 //
 // The decision with its audit data — the outcome, its reason, the time it was decided — is
 // durable in the call record before anything downstream can act on the call: that write
-// comes first. The audit record and the tool_call fact are copies of it (projections), so
-// they go out in the same round trip as the executor request or the output instead of one
-// before it, and are complete all the same: the request is acknowledged only once every
+// comes first, and is itself the hand-off. The audit record and the tool_call fact are
+// copies of it (projections), published right after it, and are complete all the same: the request is acknowledged only once every
 // one of them is stored, and a redelivery publishes them again (deterministic ids). A
 // parked call keeps the order audit → ticket, so no resolution of the ticket can be
 // audited ahead of the decision that opened it.
-func (s *Service) realizeDecision(ctx context.Context, b *contracts.BatchRecord, i int, rec *contracts.CallRecord, parallel bool) error {
+func (s *Service) realizeDecision(ctx context.Context, b *contracts.BatchRecord, i int, rec *contracts.CallRecord) error {
 	bd := s.builder(b)
 	var first collect
 	if rec.Phase.Kind != contracts.PhaseAwaiting {
-		decisionMessages(bd, b, i, rec, parallel, &first)
+		decisionMessages(bd, b, i, rec, &first)
 		return first.publish(ctx, s.env.Pub)
 	}
 	copies(bd, b, i, rec, &first)
@@ -344,14 +369,9 @@ func copies(bd builder, b *contracts.BatchRecord, i int, rec *contracts.CallReco
 }
 
 // decisionMessages adds to c everything the committed record rec of call i, which is not
-// Awaiting, implies: the copies of its decision and its executor request (Executing, not
-// entered) or its output (terminal).
-func decisionMessages(bd builder, b *contracts.BatchRecord, i int, rec *contracts.CallRecord, parallel bool, c *collect) {
+// Awaiting, implies: the copies of its decision. Nothing more: the revision that moved the
+// call into execution is its executor request, and a terminal revision is its output
+// (internal/pipeline records.go).
+func decisionMessages(bd builder, b *contracts.BatchRecord, i int, rec *contracts.CallRecord, c *collect) {
 	copies(bd, b, i, rec, c)
-	switch {
-	case rec.ExecutingUnentered():
-		c.add(bd.exec(i, rec, parallel))
-	case rec.Phase.IsTerminal():
-		c.add(bd.output(i, rec, parallel))
-	}
 }

@@ -84,9 +84,11 @@ func (s *Service) redeliveredResolution(ctx context.Context, b *contracts.BatchR
 
 // realizeResolution publishes ticket.resolved, the audit record and, for an approval that
 // edited the arguments, the tool_call fact of what runs first, then the work the
-// committed record implies: the executor request of an approved call not yet entered, or
-// the CallOutput of a call the resolution completed. So an approval's audit record and its
-// committed Executing{1} are durable before any executor can see the request.
+// committed record implies: an approved call (Executing{1}, not entered) is handed to its
+// executor by one more write ([Service.handOver]) — that revision is the executor request —
+// only once the audit record and ticket.resolved are stored, so an approval is on the
+// audit stream before its body can start; a completed call was handed on by the revision
+// that resolved it (its output).
 func (s *Service) realizeResolution(ctx context.Context, b *contracts.BatchRecord, i int, rec *contracts.CallRecord, res resolution) error {
 	ctx, end := s.env.Telemetry.Rejoin(ctx, rec.TraceParent, "gate.resolve")
 	defer end()
@@ -110,14 +112,12 @@ func (s *Service) realizeResolution(ctx context.Context, b *contracts.BatchRecor
 	if err := first.publish(ctx, s.env.Pub); err != nil {
 		return err
 	}
-	var then collect
-	switch {
-	case rec.ExecutingUnentered():
-		then.add(bd.exec(i, rec, false))
-	case rec.Phase.IsTerminal():
-		then.add(bd.output(i, rec, false))
+	// A completed call was handed on by the revision that resolved it (its output); an
+	// approved one now, by the revision that carries its input (its executor request).
+	if rec.ExecutingUnentered() {
+		return s.handOver(ctx, b, i)
 	}
-	return then.publish(ctx, s.env.Pub)
+	return nil
 }
 
 // retryRaced runs one attempt of a resolution handler until it does not lose a

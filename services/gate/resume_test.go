@@ -113,10 +113,11 @@ func normalizeTicket(t contracts.ResumeTicket) contracts.ResumeTicket {
 	return t
 }
 
-// TestApprovalCommitsBeforeTheExecutorRequest watches the audit and executor subjects on
-// one channel of a second connection, which preserves the order the gate published in:
-// the approved audit record must come before the executor request, and when the request
-// arrives the call must already be committed Executing{1} (not entered). A second resume
+// TestApprovalCommitsBeforeTheExecutorRequest watches the audit subject and the call
+// record's subject on one channel of a second connection, which preserves the order the
+// server stored them in: the approved audit record must come before the executor request
+// (the record's revision that hands the call over), which must be Executing{1}, not
+// entered, resolved by the command and carrying the arguments that run. A second resume
 // then gets not_waiting.
 func TestApprovalCommitsBeforeTheExecutorRequest(t *testing.T) {
 	h := newHarness(t)
@@ -124,7 +125,7 @@ func TestApprovalCommitsBeforeTheExecutorRequest(t *testing.T) {
 
 	nc2, _ := h.srv.Conn(t)
 	ch := make(chan *nats.Msg, 64)
-	for _, subj := range []string{h.env.Names.AuditSubject(testRunID), h.env.Names.ExecRequestSubject(contracts.TargetBrain, testRunID)} {
+	for _, subj := range []string{h.env.Names.AuditSubject(testRunID), h.env.Names.CallRecordSubject(contracts.CallKeyOf(b, 0))} {
 		sub, err := nc2.ChanSubscribe(subj, ch)
 		if err != nil {
 			t.Fatal(err)
@@ -141,25 +142,29 @@ func TestApprovalCommitsBeforeTheExecutorRequest(t *testing.T) {
 	for done := false; !done; {
 		select {
 		case m := <-ch:
-			if m.Header.Get("ce-type") == contracts.TypeAudit {
+			switch m.Header.Get("ce-type") {
+			case contracts.TypeAudit:
 				var a contracts.AuditRecord
 				if err := json.Unmarshal(m.Data, &a); err != nil {
 					t.Fatal(err)
 				}
 				approvedFirst = approvedFirst || a.Decision == contracts.AuditDecisionApproved
-				continue
+			case contracts.TypeExecRequest:
+				if err := json.Unmarshal(m.Data, &rec); err != nil {
+					t.Fatal(err)
+				}
+				done = true
 			}
-			rec, _ = h.call(b, 0)
-			done = true
 		case <-time.After(waitLong):
 			t.Fatal("no executor request after approval")
 		}
 	}
 	if !approvedFirst {
-		t.Error("the executor request was published before the approved audit record")
+		t.Error("the executor request was stored before the approved audit record")
 	}
-	if rec.Phase.Kind != contracts.PhaseExecuting || rec.Phase.Attempt != 1 || rec.Entered || rec.ResolvedBy != "resume-1" {
-		t.Errorf("at the executor request the call was %+v entered=%v resolved_by=%q", rec.Phase, rec.Entered, rec.ResolvedBy)
+	if rec.Phase.Kind != contracts.PhaseExecuting || rec.Phase.Attempt != 1 || rec.Entered || rec.ResolvedBy != "resume-1" ||
+		string(rec.Input) != `{"x":1}` {
+		t.Errorf("the executor request is %+v entered=%v resolved_by=%q input=%s", rec.Phase, rec.Entered, rec.ResolvedBy, rec.Input)
 	}
 	if a := h.waitAnswer("resume-1"); a.kind != "resolved" || a.res.Code != resolvedApproved {
 		t.Errorf("answer %+v", a)

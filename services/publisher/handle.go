@@ -22,12 +22,9 @@ var errBatchVanished = errors.New("batch record disappeared")
 // handleOutput is the handler of committed call outputs: check the barrier, build the results,
 // finalize (with the run's release), publish, archive.
 func (s *Service) handleOutput(ctx context.Context, d bus.Delivery) error {
-	out, err := bus.Decode[contracts.CallOutput](d.Event.Data)
+	out, err := pipeline.CallOutputOf(s.env.Names, d)
 	if err != nil {
-		return contracts.Reject(contracts.RejectInvalidJSON, "call output: %v", err)
-	}
-	if err := contracts.ValidateID("run_id", out.RunID); err != nil {
-		return contracts.Reject(contracts.RejectInvalidID, "call output: %v", err)
+		return err
 	}
 	key := contracts.BatchKey(out.RunID, out.Step)
 	// Sequential dispatch makes the last call terminal only after every earlier one, so
@@ -113,8 +110,8 @@ func (s *Service) handleOutput(ctx context.Context, d bus.Delivery) error {
 func (s *Service) terminalCalls(ctx context.Context, rec *contracts.BatchRecord) ([]contracts.CallRecord, bool, error) {
 	sub := &rec.Submission
 	keys := make([]string, len(sub.Calls))
-	for i, c := range sub.Calls {
-		keys[i] = contracts.CallKey(sub.RunID, sub.Step, c.CallID)
+	for i := range sub.Calls {
+		keys[i] = contracts.CallKeyOf(rec, i)
 	}
 	entries, err := s.env.Calls.GetMany(ctx, keys)
 	if err != nil {
@@ -147,8 +144,8 @@ func (s *Service) terminalCalls(ctx context.Context, rec *contracts.BatchRecord)
 func matchCalls(rec *contracts.BatchRecord, entries map[string]state.Entry[contracts.CallRecord]) ([]contracts.CallRecord, bool, error) {
 	sub := &rec.Submission
 	calls := make([]contracts.CallRecord, len(sub.Calls))
-	for i, c := range sub.Calls {
-		e, ok := entries[contracts.CallKey(sub.RunID, sub.Step, c.CallID)]
+	for i := range sub.Calls {
+		e, ok := entries[contracts.CallKeyOf(rec, i)]
 		if !ok || !e.Value.Phase.IsTerminal() {
 			return nil, false, nil
 		}

@@ -99,7 +99,7 @@ func (h *harness) setCall(sub contracts.BatchSubmission, i int, phase contracts.
 		Index: i, CallID: c.CallID, ToolID: c.ToolID, Phase: phase,
 		Policy: h.Env.Config.Pin(c.ToolID).Policy,
 	}
-	if _, err := h.Env.Calls.Put(h.Ctx, contracts.CallKey(sub.RunID, sub.Step, c.CallID), rec); err != nil {
+	if _, err := h.Env.Calls.Put(h.Ctx, contracts.CallKey(h.Env.Config.Pin(c.ToolID).Target, sub.RunID, sub.Step, c.CallID), rec); err != nil {
 		h.T.Fatalf("write call %s: %v", c.CallID, err)
 	}
 }
@@ -129,7 +129,7 @@ func (h *harness) announce(sub contracts.BatchSubmission, index int, parallel bo
 // settled waits until the publisher has settled every output up to seq.
 func (h *harness) settled(seq uint64) {
 	h.T.Helper()
-	h.WaitSettled(h.Env.Names.WorkStream(), contracts.ConsumerPublisher, seq)
+	h.WaitSettled(h.Env.Names.CallRecordsStream(), contracts.ConsumerPublisher, seq)
 }
 
 // phase is the current phase of sub's batch.

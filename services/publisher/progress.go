@@ -77,11 +77,11 @@ func (c *progressCache) allTerminal(ctx context.Context, env *pipeline.Env, rec 
 	p := c.get(contracts.BatchKey(sub.RunID, sub.Step), len(sub.Calls))
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for i, call := range sub.Calls {
+	for i := range sub.Calls {
 		if p.terminal[i] {
 			continue
 		}
-		cr, _, err := env.Calls.GetFromLeader(ctx, contracts.CallKey(sub.RunID, sub.Step, call.CallID))
+		cr, _, err := env.Calls.GetFromLeader(ctx, contracts.CallKeyOf(rec, i))
 		switch {
 		case errors.Is(err, state.ErrNotFound):
 			return false, nil

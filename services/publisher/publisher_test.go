@@ -268,7 +268,7 @@ func TestOutputAheadOfItsBatchRecordIsRetried(t *testing.T) {
 	sub := submission("run-ahead", 1, call("c0", "echo"))
 	h.announce(sub, 0, false, "1")
 	natstest.WaitFor(t, waitTimeout, func() bool {
-		cons, err := h.JS.Consumer(h.Ctx, h.Env.Names.WorkStream(), contracts.ConsumerPublisher)
+		cons, err := h.JS.Consumer(h.Ctx, h.Env.Names.CallRecordsStream(), contracts.ConsumerPublisher)
 		if err != nil {
 			return false
 		}

@@ -88,10 +88,10 @@ func Start(ctx context.Context, env *pipeline.Env, opts ...bus.DeliveryOption) (
 	n := env.Names
 	var err error
 	s.consumers, err = bus.Start(ctx, env.JS, delivery, []bus.Route{{Spec: bus.ConsumerSpec{
-		Stream: n.WorkStream(), Durable: contracts.ConsumerPublisher,
-		FilterSubjects: []string{n.OutputSubject(">")},
-		AcceptTypes:    []string{contracts.TypeCallOutput},
-		OnExhausted:    s.outputExhausted,
+		Stream: n.CallRecordsStream(), Durable: contracts.ConsumerPublisher,
+		FilterSubjects: []string{n.CallRecordsFilter()},
+		AcceptTypes:    []string{contracts.TypeCallOutput}, Records: true,
+		OnExhausted: s.outputExhausted,
 	}, Handler: s.handleOutput}}, s.log)
 	if err != nil {
 		return nil, fmt.Errorf("publisher: start: %w", err)

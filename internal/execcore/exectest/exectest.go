@@ -144,7 +144,15 @@ type Call struct {
 }
 
 // Key is the call record key.
-func (c Call) Key() string { return contracts.CallKey(c.RunID, c.Step, c.CallID) }
+func (c Call) Key() string { return contracts.CallKey(c.target(), c.RunID, c.Step, c.CallID) }
+
+// target is c's executor target (brain unless set).
+func (c Call) target() contracts.ToolExecutionTarget {
+	if c.Target == "" {
+		return contracts.TargetBrain
+	}
+	return c.Target
+}
 
 // Op is the operation id.
 func (c Call) Op() string { return contracts.OperationID(c.RunID, c.Step, c.CallID) }
@@ -156,12 +164,18 @@ func (c Call) policy() contracts.ToolRecoveryPolicy {
 	return c.Policy
 }
 
-// Record returns the record the gate writes when it allows c: Executing{1}, not entered.
+// Record returns the record the gate writes when it allows c: Executing{1}, not entered,
+// carrying the arguments that run — the executor request.
 func (c Call) Record() contracts.CallRecord {
+	args := c.Args
+	if args == "" {
+		args = "{}"
+	}
 	return contracts.CallRecord{
 		Index: c.Index, CallID: c.CallID, ToolID: c.ToolID,
 		Phase: contracts.ExecutingPhase(1), Policy: c.policy(),
 		Decision: &contracts.GateOutcome{Kind: contracts.GateAllow},
+		Input:    json.RawMessage(args),
 	}
 }
 
@@ -171,13 +185,9 @@ func (c Call) Request(attempt uint16) contracts.ExecRequest {
 	if args == "" {
 		args = "{}"
 	}
-	target := c.Target
-	if target == "" {
-		target = contracts.TargetBrain
-	}
 	return contracts.ExecRequest{
 		RunID: c.RunID, Step: c.Step, Index: c.Index, CallID: c.CallID, ToolID: c.ToolID,
-		Arguments: json.RawMessage(args), Target: target, Policy: c.policy(), Attempt: attempt,
+		Arguments: json.RawMessage(args), Target: c.target(), Policy: c.policy(), Attempt: attempt,
 	}
 }
 
@@ -189,24 +199,38 @@ func (e *Env) Seed(c Call, rec contracts.CallRecord) {
 	}
 }
 
-// Allow does what the gate does on Allow: seeds Executing{1} and publishes the executor
-// request with id {op}:exec:1. It returns the request's stream sequence.
+// Allow does what the gate does on Allow: writes Executing{1} — that revision, announced
+// with ce-id {op}:exec:1, is the executor request. It returns its stream sequence (the
+// revision).
 func (e *Env) Allow(c Call) uint64 {
 	e.T.Helper()
-	e.Seed(c, c.Record())
-	return e.Publish(c, pipeline.ExecRequestID(c.Op(), 1))
+	rev, err := e.Calls.Create(e.Ctx, c.Key(), c.Record())
+	if err != nil {
+		e.T.Fatalf("exectest: allow %s: %v", c.Key(), err)
+	}
+	return rev
 }
 
-// Publish publishes c's executor request (attempt 1) with message id msgID and returns its
-// stream sequence. A different msgID makes a second, distinct message for the same call.
+// Publish writes c's record again, as it is stored (Executing{1} when there is none yet),
+// as an executor request with ce-id msgID, and returns its stream sequence: a second,
+// distinct request message for the same call, as a forged or repeated hand-off would be.
 func (e *Env) Publish(c Call, msgID string) uint64 {
 	e.T.Helper()
-	req := c.Request(1)
-	ev, err := e.Event("gate", msgID, contracts.TypeExecRequest, req)
-	if err != nil {
-		e.T.Fatalf("exectest: event: %v", err)
+	rec, _, err := e.Calls.Get(e.Ctx, c.Key())
+	if errors.Is(err, state.ErrNotFound) {
+		rec, err = c.Record(), nil
 	}
-	ack, err := e.Pub.Publish(e.Ctx, e.Names.ExecRequestSubject(req.Target, c.RunID), ev)
+	if err != nil {
+		e.T.Fatalf("exectest: read %s: %v", c.Key(), err)
+	}
+	data, err := json.Marshal(rec)
+	if err != nil {
+		e.T.Fatal(err)
+	}
+	ev := bus.Event{ID: msgID, Source: "awaken/gate", Type: contracts.TypeExecRequest, Data: data}
+	m := bus.EncodeMsg(e.Names.CallRecordSubject(c.Key()), ev)
+	m.Header.Del(jetstream.MsgIDHeader) // as state.Store writes a record revision
+	ack, err := e.JS.PublishMsg(e.Ctx, m)
 	if err != nil {
 		e.T.Fatalf("exectest: publish: %v", err)
 	}
@@ -267,11 +291,12 @@ type Output struct {
 	Payload contracts.CallOutput
 }
 
-// Outputs returns every CallOutput message stored on run's output subject, in order.
+// Outputs returns every CallOutput of run, in order: the terminal call-record revisions
+// (ce-type CallOutput) the bucket's stream still holds.
 func (e *Env) Outputs(runID string) []Output {
 	e.T.Helper()
-	cons, err := e.JS.OrderedConsumer(e.Ctx, e.Names.WorkStream(), jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{e.Names.OutputSubject(runID)},
+	cons, err := e.JS.OrderedConsumer(e.Ctx, e.Names.CallRecordsStream(), jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{e.Names.CallRecordSubject(contracts.CallKeysOfRun(runID))},
 	})
 	if err != nil {
 		e.T.Fatalf("exectest: ordered consumer: %v", err)
@@ -286,13 +311,16 @@ func (e *Env) Outputs(runID string) []Output {
 		if err != nil {
 			e.T.Fatalf("exectest: read outputs: %v", err)
 		}
+		if m.Headers().Get(bus.HeaderType) != contracts.TypeCallOutput {
+			continue // a revision that hands nothing on
+		}
 		ev, err := bus.DecodeMsg(m.Headers(), m.Data())
 		if err != nil {
 			e.T.Fatalf("exectest: decode output: %v", err)
 		}
-		var p contracts.CallOutput
-		if err := json.Unmarshal(ev.Data, &p); err != nil {
-			e.T.Fatalf("exectest: decode output payload: %v", err)
+		p, err := pipeline.CallOutputOf(e.Names, bus.Delivery{Event: ev, Subject: m.Subject()})
+		if err != nil {
+			e.T.Fatalf("exectest: decode output: %v", err)
 		}
 		out = append(out, Output{ID: ev.ID, Source: ev.Source, Payload: p})
 	}
@@ -316,7 +344,7 @@ func (e *Env) WaitSettled(durable string, seq uint64) jetstream.ConsumerInfo {
 	e.T.Helper()
 	var info *jetstream.ConsumerInfo
 	natstest.WaitFor(e.T, Wait, func() bool {
-		c, err := e.JS.Consumer(e.Ctx, e.Names.WorkStream(), durable)
+		c, err := e.JS.Consumer(e.Ctx, e.Names.CallRecordsStream(), durable)
 		if err != nil {
 			return false
 		}

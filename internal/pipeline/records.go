@@ -1,0 +1,114 @@
+package pipeline
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/awaken-dev/awaken/internal/bus"
+	"github.com/awaken-dev/awaken/pkg/contracts"
+)
+
+// The record is the work: a call-record revision that hands the call on is written with
+// the CloudEvents attributes of that hand-off in its headers (binary mode), and the next
+// service consumes the calls bucket's stream instead of a separate work message written
+// beside the record. Which revisions hand work on is a function of the record's state,
+// decided here once for every writer (gate, executors, batcher).
+
+// announceCall returns the headers of the revision rec of call key. Two revisions hand
+// the call on:
+//   - Executing, not entered, with its input — written only by the gate, when it hands
+//     the call to its executor (with the decision, or after a resolution's audit) — is
+//     the executor request,
+//     [contracts.TypeExecRequest], ce-id {op}:exec:{attempt}: the work of the executor
+//     of the key's target;
+//   - a terminal record (Completed or Indeterminate) is the call's output,
+//     [contracts.TypeCallOutput], ce-id {op}:output: the work of the publisher's barrier
+//     and of the batcher's sequential dispatch.
+//
+// Every other revision (a decision alone, Awaiting, a resolution not yet handed over,
+// entered, a recovery's next attempt, which its own delivery runs) hands nothing on and is
+// a plain key-value write.
+func (e *Env) announceCall(ctx context.Context, key string, rec *contracts.CallRecord) nats.Header {
+	var typ string
+	switch {
+	case rec.Phase.IsTerminal():
+		typ = contracts.TypeCallOutput
+	case rec.ExecutingUnentered() && rec.Input != nil:
+		typ = contracts.TypeExecRequest
+	default:
+		return nil
+	}
+	_, runID, step, callID, err := contracts.ParseCallKey(key)
+	if err != nil {
+		// Not a key this package makes: written, but handed to no one.
+		e.Log.Error().Err(err).Str("key", key).Msg("call record under a key that names no call; not announced")
+		return nil
+	}
+	op := contracts.OperationID(runID, step, callID)
+	id := OutputID(op)
+	if typ == contracts.TypeExecRequest {
+		id = ExecRequestID(op, rec.Phase.Attempt)
+	}
+	ev := bus.Event{
+		ID:              id,
+		Source:          e.source(),
+		Type:            typ,
+		Subject:         contracts.BatchID(runID, step),
+		Time:            e.Now(),
+		DataContentType: bus.ContentTypeJSON,
+	}
+	return e.Pub.Headers(ctx, ev)
+}
+
+// source is the ce-source of the revisions this environment's service writes.
+func (e *Env) source() string {
+	if e.Service == "" {
+		return "awaken/pipeline"
+	}
+	return "awaken/" + e.Service
+}
+
+// CallOutputOf reads the output a terminal call-record revision announces (a delivery of
+// a consumer of [contracts.Names.CallRecordsStream] accepting [contracts.TypeCallOutput]):
+// the run and step from its key, the call, its outcome and whether it ran in parallel from
+// the record. A revision that names no call, or whose record is not terminal, is a
+// [*contracts.Rejection]: only a terminal record is written with this type.
+func CallOutputOf(n contracts.Names, d bus.Delivery) (contracts.CallOutput, error) {
+	var out contracts.CallOutput
+	key, runID, step, rec, err := CallRecordOf(n, d)
+	if err != nil {
+		return out, err
+	}
+	if !rec.Phase.IsTerminal() {
+		return out, contracts.Reject(contracts.RejectInvalidField, "call output %s: record is %s, not terminal", key, rec.Phase.Kind)
+	}
+	return contracts.CallOutput{
+		RunID: runID, Step: step, Index: rec.Index, CallID: rec.CallID, ToolID: rec.ToolID,
+		Outcome: rec.Outcome(), Parallel: rec.Parallel,
+	}, nil
+}
+
+// CallRecordOf reads a call-record revision delivered by a consumer of
+// [contracts.Names.CallRecordsStream]: its key, the run and step the key names, and the
+// record. A subject that is no call key, a record that does not decode or that names
+// another call than its key is a [*contracts.Rejection].
+func CallRecordOf(n contracts.Names, d bus.Delivery) (key, runID string, step int64, rec contracts.CallRecord, err error) {
+	key, ok := strings.CutPrefix(d.Subject, contracts.RecordSubject(n.CallsBucket(), ""))
+	if !ok {
+		return "", "", 0, rec, contracts.Reject(contracts.RejectInvalidField, "%s on %q, not a call record's subject", d.Event.Type, d.Subject)
+	}
+	_, runID, step, callID, err := contracts.ParseCallKey(key)
+	if err != nil {
+		return "", "", 0, rec, contracts.Reject(contracts.RejectInvalidID, "%s: %v", d.Event.Type, err)
+	}
+	if err := json.Unmarshal(d.Event.Data, &rec); err != nil {
+		return "", "", 0, rec, contracts.Reject(contracts.RejectInvalidJSON, "%s %s: record: %v", d.Event.Type, key, err)
+	}
+	if rec.CallID != callID {
+		return "", "", 0, rec, contracts.Reject(contracts.RejectInvalidField, "%s %s: record names call %q", d.Event.Type, key, rec.CallID)
+	}
+	return key, runID, step, rec, nil
+}
