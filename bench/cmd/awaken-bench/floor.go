@@ -22,11 +22,12 @@ import (
 // internal/execcore/core.go, services/batcher, services/publisher/handle.go and
 // results.go, pkg/client/wait.go). Its streams and buckets are the pipeline's, named
 // FLOOR_ for AWAKEN_, so -writes-only compares them stream by stream.
-const hopsDoc = "per call on the sequential path, 3 deliveries and 10 round trips: " +
+const hopsDoc = "per call on the sequential path, 3 deliveries and 8 round trips: " +
 	"gate [consume gate request; the tool's pause read from the leader of the pauses bucket (a JetStream API message get); " +
-	"KV create call (decision+Executing); 1 round trip of 3 async publishes: audit copy, tool_call fact, executor request; double ack] " +
-	"exec [consume exec request; KV get; KV CAS update (completed: echo is replay_safe, so no entered write); publish call output; double ack] " +
-	"batcher [consume output; publish next gate request; double ack]. " +
+	"KV create call under the target's key (decision+Executing+input, announced: this revision is the executor request); 1 round trip of 2 async publishes: audit copy, tool_call fact; double ack] " +
+	"exec [consume the announced revision on the calls bucket's stream (filter: its target's keys); KV get; KV CAS update (completed: echo is replay_safe, so no entered write), announced: this revision is the call's output; double ack] " +
+	"batcher [consume the terminal revision on the calls bucket's stream; publish next gate request; double ack] " +
+	"(every consumer of the calls bucket's stream also receives the revisions it does not act on, acked unread). " +
 	"Per batch: submit [client publish; consume; KV get run record; when it holds the run's previous batch (finalized): KV create of that batch's archive (refused without a store when the publisher archived it first); " +
 	"KV CAS (or create) run record: claim and record the batch in one write; publish first gate request; double ack], " +
 	"gate [KV get run record on the batch's first call (then cached)], " +
@@ -35,7 +36,7 @@ const hopsDoc = "per call on the sequential path, 3 deliveries and 10 round trip
 	"1 round trip: the results message (every result and the finalized payload, one stored message) and n async tool_result facts; " +
 	"then, off the path the client waits on: KV create of the archive (published), or KV get + CAS finalized -> published when the next batch's claim archived it first], " +
 	"client [core subscriptions on its rejections and on the subject where the results stream republishes what it stored]. " +
-	"(Before issue 26's cuts: the run claim and the batch record two writes, the finalized mark, the run's release and the published mark three, the results and finalized event one atomic batch, the audit copy and the tool_call fact one round trip before the executor request: 16 stored messages per 1-call batch. " +
+	"(Before issue 26's cut B: the executor request and the output announcement were messages of their own on the work stream, 10 round trips per call. Before its cuts A, C-F: the run claim and the batch record two writes, the finalized mark, the run's release and the published mark three, the results and finalized event one atomic batch, the audit copy and the tool_call fact one round trip before the executor request: 16 stored messages per 1-call batch. " +
 	"The floor of before that also left out the gate's pause read, which the pipeline has done at every decision since the kill switch. " +
 	"Before issue 17's cuts: an entered write per call before the tool ran, 11 round trips per call. Before the optimisation of issue 8: 16 round trips per call — a KV get before the gate's create and a body-run ledger write per call — a KV get of the batch per output, a KV watch to list the call records, and a client that created an ordered consumer per batch.)"
 
@@ -61,8 +62,6 @@ const (
 	floorSubmit      = "floor.batches.submit"
 	floorRejected    = "floor.batches.rejected"
 	floorGate        = "floor.work.gate."         // + run
-	floorExec        = "floor.work.exec.brain."   // + run
-	floorOutput      = "floor.work.output."       // + run
 	floorResults     = "floor.results."           // + run
 	floorCommitted   = "floor.committed.results." // + run
 	floorEvents      = "floor.events."            // + run
@@ -75,6 +74,15 @@ const (
 	floorResultsSep  = "\n"
 	floorOpenPrefix  = "open "
 	floorFinalPrefix = "finalized "
+	// Call records are keyed {target}.{run}.{step}.{call} (contracts.CallKey); a revision
+	// that hands work on carries the CloudEvent type of the hand-off in its ce-type header
+	// (internal/pipeline/records.go), and its value is the relay's payload, then the state.
+	floorTarget     = "brain"
+	floorCallsSubj  = "$KV." + floorCallsKV + "."
+	floorTypeHeader = "ce-type"
+	floorTypeExec   = "exec"
+	floorTypeOutput = "output"
+	floorStateSep   = "#"
 )
 
 // floorStreams are the pipeline's streams the path writes, as internal/bus configures them
@@ -145,15 +153,17 @@ func newFloor(ctx context.Context, lvl level, cluster bool) (*floor, error) {
 			return nil, err
 		}
 	}
+	// Consumers of the calls bucket's stream act on one announced type and ack every
+	// other revision unread (the pipeline's bus.ConsumerSpec.Records).
 	stages := []struct {
-		name, stream, filter string
-		h                    func(context.Context, *stageEnv, fmsg) error
+		name, stream, filter, recordType string
+		h                                func(context.Context, *stageEnv, fmsg) error
 	}{
-		{"submit", "FLOOR_SUBMISSIONS", floorSubmit, stageSubmit},
-		{"gate", "FLOOR_WORK", floorGate + ">", stageGate},
-		{"exec", "FLOOR_WORK", floorExec + ">", stageExec},
-		{"batcher", "FLOOR_WORK", floorOutput + ">", stageBatcher},
-		{"publisher", "FLOOR_WORK", floorOutput + ">", stagePublisher},
+		{"submit", "FLOOR_SUBMISSIONS", floorSubmit, "", stageSubmit},
+		{"gate", "FLOOR_WORK", floorGate + ">", "", stageGate},
+		{"exec", "KV_" + floorCallsKV, floorCallsSubj + floorTarget + ".>", floorTypeExec, stageExec},
+		{"batcher", "KV_" + floorCallsKV, floorCallsSubj + ">", floorTypeOutput, stageBatcher},
+		{"publisher", "KV_" + floorCallsKV, floorCallsSubj + ">", floorTypeOutput, stagePublisher},
 	}
 	for _, st := range stages {
 		sjs, err := conn("floor-" + st.name)
@@ -188,9 +198,12 @@ func newFloor(ctx context.Context, lvl level, cluster bool) (*floor, error) {
 		for range floorWorkers {
 			f.wg.Go(func() {
 				for m := range work {
-					fm, perr := parseFloor(string(m.Data()))
-					if perr == nil {
-						perr = st.h(context.Background(), env, fm)
+					var perr error
+					if st.recordType == "" || m.Headers().Get(floorTypeHeader) == st.recordType {
+						var fm fmsg
+						if fm, perr = parseFloor(string(m.Data())); perr == nil {
+							perr = st.h(context.Background(), env, fm)
+						}
 					}
 					if perr != nil {
 						_ = m.Nak()
@@ -250,10 +263,13 @@ type fmsg struct {
 func (m fmsg) String() string { return fmt.Sprintf("%s|%d|%d|%d", m.run, m.step, m.index, m.n) }
 func (m fmsg) batch() string  { return fmt.Sprintf("%s.%d", m.run, m.step) }
 func (m fmsg) call(i int) string {
-	return fmt.Sprintf("%s.%d.c%d", m.run, m.step, i)
+	return fmt.Sprintf("%s.%s.%d.c%d", floorTarget, m.run, m.step, i)
 }
 
+// parseFloor reads a payload: a work message's, or a call record's (the payload, then
+// floorStateSep and the record's state).
 func parseFloor(s string) (fmsg, error) {
+	s, _, _ = strings.Cut(s, floorStateSep)
 	p := strings.Split(s, "|")
 	if len(p) != 4 {
 		return fmsg{}, errors.New("bad floor message")
@@ -304,6 +320,22 @@ func (e *stageEnv) publishAll(ctx context.Context, msgs []floorPub) error {
 		}
 	}
 	return nil
+}
+
+// writeRecord writes call record key with value by compare-and-swap at revision rev (0:
+// a create), as one announced revision: the headers of the hand-off typ, as
+// state.Store.WithAnnounce does (a publish on the key's subject expecting its last
+// sequence; no message id).
+func (e *stageEnv) writeRecord(ctx context.Context, key, value, typ string, rev uint64) error {
+	m := nats.NewMsg(floorCallsSubj + key)
+	m.Data = []byte(value)
+	m.Header.Set(floorTypeHeader, typ)
+	_, err := e.js.PublishMsg(ctx, m, jetstream.WithExpectLastSequencePerSubject(rev))
+	var apiErr *jetstream.APIError
+	if rev == 0 && errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence {
+		return nil // created by an earlier delivery
+	}
+	return err
 }
 
 // readRun reads the run record: a direct get, which any replica may answer (the
@@ -381,9 +413,9 @@ func stageSubmit(ctx context.Context, e *stageEnv, m fmsg) error {
 
 // stageGate is the gate's sequential request (services/gate: gateCall with assumeNew):
 // the batch from the run record on the batch's first call (its cache holds it for the
-// rest), the tool's pause read, the call record created with the decision and
-// Executing{1}, then the audit copy, the tool_call fact and the executor request in one
-// round trip.
+// rest), the tool's pause read, the call record created with the decision, Executing{1}
+// and the input (announced: the executor request), then the audit copy and the tool_call
+// fact in one round trip.
 func stageGate(ctx context.Context, e *stageEnv, m fmsg) error {
 	if m.index == 0 {
 		if _, err := e.readRun(ctx, m); err != nil {
@@ -394,33 +426,34 @@ func stageGate(ctx context.Context, e *stageEnv, m fmsg) error {
 		return err
 	}
 	key := m.call(m.index)
-	if _, err := e.calls.Create(ctx, key, []byte("executing")); ignoreExists(err) != nil {
+	if err := e.writeRecord(ctx, key, m.String()+floorStateSep+"executing", floorTypeExec, 0); err != nil {
 		return err
 	}
 	return e.publishAll(ctx, []floorPub{
 		{floorAudit + m.run, key + ":audit:allow", m.String()},
 		{floorEvents + m.run, key + ":event:tool_call", m.String()},
-		{floorExec + m.run, key + ":exec:1", m.String()},
 	})
 }
 
-// stageExec is the executor (internal/execcore): read the call record, run the tool, and
-// commit Completed by compare-and-swap (echo is replay_safe: no entered write on the
-// first delivery); then announce the output.
+// stageExec is the executor (internal/execcore) on an announced executor request: read
+// the call record, run the tool, and commit Completed by compare-and-swap (echo is
+// replay_safe: no entered write on the first delivery), announced: that revision is the
+// call's output.
 func stageExec(ctx context.Context, e *stageEnv, m fmsg) error {
 	key := m.call(m.index)
 	cur, err := e.calls.Get(ctx, key)
 	if err != nil {
 		return err
 	}
-	out := fmt.Sprintf("x%d", m.index) // the echo "tool"
-	if _, err := e.calls.Update(ctx, key, []byte(out), cur.Revision()); err != nil {
-		return err
+	if !strings.HasSuffix(string(cur.Value()), floorStateSep+"executing") {
+		return nil // completed by an earlier delivery
 	}
-	return e.publish(ctx, floorOutput+m.run, key+":output", m.String())
+	out := fmt.Sprintf("%s%sx%d", m.String(), floorStateSep, m.index) // the echo "tool"
+	return e.writeRecord(ctx, key, out, floorTypeOutput, cur.Revision())
 }
 
-// stageBatcher is the batcher's output handler: the next call's gate request.
+// stageBatcher is the batcher's output handler (a terminal revision): the next call's
+// gate request.
 func stageBatcher(ctx context.Context, e *stageEnv, m fmsg) error {
 	if m.index+1 >= m.n {
 		return nil
@@ -448,7 +481,7 @@ func stagePublisher(ctx context.Context, e *stageEnv, m fmsg) error {
 	}
 	subjects := make([]string, m.n)
 	for i := range m.n {
-		subjects[i] = "$KV." + floorCallsKV + "." + m.call(i)
+		subjects[i] = floorCallsSubj + m.call(i)
 	}
 	recs, err := jetstreamext.GetLastMsgsFor(ctx, e.js, "KV_"+floorCallsKV, subjects)
 	if err != nil {
@@ -459,7 +492,8 @@ func stagePublisher(ctx context.Context, e *stageEnv, m fmsg) error {
 		if err != nil {
 			return err
 		}
-		outs[strings.TrimPrefix(r.Subject, "$KV."+floorCallsKV+".")] = string(r.Data)
+		_, out, _ := strings.Cut(string(r.Data), floorStateSep)
+		outs[strings.TrimPrefix(r.Subject, floorCallsSubj)] = out
 	}
 	results := make([]string, m.n)
 	for i := range m.n {
