@@ -77,7 +77,7 @@ func TestContainers_singleServer(t *testing.T) {
 
 	t.Run("brain-exec x3: every counter body runs exactly once", func(t *testing.T) {
 		ctx := ctxFor(t, 2*time.Minute)
-		cons, err := admin.Consumer(ctx, names.WorkStream(), contracts.ConsumerBrainExec)
+		cons, err := admin.Consumer(ctx, names.CallRecordsStream(), contracts.ConsumerBrainExec)
 		if err != nil {
 			t.Fatal(err)
 		}
