@@ -373,6 +373,36 @@ func (e *stageEnv) pauseRead(ctx context.Context) error {
 	return nil
 }
 
+// leaderGet reads the last message of a call record's subject from the leader of the
+// calls bucket's stream (a JetStream API message get; state.ReadFromLeader).
+func (e *stageEnv) leaderGet(ctx context.Context, subject string) ([]byte, error) {
+	req, err := json.Marshal(map[string]string{"last_by_subj": subject})
+	if err != nil {
+		return nil, err
+	}
+	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	r, err := e.nc.RequestWithContext(rctx, "$JS.API.STREAM.MSG.GET.KV_"+floorCallsKV, req)
+	if err != nil {
+		return nil, err
+	}
+	var resp struct {
+		Message *struct {
+			Data []byte `json:"data"`
+		} `json:"message"`
+		Error *struct {
+			Description string `json:"description"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal(r.Data, &resp); err != nil {
+		return nil, err
+	}
+	if resp.Error != nil || resp.Message == nil {
+		return nil, fmt.Errorf("floor: leader read of %s: %s", subject, r.Data)
+	}
+	return resp.Message.Data, nil
+}
+
 func ignoreExists(err error) error {
 	if errors.Is(err, jetstream.ErrKeyExists) {
 		return nil
@@ -498,6 +528,19 @@ func stagePublisher(ctx context.Context, e *stageEnv, m fmsg) error {
 	results := make([]string, m.n)
 	for i := range m.n {
 		results[i] = outs[m.call(i)]
+		if !strings.HasPrefix(results[i], "x") {
+			// A replica behind the call's terminal write answered the batch get (on the
+			// cluster): read it again from the stream leader, as the publisher does.
+			data, err := e.leaderGet(ctx, floorCallsSubj+m.call(i))
+			if err != nil {
+				return err
+			}
+			_, out, _ := strings.Cut(string(data), floorStateSep)
+			if !strings.HasPrefix(out, "x") {
+				return fmt.Errorf("floor: call %s is not terminal", m.call(i))
+			}
+			results[i] = out
+		}
 	}
 	// Finalize and release: the Store.Update loop (read, then compare-and-swap).
 	cur, err := e.readRun(ctx, m)
