@@ -248,6 +248,10 @@ func (s *Service) enter(b *contracts.BatchRecord, i int, rec *contracts.CallReco
 	return rec.CarryInput(rec.Arguments(call.Arguments))
 }
 
+// errHandOverUnseen: the call record read for a hand-over does not show the resolution
+// that moved it into execution yet.
+var errHandOverUnseen = errors.New("call record does not show its resolution yet")
+
 // handOver gives call i, moved into execution by a resolution, to its executor: it writes
 // the record again with the input that runs (the approval's edit, or the proposed
 // arguments), and that revision is the executor request. A call already handed over, or
@@ -255,7 +259,16 @@ func (s *Service) enter(b *contracts.BatchRecord, i int, rec *contracts.CallReco
 func (s *Service) handOver(ctx context.Context, b *contracts.BatchRecord, i int) error {
 	call := b.Submission.Calls[i]
 	_, _, err := s.env.Calls.Update(ctx, callKey(b, i), func(cur *contracts.CallRecord, exists bool) error {
-		if !exists || !cur.ExecutingUnentered() || cur.Input != nil {
+		if !exists || cur.Phase.Kind == contracts.PhaseAwaiting || cur.Phase.Kind == contracts.PhaseRequested {
+			// The resolution that moved the call into execution is written before this
+			// hand-over, so only a replica behind it answers so. ErrNoChange here would be
+			// final unconfirmed — the call stranded in Executing without its request
+			// (make chaos-cluster, seed 1796197082761372466) — whereas an error is
+			// confirmed on the leader's value by Update, and retried by redelivery if the
+			// leader says so too.
+			return errHandOverUnseen
+		}
+		if !cur.ExecutingUnentered() || cur.Input != nil {
 			return state.ErrNoChange
 		}
 		return cur.CarryInput(cur.Arguments(call.Arguments))
