@@ -208,30 +208,7 @@ func TestSandboxRejectsToolsItDoesNotOwn(t *testing.T) {
 
 // TestRealWebAssemblyModule runs the wc example module in the wazero engine end to end.
 func TestRealWebAssemblyModule(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds a WebAssembly module")
-	}
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		t.Skip("the go command is needed to build the module")
-	}
-	dir := t.TempDir()
-	module := filepath.Join(dir, "wc.wasm")
-	cmd := exec.Command(goBin, "build", "-trimpath", "-o", module, "../../examples/sandbox-tools/wc")
-	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm", "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build wc.wasm: %v\n%s", err, out)
-	}
-	// Compiled outside the race detector (about 1 s instead of 15-30 s under -race).
-	cache, err := sandboxtest.New(module)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := cache.Close(); err != nil {
-			t.Error(err)
-		}
-	})
+	module, cache := buildModule(t, "wc.wasm", "../../examples/sandbox-tools/wc")
 	e := exectest.New(t, sandboxConfig(true, module))
 	e.Env.Config.Executors.Sandbox.CacheDir = cache.Dir
 	s, err := sandboxexec.Start(e.Ctx, e.Env, fastRetries...)
@@ -285,29 +262,7 @@ func (r *recordingEngine) Invoke(ctx context.Context, req sandbox.Request) (sand
 // AWAKEN_IDEMPOTENCY_KEY. The executor dies inside its first run; the redelivered request
 // runs it again (replay_safe) and the module sees the same key.
 func TestIdempotencyKeyInTheModuleEnvironment(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds a WebAssembly module")
-	}
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		t.Skip("the go command is needed to build the module")
-	}
-	dir := t.TempDir()
-	module := filepath.Join(dir, "probe.wasm")
-	cmd := exec.Command(goBin, "build", "-trimpath", "-o", module, "../../internal/sandbox/testdata/probe")
-	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm", "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build probe.wasm: %v\n%s", err, out)
-	}
-	cache, err := sandboxtest.New(module)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := cache.Close(); err != nil {
-			t.Error(err)
-		}
-	})
+	module, cache := buildModule(t, "probe.wasm", "../../internal/sandbox/testdata/probe")
 	e := exectest.New(t, fmt.Sprintf(`
 tools:
   - id: probe
@@ -353,4 +308,35 @@ executors:
 			t.Errorf("run %d: environment %q lacks %s", i+1, report.Env, want)
 		}
 	}
+}
+
+// buildModule builds the Go package pkg for wasip1 into a temporary name and compiles it
+// into a module cache outside the race detector (about 1 s instead of 15-30 s under
+// -race), closed when the test ends. It skips the test under -short or without the go
+// command.
+func buildModule(t *testing.T, name, pkg string) (string, *sandboxtest.Cache) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("builds a WebAssembly module")
+	}
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("the go command is needed to build the module")
+	}
+	module := filepath.Join(t.TempDir(), name)
+	cmd := exec.Command(goBin, "build", "-trimpath", "-o", module, pkg)
+	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm", "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build %s: %v\n%s", name, err, out)
+	}
+	cache, err := sandboxtest.New(module)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := cache.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	return module, cache
 }
