@@ -516,26 +516,38 @@ func (x *Executor) complete(ctx context.Context, key string, req contracts.ExecR
 			return entered, false, err
 		}
 	}
+	var found contracts.CallRecord
 	rec, _, err = x.env.Calls.Update(ctx, key, func(cur *contracts.CallRecord, exists bool) error {
-		owned = false
+		owned, found = false, cur.Clone()
 		if !exists {
-			return state.ErrNoChange
+			return errNotOwned
 		}
 		ok, err := apply(cur)
 		if err != nil {
 			return err
 		}
 		if !ok {
-			return state.ErrNoChange
+			return errNotOwned
 		}
 		owned = true
 		return nil
 	})
+	if errors.Is(err, errNotOwned) {
+		return found, false, nil // confirmed on the leader's record
+	}
 	if err != nil && errors.Is(err, contracts.ErrInvalidPersistedState) {
 		err = bus.Permanent(err)
 	}
 	return rec, owned, err
 }
+
+// errNotOwned is how complete's and seal's compare-and-swap callbacks report a record this
+// delivery does not own (no record, or one another delivery, a cancel or the gate moved),
+// instead of state.ErrNoChange. The record was read from any replica of the calls bucket,
+// possibly one behind this delivery's own entry: an error, unlike ErrNoChange, makes
+// Update read it again from the stream leader and decide on that, so a lagging replica
+// cannot make a finished body's output be dropped, or a seal be skipped.
+var errNotOwned = errors.New("the call record is not this delivery's")
 
 // onExhausted runs when a request failed transiently on its last allowed delivery: the
 // call becomes Indeterminate (unless another delivery owns it or it is already terminal)
@@ -564,10 +576,11 @@ func (x *Executor) onExhausted(ctx context.Context, d bus.Delivery, cause error)
 func (x *Executor) seal(ctx context.Context, key string, req contracts.ExecRequest, reason, metric string,
 	owns func(*contracts.CallRecord) bool) (contracts.CallRecord, error) {
 	sealed := false
+	var found contracts.CallRecord
 	rec, _, err := x.env.Calls.Update(ctx, key, func(cur *contracts.CallRecord, exists bool) error {
-		sealed = false
+		sealed, found = false, cur.Clone()
 		if !exists || !owns(cur) {
-			return state.ErrNoChange
+			return errNotOwned
 		}
 		cur.AdoptPolicy(req.Policy)
 		if err := cur.MarkIndeterminate(reason, x.env.Now()); err != nil {
@@ -576,6 +589,9 @@ func (x *Executor) seal(ctx context.Context, key string, req contracts.ExecReque
 		sealed = true
 		return nil
 	})
+	if errors.Is(err, errNotOwned) {
+		return found, nil // confirmed on the leader's record
+	}
 	if err == nil && sealed {
 		x.env.Telemetry.Indeterminate(metric)
 	}

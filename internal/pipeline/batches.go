@@ -103,7 +103,7 @@ func (e *Env) AcceptBatch(ctx context.Context, rec contracts.BatchRecord) (Accep
 			}
 		}
 		if res.Refused = cur.RejectionForNewBatch(sub.Step); res.Refused != nil {
-			return state.ErrNoChange
+			return errRefused
 		}
 		if prev := cur.Batch; prev != nil {
 			if prev.Phase == contracts.BatchPhaseOpen {
@@ -111,7 +111,7 @@ func (e *Env) AcceptBatch(ctx context.Context, rec contracts.BatchRecord) (Accep
 				// otherwise is refused as busy rather than losing the open batch.
 				res.Refused = contracts.Reject(contracts.RejectRunBusy, "batch %s of run %s is not published yet; submit %s again once it is",
 					prev.Submission.BatchID(), sub.RunID, sub.BatchID())
-				return state.ErrNoChange
+				return errRefused
 			}
 			if _, err := e.ArchiveBatch(ctx, *prev); err != nil {
 				return err
@@ -123,11 +123,21 @@ func (e *Env) AcceptBatch(ctx context.Context, rec contracts.BatchRecord) (Accep
 		res.Created = true
 		return nil
 	})
+	if errors.Is(err, errRefused) {
+		return res, nil // confirmed on the leader's run record
+	}
 	if err != nil {
 		return AcceptResult{}, fmt.Errorf("pipeline: accept batch %s: %w", sub.BatchID(), err)
 	}
 	return res, nil
 }
+
+// errRefused is how AcceptBatch's compare-and-swap callback reports a refusal, instead of
+// state.ErrNoChange: a refusal is final for the submission, and the run record it was read
+// from may come from a replica behind the run's last write (a run still busy with the
+// batch whose publication has just released it, say). An error, unlike ErrNoChange, makes
+// Update read the run record again from the stream leader and decide on that.
+var errRefused = errors.New("the run refuses the batch")
 
 // ArchiveBatch writes rec, a finished batch (finalized or published), to the batches
 // bucket unless it is there already. It reports whether this call wrote it.

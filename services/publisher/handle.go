@@ -15,9 +15,14 @@ import (
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
-// errBatchVanished reports a batch record that disappeared while its outputs were being
-// handled (an operator purge): nothing can be published for it.
-var errBatchVanished = errors.New("batch record disappeared")
+// errArchiveInFlight reports an archived batch record that the create said exists and
+// that the stream leader does not show yet. In a cluster the leader refuses a create
+// whose expected last sequence (0) is contradicted by a write still in flight on the same
+// key — the batcher archiving the same finalized batch as it claims the run's next one —
+// before that write is applied, so a read right after it can miss it (make chaos-cluster
+// seed 1796197082761372466 dead-lettered 7 such marks). It is transient: the delivery is
+// retried and then finds the record.
+var errArchiveInFlight = errors.New("archived batch record not visible yet")
 
 // handleOutput is the handler of committed call outputs: check the barrier, build the results,
 // finalize (with the run's release), publish, archive.
@@ -297,7 +302,7 @@ func (s *Service) archivePublished(ctx context.Context, rec *contracts.BatchReco
 	_, _, err = s.env.Batches.Update(ctx, contracts.BatchKey(sub.RunID, sub.Step), func(cur *contracts.BatchRecord, exists bool) error {
 		marked = false
 		if !exists {
-			return errBatchVanished
+			return errArchiveInFlight
 		}
 		err := cur.MarkPublished()
 		if errors.Is(err, contracts.ErrBatchPublished) {
@@ -308,8 +313,8 @@ func (s *Service) archivePublished(ctx context.Context, rec *contracts.BatchReco
 	})
 	if err != nil {
 		// Update confirmed these on the leader's value: they are not a lagging replica's.
-		if errors.Is(err, errBatchVanished) || errors.Is(err, contracts.ErrInvalidPersistedState) ||
-			errors.Is(err, contracts.ErrInvalidTransition) {
+		// errArchiveInFlight is not among them: see its comment.
+		if errors.Is(err, contracts.ErrInvalidPersistedState) || errors.Is(err, contracts.ErrInvalidTransition) {
 			return false, bus.Permanent(fmt.Errorf("publisher: mark %s published: %w", batchID, err))
 		}
 		return false, fmt.Errorf("publisher: mark %s published: %w", batchID, err)
