@@ -516,9 +516,8 @@ func (x *Executor) complete(ctx context.Context, key string, req contracts.ExecR
 			return entered, false, err
 		}
 	}
-	var found contracts.CallRecord
 	rec, _, err = x.env.Calls.Update(ctx, key, func(cur *contracts.CallRecord, exists bool) error {
-		owned, found = false, cur.Clone()
+		owned = false
 		if !exists {
 			return errNotOwned
 		}
@@ -532,9 +531,6 @@ func (x *Executor) complete(ctx context.Context, key string, req contracts.ExecR
 		owned = true
 		return nil
 	})
-	if errors.Is(err, errNotOwned) {
-		return found, false, nil // confirmed on the leader's record
-	}
 	if err != nil && errors.Is(err, contracts.ErrInvalidPersistedState) {
 		err = bus.Permanent(err)
 	}
@@ -542,12 +538,12 @@ func (x *Executor) complete(ctx context.Context, key string, req contracts.ExecR
 }
 
 // errNotOwned is how complete's and seal's compare-and-swap callbacks report a record this
-// delivery does not own (no record, or one another delivery, a cancel or the gate moved),
-// instead of state.ErrNoChange. The record was read from any replica of the calls bucket,
-// possibly one behind this delivery's own entry: an error, unlike ErrNoChange, makes
-// Update read it again from the stream leader and decide on that, so a lagging replica
-// cannot make a finished body's output be dropped, or a seal be skipped.
-var errNotOwned = errors.New("the call record is not this delivery's")
+// delivery does not own (no record, or one another delivery, a cancel or the gate moved).
+// The record was read from any replica of the calls bucket, possibly one behind this
+// delivery's own entry, so the verdict is confirmed on the stream leader's record
+// (state.ErrNoChangeOnLeader): a lagging replica cannot make a finished body's output be
+// dropped, or a seal be skipped.
+var errNotOwned = fmt.Errorf("the call record is not this delivery's: %w", state.ErrNoChangeOnLeader)
 
 // onExhausted runs when a request failed transiently on its last allowed delivery: the
 // call becomes Indeterminate (unless another delivery owns it or it is already terminal)
@@ -576,9 +572,8 @@ func (x *Executor) onExhausted(ctx context.Context, d bus.Delivery, cause error)
 func (x *Executor) seal(ctx context.Context, key string, req contracts.ExecRequest, reason, metric string,
 	owns func(*contracts.CallRecord) bool) (contracts.CallRecord, error) {
 	sealed := false
-	var found contracts.CallRecord
 	rec, _, err := x.env.Calls.Update(ctx, key, func(cur *contracts.CallRecord, exists bool) error {
-		sealed, found = false, cur.Clone()
+		sealed = false
 		if !exists || !owns(cur) {
 			return errNotOwned
 		}
@@ -589,9 +584,6 @@ func (x *Executor) seal(ctx context.Context, key string, req contracts.ExecReque
 		sealed = true
 		return nil
 	})
-	if errors.Is(err, errNotOwned) {
-		return found, nil // confirmed on the leader's record
-	}
 	if err == nil && sealed {
 		x.env.Telemetry.Indeterminate(metric)
 	}

@@ -123,21 +123,17 @@ func (e *Env) AcceptBatch(ctx context.Context, rec contracts.BatchRecord) (Accep
 		res.Created = true
 		return nil
 	})
-	if errors.Is(err, errRefused) {
-		return res, nil // confirmed on the leader's run record
-	}
 	if err != nil {
 		return AcceptResult{}, fmt.Errorf("pipeline: accept batch %s: %w", sub.BatchID(), err)
 	}
 	return res, nil
 }
 
-// errRefused is how AcceptBatch's compare-and-swap callback reports a refusal, instead of
-// state.ErrNoChange: a refusal is final for the submission, and the run record it was read
-// from may come from a replica behind the run's last write (a run still busy with the
-// batch whose publication has just released it, say). An error, unlike ErrNoChange, makes
-// Update read the run record again from the stream leader and decide on that.
-var errRefused = errors.New("the run refuses the batch")
+// errRefused is how AcceptBatch's compare-and-swap callback reports a refusal. A refusal is
+// final for the submission, and the run record it was read from may come from a replica
+// behind the run's last write (a run still busy with the batch whose publication has just
+// released it, say), so it is confirmed on the stream leader's run record.
+var errRefused = fmt.Errorf("the run refuses the batch: %w", state.ErrNoChangeOnLeader)
 
 // ArchiveBatch writes rec, a finished batch (finalized or published), to the batches
 // bucket unless it is there already. It reports whether this call wrote it.

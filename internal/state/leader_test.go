@@ -2,6 +2,7 @@ package state_test
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/awaken-dev/awaken/internal/state"
@@ -92,5 +93,37 @@ func TestUpdateConfirmsARefusalOnTheLeader(t *testing.T) {
 		return refused
 	}); !errors.Is(err, refused) || runs != 2 {
 		t.Fatalf("Update of an absent key = %v after %d runs, want the refusal after 2", err, runs)
+	}
+}
+
+// TestNoChangeOnLeaderIsConfirmedThere: a "nothing to write" that a lagging replica could
+// answer wrongly (ErrNoChangeOnLeader, wrapped as callers wrap it) runs fn again on the
+// leader's value and then returns that stored value with no error and no write; without
+// the JetStream context there is no leader read and fn runs once.
+func TestNoChangeOnLeaderIsConfirmedThere(t *testing.T) {
+	s, kv, js, ctx := newStoreJS(t)
+	leader := state.NewStore[counter](kv, state.WithJetStream(js))
+	rev, err := s.Put(ctx, "k", counter{N: 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	notMine := fmt.Errorf("not mine: %w", state.ErrNoChangeOnLeader)
+	for _, tc := range []struct {
+		name  string
+		store *state.Store[counter]
+		runs  int
+	}{{"with the leader read", leader, 2}, {"without", s, 1}} {
+		t.Run(tc.name, func(t *testing.T) {
+			runs := 0
+			got, gotRev, err := tc.store.Update(ctx, "k", func(cur *counter, exists bool) error {
+				runs++
+				cur.N = 99 // a change fn gives up must not be returned or written
+				return notMine
+			})
+			if err != nil || got.N != 7 || gotRev != rev || runs != tc.runs {
+				t.Fatalf("Update = %+v at %d, %v after %d runs; want {N:7} at %d, no error, after %d runs",
+					got, gotRev, err, runs, rev, tc.runs)
+			}
+		})
 	}
 }

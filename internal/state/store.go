@@ -35,6 +35,10 @@ var (
 	// ErrNoChange is returned by an Update function to say "nothing to write"; Update then
 	// returns the current value and revision without writing.
 	ErrNoChange = errors.New("state: no change")
+	// ErrNoChangeOnLeader is ErrNoChange for a decision a replica behind the latest write
+	// could make wrongly (a refusal, "not mine"): Update first confirms it on the value the
+	// stream leader holds, running fn again there, and only then returns as for ErrNoChange.
+	ErrNoChangeOnLeader = fmt.Errorf("%w, as the stream leader confirms", ErrNoChange)
 )
 
 // Default retry budget of Update.
@@ -371,7 +375,8 @@ func (s *Store[T]) updateRaw(ctx context.Context, key string, b []byte, rev uint
 // is given.
 //
 // If fn returns ErrNoChange (possibly wrapped) nothing is written and Update returns the
-// current value and revision (zero and 0 when absent). Any other fn error aborts the loop
+// current value and revision (zero and 0 when absent); ErrNoChangeOnLeader does the same
+// once fn has said so again on the leader's value. Any other fn error aborts the loop
 // and is returned wrapped. On success Update returns the written value and its revision.
 //
 // The first read is a KV get, which in a cluster any replica may answer, possibly from
@@ -391,6 +396,11 @@ func (s *Store[T]) Update(ctx context.Context, key string, fn func(cur *T, exist
 		}
 
 		if ferr := fn(&cur, exists); ferr != nil {
+			if errors.Is(ferr, ErrNoChangeOnLeader) && !fromLeader && s.opts.js != nil {
+				fromLeader = true
+				attempt--
+				continue
+			}
 			if errors.Is(ferr, ErrNoChange) {
 				if !exists {
 					return zero, 0, nil
