@@ -166,7 +166,7 @@ func TestContainers_singleServer(t *testing.T) {
 			{deploy.UserPlatform, names.ResultsSubject("forged")},
 			{"brain-exec", names.ResultsSubject("forged")},
 			{"brain-exec", names.TicketResolvedSubject()},
-			{"sandbox-exec", names.GateRequestSubject("forged")},
+			{"sandbox-exec", names.RunRecordSubject("forged")},
 			{deploy.UserAPI, names.CallRecordSubject(contracts.CallKey(contracts.TargetBrain, "forged", 1, "c1"))},
 			{deploy.UserAPI, names.ResultsSubject("forged")},
 		} {
@@ -250,7 +250,7 @@ func TestContainers_cluster(t *testing.T) {
 	}
 	// The set grows with the product (the tools and runs buckets came later), so the ones
 	// the pipeline cannot do without are named rather than counted.
-	for _, want := range []string{names.SubmissionsStream(), names.WorkStream(), names.ResultsStream(),
+	for _, want := range []string{names.SubmissionsStream(), names.ResultsStream(),
 		names.DeadLetterStream(), "KV_" + names.BatchesBucket(), "KV_" + names.CallsBucket()} {
 		if !slices.Contains(streams, want) {
 			t.Fatalf("streams %v, want %s among them", streams, want)
@@ -278,8 +278,8 @@ func TestContainers_cluster(t *testing.T) {
 		return info.Cluster.Leader
 	}
 	leader := leaderOf(names.SubmissionsStream())
-	t.Logf("leader of %s: %s (work stream: %s, results: %s)", names.SubmissionsStream(), leader,
-		leaderOf(names.WorkStream()), leaderOf(names.ResultsStream()))
+	t.Logf("leader of %s: %s (run records: %s, call records: %s, results: %s)", names.SubmissionsStream(), leader,
+		leaderOf(names.RunRecordsStream()), leaderOf(names.CallRecordsStream()), leaderOf(names.ResultsStream()))
 
 	const batches = 300
 	subs := make([]contracts.BatchSubmission, batches)
@@ -477,13 +477,11 @@ func diagnoseBatch(t *testing.T, js jetstream.JetStream, s contracts.BatchSubmis
 			t.Logf("  results: last message seq %d, id %s", m.Sequence, m.Header.Get("Nats-Msg-Id"))
 		}
 	}
-	if st, err := js.Stream(ctx, names.WorkStream()); err == nil {
-		for _, durable := range []string{contracts.ConsumerGateRequests, contracts.ConsumerBrainExec, contracts.ConsumerSandboxExec} {
-			logConsumer(t, ctx, st, durable)
-		}
+	if st, err := js.Stream(ctx, names.RunRecordsStream()); err == nil {
+		logConsumer(t, ctx, st, contracts.ConsumerGateBatches)
 	}
 	if st, err := js.Stream(ctx, names.CallRecordsStream()); err == nil {
-		for _, durable := range []string{contracts.ConsumerPublisher, contracts.ConsumerBatcherOutputs} {
+		for _, durable := range []string{contracts.ConsumerGateOutputs, contracts.ConsumerBrainExec, contracts.ConsumerSandboxExec, contracts.ConsumerPublisher} {
 			logConsumer(t, ctx, st, durable)
 		}
 	}

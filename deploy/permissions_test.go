@@ -278,8 +278,8 @@ func TestSecure_pipelineNeedsNoMorePermission(t *testing.T) {
 	}
 	for _, durable := range []struct{ user, stream, name string }{
 		{"batcher", names.SubmissionsStream(), contracts.ConsumerBatcherSubmit},
-		{"batcher", names.CallRecordsStream(), contracts.ConsumerBatcherOutputs},
-		{"gate", names.WorkStream(), contracts.ConsumerGateRequests},
+		{"gate", names.RunRecordsStream(), contracts.ConsumerGateBatches},
+		{"gate", names.CallRecordsStream(), contracts.ConsumerGateOutputs},
 		{"gate", names.TicketsStream(), contracts.ConsumerGateResume},
 		{"gate", names.TimersStream(), contracts.ConsumerGateTimers},
 		{"gate", names.ControlStream(), contracts.ConsumerGateControl},
@@ -541,8 +541,8 @@ func TestSecure_apiNeedsNoMorePermission(t *testing.T) {
 }
 
 // TestSecure_leastPrivilege checks that each user is refused what it must not do: the
-// platform publishing executor requests, results, gate requests or decisions, or
-// touching the services' consumers; executors publishing results, gate requests or gate
+// platform publishing executor requests, results, recorded batches (the gate's work) or
+// decisions, or touching the services' consumers; executors publishing results, recorded batches or gate
 // decisions; and so on. Each refusal must be a permission violation naming the subject,
 // and afterwards the streams hold nothing on the forged subjects: nothing was executed
 // or published.
@@ -561,8 +561,11 @@ func TestSecure_leastPrivilege(t *testing.T) {
 	result := pubEvent(names.ResultsSubject(forged), op+":result", contracts.TypeToolResult,
 		contracts.ToolResultEvent{BatchID: contracts.BatchID(forged, 1), RunID: forged, CallID: "c1", ToolID: "counter",
 			Outcome: contracts.OutcomeCompleted, Output: contracts.TextOutput("c1", "forged")})
-	gateReq := pubEvent(names.GateRequestSubject(forged), op+":gate", contracts.TypeGateRequest,
-		contracts.GateRequest{RunID: forged, Step: 1, Index: 0})
+	// The gate's work for a batch is the run-record revision that records it.
+	forgedStep := int64(1)
+	gateReq := pubEvent(names.RunRecordSubject(forged), contracts.BatchID(forged, 1)+":recorded",
+		contracts.TypeBatchRecorded, contracts.RunRecord{RunID: forged, ActiveStep: &forgedStep, Batch: &contracts.BatchRecord{
+			Submission: contracts.BatchSubmission{RunID: forged, Step: 1}, Phase: contracts.BatchPhaseOpen}})
 	// A call output is the terminal revision of the call's record, written as a CloudEvent.
 	output := pubEvent(names.CallRecordSubject(contracts.CallKey(contracts.TargetBrain, forged, 1, "c1")), op+":output", contracts.TypeCallOutput,
 		contracts.CallRecord{Index: 0, CallID: "c1", ToolID: "counter", Phase: contracts.CompletedPhase(contracts.TextOutput("c1", "forged"))})
@@ -586,7 +589,7 @@ func TestSecure_leastPrivilege(t *testing.T) {
 		{"platform cannot publish an executor request", "platform", execReq(contracts.TargetBrain)},
 		{"platform cannot publish a sandbox executor request", "platform", execReq(contracts.TargetSandbox)},
 		{"platform cannot publish a result", "platform", result},
-		{"platform cannot publish a gate request", "platform", gateReq},
+		{"platform cannot record a batch for the gate", "platform", gateReq},
 		{"platform cannot publish a call output", "platform", output},
 		{"platform cannot publish a gate decision", "platform", decision},
 		{"platform cannot write a call record", "platform", raw("$KV." + names.CallsBucket() + ".forged.1.c1")},
@@ -603,11 +606,11 @@ func TestSecure_leastPrivilege(t *testing.T) {
 		{"gate cannot publish on the api's resume subject", "gate", raw(names.TicketResumeAPISubject())},
 		{"brain-exec cannot publish on the api's resume subject", "brain-exec", raw(names.TicketResumeAPISubject())},
 		{"api cannot publish on the public resume subject", "api", raw(names.TicketResumeSubject())},
-		{"platform cannot consume the work stream", "platform", raw("$JS.API.CONSUMER.CREATE." + names.WorkStream() + ".spy.awaken.work.>")},
+		{"platform cannot consume the run records", "platform", raw("$JS.API.CONSUMER.CREATE." + names.RunRecordsStream() + ".spy.$KV." + names.RunsBucket() + ".>")},
 		{"platform cannot delete the results stream", "platform", raw("$JS.API.STREAM.DELETE." + names.ResultsStream())},
 		{"platform cannot read the gate's replies", "platform", sub(deploy.ServiceInboxPrefix("gate") + ".>")},
 		{"brain-exec cannot publish a result", "brain-exec", result},
-		{"brain-exec cannot publish a gate request", "brain-exec", gateReq},
+		{"brain-exec cannot record a batch for the gate", "brain-exec", gateReq},
 		// An executor writes its own target's records only: it cannot hand a call to another.
 		{"brain-exec cannot publish a sandbox executor request", "brain-exec", execReq(contracts.TargetSandbox)},
 		{"sandbox-exec cannot publish a brain executor request", "sandbox-exec", execReq(contracts.TargetBrain)},
@@ -616,25 +619,32 @@ func TestSecure_leastPrivilege(t *testing.T) {
 		{"brain-exec cannot widen its consumer", "brain-exec", raw("$JS.API.CONSUMER.CREATE." + names.CallRecordsStream() + "." + contracts.ConsumerBrainExec + "." + names.CallRecordsFilter())},
 		{"brain-exec cannot read all inboxes", "brain-exec", sub("_INBOX.>")},
 		{"sandbox-exec cannot publish a result", "sandbox-exec", result},
-		{"sandbox-exec cannot publish a gate request", "sandbox-exec", gateReq},
+		{"sandbox-exec cannot record a batch for the gate", "sandbox-exec", gateReq},
 		{"sandbox-exec cannot publish a gate decision", "sandbox-exec", decision},
 		{"sandbox-exec cannot forge a counter", "sandbox-exec", raw("$KV." + names.CountersBucket() + ".counter.forged")},
 		{"batcher cannot publish a result", "batcher", result},
 		{"gate cannot publish a result", "gate", result},
 		{"publisher cannot publish an executor request", "publisher", execReq(contracts.TargetSandbox)},
-		{"publisher cannot publish a gate request", "publisher", gateReq},
 		{"api cannot publish an executor request", "api", execReq(contracts.TargetBrain)},
 		{"api cannot publish a sandbox executor request", "api", execReq(contracts.TargetSandbox)},
 		{"api cannot publish a call output", "api", output},
 		{"api cannot publish a result", "api", result},
-		{"api cannot publish a gate request", "api", gateReq},
+		{"api cannot record a batch for the gate", "api", gateReq},
 		{"api cannot publish a gate decision", "api", decision},
 		{"api cannot publish a batch rejection", "api", pubEvent(names.RejectedSubject(), "forged:rejected", contracts.TypeBatchRejected,
 			contracts.BatchRejected{BatchID: contracts.BatchID(forged, 1), RunID: forged, Code: "conflict", Message: "forged", EventID: "forged"})},
 		{"api cannot pull the batcher's submissions", "api", raw("$JS.API.CONSUMER.MSG.NEXT." + names.SubmissionsStream() + "." + contracts.ConsumerBatcherSubmit)},
 		{"api cannot redirect the batcher's consumer", "api", raw("$JS.API.CONSUMER.CREATE." + names.SubmissionsStream() + "." + contracts.ConsumerBatcherSubmit + "." + names.RejectedSubject())},
 		{"api cannot delete the batcher's consumer", "api", raw("$JS.API.CONSUMER.DELETE." + names.SubmissionsStream() + "." + contracts.ConsumerBatcherSubmit)},
-		{"api cannot consume the work stream", "api", raw("$JS.API.CONSUMER.CREATE." + names.WorkStream() + ".spy.awaken.work.>")},
+		// Its KV watches create consumers of any name on the record streams, but not the
+		// services' durables: re-created with another filter, or deleted, they would
+		// redirect or stop a service's work.
+		{"api cannot redirect the gate's batches consumer", "api", raw("$JS.API.CONSUMER.CREATE." + names.RunRecordsStream() + "." + contracts.ConsumerGateBatches + ".$KV." + names.RunsBucket() + ".spy")},
+		{"api cannot delete the gate's batches consumer", "api", raw("$JS.API.CONSUMER.DELETE." + names.RunRecordsStream() + "." + contracts.ConsumerGateBatches)},
+		{"api cannot delete the gate's outputs consumer", "api", raw("$JS.API.CONSUMER.DELETE." + names.CallRecordsStream() + "." + contracts.ConsumerGateOutputs)},
+		{"api cannot redirect brain-exec's consumer", "api", raw("$JS.API.CONSUMER.CREATE." + names.CallRecordsStream() + "." + contracts.ConsumerBrainExec + ".$KV." + names.CallsBucket() + ".>")},
+		{"api cannot delete sandbox-exec's consumer", "api", raw("$JS.API.CONSUMER.DELETE." + names.CallRecordsStream() + "." + contracts.ConsumerSandboxExec)},
+		{"api cannot delete the publisher's consumer", "api", raw("$JS.API.CONSUMER.DELETE." + names.CallRecordsStream() + "." + contracts.ConsumerPublisher)},
 		{"api cannot consume the results stream beyond the results", "api", raw("$JS.API.CONSUMER.CREATE." + names.ResultsStream() + ".spy.awaken.>")},
 		{"api cannot delete the results stream", "api", raw("$JS.API.STREAM.DELETE." + names.ResultsStream())},
 		{"api cannot write a batch record", "api", raw("$KV." + names.BatchesBucket() + ".forged.1")},
@@ -692,7 +702,7 @@ func TestSecure_leastPrivilege(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := ctxFor(t, 30*time.Second)
-	for _, stream := range []string{names.WorkStream(), names.ResultsStream(), names.TicketsStream(), names.AuditStream()} {
+	for _, stream := range []string{names.ResultsStream(), names.TicketsStream(), names.AuditStream()} {
 		st, err := js.Stream(ctx, stream)
 		if err != nil {
 			t.Fatal(err)

@@ -53,14 +53,23 @@ func (c crashCell) name() string {
 // (replay_safe), counter (never_replay), forbidden (denied by policy), then a second
 // parallel-delegation batch so the gate's probe path and the executor's parallel requests
 // are crashed too.
+//
+// The batcher has one point: after the write that records the batch, which is also the
+// gate's work (nothing is published after it). The gate's first hit is call c0, gated from
+// that run-record revision; c1 is gated from c0's terminal revision (the gate's
+// sequential dispatch), a commit point of its own.
 func crashMatrix(withSandbox bool) []crashCell {
-	var cells []crashCell
-	for _, svc := range []string{"batcher", "gate", "brain-exec", "publisher"} {
+	cells := []crashCell{{service: "batcher", point: pipeline.FaultAfterCommit}}
+	for _, svc := range []string{"gate", "brain-exec", "publisher"} {
 		for _, p := range []pipeline.FaultPoint{pipeline.FaultAfterCommit, pipeline.FaultAfterPublish} {
 			cells = append(cells, crashCell{service: svc, point: p})
 		}
 	}
 	cells = append(cells,
+		// The gate on call c1, asked for by c0's output: decided and handed to the
+		// executor, then dead before or after its audit copy and tool_call fact.
+		crashCell{service: "gate", point: pipeline.FaultAfterCommit, callID: "c1"},
+		crashCell{service: "gate", point: pipeline.FaultAfterPublish, callID: "c1"},
 		// Entered replay_safe body: the restarted executor replays it.
 		crashCell{service: "brain-exec", point: pipeline.FaultInTool, callID: "c0"},
 		// Entered never_replay body: recovery seals it Indeterminate, never runs it again.

@@ -38,36 +38,37 @@ func TestWritesPerCall(t *testing.T) {
 		{
 			name: "sequential 1-call echo",
 			sub:  batch("writes-seq", 1, []string{"echo"}, call("c0", "echo", map[string]any{"text": "x"})),
-			// submission; work: the gate request; calls: gate create (decision and
+			// submission; runs: claim with the batch record (that revision is the gate's
+			// work), finalize with the release; calls: gate create (decision and
 			// Executing{1}: that revision is the executor request), executor Completed
 			// (echo is replay_safe: no Entered write; that revision is the output
-			// announcement); runs: claim with the batch record, finalize with the
-			// release; batches: the archive (published, after the results); audit;
-			// facts: tool_call, tool_result; results: the one results message.
-			total: 11,
-			want: map[string]uint64{"AWAKEN_SUBMISSIONS": 1, "AWAKEN_WORK": 1, "KV_AWAKEN_calls": 2,
+			// announcement); batches: the archive (published, after the results);
+			// audit; facts: tool_call, tool_result; results: the one results message.
+			total: 10,
+			want: map[string]uint64{"AWAKEN_SUBMISSIONS": 1, "KV_AWAKEN_calls": 2,
 				"KV_AWAKEN_batches": 1, "KV_AWAKEN_runs": 2, "AWAKEN_AUDIT": 1, "AWAKEN_EVENTS": 2, "AWAKEN_RESULTS": 1},
 		},
 		{
 			name: "sequential 10-call echo",
 			sub:  batch("writes-seq10", 1, []string{"echo"}, calls("echo", 10)...),
-			// per call as above, with one work message more per call but the last (the
-			// batcher's next gate request) in place of the submission's first one; per
-			// batch: submission, the two run-record writes (claim with the record,
-			// finalize with the release), the archive, the one results message.
-			total: 10*6 + 5,
-			want: map[string]uint64{"AWAKEN_SUBMISSIONS": 1, "AWAKEN_WORK": 10, "KV_AWAKEN_calls": 20,
+			// per call as above (call i's terminal revision is the gate's work for
+			// call i+1); per batch: submission, the two run-record writes (claim with
+			// the record, finalize with the release), the archive, the one results
+			// message.
+			total: 10*5 + 5,
+			want: map[string]uint64{"AWAKEN_SUBMISSIONS": 1, "KV_AWAKEN_calls": 20,
 				"KV_AWAKEN_batches": 1, "KV_AWAKEN_runs": 2, "AWAKEN_AUDIT": 10, "AWAKEN_EVENTS": 20, "AWAKEN_RESULTS": 1},
 		},
 		{
 			name: "parallel 10-call delegate",
 			sub:  batch("writes-par", 1, []string{"delegate"}, calls("delegate", 10)...),
 			// per call: call create (decision and Executing in one write: the executor
-			// request), entered (delegate is durable_request), Completed (the output); audit; tool_call, tool_result. Per
-			// batch: submission, the probe's gate request, the two run-record writes, the
-			// archive, the one results message.
-			total: 10*6 + 6,
-			want: map[string]uint64{"AWAKEN_SUBMISSIONS": 1, "AWAKEN_WORK": 1, "KV_AWAKEN_calls": 30,
+			// request), entered (delegate is durable_request), Completed (the output);
+			// audit; tool_call, tool_result. Per batch: submission, the two run-record
+			// writes (the claim is the probe's work), the archive, the one results
+			// message.
+			total: 10*6 + 5,
+			want: map[string]uint64{"AWAKEN_SUBMISSIONS": 1, "KV_AWAKEN_calls": 30,
 				"KV_AWAKEN_batches": 1, "KV_AWAKEN_runs": 2, "AWAKEN_AUDIT": 10, "AWAKEN_EVENTS": 20, "AWAKEN_RESULTS": 1},
 		},
 	} {

@@ -50,10 +50,52 @@ const (
 func Setup(ctx context.Context, js jetstream.JetStream, cfg *config.Config, log zerolog.Logger) error {
 	topology := TopologyFor(cfg)
 	names := cfg.Names()
-	return retry(ctx, log, "ensure streams and buckets", func(ctx context.Context) (bool, error) {
+	if err := retry(ctx, log, "ensure streams and buckets", func(ctx context.Context) (bool, error) {
 		err := bus.EnsureTopology(ctx, js, names, topology)
 		return err == nil, err
+	}); err != nil {
+		return err
+	}
+	return retry(ctx, log, "remove what earlier versions left", func(ctx context.Context) (bool, error) {
+		err := RemoveObsolete(ctx, js, names, log)
+		return err == nil, err
 	})
+}
+
+// RemoveObsolete deletes the streams and durables of earlier versions that nothing reads
+// or writes any more ([contracts.Names.ObsoleteStreams], the Obsolete* consumers of
+// pkg/contracts): the work stream with its gate-requests durable, and the batcher's
+// outputs durable on the call records' stream. What is already gone is skipped, so it
+// is idempotent. Upgrade with no batch in flight (docs/operations.md, "Upgrading"): a
+// gate request still on the work stream is not read by this version.
+func RemoveObsolete(ctx context.Context, js jetstream.JetStream, names contracts.Names, log zerolog.Logger) error {
+	for _, name := range names.ObsoleteStreams() {
+		st, err := js.Stream(ctx, name)
+		if errors.Is(err, jetstream.ErrStreamNotFound) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("app: look up obsolete stream %s: %w", name, err)
+		}
+		if n := st.CachedInfo().State.Msgs; n > 0 {
+			log.Warn().Str("stream", name).Uint64("messages", n).
+				Msg("deleting an obsolete stream that still holds messages (this version reads none of them)")
+		}
+		if err := js.DeleteStream(ctx, name); err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
+			return fmt.Errorf("app: delete obsolete stream %s: %w", name, err)
+		}
+		log.Info().Str("stream", name).Msg("deleted an obsolete stream")
+	}
+	calls := names.CallRecordsStream()
+	err := js.DeleteConsumer(ctx, calls, contracts.ObsoleteConsumerBatcherOutputs)
+	switch {
+	case err == nil:
+		log.Info().Str("stream", calls).Str("consumer", contracts.ObsoleteConsumerBatcherOutputs).Msg("deleted an obsolete consumer")
+	case errors.Is(err, jetstream.ErrConsumerNotFound), errors.Is(err, jetstream.ErrStreamNotFound):
+	default:
+		return fmt.Errorf("app: delete obsolete consumer %s on %s: %w", contracts.ObsoleteConsumerBatcherOutputs, calls, err)
+	}
+	return nil
 }
 
 // WaitTopology waits until every bucket of names exists, which [bus.EnsureTopology]

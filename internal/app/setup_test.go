@@ -6,11 +6,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
 	"github.com/awaken-dev/awaken/internal/app"
 	"github.com/awaken-dev/awaken/internal/config"
 	"github.com/awaken-dev/awaken/internal/natstest"
+	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
 func TestSetupAndWaitTopology(t *testing.T) {
@@ -57,5 +59,54 @@ func TestSetupAndWaitTopology(t *testing.T) {
 				t.Fatalf("WaitTopology after setup: %v", err)
 			}
 		})
+	}
+}
+
+// TestSetupRemovesWhatEarlierVersionsLeft: a deployment of the version before the gate
+// read its work from the records has a work stream with the gate-requests durable and the
+// batcher's outputs durable on the call records' stream. Setup deletes them (the work
+// stream although it still holds a message, with a warning) and leaves every current
+// durable; a second setup finds nothing to delete.
+func TestSetupRemovesWhatEarlierVersionsLeft(t *testing.T) {
+	srv := natstest.Start(t)
+	_, js := srv.Conn(t)
+	cfg := &config.Config{}
+	names := cfg.Names()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	log := zerolog.Nop()
+	if err := app.Setup(ctx, js, cfg, log); err != nil {
+		t.Fatal(err)
+	}
+	work := names.ObsoleteStreams()[0]
+	st, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: work, Subjects: []string{names.Prefix + ".work.>"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.Publish(ctx, names.Prefix+".work.gate.r1", []byte("{}")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{Durable: contracts.ObsoleteConsumerGateRequests}); err != nil {
+		t.Fatal(err)
+	}
+	for _, durable := range []string{contracts.ObsoleteConsumerBatcherOutputs, contracts.ConsumerPublisher} {
+		if _, err := js.CreateOrUpdateConsumer(ctx, names.CallRecordsStream(), jetstream.ConsumerConfig{Durable: durable}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	for range 2 { // the second finds nothing to delete
+		if err := app.Setup(ctx, js, cfg, log); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := js.Stream(ctx, work); !errors.Is(err, jetstream.ErrStreamNotFound) {
+			t.Fatalf("obsolete stream %s after setup: %v, want not found", work, err)
+		}
+		if _, err := js.Consumer(ctx, names.CallRecordsStream(), contracts.ObsoleteConsumerBatcherOutputs); !errors.Is(err, jetstream.ErrConsumerNotFound) {
+			t.Fatalf("obsolete consumer after setup: %v, want not found", err)
+		}
+		if _, err := js.Consumer(ctx, names.CallRecordsStream(), contracts.ConsumerPublisher); err != nil {
+			t.Fatalf("current consumer %s after setup: %v", contracts.ConsumerPublisher, err)
+		}
 	}
 }

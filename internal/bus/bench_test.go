@@ -52,14 +52,15 @@ func BenchmarkConsume(b *testing.B) {
 	if err := bus.EnsureTopology(ctx, js, names, bus.TopologyConfig{}); err != nil {
 		b.Fatal(err)
 	}
+	ensureTestStream(b, ctx, js, names)
 	pub := bus.NewPublisher(js)
 	out := make([]bus.Outgoing, b.N)
 	for i := range out {
-		e, err := bus.NewEvent(fmt.Sprintf("op-%d", i), "bench", contracts.TypeGateRequest, map[string]int{"i": i})
+		e, err := bus.NewEvent(fmt.Sprintf("op-%d", i), "bench", testType, map[string]int{"i": i})
 		if err != nil {
 			b.Fatal(err)
 		}
-		out[i] = bus.Outgoing{Subject: names.GateRequestSubject("run-1"), Event: e}
+		out[i] = bus.Outgoing{Subject: testSubject(names, "run-1"), Event: e}
 	}
 	if err := pub.PublishAll(ctx, out); err != nil {
 		b.Fatal(err)
@@ -68,7 +69,7 @@ func BenchmarkConsume(b *testing.B) {
 	all := make(chan struct{})
 	b.ResetTimer()
 	sub, err := bus.Consume(ctx, js, bus.ConsumerSpec{
-		Stream: names.WorkStream(), Durable: "bench", Workers: 4, Names: names,
+		Stream: testStream(names), Durable: "bench", Workers: 4, Names: names,
 	}, func(context.Context, bus.Delivery) error {
 		if handled.Add(1) == int64(b.N) {
 			close(all)

@@ -20,7 +20,7 @@ func sampleEvent() bus.Event {
 	return bus.Event{
 		ID:              "tool-batch:run-7:3",
 		Source:          "awaken/batcher",
-		Type:            contracts.TypeGateRequest,
+		Type:            testType,
 		Subject:         "call_1",
 		Time:            fixedTime,
 		DataContentType: bus.ContentTypeJSON,
@@ -34,7 +34,7 @@ func TestEncodeMsgGoldenHeaders(t *testing.T) {
 	want := nats.Header{
 		"ce-id":          {"tool-batch:run-7:3"},
 		"ce-source":      {"awaken/batcher"},
-		"ce-type":        {contracts.TypeGateRequest},
+		"ce-type":        {testType},
 		"ce-specversion": {"1.0"},
 		"ce-time":        {"2026-01-02T03:04:05.000000006Z"},
 		"ce-subject":     {"call_1"},
@@ -341,11 +341,11 @@ func TestDecodeRejections(t *testing.T) {
 }
 
 func TestExpectType(t *testing.T) {
-	e := bus.Event{Type: contracts.TypeGateRequest}
+	e := bus.Event{Type: testType}
 	if err := bus.ExpectType(e); err != nil {
 		t.Fatalf("no types accepts everything, got %v", err)
 	}
-	if err := bus.ExpectType(e, contracts.TypeExecRequest, contracts.TypeGateRequest); err != nil {
+	if err := bus.ExpectType(e, contracts.TypeExecRequest, testType); err != nil {
 		t.Fatalf("listed type rejected: %v", err)
 	}
 	err := bus.ExpectType(e, contracts.TypeExecRequest)

@@ -33,15 +33,15 @@ func TestConsumeSuccessAcks(t *testing.T) {
 		return nil
 	})
 	for i := range 3 {
-		h.publish(h.names.GateRequestSubject("run-1"), h.event(fmt.Sprintf("op-%d", i), i))
+		h.publish(testSubject(h.names, "run-1"), h.event(fmt.Sprintf("op-%d", i), i))
 	}
 	info := h.settled(sub)
 	if rec.count() != 3 || info.NumRedelivered != 0 || info.AckFloor.Consumer != 3 {
 		t.Fatalf("handled %d, redelivered %d, ack floor %d; want 3, 0, 3", rec.count(), info.NumRedelivered, info.AckFloor.Consumer)
 	}
 	d := rec.all()[0]
-	if d.Event.ID != "op-0" || d.Subject != h.names.GateRequestSubject("run-1") || d.NumDelivered != 1 ||
-		d.MaxDeliver != 5 || d.Consumer != "ok" || d.Stream != h.names.WorkStream() || d.StreamSeq != 1 {
+	if d.Event.ID != "op-0" || d.Subject != testSubject(h.names, "run-1") || d.NumDelivered != 1 ||
+		d.MaxDeliver != 5 || d.Consumer != "ok" || d.Stream != testStream(h.names) || d.StreamSeq != 1 {
 		t.Fatalf("delivery %+v", d)
 	}
 
@@ -74,7 +74,7 @@ func TestConsumeTransientErrorIsRedelivered(t *testing.T) {
 		}
 		return nil
 	})
-	h.publish(h.names.GateRequestSubject("run-1"), h.event("op-1", 1))
+	h.publish(testSubject(h.names, "run-1"), h.event("op-1", 1))
 	h.settled(sub)
 	rec.waitRedelivered(t, "a second delivery")
 	if dl := h.streamMsgs(h.names.DeadLetterStream()); len(dl) != 0 {
@@ -105,7 +105,7 @@ func TestConsumeRejectionDeadLettersAndMovesOn(t *testing.T) {
 		return nil
 	})
 
-	subj := h.names.GateRequestSubject("run-1")
+	subj := testSubject(h.names, "run-1")
 	h.publish(subj, h.event("bad-call", map[string]string{"call_id": "a b"}))
 	// Not a CloudEvent at all.
 	raw := nats.NewMsg(subj)
@@ -154,7 +154,7 @@ func TestConsumeRejectionDeadLettersAndMovesOn(t *testing.T) {
 			bus.HeaderOriginalSubject:  subj,
 			bus.HeaderConsumer:         "reject",
 			bus.HeaderDelivered:        "1",
-			bus.HeaderOriginalStream:   h.names.WorkStream(),
+			bus.HeaderOriginalStream:   testStream(h.names),
 			bus.HeaderOriginalSequence: strconv.Itoa(i + 1),
 		} {
 			if got := m.Header.Get(hname); got != want {
@@ -195,7 +195,7 @@ func TestConsumeExhaustion(t *testing.T) {
 		rec.add(d)
 		return errors.New("executor unreachable")
 	})
-	h.publish(h.names.GateRequestSubject("run-1"), h.event("op-x", 1))
+	h.publish(testSubject(h.names, "run-1"), h.event("op-x", 1))
 
 	natstest.WaitFor(t, waitTimeout, func() bool { return len(h.streamMsgs(h.names.DeadLetterStream())) == 1 }, "the dead letter")
 	h.settled(sub)
@@ -228,7 +228,7 @@ func TestConsumeRetryIsNotPoison(t *testing.T) {
 		}
 		return nil
 	})
-	h.publish(h.names.GateRequestSubject("run-1"), h.event("op-r", 1))
+	h.publish(testSubject(h.names, "run-1"), h.event("op-r", 1))
 	natstest.WaitFor(t, waitTimeout, func() bool { return rec.count() == 5 }, "five deliveries")
 	h.settled(sub)
 	if exhaustedCalls.Load() != 0 || len(h.streamMsgs(h.names.DeadLetterStream())) != 0 {
@@ -248,7 +248,7 @@ func TestConsumeHeartbeatPreventsRedelivery(t *testing.T) {
 		// The tool body: longer than the ack wait.
 		return ctxsleep.Sleep(ctx, work)
 	})
-	h.publish(h.names.GateRequestSubject("run-1"), h.event("op-slow", 1))
+	h.publish(testSubject(h.names, "run-1"), h.event("op-slow", 1))
 	info := h.settled(sub)
 	if got := rec.String(); got != "[1]" {
 		t.Fatalf("deliveries %s, want [1]: the slow handler's message was redelivered", got)
@@ -272,7 +272,7 @@ func TestConsumeStopWaitsForInFlightHandler(t *testing.T) {
 		handlerDone.Store(true)
 		return nil
 	})
-	h.publish(h.names.GateRequestSubject("run-1"), h.event("op-s", 1))
+	h.publish(testSubject(h.names, "run-1"), h.event("op-s", 1))
 	<-started
 
 	type result struct {
@@ -328,7 +328,7 @@ func TestConsumeStopBoundedByContext(t *testing.T) {
 		return nil
 	})
 	defer close(release)
-	h.publish(h.names.GateRequestSubject("run-1"), h.event("op-b", 1))
+	h.publish(testSubject(h.names, "run-1"), h.event("op-b", 1))
 	<-started
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
@@ -346,7 +346,7 @@ func TestConsumePanicIsTransient(t *testing.T) {
 		}
 		return nil
 	})
-	h.publish(h.names.GateRequestSubject("run-1"), h.event("op-p", 1))
+	h.publish(testSubject(h.names, "run-1"), h.event("op-p", 1))
 	rec.waitRedelivered(t, "the redelivery after the panic")
 	h.settled(sub)
 	if !strings.Contains(h.logs.String(), "nil map somewhere") {
@@ -368,7 +368,7 @@ func TestConsumeFaultLeavesMessageUnsettled(t *testing.T) {
 		return nil
 	}
 	sub := h.consume(spec, func(ctx context.Context, d bus.Delivery) error { rec.add(d); return nil })
-	h.publish(h.names.GateRequestSubject("run-1"), h.event("op-f", 1))
+	h.publish(testSubject(h.names, "run-1"), h.event("op-f", 1))
 	natstest.WaitFor(t, waitTimeout, func() bool { return rec.count() == 2 }, "redelivery after the ack wait")
 	info := h.settled(sub)
 	if faults.Load() != 1 || rec.String() != "[1 2]" || info.NumAckPending != 0 {
@@ -392,7 +392,7 @@ func TestConsumeDeadLetterFailureKeepsMessage(t *testing.T) {
 		rec.add(d)
 		return contracts.Reject(contracts.RejectInvalidField, "bad")
 	})
-	h.publish(h.names.GateRequestSubject("run-1"), h.event("op-dl", 1))
+	h.publish(testSubject(h.names, "run-1"), h.event("op-dl", 1))
 	natstest.WaitFor(t, waitTimeout, func() bool { return rec.count() >= 2 }, "a redelivery while the dead letter cannot be stored")
 
 	if err := bus.EnsureTopology(h.ctx, h.js, h.names, bus.TopologyConfig{}); err != nil {
@@ -427,7 +427,7 @@ func TestConsumeWorkersRunConcurrently(t *testing.T) {
 		return nil
 	})
 	for i := range 2 * workers {
-		h.publish(h.names.GateRequestSubject("run-1"), h.event(fmt.Sprintf("op-%d", i), i))
+		h.publish(testSubject(h.names, "run-1"), h.event(fmt.Sprintf("op-%d", i), i))
 	}
 	natstest.WaitFor(t, waitTimeout, func() bool { return running.Load() == workers }, "every worker busy")
 	// While every worker is busy, at most one more message is held (heartbeated) by the
@@ -457,7 +457,7 @@ func TestConsumeHardStopCancelsHandlersAndReturnsMessage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.publish(h.names.GateRequestSubject("run-1"), h.event("op-h", 1))
+	h.publish(testSubject(h.names, "run-1"), h.event("op-h", 1))
 	<-started
 	cancel()
 	select {
@@ -480,7 +480,7 @@ func TestConsumeHardStopCancelsHandlersAndReturnsMessage(t *testing.T) {
 func TestEnsureConsumerConfig(t *testing.T) {
 	h := newHarness(t)
 	spec := h.spec("cfg")
-	spec.FilterSubjects = []string{h.names.GateRequestSubject("a"), h.names.GateRequestSubject("b")}
+	spec.FilterSubjects = []string{testSubject(h.names, "a"), testSubject(h.names, "b")}
 	spec.MaxAckPending = 7
 	cons, err := bus.EnsureConsumer(h.ctx, h.js, "", spec)
 	if err != nil {
@@ -493,7 +493,7 @@ func TestEnsureConsumerConfig(t *testing.T) {
 	}
 	// Idempotent, and updates apply.
 	spec.AckWait = 3 * time.Second
-	cons, err = bus.EnsureConsumer(h.ctx, h.js, h.names.WorkStream(), spec)
+	cons, err = bus.EnsureConsumer(h.ctx, h.js, testStream(h.names), spec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -534,10 +534,10 @@ func TestConsumeEndsWhenConsumerIsDeleted(t *testing.T) {
 					return err == nil && info.NumWaiting > 0
 				}, "a waiting pull request")
 			} else {
-				h.publish(h.names.GateRequestSubject("run-1"), h.event("op-d", 1))
+				h.publish(testSubject(h.names, "run-1"), h.event("op-d", 1))
 				<-inHandler
 			}
-			if err := h.js.DeleteConsumer(h.ctx, h.names.WorkStream(), "doomed"); err != nil {
+			if err := h.js.DeleteConsumer(h.ctx, testStream(h.names), "doomed"); err != nil {
 				t.Fatal(err)
 			}
 			if !tc.waiting {
@@ -572,7 +572,7 @@ func TestConsumeHeartbeatCoversSlowHooks(t *testing.T) {
 	sub := h.consume(spec, func(context.Context, bus.Delivery) error {
 		return contracts.Reject(contracts.RejectInvalidField, "bad")
 	})
-	h.publish(h.names.GateRequestSubject("run-1"), h.event("op-hook", 1))
+	h.publish(testSubject(h.names, "run-1"), h.event("op-hook", 1))
 	info := h.settled(sub)
 	if hookCalls.Load() != 1 || info.Delivered.Consumer != 1 {
 		t.Fatalf("hook calls %d, deliveries %d; want 1 and 1", hookCalls.Load(), info.Delivered.Consumer)
@@ -594,7 +594,7 @@ func TestConsumeHandlerTimeoutRedeliversAStuckHandler(t *testing.T) {
 		}
 		return nil
 	})
-	h.publish(h.names.GateRequestSubject("run-1"), h.event("op-stuck", 1))
+	h.publish(testSubject(h.names, "run-1"), h.event("op-stuck", 1))
 	h.settled(sub)
 	rec.waitRedelivered(t, "a second delivery after the handler timed out")
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -44,15 +45,45 @@ func newHarness(t *testing.T) *harness {
 	if err := bus.EnsureTopology(ctx, js, names, bus.TopologyConfig{}); err != nil {
 		t.Fatal(err)
 	}
+	ensureTestStream(t, ctx, js, names)
 	logs := &natstest.SyncBuffer{}
 	return &harness{t: t, srv: srv, nc: nc, js: js, names: names, pub: bus.NewPublisher(js), ctx: ctx,
 		logs: logs, log: zerolog.New(logs).Level(zerolog.DebugLevel)}
 }
 
-// event returns a gate-request event with a deterministic id.
+// The bus is exercised on a stream of the tests' own: every hand-off of the pipeline is a
+// record revision, and no awaken stream holds plain work messages any more.
+const testType = "io.awaken.test.work.v1"
+
+// testRequest is the payload of the tests' work messages.
+type testRequest struct {
+	RunID string `json:"run_id"`
+	Step  int64  `json:"step"`
+	Index int    `json:"index"`
+	Probe bool   `json:"probe,omitempty"`
+}
+
+// testStream is the tests' work stream of names; it holds {prefix}.work.>.
+func testStream(names contracts.Names) string { return strings.ToUpper(names.Prefix) + "_TESTWORK" }
+
+// testSubject is the tests' work subject of a run.
+func testSubject(names contracts.Names, run string) string { return names.Prefix + ".work.gate." + run }
+
+// ensureTestStream creates the tests' work stream as the topology creates its streams.
+func ensureTestStream(t testing.TB, ctx context.Context, js jetstream.JetStream, names contracts.Names) {
+	t.Helper()
+	if _, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name: testStream(names), Subjects: []string{names.Prefix + ".work.>"},
+		Storage: jetstream.FileStorage, Duplicates: bus.DefaultDuplicates,
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// event returns a test work event with a deterministic id.
 func (h *harness) event(id string, payload any) bus.Event {
 	h.t.Helper()
-	e, err := bus.NewEvent(id, "awaken/test", contracts.TypeGateRequest, payload)
+	e, err := bus.NewEvent(id, "awaken/test", testType, payload)
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -93,16 +124,16 @@ func (h *harness) streamMsgs(stream string) []*jetstream.RawStreamMsg {
 	return out
 }
 
-// spec is a fast consumer on the gate-request subjects of the work stream.
+// spec is a fast consumer on the work subjects of the tests' stream.
 func (h *harness) spec(durable string) bus.ConsumerSpec {
 	return bus.ConsumerSpec{
-		Stream:         h.names.WorkStream(),
+		Stream:         testStream(h.names),
 		Durable:        durable,
 		FilterSubjects: []string{h.names.Prefix + ".work.gate.>"},
 		AckWait:        2 * time.Second,
 		MaxDeliver:     5,
 		BackOff:        []time.Duration{20 * time.Millisecond},
-		AcceptTypes:    []string{contracts.TypeGateRequest},
+		AcceptTypes:    []string{testType},
 		Names:          h.names,
 	}
 }

@@ -70,7 +70,7 @@ func TestObserverSeesEverySettlement(t *testing.T) {
 		}
 		return nil
 	})
-	subject := h.names.GateRequestSubject("run-1")
+	subject := testSubject(h.names, "run-1")
 	for _, id := range []string{"ok", "transient", "rejected"} {
 		h.publish(subject, h.event(id, 1))
 	}

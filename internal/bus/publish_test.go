@@ -40,10 +40,9 @@ func TestEnsureTopology(t *testing.T) {
 		subject string
 		check   func(c jetstream.StreamConfig) error
 	}{
-		{h.names.SubmissionsStream(), p + ".batches.>", nil},
-		{h.names.WorkStream(), p + ".work.>", func(c jetstream.StreamConfig) error {
-			if c.Retention != jetstream.LimitsPolicy || c.MaxAge != bus.DefaultWorkMaxAge {
-				return fmt.Errorf("work retention %v max age %s", c.Retention, c.MaxAge)
+		{h.names.SubmissionsStream(), p + ".batches.>", func(c jetstream.StreamConfig) error {
+			if c.Retention != jetstream.LimitsPolicy || c.MaxAge != bus.DefaultSubmissionsMaxAge {
+				return fmt.Errorf("submissions retention %v max age %s", c.Retention, c.MaxAge)
 			}
 			return nil
 		}},
@@ -100,15 +99,15 @@ func TestEnsureTopology(t *testing.T) {
 	}
 
 	// A changed configuration is applied to the existing streams.
-	if err := bus.EnsureTopology(h.ctx, h.js, h.names, bus.TopologyConfig{WorkMaxAge: time.Hour}); err != nil {
+	if err := bus.EnsureTopology(h.ctx, h.js, h.names, bus.TopologyConfig{SubmissionsMaxAge: time.Hour}); err != nil {
 		t.Fatal(err)
 	}
-	st, err := h.js.Stream(h.ctx, h.names.WorkStream())
+	st, err := h.js.Stream(h.ctx, h.names.SubmissionsStream())
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got := st.CachedInfo().Config.MaxAge; got != time.Hour {
-		t.Fatalf("work max age after update = %s, want 1h", got)
+		t.Fatalf("submissions max age after update = %s, want 1h", got)
 	}
 }
 
@@ -151,19 +150,19 @@ func TestEnsureTopologyPrefixesAreIndependent(t *testing.T) {
 	if err := bus.EnsureTopology(h.ctx, h.js, other, bus.TopologyConfig{}); err != nil {
 		t.Fatalf("a second prefix on the same server: %v", err)
 	}
-	h.publish(other.GateRequestSubject("r"), h.event("x-1", 1))
-	if n := len(h.streamMsgs(other.WorkStream())); n != 1 {
-		t.Fatalf("other work stream has %d messages", n)
+	h.publish(other.RunCancelSubject(), h.event("x-1", 1))
+	if n := len(h.streamMsgs(other.ControlStream())); n != 1 {
+		t.Fatalf("other control stream has %d messages", n)
 	}
-	if n := len(h.streamMsgs(h.names.WorkStream())); n != 0 {
-		t.Fatalf("default work stream has %d messages", n)
+	if n := len(h.streamMsgs(h.names.ControlStream())); n != 0 {
+		t.Fatalf("default control stream has %d messages", n)
 	}
 }
 
 func TestPublishDeduplicatesByEventID(t *testing.T) {
 	h := newHarness(t)
 	e := h.event("op-1:gate", map[string]string{"a": "b"})
-	subj := h.names.GateRequestSubject("run-1")
+	subj := testSubject(h.names, "run-1")
 	ack1, err := h.pub.Publish(h.ctx, subj, e)
 	if err != nil {
 		t.Fatal(err)
@@ -175,7 +174,7 @@ func TestPublishDeduplicatesByEventID(t *testing.T) {
 	if ack1.Duplicate || !ack2.Duplicate || ack2.Sequence != ack1.Sequence {
 		t.Fatalf("acks %+v %+v, want the second to be a duplicate of the first", ack1, ack2)
 	}
-	msgs := h.streamMsgs(h.names.WorkStream())
+	msgs := h.streamMsgs(testStream(h.names))
 	if len(msgs) != 1 {
 		t.Fatalf("stream holds %d messages, want 1", len(msgs))
 	}

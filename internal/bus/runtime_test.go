@@ -22,20 +22,20 @@ func TestStartAppliesOneSetOfDeliveryOptionsToEveryRoute(t *testing.T) {
 	var gate, tickets recorder
 	route := func(durable, filter, typ string, rec *recorder) bus.Route {
 		return bus.Route{Spec: bus.ConsumerSpec{
-			Stream: h.names.WorkStream(), Durable: durable, FilterSubjects: []string{filter}, AcceptTypes: []string{typ},
+			Stream: testStream(h.names), Durable: durable, FilterSubjects: []string{filter}, AcceptTypes: []string{typ},
 			AckWait: time.Hour, MaxDeliver: 99, // overwritten by the options
 		}, Handler: func(_ context.Context, d bus.Delivery) error { rec.add(d); return nil }}
 	}
 	opts := bus.DeliveryOptions{AckWait: 7 * time.Second, MaxDeliver: 3, BackOff: []time.Duration{10 * time.Millisecond}, Workers: 2, Names: h.names}
 	cs, err := bus.Start(h.ctx, h.js, opts, []bus.Route{
-		route("rt-gate", h.names.GateRequestSubject("run-1"), contracts.TypeGateRequest, &gate),
+		route("rt-gate", testSubject(h.names, "run-1"), testType, &gate),
 		route("rt-out", h.names.Prefix+".work.output.run-1", contracts.TypeCallOutput, &tickets),
 	}, h.log)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, durable := range []string{"rt-gate", "rt-out"} {
-		c, err := h.js.Consumer(h.ctx, h.names.WorkStream(), durable)
+		c, err := h.js.Consumer(h.ctx, testStream(h.names), durable)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -43,7 +43,7 @@ func TestStartAppliesOneSetOfDeliveryOptionsToEveryRoute(t *testing.T) {
 			t.Fatalf("%s: ack wait %v, want the shared %v", durable, cfg.AckWait, opts.AckWait)
 		}
 	}
-	h.publish(h.names.GateRequestSubject("run-1"), h.event("g-1", 1))
+	h.publish(testSubject(h.names, "run-1"), h.event("g-1", 1))
 	out, err := bus.NewEvent("o-1", "awaken/test", contracts.TypeCallOutput, 2)
 	if err != nil {
 		t.Fatal(err)
@@ -62,7 +62,7 @@ func TestStartAppliesOneSetOfDeliveryOptionsToEveryRoute(t *testing.T) {
 	if err := cs.Stop(ctx); err != nil {
 		t.Fatalf("second stop: %v", err)
 	}
-	h.publish(h.names.GateRequestSubject("run-1"), h.event("g-2", 2))
+	h.publish(testSubject(h.names, "run-1"), h.event("g-2", 2))
 	waitPending(h, "rt-gate", 1, "the stopped consumer to leave the new message pending")
 	if gate.count() != 1 {
 		t.Fatalf("a stopped consumer handled %d messages", gate.count())
@@ -85,7 +85,7 @@ func TestStartStopsWhatItStartedWhenARouteFails(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "rt-broken") || !errors.Is(err, jetstream.ErrStreamNotFound) {
 		t.Fatalf("start error %v, want one naming rt-broken and wrapping ErrStreamNotFound", err)
 	}
-	h.publish(h.names.GateRequestSubject("run-1"), h.event("g-1", 1))
+	h.publish(testSubject(h.names, "run-1"), h.event("g-1", 1))
 	waitPending(h, "rt-first", 1, "the first consumer, stopped, to leave the message pending")
 	if rec.count() != 0 {
 		t.Fatal("the consumer started before the failing route still runs")
@@ -96,7 +96,7 @@ func TestStartStopsWhatItStartedWhenARouteFails(t *testing.T) {
 // to no handler.
 func waitPending(h *harness, durable string, n uint64, what string) {
 	h.t.Helper()
-	c, err := h.js.Consumer(h.ctx, h.names.WorkStream(), durable)
+	c, err := h.js.Consumer(h.ctx, testStream(h.names), durable)
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -107,7 +107,7 @@ func waitPending(h *harness, durable string, n uint64, what string) {
 }
 
 func TestDecodeIsStrict(t *testing.T) {
-	req, err := bus.Decode[contracts.GateRequest]([]byte(`{"run_id":"r","step":2,"index":1}`))
+	req, err := bus.Decode[testRequest]([]byte(`{"run_id":"r","step":2,"index":1}`))
 	if err != nil || req.RunID != "r" || req.Step != 2 || req.Index != 1 {
 		t.Fatalf("decode: %+v, %v", req, err)
 	}
@@ -117,15 +117,15 @@ func TestDecodeIsStrict(t *testing.T) {
 		"not json":      `{"run_id":`,
 		"wrong type":    `{"run_id":1}`,
 	} {
-		got, err := bus.Decode[contracts.GateRequest]([]byte(in))
+		got, err := bus.Decode[testRequest]([]byte(in))
 		if err == nil {
 			t.Fatalf("%s: decoded %+v", name, got)
 		}
-		if got != (contracts.GateRequest{}) {
+		if got != (testRequest{}) {
 			t.Fatalf("%s: a failed decode returned %+v", name, got)
 		}
 	}
-	if _, err := bus.Decode[contracts.GateRequest]([]byte(`{"run_id":"r"} 1`)); !errors.Is(err, bus.ErrTrailingData) {
+	if _, err := bus.Decode[testRequest]([]byte(`{"run_id":"r"} 1`)); !errors.Is(err, bus.ErrTrailingData) {
 		t.Fatalf("trailing data: %v", err)
 	}
 }

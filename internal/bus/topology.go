@@ -28,11 +28,9 @@ type TopologyConfig struct {
 	// Duplicates is the deduplication window; 0 means [DefaultDuplicates].
 	Duplicates time.Duration
 
-	// Per-stream retention. Work messages are read by several durables and are worthless
-	// once every call of their batch is terminal, so they age out quickly; results are the
-	// product and are kept longest.
+	// Per-stream retention. Results are the product and are kept longest. (No stream holds
+	// work of its own: every hand-off is a revision of the record it changes.)
 	SubmissionsMaxAge time.Duration
-	WorkMaxAge        time.Duration
 	ResultsMaxAge     time.Duration
 	// TicketsMaxAge bounds the ticket protocol stream (opened, resume, resolved, rejected).
 	// A live ticket is held by the tickets bucket and its timer by the timers stream, so
@@ -51,7 +49,6 @@ type TopologyConfig struct {
 // Default retention ages, applied when a TopologyConfig age is zero or negative.
 const (
 	DefaultSubmissionsMaxAge = 7 * 24 * time.Hour
-	DefaultWorkMaxAge        = 24 * time.Hour
 	DefaultResultsMaxAge     = 7 * 24 * time.Hour
 	DefaultControlMaxAge     = 7 * 24 * time.Hour
 	DefaultTicketsMaxAge     = 7 * 24 * time.Hour
@@ -133,8 +130,6 @@ func StreamConfigs(names contracts.Names, cfg TopologyConfig) []jetstream.Stream
 	return []jetstream.StreamConfig{
 		stream(names.SubmissionsStream(), "tool batch submissions and their rejections",
 			p+".batches.>", age(cfg.SubmissionsMaxAge, DefaultSubmissionsMaxAge)),
-		stream(names.WorkStream(), "internal work: gate requests (executor requests and call outputs are call-record revisions)",
-			p+".work.>", age(cfg.WorkMaxAge, DefaultWorkMaxAge)),
 		results,
 		tickets, // before timers: an older tickets stream held the timer subjects, and must give them up first
 		timers,

@@ -108,7 +108,6 @@ func NewEnv(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, cfg *con
 		Pub:      bus.NewPublisher(js),
 		Batches:  state.NewStore[contracts.BatchRecord](batches, state.WithJetStream(js)),
 		Tickets:  state.NewStore[contracts.ResumeTicket](tickets, state.WithJetStream(js)),
-		Runs:     state.NewStore[contracts.RunRecord](runs, state.WithJetStream(js)),
 		Counters: counters,
 		Now:      func() time.Time { return time.Now().UTC() },
 		cache:    newBatchCache(batchCacheSize),
@@ -116,6 +115,8 @@ func NewEnv(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, cfg *con
 	// Every call-record write goes through the announcing store: a terminal revision is
 	// the call's output (records.go).
 	e.Calls = state.NewStore[contracts.CallRecord](calls, state.WithJetStream(js)).WithAnnounce(e.announceCall)
+	// And every run-record write: the revision that records a batch is the gate's work.
+	e.Runs = state.NewStore[contracts.RunRecord](runs, state.WithJetStream(js)).WithAnnounce(e.announceRun)
 	return e, nil
 }
 

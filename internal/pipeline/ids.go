@@ -9,10 +9,12 @@ import (
 // Deterministic message ids: a redelivered input re-publishes its
 // outputs under the same ids, so the stream drops the copies.
 
-// GateRequestID is the id of the gate request of one call.
-func GateRequestID(op string) string { return op + ":gate" }
+// BatchRecordedID is the ce-id of the run-record revision that records a batch: the
+// gate's work for its first call (or its probe).
+func BatchRecordedID(batchID string) string { return batchID + ":recorded" }
 
-// ProbeID is the id of the parallel-delegation probe of a batch.
+// ProbeID names the parallel-delegation probe of a batch (the operation of its fault
+// points).
 func ProbeID(batchID string) string { return batchID + ":probe" }
 
 // ExecRequestID is the id of the executor request of one attempt.

@@ -26,7 +26,7 @@ import (
 //     of the key's target;
 //   - a terminal record (Completed or Indeterminate) is the call's output,
 //     [contracts.TypeCallOutput], ce-id {op}:output: the work of the publisher's barrier
-//     and of the batcher's sequential dispatch.
+//     and of the gate's sequential dispatch.
 //
 // Every other revision (a decision alone, Awaiting, a resolution not yet handed over,
 // entered, a recovery's next attempt, which its own delivery runs) hands nothing on and is
@@ -61,6 +61,52 @@ func (e *Env) announceCall(ctx context.Context, key string, rec *contracts.CallR
 		DataContentType: bus.ContentTypeJSON,
 	}
 	return e.Pub.Headers(ctx, ev)
+}
+
+// announceRun returns the headers of the revision rec of run key: the revision that
+// claims the run for a batch and records it — the batch open, the run not ended, which
+// only [Env.AcceptBatch] writes — is the gate's work for that batch,
+// [contracts.TypeBatchRecorded], ce-id {batch_id}:recorded. Every other revision
+// (finalized, released, ended) hands nothing on.
+func (e *Env) announceRun(ctx context.Context, key string, rec *contracts.RunRecord) nats.Header {
+	b := rec.Batch
+	if b == nil || b.Phase != contracts.BatchPhaseOpen || rec.Ended != nil {
+		return nil
+	}
+	batchID := b.Submission.BatchID()
+	ev := bus.Event{
+		ID:              BatchRecordedID(batchID),
+		Source:          e.source(),
+		Type:            contracts.TypeBatchRecorded,
+		Subject:         batchID,
+		Time:            e.Now(),
+		DataContentType: bus.ContentTypeJSON,
+	}
+	return e.Pub.Headers(ctx, ev)
+}
+
+// BatchRecordedOf reads the batch a [contracts.TypeBatchRecorded] run-record revision
+// records (a delivery of a consumer of [contracts.Names.RunRecordsStream]). A subject
+// that is no run record's, a record that does not decode, holds no open batch or names
+// another run than its key is a [*contracts.Rejection]: only such a revision is written
+// with this type.
+func BatchRecordedOf(n contracts.Names, d bus.Delivery) (*contracts.BatchRecord, error) {
+	key, ok := strings.CutPrefix(d.Subject, contracts.RecordSubject(n.RunsBucket(), ""))
+	if !ok {
+		return nil, contracts.Reject(contracts.RejectInvalidField, "%s on %q, not a run record's subject", d.Event.Type, d.Subject)
+	}
+	var rec contracts.RunRecord
+	if err := json.Unmarshal(d.Event.Data, &rec); err != nil {
+		return nil, contracts.Reject(contracts.RejectInvalidJSON, "%s %s: record: %v", d.Event.Type, key, err)
+	}
+	if contracts.RunKey(rec.RunID) != key {
+		return nil, contracts.Reject(contracts.RejectInvalidField, "%s %s: record names run %q", d.Event.Type, key, rec.RunID)
+	}
+	b := rec.Batch
+	if b == nil || b.Phase != contracts.BatchPhaseOpen || b.Submission.RunID != rec.RunID {
+		return nil, contracts.Reject(contracts.RejectInvalidField, "%s %s: the record holds no open batch of its run", d.Event.Type, key)
+	}
+	return b, nil
 }
 
 // source is the ce-source of the revisions this environment's service writes.

@@ -32,7 +32,6 @@ var Documents = []Document{
 	{File: "run_ended.json", Type: typeOf[contracts.RunEndedEvent]()},
 
 	// Payloads of the internal work events.
-	{File: "gate_request.json", Type: typeOf[contracts.GateRequest]()},
 	{File: "exec_request.json", Type: typeOf[contracts.ExecRequest]()},
 	{File: "call_output.json", Type: typeOf[contracts.CallOutput]()},
 	{File: "ticket_timer.json", Type: typeOf[contracts.TicketTimer]()},

@@ -350,6 +350,20 @@ func ReadStored(t testing.TB, ctx context.Context, js jetstream.JetStream, strea
 	}
 }
 
+// BatchesRecorded returns the revisions of run's record that record a batch (written as
+// [contracts.TypeBatchRecorded]: the gate's work), in stream order, as the runs bucket
+// still holds them (its history).
+func BatchesRecorded(t testing.TB, ctx context.Context, js jetstream.JetStream, names contracts.Names, run string) []Stored {
+	t.Helper()
+	var out []Stored
+	for _, m := range ReadStored(t, ctx, js, names.RunRecordsStream(), names.RunRecordSubject(run), false) {
+		if m.Event.Type == contracts.TypeBatchRecorded {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
 // CallOutputs returns the outputs of run's calls in stream order: every call-record
 // revision written as a CallOutput (the terminal ones), each as a Stored whose event data
 // is the [contracts.CallOutput] it announces (pipeline.CallOutputOf) rather than the

@@ -34,10 +34,17 @@ const (
 
 	// Internal work events: not part of the public protocol, but versioned the same way so
 	// that a mixed-version deployment fails loudly instead of misreading a payload.
-	TypeGateRequest = "io.awaken.internal.gate.requested.v1"
+	//
+	// TypeBatchRecorded is the ce-type of the run-record revision that claims the run for a
+	// batch and records it (the batch open, the run not ended): the gate's work, its first
+	// call (or the probe of a parallel batch); the body is the run record.
+	TypeBatchRecorded = "io.awaken.internal.batch.recorded.v1"
+	// TypeExecRequest is the ce-type of the call-record revision that hands a call to its
+	// executor (Executing, not entered, with its input); the body is the record.
 	TypeExecRequest = "io.awaken.internal.exec.requested.v1"
 	// TypeCallOutput is the ce-type of a terminal call-record revision (Completed or
-	// Indeterminate), the work of the publisher and the batcher; the body is the record.
+	// Indeterminate), the work of the publisher's barrier and of the gate's sequential
+	// dispatch (the next call); the body is the record.
 	TypeCallOutput   = "io.awaken.internal.call.output.v1"
 	TypeTicketExpire = "io.awaken.internal.ticket.expire.v1"
 	TypeRunCancel    = "io.awaken.run.cancel.v1"
@@ -46,15 +53,33 @@ const (
 // Durable consumer names. Renaming one makes the server deliver its stream again from the
 // start, so they are declared here once and never derived from Go identifiers.
 const (
-	ConsumerBatcherSubmit  = "batcher-submit"
-	ConsumerBatcherOutputs = "batcher-outputs"
-	ConsumerGateRequests   = "gate-requests"
-	ConsumerGateResume     = "gate-resume"
-	ConsumerGateControl    = "gate-control"
-	ConsumerBrainExec      = "brain-exec"
-	ConsumerSandboxExec    = "sandbox-exec"
-	ConsumerPublisher      = "publisher-outputs"
+	ConsumerBatcherSubmit = "batcher-submit"
+	// ConsumerGateBatches reads the run records' stream: a revision that records a batch
+	// starts its gating.
+	ConsumerGateBatches = "gate-batches"
+	// ConsumerGateOutputs reads the call records' stream: the terminal revision of call i
+	// of a sequential batch gates call i+1.
+	ConsumerGateOutputs = "gate-outputs"
+	ConsumerGateResume  = "gate-resume"
+	ConsumerGateControl = "gate-control"
+	ConsumerBrainExec   = "brain-exec"
+	ConsumerSandboxExec = "sandbox-exec"
+	ConsumerPublisher   = "publisher-outputs"
 )
+
+// Obsolete durables: consumers of earlier versions that nothing reads any more. `awaken
+// setup` deletes them (and [Names.ObsoleteStreams]); see docs/operations.md, "Upgrading".
+// Before issue 26's last cut, a gate request was a message of its own on the work stream
+// (read by gate-requests) and the batcher published the next one on each output
+// (batcher-outputs, on the call records' stream).
+const (
+	ObsoleteConsumerBatcherOutputs = "batcher-outputs"
+	ObsoleteConsumerGateRequests   = "gate-requests"
+)
+
+// ObsoleteStreams are streams of earlier versions that nothing writes or reads any more:
+// the work stream, which held the gate requests. `awaken setup` deletes them.
+func (n Names) ObsoleteStreams() []string { return []string{n.upper() + "_WORK"} }
 
 // ConsumerGateTimers is the durable consumer of ticket timers (TicketExpireSubject). Timers
 // live in the tickets stream and cancellations in the control stream, and one durable reads
@@ -149,14 +174,6 @@ func (n Names) RunCancelSubject() string { return n.Prefix + ".runs.cancel" }
 // AuditSubject carries PermissionDecided records of a run.
 func (n Names) AuditSubject(runID string) string { return n.Prefix + ".audit." + runID }
 
-// Internal work subjects.
-
-// GateRequestSubject carries gate requests of a run.
-func (n Names) GateRequestSubject(runID string) string { return n.Prefix + ".work.gate." + runID }
-
-// GateRequestFilter matches the gate requests of every run.
-func (n Names) GateRequestFilter() string { return n.Prefix + ".work.gate.>" }
-
 // DeadLetterSubject keeps a poisoned message of consumer with the reason in its headers.
 func (n Names) DeadLetterSubject(consumer string) string {
 	return n.Prefix + ".deadletter." + consumer
@@ -164,7 +181,6 @@ func (n Names) DeadLetterSubject(consumer string) string {
 
 // Streams.
 func (n Names) SubmissionsStream() string { return n.upper() + "_SUBMISSIONS" }
-func (n Names) WorkStream() string        { return n.upper() + "_WORK" }
 func (n Names) ResultsStream() string     { return n.upper() + "_RESULTS" }
 func (n Names) TicketsStream() string     { return n.upper() + "_TICKETS" }
 func (n Names) TimersStream() string      { return n.upper() + "_TIMERS" }
@@ -300,7 +316,7 @@ func RecordStream(bucket string) string { return "KV_" + bucket }
 
 // CallRecordsStream is the stream of the calls bucket: every call-record revision is a
 // message of it, and the terminal ones ([TypeCallOutput]) are the work of the publisher
-// and the batcher.
+// and of the gate's sequential dispatch.
 func (n Names) CallRecordsStream() string { return RecordStream(n.CallsBucket()) }
 
 // CallRecordSubject is the subject of the revisions of the call record under callKey
@@ -318,3 +334,16 @@ func (n Names) TargetCallRecordsFilter(target ToolExecutionTarget) string {
 
 // CallRecordsFilter matches the revisions of every call record.
 func (n Names) CallRecordsFilter() string { return RecordSubject(n.CallsBucket(), ">") }
+
+// RunRecordsStream is the stream of the runs bucket: the revision that records a batch
+// ([TypeBatchRecorded]) is the work of the gate.
+func (n Names) RunRecordsStream() string { return RecordStream(n.RunsBucket()) }
+
+// RunRecordSubject is the subject of the revisions of run runID's record; the one that
+// records a batch, written as a [TypeBatchRecorded] CloudEvent, is the gate's work.
+func (n Names) RunRecordSubject(runID string) string {
+	return RecordSubject(n.RunsBucket(), RunKey(runID))
+}
+
+// RunRecordsFilter matches the revisions of every run record.
+func (n Names) RunRecordsFilter() string { return RecordSubject(n.RunsBucket(), ">") }

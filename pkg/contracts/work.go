@@ -5,16 +5,6 @@ import "encoding/json"
 // This file holds the internal work events of the pipeline. They are not part of the
 // normative protocol but every service reads them, so they live in the vocabulary.
 
-// GateRequest asks the gate to decide call Index of a batch. With Probe set (parallel
-// delegation), the gate decides every call first and dispatches them all only if every
-// decision is Allow.
-type GateRequest struct {
-	RunID string `json:"run_id"`
-	Step  int64  `json:"step"`
-	Index int    `json:"index"`
-	Probe bool   `json:"probe,omitempty"`
-}
-
 // ExecRequest asks an executor to run one call whose Executing{Attempt} entry the gate has
 // committed. Target, Policy and ToolID come from the trusted registry via the batch record.
 type ExecRequest struct {
@@ -30,8 +20,8 @@ type ExecRequest struct {
 	Parallel  bool                `json:"parallel,omitempty"`
 }
 
-// CallOutput announces that call Index of a batch is terminal. The batcher advances
-// sequential dispatch on it; the publisher checks the barrier.
+// CallOutput is what a terminal call-record revision announces: call Index of a batch is
+// terminal. The gate advances sequential dispatch on it; the publisher checks the barrier.
 type CallOutput struct {
 	RunID    string  `json:"run_id"`
 	Step     int64   `json:"step"`

@@ -127,11 +127,11 @@ func TestTokenAuth(t *testing.T) {
 // goes only to a caller holding the token; --metrics-public serves /metrics without it.
 func TestProbesLeakNothingWithoutTheToken(t *testing.T) {
 	const token = "s3cret-token"
-	const secret = "consumer gate-requests of AWAKEN_WORK is not bound"
+	const secret = "consumer gate-batches of KV_AWAKEN_runs is not bound"
 	h := newHarness(t, api.Options{Token: token, PublicMetrics: true,
 		Ready: func(context.Context) error { return errors.New(secret) }})
 	r := h.do("GET", "/readyz", "", nil)
-	if r.status != http.StatusServiceUnavailable || strings.Contains(string(r.body), "gate-requests") {
+	if r.status != http.StatusServiceUnavailable || strings.Contains(string(r.body), "gate-batches") {
 		t.Fatalf("unauthenticated /readyz: %d %s, want 503 without the reason", r.status, r.body)
 	}
 	r = h.do("GET", "/readyz", "", map[string]string{"Authorization": "Bearer " + token})

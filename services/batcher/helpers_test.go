@@ -1,10 +1,12 @@
 package batcher_test
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/awaken-dev/awaken/internal/bus"
+	"github.com/awaken-dev/awaken/internal/natstest"
 	"github.com/awaken-dev/awaken/internal/servicetest"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 	"github.com/awaken-dev/awaken/services/batcher"
@@ -46,9 +48,20 @@ func (h *harness) in(t *testing.T) *harness {
 	return &harness{Kit: h.Kit.In(t), svc: h.svc}
 }
 
-// gateRequests returns the gate requests published for run.
-func (h *harness) gateRequests(run string) []stored {
-	return h.Messages(h.Env.Names.WorkStream(), h.Env.Names.GateRequestSubject(run))
+// recorded returns the revisions of run's record that record a batch: the gate's work.
+func (h *harness) recorded(run string) []stored {
+	return servicetest.BatchesRecorded(h.T, h.Ctx, h.JS, h.Env.Names, run)
+}
+
+// waitRecorded waits until run's record has recorded n batches and returns the revisions.
+func (h *harness) waitRecorded(run string, n int) []stored {
+	h.T.Helper()
+	var got []stored
+	natstest.WaitFor(h.T, waitTimeout, func() bool {
+		got = h.recorded(run)
+		return len(got) >= n
+	}, fmt.Sprintf("%d batches recorded for run %s", n, run))
+	return got
 }
 
 // rejections returns the rejection events published so far.

@@ -59,8 +59,8 @@ func TestRunPolicyThatDoesNotCompileIsRejectedAtSubmission(t *testing.T) {
 		t.Errorf("rejection %+v, want invalid_policy for %s naming rules[0].pattern", got, sub.BatchID())
 	}
 	h.noBatch(run, 1)
-	if n := len(h.gateRequests(run)); n != 0 {
-		t.Errorf("%d gate requests, want none", n)
+	if n := len(h.recorded(run)); n != 0 {
+		t.Errorf("%d batches recorded, want none", n)
 	}
 }
 
@@ -74,7 +74,7 @@ func TestOneActiveBatchPerRun(t *testing.T) {
 	const run = "run-busy"
 	first := submission(run, 1, call("c1", "echo"))
 	h.Submit("busy-1", first)
-	h.WaitMessages(h.Env.Names.WorkStream(), h.Env.Names.GateRequestSubject(run), 1)
+	h.waitRecorded(run, 1)
 
 	second := submission(run, 2, call("c1", "echo"))
 	seq := h.Submit("busy-2", second)
@@ -120,8 +120,8 @@ func TestOneActiveBatchPerRun(t *testing.T) {
 			t.Fatalf("identical resubmission of the archived batch was rejected: %+v", r)
 		}
 	}
-	if n := len(h.gateRequests(run)); n != 2 {
-		t.Errorf("%d gate requests, want 2 (step 1 ran once, step 2 once)", n)
+	if n := len(h.recorded(run)); n != 2 {
+		t.Errorf("%d batches recorded, want 2 (step 1 once, step 2 once)", n)
 	}
 }
 

@@ -1,22 +1,22 @@
 // Package batcher is the ingress of the awaken pipeline.
 //
-// It validates every submitted batch, persists it as one batch record — the whole
+// It validates every submitted batch and persists it as one batch record — the whole
 // submission, its hash, and for every call the target, kind and recovery policy pinned
-// from the trusted host configuration — before any gate runs, and then drives dispatch in
-// model order: it publishes the gate request of the first call (or the probe of a
-// parallel-delegation batch) and, each time a call's output is announced, the gate request
-// of the next call.
+// from the trusted host configuration — before any gate runs. Recording the batch is one
+// compare-and-swap on its run record, which also claims the run for it, and that revision
+// is the gate's work for the batch: the batcher publishes nothing else for an accepted
+// batch. (Sequential dispatch — the gate of call i+1 once call i is terminal — is the
+// gate's, from the call records' stream.)
 //
 // Ingress failures never stop the consumer: a submission that does not decode, that
 // violates the protocol, or that reuses a batch id with different content is answered
 // with io.awaken.toolbatch.rejected.v1 on the rejected subject, and the raw message is
 // kept on the dead-letter stream with the reason.
 //
-// Exactly once: the batch record is written with Create, so a resubmission (a redelivery,
-// or the platform sending the batch again) finds it and either re-drives dispatch from it
-// (same hash; every publish carries a deterministic message id, and the gate's recorded
-// decisions make a late duplicate harmless) or is refused with code conflict (other hash).
-// Advancing on an output is stateless for the same reason.
+// Exactly once: the batch record is written by compare-and-swap, so a resubmission (a
+// redelivery, or the platform sending the batch again) finds it and either does nothing
+// (same hash: its recording was the gate's work already) or is refused with code conflict
+// (other hash).
 package batcher
 
 import (
@@ -36,13 +36,10 @@ import (
 // hooks.
 //
 // Fault points (see [pipeline.FaultHook]): on a submission, FaultAfterCommit fires after
-// the batch record is durable and FaultAfterPublish after the first gate request is
-// published, both with the batch id as the operation; on an output, FaultAfterPublish
-// fires after the next gate request is published, with the operation id of the next call.
+// the batch record is durable, with the batch id as the operation.
 const ServiceName = "batcher"
 
-// Default consumer settings. A batcher handler does one or two KV round trips and one
-// publish, so 30 s of ack wait is generous; the back-off starts at 100 ms so a crash is
+// Default consumer settings. A batcher handler does one or two KV round trips, so 30 s of ack wait is generous; the back-off starts at 100 ms so a crash is
 // repaired quickly and grows so that a broken dependency is not hammered.
 var defaults = bus.DeliveryOptions{
 	AckWait:    30 * time.Second,
@@ -63,13 +60,11 @@ type Service struct {
 	consumers *bus.Consumers
 }
 
-// Start ensures the batcher's durable consumers — submissions
-// ([contracts.ConsumerBatcherSubmit] on the submit subject) and committed call outputs
-// ([contracts.ConsumerBatcherOutputs] on every run's output subject) — and starts
-// consuming. ctx is the hard-stop context of the handlers; use [Service.Stop] for a
-// graceful stop.
+// Start ensures the batcher's durable consumer of submissions
+// ([contracts.ConsumerBatcherSubmit] on the submit subject) and starts consuming. ctx is
+// the hard-stop context of the handlers; use [Service.Stop] for a graceful stop.
 //
-// opts adjust the delivery of its consumers: [bus.WithWorkers], [bus.WithDelivery],
+// opts adjust the delivery of its consumer: [bus.WithWorkers], [bus.WithDelivery],
 // [bus.WithAckWait].
 func Start(ctx context.Context, env *pipeline.Env, opts ...bus.DeliveryOption) (*Service, error) {
 	if env == nil {
@@ -86,12 +81,6 @@ func Start(ctx context.Context, env *pipeline.Env, opts ...bus.DeliveryOption) (
 			OnReject:       s.submitRejected,
 			OnExhausted:    s.submitExhausted,
 		}, Handler: s.handleSubmit},
-		{Spec: bus.ConsumerSpec{
-			Stream: n.CallRecordsStream(), Durable: contracts.ConsumerBatcherOutputs,
-			FilterSubjects: []string{n.CallRecordsFilter()},
-			AcceptTypes:    []string{contracts.TypeCallOutput}, Records: true,
-			OnExhausted: s.outputExhausted,
-		}, Handler: s.handleOutput},
 	}
 	var err error
 	s.consumers, err = bus.Start(ctx, env.JS, delivery, routes, s.log)
@@ -101,6 +90,6 @@ func Start(ctx context.Context, env *pipeline.Env, opts ...bus.DeliveryOption) (
 	return s, nil
 }
 
-// Stop drains both consumers gracefully — stop pulling, let the handlers in flight finish
+// Stop drains the consumer gracefully — stop pulling, let the handlers in flight finish
 // and settle — bounded by ctx. It is safe to call more than once.
 func (s *Service) Stop(ctx context.Context) error { return s.consumers.Stop(ctx) }

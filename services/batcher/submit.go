@@ -18,13 +18,12 @@ import (
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
-// reasonSubmitExhausted is the Indeterminate reason of the first call(s) of a recorded
-// batch whose submission failed on every delivery before its dispatch was confirmed.
-const reasonSubmitExhausted = "batcher: the batch submission failed on every delivery before its first gate request was published"
-
-// handleSubmit is the handler of io.awaken.toolbatch.requested.v1: decode and validate, create the batch record, publish the first gate
-// request. A rejection is returned as a [*contracts.Rejection]; the bus then runs
-// [Service.submitRejected] and dead-letters the message.
+// handleSubmit is the handler of io.awaken.toolbatch.requested.v1: decode and validate,
+// then claim the run and record the batch in one write. That write is also the gate's work
+// for the batch (its revision of the run record is announced, internal/pipeline
+// records.go), so nothing more is published. A rejection is returned as a
+// [*contracts.Rejection]; the bus then runs [Service.submitRejected] and dead-letters the
+// message.
 func (s *Service) handleSubmit(ctx context.Context, d bus.Delivery) error {
 	sub, err := s.decodeSubmission(d.Event.Data)
 	if err != nil {
@@ -45,18 +44,7 @@ func (s *Service) handleSubmit(ctx context.Context, d bus.Delivery) error {
 	if err := s.env.Fault(ctx, ServiceName, pipeline.FaultAfterCommit, batchID); err != nil {
 		return err
 	}
-	first, err := s.firstRequest(rec)
-	if err != nil {
-		return err
-	}
-	if _, err := s.env.Pub.Publish(ctx, first.Subject, first.Event); err != nil {
-		return fmt.Errorf("batcher: batch %s: publish first gate request: %w", batchID, err)
-	}
-	if err := s.env.Fault(ctx, ServiceName, pipeline.FaultAfterPublish, batchID); err != nil {
-		return err
-	}
-	log.Info().Int("calls", len(sub.Calls)).Bool("parallel", rec.Parallel).Str("gate_request", first.Event.ID).
-		Msg("batch recorded and dispatched")
+	log.Info().Int("calls", len(sub.Calls)).Bool("parallel", rec.Parallel).Msg("batch recorded; the gate takes it from the run record")
 	return nil
 }
 
@@ -84,9 +72,10 @@ func (s *Service) decodeSubmission(data []byte) (*contracts.BatchSubmission, err
 // record records sub's batch — the run's claim and the batch record in one
 // compare-and-swap on the run record ([pipeline.Env.AcceptBatch]) — or finds the record a
 // previous delivery or an earlier submission of the same batch wrote. It returns the
-// record to dispatch from, nil (and no error) when the batch is already past dispatch,
-// the run's refusal (run_busy, run_cancelled, run_ended) of a batch it never recorded, or
-// a conflict rejection when the stored batch has other content.
+// record it wrote, nil (and no error) when the batch was recorded before (the gate has
+// its work since that write), the run's refusal (run_busy, run_cancelled, run_ended) of a
+// batch it never recorded, or a conflict rejection when the stored batch has other
+// content.
 func (s *Service) record(ctx context.Context, sub *contracts.BatchSubmission) (*contracts.BatchRecord, error) {
 	log := zerolog.Ctx(ctx)
 	rec := newRecord(s.env.Config, sub, s.env.Now())
@@ -97,8 +86,6 @@ func (s *Service) record(ctx context.Context, sub *contracts.BatchSubmission) (*
 	case res.Created:
 		// Counted once: only the delivery whose write recorded the batch gets here.
 		s.env.Telemetry.BatchAccepted()
-		// The outputs of its calls, which advance the batch, look it up next.
-		s.env.Remember(&rec)
 		return &rec, nil
 	case res.Refused != nil:
 		return nil, res.Refused
@@ -108,12 +95,9 @@ func (s *Service) record(ctx context.Context, sub *contracts.BatchSubmission) (*
 		return nil, contracts.Reject(contracts.RejectConflict,
 			"batch %s was already submitted with different content", sub.BatchID())
 	}
-	if cur.Phase != contracts.BatchPhaseOpen {
-		log.Info().Str("phase", string(cur.Phase)).Msg("identical resubmission of a finished batch; nothing to do")
-		return nil, nil
-	}
-	log.Info().Msg("identical resubmission of an open batch; re-driving dispatch")
-	return cur, nil
+	// The write that recorded it was the gate's work: there is nothing to re-drive.
+	log.Info().Str("phase", string(cur.Phase)).Msg("identical resubmission of a recorded batch; nothing to do")
+	return nil, nil
 }
 
 // newRecord builds the batch record of sub: the whole submission, its hash, the pin of
@@ -182,16 +166,15 @@ func rejectionID(d bus.Delivery) string {
 }
 
 // submitExhausted runs when a submission failed transiently on every delivery. If its
-// batch record exists, the first call (every call of a parallel batch) still Requested
-// becomes Indeterminate and its output is published, so the batch still finishes and is
-// published; if no record could be written, the platform is told with a rejection of code
+// batch was recorded, nothing is lost: that write is the gate's work, and the batch goes
+// on from it. If no record could be written, the platform is told with a rejection of code
 // exhausted, since nothing of the batch exists to finish.
 func (s *Service) submitExhausted(ctx context.Context, d bus.Delivery, cause error) error {
 	sub, err := s.decodeSubmission(d.Event.Data)
 	if err != nil {
 		return nil // not reachable: a payload that does not decode is rejected, never retried
 	}
-	found, err := s.env.FreshBatch(ctx, sub.RunID, sub.Step)
+	_, err = s.env.FreshBatch(ctx, sub.RunID, sub.Step)
 	switch {
 	case errors.Is(err, pipeline.ErrBatchNotFound):
 		// Claiming the run and recording the batch are one write: nothing of it exists.
@@ -204,20 +187,9 @@ func (s *Service) submitExhausted(ctx context.Context, d bus.Delivery, cause err
 	case err != nil:
 		return fmt.Errorf("batcher: batch %s: read record after exhaustion: %w", sub.BatchID(), err)
 	}
-	rec := &found
-	if rec.Hash != sub.Hash() || rec.Phase != contracts.BatchPhaseOpen {
-		return nil
-	}
-	zerolog.Ctx(ctx).Error().Err(cause).Str("batch_id", sub.BatchID()).
-		Msg("submission exhausted after its batch was recorded; sealing its first call")
-	if rec.Parallel {
-		all := make([]int, len(rec.Submission.Calls))
-		for i := range all {
-			all[i] = i
-		}
-		return s.seal(ctx, rec, all, reasonSubmitExhausted)
-	}
-	return s.seal(ctx, rec, []int{0}, reasonSubmitExhausted)
+	zerolog.Ctx(ctx).Warn().Err(cause).Str("batch_id", sub.BatchID()).
+		Msg("submission exhausted after its batch was recorded; the gate has the batch from its record")
+	return nil
 }
 
 // submissionEventID is the ce-id of the submission, read from the raw headers when the

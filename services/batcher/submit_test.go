@@ -15,11 +15,11 @@ import (
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
-// TestSubmitRecordsTheBatchAndDispatchesTheFirstCall shows that a valid submission becomes
-// one batch record — the whole submission, its hash, and the pins resolved from the trusted
-// configuration — and that exactly one first gate request follows: the request of call 0,
-// or the probe of a parallel-delegation batch.
-func TestSubmitRecordsTheBatchAndDispatchesTheFirstCall(t *testing.T) {
+// TestSubmitRecordsTheBatchForTheGate shows that a valid submission becomes one batch
+// record — the whole submission, its hash, and the pins resolved from the trusted
+// configuration — written once as the announced run-record revision that is the gate's
+// work (its first call, or the probe of a parallel-delegation batch).
+func TestSubmitRecordsTheBatchForTheGate(t *testing.T) {
 	h := newHarness(t)
 	h.start()
 
@@ -81,7 +81,7 @@ func TestSubmitRecordsTheBatchAndDispatchesTheFirstCall(t *testing.T) {
 			run := fmt.Sprintf("run-pins-%d", i)
 			sub := submission(run, 3, tt.calls...)
 			h.Submit(sub.BatchID(), sub)
-			reqs := h.WaitMessages(h.Env.Names.WorkStream(), h.Env.Names.GateRequestSubject(run), 1)
+			reqs := h.waitRecorded(run, 1)
 
 			rec, _ := h.Batch(run, 3)
 			if !reflect.DeepEqual(rec.Pinned, tt.pins) {
@@ -101,18 +101,17 @@ func TestSubmitRecordsTheBatchAndDispatchesTheFirstCall(t *testing.T) {
 				t.Errorf("stored submission = %+v", rec.Submission)
 			}
 
+			// The write that recorded the batch is the gate's work: announced, with the
+			// batch (and its parallel flag) in the record it carries.
 			if len(reqs) != 1 {
-				t.Fatalf("got %d gate requests, want 1", len(reqs))
+				t.Fatalf("got %d batches recorded, want 1", len(reqs))
 			}
 			ev := reqs[0].Event
-			req := decode[contracts.GateRequest](t, ev)
-			wantReq := contracts.GateRequest{RunID: run, Step: 3, Index: 0, Probe: tt.parallel}
-			wantID := pipeline.GateRequestID(op(run, 3, tt.calls[0].CallID))
-			if tt.parallel {
-				wantID = pipeline.ProbeID(sub.BatchID())
-			}
-			if req != wantReq || ev.ID != wantID || ev.Type != contracts.TypeGateRequest || ev.Source != "awaken/batcher" {
-				t.Errorf("gate request %s %s from %s = %+v, want %s %+v", ev.ID, ev.Type, ev.Source, req, wantID, wantReq)
+			got := decode[contracts.RunRecord](t, ev)
+			wantID := pipeline.BatchRecordedID(sub.BatchID())
+			if ev.ID != wantID || ev.Type != contracts.TypeBatchRecorded || ev.Source != "awaken/batcher" ||
+				got.Batch == nil || got.Batch.Parallel != tt.parallel || got.Batch.Hash != rec.Hash {
+				t.Errorf("recorded revision %s %s from %s = %+v, want %s holding the batch", ev.ID, ev.Type, ev.Source, got, wantID)
 			}
 		})
 	}
@@ -133,8 +132,8 @@ func decodedHash(t *testing.T, sub contracts.BatchSubmission) string {
 }
 
 // TestIdenticalResubmissionIsANoOp submits one batch twice under different event ids (so
-// the stream does not deduplicate the second) and shows one record, untouched, and one
-// gate request; once the batch is past open, a resubmission does not even re-drive it.
+// the stream does not deduplicate the second) and shows one record, untouched, recorded
+// (announced to the gate) once; past open, a resubmission changes nothing either.
 func TestIdenticalResubmissionIsANoOp(t *testing.T) {
 	h := newHarness(t)
 	h.start()
@@ -143,7 +142,7 @@ func TestIdenticalResubmissionIsANoOp(t *testing.T) {
 	batchID := sub.BatchID()
 
 	h.Submit(batchID, sub)
-	h.WaitMessages(h.Env.Names.WorkStream(), h.Env.Names.GateRequestSubject(run), 1)
+	h.waitRecorded(run, 1)
 	_, rev := h.Batch(run, 1)
 
 	seq := h.Submit("resubmission-1", sub)
@@ -151,14 +150,14 @@ func TestIdenticalResubmissionIsANoOp(t *testing.T) {
 	if _, again := h.Batch(run, 1); again != rev {
 		t.Errorf("batch record rewritten by the resubmission: revision %d → %d", rev, again)
 	}
-	if n := len(h.gateRequests(run)); n != 1 {
-		t.Errorf("got %d gate requests after an identical resubmission, want 1", n)
+	if n := len(h.recorded(run)); n != 1 {
+		t.Errorf("got %d batches recorded after an identical resubmission, want 1", n)
 	}
 	if n := len(h.rejections()); n != 0 {
 		t.Errorf("identical resubmission rejected (%d rejections)", n)
 	}
-	if n := h.HitCount(pipeline.FaultAfterCommit, batchID); n != 2 {
-		t.Errorf("open batch re-driven %d times, want 2 (submission and resubmission)", n)
+	if n := h.HitCount(pipeline.FaultAfterCommit, batchID); n != 1 {
+		t.Errorf("batch recorded %d times, want 1 (the resubmission finds it)", n)
 	}
 
 	// Past open (the publisher finalized and archived it), a resubmission changes
@@ -176,14 +175,14 @@ func TestIdenticalResubmissionIsANoOp(t *testing.T) {
 	}
 	seq = h.Submit("resubmission-2", sub)
 	h.WaitSettled(h.Env.Names.SubmissionsStream(), contracts.ConsumerBatcherSubmit, seq)
-	if n := h.HitCount(pipeline.FaultAfterCommit, batchID); n != 2 {
-		t.Errorf("published batch re-driven by a resubmission (%d dispatches, want 2)", n)
+	if n := h.HitCount(pipeline.FaultAfterCommit, batchID); n != 1 {
+		t.Errorf("published batch recorded again by a resubmission (%d, want 1)", n)
 	}
 	if got, _ := h.Batch(run, 1); got.Phase != contracts.BatchPhasePublished {
 		t.Errorf("phase = %q after resubmitting a published batch", got.Phase)
 	}
-	if n := len(h.gateRequests(run)); n != 1 {
-		t.Errorf("got %d gate requests, want 1", n)
+	if n := len(h.recorded(run)); n != 1 {
+		t.Errorf("got %d batches recorded, want 1", n)
 	}
 }
 
@@ -196,7 +195,7 @@ func TestConflictingResubmissionIsRejected(t *testing.T) {
 	const run = "run-conflict"
 	first := submission(run, 2, call("c1", "echo"))
 	h.Submit(first.BatchID(), first)
-	h.WaitMessages(h.Env.Names.WorkStream(), h.Env.Names.GateRequestSubject(run), 1)
+	h.waitRecorded(run, 1)
 	_, rev := h.Batch(run, 2)
 
 	other := submission(run, 2, call("c1", "echo"))
@@ -222,8 +221,8 @@ func TestConflictingResubmissionIsRejected(t *testing.T) {
 	if rec, again := h.Batch(run, 2); again != rev || rec.Hash != decodedHash(t, first) {
 		t.Errorf("stored batch changed by a conflicting resubmission")
 	}
-	if n := len(h.gateRequests(run)); n != 1 {
-		t.Errorf("got %d gate requests, want 1", n)
+	if n := len(h.recorded(run)); n != 1 {
+		t.Errorf("got %d batches recorded, want 1", n)
 	}
 }
 
@@ -403,7 +402,7 @@ func TestMalformedSubmissionsAreRejectedAndTheConsumerMovesOn(t *testing.T) {
 			// The consumer moves on: the next good batch is processed.
 			good := submission(run+"-good", 1, call("c1", "echo"))
 			h.Submit(good.BatchID(), good)
-			h.WaitMessages(names.WorkStream(), names.GateRequestSubject(run+"-good"), 1)
+			h.waitRecorded(run+"-good", 1)
 		})
 	}
 }

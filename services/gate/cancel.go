@@ -59,7 +59,7 @@ func (s *Service) handleCancel(ctx context.Context, ev bus.Event) error {
 func (s *Service) seal(ctx context.Context, b *contracts.BatchRecord, index int, reason string, parallel bool) error {
 	sub := &b.Submission
 	// Every call at once: the output of call i must not dispatch call i+1 while this loop
-	// has yet to seal it (the batcher reads the output the moment it is written), and the
+	// has yet to seal it (the gate's own dispatch reads the output the moment it is written), and the
 	// calls are sealed in model order, so the last call's output, the one that opens a
 	// sequential batch's barrier, is written when every earlier call is terminal.
 	parallel = parallel || index < 0

@@ -103,63 +103,81 @@ func TestCancelSealsTheRun(t *testing.T) {
 	}
 }
 
-// TestExhaustedRequestSealsTheCall: the exhaustion hook of the request consumer makes the
-// call Indeterminate with a reason naming the stage and publishes its output.
-func TestExhaustedRequestSealsTheCall(t *testing.T) {
+// TestExhaustedGateInputsSealTheCall: the exhaustion hooks of the gate's two work
+// consumers make the call the failed revision asked for Indeterminate, with a reason
+// naming the stage, and that sealing revision is its output: the recorded batch's call 0,
+// and the call after a failed output.
+func TestExhaustedGateInputsSealTheCall(t *testing.T) {
 	h := newHarness(t, withoutService())
 	svc, err := newService(h.env, options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	b := h.store(h.submission(1, call("call_1", "echo", `{}`), call("call_2", "echo", `{}`)))
-	ev := gateEvent(t, b, 1)
-	if err := svc.requestExhausted(h.ctx, deliveryOf(ev), errInjected); err != nil {
-		t.Fatal(err)
+	recorded := recordedDelivery(t, h.env.Names, b)
+	for range 2 { // idempotent
+		if err := svc.recordedExhausted(h.ctx, recorded, errInjected); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if err := svc.requestExhausted(h.ctx, deliveryOf(ev), errInjected); err != nil { // idempotent
-		t.Fatal(err)
+	first := h.mustCall(b, 0)
+	if first.Phase.Kind != contracts.PhaseIndeterminate || first.Phase.Reason != exhaustedRecorded {
+		t.Errorf("call_1 %+v", first.Phase)
 	}
-	rec := h.mustCall(b, 1)
-	if rec.Phase.Kind != contracts.PhaseIndeterminate || rec.Phase.Reason != exhaustedRequest {
+	if _, ok := h.call(b, 1); ok {
+		t.Error("exhausting the recorded batch touched call_2")
+	}
+	output := outputDelivery(t, h.env.Names, b, 0, first)
+	for range 2 {
+		if err := svc.outputExhausted(h.ctx, output, errInjected); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if rec := h.mustCall(b, 1); rec.Phase.Kind != contracts.PhaseIndeterminate || rec.Phase.Reason != exhaustedOutput {
 		t.Errorf("call_2 %+v", rec.Phase)
 	}
-	if _, ok := h.call(b, 0); ok {
-		t.Error("exhausting call_2's request touched call_1")
-	}
-	natstest.WaitFor(t, waitLong, func() bool { return len(h.outputs()) == 1 }, "the sealed call's output")
+	natstest.WaitFor(t, waitLong, func() bool { return len(h.outputs()) == 2 }, "the sealed calls' outputs")
 }
 
-// TestRequestBeforeItsBatchIsVisibleIsRetried: in a cluster a read may be answered by a
-// replica that has not yet applied the batcher's write of the batch record, so a gate
-// request that finds no record is retried (a transient error), not dead-lettered — the
-// next delivery finds the record and decides the call. Only when every delivery found no
-// record does the exhaustion hook let it be dead-lettered, with nothing to seal.
-func TestRequestBeforeItsBatchIsVisibleIsRetried(t *testing.T) {
+// TestOutputBeforeItsBatchIsVisibleIsRetried: in a cluster a read may be answered by a
+// replica that has not yet applied the batch's write, so an output whose batch the gate
+// cannot find is retried (a transient error), not dead-lettered — the next delivery finds
+// the record and gates the next call. Only when every delivery found no record does the
+// exhaustion hook let it be dead-lettered, with nothing to seal.
+func TestOutputBeforeItsBatchIsVisibleIsRetried(t *testing.T) {
 	h := newHarness(t, withoutService())
 	svc, err := newService(h.env, options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	sub := h.submission(1, call("call_1", "echo", `{}`))
-	unseen := &contracts.BatchRecord{Submission: sub} // not stored yet: what a lagging replica shows
-	ev := gateEvent(t, unseen, 0)
-	err = svc.handleRequest(h.ctx, deliveryOf(ev))
+	sub := h.submission(1, call("call_1", "forbidden", `{}`), call("call_2", "echo", `{}`))
+	unseen := &contracts.BatchRecord{Submission: sub}
+	for _, c := range sub.Calls {
+		unseen.Pinned = append(unseen.Pinned, h.env.Config.Pin(c.ToolID))
+	}
+	done := newCallRecord(unseen, 0)
+	if err := done.CompleteImmediate(contracts.ErrorOutput("call_1", "blocked: no"), h.env.Now()); err != nil {
+		t.Fatal(err)
+	}
+	d := outputDelivery(t, h.env.Names, unseen, 0, done)
+	err = svc.handleOutput(h.ctx, d)
 	var rej *contracts.Rejection
 	if err == nil || bus.IsPermanent(err) || errors.As(err, &rej) {
-		t.Fatalf("request of a batch not visible yet: %v, want a transient error", err)
+		t.Fatalf("output of a batch not visible yet: %v, want a transient error", err)
 	}
 	if !errors.Is(err, pipeline.ErrBatchNotFound) {
 		t.Errorf("error %v does not match pipeline.ErrBatchNotFound", err)
 	}
-	if err := svc.requestExhausted(h.ctx, deliveryOf(ev), err); err != nil {
-		t.Errorf("exhaustion of a request whose batch never appeared: %v, want nothing to seal", err)
+	if err := svc.outputExhausted(h.ctx, d, err); err != nil {
+		t.Errorf("exhaustion of an output whose batch never appeared: %v, want nothing to seal", err)
 	}
 
 	b := h.store(sub)
-	if err := svc.handleRequest(h.ctx, bus.Delivery{Event: ev, NumDelivered: 2}); err != nil {
+	d.NumDelivered = 2
+	if err := svc.handleOutput(h.ctx, d); err != nil {
 		t.Fatalf("redelivery once the record is visible: %v", err)
 	}
-	if rec := h.mustCall(b, 0); rec.Phase.Kind != contracts.PhaseExecuting {
-		t.Errorf("call_1 is %s after the redelivery, want executing", rec.Phase.Kind)
+	if rec := h.mustCall(b, 1); rec.Phase.Kind != contracts.PhaseExecuting {
+		t.Errorf("call_2 is %s after the redelivery, want executing", rec.Phase.Kind)
 	}
 }

@@ -255,18 +255,43 @@ func (h *harness) published(rec *contracts.BatchRecord) {
 // which the batcher never allows: a batch the run refuses as busy is written straight to
 // the batches bucket instead, where the gate reads it all the same ([pipeline.ReadBatch]);
 // the tests of the run lifecycle (cancel) use one open batch per run.
+//
+// The write is a plain key-value update, not the announced revision the batcher's
+// [pipeline.Env.AcceptBatch] writes: the test decides when the gate gets the batch
+// ([harness.gate] of call 0, [harness.probe]), after setting up whatever state it needs.
 func (h *harness) accept(rec contracts.BatchRecord) {
 	h.t.Helper()
-	res, err := h.env.AcceptBatch(h.ctx, rec)
-	switch {
-	case err != nil:
-		h.t.Fatalf("store batch %s: %v", rec.Submission.BatchID(), err)
-	case res.Refused != nil && res.Refused.Code == contracts.RejectRunBusy:
-		if _, err := h.env.Batches.Create(h.ctx, contracts.BatchKey(rec.Submission.RunID, rec.Submission.Step), rec); err != nil {
-			h.t.Fatalf("store batch %s: %v", rec.Submission.BatchID(), err)
+	sub := &rec.Submission
+	kv, err := h.js.KeyValue(h.ctx, h.env.Names.RunsBucket())
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	runs := state.NewStore[contracts.RunRecord](kv, state.WithJetStream(h.js))
+	busy := false
+	if _, _, err := runs.Update(h.ctx, contracts.RunKey(sub.RunID), func(cur *contracts.RunRecord, exists bool) error {
+		busy = false
+		if !exists {
+			cur.RunID = sub.RunID
 		}
-	case !res.Created:
-		h.t.Fatalf("store batch %s: %+v", rec.Submission.BatchID(), res)
+		if cur.ActiveStep != nil {
+			busy = true
+			return state.ErrNoChange
+		}
+		if prev := cur.Batch; prev != nil {
+			if _, err := h.env.ArchiveBatch(h.ctx, *prev); err != nil {
+				return err
+			}
+		}
+		return cur.Open(rec)
+	}); err != nil {
+		h.t.Fatalf("store batch %s: %v", sub.BatchID(), err)
+	}
+	if busy {
+		// Another batch of the run is open: keep this one in the archive, where the gate
+		// reads it all the same.
+		if _, err := h.env.Batches.Create(h.ctx, contracts.BatchKey(sub.RunID, sub.Step), rec); err != nil {
+			h.t.Fatalf("store batch %s: %v", sub.BatchID(), err)
+		}
 	}
 }
 
@@ -286,16 +311,53 @@ func (h *harness) publish(subject, id, typ string, payload any) {
 // uniq returns a fresh message id, so the stream does not deduplicate a re-sent input.
 func (h *harness) uniq(base string) string { return fmt.Sprintf("%s#%d", base, h.seq.Add(1)) }
 
+// gate asks the gate to gate call index of b. Call 0 is asked for as the pipeline asks:
+// a revision of the run record that records b (each call a new one, so a second call is a
+// redelivery the stream cannot deduplicate), consumed by the running gate. A later call is
+// gated directly, in the test's goroutine: in the pipeline only call index-1's terminal
+// revision asks for it (and does so by itself once the gate writes or an executor commits
+// it), while these tests also gate calls whose predecessor they left executing.
 func (h *harness) gate(b *contracts.BatchRecord, index int) {
-	sub := &b.Submission
-	h.publish(h.env.Names.GateRequestSubject(sub.RunID), h.uniq(pipeline.GateRequestID(op(b, index))),
-		contracts.TypeGateRequest, contracts.GateRequest{RunID: sub.RunID, Step: sub.Step, Index: index})
+	h.t.Helper()
+	if index == 0 {
+		h.recordAgain(b)
+		return
+	}
+	svc := h.svc
+	if svc == nil {
+		h.t.Fatal("gate: no gate service started")
+	}
+	if err := svc.gateCall(withCall(h.ctx, b, index), b, index, false); err != nil {
+		h.t.Fatalf("gate call %d of %s: %v", index, b.Submission.BatchID(), err)
+	}
 }
 
+// probe asks the gate to probe the parallel batch b: the revision that records it.
 func (h *harness) probe(b *contracts.BatchRecord) {
+	h.t.Helper()
+	if !b.Parallel {
+		h.t.Fatalf("probe of %s, which is not a parallel batch", b.Submission.BatchID())
+	}
+	h.recordAgain(b)
+}
+
+// recordAgain writes the run record of b again as the revision that records b
+// ([contracts.TypeBatchRecorded]), with the run record's current content.
+func (h *harness) recordAgain(b *contracts.BatchRecord) {
+	h.t.Helper()
 	sub := &b.Submission
-	h.publish(h.env.Names.GateRequestSubject(sub.RunID), h.uniq(pipeline.ProbeID(sub.BatchID())),
-		contracts.TypeGateRequest, contracts.GateRequest{RunID: sub.RunID, Step: sub.Step, Probe: true})
+	run, _, err := h.env.Runs.Get(h.ctx, contracts.RunKey(sub.RunID))
+	if err != nil {
+		h.t.Fatalf("run record of %s: %v", sub.BatchID(), err)
+	}
+	if run.Holds(sub.Step) == nil {
+		// A batch kept in the archive (another batch of the run is open): the revision
+		// carries it all the same, as the batcher would have recorded it.
+		open := *b
+		run.Batch = &open
+	}
+	h.publish(h.env.Names.RunRecordSubject(sub.RunID),
+		h.uniq(pipeline.BatchRecordedID(sub.BatchID())), contracts.TypeBatchRecorded, run)
 }
 
 func (h *harness) resume(id string, cmd contracts.ResumeCommand) {
@@ -549,7 +611,8 @@ func (h *harness) quiet() {
 	h.t.Helper()
 	n := h.env.Names
 	consumers := []struct{ stream, durable string }{
-		{n.WorkStream(), contracts.ConsumerGateRequests},
+		{n.RunRecordsStream(), contracts.ConsumerGateBatches},
+		{n.CallRecordsStream(), contracts.ConsumerGateOutputs},
 		{n.TicketsStream(), contracts.ConsumerGateResume},
 		{n.TimersStream(), contracts.ConsumerGateTimers},
 		{n.ControlStream(), contracts.ConsumerGateControl},
@@ -589,19 +652,30 @@ func count[T any](xs []T, pred func(T) bool) int {
 
 func contains(xs []string, x string) bool { return slices.Contains(xs, x) }
 
-// gateEvent is the gate request of call index of b as the batcher publishes it.
-func gateEvent(t *testing.T, b *contracts.BatchRecord, index int) bus.Event {
+// recordedDelivery is the first delivery of the revision that records b, as the gate's
+// consumer of the run records' stream hands it over.
+func recordedDelivery(t *testing.T, names contracts.Names, b *contracts.BatchRecord) bus.Delivery {
 	t.Helper()
-	ev, err := bus.NewEvent(pipeline.GateRequestID(op(b, index)), "awaken/test", contracts.TypeGateRequest,
-		contracts.GateRequest{RunID: b.Submission.RunID, Step: b.Submission.Step, Index: index})
+	open := *b
+	run := contracts.RunRecord{RunID: b.Submission.RunID, ActiveStep: &open.Submission.Step, Batch: &open}
+	ev, err := bus.NewEvent(pipeline.BatchRecordedID(b.Submission.BatchID()), "awaken/test", contracts.TypeBatchRecorded, run)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return ev
+	return bus.Delivery{Event: ev, NumDelivered: 1,
+		Subject: names.RunRecordSubject(b.Submission.RunID)}
 }
 
-// deliveryOf wraps ev as a first delivery.
-func deliveryOf(ev bus.Event) bus.Delivery { return bus.Delivery{Event: ev, NumDelivered: 1} }
+// outputDelivery is the first delivery of rec, the terminal record of call index of b, as
+// the gate's consumer of the call records' stream hands it over.
+func outputDelivery(t *testing.T, names contracts.Names, b *contracts.BatchRecord, index int, rec contracts.CallRecord) bus.Delivery {
+	t.Helper()
+	ev, err := bus.NewEvent(pipeline.OutputID(op(b, index)), "awaken/test", contracts.TypeCallOutput, rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bus.Delivery{Event: ev, NumDelivered: 1, Subject: names.CallRecordSubject(callKey(b, index))}
+}
 
 // waitTicket waits until ticket corr exists: a parked call's ticket is created after its
 // record is committed.

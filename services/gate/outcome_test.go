@@ -10,7 +10,7 @@ import (
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
-// TestGateOutcomes drives one gate request per row through the running gate and checks the
+// TestGateOutcomes drives one gate input per row through the running gate and checks the
 // committed call record, the ticket, and every message the gate published for the call.
 func TestGateOutcomes(t *testing.T) {
 	h := newHarness(t)

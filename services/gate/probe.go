@@ -10,7 +10,7 @@ import (
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
-// probe handles the gate request of a parallel-delegation batch: every call is decided
+// probe gates a recorded parallel-delegation batch: every call is decided
 // first, in memory — a decision already recorded is reused. Only if every call is allowed
 // does any of them enter execution: then each call still Requested is written once,
 // decided and moved to what its Allow implies (Executing{1}, or the execution error when

@@ -10,7 +10,7 @@ import (
 // TestProjectionsAreOffThePath: the audit record and the tool_call fact are copies of the
 // decision the call record already holds durably, so the executor request does not wait
 // on them — with the audit stream unable to store anything, the request still goes out
-// (a failure the gate request's redelivery repairs) — and they are complete all the
+// (a failure the gate input's redelivery repairs) — and they are complete all the
 // same: once the stream is back, the redelivered request stores the audit copy, and
 // nothing downstream happens twice.
 func TestProjectionsAreOffThePath(t *testing.T) {

@@ -9,11 +9,11 @@ import (
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
-// TestGateRequestRedeliveryAtEachPhase writes the call record as a crash at each phase
-// would leave it, then delivers the gate request again (twice, with different message
+// TestGateRedeliveryAtEachPhase writes the call record as a crash at each phase
+// would leave it, then delivers the gate input again (twice, with different message
 // ids, so the stream does not deduplicate): the gate never decides again and publishes
 // exactly what the committed phase implies, once.
-func TestGateRequestRedeliveryAtEachPhase(t *testing.T) {
+func TestGateRedeliveryAtEachPhase(t *testing.T) {
 	h := newHarness(t)
 	allowed := &contracts.GateOutcome{Kind: contracts.GateAllow}
 	rows := []struct {
@@ -132,7 +132,7 @@ func TestCrashAtEachStepThenRedelivery(t *testing.T) {
 			t.Errorf("audit %v, want %v", got, want)
 		}
 	}
-	// gateOne stores a batch of one call of tool, crashes at its gate request, and waits
+	// gateOne stores a batch of one call of tool, crashes at its gate input, and waits
 	// until the redelivery has brought the call to phase (what waits for).
 	gateOne := func(tool, what string, phase contracts.PhaseKind) func(h *harness, arm func(string)) *contracts.BatchRecord {
 		return func(h *harness, arm func(string)) *contracts.BatchRecord {
@@ -144,14 +144,14 @@ func TestCrashAtEachStepThenRedelivery(t *testing.T) {
 		}
 	}
 	scenarios := map[string]scenario{
-		"gate request, allow": {
+		"gate input, allow": {
 			run: gateOne("echo", "executing", contracts.PhaseExecuting),
 			check: func(t *testing.T, h *harness, b *contracts.BatchRecord) {
 				oneExec(t, h, b)
 				auditIs(t, h, "allow")
 			},
 		},
-		"gate request, ask": {
+		"gate input, ask": {
 			run: gateOne("ask_me", "parked", contracts.PhaseAwaiting),
 			check: func(t *testing.T, h *harness, b *contracts.BatchRecord) {
 				rec := h.mustCall(b, 0)

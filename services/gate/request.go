@@ -93,13 +93,14 @@ func (s *Service) putCall(ctx context.Context, b *contracts.BatchRecord, i int, 
 // takes the target from the pin, hands a call to an executor.
 func callKey(b *contracts.BatchRecord, i int) string { return contracts.CallKeyOf(b, i) }
 
-// gateCall handles the sequential gate request for call i:
-// a Requested call is decided — or its decision recorded by a probe is reused — and the
-// outcome applied in one write; a call past Requested re-publishes what its committed state
-// implies, so a redelivered request never decides twice.
+// gateCall gates call i of a sequential batch (asked by the revision that recorded the
+// batch, for call 0, or by call i-1's output, dispatch.go): a Requested call is decided —
+// or its decision recorded by a probe is reused — and the outcome applied in one write; a
+// call past Requested re-publishes what its committed state implies, so a redelivered
+// revision never decides twice.
 //
 // assumeNew skips the first read: the caller expects no record yet (the first delivery of
-// a sequential batch's request, whose call nobody else writes before the gate), so the
+// the revision that asks for the call, whose record nobody else writes before the gate), so the
 // decision is written with a create, and only a create that finds a record (a cancelled
 // or sealed call, a redelivery) pays for the read and decides again from what is there.
 // That saves one round trip on the path of every call.

@@ -18,7 +18,6 @@ package gate
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -47,10 +46,10 @@ var backOff = []time.Duration{
 }
 
 // Reasons of calls sealed because a gate input failed on every delivery: the call becomes
-// Indeterminate with a reason naming the stage, so its batch still finishes.
+// Indeterminate with a reason naming the stage, so its batch still finishes (the others
+// are in dispatch.go).
 const (
-	exhaustedRequest = "gate: the gate request failed on every delivery"
-	exhaustedTimer   = "gate: the ticket timer failed on every delivery"
+	exhaustedTimer = "gate: the ticket timer failed on every delivery"
 )
 
 // Option configures [Start].
@@ -93,8 +92,10 @@ type Service struct {
 }
 
 // Start compiles the host policy of env.Config (an invalid host policy fails Start), then
-// ensures the gate's durable consumers and starts consuming: gate requests
-// ([contracts.ConsumerGateRequests]), resume commands ([contracts.ConsumerGateResume]),
+// ensures the gate's durable consumers and starts consuming: recorded batches
+// ([contracts.ConsumerGateBatches], on the run records' stream), call outputs
+// ([contracts.ConsumerGateOutputs], on the call records' stream; see dispatch.go), resume
+// commands ([contracts.ConsumerGateResume]),
 // ticket timers ([contracts.ConsumerGateTimers]) and run cancellations
 // ([contracts.ConsumerGateControl]). ctx is the hard-stop context of the handlers; use
 // [Service.Stop] for a graceful stop.
@@ -110,11 +111,17 @@ func Start(ctx context.Context, env *pipeline.Env, opts ...Option) (*Service, er
 	n := env.Names
 	routes := []bus.Route{
 		{Spec: bus.ConsumerSpec{
-			Stream: n.WorkStream(), Durable: contracts.ConsumerGateRequests,
-			FilterSubjects: []string{n.GateRequestFilter()},
-			AcceptTypes:    []string{contracts.TypeGateRequest},
-			OnExhausted:    s.requestExhausted,
-		}, Handler: s.handleRequest},
+			Stream: n.RunRecordsStream(), Durable: contracts.ConsumerGateBatches,
+			FilterSubjects: []string{n.RunRecordsFilter()},
+			AcceptTypes:    []string{contracts.TypeBatchRecorded}, Records: true,
+			OnExhausted: s.recordedExhausted,
+		}, Handler: s.handleRecorded},
+		{Spec: bus.ConsumerSpec{
+			Stream: n.CallRecordsStream(), Durable: contracts.ConsumerGateOutputs,
+			FilterSubjects: []string{n.CallRecordsFilter()},
+			AcceptTypes:    []string{contracts.TypeCallOutput}, Records: true,
+			OnExhausted: s.outputExhausted,
+		}, Handler: s.handleOutput},
 		{Spec: bus.ConsumerSpec{
 			Stream: n.TicketsStream(), Durable: contracts.ConsumerGateResume,
 			// Both resume subjects on one durable: the public one (claimed actors) and
@@ -162,79 +169,12 @@ func newService(env *pipeline.Env, o options) (*Service, error) {
 // and settle — bounded by ctx. It is safe to call more than once.
 func (s *Service) Stop(ctx context.Context) error { return s.consumers.Stop(ctx) }
 
-// handleRequest is the handler of gate requests: the probe of a parallel-delegation batch,
-// or the sequential request of one call.
-func (s *Service) handleRequest(ctx context.Context, d bus.Delivery) error {
-	req, b, err := s.request(ctx, d.Event)
-	if err != nil {
-		return err
-	}
-	if req.Probe {
-		sub := &b.Submission
-		log := zerolog.Ctx(ctx).With().Str("run_id", sub.RunID).Str("batch_id", sub.BatchID()).Logger()
-		return s.probe(log.WithContext(ctx), b)
-	}
-	// A parallel batch's calls may carry a decision its probe recorded; a redelivery may
-	// find its own earlier write.
-	assumeNew := d.NumDelivered == 1 && !b.Parallel
-	return s.gateCall(withCall(ctx, b, req.Index), b, req.Index, assumeNew)
-}
-
-// request decodes a gate request and loads its batch. A request that names no call is
-// permanent. One whose batch has no record is retried, not dead-lettered: the batcher
-// writes the record before it publishes the request, but with replicated buckets any
-// replica answers the read, and one that has not applied that write yet reports no
-// record — dead-lettering then would lose the batch. A request whose batch never appears
-// is dead-lettered when its deliveries run out.
-func (s *Service) request(ctx context.Context, ev bus.Event) (contracts.GateRequest, *contracts.BatchRecord, error) {
-	req, err := bus.Decode[contracts.GateRequest](ev.Data)
-	if err != nil {
-		return req, nil, contracts.Reject(contracts.RejectInvalidJSON, "gate request: %v", err)
-	}
-	if err := contracts.ValidateID("run_id", req.RunID); err != nil {
-		return req, nil, contracts.Reject(contracts.RejectInvalidID, "gate request: %v", err)
-	}
-	if req.Step < 0 {
-		return req, nil, contracts.Reject(contracts.RejectInvalidStep, "gate request: negative step %d", req.Step)
-	}
-	b, err := s.env.Batch(ctx, req.RunID, req.Step)
-	if err != nil {
-		return req, nil, fmt.Errorf("gate: request of call %d: %w", req.Index, err)
-	}
-	if err := checkBatch(b); err != nil {
-		return req, nil, bus.Permanent(err)
-	}
-	if req.Index < 0 || req.Index >= len(b.Submission.Calls) {
-		return req, nil, contracts.Reject(contracts.RejectInvalidField, "gate request index %d outside batch %s of %d calls",
-			req.Index, b.Submission.BatchID(), len(b.Submission.Calls))
-	}
-	return req, b, nil
-}
-
 // checkBatch verifies the shape the gate relies on: one pin per call.
 func checkBatch(b *contracts.BatchRecord) error {
 	if len(b.Pinned) != len(b.Submission.Calls) {
 		return fmt.Errorf("gate: batch %s has %d pins for %d calls", b.Submission.BatchID(), len(b.Pinned), len(b.Submission.Calls))
 	}
 	return nil
-}
-
-// requestExhausted makes the call of a gate request that failed on every delivery
-// Indeterminate and publishes its CallOutput, so its batch still finishes; for a probe,
-// every call of the batch that is not terminal.
-func (s *Service) requestExhausted(ctx context.Context, d bus.Delivery, cause error) error {
-	req, b, err := s.request(ctx, d.Event)
-	if err != nil {
-		if bus.IsPermanent(err) || errors.Is(err, pipeline.ErrBatchNotFound) {
-			return nil // nothing to seal: the request names no call, or no batch on any delivery
-		}
-		return err
-	}
-	zerolog.Ctx(ctx).Error().Err(cause).Str("batch_id", b.Submission.BatchID()).Msg("gate request exhausted; sealing")
-	if req.Probe {
-		return s.seal(ctx, b, -1, exhaustedRequest, true)
-	}
-	return s.seal(ctx, b, req.Index, exhaustedRequest, false)
 }
 
 // onResume adapts [Service.handleResume] to the bus. A command's actor is authenticated

@@ -61,7 +61,6 @@ type floor struct {
 const (
 	floorSubmit      = "floor.batches.submit"
 	floorRejected    = "floor.batches.rejected"
-	floorGate        = "floor.work.gate."         // + run
 	floorResults     = "floor.results."           // + run
 	floorCommitted   = "floor.committed.results." // + run
 	floorEvents      = "floor.events."            // + run
@@ -79,10 +78,14 @@ const (
 	// (internal/pipeline/records.go), and its value is the relay's payload, then the state.
 	floorTarget     = "brain"
 	floorCallsSubj  = "$KV." + floorCallsKV + "."
+	floorRunsSubj   = "$KV." + floorRunsKV + "."
 	floorTypeHeader = "ce-type"
 	floorTypeExec   = "exec"
 	floorTypeOutput = "output"
-	floorStateSep   = "#"
+	// The run-record revision that records a batch is the gate's work for its first call
+	// (pipeline.Env.announceRun); its value is the relay's payload, then the state.
+	floorTypeRecorded = "recorded"
+	floorStateSep     = "#"
 )
 
 // floorStreams are the pipeline's streams the path writes, as internal/bus configures them
@@ -91,7 +94,6 @@ const (
 func floorStreams() []jetstream.StreamConfig {
 	return []jetstream.StreamConfig{
 		{Name: "FLOOR_SUBMISSIONS", Subjects: []string{"floor.batches.>"}},
-		{Name: "FLOOR_WORK", Subjects: []string{"floor.work.>"}},
 		{Name: "FLOOR_RESULTS", Subjects: []string{floorResults + ">"}, AllowAtomicPublish: true,
 			RePublish: &jetstream.RePublish{Source: floorResults + ">", Destination: floorCommitted + ">"}},
 		{Name: "FLOOR_EVENTS", Subjects: []string{floorEvents + ">"}},
@@ -153,16 +155,16 @@ func newFloor(ctx context.Context, lvl level, cluster bool) (*floor, error) {
 			return nil, err
 		}
 	}
-	// Consumers of the calls bucket's stream act on one announced type and ack every
-	// other revision unread (the pipeline's bus.ConsumerSpec.Records).
+	// Consumers of the buckets' streams act on one announced type and ack every other
+	// revision unread (the pipeline's bus.ConsumerSpec.Records).
 	stages := []struct {
 		name, stream, filter, recordType string
 		h                                func(context.Context, *stageEnv, fmsg) error
 	}{
 		{"submit", "FLOOR_SUBMISSIONS", floorSubmit, "", stageSubmit},
-		{"gate", "FLOOR_WORK", floorGate + ">", "", stageGate},
+		{"gate", "KV_" + floorRunsKV, floorRunsSubj + ">", floorTypeRecorded, stageGate},
 		{"exec", "KV_" + floorCallsKV, floorCallsSubj + floorTarget + ".>", floorTypeExec, stageExec},
-		{"batcher", "KV_" + floorCallsKV, floorCallsSubj + ">", floorTypeOutput, stageBatcher},
+		{"gate-outputs", "KV_" + floorCallsKV, floorCallsSubj + ">", floorTypeOutput, stageGateNext},
 		{"publisher", "KV_" + floorCallsKV, floorCallsSubj + ">", floorTypeOutput, stagePublisher},
 	}
 	for _, st := range stages {
@@ -327,7 +329,12 @@ func (e *stageEnv) publishAll(ctx context.Context, msgs []floorPub) error {
 // state.Store.WithAnnounce does (a publish on the key's subject expecting its last
 // sequence; no message id).
 func (e *stageEnv) writeRecord(ctx context.Context, key, value, typ string, rev uint64) error {
-	m := nats.NewMsg(floorCallsSubj + key)
+	return e.writeAnnounced(ctx, floorCallsSubj+key, value, typ, rev)
+}
+
+// writeAnnounced is writeRecord on the record subject subj of any bucket.
+func (e *stageEnv) writeAnnounced(ctx context.Context, subj, value, typ string, rev uint64) error {
+	m := nats.NewMsg(subj)
 	m.Data = []byte(value)
 	m.Header.Set(floorTypeHeader, typ)
 	_, err := e.js.PublishMsg(ctx, m, jetstream.WithExpectLastSequencePerSubject(rev))
@@ -410,48 +417,45 @@ func ignoreExists(err error) error {
 	return err
 }
 
+// openRun is the run record's value while it holds m's batch open: the relay's payload
+// of its first call (what the gate reads from the revision that records it), then the
+// state.
+func openRun(m fmsg) string {
+	m.index = 0
+	return m.String() + floorStateSep + floorOpenPrefix + m.batch()
+}
+
 // stageSubmit is the batcher's submission (pipeline.Env.AcceptBatch): read the run
 // record; archive the run's previous batch if the record still holds it (a create,
 // refused when the publisher archived it first); claim the run and record the batch in
-// one write; publish the first gate request.
+// one write, announced: that revision is the gate's work for the batch.
 func stageSubmit(ctx context.Context, e *stageEnv, m fmsg) error {
-	open := floorOpenPrefix + m.batch()
+	open := openRun(m)
 	cur, err := e.readRun(ctx, m)
 	switch {
 	case errors.Is(err, jetstream.ErrKeyNotFound):
-		if _, err := e.runs.Create(ctx, m.run, []byte(open)); ignoreExists(err) != nil {
-			return err
-		}
+		return e.writeAnnounced(ctx, floorRunsSubj+m.run, open, floorTypeRecorded, 0)
 	case err != nil:
 		return err
-	case string(cur.Value()) == open: // a redelivery: re-drive the dispatch
-	case strings.HasPrefix(string(cur.Value()), floorOpenPrefix):
+	case string(cur.Value()) == open: // a redelivery: the recording was the gate's work
+		return nil
+	case strings.Contains(string(cur.Value()), floorStateSep+floorOpenPrefix):
 		return errFloorRunBusy
-	default:
-		if prev, ok := strings.CutPrefix(string(cur.Value()), floorFinalPrefix); ok {
-			if _, err := e.batches.Create(ctx, prev, []byte("finalized")); ignoreExists(err) != nil {
-				return err
-			}
-		}
-		if _, err := e.runs.Update(ctx, m.run, []byte(open), cur.Revision()); err != nil {
+	}
+	if prev, ok := strings.CutPrefix(string(cur.Value()), floorFinalPrefix); ok {
+		if _, err := e.batches.Create(ctx, prev, []byte("finalized")); ignoreExists(err) != nil {
 			return err
 		}
 	}
-	m.index = 0
-	return e.publish(ctx, floorGate+m.run, m.call(0)+":gate", m.String())
+	return e.writeAnnounced(ctx, floorRunsSubj+m.run, open, floorTypeRecorded, cur.Revision())
 }
 
-// stageGate is the gate's sequential request (services/gate: gateCall with assumeNew):
-// the batch from the run record on the batch's first call (its cache holds it for the
-// rest), the tool's pause read, the call record created with the decision, Executing{1}
-// and the input (announced: the executor request), then the audit copy and the tool_call
-// fact in one round trip.
+// stageGate is the gate on a call to gate (services/gate: gateCall with assumeNew): the
+// batch came in the revision that recorded it (its cache holds it for the rest), the
+// tool's pause read, the call record created with the decision, Executing{1} and the
+// input (announced: the executor request), then the audit copy and the tool_call fact in
+// one round trip.
 func stageGate(ctx context.Context, e *stageEnv, m fmsg) error {
-	if m.index == 0 {
-		if _, err := e.readRun(ctx, m); err != nil {
-			return err
-		}
-	}
 	if err := e.pauseRead(ctx); err != nil {
 		return err
 	}
@@ -482,14 +486,14 @@ func stageExec(ctx context.Context, e *stageEnv, m fmsg) error {
 	return e.writeRecord(ctx, key, out, floorTypeOutput, cur.Revision())
 }
 
-// stageBatcher is the batcher's output handler (a terminal revision): the next call's
-// gate request.
-func stageBatcher(ctx context.Context, e *stageEnv, m fmsg) error {
+// stageGateNext is the gate's sequential dispatch (services/gate handleOutput): the
+// terminal revision of call i gates call i+1, the batch from its cache.
+func stageGateNext(ctx context.Context, e *stageEnv, m fmsg) error {
 	if m.index+1 >= m.n {
 		return nil
 	}
 	m.index++
-	return e.publish(ctx, floorGate+m.run, m.call(m.index)+":gate", m.String())
+	return stageGate(ctx, e, m)
 }
 
 // stagePublisher is the publisher's output handler (services/publisher: handleOutput,
@@ -549,7 +553,7 @@ func stagePublisher(ctx context.Context, e *stageEnv, m fmsg) error {
 	}
 	// A record that no longer holds this batch open was finalized by an earlier delivery
 	// (and may hold the run's next batch by now): nothing to write.
-	if string(cur.Value()) == floorOpenPrefix+m.batch() {
+	if string(cur.Value()) == openRun(m) {
 		if _, err := e.runs.Update(ctx, m.run, []byte(floorFinalPrefix+m.batch()), cur.Revision()); err != nil {
 			return err
 		}

@@ -135,12 +135,12 @@ func TestPipelineClusterRow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	info, err := js.Stream(ctx, p.stack.Env.Names.WorkStream())
+	info, err := js.Stream(ctx, p.stack.Env.Names.RunRecordsStream())
 	if err != nil {
 		t.Fatal(err)
 	}
 	if r := info.CachedInfo().Config.Replicas; r != clusterNodes {
-		t.Errorf("work stream: %d replicas, want %d", r, clusterNodes)
+		t.Errorf("run records' stream: %d replicas, want %d", r, clusterNodes)
 	}
 	wc, err := countWrites(ctx, p.servers(), "cluster 1-call", 2, 1, p.run)
 	if err != nil {
@@ -234,7 +234,7 @@ func TestFloorStoresWhatThePipelineStores(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.close()
-	prefix := strings.TrimSuffix(p.stack.Env.Names.WorkStream(), "_WORK") // AWAKEN
+	prefix := strings.TrimSuffix(p.stack.Env.Names.SubmissionsStream(), "_SUBMISSIONS") // AWAKEN
 	archive := "KV_" + p.stack.Env.Names.BatchesBucket()
 	for _, path := range []struct {
 		name       string

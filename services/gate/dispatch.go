@@ -1,0 +1,141 @@
+package gate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/rs/zerolog"
+
+	"github.com/awaken-dev/awaken/internal/bus"
+	"github.com/awaken-dev/awaken/internal/pipeline"
+	"github.com/awaken-dev/awaken/pkg/contracts"
+)
+
+// The gate's work is two kinds of record revision, not messages of their own (the record is
+// the work, internal/pipeline records.go):
+//   - the run-record revision that records a batch ([contracts.TypeBatchRecorded], on the
+//     runs bucket's stream) gates its first call, or probes a parallel-delegation batch;
+//   - the terminal revision of call i of a sequential batch ([contracts.TypeCallOutput], on
+//     the calls bucket's stream) gates call i+1.
+//
+// Both are stateless beyond the records: a call past Requested re-publishes what its
+// committed state implies instead of being decided again ([Service.gateCall]), so a
+// redelivered or replayed revision never decides twice.
+
+// Exhaustion reasons: the Indeterminate reason of a call whose gating failed on every
+// delivery of the revision that asked for it.
+const (
+	exhaustedRecorded = "gate: the batch's recording failed on every delivery to the gate"
+	exhaustedOutput   = "gate: the output of the call before it failed on every delivery to the gate"
+)
+
+// handleRecorded gates the batch a run-record revision records: its first call, or the
+// probe of a parallel-delegation batch. The batch arrives in the revision itself, so the
+// gate reads no batch record; it is remembered for the outputs that advance the batch.
+func (s *Service) handleRecorded(ctx context.Context, d bus.Delivery) error {
+	b, err := s.recorded(d)
+	if err != nil {
+		return err
+	}
+	s.env.Remember(b)
+	if b.Parallel {
+		sub := &b.Submission
+		log := zerolog.Ctx(ctx).With().Str("run_id", sub.RunID).Str("batch_id", sub.BatchID()).Logger()
+		return s.probe(log.WithContext(ctx), b)
+	}
+	// No record of call 0 can exist at the first delivery but a cancellation's seal,
+	// which the create then finds (see [Service.gateCall]).
+	return s.gateCall(withCall(ctx, b, 0), b, 0, d.NumDelivered == 1)
+}
+
+// recorded reads and checks the batch of a [contracts.TypeBatchRecorded] revision.
+func (s *Service) recorded(d bus.Delivery) (*contracts.BatchRecord, error) {
+	b, err := pipeline.BatchRecordedOf(s.env.Names, d)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkBatch(b); err != nil {
+		return nil, bus.Permanent(err)
+	}
+	if len(b.Submission.Calls) == 0 {
+		return nil, contracts.Reject(contracts.RejectInvalidField, "batch %s records no call", b.Submission.BatchID())
+	}
+	return b, nil
+}
+
+// recordedExhausted runs when gating a recorded batch failed transiently on every
+// delivery: its first call (every call of a parallel batch) still Requested becomes
+// Indeterminate, and that terminal revision is its output, so the batch still finishes.
+func (s *Service) recordedExhausted(ctx context.Context, d bus.Delivery, cause error) error {
+	b, err := s.recorded(d)
+	if err != nil {
+		return nil // nothing to seal: the revision records no batch the gate could read
+	}
+	zerolog.Ctx(ctx).Error().Err(cause).Str("batch_id", b.Submission.BatchID()).Msg("recorded batch exhausted; sealing")
+	if b.Parallel {
+		return s.seal(ctx, b, -1, exhaustedRecorded, true)
+	}
+	return s.seal(ctx, b, 0, exhaustedRecorded, false)
+}
+
+// handleOutput advances sequential dispatch: the terminal revision of call i gates call
+// i+1. Outputs of calls dispatched in parallel, of a batch's last call, and of a batch no
+// longer open (a revision replayed to a new durable) advance nothing.
+func (s *Service) handleOutput(ctx context.Context, d bus.Delivery) error {
+	b, next, err := s.nextCall(ctx, d)
+	if err != nil || b == nil {
+		return err
+	}
+	return s.gateCall(withCall(ctx, b, next), b, next, d.NumDelivered == 1)
+}
+
+// nextCall returns the batch of the output d announces and the index of the call it
+// releases, or a nil batch when it releases none.
+func (s *Service) nextCall(ctx context.Context, d bus.Delivery) (*contracts.BatchRecord, int, error) {
+	out, err := pipeline.CallOutputOf(s.env.Names, d)
+	if err != nil {
+		return nil, 0, err
+	}
+	if out.Parallel {
+		return nil, 0, nil
+	}
+	b, err := s.env.Batch(ctx, out.RunID, out.Step)
+	if err != nil {
+		// Not found included: call records exist only for calls of recorded batches, so
+		// only a read behind the batch's write answers so; the redelivery reads again.
+		return nil, 0, fmt.Errorf("gate: load the batch of call output %s: %w", out.CallID, err)
+	}
+	if err := checkBatch(b); err != nil {
+		return nil, 0, bus.Permanent(err)
+	}
+	sub := &b.Submission
+	if out.Index < 0 || out.Index >= len(sub.Calls) || sub.Calls[out.Index].CallID != out.CallID {
+		return nil, 0, contracts.Reject(contracts.RejectInvalidField,
+			"call output names call %d %q, which is not a call of batch %s", out.Index, out.CallID, sub.BatchID())
+	}
+	next := out.Index + 1
+	if next >= len(sub.Calls) || b.Phase != contracts.BatchPhaseOpen {
+		return nil, 0, nil
+	}
+	return b, next, nil
+}
+
+// outputExhausted runs when an output failed transiently on every delivery: the next call
+// may never have been gated, so it — if it is still Requested — becomes Indeterminate, and
+// that revision is its output. The batch then advances past it and still finishes.
+func (s *Service) outputExhausted(ctx context.Context, d bus.Delivery, cause error) error {
+	b, next, err := s.nextCall(ctx, d)
+	if err != nil {
+		if bus.IsPermanent(err) || errors.Is(err, pipeline.ErrBatchNotFound) {
+			return nil // nothing to seal: the output names no call, or no batch on any delivery
+		}
+		return err
+	}
+	if b == nil {
+		return nil
+	}
+	zerolog.Ctx(ctx).Error().Err(cause).Str("batch_id", b.Submission.BatchID()).Int("next", next).
+		Msg("call output exhausted; sealing the next call")
+	return s.seal(ctx, b, next, exhaustedOutput, false)
+}
