@@ -19,6 +19,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/awaken-dev/awaken/pkg/auditchain"
+	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
 // JetStream API error codes the appender tells apart.
@@ -65,6 +66,10 @@ type Appender struct {
 	lru   *list.List // most recently used at the front
 	size  int
 }
+
+// SubjectPrefix is the common prefix of every audit subject of names (the audit stream's
+// subjects, awaken.audit.): each subject under it is one chain of the trail.
+func SubjectPrefix(names contracts.Names) string { return names.AuditSubject("") }
 
 // New returns an appender for the audit stream stream, covering the subjects under
 // prefix (e.g. "awaken.audit."), signing with key (nil: chained but unsigned).

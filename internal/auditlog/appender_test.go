@@ -50,7 +50,7 @@ func newTrail(t *testing.T) *trail {
 // appender is a writer on its own connection, as a gate replica is.
 func (tr *trail) appender() *auditlog.Appender {
 	_, js := tr.srv.Conn(tr.t)
-	return auditlog.New(js, names.AuditStream(), names.AuditSubjectPrefix(), tr.key)
+	return auditlog.New(js, names.AuditStream(), auditlog.SubjectPrefix(names), tr.key)
 }
 
 // record is audit record id on subject, as the gate encodes one.
@@ -124,7 +124,7 @@ func TestAChainOfARunVerifies(t *testing.T) {
 		t.Fatalf("run-b: %+v %v", sum, err)
 	}
 	// The whole stream verifies as well: one chain per subject.
-	all, err := auditchain.Read(tr.ctx, tr.js, names.AuditStream(), auditchain.Query{Subject: names.AuditSubjectPrefix() + ">"})
+	all, err := auditchain.Read(tr.ctx, tr.js, names.AuditStream(), auditchain.Query{Subject: auditlog.SubjectPrefix(names) + ">"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -312,7 +312,7 @@ func TestARedeliveredRecordIsAppendedOnce(t *testing.T) {
 func TestAnEvictedHeadIsReadBack(t *testing.T) {
 	tr := newTrail(t)
 	_, js := tr.srv.Conn(t)
-	a := auditlog.New(js, names.AuditStream(), names.AuditSubjectPrefix(), tr.key).WithCacheSize(1)
+	a := auditlog.New(js, names.AuditStream(), auditlog.SubjectPrefix(names), tr.key).WithCacheSize(1)
 	runs := []string{names.AuditSubject("r1"), names.AuditSubject("r2")}
 	for i := range 6 {
 		tr.append(a, runs[i%2], fmt.Sprintf("rec-%d", i))

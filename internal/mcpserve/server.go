@@ -140,7 +140,7 @@ func New(opts Options) (*Server, error) {
 	}
 	stopped, stop := context.WithCancel(context.Background())
 	names := opts.Client.Names()
-	trail := auditlog.New(js, names.AuditStream(), names.AuditSubjectPrefix(), opts.AuditKey)
+	trail := auditlog.New(js, names.AuditStream(), auditlog.SubjectPrefix(names), opts.AuditKey)
 	return &Server{opts: opts, js: js, trail: trail, stopped: stopped, stop: stop, servers: map[*mcp.Server]*session{}}, nil
 }
 

@@ -118,7 +118,7 @@ func NewEnv(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, cfg *con
 		Conn: nc, JS: js, Config: cfg, Names: names, Log: log, AuditKey: auditKey,
 		// Every record on an audit subject published through Pub is appended to its
 		// subject's chain (internal/auditlog), sealed and signed.
-		Pub:      bus.NewPublisher(js).WithChain(auditlog.New(js, names.AuditStream(), names.AuditSubjectPrefix(), auditKey)),
+		Pub:      bus.NewPublisher(js).WithChain(auditlog.New(js, names.AuditStream(), auditlog.SubjectPrefix(names), auditKey)),
 		Batches:  state.NewStore[contracts.BatchRecord](batches, state.WithJetStream(js)),
 		Tickets:  state.NewStore[contracts.ResumeTicket](tickets, state.WithJetStream(js)),
 		Runs:     state.NewStore[contracts.RunRecord](runs, state.WithJetStream(js)),

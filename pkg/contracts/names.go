@@ -149,10 +149,6 @@ func (n Names) RunCancelSubject() string { return n.Prefix + ".runs.cancel" }
 // AuditSubject carries PermissionDecided records of a run.
 func (n Names) AuditSubject(runID string) string { return n.Prefix + ".audit." + runID }
 
-// AuditSubjectPrefix is the common prefix of every audit subject (the audit stream's
-// subjects): each subject under it is one chain of the tamper-evident trail.
-func (n Names) AuditSubjectPrefix() string { return n.Prefix + ".audit." }
-
 // Internal work subjects.
 
 // GateRequestSubject carries gate requests of a run.
