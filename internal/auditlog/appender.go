@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -25,7 +26,11 @@ import (
 // JetStream API error codes the appender tells apart.
 const (
 	errCodeWrongLastSubjectSeq = 10071 // Nats-Expected-Last-Subject-Sequence did not match
-	errCodeNoMessageFound      = 10037
+	// errCodeSubjectInFlight: a clustered stream refuses an expected-sequence publish while
+	// another write on the subject is proposed but not applied ("wrong last sequence",
+	// without the sequence). It is a lost race like 10071, resolved once that write lands.
+	errCodeSubjectInFlight = 10164
+	errCodeNoMessageFound  = 10037
 )
 
 // headerExpectedLastSubjectSeq is the compare-and-swap header of an append.
@@ -135,6 +140,10 @@ func (a *Appender) Append(ctx context.Context, msg *nats.Msg) (*jetstream.PubAck
 			h.known, h.seq, h.n, h.hash = true, ack.Sequence, l.N, l.Hash
 			return ack, nil
 		case isWrongLastSeq(err):
+			if err := backoff(ctx, attempt); err != nil {
+				h.known = false
+				return nil, fmt.Errorf("auditlog: append to %s: %w", msg.Subject, err)
+			}
 			if err := a.readHead(ctx, h); err != nil {
 				h.known = false
 				return nil, err
@@ -152,7 +161,24 @@ func (a *Appender) Append(ctx context.Context, msg *nats.Msg) (*jetstream.PubAck
 
 func isWrongLastSeq(err error) bool {
 	var apiErr *jetstream.APIError
-	return errors.As(err, &apiErr) && apiErr.ErrorCode == errCodeWrongLastSubjectSeq
+	return errors.As(err, &apiErr) && (apiErr.ErrorCode == errCodeWrongLastSubjectSeq || apiErr.ErrorCode == errCodeSubjectInFlight)
+}
+
+// backoff waits before the retry after lost race number attempt: not at all after the
+// first (the usual loss is a stale cached head, and the leader read fixes it), then 1 ms
+// doubling to 32 ms, so a write of another replica still in flight can land.
+func backoff(ctx context.Context, attempt int) error {
+	if attempt == 0 {
+		return nil
+	}
+	t := time.NewTimer(time.Millisecond << min(attempt-1, 5))
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // readHead sets h to the subject's last record as the stream leader holds it: a plain

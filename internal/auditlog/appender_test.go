@@ -24,14 +24,14 @@ var names = contracts.NewNames("")
 
 // trail is a real JetStream server with the awaken topology and a signing key.
 type trail struct {
-	t   *testing.T
+	t   testing.TB
 	srv *natstest.Server
 	js  jetstream.JetStream
 	key ed25519.PrivateKey
 	ctx context.Context
 }
 
-func newTrail(t *testing.T) *trail {
+func newTrail(t testing.TB) *trail {
 	t.Helper()
 	srv := natstest.Start(t)
 	_, js := srv.Conn(t)
@@ -54,7 +54,7 @@ func (tr *trail) appender() *auditlog.Appender {
 }
 
 // record is audit record id on subject, as the gate encodes one.
-func record(t *testing.T, subject, id string) *nats.Msg {
+func record(t testing.TB, subject, id string) *nats.Msg {
 	t.Helper()
 	ev, err := bus.NewEvent(id, "awaken/gate", contracts.TypeAudit, contracts.AuditRecord{Decision: "allow", CallID: id})
 	if err != nil {
