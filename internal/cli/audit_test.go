@@ -113,7 +113,21 @@ func TestAuditVerifyAndExportOverTheGatesTrail(t *testing.T) {
 	if _, err := c.WaitTicket(wait, "run-c", 1, "c1"); err != nil {
 		t.Fatal(err)
 	}
+	// The kill switch's records (the api) are a chain of their own.
+	if _, err := c.PauseTool(wait, "forbidden", "audit test", "ops"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.ResumeTool(wait, "forbidden", "ops"); err != nil {
+		t.Fatal(err)
+	}
 	names := cfg.Names()
+	pauses, err := auditchain.Read(wait, js, names.AuditStream(), auditchain.Query{Subject: names.ToolPauseAuditSubject()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum, err := auditchain.Verify(pauses, auditchain.VerifyOptions{PublicKey: key.Public().(ed25519.PublicKey), FromStart: true}); err != nil || sum.Records != 2 {
+		t.Fatalf("the pause records: %+v %v", sum, err)
+	}
 	var runA []auditchain.Record
 	natstest.WaitFor(t, 30*time.Second, func() bool {
 		runA, err = auditchain.Read(wait, js, names.AuditStream(), auditchain.Query{Subject: names.AuditSubject("run-a")})
@@ -218,5 +232,40 @@ func TestAMissingSigningKeyRefusesTheStart(t *testing.T) {
 	}
 	if _, err := config.Parse([]byte("audit: { signing_key: aa, signing_key_file: k }")); err == nil {
 		t.Fatal("both signing_key and signing_key_file accepted")
+	}
+}
+
+// TestDevMakesItsAuditKeyOnce: awaken dev without a configured key makes
+// DATA/audit-signing.key (mode 0600) on its first start and reuses it after; a configured
+// key is kept.
+func TestDevMakesItsAuditKeyOnce(t *testing.T) {
+	data := filepath.Join(t.TempDir(), "data")
+	keyOf := func() ed25519.PrivateKey {
+		cfg, err := config.Parse([]byte("tools: [{ id: echo }]"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := devAuditKey(cfg, data); err != nil {
+			t.Fatal(err)
+		}
+		k, err := cfg.AuditSigningKey()
+		if err != nil || k == nil {
+			t.Fatalf("dev key: %v %v", k, err)
+		}
+		return k
+	}
+	first, second := keyOf(), keyOf()
+	if !first.Equal(second) {
+		t.Fatal("a second dev start made a new key")
+	}
+	if fi, err := os.Stat(filepath.Join(data, DevAuditKeyFile)); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("dev key file: %v %v", fi, err)
+	}
+	cfg, err := config.Parse([]byte("tools: [{ id: echo }]\naudit: { signing_key_file: /elsewhere.key }"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := devAuditKey(cfg, data); err != nil || cfg.Audit.SigningKeyFile != "/elsewhere.key" {
+		t.Fatalf("configured key replaced: %q %v", cfg.Audit.SigningKeyFile, err)
 	}
 }
