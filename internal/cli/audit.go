@@ -167,6 +167,11 @@ func runAuditVerify(ctx context.Context, args []string, stdout, stderr io.Writer
 	} else if recs, fromStart, err = sel.read(ctx); err != nil {
 		return err
 	}
+	if len(recs) == 0 && *sel.run != "" {
+		// A run's chain that is not there is not a verified one: it was never written, or it
+		// was purged whole, which no chain can show (docs/security.md).
+		return fmt.Errorf("no audit records of run %s: nothing to verify", *sel.run)
+	}
 	if pub == nil {
 		fmt.Fprintln(stderr, "awaken audit verify: no --public-key (or --config with a signing key): checking the hash chain only, not the signatures")
 	}

@@ -189,6 +189,9 @@ func TestAuditVerifyAndExportOverTheGatesTrail(t *testing.T) {
 	if want := "broken at stream seq " + itoa(ack.Sequence); code != 1 || !strings.Contains(errOut, want) || !strings.Contains(errOut, "hash") {
 		t.Fatalf("verify of the edited trail: exit %d, %q, want %q", code, errOut, want)
 	}
+	if code, _, errOut := auditCLI(wait, srv, "audit", "verify", "--run", "run-never", "--public-key", pubHex); code != 1 || !strings.Contains(errOut, "no audit records of run run-never") {
+		t.Fatalf("verify of a run without records: exit %d %s", code, errOut)
+	}
 	// The untouched run still verifies; the export taken before the edit does too.
 	if code, _, errOut := auditCLI(wait, srv, "audit", "verify", "--run", "run-c", "--public-key", pubHex); code != 0 {
 		t.Fatalf("verify run-c: exit %d %s", code, errOut)
