@@ -51,11 +51,11 @@ const (
 
 // Link is the chain part of one record.
 type Link struct {
-	N    uint64
-	Prev string // hex
-	Hash string // hex
-	Sig  string // hex, empty when unsigned
-	Key  string // key id, empty when unsigned
+	N    uint64 `json:"n"`
+	Prev string `json:"prev"`          // hex
+	Hash string `json:"hash"`          // hex
+	Sig  string `json:"sig,omitempty"` // hex, empty when unsigned
+	Key  string `json:"key,omitempty"` // key id, empty when unsigned
 }
 
 // KeyID is the id of an Ed25519 public key: the hex of its first 8 bytes.

@@ -39,11 +39,11 @@ const (
 
 // BreakError names the first record that breaks its chain and what broke.
 type BreakError struct {
-	Seq     uint64 // stream sequence of the record
-	Subject string
-	N       uint64 // the record's claimed position (0 when unchained)
-	Reason  Reason
-	Detail  string
+	Seq     uint64 `json:"seq"` // stream sequence of the record
+	Subject string `json:"subject"`
+	N       uint64 `json:"n"` // the record's claimed position (0 when unchained)
+	Reason  Reason `json:"reason"`
+	Detail  string `json:"detail"`
 }
 
 func (e *BreakError) Error() string {
