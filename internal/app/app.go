@@ -6,6 +6,8 @@ package app
 
 import (
 	"context"
+	"crypto/ed25519"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -24,6 +26,7 @@ import (
 	"github.com/awaken-dev/awaken/internal/execcore"
 	"github.com/awaken-dev/awaken/internal/pipeline"
 	"github.com/awaken-dev/awaken/internal/telemetry"
+	"github.com/awaken-dev/awaken/pkg/auditchain"
 	"github.com/awaken-dev/awaken/services/api"
 	"github.com/awaken-dev/awaken/services/batcher"
 	brainexec "github.com/awaken-dev/awaken/services/brain-exec"
@@ -201,6 +204,19 @@ func Start(ctx context.Context, o Options) (st *Stack, err error) {
 			_ = st.Stop(stopCtx)
 		}
 	}()
+	// Refuse to start on a configured audit key that cannot be read (each service's
+	// environment reads it again), and print the public key that verifies the trail.
+	auditKey, err := o.Config.AuditSigningKey()
+	if err != nil {
+		return st, fmt.Errorf("app: %w", err)
+	}
+	if auditKey != nil {
+		pub := auditKey.Public().(ed25519.PublicKey)
+		o.Log.Info().Str("audit_key_id", auditchain.KeyID(pub)).Str("audit_public_key", hex.EncodeToString(pub)).
+			Msg("audit trail signed; verify it with this public key")
+	} else {
+		o.Log.Info().Msg("audit trail hash-chained but unsigned: no audit.signing_key_file configured")
+	}
 	topology := TopologyFor(o.Config)
 	if o.Topology != nil {
 		topology = *o.Topology

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -28,7 +29,29 @@ type Publisher struct {
 	js         jetstream.JetStream
 	inject     Injector
 	ackTimeout time.Duration // 0: PublishAckTimeout
+	chain      Chain         // nil: no subject is chained
 }
+
+// Chain appends the messages of the subjects it covers as links of a tamper-evident chain
+// instead of plain publishes: internal/auditlog's Appender, for the audit subjects. Append
+// stores msg (setting its chain headers) and answers like a JetStream publish; a duplicate
+// is an acknowledgement with Duplicate set.
+type Chain interface {
+	Covers(subject string) bool
+	Append(ctx context.Context, msg *nats.Msg) (*jetstream.PubAck, error)
+}
+
+// WithChain returns a copy of p that hands every message on a subject c covers to c (nil
+// removes it), so no audit record published through it can bypass the chain; p itself is
+// unchanged.
+func (p *Publisher) WithChain(c Chain) *Publisher {
+	cp := *p
+	cp.chain = c
+	return &cp
+}
+
+// chained reports whether subject goes through the chain.
+func (p *Publisher) chained(subject string) bool { return p.chain != nil && p.chain.Covers(subject) }
 
 // Injector adds attributes derived from ctx to an outgoing event just before it is
 // encoded, typically the distributed-tracing extension (traceparent, tracestate) of the
@@ -96,7 +119,13 @@ func (p *Publisher) JetStream() jetstream.JetStream { return p.js }
 func (p *Publisher) Publish(ctx context.Context, subject string, e Event) (*jetstream.PubAck, error) {
 	ctx, cancel := p.withAckTimeout(ctx)
 	defer cancel()
-	ack, err := p.js.PublishMsg(ctx, p.encode(ctx, subject, e))
+	var ack *jetstream.PubAck
+	var err error
+	if p.chained(subject) {
+		ack, err = p.chain.Append(ctx, p.encode(ctx, subject, e))
+	} else {
+		ack, err = p.js.PublishMsg(ctx, p.encode(ctx, subject, e))
+	}
 	if err != nil {
 		return nil, fmt.Errorf("bus: publish %s %s on %s: %w", e.Type, e.ID, subject, err)
 	}
@@ -120,6 +149,10 @@ const PublishAckTimeout = 10 * time.Second
 // [PublishAckTimeout] passes. The messages are not atomic: after an error some may be
 // stored; because each carries its deterministic id, calling PublishAll again with the
 // same messages is the recovery.
+//
+// Messages on chained subjects ([Publisher.WithChain]) are appended alongside the others:
+// one goroutine per chained subject appends that subject's messages in input order (a
+// chain's order is its subjects' order), concurrently with the asynchronous publishes.
 func (p *Publisher) PublishAll(ctx context.Context, out []Outgoing) error {
 	if len(out) == 0 {
 		return nil
@@ -127,8 +160,12 @@ func (p *Publisher) PublishAll(ctx context.Context, out []Outgoing) error {
 	ctx, cancel := p.withAckTimeout(ctx)
 	defer cancel()
 	futures := make([]jetstream.PubAckFuture, len(out))
+	chainErrs := p.appendChained(ctx, out)
 	var firstErr error
 	for i, o := range out {
+		if p.chained(o.Subject) {
+			continue
+		}
 		f, err := p.js.PublishMsgAsync(p.encode(ctx, o.Subject, o.Event))
 		if err != nil {
 			firstErr = orErr(firstErr, fmt.Errorf("bus: publish %s %s on %s: %w", o.Event.Type, o.Event.ID, o.Subject, err))
@@ -149,7 +186,53 @@ func (p *Publisher) PublishAll(ctx context.Context, out []Outgoing) error {
 			return orErr(firstErr, fmt.Errorf("bus: waiting for %d publish acknowledgements: %w", len(out)-i, ctx.Err()))
 		}
 	}
+	if chainErrs != nil {
+		for i, err := range chainErrs() {
+			if err != nil {
+				o := out[i]
+				firstErr = orErr(firstErr, fmt.Errorf("bus: append %s %s on %s: %w", o.Event.Type, o.Event.ID, o.Subject, err))
+			}
+		}
+	}
 	return firstErr
+}
+
+// appendChained starts appending the messages of out on chained subjects and returns a
+// function that waits for them and returns their errors by index of out (nil: no message
+// of out is chained). Appends end when ctx does: the wait is bounded like the publishes'.
+func (p *Publisher) appendChained(ctx context.Context, out []Outgoing) func() []error {
+	bySubject := map[string][]int{}
+	var order []string
+	for i, o := range out {
+		if !p.chained(o.Subject) {
+			continue
+		}
+		if _, ok := bySubject[o.Subject]; !ok {
+			order = append(order, o.Subject)
+		}
+		bySubject[o.Subject] = append(bySubject[o.Subject], i)
+	}
+	if len(order) == 0 {
+		return nil
+	}
+	errs := make([]error, len(out))
+	var wg sync.WaitGroup
+	for _, subject := range order {
+		wg.Add(1)
+		go func(idx []int) {
+			defer wg.Done()
+			for _, i := range idx {
+				if _, err := p.chain.Append(ctx, p.encode(ctx, out[i].Subject, out[i].Event)); err != nil {
+					errs[i] = err
+					return // a later record must not chain ahead of one that failed
+				}
+			}
+		}(bySubject[subject])
+	}
+	return func() []error {
+		wg.Wait()
+		return errs
+	}
 }
 
 // PublishAtomic publishes out as one JetStream atomic batch: the stream stores all of the
@@ -169,6 +252,10 @@ func (p *Publisher) PublishAtomic(ctx context.Context, out []Outgoing) error {
 	}
 	msgs := make([]*nats.Msg, len(out))
 	for i, o := range out {
+		if p.chained(o.Subject) {
+			// An atomic batch cannot carry a compare-and-swap per subject.
+			return fmt.Errorf("bus: atomic publish of the chained subject %s is not supported", o.Subject)
+		}
 		msgs[i] = p.encode(ctx, o.Subject, o.Event)
 	}
 	if _, err := jetstreamext.PublishMsgBatch(ctx, p.js, msgs); err != nil {

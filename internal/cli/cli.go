@@ -62,6 +62,13 @@ Client:
   awaken policy test --config NEW.yaml [--since T] [--until T] [--run R]...
                                        replay the audited gate decisions through a new host
                                        policy: old -> new per call, counts per rule (writes nothing)
+  awaken audit verify [--run R | --since T --until T | --from-seq N --to-seq M] [--public-key HEX]
+                                       check the audit trail's hash chains and signatures;
+                                       exits 1 naming the first broken record
+  awaken audit export --run R --format jsonl [--out FILE]
+                                       the trail with what a verifier needs (verify --file)
+  awaken audit keygen --out FILE       a new Ed25519 signing key (audit.signing_key_file)
+  awaken audit key                     the public key of the configured signing key
   awaken mcp-serve [--actor NAME]      an MCP server on stdio: each tools/call a batch of this awaken
 
 Output: the client commands print tables and short lines to a terminal and JSON to
@@ -131,6 +138,8 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = runTools(ctx, rest, stdout)
 	case "policy":
 		err = runPolicy(ctx, rest, stdout)
+	case "audit":
+		err = runAudit(ctx, rest, stdout, stderr)
 	case "mcp-serve":
 		err = runMCPServe(ctx, rest, os.Stdin, stdout, stderr)
 	default:
@@ -198,6 +207,9 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	sync, err := natsserver.ParseSync(*syncLevel)
 	if err != nil {
 		return fmt.Errorf("dev --sync: %w", err)
+	}
+	if err := devAuditKey(cfg, *data); err != nil {
+		return err
 	}
 	app.LimitDevMemory()
 	o := devstack.DevOptions{Config: cfg, Log: &log, StopNow: stopNow(ctx), DataDir: *data, Listen: *listen, HTTP: *httpAddr, APIToken: *token, APITokens: named, APITokenRoles: roles, PublicMetrics: *publicMetrics, Secure: *secure, Sync: sync}

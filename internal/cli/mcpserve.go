@@ -66,7 +66,11 @@ func runMCPServe(ctx context.Context, args []string, stdin io.Reader, stdout, st
 	}
 	defer c.Close()
 	log := app.NewLogger(stderr, *logLevel).With().Str("component", "mcp-serve").Logger()
-	door, err := mcpserve.New(mcpserve.Options{Client: c, Config: cfg.MCPServe, Log: log, APIBase: *apiURL,
+	auditKey, err := cfg.AuditSigningKey()
+	if err != nil {
+		return err
+	}
+	door, err := mcpserve.New(mcpserve.Options{Client: c, Config: cfg.MCPServe, Log: log, APIBase: *apiURL, AuditKey: auditKey,
 		Catalog: func(ctx context.Context) ([]contracts.CatalogTool, error) { return c.Tools(ctx) }})
 	if err != nil {
 		return err

@@ -52,6 +52,8 @@ type Config struct {
 	// MCPServe configures awaken as an MCP server (the api's /mcp route and
 	// `awaken mcp-serve`): which tools each client is offered and the bounds of a session.
 	MCPServe MCPServe `yaml:"mcp_serve"`
+	// Audit configures the tamper-evident audit trail: the key that signs it.
+	Audit Audit `yaml:"audit"`
 
 	// Dir is the directory of the file the configuration was loaded from; relative module
 	// paths resolve against it.
@@ -356,6 +358,9 @@ func (c *Config) normalize() error {
 	}
 	if err := validatePrefix(c.Prefix); err != nil {
 		return &FieldError{"prefix", err.Error()}
+	}
+	if err := c.Audit.validate(); err != nil {
+		return err
 	}
 	c.byID = make(map[string]int, len(c.Tools))
 	for i := range c.Tools {

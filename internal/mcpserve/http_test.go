@@ -16,6 +16,7 @@ import (
 	"github.com/awaken-dev/awaken/internal/bus"
 	"github.com/awaken-dev/awaken/internal/mcpserve"
 	"github.com/awaken-dev/awaken/internal/natstest"
+	"github.com/awaken-dev/awaken/pkg/auditchain"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 	"github.com/awaken-dev/awaken/services/api"
 )
@@ -128,6 +129,10 @@ func lastAudit(t *testing.T, s *stack) contracts.MCPCallAudit {
 	}
 	if ev.Type != contracts.TypeMCPCallAudit {
 		t.Fatalf("audit type %s", ev.Type)
+	}
+	// The door's records are a chain of their own (docs/security.md, the audit trail).
+	if l, err := auditchain.LinkOf(m.Header); err != nil || l.N != 1 || l.Prev != auditchain.ZeroHash {
+		t.Fatalf("the first MCP audit record's link: %+v %v", l, err)
 	}
 	rec, err := bus.Decode[contracts.MCPCallAudit](ev.Data)
 	if err != nil {

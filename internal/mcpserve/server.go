@@ -2,6 +2,7 @@ package mcpserve
 
 import (
 	"context"
+	"crypto/ed25519"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
@@ -18,6 +19,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
+	"github.com/awaken-dev/awaken/internal/auditlog"
 	"github.com/awaken-dev/awaken/internal/bus"
 	"github.com/awaken-dev/awaken/internal/config"
 	"github.com/awaken-dev/awaken/internal/jsonschema"
@@ -77,12 +79,17 @@ type Options struct {
 	ProgressEvery time.Duration
 	// Version is the version the server announces in initialize.
 	Version string
+	// AuditKey signs the door's audit records (the host's audit.signing_key_file; nil:
+	// they are hash-chained but unsigned).
+	AuditKey ed25519.PrivateKey
 }
 
 // Server is awaken's MCP door. It is safe for concurrent use.
 type Server struct {
 	opts Options
 	js   jetstream.JetStream
+	// trail appends the audit records to the chain of the MCP audit subject.
+	trail *auditlog.Appender
 	// stopped ends every waiting call (Stop); the calls themselves go on in awaken.
 	stopped context.Context
 	stop    context.CancelFunc
@@ -132,7 +139,9 @@ func New(opts Options) (*Server, error) {
 		return nil, fmt.Errorf("mcpserve: %w", err)
 	}
 	stopped, stop := context.WithCancel(context.Background())
-	return &Server{opts: opts, js: js, stopped: stopped, stop: stop, servers: map[*mcp.Server]*session{}}, nil
+	names := opts.Client.Names()
+	trail := auditlog.New(js, names.AuditStream(), auditlog.SubjectPrefix(names), opts.AuditKey)
+	return &Server{opts: opts, js: js, trail: trail, stopped: stopped, stop: stop, servers: map[*mcp.Server]*session{}}, nil
 }
 
 // Stop ends every call that is waiting for its result: each gets an isError result with
@@ -633,7 +642,7 @@ func (s *Server) audit(ctx context.Context, rec contracts.MCPCallAudit) error {
 	if err != nil {
 		return err
 	}
-	if _, err := s.js.PublishMsg(ctx, bus.EncodeMsg(s.opts.Client.Names().MCPCallAuditSubject(), ev)); err != nil {
+	if _, err := s.trail.Append(ctx, bus.EncodeMsg(s.opts.Client.Names().MCPCallAuditSubject(), ev)); err != nil {
 		return fmt.Errorf("mcpserve: audit: %w", err)
 	}
 	return nil

@@ -6,6 +6,7 @@ package pipeline
 
 import (
 	"context"
+	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"sync"
@@ -15,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
+	"github.com/awaken-dev/awaken/internal/auditlog"
 	"github.com/awaken-dev/awaken/internal/bus"
 	"github.com/awaken-dev/awaken/internal/config"
 	"github.com/awaken-dev/awaken/internal/state"
@@ -52,9 +54,12 @@ type Env struct {
 	// revisions it writes, "awaken/{Service}"); internal/app sets it.
 	Service string
 	Pub     *bus.Publisher
-	Batches *state.Store[contracts.BatchRecord]
-	Calls   *state.Store[contracts.CallRecord]
-	Tickets *state.Store[contracts.ResumeTicket]
+	// AuditKey signs the audit trail (audit.signing_key_file; nil: unsigned). Records
+	// published through Pub on audit subjects are sealed with it.
+	AuditKey ed25519.PrivateKey
+	Batches  *state.Store[contracts.BatchRecord]
+	Calls    *state.Store[contracts.CallRecord]
+	Tickets  *state.Store[contracts.ResumeTicket]
 	// Runs holds the lifecycle of every run: its active batch and whether it ended.
 	Runs *state.Store[contracts.RunRecord]
 	// Counters is the bucket of the example counter tool and the body-run ledger.
@@ -103,9 +108,17 @@ func NewEnv(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, cfg *con
 	if err != nil {
 		return nil, err
 	}
+	// A configured signing key that cannot be read refuses the start: an unsigned trail
+	// from a host meant to sign would pass for a forgery at every verification.
+	auditKey, err := cfg.AuditSigningKey()
+	if err != nil {
+		return nil, fmt.Errorf("pipeline: audit signing key: %w", err)
+	}
 	e := &Env{
-		Conn: nc, JS: js, Config: cfg, Names: names, Log: log,
-		Pub:      bus.NewPublisher(js),
+		Conn: nc, JS: js, Config: cfg, Names: names, Log: log, AuditKey: auditKey,
+		// Every record on an audit subject published through Pub is appended to its
+		// subject's chain (internal/auditlog), sealed and signed.
+		Pub:      bus.NewPublisher(js).WithChain(auditlog.New(js, names.AuditStream(), auditlog.SubjectPrefix(names), auditKey)),
 		Batches:  state.NewStore[contracts.BatchRecord](batches, state.WithJetStream(js)),
 		Tickets:  state.NewStore[contracts.ResumeTicket](tickets, state.WithJetStream(js)),
 		Counters: counters,

@@ -201,7 +201,7 @@ func Start(ctx context.Context, env *pipeline.Env, opts Options) (*Service, erro
 	s.hub = newHub(streams, env, s.log, opts.MaxStreams)
 	if !opts.DisableMCP {
 		door, err := mcpserve.New(mcpserve.Options{Client: c, Catalog: s.Catalog, Config: env.Config.MCPServe,
-			Log: env.Log.With().Str("component", "mcp").Logger(), Version: ServiceVersion})
+			Log: env.Log.With().Str("component", "mcp").Logger(), Version: ServiceVersion, AuditKey: env.AuditKey})
 		if err != nil {
 			cancel()
 			return nil, fmt.Errorf("api: %w", err)

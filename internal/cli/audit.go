@@ -1,0 +1,325 @@
+package cli
+
+import (
+	"context"
+	"crypto/ed25519"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/awaken-dev/awaken/internal/auditlog"
+	"github.com/awaken-dev/awaken/internal/config"
+	"github.com/awaken-dev/awaken/pkg/auditchain"
+)
+
+const auditUsage = `usage:
+  awaken audit verify [--run R | --since T --until T | --from-seq N --to-seq M | --file EXPORT.jsonl] [--public-key HEX | --config FILE]
+  awaken audit export [--run R | --since T --until T | --from-seq N --to-seq M] --format jsonl [--out FILE] [--public-key HEX | --config FILE]
+  awaken audit keygen --out FILE
+  awaken audit key [--config FILE]`
+
+// EnvAuditPublicKey names the trusted public key of `awaken audit verify` and `export`.
+const EnvAuditPublicKey = "AWAKEN_AUDIT_PUBLIC_KEY"
+
+// runAudit implements `awaken audit`: verify and export the tamper-evident audit trail
+// (pkg/auditchain), make a signing key, show the configured key's public half.
+func runAudit(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		return &usageError{auditUsage}
+	}
+	switch args[0] {
+	case "verify":
+		return runAuditVerify(ctx, args[1:], stdout, stderr)
+	case "export":
+		return runAuditExport(ctx, args[1:], stdout)
+	case "keygen":
+		return runAuditKeygen(args[1:], stdout)
+	case "key":
+		return runAuditKey(args[1:], stdout)
+	}
+	return &usageError{auditUsage}
+}
+
+// auditSelection is the records a verify or export reads: a run, a time range or a
+// sequence range of the audit stream.
+type auditSelection struct {
+	run              *string
+	since, until     *time.Time
+	fromSeq, toSeq   *uint64
+	publicKey, cfg   *string
+	connect          connectFunc
+	explicitCfg, all bool
+}
+
+func selectionFlags(fs *flag.FlagSet) *auditSelection {
+	s := &auditSelection{}
+	s.connect = dialClient(fs)
+	s.run = fs.String("run", "", "the records of this run (its whole chain, from its first record)")
+	fs.Func("since", "records stored at or after T (RFC 3339, or a duration ago: 24h)", timeFlag(&s.since))
+	fs.Func("until", "records stored at or before T (RFC 3339, or a duration ago)", timeFlag(&s.until))
+	s.fromSeq = fs.Uint64("from-seq", 0, "records from this audit stream sequence")
+	s.toSeq = fs.Uint64("to-seq", 0, "records up to this audit stream sequence")
+	s.publicKey = fs.String("public-key", env(EnvAuditPublicKey, ""), "hex Ed25519 public key every record must be signed by (env "+EnvAuditPublicKey+")")
+	s.cfg = fs.String("config", "", "host configuration whose audit.signing_key_file gives the public key")
+	return s
+}
+
+// key is the trusted public key: --public-key, else the configuration's signing key; nil
+// when neither is given.
+func (s *auditSelection) key() (ed25519.PublicKey, error) {
+	if *s.publicKey != "" {
+		return auditchain.ParsePublicKey(*s.publicKey)
+	}
+	if *s.cfg == "" {
+		return nil, nil
+	}
+	cfg, err := config.Load(*s.cfg)
+	if err != nil {
+		return nil, err
+	}
+	k, err := cfg.AuditSigningKey()
+	if err != nil || k == nil {
+		if err == nil {
+			err = fmt.Errorf("%s configures no audit.signing_key_file", *s.cfg)
+		}
+		return nil, err
+	}
+	return k.Public().(ed25519.PublicKey), nil
+}
+
+// query is the selection as an auditchain query, and whether it starts each chain at its
+// first record (a run does; a range takes its first record of each subject as the anchor).
+func (s *auditSelection) query(prefix string) (auditchain.Query, bool, error) {
+	q := auditchain.Query{Subject: prefix + ">", FromSeq: *s.fromSeq, ToSeq: *s.toSeq}
+	if s.since != nil {
+		q.Since = *s.since
+	}
+	if s.until != nil {
+		q.Until = *s.until
+	}
+	ranged := q.FromSeq > 0 || q.ToSeq > 0 || s.since != nil || s.until != nil
+	if *s.run != "" {
+		if ranged {
+			return q, false, &usageError{"--run selects a whole chain: it takes no --since/--until/--from-seq/--to-seq"}
+		}
+		q.Subject = prefix + *s.run
+	}
+	return q, q.FromSeq <= 1 && s.since == nil, nil
+}
+
+// read connects and reads the selected records.
+func (s *auditSelection) read(ctx context.Context) ([]auditchain.Record, bool, error) {
+	c, ctx, done, err := s.connect(ctx)
+	if err != nil {
+		return nil, false, err
+	}
+	defer done()
+	q, fromStart, err := s.query(auditlog.SubjectPrefix(c.Names()))
+	if err != nil {
+		return nil, false, err
+	}
+	js, err := jetstream.New(c.Conn())
+	if err != nil {
+		return nil, false, err
+	}
+	recs, err := auditchain.Read(ctx, js, c.Names().AuditStream(), q)
+	return recs, fromStart, err
+}
+
+func runAuditVerify(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("audit verify")
+	sel := selectionFlags(fs)
+	file := fs.String("file", "", "verify this export (awaken audit export) instead of the stream")
+	asJSON := jsonFlag(fs, stdout)
+	if err := parseArgs(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() != 0 {
+		return &usageError{auditUsage}
+	}
+	pub, err := sel.key()
+	if err != nil {
+		return err
+	}
+	var recs []auditchain.Record
+	fromStart := false
+	if *file != "" {
+		f, err := os.Open(*file)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		var exported ed25519.PublicKey
+		if recs, exported, err = auditchain.ReadExport(f); err != nil {
+			return err
+		}
+		if pub != nil && exported != nil && !pub.Equal(exported) {
+			fmt.Fprintf(stderr, "awaken audit verify: the export names key %s; checking against the trusted key %s\n", auditchain.KeyID(exported), auditchain.KeyID(pub))
+		}
+	} else if recs, fromStart, err = sel.read(ctx); err != nil {
+		return err
+	}
+	if len(recs) == 0 && *sel.run != "" {
+		// A run's chain that is not there is not a verified one: it was never written, or it
+		// was purged whole, which no chain can show (docs/security.md).
+		return fmt.Errorf("no audit records of run %s: nothing to verify", *sel.run)
+	}
+	if pub == nil {
+		fmt.Fprintln(stderr, "awaken audit verify: no --public-key (or --config with a signing key): checking the hash chain only, not the signatures")
+	}
+	sum, err := auditchain.Verify(recs, auditchain.VerifyOptions{PublicKey: pub, FromStart: fromStart})
+	var be *auditchain.BreakError
+	if errors.As(err, &be) {
+		if *asJSON {
+			_ = printJSON(stdout, map[string]any{"ok": false, "break": be, "error": be.Error()})
+		}
+		return fmt.Errorf("the audit trail is broken at stream seq %d (subject %s, n %d): %s: %s", be.Seq, be.Subject, be.N, be.Reason, be.Detail)
+	}
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return printJSON(stdout, map[string]any{"ok": true, "records": sum.Records, "subjects": sum.Subjects, "signed": sum.Signed, "key_id": sum.KeyID, "last": sum.Last})
+	}
+	signed := "signatures not checked"
+	if sum.Signed {
+		signed = "every record signed by key " + sum.KeyID
+	}
+	fmt.Fprintf(stdout, "audit trail verified: %d records on %d subjects, %s\n", sum.Records, sum.Subjects, signed)
+	subjects := make([]string, 0, len(sum.Last))
+	for s := range sum.Last {
+		subjects = append(subjects, s)
+	}
+	sort.Strings(subjects)
+	for _, s := range subjects {
+		l := sum.Last[s]
+		fmt.Fprintf(stdout, "  %s: last n %d hash %s\n", s, l.N, l.Hash)
+	}
+	return nil
+}
+
+func runAuditExport(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := newFlags("audit export")
+	sel := selectionFlags(fs)
+	format := fs.String("format", "jsonl", "output format: jsonl")
+	out := fs.String("out", "", "write to FILE instead of standard output")
+	if err := parseArgs(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() != 0 || *format != "jsonl" {
+		return &usageError{auditUsage}
+	}
+	pub, err := sel.key()
+	if err != nil {
+		return err
+	}
+	recs, _, err := sel.read(ctx)
+	if err != nil {
+		return err
+	}
+	w := stdout
+	if *out != "" {
+		f, err := os.Create(*out)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		w = f
+	}
+	return auditchain.Export(w, recs, pub)
+}
+
+func runAuditKeygen(args []string, stdout io.Writer) error {
+	fs := newFlags("audit keygen")
+	out := fs.String("out", "", "write the new private key (hex seed, mode 0600) to FILE; it must not exist")
+	if err := parseArgs(fs, args); err != nil {
+		return err
+	}
+	if *out == "" || fs.NArg() != 0 {
+		return &usageError{auditUsage}
+	}
+	k, seed, err := auditchain.GenerateKey()
+	if err != nil {
+		return err
+	}
+	if err := writeKeyFile(*out, seed); err != nil {
+		return err
+	}
+	pub := k.Public().(ed25519.PublicKey)
+	fmt.Fprintf(stdout, "wrote %s (audit.signing_key_file)\npublic key %s (key id %s)\n", *out, hex.EncodeToString(pub), auditchain.KeyID(pub))
+	return nil
+}
+
+// writeKeyFile writes a new key file readable by its owner only, refusing to replace one:
+// losing a signing key by a mistyped keygen would orphan every record it signed.
+func writeKeyFile(path, seed string) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return fmt.Errorf("audit key: %w", err)
+	}
+	if _, err := f.WriteString(seed + "\n"); err != nil {
+		f.Close()
+		return fmt.Errorf("audit key: %w", err)
+	}
+	return f.Close()
+}
+
+func runAuditKey(args []string, stdout io.Writer) error {
+	fs := newFlags("audit key")
+	cfgPath := fs.String("config", defaultConfigPath(), "host configuration file (YAML or JSON)")
+	if err := parseArgs(fs, args); err != nil {
+		return err
+	}
+	cfg, err := config.Load(*cfgPath)
+	if err != nil {
+		return err
+	}
+	k, err := cfg.AuditSigningKey()
+	if err != nil {
+		return err
+	}
+	if k == nil {
+		return fmt.Errorf("%s configures no audit.signing_key_file: the trail is hash-chained but unsigned", *cfgPath)
+	}
+	pub := k.Public().(ed25519.PublicKey)
+	fmt.Fprintf(stdout, "%s key id %s\n", hex.EncodeToString(pub), auditchain.KeyID(pub))
+	return nil
+}
+
+// DevAuditKeyFile is the signing key `awaken dev` makes once in its data directory.
+const DevAuditKeyFile = "audit-signing.key"
+
+// devAuditKey signs the dev trail with DATA/audit-signing.key when the configuration names
+// no key: made on the first start, reused after, so one data directory keeps one chain of
+// one key. A configuration that names a key keeps it.
+func devAuditKey(cfg *config.Config, dataDir string) error {
+	if cfg.Audit.Signing() {
+		return nil
+	}
+	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+		return fmt.Errorf("dev audit key: %w", err)
+	}
+	path, err := filepath.Abs(filepath.Join(dataDir, DevAuditKeyFile))
+	if err != nil {
+		return fmt.Errorf("dev audit key: %w", err)
+	}
+	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+		_, seed, err := auditchain.GenerateKey()
+		if err != nil {
+			return err
+		}
+		if err := writeKeyFile(path, seed); err != nil && !errors.Is(err, os.ErrExist) {
+			return err
+		}
+	}
+	cfg.Audit.SigningKeyFile = path
+	return nil
+}

@@ -1,0 +1,274 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"encoding/hex"
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/awaken-dev/awaken/internal/app"
+	"github.com/awaken-dev/awaken/internal/config"
+	"github.com/awaken-dev/awaken/internal/natstest"
+	"github.com/awaken-dev/awaken/internal/servicetest"
+	"github.com/awaken-dev/awaken/pkg/auditchain"
+	"github.com/awaken-dev/awaken/pkg/client"
+	"github.com/awaken-dev/awaken/services/api"
+)
+
+const auditTestConfig = `
+tools:
+  - { id: echo, capability: replay_safe, recovery_policy: { mode: replay_safe, max_attempts: 3 } }
+  - { id: ask_me, builtin: ran }
+  - { id: forbidden, builtin: echo }
+policy:
+  default_behavior: allow
+  rules:
+    - { pattern: ask_me, behavior: ask }
+    - { pattern: forbidden, behavior: deny }
+audit:
+  signing_key_file: audit.key
+`
+
+// auditCLI runs awaken against srv and returns the exit code, stdout and stderr.
+func auditCLI(ctx context.Context, srv *natstest.Server, args ...string) (int, string, string) {
+	var out, errOut bytes.Buffer
+	args = append(args, "--nats-url", srv.URL())
+	code := Main(ctx, args, &out, &errOut)
+	return code, out.String(), errOut.String()
+}
+
+// TestAuditVerifyAndExportOverTheGatesTrail: the gate's decisions on a real stack are a
+// signed chain per run that `awaken audit verify` passes, whole or per run, and from an
+// export; a record edited in the stream with an admin connection makes verify exit 1
+// naming it; another key fails every signature.
+func TestAuditVerifyAndExportOverTheGatesTrail(t *testing.T) {
+	dir := t.TempDir()
+	code, out, errOut := auditCLIOffline(t, "audit", "keygen", "--out", filepath.Join(dir, "audit.key"))
+	if code != 0 {
+		t.Fatalf("keygen: exit %d: %s", code, errOut)
+	}
+	if code, _, _ := auditCLIOffline(t, "audit", "keygen", "--out", filepath.Join(dir, "audit.key")); code == 0 {
+		t.Fatal("keygen replaced an existing key file")
+	}
+	cfgPath := filepath.Join(dir, "awaken.yaml")
+	if err := os.WriteFile(cfgPath, []byte(auditTestConfig), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Load(cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := cfg.AuditSigningKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pubHex := hex.EncodeToString(key.Public().(ed25519.PublicKey))
+	if !strings.Contains(out, pubHex) {
+		t.Fatalf("keygen printed %q, not the public key %s", out, pubHex)
+	}
+	if code, keyOut, errOut := auditCLIOffline(t, "audit", "key", "--config", cfgPath); code != 0 || !strings.Contains(keyOut, pubHex) {
+		t.Fatalf("audit key: exit %d %q %s", code, keyOut, errOut)
+	}
+
+	srv := natstest.Start(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	st, err := app.Start(ctx, app.Options{
+		Config:   cfg,
+		Services: []string{app.Publisher, app.BrainExec, app.Gate, app.Batcher, app.API},
+		Dial:     app.InProcessDialer(srv.Server()),
+		Log:      app.NewLogger(servicetest.LogWriter(t), os.Getenv("AWAKEN_TEST_LOG")),
+		API:      api.Options{HTTPAddr: "127.0.0.1:0"},
+	})
+	if err != nil {
+		t.Fatalf("start stack: %v", err)
+	}
+	natstest.StopAtCleanup(t, "stack", 30*time.Second, st.Stop)
+	nc, js := srv.Conn(t)
+	c, err := client.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wait := servicetest.Context(t, time.Minute)
+	call := servicetest.CallJSON
+	if _, err := c.SubmitAndWait(wait, servicetest.Submission("run-a", 1,
+		call("c1", "echo", map[string]string{"text": "hi"}), call("c2", "forbidden", map[string]string{}))); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.SubmitAndWait(wait, servicetest.Submission("run-a", 2, call("c1", "echo", map[string]string{"text": "again"}))); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Submit(wait, servicetest.Submission("run-c", 1, call("c1", "ask_me", map[string]string{}))); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.WaitTicket(wait, "run-c", 1, "c1"); err != nil {
+		t.Fatal(err)
+	}
+	// The kill switch's records (the api) are a chain of their own.
+	if _, err := c.PauseTool(wait, "forbidden", "audit test", "ops"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.ResumeTool(wait, "forbidden", "ops"); err != nil {
+		t.Fatal(err)
+	}
+	names := cfg.Names()
+	pauses, err := auditchain.Read(wait, js, names.AuditStream(), auditchain.Query{Subject: names.ToolPauseAuditSubject()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum, err := auditchain.Verify(pauses, auditchain.VerifyOptions{PublicKey: key.Public().(ed25519.PublicKey), FromStart: true}); err != nil || sum.Records != 2 {
+		t.Fatalf("the pause records: %+v %v", sum, err)
+	}
+	var runA []auditchain.Record
+	natstest.WaitFor(t, 30*time.Second, func() bool {
+		runA, err = auditchain.Read(wait, js, names.AuditStream(), auditchain.Query{Subject: names.AuditSubject("run-a")})
+		return err == nil && len(runA) == 3
+	}, "run-a's three decisions audited")
+
+	for _, args := range [][]string{
+		{"audit", "verify", "--run", "run-a", "--public-key", pubHex, "--json=false"},
+		{"audit", "verify", "--public-key", pubHex, "--json=false"},
+		{"audit", "verify", "--config", cfgPath, "--from-seq", "2", "--json=false"},
+	} {
+		code, out, errOut := auditCLI(wait, srv, args...)
+		if code != 0 || !strings.Contains(out, "audit trail verified") || !strings.Contains(out, "signed by key "+auditchain.KeyID(key.Public().(ed25519.PublicKey))) {
+			t.Fatalf("awaken %s: exit %d\n%s%s", strings.Join(args, " "), code, out, errOut)
+		}
+	}
+	if code, out, _ := auditCLI(wait, srv, "audit", "verify", "--run", "run-a", "--public-key", pubHex, "--json=false"); !strings.Contains(out, "3 records on 1 subjects") {
+		t.Fatalf("verify --run run-a: exit %d %q", code, out)
+	}
+
+	export := filepath.Join(dir, "run-a.jsonl")
+	if code, _, errOut := auditCLI(wait, srv, "audit", "export", "--run", "run-a", "--format", "jsonl", "--out", export, "--public-key", pubHex); code != 0 {
+		t.Fatalf("export: exit %d %s", code, errOut)
+	}
+	if code, out, errOut := auditCLIOffline(t, "audit", "verify", "--file", export, "--public-key", pubHex, "--json=false"); code != 0 || !strings.Contains(out, "3 records") {
+		t.Fatalf("verify --file: exit %d %s %s", code, out, errOut)
+	}
+
+	_, other, _ := ed25519.GenerateKey(nil)
+	otherHex := hex.EncodeToString(other.Public().(ed25519.PublicKey))
+	if code, _, errOut := auditCLI(wait, srv, "audit", "verify", "--run", "run-a", "--public-key", otherHex); code != 1 || !strings.Contains(errOut, "signature") {
+		t.Fatalf("verify with another key: exit %d %s", code, errOut)
+	}
+
+	// An admin edits run-a's last decision: deletes it and stores a copy saying deny.
+	last := runA[2]
+	stream, err := js.Stream(wait, names.AuditStream())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.DeleteMsg(wait, last.Seq); err != nil {
+		t.Fatal(err)
+	}
+	h := nats.Header{}
+	for k, v := range last.Header {
+		if !strings.HasPrefix(k, "Nats-") {
+			h[k] = v
+		}
+	}
+	edited := bytes.Replace(last.Data, []byte(`"allow"`), []byte(`"deny"`), 1)
+	if bytes.Equal(edited, last.Data) {
+		t.Fatalf("record %s has no allow decision to edit", last.Data)
+	}
+	ack, err := js.PublishMsg(wait, &nats.Msg{Subject: last.Subject, Header: h, Data: edited})
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, _, errOut = auditCLI(wait, srv, "audit", "verify", "--run", "run-a", "--public-key", pubHex)
+	if want := "broken at stream seq " + itoa(ack.Sequence); code != 1 || !strings.Contains(errOut, want) || !strings.Contains(errOut, "hash") {
+		t.Fatalf("verify of the edited trail: exit %d, %q, want %q", code, errOut, want)
+	}
+	if code, _, errOut := auditCLI(wait, srv, "audit", "verify", "--run", "run-never", "--public-key", pubHex); code != 1 || !strings.Contains(errOut, "no audit records of run run-never") {
+		t.Fatalf("verify of a run without records: exit %d %s", code, errOut)
+	}
+	// The untouched run still verifies; the export taken before the edit does too.
+	if code, _, errOut := auditCLI(wait, srv, "audit", "verify", "--run", "run-c", "--public-key", pubHex); code != 0 {
+		t.Fatalf("verify run-c: exit %d %s", code, errOut)
+	}
+}
+
+func itoa(n uint64) string { return strconv.FormatUint(n, 10) }
+
+// auditCLIOffline runs an audit command that needs no server.
+func auditCLIOffline(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	code := Main(context.Background(), args, &out, &errOut)
+	return code, out.String(), errOut.String()
+}
+
+// TestAMissingSigningKeyRefusesTheStart: a configured key file that is missing or holds
+// no key stops the stack before any service starts, with an error naming the entry.
+func TestAMissingSigningKeyRefusesTheStart(t *testing.T) {
+	dir := t.TempDir()
+	garbage := filepath.Join(dir, "garbage.key")
+	if err := os.WriteFile(garbage, []byte("not a key"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	srv := natstest.Start(t)
+	for _, tc := range []struct{ yaml, field string }{
+		{"audit: { signing_key_file: " + filepath.Join(dir, "missing.key") + " }", "audit.signing_key_file"},
+		{"audit: { signing_key_file: " + garbage + " }", "audit.signing_key_file"},
+		{"audit: { signing_key: abcd }", "audit.signing_key"},
+	} {
+		cfg, err := config.Parse([]byte("tools: [{ id: echo }]\n" + tc.yaml))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = app.Start(context.Background(), app.Options{Config: cfg, Services: []string{app.Gate},
+			Dial: app.InProcessDialer(srv.Server()), Log: app.NewLogger(servicetest.LogWriter(t), "")})
+		var fe *config.FieldError
+		if !errors.As(err, &fe) || fe.Field != tc.field || !errors.Is(err, config.ErrInvalid) {
+			t.Fatalf("%s: start: %v, want a *config.FieldError on %s", tc.yaml, err, tc.field)
+		}
+	}
+	if _, err := config.Parse([]byte("audit: { signing_key: aa, signing_key_file: k }")); err == nil {
+		t.Fatal("both signing_key and signing_key_file accepted")
+	}
+}
+
+// TestDevMakesItsAuditKeyOnce: awaken dev without a configured key makes
+// DATA/audit-signing.key (mode 0600) on its first start and reuses it after; a configured
+// key is kept.
+func TestDevMakesItsAuditKeyOnce(t *testing.T) {
+	data := filepath.Join(t.TempDir(), "data")
+	keyOf := func() ed25519.PrivateKey {
+		cfg, err := config.Parse([]byte("tools: [{ id: echo }]"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := devAuditKey(cfg, data); err != nil {
+			t.Fatal(err)
+		}
+		k, err := cfg.AuditSigningKey()
+		if err != nil || k == nil {
+			t.Fatalf("dev key: %v %v", k, err)
+		}
+		return k
+	}
+	first, second := keyOf(), keyOf()
+	if !first.Equal(second) {
+		t.Fatal("a second dev start made a new key")
+	}
+	if fi, err := os.Stat(filepath.Join(data, DevAuditKeyFile)); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("dev key file: %v %v", fi, err)
+	}
+	cfg, err := config.Parse([]byte("tools: [{ id: echo }]\naudit: { signing_key_file: /elsewhere.key }"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := devAuditKey(cfg, data); err != nil || cfg.Audit.SigningKeyFile != "/elsewhere.key" {
+		t.Fatalf("configured key replaced: %q %v", cfg.Audit.SigningKeyFile, err)
+	}
+}
