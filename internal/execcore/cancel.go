@@ -29,17 +29,21 @@ var errRunCancelled = errors.New("run cancelled")
 type runCancels struct {
 	mu    sync.Mutex
 	byRun map[string]map[*context.CancelCauseFunc]struct{}
+	// byOp is the same contexts by operation id, for the cancellation of one call.
+	byOp map[string]*context.CancelCauseFunc
 }
 
 // track returns a context of ctx that a cancellation of runID cancels, and the function
 // that stops tracking it (and releases it).
-func (r *runCancels) track(ctx context.Context, runID string) (context.Context, func()) {
+func (r *runCancels) track(ctx context.Context, runID, op string) (context.Context, func()) {
 	cctx, cancel := context.WithCancelCause(ctx)
 	key := &cancel
 	r.mu.Lock()
 	if r.byRun == nil {
 		r.byRun = map[string]map[*context.CancelCauseFunc]struct{}{}
+		r.byOp = map[string]*context.CancelCauseFunc{}
 	}
+	r.byOp[op] = key
 	if r.byRun[runID] == nil {
 		r.byRun[runID] = map[*context.CancelCauseFunc]struct{}{}
 	}
@@ -48,6 +52,9 @@ func (r *runCancels) track(ctx context.Context, runID string) (context.Context, 
 	return cctx, func() {
 		r.mu.Lock()
 		delete(r.byRun[runID], key)
+		if r.byOp[op] == key {
+			delete(r.byOp, op)
+		}
 		if len(r.byRun[runID]) == 0 {
 			delete(r.byRun, runID)
 		}
