@@ -95,6 +95,7 @@ func (s *Service) startMicro() error {
 		{"tickets-resolve", EndpointTicketsResolve, s.microTicketsResolve},
 		{"tickets-resolve-as", strings.Replace(EndpointTicketsResolveAs, "{user}", "*", 1), s.microTicketsResolve},
 		{"runs-cancel", EndpointRunsCancel, s.microRunsCancel},
+		{"calls-cancel", EndpointCallsCancel, s.microCallsCancel},
 		{"tools-list", EndpointToolsList, s.microToolsList},
 		{"tools-pause", EndpointToolsPause, s.microPauseTool},
 		{"tools-resume", EndpointToolsResume, s.microResumeTool},
