@@ -28,11 +28,10 @@ func (c *callCancelled) Error() string { return "call cancelled: " + c.cc.Reason
 func (r *runCancels) cancelCall(op string, cause error) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	cancel, ok := r.byOp[op]
-	if ok {
+	for cancel := range r.byOp[op] {
 		(*cancel)(cause)
 	}
-	return ok
+	return len(r.byOp[op]) > 0
 }
 
 // listenForCallStops subscribes (core NATS) to the gate's stop notices

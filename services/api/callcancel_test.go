@@ -51,6 +51,11 @@ func TestCancelCallBeforeStart(t *testing.T) {
 	if e := r.apiError(t); r.status != http.StatusConflict || e.Code != api.CodeCallTerminal {
 		t.Fatalf("cancel of a terminal call: %d %s, want 409 %s", r.status, r.body, api.CodeCallTerminal)
 	}
+	// The micro endpoint refuses the same way, with the HTTP status beside the code.
+	m := h.microRequest(api.EndpointCallsCancel, []byte(op))
+	if code := m.Header.Get("Nats-Service-Error-Code"); code != api.CodeCallTerminal || m.Header.Get(api.HeaderStatus) != "409" {
+		t.Fatalf("micro cancel of a terminal call: code %q status %q, want %s 409", code, m.Header.Get(api.HeaderStatus), api.CodeCallTerminal)
+	}
 	r = h.post("/v1/calls/"+contracts.OperationID(run, 1, "c9")+"/cancel", `{}`)
 	if r.status != http.StatusNotFound {
 		t.Fatalf("cancel of an unknown call: %d %s, want 404", r.status, r.body)
