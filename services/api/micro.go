@@ -79,7 +79,7 @@ func (s *Service) startMicro() error {
 	svc, err := micro.AddService(s.env.Conn, micro.Config{
 		Name:        ServiceName,
 		Version:     ServiceVersion,
-		Description: "awaken approvals: list, get and resolve tickets; cancel runs; list, pause and resume tools",
+		Description: "awaken approvals: list, get and resolve tickets; cancel runs and calls; list, pause and resume tools",
 		Metadata:    map[string]string{"prefix": s.env.Names.Prefix},
 	})
 	if err != nil {
