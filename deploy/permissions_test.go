@@ -358,9 +358,10 @@ func TestSecure_apiNeedsNoMorePermission(t *testing.T) {
 	events := apiEvents(t, ctx, base)
 	waitEvents(t, ctx, events, api.EventHello)
 
-	// Four runs, each parked on an approval: approved over HTTP, denied over micro,
-	// cancelled over HTTP and over micro.
-	runs := []string{"api-approve", "api-deny", "api-cancel-http", "api-cancel-micro"}
+	// Six runs, each parked on an approval: approved over HTTP, denied over micro,
+	// cancelled over HTTP and over micro, and the parked call alone cancelled over HTTP and
+	// over micro.
+	runs := []string{"api-approve", "api-deny", "api-cancel-http", "api-cancel-micro", "api-callcancel-http", "api-callcancel-micro"}
 	tickets := make(map[string]contracts.ResumeTicket)
 	for _, run := range runs {
 		sub := batch(run, 1, []string{"ask_me", "echo"}, call("c1", "ask_me", map[string]any{}),
@@ -425,6 +426,10 @@ func TestSecure_apiNeedsNoMorePermission(t *testing.T) {
 	if st, body := apiDo(t, ctx, "POST", base, "/v1/runs/api-cancel-http/cancel", map[string]string{"reason": "http"}, nil); st != http.StatusOK {
 		t.Errorf("cancel over HTTP: %d %s", st, body)
 	}
+	// One call cancelled: the api publishes the command and watches the call record.
+	if st, body := apiDo(t, ctx, "POST", base, "/v1/calls/"+contracts.OperationID("api-callcancel-http", 1, "c1")+"/cancel", map[string]string{}, nil); st != http.StatusOK {
+		t.Errorf("call cancel over HTTP: %d %s", st, body)
+	}
 
 	deny := tickets["api-deny"].CorrelationID
 	if m := microReq(api.EndpointTicketsList, nil); m.Header.Get(micro.ErrorCodeHeader) != "" {
@@ -448,10 +453,14 @@ func TestSecure_apiNeedsNoMorePermission(t *testing.T) {
 	if m := microReq(api.EndpointRunsCancel, "api-cancel-micro"); m.Header.Get(micro.ErrorCodeHeader) != "" {
 		t.Errorf("micro runs.cancel: %s %s", m.Header.Get(micro.ErrorHeader), m.Data)
 	}
+	if m := microReq(api.EndpointCallsCancel, contracts.OperationID("api-callcancel-micro", 1, "c1")); m.Header.Get(micro.ErrorCodeHeader) != "" {
+		t.Errorf("micro calls.cancel: %s %s", m.Header.Get(micro.ErrorHeader), m.Data)
+	}
 
 	for run, want := range map[string][]string{
 		"api-approve": {"", "after"}, "api-deny": {"blocked: no", "after"},
 		"api-cancel-http": {"", ""}, "api-cancel-micro": {"", ""},
+		"api-callcancel-http": {contracts.CancelledBeforeStartPrefix, "after"}, "api-callcancel-micro": {contracts.CancelledBeforeStartPrefix, "after"},
 	} {
 		r, err := s.client.Await(ctx, run, 1)
 		if err != nil {

@@ -29,17 +29,25 @@ var errRunCancelled = errors.New("run cancelled")
 type runCancels struct {
 	mu    sync.Mutex
 	byRun map[string]map[*context.CancelCauseFunc]struct{}
+	// byOp is the same contexts by operation id, for the cancellation of one call: a set,
+	// since a duplicate request of a call is tracked too (until it sees the call is not its).
+	byOp map[string]map[*context.CancelCauseFunc]struct{}
 }
 
 // track returns a context of ctx that a cancellation of runID cancels, and the function
 // that stops tracking it (and releases it).
-func (r *runCancels) track(ctx context.Context, runID string) (context.Context, func()) {
+func (r *runCancels) track(ctx context.Context, runID, op string) (context.Context, func()) {
 	cctx, cancel := context.WithCancelCause(ctx)
 	key := &cancel
 	r.mu.Lock()
 	if r.byRun == nil {
 		r.byRun = map[string]map[*context.CancelCauseFunc]struct{}{}
+		r.byOp = map[string]map[*context.CancelCauseFunc]struct{}{}
 	}
+	if r.byOp[op] == nil {
+		r.byOp[op] = map[*context.CancelCauseFunc]struct{}{}
+	}
+	r.byOp[op][key] = struct{}{}
 	if r.byRun[runID] == nil {
 		r.byRun[runID] = map[*context.CancelCauseFunc]struct{}{}
 	}
@@ -48,6 +56,10 @@ func (r *runCancels) track(ctx context.Context, runID string) (context.Context, 
 	return cctx, func() {
 		r.mu.Lock()
 		delete(r.byRun[runID], key)
+		delete(r.byOp[op], key)
+		if len(r.byOp[op]) == 0 {
+			delete(r.byOp, op)
+		}
 		if len(r.byRun[runID]) == 0 {
 			delete(r.byRun, runID)
 		}

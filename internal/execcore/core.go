@@ -68,6 +68,10 @@ type Options struct {
 	Ledger Ledger
 	// Workers is how many calls run at once in this process (default DefaultWorkers).
 	Workers int
+	// CancelGrace is how long a body stopped by the cancellation of its call may take to
+	// return an outcome acknowledging it (default DefaultCancelGrace); past it the call
+	// ends Indeterminate(cancelled_in_flight).
+	CancelGrace time.Duration
 	// DefaultTimeout bounds a tool whose configuration sets no timeout; 0 means none.
 	DefaultTimeout time.Duration
 	// ToolTimeout, when set, replaces the timeout lookup (configured Tool.Timeout, else
@@ -151,6 +155,9 @@ func (o Options) withDefaults() (Options, error) {
 	if o.MaxDeliver == 0 {
 		o.MaxDeliver = DefaultMaxDeliver
 	}
+	if o.CancelGrace <= 0 {
+		o.CancelGrace = DefaultCancelGrace
+	}
 	if len(o.BackOff) == 0 {
 		o.BackOff = DefaultBackOff()
 	}
@@ -165,9 +172,11 @@ type Executor struct {
 	env  *pipeline.Env
 	opts Options
 	sub  *bus.Subscription
-	// cancels and cancelSub stop the bodies of a cancelled run's calls in flight.
+	// cancels and cancelSub stop the bodies of a cancelled run's calls in flight;
+	// stopSub those of single cancelled calls (callcancel.go).
 	cancels   runCancels
 	cancelSub *nats.Subscription
+	stopSub   *nats.Subscription
 	// objects stores outputs too large to carry inline (objects.go).
 	objects objectStore
 }
@@ -219,6 +228,9 @@ func Start(ctx context.Context, env *pipeline.Env, opts Options) (*Executor, err
 		return nil, fmt.Errorf("%s: %w", x.opts.Service, err)
 	}
 	x.sub = sub
+	if err := x.listenForCallStops(); err != nil {
+		return nil, errors.Join(err, x.Stop(context.WithoutCancel(ctx)))
+	}
 	if err := x.listenForCancels(); err != nil {
 		return nil, errors.Join(err, x.Stop(context.WithoutCancel(ctx)))
 	}
@@ -236,6 +248,9 @@ func (x *Executor) Stop(ctx context.Context) error {
 	if x.cancelSub != nil {
 		// After the drain: a cancellation still reaches the calls that finished draining.
 		_ = x.cancelSub.Unsubscribe()
+	}
+	if x.stopSub != nil {
+		_ = x.stopSub.Unsubscribe()
 	}
 	return err
 }
@@ -281,7 +296,7 @@ func (x *Executor) Handle(ctx context.Context, d bus.Delivery) error {
 	// Tracked before the call is entered: a cancellation that arrives once the Entered
 	// mark is visible (to the gate, the api or a test) must find the body's context, or
 	// the body runs to its end (a 30 s tool, 30 s) after its run was cancelled.
-	runCtx, untrack := x.cancels.track(ctx, req.RunID)
+	runCtx, untrack := x.cancels.track(ctx, req.RunID, op)
 	defer untrack()
 	act, rec, rev, err := x.enter(ctx, key, req, d.StreamSeq, d.NumDelivered)
 	if err != nil {
@@ -321,10 +336,15 @@ func (x *Executor) Handle(ctx context.Context, d bus.Delivery) error {
 	out, err := x.runUnlessPaused(bodyCtx, inv)
 	endProgress()
 	stopped := ctx.Err() == nil && errors.Is(context.Cause(runCtx), errRunCancelled)
-	endSpan(out, err, stopped)
+	var callStop *callCancelled
+	callStopped := ctx.Err() == nil && errors.As(context.Cause(runCtx), &callStop)
+	endSpan(out, err, stopped || callStopped && err != nil)
 	untrack()
 	if stopped {
 		return x.sealCancelled(ctx, key, req, d.StreamSeq, attempt, marked, op)
+	}
+	if callStopped {
+		return x.endCallCancelled(ctx, key, req, d.StreamSeq, attempt, marked, op, callStop.cc, out, err)
 	}
 	if err != nil {
 		return err

@@ -94,6 +94,9 @@ func (x *Executor) invokeOnce(ctx context.Context, inv Invocation, timeout time.
 		select {
 		case r = <-done: // it finished at the same moment: keep what it said
 		default:
+			if out, ok := x.awaitAcknowledgement(ctx, done); ok {
+				return out, nil
+			}
 			if err := ctx.Err(); err != nil {
 				return contracts.ToolOutput{}, &abortError{err: err}
 			}
@@ -104,6 +107,9 @@ func (x *Executor) invokeOnce(ctx context.Context, inv Invocation, timeout time.
 	}
 	if r.abort != nil {
 		return contracts.ToolOutput{}, &abortError{err: r.abort}
+	}
+	if acknowledgesCancel(ctx, r) {
+		return r.out, nil
 	}
 	if err := ctx.Err(); err != nil {
 		return contracts.ToolOutput{}, &abortError{err: err}

@@ -4,6 +4,7 @@ import (
 	"reflect"
 
 	"github.com/awaken-dev/awaken/internal/config"
+	"github.com/awaken-dev/awaken/pkg/client"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 	"github.com/awaken-dev/awaken/services/api"
 )
@@ -29,6 +30,7 @@ var Documents = []Document{
 	{File: "tool_pause_audit.json", Type: typeOf[contracts.ToolPauseAudit]()},
 	{File: "mcp_call_audit.json", Type: typeOf[contracts.MCPCallAudit]()},
 	{File: "run_cancel.json", Type: typeOf[contracts.RunCancel]()},
+	{File: "call_cancel.json", Type: typeOf[contracts.CallCancel]()},
 	{File: "run_ended.json", Type: typeOf[contracts.RunEndedEvent]()},
 
 	// Payloads of the internal work events.
@@ -57,6 +59,8 @@ var Documents = []Document{
 	{File: "api_short_decision.json", Type: typeOf[api.ShortDecision]()},
 	{File: "api_cancel_request.json", Type: typeOf[api.CancelRequest]()},
 	{File: "api_cancel_result.json", Type: typeOf[api.CancelResult]()},
+	{File: "api_call_cancel_request.json", Type: typeOf[api.CallCancelRequest]()},
+	{File: "api_call_cancel_result.json", Type: typeOf[client.CallCancelResult]()},
 	{File: "api_batch_list.json", Type: typeOf[api.BatchList]()},
 	{File: "api_batch_view.json", Type: typeOf[api.BatchView]()},
 	{File: "api_batch_accepted.json", Type: typeOf[api.BatchAccepted]()},

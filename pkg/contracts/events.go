@@ -215,6 +215,46 @@ type RunCancel struct {
 	Reason string `json:"reason,omitempty"`
 }
 
+// CallCancel asks to cancel one call, named by its operation id ([OperationID]). A call
+// not yet entered by its executor ends Completed with the model-visible error
+// "cancelled before start: {reason}"; a call in its body has the body stopped and ends
+// Indeterminate("cancelled_in_flight"), unless the tool returns an outcome within the
+// grace (then that outcome, acknowledged); a terminal call keeps its outcome.
+type CallCancel struct {
+	OperationID string `json:"operation_id"`
+	// Actor is who cancelled: the authenticated actor of the api's door, or the claim of
+	// a platform that published the command itself.
+	Actor  string `json:"actor,omitempty"`
+	Reason string `json:"reason,omitempty"`
+}
+
+// CallCancelMark records on a call record that a [CallCancel] was applied to it: by whom,
+// why and when, and which outcome it led to (CancelBeforeStart, CancelInFlight or
+// CancelAcknowledged).
+type CallCancelMark struct {
+	Actor   string    `json:"actor,omitempty"`
+	Reason  string    `json:"reason,omitempty"`
+	Outcome string    `json:"outcome"`
+	At      time.Time `json:"at"`
+}
+
+// The outcomes of a call cancellation, as [CallCancelMark.Outcome] and the api's answer.
+const (
+	// CancelBeforeStart: the call was not entered; it ends Completed with the error
+	// output "cancelled before start: {reason}" and its body never ran.
+	CancelBeforeStart = "cancelled_before_start"
+	// CancelInFlight: the body was running; it was stopped and the call ends
+	// Indeterminate with this reason (the body may have had effects).
+	CancelInFlight = "cancelled_in_flight"
+	// CancelAcknowledged: the body was running, saw the cancellation and returned an
+	// outcome within the grace; the call ends Completed with that outcome.
+	CancelAcknowledged = "cancel_acknowledged"
+)
+
+// CancelledBeforeStartPrefix starts the model-visible error text of a call cancelled
+// before its body started.
+const CancelledBeforeStartPrefix = "cancelled before start: "
+
 // RunEndedEvent announces that a run ended: the end recorded on its run record (the first
 // one, kept for good), so every later submission of the run is refused (run_cancelled for
 // reason cancelled, run_ended otherwise). The gate publishes it, as

@@ -128,6 +128,26 @@ func OperationID(runID string, step int64, callID string) string {
 	return BatchID(runID, step) + ":" + EncodeCallID(callID)
 }
 
+// ParseOperationID inverts [OperationID]: it fails (with [ErrInvalidID]) for any id
+// OperationID cannot have made. Encoded call ids hold no ':', so the last ':' ends the
+// batch id.
+func ParseOperationID(op string) (runID string, step int64, callID string, err error) {
+	i := strings.LastIndexByte(op, ':')
+	if i < 0 {
+		return "", 0, "", fmt.Errorf("%w: operation id %q has no call id", ErrInvalidID, op)
+	}
+	if runID, step, err = ParseBatchID(op[:i]); err != nil {
+		return "", 0, "", err
+	}
+	if callID, err = DecodeCallID(op[i+1:]); err != nil {
+		return "", 0, "", err
+	}
+	if OperationID(runID, step, callID) != op {
+		return "", 0, "", fmt.Errorf("%w: operation id %q is not in canonical form", ErrInvalidID, op)
+	}
+	return runID, step, callID, nil
+}
+
 // ParseBatchID splits a batch id into its run id and step. It fails unless id was made by
 // [BatchID] from a valid run id and a non-negative step.
 func ParseBatchID(id string) (runID string, step int64, err error) {

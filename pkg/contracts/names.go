@@ -48,6 +48,8 @@ const (
 	TypeCallOutput   = "io.awaken.internal.call.output.v1"
 	TypeTicketExpire = "io.awaken.internal.ticket.expire.v1"
 	TypeRunCancel    = "io.awaken.run.cancel.v1"
+	// TypeCallCancel asks to cancel one call ([CallCancel]), on [Names.CallCancelSubject].
+	TypeCallCancel = "io.awaken.call.cancel.v1"
 )
 
 // Durable consumer names. Renaming one makes the server deliver its stream again from the
@@ -170,6 +172,14 @@ func (n Names) TicketScheduleSubject(correlationID string) string {
 
 // RunCancelSubject receives run cancellation commands.
 func (n Names) RunCancelSubject() string { return n.Prefix + ".runs.cancel" }
+
+// CallCancelSubject receives the cancellation commands of single calls. It lies under
+// "{prefix}.runs.>", so the control stream stores it beside the run cancellations.
+func (n Names) CallCancelSubject() string { return n.Prefix + ".runs.calls.cancel" }
+
+// CallStopSubject is where the gate tells the executors (core NATS, no stream captures it)
+// to stop the body of one call in flight: the [CallCancel] the gate handled.
+func (n Names) CallStopSubject() string { return n.Prefix + ".calls.stop" }
 
 // AuditSubject carries PermissionDecided records of a run.
 func (n Names) AuditSubject(runID string) string { return n.Prefix + ".audit." + runID }

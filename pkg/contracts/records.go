@@ -98,6 +98,9 @@ type CallRecord struct {
 	// parallel-delegation batch: its terminal revision then advances no sequential
 	// dispatch (the batcher leaves it to the publisher's barrier).
 	Parallel bool `json:"parallel,omitempty"`
+	// Cancel is set when a [CallCancel] ended the call (or, on a Requested call not yet
+	// reached by its batch, is recorded to end it when it is): who, why and how it ended.
+	Cancel *CallCancelMark `json:"cancel,omitempty"`
 	// Timeline records when each stage was committed.
 	Timeline []TimelineMark `json:"timeline,omitempty"`
 }

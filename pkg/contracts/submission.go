@@ -338,6 +338,19 @@ func DecodeRunCancel(data []byte) (*RunCancel, error) {
 	return &c, nil
 }
 
+// DecodeCallCancel decodes and validates the payload of io.awaken.call.cancel.v1 with the
+// envelope checks of [DecodeSubmission]; operation_id must be one [OperationID] makes.
+func DecodeCallCancel(data []byte) (*CallCancel, error) {
+	var c CallCancel
+	if rej := decodeWirePayload(data, &c); rej != nil {
+		return nil, rej
+	}
+	if _, _, _, err := ParseOperationID(c.OperationID); err != nil {
+		return nil, rejectWire(RejectInvalidID, "%v", err)
+	}
+	return &c, nil
+}
+
 // validateCorrelationID accepts what [CorrelationID] and permission policies make: 1 to
 // [MaxCorrelationIDLength] bytes of A-Z a-z 0-9 _ - = and '.', with no empty dot-separated
 // part, so the id is safe as a KV key and as subject tokens.

@@ -17,6 +17,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/awaken-dev/awaken/internal/app"
+	"github.com/awaken-dev/awaken/internal/natstest"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 	"github.com/awaken-dev/awaken/services/api"
 )
@@ -435,5 +436,36 @@ func TestBrowserConsolePauseTool(t *testing.T) {
 	if got := runEcho("run-console-resumed"); got != "hi" {
 		t.Errorf("echo after resume: %q", got)
 	}
+	br.check(t, nil)
+}
+
+// TestBrowserConsoleCancelCall: an operator cancels a parked call from the batch list; the
+// call ends cancelled before start, the batch publishes, and the row shows who cancelled.
+func TestBrowserConsoleCancelCall(t *testing.T) {
+	br := newBrowser(t)
+	h := newHarness(t, api.Options{})
+	const runID = "run-browser-cancel-call"
+	h.park(runID, map[string]string{})
+	batch := "tool-batch:" + runID + ":1"
+	button := batchSel(batch, `button.cancel-call[data-operation="`+batch+`:c2"]`)
+	br.do(t, "load the console and open the batch",
+		chromedp.Navigate(h.base+"/"),
+		chromedp.WaitVisible(batchSel(batch, "> summary")),
+		chromedp.Click(batchSel(batch, "> summary")),
+		chromedp.WaitVisible(button),
+	)
+	// Clicked from the page itself: the list re-renders on every record change, so a node
+	// the driver resolved first may be replaced before its click lands.
+	if !run(t, br, "cancel the parked call", chromedp.Evaluate[bool](`(() => { const b = document.querySelector('`+string(button)+`'); if (b) b.click(); return !!b })()`)) {
+		t.Fatal("no cancel button for the parked call")
+	}
+	// The answer comes once the call ended; the opened batch's detail then shows its output.
+	natstest.WaitFor(t, waitLong, func() bool {
+		return strings.Contains(textOf(t, br, batchSel(batch, "tr.detail:nth-of-type(4) pre.output")), "cancelled before start")
+	}, "the console to show the cancelled call's output")
+	if got := texts(h.results(runID)); !slices.Equal(got, []string{"before approval", "cancelled before start: cancelled by operator", "1"}) {
+		t.Fatalf("results after cancelling in the browser = %q", got)
+	}
+	br.screenshot(t, "console-call-cancelled.png")
 	br.check(t, nil)
 }

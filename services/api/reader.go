@@ -88,6 +88,9 @@ type CallView struct {
 	Index  int    `json:"index"`
 	CallID string `json:"call_id"`
 	ToolID string `json:"tool_id"`
+	// OperationID is the call's operation id, the one POST /v1/calls/{operation_id}/cancel
+	// takes.
+	OperationID string `json:"operation_id"`
 	// Arguments are the arguments the call runs with: as submitted, or as an approval
 	// edited them (omitted in batch lists).
 	Arguments json.RawMessage `json:"arguments,omitempty"`
@@ -123,6 +126,9 @@ type CallView struct {
 	// subject (a platform, `awaken tickets approve --as`) named it itself. Show it as a
 	// claim ("alice (claimed)"), never as the token or user of that name.
 	ActorClaimed bool `json:"actor_claimed,omitempty"`
+	// Cancel is set when a call cancel ended the call (or is recorded to end it when its
+	// batch reaches it): who, why, and how it ended.
+	Cancel *contracts.CallCancelMark `json:"cancel,omitempty"`
 	// Timeline lists when each stage of the call was committed, oldest first.
 	Timeline []contracts.TimelineMark `json:"timeline"`
 }
@@ -261,7 +267,8 @@ func (r *Reader) view(ctx context.Context, b *contracts.BatchRecord, full bool) 
 		Phase: b.Phase, CreatedAt: b.CreatedAt, Metadata: sub.Metadata, Calls: make([]CallView, len(sub.Calls)),
 	}
 	for i, c := range sub.Calls {
-		cv := CallView{Index: i, CallID: c.CallID, ToolID: c.ToolID, Phase: contracts.PhaseRequested, Timeline: []contracts.TimelineMark{}}
+		cv := CallView{Index: i, CallID: c.CallID, ToolID: c.ToolID, OperationID: contracts.OperationID(sub.RunID, sub.Step, c.CallID),
+			Phase: contracts.PhaseRequested, Timeline: []contracts.TimelineMark{}}
 		if full {
 			cv.Arguments = c.Arguments
 		}
@@ -309,6 +316,7 @@ func fillCall(cv *CallView, rec *contracts.CallRecord, full bool) {
 		cv.Decision = rec.Decision.Kind
 	}
 	cv.ResolvedBy, cv.Actor, cv.ActorClaimed = rec.ResolvedBy, rec.ResolvedActor, rec.ResolvedActorClaimed
+	cv.Cancel = rec.Cancel
 	if rec.EditedArguments != nil {
 		cv.Edited = true
 		if full {

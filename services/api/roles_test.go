@@ -69,6 +69,7 @@ func TestTokenRolesPerRoute(t *testing.T) {
 		"approve":      {"POST", approvePath, `{"note":"x"}`},
 		"deny":         {"POST", "/v1/tickets/perm.run-none.1.c9/deny", `{"reason":"x"}`},
 		"cancel":       {"POST", "/v1/runs/run-none/cancel", `{}`},
+		"cancel call":  {"POST", "/v1/calls/tool-batch:run-none:1:c9/cancel", `{}`},
 		"pause":        {"POST", "/v1/tools/echo/pause", `{"reason":"roles test"}`},
 		"resume tool":  {"POST", "/v1/tools/echo/resume", `{}`},
 		"submit":       {"POST", "/v1/batches", `{}`},
@@ -76,7 +77,7 @@ func TestTokenRolesPerRoute(t *testing.T) {
 	}
 	allowed := map[string][]string{
 		"viewer":    {"list tickets", "read batches", "stream", "catalog", "results", "policy test"},
-		"operator":  {"cancel", "pause", "resume tool", "catalog", "policy test"},
+		"operator":  {"cancel", "cancel call", "pause", "resume tool", "catalog", "policy test"},
 		"submitter": {"catalog", "results", "submit"},
 	}
 	for token, names := range allowed {

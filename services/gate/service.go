@@ -138,8 +138,8 @@ func Start(ctx context.Context, env *pipeline.Env, opts ...Option) (*Service, er
 		}, Handler: s.onTimer},
 		{Spec: bus.ConsumerSpec{
 			Stream: n.ControlStream(), Durable: contracts.ConsumerGateControl,
-			FilterSubjects: []string{n.RunCancelSubject()},
-			AcceptTypes:    []string{contracts.TypeRunCancel},
+			FilterSubjects: []string{n.RunCancelSubject(), n.CallCancelSubject()},
+			AcceptTypes:    []string{contracts.TypeRunCancel, contracts.TypeCallCancel},
 		}, Handler: s.onCancel},
 	}
 	s.consumers, err = bus.Start(ctx, env.JS, env.Delivery(bus.DeliveryOptions{
@@ -222,5 +222,8 @@ func (s *Service) timerExhausted(ctx context.Context, d bus.Delivery, cause erro
 
 // onCancel adapts [Service.handleCancel] to the bus.
 func (s *Service) onCancel(ctx context.Context, d bus.Delivery) error {
+	if d.Event.Type == contracts.TypeCallCancel {
+		return s.handleCallCancel(ctx, d.Event)
+	}
 	return s.handleCancel(ctx, d.Event)
 }

@@ -505,6 +505,15 @@
     const phaseCell = el("td", { className: "phase " + c.phase, text: phase });
     const p = c.phase === "Executing" ? state.progress.get(b.batch_id + " " + c.call_id) : null;
     if (p) phaseCell.append(progressView(p));
+    if (c.cancel) {
+      phaseCell.append(el("div", { className: "muted cancel-mark", text: c.cancel.outcome + " by " + (c.cancel.actor || "?") + (c.cancel.reason ? ": " + c.cancel.reason : "") }));
+    } else if (c.phase !== "Completed" && c.phase !== "Indeterminate" && can("operator") && c.operation_id) {
+      // Cancel one call: before start it ends "cancelled before start", in its body it is
+      // stopped (indeterminate, or the tool's acknowledged outcome); the api answers once it ended.
+      const cancel = el("button", { type: "button", className: "cancel-call", text: "Cancel call", dataset: { operation: c.operation_id } });
+      cancel.addEventListener("click", () => cancelCall(c, cancel));
+      phaseCell.append(" ", cancel);
+    }
     const cells = [
       el("td", { text: String(c.index) }),
       el("td", null, el("code", { text: c.call_id })),
@@ -533,6 +542,19 @@
     const frag = document.createDocumentFragment();
     frag.append(...rows);
     return frag;
+  }
+
+  async function cancelCall(c, button) {
+    $("batches-error").textContent = "";
+    button.disabled = true;
+    try {
+      const res = await api("v1/calls/" + encodeURIComponent(c.operation_id) + "/cancel", { method: "POST", body: {} });
+      setStatus(c.call_id + ": " + res.status, "ok");
+    } catch (err) {
+      button.disabled = false;
+      $("batches-error").textContent = (err.code ? err.code + ": " : "") + err.message;
+    }
+    await refreshBatches();
   }
 
   // blockText is the text view of one output block; an output stored by reference shows

@@ -49,6 +49,9 @@ type CounterArgs struct {
 // SlowArgs are the arguments of slow.
 type SlowArgs struct {
 	MS int `json:"ms" jsonschema:"minimum=0,maximum=3600000" desc:"How long to sleep, in milliseconds."`
+	// AckCancel makes a stopped sleep return "stopped" instead of an error: a tool that
+	// acknowledges the cancellation of its call with an outcome.
+	AckCancel bool `json:"ack_cancel,omitempty" desc:"When stopped early (a cancel), return \"stopped\" instead of failing."`
 }
 
 // FailArgs are the arguments of fail.
@@ -96,6 +99,9 @@ func Register(r *brainexec.Registry, env *pipeline.Env) error {
 		brainexec.Register(r, brainexec.ToolFunc("slow", "Sleeps `ms` milliseconds, then returns \"done\".",
 			contracts.CapabilityReplaySafe, func(ctx context.Context, a SlowArgs) (string, error) {
 				if err := sleep(ctx, a.MS); err != nil {
+					if a.AckCancel && ctx.Err() != nil {
+						return "stopped", nil
+					}
 					return "", err
 				}
 				return "done", nil

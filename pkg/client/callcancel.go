@@ -1,0 +1,126 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/awaken-dev/awaken/pkg/contracts"
+)
+
+// Errors of [Client.CancelCall].
+var (
+	// ErrCallTerminal: the call is already Completed or Indeterminate; nothing changed.
+	ErrCallTerminal = errors.New("call is terminal")
+	// ErrCallCancelPending: the cancellation is stored and will be applied, but the call
+	// was not seen ending before ctx ended (a Requested call waits for its batch to reach
+	// it; a body stopped must return or outlast its grace).
+	ErrCallCancelPending = errors.New("call cancel stored, call not seen ended yet")
+)
+
+// CallCancelResult says how a cancelled call ended.
+type CallCancelResult struct {
+	OperationID string `json:"operation_id"`
+	// Status is cancelled_before_start, cancelled_in_flight or cancel_acknowledged
+	// (contracts.Cancel*), or "completed" / "indeterminate" when the call ended otherwise
+	// before the cancellation reached it (an executor's outcome won the compare-and-swap).
+	Status  string            `json:"status"`
+	Outcome contracts.Outcome `json:"outcome"`
+	Reason  string            `json:"reason,omitempty"`
+	Actor   string            `json:"actor,omitempty"`
+	// Phase is, in a pending error's result, the phase the call was last seen in.
+	Phase contracts.PhaseKind `json:"phase,omitempty"`
+}
+
+// CallTerminalError is returned (wrapping [ErrCallTerminal]) when the call had ended
+// before the cancel: Result says how.
+type CallTerminalError struct{ Result CallCancelResult }
+
+func (e *CallTerminalError) Error() string {
+	return fmt.Sprintf("call %s is already %s", e.Result.OperationID, e.Result.Outcome)
+}
+func (e *CallTerminalError) Unwrap() error { return ErrCallTerminal }
+
+// CancelCall cancels the call op (an operation id, "{batch_id}:{call_id}") and returns once
+// it is terminal, saying how it ended: cancelled before start (Completed with the error
+// "cancelled before start: {reason}"), cancelled in flight (Indeterminate), or the
+// tool's acknowledged outcome. actor is recorded as who cancelled (a claim: the api's door
+// passes the authenticated actor). A call already terminal is refused with a
+// [*CallTerminalError] and nothing is published. The client cannot read batch records, so
+// an operation id of no batch is not refused here (the api's door answers 404): the wait
+// ends with ctx.
+// ctx bounds the wait; when it ends first the error wraps [ErrCallCancelPending].
+func (c *Client) CancelCall(ctx context.Context, op, reason, actor string) (CallCancelResult, error) {
+	runID, step, callID, err := contracts.ParseOperationID(op)
+	if err != nil {
+		return CallCancelResult{}, fmt.Errorf("client: %w", err)
+	}
+	kv, err := c.js.KeyValue(ctx, c.names.CallsBucket())
+	if err != nil {
+		return CallCancelResult{}, fmt.Errorf("client: calls: %w", err)
+	}
+	// Watching first: the terminal revision the cancellation leads to cannot come unseen.
+	w, err := kv.Watch(ctx, "*."+contracts.OperationKey(runID, step, callID))
+	if err != nil {
+		return CallCancelResult{}, fmt.Errorf("client: watch call %s: %w", op, err)
+	}
+	defer func() { _ = w.Stop() }()
+	var last *contracts.CallRecord
+	published := false
+	for {
+		select {
+		case e := <-w.Updates():
+			if e == nil { // the current value, if any, has been delivered
+				// No record yet is a call its batch has not reached: the gate records the
+				// cancellation on it (an operation id of no batch is ignored by the gate, and
+				// the wait ends with ctx).
+				if last != nil && last.Phase.IsTerminal() {
+					return CallCancelResult{}, &CallTerminalError{Result: cancelResult(op, last)}
+				}
+				id := "cancel-" + op + "-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+				if err := c.publish(ctx, c.names.CallCancelSubject(), id, contracts.TypeCallCancel,
+					contracts.CallCancel{OperationID: op, Actor: actor, Reason: reason}); err != nil {
+					return CallCancelResult{}, err
+				}
+				published = true
+				continue
+			}
+			if e.Operation() != jetstream.KeyValuePut {
+				continue
+			}
+			var rec contracts.CallRecord
+			if err := json.Unmarshal(e.Value(), &rec); err != nil {
+				return CallCancelResult{}, fmt.Errorf("client: call %s: %w", op, err)
+			}
+			last = &rec
+			if published && rec.Phase.IsTerminal() {
+				return cancelResult(op, &rec), nil
+			}
+		case <-ctx.Done():
+			res := CallCancelResult{OperationID: op}
+			if last != nil {
+				res.Phase = last.Phase.Kind
+			}
+			if !published {
+				return res, fmt.Errorf("client: cancel call %s: %w", op, ctx.Err())
+			}
+			return res, fmt.Errorf("client: call %s (last seen %s): %w: %w", op, res.Phase, ErrCallCancelPending, context.Cause(ctx))
+		}
+	}
+}
+
+// cancelResult describes the terminal record rec of op.
+func cancelResult(op string, rec *contracts.CallRecord) CallCancelResult {
+	res := CallCancelResult{OperationID: op, Outcome: rec.Outcome(), Phase: rec.Phase.Kind, Status: string(rec.Outcome())}
+	if rec.Cancel != nil {
+		res.Status, res.Reason, res.Actor = rec.Cancel.Outcome, rec.Cancel.Reason, rec.Cancel.Actor
+	} else if rec.Phase.Kind == contracts.PhaseIndeterminate {
+		res.Reason = rec.Phase.Reason
+	}
+	return res
+}

@@ -1,0 +1,121 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/nats-io/nats.go/micro"
+
+	"github.com/awaken-dev/awaken/pkg/client"
+	"github.com/awaken-dev/awaken/pkg/contracts"
+)
+
+// CodeCallTerminal (409): the call to cancel is already Completed or Indeterminate; nothing
+// changed. The error's message says how it ended.
+const CodeCallTerminal = "call_terminal"
+
+// CodeCallCancelTimeout (504): the call cancel was stored but the call was not seen ending
+// within the api's wait — a Requested call waits for its batch to reach it (an earlier
+// call still runs or waits), a body being stopped for its grace. The gate will still apply
+// it; cancelling again is harmless.
+const CodeCallCancelTimeout = "call_cancel_timeout"
+
+// EndpointCallsCancel cancels one call and answers once it ended. Request body:
+// {"operation_id","reason"?} or the bare operation id. Reply: [client.CallCancelResult].
+const EndpointCallsCancel = "calls.cancel"
+
+// CallCancelRequest is the body of calls.cancel and POST /v1/calls/{operation_id}/cancel.
+type CallCancelRequest struct {
+	OperationID string `json:"operation_id,omitempty"`
+	Reason      string `json:"reason,omitempty"`
+}
+
+// CancelCall cancels the call op on behalf of actor and waits (bounded by ResolveTimeout)
+// until it is terminal: the answer says whether it was cancelled before start, stopped in
+// flight (indeterminate), or acknowledged by the tool. An unknown operation id is 404, a
+// terminal call 409 call_terminal (nothing changes), a call not seen ending in time 504
+// call_cancel_timeout (the cancel is stored and still applies).
+func (s *Service) CancelCall(ctx context.Context, op, reason, actor string) (client.CallCancelResult, error) {
+	runID, step, callID, err := contracts.ParseOperationID(op)
+	if err != nil {
+		return client.CallCancelResult{}, &Error{Code: string(contracts.RejectInvalidID), Message: err.Error(), Status: http.StatusBadRequest, err: err}
+	}
+	if len(reason) > MaxTextLength {
+		return client.CallCancelResult{}, apiErr(http.StatusBadRequest, CodeInvalidRequest, "reason is longer than %d bytes", MaxTextLength)
+	}
+	b, err := s.reader.batchRecord(ctx, contracts.BatchID(runID, step))
+	if err != nil {
+		var ae *Error
+		if errors.As(err, &ae) && ae.Status == http.StatusNotFound {
+			return client.CallCancelResult{}, apiErr(http.StatusNotFound, CodeNotFound, "no call %s", op)
+		}
+		return client.CallCancelResult{}, internalErr(err)
+	}
+	known := false
+	for _, c := range b.Submission.Calls {
+		known = known || c.CallID == callID
+	}
+	if !known {
+		return client.CallCancelResult{}, apiErr(http.StatusNotFound, CodeNotFound, "no call %s", op)
+	}
+	wctx, cancel := context.WithTimeout(ctx, s.opts.ResolveTimeout)
+	defer cancel()
+	res, err := s.client.CancelCall(wctx, op, reason, actor)
+	var terminal *client.CallTerminalError
+	switch {
+	case err == nil:
+		return res, nil
+	case errors.As(err, &terminal):
+		return client.CallCancelResult{}, &Error{Code: CodeCallTerminal, Status: http.StatusConflict, err: err,
+			Message: fmt.Sprintf("call %s is already terminal (%s); nothing changed", op, terminal.Result.Status)}
+	case !errors.Is(err, client.ErrCallCancelPending):
+		return client.CallCancelResult{}, internalErr(err)
+	case ctx.Err() != nil:
+		return client.CallCancelResult{}, &Error{Code: CodeUnavailable, Status: http.StatusServiceUnavailable, err: err,
+			Message: "the request ended before the call was seen ending; the cancel is stored and will still be applied"}
+	}
+	return client.CallCancelResult{}, &Error{Code: CodeCallCancelTimeout, Status: http.StatusGatewayTimeout, err: err,
+		Message: fmt.Sprintf("the cancel of call %s is stored and will be applied, but the call (%s) was not seen ending within %s: "+
+			"a call not yet reached by its batch ends when the batch gets to it; sending it again is harmless", op, res.Phase, s.opts.ResolveTimeout)}
+}
+
+func (s *Service) httpCancelCall(w http.ResponseWriter, r *http.Request) {
+	var req CallCancelRequest
+	if err := readBody(r, &req); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	op, err := pathValue(r, "operation_id", req.OperationID)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	actor := actorOf(r.Context())
+	res, err := s.CancelCall(r.Context(), op, req.Reason, actor)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.log.Info().Str("operation_id", op).Str("status", res.Status).Str("actor", actor).Str("remote", r.RemoteAddr).Msg("call cancelled over http")
+	writeJSON(w, http.StatusOK, res)
+}
+
+func (s *Service) microCallsCancel(ctx context.Context, req micro.Request) (any, error) {
+	data := bytes.TrimSpace(req.Data())
+	var cr CallCancelRequest
+	if len(data) > 0 && data[0] == '{' {
+		if err := strictJSON(data, &cr); err != nil {
+			return nil, err
+		}
+	} else {
+		id, err := bareOrField(data, "operation_id")
+		if err != nil {
+			return nil, err
+		}
+		cr.OperationID = id
+	}
+	return s.CancelCall(ctx, cr.OperationID, cr.Reason, MicroActor)
+}

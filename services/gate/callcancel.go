@@ -1,0 +1,155 @@
+package gate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/rs/zerolog"
+
+	"github.com/awaken-dev/awaken/internal/bus"
+	"github.com/awaken-dev/awaken/internal/pipeline"
+	"github.com/awaken-dev/awaken/pkg/contracts"
+)
+
+// handleCallCancel is the handler of io.awaken.call.cancel.v1: the cancellation of one call.
+// The gate is the one writer of decisions, so it alone moves a call that has not started:
+//
+//   - Awaiting (a ticket, a schedule) or Executing and not entered by an executor: the call
+//     is completed, by compare-and-swap, with the model-visible error
+//     "cancelled before start: {reason}" (its ticket cleared). An executor entering the call
+//     concurrently, or an approval handing it over, wins or loses the same CAS: exactly one
+//     outcome is committed.
+//   - Requested: the batch has not reached the call (a sequential batch whose earlier call
+//     still runs or waits) or its gate request is in flight. A set_result decision holding
+//     the cancelled output is recorded on it, so the gate's own request handling (or the
+//     probe) completes it when the batch gets there, in batch order, and the batch goes on.
+//   - Executing and entered: the body runs in an executor. The gate tells the executors,
+//     on [contracts.Names.CallStopSubject], to stop it; the executor that holds it ends the
+//     call (cancelled_in_flight, or the tool's acknowledged outcome).
+//   - terminal: nothing changes (the api refuses this case with call_terminal first).
+//
+// Every write is a terminal revision or a decision of one call: the rest of the batch goes
+// on and the publisher's barrier publishes it as usual. A redelivery finds its own write
+// and changes nothing more (a stop notice sent again is harmless).
+func (s *Service) handleCallCancel(ctx context.Context, ev bus.Event) error {
+	if err := bus.ExpectType(ev, contracts.TypeCallCancel); err != nil {
+		return bus.Permanent(err)
+	}
+	cc, err := contracts.DecodeCallCancel(ev.Data)
+	if err != nil {
+		return bus.Permanent(fmt.Errorf("gate: decode call cancel: %w", err))
+	}
+	runID, step, callID, err := contracts.ParseOperationID(cc.OperationID)
+	if err != nil {
+		return bus.Permanent(fmt.Errorf("gate: call cancel: %w", err))
+	}
+	log := zerolog.Ctx(ctx).With().Str("run_id", runID).Str("batch_id", contracts.BatchID(runID, step)).
+		Str("call_id", callID).Str("actor", cc.Actor).Logger()
+	ctx = log.WithContext(ctx)
+	b, err := s.env.Batch(ctx, runID, step)
+	if errors.Is(err, pipeline.ErrBatchNotFound) {
+		log.Warn().Msg("call cancel names no recorded batch; nothing to cancel")
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("gate: call cancel: load batch: %w", err)
+	}
+	if err := checkBatch(b); err != nil {
+		return bus.Permanent(err)
+	}
+	index := -1
+	for i, c := range b.Submission.Calls {
+		if c.CallID == callID {
+			index = i
+			break
+		}
+	}
+	if index < 0 {
+		log.Warn().Msg("call cancel names no call of its batch; nothing to cancel")
+		return nil
+	}
+	return s.cancelCall(ctx, b, index, cc)
+}
+
+// cancelCall applies cc to call i of b (see [Service.handleCallCancel]).
+func (s *Service) cancelCall(ctx context.Context, b *contracts.BatchRecord, i int, cc *contracts.CallCancel) error {
+	log := zerolog.Ctx(ctx)
+	call := b.Submission.Calls[i]
+	reason := cancelReasonText(cc.Reason)
+	out := contracts.ErrorOutput(call.CallID, contracts.CancelledBeforeStartPrefix+reason)
+	for range maxCASAttempts {
+		rec, rev, err := s.loadCall(ctx, b, i)
+		if err != nil {
+			return err
+		}
+		now := s.env.Now()
+		mark := &contracts.CallCancelMark{Actor: cc.Actor, Reason: reason, Outcome: contracts.CancelBeforeStart, At: now}
+		switch {
+		case rec.Phase.IsTerminal():
+			log.Info().Str("phase", string(rec.Phase.Kind)).Msg("call cancel: the call is terminal; nothing changes")
+			return nil
+		case rec.Phase.Kind == contracts.PhaseRequested:
+			if rec.Cancel != nil {
+				return nil // recorded by an earlier delivery
+			}
+			o := &contracts.GateOutcome{Kind: contracts.GateSetResult, Output: &out}
+			if rec.Decision == nil {
+				if err := rec.Decide(o, s.env.Telemetry.TraceParent(ctx), now); err != nil {
+					return bus.Permanent(fmt.Errorf("gate: cancel call %s: %w", call.CallID, err))
+				}
+			} else {
+				// A probe's decision not yet applied: the cancellation replaces it.
+				o.Shadow = rec.Decision.Shadow
+				rec.Decision = o
+			}
+		case rec.Phase.Kind == contracts.PhaseAwaiting || rec.ExecutingUnentered():
+			if err := rec.Complete(out, now); err != nil {
+				return bus.Permanent(fmt.Errorf("gate: cancel call %s: %w", call.CallID, err))
+			}
+		default: // Executing, entered: the body runs
+			return s.stopInFlight(ctx, cc)
+		}
+		rec.Cancel = mark
+		switch _, err := s.putCall(ctx, b, i, rec, rev); {
+		case errors.Is(err, errRaced):
+			continue
+		case err != nil:
+			return err
+		}
+		if rec.Phase.IsTerminal() {
+			if err := s.clearTickets(ctx, b, i, &rec); err != nil {
+				return err
+			}
+			log.Info().Str("reason", reason).Msg("call cancelled before start")
+		} else {
+			log.Info().Str("reason", reason).Msg("call cancel recorded; the call ends cancelled when its batch reaches it")
+		}
+		return nil
+	}
+	return fmt.Errorf("gate: cancel call %s: %d concurrent writers in a row", call.CallID, maxCASAttempts)
+}
+
+// stopInFlight tells the executors to stop the body of the call cc names. It is a core
+// NATS publish: the executor that holds the call ends it; one that missed the notice lets
+// the body run to its end and commits its outcome, as a run cancel missed would.
+func (s *Service) stopInFlight(ctx context.Context, cc *contracts.CallCancel) error {
+	ev, err := s.env.Event(ServiceName, cc.OperationID+":stop", contracts.TypeCallCancel, *cc)
+	if err != nil {
+		return fmt.Errorf("gate: build call stop: %w", err)
+	}
+	msg := bus.EncodeMsg(s.env.Names.CallStopSubject(), ev)
+	if err := s.env.Conn.PublishMsg(msg); err != nil {
+		return fmt.Errorf("gate: publish call stop: %w", err)
+	}
+	zerolog.Ctx(ctx).Info().Msg("call cancel: the body is running; executors told to stop it")
+	return nil
+}
+
+// cancelReasonText is the reason a call cancel records: the operator's, or a default.
+func cancelReasonText(reason string) string {
+	if reason == "" {
+		return "cancelled by operator"
+	}
+	return reason
+}
