@@ -194,6 +194,11 @@ func (n Names) ToolsListSubject() string { return n.Prefix + ".api.tools.list" }
 // resume deletes the key.
 func (n Names) ToolPausesBucket() string { return n.upper() + "_tool_pauses" }
 
+// LimitsBucket is the ledger of the host policy's limits: one key per limit, key value and
+// window ([LimitLedgerKey]), holding the operations it counted ([LimitLedgerEntry]),
+// updated by compare-and-swap by the gate.
+func (n Names) LimitsBucket() string { return n.upper() + "_limits" }
+
 // ToolPauseAuditSubject carries the [ToolPauseAudit] records. It lies under the audit
 // stream's subjects but can never be a run's audit subject: run ids hold no dots.
 func (n Names) ToolPauseAuditSubject() string { return n.Prefix + ".audit.tools.pause" }

@@ -88,6 +88,7 @@ type Service struct {
 	env         *pipeline.Env
 	host        *contracts.Policy
 	runPolicies *policyCache
+	limits      *limiter
 	log         zerolog.Logger
 	consumers   *bus.Consumers
 }
@@ -154,6 +155,7 @@ func newService(env *pipeline.Env, o options) (*Service, error) {
 		env:         env,
 		host:        host,
 		runPolicies: newPolicyCache(o.policyCacheSize),
+		limits:      newLimiter(env, host),
 		log:         env.Log,
 	}, nil
 }

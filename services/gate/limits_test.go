@@ -1,0 +1,202 @@
+package gate
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/awaken-dev/awaken/internal/natstest"
+	"github.com/awaken-dev/awaken/internal/state"
+	"github.com/awaken-dev/awaken/pkg/contracts"
+)
+
+func intp(n int) *int { return &n }
+
+// withLimits starts a gate whose host policy has limits (and the tools costs), after the
+// harness parsed the test configuration.
+func (h *harness) withLimits(costs map[string]float64, limits ...contracts.LimitConfig) {
+	h.t.Helper()
+	h.env.Config.Policy.Limits = limits
+	for id, c := range costs {
+		found := false
+		for i := range h.env.Config.Tools {
+			if h.env.Config.Tools[i].ID == id {
+				h.env.Config.Tools[i].Cost, found = &c, true
+			}
+		}
+		if !found {
+			h.t.Fatalf("no tool %s", id)
+		}
+	}
+	h.start(4)
+}
+
+// decided gates call 0 of a fresh one-call batch of run at step and waits for its
+// decision to be recorded.
+func (h *harness) decided(run string, step int64, tool string) contracts.CallRecord {
+	h.t.Helper()
+	sub := h.submission(step, call("c1", tool, `{"text":"hi"}`))
+	sub.RunID = run
+	b := h.store(sub)
+	h.gate(b, 0)
+	return h.waitCall(b, 0, "decided", func(r contracts.CallRecord) bool {
+		return r.Phase.Kind != contracts.PhaseRequested && r.Decision != nil
+	})
+}
+
+// ledger reads the limits ledger entry of limit for value (no window).
+func (h *harness) ledger(limit, value string) contracts.LimitLedgerEntry {
+	h.t.Helper()
+	kv, err := h.js.KeyValue(h.ctx, h.env.Names.LimitsBucket())
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	e, _, err := state.NewStore[contracts.LimitLedgerEntry](kv).Get(h.ctx, contracts.LimitLedgerKey(limit, value, time.Time{}))
+	if err != nil {
+		h.t.Fatalf("ledger %s/%s: %v", limit, value, err)
+	}
+	return e
+}
+
+func wantBlocked(t *testing.T, rec contracts.CallRecord, limit, reason string) {
+	t.Helper()
+	if rec.Decision == nil || rec.Decision.Kind != contracts.GateBlock || rec.Decision.Limit != limit ||
+		!strings.HasPrefix(rec.Decision.Reason, reason+": limit "+limit) {
+		t.Fatalf("decision %+v, want a block by limit %s with reason %s", rec.Decision, limit, reason)
+	}
+	if rec.Phase.Kind != contracts.PhaseCompleted || rec.Phase.Output == nil || !strings.Contains(rec.Phase.Output.Text(), "blocked: "+reason) {
+		t.Fatalf("call %+v, want completed with the model-visible reason %s", rec.Phase, reason)
+	}
+}
+
+func wantRuns(t *testing.T, rec contracts.CallRecord) {
+	t.Helper()
+	if rec.Decision == nil || rec.Decision.Kind != contracts.GateAllow || rec.Phase.Kind != contracts.PhaseExecuting {
+		t.Fatalf("call %+v decided %+v, want allowed and executing", rec.Phase, rec.Decision)
+	}
+}
+
+// TestCountLimitBlocksPastNPerRun: a count of 2 per run lets the first two echo calls of a
+// run run and blocks the third with count_exceeded, naming the limit in the decision and
+// its audit record; another run has its own count, and a tool the limit does not match is
+// not counted.
+func TestCountLimitBlocksPastNPerRun(t *testing.T) {
+	h := newHarness(t, withoutService())
+	h.withLimits(nil, contracts.LimitConfig{Name: "echo-per-run", Tools: []string{"echo"}, Key: "run", Count: intp(2)})
+
+	wantRuns(t, h.decided(testRunID, 1, "echo"))
+	wantRuns(t, h.decided(testRunID, 2, "counter"))
+	wantRuns(t, h.decided(testRunID, 3, "echo"))
+	wantBlocked(t, h.decided(testRunID, 4, "echo"), "echo-per-run", contracts.ReasonCountExceeded)
+	wantRuns(t, h.decided("run-b", 1, "echo"))
+
+	if e := h.ledger("echo-per-run", testRunID); e.Used != 2 || len(e.Held) != 2 {
+		t.Fatalf("run-1's ledger %+v, want the two calls that ran", e)
+	}
+	var limited []contracts.AuditRecord
+	natstest.WaitFor(t, waitLong, func() bool {
+		limited = limited[:0]
+		for _, a := range h.audits() {
+			if a.Limit != "" {
+				limited = append(limited, a)
+			}
+		}
+		return len(limited) == 1
+	}, "one audit record naming the limit")
+	if a := limited[0]; a.RunID != testRunID || a.Decision != contracts.AuditDecisionDeny || a.Limit != "echo-per-run" {
+		t.Fatalf("audit %+v, want run-1's deny by echo-per-run", a)
+	}
+}
+
+// TestRateLimitBlocksPastNPerWindow: a rate of 2 per hour, global, blocks the third call of
+// the window with rate_limited, across runs.
+func TestRateLimitBlocksPastNPerWindow(t *testing.T) {
+	h := newHarness(t, withoutService())
+	h.withLimits(nil, contracts.LimitConfig{Name: "echo-rate", Tools: []string{"echo"}, Key: "global",
+		Rate: &contracts.RateLimitConfig{N: 2, Window: "1h"}})
+
+	wantRuns(t, h.decided("run-a", 1, "echo"))
+	wantRuns(t, h.decided("run-b", 1, "echo"))
+	rec := h.decided("run-c", 1, "echo")
+	// The three batches were recorded in the same hour unless the test straddled one: then
+	// the third call opened a new window and ran.
+	if rec.Decision.Kind == contracts.GateAllow {
+		t.Skip("the batches straddled an hour boundary")
+	}
+	wantBlocked(t, rec, "echo-rate", contracts.ReasonRateLimited)
+}
+
+// TestBudgetBlocksAndAsks: echo costs 2 against a budget of 5 per run that blocks: two
+// calls run, the third is blocked with budget_exhausted. counter costs 3 against a budget
+// of 5 that asks: the first runs, the second asks, and its approval runs it.
+func TestBudgetBlocksAndAsks(t *testing.T) {
+	h := newHarness(t, withoutService())
+	h.withLimits(map[string]float64{"echo": 2, "counter": 3},
+		contracts.LimitConfig{Name: "echo-budget", Tools: []string{"echo"}, Key: "run", Budget: &contracts.BudgetLimitConfig{Amount: 5}},
+		contracts.LimitConfig{Name: "counter-budget", Tools: []string{"counter"}, Key: "run", Over: contracts.LimitOverAsk,
+			Budget: &contracts.BudgetLimitConfig{Amount: 5}},
+	)
+
+	wantRuns(t, h.decided("run-a", 1, "echo"))
+	wantRuns(t, h.decided("run-a", 2, "echo"))
+	wantBlocked(t, h.decided("run-a", 3, "echo"), "echo-budget", contracts.ReasonBudgetExhausted)
+
+	wantRuns(t, h.decided("run-a", 4, "counter"))
+	asked := h.decided("run-a", 5, "counter")
+	if asked.Decision.Kind != contracts.GateRequireConfirmation || asked.Decision.Limit != "counter-budget" ||
+		asked.Phase.Kind != contracts.PhaseAwaiting {
+		t.Fatalf("over the asking budget: %+v decided %+v, want an ask naming counter-budget", asked.Phase, asked.Decision)
+	}
+	tk := h.waitTicket(asked.Decision.CorrelationID)
+	h.resume(h.uniq("approve"), allow(tk))
+	b, err := h.env.Batch(h.ctx, "run-a", 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.waitCall(b, 0, "executing after the approval", isPhase(contracts.PhaseExecuting))
+	if e := h.ledger("counter-budget", "run-a"); e.Used != 6 {
+		t.Fatalf("counter budget used %v, want 6: the approved overrun is charged", e.Used)
+	}
+}
+
+// TestRedeliveredDecisionIsNotCountedTwice: a crash after the count's ledger write, before
+// the decision is recorded, redelivers the request; the redelivery finds its operation
+// holding a share and counts nothing again, so a count of 1 still lets the call run (it
+// would block it, as over the limit, if the share were counted twice).
+func TestRedeliveredDecisionIsNotCountedTwice(t *testing.T) {
+	h := newHarness(t, withoutService())
+	h.withLimits(nil, contracts.LimitConfig{Name: "once", Tools: []string{"echo"}, Key: "run", Count: intp(1)})
+	sub := h.submission(1, call("c1", "echo", `{"text":"hi"}`))
+	b := h.store(sub)
+	h.faults.arm(FaultAfterLimitReserve, op(b, 0), 2)
+	h.gate(b, 0)
+	wantRuns(t, h.waitCall(b, 0, "decided", isPhase(contracts.PhaseExecuting)))
+	if n := h.faults.firedCount(); n != 2 {
+		t.Fatalf("%d faults fired, want 2", n)
+	}
+	if e := h.ledger("once", testRunID); e.Used != 1 || len(e.Held) != 1 {
+		t.Fatalf("ledger %+v, want the one call counted once", e)
+	}
+}
+
+// TestShadowLimitChangesNothingButTheAudit: a shadow count of 1 lets every call run, and
+// the audit record of the call over it says the limit would have denied it.
+func TestShadowLimitChangesNothingButTheAudit(t *testing.T) {
+	h := newHarness(t, withoutService())
+	h.withLimits(nil, contracts.LimitConfig{Name: "shadow-once", Tools: []string{"echo"}, Key: "run", Count: intp(1), Shadow: true})
+	wantRuns(t, h.decided(testRunID, 1, "echo"))
+	over := h.decided(testRunID, 2, "echo")
+	wantRuns(t, over)
+	want := []contracts.ShadowFinding{{Policy: contracts.ShadowPolicyHost, Rule: "limit:shadow-once", Index: 0,
+		Would: contracts.AuditDecisionDeny, Reason: "count_exceeded: limit shadow-once allows 1 calls per run", Limit: "shadow-once"}}
+	if len(over.Decision.Shadow) != 1 || over.Decision.Shadow[0] != want[0] {
+		t.Fatalf("findings %+v, want %+v", over.Decision.Shadow, want)
+	}
+	var audits []contracts.AuditRecord
+	natstest.WaitFor(t, waitLong, func() bool { audits = h.audits(); return len(audits) == 2 }, "two audit records")
+	for _, a := range audits {
+		if a.Decision != contracts.AuditDecisionAllow || a.Limit != "" {
+			t.Errorf("audit %+v: a shadow limit changes no decision", a)
+		}
+	}
+}
