@@ -112,7 +112,7 @@ func NewMetrics() *Metrics {
 		}, []string{"state", "code"}),
 		limitEvents: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: MetricLimitEvents,
-			Help: "Evaluations of a host limit by the gate, by limit and outcome (counted, held: already counted for this operation, blocked, asked, would: a shadow limit the call was over).",
+			Help: "Evaluations of a host limit by the gate, by limit and outcome (counted, held: already counted for this operation, blocked, asked, would: a shadow limit the call was over, released: a call that never ran gave its share back).",
 		}, []string{"limit", "outcome"}),
 	}
 	m.reg.MustRegister(m.messages, m.duration, m.redeliveries, m.deadLetters, m.gateDecisions,

@@ -300,7 +300,7 @@ func refOf(data []byte, ceSubject string) (workRef, bool) {
 }
 
 // LimitEvent counts one evaluation of a host limit by its outcome (counted, held,
-// blocked, asked, would, ), for awaken_limit_events_total{limit,outcome}.
+// blocked, asked, would, released), for awaken_limit_events_total{limit,outcome}.
 func (t *Telemetry) LimitEvent(limit, outcome string) {
 	if t == nil || t.m == nil {
 		return

@@ -62,6 +62,11 @@ const (
 // [ConsumerGateControl] (run cancellations).
 const ConsumerGateTimers = "gate-timers"
 
+// ConsumerGateLimits is the gate's durable consumer of terminal call records, created only
+// when the host policy has limits: it gives back the limit shares of calls that ended
+// without running.
+const ConsumerGateLimits = "gate-limits"
+
 // Names derives every subject, stream and bucket from one configurable prefix. Stream and
 // bucket names are upper-case or underscore forms of the prefix so two deployments with
 // different prefixes can share one server.

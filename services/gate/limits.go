@@ -26,6 +26,8 @@ const (
 	limitBlocked = "blocked" // the call was over the limit and blocked
 	limitAsked   = "asked"   // the call was over a budget with over: ask, and asks
 	limitWould   = "would"   // a shadow limit the call was over: recorded, nothing changed
+	// limitReleased: a call that ended without running had its share looked up to give back.
+	limitReleased = "released"
 )
 
 // errOverLimit: the ledger entry has no room for the call's share.

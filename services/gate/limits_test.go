@@ -200,3 +200,40 @@ func TestShadowLimitChangesNothingButTheAudit(t *testing.T) {
 		}
 	}
 }
+
+// TestAShareIsGivenBackWhenTheCallNeverRan: a count of 1 per run on ask_me counts the
+// first call at its ask; its denial ends it without running, so the ledger gives its share
+// back (once, although a crash after the release redelivers its terminal record) and the
+// run's next ask_me call asks instead of being blocked.
+func TestAShareIsGivenBackWhenTheCallNeverRan(t *testing.T) {
+	h := newHarness(t, withoutService())
+	h.withLimits(nil, contracts.LimitConfig{Name: "one-ask", Tools: []string{"ask_me"}, Key: "run", Count: intp(1)})
+	first := h.decided(testRunID, 1, "ask_me")
+	if first.Decision.Kind != contracts.GateRequireConfirmation {
+		t.Fatalf("first ask_me decided %+v, want ask", first.Decision)
+	}
+	b1, err := h.env.Batch(h.ctx, testRunID, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.faults.arm(FaultAfterLimitRelease, op(b1, 0), 1)
+	h.resume(h.uniq("deny"), deny(h.waitTicket(first.Decision.CorrelationID), "no"))
+	h.waitCall(b1, 0, "completed by the denial", isPhase(contracts.PhaseCompleted))
+	natstest.WaitFor(t, waitLong, func() bool { return h.faults.firedCount() == 1 }, "the crash after the release")
+	natstest.WaitFor(t, waitLong, func() bool {
+		kv, err := h.js.KeyValue(h.ctx, h.env.Names.LimitsBucket())
+		if err != nil {
+			return false
+		}
+		e, _, err := state.NewStore[contracts.LimitLedgerEntry](kv).Get(h.ctx, contracts.LimitLedgerKey("one-ask", testRunID, time.Time{}))
+		return err == nil && e.Used == 0 && len(e.Held) == 0
+	}, "the denied call's share given back")
+
+	second := h.decided(testRunID, 2, "ask_me")
+	if second.Decision.Kind != contracts.GateRequireConfirmation {
+		t.Fatalf("second ask_me decided %+v, want ask: the denied call's share was given back", second.Decision)
+	}
+	if e := h.ledger("one-ask", testRunID); e.Used != 1 || len(e.Held) != 1 {
+		t.Fatalf("ledger %+v, want the second call alone", e)
+	}
+}

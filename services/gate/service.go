@@ -136,6 +136,9 @@ func Start(ctx context.Context, env *pipeline.Env, opts ...Option) (*Service, er
 			AcceptTypes:    []string{contracts.TypeRunCancel},
 		}, Handler: s.onCancel},
 	}
+	if r, ok := s.limitReleaseRoute(); ok {
+		routes = append(routes, r)
+	}
 	s.consumers, err = bus.Start(ctx, env.JS, env.Delivery(bus.DeliveryOptions{
 		AckWait: o.ackWait, MaxDeliver: maxDeliver, BackOff: backOff, Workers: o.workers,
 	}), routes, s.log)
