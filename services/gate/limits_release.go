@@ -33,9 +33,9 @@ func (s *Service) limitReleaseRoute() (bus.Route, bool) {
 }
 
 // onTerminalCall handles one terminal call record: a call whose decision took limit shares
-// (allow, ask, schedule) and whose body no executor ever entered — an ask denied or
-// expired, a cancellation before its start, an entry check that failed — gives back its
-// share in every limit that matches it. The keys are derived again from the immutable
+// (allow, ask, schedule) and that never reached execution — an ask denied or expired, a
+// schedule or an ask cancelled, an entry check that failed — gives back its share in
+// every limit that matches it. The keys are derived again from the immutable
 // batch record (its submission and created_at) and the host limits, exactly as the
 // decision derived them, and each release is a no-op when the operation holds nothing,
 // so a redelivery, or a call that a limit itself blocked, releases nothing twice.
@@ -47,8 +47,11 @@ func (s *Service) onTerminalCall(ctx context.Context, d bus.Delivery) error {
 	if !rec.Phase.IsTerminal() || rec.Decision == nil || !counts(rec.Decision) {
 		return nil
 	}
-	if _, ran := rec.MarkTime(contracts.StageEntered); ran {
-		return nil // it ran: its shares stay spent
+	// A call the gate handed to an executor may have run — a replay-safe tool's executor
+	// claims no durable entry before its body — so its shares stay spent: only a call that
+	// never reached execution gives them back (never fewer counted than ran).
+	if _, dispatched := rec.MarkTime(contracts.StageExecuting); dispatched || rec.Entered {
+		return nil
 	}
 	b, err := s.env.Batch(ctx, runID, step)
 	if err != nil {
