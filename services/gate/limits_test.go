@@ -1,6 +1,7 @@
 package gate
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -235,5 +236,44 @@ func TestAShareIsGivenBackWhenTheCallNeverRan(t *testing.T) {
 	}
 	if e := h.ledger("one-ask", testRunID); e.Used != 1 || len(e.Held) != 1 {
 		t.Fatalf("ledger %+v, want the second call alone", e)
+	}
+}
+
+// TestGlobalCountHeldAcrossReplicasUnderLoad: two gate replicas decide 40 one-call
+// batches of 40 runs at once against a global count of 7: exactly 7 calls are allowed,
+// the other 33 are blocked with count_exceeded, and the ledger holds exactly the 7.
+func TestGlobalCountHeldAcrossReplicasUnderLoad(t *testing.T) {
+	const runs, max = 40, 7
+	h := newHarness(t, withoutService())
+	h.withLimits(nil, contracts.LimitConfig{Name: "global-seven", Tools: []string{"echo"}, Key: "global", Count: intp(max)})
+	h.start(4) // a second replica on the same durables
+	var batches []*contracts.BatchRecord
+	for r := range runs {
+		sub := h.submission(1, call("c1", "echo", `{"text":"hi"}`))
+		sub.RunID = fmt.Sprintf("load-%02d", r)
+		batches = append(batches, h.store(sub))
+	}
+	for _, b := range batches {
+		h.gate(b, 0)
+	}
+	allowed, blocked := 0, 0
+	for _, b := range batches {
+		rec := h.waitCall(b, 0, "decided", func(r contracts.CallRecord) bool {
+			return r.Phase.Kind != contracts.PhaseRequested && r.Decision != nil
+		})
+		switch {
+		case rec.Decision.Kind == contracts.GateAllow:
+			allowed++
+		case rec.Decision.Limit == "global-seven" && strings.HasPrefix(rec.Decision.Reason, contracts.ReasonCountExceeded):
+			blocked++
+		default:
+			t.Fatalf("%s decided %+v", b.Submission.RunID, rec.Decision)
+		}
+	}
+	if allowed != max || blocked != runs-max {
+		t.Fatalf("%d allowed and %d blocked, want %d and %d", allowed, blocked, max, runs-max)
+	}
+	if e := h.ledger("global-seven", ""); e.Used != max || len(e.Held) != max {
+		t.Fatalf("ledger %+v, want exactly the %d allowed calls", e, max)
 	}
 }
