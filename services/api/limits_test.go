@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/chromedp/chromedp"
+
 	"github.com/awaken-dev/awaken/internal/app"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 	"github.com/awaken-dev/awaken/services/api"
@@ -63,4 +65,33 @@ func TestLimitsOverTheWholePipeline(t *testing.T) {
 	if r := h.get("/v1/limits?limit=nosuch"); r.status != http.StatusNotFound {
 		t.Fatalf("an unknown limit answered %d, want 404", r.status)
 	}
+}
+
+// TestBrowserConsoleShowsLimits: the console's Limits panel lists the host limits and,
+// once a run spent its count, the run's use (1 / 1).
+func TestBrowserConsoleShowsLimits(t *testing.T) {
+	br := newBrowser(t)
+	h := newHarnessConfig(t, limitsConfig, api.Options{}, append(app.AllServices(), app.API))
+	br.do(t, "load the console",
+		chromedp.Navigate(h.base+"/"),
+		chromedp.WaitVisible(`#limits-section`),
+		chromedp.WaitVisible(`tr[data-limit="echo-once"]`),
+	)
+	sub := contracts.BatchSubmission{RunID: "lim-console", ThreadID: "t", Step: 1, Tenant: "acme",
+		Agent: contracts.AgentSnapshot{SnapshotID: "snap-1", Tools: []string{"echo"}},
+		Calls: []contracts.ToolCall{call("c1", "echo", map[string]string{"text": "one"})},
+	}
+	if _, err := h.client.Submit(ctxFor(t, waitLong), sub); err != nil {
+		t.Fatal(err)
+	}
+	h.results("lim-console")
+	br.do(t, "see the run's use",
+		chromedp.Reload(),
+		chromedp.WaitVisible(`tr[data-limit="echo-once"].paused`),
+	)
+	if got := run(t, br, "read the use", chromedp.Text(`tr[data-limit="echo-once"] td:nth-child(5)`)); got != "1 / 1" {
+		t.Errorf("echo-once use shown as %q, want 1 / 1", got)
+	}
+	br.screenshot(t, "console-limits.png")
+	br.check(t, nil)
 }
