@@ -33,9 +33,10 @@ func (s *Service) limitReleaseRoute() (bus.Route, bool) {
 }
 
 // onTerminalCall handles one terminal call record: a call whose decision took limit shares
-// (allow, ask, schedule) and that never reached execution — an ask denied or expired, a
-// schedule or an ask cancelled, an entry check that failed — gives back its share in
-// every limit that matches it. The keys are derived again from the immutable
+// (allow, ask, schedule), or that has no recorded decision, and that never reached
+// execution — an ask denied or expired, a schedule or an ask cancelled, an entry check
+// that failed, a call sealed by a cancellation between its ledger write and its
+// decision's — gives back its share in every limit that matches it. The keys are derived again from the immutable
 // batch record (its submission and created_at) and the host limits, exactly as the
 // decision derived them, and each release is a no-op when the operation holds nothing,
 // so a redelivery, or a call that a limit itself blocked, releases nothing twice.
@@ -44,7 +45,9 @@ func (s *Service) onTerminalCall(ctx context.Context, d bus.Delivery) error {
 	if err != nil {
 		return err
 	}
-	if !rec.Phase.IsTerminal() || rec.Decision == nil || !counts(rec.Decision) {
+	// A call sealed without a decision (a cancellation) may still hold shares: its
+	// decision reserved them and lost the race to the seal before it was recorded.
+	if !rec.Phase.IsTerminal() || rec.Decision != nil && !counts(rec.Decision) {
 		return nil
 	}
 	// A call the gate handed to an executor may have run — a replay-safe tool's executor

@@ -277,3 +277,32 @@ func TestGlobalCountHeldAcrossReplicasUnderLoad(t *testing.T) {
 		t.Fatalf("ledger %+v, want exactly the %d allowed calls", e, max)
 	}
 }
+
+// TestAShareReservedBeforeACancellationIsGivenBack: the gate reserves a call's share and
+// dies before recording the decision (again and again), the run is cancelled, and the
+// cancellation seals the call without a decision; the sealed record still gives the share
+// back.
+func TestAShareReservedBeforeACancellationIsGivenBack(t *testing.T) {
+	h := newHarness(t, withoutService())
+	h.withLimits(nil, contracts.LimitConfig{Name: "sealed", Tools: []string{"echo"}, Key: "run", Count: intp(5)})
+	b := h.store(h.submission(1, call("c1", "echo", `{"text":"hi"}`)))
+	h.faults.arm(FaultAfterLimitReserve, op(b, 0), 1000)
+	h.gate(b, 0)
+	natstest.WaitFor(t, waitLong, func() bool { return h.faults.firedCount() >= 1 }, "the share reserved, the decision not recorded")
+	if e := h.ledger("sealed", testRunID); e.Used != 1 {
+		t.Fatalf("ledger %+v, want the reserved share", e)
+	}
+	h.cancelRun("cancel-sealed", testRunID)
+	rec := h.waitCall(b, 0, "sealed", isPhase(contracts.PhaseIndeterminate))
+	if rec.Decision != nil {
+		t.Fatalf("sealed call carries decision %+v", rec.Decision)
+	}
+	natstest.WaitFor(t, waitLong, func() bool {
+		kv, err := h.js.KeyValue(h.ctx, h.env.Names.LimitsBucket())
+		if err != nil {
+			return false
+		}
+		e, _, err := state.NewStore[contracts.LimitLedgerEntry](kv).Get(h.ctx, contracts.LimitLedgerKey("sealed", testRunID, time.Time{}))
+		return err == nil && e.Used == 0 && len(e.Held) == 0
+	}, "the sealed call's share given back")
+}
