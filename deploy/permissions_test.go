@@ -71,6 +71,10 @@ func startSecureServer(t *testing.T) *secureStack {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A host limit on every tool, too high to block anything: the gate then writes the
+	// limits ledger and runs its gate-limits consumer, so their grants are exercised.
+	count := 1 << 20
+	cfg.Policy.Limits = []contracts.LimitConfig{{Name: "secure-count", Tools: []string{"*"}, Key: contracts.LimitKeyRun, Count: &count}}
 	return &secureStack{srv: srv, pw: pw, cfg: cfg}
 }
 
@@ -390,6 +394,13 @@ func TestSecure_apiNeedsNoMorePermission(t *testing.T) {
 	}
 	if tools, err := s.client.Tools(ctx, "echo"); err != nil || len(tools) != 1 || !strings.Contains(string(tools[0].Parameters), `"text"`) {
 		t.Errorf("platform client.Tools: %v %+v", err, tools)
+	}
+	// The limits' use: the api lists and reads the ledger the gate wrote for the runs above.
+	var limits struct {
+		Use []contracts.LimitUse `json:"use"`
+	}
+	if st, body := apiDo(t, ctx, "GET", base, "/v1/limits", nil, &limits); st != http.StatusOK || len(limits.Use) == 0 {
+		t.Errorf("GET /v1/limits: %d %s", st, body)
 	}
 	// The kill switch: pause over HTTP and resume over micro, then the other way round. The
 	// api writes the tool pauses bucket and the audit record as its own user.

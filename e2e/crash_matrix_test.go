@@ -10,11 +10,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/awaken-dev/awaken/internal/bus"
 	"github.com/awaken-dev/awaken/internal/checker"
 	"github.com/awaken-dev/awaken/internal/execcore"
 	"github.com/awaken-dev/awaken/internal/natstest"
 	"github.com/awaken-dev/awaken/internal/pipeline"
 	"github.com/awaken-dev/awaken/pkg/contracts"
+	"github.com/awaken-dev/awaken/services/gate"
 )
 
 // crashCell is one cell of the crash matrix: the service that crashes, where, and on which
@@ -33,6 +35,9 @@ type crashCell struct {
 	// next batch replaces the finalized one in the run record (archiving it first) and
 	// the restarted publisher must find it in the archive.
 	next bool
+	// limits runs the cell with a host count limit on every tool, per run, high enough
+	// to block nothing: the ledger must end holding each run's calls that ran once.
+	limits bool
 }
 
 func (c crashCell) name() string {
@@ -45,6 +50,9 @@ func (c crashCell) name() string {
 	}
 	if c.next {
 		n += "/next-step"
+	}
+	if c.limits && c.point != gate.FaultAfterLimitReserve {
+		n += "/limits"
 	}
 	return n
 }
@@ -100,6 +108,13 @@ func crashMatrix(withSandbox bool) []crashCell {
 		// record.
 		crashCell{service: "publisher", point: pipeline.FaultAfterCommit, callID: "1", next: true},
 		crashCell{service: "publisher", point: pipeline.FaultAfterPublish, callID: "1", next: true},
+		// Host limits: the gate dead after a limit's ledger write and before the decision
+		// that counts on it, on the sequential path, the probe and the ask; and the
+		// gate's ordinary commit point with limits in force.
+		crashCell{service: "gate", point: gate.FaultAfterLimitReserve, callID: "c0", limits: true},
+		crashCell{service: "gate", point: gate.FaultAfterLimitReserve, callID: "d1", limits: true},
+		crashCell{service: "gate", point: gate.FaultAfterLimitReserve, callID: "a0", limits: true},
+		crashCell{service: "gate", point: pipeline.FaultAfterCommit, callID: "c1", limits: true},
 	)
 	if withSandbox {
 		for _, p := range []pipeline.FaultPoint{pipeline.FaultAfterCommit, pipeline.FaultAfterPublish, pipeline.FaultInTool} {
@@ -131,6 +146,9 @@ func TestCrashMatrix(t *testing.T) {
 func runCrashCell(t *testing.T, cell crashCell, withSandbox bool) {
 	cfg := exampleConfig(t)
 	cfg.Consumers.AckWait = contracts.Duration(time.Second)
+	if cell.limits {
+		cfg.Policy.Limits = []contracts.LimitConfig{{Name: crashLimit, Tools: []string{"*"}, Key: contracts.LimitKeyRun, Count: ptrTo(100)}}
+	}
 	h := newHarness(t, withConfig(cfg))
 	run := "crash-" + strings.NewReplacer("/", "-", "_", "-").Replace(cell.name())
 
@@ -268,7 +286,38 @@ func runCrashCell(t *testing.T, cell crashCell, withSandbox bool) {
 	if n := h.ledger(run, 1, "c1"); n > 1 || n == 0 && !collateral(res.Results[1]) {
 		t.Errorf("counter body ran %d times, want 1", n)
 	}
+	if cell.limits {
+		// Every call of each run that was allowed took one share, once, whatever the
+		// crash: the sequential batch's echo, counter (and wc), the two delegations, the
+		// approved ask; the denied call took none.
+		want := map[string]float64{seq.RunID: 2, par.RunID: 2, ask.RunID: 1}
+		if withSandbox {
+			want[seq.RunID] = 3
+		}
+		kv, err := js.KeyValue(ctx, cfg.Names().LimitsBucket())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for runID, n := range want {
+			e, err := kv.Get(ctx, contracts.LimitLedgerKey(crashLimit, runID, time.Time{}))
+			if err != nil {
+				t.Fatalf("ledger of %s: %v", runID, err)
+			}
+			entry, err := bus.Decode[contracts.LimitLedgerEntry](e.Value())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if entry.Used != n || len(entry.Held) != int(n) {
+				t.Errorf("run %s: ledger %+v, want %v calls counted once", runID, entry, n)
+			}
+		}
+	}
 }
+
+// crashLimit is the host limit of the crash cells with limits.
+const crashLimit = "crash-count"
+
+func ptrTo[T any](v T) *T { return &v }
 
 // approveUntilPublished approves the ask_me call of batch sub until its results are
 // published: each attempt waits for the open ticket and answers it; an attempt whose answer

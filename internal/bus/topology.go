@@ -172,6 +172,9 @@ func BucketConfigs(names contracts.Names, cfg TopologyConfig) []jetstream.KeyVal
 		// Last: older deployments gain it on their next `awaken setup`; until then no tool
 		// can be paused, and the gate reads "no bucket" as "nothing paused".
 		bucket(names.ToolPausesBucket(), "one record per paused tool (the kill switch), keyed by base64url tool id", 1),
+		// After the pauses, for the same reason: until `awaken setup` declares it, a gate
+		// whose host policy has limits fails every decision a limit applies to (closed).
+		bucket(names.LimitsBucket(), "the host limits' ledger: one key per limit, key value and window", 1),
 	}
 }
 

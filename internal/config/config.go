@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -98,6 +99,9 @@ type Tool struct {
 	// SetResult makes the gate answer every call of this tool with this fixed output and
 	// enter no executor (dry runs, maintenance).
 	SetResult *FixedResult `yaml:"set_result"`
+	// Cost is what one call of the tool costs against the host policy's budget limits
+	// (contracts.LimitConfig.Budget); a budget limit may only match tools that have one.
+	Cost *float64 `yaml:"cost"`
 
 	// schema is Parameters compiled, set by normalize (nil when none is configured).
 	schema *jsonschema.Schema
@@ -372,12 +376,16 @@ func (c *Config) normalize() error {
 		}
 		c.byID[c.Tools[i].ID] = i
 	}
-	if _, err := contracts.CompilePolicy(c.Policy); err != nil {
+	compiled, err := contracts.CompilePolicy(c.Policy)
+	if err != nil {
 		var pe *contracts.PolicyError
 		if errors.As(err, &pe) {
 			return &FieldError{"policy." + pe.Field, pe.Msg}
 		}
 		return &FieldError{"policy", err.Error()}
+	}
+	if err := c.checkBudgetCosts(compiled); err != nil {
+		return err
 	}
 	e := &c.Executors
 	if e.Brain.Workers == 0 {
@@ -458,6 +466,9 @@ func (t *Tool) normalize(f string) error {
 	}
 	if strings.HasPrefix(t.ID, "mcp__") {
 		return &FieldError{f + ".id", "mcp__ ids are reserved for tools of MCP servers (executors.mcp)"}
+	}
+	if t.Cost != nil && (!(*t.Cost >= 0) || math.IsInf(*t.Cost, 0)) {
+		return &FieldError{f + ".cost", fmt.Sprintf("%v must be a finite number >= 0", *t.Cost)}
 	}
 	if t.Kind == "" {
 		t.Kind = contracts.KindRegular
@@ -688,3 +699,39 @@ func (c *Config) ModulePath(t Tool) string {
 // Validate applies defaults and validates a configuration built or changed in code (tests,
 // embedding programs), exactly as Load does for a file.
 func (c *Config) Validate() error { return c.normalize() }
+
+// checkBudgetCosts refuses a budget limit that matches a registered tool without a cost
+// (its calls could not be charged), or no registered tool at all (it would charge nothing
+// and block every call it matches: a call of a tool without a cost fails closed).
+func (c *Config) checkBudgetCosts(p *contracts.Policy) error {
+	for _, l := range p.Limits() {
+		if l.Kind != contracts.LimitBudget {
+			continue
+		}
+		field := fmt.Sprintf("policy.limits[%d] (%s).tools", l.Index, l.Name)
+		matched := false
+		for i := range c.Tools {
+			t := &c.Tools[i]
+			if !l.MatchesTool(t.ID) {
+				continue
+			}
+			matched = true
+			if t.Cost == nil {
+				return &FieldError{field, fmt.Sprintf("budget limit %s matches tool %s, which has no cost (set tools[%d].cost)", l.Name, t.ID, i)}
+			}
+		}
+		if !matched {
+			return &FieldError{field, fmt.Sprintf("budget limit %s matches no registered tool with a cost", l.Name)}
+		}
+	}
+	return nil
+}
+
+// ToolCost is the configured cost of one call of toolID, if the tool has one.
+func (c *Config) ToolCost(toolID string) (float64, bool) {
+	t, ok := c.Tool(toolID)
+	if !ok || t.Cost == nil {
+		return 0, false
+	}
+	return *t.Cost, true
+}

@@ -75,6 +75,7 @@ var Documents = []Document{
 	{File: "tool_annotations.json", Type: typeOf[contracts.ToolAnnotations]()},
 	{File: "api_policy_test_request.json", Type: typeOf[api.PolicyTestRequest]()},
 	{File: "api_policy_test_report.json", Type: typeOf[api.PolicyTestReport]()},
+	{File: "api_limits_report.json", Type: typeOf[api.LimitsReport]()},
 
 	// The host configuration file (YAML; the schema describes its JSON equivalent). Its
 	// loader fills defaults, so no field is required by the schema; config.Load checks the

@@ -26,6 +26,7 @@ const (
 	MetricRedeliveries    = "awaken_consumer_redeliveries_total"
 	MetricDeadLetters     = "awaken_dead_letters_total"
 	MetricGateDecisions   = "awaken_gate_decisions_total"
+	MetricLimitEvents     = "awaken_limit_events_total"
 	MetricCalls           = "awaken_calls_total"
 	MetricIndeterminate   = "awaken_calls_indeterminate_total"
 	MetricBatches         = "awaken_batches_total"
@@ -67,6 +68,7 @@ type Metrics struct {
 	calls         *prometheus.CounterVec
 	indeterminate *prometheus.CounterVec
 	batches       *prometheus.CounterVec
+	limitEvents   *prometheus.CounterVec
 }
 
 // NewMetrics returns a fresh registry holding the awaken metrics and the Go runtime and
@@ -108,9 +110,13 @@ func NewMetrics() *Metrics {
 			Name: MetricBatches,
 			Help: "Batches by state transition: accepted and rejected (with code) at the batcher, published at the publisher.",
 		}, []string{"state", "code"}),
+		limitEvents: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: MetricLimitEvents,
+			Help: "Evaluations of a host limit by the gate, by limit and outcome (counted, held: already counted for this operation, blocked, asked, would: a shadow limit the call was over, released: a call that never ran gave its share back).",
+		}, []string{"limit", "outcome"}),
 	}
 	m.reg.MustRegister(m.messages, m.duration, m.redeliveries, m.deadLetters, m.gateDecisions,
-		m.calls, m.indeterminate, m.batches,
+		m.calls, m.indeterminate, m.batches, m.limitEvents,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

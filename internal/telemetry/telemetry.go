@@ -298,3 +298,12 @@ func refOf(data []byte, ceSubject string) (workRef, bool) {
 	}
 	return ref, true
 }
+
+// LimitEvent counts one evaluation of a host limit by its outcome (counted, held,
+// blocked, asked, would, released), for awaken_limit_events_total{limit,outcome}.
+func (t *Telemetry) LimitEvent(limit, outcome string) {
+	if t == nil || t.m == nil {
+		return
+	}
+	t.m.limitEvents.WithLabelValues(limit, outcome).Inc()
+}

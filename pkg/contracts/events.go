@@ -31,7 +31,13 @@ type BatchSubmission struct {
 	// [MaxMetadataValueBytes] bytes of UTF-8 without control characters). awaken keeps
 	// them in the batch record and decides nothing by them; the MCP door sets
 	// mcp.session_id, mcp.client_name, mcp.client_version, mcp.transport and actor.
+	//
+	// A host limit keyed label:NAME ([LimitConfig.Key]) accounts the batch's calls under
+	// the value of metadata key NAME.
 	Metadata map[string]string `json:"metadata,omitempty"`
+	// Tenant is the platform's tenant of the run (at most [MaxTenantBytes] bytes of UTF-8
+	// without control characters), the value host limits keyed tenant account by.
+	Tenant string `json:"tenant,omitempty"`
 }
 
 // BatchID is the derived id of the submission.
@@ -347,5 +353,8 @@ type AuditRecord struct {
 	// Shadow is, on a gate decision, what each matching shadow rule would have decided
 	// ([GateOutcome.Shadow]); the decision itself is Decision.
 	Shadow []ShadowFinding `json:"shadow,omitempty"`
-	At     time.Time       `json:"at"`
+	// Limit names, on a gate decision, the host limit that blocked the call or made it
+	// ask ([GateOutcome.Limit]).
+	Limit string    `json:"limit,omitempty"`
+	At    time.Time `json:"at"`
 }

@@ -89,6 +89,11 @@ func (n Names) ObsoleteStreams() []string { return []string{n.upper() + "_WORK"}
 // [ConsumerGateControl] (run cancellations).
 const ConsumerGateTimers = "gate-timers"
 
+// ConsumerGateLimits is the gate's durable consumer of terminal call records, created only
+// when the host policy has limits: it gives back the limit shares of calls that ended
+// without running.
+const ConsumerGateLimits = "gate-limits"
+
 // Names derives every subject, stream and bucket from one configurable prefix. Stream and
 // bucket names are upper-case or underscore forms of the prefix so two deployments with
 // different prefixes can share one server.
@@ -219,6 +224,11 @@ func (n Names) ToolsListSubject() string { return n.Prefix + ".api.tools.list" }
 // ToolPausesBucket holds one [ToolPause] per paused tool, keyed by [ToolPauseKey]. A
 // resume deletes the key.
 func (n Names) ToolPausesBucket() string { return n.upper() + "_tool_pauses" }
+
+// LimitsBucket is the ledger of the host policy's limits: one key per limit, key value and
+// window ([LimitLedgerKey]), holding the operations it counted ([LimitLedgerEntry]),
+// updated by compare-and-swap by the gate.
+func (n Names) LimitsBucket() string { return n.upper() + "_limits" }
 
 // ToolPauseAuditSubject carries the [ToolPauseAudit] records. It lies under the audit
 // stream's subjects but can never be a run's audit subject: run ids hold no dots.

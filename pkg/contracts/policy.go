@@ -96,7 +96,9 @@ type Policy struct {
 	mode            PolicyMode
 	rules           []policyRule
 	// shadows counts the shadow rules, so a policy without any skips looking for them.
-	shadows       int
+	shadows int
+	// limits are the compiled host limits; the gate accounts them in the limits ledger.
+	limits        []Limit
 	denyAll       bool
 	denyAllReason string
 }
@@ -210,6 +212,11 @@ func CompilePolicy(cfg PolicyConfig) (*Policy, error) {
 			p.shadows++
 		}
 	}
+	limits, err := compileLimits(cfg.Limits)
+	if err != nil {
+		return nil, err
+	}
+	p.limits = limits
 	return p, nil
 }
 

@@ -137,7 +137,15 @@ func DecodeSubmission(data []byte) (*BatchSubmission, error) {
 	if err := ValidateMetadata(s.Metadata); err != nil {
 		return nil, rejectWire(RejectInvalidField, "%v", err)
 	}
+	if len(s.Tenant) > MaxTenantBytes || !utf8.ValidString(s.Tenant) || strings.IndexFunc(s.Tenant, unicode.IsControl) >= 0 {
+		return nil, rejectWire(RejectInvalidField, "tenant must be at most %d bytes of UTF-8 without control characters", MaxTenantBytes)
+	}
 	if s.Policy != nil {
+		if len(s.Policy.Limits) > 0 {
+			// Limits are accounted in a shared ledger: one a submission brings could key a
+			// tenant's or the global ledger, so they are the host's alone.
+			return nil, rejectWire(RejectInvalidPolicy, "policy.limits: limits belong to the host policy, a run policy may not carry any")
+		}
 		if err := checkPolicyShape(s.Policy); err != nil {
 			return nil, rejectWire(RejectInvalidField, "policy: %v", err)
 		}
@@ -149,6 +157,9 @@ func DecodeSubmission(data []byte) (*BatchSubmission, error) {
 	}
 	return &s, nil
 }
+
+// MaxTenantBytes bounds a submission's tenant.
+const MaxTenantBytes = 128
 
 // Bounds of a submission's metadata.
 const (

@@ -224,6 +224,8 @@ type GateOutcome struct {
 	// recorded with the decision (so a redelivery audits the same findings) and changes
 	// nothing of it. Any kind may carry it.
 	Shadow []ShadowFinding `json:"shadow,omitempty"`
+	// Limit names the host limit ([LimitConfig]) that blocked the call, when one did.
+	Limit string `json:"limit,omitempty"`
 }
 
 // ShadowFinding is what one shadow rule ([PolicyRule.Shadow]) would have made of a call:
@@ -239,6 +241,9 @@ type ShadowFinding struct {
 	Would string `json:"would"`
 	// Reason is the reason of a would-be deny.
 	Reason string `json:"reason,omitempty"`
+	// Limit names the shadow limit of a finding a limit made (Rule is then "limit:" and
+	// the name, Index the limit's position in the policy's limits).
+	Limit string `json:"limit,omitempty"`
 }
 
 // Policies a [ShadowFinding] names.
@@ -296,6 +301,9 @@ type PolicyConfig struct {
 	DefaultBehavior PolicyBehavior `json:"default_behavior,omitempty" yaml:"default_behavior,omitempty"`
 	Mode            PolicyMode     `json:"mode,omitempty" yaml:"mode,omitempty"`
 	Rules           []PolicyRule   `json:"rules,omitempty" yaml:"rules,omitempty"`
+	// Limits are the host policy's count, rate and budget limits ([LimitConfig]). A run
+	// policy may not carry any: a submission with run policy limits is refused.
+	Limits []LimitConfig `json:"limits,omitempty" yaml:"limits,omitempty"`
 }
 
 // PolicyRule is one rule: a pattern, a behaviour, and for schedule a delay, for ask an

@@ -130,6 +130,7 @@ func (s *Service) Handler() http.Handler {
 		{"POST", "/v1/tools/{tool_id}/pause", s.httpPauseTool, 0, operate},
 		{"POST", "/v1/tools/{tool_id}/resume", s.httpResumeTool, 0, operate},
 		{"POST", "/v1/policy/test", s.httpPolicyTest, maxPolicyTestBody, policyTest},
+		{"GET", "/v1/limits", s.httpLimits, 0, read},
 	}
 	allowed := map[string][]string{} // path → its methods
 	var paths []string

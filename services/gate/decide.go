@@ -67,6 +67,16 @@ func (s *Service) decideNow(ctx context.Context, b *contracts.BatchRecord, i int
 		}
 	}
 	d := s.decide(b, i, pause)
+	// The host limits run last, on the chain's outcome: they only ever hold a call back
+	// (block, or ask for a budget's overrun), and account only calls that may run.
+	if d.outcome != nil {
+		o, err := s.limits.apply(ctx, b, i, d.outcome)
+		if err != nil {
+			span.SetStatus(codes.Error, err.Error())
+			return decision{}, err
+		}
+		d.outcome = o
+	}
 	if recording {
 		span.SetAttributes(attribute.String("awaken.decision", d.label()))
 		if d.outcome != nil && d.outcome.Reason != "" {

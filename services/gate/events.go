@@ -58,7 +58,7 @@ func (bd builder) out(subject, id, typ string, payload any) (bus.Outgoing, error
 // its label, reason and shadow findings, all read from the call record, so a redelivery
 // audits the same record.
 func (bd builder) audit(i int, o *contracts.GateOutcome, at time.Time) (bus.Outgoing, error) {
-	return bd.auditRecord(i, contracts.AuditRecord{Decision: o.AuditLabel(), Reason: o.Reason, Shadow: o.Shadow, At: at})
+	return bd.auditRecord(i, contracts.AuditRecord{Decision: o.AuditLabel(), Reason: o.Reason, Shadow: o.Shadow, Limit: o.Limit, At: at})
 }
 
 // resolutionAudit is the PermissionDecided record of the resolution res of call i's

@@ -87,6 +87,7 @@ type Service struct {
 	env         *pipeline.Env
 	host        *contracts.Policy
 	runPolicies *policyCache
+	limits      *limiter
 	log         zerolog.Logger
 	consumers   *bus.Consumers
 }
@@ -142,6 +143,9 @@ func Start(ctx context.Context, env *pipeline.Env, opts ...Option) (*Service, er
 			AcceptTypes:    []string{contracts.TypeRunCancel, contracts.TypeCallCancel},
 		}, Handler: s.onCancel},
 	}
+	if r, ok := s.limitReleaseRoute(); ok {
+		routes = append(routes, r)
+	}
 	s.consumers, err = bus.Start(ctx, env.JS, env.Delivery(bus.DeliveryOptions{
 		AckWait: o.ackWait, MaxDeliver: maxDeliver, BackOff: backOff, Workers: o.workers,
 	}), routes, s.log)
@@ -161,6 +165,7 @@ func newService(env *pipeline.Env, o options) (*Service, error) {
 		env:         env,
 		host:        host,
 		runPolicies: newPolicyCache(o.policyCacheSize),
+		limits:      newLimiter(env, host),
 		log:         env.Log,
 	}, nil
 }

@@ -15,6 +15,7 @@
     tickets: new Map(), // correlation_id -> ticket
     edits: new Map(), // correlation_id -> the text of its argument box, once edited
     tools: [], // the tool catalog (awaken format), each with paused and pause
+    limits: null, // GET v1/limits: {limits, use, truncated}
     batches: [], // batch list views, newest first
     details: new Map(), // batch_id -> full view of an expanded batch
     expanded: new Set(),
@@ -376,6 +377,49 @@
     renderTools();
   }
 
+  // ---- limits (GET v1/limits) ----
+
+  function renderLimits() {
+    const rep = state.limits;
+    const section = $("limits-section");
+    section.hidden = !rep || !rep.limits || rep.limits.length === 0;
+    if (section.hidden) return;
+    const rows = [];
+    for (const l of rep.limits) {
+      const uses = (rep.use || []).filter((u) => u.limit === l.name);
+      const head = () => [
+        el("td", null, el("code", { text: l.name }), l.shadow ? el("span", { className: "muted", text: " (shadow)" }) : null),
+        el("td", { text: l.kind + (l.window ? " / " + l.window : "") + (l.over && l.over !== "block" ? " · over: " + l.over : "") }),
+        el("td", { text: l.key }),
+      ];
+      if (uses.length === 0) {
+        rows.push(el("tr", { dataset: { limit: l.name } }, ...head(), el("td", { className: "muted", text: "—" }),
+          el("td", { text: "0 / " + l.max }), el("td", { text: "" })));
+        continue;
+      }
+      for (const u of uses) {
+        const full = u.used >= u.max;
+        rows.push(el("tr", { className: full ? "paused" : "", dataset: { limit: l.name } }, ...head(),
+          el("td", null, el("code", { text: u.value === "" ? "(none)" : u.value })),
+          el("td", { text: u.used + " / " + u.max }),
+          el("td", { text: u.window ? new Date(u.window).toLocaleString() : "" })));
+      }
+    }
+    if (rep.truncated) rows.push(el("tr", null, el("td", { className: "muted", text: "… more keys than shown" })));
+    $("limits").tBodies[0].replaceChildren(...rows);
+  }
+
+  async function refreshLimits() {
+    if (!can("viewer")) return;
+    try {
+      state.limits = await api("v1/limits");
+      $("limits-error").textContent = "";
+    } catch (err) {
+      $("limits-error").textContent = (err.code ? err.code + ": " : "") + err.message;
+    }
+    renderLimits();
+  }
+
   // ---- policy test ----
 
   // policyTime turns a since/until box into an RFC 3339 time, or undefined when empty.
@@ -628,7 +672,7 @@
   }
 
   async function refreshAll() {
-    await Promise.all([refreshTickets(), refreshBatches(), refreshTools()]);
+    await Promise.all([refreshTickets(), refreshBatches(), refreshTools(), refreshLimits()]);
   }
 
   // scheduleBatches coalesces bursts of record changes into one reload.
@@ -637,6 +681,7 @@
     state.refreshTimer = setTimeout(() => {
       state.refreshTimer = 0;
       refreshBatches().catch((err) => setStatus("reload failed: " + err.message, "error"));
+      refreshLimits();
     }, 250);
   }
 

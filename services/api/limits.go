@@ -1,0 +1,126 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"slices"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/awaken-dev/awaken/internal/bus"
+	"github.com/awaken-dev/awaken/pkg/contracts"
+)
+
+// maxLimitUses bounds the ledger entries one GET /v1/limits reports.
+const maxLimitUses = 1000
+
+// LimitInfo describes one host limit as configured.
+type LimitInfo struct {
+	Name   string              `json:"name"`
+	Kind   contracts.LimitKind `json:"kind"`
+	Key    string              `json:"key"`
+	Max    float64             `json:"max"`
+	Window string              `json:"window,omitempty"`
+	Over   contracts.LimitOver `json:"over"`
+	Shadow bool                `json:"shadow,omitempty"`
+}
+
+// LimitsReport is the answer of GET /v1/limits: the host limits in configuration order
+// and the current use of each key value (and window) the ledger holds, by limit then key.
+type LimitsReport struct {
+	Limits []LimitInfo          `json:"limits"`
+	Use    []contracts.LimitUse `json:"use"`
+	// Truncated is set when the ledger held more entries than the report lists.
+	Truncated bool `json:"truncated,omitempty"`
+}
+
+// httpLimits answers GET /v1/limits[?limit=NAME]: the host limits and their current use,
+// read from the limits ledger. A ledger that does not exist yet (a deployment set up
+// before limits) reports no use.
+func (s *Service) httpLimits(w http.ResponseWriter, r *http.Request) {
+	rep, err := s.Limits(r.Context(), r.URL.Query().Get("limit"))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, rep)
+}
+
+// Limits reads the host limits' current use; only, when not empty, names one limit.
+func (s *Service) Limits(ctx context.Context, only string) (LimitsReport, error) {
+	rep := LimitsReport{Limits: []LimitInfo{}, Use: []contracts.LimitUse{}}
+	p, err := contracts.CompilePolicy(s.env.Config.Policy)
+	if err != nil {
+		return rep, apiErr(http.StatusInternalServerError, CodeInternal, "host policy: %v", err)
+	}
+	byName := map[string]contracts.Limit{}
+	for _, l := range p.Limits() {
+		if only != "" && l.Name != only {
+			continue
+		}
+		byName[l.Name] = l
+		info := LimitInfo{Name: l.Name, Kind: l.Kind, Key: l.Key, Max: l.Max(), Over: l.Over, Shadow: l.Shadow}
+		if l.Window > 0 {
+			info.Window = l.Window.String()
+		}
+		rep.Limits = append(rep.Limits, info)
+	}
+	if only != "" && len(rep.Limits) == 0 {
+		return rep, apiErr(http.StatusNotFound, CodeNotFound, "no host limit is named %q", only)
+	}
+	if len(rep.Limits) == 0 {
+		return rep, nil
+	}
+	kv, err := s.env.JS.KeyValue(ctx, s.env.Names.LimitsBucket())
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		return rep, nil
+	}
+	if err != nil {
+		return rep, apiErr(http.StatusServiceUnavailable, CodeUnavailable, "limits ledger: %v", err)
+	}
+	filter := ">"
+	if only != "" {
+		filter = only + ".>"
+	}
+	lister, err := kv.ListKeysFiltered(ctx, filter)
+	if err != nil {
+		return rep, apiErr(http.StatusServiceUnavailable, CodeUnavailable, "limits ledger: %v", err)
+	}
+	var keys []string
+	for k := range lister.Keys() {
+		keys = append(keys, k)
+	}
+	_ = lister.Stop()
+	slices.Sort(keys)
+	for _, k := range keys {
+		name, _, _, perr := contracts.ParseLimitLedgerKey(k)
+		l, configured := byName[name]
+		if perr != nil || !configured {
+			continue // a limit removed from the configuration, or a foreign key
+		}
+		if len(rep.Use) == maxLimitUses {
+			rep.Truncated = true
+			break
+		}
+		e, err := kv.Get(ctx, k)
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			continue
+		}
+		if err != nil {
+			return rep, apiErr(http.StatusServiceUnavailable, CodeUnavailable, "limits ledger %s: %v", k, err)
+		}
+		entry, err := bus.Decode[contracts.LimitLedgerEntry](e.Value())
+		if err != nil {
+			s.log.Error().Err(err).Str("key", k).Msg("limits ledger entry does not decode")
+			continue
+		}
+		if entry.Window != nil && l.Window > 0 && time.Since(entry.Window.Add(l.Window)) > 0 {
+			continue // a window that is over holds no current use
+		}
+		rep.Use = append(rep.Use, contracts.LimitUse{Limit: name, Kind: l.Kind, Key: l.Key, Value: entry.Value,
+			Used: entry.Used, Max: l.Max(), Shadow: l.Shadow, Window: entry.Window})
+	}
+	return rep, nil
+}

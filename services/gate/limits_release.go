@@ -1,0 +1,97 @@
+package gate
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/rs/zerolog"
+
+	"github.com/awaken-dev/awaken/internal/bus"
+	"github.com/awaken-dev/awaken/internal/pipeline"
+	"github.com/awaken-dev/awaken/pkg/contracts"
+)
+
+// FaultAfterLimitRelease fires after the ledger gave back the shares of a call that ended
+// without running, before its terminal record is acknowledged: the redelivery finds
+// nothing held and gives back nothing more.
+const FaultAfterLimitRelease pipeline.FaultPoint = "after-limit-release"
+
+// limitReleaseRoute is the gate's consumer of terminal call records
+// ([contracts.ConsumerGateLimits]), registered only when the host policy has limits: a
+// gate without them reads nothing more. It gives back the limit shares of every call that
+// ends without its body having run.
+func (s *Service) limitReleaseRoute() (bus.Route, bool) {
+	if s.limits == nil {
+		return bus.Route{}, false
+	}
+	n := s.env.Names
+	return bus.Route{Spec: bus.ConsumerSpec{
+		Stream: n.CallRecordsStream(), Durable: contracts.ConsumerGateLimits,
+		FilterSubjects: []string{n.CallRecordsFilter()},
+		AcceptTypes:    []string{contracts.TypeCallOutput}, Records: true,
+	}, Handler: s.onTerminalCall}, true
+}
+
+// onTerminalCall handles one terminal call record: a call whose decision took limit shares
+// (allow, ask, schedule), or that has no recorded decision, and that never reached
+// execution — an ask denied or expired, a schedule or an ask cancelled, an entry check
+// that failed, a call sealed by a cancellation between its ledger write and its
+// decision's — gives back its share in every limit that matches it. The keys are derived again from the immutable
+// batch record (its submission and created_at) and the host limits, exactly as the
+// decision derived them, and each release is a no-op when the operation holds nothing,
+// so a redelivery, or a call that a limit itself blocked, releases nothing twice.
+func (s *Service) onTerminalCall(ctx context.Context, d bus.Delivery) error {
+	_, runID, step, rec, err := pipeline.CallRecordOf(s.env.Names, d)
+	if err != nil {
+		return err
+	}
+	// A call sealed without a decision (a cancellation) may still hold shares: its
+	// decision reserved them and lost the race to the seal before it was recorded.
+	if !rec.Phase.IsTerminal() || rec.Decision != nil && !counts(rec.Decision) {
+		return nil
+	}
+	// A call the gate handed to an executor may have run — a replay-safe tool's executor
+	// claims no durable entry before its body — so its shares stay spent: only a call that
+	// never reached execution gives them back (never fewer counted than ran).
+	if _, dispatched := rec.MarkTime(contracts.StageExecuting); dispatched || rec.Entered {
+		return nil
+	}
+	b, err := s.env.Batch(ctx, runID, step)
+	if err != nil {
+		return fmt.Errorf("gate: limits: %w", err)
+	}
+	i := rec.Index
+	if i < 0 || i >= len(b.Submission.Calls) || b.Submission.Calls[i].CallID != rec.CallID {
+		return contracts.Reject(contracts.RejectInvalidField, "call %s is not call %d of batch %s", rec.CallID, i, b.Submission.BatchID())
+	}
+	op := contracts.OperationID(runID, step, rec.CallID)
+	released, err := s.limits.releaseAll(ctx, b, i, op)
+	if err != nil {
+		return err
+	}
+	if released > 0 {
+		zerolog.Ctx(ctx).Debug().Str("batch_id", b.Submission.BatchID()).Str("run_id", runID).Str("call_id", rec.CallID).
+			Int("limits", released).Msg("limit shares given back: the call never ran")
+	}
+	return s.env.Fault(ctx, ServiceName, FaultAfterLimitRelease, op)
+}
+
+// releaseAll gives back op's share, for call i of b, in every limit matching the call; it
+// returns how many it looked at.
+func (l *limiter) releaseAll(ctx context.Context, b *contracts.BatchRecord, i int, op string) (int, error) {
+	sub := &b.Submission
+	n := 0
+	for k := range l.limits {
+		lim := &l.limits[k]
+		if !lim.Matches(sub.Calls[i]) {
+			continue
+		}
+		key := contracts.LimitLedgerKey(lim.Name, lim.KeyValue(sub), lim.WindowStart(b.CreatedAt))
+		if err := l.release(ctx, key, op); err != nil {
+			return n, err
+		}
+		l.env.Telemetry.LimitEvent(lim.Name, limitReleased)
+		n++
+	}
+	return n, nil
+}
