@@ -98,6 +98,9 @@ type CallRecord struct {
 	// parallel-delegation batch: its terminal revision then advances no sequential
 	// dispatch (the batcher leaves it to the publisher's barrier).
 	Parallel bool `json:"parallel,omitempty"`
+	// Reconciles audits every reconcile of the call, oldest first (see [CallReconcile]):
+	// set only for a tool with a reconcile function whose executor died after entering it.
+	Reconciles []CallReconcile `json:"reconciles,omitempty"`
 	// Timeline records when each stage was committed.
 	Timeline []TimelineMark `json:"timeline,omitempty"`
 }

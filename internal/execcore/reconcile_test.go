@@ -1,0 +1,216 @@
+package execcore_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/awaken-dev/awaken/internal/execcore"
+	"github.com/awaken-dev/awaken/internal/execcore/exectest"
+	"github.com/awaken-dev/awaken/internal/pipeline"
+	"github.com/awaken-dev/awaken/pkg/contracts"
+)
+
+// reconciling is a scripted Invoker whose tool "tool" also has a reconcile function: it
+// counts the body runs (the scripted invocations) and records what each reconcile call
+// was given.
+type reconciling struct {
+	scripted
+	answer func(ctx context.Context, call int) (contracts.Reconciled, error)
+
+	mu    sync.Mutex
+	asked []execcore.Invocation
+	keys  []string
+}
+
+func (r *reconciling) Reconciles(toolID string) bool { return toolID == "tool" }
+
+func (r *reconciling) Reconcile(ctx context.Context, inv execcore.Invocation) (contracts.Reconciled, error) {
+	r.mu.Lock()
+	r.asked = append(r.asked, inv)
+	r.keys = append(r.keys, execcore.IdempotencyKey(ctx))
+	n := len(r.asked)
+	r.mu.Unlock()
+	return r.answer(ctx, n)
+}
+
+func (r *reconciling) calls() ([]execcore.Invocation, []string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.asked), slices.Clone(r.keys)
+}
+
+// fastReconcile keeps a test's reconcile attempts short.
+var fastReconcile = execcore.WithReconcile(execcore.ReconcileOptions{
+	Attempts: 3, Backoff: 5 * time.Millisecond, Timeout: 300 * time.Millisecond, Bound: 20 * time.Second,
+})
+
+// TestReconcileAfterCrashInTool: a never_replay call's handler dies after its body ran
+// (the in-tool fault: entered, never completed); on the redelivery the executor asks the
+// tool's reconcile function instead of sealing the call indeterminate, and commits what it
+// answers. Against the code before the reconcile hook every case ended Indeterminate
+// ("owner lease expired after the executor was entered") with no reconcile asked.
+func TestReconcileAfterCrashInTool(t *testing.T) {
+	block := make(chan struct{})
+	t.Cleanup(func() { close(block) })
+	tests := []struct {
+		name        string
+		policy      contracts.ToolRecoveryPolicy
+		answer      func(ctx context.Context, call int) (contracts.Reconciled, error)
+		wantText    string // Completed output text; "" wants Indeterminate
+		wantError   bool
+		wantReason  string
+		wantRuns    int // body runs, counted by the tool
+		wantCalls   int // reconcile calls
+		wantOutcome contracts.ReconcileOutcome
+		wantFailure string // in the audit's error: the last failure, kept beside a later answer
+		wantStages  []string
+	}{
+		{
+			name: "ran completes with the reconciled output, no second run", policy: neverReplay,
+			answer: func(context.Context, int) (contracts.Reconciled, error) {
+				return contracts.Ran(contracts.TextOutput("", "charged (found by reconcile)")), nil
+			},
+			wantText: "charged (found by reconcile)", wantRuns: 1, wantCalls: 1, wantOutcome: contracts.ReconcileRan,
+			wantStages: []string{"entered", "reconciling", "reconciled", "completed"},
+		},
+		{
+			name: "not_run with attempts left runs the body again", policy: neverReplay,
+			answer: func(context.Context, int) (contracts.Reconciled, error) { return contracts.NotRun(), nil },
+			wantText: "ok", wantRuns: 2, wantCalls: 1, wantOutcome: contracts.ReconcileNotRun,
+			wantStages: []string{"entered", "reconciling", "reconciled", "recovered", "completed"},
+		},
+		{
+			name:   "not_run without an attempt left completes with did not run",
+			policy: contracts.ToolRecoveryPolicy{Mode: contracts.ModeNeverReplay, MaxAttempts: 1},
+			answer: func(context.Context, int) (contracts.Reconciled, error) { return contracts.NotRun(), nil },
+			wantText: "tool execution failed: " + execcore.DidNotRunText, wantError: true, wantRuns: 1, wantCalls: 1,
+			wantOutcome: contracts.ReconcileNotRun, wantStages: []string{"entered", "reconciling", "reconciled", "completed"},
+		},
+		{
+			name: "unknown on every attempt leaves it indeterminate", policy: neverReplay,
+			answer:     func(context.Context, int) (contracts.Reconciled, error) { return contracts.Unknown(), nil },
+			wantReason: execcore.ReasonReconcileUnknown, wantRuns: 1, wantCalls: 3, wantOutcome: contracts.ReconcileUnknown,
+			wantStages: []string{"entered", "reconciling", "reconciled", "indeterminate"},
+		},
+		{
+			name: "an error then ran: retried with back-off", policy: neverReplay,
+			answer: func(_ context.Context, n int) (contracts.Reconciled, error) {
+				if n == 1 {
+					return contracts.Reconciled{}, errors.New("status API unavailable")
+				}
+				return contracts.Ran(contracts.TextOutput("", "done")), nil
+			},
+			wantText: "done", wantRuns: 1, wantCalls: 2, wantOutcome: contracts.ReconcileRan,
+			wantFailure: "status API unavailable",
+			wantStages:  []string{"entered", "reconciling", "reconciled", "completed"},
+		},
+		{
+			name: "a panicking reconcile counts as unknown", policy: neverReplay,
+			answer:     func(context.Context, int) (contracts.Reconciled, error) { panic("status lookup exploded") },
+			wantReason: execcore.ReasonReconcileUnknown, wantRuns: 1, wantCalls: 3, wantOutcome: contracts.ReconcileUnknown,
+			wantFailure: "reconcile panicked: status lookup exploded",
+			wantStages:  []string{"entered", "reconciling", "reconciled", "indeterminate"},
+		},
+		{
+			// It ignores its context: the executor abandons it at the timeout.
+			name: "a reconcile that times out counts as unknown", policy: neverReplay,
+			answer: func(context.Context, int) (contracts.Reconciled, error) {
+				<-block
+				return contracts.Ran(contracts.TextOutput("", "too late")), nil
+			},
+			wantReason: execcore.ReasonReconcileUnknown, wantRuns: 1, wantCalls: 3, wantOutcome: contracts.ReconcileUnknown,
+			wantFailure: "reconcile timed out",
+			wantStages:  []string{"entered", "reconciling", "reconciled", "indeterminate"},
+		},
+		{
+			name: "ran with an invalid output counts as unknown", policy: neverReplay,
+			answer: func(context.Context, int) (contracts.Reconciled, error) {
+				return contracts.Ran(contracts.ToolOutput{Content: []contracts.ContentBlock{{Type: "no-such-block"}}}), nil
+			},
+			wantReason: execcore.ReasonReconcileUnknown, wantRuns: 1, wantCalls: 3, wantOutcome: contracts.ReconcileUnknown,
+			wantFailure: "reconcile answer invalid",
+			wantStages:  []string{"entered", "reconciling", "reconciled", "indeterminate"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := exectest.New(t, testConfig)
+			var hits exectest.Counter
+			e.SetFault(exectest.FailTimes(pipeline.FaultInTool, 1, &hits))
+			tool := &reconciling{scripted: scripted{body: text("ok")}, answer: tt.answer}
+			start(t, e, tool, fastReconcile)
+			c := call("call_1", "tool", tt.policy)
+			c.Args = `{"amount":5}`
+			e.Allow(c)
+
+			rec := e.WaitTerminal(c)
+			if tt.wantText != "" {
+				got, isErr := exectest.Text(t, rec)
+				if rec.Phase.Kind != contracts.PhaseCompleted || got != tt.wantText || isErr != tt.wantError {
+					t.Fatalf("phase %s %q output %q (error %v), want Completed %q (error %v)",
+						rec.Phase.Kind, rec.Phase.Reason, got, isErr, tt.wantText, tt.wantError)
+				}
+				checkOneOutput(t, e, c, contracts.OutcomeCompleted)
+			} else {
+				if rec.Phase.Kind != contracts.PhaseIndeterminate || rec.Phase.Reason != tt.wantReason {
+					t.Fatalf("phase %s reason %q, want Indeterminate %q", rec.Phase.Kind, rec.Phase.Reason, tt.wantReason)
+				}
+				checkOneOutput(t, e, c, contracts.OutcomeIndeterminate)
+			}
+			if got := exectest.Stages(rec); !slices.Equal(got, tt.wantStages) {
+				t.Errorf("timeline %v, want %v", got, tt.wantStages)
+			}
+			if runs := len(tool.invocations()); runs != tt.wantRuns {
+				t.Errorf("body runs = %d, want %d", runs, tt.wantRuns)
+			}
+			if n := e.Ledger(c); n != uint64(tt.wantRuns) {
+				t.Errorf("ledger = %d, want %d", n, tt.wantRuns)
+			}
+			asked, keys := tool.calls()
+			if len(asked) != tt.wantCalls {
+				t.Fatalf("reconcile calls = %d, want %d", len(asked), tt.wantCalls)
+			}
+			for i, inv := range asked {
+				if string(inv.Arguments) != `{"amount":5}` || inv.OperationID != c.Op() || keys[i] != contracts.IdempotencyKey(c.Op()) {
+					t.Errorf("reconcile call %d: arguments %s op %q key %q, want the call's arguments and key %q",
+						i, inv.Arguments, inv.OperationID, keys[i], contracts.IdempotencyKey(c.Op()))
+				}
+			}
+			if len(rec.Reconciles) != 1 {
+				t.Fatalf("reconciles %+v, want one", rec.Reconciles)
+			}
+			a := rec.Reconciles[0]
+			if a.Outcome != tt.wantOutcome || a.Calls != tt.wantCalls || a.Attempt != 1 || a.EndedAt == nil || a.By != rec.EnteredBy {
+				t.Errorf("reconcile audit %+v, want outcome %s after %d calls of attempt 1 by %d", a, tt.wantOutcome, tt.wantCalls, rec.EnteredBy)
+			}
+			if !strings.Contains(a.Error, tt.wantFailure) || tt.wantFailure == "" && a.Error != "" {
+				t.Errorf("reconcile audit error %q, want %q", a.Error, tt.wantFailure)
+			}
+		})
+	}
+}
+
+// TestNoReconcileWithoutAFunction: a tool the reconciler does not reconcile (and a
+// replayable policy) recovers as before.
+func TestNoReconcileWithoutAFunction(t *testing.T) {
+	e := exectest.New(t, testConfig)
+	e.SetFault(exectest.FailTimes(pipeline.FaultInTool, 1, nil))
+	tool := &reconciling{scripted: scripted{body: text("ok")}, answer: func(context.Context, int) (contracts.Reconciled, error) {
+		return contracts.NotRun(), nil
+	}}
+	start(t, e, tool, fastReconcile)
+	c := call("call_1", "long", neverReplay)
+	e.Allow(c)
+	rec := e.WaitTerminal(c)
+	if rec.Phase.Kind != contracts.PhaseIndeterminate || rec.Phase.Reason != execcore.ReasonOwnerLeaseExpired || len(rec.Reconciles) != 0 {
+		t.Fatalf("phase %s %q reconciles %+v, want Indeterminate %q and no reconcile", rec.Phase.Kind, rec.Phase.Reason, rec.Reconciles, execcore.ReasonOwnerLeaseExpired)
+	}
+	if asked, _ := tool.calls(); len(asked) != 0 {
+		t.Errorf("reconcile asked %d times for a tool without one", len(asked))
+	}
+}
