@@ -134,6 +134,9 @@ type Executors struct {
 	// result (gen_ai.tool.call.result) on its execute_tool span. Off by default: they may
 	// hold personal or secret data, and the OpenTelemetry GenAI conventions make them opt-in.
 	TraceToolContent bool `yaml:"trace_tool_content"`
+	// Reconcile bounds the reconcile of a call whose tool has a reconcile function and
+	// whose executor died after entering it (docs/protocol.md, Recovery).
+	Reconcile Reconcile `yaml:"reconcile"`
 }
 
 // BrainExecutor configures brain-exec.
@@ -172,6 +175,33 @@ type MCPServer struct {
 	// and destructiveHint asks; idempotentHint with openWorldHint false pins the tool's
 	// calls replay_safe. A host rule always wins.
 	TrustAnnotations bool `yaml:"trust_annotations"`
+	// Reconcile maps a tool of this server (its name on the server) to the companion tool
+	// of the same server that reconciles it: after an executor crash left a call of the
+	// tool entered and unfinished, brain-exec calls the companion with the call's
+	// arguments and its idempotency key in _meta, and the companion answers ran (with the
+	// output), not_run or unknown (docs/integration.md).
+	Reconcile map[string]MCPReconcile `yaml:"reconcile"`
+}
+
+// MCPReconcile names the companion tool that reconciles an MCP tool.
+type MCPReconcile struct {
+	// Tool is the companion's name on the same server.
+	Tool string `yaml:"tool"`
+}
+
+// Reconcile bounds how brain-exec and sandbox-exec reconcile a call after a crash.
+type Reconcile struct {
+	// Attempts is how many times the reconcile is called while it fails or answers
+	// unknown (default 3).
+	Attempts int `yaml:"attempts"`
+	// Backoff is the delay before the second call, doubling after each (default 200ms).
+	Backoff contracts.Duration `yaml:"backoff"`
+	// Timeout bounds one call of the reconcile (default 10s); past it the call counts as
+	// unknown.
+	Timeout contracts.Duration `yaml:"timeout"`
+	// Bound is how long a reconcile may keep its call, and so its batch, unfinished
+	// (default 1m); past it the call is published indeterminate.
+	Bound contracts.Duration `yaml:"bound"`
 }
 
 // AnnotationSource answers the annotations the executor published for an MCP tool (ok
@@ -424,6 +454,27 @@ func (c *Config) normalize() error {
 		if (s.Command == "") == (s.URL == "") {
 			return &FieldError{f, "set exactly one of command (stdio) or url (streamable HTTP)"}
 		}
+		for tool, r := range s.Reconcile {
+			if tool == "" || r.Tool == "" || r.Tool == tool {
+				return &FieldError{f + ".reconcile", fmt.Sprintf("tool %q: name a companion tool of the server other than the tool itself", tool)}
+			}
+		}
+	}
+	r := &e.Reconcile
+	if r.Attempts == 0 {
+		r.Attempts = 3
+	}
+	if r.Backoff == 0 {
+		r.Backoff = contracts.Duration(200 * time.Millisecond)
+	}
+	if r.Timeout == 0 {
+		r.Timeout = contracts.Duration(10 * time.Second)
+	}
+	if r.Bound == 0 {
+		r.Bound = contracts.Duration(time.Minute)
+	}
+	if r.Attempts < 0 || r.Backoff < 0 || r.Timeout < 0 || r.Bound < 0 {
+		return &FieldError{"executors.reconcile", "attempts, backoff, timeout and bound must not be negative"}
 	}
 	if c.Consumers.AckWait < 0 || (c.Consumers.AckWait > 0 && c.Consumers.AckWait.D() < 100*time.Millisecond) {
 		return &FieldError{"consumers.ack_wait", "must be 0 (service default) or at least 100ms"}
@@ -628,6 +679,20 @@ func (c *Config) mcpServerOf(id string) (MCPServer, bool) {
 		}
 	}
 	return MCPServer{}, false
+}
+
+// MCPReconcileTool returns the tool id (mcp__{server}__{companion}) of the companion that
+// reconciles MCP tool id, false when id is no MCP tool or its server configures none.
+func (c *Config) MCPReconcileTool(id string) (string, bool) {
+	s, ok := c.mcpServerOf(id)
+	if !ok {
+		return "", false
+	}
+	r, ok := s.Reconcile[strings.TrimPrefix(id, MCPPrefix(s.Name))]
+	if !ok {
+		return "", false
+	}
+	return MCPPrefix(s.Name) + r.Tool, true
 }
 
 // trustedAnnotations returns the annotations of MCP tool id of server s when s is trusted

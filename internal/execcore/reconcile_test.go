@@ -80,14 +80,14 @@ func TestReconcileAfterCrashInTool(t *testing.T) {
 		},
 		{
 			name: "not_run with attempts left runs the body again", policy: neverReplay,
-			answer: func(context.Context, int) (contracts.Reconciled, error) { return contracts.NotRun(), nil },
+			answer:   func(context.Context, int) (contracts.Reconciled, error) { return contracts.NotRun(), nil },
 			wantText: "ok", wantRuns: 2, wantCalls: 1, wantOutcome: contracts.ReconcileNotRun,
 			wantStages: []string{"entered", "reconciling", "reconciled", "recovered", "completed"},
 		},
 		{
-			name:   "not_run without an attempt left completes with did not run",
-			policy: contracts.ToolRecoveryPolicy{Mode: contracts.ModeNeverReplay, MaxAttempts: 1},
-			answer: func(context.Context, int) (contracts.Reconciled, error) { return contracts.NotRun(), nil },
+			name:     "not_run without an attempt left completes with did not run",
+			policy:   contracts.ToolRecoveryPolicy{Mode: contracts.ModeNeverReplay, MaxAttempts: 1},
+			answer:   func(context.Context, int) (contracts.Reconciled, error) { return contracts.NotRun(), nil },
 			wantText: "tool execution failed: " + execcore.DidNotRunText, wantError: true, wantRuns: 1, wantCalls: 1,
 			wantOutcome: contracts.ReconcileNotRun, wantStages: []string{"entered", "reconciling", "reconciled", "completed"},
 		},
