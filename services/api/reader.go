@@ -123,6 +123,9 @@ type CallView struct {
 	// subject (a platform, `awaken tickets approve --as`) named it itself. Show it as a
 	// claim ("alice (claimed)"), never as the token or user of that name.
 	ActorClaimed bool `json:"actor_claimed,omitempty"`
+	// Reconciles audits each reconcile of the call after an executor crash (outcome, how
+	// many times the reconcile was asked, last error), oldest first.
+	Reconciles []contracts.CallReconcile `json:"reconciles,omitempty"`
 	// Timeline lists when each stage of the call was committed, oldest first.
 	Timeline []contracts.TimelineMark `json:"timeline"`
 }
@@ -315,6 +318,7 @@ func fillCall(cv *CallView, rec *contracts.CallRecord, full bool) {
 			cv.ProposedArguments, cv.Arguments = cv.Arguments, rec.EditedArguments
 		}
 	}
+	cv.Reconciles = rec.Reconciles
 	cv.Timeline = append(cv.Timeline, rec.Timeline...)
 }
 
