@@ -9,6 +9,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/awaken-dev/awaken/internal/bus"
+	"github.com/awaken-dev/awaken/internal/pipeline"
 	"github.com/awaken-dev/awaken/internal/state"
 	"github.com/awaken-dev/awaken/internal/telemetry"
 	"github.com/awaken-dev/awaken/pkg/contracts"
@@ -166,6 +167,9 @@ func (x *Executor) reconcile(ctx context.Context, key string, req contracts.Exec
 		OperationID: op, ToolID: req.ToolID, Arguments: req.Arguments, Attempt: attempt,
 	}
 	res, calls, failure := x.askReconciler(ctx, inv, started.Add(x.opts.Reconcile.Bound))
+	if err := x.env.Fault(ctx, x.opts.Service, pipeline.FaultInReconcile, op); err != nil {
+		return 0, rec, 0, fmt.Errorf("%s: fault in reconcile: %w", x.opts.Service, err)
+	}
 	var out contracts.ToolOutput
 	if res.Outcome == contracts.ReconcileRan {
 		var size int

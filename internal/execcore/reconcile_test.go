@@ -214,3 +214,59 @@ func TestNoReconcileWithoutAFunction(t *testing.T) {
 		t.Errorf("reconcile asked %d times for a tool without one", len(asked))
 	}
 }
+
+// TestCrashWhileReconciling: the executor dies again after the reconcile answered and
+// before it committed (the in-reconcile fault). The redelivery finds the reconcile in
+// progress and, within the bound, asks again and commits; a delivery that finds it begun
+// longer ago than the bound seals the call indeterminate without asking — so the barrier,
+// which waits while the call is Executing, publishes it as indeterminate at the bound.
+func TestCrashWhileReconciling(t *testing.T) {
+	t.Run("within the bound the redelivery reconciles", func(t *testing.T) {
+		e := exectest.New(t, testConfig)
+		inTool, inReconcile := exectest.FailTimes(pipeline.FaultInTool, 1, nil), exectest.FailTimes(pipeline.FaultInReconcile, 1, nil)
+		e.SetFault(func(ctx context.Context, s string, p pipeline.FaultPoint, op string) error {
+			return errors.Join(inTool(ctx, s, p, op), inReconcile(ctx, s, p, op))
+		})
+		tool := &reconciling{scripted: scripted{body: text("ok")}, answer: func(context.Context, int) (contracts.Reconciled, error) {
+			return contracts.Ran(contracts.TextOutput("", "found")), nil
+		}}
+		start(t, e, tool, fastReconcile)
+		c := call("call_1", "tool", neverReplay)
+		e.Allow(c)
+		rec := e.WaitTerminal(c)
+		if got, _ := exectest.Text(t, rec); rec.Phase.Kind != contracts.PhaseCompleted || got != "found" {
+			t.Fatalf("phase %s %q output %q, want Completed \"found\"", rec.Phase.Kind, rec.Phase.Reason, got)
+		}
+		if asked, _ := tool.calls(); len(asked) != 2 || len(rec.Reconciles) != 1 || len(tool.invocations()) != 1 {
+			t.Errorf("reconcile asked %d times (want 2: before and after the crash), reconciles %+v (want one), body runs %d (want 1)",
+				len(asked), rec.Reconciles, len(tool.invocations()))
+		}
+	})
+	t.Run("past the bound the call is sealed indeterminate", func(t *testing.T) {
+		e := exectest.New(t, testConfig)
+		inTool := exectest.FailTimes(pipeline.FaultInTool, 1, nil)
+		alwaysInReconcile := exectest.FailTimes(pipeline.FaultInReconcile, -1, nil)
+		e.SetFault(func(ctx context.Context, s string, p pipeline.FaultPoint, op string) error {
+			return errors.Join(inTool(ctx, s, p, op), alwaysInReconcile(ctx, s, p, op))
+		})
+		tool := &reconciling{scripted: scripted{body: text("ok")}, answer: func(context.Context, int) (contracts.Reconciled, error) {
+			return contracts.Ran(contracts.TextOutput("", "found")), nil
+		}}
+		const bound = 400 * time.Millisecond
+		start(t, e, tool, execcore.WithReconcile(execcore.ReconcileOptions{Attempts: 1, Timeout: 100 * time.Millisecond, Bound: bound}),
+			execcore.WithMaxDeliver(1000), execcore.WithBackOff(50*time.Millisecond))
+		c := call("call_1", "tool", neverReplay)
+		e.Allow(c)
+		rec := e.WaitTerminal(c)
+		if rec.Phase.Kind != contracts.PhaseIndeterminate || rec.Phase.Reason != execcore.ReasonReconcileBound {
+			t.Fatalf("phase %s %q, want Indeterminate %q", rec.Phase.Kind, rec.Phase.Reason, execcore.ReasonReconcileBound)
+		}
+		if len(rec.Reconciles) != 1 || rec.Reconciles[0].Outcome != contracts.ReconcileUnknown || rec.Reconciles[0].EndedAt.Sub(rec.Reconciles[0].StartedAt) < bound {
+			t.Errorf("reconciles %+v, want one, unknown, ended past the bound", rec.Reconciles)
+		}
+		if asked, _ := tool.calls(); len(asked) < 2 {
+			t.Errorf("reconcile asked %d times, want one per delivery within the bound (several)", len(asked))
+		}
+		checkOneOutput(t, e, c, contracts.OutcomeIndeterminate)
+	})
+}
