@@ -375,7 +375,10 @@ func (x *Executor) commitThenAnnounce(ctx context.Context, req contracts.ExecReq
 // batcher consume it from the calls bucket's stream, so nothing is published here — a
 // redelivery that finds the call terminal has nothing to repeat. It runs the
 // after-publish fault point, the boundary between the durable outcome and the ack.
-func (x *Executor) announce(ctx context.Context, _ contracts.ExecRequest, rec contracts.CallRecord, op string) error {
+func (x *Executor) announce(ctx context.Context, req contracts.ExecRequest, rec contracts.CallRecord, op string) error {
+	if err := x.auditReconciles(ctx, req, rec, op); err != nil {
+		return err
+	}
 	if err := x.env.Fault(ctx, x.opts.Service, pipeline.FaultAfterPublish, op); err != nil {
 		return fmt.Errorf("%s: fault after publish: %w", x.opts.Service, err)
 	}

@@ -138,10 +138,9 @@ func (x *Executor) recoverByReconcile(cur *contracts.CallRecord, seq uint64, now
 	if now.Sub(in.StartedAt) < x.opts.Reconcile.Bound {
 		return actReconcile, state.ErrNoChange
 	}
-	if err := cur.EndReconcile(contracts.ReconcileUnknown, in.Calls, "bound exceeded", now); err != nil {
-		return 0, err
-	}
-	if err := cur.MarkIndeterminate(ReasonReconcileBound, now); err != nil {
+	if err := cur.EndReconcile(contracts.ReconcileUnknown, in.Calls, "bound exceeded", now, func() error {
+		return cur.MarkIndeterminate(ReasonReconcileBound, now)
+	}); err != nil {
 		return 0, err
 	}
 	return actSettled, nil
@@ -189,25 +188,25 @@ func (x *Executor) reconcile(ctx context.Context, key string, req contracts.Exec
 			return errNotOwned
 		}
 		now := x.env.Now()
-		if err := cur.EndReconcile(res.Outcome, calls, failure, now); err != nil {
-			return err
-		}
-		var err error
-		switch res.Outcome {
-		case contracts.ReconcileRan:
-			err = cur.Complete(out, now)
-		case contracts.ReconcileNotRun:
-			// The effect did not happen, so running the body now is its first run, not a
-			// replay: the attempt budget alone decides.
-			err = cur.Retry(seq, now)
-			if errors.Is(err, contracts.ErrAttemptsExhausted) {
-				err = cur.Complete(contracts.ExecutionFailed(DidNotRunText).Output(req.CallID), now)
-			} else if err == nil {
-				act = actInvoke
+		err := cur.EndReconcile(res.Outcome, calls, failure, now, func() error {
+			switch res.Outcome {
+			case contracts.ReconcileRan:
+				return cur.Complete(out, now)
+			case contracts.ReconcileNotRun:
+				// The effect did not happen, so running the body now is its first run, not
+				// a replay: the attempt budget alone decides.
+				err := cur.Retry(seq, now)
+				if errors.Is(err, contracts.ErrAttemptsExhausted) {
+					return cur.Complete(contracts.ExecutionFailed(DidNotRunText).Output(req.CallID), now)
+				}
+				if err == nil {
+					act = actInvoke
+				}
+				return err
+			default:
+				return cur.MarkIndeterminate(ReasonReconcileUnknown, now)
 			}
-		default:
-			err = cur.MarkIndeterminate(ReasonReconcileUnknown, now)
-		}
+		})
 		wrote = err == nil
 		return err
 	})
@@ -320,4 +319,36 @@ func reconcileOnce(ctx context.Context, r Reconciler, inv Invocation, timeout ti
 		return contracts.Unknown(), &ReconcileError{ToolID: inv.ToolID, Err: a.err}
 	}
 	return a.res, nil
+}
+
+// ReconcileAuditID is the ce-id (and Nats-Msg-Id) of the audit record of the reconcile of
+// attempt of operation op: a re-announcement publishes it again under the same id.
+func ReconcileAuditID(op string, attempt uint16) string {
+	return fmt.Sprintf("%s:reconcile:%d", op, attempt)
+}
+
+// auditReconciles publishes the audit record of every ended reconcile of the terminal call
+// rec on the run's reconcile audit subject, before the call's output is acknowledged: a
+// failed publish fails the delivery, and its redelivery, which finds the call terminal,
+// publishes again under the same ids (deduplicated by the stream). A call never
+// reconciled publishes nothing.
+func (x *Executor) auditReconciles(ctx context.Context, req contracts.ExecRequest, rec contracts.CallRecord, op string) error {
+	for _, r := range rec.Reconciles {
+		if r.Outcome == "" || r.EndedAt == nil {
+			continue
+		}
+		a := contracts.ReconcileAudit{
+			RunID: req.RunID, BatchID: contracts.BatchID(req.RunID, req.Step), CallID: req.CallID, ToolID: req.ToolID,
+			Attempt: r.Attempt, Outcome: r.Outcome, Phase: r.Phase, Calls: r.Calls, Error: r.Error,
+			StartedAt: r.StartedAt, EndedAt: *r.EndedAt,
+		}
+		ev, err := x.env.Event(x.opts.Service, ReconcileAuditID(op, r.Attempt), contracts.TypeReconcileAudit, a)
+		if err != nil {
+			return err
+		}
+		if _, err := x.env.Pub.Publish(ctx, x.env.Names.ReconcileAuditSubject(req.RunID), ev); err != nil {
+			return fmt.Errorf("%s: reconcile audit: %w", x.opts.Service, err)
+		}
+	}
+	return nil
 }

@@ -2,6 +2,7 @@ package execcore_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"slices"
 	"strings"
@@ -9,8 +10,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/awaken-dev/awaken/internal/bus"
 	"github.com/awaken-dev/awaken/internal/execcore"
 	"github.com/awaken-dev/awaken/internal/execcore/exectest"
+	"github.com/awaken-dev/awaken/internal/natstest"
 	"github.com/awaken-dev/awaken/internal/pipeline"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
@@ -42,6 +47,52 @@ func (r *reconciling) calls() ([]execcore.Invocation, []string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return slices.Clone(r.asked), slices.Clone(r.keys)
+}
+
+// reconcileAudits returns the reconcile audit records of run the audit stream holds, with
+// their ce-ids.
+func reconcileAudits(t *testing.T, e *exectest.Env, runID string) ([]contracts.ReconcileAudit, []string) {
+	t.Helper()
+	cons, err := e.JS.OrderedConsumer(e.Ctx, e.Names.AuditStream(), jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{e.Names.ReconcileAuditSubject(runID)},
+	})
+	if err != nil {
+		t.Fatalf("ordered consumer: %v", err)
+	}
+	info, err := cons.Info(e.Ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []contracts.ReconcileAudit
+	var ids []string
+	for left := info.NumPending; left > 0; left-- {
+		m, err := cons.Next(jetstream.FetchMaxWait(5 * time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ev, err := bus.DecodeMsg(m.Headers(), m.Data())
+		if err != nil || ev.Type != contracts.TypeReconcileAudit {
+			t.Fatalf("audit message %+v: %v", ev, err)
+		}
+		var a contracts.ReconcileAudit
+		if err := json.Unmarshal(ev.Data, &a); err != nil {
+			t.Fatal(err)
+		}
+		out, ids = append(out, a), append(ids, ev.ID)
+	}
+	return out, ids
+}
+
+// waitReconcileAudits waits until run has n reconcile audit records.
+func waitReconcileAudits(t *testing.T, e *exectest.Env, runID string, n int) ([]contracts.ReconcileAudit, []string) {
+	t.Helper()
+	var out []contracts.ReconcileAudit
+	var ids []string
+	natstest.WaitFor(t, exectest.Wait, func() bool {
+		out, ids = reconcileAudits(t, e, runID)
+		return len(out) >= n
+	}, "reconcile audit records")
+	return out, ids
 }
 
 // fastReconcile keeps a test's reconcile attempts short.
@@ -190,6 +241,21 @@ func TestReconcileAfterCrashInTool(t *testing.T) {
 			}
 			if !strings.Contains(a.Error, tt.wantFailure) || tt.wantFailure == "" && a.Error != "" {
 				t.Errorf("reconcile audit error %q, want %q", a.Error, tt.wantFailure)
+			}
+			wantPhase := rec.Phase.Kind
+			if tt.wantRuns == 2 {
+				wantPhase = contracts.PhaseExecuting // not_run: the body ran again as attempt 2
+			}
+			if a.Phase != wantPhase {
+				t.Errorf("reconcile led to phase %s, want %s", a.Phase, wantPhase)
+			}
+			audits, ids := waitReconcileAudits(t, e, c.RunID, 1)
+			if len(audits) != 1 || ids[0] != execcore.ReconcileAuditID(c.Op(), 1) {
+				t.Fatalf("audit records %+v ids %q, want one, %s", audits, ids, execcore.ReconcileAuditID(c.Op(), 1))
+			}
+			if au := audits[0]; au.CallID != c.CallID || au.ToolID != "tool" || au.Outcome != tt.wantOutcome || au.Phase != wantPhase ||
+				au.Calls != tt.wantCalls || au.Error != a.Error || au.Attempt != 1 || au.BatchID != contracts.BatchID(c.RunID, c.Step) {
+				t.Errorf("audit record %+v, want the call record's reconcile %+v", au, a)
 			}
 		})
 	}

@@ -77,6 +77,9 @@ type CallReconcile struct {
 	Calls     int              `json:"calls,omitempty"`
 	Outcome   ReconcileOutcome `json:"outcome,omitempty"`
 	Error     string           `json:"error,omitempty"`
+	// Phase is the phase the outcome led to: Completed, Executing (not_run: the next
+	// attempt runs the body) or Indeterminate.
+	Phase PhaseKind `json:"phase,omitempty"`
 }
 
 // Timeline stages of a reconcile.
@@ -117,16 +120,41 @@ func (r *CallRecord) BeginReconcile(seq uint64, at time.Time) error {
 }
 
 // EndReconcile records the end of the reconcile in progress (outcome, reconcile function
-// calls, last failure). Call it before the transition the outcome leads to (Complete,
-// Retry or MarkIndeterminate), which moves the phase on. Without a reconcile in progress
-// it fails with [ErrInvalidTransition].
-func (r *CallRecord) EndReconcile(outcome ReconcileOutcome, calls int, failure string, at time.Time) error {
+// calls, last failure), then applies next, the transition the outcome leads to (Complete,
+// Retry or MarkIndeterminate), and records the phase it led to. Without a reconcile in
+// progress it fails with [ErrInvalidTransition]; an error of next is returned as is.
+func (r *CallRecord) EndReconcile(outcome ReconcileOutcome, calls int, failure string, at time.Time, next func() error) error {
 	cur, ok := r.Reconciling()
 	if !ok {
 		return r.badTransition("end reconcile", "a reconcile in progress")
 	}
+	i := len(r.Reconciles) - 1
 	end := at
 	cur.EndedAt, cur.Calls, cur.Outcome, cur.Error = &end, calls, outcome, failure
 	r.stamp(StageReconciled, at)
+	if err := next(); err != nil {
+		return err
+	}
+	r.Reconciles[i].Phase = r.Phase.Kind
 	return nil
+}
+
+// ReconcileAudit is the audit record of one ended reconcile, published by the executor
+// on [Names.ReconcileAuditSubject] (type [TypeReconcileAudit]) once the outcome is
+// committed on the call record: the call, the attempt reconciled, the outcome and the
+// phase it led to, how many times the reconcile was asked and its last error.
+type ReconcileAudit struct {
+	RunID   string           `json:"run_id"`
+	BatchID string           `json:"batch_id"`
+	CallID  string           `json:"call_id"`
+	ToolID  string           `json:"tool_id"`
+	Attempt uint16           `json:"attempt"`
+	Outcome ReconcileOutcome `json:"outcome"`
+	// Phase is the call's phase the outcome led to: Completed (ran, or not_run with no
+	// attempt left), Executing (not_run: the body runs again) or Indeterminate.
+	Phase     PhaseKind `json:"phase"`
+	Calls     int       `json:"calls"`
+	Error     string    `json:"error,omitempty"`
+	StartedAt time.Time `json:"started_at"`
+	EndedAt   time.Time `json:"ended_at"`
 }
