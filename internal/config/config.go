@@ -89,6 +89,11 @@ type Tool struct {
 	Builtin string `yaml:"builtin"`
 	// Module is the WebAssembly module of a sandbox tool (relative to the configuration file).
 	Module string `yaml:"module"`
+	// ReconcileModule is the WebAssembly module that reconciles a sandbox tool after a
+	// crash left a call of it entered and unfinished: run like the tool (the call's
+	// arguments on stdin, its idempotency key in AWAKEN_IDEMPOTENCY_KEY, the tool's
+	// limits), it answers on stdout {"outcome": ran|not_run|unknown, "output"?: text}.
+	ReconcileModule string `yaml:"reconcile_module"`
 	// MemoryLimitMiB, MaxOutputBytes and Scratch bound a sandbox tool.
 	MemoryLimitMiB int  `yaml:"memory_limit_mib"`
 	MaxOutputBytes int  `yaml:"max_output_bytes"`
@@ -560,8 +565,11 @@ func (t *Tool) normalize(f string) error {
 		if t.MaxOutputBytes < 0 {
 			return &FieldError{f + ".max_output_bytes", "must not be negative"}
 		}
-	} else if t.Module != "" || t.Scratch || t.MemoryLimitMiB != 0 {
-		return &FieldError{f + ".module", "module, scratch and memory_limit_mib apply only to sandbox tools"}
+		if t.ReconcileModule != "" && t.Module == "" {
+			return &FieldError{f + ".reconcile_module", "a reconcile module needs the tool's own module"}
+		}
+	} else if t.Module != "" || t.ReconcileModule != "" || t.Scratch || t.MemoryLimitMiB != 0 {
+		return &FieldError{f + ".module", "module, reconcile_module, scratch and memory_limit_mib apply only to sandbox tools"}
 	}
 	if t.Builtin == "" && t.Target == contracts.TargetBrain {
 		t.Builtin = t.ID
@@ -743,6 +751,14 @@ func (c *Config) ModulePath(t Tool) string {
 		return t.Module
 	}
 	return filepath.Join(c.Dir, t.Module)
+}
+
+// ReconcileModulePath is the path of t's reconcile module, resolved as [Config.ModulePath].
+func (c *Config) ReconcileModulePath(t Tool) string {
+	if t.ReconcileModule == "" || filepath.IsAbs(t.ReconcileModule) || c.Dir == "" {
+		return t.ReconcileModule
+	}
+	return filepath.Join(c.Dir, t.ReconcileModule)
 }
 
 // Validate applies defaults and validates a configuration built or changed in code (tests,

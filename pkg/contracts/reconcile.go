@@ -1,6 +1,8 @@
 package contracts
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -157,4 +159,32 @@ type ReconcileAudit struct {
 	Error     string    `json:"error,omitempty"`
 	StartedAt time.Time `json:"started_at"`
 	EndedAt   time.Time `json:"ended_at"`
+}
+
+// ReconcileAnswer is the wire form of a reconcile answered by another program — an MCP
+// companion tool's result, a WebAssembly reconcile module's stdout: the outcome, and for
+// ran the text the model reads as the call's output.
+type ReconcileAnswer struct {
+	Outcome ReconcileOutcome `json:"outcome"`
+	Output  *string          `json:"output,omitempty"`
+}
+
+// DecodeReconcileAnswer reads a [ReconcileAnswer] strictly (one JSON object, no unknown
+// field) into the answer for call callID. A malformed answer wraps [ErrInvalidReconcile].
+func DecodeReconcileAnswer(callID string, data []byte) (Reconciled, error) {
+	var a ReconcileAnswer
+	dec := json.NewDecoder(bytes.NewReader(bytes.TrimSpace(data)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&a); err != nil {
+		return Reconciled{}, fmt.Errorf("%w: want {\"outcome\": ran|not_run|unknown, \"output\"?: text}: %v", ErrInvalidReconcile, err)
+	}
+	if dec.More() {
+		return Reconciled{}, fmt.Errorf("%w: data after the answer", ErrInvalidReconcile)
+	}
+	res := Reconciled{Outcome: a.Outcome}
+	if a.Output != nil {
+		o := TextOutput(callID, *a.Output)
+		res.Output = &o
+	}
+	return res, res.Validate()
 }

@@ -115,14 +115,6 @@ func (i *invoker) Reconcile(ctx context.Context, inv execcore.Invocation) (contr
 	return i.reg.ReconcileAs(ctx, implementationOf(t), inv)
 }
 
-// companionAnswer is what an MCP reconcile companion returns, as its structured content
-// or as the JSON text of its result: the outcome, and for ran the text the model reads as
-// the call's output.
-type companionAnswer struct {
-	Outcome contracts.ReconcileOutcome `json:"outcome"`
-	Output  *string                    `json:"output,omitempty"`
-}
-
 // reconcileByCompanion calls the companion tool with the call's own arguments and its
 // operation id and idempotency key in _meta (exactly as the call itself was sent), and
 // reads its answer. A companion result that is an error, or not the JSON answer, fails.
@@ -138,22 +130,15 @@ func reconcileByCompanion(ctx context.Context, b mcpInvoker, companion string, i
 	if out.IsError {
 		return contracts.Reconciled{}, fmt.Errorf("companion %s answered an error: %s", companion, truncateText(out.Text(), 256))
 	}
-	var a companionAnswer
 	raw := []byte(out.Text())
 	if out.StructuredContent != nil {
 		raw = out.StructuredContent
 	}
-	dec := json.NewDecoder(strings.NewReader(string(raw)))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&a); err != nil {
-		return contracts.Reconciled{}, fmt.Errorf("companion %s: answer is not {\"outcome\": ran|not_run|unknown, \"output\"?: text}: %w", companion, err)
+	res, err := contracts.DecodeReconcileAnswer(inv.CallID, raw)
+	if err != nil {
+		return contracts.Reconciled{}, fmt.Errorf("companion %s: %w", companion, err)
 	}
-	res := contracts.Reconciled{Outcome: a.Outcome}
-	if a.Output != nil {
-		o := contracts.TextOutput(inv.CallID, *a.Output)
-		res.Output = &o
-	}
-	return res, res.Validate()
+	return res, nil
 }
 
 // mcpInvoker is the part of the MCP bridge a reconcile companion is called through.
