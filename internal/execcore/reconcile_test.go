@@ -336,3 +336,70 @@ func TestCrashWhileReconciling(t *testing.T) {
 		checkOneOutput(t, e, c, contracts.OutcomeIndeterminate)
 	})
 }
+
+// TestTwoDeliveriesReconcileOnce: two executors handle the same redelivered request at
+// once (a replica that got it after the first one's heartbeat was lost), both find the
+// reconcile in progress and both are told not_run. Only one may commit — it moves the
+// call to attempt 2 and runs the body — and the other finds the record moved and runs
+// nothing: the body runs twice in all (the crashed run and one rerun), never three times.
+func TestTwoDeliveriesReconcileOnce(t *testing.T) {
+	e := exectest.New(t, testConfig)
+	e.SetFault(exectest.FailTimes(pipeline.FaultInTool, 1, nil))
+	var asked sync.WaitGroup
+	asked.Add(2)
+	tool := &reconciling{scripted: scripted{body: text("ok")}, answer: func(ctx context.Context, _ int) (contracts.Reconciled, error) {
+		asked.Done()
+		asked.Wait() // both deliveries reconcile before either commits
+		return contracts.NotRun(), nil
+	}}
+	opts := execcore.Options{Service: "brain-exec", Target: contracts.TargetBrain, Durable: contracts.ConsumerBrainExec,
+		Invoker: tool, Ledger: execcore.KVLedger{KV: e.Counters}, DefaultTimeout: 10 * time.Second,
+		Reconcile: execcore.ReconcileOptions{Attempts: 1, Timeout: 10 * time.Second}}
+	replicas := make([]*execcore.Executor, 2)
+	for i := range replicas {
+		x, err := execcore.New(e.Env, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		replicas[i] = x
+	}
+	c := call("call_1", "tool", neverReplay)
+	seq := e.Allow(c)
+	raw, err := e.JS.Stream(e.Ctx, e.Names.CallRecordsStream())
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := raw.GetMsg(e.Ctx, seq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev, err := bus.DecodeMsg(m.Header, m.Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	delivery := func(n uint64) bus.Delivery {
+		return bus.Delivery{Event: ev, Subject: m.Subject, StreamSeq: seq, NumDelivered: n}
+	}
+	if err := replicas[0].Handle(e.Ctx, delivery(1)); !errors.Is(err, exectest.ErrInjected) {
+		t.Fatalf("first delivery: %v, want the injected crash", err)
+	}
+	errs := make(chan error, 2)
+	for _, x := range replicas {
+		go func() { errs <- x.Handle(e.Ctx, delivery(2)) }()
+	}
+	for range replicas {
+		if err := <-errs; err != nil {
+			t.Errorf("redelivery: %v", err)
+		}
+	}
+	rec := e.Record(c)
+	if got, _ := exectest.Text(t, rec); rec.Phase.Kind != contracts.PhaseCompleted || got != "ok" {
+		t.Fatalf("phase %s output %q, want Completed ok", rec.Phase.Kind, got)
+	}
+	if runs := len(tool.invocations()); runs != 2 || e.Ledger(c) != 2 {
+		t.Errorf("body runs %d (ledger %d), want 2: the crashed run and one rerun", runs, e.Ledger(c))
+	}
+	if len(rec.Reconciles) != 1 || rec.Reconciles[0].Outcome != contracts.ReconcileNotRun {
+		t.Errorf("reconciles %+v, want one not_run", rec.Reconciles)
+	}
+}
