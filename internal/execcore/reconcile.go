@@ -166,6 +166,11 @@ func (x *Executor) reconcile(ctx context.Context, key string, req contracts.Exec
 		OperationID: op, ToolID: req.ToolID, Arguments: req.Arguments, Attempt: attempt,
 	}
 	res, calls, failure := x.askReconciler(ctx, inv, started.Add(x.opts.Reconcile.Bound))
+	if err := ctx.Err(); err != nil {
+		// The executor is stopping: what the reconcile could not finish is not an answer.
+		// The reconcile stays in progress for the redelivery (within its bound).
+		return 0, rec, 0, fmt.Errorf("%s: reconcile interrupted: %w", x.opts.Service, err)
+	}
 	if err := x.env.Fault(ctx, x.opts.Service, pipeline.FaultInReconcile, op); err != nil {
 		return 0, rec, 0, fmt.Errorf("%s: fault in reconcile: %w", x.opts.Service, err)
 	}

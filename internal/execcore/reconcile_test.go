@@ -364,22 +364,7 @@ func TestTwoDeliveriesReconcileOnce(t *testing.T) {
 		replicas[i] = x
 	}
 	c := call("call_1", "tool", neverReplay)
-	seq := e.Allow(c)
-	raw, err := e.JS.Stream(e.Ctx, e.Names.CallRecordsStream())
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := raw.GetMsg(e.Ctx, seq)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ev, err := bus.DecodeMsg(m.Header, m.Data)
-	if err != nil {
-		t.Fatal(err)
-	}
-	delivery := func(n uint64) bus.Delivery {
-		return bus.Delivery{Event: ev, Subject: m.Subject, StreamSeq: seq, NumDelivered: n}
-	}
+	delivery := requestDelivery(t, e, c)
 	if err := replicas[0].Handle(e.Ctx, delivery(1)); !errors.Is(err, exectest.ErrInjected) {
 		t.Fatalf("first delivery: %v, want the injected crash", err)
 	}
@@ -401,5 +386,76 @@ func TestTwoDeliveriesReconcileOnce(t *testing.T) {
 	}
 	if len(rec.Reconciles) != 1 || rec.Reconciles[0].Outcome != contracts.ReconcileNotRun {
 		t.Errorf("reconciles %+v, want one not_run", rec.Reconciles)
+	}
+}
+
+// requestDelivery allows c and returns a function building the n-th delivery of its
+// executor request (the gate's revision of its record), for driving Executor.Handle.
+func requestDelivery(t *testing.T, e *exectest.Env, c exectest.Call) func(n uint64) bus.Delivery {
+	t.Helper()
+	seq := e.Allow(c)
+	raw, err := e.JS.Stream(e.Ctx, e.Names.CallRecordsStream())
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := raw.GetMsg(e.Ctx, seq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev, err := bus.DecodeMsg(m.Header, m.Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return func(n uint64) bus.Delivery {
+		return bus.Delivery{Event: ev, Subject: m.Subject, StreamSeq: seq, NumDelivered: n}
+	}
+}
+
+// TestReconcileInterruptedByShutdown: the executor stops (its context ends) while the
+// reconcile runs. That is no answer: the call stays Executing with its reconcile in
+// progress, and the next delivery asks again and commits. (The explicit check in
+// reconcile is belt and braces: the outcome's write, under the same stopped context,
+// fails too — the test passes without the check for that reason.)
+func TestReconcileInterruptedByShutdown(t *testing.T) {
+	e := exectest.New(t, testConfig)
+	e.SetFault(exectest.FailTimes(pipeline.FaultInTool, 1, nil))
+	tool := &reconciling{scripted: scripted{body: text("ok")}, answer: func(ctx context.Context, n int) (contracts.Reconciled, error) {
+		if n == 1 {
+			<-ctx.Done()
+			return contracts.Reconciled{}, ctx.Err()
+		}
+		return contracts.Ran(contracts.TextOutput("", "found")), nil
+	}}
+	x, err := execcore.New(e.Env, execcore.Options{Service: "brain-exec", Target: contracts.TargetBrain,
+		Durable: contracts.ConsumerBrainExec, Invoker: tool, DefaultTimeout: 10 * time.Second,
+		Reconcile: execcore.ReconcileOptions{Attempts: 1, Timeout: 10 * time.Second}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := call("call_1", "tool", neverReplay)
+	delivery := requestDelivery(t, e, c)
+	if err := x.Handle(e.Ctx, delivery(1)); !errors.Is(err, exectest.ErrInjected) {
+		t.Fatalf("first delivery: %v, want the injected crash", err)
+	}
+	stopping, stop := context.WithCancel(e.Ctx)
+	done := make(chan error, 1)
+	go func() { done <- x.Handle(stopping, delivery(2)) }()
+	natstest.WaitFor(t, exectest.Wait, func() bool { asked, _ := tool.calls(); return len(asked) == 1 }, "the reconcile to be asked")
+	stop()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("interrupted delivery: %v, want context.Canceled", err)
+	}
+	if rec := e.Record(c); rec.Phase.Kind != contracts.PhaseExecuting || len(rec.Reconciles) != 1 || rec.Reconciles[0].Outcome != "" {
+		t.Fatalf("after the interruption: phase %s reconciles %+v, want Executing with the reconcile in progress", rec.Phase.Kind, rec.Reconciles)
+	}
+	if err := x.Handle(e.Ctx, delivery(3)); err != nil {
+		t.Fatalf("third delivery: %v", err)
+	}
+	rec := e.Record(c)
+	if got, _ := exectest.Text(t, rec); rec.Phase.Kind != contracts.PhaseCompleted || got != "found" {
+		t.Fatalf("phase %s output %q, want Completed found", rec.Phase.Kind, got)
+	}
+	if len(tool.invocations()) != 1 {
+		t.Errorf("body runs %d, want 1", len(tool.invocations()))
 	}
 }
