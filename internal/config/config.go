@@ -92,6 +92,11 @@ type Tool struct {
 	Builtin string `yaml:"builtin"`
 	// Module is the WebAssembly module of a sandbox tool (relative to the configuration file).
 	Module string `yaml:"module"`
+	// ReconcileModule is the WebAssembly module that reconciles a sandbox tool after a
+	// crash left a call of it entered and unfinished: run like the tool (the call's
+	// arguments on stdin, its idempotency key in AWAKEN_IDEMPOTENCY_KEY, the tool's
+	// limits), it answers on stdout {"outcome": ran|not_run|unknown, "output"?: text}.
+	ReconcileModule string `yaml:"reconcile_module"`
 	// MemoryLimitMiB, MaxOutputBytes and Scratch bound a sandbox tool.
 	MemoryLimitMiB int  `yaml:"memory_limit_mib"`
 	MaxOutputBytes int  `yaml:"max_output_bytes"`
@@ -140,6 +145,9 @@ type Executors struct {
 	// result (gen_ai.tool.call.result) on its execute_tool span. Off by default: they may
 	// hold personal or secret data, and the OpenTelemetry GenAI conventions make them opt-in.
 	TraceToolContent bool `yaml:"trace_tool_content"`
+	// Reconcile bounds the reconcile of a call whose tool has a reconcile function and
+	// whose executor died after entering it (docs/protocol.md, Recovery).
+	Reconcile Reconcile `yaml:"reconcile"`
 }
 
 // BrainExecutor configures brain-exec.
@@ -178,6 +186,33 @@ type MCPServer struct {
 	// and destructiveHint asks; idempotentHint with openWorldHint false pins the tool's
 	// calls replay_safe. A host rule always wins.
 	TrustAnnotations bool `yaml:"trust_annotations"`
+	// Reconcile maps a tool of this server (its name on the server) to the companion tool
+	// of the same server that reconciles it: after an executor crash left a call of the
+	// tool entered and unfinished, brain-exec calls the companion with the call's
+	// arguments and its idempotency key in _meta, and the companion answers ran (with the
+	// output), not_run or unknown (docs/integration.md).
+	Reconcile map[string]MCPReconcile `yaml:"reconcile"`
+}
+
+// MCPReconcile names the companion tool that reconciles an MCP tool.
+type MCPReconcile struct {
+	// Tool is the companion's name on the same server.
+	Tool string `yaml:"tool"`
+}
+
+// Reconcile bounds how brain-exec and sandbox-exec reconcile a call after a crash.
+type Reconcile struct {
+	// Attempts is how many times the reconcile is called while it fails or answers
+	// unknown (default 3).
+	Attempts int `yaml:"attempts"`
+	// Backoff is the delay before the second call, doubling after each (default 200ms).
+	Backoff contracts.Duration `yaml:"backoff"`
+	// Timeout bounds one call of the reconcile (default 10s); past it the call counts as
+	// unknown.
+	Timeout contracts.Duration `yaml:"timeout"`
+	// Bound is how long a reconcile may keep its call, and so its batch, unfinished
+	// (default 1m); past it the call is published indeterminate.
+	Bound contracts.Duration `yaml:"bound"`
 }
 
 // AnnotationSource answers the annotations the executor published for an MCP tool (ok
@@ -437,6 +472,27 @@ func (c *Config) normalize() error {
 		if (s.Command == "") == (s.URL == "") {
 			return &FieldError{f, "set exactly one of command (stdio) or url (streamable HTTP)"}
 		}
+		for tool, r := range s.Reconcile {
+			if tool == "" || r.Tool == "" || r.Tool == tool {
+				return &FieldError{f + ".reconcile", fmt.Sprintf("tool %q: name a companion tool of the server other than the tool itself", tool)}
+			}
+		}
+	}
+	r := &e.Reconcile
+	if r.Attempts == 0 {
+		r.Attempts = 3
+	}
+	if r.Backoff == 0 {
+		r.Backoff = contracts.Duration(200 * time.Millisecond)
+	}
+	if r.Timeout == 0 {
+		r.Timeout = contracts.Duration(10 * time.Second)
+	}
+	if r.Bound == 0 {
+		r.Bound = contracts.Duration(time.Minute)
+	}
+	if r.Attempts < 0 || r.Backoff < 0 || r.Timeout < 0 || r.Bound < 0 {
+		return &FieldError{"executors.reconcile", "attempts, backoff, timeout and bound must not be negative"}
 	}
 	if c.Consumers.AckWait < 0 || (c.Consumers.AckWait > 0 && c.Consumers.AckWait.D() < 100*time.Millisecond) {
 		return &FieldError{"consumers.ack_wait", "must be 0 (service default) or at least 100ms"}
@@ -525,8 +581,11 @@ func (t *Tool) normalize(f string) error {
 		if t.MaxOutputBytes < 0 {
 			return &FieldError{f + ".max_output_bytes", "must not be negative"}
 		}
-	} else if t.Module != "" || t.Scratch || t.MemoryLimitMiB != 0 {
-		return &FieldError{f + ".module", "module, scratch and memory_limit_mib apply only to sandbox tools"}
+		if t.ReconcileModule != "" && t.Module == "" {
+			return &FieldError{f + ".reconcile_module", "a reconcile module needs the tool's own module"}
+		}
+	} else if t.Module != "" || t.ReconcileModule != "" || t.Scratch || t.MemoryLimitMiB != 0 {
+		return &FieldError{f + ".module", "module, reconcile_module, scratch and memory_limit_mib apply only to sandbox tools"}
 	}
 	if t.Builtin == "" && t.Target == contracts.TargetBrain {
 		t.Builtin = t.ID
@@ -646,6 +705,20 @@ func (c *Config) mcpServerOf(id string) (MCPServer, bool) {
 	return MCPServer{}, false
 }
 
+// MCPReconcileTool returns the tool id (mcp__{server}__{companion}) of the companion that
+// reconciles MCP tool id, false when id is no MCP tool or its server configures none.
+func (c *Config) MCPReconcileTool(id string) (string, bool) {
+	s, ok := c.mcpServerOf(id)
+	if !ok {
+		return "", false
+	}
+	r, ok := s.Reconcile[strings.TrimPrefix(id, MCPPrefix(s.Name))]
+	if !ok {
+		return "", false
+	}
+	return MCPPrefix(s.Name) + r.Tool, true
+}
+
 // trustedAnnotations returns the annotations of MCP tool id of server s when s is trusted
 // and its executor published the tool.
 func (c *Config) trustedAnnotations(s MCPServer, id string) (contracts.ToolAnnotations, bool) {
@@ -694,6 +767,14 @@ func (c *Config) ModulePath(t Tool) string {
 		return t.Module
 	}
 	return filepath.Join(c.Dir, t.Module)
+}
+
+// ReconcileModulePath is the path of t's reconcile module, resolved as [Config.ModulePath].
+func (c *Config) ReconcileModulePath(t Tool) string {
+	if t.ReconcileModule == "" || filepath.IsAbs(t.ReconcileModule) || c.Dir == "" {
+		return t.ReconcileModule
+	}
+	return filepath.Join(c.Dir, t.ReconcileModule)
 }
 
 // Validate applies defaults and validates a configuration built or changed in code (tests,

@@ -93,6 +93,11 @@ type Options struct {
 	AckWait    time.Duration
 	MaxDeliver int
 	BackOff    []time.Duration
+	// Reconciler, when set, reconciles the entered never_replay calls found after a crash
+	// (reconcile.go); unset, the Invoker is used if it implements [Reconciler].
+	Reconciler Reconciler
+	// Reconcile bounds each reconcile (defaults in [ReconcileOptions]).
+	Reconcile ReconcileOptions
 }
 
 // Option adjusts [Options]; services accept them so tests and deployments can tune the
@@ -161,6 +166,7 @@ func (o Options) withDefaults() (Options, error) {
 	if len(o.BackOff) == 0 {
 		o.BackOff = DefaultBackOff()
 	}
+	o.Reconcile = o.Reconcile.withDefaults()
 	return o, nil
 }
 
@@ -273,6 +279,7 @@ const (
 	actRepublish               // already terminal: announce it again
 	actSettled                 // recovery committed a terminal outcome: announce it
 	actInvoke                  // this delivery owns attempt `attempt`: run the body
+	actReconcile               // an entered never_replay call with a reconcile function: reconcile it (reconcile.go)
 )
 
 // Handle processes one executor request delivery. It returns nil only when the call's
@@ -302,6 +309,11 @@ func (x *Executor) Handle(ctx context.Context, d bus.Delivery) error {
 	if err != nil {
 		return err
 	}
+	if act == actReconcile {
+		if act, rec, rev, err = x.reconcile(ctx, key, req, d.StreamSeq, rec); err != nil {
+			return err
+		}
+	}
 	switch act {
 	case actStale:
 		log.Debug().Msg("executor request is stale (call not executing); ignored")
@@ -315,7 +327,7 @@ func (x *Executor) Handle(ctx context.Context, d bus.Delivery) error {
 		log.Debug().Str("phase", string(rec.Phase.Kind)).Msg("call already terminal; re-announcing its output")
 		return x.announce(ctx, req, rec, op)
 	case actSettled:
-		log.Warn().Str("reason", rec.Phase.Reason).Msg("call found entered after a crash; recovery made it indeterminate")
+		log.Warn().Str("phase", string(rec.Phase.Kind)).Str("reason", rec.Phase.Reason).Msg("call found entered after a crash; recovery settled it")
 		return x.commitThenAnnounce(ctx, req, rec, op)
 	}
 
@@ -383,7 +395,10 @@ func (x *Executor) commitThenAnnounce(ctx context.Context, req contracts.ExecReq
 // batcher consume it from the calls bucket's stream, so nothing is published here — a
 // redelivery that finds the call terminal has nothing to repeat. It runs the
 // after-publish fault point, the boundary between the durable outcome and the ack.
-func (x *Executor) announce(ctx context.Context, _ contracts.ExecRequest, rec contracts.CallRecord, op string) error {
+func (x *Executor) announce(ctx context.Context, req contracts.ExecRequest, rec contracts.CallRecord, op string) error {
+	if err := x.auditReconciles(ctx, req, rec, op); err != nil {
+		return err
+	}
 	if err := x.env.Fault(ctx, x.opts.Service, pipeline.FaultAfterPublish, op); err != nil {
 		return fmt.Errorf("%s: fault after publish: %w", x.opts.Service, err)
 	}
@@ -462,6 +477,11 @@ func (x *Executor) enter(ctx context.Context, key string, req contracts.ExecRequ
 		}
 		// This very message entered the call and its handler did not finish: recover.
 		now := x.env.Now()
+		if cur.Policy.Mode == contracts.ModeNeverReplay && x.reconciles(cur.ToolID) {
+			var err error
+			act, err = x.recoverByReconcile(cur, seq, now)
+			return err
+		}
 		if cur.Policy.Mode == contracts.ModeNeverReplay {
 			if err := cur.MarkIndeterminate(ReasonOwnerLeaseExpired, now); err != nil {
 				return err

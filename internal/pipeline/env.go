@@ -34,6 +34,9 @@ const (
 	FaultAfterPublish FaultPoint = "after-publish"
 	// FaultInTool fires inside a tool body, after the executor entered it.
 	FaultInTool FaultPoint = "in-tool"
+	// FaultInReconcile fires after a reconcile answered and before its outcome is
+	// committed (execcore's reconcile of a call found entered after a crash).
+	FaultInReconcile FaultPoint = "in-reconcile"
 )
 
 // FaultHook is called at every fault point with the service name and the operation id.

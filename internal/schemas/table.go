@@ -29,6 +29,7 @@ var Documents = []Document{
 	{File: "audit_record.json", Type: typeOf[contracts.AuditRecord]()},
 	{File: "tool_pause_audit.json", Type: typeOf[contracts.ToolPauseAudit]()},
 	{File: "mcp_call_audit.json", Type: typeOf[contracts.MCPCallAudit]()},
+	{File: "reconcile_audit.json", Type: typeOf[contracts.ReconcileAudit]()},
 	{File: "run_cancel.json", Type: typeOf[contracts.RunCancel]()},
 	{File: "call_cancel.json", Type: typeOf[contracts.CallCancel]()},
 	{File: "run_ended.json", Type: typeOf[contracts.RunEndedEvent]()},

@@ -292,6 +292,7 @@ func (r *CallRecord) MarkIndeterminate(reason string, at time.Time) error {
 // shared.
 func (r CallRecord) Clone() CallRecord {
 	r.Timeline = append([]TimelineMark(nil), r.Timeline...)
+	r.Reconciles = append([]CallReconcile(nil), r.Reconciles...)
 	if r.Decision != nil {
 		d := *r.Decision
 		r.Decision = &d

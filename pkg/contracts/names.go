@@ -31,6 +31,9 @@ const (
 	TypeRunEnded = "io.awaken.run.ended.v1"
 	// TypeToolPauseAudit records an operator's pause or resume of a tool.
 	TypeToolPauseAudit = "io.awaken.audit.tool_pause.v1"
+	// TypeReconcileAudit records the end of an executor's reconcile of a call
+	// ([ReconcileAudit]).
+	TypeReconcileAudit = "io.awaken.audit.reconcile.v1"
 
 	// Internal work events: not part of the public protocol, but versioned the same way so
 	// that a mixed-version deployment fails loudly instead of misreading a payload.
@@ -233,6 +236,13 @@ func (n Names) LimitsBucket() string { return n.upper() + "_limits" }
 // ToolPauseAuditSubject carries the [ToolPauseAudit] records. It lies under the audit
 // stream's subjects but can never be a run's audit subject: run ids hold no dots.
 func (n Names) ToolPauseAuditSubject() string { return n.Prefix + ".audit.tools.pause" }
+
+// ReconcileAuditSubject carries the [ReconcileAudit] records of a run's calls. It lies
+// under the audit stream's subjects but can never be a run's audit subject (one token
+// more); the executors may publish here and nowhere else under the audit subjects.
+func (n Names) ReconcileAuditSubject(runID string) string {
+	return n.Prefix + ".audit.reconcile." + runID
+}
 
 // MCPCallAuditSubject carries the [MCPCallAudit] records of the MCP door. It lies under
 // the audit stream's subjects but can never be a run's audit subject: run ids hold no dots.

@@ -101,6 +101,9 @@ type CallRecord struct {
 	// Cancel is set when a [CallCancel] ended the call (or, on a Requested call not yet
 	// reached by its batch, is recorded to end it when it is): who, why and how it ended.
 	Cancel *CallCancelMark `json:"cancel,omitempty"`
+	// Reconciles audits every reconcile of the call, oldest first (see [CallReconcile]):
+	// set only for a tool with a reconcile function whose executor died after entering it.
+	Reconciles []CallReconcile `json:"reconciles,omitempty"`
 	// Timeline records when each stage was committed.
 	Timeline []TimelineMark `json:"timeline,omitempty"`
 }

@@ -102,6 +102,28 @@ func ToolFunc[A, O any](id, description string, capability contracts.ToolRecover
 	return brainexec.ToolFunc(id, description, capability, fn)
 }
 
+// Reconciler is implemented by a [Tool] that can find out, after a crash, whether a call
+// of it ran. When the executor finds a never_replay call of the tool entered and never
+// completed (its process died while the body ran), it calls Reconcile with the call's
+// arguments — [IdempotencyKey] of ctx is the call's key, the one the body sent to the
+// external system — instead of making the call indeterminate, and commits the answer:
+// [contracts.Ran] completes the call with that output (no second run), [contracts.NotRun]
+// runs the body again if the recovery policy's max_attempts allows (else the model reads
+// "did not run"), [contracts.Unknown] leaves it indeterminate. An error, a panic or a
+// timeout (executors.reconcile.timeout) counts as unknown and is retried with back-off up
+// to executors.reconcile.attempts. See docs/integration.md for an example.
+type Reconciler[A any] = brainexec.Reconciler[A]
+
+// WithReconcile returns t with the reconcile function fn (see [Reconciler]):
+//
+//	executor.Register(x, executor.WithReconcile(charge,
+//		func(ctx context.Context, a ChargeArgs) (contracts.Reconciled, error) {
+//			return lookUpCharge(ctx, executor.IdempotencyKey(ctx)) // ran, not_run or unknown
+//		}))
+func WithReconcile[A, O any](t Tool[A, O], fn func(ctx context.Context, args A) (contracts.Reconciled, error)) Tool[A, O] {
+	return brainexec.WithReconcile(t, fn)
+}
+
 // Invocation is the call a tool body runs for.
 type Invocation struct {
 	RunID  string

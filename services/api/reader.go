@@ -129,6 +129,9 @@ type CallView struct {
 	// Cancel is set when a call cancel ended the call (or is recorded to end it when its
 	// batch reaches it): who, why, and how it ended.
 	Cancel *contracts.CallCancelMark `json:"cancel,omitempty"`
+	// Reconciles audits each reconcile of the call after an executor crash (outcome, how
+	// many times the reconcile was asked, last error), oldest first.
+	Reconciles []contracts.CallReconcile `json:"reconciles,omitempty"`
 	// Timeline lists when each stage of the call was committed, oldest first.
 	Timeline []contracts.TimelineMark `json:"timeline"`
 }
@@ -323,6 +326,7 @@ func fillCall(cv *CallView, rec *contracts.CallRecord, full bool) {
 			cv.ProposedArguments, cv.Arguments = cv.Arguments, rec.EditedArguments
 		}
 	}
+	cv.Reconciles = rec.Reconciles
 	cv.Timeline = append(cv.Timeline, rec.Timeline...)
 }
 

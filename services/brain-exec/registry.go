@@ -81,7 +81,9 @@ type entry struct {
 	desc       contracts.ToolDescriptor
 	capability contracts.ToolRecoveryCapability
 	// bind decodes the raw arguments; it fails without running anything.
-	bind      func(args json.RawMessage) (body, error)
+	bind func(args json.RawMessage) (body, error)
+	// reconcile binds the tool's reconcile function (nil: the tool has none).
+	reconcile reconcileBinder
 	ambiguous bool
 }
 
@@ -118,6 +120,7 @@ func Register[A, O any](r *Registry, t Tool[A, O]) error {
 	return r.add(id, &entry{
 		desc:       desc,
 		capability: capability,
+		reconcile:  bindReconcile(t),
 		bind: func(raw json.RawMessage) (body, error) {
 			args, err := contracts.DecodeArguments[A](raw)
 			if err != nil {

@@ -65,14 +65,16 @@ func Start(ctx context.Context, env *pipeline.Env, reg *Registry, opts ...execco
 	}
 	checkRegistry(env, reg)
 	brain := env.Config.Executors.Brain
+	inv := &invoker{cfg: env.Config, reg: reg}
 	o := execcore.Options{
 		Service:            ServiceName,
 		Target:             contracts.TargetBrain,
 		Durable:            contracts.ConsumerBrainExec,
-		Invoker:            &invoker{cfg: env.Config, reg: reg},
+		Invoker:            inv,
 		Workers:            brain.Workers,
 		DefaultTimeout:     brain.DefaultTimeout.D(),
 		UnavailableRetries: brain.UnavailableRetries,
+		Reconcile:          ReconcileOptions(env.Config),
 	}
 	if env.Config.Executors.BodyLedger {
 		o.Ledger = execcore.KVLedger{KV: env.Counters}
@@ -87,6 +89,7 @@ func Start(ctx context.Context, env *pipeline.Env, reg *Registry, opts ...execco
 			return nil, fmt.Errorf("%s: mcp servers: %w", ServiceName, err)
 		}
 		s.unmount = reg.MountDynamic(MCPMount, mcpTools{s.mcp})
+		inv.mcp = s.mcp // the reconcile companions of MCP tools are called through it
 		// A tool of an MCP server calls another system on the agent's behalf.
 		bridge := s.mcp
 		o.ToolType = func(toolID string) string {
@@ -138,6 +141,14 @@ func NewInvoker(cfg *config.Config, reg *Registry) execcore.Invoker {
 type invoker struct {
 	cfg *config.Config
 	reg *Registry
+	// mcp calls the reconcile companions of MCP tools (nil: no MCP server configured).
+	mcp mcpInvoker
+}
+
+// ReconcileOptions are the reconcile bounds of cfg (executors.reconcile), for execcore.
+func ReconcileOptions(cfg *config.Config) execcore.ReconcileOptions {
+	r := cfg.Executors.Reconcile
+	return execcore.ReconcileOptions{Attempts: r.Attempts, Backoff: r.Backoff.D(), Timeout: r.Timeout.D(), Bound: r.Bound.D()}
 }
 
 // Invoke resolves the configured tool to its implementation and runs it.

@@ -118,6 +118,8 @@ func StartWithEngine(ctx context.Context, env *pipeline.Env, engine Engine, opts
 		Workers:            sc.Workers,
 		DefaultTimeout:     sc.DefaultTimeout.D(),
 		UnavailableRetries: env.Config.Executors.Brain.UnavailableRetries,
+		Reconcile: execcore.ReconcileOptions{Attempts: cfg.Executors.Reconcile.Attempts, Backoff: cfg.Executors.Reconcile.Backoff.D(),
+			Timeout: cfg.Executors.Reconcile.Timeout.D(), Bound: cfg.Executors.Reconcile.Bound.D()},
 		ToolTimeout: func(toolID string) time.Duration {
 			limit := sc.DefaultTimeout.D()
 			if t, ok := cfg.Tool(toolID); ok && t.Timeout > 0 {

@@ -316,6 +316,23 @@ executors:
 // command.
 func buildModule(t *testing.T, name, pkg string) (string, *sandboxtest.Cache) {
 	t.Helper()
+	module := buildWasm(t, name, pkg)
+	cache, err := sandboxtest.New(module)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := cache.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	return module, cache
+}
+
+// buildWasm builds the Go package pkg for wasip1 into a temporary file name and returns
+// its path. It skips the test under -short or without the go command.
+func buildWasm(t *testing.T, name, pkg string) string {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("builds a WebAssembly module")
 	}
@@ -329,14 +346,5 @@ func buildModule(t *testing.T, name, pkg string) (string, *sandboxtest.Cache) {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("build %s: %v\n%s", name, err, out)
 	}
-	cache, err := sandboxtest.New(module)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := cache.Close(); err != nil {
-			t.Error(err)
-		}
-	})
-	return module, cache
+	return module
 }

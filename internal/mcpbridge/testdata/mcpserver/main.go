@@ -18,6 +18,13 @@
 //	grow {}         adds the tool "extra" (text "extra"), which notifies a tool list change
 //	progress {steps, ms}  sends notifications/progress i of steps, ms apart, for the
 //	                request's progressToken, then "progressed {steps} steps (token: yes|no)"
+//	charge {amount} records a charge under the request's io.awaken/idempotency-key (a
+//	                repeated key charges nothing more), text "charged {amount}"; logged
+//	                "charge {key} {amount}"
+//	charge_status {amount}  the reconcile companion of charge: the JSON answer
+//	                {"outcome":"ran","output":"charged {amount}"} when the request's key
+//	                was charged, {"outcome":"not_run"} when not; logged
+//	                "charge_status {key} {outcome}"
 //
 // With -annotated, three more tools carry MCP annotations (each returns its name):
 //
@@ -99,6 +106,10 @@ type progressArgs struct {
 	MS    int `json:"ms" jsonschema:"milliseconds between two steps"`
 }
 
+type chargeArgs struct {
+	Amount int `json:"amount" jsonschema:"the amount to charge"`
+}
+
 type none struct{}
 
 // addAnnotated adds the tools of -annotated.
@@ -157,6 +168,37 @@ func newServer(calls *callLog) *mcp.Server {
 		func(_ context.Context, req *mcp.CallToolRequest, _ none) (*mcp.CallToolResult, any, error) {
 			record(req)
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: operationID(req)}}}, nil, nil
+		})
+	var chargesMu sync.Mutex
+	charges := map[string]int{}
+	idempotencyKey := func(req *mcp.CallToolRequest) string {
+		key, _ := req.Params.Meta["io.awaken/idempotency-key"].(string)
+		return key
+	}
+	mcp.AddTool(s, &mcp.Tool{Name: "charge", Description: "Charges once per idempotency key."},
+		func(_ context.Context, req *mcp.CallToolRequest, a chargeArgs) (*mcp.CallToolResult, any, error) {
+			key := idempotencyKey(req)
+			chargesMu.Lock()
+			if _, ok := charges[key]; !ok {
+				charges[key] = a.Amount
+			}
+			chargesMu.Unlock()
+			calls.add("charge %s %d", key, a.Amount)
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf("charged %d", a.Amount)}}}, nil, nil
+		})
+	mcp.AddTool(s, &mcp.Tool{Name: "charge_status", Description: "Reconciles charge."},
+		func(_ context.Context, req *mcp.CallToolRequest, a chargeArgs) (*mcp.CallToolResult, any, error) {
+			key := idempotencyKey(req)
+			chargesMu.Lock()
+			amount, ok := charges[key]
+			chargesMu.Unlock()
+			answer := `{"outcome":"not_run"}`
+			if ok {
+				answer = fmt.Sprintf(`{"outcome":"ran","output":"charged %d"}`, amount)
+			}
+			outcome := map[bool]string{true: "ran", false: "not_run"}[ok]
+			calls.add("charge_status %s %s", key, outcome)
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: answer}}}, nil, nil
 		})
 	closed := false
 	mcp.AddTool(s, &mcp.Tool{Name: "meta", Description: "Echoes the request _meta.",
