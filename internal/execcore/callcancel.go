@@ -133,7 +133,9 @@ func (x *Executor) endCallCancelled(ctx context.Context, key string, req contrac
 		if err != nil {
 			return err
 		}
-		cur.Cancel = mark
+		if err := cur.MarkCancelled(mark); err != nil {
+			return err
+		}
 		sealed = true
 		return nil
 	})

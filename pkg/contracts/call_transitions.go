@@ -424,3 +424,28 @@ func batchPolicyProblem(p ToolRecoveryPolicy) string {
 	}
 	return ""
 }
+
+// ReplaceProbedDecision replaces the decision a parallel-delegation probe recorded on a
+// Requested call that no gate has applied yet with o (a call cancel's fixed result), keeping
+// the probe's shadow findings. Only a Requested call with a recorded decision qualifies.
+func (r *CallRecord) ReplaceProbedDecision(o *GateOutcome) error {
+	if o == nil || r.Phase.Kind != PhaseRequested || r.Decision == nil {
+		return fmt.Errorf("%w: call %q: only a Requested call's recorded decision is replaced", ErrInvalidTransition, r.CallID)
+	}
+	o.Shadow = r.Decision.Shadow
+	r.Decision = o
+	return nil
+}
+
+// MarkCancelled records who cancelled the call, why and how the cancel ended it. It is set
+// once: a call cancelled already keeps its first mark.
+func (r *CallRecord) MarkCancelled(m *CallCancelMark) error {
+	if m == nil {
+		return fmt.Errorf("%w: call %q: an empty cancel mark", ErrInvalidTransition, r.CallID)
+	}
+	if r.Cancel != nil {
+		return nil
+	}
+	r.Cancel = m
+	return nil
+}

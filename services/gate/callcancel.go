@@ -98,10 +98,9 @@ func (s *Service) cancelCall(ctx context.Context, b *contracts.BatchRecord, i in
 				if err := rec.Decide(o, s.env.Telemetry.TraceParent(ctx), now); err != nil {
 					return bus.Permanent(fmt.Errorf("gate: cancel call %s: %w", call.CallID, err))
 				}
-			} else {
+			} else if err := rec.ReplaceProbedDecision(o); err != nil {
 				// A probe's decision not yet applied: the cancellation replaces it.
-				o.Shadow = rec.Decision.Shadow
-				rec.Decision = o
+				return bus.Permanent(fmt.Errorf("gate: cancel call %s: %w", call.CallID, err))
 			}
 		case rec.Phase.Kind == contracts.PhaseAwaiting || rec.ExecutingUnentered():
 			if err := rec.Complete(out, now); err != nil {
@@ -110,7 +109,9 @@ func (s *Service) cancelCall(ctx context.Context, b *contracts.BatchRecord, i in
 		default: // Executing, entered: the body runs
 			return s.stopInFlight(ctx, cc)
 		}
-		rec.Cancel = mark
+		if err := rec.MarkCancelled(mark); err != nil {
+			return bus.Permanent(fmt.Errorf("gate: cancel call %s: %w", call.CallID, err))
+		}
 		switch _, err := s.putCall(ctx, b, i, rec, rev); {
 		case errors.Is(err, errRaced):
 			continue
