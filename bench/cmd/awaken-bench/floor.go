@@ -22,21 +22,20 @@ import (
 // internal/execcore/core.go, services/batcher, services/publisher/handle.go and
 // results.go, pkg/client/wait.go). Its streams and buckets are the pipeline's, named
 // FLOOR_ for AWAKEN_, so -writes-only compares them stream by stream.
-const hopsDoc = "per call on the sequential path, 3 deliveries and 8 round trips: " +
-	"gate [consume gate request; the tool's pause read from the leader of the pauses bucket (a JetStream API message get); " +
+const hopsDoc = "per call on the sequential path, 3 deliveries and 7 round trips: " +
+	"gate [consume the revision that asks for the call: the run record's that records the batch (call 0; the batch in it) or the previous call's terminal one (the batch cached); the tool's pause read from the leader of the pauses bucket (a JetStream API message get); " +
 	"KV create call under the target's key (decision+Executing+input, announced: this revision is the executor request); 1 round trip of 2 async publishes: audit copy, tool_call fact; double ack] " +
 	"exec [consume the announced revision on the calls bucket's stream (filter: its target's keys); KV get; KV CAS update (completed: echo is replay_safe, so no entered write), announced: this revision is the call's output; double ack] " +
-	"batcher [consume the terminal revision on the calls bucket's stream; publish next gate request; double ack] " +
-	"(every consumer of the calls bucket's stream also receives the revisions it does not act on, acked unread). " +
+	"gate-outputs [consume the terminal revision on the calls bucket's stream; double ack; it is the next call's gate delivery above] " +
+	"(every consumer of a bucket's stream also receives the revisions it does not act on, acked unread). " +
 	"Per batch: submit [client publish; consume; KV get run record; when it holds the run's previous batch (finalized): KV create of that batch's archive (refused without a store when the publisher archived it first); " +
-	"KV CAS (or create) run record: claim and record the batch in one write; publish first gate request; double ack], " +
-	"gate [KV get run record on the batch's first call (then cached)], " +
+	"KV CAS (or create) run record: claim and record the batch in one write, announced: this revision is the gate's work; double ack], " +
 	"publisher per output [consume; double ack; KV get run record on the batch's first output (then cached)], for the last output also " +
 	"[KV get run record; one batch get of the call records; KV get + CAS run record (finalize and release in one write); " +
 	"1 round trip: the results message (every result and the finalized payload, one stored message) and n async tool_result facts; " +
 	"then, off the path the client waits on: KV create of the archive (published), or KV get + CAS finalized -> published when the next batch's claim archived it first], " +
 	"client [core subscriptions on its rejections and on the subject where the results stream republishes what it stored]. " +
-	"(Before issue 26's cut B: the executor request and the output announcement were messages of their own on the work stream, 10 round trips per call. Before its cuts A, C-F: the run claim and the batch record two writes, the finalized mark, the run's release and the published mark three, the results and finalized event one atomic batch, the audit copy and the tool_call fact one round trip before the executor request: 16 stored messages per 1-call batch. " +
+	"(Before cut B's third step: the batcher published each call's gate request on the work stream (1 stored message and 1 round trip more per call) and the gate read the run record on a batch's first call. Before issue 26's cut B: the executor request and the output announcement were messages of their own on the work stream, 10 round trips per call. Before its cuts A, C-F: the run claim and the batch record two writes, the finalized mark, the run's release and the published mark three, the results and finalized event one atomic batch, the audit copy and the tool_call fact one round trip before the executor request: 16 stored messages per 1-call batch. " +
 	"The floor of before that also left out the gate's pause read, which the pipeline has done at every decision since the kill switch. " +
 	"Before issue 17's cuts: an entered write per call before the tool ran, 11 round trips per call. Before the optimisation of issue 8: 16 round trips per call — a KV get before the gate's create and a body-run ledger write per call — a KV get of the batch per output, a KV watch to list the call records, and a client that created an ordered consumer per batch.)"
 
