@@ -109,7 +109,7 @@ chaos:
 ## The whole test log (each fault, container logs on failure) goes to bin/chaos-cluster.log.
 chaos-cluster: images
 	set -o pipefail; AWAKEN_CHAOS=cluster $(GO) test -count=1 -v -timeout 30m -run 'TestChaos_cluster' ./chaos/ \
-	  | tee $(BIN)/chaos-cluster.log | grep -E '^(checker:|fault |dead letters:|--- |ok|FAIL)|violation|seed|containers_test.go:'
+	  | tee $(BIN)/chaos-cluster.log | grep -E '^(checker:|fault |dead letters:|audit trail:|--- |ok|FAIL)|violation|seed|containers_test.go:'
 
 ## images: the two deployment images, FROM scratch, nothing pulled: awaken:dev (every
 ## service by subcommand, with the example configuration and wasm tools) and
