@@ -21,8 +21,9 @@ import (
 //     concurrently, or an approval handing it over, wins or loses the same CAS: exactly one
 //     outcome is committed.
 //   - Requested: the batch has not reached the call (a sequential batch whose earlier call
-//     still runs or waits) or its gate request is in flight. A set_result decision holding
-//     the cancelled output is recorded on it, so the gate's own request handling (or the
+//     still runs or waits) or the revision that asks for it (the batch's recording, the
+//     previous call's output) is not yet consumed. A set_result decision holding the
+//     cancelled output is recorded on it, so the gate's own dispatch (gateCall, or the
 //     probe) completes it when the batch gets there, in batch order, and the batch goes on.
 //   - Executing and entered: the body runs in an executor. The gate tells the executors,
 //     on [contracts.Names.CallStopSubject], to stop it; the executor that holds it ends the
