@@ -103,6 +103,9 @@ func StreamConfigs(names contracts.Names, cfg TopologyConfig) []jetstream.Stream
 	results := stream(names.ResultsStream(), "ordered batch results: one message per tool batch (an atomic batch when it exceeds one message)",
 		p+".results.>", age(cfg.ResultsMaxAge, DefaultResultsMaxAge))
 	results.AllowAtomicPublish = true
+	// Operators' corrections of published results live beside them (same retention); the
+	// republish below covers the results only.
+	results.Subjects = append(results.Subjects, names.ResultCorrectionsWildcard())
 	// The server republishes what it stored, so a waiting client needs no consumer.
 	results.RePublish = &jetstream.RePublish{Source: names.ResultsWildcard(), Destination: names.CommittedResultsWildcard()}
 	// The ticket protocol (opened, resume, resolved, rejected) and the ticket timers live in

@@ -53,6 +53,13 @@ const (
 	TypeRunCancel    = "io.awaken.run.cancel.v1"
 	// TypeCallCancel asks to cancel one call ([CallCancel]), on [Names.CallCancelSubject].
 	TypeCallCancel = "io.awaken.call.cancel.v1"
+	// TypeCallResolve asks to resolve one indeterminate call ([CallResolve]), on
+	// [Names.CallResolveSubject].
+	TypeCallResolve = "io.awaken.call.resolve.v1"
+	// TypeResultCorrected corrects the published result of a call that was published
+	// indeterminate and resolved by an operator afterwards ([ResultCorrected]), on the
+	// run's results subject beside the batch's results, which never change.
+	TypeResultCorrected = "io.awaken.tool.result.corrected.v1"
 )
 
 // Durable consumer names. Renaming one makes the server deliver its stream again from the
@@ -136,6 +143,17 @@ func (n Names) RejectedSubject() string { return n.Prefix + ".batches.rejected" 
 // ResultsSubject carries the ordered results and the finalized event of a run.
 func (n Names) ResultsSubject(runID string) string { return n.Prefix + ".results." + runID }
 
+// ResultCorrectionsSubject carries the corrections of a run's published results
+// ([ResultCorrected]). The results stream stores it beside the results, under a subject
+// of its own: a reader of the results subject never meets one, and the publisher stays
+// the only writer of results (the gate publishes corrections).
+func (n Names) ResultCorrectionsSubject(runID string) string {
+	return n.Prefix + ".corrections." + runID
+}
+
+// ResultCorrectionsWildcard matches the corrections of every run.
+func (n Names) ResultCorrectionsWildcard() string { return n.Prefix + ".corrections.>" }
+
 // ResultsWildcard matches the results of every run.
 func (n Names) ResultsWildcard() string { return n.Prefix + ".results.>" }
 
@@ -184,6 +202,10 @@ func (n Names) RunCancelSubject() string { return n.Prefix + ".runs.cancel" }
 // CallCancelSubject receives the cancellation commands of single calls. It lies under
 // "{prefix}.runs.>", so the control stream stores it beside the run cancellations.
 func (n Names) CallCancelSubject() string { return n.Prefix + ".runs.calls.cancel" }
+
+// CallResolveSubject receives the resolutions of indeterminate calls ([CallResolve]). It
+// lies under "{prefix}.runs.>", so the control stream stores it beside the cancellations.
+func (n Names) CallResolveSubject() string { return n.Prefix + ".runs.calls.resolve" }
 
 // CallStopSubject is where the gate tells the executors (core NATS, no stream captures it)
 // to stop the body of one call in flight: the [CallCancel] the gate handled.

@@ -44,6 +44,9 @@ type BatchRecord struct {
 	Parallel  bool       `json:"parallel,omitempty"`
 	Phase     BatchPhase `json:"phase"`
 	CreatedAt time.Time  `json:"created_at"`
+	// Resolutions are operators' resolutions of indeterminate calls recorded while the
+	// batch was open (see resolve.go): its results carry them.
+	Resolutions []BatchResolution `json:"resolutions,omitempty"`
 }
 
 // CallRecord is the durable record of one call, keyed by [CallKey] (one per operation id).
@@ -104,6 +107,9 @@ type CallRecord struct {
 	// Reconciles audits every reconcile of the call, oldest first (see [CallReconcile]):
 	// set only for a tool with a reconcile function whose executor died after entering it.
 	Reconciles []CallReconcile `json:"reconciles,omitempty"`
+	// Resolution is set when an operator resolved the call after it ended Indeterminate
+	// ([CallResolution]): into the results, or as a correction of them.
+	Resolution *CallResolution `json:"resolution,omitempty"`
 	// Timeline records when each stage was committed.
 	Timeline []TimelineMark `json:"timeline,omitempty"`
 }

@@ -117,6 +117,7 @@ func (s *Service) Handler() http.Handler {
 		{"POST", "/v1/tickets/{correlation_id}/deny", s.httpDeny, 0, approve},
 		{"POST", "/v1/runs/{run_id}/cancel", s.httpCancel, 0, operate},
 		{"POST", "/v1/calls/{operation_id}/cancel", s.httpCancelCall, 0, operate},
+		{"POST", "/v1/calls/{operation_id}/resolve", s.httpResolveCall, 0, operate},
 		{"GET", "/v1/runs/{run_id}/results", s.serveRunResults, 0, platform},
 		// One byte over the protocol's limit, so that the batcher's own decoder reports
 		// too_large with its own words (see httpSubmit).

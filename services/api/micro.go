@@ -79,7 +79,7 @@ func (s *Service) startMicro() error {
 	svc, err := micro.AddService(s.env.Conn, micro.Config{
 		Name:        ServiceName,
 		Version:     ServiceVersion,
-		Description: "awaken approvals: list, get and resolve tickets; cancel runs and calls; list, pause and resume tools",
+		Description: "awaken approvals: list, get and resolve tickets; cancel runs and calls; resolve indeterminate calls; list, pause and resume tools",
 		Metadata:    map[string]string{"prefix": s.env.Names.Prefix},
 	})
 	if err != nil {
@@ -96,6 +96,7 @@ func (s *Service) startMicro() error {
 		{"tickets-resolve-as", strings.Replace(EndpointTicketsResolveAs, "{user}", "*", 1), s.microTicketsResolve},
 		{"runs-cancel", EndpointRunsCancel, s.microRunsCancel},
 		{"calls-cancel", EndpointCallsCancel, s.microCallsCancel},
+		{"calls-resolve", EndpointCallsResolve, s.microCallsResolve},
 		{"tools-list", EndpointToolsList, s.microToolsList},
 		{"tools-pause", EndpointToolsPause, s.microPauseTool},
 		{"tools-resume", EndpointToolsResume, s.microResumeTool},

@@ -70,6 +70,7 @@ func TestTokenRolesPerRoute(t *testing.T) {
 		"deny":         {"POST", "/v1/tickets/perm.run-none.1.c9/deny", `{"reason":"x"}`},
 		"cancel":       {"POST", "/v1/runs/run-none/cancel", `{}`},
 		"cancel call":  {"POST", "/v1/calls/tool-batch:run-none:1:c9/cancel", `{}`},
+		"resolve call": {"POST", "/v1/calls/tool-batch:run-none:1:c9/resolve", `{"outcome":"not_run"}`},
 		"pause":        {"POST", "/v1/tools/echo/pause", `{"reason":"roles test"}`},
 		"resume tool":  {"POST", "/v1/tools/echo/resume", `{}`},
 		"submit":       {"POST", "/v1/batches", `{}`},
@@ -77,7 +78,7 @@ func TestTokenRolesPerRoute(t *testing.T) {
 	}
 	allowed := map[string][]string{
 		"viewer":    {"list tickets", "read batches", "stream", "catalog", "results", "policy test"},
-		"operator":  {"cancel", "cancel call", "pause", "resume tool", "catalog", "policy test"},
+		"operator":  {"cancel", "cancel call", "resolve call", "pause", "resume tool", "catalog", "policy test"},
 		"submitter": {"catalog", "results", "submit"},
 	}
 	for token, names := range allowed {

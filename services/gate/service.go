@@ -97,8 +97,8 @@ type Service struct {
 // ([contracts.ConsumerGateBatches], on the run records' stream), call outputs
 // ([contracts.ConsumerGateOutputs], on the call records' stream; see dispatch.go), resume
 // commands ([contracts.ConsumerGateResume]),
-// ticket timers ([contracts.ConsumerGateTimers]) and run cancellations
-// ([contracts.ConsumerGateControl]). ctx is the hard-stop context of the handlers; use
+// ticket timers ([contracts.ConsumerGateTimers]) and control commands — run and call
+// cancellations, call resolutions ([contracts.ConsumerGateControl]). ctx is the hard-stop context of the handlers; use
 // [Service.Stop] for a graceful stop.
 func Start(ctx context.Context, env *pipeline.Env, opts ...Option) (*Service, error) {
 	o := options{workers: 4, ackWait: ackWait}
@@ -139,8 +139,8 @@ func Start(ctx context.Context, env *pipeline.Env, opts ...Option) (*Service, er
 		}, Handler: s.onTimer},
 		{Spec: bus.ConsumerSpec{
 			Stream: n.ControlStream(), Durable: contracts.ConsumerGateControl,
-			FilterSubjects: []string{n.RunCancelSubject(), n.CallCancelSubject()},
-			AcceptTypes:    []string{contracts.TypeRunCancel, contracts.TypeCallCancel},
+			FilterSubjects: []string{n.RunCancelSubject(), n.CallCancelSubject(), n.CallResolveSubject()},
+			AcceptTypes:    []string{contracts.TypeRunCancel, contracts.TypeCallCancel, contracts.TypeCallResolve},
 		}, Handler: s.onCancel},
 	}
 	if r, ok := s.limitReleaseRoute(); ok {
@@ -227,8 +227,11 @@ func (s *Service) timerExhausted(ctx context.Context, d bus.Delivery, cause erro
 
 // onCancel adapts [Service.handleCancel] to the bus.
 func (s *Service) onCancel(ctx context.Context, d bus.Delivery) error {
-	if d.Event.Type == contracts.TypeCallCancel {
+	switch d.Event.Type {
+	case contracts.TypeCallCancel:
 		return s.handleCallCancel(ctx, d.Event)
+	case contracts.TypeCallResolve:
+		return s.handleCallResolve(ctx, d.Event)
 	}
 	return s.handleCancel(ctx, d.Event)
 }

@@ -39,9 +39,11 @@ type callOutcome struct {
 	isError bool
 }
 
-// build makes the publication of rec from its terminal call records, in model order. It is
-// a pure function of the records (terminal records never change), so every delivery that
-// builds it produces the same messages under the same ids.
+// build makes the publication of rec from its terminal call records, in model order, and
+// the operators' resolutions recorded on rec. It is a pure function of the records
+// (terminal records change only by a resolution, which the batch record carries first), so
+// every delivery that builds it from the finalized batch produces the same messages under
+// the same ids.
 //
 // Two limits are enforced here rather than discovered as a failed publish: a result whose
 // message would exceed the server's max payload carries an error output saying so instead
@@ -65,6 +67,15 @@ func (s *Service) build(ctx context.Context, rec *contracts.BatchRecord, calls [
 	for i, c := range sub.Calls {
 		callIDs[i] = c.CallID
 		outcome, output := result(c, &calls[i])
+		if r, ok := rec.Resolved(i); ok {
+			// An operator resolved the indeterminate call while the batch was open: the
+			// resolution recorded on the batch is its result (see handle.go's finalize).
+			outcome, output = contracts.OutcomeCompleted, r.Output
+			output.CallID = c.CallID
+			if output.Content == nil {
+				output.Content = []contracts.ContentBlock{}
+			}
+		}
 		ev := contracts.ToolResultEvent{
 			BatchID: batchID, RunID: sub.RunID, Index: i, CallID: c.CallID, ToolID: c.ToolID,
 			Outcome: outcome, Output: output,

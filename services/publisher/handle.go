@@ -24,6 +24,11 @@ import (
 // retried and then finds the record.
 var errArchiveInFlight = errors.New("archived batch record not visible yet")
 
+// FaultBeforeFinalize fires after the barrier read the batch and its calls and built the
+// results, before the finalize: an operator's resolution recorded on the batch in between
+// must still be in the results (tests hold the handler here).
+const FaultBeforeFinalize pipeline.FaultPoint = "before-finalize"
+
 // handleOutput is the handler of committed call outputs: check the barrier, build the results,
 // finalize (with the run's release), publish, archive.
 func (s *Service) handleOutput(ctx context.Context, d bus.Delivery) error {
@@ -175,9 +180,20 @@ func (s *Service) finalizeAndPublish(ctx context.Context, rec *contracts.BatchRe
 	batchID := sub.BatchID()
 	key := contracts.BatchKey(sub.RunID, sub.Step)
 
-	finalizedBefore, publishedBefore, err := s.finalize(ctx, rec, calls, pub.ended)
+	if err := s.env.Fault(ctx, ServiceName, FaultBeforeFinalize, batchID); err != nil {
+		return err
+	}
+	finalizedBefore, publishedBefore, resolutions, err := s.finalize(ctx, rec, calls, pub.ended)
 	if err != nil {
 		return err
+	}
+	if !sameResolutions(rec.Resolutions, resolutions) {
+		// An operator resolved a call between this delivery's read of the batch and its
+		// finalize: the finalized batch holds the resolution, and so must the results.
+		rec.AdoptResolutions(resolutions)
+		if pub, err = s.build(ctx, rec, calls); err != nil {
+			return err
+		}
 	}
 	if publishedBefore {
 		s.progress.forget(key)
@@ -235,16 +251,26 @@ func (s *Service) finalizeAndPublish(ctx context.Context, rec *contracts.BatchRe
 // happened (read from the leader: a replica behind the archive write would drop the
 // output). Only a record that neither holds is an error, retried: the batcher records a
 // batch before any of its calls has an output.
-func (s *Service) finalize(ctx context.Context, rec *contracts.BatchRecord, calls []contracts.CallRecord, ended *contracts.RunEnded) (finalizedBefore, publishedBefore bool, err error) {
+//
+// It returns the operators' resolutions the finalized batch holds (see
+// pkg/contracts/resolve.go): a resolution is recorded on the open batch by
+// compare-and-swap on the same run record, so the finalize either commits after it and
+// returns it, or commits first and the resolution becomes a correction. The results are
+// built from what is returned, never from an earlier read.
+func (s *Service) finalize(ctx context.Context, rec *contracts.BatchRecord, calls []contracts.CallRecord, ended *contracts.RunEnded) (finalizedBefore, publishedBefore bool, resolutions []contracts.BatchResolution, err error) {
 	sub := &rec.Submission
 	batchID := sub.BatchID()
 	_, _, err = s.env.Runs.Update(ctx, contracts.RunKey(sub.RunID), func(cur *contracts.RunRecord, exists bool) error {
-		finalizedBefore = false
+		finalizedBefore, resolutions = false, nil
 		if !exists {
 			return contracts.ErrBatchNotHeld
 		}
-		if held := cur.Holds(sub.Step); held != nil && held.Hash != rec.Hash {
+		held := cur.Holds(sub.Step)
+		if held != nil && held.Hash != rec.Hash {
 			return fmt.Errorf("%w: run %s holds batch %s with another hash", contracts.ErrInvalidPersistedState, sub.RunID, batchID)
+		}
+		if held != nil {
+			resolutions = append([]contracts.BatchResolution(nil), held.Resolutions...)
 		}
 		err := cur.FinalizeBatch(sub.Step, calls, ended, s.env.Now())
 		if errors.Is(err, contracts.ErrBatchFinalized) {
@@ -255,26 +281,40 @@ func (s *Service) finalize(ctx context.Context, rec *contracts.BatchRecord, call
 	})
 	switch {
 	case err == nil:
-		return finalizedBefore, false, nil
+		return finalizedBefore, false, resolutions, nil
 	case errors.Is(err, contracts.ErrBatchNotHeld):
 		archived, _, aerr := s.env.Batches.GetFromLeader(ctx, contracts.BatchKey(sub.RunID, sub.Step))
 		switch {
 		case errors.Is(aerr, state.ErrNotFound):
-			return false, false, fmt.Errorf("publisher: finalize %s: %w", batchID, err)
+			return false, false, nil, fmt.Errorf("publisher: finalize %s: %w", batchID, err)
 		case aerr != nil:
-			return false, false, fmt.Errorf("publisher: finalize %s: read archive: %w", batchID, aerr)
+			return false, false, nil, fmt.Errorf("publisher: finalize %s: read archive: %w", batchID, aerr)
 		case archived.Hash != rec.Hash:
-			return false, false, bus.Permanent(fmt.Errorf("publisher: finalize %s: %w: archived with another hash", batchID, contracts.ErrInvalidPersistedState))
+			return false, false, nil, bus.Permanent(fmt.Errorf("publisher: finalize %s: %w: archived with another hash", batchID, contracts.ErrInvalidPersistedState))
 		case archived.Phase == contracts.BatchPhaseOpen:
-			return false, false, bus.Permanent(fmt.Errorf("publisher: finalize %s: %w: archived open", batchID, contracts.ErrInvalidPersistedState))
+			return false, false, nil, bus.Permanent(fmt.Errorf("publisher: finalize %s: %w: archived open", batchID, contracts.ErrInvalidPersistedState))
 		}
-		return true, archived.Phase == contracts.BatchPhasePublished, nil
+		return true, archived.Phase == contracts.BatchPhasePublished, archived.Resolutions, nil
 	case errors.Is(err, contracts.ErrInvalidPersistedState) || errors.Is(err, contracts.ErrCallMismatch) ||
 		errors.Is(err, contracts.ErrIncomplete):
 		// Update confirmed these on the leader's value: they are not a lagging replica's.
-		return false, false, bus.Permanent(fmt.Errorf("publisher: finalize %s: %w", batchID, err))
+		return false, false, nil, bus.Permanent(fmt.Errorf("publisher: finalize %s: %w", batchID, err))
 	}
-	return false, false, fmt.Errorf("publisher: finalize %s: %w", batchID, err)
+	return false, false, nil, fmt.Errorf("publisher: finalize %s: %w", batchID, err)
+}
+
+// sameResolutions reports whether a and b hold the same resolutions (each is recorded
+// once and never removed, so the command ids say it).
+func sameResolutions(a, b []contracts.BatchResolution) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i].Index != b[i].Index || a[i].CommandID != b[i].CommandID {
+			return false
+		}
+	}
+	return true
 }
 
 // archivePublished records in the batches bucket that rec's batch, finalized, has its

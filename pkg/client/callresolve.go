@@ -1,0 +1,202 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/awaken-dev/awaken/internal/bus"
+	"github.com/awaken-dev/awaken/pkg/contracts"
+)
+
+// Errors of [Client.ResolveCall].
+var (
+	// ErrCallNotIndeterminate: the call is not Indeterminate (it runs, waits, or completed);
+	// nothing changed.
+	ErrCallNotIndeterminate = errors.New("call is not indeterminate")
+	// ErrCallAlreadyResolved: another resolution of the call was recorded first; nothing
+	// changed.
+	ErrCallAlreadyResolved = errors.New("call was resolved already")
+	// ErrCallResolvePending: the resolution is stored and will be applied, but it was not
+	// seen recorded before ctx ended.
+	ErrCallResolvePending = errors.New("call resolution stored, not seen recorded yet")
+)
+
+// CallResolveRequest is an operator's resolution of an indeterminate call.
+type CallResolveRequest struct {
+	// Outcome is ran (Output is the call's output: what the tool did, as the operator
+	// found it) or not_run (the model reads the error "tool did not run (resolved by
+	// operator): {note}").
+	Outcome contracts.ReconcileOutcome `json:"outcome"`
+	Output  *contracts.ToolOutput      `json:"output,omitempty"`
+	Note    string                     `json:"note,omitempty"`
+}
+
+// CallResolveResult says how a resolution was applied.
+type CallResolveResult struct {
+	OperationID string `json:"operation_id"`
+	// Status is resolved (the batch's published results carry the resolved output) or
+	// corrected (the batch was published indeterminate; an io.awaken.tool.result.corrected.v1
+	// event on the run's results subject carries the resolved output).
+	Status  string                     `json:"status"`
+	Outcome contracts.ReconcileOutcome `json:"outcome"`
+	Output  contracts.ToolOutput       `json:"output"`
+	Actor   string                     `json:"actor,omitempty"`
+	Role    string                     `json:"role,omitempty"`
+	Note    string                     `json:"note,omitempty"`
+}
+
+// CallNotIndeterminateError is returned (wrapping [ErrCallNotIndeterminate]) when the call
+// is not Indeterminate: Phase says where it is.
+type CallNotIndeterminateError struct {
+	OperationID string
+	Phase       contracts.PhaseKind
+}
+
+func (e *CallNotIndeterminateError) Error() string {
+	return fmt.Sprintf("call %s is %s, not indeterminate", e.OperationID, e.Phase)
+}
+func (e *CallNotIndeterminateError) Unwrap() error { return ErrCallNotIndeterminate }
+
+// CallAlreadyResolvedError is returned (wrapping [ErrCallAlreadyResolved]) when another
+// resolution was recorded first: Result says which.
+type CallAlreadyResolvedError struct{ Result CallResolveResult }
+
+func (e *CallAlreadyResolvedError) Error() string {
+	return fmt.Sprintf("call %s was resolved already (%s, by %q)", e.Result.OperationID, e.Result.Status, e.Result.Actor)
+}
+func (e *CallAlreadyResolvedError) Unwrap() error { return ErrCallAlreadyResolved }
+
+// ResolveCall resolves the indeterminate call op — the operator checked the outside world
+// and says what happened — and returns once the resolution is recorded: in the batch's
+// results when the batch was not yet finalized, or as a correction published beside them
+// when it was. awaken never runs the call again. actor and role are recorded as who
+// resolved it (claims: the api's door passes the authenticated actor and its role).
+// The request is validated first ([contracts.CallResolve.Validate], wrapping
+// [contracts.ErrInvalidResolution]); a call that is not Indeterminate is refused with a
+// [*CallNotIndeterminateError], one resolved already with a [*CallAlreadyResolvedError],
+// and nothing is published. ctx bounds the wait; when it ends first the error wraps
+// [ErrCallResolvePending].
+func (c *Client) ResolveCall(ctx context.Context, op string, req CallResolveRequest, actor, role string) (CallResolveResult, error) {
+	cmd := contracts.CallResolve{OperationID: op, Outcome: req.Outcome, Output: req.Output, Note: req.Note, Actor: actor, Role: role}
+	if err := cmd.Validate(); err != nil {
+		return CallResolveResult{}, fmt.Errorf("client: %w", err)
+	}
+	runID, step, callID, _ := contracts.ParseOperationID(op)
+	kv, err := c.js.KeyValue(ctx, c.names.CallsBucket())
+	if err != nil {
+		return CallResolveResult{}, fmt.Errorf("client: calls: %w", err)
+	}
+	// Watching first: the revision that records the resolution cannot come unseen.
+	w, err := kv.Watch(ctx, "*."+contracts.OperationKey(runID, step, callID))
+	if err != nil {
+		return CallResolveResult{}, fmt.Errorf("client: watch call %s: %w", op, err)
+	}
+	defer func() { _ = w.Stop() }()
+	var last *contracts.CallRecord
+	id := ""
+	for {
+		select {
+		case e := <-w.Updates():
+			if e == nil { // the current value, if any, has been delivered
+				switch {
+				case last != nil && last.Resolution != nil:
+					return CallResolveResult{}, &CallAlreadyResolvedError{Result: resolveResult(op, last.Resolution)}
+				case last == nil:
+					return CallResolveResult{}, &CallNotIndeterminateError{OperationID: op, Phase: contracts.PhaseRequested}
+				case last.Phase.Kind != contracts.PhaseIndeterminate:
+					return CallResolveResult{}, &CallNotIndeterminateError{OperationID: op, Phase: last.Phase.Kind}
+				}
+				id = "resolve-" + op + "-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+				if err := c.publish(ctx, c.names.CallResolveSubject(), id, contracts.TypeCallResolve, cmd); err != nil {
+					return CallResolveResult{}, err
+				}
+				continue
+			}
+			if e.Operation() != jetstream.KeyValuePut {
+				continue
+			}
+			var rec contracts.CallRecord
+			if err := json.Unmarshal(e.Value(), &rec); err != nil {
+				return CallResolveResult{}, fmt.Errorf("client: call %s: %w", op, err)
+			}
+			last = &rec
+			if id == "" || rec.Resolution == nil {
+				continue
+			}
+			if rec.Resolution.CommandID != id {
+				return CallResolveResult{}, &CallAlreadyResolvedError{Result: resolveResult(op, rec.Resolution)}
+			}
+			return resolveResult(op, rec.Resolution), nil
+		case <-ctx.Done():
+			if id == "" {
+				return CallResolveResult{}, fmt.Errorf("client: resolve call %s: %w", op, ctx.Err())
+			}
+			return CallResolveResult{OperationID: op}, fmt.Errorf("client: call %s: %w: %w", op, ErrCallResolvePending, context.Cause(ctx))
+		}
+	}
+}
+
+// resolveResult describes the resolution res of op.
+func resolveResult(op string, res *contracts.CallResolution) CallResolveResult {
+	return CallResolveResult{
+		OperationID: op, Status: res.Applied, Outcome: res.Outcome, Output: res.Output,
+		Actor: res.Actor, Role: res.Role, Note: res.Note,
+	}
+}
+
+// Corrections returns the corrections of run runID's published results, oldest first:
+// the io.awaken.tool.result.corrected.v1 events the gate published on
+// [contracts.Names.ResultCorrectionsSubject] for calls an operator resolved after their
+// batch was published. The results themselves never change; a platform that keeps a
+// transcript shows each correction beside the result it names.
+func (c *Client) Corrections(ctx context.Context, runID string) ([]contracts.ResultCorrected, error) {
+	if err := contracts.ValidateID("run_id", runID); err != nil {
+		return nil, fmt.Errorf("client: %w", err)
+	}
+	cons, err := c.js.OrderedConsumer(ctx, c.names.ResultsStream(), jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{c.names.ResultCorrectionsSubject(runID)},
+		DeliverPolicy:  jetstream.DeliverAllPolicy, InactiveThreshold: orderedConsumerIdle,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("client: corrections consumer: %w", err)
+	}
+	defer c.deleteOrdered(cons)
+	info, err := cons.Info(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("client: corrections of %s: %w", runID, err)
+	}
+	var out []contracts.ResultCorrected
+	for left := int(info.NumPending); left > 0; {
+		batch, err := cons.Fetch(left, jetstream.FetchMaxWait(5*time.Second))
+		if err != nil {
+			return nil, fmt.Errorf("client: corrections of %s: %w", runID, err)
+		}
+		got := 0
+		for m := range batch.Messages() {
+			got++
+			ev, err := bus.DecodeMsg(m.Headers(), m.Data())
+			if err != nil || ev.Type != contracts.TypeResultCorrected {
+				continue
+			}
+			var rc contracts.ResultCorrected
+			if err := json.Unmarshal(ev.Data, &rc); err != nil {
+				return nil, fmt.Errorf("client: correction %s: %w", ev.ID, err)
+			}
+			out = append(out, rc)
+		}
+		if err := batch.Error(); err != nil {
+			return nil, fmt.Errorf("client: corrections of %s: %w", runID, err)
+		}
+		if got == 0 {
+			return nil, fmt.Errorf("client: corrections of %s: %d announced, none delivered", runID, left)
+		}
+		left -= got
+	}
+	return out, nil
+}
