@@ -56,6 +56,9 @@ Client:
   awaken calls cancel OPERATION_ID [--reason TEXT] [--as NAME]
                                        cancel one call: before start, or its body stopped;
                                        returns once the call ended (and says how)
+  awaken calls resolve OPERATION_ID --ran (--text T | --output FILE) | --not-run [--note N] [--as NAME]
+                                       resolve an indeterminate call: into its batch's results,
+                                       or as a correction once they are published
   awaken batch show BATCH_ID [--json]  per-call phase, outcome and timeline of a batch
   awaken batch watch BATCH_ID          call state changes and tool progress, live, until published
   awaken counter NAME                  read the example counter tool's durable count
@@ -612,42 +615,6 @@ func runRuns(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	return renderCancel(stdout, ended, *asJSON)
-}
-
-func runCalls(ctx context.Context, args []string, stdout io.Writer) error {
-	if len(args) < 2 || args[0] != "cancel" {
-		return &usageError{"usage: awaken calls cancel OPERATION_ID [--reason TEXT] [--as NAME] [--timeout 60s]"}
-	}
-	op := args[1]
-	fs := newFlags("calls cancel")
-	connect := dialClient(fs)
-	reason := fs.String("reason", "cancelled by operator", "why")
-	as := fs.String("as", env("AWAKEN_ACTOR", defaultActor()), "who cancels, recorded on the call as claimed (env AWAKEN_ACTOR; default: the OS user)")
-	asJSON := jsonFlag(fs, stdout)
-	if err := parseArgs(fs, args[2:]); err != nil {
-		return err
-	}
-	if _, _, _, err := contracts.ParseOperationID(op); err != nil {
-		return err
-	}
-	c, ctx, done, err := connect(ctx)
-	if err != nil {
-		return err
-	}
-	defer done()
-	res, err := c.CancelCall(ctx, op, *reason, *as)
-	if errors.Is(err, client.ErrCallCancelPending) {
-		return fmt.Errorf("call %s: the cancel is stored and will be applied, but the call was not seen ending in time "+
-			"(a call its batch has not reached ends when the batch gets to it; sending it again is harmless): %w", op, err)
-	}
-	if err != nil {
-		return err
-	}
-	if *asJSON {
-		return printJSON(stdout, res)
-	}
-	_, err = fmt.Fprintf(stdout, "call %s: %s (%s)\n", op, res.Status, res.Outcome)
-	return err
 }
 
 func runCounter(ctx context.Context, args []string, stdout io.Writer) error {

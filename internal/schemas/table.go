@@ -32,6 +32,8 @@ var Documents = []Document{
 	{File: "reconcile_audit.json", Type: typeOf[contracts.ReconcileAudit]()},
 	{File: "run_cancel.json", Type: typeOf[contracts.RunCancel]()},
 	{File: "call_cancel.json", Type: typeOf[contracts.CallCancel]()},
+	{File: "call_resolve.json", Type: typeOf[contracts.CallResolve]()},
+	{File: "result_corrected.json", Type: typeOf[contracts.ResultCorrected]()},
 	{File: "run_ended.json", Type: typeOf[contracts.RunEndedEvent]()},
 
 	// Payloads of the internal work events.
@@ -62,6 +64,8 @@ var Documents = []Document{
 	{File: "api_cancel_result.json", Type: typeOf[api.CancelResult]()},
 	{File: "api_call_cancel_request.json", Type: typeOf[api.CallCancelRequest]()},
 	{File: "api_call_cancel_result.json", Type: typeOf[client.CallCancelResult]()},
+	{File: "api_call_resolve_request.json", Type: typeOf[api.CallResolveRequest]()},
+	{File: "api_call_resolve_result.json", Type: typeOf[client.CallResolveResult]()},
 	{File: "api_batch_list.json", Type: typeOf[api.BatchList]()},
 	{File: "api_batch_view.json", Type: typeOf[api.BatchView]()},
 	{File: "api_batch_accepted.json", Type: typeOf[api.BatchAccepted]()},

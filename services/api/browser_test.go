@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -467,5 +468,43 @@ func TestBrowserConsoleCancelCall(t *testing.T) {
 		t.Fatalf("results after cancelling in the browser = %q", got)
 	}
 	br.screenshot(t, "console-call-cancelled.png")
+	br.check(t, nil)
+}
+
+// TestBrowserConsoleResolveCall: an operator resolves, from the batch list, a call a run
+// cancel sealed indeterminate after its batch was published — answering the console's
+// questions "did it run?" (no) and the note — and the row shows the correction, who made
+// it and with which role; the correction is on the run's corrections subject.
+func TestBrowserConsoleResolveCall(t *testing.T) {
+	br := newBrowser(t)
+	h := newHarness(t, api.Options{})
+	const runID = "run-browser-resolve-call"
+	h.park(runID, map[string]string{})
+	if r := h.post("/v1/runs/"+runID+"/cancel", `{}`); r.status != http.StatusOK {
+		t.Fatalf("cancel the run: %d %s", r.status, r.body)
+	}
+	h.results(runID)
+	batch := "tool-batch:" + runID + ":1"
+	button := batchSel(batch, `button.resolve-call[data-operation="`+batch+`:c2"]`)
+	br.do(t, "load the console and open the batch",
+		chromedp.Navigate(h.base+"/"),
+		chromedp.WaitVisible(batchSel(batch, "> summary")),
+		chromedp.Click(batchSel(batch, "> summary")),
+		chromedp.WaitVisible(button),
+	)
+	// The console asks with confirm and prompt: answered here as the operator would.
+	if !run(t, br, "resolve the sealed call as not run", chromedp.Evaluate[bool](`(() => {
+		window.confirm = () => false; window.prompt = () => "no mail went out";
+		const b = document.querySelector('`+string(button)+`'); if (b) b.click(); return !!b })()`)) {
+		t.Fatal("no resolve button for the indeterminate call")
+	}
+	natstest.WaitFor(t, waitLong, func() bool {
+		return strings.Contains(textOf(t, br, batchSel(batch, ".resolution-mark")), "corrected as not_run")
+	}, "the console to show the correction")
+	corrections, err := h.client.Corrections(ctxFor(t, waitLong), runID)
+	if err != nil || len(corrections) != 1 || corrections[0].Note != "no mail went out" {
+		t.Fatalf("corrections = %+v (%v)", corrections, err)
+	}
+	br.screenshot(t, "console-call-resolved.png")
 	br.check(t, nil)
 }

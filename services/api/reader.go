@@ -132,6 +132,9 @@ type CallView struct {
 	// Reconciles audits each reconcile of the call after an executor crash (outcome, how
 	// many times the reconcile was asked, last error), oldest first.
 	Reconciles []contracts.CallReconcile `json:"reconciles,omitempty"`
+	// Resolution is set when an operator resolved the indeterminate call: into the batch's
+	// results (applied "resolved") or as a correction of them ("corrected").
+	Resolution *contracts.CallResolution `json:"resolution,omitempty"`
 	// Timeline lists when each stage of the call was committed, oldest first.
 	Timeline []contracts.TimelineMark `json:"timeline"`
 }
@@ -320,6 +323,7 @@ func fillCall(cv *CallView, rec *contracts.CallRecord, full bool) {
 	}
 	cv.ResolvedBy, cv.Actor, cv.ActorClaimed = rec.ResolvedBy, rec.ResolvedActor, rec.ResolvedActorClaimed
 	cv.Cancel = rec.Cancel
+	cv.Resolution = rec.Resolution
 	if rec.EditedArguments != nil {
 		cv.Edited = true
 		if full {

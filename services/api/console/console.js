@@ -558,6 +558,16 @@
       cancel.addEventListener("click", () => cancelCall(c, cancel));
       phaseCell.append(" ", cancel);
     }
+    if (c.resolution) {
+      const r = c.resolution;
+      phaseCell.append(el("div", { className: "muted resolution-mark", text: r.applied + " as " + r.outcome + " by " + (r.actor || "?") + (r.role ? " (" + r.role + ")" : "") + (r.note ? ": " + r.note : "") }));
+    } else if (c.phase === "Indeterminate" && can("operator") && c.operation_id) {
+      // Resolve an indeterminate call: the operator checked what happened. Before the batch
+      // is published the results carry it; after, a correction goes out beside them.
+      const resolve = el("button", { type: "button", className: "resolve-call", text: "Resolve…", dataset: { operation: c.operation_id } });
+      resolve.addEventListener("click", () => resolveCall(c, resolve));
+      phaseCell.append(" ", resolve);
+    }
     const cells = [
       el("td", { text: String(c.index) }),
       el("td", null, el("code", { text: c.call_id })),
@@ -594,6 +604,33 @@
     try {
       const res = await api("v1/calls/" + encodeURIComponent(c.operation_id) + "/cancel", { method: "POST", body: {} });
       setStatus(c.call_id + ": " + res.status, "ok");
+    } catch (err) {
+      button.disabled = false;
+      $("batches-error").textContent = (err.code ? err.code + ": " : "") + err.message;
+    }
+    await refreshBatches();
+  }
+
+  // resolveCall asks the operator what happened to an indeterminate call — it ran (with
+  // its output, as text) or it did not — and a note, then resolves it.
+  async function resolveCall(c, button) {
+    $("batches-error").textContent = "";
+    const ran = window.confirm("Did the effect of " + c.call_id + " happen?\nOK: it ran (you give its output). Cancel: it did not run.");
+    let body;
+    if (ran) {
+      const text = window.prompt("The output of " + c.call_id + " (text the model reads):", "");
+      if (text === null) return;
+      body = { outcome: "ran", output: { call_id: c.call_id, content: [{ type: "text", text: text }] } };
+    } else {
+      body = { outcome: "not_run" };
+    }
+    const note = window.prompt("Note (what you checked; recorded" + (ran ? "" : ", and the model reads it") + "):", "");
+    if (note === null) return;
+    if (note) body.note = note;
+    button.disabled = true;
+    try {
+      const res = await api("v1/calls/" + encodeURIComponent(c.operation_id) + "/resolve", { method: "POST", body: body });
+      setStatus(c.call_id + ": " + res.status + " as " + res.outcome, "ok");
     } catch (err) {
       button.disabled = false;
       $("batches-error").textContent = (err.code ? err.code + ": " : "") + err.message;

@@ -1,0 +1,102 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/rs/zerolog"
+
+	"github.com/awaken-dev/awaken/internal/app"
+	"github.com/awaken-dev/awaken/internal/config"
+	"github.com/awaken-dev/awaken/internal/natstest"
+	"github.com/awaken-dev/awaken/pkg/client"
+	"github.com/awaken-dev/awaken/pkg/contracts"
+)
+
+// TestCallsResolve runs `awaken calls resolve` on a call a run cancel sealed indeterminate
+// after its batch was published: the answer says corrected, the correction is on the
+// run's corrections subject with the actor of --as, and a second resolution fails. Bad
+// flag combinations are usage errors.
+func TestCallsResolve(t *testing.T) {
+	cfg, err := config.Parse([]byte("storage: {memory: true}\ntools:\n  - id: ask_me\npolicy:\n  default_behavior: allow\n  rules:\n    - { pattern: ask_me, behavior: ask }\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := natstest.Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	st, err := app.Start(ctx, app.Options{Config: cfg, Services: app.AllServices(),
+		Dial: app.InProcessDialer(srv.Server()), Log: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		stopCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_ = st.Stop(stopCtx)
+	})
+	nc, err := nats.Connect(srv.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	c, err := client.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const run = "run-cli-resolve"
+	sub := contracts.BatchSubmission{RunID: run, ThreadID: "t", Step: 1,
+		Agent: contracts.AgentSnapshot{SnapshotID: "s", Tools: []string{"ask_me"}},
+		Calls: []contracts.ToolCall{{CallID: "c1", ToolID: "ask_me", Arguments: json.RawMessage(`{}`)}}}
+	if _, err := c.Submit(ctx, sub); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.WaitTicket(ctx, run, 1, "c1"); err != nil {
+		t.Fatal(err)
+	}
+	var out, errb bytes.Buffer
+	if code := Main(ctx, []string{"runs", "cancel", run, "--nats-url", srv.URL()}, &out, &errb); code != 0 {
+		t.Fatalf("runs cancel: exit %d: %s", code, errb.String())
+	}
+	if _, err := c.Await(ctx, run, 1); err != nil {
+		t.Fatalf("wait for the sealed batch: %v", err)
+	}
+	op := contracts.OperationID(run, 1, "c1")
+
+	for _, args := range [][]string{
+		{"calls", "resolve", op},
+		{"calls", "resolve", op, "--ran", "--not-run"},
+		{"calls", "resolve", op, "--ran"},
+		{"calls", "resolve", op, "--not-run", "--text", "x"},
+		{"calls", "frobnicate", op},
+	} {
+		if code := Main(ctx, append(args, "--nats-url", srv.URL()), &out, &errb); code != 2 {
+			t.Errorf("%v: exit %d, want 2 (usage)", args, code)
+		}
+	}
+
+	out.Reset()
+	errb.Reset()
+	if code := Main(ctx, []string{"calls", "resolve", op, "--not-run", "--note", "nothing was sent", "--as", "ana",
+		"--nats-url", srv.URL()}, &out, &errb); code != 0 {
+		t.Fatalf("calls resolve: exit %d: %s", code, errb.String())
+	}
+	var res client.CallResolveResult // JSON: stdout is no terminal
+	if err := json.Unmarshal(out.Bytes(), &res); err != nil || res.Status != contracts.ResolutionCorrected || res.Outcome != contracts.ReconcileNotRun {
+		t.Errorf("calls resolve said %q (%v)", out.String(), err)
+	}
+	corrections, err := c.Corrections(ctx, run)
+	if err != nil || len(corrections) != 1 || corrections[0].Actor != "ana" ||
+		corrections[0].Corrected.Text() != contracts.NotRunPrefix+"nothing was sent" {
+		t.Fatalf("corrections = %+v (%v)", corrections, err)
+	}
+	if code := Main(ctx, []string{"calls", "resolve", op, "--ran", "--text", "sent", "--nats-url", srv.URL()}, &out, &errb); code != 1 ||
+		!strings.Contains(errb.String(), "resolved already") {
+		t.Errorf("a second resolution: exit %d: %s", code, errb.String())
+	}
+}
