@@ -14,9 +14,9 @@ import (
 
 	"github.com/awaken-dev/awaken/deploy"
 	"github.com/awaken-dev/awaken/internal/app"
-	"github.com/awaken-dev/awaken/internal/bus"
 	"github.com/awaken-dev/awaken/internal/cli"
 	"github.com/awaken-dev/awaken/pkg/client"
+	"github.com/awaken-dev/awaken/pkg/cloudevent"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 	"github.com/awaken-dev/awaken/services/api"
 )
@@ -80,7 +80,7 @@ func TestSecure_claimedActorsAreMarked(t *testing.T) {
 			n := 0
 			for m := range batch.Messages() {
 				n++
-				ev, err := bus.DecodeMsg(m.Headers(), m.Data())
+				ev, err := cloudevent.DecodeMsg(m.Headers(), m.Data())
 				if err != nil {
 					t.Fatal(err)
 				}

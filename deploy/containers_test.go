@@ -22,6 +22,7 @@ import (
 	"github.com/awaken-dev/awaken/internal/bus"
 	"github.com/awaken-dev/awaken/internal/health"
 	"github.com/awaken-dev/awaken/pkg/awakentest"
+	"github.com/awaken-dev/awaken/pkg/cloudevent"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 	"github.com/awaken-dev/awaken/services/api"
 )
@@ -575,7 +576,7 @@ func assertPublishedOnce(t *testing.T, js jetstream.JetStream, subs []contracts.
 		if err != nil {
 			t.Fatal(err)
 		}
-		ev, err := bus.DecodeMsg(last.Header, last.Data)
+		ev, err := cloudevent.DecodeMsg(last.Header, last.Data)
 		if err != nil || ev.Type != contracts.TypeBatchResults {
 			t.Errorf("%s: last message %v (%v), want the results message", subject, ev.Type, err)
 		}

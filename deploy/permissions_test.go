@@ -23,12 +23,12 @@ import (
 
 	"github.com/awaken-dev/awaken/deploy"
 	"github.com/awaken-dev/awaken/internal/app"
-	"github.com/awaken-dev/awaken/internal/bus"
 	"github.com/awaken-dev/awaken/internal/config"
 	"github.com/awaken-dev/awaken/internal/devstack"
 	"github.com/awaken-dev/awaken/internal/natsserver"
 	"github.com/awaken-dev/awaken/internal/telemetry"
 	"github.com/awaken-dev/awaken/pkg/client"
+	"github.com/awaken-dev/awaken/pkg/cloudevent"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 	"github.com/awaken-dev/awaken/services/api"
 )
@@ -766,10 +766,10 @@ func TestSecure_leastPrivilege(t *testing.T) {
 // service would, so a refusal is due to the permission alone.
 func pubEvent(subject, id, typ string, payload any) func(nc *nats.Conn) (string, error) {
 	return func(nc *nats.Conn) (string, error) {
-		ev, err := bus.NewEvent(id, "awaken/forger", typ, payload)
+		ev, err := cloudevent.NewEvent(id, "awaken/forger", typ, payload)
 		if err != nil {
 			return subject, err
 		}
-		return subject, nc.PublishMsg(bus.EncodeMsg(subject, ev))
+		return subject, nc.PublishMsg(cloudevent.EncodeMsg(subject, ev))
 	}
 }

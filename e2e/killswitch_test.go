@@ -13,11 +13,11 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/awaken-dev/awaken/internal/app"
-	"github.com/awaken-dev/awaken/internal/bus"
 	"github.com/awaken-dev/awaken/internal/config"
 	"github.com/awaken-dev/awaken/internal/natstest"
 	"github.com/awaken-dev/awaken/internal/servicetest"
 	"github.com/awaken-dev/awaken/pkg/client"
+	"github.com/awaken-dev/awaken/pkg/cloudevent"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 	"github.com/awaken-dev/awaken/services/api"
 	brainexec "github.com/awaken-dev/awaken/services/brain-exec"
@@ -205,7 +205,7 @@ func (r *pauseRig) audits() []contracts.ToolPauseAudit {
 		r.t.Fatal(err)
 	}
 	for m := range batch.Messages() {
-		ev, err := bus.DecodeMsg(m.Headers(), m.Data())
+		ev, err := cloudevent.DecodeMsg(m.Headers(), m.Data())
 		if err != nil {
 			r.t.Fatalf("audit %s: %v", m.Data(), err)
 		}

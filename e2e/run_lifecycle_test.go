@@ -6,11 +6,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/awaken-dev/awaken/internal/bus"
 	"github.com/awaken-dev/awaken/internal/natstest"
 	"github.com/awaken-dev/awaken/internal/pipeline"
 	"github.com/awaken-dev/awaken/internal/state"
 	"github.com/awaken-dev/awaken/pkg/client"
+	"github.com/awaken-dev/awaken/pkg/cloudevent"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
@@ -18,12 +18,12 @@ import (
 // past the stream's duplicate window for the first one).
 func (h *harness) submitAs(eventID string, sub contracts.BatchSubmission) {
 	h.tb.Helper()
-	ev, err := bus.NewEvent(eventID, "test/platform", contracts.TypeBatchRequested, sub)
+	ev, err := cloudevent.NewEvent(eventID, "test/platform", contracts.TypeBatchRequested, sub)
 	if err != nil {
 		h.tb.Fatal(err)
 	}
 	_, js := h.srv.Conn(h.tb)
-	if _, err := js.PublishMsg(ctxFor(h.tb, 10*time.Second), bus.EncodeMsg(h.cfg.Names().SubmitSubject(), ev)); err != nil {
+	if _, err := js.PublishMsg(ctxFor(h.tb, 10*time.Second), cloudevent.EncodeMsg(h.cfg.Names().SubmitSubject(), ev)); err != nil {
 		h.tb.Fatal(err)
 	}
 }

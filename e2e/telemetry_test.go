@@ -20,6 +20,7 @@ import (
 	"github.com/awaken-dev/awaken/internal/bus"
 	"github.com/awaken-dev/awaken/internal/natstest"
 	"github.com/awaken-dev/awaken/internal/telemetry"
+	"github.com/awaken-dev/awaken/pkg/cloudevent"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
@@ -198,7 +199,7 @@ func TestOneTracePerBatch(t *testing.T) {
 	sub := batch("trace-1", 1, []string{"echo", "wc"},
 		call("c1", "echo", map[string]string{"text": "hi"}),
 		call("c2", "wc", map[string]string{"text": "a b"}))
-	ev, err := bus.NewEvent(sub.BatchID()+":"+sub.Hash()[:16], "platform/test", contracts.TypeBatchRequested, sub)
+	ev, err := cloudevent.NewEvent(sub.BatchID()+":"+sub.Hash()[:16], "platform/test", contracts.TypeBatchRequested, sub)
 	if err != nil {
 		t.Fatal(err)
 	}

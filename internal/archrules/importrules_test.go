@@ -15,6 +15,8 @@ const module = "github.com/awaken-dev/awaken"
 // violations lists every import of the tree at root (laid out like the module) that
 // breaks a structural rule:
 //   - a non-test file of pkg/contracts imports something outside the standard library;
+//   - a non-test file of a pkg/ package imports internal/bus: the public packages serve other
+//     modules, and the broker plumbing they would drag along is ours to change;
 //   - a file (test files included) of services/<a> imports services/<b>, b ≠ a.
 func violations(t *testing.T, root string) []string {
 	t.Helper()
@@ -42,6 +44,13 @@ func violations(t *testing.T, root string) []string {
 			for _, imp := range pkg.Imports {
 				if !isStandard(imp) {
 					out = append(out, rel+" imports "+imp+" (only the standard library is allowed)")
+				}
+			}
+		}
+		if strings.HasPrefix(rel, "pkg/") {
+			for _, imp := range pkg.Imports {
+				if imp == module+"/internal/bus" || strings.HasPrefix(imp, module+"/internal/bus/") {
+					out = append(out, rel+" imports "+imp+" (public packages keep off the bus internals)")
 				}
 			}
 		}
@@ -99,6 +108,7 @@ func TestTheModuleKeepsItsImportRules(t *testing.T) {
 func TestTheCheckFindsBrokenRules(t *testing.T) {
 	got := violations(t, filepath.Join("testdata", "broken"))
 	want := []string{
+		"pkg/client imports " + module + "/internal/bus (public packages keep off the bus internals)",
 		"pkg/contracts imports github.com/nats-io/nats.go (only the standard library is allowed)",
 		"services/alpha imports " + module + "/services/beta (services never import each other)",
 		"services/beta/sub imports " + module + "/services/alpha (services never import each other)",

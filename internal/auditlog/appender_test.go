@@ -17,6 +17,7 @@ import (
 	"github.com/awaken-dev/awaken/internal/bus"
 	"github.com/awaken-dev/awaken/internal/natstest"
 	"github.com/awaken-dev/awaken/pkg/auditchain"
+	"github.com/awaken-dev/awaken/pkg/cloudevent"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
@@ -56,11 +57,11 @@ func (tr *trail) appender() *auditlog.Appender {
 // record is audit record id on subject, as the gate encodes one.
 func record(t testing.TB, subject, id string) *nats.Msg {
 	t.Helper()
-	ev, err := bus.NewEvent(id, "awaken/gate", contracts.TypeAudit, contracts.AuditRecord{Decision: "allow", CallID: id})
+	ev, err := cloudevent.NewEvent(id, "awaken/gate", contracts.TypeAudit, contracts.AuditRecord{Decision: "allow", CallID: id})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return bus.EncodeMsg(subject, ev)
+	return cloudevent.EncodeMsg(subject, ev)
 }
 
 func (tr *trail) append(a *auditlog.Appender, subject, id string) *jetstream.PubAck {

@@ -10,37 +10,9 @@ import (
 
 	"github.com/awaken-dev/awaken/internal/bus"
 	"github.com/awaken-dev/awaken/internal/natstest"
+	"github.com/awaken-dev/awaken/pkg/cloudevent"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
-
-func BenchmarkEncodeMsg(b *testing.B) {
-	e := sampleEvent()
-	b.ReportAllocs()
-	for b.Loop() {
-		_ = bus.EncodeMsg("awaken.work.gate.run-7", e)
-	}
-}
-
-func BenchmarkDecodeMsgBinary(b *testing.B) {
-	m := bus.EncodeMsg("awaken.work.gate.run-7", sampleEvent())
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, err := bus.DecodeMsg(m.Header, m.Data); err != nil {
-			b.Fatal(err)
-		}
-	}
-}
-
-func BenchmarkDecodeMsgStructured(b *testing.B) {
-	h := map[string][]string{"Content-Type": {"application/cloudevents+json"}}
-	body := []byte(`{"specversion":"1.0","id":"i-1","source":"platform/x","type":"io.awaken.toolbatch.requested.v1","time":"2026-01-02T03:04:05Z","data":{"run_id":"run-7","step":3}}`)
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, err := bus.DecodeMsg(h, body); err != nil {
-			b.Fatal(err)
-		}
-	}
-}
 
 // BenchmarkConsume measures the consume loop end to end (pull, decode, handler, DoubleAck)
 // on an embedded server: one op is one message settled.
@@ -56,7 +28,7 @@ func BenchmarkConsume(b *testing.B) {
 	pub := bus.NewPublisher(js)
 	out := make([]bus.Outgoing, b.N)
 	for i := range out {
-		e, err := bus.NewEvent(fmt.Sprintf("op-%d", i), "bench", testType, map[string]int{"i": i})
+		e, err := cloudevent.NewEvent(fmt.Sprintf("op-%d", i), "bench", testType, map[string]int{"i": i})
 		if err != nil {
 			b.Fatal(err)
 		}

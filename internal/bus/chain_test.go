@@ -9,6 +9,7 @@ import (
 	"github.com/awaken-dev/awaken/internal/auditlog"
 	"github.com/awaken-dev/awaken/internal/bus"
 	"github.com/awaken-dev/awaken/pkg/auditchain"
+	"github.com/awaken-dev/awaken/pkg/cloudevent"
 )
 
 // TestPublishAllAppendsChainedSubjectsInOrder: with a chain, PublishAll appends the
@@ -44,8 +45,8 @@ func TestPublishAllAppendsChainedSubjectsInOrder(t *testing.T) {
 			t.Fatalf("%s: %+v %v", subject, sum, err)
 		}
 		for i, r := range recs {
-			if want := fmt.Sprintf("%s-%d", subject[len(subject)-1:], i); r.Header.Get(bus.HeaderID) != want {
-				t.Fatalf("%s record %d is %s, want %s: input order lost", subject, i+1, r.Header.Get(bus.HeaderID), want)
+			if want := fmt.Sprintf("%s-%d", subject[len(subject)-1:], i); r.Header.Get(cloudevent.HeaderID) != want {
+				t.Fatalf("%s record %d is %s, want %s: input order lost", subject, i+1, r.Header.Get(cloudevent.HeaderID), want)
 			}
 		}
 	}

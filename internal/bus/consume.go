@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/awaken-dev/awaken/pkg/cloudevent"
 	"runtime/debug"
 	"slices"
 	"strconv"
@@ -53,7 +54,7 @@ const FaultAfterHandlerBeforeAck FaultPoint = "after-handler-before-ack"
 // Delivery is one received message as a handler sees it. Event is the zero value when the
 // envelope itself could not be decoded (only OnReject sees such a delivery).
 type Delivery struct {
-	Event Event
+	Event cloudevent.Event
 	// Msg is the raw JetStream message. Handlers must not settle it: the consume loop does.
 	Msg          jetstream.Msg
 	Subject      string
@@ -505,9 +506,9 @@ func (s *Subscription) process(f *inflight) {
 		}
 		return
 	}
-	ev, decErr := DecodeMsg(m.Headers(), m.Data())
+	ev, decErr := cloudevent.DecodeMsg(m.Headers(), m.Data())
 	if decErr == nil {
-		decErr = ExpectType(ev, s.spec.AcceptTypes...)
+		decErr = cloudevent.ExpectType(ev, s.spec.AcceptTypes...)
 	}
 	d.Event = ev
 	log := s.log.With().Str("subject", d.Subject).Str("ce_id", ev.ID).Str("ce_type", ev.Type).
@@ -557,33 +558,18 @@ func (s *Subscription) recordWork(h nats.Header) bool {
 	if h == nil || h.Get(kvOperationHeader) != "" {
 		return false
 	}
-	typ, ok := headerValue(h, HeaderType)
+	typ, ok, err := cloudevent.HeaderAttribute(h, cloudevent.HeaderType)
 	if !ok {
 		return false
 	}
 	if len(s.spec.AcceptTypes) == 0 {
 		return true
 	}
-	typ, err := percentDecode(typ)
 	return err == nil && slices.Contains(s.spec.AcceptTypes, typ)
 }
 
 // kvOperationHeader marks a key-value delete or purge marker.
 const kvOperationHeader = "KV-Operation"
-
-// headerValue returns the first value of header name, matched case-insensitively as the
-// CloudEvents NATS binding requires.
-func headerValue(h nats.Header, name string) (string, bool) {
-	if vs, ok := h[name]; ok && len(vs) > 0 {
-		return vs[0], true
-	}
-	for k, vs := range h {
-		if len(vs) > 0 && strings.EqualFold(k, name) {
-			return vs[0], true
-		}
-	}
-	return "", false
-}
 
 // runHandler calls the handler, turning a panic into a transient error.
 func (s *Subscription) runHandler(ctx context.Context, d Delivery) (err error) {

@@ -19,6 +19,7 @@ import (
 	"github.com/awaken-dev/awaken/internal/bus"
 	"github.com/awaken-dev/awaken/internal/ctxsleep"
 	"github.com/awaken-dev/awaken/internal/natstest"
+	"github.com/awaken-dev/awaken/pkg/cloudevent"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
@@ -115,7 +116,7 @@ func TestConsumeRejectionDeadLettersAndMovesOn(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A CloudEvent of a type this consumer does not take.
-	wrong, _ := bus.NewEvent("wrong-type", "awaken/test", contracts.TypeExecRequest, 1)
+	wrong, _ := cloudevent.NewEvent("wrong-type", "awaken/test", contracts.TypeExecRequest, 1)
 	h.publish(subj, wrong)
 	h.publish(subj, h.event("broken", 1))
 	h.publish(subj, h.event("good", 1))

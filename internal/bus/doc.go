@@ -1,8 +1,8 @@
-// Package bus is the JetStream transport every awaken service uses: the CloudEvents codec
-// (binary mode out, binary and structured mode in), connection helpers, the idempotent
+// Package bus is the JetStream transport every awaken service uses (the CloudEvents codec
+// it speaks is the public pkg/cloudevent): connection helpers, the idempotent
 // topology of streams and key-value buckets, publishing with deterministic message ids
 // (single, gathered-async, atomic batch and scheduled), the consume loop with its
-// settlement rules, and an embedded nats-server for development and tests.
+// settlement rules (the embedded nats-server is internal/natsserver).
 //
 // The settlement contract (at-least-once delivery made exactly-once by idempotent
 // handlers and deterministic message ids) is enforced here once, so that services only write

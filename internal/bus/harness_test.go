@@ -15,6 +15,7 @@ import (
 
 	"github.com/awaken-dev/awaken/internal/bus"
 	"github.com/awaken-dev/awaken/internal/natstest"
+	"github.com/awaken-dev/awaken/pkg/cloudevent"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
@@ -81,16 +82,16 @@ func ensureTestStream(t testing.TB, ctx context.Context, js jetstream.JetStream,
 }
 
 // event returns a test work event with a deterministic id.
-func (h *harness) event(id string, payload any) bus.Event {
+func (h *harness) event(id string, payload any) cloudevent.Event {
 	h.t.Helper()
-	e, err := bus.NewEvent(id, "awaken/test", testType, payload)
+	e, err := cloudevent.NewEvent(id, "awaken/test", testType, payload)
 	if err != nil {
 		h.t.Fatal(err)
 	}
 	return e
 }
 
-func (h *harness) publish(subject string, e bus.Event) {
+func (h *harness) publish(subject string, e cloudevent.Event) {
 	h.t.Helper()
 	if _, err := h.pub.Publish(h.ctx, subject, e); err != nil {
 		h.t.Fatal(err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/awaken-dev/awaken/pkg/cloudevent"
 	"sync"
 	"time"
 
@@ -19,7 +20,7 @@ const MaxAtomicBatch = 1000
 // Outgoing is one event to publish on one subject.
 type Outgoing struct {
 	Subject string
-	Event   Event
+	Event   cloudevent.Event
 }
 
 // Publisher publishes CloudEvents in binary mode with Nats-Msg-Id set to the event id, so
@@ -57,7 +58,7 @@ func (p *Publisher) chained(subject string) bool { return p.chain != nil && p.ch
 // encoded, typically the distributed-tracing extension (traceparent, tracestate) of the
 // span the publishing handler runs in. It receives a copy of the event whose Extensions
 // map it may modify freely. It must be safe for concurrent use and must not block.
-type Injector func(ctx context.Context, e *Event)
+type Injector func(ctx context.Context, e *cloudevent.Event)
 
 // NewPublisher returns a Publisher on js.
 func NewPublisher(js jetstream.JetStream) *Publisher { return &Publisher{js: js} }
@@ -91,7 +92,7 @@ func (p *Publisher) withAckTimeout(ctx context.Context) (context.Context, contex
 
 // encode renders e on subject after applying the injector to a copy of it, so the
 // caller's event (and its Extensions map) is never modified.
-func (p *Publisher) encode(ctx context.Context, subject string, e Event) *nats.Msg {
+func (p *Publisher) encode(ctx context.Context, subject string, e cloudevent.Event) *nats.Msg {
 	if p.inject != nil {
 		ext := make(map[string]string, len(e.Extensions)+2)
 		for k, v := range e.Extensions {
@@ -100,13 +101,13 @@ func (p *Publisher) encode(ctx context.Context, subject string, e Event) *nats.M
 		e.Extensions = ext
 		p.inject(ctx, &e)
 	}
-	return EncodeMsg(subject, e)
+	return cloudevent.EncodeMsg(subject, e)
 }
 
 // Headers returns the binary-mode headers of e as [Publisher.Publish] would send them —
 // ce-* attributes, the injector's trace context — for a message that is not published
 // through p: a record revision written by state.Store.WithAnnounce.
-func (p *Publisher) Headers(ctx context.Context, e Event) nats.Header {
+func (p *Publisher) Headers(ctx context.Context, e cloudevent.Event) nats.Header {
 	return p.encode(ctx, "", e).Header
 }
 
@@ -116,7 +117,7 @@ func (p *Publisher) JetStream() jetstream.JetStream { return p.js }
 // Publish stores e on subject and waits for the stream's acknowledgement. A duplicate
 // (the same event id inside the duplicate window) is a success: the returned PubAck has
 // Duplicate set and the sequence of the original message.
-func (p *Publisher) Publish(ctx context.Context, subject string, e Event) (*jetstream.PubAck, error) {
+func (p *Publisher) Publish(ctx context.Context, subject string, e cloudevent.Event) (*jetstream.PubAck, error) {
 	ctx, cancel := p.withAckTimeout(ctx)
 	defer cancel()
 	var ack *jetstream.PubAck
@@ -290,7 +291,7 @@ func isAtomicDuplicate(err error) bool {
 // The schedule message carries e's id as Nats-Msg-Id, so re-publishing the same schedule is
 // deduplicated; the server strips that id from the message it delivers on the target, whose
 // ce-* headers and body are e's.
-func (p *Publisher) PublishScheduled(ctx context.Context, scheduleSubject, targetSubject string, at time.Time, e Event) error {
+func (p *Publisher) PublishScheduled(ctx context.Context, scheduleSubject, targetSubject string, at time.Time, e cloudevent.Event) error {
 	ctx, cancel := p.withAckTimeout(ctx)
 	defer cancel()
 	_, err := p.js.PublishMsg(ctx, p.encode(ctx, scheduleSubject, e),
@@ -300,4 +301,12 @@ func (p *Publisher) PublishScheduled(ctx context.Context, scheduleSubject, targe
 			e.Type, e.ID, scheduleSubject, targetSubject, at.UTC().Format(time.RFC3339), err)
 	}
 	return nil
+}
+
+// orErr keeps the first error of a fan-out and drops the rest, which the first usually explains.
+func orErr(first, next error) error {
+	if first != nil {
+		return first
+	}
+	return next
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/awaken-dev/awaken/internal/bus"
 	"github.com/awaken-dev/awaken/internal/natstest"
+	"github.com/awaken-dev/awaken/pkg/cloudevent"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
@@ -178,7 +179,7 @@ func TestPublishDeduplicatesByEventID(t *testing.T) {
 	if len(msgs) != 1 {
 		t.Fatalf("stream holds %d messages, want 1", len(msgs))
 	}
-	got, err := bus.DecodeMsg(msgs[0].Header, msgs[0].Data)
+	got, err := cloudevent.DecodeMsg(msgs[0].Header, msgs[0].Data)
 	if err != nil || got.ID != e.ID || string(got.Data) != string(e.Data) {
 		t.Fatalf("stored event %+v err %v", got, err)
 	}
@@ -217,7 +218,7 @@ func resultsBatch(h *harness, run string, n int) []bus.Outgoing {
 		if i == n-1 {
 			typ = contracts.TypeBatchFinalized
 		}
-		e, err := bus.NewEvent(fmt.Sprintf("tool-batch:%s:1:result:%d", run, i), "awaken/publisher", typ, map[string]int{"index": i})
+		e, err := cloudevent.NewEvent(fmt.Sprintf("tool-batch:%s:1:result:%d", run, i), "awaken/publisher", typ, map[string]int{"index": i})
 		if err != nil {
 			h.t.Fatal(err)
 		}
@@ -239,7 +240,7 @@ func TestPublishAtomic(t *testing.T) {
 			t.Fatalf("results stream holds %d messages, want 3", len(msgs))
 		}
 		for i, m := range msgs {
-			e, err := bus.DecodeMsg(m.Header, m.Data)
+			e, err := cloudevent.DecodeMsg(m.Header, m.Data)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -292,7 +293,7 @@ func TestPublishAtomicRefusals(t *testing.T) {
 func TestPublishScheduled(t *testing.T) {
 	h := newHarness(t)
 	target := h.names.TicketExpireSubject()
-	e, err := bus.NewEvent("ticket-1:expire", "awaken/gate", contracts.TypeTicketExpire, map[string]string{"correlation_id": "c-1"})
+	e, err := cloudevent.NewEvent("ticket-1:expire", "awaken/gate", contracts.TypeTicketExpire, map[string]string{"correlation_id": "c-1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -328,7 +329,7 @@ func TestPublishScheduled(t *testing.T) {
 	if late := arrived.Sub(at); late > 5*time.Second {
 		t.Fatalf("delivered %s late", late)
 	}
-	ev, err := bus.DecodeMsg(got.Headers(), got.Data())
+	ev, err := cloudevent.DecodeMsg(got.Headers(), got.Data())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -360,7 +361,7 @@ func TestPublishWithoutAckIsBounded(t *testing.T) {
 	if err := nc.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	ev, err := bus.NewEvent("e-1", "awaken/test", "io.awaken.test.v1", map[string]int{"n": 1})
+	ev, err := cloudevent.NewEvent("e-1", "awaken/test", "io.awaken.test.v1", map[string]int{"n": 1})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/awaken-dev/awaken/internal/bus"
+	"github.com/awaken-dev/awaken/pkg/cloudevent"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
@@ -39,8 +40,8 @@ func TestRecordsConsumerTakesOnlyAnnouncedRevisions(t *testing.T) {
 	})
 	revision := func(key, typ, id, body string) {
 		t.Helper()
-		ev := bus.Event{ID: id, Source: "awaken/test", Type: typ, Data: []byte(body)}
-		m := bus.EncodeMsg(contracts.RecordSubject(bucket, key), ev)
+		ev := cloudevent.Event{ID: id, Source: "awaken/test", Type: typ, Data: []byte(body)}
+		m := cloudevent.EncodeMsg(contracts.RecordSubject(bucket, key), ev)
 		m.Header.Del(jetstream.MsgIDHeader)
 		if _, err := h.js.PublishMsg(h.ctx, m); err != nil {
 			t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/awaken-dev/awaken/internal/bus"
 	"github.com/awaken-dev/awaken/internal/natstest"
+	"github.com/awaken-dev/awaken/pkg/cloudevent"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
@@ -44,7 +45,7 @@ func TestStartAppliesOneSetOfDeliveryOptionsToEveryRoute(t *testing.T) {
 		}
 	}
 	h.publish(testSubject(h.names, "run-1"), h.event("g-1", 1))
-	out, err := bus.NewEvent("o-1", "awaken/test", contracts.TypeCallOutput, 2)
+	out, err := cloudevent.NewEvent("o-1", "awaken/test", contracts.TypeCallOutput, 2)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,7 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/awaken-dev/awaken/internal/bus"
+	"github.com/awaken-dev/awaken/pkg/cloudevent"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
@@ -89,7 +89,7 @@ func readStream(ctx context.Context, js jetstream.JetStream, name string) ([]Mes
 				return nil, fmt.Errorf("checker: read %s: %w", name, err)
 			}
 			msg := Message{Seq: md.Sequence.Stream, Time: md.Timestamp, Subject: m.Subject()}
-			if ev, err := bus.DecodeMsg(m.Headers(), m.Data()); err == nil {
+			if ev, err := cloudevent.DecodeMsg(m.Headers(), m.Data()); err == nil {
 				msg.Type, msg.Data = ev.Type, ev.Data
 			} else {
 				msg.Type, msg.Data = "undecodable: "+err.Error(), m.Data()

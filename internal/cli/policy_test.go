@@ -16,11 +16,11 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/awaken-dev/awaken/internal/app"
-	"github.com/awaken-dev/awaken/internal/bus"
 	"github.com/awaken-dev/awaken/internal/config"
 	"github.com/awaken-dev/awaken/internal/natstest"
 	"github.com/awaken-dev/awaken/internal/servicetest"
 	"github.com/awaken-dev/awaken/pkg/client"
+	"github.com/awaken-dev/awaken/pkg/cloudevent"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 	"github.com/awaken-dev/awaken/services/api"
 )
@@ -115,12 +115,12 @@ func TestPolicyTestReplaysTheAuditedDecisions(t *testing.T) {
 	}
 	// A decision whose batch record is gone (as when the batches bucket lost it): listed,
 	// not replayed.
-	gone, err := bus.NewEvent("run-gone:audit", "awaken/test", contracts.TypeAudit, contracts.AuditRecord{
+	gone, err := cloudevent.NewEvent("run-gone:audit", "awaken/test", contracts.TypeAudit, contracts.AuditRecord{
 		RunID: "run-gone", BatchID: "tool-batch:run-gone:1", ToolID: "echo", CallID: "c1", Decision: contracts.AuditDecisionAllow, At: time.Now().UTC()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := js.PublishMsg(wait, bus.EncodeMsg(cfg.Names().AuditSubject("run-gone"), gone)); err != nil {
+	if _, err := js.PublishMsg(wait, cloudevent.EncodeMsg(cfg.Names().AuditSubject("run-gone"), gone)); err != nil {
 		t.Fatal(err)
 	}
 	// Settled: both published batches archived, and nothing stored any more.

@@ -12,7 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/awaken-dev/awaken/internal/bus"
+	"github.com/awaken-dev/awaken/pkg/cloudevent"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
@@ -164,7 +164,7 @@ func callLine(e jetstream.KeyValueEntry) (line, callID string, terminal bool) {
 
 // progressLine is "progress CALL_ID: P/T message" for a progress event of batchID.
 func progressLine(m *nats.Msg, batchID string) (string, bool) {
-	ev, err := bus.DecodeMsg(m.Header, m.Data)
+	ev, err := cloudevent.DecodeMsg(m.Header, m.Data)
 	if err != nil || ev.Type != contracts.TypeToolProgress {
 		return "", false
 	}

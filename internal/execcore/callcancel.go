@@ -9,8 +9,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/rs/zerolog"
 
-	"github.com/awaken-dev/awaken/internal/bus"
 	"github.com/awaken-dev/awaken/internal/telemetry"
+	"github.com/awaken-dev/awaken/pkg/cloudevent"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
@@ -52,7 +52,7 @@ func (x *Executor) listenForCallStops() error {
 
 // onCallStop cancels the body of the call a stop notice names, if it runs here.
 func (x *Executor) onCallStop(m *nats.Msg) {
-	ev, err := bus.DecodeMsg(m.Header, m.Data)
+	ev, err := cloudevent.DecodeMsg(m.Header, m.Data)
 	if err != nil {
 		return
 	}

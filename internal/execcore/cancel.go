@@ -9,8 +9,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/rs/zerolog"
 
-	"github.com/awaken-dev/awaken/internal/bus"
 	"github.com/awaken-dev/awaken/internal/telemetry"
+	"github.com/awaken-dev/awaken/pkg/cloudevent"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
@@ -96,7 +96,7 @@ func (x *Executor) listenForCancels() error {
 
 // onRunCancel cancels the calls in flight of the run a cancellation names.
 func (x *Executor) onRunCancel(m *nats.Msg) {
-	ev, err := bus.DecodeMsg(m.Header, m.Data)
+	ev, err := cloudevent.DecodeMsg(m.Header, m.Data)
 	if err != nil {
 		return // the gate dead-letters what does not decode
 	}

@@ -12,11 +12,11 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/awaken-dev/awaken/internal/bus"
 	"github.com/awaken-dev/awaken/internal/execcore"
 	"github.com/awaken-dev/awaken/internal/execcore/exectest"
 	"github.com/awaken-dev/awaken/internal/natstest"
 	"github.com/awaken-dev/awaken/internal/pipeline"
+	"github.com/awaken-dev/awaken/pkg/cloudevent"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
@@ -615,8 +615,8 @@ func TestMalformedRequestIsDeadLettered(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ev := bus.Event{ID: "bad-1", Source: "awaken/gate", Type: contracts.TypeExecRequest, Data: data}
-	m := bus.EncodeMsg(e.Names.CallRecordSubject(c.Key()), ev)
+	ev := cloudevent.Event{ID: "bad-1", Source: "awaken/gate", Type: contracts.TypeExecRequest, Data: data}
+	m := cloudevent.EncodeMsg(e.Names.CallRecordSubject(c.Key()), ev)
 	m.Header.Del(jetstream.MsgIDHeader)
 	ack, err := e.JS.PublishMsg(e.Ctx, m)
 	if err != nil {

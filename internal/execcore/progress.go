@@ -9,7 +9,7 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/awaken-dev/awaken/internal/bus"
+	"github.com/awaken-dev/awaken/pkg/cloudevent"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
@@ -122,7 +122,7 @@ func (r *progressReporter) publishLocked(p *contracts.ToolProgress) {
 	ev, err := r.x.env.Event(r.x.opts.Service, id, contracts.TypeToolProgress, p)
 	if err == nil {
 		ev.Time = r.x.env.Now()
-		err = r.x.env.Conn.PublishMsg(bus.EncodeMsg(r.x.env.Names.EventsSubject(r.inv.RunID), ev))
+		err = r.x.env.Conn.PublishMsg(cloudevent.EncodeMsg(r.x.env.Names.EventsSubject(r.inv.RunID), ev))
 	}
 	if err != nil {
 		r.log.Debug().Err(err).Msg("progress event not published")

@@ -17,6 +17,7 @@ import (
 	"github.com/awaken-dev/awaken/internal/execcore/exectest"
 	"github.com/awaken-dev/awaken/internal/natstest"
 	"github.com/awaken-dev/awaken/internal/pipeline"
+	"github.com/awaken-dev/awaken/pkg/cloudevent"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
@@ -70,7 +71,7 @@ func reconcileAudits(t *testing.T, e *exectest.Env, runID string) ([]contracts.R
 		if err != nil {
 			t.Fatal(err)
 		}
-		ev, err := bus.DecodeMsg(m.Headers(), m.Data())
+		ev, err := cloudevent.DecodeMsg(m.Headers(), m.Data())
 		if err != nil || ev.Type != contracts.TypeReconcileAudit {
 			t.Fatalf("audit message %+v: %v", ev, err)
 		}
@@ -402,7 +403,7 @@ func requestDelivery(t *testing.T, e *exectest.Env, c exectest.Call) func(n uint
 	if err != nil {
 		t.Fatal(err)
 	}
-	ev, err := bus.DecodeMsg(m.Header, m.Data)
+	ev, err := cloudevent.DecodeMsg(m.Header, m.Data)
 	if err != nil {
 		t.Fatal(err)
 	}

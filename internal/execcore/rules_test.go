@@ -8,10 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/awaken-dev/awaken/internal/bus"
 	"github.com/awaken-dev/awaken/internal/execcore"
 	"github.com/awaken-dev/awaken/internal/execcore/exectest"
 	"github.com/awaken-dev/awaken/internal/pipeline"
+	"github.com/awaken-dev/awaken/pkg/cloudevent"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
@@ -87,12 +87,12 @@ func TestRunCancelStopsTheBodiesInFlight(t *testing.T) {
 		}
 	}
 
-	ev, err := bus.NewEvent("cancel-1", "test/platform", contracts.TypeRunCancel, contracts.RunCancel{RunID: victim.RunID})
+	ev, err := cloudevent.NewEvent("cancel-1", "test/platform", contracts.TypeRunCancel, contracts.RunCancel{RunID: victim.RunID})
 	if err != nil {
 		t.Fatal(err)
 	}
 	cancelledAt := time.Now()
-	if err := e.Conn.PublishMsg(bus.EncodeMsg(e.Names.RunCancelSubject(), ev)); err != nil {
+	if err := e.Conn.PublishMsg(cloudevent.EncodeMsg(e.Names.RunCancelSubject(), ev)); err != nil {
 		t.Fatal(err)
 	}
 	var got ended
@@ -114,11 +114,11 @@ func TestRunCancelStopsTheBodiesInFlight(t *testing.T) {
 		t.Errorf("the other run's call is %s, want still executing", r.Phase.Kind)
 	}
 	// Stop the other one too, so the test does not wait for its body.
-	ev, err = bus.NewEvent("cancel-2", "test/platform", contracts.TypeRunCancel, contracts.RunCancel{RunID: other.RunID})
+	ev, err = cloudevent.NewEvent("cancel-2", "test/platform", contracts.TypeRunCancel, contracts.RunCancel{RunID: other.RunID})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := e.Conn.PublishMsg(bus.EncodeMsg(e.Names.RunCancelSubject(), ev)); err != nil {
+	if err := e.Conn.PublishMsg(cloudevent.EncodeMsg(e.Names.RunCancelSubject(), ev)); err != nil {
 		t.Fatal(err)
 	}
 	e.WaitTerminal(other)

@@ -17,6 +17,7 @@ import (
 	"github.com/awaken-dev/awaken/internal/mcpserve"
 	"github.com/awaken-dev/awaken/internal/natstest"
 	"github.com/awaken-dev/awaken/pkg/auditchain"
+	"github.com/awaken-dev/awaken/pkg/cloudevent"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 	"github.com/awaken-dev/awaken/services/api"
 )
@@ -123,7 +124,7 @@ func lastAudit(t *testing.T, s *stack) contracts.MCPCallAudit {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ev, err := bus.DecodeMsg(m.Header, m.Data)
+	ev, err := cloudevent.DecodeMsg(m.Header, m.Data)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -355,7 +356,7 @@ func rejections(t *testing.T, s *stack) []string {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ev, err := bus.DecodeMsg(m.Headers(), m.Data())
+		ev, err := cloudevent.DecodeMsg(m.Headers(), m.Data())
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -20,10 +20,10 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/awaken-dev/awaken/internal/auditlog"
-	"github.com/awaken-dev/awaken/internal/bus"
 	"github.com/awaken-dev/awaken/internal/config"
 	"github.com/awaken-dev/awaken/internal/jsonschema"
 	"github.com/awaken-dev/awaken/pkg/client"
+	"github.com/awaken-dev/awaken/pkg/cloudevent"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
@@ -638,11 +638,11 @@ func (s *Server) fetchHint(batchID string) string {
 // audit publishes the MCP call's audit record under an id of the call, so a retried
 // publish is deduplicated.
 func (s *Server) audit(ctx context.Context, rec contracts.MCPCallAudit) error {
-	ev, err := bus.NewEvent("mcp:"+rec.BatchID+":"+rec.CallID+":audit", "awaken/mcp", contracts.TypeMCPCallAudit, rec)
+	ev, err := cloudevent.NewEvent("mcp:"+rec.BatchID+":"+rec.CallID+":audit", "awaken/mcp", contracts.TypeMCPCallAudit, rec)
 	if err != nil {
 		return err
 	}
-	if _, err := s.trail.Append(ctx, bus.EncodeMsg(s.opts.Client.Names().MCPCallAuditSubject(), ev)); err != nil {
+	if _, err := s.trail.Append(ctx, cloudevent.EncodeMsg(s.opts.Client.Names().MCPCallAuditSubject(), ev)); err != nil {
 		return fmt.Errorf("mcpserve: audit: %w", err)
 	}
 	return nil

@@ -15,6 +15,7 @@ import (
 	"github.com/awaken-dev/awaken/internal/bus"
 	"github.com/awaken-dev/awaken/internal/natsserver"
 	"github.com/awaken-dev/awaken/internal/natstest"
+	"github.com/awaken-dev/awaken/pkg/cloudevent"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
@@ -69,7 +70,7 @@ func TestEmbeddedServerCarriesLargeSubmissions(t *testing.T) {
 	}
 	// A submission at the 1 MiB limit plus its CloudEvent headers fits.
 	payload := fmt.Sprintf(`{"blob":%q}`, strings.Repeat("x", contracts.MaxSubmissionBytes-12))
-	e, err := bus.NewEvent("tool-batch:run-1:1", "platform", contracts.TypeBatchRequested, nil)
+	e, err := cloudevent.NewEvent("tool-batch:run-1:1", "platform", contracts.TypeBatchRequested, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

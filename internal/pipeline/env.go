@@ -21,6 +21,7 @@ import (
 	"github.com/awaken-dev/awaken/internal/config"
 	"github.com/awaken-dev/awaken/internal/state"
 	"github.com/awaken-dev/awaken/internal/telemetry"
+	"github.com/awaken-dev/awaken/pkg/cloudevent"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
@@ -206,8 +207,8 @@ func (e *Env) Remember(rec *contracts.BatchRecord) {
 }
 
 // Event builds a CloudEvent from service with a deterministic id.
-func (e *Env) Event(service, id, typ string, payload any) (bus.Event, error) {
-	return bus.NewEvent(id, "awaken/"+service, typ, payload)
+func (e *Env) Event(service, id, typ string, payload any) (cloudevent.Event, error) {
+	return cloudevent.NewEvent(id, "awaken/"+service, typ, payload)
 }
 
 // Delivery is how a pipeline service's consumers settle their messages: the service's

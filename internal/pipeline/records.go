@@ -8,6 +8,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/awaken-dev/awaken/internal/bus"
+	"github.com/awaken-dev/awaken/pkg/cloudevent"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
@@ -52,13 +53,13 @@ func (e *Env) announceCall(ctx context.Context, key string, rec *contracts.CallR
 	if typ == contracts.TypeExecRequest {
 		id = ExecRequestID(op, rec.Phase.Attempt)
 	}
-	ev := bus.Event{
+	ev := cloudevent.Event{
 		ID:              id,
 		Source:          e.source(),
 		Type:            typ,
 		Subject:         contracts.BatchID(runID, step),
 		Time:            e.Now(),
-		DataContentType: bus.ContentTypeJSON,
+		DataContentType: cloudevent.ContentTypeJSON,
 	}
 	return e.Pub.Headers(ctx, ev)
 }
@@ -74,13 +75,13 @@ func (e *Env) announceRun(ctx context.Context, key string, rec *contracts.RunRec
 		return nil
 	}
 	batchID := b.Submission.BatchID()
-	ev := bus.Event{
+	ev := cloudevent.Event{
 		ID:              BatchRecordedID(batchID),
 		Source:          e.source(),
 		Type:            contracts.TypeBatchRecorded,
 		Subject:         batchID,
 		Time:            e.Now(),
-		DataContentType: bus.ContentTypeJSON,
+		DataContentType: cloudevent.ContentTypeJSON,
 	}
 	return e.Pub.Headers(ctx, ev)
 }

@@ -26,6 +26,7 @@ import (
 	"github.com/awaken-dev/awaken/internal/natstest"
 	"github.com/awaken-dev/awaken/internal/pipeline"
 	"github.com/awaken-dev/awaken/internal/state"
+	"github.com/awaken-dev/awaken/pkg/cloudevent"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
@@ -201,9 +202,9 @@ func (k *Kit) fault(_ context.Context, service string, point pipeline.FaultPoint
 
 // Publish stores e on subject and returns its stream sequence. A deduplicated publish
 // fails the test: tests use fresh ids.
-func (k *Kit) Publish(subject string, e bus.Event) uint64 {
+func (k *Kit) Publish(subject string, e cloudevent.Event) uint64 {
 	k.T.Helper()
-	ack, err := k.JS.PublishMsg(k.Ctx, bus.EncodeMsg(subject, e))
+	ack, err := k.JS.PublishMsg(k.Ctx, cloudevent.EncodeMsg(subject, e))
 	if err != nil {
 		k.T.Fatalf("publish %s on %s: %v", e.ID, subject, err)
 	}
@@ -259,14 +260,14 @@ func (k *Kit) Output(id string, out contracts.CallOutput) uint64 {
 	}
 	ev := k.event(id, "test/executor", contracts.TypeCallOutput, nil)
 	ev.Data = data
-	m := bus.EncodeMsg(contracts.RecordSubject(k.Env.Names.CallsBucket(), key), ev)
+	m := cloudevent.EncodeMsg(contracts.RecordSubject(k.Env.Names.CallsBucket(), key), ev)
 	m.Header.Del(jetstream.MsgIDHeader) // as state.Store writes a record revision
 	return k.PublishRaw(m)
 }
 
-func (k *Kit) event(id, source, typ string, payload any) bus.Event {
+func (k *Kit) event(id, source, typ string, payload any) cloudevent.Event {
 	k.T.Helper()
-	ev, err := bus.NewEvent(id, source, typ, payload)
+	ev, err := cloudevent.NewEvent(id, source, typ, payload)
 	if err != nil {
 		k.T.Fatal(err)
 	}
@@ -293,7 +294,7 @@ type Stored struct {
 	Seq     uint64
 	Subject string
 	Header  nats.Header
-	Event   bus.Event
+	Event   cloudevent.Event
 }
 
 // Messages reads every message on subject (exact) of stream, in stream order.
@@ -341,7 +342,7 @@ func ReadStored(t testing.TB, ctx context.Context, js jetstream.JetStream, strea
 		if err != nil {
 			t.Fatalf("read %s from %d: %v", subject, seq, err)
 		}
-		ev, err := bus.DecodeMsg(m.Header, m.Data)
+		ev, err := cloudevent.DecodeMsg(m.Header, m.Data)
 		if err != nil && strict {
 			t.Fatalf("decode message %d on %s: %v", m.Sequence, subject, err)
 		}
@@ -454,7 +455,7 @@ func (k *Kit) AcceptBatch(rec contracts.BatchRecord) {
 }
 
 // Decode unmarshals the data of an event into a T.
-func Decode[T any](t testing.TB, ev bus.Event) T {
+func Decode[T any](t testing.TB, ev cloudevent.Event) T {
 	t.Helper()
 	var v T
 	if err := json.Unmarshal(ev.Data, &v); err != nil {

@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/awaken-dev/awaken/internal/bus"
+	"github.com/awaken-dev/awaken/pkg/cloudevent"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
@@ -120,7 +121,7 @@ func (t *Telemetry) batch(state, code string) {
 
 // Inject writes the trace context of ctx's span into e's traceparent/tracestate extension
 // attributes; it does nothing when ctx carries no valid span. It is a [bus.Injector].
-func (t *Telemetry) Inject(ctx context.Context, e *bus.Event) {
+func (t *Telemetry) Inject(ctx context.Context, e *cloudevent.Event) {
 	if t == nil || !trace.SpanContextFromContext(ctx).IsValid() {
 		return
 	}
@@ -132,7 +133,7 @@ func (t *Telemetry) Inject(ctx context.Context, e *bus.Event) {
 
 // Extract returns ctx carrying the remote span context named by e's traceparent and
 // tracestate extension attributes, if any.
-func (t *Telemetry) Extract(ctx context.Context, e bus.Event) context.Context {
+func (t *Telemetry) Extract(ctx context.Context, e cloudevent.Event) context.Context {
 	if t == nil || e.Extensions[ExtTraceParent] == "" {
 		return ctx
 	}

@@ -12,7 +12,7 @@ import (
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
-	"github.com/awaken-dev/awaken/internal/bus"
+	"github.com/awaken-dev/awaken/pkg/cloudevent"
 )
 
 func TestTracingIsOffByDefault(t *testing.T) {
@@ -59,7 +59,7 @@ func TestInjectExtractRoundTrip(t *testing.T) {
 	tel := New("gate", nil, tp)
 	ctx, span := tp.Tracer("t").Start(context.Background(), "handler")
 	defer span.End()
-	var e bus.Event
+	var e cloudevent.Event
 	tel.Inject(ctx, &e)
 	if e.Extensions[ExtTraceParent] == "" {
 		t.Fatal("no traceparent injected")
@@ -68,7 +68,7 @@ func TestInjectExtractRoundTrip(t *testing.T) {
 	if got.TraceID() != span.SpanContext().TraceID() || got.SpanID() != span.SpanContext().SpanID() || !got.IsRemote() {
 		t.Errorf("extracted %v, want the remote %v", got, span.SpanContext())
 	}
-	var none bus.Event
+	var none cloudevent.Event
 	tel.Inject(context.Background(), &none)
 	if none.Extensions != nil {
 		t.Errorf("a context without a span injected %v", none.Extensions)
@@ -83,7 +83,7 @@ func TestNilTelemetryIsSafe(t *testing.T) {
 	tel.BatchAccepted()
 	tel.BatchRejected("conflict")
 	tel.BatchPublished()
-	tel.Inject(context.Background(), &bus.Event{})
+	tel.Inject(context.Background(), &cloudevent.Event{})
 	if tel.Observer() != nil {
 		t.Error("a nil telemetry returned an observer")
 	}

@@ -40,7 +40,7 @@ var ZeroHash = hex.EncodeToString(make([]byte, sha256.Size))
 // scheme can never equal the hash of another message that happens to share the bytes.
 const canonicalVersion = "awaken-audit-v1"
 
-// The CloudEvent headers the hash covers (binary content mode, internal/bus/codec.go).
+// The CloudEvent headers the hash covers (binary content mode, pkg/cloudevent).
 const (
 	ceID          = "ce-id"
 	ceType        = "ce-type"

@@ -10,7 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/awaken-dev/awaken/internal/bus"
+	"github.com/awaken-dev/awaken/pkg/cloudevent"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
@@ -180,7 +180,7 @@ func (c *Client) Corrections(ctx context.Context, runID string) ([]contracts.Res
 		got := 0
 		for m := range batch.Messages() {
 			got++
-			ev, err := bus.DecodeMsg(m.Headers(), m.Data())
+			ev, err := cloudevent.DecodeMsg(m.Headers(), m.Data())
 			if err != nil || ev.Type != contracts.TypeResultCorrected {
 				continue
 			}

@@ -10,7 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/awaken-dev/awaken/internal/bus"
+	"github.com/awaken-dev/awaken/pkg/cloudevent"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
@@ -100,7 +100,7 @@ func CheckEndedWith(check func(ctx context.Context) (contracts.RunEndedEvent, bo
 // runEnded decodes a message of the run's events subject as its io.awaken.run.ended.v1
 // announcement; ok is false for any other event (facts, progress).
 func runEnded(h map[string][]string, data []byte, runID string) (contracts.RunEndedEvent, bool) {
-	ev, err := bus.DecodeMsg(h, data)
+	ev, err := cloudevent.DecodeMsg(h, data)
 	if err != nil || ev.Type != contracts.TypeRunEnded {
 		return contracts.RunEndedEvent{}, false
 	}

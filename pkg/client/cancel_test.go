@@ -6,20 +6,20 @@ import (
 	"testing"
 	"time"
 
-	"github.com/awaken-dev/awaken/internal/bus"
+	"github.com/awaken-dev/awaken/pkg/cloudevent"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
 // publishStored publishes ev on subject through JetStream (stored by the stream).
 func (e *waitEnv) publishStored(subject, id, typ string, payload any) {
 	e.t.Helper()
-	ev, err := bus.NewEvent(id, "awaken/gate", typ, payload)
+	ev, err := cloudevent.NewEvent(id, "awaken/gate", typ, payload)
 	if err != nil {
 		e.t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if _, err := e.js.PublishMsg(ctx, bus.EncodeMsg(subject, ev)); err != nil {
+	if _, err := e.js.PublishMsg(ctx, cloudevent.EncodeMsg(subject, ev)); err != nil {
 		e.t.Fatal(err)
 	}
 }

@@ -27,7 +27,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/awaken-dev/awaken/internal/bus"
+	"github.com/awaken-dev/awaken/pkg/cloudevent"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
@@ -364,7 +364,7 @@ func (c *Client) readResults(ctx context.Context, runID string, after, until uin
 		if md, err := m.Metadata(); err == nil {
 			seq = md.Sequence.Stream
 		}
-		ev, err := bus.DecodeMsg(m.Headers(), m.Data())
+		ev, err := cloudevent.DecodeMsg(m.Headers(), m.Data())
 		if err == nil {
 			switch ev.Type {
 			case contracts.TypeToolResult:
@@ -435,7 +435,7 @@ func (c *Client) Resume(ctx context.Context, cmd contracts.ResumeCommand) (contr
 		rejected bool
 	}, 1)
 	handler := func(m *nats.Msg) {
-		ev, err := bus.DecodeMsg(m.Header, m.Data)
+		ev, err := cloudevent.DecodeMsg(m.Header, m.Data)
 		if err != nil {
 			return
 		}
@@ -620,11 +620,11 @@ func (c *Client) Counter(ctx context.Context, name string) (int64, error) {
 }
 
 func (c *Client) publish(ctx context.Context, subject, id, typ string, payload any) error {
-	ev, err := bus.NewEvent(id, c.source, typ, payload)
+	ev, err := cloudevent.NewEvent(id, c.source, typ, payload)
 	if err != nil {
 		return fmt.Errorf("client: %w", err)
 	}
-	if _, err := c.js.PublishMsg(ctx, bus.EncodeMsg(subject, ev)); err != nil {
+	if _, err := c.js.PublishMsg(ctx, cloudevent.EncodeMsg(subject, ev)); err != nil {
 		return fmt.Errorf("client: publish %s: %w", subject, err)
 	}
 	return nil

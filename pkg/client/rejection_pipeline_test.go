@@ -11,10 +11,10 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/awaken-dev/awaken/internal/app"
-	"github.com/awaken-dev/awaken/internal/bus"
 	"github.com/awaken-dev/awaken/internal/config"
 	"github.com/awaken-dev/awaken/internal/natstest"
 	"github.com/awaken-dev/awaken/pkg/client"
+	"github.com/awaken-dev/awaken/pkg/cloudevent"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
@@ -61,7 +61,7 @@ func TestSubmitAndWaitIgnoresTheRejectionOfAnotherSubmissionOfTheSameBatch(t *te
 	}
 	rejections := make(chan contracts.BatchRejected, 4)
 	rs, err := nc.Subscribe(c.Names().RejectedSubject(), func(m *nats.Msg) {
-		if ev, err := bus.DecodeMsg(m.Header, m.Data); err == nil {
+		if ev, err := cloudevent.DecodeMsg(m.Header, m.Data); err == nil {
 			var r contracts.BatchRejected
 			if json.Unmarshal(ev.Data, &r) == nil {
 				rejections <- r

@@ -12,7 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/awaken-dev/awaken/internal/bus"
+	"github.com/awaken-dev/awaken/pkg/cloudevent"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
@@ -104,7 +104,7 @@ func (c *Client) SubmitAndWait(ctx context.Context, sub contracts.BatchSubmissio
 	}
 	rejected := make(chan contracts.BatchRejected, 1)
 	rs, err := c.nc.Subscribe(c.names.RejectedSubject(), func(m *nats.Msg) {
-		ev, err := bus.DecodeMsg(m.Header, m.Data)
+		ev, err := cloudevent.DecodeMsg(m.Header, m.Data)
 		if err != nil {
 			return
 		}
@@ -131,11 +131,11 @@ func (c *Client) SubmitAndWait(ctx context.Context, sub contracts.BatchSubmissio
 	// stored — and nothing about this batch can be published before that.
 	reconnects := c.nc.Stats().Reconnects
 
-	ev, err := bus.NewEvent(eventID, c.source, contracts.TypeBatchRequested, sub)
+	ev, err := cloudevent.NewEvent(eventID, c.source, contracts.TypeBatchRequested, sub)
 	if err != nil {
 		return nil, fmt.Errorf("client: %w", err)
 	}
-	ack, err := c.js.PublishMsg(ctx, bus.EncodeMsg(c.names.SubmitSubject(), ev))
+	ack, err := c.js.PublishMsg(ctx, cloudevent.EncodeMsg(c.names.SubmitSubject(), ev))
 	if err != nil {
 		return nil, fmt.Errorf("client: submit %s: %w", batchID, err)
 	}
@@ -241,7 +241,7 @@ func (c *Client) lastFinalized(ctx context.Context, runID string) (*contracts.Ba
 	if err != nil {
 		return nil, fmt.Errorf("client: results of %s: %w", runID, err)
 	}
-	ev, err := bus.DecodeMsg(m.Header, m.Data)
+	ev, err := cloudevent.DecodeMsg(m.Header, m.Data)
 	if err != nil {
 		return nil, nil
 	}
@@ -295,7 +295,7 @@ func newBatchWatch(batchID string, drop func(contracts.ToolResultEvent) bool) *b
 }
 
 func (w *batchWatch) deliver(m *nats.Msg) {
-	ev, err := bus.DecodeMsg(m.Header, m.Data)
+	ev, err := cloudevent.DecodeMsg(m.Header, m.Data)
 	if err != nil {
 		return
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/awaken-dev/awaken/internal/bus"
 	"github.com/awaken-dev/awaken/internal/natstest"
+	"github.com/awaken-dev/awaken/pkg/cloudevent"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
@@ -70,7 +71,7 @@ func (e *waitEnv) batchMessages(sub contracts.BatchSubmission, text string) []bu
 			BatchID: sub.BatchID(), RunID: sub.RunID, Index: i, CallID: call.CallID, ToolID: call.ToolID,
 			Outcome: contracts.OutcomeCompleted, Output: contracts.TextOutput(call.CallID, text),
 		}
-		ev, err := bus.NewEvent(fmt.Sprintf("%s:result:%d", sub.BatchID(), i), "test/publisher", contracts.TypeToolResult, r)
+		ev, err := cloudevent.NewEvent(fmt.Sprintf("%s:result:%d", sub.BatchID(), i), "test/publisher", contracts.TypeToolResult, r)
 		if err != nil {
 			e.t.Fatal(err)
 		}
@@ -78,7 +79,7 @@ func (e *waitEnv) batchMessages(sub contracts.BatchSubmission, text string) []bu
 		ids = append(ids, call.CallID)
 	}
 	f := contracts.BatchFinalized{BatchID: sub.BatchID(), RunID: sub.RunID, ThreadID: sub.ThreadID, Step: sub.Step, CallIDs: ids}
-	ev, err := bus.NewEvent(sub.BatchID()+":finalized", "test/publisher", contracts.TypeBatchFinalized, f)
+	ev, err := cloudevent.NewEvent(sub.BatchID()+":finalized", "test/publisher", contracts.TypeBatchFinalized, f)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -101,7 +102,7 @@ func (e *waitEnv) resultsMessage(sub contracts.BatchSubmission, text string) bus
 	if err := json.Unmarshal(parts[len(parts)-1].Event.Data, &b.Finalized); err != nil {
 		e.t.Fatal(err)
 	}
-	ev, err := bus.NewEvent(sub.BatchID()+":results", "test/publisher", contracts.TypeBatchResults, b)
+	ev, err := cloudevent.NewEvent(sub.BatchID()+":results", "test/publisher", contracts.TypeBatchResults, b)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -127,7 +128,7 @@ func (e *waitEnv) onSubmit(answer func(contracts.BatchSubmission)) {
 	var answering sync.WaitGroup
 	e.t.Cleanup(answering.Wait)
 	s, err := e.nc.Subscribe(e.names.SubmitSubject(), func(m *nats.Msg) {
-		ev, err := bus.DecodeMsg(m.Header, m.Data)
+		ev, err := cloudevent.DecodeMsg(m.Header, m.Data)
 		if err != nil {
 			return
 		}
@@ -207,7 +208,7 @@ func TestSubmitAndWaitDoesNotReportAnUncommittedPublish(t *testing.T) {
 	e.onSubmit(func(sub contracts.BatchSubmission) {
 		// The first attempt: every message of an atomic batch, but no commit.
 		for i, o := range e.batchMessages(sub, "uncommitted") {
-			m := bus.EncodeMsg(o.Subject, o.Event)
+			m := cloudevent.EncodeMsg(o.Subject, o.Event)
 			m.Header.Set("Nats-Batch-Id", "crashed-"+sub.BatchID())
 			m.Header.Set("Nats-Batch-Sequence", strconv.Itoa(i+1))
 			if err := e.nc.PublishMsg(m); err != nil {
@@ -299,7 +300,7 @@ func TestSubmitAndWaitFindsTheResultsOfAnIdenticalEarlierSubmission(t *testing.T
 	}
 	seen := map[string]bool{}
 	cc, err := cons.Consume(func(m jetstream.Msg) {
-		ev, err := bus.DecodeMsg(m.Headers(), m.Data())
+		ev, err := cloudevent.DecodeMsg(m.Headers(), m.Data())
 		var sub contracts.BatchSubmission
 		if err == nil && json.Unmarshal(ev.Data, &sub) == nil && !seen[sub.BatchID()] {
 			seen[sub.BatchID()] = true
@@ -321,11 +322,11 @@ func TestSubmitAndWaitFindsTheResultsOfAnIdenticalEarlierSubmission(t *testing.T
 	}()
 
 	sub := testSubmission("run-identical", 2)
-	ev, err := bus.NewEvent(sub.BatchID(), "test/simple-client", contracts.TypeBatchRequested, sub)
+	ev, err := cloudevent.NewEvent(sub.BatchID(), "test/simple-client", contracts.TypeBatchRequested, sub)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.js.PublishMsg(ctx, bus.EncodeMsg(e.names.SubmitSubject(), ev)); err != nil {
+	if _, err := e.js.PublishMsg(ctx, cloudevent.EncodeMsg(e.names.SubmitSubject(), ev)); err != nil {
 		t.Fatal(err)
 	}
 	natstest.WaitFor(t, 10*time.Second, func() bool {

@@ -13,8 +13,8 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/awaken-dev/awaken/internal/app"
-	"github.com/awaken-dev/awaken/internal/bus"
 	"github.com/awaken-dev/awaken/internal/natstest"
+	"github.com/awaken-dev/awaken/pkg/cloudevent"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 	"github.com/awaken-dev/awaken/services/api"
 )
@@ -433,7 +433,7 @@ func waitRunEnded(t *testing.T, sub *nats.Subscription) contracts.RunEndedEvent 
 		if err != nil {
 			t.Fatalf("no run.ended event: %v", err)
 		}
-		ev, err := bus.DecodeMsg(msg.Header, msg.Data)
+		ev, err := cloudevent.DecodeMsg(msg.Header, msg.Data)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -12,11 +12,11 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/awaken-dev/awaken/internal/bus"
 	"github.com/awaken-dev/awaken/internal/config"
 	"github.com/awaken-dev/awaken/internal/gatechain"
 	"github.com/awaken-dev/awaken/internal/pipeline"
 	"github.com/awaken-dev/awaken/internal/state"
+	"github.com/awaken-dev/awaken/pkg/cloudevent"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
@@ -262,7 +262,7 @@ func (pt *PolicyTester) decisions(ctx context.Context, req PolicyTestRequest) ([
 // gateDecision decodes m as the audit record of a gate decision: not a resolution (which
 // names an actor or a resolution label) and not a record of another type.
 func gateDecision(m jetstream.Msg) (contracts.AuditRecord, bool) {
-	ev, err := bus.DecodeMsg(m.Headers(), m.Data())
+	ev, err := cloudevent.DecodeMsg(m.Headers(), m.Data())
 	if err != nil || ev.Type != contracts.TypeAudit {
 		return contracts.AuditRecord{}, false
 	}

@@ -6,7 +6,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/awaken-dev/awaken/internal/bus"
+	"github.com/awaken-dev/awaken/pkg/cloudevent"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
@@ -20,7 +20,7 @@ const EventProgress = "progress"
 // ends. A failure to subscribe costs only the live progress, so it is logged, not fatal.
 func (h *hub) listenProgress(ctx context.Context) {
 	sub, err := h.env.Conn.Subscribe(h.env.Names.EventsSubject("*"), func(m *nats.Msg) {
-		ev, err := bus.DecodeMsg(m.Header, m.Data)
+		ev, err := cloudevent.DecodeMsg(m.Header, m.Data)
 		if err != nil || ev.Type != contracts.TypeToolProgress {
 			return
 		}

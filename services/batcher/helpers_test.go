@@ -8,6 +8,7 @@ import (
 	"github.com/awaken-dev/awaken/internal/bus"
 	"github.com/awaken-dev/awaken/internal/natstest"
 	"github.com/awaken-dev/awaken/internal/servicetest"
+	"github.com/awaken-dev/awaken/pkg/cloudevent"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 	"github.com/awaken-dev/awaken/services/batcher"
 )
@@ -70,4 +71,7 @@ func (h *harness) rejections() []stored {
 }
 
 // decode unmarshals the data of an event into a T.
-func decode[T any](t *testing.T, ev bus.Event) T { t.Helper(); return servicetest.Decode[T](t, ev) }
+func decode[T any](t *testing.T, ev cloudevent.Event) T {
+	t.Helper()
+	return servicetest.Decode[T](t, ev)
+}

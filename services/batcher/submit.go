@@ -15,6 +15,7 @@ import (
 	"github.com/awaken-dev/awaken/internal/bus"
 	"github.com/awaken-dev/awaken/internal/config"
 	"github.com/awaken-dev/awaken/internal/pipeline"
+	"github.com/awaken-dev/awaken/pkg/cloudevent"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
@@ -203,7 +204,7 @@ func submissionEventID(d bus.Delivery) string {
 	}
 	h := d.Msg.Headers()
 	for k, v := range h {
-		if len(v) > 0 && v[0] != "" && strings.EqualFold(k, bus.HeaderID) {
+		if len(v) > 0 && v[0] != "" && strings.EqualFold(k, cloudevent.HeaderID) {
 			return v[0]
 		}
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/awaken-dev/awaken/internal/bus"
 	"github.com/awaken-dev/awaken/internal/pipeline"
+	"github.com/awaken-dev/awaken/pkg/cloudevent"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
@@ -331,7 +332,7 @@ func TestMalformedSubmissionsAreRejectedAndTheConsumerMovesOn(t *testing.T) {
 		{name: "structured mode with a body that is not JSON", code: contracts.RejectInvalidJSON,
 			msg: func(run string) *nats.Msg {
 				m := nats.NewMsg(names.SubmitSubject())
-				m.Header.Set("Content-Type", bus.ContentTypeStructured)
+				m.Header.Set("Content-Type", cloudevent.ContentTypeStructured)
 				m.Header.Set(jetstream.MsgIDHeader, "m-structured")
 				m.Data = []byte("not json")
 				return m

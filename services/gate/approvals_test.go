@@ -6,8 +6,8 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/awaken-dev/awaken/internal/bus"
 	"github.com/awaken-dev/awaken/internal/natstest"
+	"github.com/awaken-dev/awaken/pkg/cloudevent"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
@@ -178,7 +178,7 @@ func TestSeveralApprovers(t *testing.T) {
 	}
 
 	// The first approval delivered again: it is answered as before and counts nothing.
-	ev, err := bus.NewEvent("resume-alice", "awaken/test", contracts.TypeTicketResume, approveAs(tk, "alice", ""))
+	ev, err := cloudevent.NewEvent("resume-alice", "awaken/test", contracts.TypeTicketResume, approveAs(tk, "alice", ""))
 	if err != nil {
 		t.Fatal(err)
 	}

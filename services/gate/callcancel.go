@@ -9,6 +9,7 @@ import (
 
 	"github.com/awaken-dev/awaken/internal/bus"
 	"github.com/awaken-dev/awaken/internal/pipeline"
+	"github.com/awaken-dev/awaken/pkg/cloudevent"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
@@ -33,8 +34,8 @@ import (
 // Every write is a terminal revision or a decision of one call: the rest of the batch goes
 // on and the publisher's barrier publishes it as usual. A redelivery finds its own write
 // and changes nothing more (a stop notice sent again is harmless).
-func (s *Service) handleCallCancel(ctx context.Context, ev bus.Event) error {
-	if err := bus.ExpectType(ev, contracts.TypeCallCancel); err != nil {
+func (s *Service) handleCallCancel(ctx context.Context, ev cloudevent.Event) error {
+	if err := cloudevent.ExpectType(ev, contracts.TypeCallCancel); err != nil {
 		return bus.Permanent(err)
 	}
 	cc, err := contracts.DecodeCallCancel(ev.Data)
@@ -140,7 +141,7 @@ func (s *Service) stopInFlight(ctx context.Context, cc *contracts.CallCancel) er
 	if err != nil {
 		return fmt.Errorf("gate: build call stop: %w", err)
 	}
-	msg := bus.EncodeMsg(s.env.Names.CallStopSubject(), ev)
+	msg := cloudevent.EncodeMsg(s.env.Names.CallStopSubject(), ev)
 	if err := s.env.Conn.PublishMsg(msg); err != nil {
 		return fmt.Errorf("gate: publish call stop: %w", err)
 	}

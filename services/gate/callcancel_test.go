@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/awaken-dev/awaken/internal/bus"
+	"github.com/awaken-dev/awaken/pkg/cloudevent"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
@@ -76,7 +76,7 @@ func TestCallCancelByPhase(t *testing.T) {
 	if err != nil {
 		t.Fatalf("no stop notice for the entered call: %v", err)
 	}
-	ev, err := bus.DecodeMsg(msg.Header, msg.Data)
+	ev, err := cloudevent.DecodeMsg(msg.Header, msg.Data)
 	if err != nil {
 		t.Fatal(err)
 	}

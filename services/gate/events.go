@@ -8,6 +8,7 @@ import (
 
 	"github.com/awaken-dev/awaken/internal/bus"
 	"github.com/awaken-dev/awaken/internal/pipeline"
+	"github.com/awaken-dev/awaken/pkg/cloudevent"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
@@ -138,11 +139,11 @@ func (bd builder) resolved(i int, res resolution) (bus.Outgoing, error) {
 }
 
 // timer is the scheduled trigger of kind ("due" or "deadline") for ticket corr.
-func (s *Service) timer(corr, kind string) (bus.Event, error) {
+func (s *Service) timer(corr, kind string) (cloudevent.Event, error) {
 	ev, err := s.env.Event(ServiceName, pipeline.TicketTimerID(corr, kind), contracts.TypeTicketExpire,
 		contracts.TicketTimer{CorrelationID: corr, Kind: kind})
 	if err != nil {
-		return bus.Event{}, fmt.Errorf("gate: build timer: %w", err)
+		return cloudevent.Event{}, fmt.Errorf("gate: build timer: %w", err)
 	}
 	return ev, nil
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/awaken-dev/awaken/internal/pipeline"
 	"github.com/awaken-dev/awaken/internal/servicetest"
 	"github.com/awaken-dev/awaken/internal/state"
+	"github.com/awaken-dev/awaken/pkg/cloudevent"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
@@ -299,11 +300,11 @@ func (h *harness) accept(rec contracts.BatchRecord) {
 
 func (h *harness) publish(subject, id, typ string, payload any) {
 	h.t.Helper()
-	ev, err := bus.NewEvent(id, "awaken/test", typ, payload)
+	ev, err := cloudevent.NewEvent(id, "awaken/test", typ, payload)
 	if err != nil {
 		h.t.Fatalf("event: %v", err)
 	}
-	if _, err := h.js.PublishMsg(h.ctx, bus.EncodeMsg(subject, ev)); err != nil {
+	if _, err := h.js.PublishMsg(h.ctx, cloudevent.EncodeMsg(subject, ev)); err != nil {
 		h.t.Fatalf("publish %s: %v", subject, err)
 	}
 }
@@ -438,7 +439,7 @@ func isPhase(k contracts.PhaseKind) func(contracts.CallRecord) bool {
 // msg is one stored message with its decoded envelope.
 type msg struct {
 	subject string
-	ev      bus.Event
+	ev      cloudevent.Event
 }
 
 // messages returns every message of stream whose subject matches filter (exact, or a
@@ -465,7 +466,7 @@ func (h *harness) messages(stream, filter string) []msg {
 		if !subjectMatches(filter, raw.Subject) {
 			continue
 		}
-		ev, err := bus.DecodeMsg(raw.Header, raw.Data)
+		ev, err := cloudevent.DecodeMsg(raw.Header, raw.Data)
 		if err != nil {
 			h.t.Fatalf("decode msg %d on %s: %v", seq, raw.Subject, err)
 		}
@@ -658,7 +659,7 @@ func recordedDelivery(t *testing.T, names contracts.Names, b *contracts.BatchRec
 	t.Helper()
 	open := *b
 	run := contracts.RunRecord{RunID: b.Submission.RunID, ActiveStep: &open.Submission.Step, Batch: &open}
-	ev, err := bus.NewEvent(pipeline.BatchRecordedID(b.Submission.BatchID()), "awaken/test", contracts.TypeBatchRecorded, run)
+	ev, err := cloudevent.NewEvent(pipeline.BatchRecordedID(b.Submission.BatchID()), "awaken/test", contracts.TypeBatchRecorded, run)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -670,7 +671,7 @@ func recordedDelivery(t *testing.T, names contracts.Names, b *contracts.BatchRec
 // the gate's consumer of the call records' stream hands it over.
 func outputDelivery(t *testing.T, names contracts.Names, b *contracts.BatchRecord, index int, rec contracts.CallRecord) bus.Delivery {
 	t.Helper()
-	ev, err := bus.NewEvent(pipeline.OutputID(op(b, index)), "awaken/test", contracts.TypeCallOutput, rec)
+	ev, err := cloudevent.NewEvent(pipeline.OutputID(op(b, index)), "awaken/test", contracts.TypeCallOutput, rec)
 	if err != nil {
 		t.Fatal(err)
 	}

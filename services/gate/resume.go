@@ -11,6 +11,7 @@ import (
 
 	"github.com/awaken-dev/awaken/internal/bus"
 	"github.com/awaken-dev/awaken/internal/state"
+	"github.com/awaken-dev/awaken/pkg/cloudevent"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
@@ -24,7 +25,7 @@ import (
 // subject): the resolution records the actor as claimed, and a reserved actor
 // ([contracts.ReservedActor]: timer, anonymous, nats…) is refused reserved_actor before
 // anything is read, so the ticket stays open and no record changes.
-func (s *Service) handleResume(ctx context.Context, ev bus.Event, claimed bool) error {
+func (s *Service) handleResume(ctx context.Context, ev cloudevent.Event, claimed bool) error {
 	cmd, err := contracts.DecodeResumeCommand(ev.Data)
 	if err != nil {
 		return err

@@ -9,6 +9,7 @@ import (
 
 	"github.com/awaken-dev/awaken/internal/bus"
 	"github.com/awaken-dev/awaken/internal/pipeline"
+	"github.com/awaken-dev/awaken/pkg/cloudevent"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
@@ -184,7 +185,7 @@ func (s *Service) maxMessage() int {
 
 // messageSize is the size of o on the wire: its body plus its header block.
 func messageSize(o bus.Outgoing) int {
-	m := bus.EncodeMsg(o.Subject, o.Event)
+	m := cloudevent.EncodeMsg(o.Subject, o.Event)
 	return len(m.Data) + headerSize(m.Header)
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/awaken-dev/awaken/internal/bus"
 	"github.com/awaken-dev/awaken/internal/pipeline"
+	"github.com/awaken-dev/awaken/pkg/cloudevent"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
@@ -211,14 +212,14 @@ func (h *harness) outlastDuplicateWindow() {
 func (h *harness) publishForeignBatch(run string, step int64) {
 	batchID := contracts.BatchID(run, step)
 	subject := h.Env.Names.ResultsSubject(run)
-	res, err := bus.NewEvent(pipeline.ResultID(batchID, 0), "awaken/publisher", contracts.TypeToolResult,
+	res, err := cloudevent.NewEvent(pipeline.ResultID(batchID, 0), "awaken/publisher", contracts.TypeToolResult,
 		contracts.ToolResultEvent{BatchID: batchID, RunID: run, CallID: "x", ToolID: "echo",
 			Outcome: contracts.OutcomeCompleted, Output: contracts.TextOutput("x", "other")})
 	if err != nil {
 		h.T.Errorf("foreign result: %v", err)
 		return
 	}
-	fin, err := bus.NewEvent(pipeline.FinalizedID(batchID), "awaken/publisher", contracts.TypeBatchFinalized,
+	fin, err := cloudevent.NewEvent(pipeline.FinalizedID(batchID), "awaken/publisher", contracts.TypeBatchFinalized,
 		contracts.BatchFinalized{BatchID: batchID, RunID: run, ThreadID: "thread-1", Step: step,
 			CallIDs: []string{"x"}, State: []contracts.Command{}})
 	if err != nil {
@@ -239,7 +240,7 @@ func (h *harness) publishAtomicForm(sub contracts.BatchSubmission) {
 	var out []bus.Outgoing
 	var ids []string
 	for i, c := range sub.Calls {
-		ev, err := bus.NewEvent(pipeline.ResultID(batchID, i), "awaken/publisher", contracts.TypeToolResult,
+		ev, err := cloudevent.NewEvent(pipeline.ResultID(batchID, i), "awaken/publisher", contracts.TypeToolResult,
 			contracts.ToolResultEvent{BatchID: batchID, RunID: sub.RunID, Index: i, CallID: c.CallID, ToolID: c.ToolID,
 				Outcome: contracts.OutcomeCompleted, Output: contracts.TextOutput(c.CallID, "ok")})
 		if err != nil {
@@ -249,7 +250,7 @@ func (h *harness) publishAtomicForm(sub contracts.BatchSubmission) {
 		out = append(out, bus.Outgoing{Subject: subject, Event: ev})
 		ids = append(ids, c.CallID)
 	}
-	fin, err := bus.NewEvent(pipeline.FinalizedID(batchID), "awaken/publisher", contracts.TypeBatchFinalized,
+	fin, err := cloudevent.NewEvent(pipeline.FinalizedID(batchID), "awaken/publisher", contracts.TypeBatchFinalized,
 		contracts.BatchFinalized{BatchID: batchID, RunID: sub.RunID, ThreadID: sub.ThreadID, Step: sub.Step,
 			CallIDs: ids, State: []contracts.Command{}})
 	if err != nil {

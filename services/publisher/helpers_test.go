@@ -8,6 +8,7 @@ import (
 	"github.com/awaken-dev/awaken/internal/bus"
 	"github.com/awaken-dev/awaken/internal/natstest"
 	"github.com/awaken-dev/awaken/internal/servicetest"
+	"github.com/awaken-dev/awaken/pkg/cloudevent"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 	"github.com/awaken-dev/awaken/services/publisher"
 )
@@ -66,7 +67,10 @@ func (h *harness) facts(run string) []stored {
 }
 
 // decode unmarshals the data of an event into a T.
-func decode[T any](t *testing.T, ev bus.Event) T { t.Helper(); return servicetest.Decode[T](t, ev) }
+func decode[T any](t *testing.T, ev cloudevent.Event) T {
+	t.Helper()
+	return servicetest.Decode[T](t, ev)
+}
 
 // calls is n calls of tool with ids c0, c1, ...
 func calls(n int, tool string) []contracts.ToolCall {
@@ -209,7 +213,7 @@ func (h *harness) waitPublications(t *testing.T, run string, n int) []published 
 		if err != nil {
 			return false
 		}
-		ev, err := bus.DecodeMsg(last.Header, nil)
+		ev, err := cloudevent.DecodeMsg(last.Header, nil)
 		if err != nil || ev.Type != contracts.TypeBatchResults && ev.Type != contracts.TypeBatchFinalized {
 			return false
 		}

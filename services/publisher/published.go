@@ -10,8 +10,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/awaken-dev/awaken/internal/bus"
 	"github.com/awaken-dev/awaken/internal/pipeline"
+	"github.com/awaken-dev/awaken/pkg/cloudevent"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
@@ -105,7 +105,7 @@ func (s *Service) scanFor(ctx context.Context, streamName, subject string, want 
 // eventID is the CloudEvent id of a stored message, decoded from its headers ("" when the
 // message is not a binary-mode CloudEvent).
 func eventID(h nats.Header) string {
-	ev, err := bus.DecodeMsg(h, nil)
+	ev, err := cloudevent.DecodeMsg(h, nil)
 	if err != nil {
 		return ""
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/awaken-dev/awaken/internal/natstest"
 	"github.com/awaken-dev/awaken/internal/pipeline"
 	"github.com/awaken-dev/awaken/internal/state"
+	"github.com/awaken-dev/awaken/pkg/cloudevent"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
@@ -227,8 +228,8 @@ func (e *Env) Publish(c Call, msgID string) uint64 {
 	if err != nil {
 		e.T.Fatal(err)
 	}
-	ev := bus.Event{ID: msgID, Source: "awaken/gate", Type: contracts.TypeExecRequest, Data: data}
-	m := bus.EncodeMsg(e.Names.CallRecordSubject(c.Key()), ev)
+	ev := cloudevent.Event{ID: msgID, Source: "awaken/gate", Type: contracts.TypeExecRequest, Data: data}
+	m := cloudevent.EncodeMsg(e.Names.CallRecordSubject(c.Key()), ev)
 	m.Header.Del(jetstream.MsgIDHeader) // as state.Store writes a record revision
 	ack, err := e.JS.PublishMsg(e.Ctx, m)
 	if err != nil {
@@ -311,10 +312,10 @@ func (e *Env) Outputs(runID string) []Output {
 		if err != nil {
 			e.T.Fatalf("exectest: read outputs: %v", err)
 		}
-		if m.Headers().Get(bus.HeaderType) != contracts.TypeCallOutput {
+		if m.Headers().Get(cloudevent.HeaderType) != contracts.TypeCallOutput {
 			continue // a revision that hands nothing on
 		}
-		ev, err := bus.DecodeMsg(m.Headers(), m.Data())
+		ev, err := cloudevent.DecodeMsg(m.Headers(), m.Data())
 		if err != nil {
 			e.T.Fatalf("exectest: decode output: %v", err)
 		}

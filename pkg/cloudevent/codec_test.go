@@ -1,4 +1,4 @@
-package bus_test
+package cloudevent_test
 
 import (
 	"encoding/json"
@@ -10,27 +10,29 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/awaken-dev/awaken/internal/bus"
+	"github.com/awaken-dev/awaken/pkg/cloudevent"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
+const testType = "io.awaken.test.work.v1"
+
 var fixedTime = time.Date(2026, 1, 2, 3, 4, 5, 6, time.UTC)
 
-func sampleEvent() bus.Event {
-	return bus.Event{
+func sampleEvent() cloudevent.Event {
+	return cloudevent.Event{
 		ID:              "tool-batch:run-7:3",
 		Source:          "awaken/batcher",
 		Type:            testType,
 		Subject:         "call_1",
 		Time:            fixedTime,
-		DataContentType: bus.ContentTypeJSON,
+		DataContentType: cloudevent.ContentTypeJSON,
 		Data:            []byte(`{"run_id":"run-7","step":3}`),
 		Extensions:      map[string]string{"runid": "run-7"},
 	}
 }
 
 func TestEncodeMsgGoldenHeaders(t *testing.T) {
-	m := bus.EncodeMsg("awaken.work.gate.run-7", sampleEvent())
+	m := cloudevent.EncodeMsg("awaken.work.gate.run-7", sampleEvent())
 	want := nats.Header{
 		"ce-id":          {"tool-batch:run-7:3"},
 		"ce-source":      {"awaken/batcher"},
@@ -51,21 +53,21 @@ func TestEncodeMsgGoldenHeaders(t *testing.T) {
 }
 
 func TestEncodeMsgOmitsUnsetOptionalAttributes(t *testing.T) {
-	e := bus.Event{ID: "i", Source: "s", Type: "t", Data: []byte(`{}`)}
-	m := bus.EncodeMsg("x", e)
+	e := cloudevent.Event{ID: "i", Source: "s", Type: "t", Data: []byte(`{}`)}
+	m := cloudevent.EncodeMsg("x", e)
 	for _, h := range []string{"ce-time", "ce-subject"} {
 		if _, ok := m.Header[h]; ok {
 			t.Errorf("header %s written for an unset attribute", h)
 		}
 	}
-	if got := m.Header.Get("Content-Type"); got != bus.ContentTypeJSON {
+	if got := m.Header.Get("Content-Type"); got != cloudevent.ContentTypeJSON {
 		t.Errorf("Content-Type = %q, want the JSON default", got)
 	}
 }
 
 func TestEncodeMsgPercentEncodesHeaderValues(t *testing.T) {
-	e := bus.Event{ID: `a b"c%d`, Source: "src/é", Type: "t", Subject: "line\r\nbreak", Data: []byte(`{}`)}
-	m := bus.EncodeMsg("x", e)
+	e := cloudevent.Event{ID: `a b"c%d`, Source: "src/é", Type: "t", Subject: "line\r\nbreak", Data: []byte(`{}`)}
+	m := cloudevent.EncodeMsg("x", e)
 	wants := map[string]string{
 		"ce-id":       "a%20b%22c%25d",
 		"ce-source":   "src/%C3%A9",
@@ -77,7 +79,7 @@ func TestEncodeMsgPercentEncodesHeaderValues(t *testing.T) {
 			t.Errorf("%s = %q, want %q", h, got, want)
 		}
 	}
-	got, err := bus.DecodeMsg(m.Header, m.Data)
+	got, err := cloudevent.DecodeMsg(m.Header, m.Data)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,22 +90,22 @@ func TestEncodeMsgPercentEncodesHeaderValues(t *testing.T) {
 
 func TestNewEvent(t *testing.T) {
 	before := time.Now().UTC()
-	e, err := bus.NewEvent("id-1", "awaken/gate", contracts.TypeAudit, map[string]int{"n": 1})
+	e, err := cloudevent.NewEvent("id-1", "awaken/gate", contracts.TypeAudit, map[string]int{"n": 1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if string(e.Data) != `{"n":1}` || e.DataContentType != bus.ContentTypeJSON {
+	if string(e.Data) != `{"n":1}` || e.DataContentType != cloudevent.ContentTypeJSON {
 		t.Fatalf("data %q content type %q", e.Data, e.DataContentType)
 	}
 	if e.Time.Location() != time.UTC || e.Time.Before(before) {
 		t.Fatalf("time %v is not now in UTC", e.Time)
 	}
 	for _, bad := range []struct{ id, src, typ string }{{"", "s", "t"}, {"i", "", "t"}, {"i", "s", ""}} {
-		if _, err := bus.NewEvent(bad.id, bad.src, bad.typ, 1); err == nil {
+		if _, err := cloudevent.NewEvent(bad.id, bad.src, bad.typ, 1); err == nil {
 			t.Errorf("NewEvent(%q,%q,%q) accepted an empty required attribute", bad.id, bad.src, bad.typ)
 		}
 	}
-	if _, err := bus.NewEvent("i", "s", "t", func() {}); err == nil {
+	if _, err := cloudevent.NewEvent("i", "s", "t", func() {}); err == nil {
 		t.Error("NewEvent accepted an unmarshalable payload")
 	}
 }
@@ -125,7 +127,7 @@ func TestSetExtension(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			var e bus.Event
+			var e cloudevent.Event
 			err := e.SetExtension(tc.name, "v")
 			if (err == nil) != tc.ok {
 				t.Fatalf("SetExtension(%q) err = %v, want ok=%v", tc.name, err, tc.ok)
@@ -138,12 +140,12 @@ func TestDecodeBinary(t *testing.T) {
 	tests := []struct {
 		name   string
 		header nats.Header
-		check  func(t *testing.T, e bus.Event)
+		check  func(t *testing.T, e cloudevent.Event)
 	}{
 		{
 			name:   "own encoding round-trips",
-			header: bus.EncodeMsg("x", sampleEvent()).Header,
-			check: func(t *testing.T, e bus.Event) {
+			header: cloudevent.EncodeMsg("x", sampleEvent()).Header,
+			check: func(t *testing.T, e cloudevent.Event) {
 				want := sampleEvent()
 				if e.ID != want.ID || e.Source != want.Source || e.Type != want.Type || e.Subject != want.Subject ||
 					!e.Time.Equal(want.Time) || e.DataContentType != want.DataContentType ||
@@ -158,7 +160,7 @@ func TestDecodeBinary(t *testing.T) {
 				"CE-ID": {"i"}, "Ce-Source": {"s"}, "ce-TYPE": {"t"}, "CE-SPECVERSION": {"1.0"},
 				"CE-TraceParent": {"00-abc"}, "content-type": {"application/json; charset=utf-8"},
 			},
-			check: func(t *testing.T, e bus.Event) {
+			check: func(t *testing.T, e cloudevent.Event) {
 				if e.ID != "i" || e.Source != "s" || e.Type != "t" || e.Extensions["traceparent"] != "00-abc" {
 					t.Fatalf("got %+v", e)
 				}
@@ -167,7 +169,7 @@ func TestDecodeBinary(t *testing.T) {
 		{
 			name:   "absent content type is accepted",
 			header: nats.Header{"ce-id": {"i"}, "ce-source": {"s"}, "ce-type": {"t"}, "ce-specversion": {"1.0"}},
-			check: func(t *testing.T, e bus.Event) {
+			check: func(t *testing.T, e cloudevent.Event) {
 				if e.DataContentType != "" || e.Time != (time.Time{}) || e.Extensions != nil {
 					t.Fatalf("got %+v", e)
 				}
@@ -177,7 +179,7 @@ func TestDecodeBinary(t *testing.T) {
 			name: "ce-datacontenttype alone is honoured",
 			header: nats.Header{"ce-id": {"i"}, "ce-source": {"s"}, "ce-type": {"t"}, "ce-specversion": {"1.0"},
 				"ce-datacontenttype": {"application/json"}},
-			check: func(t *testing.T, e bus.Event) {
+			check: func(t *testing.T, e cloudevent.Event) {
 				if e.DataContentType != "application/json" {
 					t.Fatalf("content type %q", e.DataContentType)
 				}
@@ -187,7 +189,7 @@ func TestDecodeBinary(t *testing.T) {
 			name: "time without fraction and with an offset",
 			header: nats.Header{"ce-id": {"i"}, "ce-source": {"s"}, "ce-type": {"t"}, "ce-specversion": {"1.0"},
 				"ce-time": {"2026-01-02T04:04:05+01:00"}},
-			check: func(t *testing.T, e bus.Event) {
+			check: func(t *testing.T, e cloudevent.Event) {
 				if !e.Time.Equal(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)) {
 					t.Fatalf("time %v", e.Time)
 				}
@@ -196,7 +198,7 @@ func TestDecodeBinary(t *testing.T) {
 		{
 			name:   "a lone percent sign is kept literally",
 			header: nats.Header{"ce-id": {"50%"}, "ce-source": {"s%zz"}, "ce-type": {"t"}, "ce-specversion": {"1.0"}},
-			check: func(t *testing.T, e bus.Event) {
+			check: func(t *testing.T, e cloudevent.Event) {
 				if e.ID != "50%" || e.Source != "s%zz" {
 					t.Fatalf("got %+v", e)
 				}
@@ -205,7 +207,7 @@ func TestDecodeBinary(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			e, err := bus.DecodeMsg(tc.header, []byte(`{"a":1}`))
+			e, err := cloudevent.DecodeMsg(tc.header, []byte(`{"a":1}`))
 			if err != nil {
 				t.Fatalf("DecodeMsg: %v", err)
 			}
@@ -225,37 +227,37 @@ func TestDecodeStructured(t *testing.T) {
 		name   string
 		header nats.Header
 		body   string
-		want   bus.Event
+		want   cloudevent.Event
 	}{
 		{
 			name:   "application/cloudevents+json",
 			header: nats.Header{"Content-Type": {"application/cloudevents+json; charset=UTF-8"}},
 			body:   body,
-			want: bus.Event{ID: "i-1", Source: "platform/x", Type: contracts.TypeBatchRequested, Subject: "run-7",
+			want: cloudevent.Event{ID: "i-1", Source: "platform/x", Type: contracts.TypeBatchRequested, Subject: "run-7",
 				Time: fixedTime, DataContentType: "application/json", Data: []byte(`{"run_id":"run-7"}`),
 				Extensions: map[string]string{"traceparent": "00-1", "attempt": "3", "sampled": "true"}},
 		},
 		{
 			name: "no headers at all (released binding v1.0.2)",
 			body: `{"specversion":"1.0","id":"i","source":"s","type":"t","data":[1,2]}`,
-			want: bus.Event{ID: "i", Source: "s", Type: "t", Data: []byte(`[1,2]`)},
+			want: cloudevent.Event{ID: "i", Source: "s", Type: "t", Data: []byte(`[1,2]`)},
 		},
 		{
 			name:   "data_base64",
 			header: nats.Header{"Content-Type": {"application/cloudevents+json"}},
 			body:   `{"specversion":"1.0","id":"i","source":"s","type":"t","data_base64":"eyJhIjoxfQ=="}`,
-			want:   bus.Event{ID: "i", Source: "s", Type: "t", Data: []byte(`{"a":1}`)},
+			want:   cloudevent.Event{ID: "i", Source: "s", Type: "t", Data: []byte(`{"a":1}`)},
 		},
 		{
 			name:   "no data",
 			header: nats.Header{"Content-Type": {"application/cloudevents+json"}},
 			body:   `{"specversion":"1.0","id":"i","source":"s","type":"t","data":null}`,
-			want:   bus.Event{ID: "i", Source: "s", Type: "t"},
+			want:   cloudevent.Event{ID: "i", Source: "s", Type: "t"},
 		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := bus.DecodeMsg(tc.header, []byte(tc.body))
+			got, err := cloudevent.DecodeMsg(tc.header, []byte(tc.body))
 			if err != nil {
 				t.Fatalf("DecodeMsg: %v", err)
 			}
@@ -325,7 +327,7 @@ func TestDecodeRejections(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := bus.DecodeMsg(tc.header, []byte(tc.body))
+			_, err := cloudevent.DecodeMsg(tc.header, []byte(tc.body))
 			var rej *contracts.Rejection
 			if !errors.As(err, &rej) {
 				t.Fatalf("err = %v (%T), want a *contracts.Rejection", err, err)
@@ -341,14 +343,14 @@ func TestDecodeRejections(t *testing.T) {
 }
 
 func TestExpectType(t *testing.T) {
-	e := bus.Event{Type: testType}
-	if err := bus.ExpectType(e); err != nil {
+	e := cloudevent.Event{Type: testType}
+	if err := cloudevent.ExpectType(e); err != nil {
 		t.Fatalf("no types accepts everything, got %v", err)
 	}
-	if err := bus.ExpectType(e, contracts.TypeExecRequest, testType); err != nil {
+	if err := cloudevent.ExpectType(e, contracts.TypeExecRequest, testType); err != nil {
 		t.Fatalf("listed type rejected: %v", err)
 	}
-	err := bus.ExpectType(e, contracts.TypeExecRequest)
+	err := cloudevent.ExpectType(e, contracts.TypeExecRequest)
 	var rej *contracts.Rejection
 	if !errors.As(err, &rej) || rej.Code != contracts.RejectWrongType {
 		t.Fatalf("err = %v, want wrong_type", err)
@@ -359,11 +361,31 @@ func TestStructuredDataIsRawJSON(t *testing.T) {
 	// The data of a structured event is handed over byte for byte, so payload decoders
 	// see exactly what the producer wrote (e.g. to reject unknown fields).
 	body := `{"specversion":"1.0","id":"i","source":"s","type":"t","data":{"b":1,"a":[true]}}`
-	e, err := bus.DecodeMsg(nats.Header{"Content-Type": {"application/cloudevents+json"}}, []byte(body))
+	e, err := cloudevent.DecodeMsg(nats.Header{"Content-Type": {"application/cloudevents+json"}}, []byte(body))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !json.Valid(e.Data) || string(e.Data) != `{"b":1,"a":[true]}` {
 		t.Fatalf("data %q", e.Data)
+	}
+}
+
+func TestHeaderAttribute(t *testing.T) {
+	m := cloudevent.EncodeMsg("x", sampleEvent())
+	if typ, ok, err := cloudevent.HeaderAttribute(m.Header, cloudevent.HeaderType); !ok || err != nil || typ != sampleEvent().Type {
+		t.Fatalf("type = %q, %v, %v", typ, ok, err)
+	}
+	// The binding matches names case-insensitively and percent-encodes values.
+	h := nats.Header{"CE-TYPE": {"io.example.a%20b"}}
+	if typ, ok, err := cloudevent.HeaderAttribute(h, cloudevent.HeaderType); !ok || err != nil || typ != "io.example.a b" {
+		t.Fatalf("mixed-case header = %q, %v, %v", typ, ok, err)
+	}
+	if _, ok, _ := cloudevent.HeaderAttribute(nats.Header{}, cloudevent.HeaderType); ok {
+		t.Fatal("absent header reported present")
+	}
+	_, ok, err := cloudevent.HeaderAttribute(nats.Header{"ce-type": {"%FF"}}, cloudevent.HeaderType)
+	var rej *contracts.Rejection
+	if !ok || !errors.As(err, &rej) || rej.Code != contracts.RejectInvalidUTF8 {
+		t.Fatalf("invalid UTF-8 value: ok %v err %v", ok, err)
 	}
 }

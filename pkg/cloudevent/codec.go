@@ -1,4 +1,4 @@
-package bus
+package cloudevent
 
 import (
 	"bytes"
@@ -432,6 +432,31 @@ func ExpectType(e Event, types ...string) error {
 		}
 	}
 	return contracts.Reject(contracts.RejectWrongType, "event type %q is not accepted here (want %s)", e.Type, strings.Join(types, " or "))
+}
+
+// HeaderAttribute reads one binary-mode attribute header (a HeaderX name) the way DecodeMsg
+// does: the name matched case-insensitively as the CloudEvents NATS binding requires, the value
+// percent-decoded. ok reports whether the header is present; err whether its value is unreadable.
+// It lets a consumer look at an event's type before paying for a full decode.
+func HeaderAttribute(h nats.Header, name string) (value string, ok bool, err error) {
+	raw, ok := h[name]
+	if !ok || len(raw) == 0 {
+		ok = false
+		for k, vs := range h {
+			if len(vs) > 0 && strings.EqualFold(k, name) {
+				raw, ok = vs, true
+				break
+			}
+		}
+	}
+	if !ok {
+		return "", false, nil
+	}
+	value, err = percentDecode(raw[0])
+	if err != nil {
+		return "", true, contracts.Reject(contracts.RejectInvalidUTF8, "header %s: %v", name, err)
+	}
+	return value, true, nil
 }
 
 func orErr(first, next error) error {

@@ -1,4 +1,4 @@
-package bus_test
+package cloudevent_test
 
 import (
 	"errors"
@@ -8,7 +8,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/awaken-dev/awaken/internal/bus"
+	"github.com/awaken-dev/awaken/pkg/cloudevent"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
@@ -45,7 +45,7 @@ func FuzzDecodeMsg(f *testing.F) {
 		f.Add(s.headers, []byte(s.body))
 	}
 	f.Fuzz(func(t *testing.T, headers string, body []byte) {
-		e, err := bus.DecodeMsg(parseHeaderBlob(headers), body)
+		e, err := cloudevent.DecodeMsg(parseHeaderBlob(headers), body)
 		if err != nil {
 			var rej *contracts.Rejection
 			if !errors.As(err, &rej) || rej.Code == "" {
@@ -56,8 +56,8 @@ func FuzzDecodeMsg(f *testing.F) {
 		if e.ID == "" || e.Source == "" || e.Type == "" {
 			t.Fatalf("accepted an event without required attributes: %+v", e)
 		}
-		m := bus.EncodeMsg("fuzz", e)
-		again, err := bus.DecodeMsg(m.Header, m.Data)
+		m := cloudevent.EncodeMsg("fuzz", e)
+		again, err := cloudevent.DecodeMsg(m.Header, m.Data)
 		if err != nil {
 			t.Fatalf("re-decoding our own encoding of %+v failed: %v (headers %v)", e, err, m.Header)
 		}
@@ -66,7 +66,7 @@ func FuzzDecodeMsg(f *testing.F) {
 		}
 		again.Time = e.Time
 		if e.DataContentType == "" {
-			e.DataContentType = bus.ContentTypeJSON
+			e.DataContentType = cloudevent.ContentTypeJSON
 		}
 		if len(e.Data) == 0 && len(again.Data) == 0 {
 			again.Data = e.Data

@@ -1,4 +1,4 @@
-package bus_test
+package cloudevent_test
 
 import (
 	"bytes"
@@ -11,7 +11,7 @@ import (
 	"github.com/cloudevents/sdk-go/v2/event"
 	"github.com/nats-io/nats.go"
 
-	"github.com/awaken-dev/awaken/internal/bus"
+	"github.com/awaken-dev/awaken/pkg/cloudevent"
 )
 
 // sdkEvent is an event built with the CloudEvents Go SDK, the reference implementation.
@@ -33,7 +33,7 @@ func sdkEvent(t *testing.T) event.Event {
 	return e
 }
 
-func checkDecodedSDKEvent(t *testing.T, got bus.Event, want event.Event) {
+func checkDecodedSDKEvent(t *testing.T, got cloudevent.Event, want event.Event) {
 	t.Helper()
 	if got.ID != want.ID() || got.Source != want.Source() || got.Type != want.Type() ||
 		got.Subject != want.Subject() || !got.Time.Equal(want.Time()) {
@@ -67,7 +67,7 @@ func TestInteropSDKBinaryDecodes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := bus.DecodeMsg(h, body.Bytes())
+	got, err := cloudevent.DecodeMsg(h, body.Bytes())
 	if err != nil {
 		t.Fatalf("DecodeMsg of an sdk-go binary message (headers %v): %v", h, err)
 	}
@@ -93,7 +93,7 @@ func TestInteropSDKStructuredDecodes(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := bus.DecodeMsg(tc.header, body)
+			got, err := cloudevent.DecodeMsg(tc.header, body)
 			if err != nil {
 				t.Fatalf("DecodeMsg of %s: %v", body, err)
 			}
@@ -105,7 +105,7 @@ func TestInteropSDKStructuredDecodes(t *testing.T) {
 func TestInteropOwnEncodingDecodesWithSDK(t *testing.T) {
 	own := sampleEvent()
 	own.Extensions = map[string]string{"traceparent": "00-abc-01"}
-	m := bus.EncodeMsg("awaken.work.gate.run-7", own)
+	m := cloudevent.EncodeMsg("awaken.work.gate.run-7", own)
 
 	got, err := binding.ToEvent(context.Background(), cejs.NewMessage(m))
 	if err != nil {
