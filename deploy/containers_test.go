@@ -238,7 +238,17 @@ func TestContainers_singleServer(t *testing.T) {
 // hundred batches are in flight: every batch whose submission was acknowledged still
 // publishes, exactly once; then the node comes back and the cluster is whole again.
 func TestContainers_cluster(t *testing.T) {
-	d := run(t, awakentest.Options{Cluster: true})
+	// The example configuration with a host concurrency limit on slow (the last phase).
+	cfg, err := os.ReadFile(filepath.Join("..", "examples", "awaken.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, ok := bytesReplaceOnce(cfg, "\npolicy:\n", "\npolicy:\n  limits:\n    - { name: slow-at-once, tools: [slow], key: global, concurrency: "+
+		strconv.Itoa(clusterSlots)+" }\n")
+	if !ok {
+		t.Fatal("examples/awaken.yaml has no top-level policy: section")
+	}
+	d := run(t, awakentest.Options{Cluster: true, ConfigYAML: cfg})
 	admin := adminJS(t, d)
 	names := contracts.NewNames("")
 	ctx := ctxFor(t, 4*time.Minute)
@@ -380,6 +390,114 @@ func TestContainers_cluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantTexts(t, res, "back")
+
+	t.Run("a concurrency limit holds across the cluster", func(t *testing.T) { clusterConcurrency(t, d, admin) })
+}
+
+// clusterSlots is the concurrency of slow in the cluster test's configuration.
+const clusterSlots = 3
+
+// clusterConcurrency submits 12 runs of one slow call each (2 s) under a global
+// concurrency of clusterSlots, on the 3-node cluster (ledger and records at 3 replicas):
+// the ledger fills its slots and queues the rest, every call runs once, and no more than
+// clusterSlots bodies overlap — each body lies between its call's entered and completed
+// marks, which its executor writes before and after it, so the most of those intervals that
+// overlap bounds the bodies that ran at once.
+func clusterConcurrency(t *testing.T, d *awakentest.Deployment, admin jetstream.JetStream) {
+	ctx := ctxFor(t, 2*time.Minute)
+	names := contracts.NewNames("")
+	const runs = 12
+	var subs []contracts.BatchSubmission
+	for i := range runs {
+		sub := batch(fmt.Sprintf("slots-%d", i), 1, []string{"slow"}, call("c0", "slow", map[string]any{"ms": 2000}))
+		if _, err := d.Client.Submit(ctx, sub); err != nil {
+			t.Fatal(err)
+		}
+		subs = append(subs, sub)
+	}
+	ledger, err := admin.KeyValue(ctx, names.LimitsBucket())
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := contracts.LimitLedgerKey("slow-at-once", "", time.Time{})
+	waitFor(t, ctx, "every slot taken and calls queued", func() (bool, error) {
+		e, err := ledger.Get(ctx, key)
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			return false, nil
+		}
+		if err != nil {
+			return false, err
+		}
+		entry, err := bus.Decode[contracts.LimitLedgerEntry](e.Value())
+		return err == nil && len(entry.Held) == clusterSlots && len(entry.Waiting) > 0, err
+	})
+	calls, err := admin.KeyValue(ctx, names.CallsBucket())
+	if err != nil {
+		t.Fatal(err)
+	}
+	type span struct{ from, to time.Time }
+	var spans []span
+	for _, sub := range subs {
+		res, err := d.Client.Await(ctx, sub.RunID, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantTexts(t, res, "done")
+		keys, err := calls.ListKeysFiltered(ctx, "*."+sub.RunID+".>")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k := range keys.Keys() {
+			e, err := calls.Get(ctx, k)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rec, err := bus.Decode[contracts.CallRecord](e.Value())
+			if err != nil {
+				t.Fatal(err)
+			}
+			from, ok1 := rec.MarkTime(contracts.StageEntered)
+			to, ok2 := rec.MarkTime(contracts.StageCompleted)
+			if !ok1 || !ok2 {
+				t.Fatalf("call %s has no entered and completed marks: %+v", k, rec.Timeline)
+			}
+			spans = append(spans, span{from, to})
+		}
+	}
+	if len(spans) != runs {
+		t.Fatalf("%d call records, want %d", len(spans), runs)
+	}
+	most := 0
+	for _, a := range spans {
+		at := 0
+		for _, b := range spans {
+			if !b.from.After(a.from) && b.to.After(a.from) {
+				at++ // b runs at the moment a starts
+			}
+		}
+		most = max(most, at)
+	}
+	t.Logf("at most %d of %d slow bodies ran at once (limit %d)", most, runs, clusterSlots)
+	if most > clusterSlots {
+		t.Fatalf("%d bodies ran at once, over the limit of %d", most, clusterSlots)
+	}
+	waitFor(t, ctx, "every slot given back", func() (bool, error) {
+		e, err := ledger.Get(ctx, key)
+		if err != nil {
+			return false, err
+		}
+		entry, err := bus.Decode[contracts.LimitLedgerEntry](e.Value())
+		return err == nil && entry.Used == 0 && len(entry.Waiting) == 0 && len(entry.Handed) == 0, err
+	})
+}
+
+// bytesReplaceOnce replaces the first old in b with new, reporting whether it was there.
+func bytesReplaceOnce(b []byte, old, new string) ([]byte, bool) {
+	s := string(b)
+	if !strings.Contains(s, old) {
+		return b, false
+	}
+	return []byte(strings.Replace(s, old, new, 1)), true
 }
 
 // logConnEvents logs the disconnections, reconnections and asynchronous errors of nc

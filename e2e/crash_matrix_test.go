@@ -36,7 +36,9 @@ type crashCell struct {
 	// the restarted publisher must find it in the archive.
 	next bool
 	// limits runs the cell with a host count limit on every tool, per run, high enough
-	// to block nothing: the ledger must end holding each run's calls that ran once.
+	// to block nothing: the ledger must end holding each run's calls that ran once; and a
+	// concurrency of 1 per run on delegate, so the parallel batch's two calls take turns:
+	// its slot entry must end with nothing held, queued or remembered.
 	limits bool
 }
 
@@ -115,6 +117,9 @@ func crashMatrix(withSandbox bool) []crashCell {
 		crashCell{service: "gate", point: gate.FaultAfterLimitReserve, callID: "d1", limits: true},
 		crashCell{service: "gate", point: gate.FaultAfterLimitReserve, callID: "a0", limits: true},
 		crashCell{service: "gate", point: pipeline.FaultAfterCommit, callID: "c1", limits: true},
+		// A concurrency slot passed on in the ledger (d0's or d1's, whichever ran first,
+		// to the other) and the gate dead before it handed the waiter's call over.
+		crashCell{service: "gate", point: gate.FaultAfterSlotHandOff, limits: true},
 	)
 	if withSandbox {
 		for _, p := range []pipeline.FaultPoint{pipeline.FaultAfterCommit, pipeline.FaultAfterPublish, pipeline.FaultInTool} {
@@ -147,7 +152,10 @@ func runCrashCell(t *testing.T, cell crashCell, withSandbox bool) {
 	cfg := exampleConfig(t)
 	cfg.Consumers.AckWait = contracts.Duration(time.Second)
 	if cell.limits {
-		cfg.Policy.Limits = []contracts.LimitConfig{{Name: crashLimit, Tools: []string{"*"}, Key: contracts.LimitKeyRun, Count: ptrTo(100)}}
+		cfg.Policy.Limits = []contracts.LimitConfig{
+			{Name: crashLimit, Tools: []string{"*"}, Key: contracts.LimitKeyRun, Count: ptrTo(100)},
+			{Name: crashSlots, Tools: []string{"delegate"}, Key: contracts.LimitKeyRun, Concurrency: ptrTo(1)},
+		}
 	}
 	h := newHarness(t, withConfig(cfg))
 	run := "crash-" + strings.NewReplacer("/", "-", "_", "-").Replace(cell.name())
@@ -314,11 +322,25 @@ func runCrashCell(t *testing.T, cell crashCell, withSandbox bool) {
 				t.Errorf("run %s: ledger %+v, want %v calls counted once", runID, entry, n)
 			}
 		}
+		e, err := kv.Get(ctx, contracts.LimitLedgerKey(crashSlots, par.RunID, time.Time{}))
+		if err != nil {
+			t.Fatalf("slots of %s: %v", par.RunID, err)
+		}
+		entry, err := bus.Decode[contracts.LimitLedgerEntry](e.Value())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if entry.Used != 0 || len(entry.Held) != 0 || len(entry.Waiting) != 0 || len(entry.Handed) != 0 {
+			t.Errorf("run %s: slots %+v, want every slot given back", par.RunID, entry)
+		}
 	}
 }
 
-// crashLimit is the host limit of the crash cells with limits.
-const crashLimit = "crash-count"
+// crashLimit and crashSlots are the host limits of the crash cells with limits.
+const (
+	crashLimit = "crash-count"
+	crashSlots = "crash-slots"
+)
 
 func ptrTo[T any](v T) *T { return &v }
 

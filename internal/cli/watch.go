@@ -147,6 +147,8 @@ func callLine(e jetstream.KeyValueEntry) (line, callID string, terminal bool) {
 	switch {
 	case rec.Phase.Kind == contracts.PhaseExecuting && rec.Entered:
 		line += fmt.Sprintf(" (attempt %d, running)", rec.Phase.Attempt)
+	case rec.Phase.Kind == contracts.PhaseExecuting && rec.SlotWait != "":
+		line += fmt.Sprintf(" (waiting for a slot of limit %s)", rec.SlotWait)
 	case rec.Phase.Kind == contracts.PhaseIndeterminate:
 		line += ": " + rec.Phase.Reason
 	case rec.Phase.Output != nil:

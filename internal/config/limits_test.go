@@ -41,7 +41,9 @@ func TestBadLimitsRefuseTheConfiguration(t *testing.T) {
 		{"ask on a count", `{name: c, tools: [echo], key: run, count: 1, over: ask}`, `policy.limits[0] (c).over: "ask" does not apply to a count limit`},
 		{"no tools", `{name: c, key: run, count: 1}`, "policy.limits[0] (c).tools: at least one tool pattern is needed"},
 		{"bad name", `{name: "a b", tools: [echo], key: run, count: 1}`, `policy.limits[0] (a b).name: name "a b" must have`},
-		{"concurrency not enforced", `{name: conc, tools: [echo], key: run, concurrency: 2}`, "policy.limits[0] (conc).concurrency: concurrency limits are not enforced"},
+		{"zero concurrency", `{name: conc, tools: [echo], key: run, concurrency: 0}`, "policy.limits[0] (conc).concurrency: 0 must be > 0"},
+		{"block on a concurrency", `{name: conc, tools: [echo], key: run, concurrency: 2, over: block}`, `policy.limits[0] (conc).over: "block" does not apply to a concurrency limit`},
+		{"shadow concurrency", `{name: conc, tools: [echo], key: run, concurrency: 2, shadow: true}`, "policy.limits[0] (conc).shadow: a concurrency limit cannot be a shadow limit"},
 		{"rate wait not enforced", `{name: r, tools: [echo], key: run, rate: {n: 1, window: 1m}, over: wait}`, "policy.limits[0] (r).over: over: wait is not enforced"},
 		{"negative cost", "", "tools[0].cost: -1 must be a finite number >= 0"},
 	} {
@@ -61,12 +63,13 @@ func TestBadLimitsRefuseTheConfiguration(t *testing.T) {
 	}
 }
 
-// TestGoodLimitsCompile: one limit of each enforced kind compiles, in order, with its
-// defaults (over: block).
+// TestGoodLimitsCompile: one limit of each kind compiles, in order, with its defaults
+// (over: block; wait for a concurrency limit).
 func TestGoodLimitsCompile(t *testing.T) {
 	cfg, err := config.Parse([]byte(limitsTools + `    - {name: per-run, tools: [echo], key: run, count: 3}
     - {name: per-tenant, tools: ["*"], key: tenant, rate: {n: 10, window: 1m}}
     - {name: spend, tools: [echo], key: "label:team", budget: {amount: 10, window: 24h}, over: ask, shadow: true}
+    - {name: at-once, tools: [echo], key: global, concurrency: 2}
 `))
 	if err != nil {
 		t.Fatal(err)
@@ -76,7 +79,8 @@ func TestGoodLimitsCompile(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := p.Limits()
-	if len(got) != 3 || got[0].Kind != contracts.LimitCount || got[0].Over != contracts.LimitOverBlock ||
+	if len(got) != 4 || got[3].Kind != contracts.LimitConcurrency || got[3].N != 2 || got[3].Over != contracts.LimitOverWait ||
+		got[0].Kind != contracts.LimitCount || got[0].Over != contracts.LimitOverBlock ||
 		got[1].Kind != contracts.LimitRate || got[1].Window.String() != "1m0s" ||
 		got[2].Kind != contracts.LimitBudget || got[2].Over != contracts.LimitOverAsk || !got[2].Shadow {
 		t.Fatalf("compiled limits %+v", got)

@@ -263,6 +263,22 @@ func (r *CallRecord) CarryInput(args json.RawMessage) error {
 		return r.badTransition("carry input", "Executing and not entered")
 	}
 	r.Input = append(json.RawMessage(nil), args...)
+	r.SlotWait = ""
+	return nil
+}
+
+// WaitForSlot records that a call the gate moved into execution (Executing, not entered,
+// not yet handed over with its input) waits for a slot of the concurrency limit named
+// limit: it stays with no executor until [CallRecord.CarryInput] hands it over. Any other
+// state fails with [ErrInvalidTransition].
+func (r *CallRecord) WaitForSlot(limit string) error {
+	if !r.ExecutingUnentered() || r.Input != nil {
+		return r.badTransition("wait for a slot", "Executing, not entered, not handed over")
+	}
+	if limit == "" {
+		return fmt.Errorf("%w: call %q: wait for a slot of no limit", ErrInvalidTransition, r.CallID)
+	}
+	r.SlotWait = limit
 	return nil
 }
 

@@ -15,8 +15,7 @@ const MaxLimits = 64
 
 // LimitConfig is one entry of a host policy's `limits:`. It applies to the calls of the
 // tools its patterns match (the rule grammar), keyed by a value drawn from the submission
-// (Key), and holds exactly one kind: Count, Rate or Budget (Concurrency is reserved and
-// refused until the gate enforces it).
+// (Key), and holds exactly one kind: Concurrency, Count, Rate or Budget.
 type LimitConfig struct {
 	// Name names the limit in decisions, audit records, metrics and GET /v1/limits.
 	Name string `json:"name" yaml:"name"`
@@ -24,7 +23,9 @@ type LimitConfig struct {
 	Tools []string `json:"tools" yaml:"tools"`
 	// Key is run, step, thread, agent, tenant, label:NAME or global.
 	Key string `json:"key" yaml:"key"`
-	// Concurrency: at most N calls executing at once per key (not enforced yet: refused).
+	// Concurrency: at most N calls executing at once per key. A call over it waits, in
+	// order, for a slot: it is taken when the gate hands the call to its executor and given
+	// back when the call ends.
 	Concurrency *int `json:"concurrency,omitempty" yaml:"concurrency,omitempty"`
 	// Rate: at most N calls per window per key.
 	Rate *RateLimitConfig `json:"rate,omitempty" yaml:"rate,omitempty"`
@@ -34,7 +35,8 @@ type LimitConfig struct {
 	// the window or for ever, at most Amount.
 	Budget *BudgetLimitConfig `json:"budget,omitempty" yaml:"budget,omitempty"`
 	// Over is what a call over the limit gets: block (the default, and the only choice for
-	// count and rate), or ask for a budget (a ticket whose approval grants the overrun).
+	// count and rate), ask for a budget (a ticket whose approval grants the overrun), or
+	// wait for a concurrency limit (its default and only choice).
 	Over LimitOver `json:"over,omitempty" yaml:"over,omitempty"`
 	// Shadow makes the limit log-only: it is accounted in its own ledger entries and what it
 	// would have done is recorded in the audit, but it never changes a decision.
@@ -67,17 +69,21 @@ const (
 type LimitKind string
 
 const (
-	LimitCount  LimitKind = "count"
-	LimitRate   LimitKind = "rate"
-	LimitBudget LimitKind = "budget"
+	LimitConcurrency LimitKind = "concurrency"
+	LimitCount       LimitKind = "count"
+	LimitRate        LimitKind = "rate"
+	LimitBudget      LimitKind = "budget"
 )
 
 // Model-visible reasons of a call a limit blocked (the call's output is
 // "blocked: {reason}: …").
 const (
-	ReasonCountExceeded   = "count_exceeded"
-	ReasonRateLimited     = "rate_limited"
-	ReasonBudgetExhausted = "budget_exhausted"
+	ReasonCountExceeded = "count_exceeded"
+	// ReasonConcurrencyLimited names a concurrency limit in the wait of a call held back
+	// by it (never in a blocked output: such a call waits).
+	ReasonConcurrencyLimited = "concurrency_limited"
+	ReasonRateLimited        = "rate_limited"
+	ReasonBudgetExhausted    = "budget_exhausted"
 )
 
 // Limit keys.
@@ -185,7 +191,15 @@ func compileLimits(cfgs []LimitConfig) ([]Limit, error) {
 		}
 		switch {
 		case c.Concurrency != nil:
-			return nil, bad("concurrency", "concurrency limits are not enforced by this version of the gate")
+			l.Kind, l.N = LimitConcurrency, *c.Concurrency
+			if l.N <= 0 {
+				return nil, bad("concurrency", "%d must be > 0", l.N)
+			}
+			if c.Shadow {
+				// A shadow limit changes no decision, and a concurrency limit's only effect
+				// is to hold a call back: there is nothing it could log that it did.
+				return nil, bad("shadow", "a concurrency limit cannot be a shadow limit (it only ever makes a call wait)")
+			}
 		case c.Count != nil:
 			l.Kind, l.N = LimitCount, *c.Count
 			if l.N <= 0 {
@@ -213,6 +227,10 @@ func compileLimits(cfgs []LimitConfig) ([]Limit, error) {
 			l.Window = w
 		}
 		switch {
+		case l.Kind == LimitConcurrency && (l.Over == "" || l.Over == LimitOverWait):
+			l.Over = LimitOverWait
+		case l.Kind == LimitConcurrency:
+			return nil, bad("over", "%q does not apply to a concurrency limit (a call over it waits: want wait)", l.Over)
 		case l.Over == "":
 			l.Over = LimitOverBlock
 		case l.Over == LimitOverBlock:
@@ -355,9 +373,14 @@ func ParseLimitLedgerKey(key string) (name, value string, window time.Time, err 
 }
 
 // LimitLedgerEntry is the value of one ledger key: what the operations holding it
-// reserved. Held maps each operation id to its amount (1 for count and rate, the cost for
-// a budget), so a redelivered or replayed decision finds its operation already there and
-// is never counted twice. Used is the sum of Held.
+// reserved. Held maps each operation id to its amount (1 for concurrency, count and rate,
+// the cost for a budget), so a redelivered or replayed decision finds its operation already
+// there and is never counted twice. Used is the sum of Held.
+//
+// A concurrency limit's entry also queues the calls waiting for a slot (Waiting, in the
+// order they asked) and remembers each hand-off (Handed: the operation that gave its slot
+// back → the waiter it passed the slot to) until the waiter ends, so a release redelivered
+// after a crash finds the waiter it must still hand the call over to.
 type LimitLedgerEntry struct {
 	Limit string             `json:"limit"`
 	Kind  LimitKind          `json:"kind"`
@@ -365,20 +388,45 @@ type LimitLedgerEntry struct {
 	Value string             `json:"value"`
 	Held  map[string]float64 `json:"held"`
 	Used  float64            `json:"used"`
+	// Waiting are the calls waiting for a slot (concurrency), first come first served.
+	Waiting []LimitWaiter `json:"waiting,omitempty"`
+	// Handed maps an operation that gave its slot back to the waiter it handed it to.
+	Handed map[string]LimitWaiter `json:"handed,omitempty"`
 	// Window is the start of the entry's window (rate, windowed budget); absent otherwise.
 	Window *time.Time `json:"window,omitempty"`
 }
 
+// LimitWaiter is a call waiting for a slot of a concurrency limit: its operation id, and
+// where its record is (the batch of run RunID at Step, call Index).
+type LimitWaiter struct {
+	Op    string `json:"op"`
+	RunID string `json:"run_id"`
+	Step  int64  `json:"step"`
+	Index int    `json:"index"`
+}
+
+// WaitingIndex returns the position of op among the entry's waiters, or -1.
+func (e *LimitLedgerEntry) WaitingIndex(op string) int {
+	for i, w := range e.Waiting {
+		if w.Op == op {
+			return i
+		}
+	}
+	return -1
+}
+
 // LimitUse is one ledger entry as GET /v1/limits reports it.
 type LimitUse struct {
-	Limit  string     `json:"limit"`
-	Kind   LimitKind  `json:"kind"`
-	Key    string     `json:"key"`
-	Value  string     `json:"value"`
-	Used   float64    `json:"used"`
-	Max    float64    `json:"max"`
-	Shadow bool       `json:"shadow,omitempty"`
-	Window *time.Time `json:"window,omitempty"`
+	Limit string    `json:"limit"`
+	Kind  LimitKind `json:"kind"`
+	Key   string    `json:"key"`
+	Value string    `json:"value"`
+	Used  float64   `json:"used"`
+	Max   float64   `json:"max"`
+	// Waiting counts the calls waiting for a slot (concurrency limits).
+	Waiting int        `json:"waiting,omitempty"`
+	Shadow  bool       `json:"shadow,omitempty"`
+	Window  *time.Time `json:"window,omitempty"`
 }
 
 // Max is the limit's ceiling: N for count and rate, Amount for a budget.
@@ -393,6 +441,8 @@ func (l *Limit) Max() float64 {
 // "{count_exceeded|rate_limited|budget_exhausted}: limit {name} ({detail})".
 func (l *Limit) BlockReason() string {
 	switch l.Kind {
+	case LimitConcurrency:
+		return fmt.Sprintf("%s: limit %s allows %d calls at once per %s", ReasonConcurrencyLimited, l.Name, l.N, l.Key)
 	case LimitCount:
 		return fmt.Sprintf("%s: limit %s allows %d calls per %s", ReasonCountExceeded, l.Name, l.N, l.Key)
 	case LimitRate:

@@ -87,6 +87,10 @@ type CallRecord struct {
 	// that revision is the executor request, so the executor reads its work from the record
 	// alone.
 	Input json.RawMessage `json:"input,omitempty"`
+	// SlotWait names the host concurrency limit a call moved into execution waits for a slot
+	// of ([CallRecord.WaitForSlot]): Executing, not entered, without its input, so no executor
+	// has it yet. Cleared when the gate hands the call over with its input.
+	SlotWait string `json:"slot_wait,omitempty"`
 	// EditBlocked is the policy's reason when the edited arguments were gated again and
 	// blocked: the approval then denied the call ("blocked: {reason}").
 	EditBlocked string `json:"edit_blocked,omitempty"`

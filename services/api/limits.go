@@ -120,7 +120,7 @@ func (s *Service) Limits(ctx context.Context, only string) (LimitsReport, error)
 			continue // a window that is over holds no current use
 		}
 		rep.Use = append(rep.Use, contracts.LimitUse{Limit: name, Kind: l.Kind, Key: l.Key, Value: entry.Value,
-			Used: entry.Used, Max: l.Max(), Shadow: l.Shadow, Window: entry.Window})
+			Used: entry.Used, Max: l.Max(), Shadow: l.Shadow, Window: entry.Window, Waiting: len(entry.Waiting)})
 	}
 	return rep, nil
 }

@@ -104,6 +104,9 @@ type CallView struct {
 	Recorded bool                `json:"recorded"`
 	// Attempt is the attempt of an Executing call.
 	Attempt uint16 `json:"attempt,omitempty"`
+	// SlotWait names the host concurrency limit an Executing call waits for a slot of:
+	// admitted, but no executor has it yet.
+	SlotWait string `json:"slot_wait,omitempty"`
 	// Wait is the wait of an Awaiting call.
 	Wait *contracts.ToolWait `json:"wait,omitempty"`
 	// Outcome is completed or indeterminate once the call is terminal.
@@ -299,6 +302,7 @@ func fillCall(cv *CallView, rec *contracts.CallRecord, full bool) {
 	switch p.Kind {
 	case contracts.PhaseExecuting:
 		cv.Attempt = p.Attempt
+		cv.SlotWait = rec.SlotWait
 	case contracts.PhaseAwaiting:
 		if p.Wait != nil {
 			w := *p.Wait

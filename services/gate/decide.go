@@ -33,6 +33,9 @@ type decision struct {
 	// bound is set when a schedule outcome names an action kind the run may not perform:
 	// the call ends Indeterminate with this reason and the run ends (capability_bound).
 	bound string
+	// slotWait names the concurrency limit with no free slot for an allowed call: it
+	// enters execution without its input and waits (slots.go).
+	slotWait string
 }
 
 // pauseMemo holds the pauses one handler has read, by tool id, so that decisions made

@@ -106,8 +106,8 @@ func (l *limiter) apply(ctx context.Context, b *contracts.BatchRecord, i int, o 
 	out := *o
 	for k := range l.limits {
 		lim := &l.limits[k]
-		if !lim.Matches(call) {
-			continue
+		if lim.Kind == contracts.LimitConcurrency || !lim.Matches(call) {
+			continue // a concurrency slot is taken at the hand-over, not the decision (slots.go)
 		}
 		amount := 1.0
 		if lim.Kind == contracts.LimitBudget {

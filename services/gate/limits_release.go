@@ -18,8 +18,9 @@ const FaultAfterLimitRelease pipeline.FaultPoint = "after-limit-release"
 
 // limitReleaseRoute is the gate's consumer of terminal call records
 // ([contracts.ConsumerGateLimits]), registered only when the host policy has limits: a
-// gate without them reads nothing more. It gives back the limit shares of every call that
-// ends without its body having run.
+// gate without them reads nothing more. It gives back the concurrency slots of every call
+// that ends, and the other limits' shares of every call that ends without its body having
+// run.
 func (s *Service) limitReleaseRoute() (bus.Route, bool) {
 	if s.limits == nil {
 		return bus.Route{}, false
@@ -45,24 +46,40 @@ func (s *Service) onTerminalCall(ctx context.Context, d bus.Delivery) error {
 	if err != nil {
 		return err
 	}
+	if !rec.Phase.IsTerminal() {
+		return nil
+	}
+	// Slots first: whatever ended the call — its body, a cancellation, a block after its
+	// slot was taken — its slots go back (to the next waiter), and its place in a queue.
+	if s.limits.slotsForTool(rec.ToolID) {
+		b, i, err := s.terminalCall(ctx, runID, step, &rec)
+		if err != nil {
+			return err
+		}
+		granted, err := s.limits.releaseSlots(ctx, b, i)
+		if err != nil {
+			return err
+		}
+		if err := s.handOverWaiters(ctx, contracts.OperationID(runID, step, rec.CallID), granted); err != nil {
+			return err
+		}
+	}
 	// A call sealed without a decision (a cancellation) may still hold shares: its
 	// decision reserved them and lost the race to the seal before it was recorded.
-	if !rec.Phase.IsTerminal() || rec.Decision != nil && !counts(rec.Decision) {
+	if rec.Decision != nil && !counts(rec.Decision) {
 		return nil
 	}
 	// A call the gate handed to an executor may have run — a replay-safe tool's executor
 	// claims no durable entry before its body — so its shares stay spent: only a call that
 	// never reached execution gives them back (never fewer counted than ran).
-	if _, dispatched := rec.MarkTime(contracts.StageExecuting); dispatched || rec.Entered {
+	// A call that ended waiting for a concurrency slot (its SlotWait still set) was never
+	// handed to an executor.
+	if _, dispatched := rec.MarkTime(contracts.StageExecuting); (dispatched || rec.Entered) && rec.SlotWait == "" {
 		return nil
 	}
-	b, err := s.env.Batch(ctx, runID, step)
+	b, i, err := s.terminalCall(ctx, runID, step, &rec)
 	if err != nil {
-		return fmt.Errorf("gate: limits: %w", err)
-	}
-	i := rec.Index
-	if i < 0 || i >= len(b.Submission.Calls) || b.Submission.Calls[i].CallID != rec.CallID {
-		return contracts.Reject(contracts.RejectInvalidField, "call %s is not call %d of batch %s", rec.CallID, i, b.Submission.BatchID())
+		return err
 	}
 	op := contracts.OperationID(runID, step, rec.CallID)
 	released, err := s.limits.releaseAll(ctx, b, i, op)
@@ -76,6 +93,19 @@ func (s *Service) onTerminalCall(ctx context.Context, d bus.Delivery) error {
 	return s.env.Fault(ctx, ServiceName, FaultAfterLimitRelease, op)
 }
 
+// terminalCall returns the batch of call record rec and the call's index in it.
+func (s *Service) terminalCall(ctx context.Context, runID string, step int64, rec *contracts.CallRecord) (*contracts.BatchRecord, int, error) {
+	b, err := s.env.Batch(ctx, runID, step)
+	if err != nil {
+		return nil, 0, fmt.Errorf("gate: limits: %w", err)
+	}
+	i := rec.Index
+	if i < 0 || i >= len(b.Submission.Calls) || b.Submission.Calls[i].CallID != rec.CallID {
+		return nil, 0, contracts.Reject(contracts.RejectInvalidField, "call %s is not call %d of batch %s", rec.CallID, i, b.Submission.BatchID())
+	}
+	return b, i, nil
+}
+
 // releaseAll gives back op's share, for call i of b, in every limit matching the call; it
 // returns how many it looked at.
 func (l *limiter) releaseAll(ctx context.Context, b *contracts.BatchRecord, i int, op string) (int, error) {
@@ -83,7 +113,7 @@ func (l *limiter) releaseAll(ctx context.Context, b *contracts.BatchRecord, i in
 	n := 0
 	for k := range l.limits {
 		lim := &l.limits[k]
-		if !lim.Matches(sub.Calls[i]) {
+		if lim.Kind == contracts.LimitConcurrency || !lim.Matches(sub.Calls[i]) {
 			continue
 		}
 		key := contracts.LimitLedgerKey(lim.Name, lim.KeyValue(sub), lim.WindowStart(b.CreatedAt))

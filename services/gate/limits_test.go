@@ -1,6 +1,7 @@
 package gate
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -57,6 +58,23 @@ func (h *harness) ledger(limit, value string) contracts.LimitLedgerEntry {
 		h.t.Fatalf("ledger %s/%s: %v", limit, value, err)
 	}
 	return e
+}
+
+// ledgerEntry reads the limits ledger entry of limit for value (no window), if any.
+func (h *harness) ledgerEntry(limit, value string) (contracts.LimitLedgerEntry, bool) {
+	h.t.Helper()
+	kv, err := h.js.KeyValue(h.ctx, h.env.Names.LimitsBucket())
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	e, _, err := state.NewStore[contracts.LimitLedgerEntry](kv).Get(h.ctx, contracts.LimitLedgerKey(limit, value, time.Time{}))
+	if errors.Is(err, state.ErrNotFound) {
+		return e, false
+	}
+	if err != nil {
+		h.t.Fatalf("ledger %s/%s: %v", limit, value, err)
+	}
+	return e, true
 }
 
 func wantBlocked(t *testing.T, rec contracts.CallRecord, limit, reason string) {

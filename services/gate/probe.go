@@ -49,6 +49,12 @@ func (s *Service) probe(ctx context.Context, b *contracts.BatchRecord) error {
 			return err
 		}
 	}
+	for i := range n {
+		// A slot taken for a call that a cancellation sealed first goes back.
+		if err := s.giveBackIfEnded(ctx, b, i, recs[i]); err != nil {
+			return err
+		}
+	}
 	// The decisions are durable in the call records; their audit copies go out with what
 	// they imply, in one round trip for the whole batch when it runs in parallel (every
 	// call is allowed, so none parks), and before the fallback's sequential path.
@@ -70,6 +76,15 @@ func (s *Service) probe(ctx context.Context, b *contracts.BatchRecord) error {
 	}
 	if err := c.publish(ctx, s.env.Pub); err != nil {
 		return err
+	}
+	for i := range n {
+		if r := &recs[i]; r.SlotWait != "" && r.ExecutingUnentered() && r.Input == nil {
+			// Entered waiting for a concurrency slot: look at the ledger again, for a slot
+			// handed over before the waiting record was written (slots.go).
+			if err := s.admit(ctx, b, i, false); err != nil {
+				return err
+			}
+		}
 	}
 	return s.env.Fault(ctx, ServiceName, pipeline.FaultAfterPublish, pipeline.ProbeID(sub.BatchID()))
 }
@@ -121,7 +136,13 @@ func (s *Service) decideAll(ctx context.Context, b *contracts.BatchRecord) (recs
 			continue
 		}
 		if enter {
-			if err := s.applyDecision(b, i, &recs[i], decision{outcome: recs[i].Decision}); err != nil {
+			d := decision{outcome: recs[i].Decision}
+			if s.takesSlot(b, i, d) {
+				if d.slotWait, err = s.limits.acquire(ctx, b, i); err != nil {
+					return nil, false, wrote, err
+				}
+			}
+			if err := s.applyDecision(b, i, &recs[i], d); err != nil {
 				return nil, false, wrote, bus.Permanent(err)
 			}
 			// Its terminal revision, whoever writes it, then advances no sequential

@@ -121,6 +121,18 @@ func (s *Service) gateCall(ctx context.Context, b *contracts.BatchRecord, i int,
 			if err := s.realizeDecision(ctx, b, i, &rec); err != nil {
 				return err
 			}
+			// A slot this or an earlier delivery took before the call was sealed (a
+			// cancellation won the write) goes back.
+			if err := s.giveBackIfEnded(ctx, b, i, rec); err != nil {
+				return err
+			}
+			if rec.SlotWait != "" && rec.ExecutingUnentered() && rec.Input == nil {
+				// The delivery that wrote the waiting record may have died before it looked
+				// at the ledger again.
+				if err := s.admit(ctx, b, i, false); err != nil {
+					return err
+				}
+			}
 			if isCapabilityBound(&rec) {
 				if err := s.endCapabilityBound(ctx, b, rec.Phase.Reason); err != nil {
 					return err
@@ -137,6 +149,12 @@ func (s *Service) gateCall(ctx context.Context, b *contracts.BatchRecord, i int,
 			}
 			if err := rec.Decide(d.outcome, s.env.Telemetry.TraceParent(ctx), s.env.Now()); err != nil {
 				return bus.Permanent(fmt.Errorf("gate: decide call %s: %w", op, err))
+			}
+		}
+		if s.takesSlot(b, i, d) {
+			var err error
+			if d.slotWait, err = s.limits.acquire(ctx, b, i); err != nil {
+				return err
 			}
 		}
 		if err := s.applyDecision(b, i, &rec, d); err != nil {
@@ -157,6 +175,13 @@ func (s *Service) gateCall(ctx context.Context, b *contracts.BatchRecord, i int,
 		}
 		if err := s.realizeDecision(ctx, b, i, &rec); err != nil {
 			return err
+		}
+		if d.slotWait != "" {
+			// Look at the ledger again: a slot handed to the call before its waiting record
+			// was written found nothing to hand over (slots.go).
+			if err := s.admit(ctx, b, i, false); err != nil {
+				return err
+			}
 		}
 		if d.bound != "" {
 			if err := s.endCapabilityBound(ctx, b, d.bound); err != nil {
@@ -198,7 +223,7 @@ func (s *Service) applyDecision(b *contracts.BatchRecord, i int, rec *contracts.
 		o := d.outcome
 		switch o.Kind {
 		case contracts.GateAllow:
-			err = s.enter(b, i, rec)
+			err = s.enter(b, i, rec, d.slotWait)
 		case contracts.GateBlock, contracts.GateSetResult:
 			out, _ := o.ImmediateOutput(call.CallID)
 			err = rec.CompleteImmediate(out.Normalize(), now)
@@ -221,7 +246,9 @@ func (s *Service) applyDecision(b *contracts.BatchRecord, i int, rec *contracts.
 // enter moves a Requested or Awaiting call into Executing{1}, or — when the pinned policy no
 // longer fits the tool's capability — completes it with the execution error instead. A
 // tool with a host fixed result never enters an executor: it completes with that result.
-func (s *Service) enter(b *contracts.BatchRecord, i int, rec *contracts.CallRecord) error {
+// slotWait, for a Requested call, names the concurrency limit it found no free slot of: it
+// enters execution without its input, waiting (slots.go).
+func (s *Service) enter(b *contracts.BatchRecord, i int, rec *contracts.CallRecord, slotWait string) error {
 	call := b.Submission.Calls[i]
 	now := s.env.Now()
 	complete := rec.CompleteImmediate
@@ -244,6 +271,9 @@ func (s *Service) enter(b *contracts.BatchRecord, i int, rec *contracts.CallReco
 	if err := rec.Dispatch(now); err != nil {
 		return err
 	}
+	if slotWait != "" {
+		return rec.WaitForSlot(slotWait)
+	}
 	// The revision that commits the decision and the entry is the executor request: it
 	// carries what runs.
 	return rec.CarryInput(rec.Arguments(call.Arguments))
@@ -253,14 +283,20 @@ func (s *Service) enter(b *contracts.BatchRecord, i int, rec *contracts.CallReco
 // that moved it into execution yet.
 var errHandOverUnseen = errors.New("call record does not show its resolution yet")
 
-// handOver gives call i, moved into execution by a resolution, to its executor: it writes
-// the record again with the input that runs (the approval's edit, or the proposed
-// arguments), and that revision is the executor request. A call already handed over, or
-// no longer waiting for it, is left alone, so a redelivered resolution repeats nothing.
-func (s *Service) handOver(ctx context.Context, b *contracts.BatchRecord, i int) error {
+// handOver gives call i, moved into execution by a resolution or waiting for a slot, to
+// its executor: it writes the record again with the input that runs (the approval's edit,
+// or the proposed arguments), and that revision is the executor request. A call already
+// handed over, or no longer waiting for it, is left alone, so a redelivered resolution
+// repeats nothing. strict: the caller wrote the call into execution, so a record that
+// does not show it yet is an error (see [Service.admit]). It returns the record as it
+// stands.
+func (s *Service) handOver(ctx context.Context, b *contracts.BatchRecord, i int, strict bool) (contracts.CallRecord, error) {
 	call := b.Submission.Calls[i]
-	_, _, err := s.env.Calls.Update(ctx, callKey(b, i), func(cur *contracts.CallRecord, exists bool) error {
+	rec, _, err := s.env.Calls.Update(ctx, callKey(b, i), func(cur *contracts.CallRecord, exists bool) error {
 		if !exists || cur.Phase.Kind == contracts.PhaseAwaiting || cur.Phase.Kind == contracts.PhaseRequested {
+			if !strict {
+				return state.ErrNoChangeOnLeader
+			}
 			// The resolution that moved the call into execution is written before this
 			// hand-over, so only a replica behind it answers so. ErrNoChange here would be
 			// final unconfirmed — the call stranded in Executing without its request
@@ -275,9 +311,9 @@ func (s *Service) handOver(ctx context.Context, b *contracts.BatchRecord, i int)
 		return cur.CarryInput(cur.Arguments(call.Arguments))
 	})
 	if err != nil {
-		return fmt.Errorf("gate: hand call %s to its executor: %w", call.CallID, err)
+		return rec, fmt.Errorf("gate: hand call %s to its executor: %w", call.CallID, err)
 	}
-	return nil
+	return rec, nil
 }
 
 // enterUnlessPaused is [Service.enter] for a parked call whose ticket was resolved to
@@ -290,7 +326,21 @@ func (s *Service) enterUnlessPaused(b *contracts.BatchRecord, i int, rec *contra
 		out, _ := pause.GateOutcome().ImmediateOutput(b.Submission.Calls[i].CallID)
 		return rec.Complete(out.Normalize(), s.env.Now())
 	}
-	return s.enter(b, i, rec)
+	return s.enter(b, i, rec, "")
+}
+
+// takesSlot reports whether the call i that d decides enters execution now and a
+// concurrency limit applies to it: then its entry needs a slot first.
+func (s *Service) takesSlot(b *contracts.BatchRecord, i int, d decision) bool {
+	if d.bound != "" || d.unknown || d.invalid != nil || d.client || d.outcome == nil || d.outcome.Kind != contracts.GateAllow {
+		return false
+	}
+	call := b.Submission.Calls[i]
+	if !s.limits.hasSlots(call) || s.entryCheck(b.Pinned[i], call.ToolID) != nil {
+		return false
+	}
+	_, fixed := s.fixedResult(call)
+	return !fixed
 }
 
 // disposition is the projection of call i's decision for the tool_call fact: pending_client

@@ -85,7 +85,8 @@ func (s *Service) redeliveredResolution(ctx context.Context, b *contracts.BatchR
 // realizeResolution publishes ticket.resolved, the audit record and, for an approval that
 // edited the arguments, the tool_call fact of what runs first, then the work the
 // committed record implies: an approved call (Executing{1}, not entered) is handed to its
-// executor by one more write ([Service.handOver]) — that revision is the executor request —
+// executor by one more write ([Service.admit]: once it holds its concurrency slots, if any
+// limit applies) — that revision is the executor request —
 // only once the audit record and ticket.resolved are stored, so an approval is on the
 // audit stream before its body can start; a completed call was handed on by the revision
 // that resolved it (its output).
@@ -115,7 +116,7 @@ func (s *Service) realizeResolution(ctx context.Context, b *contracts.BatchRecor
 	// A completed call was handed on by the revision that resolved it (its output); an
 	// approved one now, by the revision that carries its input (its executor request).
 	if rec.ExecutingUnentered() {
-		return s.handOver(ctx, b, i)
+		return s.admit(ctx, b, i, true)
 	}
 	return nil
 }

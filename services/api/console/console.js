@@ -401,7 +401,7 @@
         const full = u.used >= u.max;
         rows.push(el("tr", { className: full ? "paused" : "", dataset: { limit: l.name } }, ...head(),
           el("td", null, el("code", { text: u.value === "" ? "(none)" : u.value })),
-          el("td", { text: u.used + " / " + u.max }),
+          el("td", { text: u.used + " / " + u.max + (u.waiting ? " (" + u.waiting + " waiting)" : "") }),
           el("td", { text: u.window ? new Date(u.window).toLocaleString() : "" })));
       }
     }
@@ -535,6 +535,7 @@
   function callRow(b, c, full) {
     let phase = c.phase;
     if (c.phase === "Executing" && c.attempt) phase += " #" + c.attempt;
+    if (c.slot_wait) phase += " (waiting for a slot of " + c.slot_wait + ")";
     if (c.phase === "Requested" && !c.recorded) phase += " (not gated yet)";
     let outcome = "";
     if (c.outcome) outcome = c.outcome + (c.is_error ? " (error)" : "");
