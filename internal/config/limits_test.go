@@ -44,7 +44,8 @@ func TestBadLimitsRefuseTheConfiguration(t *testing.T) {
 		{"zero concurrency", `{name: conc, tools: [echo], key: run, concurrency: 0}`, "policy.limits[0] (conc).concurrency: 0 must be > 0"},
 		{"block on a concurrency", `{name: conc, tools: [echo], key: run, concurrency: 2, over: block}`, `policy.limits[0] (conc).over: "block" does not apply to a concurrency limit`},
 		{"shadow concurrency", `{name: conc, tools: [echo], key: run, concurrency: 2, shadow: true}`, "policy.limits[0] (conc).shadow: a concurrency limit cannot be a shadow limit"},
-		{"rate wait not enforced", `{name: r, tools: [echo], key: run, rate: {n: 1, window: 1m}, over: wait}`, "policy.limits[0] (r).over: over: wait is not enforced"},
+		{"wait on a count", `{name: c, tools: [echo], key: run, count: 1, over: wait}`, `policy.limits[0] (c).over: "wait" does not apply to a count limit (want block)`},
+		{"ask on a rate", `{name: r, tools: [echo], key: run, rate: {n: 1, window: 1m}, over: ask}`, `policy.limits[0] (r).over: "ask" does not apply to a rate limit (want block or wait)`},
 		{"negative cost", "", "tools[0].cost: -1 must be a finite number >= 0"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -70,6 +71,7 @@ func TestGoodLimitsCompile(t *testing.T) {
     - {name: per-tenant, tools: ["*"], key: tenant, rate: {n: 10, window: 1m}}
     - {name: spend, tools: [echo], key: "label:team", budget: {amount: 10, window: 24h}, over: ask, shadow: true}
     - {name: at-once, tools: [echo], key: global, concurrency: 2}
+    - {name: patient, tools: [echo], key: run, rate: {n: 5, window: 10s}, over: wait}
 `))
 	if err != nil {
 		t.Fatal(err)
@@ -79,7 +81,8 @@ func TestGoodLimitsCompile(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := p.Limits()
-	if len(got) != 4 || got[3].Kind != contracts.LimitConcurrency || got[3].N != 2 || got[3].Over != contracts.LimitOverWait ||
+	if len(got) != 5 || got[4].Kind != contracts.LimitRate || got[4].Over != contracts.LimitOverWait ||
+		got[3].Kind != contracts.LimitConcurrency || got[3].N != 2 || got[3].Over != contracts.LimitOverWait ||
 		got[0].Kind != contracts.LimitCount || got[0].Over != contracts.LimitOverBlock ||
 		got[1].Kind != contracts.LimitRate || got[1].Window.String() != "1m0s" ||
 		got[2].Kind != contracts.LimitBudget || got[2].Over != contracts.LimitOverAsk || !got[2].Shadow {

@@ -9,6 +9,11 @@ import (
 	"time"
 )
 
+// MaxRateWaitWindows is how many windows past its own a call over a rate limit with
+// over: wait may be deferred: beyond, it is blocked (rate_limited) instead of scheduled
+// further out.
+const MaxRateWaitWindows = 16
+
 // MaxLimits bounds the limits of one host policy: every call is matched against every
 // limit, and every matching limit costs the gate a ledger write.
 const MaxLimits = 64
@@ -35,8 +40,9 @@ type LimitConfig struct {
 	// the window or for ever, at most Amount.
 	Budget *BudgetLimitConfig `json:"budget,omitempty" yaml:"budget,omitempty"`
 	// Over is what a call over the limit gets: block (the default, and the only choice for
-	// count and rate), ask for a budget (a ticket whose approval grants the overrun), or
-	// wait for a concurrency limit (its default and only choice).
+	// a count), ask for a budget (a ticket whose approval grants the overrun), wait for a rate
+	// (scheduled to the first later window with room) and for a concurrency limit (its
+	// default and only choice).
 	Over LimitOver `json:"over,omitempty" yaml:"over,omitempty"`
 	// Shadow makes the limit log-only: it is accounted in its own ledger entries and what it
 	// would have done is recorded in the audit, but it never changes a decision.
@@ -236,10 +242,9 @@ func compileLimits(cfgs []LimitConfig) ([]Limit, error) {
 		case l.Over == LimitOverBlock:
 		case l.Over == LimitOverAsk && l.Kind == LimitBudget:
 		case l.Over == LimitOverWait && l.Kind == LimitRate:
-			return nil, bad("over", "over: wait is not enforced by this version of the gate (use block)")
 		default:
 			return nil, bad("over", "%q does not apply to a %s limit (want block%s)", l.Over, l.Kind,
-				map[bool]string{true: " or ask"}[l.Kind == LimitBudget])
+				map[LimitKind]string{LimitBudget: " or ask", LimitRate: " or wait"}[l.Kind])
 		}
 		out = append(out, l)
 	}
@@ -392,6 +397,9 @@ type LimitLedgerEntry struct {
 	Waiting []LimitWaiter `json:"waiting,omitempty"`
 	// Handed maps an operation that gave its slot back to the waiter it handed it to.
 	Handed map[string]LimitWaiter `json:"handed,omitempty"`
+	// Deferred maps, in the entry of the window a batch was recorded in, each operation a
+	// waiting rate limit deferred to a later window to that window's start (Unix seconds).
+	Deferred map[string]int64 `json:"deferred,omitempty"`
 	// Window is the start of the entry's window (rate, windowed budget); absent otherwise.
 	Window *time.Time `json:"window,omitempty"`
 }

@@ -91,6 +91,10 @@ type CallRecord struct {
 	// of ([CallRecord.WaitForSlot]): Executing, not entered, without its input, so no executor
 	// has it yet. Cleared when the gate hands the call over with its input.
 	SlotWait string `json:"slot_wait,omitempty"`
+	// Cost is what the tool reported its call cost (set by the executor with the output):
+	// the gate then settles the call's budget shares to it (the configured cost was the
+	// reservation). Nil: the tool reported nothing, and the configured cost stands.
+	Cost *float64 `json:"cost,omitempty"`
 	// EditBlocked is the policy's reason when the edited arguments were gated again and
 	// blocked: the approval then denied the call ("blocked: {reason}").
 	EditBlocked string `json:"edit_blocked,omitempty"`

@@ -1,6 +1,9 @@
 package contracts
 
-import "encoding/json"
+import (
+	"encoding/json"
+	"time"
+)
 
 // ToolCall is one call emitted by the model. CallID is the model's correlation id, not a
 // durable idempotency key: that is the operation id (see [OperationID]).
@@ -224,8 +227,12 @@ type GateOutcome struct {
 	// recorded with the decision (so a redelivery audits the same findings) and changes
 	// nothing of it. Any kind may carry it.
 	Shadow []ShadowFinding `json:"shadow,omitempty"`
-	// Limit names the host limit ([LimitConfig]) that blocked the call, when one did.
+	// Limit names the host limit ([LimitConfig]) that blocked the call, when one did, or
+	// that deferred it (a rate limit with over: wait).
 	Limit string `json:"limit,omitempty"`
+	// Until is, for a schedule, the start of the rate window a waiting rate limit deferred
+	// the call to: the ticket is due then, or at its own delay if that is later.
+	Until *time.Time `json:"until,omitempty"`
 }
 
 // ShadowFinding is what one shadow rule ([PolicyRule.Shadow]) would have made of a call:

@@ -26,6 +26,10 @@ const (
 	limitBlocked = "blocked" // the call was over the limit and blocked
 	limitAsked   = "asked"   // the call was over a budget with over: ask, and asks
 	limitWould   = "would"   // a shadow limit the call was over: recorded, nothing changed
+	// limitSettled: a budget share set to the cost the tool reported for its call.
+	limitSettled = "settled"
+	// limitDeferred: a waiting rate limit scheduled the call for a later window.
+	limitDeferred = "deferred"
 	// limitReleased: a call that ended without running had its share looked up to give back.
 	limitReleased = "released"
 )
@@ -104,9 +108,36 @@ func (l *limiter) apply(ctx context.Context, b *contracts.BatchRecord, i int, o 
 	op := contracts.OperationID(sub.RunID, sub.Step, call.CallID)
 	var reserved []string // the live ledger keys this decision reserved in
 	out := *o
+	// The windows are those of the moment the call may run: the batch's recording, or the
+	// window a waiting rate limit defers it to (ratewait.go), taken first. A call that asks
+	// is not deferred (a human's answer cannot wait for a window): over a waiting rate, it
+	// is blocked like over any rate.
+	at := b.CreatedAt
+	waiting := l.waitingRate(call)
+	if out.Kind == contracts.GateRequireConfirmation {
+		waiting = nil
+	}
+	if waiting != nil {
+		until, blocked, err := l.reserveAhead(ctx, waiting, b, op)
+		if err != nil {
+			return nil, err
+		}
+		if blocked {
+			return l.block(ctx, waiting, op, nil, fmt.Sprintf("%s; the next %d windows are full", waiting.BlockReason(), contracts.MaxRateWaitWindows))
+		}
+		window := waiting.WindowStart(b.CreatedAt)
+		if !until.IsZero() {
+			at, window = until, until
+			out = deferOutcome(out, waiting, b, i, contracts.PolicyDigest(l.env.Config.Policy, sub.Policy), until)
+		}
+		reserved = append(reserved, contracts.LimitLedgerKey(waiting.Name, waiting.KeyValue(sub), window))
+		if err := l.env.Fault(ctx, ServiceName, FaultAfterLimitReserve, op); err != nil {
+			return nil, err
+		}
+	}
 	for k := range l.limits {
 		lim := &l.limits[k]
-		if lim.Kind == contracts.LimitConcurrency || !lim.Matches(call) {
+		if lim == waiting || lim.Kind == contracts.LimitConcurrency || !lim.Matches(call) {
 			continue // a concurrency slot is taken at the hand-over, not the decision (slots.go)
 		}
 		amount := 1.0
@@ -123,7 +154,7 @@ func (l *limiter) apply(ctx context.Context, b *contracts.BatchRecord, i int, o 
 			}
 			amount = cost
 		}
-		value, window := lim.KeyValue(sub), lim.WindowStart(b.CreatedAt)
+		value, window := lim.KeyValue(sub), lim.WindowStart(at)
 		key := contracts.LimitLedgerKey(lim.Name, value, window)
 		force := lim.Over == contracts.LimitOverAsk && !lim.Shadow
 		outcome, err := l.reserve(ctx, lim, key, value, window, op, amount, force)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/awaken-dev/awaken/internal/bus"
 	"github.com/awaken-dev/awaken/internal/pipeline"
+	"github.com/awaken-dev/awaken/internal/state"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
@@ -75,14 +76,22 @@ func (s *Service) onTerminalCall(ctx context.Context, d bus.Delivery) error {
 	// A call that ended waiting for a concurrency slot (its SlotWait still set) was never
 	// handed to an executor.
 	if _, dispatched := rec.MarkTime(contracts.StageExecuting); (dispatched || rec.Entered) && rec.SlotWait == "" {
-		return nil
+		if rec.Cost == nil || rec.Decision == nil {
+			return nil
+		}
+		// The tool reported what the call cost: its budget shares become that amount.
+		b, i, err := s.terminalCall(ctx, runID, step, &rec)
+		if err != nil {
+			return err
+		}
+		return s.limits.settleAll(ctx, b, i, contracts.OperationID(runID, step, rec.CallID), rec.Decision, *rec.Cost)
 	}
 	b, i, err := s.terminalCall(ctx, runID, step, &rec)
 	if err != nil {
 		return err
 	}
 	op := contracts.OperationID(runID, step, rec.CallID)
-	released, err := s.limits.releaseAll(ctx, b, i, op)
+	released, err := s.limits.releaseAll(ctx, b, i, op, rec.Decision)
 	if err != nil {
 		return err
 	}
@@ -91,6 +100,46 @@ func (s *Service) onTerminalCall(ctx context.Context, d bus.Delivery) error {
 			Int("limits", released).Msg("limit shares given back: the call never ran")
 	}
 	return s.env.Fault(ctx, ServiceName, FaultAfterLimitRelease, op)
+}
+
+// settleAll sets op's share, for call i of b, in every budget matching the call to cost,
+// the amount its tool reported: the configured cost was the reservation, the report is what
+// is spent. Setting (not adding) makes a redelivered record settle nothing twice; a share not
+// held (a budget added since, or an earlier block) is left alone.
+func (l *limiter) settleAll(ctx context.Context, b *contracts.BatchRecord, i int, op string, decided *contracts.GateOutcome, cost float64) error {
+	sub := &b.Submission
+	at := b.CreatedAt
+	if decided.Until != nil {
+		at = *decided.Until
+	}
+	st, err := l.store(ctx)
+	if err != nil {
+		return err
+	}
+	for k := range l.limits {
+		lim := &l.limits[k]
+		if lim.Kind != contracts.LimitBudget || !lim.Matches(sub.Calls[i]) {
+			continue
+		}
+		key := contracts.LimitLedgerKey(lim.Name, lim.KeyValue(sub), lim.WindowStart(at))
+		_, _, err := st.Update(ctx, key, func(cur *contracts.LimitLedgerEntry, exists bool) error {
+			held, ok := cur.Held[op]
+			if !exists || !ok {
+				return state.ErrNoChangeOnLeader
+			}
+			if held == cost {
+				return state.ErrNoChange
+			}
+			cur.Held[op] = cost
+			cur.Used += cost - held
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("gate: limit %s: settle %s at its reported cost %v: %w", lim.Name, op, cost, err)
+		}
+		l.env.Telemetry.LimitEvent(lim.Name, limitSettled)
+	}
+	return nil
 }
 
 // terminalCall returns the batch of call record rec and the call's index in it.
@@ -108,15 +157,33 @@ func (s *Service) terminalCall(ctx context.Context, runID string, step int64, re
 
 // releaseAll gives back op's share, for call i of b, in every limit matching the call; it
 // returns how many it looked at.
-func (l *limiter) releaseAll(ctx context.Context, b *contracts.BatchRecord, i int, op string) (int, error) {
+func (l *limiter) releaseAll(ctx context.Context, b *contracts.BatchRecord, i int, op string, decided *contracts.GateOutcome) (int, error) {
 	sub := &b.Submission
 	n := 0
+	// The windows the decision took its shares in: those of the batch's recording, or of
+	// the window a waiting rate limit deferred the call to — named by the recorded
+	// decision, or (a decision lost to a seal) by the deferral pointer.
+	at := b.CreatedAt
+	switch {
+	case decided != nil && decided.Until != nil:
+		at = *decided.Until
+	case decided == nil:
+		if lim := l.waitingRate(sub.Calls[i]); lim != nil {
+			until, err := l.deferredWindow(ctx, lim, b, op)
+			if err != nil {
+				return 0, err
+			}
+			if !until.IsZero() {
+				at = until
+			}
+		}
+	}
 	for k := range l.limits {
 		lim := &l.limits[k]
 		if lim.Kind == contracts.LimitConcurrency || !lim.Matches(sub.Calls[i]) {
 			continue
 		}
-		key := contracts.LimitLedgerKey(lim.Name, lim.KeyValue(sub), lim.WindowStart(b.CreatedAt))
+		key := contracts.LimitLedgerKey(lim.Name, lim.KeyValue(sub), lim.WindowStart(at))
 		if err := l.release(ctx, key, op); err != nil {
 			return n, err
 		}

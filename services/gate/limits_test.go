@@ -324,3 +324,139 @@ func TestAShareReservedBeforeACancellationIsGivenBack(t *testing.T) {
 		return err == nil && e.Used == 0 && len(e.Held) == 0
 	}, "the sealed call's share given back")
 }
+
+// TestRateLimitWaitDefersToTheNextWindow: a global rate of 1 per hour with over: wait runs
+// the first call and schedules the next ones, each to the first later window with room —
+// the second to the next hour, the third to the one after — naming the limit, with the
+// ticket due at the window's start. A redelivered decision finds the same window and counts
+// nothing twice; the due timer hands the deferred call over.
+func TestRateLimitWaitDefersToTheNextWindow(t *testing.T) {
+	h := newHarness(t, withoutService())
+	h.withLimits(nil, contracts.LimitConfig{Name: "hourly", Tools: []string{"echo"}, Key: contracts.LimitKeyGlobal,
+		Rate: &contracts.RateLimitConfig{N: 1, Window: "1h"}, Over: contracts.LimitOverWait})
+
+	gated := func(run string) (*contracts.BatchRecord, contracts.CallRecord) {
+		sub := h.submission(1, call("c1", "echo", `{"text":"hi"}`))
+		sub.RunID = run
+		b := h.store(sub)
+		h.gate(b, 0)
+		return b, h.waitCall(b, 0, "decided", func(r contracts.CallRecord) bool {
+			return r.Phase.Kind != contracts.PhaseRequested && r.Decision != nil
+		})
+	}
+	a, ra := gated("run-a")
+	wantRuns(t, ra)
+	base := a.CreatedAt.Truncate(time.Hour).UTC()
+	b, rb := gated("run-b")
+	c, rc := gated("run-c")
+	if !b.CreatedAt.Truncate(time.Hour).Equal(base) || !c.CreatedAt.Truncate(time.Hour).Equal(base) {
+		t.Skip("the batches straddled an hour boundary")
+	}
+	for n, tc := range []struct {
+		b   *contracts.BatchRecord
+		rec contracts.CallRecord
+	}{{b, rb}, {c, rc}} {
+		want := base.Add(time.Duration(n+1) * time.Hour)
+		d := tc.rec.Decision
+		if d.Kind != contracts.GateSchedule || d.Limit != "hourly" || d.Until == nil || !d.Until.Equal(want) ||
+			!strings.HasPrefix(d.Reason, contracts.ReasonRateLimited+": limit hourly") {
+			t.Fatalf("call of %s decided %+v, want a schedule by hourly until %s", tc.b.Submission.RunID, d, want)
+		}
+		if tc.rec.Phase.Kind != contracts.PhaseAwaiting || tc.rec.Phase.Wait.Kind != contracts.WaitScheduledAction {
+			t.Fatalf("call of %s is %+v, want it parked on its schedule", tc.b.Submission.RunID, tc.rec.Phase)
+		}
+		tk := h.waitTicket(d.CorrelationID)
+		if tk.DueAt == nil || !tk.DueAt.Equal(want) {
+			t.Fatalf("ticket due %v, want %s", tk.DueAt, want)
+		}
+		if e := h.windowLedger("hourly", "", want); e.Used != 1 || e.Held[op(tc.b, 0)] != 1 {
+			t.Fatalf("window %s holds %+v, want the deferred call", want, e)
+		}
+		if got := h.windowLedger("hourly", "", base).Deferred[op(tc.b, 0)]; got != want.Unix() {
+			t.Fatalf("deferral pointer %d, want %d", got, want.Unix())
+		}
+	}
+	// A redelivery of b's decision — by then its own window might have room: it goes to
+	// the window it went to, once.
+	h.gate(b, 0)
+	h.quiet()
+	if rec := h.mustCall(b, 0); !rec.Decision.Until.Equal(base.Add(time.Hour)) {
+		t.Fatalf("redelivered decision %+v", rec.Decision)
+	}
+	for n := 0; n <= 2; n++ {
+		w := base.Add(time.Duration(n) * time.Hour)
+		if e := h.windowLedger("hourly", "", w); e.Used != 1 || len(e.Held) != 1 {
+			t.Fatalf("window %s holds %+v, want one call", w, e)
+		}
+	}
+	// The gate dies after a deferral's ledger writes and before the decision's: the
+	// redelivered decision follows the pointer to the same window and counts once.
+	subD := h.submission(1, call("c1", "echo", `{"text":"hi"}`))
+	subD.RunID = "run-d"
+	d := h.store(subD)
+	h.faults.arm(FaultAfterLimitReserve, op(d, 0), 2)
+	h.gate(d, 0)
+	rd := h.waitCall(d, 0, "decided after the crashes", func(r contracts.CallRecord) bool { return r.Decision != nil })
+	if h.faults.firedCount() != 2 {
+		t.Fatalf("fault fired %d times, want 2", h.faults.firedCount())
+	}
+	if want := base.Add(3 * time.Hour); !d.CreatedAt.Truncate(time.Hour).Equal(base) {
+		t.Skip("the batches straddled an hour boundary")
+	} else if rd.Decision.Until == nil || !rd.Decision.Until.Equal(want) {
+		t.Fatalf("decision after the crashes %+v, want until %s", rd.Decision, want)
+	}
+	if e := h.windowLedger("hourly", "", base.Add(3*time.Hour)); e.Used != 1 || len(e.Held) != 1 {
+		t.Fatalf("window +3h holds %+v, want run-d's call once", e)
+	}
+	if e, ok := h.windowEntry("hourly", "", base.Add(4*time.Hour)); ok && len(e.Held) > 0 {
+		t.Fatalf("window +4h holds %+v: a redelivery counted the call again", e)
+	}
+	// Its own window gets room (run-a's share given back, as for a call that never ran):
+	// deciding run-d's call again still finds the window it was deferred to, by the pointer,
+	// and takes nothing in its own.
+	lim := h.svc.limits.waitingRate(d.Submission.Calls[0])
+	if err := h.svc.limits.release(h.ctx, contracts.LimitLedgerKey("hourly", "", base), op(a, 0)); err != nil {
+		t.Fatal(err)
+	}
+	until, blocked, err := h.svc.limits.reserveAhead(h.ctx, lim, d, op(d, 0))
+	if err != nil || blocked || !until.Equal(base.Add(3*time.Hour)) {
+		t.Fatalf("decided again: until %s, blocked %v, %v; want the window it was deferred to", until, blocked, err)
+	}
+	if e := h.windowLedger("hourly", "", base); len(e.Held) != 0 {
+		t.Fatalf("own window holds %+v, want nothing: the call was deferred", e)
+	}
+	// The due timer hands b's call over.
+	h.fireTimer(h.uniq("due"), rb.Decision.CorrelationID, timerDue)
+	h.waitCall(b, 0, "handed over when due", func(r contracts.CallRecord) bool { return r.ExecutingUnentered() && r.Input != nil })
+}
+
+// windowEntry is windowLedger for an entry that may not exist.
+func (h *harness) windowEntry(limit, value string, w time.Time) (contracts.LimitLedgerEntry, bool) {
+	h.t.Helper()
+	kv, err := h.js.KeyValue(h.ctx, h.env.Names.LimitsBucket())
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	e, _, err := state.NewStore[contracts.LimitLedgerEntry](kv).Get(h.ctx, contracts.LimitLedgerKey(limit, value, w))
+	if errors.Is(err, state.ErrNotFound) {
+		return e, false
+	}
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return e, true
+}
+
+// windowLedger reads the ledger entry of limit for value in the window starting at w.
+func (h *harness) windowLedger(limit, value string, w time.Time) contracts.LimitLedgerEntry {
+	h.t.Helper()
+	kv, err := h.js.KeyValue(h.ctx, h.env.Names.LimitsBucket())
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	e, _, err := state.NewStore[contracts.LimitLedgerEntry](kv).Get(h.ctx, contracts.LimitLedgerKey(limit, value, w))
+	if err != nil {
+		h.t.Fatalf("ledger %s/%s at %s: %v", limit, value, w, err)
+	}
+	return e
+}

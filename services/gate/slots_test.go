@@ -178,3 +178,44 @@ func TestConcurrencyLimitAfterApproval(t *testing.T) {
 	h.finish(bs[0], 0)
 	h.waitCall(bs[1], 0, "second call handed over", handedOver)
 }
+
+// finishCosting ends call i of b as its executor would, reporting cost (nil: none).
+func (h *harness) finishCosting(b *contracts.BatchRecord, i int, cost *float64) {
+	h.t.Helper()
+	_, _, err := h.env.Calls.Update(h.ctx, callKey(b, i), func(cur *contracts.CallRecord, exists bool) error {
+		if !exists || cur.Input == nil {
+			return fmt.Errorf("call %d of %s is not handed over", i, b.Submission.BatchID())
+		}
+		if err := cur.Enter(1, h.env.Now()); err != nil {
+			return err
+		}
+		cur.Cost = cost
+		return cur.Complete(contracts.TextOutput(cur.CallID, "ok"), h.env.Now())
+	})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+// TestBudgetSettlesToTheReportedCost: echo reserves its configured cost of 2 against a
+// budget of 10 per run; a call whose tool reports what it cost has its share set to that
+// once it ends (7, then 0.5), one that reports nothing keeps the reservation, and the next
+// decision sees what was spent: the fourth call (7 + 0.5 + 2 + 2 > 10) is blocked.
+func TestBudgetSettlesToTheReportedCost(t *testing.T) {
+	h := newHarness(t, withoutService())
+	h.withLimits(map[string]float64{"echo": 2},
+		contracts.LimitConfig{Name: "spend", Tools: []string{"echo"}, Key: contracts.LimitKeyRun, Budget: &contracts.BudgetLimitConfig{Amount: 10}})
+	costs := []*float64{ptr(7.0), ptr(0.5), nil}
+	wantUsed := []float64{7, 7.5, 9.5}
+	for n, cost := range costs {
+		b := h.store(h.submission(int64(n+1), call("c1", "echo", `{"text":"hi"}`)))
+		h.gate(b, 0)
+		h.waitCall(b, 0, "handed over", handedOver)
+		h.finishCosting(b, 0, cost)
+		natstest.WaitFor(t, waitLong, func() bool { return h.ledger("spend", testRunID).Used == wantUsed[n] },
+			fmt.Sprintf("budget used %v after call %d", wantUsed[n], n))
+	}
+	wantBlocked(t, h.decided(testRunID, 4, "echo"), "spend", contracts.ReasonBudgetExhausted)
+}
+
+func ptr[T any](v T) *T { return &v }

@@ -56,6 +56,9 @@ func (s *Service) ticketFor(b *contracts.BatchRecord, i int, rec *contracts.Call
 		switch {
 		case d.Kind == contracts.GateSchedule:
 			due := opened.Add(d.Delay.D())
+			if d.Until != nil && d.Until.After(due) {
+				due = d.Until.UTC() // deferred by a waiting rate limit (ratewait.go)
+			}
 			t.DueAt = &due
 		case d.Kind == contracts.GateRequireConfirmation && d.Timeout > 0:
 			deadline := opened.Add(d.Timeout.D())
