@@ -46,37 +46,6 @@ func (h *harness) decided(run string, step int64, tool string) contracts.CallRec
 	})
 }
 
-// ledger reads the limits ledger entry of limit for value (no window).
-func (h *harness) ledger(limit, value string) contracts.LimitLedgerEntry {
-	h.t.Helper()
-	kv, err := h.js.KeyValue(h.ctx, h.env.Names.LimitsBucket())
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	e, _, err := state.NewStore[contracts.LimitLedgerEntry](kv).Get(h.ctx, contracts.LimitLedgerKey(limit, value, time.Time{}))
-	if err != nil {
-		h.t.Fatalf("ledger %s/%s: %v", limit, value, err)
-	}
-	return e
-}
-
-// ledgerEntry reads the limits ledger entry of limit for value (no window), if any.
-func (h *harness) ledgerEntry(limit, value string) (contracts.LimitLedgerEntry, bool) {
-	h.t.Helper()
-	kv, err := h.js.KeyValue(h.ctx, h.env.Names.LimitsBucket())
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	e, _, err := state.NewStore[contracts.LimitLedgerEntry](kv).Get(h.ctx, contracts.LimitLedgerKey(limit, value, time.Time{}))
-	if errors.Is(err, state.ErrNotFound) {
-		return e, false
-	}
-	if err != nil {
-		h.t.Fatalf("ledger %s/%s: %v", limit, value, err)
-	}
-	return e, true
-}
-
 func wantBlocked(t *testing.T, rec contracts.CallRecord, limit, reason string) {
 	t.Helper()
 	if rec.Decision == nil || rec.Decision.Kind != contracts.GateBlock || rec.Decision.Limit != limit ||
@@ -430,7 +399,30 @@ func TestRateLimitWaitDefersToTheNextWindow(t *testing.T) {
 	h.waitCall(b, 0, "handed over when due", func(r contracts.CallRecord) bool { return r.ExecutingUnentered() && r.Input != nil })
 }
 
-// windowEntry is windowLedger for an entry that may not exist.
+// ledger reads the limits ledger entry of limit for value (no window).
+func (h *harness) ledger(limit, value string) contracts.LimitLedgerEntry {
+	h.t.Helper()
+	return h.windowLedger(limit, value, time.Time{})
+}
+
+// windowLedger reads the ledger entry of limit for value in the window starting at w.
+func (h *harness) windowLedger(limit, value string, w time.Time) contracts.LimitLedgerEntry {
+	h.t.Helper()
+	e, ok := h.windowEntry(limit, value, w)
+	if !ok {
+		h.t.Fatalf("no ledger entry %s/%s at %s", limit, value, w)
+	}
+	return e
+}
+
+// ledgerEntry reads the ledger entry of limit for value (no window), if there is one.
+func (h *harness) ledgerEntry(limit, value string) (contracts.LimitLedgerEntry, bool) {
+	h.t.Helper()
+	return h.windowEntry(limit, value, time.Time{})
+}
+
+// windowEntry reads the ledger entry of limit for value in the window starting at w, if
+// there is one.
 func (h *harness) windowEntry(limit, value string, w time.Time) (contracts.LimitLedgerEntry, bool) {
 	h.t.Helper()
 	kv, err := h.js.KeyValue(h.ctx, h.env.Names.LimitsBucket())
@@ -442,21 +434,7 @@ func (h *harness) windowEntry(limit, value string, w time.Time) (contracts.Limit
 		return e, false
 	}
 	if err != nil {
-		h.t.Fatal(err)
-	}
-	return e, true
-}
-
-// windowLedger reads the ledger entry of limit for value in the window starting at w.
-func (h *harness) windowLedger(limit, value string, w time.Time) contracts.LimitLedgerEntry {
-	h.t.Helper()
-	kv, err := h.js.KeyValue(h.ctx, h.env.Names.LimitsBucket())
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	e, _, err := state.NewStore[contracts.LimitLedgerEntry](kv).Get(h.ctx, contracts.LimitLedgerKey(limit, value, w))
-	if err != nil {
 		h.t.Fatalf("ledger %s/%s at %s: %v", limit, value, w, err)
 	}
-	return e
+	return e, true
 }
