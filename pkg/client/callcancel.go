@@ -56,18 +56,10 @@ func (e *CallTerminalError) Unwrap() error { return ErrCallTerminal }
 // ends with ctx.
 // ctx bounds the wait; when it ends first the error wraps [ErrCallCancelPending].
 func (c *Client) CancelCall(ctx context.Context, op, reason, actor string) (CallCancelResult, error) {
-	runID, step, callID, err := contracts.ParseOperationID(op)
-	if err != nil {
-		return CallCancelResult{}, fmt.Errorf("client: %w", err)
-	}
-	kv, err := c.js.KeyValue(ctx, c.names.CallsBucket())
-	if err != nil {
-		return CallCancelResult{}, fmt.Errorf("client: calls: %w", err)
-	}
 	// Watching first: the terminal revision the cancellation leads to cannot come unseen.
-	w, err := kv.Watch(ctx, "*."+contracts.OperationKey(runID, step, callID))
+	w, err := c.watchCall(ctx, op)
 	if err != nil {
-		return CallCancelResult{}, fmt.Errorf("client: watch call %s: %w", op, err)
+		return CallCancelResult{}, err
 	}
 	defer func() { _ = w.Stop() }()
 	var last *contracts.CallRecord
@@ -123,4 +115,23 @@ func cancelResult(op string, rec *contracts.CallRecord) CallCancelResult {
 		res.Reason = rec.Phase.Reason
 	}
 	return res
+}
+
+// watchCall watches the call record of operation op (under any target), the current value
+// first: a command's caller watches before it publishes, so the revision that answers the
+// command cannot come unseen.
+func (c *Client) watchCall(ctx context.Context, op string) (jetstream.KeyWatcher, error) {
+	runID, step, callID, err := contracts.ParseOperationID(op)
+	if err != nil {
+		return nil, fmt.Errorf("client: %w", err)
+	}
+	kv, err := c.js.KeyValue(ctx, c.names.CallsBucket())
+	if err != nil {
+		return nil, fmt.Errorf("client: calls: %w", err)
+	}
+	w, err := kv.Watch(ctx, "*."+contracts.OperationKey(runID, step, callID))
+	if err != nil {
+		return nil, fmt.Errorf("client: watch call %s: %w", op, err)
+	}
+	return w, nil
 }

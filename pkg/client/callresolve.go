@@ -87,15 +87,10 @@ func (c *Client) ResolveCall(ctx context.Context, op string, req CallResolveRequ
 	if err := cmd.Validate(); err != nil {
 		return CallResolveResult{}, fmt.Errorf("client: %w", err)
 	}
-	runID, step, callID, _ := contracts.ParseOperationID(op)
-	kv, err := c.js.KeyValue(ctx, c.names.CallsBucket())
-	if err != nil {
-		return CallResolveResult{}, fmt.Errorf("client: calls: %w", err)
-	}
 	// Watching first: the revision that records the resolution cannot come unseen.
-	w, err := kv.Watch(ctx, "*."+contracts.OperationKey(runID, step, callID))
+	w, err := c.watchCall(ctx, op)
 	if err != nil {
-		return CallResolveResult{}, fmt.Errorf("client: watch call %s: %w", op, err)
+		return CallResolveResult{}, err
 	}
 	defer func() { _ = w.Stop() }()
 	var last *contracts.CallRecord

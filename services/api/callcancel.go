@@ -39,27 +39,11 @@ type CallCancelRequest struct {
 // terminal call 409 call_terminal (nothing changes), a call not seen ending in time 504
 // call_cancel_timeout (the cancel is stored and still applies).
 func (s *Service) CancelCall(ctx context.Context, op, reason, actor string) (client.CallCancelResult, error) {
-	runID, step, callID, err := contracts.ParseOperationID(op)
-	if err != nil {
-		return client.CallCancelResult{}, &Error{Code: string(contracts.RejectInvalidID), Message: err.Error(), Status: http.StatusBadRequest, err: err}
-	}
 	if len(reason) > MaxTextLength {
 		return client.CallCancelResult{}, apiErr(http.StatusBadRequest, CodeInvalidRequest, "reason is longer than %d bytes", MaxTextLength)
 	}
-	b, err := s.reader.batchRecord(ctx, contracts.BatchID(runID, step))
-	if err != nil {
-		var ae *Error
-		if errors.As(err, &ae) && ae.Status == http.StatusNotFound {
-			return client.CallCancelResult{}, apiErr(http.StatusNotFound, CodeNotFound, "no call %s", op)
-		}
-		return client.CallCancelResult{}, internalErr(err)
-	}
-	known := false
-	for _, c := range b.Submission.Calls {
-		known = known || c.CallID == callID
-	}
-	if !known {
-		return client.CallCancelResult{}, apiErr(http.StatusNotFound, CodeNotFound, "no call %s", op)
+	if err := s.knownCall(ctx, op); err != nil {
+		return client.CallCancelResult{}, err
 	}
 	wctx, cancel := context.WithTimeout(ctx, s.opts.ResolveTimeout)
 	defer cancel()
@@ -118,4 +102,28 @@ func (s *Service) microCallsCancel(ctx context.Context, req micro.Request) (any,
 		cr.OperationID = id
 	}
 	return s.CancelCall(ctx, cr.OperationID, cr.Reason, MicroActor)
+}
+
+// knownCall checks that op names a call of a recorded batch: 400 for an id that does not
+// parse, 404 for an unknown batch or call. The cancel and the resolve check it before
+// they publish, so a typo is an answer, not a command that waits for nothing.
+func (s *Service) knownCall(ctx context.Context, op string) error {
+	runID, step, callID, err := contracts.ParseOperationID(op)
+	if err != nil {
+		return &Error{Code: string(contracts.RejectInvalidID), Message: err.Error(), Status: http.StatusBadRequest, err: err}
+	}
+	b, err := s.reader.batchRecord(ctx, contracts.BatchID(runID, step))
+	if err != nil {
+		var ae *Error
+		if errors.As(err, &ae) && ae.Status == http.StatusNotFound {
+			return apiErr(http.StatusNotFound, CodeNotFound, "no call %s", op)
+		}
+		return internalErr(err)
+	}
+	for _, c := range b.Submission.Calls {
+		if c.CallID == callID {
+			return nil
+		}
+	}
+	return apiErr(http.StatusNotFound, CodeNotFound, "no call %s", op)
 }

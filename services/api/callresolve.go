@@ -52,28 +52,15 @@ type CallResolveRequest struct {
 // a resolution not seen recorded in time 504 call_resolve_timeout.
 func (s *Service) ResolveCall(ctx context.Context, req CallResolveRequest, actor string, role Role) (client.CallResolveResult, error) {
 	op := req.OperationID
-	runID, step, callID, err := contracts.ParseOperationID(op)
-	if err != nil {
+	if _, _, _, err := contracts.ParseOperationID(op); err != nil {
 		return client.CallResolveResult{}, &Error{Code: string(contracts.RejectInvalidID), Message: err.Error(), Status: http.StatusBadRequest, err: err}
 	}
 	cmd := contracts.CallResolve{OperationID: op, Outcome: req.Outcome, Output: req.Output, Note: req.Note}
 	if err := cmd.Validate(); err != nil {
 		return client.CallResolveResult{}, &Error{Code: CodeInvalidResolution, Status: http.StatusUnprocessableEntity, err: err, Message: err.Error()}
 	}
-	b, err := s.reader.batchRecord(ctx, contracts.BatchID(runID, step))
-	if err != nil {
-		var ae *Error
-		if errors.As(err, &ae) && ae.Status == http.StatusNotFound {
-			return client.CallResolveResult{}, apiErr(http.StatusNotFound, CodeNotFound, "no call %s", op)
-		}
-		return client.CallResolveResult{}, internalErr(err)
-	}
-	known := false
-	for _, c := range b.Submission.Calls {
-		known = known || c.CallID == callID
-	}
-	if !known {
-		return client.CallResolveResult{}, apiErr(http.StatusNotFound, CodeNotFound, "no call %s", op)
+	if err := s.knownCall(ctx, op); err != nil {
+		return client.CallResolveResult{}, err
 	}
 	wctx, cancel := context.WithTimeout(ctx, s.opts.ResolveTimeout)
 	defer cancel()

@@ -42,36 +42,44 @@ func (s *Service) handleCallCancel(ctx context.Context, ev cloudevent.Event) err
 	if err != nil {
 		return bus.Permanent(fmt.Errorf("gate: decode call cancel: %w", err))
 	}
-	runID, step, callID, err := contracts.ParseOperationID(cc.OperationID)
-	if err != nil {
-		return bus.Permanent(fmt.Errorf("gate: call cancel: %w", err))
+	ctx, b, index, err := s.commandCall(ctx, "call cancel", cc.OperationID,
+		func(c zerolog.Context) zerolog.Context { return c.Str("actor", cc.Actor) })
+	if err != nil || b == nil {
+		return err
 	}
-	log := zerolog.Ctx(ctx).With().Str("run_id", runID).Str("batch_id", contracts.BatchID(runID, step)).
-		Str("call_id", callID).Str("actor", cc.Actor).Logger()
+	return s.cancelCall(ctx, b, index, cc)
+}
+
+// commandCall finds the call an operator's command (what: "call cancel", "call resolve")
+// names by operation id op: its batch and index, with ctx's logger naming the run, batch,
+// call and the command's fields. An id that does not parse is permanent; a batch or call
+// that does not exist is logged and answers a nil batch (nothing to do, nothing to retry).
+func (s *Service) commandCall(ctx context.Context, what, op string, fields func(zerolog.Context) zerolog.Context) (context.Context, *contracts.BatchRecord, int, error) {
+	runID, step, callID, err := contracts.ParseOperationID(op)
+	if err != nil {
+		return ctx, nil, 0, bus.Permanent(fmt.Errorf("gate: %s: %w", what, err))
+	}
+	log := fields(zerolog.Ctx(ctx).With().Str("run_id", runID).Str("batch_id", contracts.BatchID(runID, step)).
+		Str("call_id", callID)).Logger()
 	ctx = log.WithContext(ctx)
 	b, err := s.env.Batch(ctx, runID, step)
 	if errors.Is(err, pipeline.ErrBatchNotFound) {
-		log.Warn().Msg("call cancel names no recorded batch; nothing to cancel")
-		return nil
+		log.Warn().Msg(what + " names no recorded batch; nothing to do")
+		return ctx, nil, 0, nil
 	}
 	if err != nil {
-		return fmt.Errorf("gate: call cancel: load batch: %w", err)
+		return ctx, nil, 0, fmt.Errorf("gate: %s: load batch: %w", what, err)
 	}
 	if err := checkBatch(b); err != nil {
-		return bus.Permanent(err)
+		return ctx, nil, 0, bus.Permanent(err)
 	}
-	index := -1
 	for i, c := range b.Submission.Calls {
 		if c.CallID == callID {
-			index = i
-			break
+			return ctx, b, i, nil
 		}
 	}
-	if index < 0 {
-		log.Warn().Msg("call cancel names no call of its batch; nothing to cancel")
-		return nil
-	}
-	return s.cancelCall(ctx, b, index, cc)
+	log.Warn().Msg(what + " names no call of its batch; nothing to do")
+	return ctx, nil, 0, nil
 }
 
 // cancelCall applies cc to call i of b (see [Service.handleCallCancel]).

@@ -41,35 +41,14 @@ func (s *Service) handleCallResolve(ctx context.Context, ev cloudevent.Event) er
 	if err != nil {
 		return bus.Permanent(fmt.Errorf("gate: decode call resolve: %w", err))
 	}
-	runID, step, callID, err := contracts.ParseOperationID(cr.OperationID)
-	if err != nil {
-		return bus.Permanent(fmt.Errorf("gate: call resolve: %w", err))
+	ctx, b, index, err := s.commandCall(ctx, "call resolve", cr.OperationID,
+		func(c zerolog.Context) zerolog.Context {
+			return c.Str("actor", cr.Actor).Str("outcome", string(cr.Outcome))
+		})
+	if err != nil || b == nil {
+		return err
 	}
-	log := zerolog.Ctx(ctx).With().Str("run_id", runID).Str("batch_id", contracts.BatchID(runID, step)).
-		Str("call_id", callID).Str("actor", cr.Actor).Str("outcome", string(cr.Outcome)).Logger()
-	ctx = log.WithContext(ctx)
-	b, err := s.env.Batch(ctx, runID, step)
-	if errors.Is(err, pipeline.ErrBatchNotFound) {
-		log.Warn().Msg("call resolve names no recorded batch; nothing to resolve")
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("gate: call resolve: load batch: %w", err)
-	}
-	if err := checkBatch(b); err != nil {
-		return bus.Permanent(err)
-	}
-	index := -1
-	for i, c := range b.Submission.Calls {
-		if c.CallID == callID {
-			index = i
-			break
-		}
-	}
-	if index < 0 {
-		log.Warn().Msg("call resolve names no call of its batch; nothing to resolve")
-		return nil
-	}
+	log := zerolog.Ctx(ctx)
 	res := contracts.CallResolution{
 		CommandID: ev.ID, Outcome: cr.Outcome, Output: cr.ResolvedOutput(), Note: cr.Note,
 		Actor: cr.Actor, Role: cr.Role, At: s.env.Now(),
