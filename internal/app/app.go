@@ -338,7 +338,7 @@ func startOne(ctx context.Context, name string, env *pipeline.Env, o Options) (S
 	case Batcher:
 		return batcher.Start(ctx, env, bus.WithAckWait(ackWait))
 	case Gate:
-		return gate.Start(ctx, env, gate.WithAckWait(ackWait))
+		return gate.Start(ctx, env, bus.WithAckWait(ackWait))
 	case BrainExec:
 		reg := o.BrainRegistry
 		if reg == nil {

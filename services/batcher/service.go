@@ -23,7 +23,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/rs/zerolog"
 
@@ -38,19 +37,6 @@ import (
 // Fault points (see [pipeline.FaultHook]): on a submission, FaultAfterCommit fires after
 // the batch record is durable, with the batch id as the operation.
 const ServiceName = "batcher"
-
-// Default consumer settings. A batcher handler does one or two KV round trips, so 30 s of ack wait is generous; the back-off starts at 100 ms so a crash is
-// repaired quickly and grows so that a broken dependency is not hammered.
-var defaults = bus.DeliveryOptions{
-	AckWait:    30 * time.Second,
-	MaxDeliver: 10,
-	Workers:    4,
-	// The nak delay after the n-th failed delivery (the last entry repeats).
-	BackOff: []time.Duration{
-		100 * time.Millisecond, 200 * time.Millisecond, 500 * time.Millisecond,
-		time.Second, 2 * time.Second, 5 * time.Second, 10 * time.Second,
-	},
-}
 
 // Service is a running batcher. Several replicas may run against one server: they share
 // the durable consumers, and the batch record's Create decides between them.
@@ -70,7 +56,7 @@ func Start(ctx context.Context, env *pipeline.Env, opts ...bus.DeliveryOption) (
 	if env == nil {
 		return nil, errors.New("batcher: start: nil environment")
 	}
-	delivery := env.Delivery(defaults, opts...)
+	delivery := env.Delivery(bus.ServiceDelivery(), opts...)
 	s := &Service{env: env, log: env.Log}
 	n := env.Names
 	routes := []bus.Route{

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/awaken-dev/awaken/internal/bus"
 	"github.com/awaken-dev/awaken/internal/natstest"
 	"github.com/awaken-dev/awaken/pkg/cloudevent"
 	"github.com/awaken-dev/awaken/pkg/contracts"
@@ -182,7 +183,7 @@ func TestSeveralApprovers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := h.svc.handleResume(h.ctx, ev, false); err != nil {
+	if err := h.svc.handleResume(h.ctx, bus.Delivery{Event: ev, Subject: h.env.Names.TicketResumeAPISubject()}); err != nil {
 		t.Fatalf("redelivered first approval: %v", err)
 	}
 	h.quiet()

@@ -34,11 +34,8 @@ import (
 // Every write is a terminal revision or a decision of one call: the rest of the batch goes
 // on and the publisher's barrier publishes it as usual. A redelivery finds its own write
 // and changes nothing more (a stop notice sent again is harmless).
-func (s *Service) handleCallCancel(ctx context.Context, ev cloudevent.Event) error {
-	if err := cloudevent.ExpectType(ev, contracts.TypeCallCancel); err != nil {
-		return bus.Permanent(err)
-	}
-	cc, err := contracts.DecodeCallCancel(ev.Data)
+func (s *Service) handleCallCancel(ctx context.Context, d bus.Delivery) error {
+	cc, err := contracts.DecodeCallCancel(d.Event.Data)
 	if err != nil {
 		return bus.Permanent(fmt.Errorf("gate: decode call cancel: %w", err))
 	}

@@ -10,7 +10,6 @@ import (
 	"github.com/awaken-dev/awaken/internal/bus"
 	"github.com/awaken-dev/awaken/internal/pipeline"
 	"github.com/awaken-dev/awaken/internal/state"
-	"github.com/awaken-dev/awaken/pkg/cloudevent"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
@@ -36,7 +35,8 @@ const FaultAfterResolveRecorded pipeline.FaultPoint = "after-resolve-recorded"
 // against the committed state, which may have moved: a call that is not Indeterminate, or
 // that another command resolved, is refused (logged; nothing changes, and the api's
 // watcher sees no write of its command).
-func (s *Service) handleCallResolve(ctx context.Context, ev cloudevent.Event) error {
+func (s *Service) handleCallResolve(ctx context.Context, d bus.Delivery) error {
+	ev := d.Event
 	cr, err := contracts.DecodeCallResolve(ev.Data)
 	if err != nil {
 		return bus.Permanent(fmt.Errorf("gate: decode call resolve: %w", err))

@@ -10,7 +10,6 @@ import (
 	"github.com/awaken-dev/awaken/internal/bus"
 	"github.com/awaken-dev/awaken/internal/pipeline"
 	"github.com/awaken-dev/awaken/internal/telemetry"
-	"github.com/awaken-dev/awaken/pkg/cloudevent"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
@@ -20,10 +19,8 @@ import (
 // finalizes the batch and its results publish once; then the run's io.awaken.run.ended.v1
 // (announceRunEnded). A late approval or timer then finds no ticket. Redelivery re-seals
 // nothing (the calls are terminal) and re-publishes the same outputs and event.
-func (s *Service) handleCancel(ctx context.Context, ev cloudevent.Event) error {
-	if err := cloudevent.ExpectType(ev, contracts.TypeRunCancel); err != nil {
-		return bus.Permanent(err)
-	}
+func (s *Service) handleRunCancel(ctx context.Context, d bus.Delivery) error {
+	ev := d.Event
 	rc, err := contracts.DecodeRunCancel(ev.Data)
 	if err != nil {
 		return bus.Permanent(fmt.Errorf("gate: decode run cancel: %w", err))

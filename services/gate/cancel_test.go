@@ -109,7 +109,7 @@ func TestCancelSealsTheRun(t *testing.T) {
 // and the call after a failed output.
 func TestExhaustedGateInputsSealTheCall(t *testing.T) {
 	h := newHarness(t, withoutService())
-	svc, err := newService(h.env, options{})
+	svc, err := newService(h.env)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,7 +146,7 @@ func TestExhaustedGateInputsSealTheCall(t *testing.T) {
 // exhaustion hook let it be dead-lettered, with nothing to seal.
 func TestOutputBeforeItsBatchIsVisibleIsRetried(t *testing.T) {
 	h := newHarness(t, withoutService())
-	svc, err := newService(h.env, options{})
+	svc, err := newService(h.env)
 	if err != nil {
 		t.Fatal(err)
 	}

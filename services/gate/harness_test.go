@@ -133,7 +133,7 @@ func newHarness(t *testing.T, opts ...harnessOption) *harness {
 // start starts a gate replica; the harness stops it at cleanup.
 func (h *harness) start(workers int) *Service {
 	h.t.Helper()
-	svc, err := Start(h.ctx, h.env, WithWorkers(workers))
+	svc, err := Start(h.ctx, h.env, bus.WithWorkers(workers))
 	if err != nil {
 		h.t.Fatalf("start gate: %v", err)
 	}

@@ -11,7 +11,6 @@ import (
 
 	"github.com/awaken-dev/awaken/internal/bus"
 	"github.com/awaken-dev/awaken/internal/state"
-	"github.com/awaken-dev/awaken/pkg/cloudevent"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
@@ -21,11 +20,12 @@ import (
 // message. Every other refusal is a [contracts.ResumeErrorCode] published on the rejected
 // subject; the message is acknowledged and the ticket is left untouched.
 //
-// claimed says that no door authenticated the command's actor (it came on the public
-// subject): the resolution records the actor as claimed, and a reserved actor
+// The command's actor is claimed when no door authenticated it (it came on the public
+// subject, not the api's): the resolution records the actor as claimed, and a reserved actor
 // ([contracts.ReservedActor]: timer, anonymous, nats…) is refused reserved_actor before
 // anything is read, so the ticket stays open and no record changes.
-func (s *Service) handleResume(ctx context.Context, ev cloudevent.Event, claimed bool) error {
+func (s *Service) handleResume(ctx context.Context, d bus.Delivery) error {
+	ev, claimed := d.Event, d.Subject != s.env.Names.TicketResumeAPISubject()
 	cmd, err := contracts.DecodeResumeCommand(ev.Data)
 	if err != nil {
 		return err

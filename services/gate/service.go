@@ -19,7 +19,6 @@ package gate
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/rs/zerolog"
 
@@ -31,20 +30,6 @@ import (
 // ServiceName names the gate in CloudEvent sources ("awaken/gate"), logs and fault hooks.
 const ServiceName = "gate"
 
-// Consumer settings. A gate handler does a few KV round trips and publishes, so 30 s of
-// ack wait is generous; the back-off starts at 100 ms so a crash is repaired quickly and
-// grows so a broken dependency is not hammered.
-const (
-	ackWait    = 30 * time.Second
-	maxDeliver = 10
-)
-
-// backOff is the nak delay after the n-th failed delivery.
-var backOff = []time.Duration{
-	100 * time.Millisecond, 200 * time.Millisecond, 500 * time.Millisecond,
-	time.Second, 2 * time.Second, 5 * time.Second, 10 * time.Second,
-}
-
 // Reasons of calls sealed because a gate input failed on every delivery: the call becomes
 // Indeterminate with a reason naming the stage, so its batch still finishes (the others
 // are in dispatch.go).
@@ -52,34 +37,8 @@ const (
 	exhaustedTimer = "gate: the ticket timer failed on every delivery"
 )
 
-// Option configures [Start].
-type Option func(*options)
-
-type options struct {
-	workers         int
-	policyCacheSize int
-	ackWait         time.Duration
-}
-
-// WithWorkers sets how many messages each of the gate's consumers handles at once in this
-// process (default 4). Handlers of one call serialise through compare-and-swap, so any
-// value is safe.
-func WithWorkers(n int) Option { return func(o *options) { o.workers = n } }
-
-// WithAckWait sets how long the server waits for a settlement of any gate input before
-// redelivering it (default 30 s; 0 keeps the default). Running handlers are heartbeated,
-// so it only bounds how long a crashed process holds a message; tests and chaos runs
-// shorten it so a killed gate's messages come back within seconds.
-func WithAckWait(d time.Duration) Option {
-	return func(o *options) {
-		if d > 0 {
-			o.ackWait = d
-		}
-	}
-}
-
-// WithPolicyCacheSize bounds the number of compiled run policies kept (default 4096).
-func WithPolicyCacheSize(n int) Option { return func(o *options) { o.policyCacheSize = n } }
+// policyCacheSize bounds the number of compiled run policies kept.
+const policyCacheSize = 4096
 
 // Service is a running gate. Several replicas may run against one server: they share the
 // durable consumers and coordinate through the call records' compare-and-swap.
@@ -100,12 +59,10 @@ type Service struct {
 // ticket timers ([contracts.ConsumerGateTimers]) and control commands — run and call
 // cancellations, call resolutions ([contracts.ConsumerGateControl]). ctx is the hard-stop context of the handlers; use
 // [Service.Stop] for a graceful stop.
-func Start(ctx context.Context, env *pipeline.Env, opts ...Option) (*Service, error) {
-	o := options{workers: 4, ackWait: ackWait}
-	for _, opt := range opts {
-		opt(&o)
-	}
-	s, err := newService(env, o)
+//
+// opts adjust the pipeline's delivery ([bus.ServiceDelivery]) for every gate consumer.
+func Start(ctx context.Context, env *pipeline.Env, opts ...bus.DeliveryOption) (*Service, error) {
+	s, err := newService(env)
 	if err != nil {
 		return nil, err
 	}
@@ -126,29 +83,28 @@ func Start(ctx context.Context, env *pipeline.Env, opts ...Option) (*Service, er
 		{Spec: bus.ConsumerSpec{
 			Stream: n.TicketsStream(), Durable: contracts.ConsumerGateResume,
 			// Both resume subjects on one durable: the public one (claimed actors) and
-			// the api's (authenticated actors); [Service.onResume] tells them apart.
+			// the api's (authenticated actors); [Service.handleResume] tells them apart:
+			// deploy/nats/auth.conf lets no other user publish on the api's.
 			FilterSubjects: []string{n.TicketResumeSubject(), n.TicketResumeAPISubject()},
 			AcceptTypes:    []string{contracts.TypeTicketResume},
 			OnReject:       s.resumeRejected,
-		}, Handler: s.onResume},
+		}, Handler: s.handleResume},
 		{Spec: bus.ConsumerSpec{
 			Stream: n.TimersStream(), Durable: contracts.ConsumerGateTimers,
 			FilterSubjects: []string{n.TicketExpireSubject()},
 			AcceptTypes:    []string{contracts.TypeTicketExpire},
 			OnExhausted:    s.timerExhausted,
-		}, Handler: s.onTimer},
+		}, Handler: s.handleTimer},
 		{Spec: bus.ConsumerSpec{
 			Stream: n.ControlStream(), Durable: contracts.ConsumerGateControl,
 			FilterSubjects: []string{n.RunCancelSubject(), n.CallCancelSubject(), n.CallResolveSubject()},
 			AcceptTypes:    []string{contracts.TypeRunCancel, contracts.TypeCallCancel, contracts.TypeCallResolve},
-		}, Handler: s.onCancel},
+		}, Handler: s.handleControl},
 	}
 	if r, ok := s.limitReleaseRoute(); ok {
 		routes = append(routes, r)
 	}
-	s.consumers, err = bus.Start(ctx, env.JS, env.Delivery(bus.DeliveryOptions{
-		AckWait: o.ackWait, MaxDeliver: maxDeliver, BackOff: backOff, Workers: o.workers,
-	}), routes, s.log)
+	s.consumers, err = bus.Start(ctx, env.JS, env.Delivery(bus.ServiceDelivery(), opts...), routes, s.log)
 	if err != nil {
 		return nil, fmt.Errorf("gate: start: %w", err)
 	}
@@ -156,7 +112,7 @@ func Start(ctx context.Context, env *pipeline.Env, opts ...Option) (*Service, er
 }
 
 // newService builds a Service without consumers (tests drive its handlers directly).
-func newService(env *pipeline.Env, o options) (*Service, error) {
+func newService(env *pipeline.Env) (*Service, error) {
 	host, err := contracts.CompilePolicy(env.Config.Policy)
 	if err != nil {
 		return nil, fmt.Errorf("gate: host policy: %w", err)
@@ -164,7 +120,7 @@ func newService(env *pipeline.Env, o options) (*Service, error) {
 	return &Service{
 		env:         env,
 		host:        host,
-		runPolicies: newPolicyCache(o.policyCacheSize),
+		runPolicies: newPolicyCache(policyCacheSize),
 		limits:      newLimiter(env, host),
 		log:         env.Log,
 	}, nil
@@ -182,13 +138,6 @@ func checkBatch(b *contracts.BatchRecord) error {
 	return nil
 }
 
-// onResume adapts [Service.handleResume] to the bus. A command's actor is authenticated
-// only when it came on the api's subject (deploy/nats/auth.conf lets no other user publish
-// there); on the public subject it is the publisher's claim.
-func (s *Service) onResume(ctx context.Context, d bus.Delivery) error {
-	return s.handleResume(ctx, d.Event, d.Subject != s.env.Names.TicketResumeAPISubject())
-}
-
 // resumeRejected answers a resume command the bus or the decoder refused (wrong type,
 // undecodable envelope or payload) before it is dead-lettered.
 func (s *Service) resumeRejected(ctx context.Context, d bus.Delivery, rej *contracts.Rejection) error {
@@ -199,11 +148,6 @@ func (s *Service) resumeRejected(ctx context.Context, d bus.Delivery, rej *contr
 		id = fmt.Sprintf("%s-%d", d.Stream, d.StreamSeq)
 	}
 	return s.publishRejection(ctx, id, contracts.TicketResolution{Code: string(rej.Code), Message: rej.Message})
-}
-
-// onTimer adapts [Service.handleTimer] to the bus.
-func (s *Service) onTimer(ctx context.Context, d bus.Delivery) error {
-	return s.handleTimer(ctx, d.Event)
 }
 
 // timerExhausted makes the call of a timer that failed on every delivery Indeterminate,
@@ -225,13 +169,14 @@ func (s *Service) timerExhausted(ctx context.Context, d bus.Delivery, cause erro
 	return s.seal(ctx, b, i, exhaustedTimer, false)
 }
 
-// onCancel adapts [Service.handleCancel] to the bus.
-func (s *Service) onCancel(ctx context.Context, d bus.Delivery) error {
+// handleControl handles the gate's control commands, one consumer for the three types its
+// filter takes: a run cancel, a call cancel, a call resolution.
+func (s *Service) handleControl(ctx context.Context, d bus.Delivery) error {
 	switch d.Event.Type {
 	case contracts.TypeCallCancel:
-		return s.handleCallCancel(ctx, d.Event)
+		return s.handleCallCancel(ctx, d)
 	case contracts.TypeCallResolve:
-		return s.handleCallResolve(ctx, d.Event)
+		return s.handleCallResolve(ctx, d)
 	}
-	return s.handleCancel(ctx, d.Event)
+	return s.handleRunCancel(ctx, d)
 }

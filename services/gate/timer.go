@@ -9,18 +9,14 @@ import (
 
 	"github.com/awaken-dev/awaken/internal/bus"
 	"github.com/awaken-dev/awaken/internal/state"
-	"github.com/awaken-dev/awaken/pkg/cloudevent"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
 // handleTimer is the handler of the ticket timers that JetStream message scheduling
 // delivers on the timer subject. A timer of a ticket that no
 // longer exists (resolved, cancelled) is acknowledged and ignored.
-func (s *Service) handleTimer(ctx context.Context, ev cloudevent.Event) error {
-	if err := cloudevent.ExpectType(ev, contracts.TypeTicketExpire); err != nil {
-		return bus.Permanent(err)
-	}
-	tm, err := bus.Decode[contracts.TicketTimer](ev.Data)
+func (s *Service) handleTimer(ctx context.Context, d bus.Delivery) error {
+	tm, err := bus.Decode[contracts.TicketTimer](d.Event.Data)
 	if err != nil {
 		return bus.Permanent(fmt.Errorf("gate: decode ticket timer: %w", err))
 	}

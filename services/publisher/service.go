@@ -25,7 +25,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/rs/zerolog"
 
@@ -43,21 +42,12 @@ import (
 // projection facts, published beside it) and before the archive.
 const ServiceName = "publisher"
 
-// Default consumer settings. AckWait covers one publication (handlers are heartbeated
-// anyway). Deliveries are unlimited by default: the call of an output is already
-// terminal, so nothing can be sealed on exhaustion, and giving up would leave the batch
-// unpublished forever; a transient failure is retried with a back-off capped at 30 s,
-// and a permanent one (a corrupt record) is dead-lettered at once.
-var defaults = bus.DeliveryOptions{
-	AckWait:    30 * time.Second,
-	MaxDeliver: -1,
-	Workers:    4,
-	// The nak delay after the n-th failed delivery (the last entry repeats).
-	BackOff: []time.Duration{
-		100 * time.Millisecond, 200 * time.Millisecond, 500 * time.Millisecond,
-		time.Second, 2 * time.Second, 5 * time.Second, 10 * time.Second, 30 * time.Second,
-	},
-}
+// unlimited is the publisher's only change to the pipeline's delivery: deliveries are
+// unlimited, since the call of an output is already terminal, so nothing can be sealed on
+// exhaustion, and giving up would leave the batch unpublished forever; a transient failure
+// is retried on the pipeline's back-off, and a permanent one (a corrupt record) is
+// dead-lettered at once.
+var unlimited = bus.WithDelivery(-1)
 
 // Service is a running publisher. Several replicas may run against one server: they
 // share the durable consumer, and the batch record's compare-and-swap plus the results
@@ -79,7 +69,7 @@ func Start(ctx context.Context, env *pipeline.Env, opts ...bus.DeliveryOption) (
 	if env == nil {
 		return nil, errors.New("publisher: start: nil environment")
 	}
-	delivery := env.Delivery(defaults, opts...)
+	delivery := env.Delivery(bus.ServiceDelivery(), append([]bus.DeliveryOption{unlimited}, opts...)...)
 	s := &Service{
 		env:      env,
 		log:      env.Log,
