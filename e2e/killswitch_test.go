@@ -19,6 +19,7 @@ import (
 	"github.com/awaken-dev/awaken/pkg/client"
 	"github.com/awaken-dev/awaken/pkg/cloudevent"
 	"github.com/awaken-dev/awaken/pkg/contracts"
+	"github.com/awaken-dev/awaken/pkg/executor/tool"
 	"github.com/awaken-dev/awaken/services/api"
 	brainexec "github.com/awaken-dev/awaken/services/brain-exec"
 )
@@ -65,7 +66,7 @@ func newPauseRig(t *testing.T) *pauseRig {
 	}
 	r := &pauseRig{t: t, srv: natstest.Start(t), cfg: cfg, entered: make(chan struct{}, 4), release: make(chan struct{})}
 	reg := brainexec.NewRegistry()
-	if err := brainexec.Register(reg, brainexec.ToolFunc("hold", "Blocks until released when `block` is set.", contracts.CapabilityReplaySafe,
+	if err := brainexec.Register(reg, tool.ToolFunc("hold", "Blocks until released when `block` is set.", contracts.CapabilityReplaySafe,
 		func(ctx context.Context, a HoldArgs) (string, error) {
 			if a.Block {
 				r.entered <- struct{}{}

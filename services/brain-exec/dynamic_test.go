@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/awaken-dev/awaken/pkg/contracts"
+	"github.com/awaken-dev/awaken/pkg/executor/tool"
 	brainexec "github.com/awaken-dev/awaken/services/brain-exec"
 )
 
@@ -41,7 +42,7 @@ func (f *family) Descriptors(context.Context) []contracts.ToolDescriptor {
 	return out
 }
 
-func (f *family) Invoke(ctx context.Context, id string, args json.RawMessage, inv brainexec.Invocation) (contracts.ToolOutput, error) {
+func (f *family) Invoke(ctx context.Context, id string, args json.RawMessage, inv tool.Invocation) (contracts.ToolOutput, error) {
 	f.mu.Lock()
 	offered := slices.Contains(f.tools, strings.TrimPrefix(id, f.prefix))
 	f.mu.Unlock()

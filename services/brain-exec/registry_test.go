@@ -7,10 +7,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/awaken-dev/awaken/internal/execcore"
-	brainexec "github.com/awaken-dev/awaken/services/brain-exec"
-
 	"github.com/awaken-dev/awaken/pkg/contracts"
+	"github.com/awaken-dev/awaken/pkg/executor/tool"
+	brainexec "github.com/awaken-dev/awaken/services/brain-exec"
 )
 
 // weatherArgs is a typed tool's argument type: its schema is what the model sees and what
@@ -39,11 +38,11 @@ func (weather) Call(_ context.Context, a weatherArgs) (forecast, error) {
 	return forecast{City: a.City, Temp: 21}, nil
 }
 
-func invoke(t *testing.T, r *brainexec.Registry, tool, args string) (contracts.ToolOutput, error) {
+func invoke(t *testing.T, r *brainexec.Registry, toolID, args string) (contracts.ToolOutput, error) {
 	t.Helper()
-	inv := execcore.Invocation{RunID: "run-1", Step: 1, CallID: "call_1", OperationID: "tool-batch:run-1:1:call_1",
-		ToolID: tool, Arguments: json.RawMessage(args), Attempt: 1}
-	return r.Invoke(execcore.WithInvocation(context.Background(), inv), inv)
+	inv := tool.Invocation{RunID: "run-1", Step: 1, CallID: "call_1", OperationID: "tool-batch:run-1:1:call_1",
+		ToolID: toolID, Arguments: json.RawMessage(args), Attempt: 1}
+	return r.Invoke(tool.WithInvocation(context.Background(), inv), inv)
 }
 
 // outcomeText is what the model would see: the output's text, or the error's.
@@ -87,7 +86,7 @@ func TestTypedToolDescriptorComesFromTheArgumentType(t *testing.T) {
 func TestTypedToolArgumentsAndRendering(t *testing.T) {
 	r := brainexec.NewRegistry()
 	must(t, brainexec.Register(r, weather{}))
-	must(t, brainexec.Register(r, brainexec.ToolFunc("opt", "All optional.", "",
+	must(t, brainexec.Register(r, tool.ToolFunc("opt", "All optional.", "",
 		func(_ context.Context, a struct {
 			N *int `json:"n"`
 		}) (string, error) {
@@ -96,21 +95,21 @@ func TestTypedToolArgumentsAndRendering(t *testing.T) {
 			}
 			return "n set", nil
 		})))
-	must(t, brainexec.Register(r, brainexec.ToolFunc("image", "Returns an output as is.", contracts.CapabilityReplaySafe,
+	must(t, brainexec.Register(r, tool.ToolFunc("image", "Returns an output as is.", contracts.CapabilityReplaySafe,
 		func(context.Context, struct{}) (contracts.ToolOutput, error) {
 			return contracts.BlocksOutput("", []contracts.ContentBlock{{Type: contracts.BlockImage,
 				Source: &contracts.ImageSource{Type: "url", URL: "https://example.com/a.png"}}}, false), nil
 		})))
-	must(t, brainexec.Register(r, brainexec.ToolFunc("pointer", "Returns *ToolOutput.", contracts.CapabilityReplaySafe,
+	must(t, brainexec.Register(r, tool.ToolFunc("pointer", "Returns *ToolOutput.", contracts.CapabilityReplaySafe,
 		func(context.Context, struct{}) (*contracts.ToolOutput, error) {
 			out := contracts.ErrorOutput("", "explicit failure")
 			return &out, nil
 		})))
-	must(t, brainexec.Register(r, brainexec.ToolFunc("unavailable", "Not reachable.", contracts.CapabilityReplaySafe,
+	must(t, brainexec.Register(r, tool.ToolFunc("unavailable", "Not reachable.", contracts.CapabilityReplaySafe,
 		func(context.Context, struct{}) (string, error) {
 			return "", contracts.UnavailableBeforeDispatch("backend down")
 		})))
-	must(t, brainexec.Register(r, brainexec.ToolFunc("wrapped", "Wraps a tool error.", contracts.CapabilityReplaySafe,
+	must(t, brainexec.Register(r, tool.ToolFunc("wrapped", "Wraps a tool error.", contracts.CapabilityReplaySafe,
 		func(context.Context, struct{}) (string, error) {
 			return "", errors.Join(errors.New("context"), contracts.InvalidArguments("bad date"))
 		})))
@@ -165,7 +164,7 @@ func TestTypedToolArgumentsAndRendering(t *testing.T) {
 
 func TestDuplicateIDIsPermanentlyAmbiguous(t *testing.T) {
 	r := brainexec.NewRegistry()
-	echo := brainexec.ToolFunc("echo", "one", contracts.CapabilityReplaySafe, func(_ context.Context, a struct {
+	echo := tool.ToolFunc("echo", "one", contracts.CapabilityReplaySafe, func(_ context.Context, a struct {
 		Text string `json:"text"`
 	}) (string, error) {
 		return a.Text, nil
@@ -221,16 +220,16 @@ func TestInvalidRegistrations(t *testing.T) {
 		reg  func(r *brainexec.Registry) error
 	}{
 		{"empty id", func(r *brainexec.Registry) error {
-			return brainexec.Register(r, brainexec.ToolFunc("", "x", "", noop))
+			return brainexec.Register(r, tool.ToolFunc("", "x", "", noop))
 		}},
 		{"bad capability", func(r *brainexec.Registry) error {
-			return brainexec.Register(r, brainexec.ToolFunc("t", "x", "sometimes", noop))
+			return brainexec.Register(r, tool.ToolFunc("t", "x", "sometimes", noop))
 		}},
 		{"arguments not an object", func(r *brainexec.Registry) error {
-			return brainexec.Register(r, brainexec.ToolFunc("t", "x", "", func(context.Context, string) (string, error) { return "", nil }))
+			return brainexec.Register(r, tool.ToolFunc("t", "x", "", func(context.Context, string) (string, error) { return "", nil }))
 		}},
 		{"arguments without a JSON form", func(r *brainexec.Registry) error {
-			return brainexec.Register(r, brainexec.ToolFunc("t", "x", "", func(context.Context, struct {
+			return brainexec.Register(r, tool.ToolFunc("t", "x", "", func(context.Context, struct {
 				C chan int `json:"c"`
 			}) (string, error) {
 				return "", nil
@@ -277,9 +276,9 @@ func BenchmarkBrainInvoke(b *testing.B) {
 	if err := brainexec.Register(r, weather{}); err != nil {
 		b.Fatal(err)
 	}
-	inv := execcore.Invocation{RunID: "run-1", Step: 1, CallID: "call_1", OperationID: "tool-batch:run-1:1:call_1",
+	inv := tool.Invocation{RunID: "run-1", Step: 1, CallID: "call_1", OperationID: "tool-batch:run-1:1:call_1",
 		ToolID: "weather", Arguments: json.RawMessage(`{"city":"Paris","units":"metric","days":3}`), Attempt: 1}
-	ctx := execcore.WithInvocation(context.Background(), inv)
+	ctx := tool.WithInvocation(context.Background(), inv)
 	b.ReportAllocs()
 	for b.Loop() {
 		out, err := r.Invoke(ctx, inv)

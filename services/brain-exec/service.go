@@ -2,15 +2,15 @@
 // requests whose trusted target is brain, through the shared executor hop of
 // internal/execcore (entry claim, crash recovery by policy, timeout, commit, announce).
 //
-// Tools are written against the typed SDK of this package — [Tool], registered with
-// [Register], or [ToolFunc] for plain functions — and collected in a [Registry]. A custom
-// Brain executor is a main package that builds a Registry with its own tools and calls
-// [Start]; see examples/custom-brain.
+// Tools are written against the public vocabulary of pkg/executor/tool — a [tool.Tool],
+// or [tool.ToolFunc] for a plain function — and registered with [Register] in a
+// [Registry] (what pkg/executor does for a custom Brain executor; see
+// examples/custom-brain). The vocabulary is not defined here a second time.
 //
 // The host configuration decides which tool ids exist, that they run in the Brain, their
 // timeout and their recovery policy. A configured tool's `builtin:` entry (default: its id)
 // names the registry implementation that runs it, so one implementation can serve several
-// configured tools; the body sees the configured id through [InvocationFrom].
+// configured tools; the body sees the configured id through [tool.InvocationFrom].
 package brainexec
 
 import (
@@ -25,6 +25,7 @@ import (
 	"github.com/awaken-dev/awaken/internal/pipeline"
 	"github.com/awaken-dev/awaken/internal/telemetry"
 	"github.com/awaken-dev/awaken/pkg/contracts"
+	"github.com/awaken-dev/awaken/pkg/executor/tool"
 )
 
 // ServiceName is the service's name: CloudEvent source "awaken/brain-exec", fault-hook name
@@ -152,7 +153,7 @@ func ReconcileOptions(cfg *config.Config) execcore.ReconcileOptions {
 }
 
 // Invoke resolves the configured tool to its implementation and runs it.
-func (i *invoker) Invoke(ctx context.Context, inv execcore.Invocation) (contracts.ToolOutput, error) {
+func (i *invoker) Invoke(ctx context.Context, inv tool.Invocation) (contracts.ToolOutput, error) {
 	t, ok := i.cfg.Tool(inv.ToolID)
 	if !ok || t.Target != contracts.TargetBrain {
 		return contracts.ToolOutput{}, contracts.ErrUnknownTool(inv.ToolID)

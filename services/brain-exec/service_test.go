@@ -15,6 +15,7 @@ import (
 	"github.com/awaken-dev/awaken/services/brain-exec/builtin"
 
 	"github.com/awaken-dev/awaken/pkg/contracts"
+	"github.com/awaken-dev/awaken/pkg/executor/tool"
 )
 
 const brainConfig = `
@@ -173,12 +174,12 @@ func TestCustomTypedToolThroughBrainExec(t *testing.T) {
     builtin: whoami_impl
 `))
 	startBrain(t, e, func(r *brainexec.Registry) {
-		must(t, brainexec.Register(r, brainexec.ToolFunc("whoami_impl", "Says who is calling.", contracts.CapabilityReplaySafe,
+		must(t, brainexec.Register(r, tool.ToolFunc("whoami_impl", "Says who is calling.", contracts.CapabilityReplaySafe,
 			func(ctx context.Context, a struct {
 				Prefix string `json:"prefix"`
 			}) (string, error) {
-				inv, _ := brainexec.InvocationFrom(ctx)
-				return a.Prefix + " " + brainexec.OperationID(ctx) + " as " + inv.ToolID, nil
+				inv, _ := tool.InvocationFrom(ctx)
+				return a.Prefix + " " + tool.OperationID(ctx) + " as " + inv.ToolID, nil
 			})))
 	})
 	c := brainCall("call_1", "whoami", `{"prefix":"op"}`)

@@ -6,6 +6,7 @@ import (
 
 	"github.com/awaken-dev/awaken/internal/execcore"
 	"github.com/awaken-dev/awaken/pkg/contracts"
+	"github.com/awaken-dev/awaken/pkg/executor/tool"
 	brainexec "github.com/awaken-dev/awaken/services/brain-exec"
 	"github.com/awaken-dev/awaken/services/brain-exec/builtin"
 )
@@ -19,7 +20,7 @@ func newInProcess() (*inProcess, error) {
 	reg := brainexec.NewRegistry()
 	// The same body as the builtin echo tool (builtin.Register needs a KV bucket for the
 	// counter tool, which this row does not have).
-	err := brainexec.Register(reg, brainexec.ToolFunc("echo", "Returns its `text` argument as text.",
+	err := brainexec.Register(reg, tool.ToolFunc("echo", "Returns its `text` argument as text.",
 		contracts.CapabilityReplaySafe, func(_ context.Context, a builtin.EchoArgs) (string, error) {
 			return a.Text, nil
 		}))
