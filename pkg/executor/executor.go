@@ -38,9 +38,9 @@ import (
 	"github.com/awaken-dev/awaken/internal/app"
 	"github.com/awaken-dev/awaken/internal/config"
 	"github.com/awaken-dev/awaken/internal/telemetry"
+	"github.com/awaken-dev/awaken/internal/toolreg"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 	"github.com/awaken-dev/awaken/pkg/executor/tool"
-	brainexec "github.com/awaken-dev/awaken/services/brain-exec"
 )
 
 // ServiceName is the executor's service name: its NATS connection is "awaken-brain-exec",
@@ -55,8 +55,8 @@ const DefaultDrainTimeout = 30 * time.Second
 // as ambiguous), and every other invalid registration (bad id, capability or argument
 // type).
 var (
-	ErrDuplicateTool = brainexec.ErrDuplicateTool
-	ErrInvalidTool   = brainexec.ErrInvalidTool
+	ErrDuplicateTool = toolreg.ErrDuplicateTool
+	ErrInvalidTool   = toolreg.ErrInvalidTool
 )
 
 // Config is the host configuration (the same file every awaken service loads).
@@ -176,7 +176,7 @@ type Options struct {
 type Executor struct {
 	cfg  *Config
 	opts Options
-	reg  *brainexec.Registry
+	reg  *toolreg.Registry
 	log  zerolog.Logger
 }
 
@@ -191,14 +191,14 @@ func New(cfg *Config, opts Options) (*Executor, error) {
 	if opts.CredsFile != "" && (opts.User != "" || opts.Token != "") || opts.User != "" && opts.Token != "" {
 		return nil, errors.New("executor: give one of a credentials file, a user or a token")
 	}
-	return &Executor{cfg: cfg, opts: opts, reg: brainexec.NewRegistry(),
+	return &Executor{cfg: cfg, opts: opts, reg: toolreg.NewRegistry(),
 		log: app.NewLogger(opts.Log, opts.LogLevel)}, nil
 }
 
 // Register adds a typed tool. Registering an id twice makes it ambiguous: every call to it
 // then fails, so a wiring mistake never silently picks one body.
 func Register[A, O any](x *Executor, t Tool[A, O]) error {
-	return brainexec.Register[A, O](x.reg, t)
+	return toolreg.Register[A, O](x.reg, t)
 }
 
 // Descriptors returns the descriptor of every registered tool, sorted by id.

@@ -14,7 +14,7 @@ import (
 )
 
 // MCPMount is the name under which brain-exec mounts the tools of the configured MCP
-// servers in its registry (see [Registry.MountDynamic]).
+// servers in its registry (see [toolreg.Registry.MountDynamic]).
 const MCPMount = "mcp"
 
 // mcpTools serves the tools of the configured MCP servers (mcp__{server}__{tool}) as a

@@ -10,9 +10,9 @@ import (
 	"github.com/awaken-dev/awaken/internal/execcore"
 	"github.com/awaken-dev/awaken/internal/execcore/exectest"
 	"github.com/awaken-dev/awaken/internal/pipeline"
+	"github.com/awaken-dev/awaken/internal/toolreg"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 	"github.com/awaken-dev/awaken/pkg/executor/tool"
-	brainexec "github.com/awaken-dev/awaken/services/brain-exec"
 )
 
 // payments is a fake payment provider that deduplicates by idempotency key, as a real one
@@ -68,12 +68,12 @@ func TestGoToolReconcileAfterCrash(t *testing.T) {
 `))
 			e.SetFault(exectest.FailTimes(pipeline.FaultInTool, 1, nil))
 			p := &payments{charged: map[string]int{}}
-			startBrain(t, e, func(r *brainexec.Registry) {
+			startBrain(t, e, func(r *toolreg.Registry) {
 				pay := tool.ToolFunc("pay", "Charges.", contracts.CapabilityNonRecoverable, p.charge)
 				if withReconcile {
 					pay = tool.WithReconcile(pay, p.status)
 				}
-				must(t, brainexec.Register(r, pay))
+				must(t, toolreg.Register(r, pay))
 			}, execcore.WithReconcile(execcore.ReconcileOptions{Backoff: 5 * time.Millisecond, Timeout: time.Second}))
 			c := brainCall("call_1", "pay", `{"amount":42}`)
 			e.Allow(c)

@@ -3,9 +3,9 @@
 // internal/execcore (entry claim, crash recovery by policy, timeout, commit, announce).
 //
 // Tools are written against the public vocabulary of pkg/executor/tool — a [tool.Tool],
-// or [tool.ToolFunc] for a plain function — and registered with [Register] in a
-// [Registry] (what pkg/executor does for a custom Brain executor; see
-// examples/custom-brain). The vocabulary is not defined here a second time.
+// or [tool.ToolFunc] for a plain function — and registered in a [toolreg.Registry] (what
+// pkg/executor does for a custom Brain executor; see examples/custom-brain). This package
+// defines none of those names: it runs what the registry holds.
 //
 // The host configuration decides which tool ids exist, that they run in the Brain, their
 // timeout and their recovery policy. A configured tool's `builtin:` entry (default: its id)
@@ -24,6 +24,7 @@ import (
 	"github.com/awaken-dev/awaken/internal/mcpbridge"
 	"github.com/awaken-dev/awaken/internal/pipeline"
 	"github.com/awaken-dev/awaken/internal/telemetry"
+	"github.com/awaken-dev/awaken/internal/toolreg"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 	"github.com/awaken-dev/awaken/pkg/executor/tool"
 )
@@ -35,7 +36,7 @@ const ServiceName = "brain-exec"
 // Service is a running Brain executor.
 type Service struct {
 	exec *execcore.Executor
-	reg  *Registry
+	reg  *toolreg.Registry
 	// mcp mounts the configured MCP servers (nil when there are none); unmount removes its
 	// tools from reg.
 	mcp     *mcpbridge.Bridge
@@ -57,7 +58,7 @@ type Service struct {
 // sessions and terminates the stdio server processes.
 //
 // ctx is the hard-stop context; use [Service.Stop] to shut down gracefully.
-func Start(ctx context.Context, env *pipeline.Env, reg *Registry, opts ...execcore.Option) (*Service, error) {
+func Start(ctx context.Context, env *pipeline.Env, reg *toolreg.Registry, opts ...execcore.Option) (*Service, error) {
 	if env == nil || env.Config == nil {
 		return nil, fmt.Errorf("%s: nil environment or configuration", ServiceName)
 	}
@@ -129,19 +130,19 @@ func (s *Service) closeMCP() {
 }
 
 // Registry returns the registry the service runs.
-func (s *Service) Registry() *Registry { return s.reg }
+func (s *Service) Registry() *toolreg.Registry { return s.reg }
 
 // NewInvoker returns the Invoker brain-exec uses: it resolves a call's configured tool to
 // its implementation (`builtin:`, default the tool id) and runs it from reg. A tool that
 // is not configured, or whose implementation is missing, fails with "unknown tool: {id}".
 // It is exported for custom executors and benchmarks that drive execcore directly.
-func NewInvoker(cfg *config.Config, reg *Registry) execcore.Invoker {
+func NewInvoker(cfg *config.Config, reg *toolreg.Registry) execcore.Invoker {
 	return &invoker{cfg: cfg, reg: reg}
 }
 
 type invoker struct {
 	cfg *config.Config
-	reg *Registry
+	reg *toolreg.Registry
 	// mcp calls the reconcile companions of MCP tools (nil: no MCP server configured).
 	mcp mcpInvoker
 }
@@ -164,7 +165,7 @@ func (i *invoker) Invoke(ctx context.Context, inv tool.Invocation) (contracts.To
 // MissingImplementations returns, sorted, the configured Brain tools whose implementation
 // reg lacks (or holds ambiguously), each as "{tool id}" or "{tool id} (builtin {impl})".
 // Calls to them fail with "unknown tool" or as ambiguous.
-func MissingImplementations(cfg *config.Config, reg *Registry) []string {
+func MissingImplementations(cfg *config.Config, reg *toolreg.Registry) []string {
 	var missing []string
 	for _, t := range cfg.Tools {
 		if !executesInBrain(t) {
@@ -190,7 +191,7 @@ func MissingImplementations(cfg *config.Config, reg *Registry) []string {
 // checkRegistry logs what would make calls fail or recover unexpectedly: configured Brain
 // tools without an implementation, and implementations whose declared capability differs
 // from the configured one.
-func checkRegistry(env *pipeline.Env, reg *Registry) {
+func checkRegistry(env *pipeline.Env, reg *toolreg.Registry) {
 	if missing := MissingImplementations(env.Config, reg); len(missing) > 0 {
 		env.Log.Warn().Strs("tools", missing).
 			Msgf("configured brain tools without an implementation (calls to them fail with \"unknown tool\"): %s",

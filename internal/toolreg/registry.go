@@ -1,4 +1,10 @@
-package brainexec
+// Package toolreg is the Brain tool registry: the typed ([Register]), raw ([RegisterRaw])
+// and dynamic ([Registry.MountDynamic]) tool implementations by id, how a call's arguments
+// are decoded and checked before its body runs, and how a body's output is rendered. The
+// stock brain-exec service invokes through it, and pkg/executor registers its users' tools
+// in it; it lives apart from both so that the public SDK does not import service code.
+// The vocabulary it registers (Tool, Invocation, …) is pkg/executor/tool's.
+package toolreg
 
 import (
 	"bytes"

@@ -1,4 +1,4 @@
-package brainexec
+package toolreg
 
 import (
 	"bytes"
