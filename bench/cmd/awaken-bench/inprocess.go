@@ -11,7 +11,7 @@ import (
 	"github.com/awaken-dev/awaken/services/brain-exec/builtin"
 )
 
-// inProcess invokes the echo tool through the brain-exec registry (argument decoding,
+// inProcess invokes the echo tool through the Brain tool registry (argument decoding,
 // output rendering and normalisation included) as plain function calls: the lower bound
 // of any design.
 type inProcess struct{ reg *toolreg.Registry }
