@@ -16,11 +16,12 @@ import (
 	"github.com/awaken-dev/awaken/internal/config"
 	"github.com/awaken-dev/awaken/internal/natstest"
 	"github.com/awaken-dev/awaken/internal/servicetest"
+	"github.com/awaken-dev/awaken/internal/toolreg"
 	"github.com/awaken-dev/awaken/pkg/client"
 	"github.com/awaken-dev/awaken/pkg/cloudevent"
 	"github.com/awaken-dev/awaken/pkg/contracts"
+	"github.com/awaken-dev/awaken/pkg/executor/tool"
 	"github.com/awaken-dev/awaken/services/api"
-	brainexec "github.com/awaken-dev/awaken/services/brain-exec"
 )
 
 const pauseConfig = `
@@ -64,8 +65,8 @@ func newPauseRig(t *testing.T) *pauseRig {
 		t.Fatal(err)
 	}
 	r := &pauseRig{t: t, srv: natstest.Start(t), cfg: cfg, entered: make(chan struct{}, 4), release: make(chan struct{})}
-	reg := brainexec.NewRegistry()
-	if err := brainexec.Register(reg, brainexec.ToolFunc("hold", "Blocks until released when `block` is set.", contracts.CapabilityReplaySafe,
+	reg := toolreg.NewRegistry()
+	if err := toolreg.Register(reg, tool.ToolFunc("hold", "Blocks until released when `block` is set.", contracts.CapabilityReplaySafe,
 		func(ctx context.Context, a HoldArgs) (string, error) {
 			if a.Block {
 				r.entered <- struct{}{}
@@ -88,7 +89,7 @@ func newPauseRig(t *testing.T) *pauseRig {
 	return r
 }
 
-func (r *pauseRig) start(services []string, reg *brainexec.Registry) *app.Stack {
+func (r *pauseRig) start(services []string, reg *toolreg.Registry) *app.Stack {
 	ctx, cancel := context.WithCancel(context.Background())
 	r.t.Cleanup(cancel)
 	st, err := app.Start(ctx, app.Options{

@@ -26,6 +26,7 @@ import (
 	"github.com/awaken-dev/awaken/internal/execcore"
 	"github.com/awaken-dev/awaken/internal/pipeline"
 	"github.com/awaken-dev/awaken/internal/telemetry"
+	"github.com/awaken-dev/awaken/internal/toolreg"
 	"github.com/awaken-dev/awaken/pkg/auditchain"
 	"github.com/awaken-dev/awaken/services/api"
 	"github.com/awaken-dev/awaken/services/batcher"
@@ -79,7 +80,7 @@ type Options struct {
 	// Faults is the test-only fault hook (nil in production).
 	Faults pipeline.FaultHook
 	// BrainRegistry replaces the builtin example tools (platform teams bring their own).
-	BrainRegistry *brainexec.Registry
+	BrainRegistry *toolreg.Registry
 	// BrainBuiltins adds the builtin example tools to BrainRegistry as well (they need the
 	// service's environment, so they are registered when brain-exec starts).
 	BrainBuiltins bool
@@ -342,7 +343,7 @@ func startOne(ctx context.Context, name string, env *pipeline.Env, o Options) (S
 	case BrainExec:
 		reg := o.BrainRegistry
 		if reg == nil {
-			reg = brainexec.NewRegistry()
+			reg = toolreg.NewRegistry()
 		}
 		if o.BrainRegistry == nil || o.BrainBuiltins {
 			if err := builtin.Register(reg, env); err != nil {

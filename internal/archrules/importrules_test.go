@@ -17,6 +17,14 @@ const module = "github.com/awaken-dev/awaken"
 //   - a non-test file of pkg/contracts imports something outside the standard library;
 //   - a non-test file of a pkg/ package imports internal/bus: the public packages serve other
 //     modules, and the broker plumbing they would drag along is ours to change;
+//   - a non-test file of a pkg/ package imports a package under services/: a public package
+//     built on a service's code exposes that service's shape (pkg/executor once reached
+//     into services/brain-exec for the tool types); what both need lives in a pkg/ leaf
+//     or an internal/ package;
+//   - a non-test file of pkg/executor/tool imports anything of the module but pkg/contracts
+//     and internal/toolctx: it is the tool vocabulary's leaf, imported by brain-exec and by
+//     pkg/executor (which runs brain-exec), so an import that leads back to either is a cycle
+//     and any other drags the runtime into every tool author's build;
 //   - a file (test files included) of services/<a> imports services/<b>, b ≠ a.
 func violations(t *testing.T, root string) []string {
 	t.Helper()
@@ -51,6 +59,16 @@ func violations(t *testing.T, root string) []string {
 			for _, imp := range pkg.Imports {
 				if imp == module+"/internal/bus" || strings.HasPrefix(imp, module+"/internal/bus/") {
 					out = append(out, rel+" imports "+imp+" (public packages keep off the bus internals)")
+				}
+				if strings.HasPrefix(imp, module+"/services/") {
+					out = append(out, rel+" imports "+imp+" (public packages are not built on service code)")
+				}
+			}
+		}
+		if rel == "pkg/executor/tool" {
+			for _, imp := range pkg.Imports {
+				if strings.HasPrefix(imp, module+"/") && imp != module+"/pkg/contracts" && imp != module+"/internal/toolctx" {
+					out = append(out, rel+" imports "+imp+" (the tool vocabulary is a leaf: pkg/contracts and internal/toolctx only)")
 				}
 			}
 		}
@@ -103,13 +121,15 @@ func TestTheModuleKeepsItsImportRules(t *testing.T) {
 	}
 }
 
-// TestTheCheckFindsBrokenRules runs the check on a small tree that breaks both rules, so
+// TestTheCheckFindsBrokenRules runs the check on a small tree that breaks every rule, so
 // the module test above cannot pass by checking nothing.
 func TestTheCheckFindsBrokenRules(t *testing.T) {
 	got := violations(t, filepath.Join("testdata", "broken"))
 	want := []string{
 		"pkg/client imports " + module + "/internal/bus (public packages keep off the bus internals)",
 		"pkg/contracts imports github.com/nats-io/nats.go (only the standard library is allowed)",
+		"pkg/executor imports " + module + "/services/alpha (public packages are not built on service code)",
+		"pkg/executor/tool imports " + module + "/internal/config (the tool vocabulary is a leaf: pkg/contracts and internal/toolctx only)",
 		"services/alpha imports " + module + "/services/beta (services never import each other)",
 		"services/beta/sub imports " + module + "/services/alpha (services never import each other)",
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/awaken-dev/awaken/internal/pipeline"
 	"github.com/awaken-dev/awaken/internal/state"
 	"github.com/awaken-dev/awaken/internal/telemetry"
+	"github.com/awaken-dev/awaken/internal/toolctx"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
@@ -339,11 +340,13 @@ func (x *Executor) Handle(ctx context.Context, d bus.Delivery) error {
 		RunID: req.RunID, Step: req.Step, Index: req.Index, CallID: req.CallID,
 		OperationID: op, ToolID: req.ToolID, Arguments: req.Arguments, Attempt: attempt,
 	}
-	if x.opts.Ledger != nil {
-		inv.beginBody = x.opts.Ledger.BodyStarting
-	}
 	log.Debug().Uint16("attempt", attempt).Msg("executor entered")
 	spanCtx, endSpan := x.toolSpan(runCtx, req, inv)
+	if ledger := x.opts.Ledger; ledger != nil {
+		// inv.BeginBody finds the ledger in the body's context: the public Invocation is
+		// plain data, so only the core can make a body start count.
+		spanCtx = toolctx.WithBodyStart(spanCtx, func(ctx context.Context) error { return ledger.BodyStarting(ctx, inv) })
+	}
 	bodyCtx, endProgress := x.withProgress(spanCtx, inv)
 	out, err := x.runUnlessPaused(bodyCtx, inv)
 	endProgress()

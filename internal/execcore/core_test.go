@@ -18,6 +18,7 @@ import (
 	"github.com/awaken-dev/awaken/internal/pipeline"
 	"github.com/awaken-dev/awaken/pkg/cloudevent"
 	"github.com/awaken-dev/awaken/pkg/contracts"
+	"github.com/awaken-dev/awaken/pkg/executor/tool"
 )
 
 const testConfig = `
@@ -442,11 +443,11 @@ func TestInvocationOutcomes(t *testing.T) {
 			return contracts.ToolOutput{Content: []contracts.ContentBlock{{Type: "video"}}}, nil
 		}, "tool execution failed: invalid tool output:", true, true},
 		{"operation id visible in the context", "tool", func(ctx context.Context, inv execcore.Invocation) (contracts.ToolOutput, error) {
-			from, ok := execcore.InvocationFrom(ctx)
+			from, ok := tool.InvocationFrom(ctx)
 			if !ok || from.CallID != inv.CallID {
 				return contracts.ToolOutput{}, errors.New("no invocation in context")
 			}
-			return contracts.TextOutput("", execcore.OperationID(ctx)), nil
+			return contracts.TextOutput("", tool.OperationID(ctx)), nil
 		}, contracts.OperationID("run-1", 3, "call_1"), false, false},
 		{"unavailable before dispatch, retries exhausted", "tool", func(context.Context, execcore.Invocation) (contracts.ToolOutput, error) {
 			return contracts.ToolOutput{}, contracts.UnavailableBeforeDispatch("backend down")

@@ -9,6 +9,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/awaken-dev/awaken/internal/toolctx"
 	"github.com/awaken-dev/awaken/pkg/cloudevent"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
@@ -20,20 +21,6 @@ const ProgressInterval = 250 * time.Millisecond
 
 // maxProgressMessage bounds the message of one progress report (bytes).
 const maxProgressMessage = 1024
-
-type progressKey struct{}
-
-// ReportProgress tells the executor how far the tool body running under ctx is: progress
-// increases with every report, total is its end when known (0: unknown), message says what
-// is happening. The executor publishes it, throttled, as io.awaken.tool.progress.v1 on the
-// run's events subject. Progress is a fact, never a result: it does not reach the call's
-// record or its result, a report may be dropped, and reporting never blocks the body.
-// Outside a tool body it does nothing.
-func ReportProgress(ctx context.Context, progress, total float64, message string) {
-	if r, ok := ctx.Value(progressKey{}).(*progressReporter); ok {
-		r.report(progress, total, message)
-	}
-}
 
 // progressReporter throttles and publishes the progress reports of one attempt of one
 // call.
@@ -49,12 +36,14 @@ type progressReporter struct {
 	done bool
 }
 
-// withProgress returns ctx carrying a progress reporter for inv, and the function that
+// withProgress returns ctx carrying a progress reporter for inv (what tool.ReportProgress
+// reports to: published throttled as io.awaken.tool.progress.v1 on the run's events
+// subject, never part of the call's record or result, never blocking), and the function that
 // ends it once the body returned: the last report held back by the throttle is published
 // then, and later reports (from a body that outlived its timeout) are dropped.
 func (x *Executor) withProgress(ctx context.Context, inv Invocation) (context.Context, func()) {
 	r := &progressReporter{x: x, inv: inv, log: *zerolog.Ctx(ctx)}
-	return context.WithValue(ctx, progressKey{}, r), r.finish
+	return toolctx.WithProgress(ctx, r.report), r.finish
 }
 
 func (r *progressReporter) report(progress, total float64, message string) {

@@ -11,6 +11,7 @@ import (
 	"github.com/awaken-dev/awaken/internal/execcore/exectest"
 	"github.com/awaken-dev/awaken/internal/servicetest"
 	"github.com/awaken-dev/awaken/pkg/contracts"
+	"github.com/awaken-dev/awaken/pkg/executor/tool"
 )
 
 // TestGoToolProgress: a Go tool's reports reach the run's events subject throttled, the
@@ -22,11 +23,11 @@ func TestGoToolProgress(t *testing.T) {
 	start(t, e, &scripted{body: func(ctx context.Context, _ execcore.Invocation) (contracts.ToolOutput, error) {
 		for i := 1; i <= steps; i++ {
 			time.Sleep(10 * time.Millisecond) // the tool's own work, not a wait for the test
-			execcore.ReportProgress(ctx, float64(i), steps, fmt.Sprintf("step %d of %d", i, steps))
+			tool.ReportProgress(ctx, float64(i), steps, fmt.Sprintf("step %d of %d", i, steps))
 		}
 		return contracts.TextOutput("", "finished"), nil
 	}})
-	execcore.ReportProgress(context.Background(), 1, 2, "nobody listens") // outside a body: a no-op
+	tool.ReportProgress(context.Background(), 1, 2, "nobody listens") // outside a body: a no-op
 	c := call("call_1", "tool", neverReplay)
 	began := time.Now()
 	e.Allow(c)

@@ -13,6 +13,7 @@ import (
 	"github.com/awaken-dev/awaken/internal/state"
 	"github.com/awaken-dev/awaken/internal/telemetry"
 	"github.com/awaken-dev/awaken/pkg/contracts"
+	"github.com/awaken-dev/awaken/pkg/executor/tool"
 )
 
 // Reconciler finds out what happened to a call whose executor was entered and died before
@@ -284,7 +285,7 @@ func (x *Executor) askReconciler(ctx context.Context, inv Invocation, deadline t
 // reconcile that ignores its context cannot hold the delivery past its timeout (it is
 // abandoned, its answer discarded); a panic is recovered. Both are *ReconcileError.
 func reconcileOnce(ctx context.Context, r Reconciler, inv Invocation, timeout time.Duration) (contracts.Reconciled, error) {
-	ctx, cancel := context.WithTimeoutCause(WithInvocation(ctx, inv), timeout, ErrReconcileTimedOut)
+	ctx, cancel := context.WithTimeoutCause(tool.WithInvocation(ctx, inv), timeout, ErrReconcileTimedOut)
 	defer cancel()
 	type answer struct {
 		res contracts.Reconciled

@@ -19,6 +19,7 @@ import (
 	"github.com/awaken-dev/awaken/internal/pipeline"
 	"github.com/awaken-dev/awaken/pkg/cloudevent"
 	"github.com/awaken-dev/awaken/pkg/contracts"
+	"github.com/awaken-dev/awaken/pkg/executor/tool"
 )
 
 // reconciling is a scripted Invoker whose tool "tool" also has a reconcile function: it
@@ -38,7 +39,7 @@ func (r *reconciling) Reconciles(toolID string) bool { return toolID == "tool" }
 func (r *reconciling) Reconcile(ctx context.Context, inv execcore.Invocation) (contracts.Reconciled, error) {
 	r.mu.Lock()
 	r.asked = append(r.asked, inv)
-	r.keys = append(r.keys, execcore.IdempotencyKey(ctx))
+	r.keys = append(r.keys, tool.IdempotencyKey(ctx))
 	n := len(r.asked)
 	r.mu.Unlock()
 	return r.answer(ctx, n)

@@ -12,6 +12,7 @@ import (
 	"github.com/awaken-dev/awaken/internal/ctxsleep"
 	"github.com/awaken-dev/awaken/internal/pipeline"
 	"github.com/awaken-dev/awaken/pkg/contracts"
+	"github.com/awaken-dev/awaken/pkg/executor/tool"
 )
 
 // TimedOutMessage is the execution error of a call that reached its timeout; the model sees
@@ -72,7 +73,7 @@ func (x *Executor) run(ctx context.Context, inv Invocation) (contracts.ToolOutpu
 // body that ignores its context cannot hold the handler past the timeout, and a panic in it
 // becomes an execution error instead of killing the process.
 func (x *Executor) invokeOnce(ctx context.Context, inv Invocation, timeout time.Duration) (contracts.ToolOutput, error) {
-	base := WithInvocation(ctx, inv)
+	base := tool.WithInvocation(ctx, inv)
 	var (
 		tctx   context.Context
 		cancel context.CancelFunc

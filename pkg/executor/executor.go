@@ -38,8 +38,9 @@ import (
 	"github.com/awaken-dev/awaken/internal/app"
 	"github.com/awaken-dev/awaken/internal/config"
 	"github.com/awaken-dev/awaken/internal/telemetry"
+	"github.com/awaken-dev/awaken/internal/toolreg"
 	"github.com/awaken-dev/awaken/pkg/contracts"
-	brainexec "github.com/awaken-dev/awaken/services/brain-exec"
+	"github.com/awaken-dev/awaken/pkg/executor/tool"
 )
 
 // ServiceName is the executor's service name: its NATS connection is "awaken-brain-exec",
@@ -54,8 +55,8 @@ const DefaultDrainTimeout = 30 * time.Second
 // as ambiguous), and every other invalid registration (bad id, capability or argument
 // type).
 var (
-	ErrDuplicateTool = brainexec.ErrDuplicateTool
-	ErrInvalidTool   = brainexec.ErrInvalidTool
+	ErrDuplicateTool = toolreg.ErrDuplicateTool
+	ErrInvalidTool   = toolreg.ErrInvalidTool
 )
 
 // Config is the host configuration (the same file every awaken service loads).
@@ -80,100 +81,67 @@ func ParseConfig(data []byte) (*Config, error) {
 	return &Config{c: c}, nil
 }
 
-// Tool is a typed Brain tool: A is its argument type (the model-visible JSON Schema is
-// derived from it, and calls are decoded into it strictly), O its output type. A string
-// output is the result's text, a contracts.ToolOutput is used as is, anything else is
-// rendered as JSON. A returned *contracts.ToolError is what the model sees; any other error
-// becomes "tool execution failed: {error}".
-//
-// Call runs concurrently for different calls, must honour ctx (its deadline is the tool's
-// timeout) and must be safe to run again for the same operation when its capability says
-// so. The other methods must be constant.
-type Tool[A, O any] interface {
-	ID() string
-	Description() string
-	Capability() contracts.ToolRecoveryCapability
-	Call(ctx context.Context, args A) (O, error)
-}
+// The tool-author vocabulary is defined once, in pkg/executor/tool (a leaf package, so that
+// the stock brain-exec, which this package runs, can use it without importing this
+// package); the names below are that vocabulary itself — type aliases, and for functions a
+// one-line call, since Go cannot alias a function — so executor.Tool and tool.Tool are the
+// same type, and a value built with either is accepted by both.
 
-// ToolFunc makes a [Tool] of a function.
+// Tool is a typed Brain tool: A is its argument type (the model-visible JSON Schema is
+// derived from it, and calls are decoded into it strictly), O its output type. See
+// [tool.Tool] for how its output renders and what its errors mean.
+type Tool[A, O any] = tool.Tool[A, O]
+
+// ToolFunc makes a [Tool] of a function (see [tool.ToolFunc]).
 func ToolFunc[A, O any](id, description string, capability contracts.ToolRecoveryCapability,
 	fn func(ctx context.Context, args A) (O, error)) Tool[A, O] {
-	return brainexec.ToolFunc(id, description, capability, fn)
+	return tool.ToolFunc(id, description, capability, fn)
 }
 
 // Reconciler is implemented by a [Tool] that can find out, after a crash, whether a call
-// of it ran. When the executor finds a never_replay call of the tool entered and never
-// completed (its process died while the body ran), it calls Reconcile with the call's
-// arguments — [IdempotencyKey] of ctx is the call's key, the one the body sent to the
-// external system — instead of making the call indeterminate, and commits the answer:
-// [contracts.Ran] completes the call with that output (no second run), [contracts.NotRun]
-// runs the body again if the recovery policy's max_attempts allows (else the model reads
-// "did not run"), [contracts.Unknown] leaves it indeterminate. An error, a panic or a
-// timeout (executors.reconcile.timeout) counts as unknown and is retried with back-off up
-// to executors.reconcile.attempts. See docs/integration.md for an example.
-type Reconciler[A any] = brainexec.Reconciler[A]
+// of it ran (see [tool.Reconciler]; docs/integration.md has an example).
+type Reconciler[A any] = tool.Reconciler[A]
 
-// WithReconcile returns t with the reconcile function fn (see [Reconciler]):
+// WithReconcile returns t with the reconcile function fn (see [tool.WithReconcile]):
 //
 //	executor.Register(x, executor.WithReconcile(charge,
 //		func(ctx context.Context, a ChargeArgs) (contracts.Reconciled, error) {
 //			return lookUpCharge(ctx, executor.IdempotencyKey(ctx)) // ran, not_run or unknown
 //		}))
 func WithReconcile[A, O any](t Tool[A, O], fn func(ctx context.Context, args A) (contracts.Reconciled, error)) Tool[A, O] {
-	return brainexec.WithReconcile(t, fn)
+	return tool.WithReconcile(t, fn)
 }
 
-// Invocation is the call a tool body runs for.
-type Invocation struct {
-	RunID  string
-	Step   int64
-	CallID string
-	// OperationID is "{batch_id}:{call_key}", the key of awaken's exactly-once checks.
-	OperationID string
-	// IdempotencyKey is the key to give an external system that deduplicates requests
-	// (an HTTP Idempotency-Key header): see [IdempotencyKey].
-	IdempotencyKey string
-	// ToolID is the configured tool id the model called.
-	ToolID string
-	// Attempt counts executor entries of this call from 1.
-	Attempt int
+// Invocation is the call a tool body runs for: its run, step, index and call ids, its
+// operation id and [Invocation.IdempotencyKey], its configured tool id, arguments and
+// attempt (see [tool.Invocation]).
+type Invocation = tool.Invocation
+
+// InvocationFrom returns the invocation a tool body runs for, false outside a tool body.
+func InvocationFrom(ctx context.Context) (Invocation, bool) { return tool.InvocationFrom(ctx) }
+
+// WithInvocation returns ctx carrying inv, as the executor hands it to a tool body: a test
+// of a tool's Call uses it to give the body the view the executor gives it.
+func WithInvocation(ctx context.Context, inv Invocation) context.Context {
+	return tool.WithInvocation(ctx, inv)
 }
 
-// InvocationFrom returns the invocation a tool body runs for.
-func InvocationFrom(ctx context.Context) (Invocation, bool) {
-	inv, ok := brainexec.InvocationFrom(ctx)
-	if !ok {
-		return Invocation{}, false
-	}
-	return Invocation{RunID: inv.RunID, Step: inv.Step, CallID: inv.CallID, OperationID: inv.OperationID,
-		IdempotencyKey: inv.IdempotencyKey(), ToolID: inv.ToolID, Attempt: int(inv.Attempt)}, true
-}
-
-// OperationID returns the operation id of the call a tool body runs for.
-func OperationID(ctx context.Context) string { return brainexec.OperationID(ctx) }
+// OperationID returns the operation id of the call a tool body runs for, "" outside one.
+func OperationID(ctx context.Context) string { return tool.OperationID(ctx) }
 
 // IdempotencyKey returns the idempotency key of the call a tool body runs for, "" outside
-// a tool body. It is a UUID (version 5) derived from the call's operation id alone — never
-// from the attempt — so it is the same on every execution of the call: a redelivery, a
-// replay after a crash (for a tool whose recovery policy allows one), the run after an
-// approval, an executor restarted elsewhere. A tool whose effect lives in another system
-// sends it there, so that system performs the effect once however often the body runs:
+// a tool body: the same on every execution of the call, so an external system that
+// deduplicates by it performs the effect once (see [tool.IdempotencyKey]):
 //
-//	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "https://api.example.com/v1/charges", body)
 //	req.Header.Set("Idempotency-Key", executor.IdempotencyKey(ctx))
-//
-// It is what makes a tool declared idempotent (capability idempotent) actually so.
-func IdempotencyKey(ctx context.Context) string { return brainexec.IdempotencyKey(ctx) }
+func IdempotencyKey(ctx context.Context) string { return tool.IdempotencyKey(ctx) }
 
-// ReportProgress tells the platform how far a long tool body is: progress increases with
-// every report, total is its end when known (0 when not), message says what is happening.
-// The executor publishes the reports as io.awaken.tool.progress.v1 events on the run's
-// events subject, at most one per 250 ms per call and always the last one; the console and
-// `awaken batch watch` show them. Progress is never part of the call's result, a report may
-// be dropped, and the call never blocks. Outside a tool body it does nothing.
+// ReportProgress tells the platform how far a long tool body is (see
+// [tool.ReportProgress]): published throttled as io.awaken.tool.progress.v1 on the run's
+// events subject, never part of the result, never blocking; outside a tool body it does
+// nothing.
 func ReportProgress(ctx context.Context, progress, total float64, message string) {
-	brainexec.ReportProgress(ctx, progress, total, message)
+	tool.ReportProgress(ctx, progress, total, message)
 }
 
 // Options says how the executor connects and what it serves besides your tools.
@@ -208,7 +176,7 @@ type Options struct {
 type Executor struct {
 	cfg  *Config
 	opts Options
-	reg  *brainexec.Registry
+	reg  *toolreg.Registry
 	log  zerolog.Logger
 }
 
@@ -223,14 +191,14 @@ func New(cfg *Config, opts Options) (*Executor, error) {
 	if opts.CredsFile != "" && (opts.User != "" || opts.Token != "") || opts.User != "" && opts.Token != "" {
 		return nil, errors.New("executor: give one of a credentials file, a user or a token")
 	}
-	return &Executor{cfg: cfg, opts: opts, reg: brainexec.NewRegistry(),
+	return &Executor{cfg: cfg, opts: opts, reg: toolreg.NewRegistry(),
 		log: app.NewLogger(opts.Log, opts.LogLevel)}, nil
 }
 
 // Register adds a typed tool. Registering an id twice makes it ambiguous: every call to it
 // then fails, so a wiring mistake never silently picks one body.
 func Register[A, O any](x *Executor, t Tool[A, O]) error {
-	return brainexec.Register[A, O](x.reg, t)
+	return toolreg.Register[A, O](x.reg, t)
 }
 
 // Descriptors returns the descriptor of every registered tool, sorted by id.

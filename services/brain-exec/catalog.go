@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/awaken-dev/awaken/internal/pipeline"
+	"github.com/awaken-dev/awaken/internal/toolreg"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
@@ -18,7 +19,7 @@ const publishTimeout = 10 * time.Second
 // to the tools bucket under the brain key, where the api builds the catalog from. Only
 // the brain-exec NATS user may write that key. A failure is logged, never fatal: the
 // executor serves calls without it, and the catalog then lacks those schemas.
-func publishDescriptors(ctx context.Context, env *pipeline.Env, reg *Registry) {
+func publishDescriptors(ctx context.Context, env *pipeline.Env, reg *toolreg.Registry) {
 	ctx, cancel := context.WithTimeout(ctx, publishTimeout)
 	defer cancel()
 	if err := putDescriptors(ctx, env, reg.DescriptorsContext(ctx)); err != nil {

@@ -10,10 +10,11 @@ import (
 
 	"github.com/awaken-dev/awaken/internal/mcpbridge"
 	"github.com/awaken-dev/awaken/pkg/contracts"
+	"github.com/awaken-dev/awaken/pkg/executor/tool"
 )
 
 // MCPMount is the name under which brain-exec mounts the tools of the configured MCP
-// servers in its registry (see [Registry.MountDynamic]).
+// servers in its registry (see [toolreg.Registry.MountDynamic]).
 const MCPMount = "mcp"
 
 // mcpTools serves the tools of the configured MCP servers (mcp__{server}__{tool}) as a
@@ -33,11 +34,11 @@ func (m mcpTools) Descriptors(ctx context.Context) []contracts.ToolDescriptor {
 // body start is recorded once the session is up and the tool is known, immediately before
 // the request is handed to the transport, so a server that is down never counts as a body
 // run.
-func (m mcpTools) Invoke(ctx context.Context, id string, args json.RawMessage, inv Invocation) (contracts.ToolOutput, error) {
+func (m mcpTools) Invoke(ctx context.Context, id string, args json.RawMessage, inv tool.Invocation) (contracts.ToolOutput, error) {
 	ctx = mcpbridge.WithBeforeDispatch(ctx, inv.BeginBody)
 	// The server's notifications/progress become the call's progress events.
 	ctx = mcpbridge.WithProgress(ctx, func(progress, total float64, message string) {
-		ReportProgress(ctx, progress, total, message)
+		tool.ReportProgress(ctx, progress, total, message)
 	})
 	return m.b.Invoke(ctx, id, args, inv.OperationID)
 }

@@ -6,83 +6,9 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/awaken-dev/awaken/internal/execcore"
 	"github.com/awaken-dev/awaken/pkg/contracts"
+	"github.com/awaken-dev/awaken/pkg/executor/tool"
 )
-
-// Reconciler is implemented by a [Tool] that can find out, after a crash, whether a call
-// of it ran: given the call's arguments (and its idempotency key, [IdempotencyKey] of ctx),
-// it answers [contracts.Ran] with the output the call produced, [contracts.NotRun], or
-// [contracts.Unknown]. The executor asks it instead of making the call indeterminate when
-// it finds a never_replay call entered and never completed (docs/protocol.md, Recovery).
-// ctx ends at executors.reconcile.timeout; a panic, a timeout or an error counts as
-// unknown.
-type Reconciler[A any] interface {
-	Reconcile(ctx context.Context, args A) (contracts.Reconciled, error)
-}
-
-// reconciledTool is the Tool [WithReconcile] returns.
-type reconciledTool[A, O any] struct {
-	Tool[A, O]
-	reconcile func(ctx context.Context, args A) (contracts.Reconciled, error)
-}
-
-// Reconcile implements [Reconciler].
-func (t reconciledTool[A, O]) Reconcile(ctx context.Context, args A) (contracts.Reconciled, error) {
-	return t.reconcile(ctx, args)
-}
-
-// WithReconcile returns t with the reconcile function fn (see [Reconciler]), for a tool
-// built with [ToolFunc] or one that does not implement Reconcile itself:
-//
-//	brainexec.Register(reg, brainexec.WithReconcile(charge, func(ctx context.Context, a ChargeArgs) (contracts.Reconciled, error) {
-//		return paymentStatus(ctx, brainexec.IdempotencyKey(ctx))
-//	}))
-func WithReconcile[A, O any](t Tool[A, O], fn func(ctx context.Context, args A) (contracts.Reconciled, error)) Tool[A, O] {
-	return reconciledTool[A, O]{Tool: t, reconcile: fn}
-}
-
-// reconcileBinder decodes a call's raw arguments for the tool's reconcile function.
-type reconcileBinder func(args json.RawMessage) (func(ctx context.Context) (contracts.Reconciled, error), error)
-
-// bindReconcile returns the binder of t's reconcile function, nil when t has none.
-func bindReconcile[A, O any](t Tool[A, O]) reconcileBinder {
-	rc, ok := t.(Reconciler[A])
-	if !ok {
-		return nil
-	}
-	return func(raw json.RawMessage) (func(ctx context.Context) (contracts.Reconciled, error), error) {
-		args, err := contracts.DecodeArguments[A](raw)
-		if err != nil {
-			return nil, err
-		}
-		return func(ctx context.Context) (contracts.Reconciled, error) { return rc.Reconcile(ctx, args) }, nil
-	}
-}
-
-// CanReconcile reports whether implementation impl is registered, unambiguously, with a
-// reconcile function.
-func (r *Registry) CanReconcile(impl string) bool {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	e, ok := r.tools[impl]
-	return ok && !e.ambiguous && e.reconcile != nil
-}
-
-// ReconcileAs calls the reconcile function of implementation impl for inv.
-func (r *Registry) ReconcileAs(ctx context.Context, impl string, inv Invocation) (contracts.Reconciled, error) {
-	r.mu.RLock()
-	e, ok := r.tools[impl]
-	r.mu.RUnlock()
-	if !ok || e.ambiguous || e.reconcile == nil {
-		return contracts.Reconciled{}, fmt.Errorf("tool %s has no reconcile function", impl)
-	}
-	run, err := e.reconcile(inv.Arguments)
-	if err != nil {
-		return contracts.Reconciled{}, err
-	}
-	return run(ctx)
-}
 
 // Reconciles reports whether a call of configured tool toolID is reconciled after a
 // crash: its Go implementation has a reconcile function, or it is an MCP tool whose server
@@ -100,7 +26,7 @@ func (i *invoker) Reconciles(toolID string) bool {
 }
 
 // Reconcile asks the reconcile function of inv's tool (see [Invoker.Reconciles]).
-func (i *invoker) Reconcile(ctx context.Context, inv execcore.Invocation) (contracts.Reconciled, error) {
+func (i *invoker) Reconcile(ctx context.Context, inv tool.Invocation) (contracts.Reconciled, error) {
 	if i.mcp != nil && i.mcp.Owns(inv.ToolID) {
 		companion, ok := i.cfg.MCPReconcileTool(inv.ToolID)
 		if !ok {
@@ -118,7 +44,7 @@ func (i *invoker) Reconcile(ctx context.Context, inv execcore.Invocation) (contr
 // reconcileByCompanion calls the companion tool with the call's own arguments and its
 // operation id and idempotency key in _meta (exactly as the call itself was sent), and
 // reads its answer. A companion result that is an error, or not the JSON answer, fails.
-func reconcileByCompanion(ctx context.Context, b mcpInvoker, companion string, inv execcore.Invocation) (contracts.Reconciled, error) {
+func reconcileByCompanion(ctx context.Context, b mcpInvoker, companion string, inv tool.Invocation) (contracts.Reconciled, error) {
 	args := inv.Arguments
 	if len(strings.TrimSpace(string(args))) == 0 {
 		args = json.RawMessage(`{}`)

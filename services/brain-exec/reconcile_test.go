@@ -10,8 +10,9 @@ import (
 	"github.com/awaken-dev/awaken/internal/execcore"
 	"github.com/awaken-dev/awaken/internal/execcore/exectest"
 	"github.com/awaken-dev/awaken/internal/pipeline"
+	"github.com/awaken-dev/awaken/internal/toolreg"
 	"github.com/awaken-dev/awaken/pkg/contracts"
-	brainexec "github.com/awaken-dev/awaken/services/brain-exec"
+	"github.com/awaken-dev/awaken/pkg/executor/tool"
 )
 
 // payments is a fake payment provider that deduplicates by idempotency key, as a real one
@@ -30,14 +31,14 @@ func (p *payments) charge(ctx context.Context, a chargeArgs) (string, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.runs++
-	p.charged[brainexec.IdempotencyKey(ctx)] = a.Amount
+	p.charged[tool.IdempotencyKey(ctx)] = a.Amount
 	return fmt.Sprintf("charged %d", a.Amount), nil
 }
 
 func (p *payments) status(ctx context.Context, a chargeArgs) (contracts.Reconciled, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	amount, ok := p.charged[brainexec.IdempotencyKey(ctx)]
+	amount, ok := p.charged[tool.IdempotencyKey(ctx)]
 	if !ok {
 		return contracts.NotRun(), nil
 	}
@@ -67,12 +68,12 @@ func TestGoToolReconcileAfterCrash(t *testing.T) {
 `))
 			e.SetFault(exectest.FailTimes(pipeline.FaultInTool, 1, nil))
 			p := &payments{charged: map[string]int{}}
-			startBrain(t, e, func(r *brainexec.Registry) {
-				tool := brainexec.ToolFunc("pay", "Charges.", contracts.CapabilityNonRecoverable, p.charge)
+			startBrain(t, e, func(r *toolreg.Registry) {
+				pay := tool.ToolFunc("pay", "Charges.", contracts.CapabilityNonRecoverable, p.charge)
 				if withReconcile {
-					tool = brainexec.WithReconcile(tool, p.status)
+					pay = tool.WithReconcile(pay, p.status)
 				}
-				must(t, brainexec.Register(r, tool))
+				must(t, toolreg.Register(r, pay))
 			}, execcore.WithReconcile(execcore.ReconcileOptions{Backoff: 5 * time.Millisecond, Timeout: time.Second}))
 			c := brainCall("call_1", "pay", `{"amount":42}`)
 			e.Allow(c)

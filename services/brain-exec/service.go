@@ -2,15 +2,15 @@
 // requests whose trusted target is brain, through the shared executor hop of
 // internal/execcore (entry claim, crash recovery by policy, timeout, commit, announce).
 //
-// Tools are written against the typed SDK of this package — [Tool], registered with
-// [Register], or [ToolFunc] for plain functions — and collected in a [Registry]. A custom
-// Brain executor is a main package that builds a Registry with its own tools and calls
-// [Start]; see examples/custom-brain.
+// Tools are written against the public vocabulary of pkg/executor/tool — a [tool.Tool],
+// or [tool.ToolFunc] for a plain function — and registered in a [toolreg.Registry] (what
+// pkg/executor does for a custom Brain executor; see examples/custom-brain). This package
+// defines none of those names: it runs what the registry holds.
 //
 // The host configuration decides which tool ids exist, that they run in the Brain, their
 // timeout and their recovery policy. A configured tool's `builtin:` entry (default: its id)
 // names the registry implementation that runs it, so one implementation can serve several
-// configured tools; the body sees the configured id through [InvocationFrom].
+// configured tools; the body sees the configured id through [tool.InvocationFrom].
 package brainexec
 
 import (
@@ -24,7 +24,9 @@ import (
 	"github.com/awaken-dev/awaken/internal/mcpbridge"
 	"github.com/awaken-dev/awaken/internal/pipeline"
 	"github.com/awaken-dev/awaken/internal/telemetry"
+	"github.com/awaken-dev/awaken/internal/toolreg"
 	"github.com/awaken-dev/awaken/pkg/contracts"
+	"github.com/awaken-dev/awaken/pkg/executor/tool"
 )
 
 // ServiceName is the service's name: CloudEvent source "awaken/brain-exec", fault-hook name
@@ -34,7 +36,7 @@ const ServiceName = "brain-exec"
 // Service is a running Brain executor.
 type Service struct {
 	exec *execcore.Executor
-	reg  *Registry
+	reg  *toolreg.Registry
 	// mcp mounts the configured MCP servers (nil when there are none); unmount removes its
 	// tools from reg.
 	mcp     *mcpbridge.Bridge
@@ -56,7 +58,7 @@ type Service struct {
 // sessions and terminates the stdio server processes.
 //
 // ctx is the hard-stop context; use [Service.Stop] to shut down gracefully.
-func Start(ctx context.Context, env *pipeline.Env, reg *Registry, opts ...execcore.Option) (*Service, error) {
+func Start(ctx context.Context, env *pipeline.Env, reg *toolreg.Registry, opts ...execcore.Option) (*Service, error) {
 	if env == nil || env.Config == nil {
 		return nil, fmt.Errorf("%s: nil environment or configuration", ServiceName)
 	}
@@ -128,19 +130,19 @@ func (s *Service) closeMCP() {
 }
 
 // Registry returns the registry the service runs.
-func (s *Service) Registry() *Registry { return s.reg }
+func (s *Service) Registry() *toolreg.Registry { return s.reg }
 
 // NewInvoker returns the Invoker brain-exec uses: it resolves a call's configured tool to
 // its implementation (`builtin:`, default the tool id) and runs it from reg. A tool that
 // is not configured, or whose implementation is missing, fails with "unknown tool: {id}".
 // It is exported for custom executors and benchmarks that drive execcore directly.
-func NewInvoker(cfg *config.Config, reg *Registry) execcore.Invoker {
+func NewInvoker(cfg *config.Config, reg *toolreg.Registry) execcore.Invoker {
 	return &invoker{cfg: cfg, reg: reg}
 }
 
 type invoker struct {
 	cfg *config.Config
-	reg *Registry
+	reg *toolreg.Registry
 	// mcp calls the reconcile companions of MCP tools (nil: no MCP server configured).
 	mcp mcpInvoker
 }
@@ -152,7 +154,7 @@ func ReconcileOptions(cfg *config.Config) execcore.ReconcileOptions {
 }
 
 // Invoke resolves the configured tool to its implementation and runs it.
-func (i *invoker) Invoke(ctx context.Context, inv execcore.Invocation) (contracts.ToolOutput, error) {
+func (i *invoker) Invoke(ctx context.Context, inv tool.Invocation) (contracts.ToolOutput, error) {
 	t, ok := i.cfg.Tool(inv.ToolID)
 	if !ok || t.Target != contracts.TargetBrain {
 		return contracts.ToolOutput{}, contracts.ErrUnknownTool(inv.ToolID)
@@ -163,7 +165,7 @@ func (i *invoker) Invoke(ctx context.Context, inv execcore.Invocation) (contract
 // MissingImplementations returns, sorted, the configured Brain tools whose implementation
 // reg lacks (or holds ambiguously), each as "{tool id}" or "{tool id} (builtin {impl})".
 // Calls to them fail with "unknown tool" or as ambiguous.
-func MissingImplementations(cfg *config.Config, reg *Registry) []string {
+func MissingImplementations(cfg *config.Config, reg *toolreg.Registry) []string {
 	var missing []string
 	for _, t := range cfg.Tools {
 		if !executesInBrain(t) {
@@ -189,7 +191,7 @@ func MissingImplementations(cfg *config.Config, reg *Registry) []string {
 // checkRegistry logs what would make calls fail or recover unexpectedly: configured Brain
 // tools without an implementation, and implementations whose declared capability differs
 // from the configured one.
-func checkRegistry(env *pipeline.Env, reg *Registry) {
+func checkRegistry(env *pipeline.Env, reg *toolreg.Registry) {
 	if missing := MissingImplementations(env.Config, reg); len(missing) > 0 {
 		env.Log.Warn().Strs("tools", missing).
 			Msgf("configured brain tools without an implementation (calls to them fail with \"unknown tool\"): %s",

@@ -11,10 +11,12 @@ import (
 	"github.com/awaken-dev/awaken/internal/execcore/exectest"
 	"github.com/awaken-dev/awaken/internal/natstest"
 	"github.com/awaken-dev/awaken/internal/pipeline"
+	"github.com/awaken-dev/awaken/internal/toolreg"
 	brainexec "github.com/awaken-dev/awaken/services/brain-exec"
 	"github.com/awaken-dev/awaken/services/brain-exec/builtin"
 
 	"github.com/awaken-dev/awaken/pkg/contracts"
+	"github.com/awaken-dev/awaken/pkg/executor/tool"
 )
 
 const brainConfig = `
@@ -54,9 +56,9 @@ func withTools(extra string) string {
 }
 
 // startBrain starts brain-exec with the builtin tools plus extra registrations.
-func startBrain(t *testing.T, e *exectest.Env, extra func(*brainexec.Registry), opts ...execcore.Option) *brainexec.Service {
+func startBrain(t *testing.T, e *exectest.Env, extra func(*toolreg.Registry), opts ...execcore.Option) *brainexec.Service {
 	t.Helper()
-	reg := brainexec.NewRegistry()
+	reg := toolreg.NewRegistry()
 	if err := builtin.Register(reg, e.Env); err != nil {
 		t.Fatal(err)
 	}
@@ -172,13 +174,13 @@ func TestCustomTypedToolThroughBrainExec(t *testing.T) {
   - id: whoami
     builtin: whoami_impl
 `))
-	startBrain(t, e, func(r *brainexec.Registry) {
-		must(t, brainexec.Register(r, brainexec.ToolFunc("whoami_impl", "Says who is calling.", contracts.CapabilityReplaySafe,
+	startBrain(t, e, func(r *toolreg.Registry) {
+		must(t, toolreg.Register(r, tool.ToolFunc("whoami_impl", "Says who is calling.", contracts.CapabilityReplaySafe,
 			func(ctx context.Context, a struct {
 				Prefix string `json:"prefix"`
 			}) (string, error) {
-				inv, _ := brainexec.InvocationFrom(ctx)
-				return a.Prefix + " " + brainexec.OperationID(ctx) + " as " + inv.ToolID, nil
+				inv, _ := tool.InvocationFrom(ctx)
+				return a.Prefix + " " + tool.OperationID(ctx) + " as " + inv.ToolID, nil
 			})))
 	})
 	c := brainCall("call_1", "whoami", `{"prefix":"op"}`)
@@ -198,11 +200,18 @@ func TestMissingImplementations(t *testing.T) {
   - id: renamed
     builtin: nowhere
 `))
-	reg := brainexec.NewRegistry()
+	reg := toolreg.NewRegistry()
 	must(t, builtin.Register(reg, e.Env))
 	got := brainexec.MissingImplementations(e.Config, reg)
 	want := []string{"ghost", "renamed (builtin nowhere)"}
 	if !slices.Equal(got, want) {
 		t.Errorf("missing %q, want %q (stub, client_pick are not executed by brain-exec)", got, want)
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
 	}
 }

@@ -5,21 +5,22 @@ import (
 	"fmt"
 
 	"github.com/awaken-dev/awaken/internal/execcore"
+	"github.com/awaken-dev/awaken/internal/toolreg"
 	"github.com/awaken-dev/awaken/pkg/contracts"
-	brainexec "github.com/awaken-dev/awaken/services/brain-exec"
+	"github.com/awaken-dev/awaken/pkg/executor/tool"
 	"github.com/awaken-dev/awaken/services/brain-exec/builtin"
 )
 
-// inProcess invokes the echo tool through the brain-exec registry (argument decoding,
+// inProcess invokes the echo tool through the Brain tool registry (argument decoding,
 // output rendering and normalisation included) as plain function calls: the lower bound
 // of any design.
-type inProcess struct{ reg *brainexec.Registry }
+type inProcess struct{ reg *toolreg.Registry }
 
 func newInProcess() (*inProcess, error) {
-	reg := brainexec.NewRegistry()
+	reg := toolreg.NewRegistry()
 	// The same body as the builtin echo tool (builtin.Register needs a KV bucket for the
 	// counter tool, which this row does not have).
-	err := brainexec.Register(reg, brainexec.ToolFunc("echo", "Returns its `text` argument as text.",
+	err := toolreg.Register(reg, tool.ToolFunc("echo", "Returns its `text` argument as text.",
 		contracts.CapabilityReplaySafe, func(_ context.Context, a builtin.EchoArgs) (string, error) {
 			return a.Text, nil
 		}))

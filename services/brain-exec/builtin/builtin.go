@@ -28,9 +28,9 @@ import (
 	"github.com/awaken-dev/awaken/internal/ctxsleep"
 	"github.com/awaken-dev/awaken/internal/execcore"
 	"github.com/awaken-dev/awaken/internal/pipeline"
-	brainexec "github.com/awaken-dev/awaken/services/brain-exec"
-
+	"github.com/awaken-dev/awaken/internal/toolreg"
 	"github.com/awaken-dev/awaken/pkg/contracts"
+	"github.com/awaken-dev/awaken/pkg/executor/tool"
 )
 
 // MaxSleepMS bounds the ms argument of slow and delegate (one hour).
@@ -78,17 +78,17 @@ type RanArgs map[string]any
 func CounterKey(name string) string { return "counter." + name }
 
 // Register adds every builtin tool to r. counter keeps its counters in env.Counters.
-func Register(r *brainexec.Registry, env *pipeline.Env) error {
+func Register(r *toolreg.Registry, env *pipeline.Env) error {
 	if env == nil || env.Counters == nil {
 		return errors.New("builtin: the counter tool needs env.Counters")
 	}
 	counters := env.Counters
 	return errors.Join(
-		brainexec.Register(r, brainexec.ToolFunc("echo", "Returns its `text` argument as text.",
+		toolreg.Register(r, tool.ToolFunc("echo", "Returns its `text` argument as text.",
 			contracts.CapabilityReplaySafe, func(_ context.Context, a EchoArgs) (string, error) {
 				return a.Text, nil
 			})),
-		brainexec.Register(r, brainexec.ToolFunc("counter", "Increments the durable counter named by `name` and returns the new value.",
+		toolreg.Register(r, tool.ToolFunc("counter", "Increments the durable counter named by `name` and returns the new value.",
 			contracts.CapabilityNonRecoverable, func(ctx context.Context, a CounterArgs) (string, error) {
 				n, err := execcore.Increment(ctx, counters, CounterKey(a.Name))
 				if err != nil {
@@ -96,7 +96,7 @@ func Register(r *brainexec.Registry, env *pipeline.Env) error {
 				}
 				return strconv.FormatUint(n, 10), nil
 			})),
-		brainexec.Register(r, brainexec.ToolFunc("slow", "Sleeps `ms` milliseconds, then returns \"done\".",
+		toolreg.Register(r, tool.ToolFunc("slow", "Sleeps `ms` milliseconds, then returns \"done\".",
 			contracts.CapabilityReplaySafe, func(ctx context.Context, a SlowArgs) (string, error) {
 				if err := sleep(ctx, a.MS); err != nil {
 					if a.AckCancel && ctx.Err() != nil {
@@ -106,31 +106,31 @@ func Register(r *brainexec.Registry, env *pipeline.Env) error {
 				}
 				return "done", nil
 			})),
-		brainexec.Register(r, brainexec.ToolFunc("fail", "Fails with an execution error carrying `message`.",
+		toolreg.Register(r, tool.ToolFunc("fail", "Fails with an execution error carrying `message`.",
 			contracts.CapabilityReplaySafe, func(_ context.Context, a FailArgs) (string, error) {
 				return "", contracts.ExecutionFailed(a.Message)
 			})),
-		brainexec.Register(r, brainexec.ToolFunc("delegate", "Delegates `task` to a sub-agent; returns \"delegated: {task}\" after `ms` milliseconds.",
+		toolreg.Register(r, tool.ToolFunc("delegate", "Delegates `task` to a sub-agent; returns \"delegated: {task}\" after `ms` milliseconds.",
 			contracts.CapabilityDurableRequest, func(ctx context.Context, a DelegateArgs) (string, error) {
 				if err := sleep(ctx, a.MS); err != nil {
 					return "", err
 				}
 				return "delegated: " + a.Task, nil
 			})),
-		brainexec.Register(r, brainexec.ToolFunc("progress", "Reports progress `steps` times, `ms` milliseconds apart, then returns \"done after {steps} steps\".",
+		toolreg.Register(r, tool.ToolFunc("progress", "Reports progress `steps` times, `ms` milliseconds apart, then returns \"done after {steps} steps\".",
 			contracts.CapabilityReplaySafe, func(ctx context.Context, a ProgressArgs) (string, error) {
 				for i := 1; i <= a.Steps; i++ {
 					if err := sleep(ctx, a.MS); err != nil {
 						return "", err
 					}
-					brainexec.ReportProgress(ctx, float64(i), float64(a.Steps), "step "+strconv.Itoa(i)+" of "+strconv.Itoa(a.Steps))
+					tool.ReportProgress(ctx, float64(i), float64(a.Steps), "step "+strconv.Itoa(i)+" of "+strconv.Itoa(a.Steps))
 				}
 				return "done after " + strconv.Itoa(a.Steps) + " steps", nil
 			})),
-		brainexec.Register(r, brainexec.ToolFunc("ran", "Returns \"ran {tool_id}\": proof that the call ran.",
+		toolreg.Register(r, tool.ToolFunc("ran", "Returns \"ran {tool_id}\": proof that the call ran.",
 			contracts.CapabilityReplaySafe, func(ctx context.Context, _ RanArgs) (string, error) {
 				id := "ran"
-				if inv, ok := brainexec.InvocationFrom(ctx); ok && inv.ToolID != "" {
+				if inv, ok := tool.InvocationFrom(ctx); ok && inv.ToolID != "" {
 					id = inv.ToolID
 				}
 				return "ran " + id, nil

@@ -1,4 +1,10 @@
-package brainexec
+// Package toolreg is the Brain tool registry: the typed ([Register]), raw ([RegisterRaw])
+// and dynamic ([Registry.MountDynamic]) tool implementations by id, how a call's arguments
+// are decoded and checked before its body runs, and how a body's output is rendered. The
+// stock brain-exec service invokes through it, and pkg/executor registers its users' tools
+// in it; it lives apart from both so that the public SDK does not import service code.
+// The vocabulary it registers (Tool, Invocation, …) is pkg/executor/tool's.
+package toolreg
 
 import (
 	"bytes"
@@ -9,55 +15,9 @@ import (
 	"slices"
 	"sync"
 
-	"github.com/awaken-dev/awaken/internal/execcore"
 	"github.com/awaken-dev/awaken/pkg/contracts"
+	"github.com/awaken-dev/awaken/pkg/executor/tool"
 )
-
-// Invocation is the call a tool body runs for (see [InvocationFrom]).
-type Invocation = execcore.Invocation
-
-// InvocationFrom returns the invocation a tool body runs for: its operation id, its
-// idempotency key, its configured tool id and its attempt.
-func InvocationFrom(ctx context.Context) (Invocation, bool) { return execcore.InvocationFrom(ctx) }
-
-// OperationID returns the durable operation id of the call a tool body runs for.
-func OperationID(ctx context.Context) string { return execcore.OperationID(ctx) }
-
-// IdempotencyKey returns the idempotency key of the call a tool body runs for (see
-// [contracts.IdempotencyKey]).
-func IdempotencyKey(ctx context.Context) string { return execcore.IdempotencyKey(ctx) }
-
-// ReportProgress tells the executor how far the tool body running under ctx is (see
-// [execcore.ReportProgress]): published throttled on the run's events subject, never part
-// of the result, never blocking.
-func ReportProgress(ctx context.Context, progress, total float64, message string) {
-	execcore.ReportProgress(ctx, progress, total, message)
-}
-
-// Tool is a typed Brain tool: A is its arguments type, from which the model-visible JSON
-// Schema is derived and into which the model's arguments are decoded (the same type, so
-// the schema the model sees is the schema that is enforced); O is its output type.
-//
-// Call's output renders as follows: a string is the text of the result; a
-// contracts.ToolOutput is used as is (images, staged state, explicit errors); any other
-// value is rendered as JSON text. A returned *contracts.ToolError is what the model sees;
-// any other error becomes "tool execution failed: {error}". Return
-// contracts.UnavailableBeforeDispatch only with proof that the effect did not start: the
-// executor then retries without counting a replay.
-//
-// Call runs concurrently for different calls, must honour ctx (its deadline is the tool's
-// timeout) and must be safe to run again for the same operation when its capability says
-// so. The methods other than Call must be constant.
-type Tool[A, O any] interface {
-	// ID is the implementation name; configuration entries refer to it (builtin: …).
-	ID() string
-	// Description is shown to the model when the configuration gives none.
-	Description() string
-	// Capability is what repeating the body means (see contracts.ToolRecoveryCapability).
-	Capability() contracts.ToolRecoveryCapability
-	// Call runs the body.
-	Call(ctx context.Context, args A) (O, error)
-}
 
 // RawFunc is the body of a dynamic tool registered with [RegisterRaw]: it receives the
 // arguments as JSON (null or empty arguments arrive as {}) and returns a ToolOutput.
@@ -88,8 +48,8 @@ type entry struct {
 }
 
 // Registry holds the Brain tool implementations by id. Registration usually happens before
-// [Start]; it is nevertheless safe for concurrent use, so dynamic tools (MCP servers) can be
-// added while calls run.
+// the executor starts; it is nevertheless safe for concurrent use, so dynamic tools (MCP
+// servers) can be added while calls run.
 type Registry struct {
 	mu    sync.RWMutex
 	tools map[string]*entry
@@ -104,7 +64,7 @@ func NewRegistry() *Registry { return &Registry{tools: map[string]*entry{}} }
 // descriptor is derived from A with contracts.DescriptorFor, and arguments are decoded
 // with contracts.DecodeArguments[A] (strict: unknown fields, wrong types and missing
 // required fields are "invalid tool arguments: …"; null arguments mean {}).
-func Register[A, O any](r *Registry, t Tool[A, O]) error {
+func Register[A, O any](r *Registry, t tool.Tool[A, O]) error {
 	if t == nil {
 		return fmt.Errorf("%w: nil tool", ErrInvalidTool)
 	}
@@ -243,7 +203,7 @@ func (r *Registry) Has(id string) bool {
 }
 
 // Invoke runs the tool registered as inv.ToolID for inv. See [Registry.InvokeAs].
-func (r *Registry) Invoke(ctx context.Context, inv Invocation) (contracts.ToolOutput, error) {
+func (r *Registry) Invoke(ctx context.Context, inv tool.Invocation) (contracts.ToolOutput, error) {
 	return r.InvokeAs(ctx, inv.ToolID, inv)
 }
 
@@ -254,7 +214,7 @@ func (r *Registry) Invoke(ctx context.Context, inv Invocation) (contracts.ToolOu
 // inv.BeginBody is called (the body-run ledger) and the body runs. An implementation that
 // is not registered but owned by a mounted dynamic family is run by that family, looked up
 // now (see [DynamicTools]).
-func (r *Registry) InvokeAs(ctx context.Context, impl string, inv Invocation) (contracts.ToolOutput, error) {
+func (r *Registry) InvokeAs(ctx context.Context, impl string, inv tool.Invocation) (contracts.ToolOutput, error) {
 	r.mu.RLock()
 	e, ok := r.tools[impl]
 	r.mu.RUnlock()
@@ -307,28 +267,4 @@ func asToolError(err error) error {
 		return te
 	}
 	return contracts.ExecutionFailed(err.Error())
-}
-
-// funcTool is the Tool built by [ToolFunc].
-type funcTool[A, O any] struct {
-	id, description string
-	capability      contracts.ToolRecoveryCapability
-	fn              func(context.Context, A) (O, error)
-}
-
-// ID, Description, Capability and Call implement Tool with the values given to ToolFunc.
-func (t funcTool[A, O]) ID() string                                   { return t.id }
-func (t funcTool[A, O]) Description() string                          { return t.description }
-func (t funcTool[A, O]) Capability() contracts.ToolRecoveryCapability { return t.capability }
-func (t funcTool[A, O]) Call(ctx context.Context, a A) (O, error)     { return t.fn(ctx, a) }
-
-// ToolFunc makes a [Tool] of a function, for tools that need no state of their own:
-//
-//	brainexec.Register(reg, brainexec.ToolFunc("shout", "Upper-cases text.",
-//		contracts.CapabilityReplaySafe, func(ctx context.Context, a ShoutArgs) (string, error) {
-//			return strings.ToUpper(a.Text), nil
-//		}))
-func ToolFunc[A, O any](id, description string, capability contracts.ToolRecoveryCapability,
-	fn func(ctx context.Context, args A) (O, error)) Tool[A, O] {
-	return funcTool[A, O]{id: id, description: description, capability: capability, fn: fn}
 }

@@ -1,4 +1,4 @@
-package brainexec
+package toolreg
 
 import (
 	"bytes"
@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/awaken-dev/awaken/pkg/contracts"
+	"github.com/awaken-dev/awaken/pkg/executor/tool"
 )
 
 // DynamicTools is a family of Brain tools whose set is only known at run time, such as the
@@ -26,10 +27,10 @@ type DynamicTools interface {
 	Descriptors(ctx context.Context) []contracts.ToolDescriptor
 	// Invoke runs tool id for inv with args, a JSON value ({} when the model sent null or
 	// nothing). It must call inv.BeginBody immediately before the effect may start, after
-	// every check that can fail without it, and follows the error rules of [Tool]: a
+	// every check that can fail without it, and follows the error rules of [tool.Tool]: a
 	// *contracts.ToolError is what the model sees, UnavailableBeforeDispatch only with proof
 	// that the effect did not start.
-	Invoke(ctx context.Context, id string, args json.RawMessage, inv Invocation) (contracts.ToolOutput, error)
+	Invoke(ctx context.Context, id string, args json.RawMessage, inv tool.Invocation) (contracts.ToolOutput, error)
 }
 
 // mount is one mounted family.
@@ -79,7 +80,7 @@ func (r *Registry) dynamicFor(id string) DynamicTools {
 // invokeDynamic runs id from family d: the arguments are checked as for a raw tool (null or
 // empty mean {}, anything else must be valid JSON), then the family runs the call and
 // records its body start itself, at the moment the effect may start.
-func invokeDynamic(ctx context.Context, d DynamicTools, id string, inv Invocation) (contracts.ToolOutput, error) {
+func invokeDynamic(ctx context.Context, d DynamicTools, id string, inv tool.Invocation) (contracts.ToolOutput, error) {
 	args := bytes.TrimSpace(inv.Arguments)
 	if len(args) == 0 || bytes.Equal(args, []byte("null")) {
 		args = []byte("{}")

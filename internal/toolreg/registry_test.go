@@ -1,4 +1,4 @@
-package brainexec_test
+package toolreg_test
 
 import (
 	"context"
@@ -7,10 +7,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/awaken-dev/awaken/internal/execcore"
-	brainexec "github.com/awaken-dev/awaken/services/brain-exec"
-
+	"github.com/awaken-dev/awaken/internal/toolreg"
 	"github.com/awaken-dev/awaken/pkg/contracts"
+	"github.com/awaken-dev/awaken/pkg/executor/tool"
 )
 
 // weatherArgs is a typed tool's argument type: its schema is what the model sees and what
@@ -39,11 +38,11 @@ func (weather) Call(_ context.Context, a weatherArgs) (forecast, error) {
 	return forecast{City: a.City, Temp: 21}, nil
 }
 
-func invoke(t *testing.T, r *brainexec.Registry, tool, args string) (contracts.ToolOutput, error) {
+func invoke(t *testing.T, r *toolreg.Registry, toolID, args string) (contracts.ToolOutput, error) {
 	t.Helper()
-	inv := execcore.Invocation{RunID: "run-1", Step: 1, CallID: "call_1", OperationID: "tool-batch:run-1:1:call_1",
-		ToolID: tool, Arguments: json.RawMessage(args), Attempt: 1}
-	return r.Invoke(execcore.WithInvocation(context.Background(), inv), inv)
+	inv := tool.Invocation{RunID: "run-1", Step: 1, CallID: "call_1", OperationID: "tool-batch:run-1:1:call_1",
+		ToolID: toolID, Arguments: json.RawMessage(args), Attempt: 1}
+	return r.Invoke(tool.WithInvocation(context.Background(), inv), inv)
 }
 
 // outcomeText is what the model would see: the output's text, or the error's.
@@ -55,8 +54,8 @@ func outcomeText(out contracts.ToolOutput, err error) string {
 }
 
 func TestTypedToolDescriptorComesFromTheArgumentType(t *testing.T) {
-	r := brainexec.NewRegistry()
-	if err := brainexec.Register(r, weather{}); err != nil {
+	r := toolreg.NewRegistry()
+	if err := toolreg.Register(r, weather{}); err != nil {
 		t.Fatal(err)
 	}
 	descs := r.Descriptors()
@@ -85,9 +84,9 @@ func TestTypedToolDescriptorComesFromTheArgumentType(t *testing.T) {
 }
 
 func TestTypedToolArgumentsAndRendering(t *testing.T) {
-	r := brainexec.NewRegistry()
-	must(t, brainexec.Register(r, weather{}))
-	must(t, brainexec.Register(r, brainexec.ToolFunc("opt", "All optional.", "",
+	r := toolreg.NewRegistry()
+	must(t, toolreg.Register(r, weather{}))
+	must(t, toolreg.Register(r, tool.ToolFunc("opt", "All optional.", "",
 		func(_ context.Context, a struct {
 			N *int `json:"n"`
 		}) (string, error) {
@@ -96,21 +95,21 @@ func TestTypedToolArgumentsAndRendering(t *testing.T) {
 			}
 			return "n set", nil
 		})))
-	must(t, brainexec.Register(r, brainexec.ToolFunc("image", "Returns an output as is.", contracts.CapabilityReplaySafe,
+	must(t, toolreg.Register(r, tool.ToolFunc("image", "Returns an output as is.", contracts.CapabilityReplaySafe,
 		func(context.Context, struct{}) (contracts.ToolOutput, error) {
 			return contracts.BlocksOutput("", []contracts.ContentBlock{{Type: contracts.BlockImage,
 				Source: &contracts.ImageSource{Type: "url", URL: "https://example.com/a.png"}}}, false), nil
 		})))
-	must(t, brainexec.Register(r, brainexec.ToolFunc("pointer", "Returns *ToolOutput.", contracts.CapabilityReplaySafe,
+	must(t, toolreg.Register(r, tool.ToolFunc("pointer", "Returns *ToolOutput.", contracts.CapabilityReplaySafe,
 		func(context.Context, struct{}) (*contracts.ToolOutput, error) {
 			out := contracts.ErrorOutput("", "explicit failure")
 			return &out, nil
 		})))
-	must(t, brainexec.Register(r, brainexec.ToolFunc("unavailable", "Not reachable.", contracts.CapabilityReplaySafe,
+	must(t, toolreg.Register(r, tool.ToolFunc("unavailable", "Not reachable.", contracts.CapabilityReplaySafe,
 		func(context.Context, struct{}) (string, error) {
 			return "", contracts.UnavailableBeforeDispatch("backend down")
 		})))
-	must(t, brainexec.Register(r, brainexec.ToolFunc("wrapped", "Wraps a tool error.", contracts.CapabilityReplaySafe,
+	must(t, toolreg.Register(r, tool.ToolFunc("wrapped", "Wraps a tool error.", contracts.CapabilityReplaySafe,
 		func(context.Context, struct{}) (string, error) {
 			return "", errors.Join(errors.New("context"), contracts.InvalidArguments("bad date"))
 		})))
@@ -164,15 +163,15 @@ func TestTypedToolArgumentsAndRendering(t *testing.T) {
 }
 
 func TestDuplicateIDIsPermanentlyAmbiguous(t *testing.T) {
-	r := brainexec.NewRegistry()
-	echo := brainexec.ToolFunc("echo", "one", contracts.CapabilityReplaySafe, func(_ context.Context, a struct {
+	r := toolreg.NewRegistry()
+	echo := tool.ToolFunc("echo", "one", contracts.CapabilityReplaySafe, func(_ context.Context, a struct {
 		Text string `json:"text"`
 	}) (string, error) {
 		return a.Text, nil
 	})
-	must(t, brainexec.Register(r, echo))
+	must(t, toolreg.Register(r, echo))
 	for i := range 2 {
-		if err := brainexec.Register(r, echo); !errors.Is(err, brainexec.ErrDuplicateTool) {
+		if err := toolreg.Register(r, echo); !errors.Is(err, toolreg.ErrDuplicateTool) {
 			t.Fatalf("registration %d: error %v, want ErrDuplicateTool", i+2, err)
 		}
 	}
@@ -184,17 +183,17 @@ func TestDuplicateIDIsPermanentlyAmbiguous(t *testing.T) {
 		t.Errorf("an ambiguous tool is described: %+v", d)
 	}
 	raw := contracts.ToolDescriptor{ID: "echo", Parameters: json.RawMessage(`{}`)}
-	if err := brainexec.RegisterRaw(r, raw, "", func(context.Context, json.RawMessage) (contracts.ToolOutput, error) {
+	if err := toolreg.RegisterRaw(r, raw, "", func(context.Context, json.RawMessage) (contracts.ToolOutput, error) {
 		return contracts.TextOutput("", "raw"), nil
-	}); !errors.Is(err, brainexec.ErrDuplicateTool) {
+	}); !errors.Is(err, toolreg.ErrDuplicateTool) {
 		t.Errorf("raw registration over an ambiguous id: %v", err)
 	}
 }
 
 func TestRegisterRaw(t *testing.T) {
-	r := brainexec.NewRegistry()
+	r := toolreg.NewRegistry()
 	var got string
-	must(t, brainexec.RegisterRaw(r, contracts.ToolDescriptor{ID: "mcp__gh__issue", Description: "Opens an issue.",
+	must(t, toolreg.RegisterRaw(r, contracts.ToolDescriptor{ID: "mcp__gh__issue", Description: "Opens an issue.",
 		Parameters: json.RawMessage(`{"properties":{"title":{"type":"string"}}}`)}, contracts.CapabilityNonRecoverable,
 		func(_ context.Context, args json.RawMessage) (contracts.ToolOutput, error) {
 			got = string(args)
@@ -218,41 +217,41 @@ func TestInvalidRegistrations(t *testing.T) {
 	noop := func(context.Context, struct{}) (string, error) { return "", nil }
 	tests := []struct {
 		name string
-		reg  func(r *brainexec.Registry) error
+		reg  func(r *toolreg.Registry) error
 	}{
-		{"empty id", func(r *brainexec.Registry) error {
-			return brainexec.Register(r, brainexec.ToolFunc("", "x", "", noop))
+		{"empty id", func(r *toolreg.Registry) error {
+			return toolreg.Register(r, tool.ToolFunc("", "x", "", noop))
 		}},
-		{"bad capability", func(r *brainexec.Registry) error {
-			return brainexec.Register(r, brainexec.ToolFunc("t", "x", "sometimes", noop))
+		{"bad capability", func(r *toolreg.Registry) error {
+			return toolreg.Register(r, tool.ToolFunc("t", "x", "sometimes", noop))
 		}},
-		{"arguments not an object", func(r *brainexec.Registry) error {
-			return brainexec.Register(r, brainexec.ToolFunc("t", "x", "", func(context.Context, string) (string, error) { return "", nil }))
+		{"arguments not an object", func(r *toolreg.Registry) error {
+			return toolreg.Register(r, tool.ToolFunc("t", "x", "", func(context.Context, string) (string, error) { return "", nil }))
 		}},
-		{"arguments without a JSON form", func(r *brainexec.Registry) error {
-			return brainexec.Register(r, brainexec.ToolFunc("t", "x", "", func(context.Context, struct {
+		{"arguments without a JSON form", func(r *toolreg.Registry) error {
+			return toolreg.Register(r, tool.ToolFunc("t", "x", "", func(context.Context, struct {
 				C chan int `json:"c"`
 			}) (string, error) {
 				return "", nil
 			}))
 		}},
-		{"nil tool", func(r *brainexec.Registry) error {
-			return brainexec.Register[struct{}, string](r, nil)
+		{"nil tool", func(r *toolreg.Registry) error {
+			return toolreg.Register[struct{}, string](r, nil)
 		}},
-		{"raw schema not an object", func(r *brainexec.Registry) error {
-			return brainexec.RegisterRaw(r, contracts.ToolDescriptor{ID: "t", Parameters: json.RawMessage(`{"type":"array"}`)}, "",
+		{"raw schema not an object", func(r *toolreg.Registry) error {
+			return toolreg.RegisterRaw(r, contracts.ToolDescriptor{ID: "t", Parameters: json.RawMessage(`{"type":"array"}`)}, "",
 				func(context.Context, json.RawMessage) (contracts.ToolOutput, error) {
 					return contracts.ToolOutput{}, nil
 				})
 		}},
-		{"raw nil function", func(r *brainexec.Registry) error {
-			return brainexec.RegisterRaw(r, contracts.ToolDescriptor{ID: "t"}, "", nil)
+		{"raw nil function", func(r *toolreg.Registry) error {
+			return toolreg.RegisterRaw(r, contracts.ToolDescriptor{ID: "t"}, "", nil)
 		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r := brainexec.NewRegistry()
-			if err := tt.reg(r); !errors.Is(err, brainexec.ErrInvalidTool) {
+			r := toolreg.NewRegistry()
+			if err := tt.reg(r); !errors.Is(err, toolreg.ErrInvalidTool) {
 				t.Fatalf("error %v, want ErrInvalidTool", err)
 			}
 			if r.Has("t") || len(r.Descriptors()) != 0 {
@@ -273,13 +272,13 @@ func must(t *testing.T, err error) {
 // lookup, strict argument decoding against the derived schema, the body, and output
 // rendering as JSON text — without NATS.
 func BenchmarkBrainInvoke(b *testing.B) {
-	r := brainexec.NewRegistry()
-	if err := brainexec.Register(r, weather{}); err != nil {
+	r := toolreg.NewRegistry()
+	if err := toolreg.Register(r, weather{}); err != nil {
 		b.Fatal(err)
 	}
-	inv := execcore.Invocation{RunID: "run-1", Step: 1, CallID: "call_1", OperationID: "tool-batch:run-1:1:call_1",
+	inv := tool.Invocation{RunID: "run-1", Step: 1, CallID: "call_1", OperationID: "tool-batch:run-1:1:call_1",
 		ToolID: "weather", Arguments: json.RawMessage(`{"city":"Paris","units":"metric","days":3}`), Attempt: 1}
-	ctx := execcore.WithInvocation(context.Background(), inv)
+	ctx := tool.WithInvocation(context.Background(), inv)
 	b.ReportAllocs()
 	for b.Loop() {
 		out, err := r.Invoke(ctx, inv)

@@ -1,4 +1,4 @@
-package brainexec_test
+package toolreg_test
 
 import (
 	"context"
@@ -8,8 +8,9 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/awaken-dev/awaken/internal/toolreg"
 	"github.com/awaken-dev/awaken/pkg/contracts"
-	brainexec "github.com/awaken-dev/awaken/services/brain-exec"
+	"github.com/awaken-dev/awaken/pkg/executor/tool"
 )
 
 // family is a dynamic tool family owning ids with its prefix; it offers the tools in
@@ -41,7 +42,7 @@ func (f *family) Descriptors(context.Context) []contracts.ToolDescriptor {
 	return out
 }
 
-func (f *family) Invoke(ctx context.Context, id string, args json.RawMessage, inv brainexec.Invocation) (contracts.ToolOutput, error) {
+func (f *family) Invoke(ctx context.Context, id string, args json.RawMessage, inv tool.Invocation) (contracts.ToolOutput, error) {
 	f.mu.Lock()
 	offered := slices.Contains(f.tools, strings.TrimPrefix(id, f.prefix))
 	f.mu.Unlock()
@@ -57,7 +58,7 @@ func (f *family) Invoke(ctx context.Context, id string, args json.RawMessage, in
 	return contracts.TextOutput("", f.prefix+"ran "+strings.TrimPrefix(id, f.prefix)), nil
 }
 
-func descriptorIDs(r *brainexec.Registry) []string {
+func descriptorIDs(r *toolreg.Registry) []string {
 	var ids []string
 	for _, d := range r.Descriptors() {
 		ids = append(ids, d.ID)
@@ -66,9 +67,9 @@ func descriptorIDs(r *brainexec.Registry) []string {
 }
 
 func TestDynamicTools(t *testing.T) {
-	r := brainexec.NewRegistry()
-	must(t, brainexec.Register(r, weather{}))
-	must(t, brainexec.RegisterRaw(r, contracts.ToolDescriptor{ID: "dyn__static", Description: "Registered statically.",
+	r := toolreg.NewRegistry()
+	must(t, toolreg.Register(r, weather{}))
+	must(t, toolreg.RegisterRaw(r, contracts.ToolDescriptor{ID: "dyn__static", Description: "Registered statically.",
 		Parameters: json.RawMessage(`{"type":"object"}`)}, contracts.CapabilityNonRecoverable,
 		func(context.Context, json.RawMessage) (contracts.ToolOutput, error) {
 			return contracts.TextOutput("", "static wins"), nil
@@ -121,7 +122,7 @@ func TestDynamicTools(t *testing.T) {
 // TestDynamicTools_firstOwnerServes: of two families owning an id, the first mounted one
 // serves its calls and alone lists it.
 func TestDynamicTools_firstOwnerServes(t *testing.T) {
-	r := brainexec.NewRegistry()
+	r := toolreg.NewRegistry()
 	a, b := &family{prefix: "x__"}, &family{prefix: "x__"}
 	a.offer("t")
 	b.offer("t", "u")
