@@ -13,9 +13,10 @@ import (
 	"github.com/awaken-dev/awaken/internal/config"
 	"github.com/awaken-dev/awaken/internal/natstest"
 	"github.com/awaken-dev/awaken/internal/state"
+	"github.com/awaken-dev/awaken/internal/toolreg"
 	"github.com/awaken-dev/awaken/pkg/client"
 	"github.com/awaken-dev/awaken/pkg/contracts"
-	brainexec "github.com/awaken-dev/awaken/services/brain-exec"
+	"github.com/awaken-dev/awaken/pkg/executor/tool"
 )
 
 const concurrencyConfig = `
@@ -57,10 +58,10 @@ func TestConcurrencyLimitHoldsUnderLoad(t *testing.T) {
 	occ := &occupancy{running: map[string]int{}, most: map[string]int{}}
 	release := make(chan struct{})
 	var entered atomic.Int64
-	reg := brainexec.NewRegistry()
-	if err := brainexec.Register(reg, brainexec.ToolFunc("occupy", "Holds until the test releases it.", contracts.CapabilityReplaySafe,
+	reg := toolreg.NewRegistry()
+	if err := toolreg.Register(reg, tool.ToolFunc("occupy", "Holds until the test releases it.", contracts.CapabilityReplaySafe,
 		func(ctx context.Context, _ OccupyArgs) (string, error) {
-			inv, _ := brainexec.InvocationFrom(ctx)
+			inv, _ := tool.InvocationFrom(ctx)
 			tenant := tenantOf(inv.RunID)
 			occ.mu.Lock()
 			occ.running[tenant]++
