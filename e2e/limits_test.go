@@ -165,3 +165,66 @@ func tenantOf(runID string) string {
 	tenant, _, _ := strings.Cut(runID, "-")
 	return tenant
 }
+
+const meteredConfig = `
+prefix: awaken
+tools:
+  - id: metered
+    capability: replay_safe
+    cost: 2
+policy:
+  default_behavior: allow
+  limits:
+    - { name: spend, tools: [metered], key: thread, budget: { amount: 10 } }
+`
+
+// MeteredArgs are the arguments of the test tool metered, which reports what it cost.
+type MeteredArgs struct {
+	Cost float64 `json:"cost"`
+}
+
+// TestBudgetChargesTheCostTheToolReports: metered reserves its configured cost of 2
+// against a budget of 10 per thread and reports 7 from its body (executor.ReportCost); the
+// budget is charged 7 once the call ends. After two calls (14 spent) the third is blocked
+// with budget_exhausted — with the configured cost alone (4 spent) it would have run.
+func TestBudgetChargesTheCostTheToolReports(t *testing.T) {
+	cfg, err := config.Parse([]byte(meteredConfig))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := toolreg.NewRegistry()
+	if err := toolreg.Register(reg, tool.ToolFunc("metered", "Reports what it cost.", contracts.CapabilityReplaySafe,
+		func(ctx context.Context, a MeteredArgs) (string, error) {
+			tool.ReportCost(ctx, a.Cost)
+			return "metered", nil
+		})); err != nil {
+		t.Fatal(err)
+	}
+	h := newHarness(t, withConfig(cfg), withOptions(func(o *app.Options) { o.BrainRegistry = reg }))
+	ctx := ctxFor(t, 2*waitLong)
+	_, js := h.srv.Conn(t)
+	kv, err := js.KeyValue(ctx, cfg.Names().LimitsBucket())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ledger := state.NewStore[contracts.LimitLedgerEntry](kv)
+	spent := func() float64 {
+		e, _, err := ledger.Get(ctx, contracts.LimitLedgerKey("spend", "thread-metered", time.Time{}))
+		if err != nil {
+			return -1
+		}
+		return e.Used
+	}
+	for step, want := range []float64{7, 14} {
+		sub := batch("metered", int64(step+1), []string{"metered"}, call("c0", "metered", map[string]any{"cost": 7}))
+		res := h.mustRun(sub)
+		if got := res.Results[0].Output.Text(); got != "metered" {
+			t.Fatalf("step %d: %q, want the tool's result", step+1, got)
+		}
+		natstest.WaitFor(t, waitLong, func() bool { return spent() == want }, fmt.Sprintf("%v spent after step %d", want, step+1))
+	}
+	res := h.mustRun(batch("metered", 3, []string{"metered"}, call("c0", "metered", map[string]any{"cost": 7})))
+	if got := res.Results[0].Output.Text(); !strings.Contains(got, "blocked: "+contracts.ReasonBudgetExhausted) {
+		t.Fatalf("third call %q, want blocked by the budget", got)
+	}
+}

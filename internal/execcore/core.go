@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -348,6 +349,8 @@ func (x *Executor) Handle(ctx context.Context, d bus.Delivery) error {
 		spanCtx = toolctx.WithBodyStart(spanCtx, func(ctx context.Context) error { return ledger.BodyStarting(ctx, inv) })
 	}
 	bodyCtx, endProgress := x.withProgress(spanCtx, inv)
+	var cost reportedCost
+	bodyCtx = toolctx.WithCost(bodyCtx, cost.set)
 	out, err := x.runUnlessPaused(bodyCtx, inv)
 	endProgress()
 	stopped := ctx.Err() == nil && errors.Is(context.Cause(runCtx), errRunCancelled)
@@ -369,7 +372,7 @@ func (x *Executor) Handle(ctx context.Context, d bus.Delivery) error {
 		return err
 	}
 
-	rec, owned, err := x.complete(ctx, key, req, d.StreamSeq, attempt, marked, out, rec, rev)
+	rec, owned, err := x.complete(ctx, key, req, d.StreamSeq, attempt, marked, out, cost.get(), rec, rev)
 	if err != nil {
 		return err
 	}
@@ -540,13 +543,18 @@ func (x *Executor) enter(ctx context.Context, key string, req contracts.ExecRequ
 // the record this delivery committed on entry (or read, for an unmarked run): the common
 // case is a single compare-and-swap at rev, and only a conflict pays for a re-read.
 func (x *Executor) complete(ctx context.Context, key string, req contracts.ExecRequest, seq uint64, attempt uint16, marked bool,
-	out contracts.ToolOutput, entered contracts.CallRecord, rev uint64) (rec contracts.CallRecord, owned bool, err error) {
+	out contracts.ToolOutput, cost *float64, entered contracts.CallRecord, rev uint64) (rec contracts.CallRecord, owned bool, err error) {
 	apply := func(cur *contracts.CallRecord) (bool, error) {
 		if !holds(cur, attempt, seq, marked) {
 			return false, nil
 		}
 		cur.AdoptPolicy(req.Policy)
 		if err := cur.Complete(out, x.env.Now()); err != nil {
+			return false, err
+		}
+		// What the tool reported its call cost goes on the record with the output, in the
+		// same write: the gate settles the call's budget shares to it (limits).
+		if err := cur.ChargeCost(cost); err != nil {
 			return false, err
 		}
 		return true, nil
@@ -760,4 +768,22 @@ func truncate(s string, n int) string {
 		n--
 	}
 	return s[:n]
+}
+
+// reportedCost is the last cost a tool body reported for its call ([tool.ReportCost]).
+type reportedCost struct {
+	mu     sync.Mutex
+	amount *float64
+}
+
+func (c *reportedCost) set(amount float64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.amount = &amount
+}
+
+func (c *reportedCost) get() *float64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.amount
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/awaken-dev/awaken/internal/config"
 	"github.com/awaken-dev/awaken/internal/mcpbridge"
+	"github.com/awaken-dev/awaken/internal/toolctx"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
@@ -48,7 +49,7 @@ func TestDescriptors(t *testing.T) {
 			}
 		}
 		want := []string{"mcp__test__add", "mcp__test__charge", "mcp__test__charge_status", "mcp__test__echo_meta", "mcp__test__every", "mcp__test__fail", "mcp__test__graph", "mcp__test__greet (structured)",
-			"mcp__test__grow", "mcp__test__image", "mcp__test__meta", "mcp__test__pid", "mcp__test__progress", "mcp__test__resource", "mcp__test__slow", "mcp__test__structured"}
+			"mcp__test__grow", "mcp__test__image", "mcp__test__meta", "mcp__test__metered", "mcp__test__pid", "mcp__test__progress", "mcp__test__resource", "mcp__test__slow", "mcp__test__structured"}
 		if !slices.Equal(ids, want) {
 			t.Fatalf("descriptor ids %v, want %v", ids, want)
 		}
@@ -395,4 +396,29 @@ func TestInvoke_progressArrivesBeforeTheResult(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestInvoke_reportedCostReachesTheExecutor: a server that reports what the call cost in
+// the result's _meta (io.awaken/cost) has it passed to the cost reporter of the body's
+// context — the executor's, which charges the host's budgets with it.
+func TestInvoke_reportedCostReachesTheExecutor(t *testing.T) {
+	transports(t, func(t *testing.T, b *mcpbridge.Bridge, _ callLog) {
+		var got []float64
+		ctx := toolctx.WithCost(callCtx(t), func(amount float64) { got = append(got, amount) })
+		out, err := b.Invoke(ctx, "mcp__test__metered", json.RawMessage(`{"cost":0.25}`), "op-metered")
+		if err != nil || out.Text() != "metered" {
+			t.Fatalf("invoke: %q, %v", out.Text(), err)
+		}
+		if !slices.Equal(got, []float64{0.25}) {
+			t.Fatalf("reported costs %v, want [0.25]", got)
+		}
+		// A negative cost is not a cost: nothing is reported.
+		got = nil
+		if _, err := b.Invoke(ctx, "mcp__test__metered", json.RawMessage(`{"cost":-1}`), "op-metered-2"); err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != 0 {
+			t.Fatalf("reported %v for a negative cost", got)
+		}
+	})
 }

@@ -2,6 +2,7 @@ package mcpbridge
 
 import (
 	"bytes"
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/awaken-dev/awaken/pkg/contracts"
+	"github.com/awaken-dev/awaken/pkg/executor/tool"
 )
 
 // renderResult maps an MCP tool result to the output (its call id is left empty: the
@@ -124,4 +126,16 @@ func jsonText(v any) (string, error) {
 		return "", err
 	}
 	return strings.TrimSuffix(buf.String(), "\n"), nil
+}
+
+// reportResultCost passes the cost a server reported in the result's _meta
+// ([contracts.MetaCost]) to the executor, which charges the host's budgets with it. A value
+// that is not a number ≥ 0 is ignored: the tool's configured cost stands.
+func reportResultCost(ctx context.Context, res *mcp.CallToolResult) {
+	if res == nil || res.Meta == nil {
+		return
+	}
+	if v, ok := res.Meta[contracts.MetaCost].(float64); ok {
+		tool.ReportCost(ctx, v)
+	}
 }

@@ -482,6 +482,7 @@ func (s *server) invoke(ctx context.Context, toolID, tool string, args json.RawM
 		res, err := sess.cs.CallTool(withProbe(ctx, p), params)
 		closeProgress()
 		if err == nil {
+			reportResultCost(ctx, res)
 			return renderResult(res), nil
 		}
 		err = withCause(ctx, err)

@@ -1,5 +1,5 @@
 // Package toolctx carries the executor's hooks into a running tool body: the body-start
-// hook (the body-run ledger) and the progress reporter. They travel in the body's context
+// hook (the body-run ledger), the progress reporter and the cost reporter. They travel in the body's context
 // rather than in a public type so that the public vocabulary (pkg/executor/tool) can call
 // them while only the executor core can install them: a package outside this module
 // cannot import an internal package, so no tool author can fake a body start or a
@@ -41,5 +41,21 @@ func WithProgress(ctx context.Context, f ProgressFunc) context.Context {
 // Progress returns the progress reporter ctx carries, nil when it carries none.
 func Progress(ctx context.Context) ProgressFunc {
 	f, _ := ctx.Value(progressKey{}).(ProgressFunc)
+	return f
+}
+
+type costKey struct{}
+
+// CostFunc receives the cost the body running under ctx reports for its call.
+type CostFunc func(amount float64)
+
+// WithCost returns ctx carrying the cost reporter f.
+func WithCost(ctx context.Context, f CostFunc) context.Context {
+	return context.WithValue(ctx, costKey{}, f)
+}
+
+// Cost returns the cost reporter ctx carries, nil when it carries none.
+func Cost(ctx context.Context) CostFunc {
+	f, _ := ctx.Value(costKey{}).(CostFunc)
 	return f
 }

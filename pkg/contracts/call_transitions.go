@@ -267,6 +267,25 @@ func (r *CallRecord) CarryInput(args json.RawMessage) error {
 	return nil
 }
 
+// ChargeCost records what the tool reported its just-completed call cost (the executor,
+// in the write that commits the output): the gate settles the call's budget shares to it.
+// nil records nothing. A call that is not Completed, or an amount that is negative or not
+// finite, fails with [ErrInvalidTransition] and changes nothing.
+func (r *CallRecord) ChargeCost(cost *float64) error {
+	if cost == nil {
+		return nil
+	}
+	if r.Phase.Kind != PhaseCompleted {
+		return r.badTransition("charge a cost", "Completed")
+	}
+	if c := *cost; !(c >= 0) || math.IsInf(c, 0) {
+		return fmt.Errorf("%w: call %q: cost %v is not a finite amount >= 0", ErrInvalidTransition, r.CallID, c)
+	}
+	c := *cost
+	r.Cost = &c
+	return nil
+}
+
 // WaitForSlot records that a call the gate moved into execution (Executing, not entered,
 // not yet handed over with its input) waits for a slot of the concurrency limit named
 // limit: it stays with no executor until [CallRecord.CarryInput] hands it over. Any other

@@ -13,6 +13,11 @@ const (
 	EnvIdempotencyKey  = "AWAKEN_IDEMPOTENCY_KEY"
 )
 
+// MetaCost is the _meta key of an MCP tools/call result under which a server reports what
+// the call cost (a JSON number ≥ 0, in the unit of the host's budget limits): the budget is
+// charged it instead of the tool's configured cost (a Go tool calls executor.ReportCost).
+const MetaCost = "io.awaken/cost"
+
 // idempotencyNamespace is the UUIDv5 namespace of idempotency keys: the UUIDv5 of the
 // name "urn:awaken:idempotency-key" in the URL namespace of RFC 9562,
 // fe7bd4f3-00aa-5dc8-84d9-54c5bbb874db.

@@ -2,6 +2,7 @@ package contracts
 
 import (
 	"errors"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -94,3 +95,42 @@ func TestResolveTransitions(t *testing.T) {
 		t.Errorf("a second resolution: %v", err)
 	}
 }
+
+// TestChargeCost: only a Completed call takes a reported cost, a finite amount ≥ 0; nil
+// records nothing.
+func TestChargeCost(t *testing.T) {
+	done := func() CallRecord {
+		r := CallRecord{CallID: "c1", ToolID: "echo", Phase: ToolCallPhase{Kind: PhaseCompleted, Output: &ToolOutput{CallID: "c1"}}}
+		return r
+	}
+	for _, tc := range []struct {
+		name string
+		rec  CallRecord
+		cost *float64
+		ok   bool
+	}{
+		{"completed", done(), ptr(0.5), true},
+		{"zero", done(), ptr(0.0), true},
+		{"nil", done(), nil, true},
+		{"negative", done(), ptr(-1.0), false},
+		{"not a number", done(), ptr(math.NaN()), false},
+		{"infinite", done(), ptr(math.Inf(1)), false},
+		{"executing", CallRecord{CallID: "c1", ToolID: "echo", Phase: ToolCallPhase{Kind: PhaseExecuting, Attempt: 1}}, ptr(1.0), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := tc.rec
+			err := r.ChargeCost(tc.cost)
+			if (err == nil) != tc.ok {
+				t.Fatalf("err %v, want ok %v", err, tc.ok)
+			}
+			if err != nil && (!errors.Is(err, ErrInvalidTransition) || r.Cost != nil) {
+				t.Fatalf("refusal %v changed the record (cost %v)", err, r.Cost)
+			}
+			if tc.ok && tc.cost != nil && (r.Cost == nil || *r.Cost != *tc.cost) {
+				t.Fatalf("cost %v, want %v", r.Cost, *tc.cost)
+			}
+		})
+	}
+}
+
+func ptrTo[T any](v T) *T { return &v }

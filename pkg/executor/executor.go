@@ -144,6 +144,11 @@ func ReportProgress(ctx context.Context, progress, total float64, message string
 	tool.ReportProgress(ctx, progress, total, message)
 }
 
+// ReportCost tells the executor what this call cost against the host's budget limits
+// (see [tool.ReportCost]): the budget is charged it instead of the tool's configured cost,
+// which was only the reservation.
+func ReportCost(ctx context.Context, amount float64) { tool.ReportCost(ctx, amount) }
+
 // Options says how the executor connects and what it serves besides your tools.
 type Options struct {
 	// URL of the NATS server (comma-separated for a cluster); tls:// URLs use TLS.

@@ -175,8 +175,10 @@ func (h *harness) finishCosting(b *contracts.BatchRecord, i int, cost *float64) 
 				return err
 			}
 		}
-		cur.Cost = cost
-		return cur.Complete(contracts.TextOutput(cur.CallID, "ok"), h.env.Now())
+		if err := cur.Complete(contracts.TextOutput(cur.CallID, "ok"), h.env.Now()); err != nil {
+			return err
+		}
+		return cur.ChargeCost(cost)
 	})
 	if err != nil {
 		h.t.Fatal(err)

@@ -1,7 +1,7 @@
 // Package tool is the vocabulary of a Brain tool author: the typed [Tool] and [ToolFunc],
 // the [Reconciler] a tool may implement, and what a body learns about the call it runs for
 // ([Invocation], [InvocationFrom], [OperationID], [IdempotencyKey]) or tells the executor
-// ([ReportProgress]). It is the one definition of these names: pkg/executor re-exports
+// ([ReportProgress], [ReportCost]). It is the one definition of these names: pkg/executor re-exports
 // them (type aliases, and one-line functions for the generic constructors, which Go cannot
 // alias), the stock brain-exec service and its builtin tools use them directly, and the
 // executor core (internal/execcore) aliases [Invocation].

@@ -3,6 +3,7 @@ package tool
 import (
 	"context"
 	"encoding/json"
+	"math"
 
 	"github.com/awaken-dev/awaken/internal/toolctx"
 	"github.com/awaken-dev/awaken/pkg/contracts"
@@ -109,5 +110,18 @@ func IdempotencyKey(ctx context.Context) string {
 func ReportProgress(ctx context.Context, progress, total float64, message string) {
 	if f := toolctx.Progress(ctx); f != nil {
 		f(progress, total, message)
+	}
+}
+
+// ReportCost tells the executor what this call cost, in the unit of the host's budget
+// limits (dollars, tokens, credits — whatever the configuration's tool costs are in).
+// The tool's configured cost is what the gate reserved against a budget before the call
+// ran; once the call completes, the budget is charged the reported amount instead, so the
+// next calls are decided against what was really spent. The last report wins; a negative
+// or non-finite amount is ignored (the reservation stands). A call that reports nothing
+// keeps its configured cost. Outside a tool body it does nothing.
+func ReportCost(ctx context.Context, amount float64) {
+	if f := toolctx.Cost(ctx); f != nil && amount >= 0 && !math.IsInf(amount, 0) {
+		f(amount)
 	}
 }

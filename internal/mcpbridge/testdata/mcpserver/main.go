@@ -139,6 +139,13 @@ func newServer(calls *callLog) *mcp.Server {
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{
 				Text: strconv.FormatFloat(a.A+a.B, 'f', -1, 64)}}}, nil, nil
 		})
+	mcp.AddTool(s, &mcp.Tool{Name: "metered", Description: "Reports in the result's _meta what the call cost."},
+		func(_ context.Context, req *mcp.CallToolRequest, a meteredArgs) (*mcp.CallToolResult, any, error) {
+			record(req)
+			res := &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "metered"}}}
+			res.Meta = mcp.Meta{"io.awaken/cost": a.Cost}
+			return res, nil, nil
+		})
 	mcp.AddTool(s, &mcp.Tool{Name: "fail", Description: "Always fails."},
 		func(_ context.Context, req *mcp.CallToolRequest, _ none) (*mcp.CallToolResult, any, error) {
 			record(req)
@@ -352,4 +359,9 @@ func main() {
 	fmt.Printf("listening %s\n", ln.Addr())
 	handler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil)
 	log.Fatal(http.Serve(ln, handler))
+}
+
+// meteredArgs are the arguments of metered: the cost it reports.
+type meteredArgs struct {
+	Cost float64 `json:"cost"`
 }
