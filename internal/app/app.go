@@ -330,16 +330,14 @@ func usesAnnotations(service string) bool {
 // startOne starts one service, applying the configuration's consumer settings
 // (consumers.ack_wait) to every durable consumer it creates.
 func startOne(ctx context.Context, name string, env *pipeline.Env, o Options) (Service, error) {
-	ackWait := o.Config.Consumers.AckWait.D()
-	var execOpts []execcore.Option
-	if ackWait > 0 {
-		execOpts = append(execOpts, execcore.WithAckWait(ackWait))
-	}
+	// One delivery option for every service: consumers.ack_wait (0 keeps the default).
+	ackWait := bus.WithAckWait(o.Config.Consumers.AckWait.D())
+	execOpts := []execcore.Option{execcore.WithDelivery(ackWait)}
 	switch name {
 	case Batcher:
-		return batcher.Start(ctx, env, bus.WithAckWait(ackWait))
+		return batcher.Start(ctx, env, ackWait)
 	case Gate:
-		return gate.Start(ctx, env, bus.WithAckWait(ackWait))
+		return gate.Start(ctx, env, ackWait)
 	case BrainExec:
 		reg := o.BrainRegistry
 		if reg == nil {
@@ -354,7 +352,7 @@ func startOne(ctx context.Context, name string, env *pipeline.Env, o Options) (S
 	case SandboxExec:
 		return sandboxexec.Start(ctx, env, execOpts...)
 	case Publisher:
-		return publisher.Start(ctx, env, bus.WithAckWait(ackWait))
+		return publisher.Start(ctx, env, ackWait)
 	case API:
 		return api.Start(ctx, env, o.API)
 	}

@@ -109,19 +109,11 @@ func Decode[T any](data []byte) (T, error) {
 // KV round trips and publishes, so 30 s of ack wait is generous (running handlers are
 // heartbeated, so it only bounds how long a crashed process holds a message); 10
 // deliveries before a transiently failing message is exhausted; 4 messages at once per
-// consumer; and the one back-off list ([ServiceBackOff]). A service adjusts it with its own
+// consumer; and the one back-off list ([DefaultBackOff]). A service adjusts it with its own
 // [DeliveryOption]s (the publisher retries for ever), and the configuration's
 // consumers.ack_wait with [WithAckWait].
 func ServiceDelivery() DeliveryOptions {
-	return DeliveryOptions{AckWait: 30 * time.Second, MaxDeliver: 10, Workers: 4, BackOff: ServiceBackOff()}
-}
-
-// ServiceBackOff is the nak delay after the n-th failed delivery of a pipeline message (the
-// last entry repeats): it starts at 100 ms so a crash or a record read behind its write is
-// repaired quickly, and grows so a broken dependency is not hammered.
-func ServiceBackOff() []time.Duration {
-	return []time.Duration{100 * time.Millisecond, 200 * time.Millisecond, 500 * time.Millisecond,
-		time.Second, 2 * time.Second, 5 * time.Second, 10 * time.Second}
+	return DeliveryOptions{AckWait: DefaultAckWait, MaxDeliver: 10, Workers: 4, BackOff: DefaultBackOff()}
 }
 
 // DeliveryOption adjusts a service's [DeliveryOptions]; services take these as the

@@ -258,12 +258,14 @@ const (
 	DefaultWorkers    = 1
 )
 
-// defaultBackOff is the nak-delay schedule used when a ConsumerSpec has none: the delay
-// after the n-th failed delivery is defaultBackOff[n-1], the last entry repeating.
-var defaultBackOff = [...]time.Duration{time.Second, 5 * time.Second, 15 * time.Second, 30 * time.Second, time.Minute}
-
-// DefaultBackOff returns a copy of the default nak-delay schedule.
-func DefaultBackOff() []time.Duration { return append([]time.Duration(nil), defaultBackOff[:]...) }
+// DefaultBackOff is the one nak-delay schedule of awaken's consumers: the delay after the
+// n-th failed delivery is the n-th entry, the last repeating. It starts at 100 ms so a
+// crash, or a record read behind its write, is repaired quickly, and grows so a broken
+// dependency is not hammered.
+func DefaultBackOff() []time.Duration {
+	return []time.Duration{100 * time.Millisecond, 200 * time.Millisecond, 500 * time.Millisecond,
+		time.Second, 2 * time.Second, 5 * time.Second, 10 * time.Second}
+}
 
 // ConsumerConfig returns the durable pull-consumer configuration for spec, as
 // EnsureConsumer applies it.

@@ -39,21 +39,10 @@ const (
 
 // Defaults of [Options].
 const (
-	DefaultAckWait            = 30 * time.Second
-	DefaultMaxDeliver         = 10
 	DefaultUnavailableRetries = 3
 	DefaultRetryBackoff       = 50 * time.Millisecond
 	DefaultMaxRetryBackoff    = 2 * time.Second
-	DefaultWorkers            = 4
 )
-
-// DefaultBackOff is the nak delay schedule of executor requests whose handler failed
-// transiently: it grows from 100ms so a brief KV or network hiccup costs little and a
-// lasting one does not spin.
-func DefaultBackOff() []time.Duration {
-	return []time.Duration{100 * time.Millisecond, 250 * time.Millisecond, 500 * time.Millisecond,
-		time.Second, 2 * time.Second, 5 * time.Second, 10 * time.Second}
-}
 
 // Options configures an [Executor]. Service, Target, Durable and Invoker are required.
 type Options struct {
@@ -68,8 +57,6 @@ type Options struct {
 	Invoker Invoker
 	// Ledger, when set, records every body start (see [Invocation.BeginBody]).
 	Ledger Ledger
-	// Workers is how many calls run at once in this process (default DefaultWorkers).
-	Workers int
 	// CancelGrace is how long a body stopped by the cancellation of its call may take to
 	// return an outcome acknowledging it (default DefaultCancelGrace); past it the call
 	// ends Indeterminate(cancelled_in_flight).
@@ -89,12 +76,11 @@ type Options struct {
 	// ToolType, when set, gives a tool's gen_ai.tool.type on its execute_tool span
 	// (telemetry.ToolTypeFunction when unset).
 	ToolType func(toolID string) string
-	// AckWait, MaxDeliver and BackOff tune the consumer (defaults DefaultAckWait,
-	// DefaultMaxDeliver, DefaultBackOff). The bus heartbeats a running handler every
-	// AckWait/3, so AckWait does not bound the tool's run time.
-	AckWait    time.Duration
-	MaxDeliver int
-	BackOff    []time.Duration
+	// Delivery adjusts the pipeline's delivery ([bus.ServiceDelivery]) for the executor's
+	// consumer: its workers are how many calls run at once in this process. The bus
+	// heartbeats a running handler every AckWait/3, so AckWait does not bound the tool's run
+	// time, and no handler timeout applies (a tool's own timeout does).
+	Delivery []bus.DeliveryOption
 	// Reconciler, when set, reconciles the entered never_replay calls found after a crash
 	// (reconcile.go); unset, the Invoker is used if it implements [Reconciler].
 	Reconciler Reconciler
@@ -106,15 +92,10 @@ type Options struct {
 // consumer without a new configuration field.
 type Option func(*Options)
 
-// WithAckWait sets the consumer's ack wait.
-func WithAckWait(d time.Duration) Option { return func(o *Options) { o.AckWait = d } }
-
-// WithMaxDeliver sets the deliveries after which a failing request exhausts.
-func WithMaxDeliver(n int) Option { return func(o *Options) { o.MaxDeliver = n } }
-
-// WithBackOff sets the nak delay schedule after failed deliveries.
-func WithBackOff(d ...time.Duration) Option {
-	return func(o *Options) { o.BackOff = append([]time.Duration(nil), d...) }
+// WithDelivery adds delivery options ([bus.WithAckWait], [bus.WithDelivery],
+// [bus.WithWorkers]) to the executor's consumer, after the service's own.
+func WithDelivery(opts ...bus.DeliveryOption) Option {
+	return func(o *Options) { o.Delivery = append(o.Delivery, opts...) }
 }
 
 // WithRetryBackoff sets the first and the largest delay between local retries of an
@@ -122,9 +103,6 @@ func WithBackOff(d ...time.Duration) Option {
 func WithRetryBackoff(first, largest time.Duration) Option {
 	return func(o *Options) { o.RetryBackoff, o.MaxRetryBackoff = first, largest }
 }
-
-// WithWorkers sets how many calls run at once.
-func WithWorkers(n int) Option { return func(o *Options) { o.Workers = n } }
 
 // WithUnavailableRetries sets how many times an UnavailableBeforeDispatch failure is
 // retried locally.
@@ -141,9 +119,6 @@ func (o Options) withDefaults() (Options, error) {
 	case o.Invoker == nil:
 		return o, errors.New("execcore: Options.Invoker is required")
 	}
-	if o.Workers <= 0 {
-		o.Workers = DefaultWorkers
-	}
 	if o.UnavailableRetries == 0 {
 		o.UnavailableRetries = DefaultUnavailableRetries
 	}
@@ -156,17 +131,8 @@ func (o Options) withDefaults() (Options, error) {
 	if o.MaxRetryBackoff < o.RetryBackoff {
 		o.MaxRetryBackoff = max(o.RetryBackoff, DefaultMaxRetryBackoff)
 	}
-	if o.AckWait <= 0 {
-		o.AckWait = DefaultAckWait
-	}
-	if o.MaxDeliver == 0 {
-		o.MaxDeliver = DefaultMaxDeliver
-	}
 	if o.CancelGrace <= 0 {
 		o.CancelGrace = DefaultCancelGrace
-	}
-	if len(o.BackOff) == 0 {
-		o.BackOff = DefaultBackOff()
 	}
 	o.Reconcile = o.Reconcile.withDefaults()
 	return o, nil
@@ -218,15 +184,16 @@ func Start(ctx context.Context, env *pipeline.Env, opts Options) (*Executor, err
 		return nil, err
 	}
 	log := env.Log
+	delivery := bus.ServiceDelivery().With(x.opts.Delivery...)
 	sub, err := bus.Consume(ctx, env.JS, bus.ConsumerSpec{
 		Stream:         env.Names.CallRecordsStream(),
 		Durable:        x.opts.Durable,
 		FilterSubjects: []string{env.Names.TargetCallRecordsFilter(x.opts.Target)},
 		Records:        true,
-		AckWait:        x.opts.AckWait,
-		MaxDeliver:     x.opts.MaxDeliver,
-		BackOff:        x.opts.BackOff,
-		Workers:        x.opts.Workers,
+		AckWait:        delivery.AckWait,
+		MaxDeliver:     delivery.MaxDeliver,
+		BackOff:        delivery.BackOff,
+		Workers:        delivery.Workers,
 		AcceptTypes:    []string{contracts.TypeExecRequest},
 		Names:          env.Names,
 		OnExhausted:    x.onExhausted,

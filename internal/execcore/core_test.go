@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/awaken-dev/awaken/internal/bus"
 	"github.com/awaken-dev/awaken/internal/execcore"
 	"github.com/awaken-dev/awaken/internal/execcore/exectest"
 	"github.com/awaken-dev/awaken/internal/natstest"
@@ -82,10 +83,10 @@ func start(t *testing.T, e *exectest.Env, inv execcore.Invoker, opts ...execcore
 	t.Helper()
 	o := execcore.Options{
 		Service: "brain-exec", Target: contracts.TargetBrain, Durable: contracts.ConsumerBrainExec,
-		Invoker: inv, Ledger: execcore.KVLedger{KV: e.Counters}, Workers: 4,
+		Invoker: inv, Ledger: execcore.KVLedger{KV: e.Counters},
 		DefaultTimeout: 10 * time.Second, UnavailableRetries: 2,
 		RetryBackoff: 5 * time.Millisecond, MaxRetryBackoff: 20 * time.Millisecond,
-		BackOff: []time.Duration{20 * time.Millisecond}, AckWait: 5 * time.Second,
+		Delivery: []bus.DeliveryOption{bus.WithDelivery(0, 20*time.Millisecond), bus.WithAckWait(5 * time.Second)},
 	}
 	for _, opt := range opts {
 		opt(&o)
@@ -367,7 +368,7 @@ func TestRequestAheadOfItsRecordIsRetried(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			e := exectest.New(t, testConfig)
 			inv := &scripted{body: text("ran")}
-			start(t, e, inv, execcore.WithMaxDeliver(-1))
+			start(t, e, inv, execcore.WithDelivery(bus.WithDelivery(-1)))
 			c := call("call_1", toolOfMode[replaySafe.Mode], replaySafe)
 			rev := uint64(0)
 			if tt.rec != nil {
@@ -544,7 +545,7 @@ func TestSlowToolOutlivesAckWait(t *testing.T) {
 		case <-ctx.Done():
 			return contracts.ToolOutput{}, ctx.Err()
 		}
-	}}, execcore.WithAckWait(300*time.Millisecond))
+	}}, execcore.WithDelivery(bus.WithAckWait(300*time.Millisecond)))
 	c := call("call_1", "tool", neverReplay)
 	seq := e.Allow(c)
 	rec := e.WaitTerminal(c)
@@ -591,7 +592,7 @@ func TestCallSettledElsewhereWhileRunning(t *testing.T) {
 func TestExhaustedDeliveriesMakeTheCallIndeterminate(t *testing.T) {
 	e := exectest.New(t, testConfig)
 	e.SetFault(exectest.FailTimes(pipeline.FaultInTool, -1, nil))
-	start(t, e, &scripted{body: text("never kept")}, execcore.WithMaxDeliver(3))
+	start(t, e, &scripted{body: text("never kept")}, execcore.WithDelivery(bus.WithDelivery(3)))
 	c := call("call_1", "replayable", contracts.ToolRecoveryPolicy{Mode: contracts.ModeReplaySafe, MaxAttempts: 10})
 	e.Allow(c)
 	rec := e.WaitTerminal(c)

@@ -322,7 +322,7 @@ func TestCrashWhileReconciling(t *testing.T) {
 		}}
 		const bound = 400 * time.Millisecond
 		start(t, e, tool, execcore.WithReconcile(execcore.ReconcileOptions{Attempts: 1, Timeout: 100 * time.Millisecond, Bound: bound}),
-			execcore.WithMaxDeliver(1000), execcore.WithBackOff(50*time.Millisecond))
+			execcore.WithDelivery(bus.WithDelivery(1000)), execcore.WithDelivery(bus.WithDelivery(0, 50*time.Millisecond)))
 		c := call("call_1", "tool", neverReplay)
 		e.Allow(c)
 		rec := e.WaitTerminal(c)

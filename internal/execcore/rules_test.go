@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/awaken-dev/awaken/internal/bus"
 	"github.com/awaken-dev/awaken/internal/execcore"
 	"github.com/awaken-dev/awaken/internal/execcore/exectest"
 	"github.com/awaken-dev/awaken/internal/pipeline"
@@ -74,7 +75,7 @@ func TestRunCancelStopsTheBodiesInFlight(t *testing.T) {
 			return contracts.TextOutput("", "ran to its end"), nil
 		}
 	}
-	start(t, e, &scripted{body: long}, execcore.WithWorkers(2))
+	start(t, e, &scripted{body: long}, execcore.WithDelivery(bus.WithWorkers(2)))
 	victim := call("call_1", "long", neverReplay)
 	other := exectest.Call{RunID: "run-other", Step: 1, CallID: "call_1", ToolID: "long", Policy: neverReplay}
 	e.Allow(victim)

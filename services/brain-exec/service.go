@@ -19,6 +19,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/awaken-dev/awaken/internal/bus"
 	"github.com/awaken-dev/awaken/internal/config"
 	"github.com/awaken-dev/awaken/internal/execcore"
 	"github.com/awaken-dev/awaken/internal/mcpbridge"
@@ -73,7 +74,7 @@ func Start(ctx context.Context, env *pipeline.Env, reg *toolreg.Registry, opts .
 		Target:             contracts.TargetBrain,
 		Durable:            contracts.ConsumerBrainExec,
 		Invoker:            inv,
-		Workers:            brain.Workers,
+		Delivery:           []bus.DeliveryOption{bus.WithWorkers(brain.Workers)},
 		DefaultTimeout:     brain.DefaultTimeout.D(),
 		UnavailableRetries: brain.UnavailableRetries,
 		Reconcile:          ReconcileOptions(env.Config),

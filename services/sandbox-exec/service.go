@@ -25,6 +25,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/awaken-dev/awaken/internal/bus"
 	"github.com/awaken-dev/awaken/internal/config"
 	"github.com/awaken-dev/awaken/internal/execcore"
 	"github.com/awaken-dev/awaken/internal/pipeline"
@@ -115,7 +116,7 @@ func StartWithEngine(ctx context.Context, env *pipeline.Env, engine Engine, opts
 		Target:             contracts.TargetSandbox,
 		Durable:            contracts.ConsumerSandboxExec,
 		Invoker:            inv,
-		Workers:            sc.Workers,
+		Delivery:           []bus.DeliveryOption{bus.WithWorkers(sc.Workers)},
 		DefaultTimeout:     sc.DefaultTimeout.D(),
 		UnavailableRetries: env.Config.Executors.Brain.UnavailableRetries,
 		Reconcile: execcore.ReconcileOptions{Attempts: cfg.Executors.Reconcile.Attempts, Backoff: cfg.Executors.Reconcile.Backoff.D(),

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/awaken-dev/awaken/internal/bus"
 	"github.com/awaken-dev/awaken/internal/execcore"
 	"github.com/awaken-dev/awaken/internal/execcore/exectest"
 	"github.com/awaken-dev/awaken/internal/natstest"
@@ -48,7 +49,7 @@ executors:
 }
 
 var fastRetries = []execcore.Option{
-	execcore.WithBackOff(20 * time.Millisecond),
+	execcore.WithDelivery(bus.WithDelivery(0, 20*time.Millisecond)),
 	execcore.WithRetryBackoff(5*time.Millisecond, 20*time.Millisecond),
 }
 
