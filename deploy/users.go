@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
 // NATS users defined by nats/auth.conf. Each service connects as the user of its own name
@@ -25,13 +27,13 @@ const (
 // reads the batch, call and ticket records and the results stream, publishes submissions,
 // resume and cancel commands on behalf of its callers, and answers the micro requests it
 // receives.
-const UserAPI = "api"
+const UserAPI = contracts.ServiceAPI
 
 // ServiceUsers returns the users of the services, named like the services: the five
 // pipeline services and the api. Each connects with its own inbox prefix
 // ([ServiceInboxPrefix]).
 func ServiceUsers() []string {
-	return []string{"batcher", "gate", "brain-exec", "sandbox-exec", "publisher", UserAPI}
+	return append(contracts.PipelineServices(), UserAPI)
 }
 
 // Users returns every user of nats/auth.conf.

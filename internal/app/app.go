@@ -28,6 +28,7 @@ import (
 	"github.com/awaken-dev/awaken/internal/telemetry"
 	"github.com/awaken-dev/awaken/internal/toolreg"
 	"github.com/awaken-dev/awaken/pkg/auditchain"
+	"github.com/awaken-dev/awaken/pkg/contracts"
 	"github.com/awaken-dev/awaken/services/api"
 	"github.com/awaken-dev/awaken/services/batcher"
 	brainexec "github.com/awaken-dev/awaken/services/brain-exec"
@@ -38,24 +39,22 @@ import (
 )
 
 // Service names, as used by the subcommands and in logs.
+// (the names of pkg/contracts, short here because the wiring says them often).
 const (
-	Batcher     = "batcher"
-	Gate        = "gate"
-	BrainExec   = "brain-exec"
-	SandboxExec = "sandbox-exec"
-	Publisher   = "publisher"
+	Batcher     = contracts.ServiceBatcher
+	Gate        = contracts.ServiceGate
+	BrainExec   = contracts.ServiceBrainExec
+	SandboxExec = contracts.ServiceSandboxExec
+	Publisher   = contracts.ServicePublisher
 	// API is the approval and operations front door (micro service, HTTP api, console).
 	// It is not one of the five pipeline services: a stack runs it only when asked
 	// (Options.Services names it), after the five, since it only publishes commands and
 	// reads records.
-	API = "api"
+	API = contracts.ServiceAPI
 )
 
-// AllServices returns the five services in start order (consumers of later stages first,
-// so that nothing is published to a stage that is not yet consuming in a fresh stack).
-func AllServices() []string {
-	return []string{Publisher, BrainExec, SandboxExec, Gate, Batcher}
-}
+// AllServices returns the five services in start order ([contracts.PipelineServices]).
+func AllServices() []string { return contracts.PipelineServices() }
 
 // PublishAckTimeout is the bound of bus.PublishAckTimeout, also given to the JetStream
 // context so that the pending acknowledgement futures themselves are released.

@@ -367,7 +367,7 @@ func runAPI(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	// The same log line as the other services: container tests and log shippers wait for it.
 	log.Info().Str("service", app.API).Str("nats_url", *url).Str("console", console).Msg("ready")
-	fmt.Fprintf(stdout, "awaken api ready: micro service %q on %s, console %s\n", api.ServiceName, *url, console)
+	fmt.Fprintf(stdout, "awaken api ready: micro service %q on %s, console %s\n", api.MicroName, *url, console)
 	<-ctx.Done()
 	return app.StopGracefully(st, log.With().Str("service", app.API).Logger(), app.DefaultStopTimeout, stopNow(ctx))
 }

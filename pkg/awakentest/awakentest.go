@@ -53,19 +53,20 @@ import (
 	awclient "github.com/awaken-dev/awaken/pkg/client"
 
 	"github.com/awaken-dev/awaken/deploy"
+	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
 // Service subcommands of the awaken image, in start order (later stages first, as
 // `awaken dev` starts them).
 const (
-	Publisher   = "publisher"
-	BrainExec   = "brain-exec"
-	SandboxExec = "sandbox-exec"
-	Gate        = "gate"
-	Batcher     = "batcher"
+	Publisher   = contracts.ServicePublisher
+	BrainExec   = contracts.ServiceBrainExec
+	SandboxExec = contracts.ServiceSandboxExec
+	Gate        = contracts.ServiceGate
+	Batcher     = contracts.ServiceBatcher
 	// API is the approval doors: the micro service "awaken", the HTTP api and the console.
 	// It starts with the pipeline services and only reads records and publishes commands.
-	API = "api"
+	API = contracts.ServiceAPI
 )
 
 // Log lines that mark a container ready. A service logs readyLine once its streams were

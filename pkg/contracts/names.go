@@ -62,6 +62,27 @@ const (
 	TypeResultCorrected = "io.awaken.tool.result.corrected.v1"
 )
 
+// Service names: the subcommands of the awaken binary, the CloudEvent sources
+// ("awaken/{service}"), the fault-hook and log names, the NATS users of the example
+// permissions and the containers of the deployment. Declared once, here.
+const (
+	ServiceBatcher     = "batcher"
+	ServiceGate        = "gate"
+	ServiceBrainExec   = "brain-exec"
+	ServiceSandboxExec = "sandbox-exec"
+	ServicePublisher   = "publisher"
+	// ServiceAPI is the doors (HTTP api, console, micro service, MCP): not one of the five
+	// pipeline services — it only publishes commands and reads records.
+	ServiceAPI = "api"
+)
+
+// PipelineServices returns the five pipeline services in start order: consumers of later
+// stages first, so that nothing is published to a stage that is not yet consuming in a
+// fresh deployment.
+func PipelineServices() []string {
+	return []string{ServicePublisher, ServiceBrainExec, ServiceSandboxExec, ServiceGate, ServiceBatcher}
+}
+
 // Durable consumer names. Renaming one makes the server deliver its stream again from the
 // start, so they are declared here once and never derived from Go identifiers.
 const (

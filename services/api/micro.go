@@ -77,7 +77,7 @@ const maxMicroBody = 256 << 10
 
 func (s *Service) startMicro() error {
 	svc, err := micro.AddService(s.env.Conn, micro.Config{
-		Name:        ServiceName,
+		Name:        MicroName,
 		Version:     ServiceVersion,
 		Description: "awaken approvals: list, get and resolve tickets; cancel runs and calls; resolve indeterminate calls; list, pause and resume tools",
 		Metadata:    map[string]string{"prefix": s.env.Names.Prefix},

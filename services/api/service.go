@@ -44,15 +44,17 @@ import (
 	"github.com/awaken-dev/awaken/internal/mcpserve"
 	"github.com/awaken-dev/awaken/internal/pipeline"
 	"github.com/awaken-dev/awaken/pkg/client"
+	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
-// ServiceName is the name of the micro service and of the api in logs.
-const ServiceName = "awaken"
+// ServiceName is the api among the services: its logs, and the service part of the
+// CloudEvents source of everything it publishes, "awaken/api" (docs/protocol.md: services
+// use awaken/{service}), for its commands and its tool-pause audit alike.
+const ServiceName = contracts.ServiceAPI
 
-// SourceName is the service part of the CloudEvents source of everything the api
-// publishes: "awaken/api" (docs/protocol.md: services use awaken/{service}), for its
-// commands and its tool-pause audit alike — not the micro service's name.
-const SourceName = "api"
+// MicroName is the name the api's NATS micro service announces ($SRV discovery), the
+// product's: "awaken".
+const MicroName = "awaken"
 
 // ServiceVersion is the semantic version the micro service announces.
 const ServiceVersion = "0.1.0"
@@ -173,7 +175,7 @@ func Start(ctx context.Context, env *pipeline.Env, opts Options) (*Service, erro
 	}
 	// The api hands results on as published: an HTTP caller reads a linked output with
 	// GET /v1/objects/{name}, so a response never carries a 64 MiB output inline.
-	c, err := client.New(env.Conn, client.WithPrefix(env.Names.Prefix), client.WithSource("awaken/"+SourceName), client.KeepLinks(),
+	c, err := client.New(env.Conn, client.WithPrefix(env.Names.Prefix), client.WithSource("awaken/"+ServiceName), client.KeepLinks(),
 		// The api authenticated every actor it sends: its resume commands go on the subject
 		// only its NATS user may publish, so the gate records them as authenticated.
 		client.AuthenticatedResumes())

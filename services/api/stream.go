@@ -317,7 +317,7 @@ func (s *Service) serveStream(w http.ResponseWriter, r *http.Request) {
 	}
 	defer s.hub.unsubscribe(sub)
 	write := startEventStream(w)
-	hello, _ := json.Marshal(map[string]string{"service": ServiceName, "version": ServiceVersion})
+	hello, _ := json.Marshal(map[string]string{"service": MicroName, "version": ServiceVersion})
 	if !write("retry: 2000\n\n" + formatEvent(sseEvent{name: EventHello, data: hello})) {
 		return
 	}

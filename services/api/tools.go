@@ -259,7 +259,7 @@ func (s *Service) pauseTarget(ctx context.Context, toolID string) (jetstream.Key
 // deduplicated.
 func (s *Service) auditPause(ctx context.Context, seq uint64, rec contracts.ToolPauseAudit) error {
 	id := fmt.Sprintf("toolpause:%s:%d:%s", contracts.ToolPauseKey(rec.ToolID), seq, rec.Action)
-	ev, err := s.env.Event(SourceName, id, contracts.TypeToolPauseAudit, rec)
+	ev, err := s.env.Event(ServiceName, id, contracts.TypeToolPauseAudit, rec)
 	if err != nil {
 		return err
 	}

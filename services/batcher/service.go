@@ -36,7 +36,7 @@ import (
 //
 // Fault points (see [pipeline.FaultHook]): on a submission, FaultAfterCommit fires after
 // the batch record is durable, with the batch id as the operation.
-const ServiceName = "batcher"
+const ServiceName = contracts.ServiceBatcher
 
 // Service is a running batcher. Several replicas may run against one server: they share
 // the durable consumers, and the batch record's Create decides between them.

@@ -32,7 +32,7 @@ import (
 
 // ServiceName is the service's name: CloudEvent source "awaken/brain-exec", fault-hook name
 // and log field.
-const ServiceName = "brain-exec"
+const ServiceName = contracts.ServiceBrainExec
 
 // Service is a running Brain executor.
 type Service struct {

@@ -28,7 +28,7 @@ import (
 )
 
 // ServiceName names the gate in CloudEvent sources ("awaken/gate"), logs and fault hooks.
-const ServiceName = "gate"
+const ServiceName = contracts.ServiceGate
 
 // Reasons of calls sealed because a gate input failed on every delivery: the call becomes
 // Indeterminate with a reason naming the stage, so its batch still finishes (the others

@@ -40,7 +40,7 @@ import (
 // FaultAfterCommit fires after the batch is finalized (or found finalized) and before its
 // results are published; FaultAfterPublish fires after the results publication (and the
 // projection facts, published beside it) and before the archive.
-const ServiceName = "publisher"
+const ServiceName = contracts.ServicePublisher
 
 // unlimited is the publisher's only change to the pipeline's delivery: deliveries are
 // unlimited, since the call of an output is already terminal, so nothing can be sealed on

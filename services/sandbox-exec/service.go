@@ -35,7 +35,7 @@ import (
 
 // ServiceName is the service's name: CloudEvent source "awaken/sandbox-exec", fault-hook
 // name and log field.
-const ServiceName = "sandbox-exec"
+const ServiceName = contracts.ServiceSandboxExec
 
 // timeoutGrace is added to a module's own time limit for the executor's timeout, so the
 // engine — which stops the module and reports the timeout itself — normally ends the call
