@@ -174,6 +174,10 @@ func (l *limiter) apply(ctx context.Context, b *contracts.BatchRecord, i int, o 
 			l.env.Telemetry.LimitEvent(lim.Name, limitWould)
 		case outcome == limitBlocked:
 			return l.block(ctx, lim, op, reserved, lim.BlockReason())
+		case outcome == limitAsked && out.Until != nil:
+			// Deferred to a later rate window: an approval would run it at once, before
+			// its window, so over a budget that asks it is blocked instead.
+			return l.block(ctx, lim, op, append(reserved, key), lim.BlockReason())
 		case outcome == limitAsked:
 			reserved = append(reserved, key)
 			l.env.Telemetry.LimitEvent(lim.Name, limitAsked)

@@ -438,3 +438,29 @@ func (h *harness) windowEntry(limit, value string, w time.Time) (contracts.Limit
 	}
 	return e, true
 }
+
+// TestDeferredCallOverAnAskingBudgetIsBlocked: a call a waiting rate defers to a later
+// window is not put to a human by a budget with over: ask (an approval would run it
+// before its window): it is blocked with budget_exhausted, and its rate share in the later
+// window is given back.
+func TestDeferredCallOverAnAskingBudgetIsBlocked(t *testing.T) {
+	h := newHarness(t, withoutService())
+	h.withLimits(map[string]float64{"echo": 1},
+		contracts.LimitConfig{Name: "hourly", Tools: []string{"echo"}, Key: contracts.LimitKeyGlobal,
+			Rate: &contracts.RateLimitConfig{N: 1, Window: "1h"}, Over: contracts.LimitOverWait},
+		contracts.LimitConfig{Name: "spend", Tools: []string{"echo"}, Key: contracts.LimitKeyGlobal, Over: contracts.LimitOverAsk,
+			Budget: &contracts.BudgetLimitConfig{Amount: 1}})
+	wantRuns(t, h.decided("run-a", 1, "echo"))
+	rec := h.decided("run-b", 1, "echo")
+	base := time.Now().UTC().Truncate(time.Hour)
+	if e, ok := h.windowEntry("hourly", "", base); !ok || len(e.Held) != 1 {
+		t.Skip("the batches straddled an hour boundary")
+	}
+	wantBlocked(t, rec, "spend", contracts.ReasonBudgetExhausted)
+	if e, ok := h.windowEntry("hourly", "", base.Add(time.Hour)); ok && len(e.Held) != 0 {
+		t.Fatalf("the later window holds %+v, want the blocked call's share given back", e)
+	}
+	if e := h.ledger("spend", ""); e.Used != 1 || len(e.Held) != 1 {
+		t.Fatalf("budget %+v, want only the first call", e)
+	}
+}
