@@ -160,3 +160,37 @@ func formatCounts(m map[string]uint64) string {
 	}
 	return "[" + strings.TrimSpace(b.String()) + "]"
 }
+
+// TestWritesPerCallUnderLimits pins what host limits add to the 1-call sequential batch
+// (docs/configuration.md, "Limits", Writes): a count limit one ledger write at the
+// decision; a concurrency limit one when the call takes its slot and one when it ends.
+func TestWritesPerCallUnderLimits(t *testing.T) {
+	cfg := exampleConfig(t)
+	cfg.Executors.BodyLedger = false
+	cfg.Policy.Limits = []contracts.LimitConfig{
+		{Name: "per-run", Tools: []string{"echo"}, Key: contracts.LimitKeyRun, Count: ptrTo(100)},
+		{Name: "at-once", Tools: []string{"echo"}, Key: contracts.LimitKeyGlobal, Concurrency: ptrTo(8)},
+	}
+	h := newHarness(t, withConfig(cfg))
+	h.mustRun(batch("limits-warm", 1, []string{"echo"}, call("c0", "echo", map[string]any{"text": "x"})))
+	h.waitQuiet("limits-warm", 1)
+
+	sub := batch("limits-seq", 1, []string{"echo"}, call("c0", "echo", map[string]any{"text": "x"}))
+	before := storedPerStream(t, h.srv.Server())
+	h.mustRun(sub)
+	h.waitQuiet(sub.RunID, sub.Step)
+	after := storedPerStream(t, h.srv.Server())
+	got, total := map[string]uint64{}, uint64(0)
+	for name, v := range after {
+		if d := v - before[name]; d > 0 {
+			got[name] = d
+			total += d
+		}
+	}
+	t.Logf("sequential 1-call echo under a count and a concurrency limit: %d stored messages: %s", total, formatCounts(got))
+	want := map[string]uint64{"AWAKEN_SUBMISSIONS": 1, "KV_AWAKEN_calls": 2, "KV_AWAKEN_batches": 1, "KV_AWAKEN_runs": 2,
+		"AWAKEN_AUDIT": 1, "AWAKEN_EVENTS": 2, "AWAKEN_RESULTS": 1, "KV_" + cfg.Names().LimitsBucket(): 3}
+	if total != 13 || !maps.Equal(got, want) {
+		t.Errorf("stored messages: got %d %s, want 13 %s", total, formatCounts(got), formatCounts(want))
+	}
+}
