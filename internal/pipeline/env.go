@@ -25,8 +25,9 @@ import (
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
-// FaultPoint names a step boundary where tests inject crashes.
-type FaultPoint string
+// FaultPoint names a step boundary where tests inject crashes: the consume loop's own
+// ([bus.FaultAfterHandlerBeforeAck]) and the handlers' below are one kind, one type.
+type FaultPoint = bus.FaultPoint
 
 const (
 	// FaultAfterCommit fires after a handler's state change and before its publishes.
