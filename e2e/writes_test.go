@@ -73,17 +73,7 @@ func TestWritesPerCall(t *testing.T) {
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			before := storedPerStream(t, h.srv.Server())
-			h.mustRun(tc.sub)
-			h.waitQuiet(tc.sub.RunID, tc.sub.Step)
-			after := storedPerStream(t, h.srv.Server())
-			got, total := map[string]uint64{}, uint64(0)
-			for name, v := range after {
-				if d := v - before[name]; d > 0 {
-					got[name] = d
-					total += d
-				}
-			}
+			got, total := h.storedBy(tc.sub)
 			t.Logf("%s: %d stored messages (%.1f per call): %s", tc.name, total,
 				float64(total)/float64(len(tc.sub.Calls)), formatCounts(got))
 			if total != tc.total || !maps.Equal(got, tc.want) {
@@ -91,6 +81,24 @@ func TestWritesPerCall(t *testing.T) {
 			}
 		})
 	}
+}
+
+// storedBy runs sub to its end (every consumer settled) and returns the messages it
+// stored per stream, and their total.
+func (h *harness) storedBy(sub contracts.BatchSubmission) (map[string]uint64, uint64) {
+	h.tb.Helper()
+	before := storedPerStream(h.tb, h.srv.Server())
+	h.mustRun(sub)
+	h.waitQuiet(sub.RunID, sub.Step)
+	after := storedPerStream(h.tb, h.srv.Server())
+	got, total := map[string]uint64{}, uint64(0)
+	for name, v := range after {
+		if d := v - before[name]; d > 0 {
+			got[name] = d
+			total += d
+		}
+	}
+	return got, total
 }
 
 // calls returns n calls of tool (echo or delegate) with valid arguments.
@@ -176,17 +184,7 @@ func TestWritesPerCallUnderLimits(t *testing.T) {
 	h.waitQuiet("limits-warm", 1)
 
 	sub := batch("limits-seq", 1, []string{"echo"}, call("c0", "echo", map[string]any{"text": "x"}))
-	before := storedPerStream(t, h.srv.Server())
-	h.mustRun(sub)
-	h.waitQuiet(sub.RunID, sub.Step)
-	after := storedPerStream(t, h.srv.Server())
-	got, total := map[string]uint64{}, uint64(0)
-	for name, v := range after {
-		if d := v - before[name]; d > 0 {
-			got[name] = d
-			total += d
-		}
-	}
+	got, total := h.storedBy(sub)
 	t.Logf("sequential 1-call echo under a count and a concurrency limit: %d stored messages: %s", total, formatCounts(got))
 	want := map[string]uint64{"AWAKEN_SUBMISSIONS": 1, "KV_AWAKEN_calls": 2, "KV_AWAKEN_batches": 1, "KV_AWAKEN_runs": 2,
 		"AWAKEN_AUDIT": 1, "AWAKEN_EVENTS": 2, "AWAKEN_RESULTS": 1, "KV_" + cfg.Names().LimitsBucket(): 3}

@@ -22,6 +22,22 @@ func (h *harness) execRequestsOf(bs ...*contracts.BatchRecord) int {
 	return n
 }
 
+// gateEchoRuns gates n one-call echo batches of runs run-0 … run-{n-1}, one after the
+// other (each waits until its call entered execution), so a queue's order is the test's.
+func (h *harness) gateEchoRuns(n int) []*contracts.BatchRecord {
+	h.t.Helper()
+	var bs []*contracts.BatchRecord
+	for i := range n {
+		sub := h.submission(1, call("c1", "echo", `{"text":"hi"}`))
+		sub.RunID = fmt.Sprintf("run-%d", i)
+		b := h.store(sub)
+		h.gate(b, 0)
+		h.waitCall(b, 0, "entered execution", func(r contracts.CallRecord) bool { return r.Phase.Kind == contracts.PhaseExecuting })
+		bs = append(bs, b)
+	}
+	return bs
+}
+
 func handedOver(r contracts.CallRecord) bool {
 	return r.ExecutingUnentered() && r.Input != nil && r.SlotWait == ""
 }
@@ -49,16 +65,7 @@ func TestConcurrencyLimitQueuesAndHandsSlotsOn(t *testing.T) {
 	h := newHarness(t, withoutService())
 	h.withLimits(nil, contracts.LimitConfig{Name: "at-once", Tools: []string{"echo"}, Key: contracts.LimitKeyGlobal, Concurrency: intp(2)})
 
-	var bs []*contracts.BatchRecord
-	for n := range 5 {
-		sub := h.submission(1, call("c1", "echo", `{"text":"hi"}`))
-		sub.RunID = fmt.Sprintf("run-%d", n)
-		b := h.store(sub)
-		h.gate(b, 0)
-		// Gated one after the other, so the queue's order is the test's.
-		h.waitCall(b, 0, "entered execution", func(r contracts.CallRecord) bool { return r.Phase.Kind == contracts.PhaseExecuting })
-		bs = append(bs, b)
-	}
+	bs := h.gateEchoRuns(5)
 	for n, b := range bs {
 		if n < 2 {
 			h.waitCall(b, 0, "handed over", handedOver)
@@ -110,15 +117,7 @@ func TestConcurrencyLimitQueuesAndHandsSlotsOn(t *testing.T) {
 func TestConcurrencyHandOffSurvivesACrash(t *testing.T) {
 	h := newHarness(t, withoutService())
 	h.withLimits(nil, contracts.LimitConfig{Name: "one", Tools: []string{"echo"}, Key: contracts.LimitKeyGlobal, Concurrency: intp(1)})
-	var bs []*contracts.BatchRecord
-	for n := range 2 {
-		sub := h.submission(1, call("c1", "echo", `{"text":"hi"}`))
-		sub.RunID = fmt.Sprintf("run-%d", n)
-		b := h.store(sub)
-		h.gate(b, 0)
-		h.waitCall(b, 0, "entered execution", func(r contracts.CallRecord) bool { return r.Phase.Kind == contracts.PhaseExecuting })
-		bs = append(bs, b)
-	}
+	bs := h.gateEchoRuns(2)
 	h.waitCall(bs[1], 0, "waiting", waitsFor("one"))
 	h.faults.arm(FaultAfterSlotHandOff, op(bs[0], 0), 1)
 	h.finish(bs[0], 0)
