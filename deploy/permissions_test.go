@@ -544,7 +544,7 @@ func TestSecure_apiNeedsNoMorePermission(t *testing.T) {
 		t.Fatalf("ping answer %s: %v", ping.Data, err)
 	}
 	for _, verb := range []micro.Verb{micro.PingVerb, micro.InfoVerb, micro.StatsVerb} {
-		for _, subj := range []struct{ kind, id string }{{"", ""}, {api.ServiceName, ""}, {api.ServiceName, id.ID}} {
+		for _, subj := range []struct{ kind, id string }{{"", ""}, {api.MicroName, ""}, {api.MicroName, id.ID}} {
 			subject, err := micro.ControlSubject(verb, subj.kind, subj.id)
 			if err != nil {
 				t.Fatal(err)

@@ -64,7 +64,7 @@ func TestMicroDiscovery(t *testing.T) {
 	}
 	slices.Sort(subjects)
 	want := []string{"awaken.api.calls.cancel", "awaken.api.calls.resolve", "awaken.api.runs.cancel", "awaken.api.tickets.get", "awaken.api.tickets.list", "awaken.api.tickets.resolve", "awaken.api.tickets.resolve.*", "awaken.api.tools.list", "awaken.api.tools.pause", "awaken.api.tools.resume"}
-	if info.Name != api.ServiceName || info.Version != api.ServiceVersion || !slices.Equal(subjects, want) {
+	if info.Name != api.MicroName || info.Version != api.ServiceVersion || !slices.Equal(subjects, want) {
 		t.Fatalf("info = %s %s %v, want awaken with %v", info.Name, info.Version, subjects, want)
 	}
 	if _, err := h.nc.RequestWithContext(ctxFor(t, waitLong), "$SRV.PING.awaken", nil); err != nil {
