@@ -20,6 +20,7 @@ import (
 
 	"github.com/awaken-dev/awaken/deploy"
 	"github.com/awaken-dev/awaken/internal/bus"
+	"github.com/awaken-dev/awaken/internal/checker"
 	"github.com/awaken-dev/awaken/internal/health"
 	"github.com/awaken-dev/awaken/pkg/awakentest"
 	"github.com/awaken-dev/awaken/pkg/cloudevent"
@@ -134,7 +135,7 @@ func TestContainers_singleServer(t *testing.T) {
 				t.Fatalf("counter values %v are not exactly 1..%d: a body ran twice or not at all", got, batches*calls)
 			}
 		}
-		if n, err := d.Client.Counter(ctx, "scaled"); err != nil || n != batches*calls {
+		if n, err := checker.Counter(ctx, d.Client, "scaled"); err != nil || n != batches*calls {
 			t.Fatalf("counter = %d (%v), want %d calls", n, err, batches*calls)
 		}
 	})

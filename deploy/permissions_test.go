@@ -23,6 +23,7 @@ import (
 
 	"github.com/awaken-dev/awaken/deploy"
 	"github.com/awaken-dev/awaken/internal/app"
+	"github.com/awaken-dev/awaken/internal/checker"
 	"github.com/awaken-dev/awaken/internal/config"
 	"github.com/awaken-dev/awaken/internal/devstack"
 	"github.com/awaken-dev/awaken/internal/natsserver"
@@ -758,7 +759,7 @@ func TestSecure_leastPrivilege(t *testing.T) {
 	if info, err := subs.Info(ctx, jetstream.WithSubjectFilter(names.RejectedSubject())); err != nil || info.State.Subjects[names.RejectedSubject()] != 0 {
 		t.Errorf("a forged rejection reached %s (%v)", names.SubmissionsStream(), err)
 	}
-	if n, err := s.client.Counter(ctx, "forged"); err != nil || n != 0 {
+	if n, err := checker.Counter(ctx, s.client, "forged"); err != nil || n != 0 {
 		t.Errorf("forged counter = %d (%v)", n, err)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/awaken-dev/awaken/internal/app"
+	"github.com/awaken-dev/awaken/internal/checker"
 	"github.com/awaken-dev/awaken/internal/natstest"
 	"github.com/awaken-dev/awaken/pkg/cloudevent"
 	"github.com/awaken-dev/awaken/pkg/contracts"
@@ -91,7 +92,7 @@ func TestHTTPApproveRunsParkedAndLaterCalls(t *testing.T) {
 	if n := h.ledger(run, "c2"); n != 1 {
 		t.Fatalf("ask_me body ran %d times, want 1", n)
 	}
-	if n, err := h.client.Counter(ctxFor(t, waitLong), run); err != nil || n != 1 {
+	if n, err := checker.Counter(ctxFor(t, waitLong), h.client, run); err != nil || n != 1 {
 		t.Fatalf("counter = %d (%v), want 1", n, err)
 	}
 
