@@ -48,7 +48,7 @@ func StatusForResumeCode(code string, ticketKnown bool) int {
 	return http.StatusBadRequest
 }
 
-// asError converts any error of an operation to an *Error: an *Error is returned as is, a
+// asError converts any error of an operation to an *httpapi.Error: one is returned as is, a
 // refusal by the gate keeps its code, anything else is internal.
 func asError(err error) *httpapi.Error {
 	var e *httpapi.Error

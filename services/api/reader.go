@@ -77,7 +77,7 @@ func (r *Reader) Batch(ctx context.Context, batchID string) (httpapi.BatchView, 
 	return r.view(ctx, rec, true)
 }
 
-// batchRecord reads the record of batchID: a 400 *Error for a malformed id, a 404 one
+// batchRecord reads the record of batchID: a 400 *httpapi.Error for a malformed id, a 404 one
 // (wrapping [ErrBatchNotFound]) when there is no such batch.
 func (r *Reader) batchRecord(ctx context.Context, batchID string) (*contracts.BatchRecord, error) {
 	runID, step, err := contracts.ParseBatchID(batchID)

@@ -33,7 +33,7 @@ func (s *Service) Tickets(ctx context.Context) ([]contracts.ResumeTicket, error)
 	return ts, nil
 }
 
-// Ticket returns the open ticket correlationID, or an *Error with code not_waiting and
+// Ticket returns the open ticket correlationID, or an *httpapi.Error with code not_waiting and
 // status 404 when no ticket is open under it.
 func (s *Service) Ticket(ctx context.Context, correlationID string) (contracts.ResumeTicket, error) {
 	if _, ok := parseCorrelation(correlationID); !ok {
@@ -74,7 +74,7 @@ type Decision struct {
 // "denied"). The command's identity (run, thread, snapshot) is copied from the committed
 // ticket; when the ticket is already gone it is taken from the batch record, so that the
 // gate — not the api — says why the ticket is not waiting (resolved, cleared by
-// cancellation, or expired). It returns the gate's resolution, or an *Error carrying the
+// cancellation, or expired). It returns the gate's resolution, or an *httpapi.Error carrying the
 // gate's refusal code (invalid_arguments, 422, for an edit that does not fit the tool:
 // the ticket stays open).
 //

@@ -105,7 +105,7 @@ func (s *Service) tokenRoles(name string) RoleSet {
 }
 
 // requireRole refuses a request authenticated by [Service.authenticate] whose token
-// carries none of roles: a 403 missing_role *Error naming the roles needed and those the
+// carries none of roles: a 403 missing_role *httpapi.Error naming the roles needed and those the
 // token has. A route of the HTTP api (and any route added beside them, such as another
 // door on the same server) calls it before doing anything.
 func (s *Service) requireRole(r *http.Request, roles ...httpapi.Role) error {
