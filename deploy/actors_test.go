@@ -18,6 +18,7 @@ import (
 	"github.com/awaken-dev/awaken/pkg/client"
 	"github.com/awaken-dev/awaken/pkg/cloudevent"
 	"github.com/awaken-dev/awaken/pkg/contracts"
+	"github.com/awaken-dev/awaken/pkg/httpapi"
 	"github.com/awaken-dev/awaken/services/api"
 )
 
@@ -115,15 +116,15 @@ func TestSecure_claimedActorsAreMarked(t *testing.T) {
 			}
 		}
 	}
-	view := func(run string) api.BatchView {
+	view := func(run string) httpapi.BatchView {
 		t.Helper()
-		var v api.BatchView
+		var v httpapi.BatchView
 		if st, body := apiDoAs(t, ctx, aliceToken, "GET", s.apiURL, "/v1/batches/"+contracts.BatchID(run, 1), nil, &v); st != http.StatusOK || len(v.Calls) != 1 {
 			t.Fatalf("GET batch of %s: %d %s", run, st, body)
 		}
 		return v
 	}
-	timeline := func(v api.BatchView) string {
+	timeline := func(v httpapi.BatchView) string {
 		t.Helper()
 		var b bytes.Buffer
 		if err := api.WriteTimeline(&b, v); err != nil {
@@ -217,7 +218,7 @@ func TestSecure_claimedActorsAreMarked(t *testing.T) {
 
 	// An HTTP approval by the token named alice: alice, authenticated.
 	var httpRes contracts.TicketResolution
-	if st, body := apiDoAs(t, ctx, aliceToken, "POST", s.apiURL, "/v1/tickets/"+tk.CorrelationID+"/approve", api.ApproveRequest{}, &httpRes); st != http.StatusOK ||
+	if st, body := apiDoAs(t, ctx, aliceToken, "POST", s.apiURL, "/v1/tickets/"+tk.CorrelationID+"/approve", httpapi.ApproveRequest{}, &httpRes); st != http.StatusOK ||
 		httpRes.Actor != "alice" || httpRes.ActorClaimed {
 		t.Fatalf("HTTP approval by token alice: %d %s, want approved by alice, not claimed", st, body)
 	}

@@ -21,7 +21,7 @@ import (
 	"github.com/awaken-dev/awaken/pkg/awakentest"
 	"github.com/awaken-dev/awaken/pkg/client"
 	"github.com/awaken-dev/awaken/pkg/contracts"
-	"github.com/awaken-dev/awaken/services/api"
+	"github.com/awaken-dev/awaken/pkg/httpapi"
 )
 
 // composeCommand returns the Compose command of this machine: the `docker compose`
@@ -201,7 +201,7 @@ func TestCompose_upCompletesABatch(t *testing.T) {
 		return strings.TrimSpace(string(st)) == "healthy", err
 	})
 	base := "http://127.0.0.1:" + apiPort + "/"
-	var view api.BatchView
+	var view httpapi.BatchView
 	status, body := apiDo(t, ctx, "GET", base, "/v1/batches/"+res.BatchID, nil, &view)
 	if status != http.StatusOK {
 		t.Fatalf("GET batch from the host: %d %s", status, body)

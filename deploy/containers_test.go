@@ -20,11 +20,12 @@ import (
 
 	"github.com/awaken-dev/awaken/deploy"
 	"github.com/awaken-dev/awaken/internal/bus"
+	"github.com/awaken-dev/awaken/internal/checker"
 	"github.com/awaken-dev/awaken/internal/health"
 	"github.com/awaken-dev/awaken/pkg/awakentest"
 	"github.com/awaken-dev/awaken/pkg/cloudevent"
 	"github.com/awaken-dev/awaken/pkg/contracts"
-	"github.com/awaken-dev/awaken/services/api"
+	"github.com/awaken-dev/awaken/pkg/httpapi"
 )
 
 // TestContainers_singleServer runs the compose topology — one JetStream server, setup,
@@ -62,7 +63,7 @@ func TestContainers_singleServer(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if status, body := apiDo(t, ctx, "POST", base, "/v1/tickets/"+tk.CorrelationID+"/approve", api.ApproveRequest{Note: "ok"}, nil); status != http.StatusOK {
+		if status, body := apiDo(t, ctx, "POST", base, "/v1/tickets/"+tk.CorrelationID+"/approve", httpapi.ApproveRequest{Note: "ok"}, nil); status != http.StatusOK {
 			t.Fatalf("approve over HTTP: %d %s", status, body)
 		}
 		res, err := d.Client.Await(ctx, sub.RunID, 1)
@@ -70,7 +71,7 @@ func TestContainers_singleServer(t *testing.T) {
 			t.Fatal(err)
 		}
 		wantTexts(t, res, "", "after")
-		var view api.BatchView
+		var view httpapi.BatchView
 		if status, body := apiDo(t, ctx, "GET", base, "/v1/batches/"+res.BatchID, nil, &view); status != http.StatusOK || view.Terminal != 2 {
 			t.Errorf("GET batch: %d, %d terminal calls: %s", status, view.Terminal, body)
 		}
@@ -134,7 +135,7 @@ func TestContainers_singleServer(t *testing.T) {
 				t.Fatalf("counter values %v are not exactly 1..%d: a body ran twice or not at all", got, batches*calls)
 			}
 		}
-		if n, err := d.Client.Counter(ctx, "scaled"); err != nil || n != batches*calls {
+		if n, err := checker.Counter(ctx, d.Client, "scaled"); err != nil || n != batches*calls {
 			t.Fatalf("counter = %d (%v), want %d calls", n, err, batches*calls)
 		}
 	})

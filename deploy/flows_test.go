@@ -13,6 +13,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/awaken-dev/awaken/internal/checker"
 	"github.com/awaken-dev/awaken/pkg/client"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
@@ -97,7 +98,7 @@ func acceptanceFlow(t *testing.T, c *client.Client, tag string) {
 		if _, err := c.Submit(ctx, sub); err != nil {
 			t.Fatal(err)
 		}
-		if n, err := c.Counter(ctx, run("demo")); err != nil || n != 1 {
+		if n, err := checker.Counter(ctx, c, run("demo")); err != nil || n != 1 {
 			t.Errorf("counter after a duplicate submission = %d (%v), want 1", n, err)
 		}
 		if len(again.Results) != len(res.Results) {

@@ -15,7 +15,7 @@ import (
 	"github.com/awaken-dev/awaken/internal/mcpserve"
 	"github.com/awaken-dev/awaken/pkg/client"
 	"github.com/awaken-dev/awaken/pkg/contracts"
-	"github.com/awaken-dev/awaken/services/api"
+	"github.com/awaken-dev/awaken/pkg/httpapi"
 )
 
 // TestSecure_mcpDoorNeedsNoMorePermission: with the users of deploy/nats/auth.conf, the
@@ -103,7 +103,7 @@ func checkMCPDoor(t *testing.T, ctx context.Context, s *secureStack, cs *mcp.Cli
 		}
 	}
 	var r contracts.TicketResolution
-	if st, body := apiDo(t, ctx, "POST", s.apiURL, "/v1/tickets/"+tk.CorrelationID+"/approve", api.ApproveRequest{Note: "ok"}, &r); st != http.StatusOK {
+	if st, body := apiDo(t, ctx, "POST", s.apiURL, "/v1/tickets/"+tk.CorrelationID+"/approve", httpapi.ApproveRequest{Note: "ok"}, &r); st != http.StatusOK {
 		t.Fatalf("approve: %d %s", st, body)
 	}
 	if res := <-done; res == nil || res.IsError {

@@ -19,6 +19,7 @@ import (
 	"github.com/awaken-dev/awaken/internal/natstest"
 	"github.com/awaken-dev/awaken/pkg/client"
 	"github.com/awaken-dev/awaken/pkg/contracts"
+	"github.com/awaken-dev/awaken/pkg/httpapi"
 	"github.com/awaken-dev/awaken/services/api"
 )
 
@@ -48,7 +49,7 @@ func TestSecure_apiRepliesOnlyIntoInboxes(t *testing.T) {
 	ctx := ctxFor(t, time.Minute)
 	names := s.cfg.Names()
 	platform := s.connect(t, deploy.UserPlatform)
-	tools := api.MicroSubject(contracts.DefaultPrefix, api.EndpointToolsList)
+	tools := httpapi.MicroSubject(contracts.DefaultPrefix, httpapi.EndpointToolsList)
 	pauseKey := contracts.ToolPauseKey("echo")
 	forged := []string{
 		"$KV." + names.ToolPausesBucket() + "." + pauseKey,
@@ -116,7 +117,7 @@ func TestSecure_apiUserPublishesRepliesOnlyIntoInboxes(t *testing.T) {
 	}
 	names := s.cfg.Names()
 	apiConn := s.connect(t, deploy.UserAPI)
-	subject := api.MicroSubject(contracts.DefaultPrefix, api.EndpointToolsList)
+	subject := httpapi.MicroSubject(contracts.DefaultPrefix, httpapi.EndpointToolsList)
 	if _, err := apiConn.Subscribe(subject, func(m *nats.Msg) { _ = m.Respond([]byte(`{"tools":[]}`)) }); err != nil {
 		t.Fatal(err)
 	}
@@ -216,8 +217,8 @@ func TestSecure_objectsAreVerifiedAgainstTheirName(t *testing.T) {
 		t.Errorf("GET the intact object: %d %q", st, body)
 	}
 	st2, body := apiDo(t, ctx, "GET", s.apiURL, "/v1/objects/"+forgedName, nil, nil)
-	if st2 != http.StatusBadGateway || !strings.Contains(body, api.CodeObjectDigest) {
-		t.Errorf("GET the overwritten object: %d %s, want 502 %s", st2, body, api.CodeObjectDigest)
+	if st2 != http.StatusBadGateway || !strings.Contains(body, httpapi.CodeObjectDigest) {
+		t.Errorf("GET the overwritten object: %d %s, want 502 %s", st2, body, httpapi.CodeObjectDigest)
 	}
 	if data, _, err := s.client.Object(ctx, goodName); err != nil || string(data) != string(good) {
 		t.Errorf("client.Object of the intact object: %q %v", data, err)

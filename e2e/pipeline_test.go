@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/awaken-dev/awaken/internal/checker"
 	"github.com/awaken-dev/awaken/internal/natstest"
 	"github.com/awaken-dev/awaken/internal/pipeline"
 	"github.com/awaken-dev/awaken/pkg/client"
@@ -78,7 +79,7 @@ func TestPipeline_invisibleToolAndArgumentTargetChangeNothing(t *testing.T) {
 	if got := res.Results[0].Output.Text(); got != "unknown tool: counter" {
 		t.Errorf("invisible tool: %q", got)
 	}
-	if n, _ := h.client.Counter(ctxFor(t, 5*time.Second), "invisible"); n != 0 {
+	if n, _ := checker.Counter(ctxFor(t, 5*time.Second), h.client, "invisible"); n != 0 {
 		t.Errorf("invisible counter ran: %d", n)
 	}
 	// echo is typed: an extra "target" field is an invalid argument, and above all it never
@@ -100,7 +101,7 @@ func TestPipeline_counterRunsExactlyOnce(t *testing.T) {
 			t.Errorf("call %d: counter returned %q, want %q (model order)", i, got, want)
 		}
 	}
-	if n, _ := h.client.Counter(ctxFor(t, 5*time.Second), "once"); n != 5 {
+	if n, _ := checker.Counter(ctxFor(t, 5*time.Second), h.client, "once"); n != 5 {
 		t.Errorf("counter = %d, want 5", n)
 	}
 }
@@ -141,7 +142,7 @@ func TestPipeline_duplicateSubmission(t *testing.T) {
 	if got := res.Results[0].Output.Text(); got != "1" {
 		t.Errorf("resubmission result %q", got)
 	}
-	if n, _ := h.client.Counter(ctxFor(t, 5*time.Second), "dup"); n != 1 {
+	if n, _ := checker.Counter(ctxFor(t, 5*time.Second), h.client, "dup"); n != 1 {
 		t.Errorf("counter ran %d times", n)
 	}
 	// Different content under the same batch id: conflict.

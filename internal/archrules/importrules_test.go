@@ -25,7 +25,17 @@ const module = "github.com/awaken-dev/awaken"
 //     and internal/toolctx: it is the tool vocabulary's leaf, imported by brain-exec and by
 //     pkg/executor (which runs brain-exec), so an import that leads back to either is a cycle
 //     and any other drags the runtime into every tool author's build;
-//   - a file (test files included) of services/<a> imports services/<b>, b ≠ a.
+//   - a file (test files included) of services/<a> imports services/<b>, b ≠ a;
+//   - a non-test file outside services/ imports a package under services/, unless it is
+//     the wiring that runs them (cmd/, internal/app, internal/cli, internal/devstack): a
+//     library built on a service's code couples to its internals (internal/schemas once
+//     imported services/api for the HTTP bodies, which live in pkg/httpapi);
+//   - a file (test files included) of internal/schemas imports a package under services/:
+//     the schemas are derived from the public types, and a test reaching into a service
+//     would let a body drift back there.
+//
+// Other modules nested in the tree (bench/, adapters/, examples/) are not walked: they
+// build against the public packages, and their own go.mod decides what they may import.
 func violations(t *testing.T, root string) []string {
 	t.Helper()
 	var out []string
@@ -40,6 +50,11 @@ func violations(t *testing.T, root string) []string {
 		rel = filepath.ToSlash(rel)
 		if path != root && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata") {
 			return filepath.SkipDir
+		}
+		if path != root {
+			if _, err := os.Stat(filepath.Join(path, "go.mod")); err == nil {
+				return filepath.SkipDir // another module
+			}
 		}
 		pkg, err := build.ImportDir(path, build.ImportComment)
 		if err != nil {
@@ -69,6 +84,20 @@ func violations(t *testing.T, root string) []string {
 			for _, imp := range pkg.Imports {
 				if strings.HasPrefix(imp, module+"/") && imp != module+"/pkg/contracts" && imp != module+"/internal/toolctx" {
 					out = append(out, rel+" imports "+imp+" (the tool vocabulary is a leaf: pkg/contracts and internal/toolctx only)")
+				}
+			}
+		}
+		if _, isService := serviceOf(rel); !isService && !wiresServices(rel) && !strings.HasPrefix(rel, "pkg/") { // pkg/ has its own rule above
+			for _, imp := range pkg.Imports {
+				if strings.HasPrefix(imp, module+"/services/") {
+					out = append(out, rel+" imports "+imp+" (only cmd/, internal/app, internal/cli and internal/devstack run service code)")
+				}
+			}
+		}
+		if rel == "internal/schemas" || strings.HasPrefix(rel, "internal/schemas/") {
+			for _, imp := range slices.Concat(pkg.Imports, pkg.TestImports, pkg.XTestImports) {
+				if strings.HasPrefix(imp, module+"/services/") {
+					out = append(out, rel+" imports "+imp+" (the schemas derive from public types, tests included)")
 				}
 			}
 		}
@@ -104,6 +133,18 @@ func serviceOf(rel string) (string, bool) {
 	return name, true
 }
 
+// wiresServices reports whether the module-relative path rel is a package that runs the
+// services and so may import them: the binaries and the wiring, the command line (whose
+// subcommands start services and run the api's reader and policy tester) and `awaken dev`.
+func wiresServices(rel string) bool {
+	for _, dir := range []string{"cmd", "internal/app", "internal/cli", "internal/devstack"} {
+		if rel == dir || strings.HasPrefix(rel, dir+"/") {
+			return true
+		}
+	}
+	return false
+}
+
 // isStandard reports whether an import path names a standard-library package: its first
 // element has no dot (every module path outside the standard library has a domain).
 func isStandard(path string) bool {
@@ -126,6 +167,8 @@ func TestTheModuleKeepsItsImportRules(t *testing.T) {
 func TestTheCheckFindsBrokenRules(t *testing.T) {
 	got := violations(t, filepath.Join("testdata", "broken"))
 	want := []string{
+		"internal/render imports " + module + "/services/beta (only cmd/, internal/app, internal/cli and internal/devstack run service code)",
+		"internal/schemas imports " + module + "/services/alpha (the schemas derive from public types, tests included)",
 		"pkg/client imports " + module + "/internal/bus (public packages keep off the bus internals)",
 		"pkg/contracts imports github.com/nats-io/nats.go (only the standard library is allowed)",
 		"pkg/executor imports " + module + "/services/alpha (public packages are not built on service code)",

@@ -21,7 +21,7 @@ import (
 	"github.com/awaken-dev/awaken/internal/natsserver"
 	"github.com/awaken-dev/awaken/internal/natstest"
 	"github.com/awaken-dev/awaken/internal/telemetry"
-	"github.com/awaken-dev/awaken/services/api"
+	"github.com/awaken-dev/awaken/pkg/httpapi"
 )
 
 // TestAPIConnectsAsItsOwnUser runs `awaken api` against a server that loads
@@ -109,7 +109,7 @@ func TestAPIConnectsAsItsOwnUser(t *testing.T) {
 		t.Errorf("no ready log line:\n%s", stderr.String())
 	}
 
-	m, err := admin.RequestWithContext(ctx, api.MicroSubject(cfg.Names().Prefix, api.EndpointTicketsList), nil)
+	m, err := admin.RequestWithContext(ctx, httpapi.MicroSubject(cfg.Names().Prefix, httpapi.EndpointTicketsList), nil)
 	if err != nil {
 		t.Fatalf("micro tickets.list: %v", err)
 	}

@@ -24,11 +24,13 @@ import (
 	"github.com/awaken-dev/awaken/internal/app"
 	"github.com/awaken-dev/awaken/internal/config"
 	"github.com/awaken-dev/awaken/internal/devstack"
+	"github.com/awaken-dev/awaken/internal/execcore"
 	"github.com/awaken-dev/awaken/internal/natsserver"
 	"github.com/awaken-dev/awaken/internal/telemetry"
 	"github.com/awaken-dev/awaken/pkg/client"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 	"github.com/awaken-dev/awaken/services/api"
+	"github.com/awaken-dev/awaken/services/brain-exec/builtin"
 )
 
 const usage = `awaken — durable execution of AI-agent tool calls on NATS JetStream
@@ -635,12 +637,27 @@ func runCounter(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	defer done()
-	n, err := c.Counter(ctx, name)
+	n, err := readCounter(ctx, c, name)
 	if err != nil {
 		return err
 	}
 	fmt.Fprintln(stdout, n)
 	return nil
+}
+
+// readCounter reads the example counter tool's counter name from the counters bucket, the
+// way the tool itself keeps it (0 when it was never incremented). The command reads the
+// bucket itself: the example tool's state is no part of the platform client.
+func readCounter(ctx context.Context, c *client.Client, name string) (uint64, error) {
+	js, err := jetstream.New(c.Conn())
+	if err != nil {
+		return 0, fmt.Errorf("counters: %w", err)
+	}
+	kv, err := js.KeyValue(ctx, c.Names().CountersBucket())
+	if err != nil {
+		return 0, fmt.Errorf("counters: %w", err)
+	}
+	return execcore.ReadCounter(ctx, kv, builtin.CounterKey(name))
 }
 
 // parseArgs parses flags wherever they appear among the positional arguments, so both

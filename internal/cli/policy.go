@@ -13,6 +13,7 @@ import (
 
 	"github.com/awaken-dev/awaken/internal/config"
 	"github.com/awaken-dev/awaken/internal/pipeline"
+	"github.com/awaken-dev/awaken/pkg/httpapi"
 	"github.com/awaken-dev/awaken/services/api"
 )
 
@@ -76,7 +77,7 @@ func runPolicy(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	rep, err := pt.Run(ctx, cand, api.PolicyTestRequest{Since: since, Until: until, Runs: runs})
+	rep, err := pt.Run(ctx, cand, httpapi.PolicyTestRequest{Since: since, Until: until, Runs: runs})
 	if err != nil {
 		return err
 	}
@@ -102,7 +103,7 @@ func timeFlag(dst **time.Time) func(string) error {
 
 // renderPolicyTest prints a backtest: one row per replayed decision (old and new), the
 // counts per rule of the candidate, then the totals and what bounds them.
-func renderPolicyTest(w io.Writer, rep api.PolicyTestReport, asJSON bool) error {
+func renderPolicyTest(w io.Writer, rep httpapi.PolicyTestReport, asJSON bool) error {
 	if asJSON {
 		return printJSON(w, rep)
 	}

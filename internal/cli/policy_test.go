@@ -22,6 +22,7 @@ import (
 	"github.com/awaken-dev/awaken/pkg/client"
 	"github.com/awaken-dev/awaken/pkg/cloudevent"
 	"github.com/awaken-dev/awaken/pkg/contracts"
+	"github.com/awaken-dev/awaken/pkg/httpapi"
 	"github.com/awaken-dev/awaken/services/api"
 )
 
@@ -177,7 +178,7 @@ default                       1      1
 		t.Errorf("awaken policy test printed\n%s\nwant\n%s6 decisions replayed, 4 changed, 1 not replayed; oldest …", table, wantTable)
 	}
 
-	var viaCLI api.PolicyTestReport
+	var viaCLI httpapi.PolicyTestReport
 	if err := json.Unmarshal([]byte(run("--json")), &viaCLI); err != nil {
 		t.Fatal(err)
 	}
@@ -189,13 +190,13 @@ default                       1      1
 		t.Errorf("counter's shadow findings %+v, want rules[3] counter would deny", shadow)
 	}
 
-	body, _ := json.Marshal(api.PolicyTestRequest{Config: policyCandidate})
+	body, _ := json.Marshal(httpapi.PolicyTestRequest{Config: policyCandidate})
 	resp, err := http.Post(strings.TrimSuffix(st.APIService.URL(), "/")+"/v1/policy/test", "application/json", bytes.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	var viaHTTP api.PolicyTestReport
+	var viaHTTP httpapi.PolicyTestReport
 	if err := json.NewDecoder(resp.Body).Decode(&viaHTTP); err != nil || resp.StatusCode != http.StatusOK {
 		t.Fatalf("POST /v1/policy/test: %d %v", resp.StatusCode, err)
 	}
@@ -203,19 +204,19 @@ default                       1      1
 		t.Errorf("POST /v1/policy/test answered\n%+v\nwant what the CLI printed\n%+v", viaHTTP, viaCLI)
 	}
 
-	bad, _ := json.Marshal(api.PolicyTestRequest{Config: "policy:\n  rules:\n    - { pattern: 'x(', behavior: deny, shadow: true }\n"})
+	bad, _ := json.Marshal(httpapi.PolicyTestRequest{Config: "policy:\n  rules:\n    - { pattern: 'x(', behavior: deny, shadow: true }\n"})
 	refused, err := http.Post(strings.TrimSuffix(st.APIService.URL(), "/")+"/v1/policy/test", "application/json", bytes.NewReader(bad))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer refused.Body.Close()
-	var apiErr api.Error
+	var apiErr httpapi.Error
 	if err := json.NewDecoder(refused.Body).Decode(&apiErr); err != nil || refused.StatusCode != http.StatusBadRequest ||
-		apiErr.Code != api.CodeInvalidRequest || !strings.Contains(apiErr.Message, "policy.rules[0].pattern") {
+		apiErr.Code != httpapi.CodeInvalidRequest || !strings.Contains(apiErr.Message, "policy.rules[0].pattern") {
 		t.Errorf("a candidate with a bad shadow rule: %d %+v (%v), want 400 invalid_request naming policy.rules[0].pattern", refused.StatusCode, apiErr, err)
 	}
 
-	var onlyA api.PolicyTestReport
+	var onlyA httpapi.PolicyTestReport
 	if err := json.Unmarshal([]byte(run("--json", "--run", "run-a")), &onlyA); err != nil {
 		t.Fatal(err)
 	}
@@ -234,7 +235,7 @@ default                       1      1
 		{[]string{"--until", "1h"}, 0},
 		{[]string{"--since", "1h", "--until", future, "--run", "run-b", "--run", "run-c"}, 3},
 	} {
-		var rep api.PolicyTestReport
+		var rep httpapi.PolicyTestReport
 		if err := json.Unmarshal([]byte(run(append([]string{"--json"}, w.args...)...)), &rep); err != nil {
 			t.Fatal(err)
 		}

@@ -21,7 +21,7 @@ import (
 	"github.com/awaken-dev/awaken/internal/telemetry"
 	"github.com/awaken-dev/awaken/pkg/client"
 	"github.com/awaken-dev/awaken/pkg/contracts"
-	"github.com/awaken-dev/awaken/services/api"
+	"github.com/awaken-dev/awaken/pkg/httpapi"
 )
 
 // TestDevSecure runs `awaken dev --secure`: the embedded server takes only the users of
@@ -114,7 +114,7 @@ func TestDevSecure(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer admin.Close()
-	m, err := admin.RequestWithContext(rctx, api.MicroSubject(contracts.DefaultPrefix, api.EndpointTicketsGet), []byte(tk.CorrelationID))
+	m, err := admin.RequestWithContext(rctx, httpapi.MicroSubject(contracts.DefaultPrefix, httpapi.EndpointTicketsGet), []byte(tk.CorrelationID))
 	if err != nil {
 		t.Fatalf("micro tickets.get: %v", err)
 	}
@@ -123,7 +123,7 @@ func TestDevSecure(t *testing.T) {
 	}
 	// The api serves the per-user resolve subject as the api user: an edit that is no
 	// object is refused there, and the ticket stays open.
-	m, err = admin.RequestWithContext(rctx, api.ResolveAsSubject(contracts.DefaultPrefix, deploy.UserAdmin),
+	m, err = admin.RequestWithContext(rctx, httpapi.ResolveAsSubject(contracts.DefaultPrefix, deploy.UserAdmin),
 		[]byte(`{"correlation_id":"`+tk.CorrelationID+`","decision":"allow","arguments":[1]}`))
 	if err != nil {
 		t.Fatalf("micro tickets.resolve as admin: %v", err)

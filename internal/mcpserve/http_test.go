@@ -19,7 +19,7 @@ import (
 	"github.com/awaken-dev/awaken/pkg/auditchain"
 	"github.com/awaken-dev/awaken/pkg/cloudevent"
 	"github.com/awaken-dev/awaken/pkg/contracts"
-	"github.com/awaken-dev/awaken/services/api"
+	"github.com/awaken-dev/awaken/pkg/httpapi"
 )
 
 func toolNames(t *testing.T, ctx context.Context, cs *mcp.ClientSession) []string {
@@ -84,7 +84,7 @@ func TestHTTPListCallBlocked(t *testing.T) {
 	if batchID != contracts.BatchID(runID, 1) {
 		t.Fatalf("batch %s, want step 1 of run %s (the session's run)", batchID, runID)
 	}
-	var view api.BatchView
+	var view httpapi.BatchView
 	if code := s.httpJSON(http.MethodGet, "/v1/batches/"+batchID, nil, &view); code != http.StatusOK {
 		t.Fatalf("GET batch: %d", code)
 	}
@@ -242,7 +242,7 @@ func TestHTTPRestartWhileWaiting(t *testing.T) {
 
 	s.startAPI()
 	s.approve(ticket)
-	var results api.BatchResults
+	var results httpapi.BatchResults
 	natstest.WaitFor(t, waitTimeout, func() bool {
 		return s.httpJSON(http.MethodGet, "/v1/batches/"+batchID+"/results", nil, &results) == http.StatusOK
 	}, "the parked call's results on the route the error named")

@@ -20,6 +20,7 @@ import (
 	"github.com/awaken-dev/awaken/internal/natstest"
 	"github.com/awaken-dev/awaken/pkg/client"
 	"github.com/awaken-dev/awaken/pkg/contracts"
+	"github.com/awaken-dev/awaken/pkg/httpapi"
 	"github.com/awaken-dev/awaken/services/api"
 )
 
@@ -109,7 +110,7 @@ func (s *stack) start(services ...string) *app.Stack {
 	st, err := app.Start(s.ctx, app.Options{Config: s.cfg, Services: services,
 		Dial: app.InProcessDialer(s.srv.Server()), Log: testLogger(s.t),
 		API: api.Options{HTTPAddr: s.addr, Tokens: map[string]string{"alice": aliceToken, "ide": ideToken, "watcher": viewerToken},
-			TokenRoles: map[string]api.RoleSet{"watcher": api.RolesOf(api.RoleViewer)}}})
+			TokenRoles: map[string]api.RoleSet{"watcher": api.RolesOf(httpapi.RoleViewer)}}})
 	if err != nil {
 		s.t.Fatal(err)
 	}

@@ -17,7 +17,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/awaken-dev/awaken/pkg/contracts"
-	"github.com/awaken-dev/awaken/services/api"
+	"github.com/awaken-dev/awaken/pkg/httpapi"
 )
 
 // codeSubjects derives every subject the code publishes or consumes from the subject
@@ -59,8 +59,8 @@ func codeSubjects(t *testing.T, root string) []string {
 		subjects = append(subjects, m.Call(args)[0].String())
 	}
 	// The api's micro endpoints (request/reply under {prefix}.api.).
-	for _, endpoint := range constsNamed(t, filepath.Join(root, "services", "api"), "Endpoint") {
-		subjects = append(subjects, api.MicroSubject(contracts.DefaultPrefix, endpoint))
+	for _, endpoint := range constsNamed(t, filepath.Join(root, "pkg", "httpapi"), "Endpoint") {
+		subjects = append(subjects, httpapi.MicroSubject(contracts.DefaultPrefix, endpoint))
 	}
 	// A micro subject may be both an api endpoint and a contracts.Names method (the
 	// client's side of the same request): one channel.

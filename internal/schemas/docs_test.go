@@ -88,7 +88,7 @@ func TestProtocolDocumentNamesEverything(t *testing.T) {
 	groups := map[string][]string{
 		"rejection code (contracts.RejectCode)":      src.enums[Module+"/pkg/contracts.RejectCode"],
 		"ticket refusal (contracts.ResumeErrorCode)": src.enums[Module+"/pkg/contracts.ResumeErrorCode"],
-		"api refusal (services/api Code…)":           constsNamed(t, filepath.Join(root, "services", "api"), "Code"),
+		"api refusal (httpapi Code…)":                constsNamed(t, filepath.Join(root, "pkg", "httpapi"), "Code"),
 		"subject (contracts.Names)":                  codeSubjects(t, root),
 		"CloudEvent type":                            codeEventTypes(t, root),
 	}

@@ -46,7 +46,7 @@ const Dir = "schemas"
 
 // sourceDirs are the packages whose constants give the enumerations and whose doc
 // comments give the descriptions, relative to the module root.
-var sourceDirs = []string{"pkg/contracts", "internal/bus", "services/api", "internal/config"}
+var sourceDirs = []string{"pkg/contracts", "internal/bus", "pkg/httpapi", "internal/config"}
 
 // Document is one generated schema file.
 type Document struct {

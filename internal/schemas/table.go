@@ -6,7 +6,7 @@ import (
 	"github.com/awaken-dev/awaken/internal/config"
 	"github.com/awaken-dev/awaken/pkg/client"
 	"github.com/awaken-dev/awaken/pkg/contracts"
-	"github.com/awaken-dev/awaken/services/api"
+	"github.com/awaken-dev/awaken/pkg/httpapi"
 )
 
 // Documents is the one list of schema documents: each is a file of the schemas folder
@@ -54,23 +54,23 @@ var Documents = []Document{
 	{File: "tool_descriptor.json", Type: typeOf[contracts.ToolDescriptor]()},
 
 	// Request and reply bodies of the api (HTTP routes under /v1 and micro endpoints).
-	{File: "api_error.json", Type: typeOf[api.Error]()},
-	{File: "api_ticket_list.json", Type: typeOf[api.TicketList]()},
-	{File: "api_approve_request.json", Type: typeOf[api.ApproveRequest]()},
-	{File: "api_session.json", Type: typeOf[api.Session]()},
-	{File: "api_deny_request.json", Type: typeOf[api.DenyRequest]()},
-	{File: "api_short_decision.json", Type: typeOf[api.ShortDecision]()},
-	{File: "api_cancel_request.json", Type: typeOf[api.CancelRequest]()},
-	{File: "api_cancel_result.json", Type: typeOf[api.CancelResult]()},
-	{File: "api_call_cancel_request.json", Type: typeOf[api.CallCancelRequest]()},
+	{File: "api_error.json", Type: typeOf[httpapi.Error]()},
+	{File: "api_ticket_list.json", Type: typeOf[httpapi.TicketList]()},
+	{File: "api_approve_request.json", Type: typeOf[httpapi.ApproveRequest]()},
+	{File: "api_session.json", Type: typeOf[httpapi.Session]()},
+	{File: "api_deny_request.json", Type: typeOf[httpapi.DenyRequest]()},
+	{File: "api_short_decision.json", Type: typeOf[httpapi.ShortDecision]()},
+	{File: "api_cancel_request.json", Type: typeOf[httpapi.CancelRequest]()},
+	{File: "api_cancel_result.json", Type: typeOf[httpapi.CancelResult]()},
+	{File: "api_call_cancel_request.json", Type: typeOf[httpapi.CallCancelRequest]()},
 	{File: "api_call_cancel_result.json", Type: typeOf[client.CallCancelResult]()},
-	{File: "api_call_resolve_request.json", Type: typeOf[api.CallResolveRequest]()},
+	{File: "api_call_resolve_request.json", Type: typeOf[httpapi.CallResolveRequest]()},
 	{File: "api_call_resolve_result.json", Type: typeOf[client.CallResolveResult]()},
-	{File: "api_batch_list.json", Type: typeOf[api.BatchList]()},
-	{File: "api_batch_view.json", Type: typeOf[api.BatchView]()},
-	{File: "api_batch_accepted.json", Type: typeOf[api.BatchAccepted]()},
-	{File: "api_batch_pending.json", Type: typeOf[api.BatchPending]()},
-	{File: "api_batch_results.json", Type: typeOf[api.BatchResults]()},
+	{File: "api_batch_list.json", Type: typeOf[httpapi.BatchList]()},
+	{File: "api_batch_view.json", Type: typeOf[httpapi.BatchView]()},
+	{File: "api_batch_accepted.json", Type: typeOf[httpapi.BatchAccepted]()},
+	{File: "api_batch_pending.json", Type: typeOf[httpapi.BatchPending]()},
+	{File: "api_batch_results.json", Type: typeOf[httpapi.BatchResults]()},
 	{File: "tool_catalog.json", Type: typeOf[contracts.ToolCatalog]()},
 	{File: "catalog_tool.json", Type: typeOf[contracts.CatalogTool]()},
 	{File: "api_tools_request.json", Type: typeOf[contracts.ToolsRequest]()},
@@ -78,9 +78,9 @@ var Documents = []Document{
 	{File: "api_tool_pause_state.json", Type: typeOf[contracts.ToolPauseState]()},
 	{File: "tool_pause.json", Type: typeOf[contracts.ToolPause]()},
 	{File: "tool_annotations.json", Type: typeOf[contracts.ToolAnnotations]()},
-	{File: "api_policy_test_request.json", Type: typeOf[api.PolicyTestRequest]()},
-	{File: "api_policy_test_report.json", Type: typeOf[api.PolicyTestReport]()},
-	{File: "api_limits_report.json", Type: typeOf[api.LimitsReport]()},
+	{File: "api_policy_test_request.json", Type: typeOf[httpapi.PolicyTestRequest]()},
+	{File: "api_policy_test_report.json", Type: typeOf[httpapi.PolicyTestReport]()},
+	{File: "api_limits_report.json", Type: typeOf[httpapi.LimitsReport]()},
 
 	// The host configuration file (YAML; the schema describes its JSON equivalent). Its
 	// loader fills defaults, so no field is required by the schema; config.Load checks the

@@ -602,23 +602,6 @@ func (c *Client) Cancel(ctx context.Context, runID, reason string) error {
 	return c.publish(ctx, c.names.RunCancelSubject(), id, contracts.TypeRunCancel, contracts.RunCancel{RunID: runID, Reason: reason})
 }
 
-// Counter reads the durable value of the example `counter` tool's counter name (0 when it
-// was never incremented). Tests use it to prove how many times a body ran.
-func (c *Client) Counter(ctx context.Context, name string) (int64, error) {
-	kv, err := c.js.KeyValue(ctx, c.names.CountersBucket())
-	if err != nil {
-		return 0, fmt.Errorf("client: counters: %w", err)
-	}
-	e, err := kv.Get(ctx, "counter."+name)
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return 0, nil
-	}
-	if err != nil {
-		return 0, fmt.Errorf("client: counter %s: %w", name, err)
-	}
-	return strconv.ParseInt(string(e.Value()), 10, 64)
-}
-
 func (c *Client) publish(ctx context.Context, subject, id, typ string, payload any) error {
 	ev, err := cloudevent.NewEvent(id, c.source, typ, payload)
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/awaken-dev/awaken/pkg/contracts"
+	"github.com/awaken-dev/awaken/pkg/httpapi"
 )
 
 // Who decided: every resume command the api publishes carries the actor its caller
@@ -52,7 +53,7 @@ var ErrTokensFile = errors.New("api tokens file refused")
 
 // LoadTokens reads an --api-tokens file: one "NAME TOKEN [ROLES]" per line (blank lines
 // and lines starting with # are ignored). Names are the actors the api records for the
-// requests their token authenticates; ROLES, a comma-separated list of [Role]s
+// requests their token authenticates; ROLES, a comma-separated list of [httpapi.Role]s
 // ("approver,viewer"), limits what the token may do, and a line without it has every
 // role (so a file written before roles existed keeps working). It returns the tokens by
 // name and the roles of the names whose line gives some. A file is refused
@@ -181,7 +182,7 @@ func (s *Service) tokenName(r *http.Request) (string, bool) {
 // was sent on the per-user subject "{group}.tickets.resolve.{user}" (the NATS server lets
 // only the users auth.conf grants it publish there), else [MicroActor].
 func (s *Service) microUserActor(subject string) string {
-	prefix := MicroSubject(s.env.Names.Prefix, EndpointTicketsResolve) + "."
+	prefix := httpapi.MicroSubject(s.env.Names.Prefix, httpapi.EndpointTicketsResolve) + "."
 	if user, ok := strings.CutPrefix(subject, prefix); ok && validActorName(user) == nil {
 		return MicroActor + ":" + user
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/awaken-dev/awaken/pkg/client"
 	"github.com/awaken-dev/awaken/pkg/contracts"
+	"github.com/awaken-dev/awaken/pkg/httpapi"
 )
 
 // The batch door: a platform without a NATS client submits a batch and reads its results
@@ -25,45 +26,12 @@ import (
 // MaxWait bounds the wait query parameter of POST /v1/batches.
 const MaxWait = 60 * time.Second
 
-// StatusPending is the status of a batch whose results are not published yet.
-const StatusPending = "pending"
-
-// EventRunBatch is the event of GET /v1/runs/{run_id}/results: one per published batch,
-// its data a [BatchResults] and its id the results stream's sequence of the batch's last
-// message (its io.awaken.toolbatch.results.v1 message, or the finalized event of a batch
-// published as an atomic batch).
-const EventRunBatch = "batch"
-
-// BatchAccepted is the reply of POST /v1/batches without wait (202): the stream stored
-// the submission; the batcher checks it next.
-type BatchAccepted struct {
-	BatchID string `json:"batch_id"`
-}
-
-// BatchPending is the 202 reply of POST /v1/batches?wait= when the wait ended first, and
-// of GET /v1/batches/{batch_id}/results while the batch is unpublished.
-type BatchPending struct {
-	BatchID string `json:"batch_id"`
-	// Status is [StatusPending].
-	Status string `json:"status"`
-}
-
-// BatchResults is a published batch: its results in model order and its finalized payload,
-// as the io.awaken.toolbatch.results.v1 message carries them (or, for a batch too large
-// for one message, its io.awaken.tool.result.v1 and io.awaken.toolbatch.finalized.v1
-// payloads).
-type BatchResults struct {
-	BatchID   string                      `json:"batch_id"`
-	Results   []contracts.ToolResultEvent `json:"results"`
-	Finalized contracts.BatchFinalized    `json:"finalized"`
-}
-
-func batchResults(b *client.BatchResult) BatchResults {
+func batchResults(b *client.BatchResult) httpapi.BatchResults {
 	res := b.Results
 	if res == nil {
 		res = []contracts.ToolResultEvent{}
 	}
-	return BatchResults{BatchID: b.BatchID, Results: res, Finalized: b.Finalized}
+	return httpapi.BatchResults{BatchID: b.BatchID, Results: res, Finalized: b.Finalized}
 }
 
 // StatusForRejectCode maps a batcher rejection code to the HTTP status of the batch door:
@@ -93,9 +61,9 @@ func parseWait(q url.Values) (wait time.Duration, given bool, err error) {
 	wait, err = time.ParseDuration(q.Get("wait"))
 	switch {
 	case err != nil:
-		return 0, false, apiErr(http.StatusBadRequest, CodeInvalidRequest, "wait %q is not a duration such as 30s", q.Get("wait"))
+		return 0, false, apiErr(http.StatusBadRequest, httpapi.CodeInvalidRequest, "wait %q is not a duration such as 30s", q.Get("wait"))
 	case wait < 0 || wait > MaxWait:
-		return 0, false, apiErr(http.StatusBadRequest, CodeInvalidRequest, "wait %s is not between 0s and %s", wait, MaxWait)
+		return 0, false, apiErr(http.StatusBadRequest, httpapi.CodeInvalidRequest, "wait %s is not between 0s and %s", wait, MaxWait)
 	}
 	return wait, true, nil
 }
@@ -111,7 +79,7 @@ func (s *Service) httpSubmit(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if !errors.As(err, &mbe) {
-			s.writeError(w, r, apiErr(http.StatusBadRequest, CodeInvalidRequest, "reading the request body: %v", err))
+			s.writeError(w, r, apiErr(http.StatusBadRequest, httpapi.CodeInvalidRequest, "reading the request body: %v", err))
 			return
 		}
 		// data holds one byte more than a submission may have: the decoder below refuses
@@ -140,14 +108,14 @@ func (s *Service) httpSubmit(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		log.Info().Str("remote", r.RemoteAddr).Msg("batch submitted over http")
-		writeJSON(w, http.StatusAccepted, BatchAccepted{BatchID: batchID})
+		writeJSON(w, http.StatusAccepted, httpapi.BatchAccepted{BatchID: batchID})
 		return
 	}
 	select {
 	case s.waits <- struct{}{}:
 		defer func() { <-s.waits }()
 	default:
-		s.writeError(w, r, apiErr(http.StatusServiceUnavailable, CodeUnavailable, "too many waiting submissions; retry, or submit without wait"))
+		s.writeError(w, r, apiErr(http.StatusServiceUnavailable, httpapi.CodeUnavailable, "too many waiting submissions; retry, or submit without wait"))
 		return
 	}
 	// The submission gets ResolveTimeout, the wait starts once it is stored; a stopping
@@ -163,9 +131,9 @@ func (s *Service) httpSubmit(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, batchResults(res))
 	case errors.Is(err, client.ErrPending):
 		log.Info().Str("remote", r.RemoteAddr).Msg("batch submitted over http; still pending when the wait ended")
-		writeJSON(w, http.StatusAccepted, BatchPending{BatchID: batchID, Status: StatusPending})
+		writeJSON(w, http.StatusAccepted, httpapi.BatchPending{BatchID: batchID, Status: httpapi.StatusPending})
 	case errors.As(err, &rejected):
-		s.writeError(w, r, &Error{Code: rejected.Code, Message: rejected.Message, Status: StatusForRejectCode(rejected.Code), err: err})
+		s.writeError(w, r, &httpapi.Error{Code: rejected.Code, Message: rejected.Message, Status: StatusForRejectCode(rejected.Code), Err: err})
 	default:
 		s.writeError(w, r, internalErr(err))
 	}
@@ -179,7 +147,7 @@ func (s *Service) httpBatchResults(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	pending := BatchPending{BatchID: batchID, Status: StatusPending}
+	pending := httpapi.BatchPending{BatchID: batchID, Status: httpapi.StatusPending}
 	if rec.Phase == contracts.BatchPhaseOpen {
 		writeJSON(w, http.StatusAccepted, pending)
 		return
@@ -191,7 +159,7 @@ func (s *Service) httpBatchResults(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case errors.Is(err, client.ErrNotPublished) && rec.Phase == contracts.BatchPhasePublished:
 		// Published, but the stream no longer holds it (its retention ended).
-		s.writeError(w, r, apiErr(http.StatusNotFound, CodeNotFound, "the results of %s are no longer on the results stream", batchID))
+		s.writeError(w, r, apiErr(http.StatusNotFound, httpapi.CodeNotFound, "the results of %s are no longer on the results stream", batchID))
 	case errors.Is(err, client.ErrNotPublished):
 		writeJSON(w, http.StatusAccepted, pending)
 	case err != nil:
@@ -210,14 +178,14 @@ func (s *Service) httpBatchResults(w http.ResponseWriter, r *http.Request) {
 func (s *Service) serveRunResults(w http.ResponseWriter, r *http.Request) {
 	runID := r.PathValue("run_id")
 	if err := contracts.ValidateID("run_id", runID); err != nil {
-		s.writeError(w, r, &Error{Code: CodeInvalidRequest, Message: err.Error(), Status: http.StatusBadRequest, err: err})
+		s.writeError(w, r, &httpapi.Error{Code: httpapi.CodeInvalidRequest, Message: err.Error(), Status: http.StatusBadRequest, Err: err})
 		return
 	}
 	var after uint64
 	if id := r.Header.Get("Last-Event-ID"); id != "" {
 		n, err := strconv.ParseUint(id, 10, 64)
 		if err != nil {
-			s.writeError(w, r, apiErr(http.StatusBadRequest, CodeInvalidRequest, "Last-Event-ID %q is not an event id of this stream", id))
+			s.writeError(w, r, apiErr(http.StatusBadRequest, httpapi.CodeInvalidRequest, "Last-Event-ID %q is not an event id of this stream", id))
 			return
 		}
 		after = n
@@ -226,7 +194,7 @@ func (s *Service) serveRunResults(w http.ResponseWriter, r *http.Request) {
 	case s.runStreams <- struct{}{}:
 		defer func() { <-s.runStreams }()
 	default:
-		s.writeError(w, r, apiErr(http.StatusServiceUnavailable, CodeUnavailable, "too many result streams"))
+		s.writeError(w, r, apiErr(http.StatusServiceUnavailable, httpapi.CodeUnavailable, "too many result streams"))
 		return
 	}
 	ctx, cancel := context.WithCancel(r.Context())
@@ -275,7 +243,7 @@ func (s *Service) serveRunResults(w http.ResponseWriter, r *http.Request) {
 				s.log.Error().Err(err).Str("run_id", runID).Str("batch_id", b.BatchID).Msg("run results stream: encode batch")
 				return
 			}
-			if !write(formatEvent(sseEvent{id: strconv.FormatUint(b.Sequence, 10), name: EventRunBatch, data: data})) {
+			if !write(formatEvent(sseEvent{id: strconv.FormatUint(b.Sequence, 10), name: httpapi.EventRunBatch, data: data})) {
 				return
 			}
 		}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/awaken-dev/awaken/internal/natstest"
 	"github.com/awaken-dev/awaken/pkg/contracts"
+	"github.com/awaken-dev/awaken/pkg/httpapi"
 	"github.com/awaken-dev/awaken/services/api"
 )
 
@@ -27,7 +28,7 @@ func echoBatch(run string, step int64, text string) contracts.BatchSubmission {
 	}
 }
 
-func resultTexts(b api.BatchResults) []string {
+func resultTexts(b httpapi.BatchResults) []string {
 	out := make([]string, len(b.Results))
 	for i, r := range b.Results {
 		out[i] = r.Output.Text()
@@ -76,7 +77,7 @@ func TestHTTPBatchSubmitWaitAndRead(t *testing.T) {
 	if r.status != http.StatusOK {
 		t.Fatalf("POST wait: %d %s", r.status, r.body)
 	}
-	var got api.BatchResults
+	var got httpapi.BatchResults
 	r.json(t, &got)
 	if got.BatchID != sub.BatchID() || got.Finalized.BatchID != sub.BatchID() ||
 		!slices.Equal(got.Finalized.CallIDs, []string{"c1", "c2"}) || !slices.Equal(resultTexts(got), []string{"over http", "1"}) {
@@ -88,7 +89,7 @@ func TestHTTPBatchSubmitWaitAndRead(t *testing.T) {
 		}
 	}
 	r = h.get("/v1/batches/" + sub.BatchID() + "/results")
-	var again api.BatchResults
+	var again httpapi.BatchResults
 	if r.status != http.StatusOK {
 		t.Fatalf("GET results: %d %s", r.status, r.body)
 	}
@@ -118,11 +119,11 @@ func TestHTTPBatchSubmitWaitAndRead(t *testing.T) {
 	}
 
 	r = h.get("/v1/batches/" + contracts.BatchID("run-never", 1) + "/results")
-	if e := r.apiError(t); r.status != http.StatusNotFound || e.Code != api.CodeNotFound {
+	if e := r.apiError(t); r.status != http.StatusNotFound || e.Code != httpapi.CodeNotFound {
 		t.Fatalf("unknown batch: %d %s", r.status, r.body)
 	}
 	r = h.get("/v1/batches/not-a-batch/results")
-	if e := r.apiError(t); r.status != http.StatusBadRequest || e.Code != api.CodeInvalidRequest {
+	if e := r.apiError(t); r.status != http.StatusBadRequest || e.Code != httpapi.CodeInvalidRequest {
 		t.Fatalf("malformed batch id: %d %s", r.status, r.body)
 	}
 }
@@ -134,9 +135,9 @@ func TestHTTPBatchWaitEndsPending(t *testing.T) {
 	h := newHarness(t, api.Options{})
 	sub := approvalBatch("run-door-pending", map[string]string{"why": "a human"})
 	r := h.post("/v1/batches?wait=200ms", string(mustJSON(sub)))
-	var p api.BatchPending
+	var p httpapi.BatchPending
 	r.json(t, &p)
-	if r.status != http.StatusAccepted || p.BatchID != sub.BatchID() || p.Status != api.StatusPending {
+	if r.status != http.StatusAccepted || p.BatchID != sub.BatchID() || p.Status != httpapi.StatusPending {
 		t.Fatalf("POST wait on a parked batch: %d %s", r.status, r.body)
 	}
 	tk, err := h.client.WaitTicket(ctxFor(t, waitLong), sub.RunID, 1, "c2")
@@ -145,7 +146,7 @@ func TestHTTPBatchWaitEndsPending(t *testing.T) {
 	}
 	r = h.get("/v1/batches/" + sub.BatchID() + "/results")
 	r.json(t, &p)
-	if r.status != http.StatusAccepted || p.Status != api.StatusPending {
+	if r.status != http.StatusAccepted || p.Status != httpapi.StatusPending {
 		t.Fatalf("GET results of a parked batch: %d %s", r.status, r.body)
 	}
 	if r = h.post("/v1/tickets/"+tk.CorrelationID+"/approve", "{}"); r.status != http.StatusOK {
@@ -155,7 +156,7 @@ func TestHTTPBatchWaitEndsPending(t *testing.T) {
 		r = h.get("/v1/batches/" + sub.BatchID() + "/results")
 		return r.status == http.StatusOK
 	}, "the approved batch's results")
-	var got api.BatchResults
+	var got httpapi.BatchResults
 	r.json(t, &got)
 	if want := []string{"before approval", "ran ask_me", "1"}; !slices.Equal(resultTexts(got), want) {
 		t.Fatalf("results = %q, want %q", resultTexts(got), want)
@@ -191,9 +192,9 @@ func TestHTTPBatchRefusals(t *testing.T) {
 		{"too deep", "", deep, string(contracts.RejectTooDeep)},
 		{"too large", "", `{"run_id":"` + strings.Repeat("a", contracts.MaxSubmissionBytes) + `"}`, string(contracts.RejectTooLarge)},
 		{"too large and refused with wait", "?wait=5s", `{"pad":"` + strings.Repeat("a", 2*contracts.MaxSubmissionBytes) + `"}`, string(contracts.RejectTooLarge)},
-		{"wait too long", "?wait=61s", valid, api.CodeInvalidRequest},
-		{"wait negative", "?wait=-1s", valid, api.CodeInvalidRequest},
-		{"wait not a duration", "?wait=soon", valid, api.CodeInvalidRequest},
+		{"wait too long", "?wait=61s", valid, httpapi.CodeInvalidRequest},
+		{"wait negative", "?wait=-1s", valid, httpapi.CodeInvalidRequest},
+		{"wait not a duration", "?wait=soon", valid, httpapi.CodeInvalidRequest},
 	}
 	before := h.submissions()
 	for _, tt := range tests {
@@ -264,7 +265,7 @@ func TestHTTPBatchConflictWithWait(t *testing.T) {
 		t.Fatalf("approve: %d %s", r.status, r.body)
 	}
 	r = <-origDone
-	var got api.BatchResults
+	var got httpapi.BatchResults
 	if r.status != http.StatusOK {
 		t.Fatalf("the original caller: %d %s, want 200", r.status, r.body)
 	}
@@ -289,17 +290,17 @@ func TestHTTPBatchDoorSecurity(t *testing.T) {
 		wantStatus               int
 		wantCode                 string
 	}{
-		{"submit without token", "POST", "/v1/batches", body, nil, 401, api.CodeUnauthorized},
-		{"submit and wait with a wrong token", "POST", "/v1/batches?wait=1s", body, map[string]string{"Authorization": "Bearer nope"}, 401, api.CodeUnauthorized},
-		{"results without token", "GET", "/v1/batches/" + contracts.BatchID("run-door-sec", 1) + "/results", "", nil, 401, api.CodeUnauthorized},
-		{"run results without token", "GET", "/v1/runs/run-door-sec/results", "", nil, 401, api.CodeUnauthorized},
-		{"cross-site submit", "POST", "/v1/batches", body, map[string]string{"Authorization": bearer, "Sec-Fetch-Site": "cross-site", "Origin": "https://evil.example"}, 403, api.CodeForbidden},
-		{"foreign origin", "POST", "/v1/batches?wait=1s", body, map[string]string{"Authorization": bearer, "Origin": "https://evil.example"}, 403, api.CodeForbidden},
-		{"form post", "POST", "/v1/batches", "x=1", map[string]string{"Authorization": bearer, "Content-Type": "application/x-www-form-urlencoded"}, 415, api.CodeUnsupportedMediaType},
-		{"text/plain", "POST", "/v1/batches", body, map[string]string{"Authorization": bearer, "Content-Type": "text/plain"}, 415, api.CodeUnsupportedMediaType},
-		{"rebound host", "POST", "/v1/batches", body, map[string]string{"Authorization": bearer, "Host": "evil.example:" + port}, 403, api.CodeForbidden},
-		{"rebound host reading results", "GET", "/v1/runs/run-door-sec/results", "", map[string]string{"Authorization": bearer, "Host": "evil.example"}, 403, api.CodeForbidden},
-		{"wrong method", "PUT", "/v1/batches", body, map[string]string{"Authorization": bearer, "Sec-Fetch-Site": "same-origin"}, 405, api.CodeMethodNotAllowed},
+		{"submit without token", "POST", "/v1/batches", body, nil, 401, httpapi.CodeUnauthorized},
+		{"submit and wait with a wrong token", "POST", "/v1/batches?wait=1s", body, map[string]string{"Authorization": "Bearer nope"}, 401, httpapi.CodeUnauthorized},
+		{"results without token", "GET", "/v1/batches/" + contracts.BatchID("run-door-sec", 1) + "/results", "", nil, 401, httpapi.CodeUnauthorized},
+		{"run results without token", "GET", "/v1/runs/run-door-sec/results", "", nil, 401, httpapi.CodeUnauthorized},
+		{"cross-site submit", "POST", "/v1/batches", body, map[string]string{"Authorization": bearer, "Sec-Fetch-Site": "cross-site", "Origin": "https://evil.example"}, 403, httpapi.CodeForbidden},
+		{"foreign origin", "POST", "/v1/batches?wait=1s", body, map[string]string{"Authorization": bearer, "Origin": "https://evil.example"}, 403, httpapi.CodeForbidden},
+		{"form post", "POST", "/v1/batches", "x=1", map[string]string{"Authorization": bearer, "Content-Type": "application/x-www-form-urlencoded"}, 415, httpapi.CodeUnsupportedMediaType},
+		{"text/plain", "POST", "/v1/batches", body, map[string]string{"Authorization": bearer, "Content-Type": "text/plain"}, 415, httpapi.CodeUnsupportedMediaType},
+		{"rebound host", "POST", "/v1/batches", body, map[string]string{"Authorization": bearer, "Host": "evil.example:" + port}, 403, httpapi.CodeForbidden},
+		{"rebound host reading results", "GET", "/v1/runs/run-door-sec/results", "", map[string]string{"Authorization": bearer, "Host": "evil.example"}, 403, httpapi.CodeForbidden},
+		{"wrong method", "PUT", "/v1/batches", body, map[string]string{"Authorization": bearer, "Sec-Fetch-Site": "same-origin"}, 405, httpapi.CodeMethodNotAllowed},
 	}
 	before := h.submissions()
 	for _, tt := range tests {
@@ -381,17 +382,17 @@ func (h *harness) openRunResults(run, lastID string) (<-chan sseEvent, context.C
 }
 
 // nextBatch reads the next batch event.
-func (h *harness) nextBatch(events <-chan sseEvent) (sseEvent, api.BatchResults) {
+func (h *harness) nextBatch(events <-chan sseEvent) (sseEvent, httpapi.BatchResults) {
 	h.t.Helper()
 	select {
 	case ev, ok := <-events:
 		if !ok {
 			h.t.Fatal("the run results stream ended")
 		}
-		if ev.name != api.EventRunBatch || ev.id == "" {
+		if ev.name != httpapi.EventRunBatch || ev.id == "" {
 			h.t.Fatalf("event %+v, want a batch event with an id", ev)
 		}
-		var b api.BatchResults
+		var b httpapi.BatchResults
 		response{body: []byte(ev.data)}.json(h.t, &b)
 		return ev, b
 	case <-ctxFor(h.t, waitLong).Done():
@@ -480,7 +481,7 @@ func TestHTTPRunResultsResumeWithLastEventID(t *testing.T) {
 		{"/v1/runs/a%20b/results", ""},
 	} {
 		r := h.do(http.MethodGet, tt.path, "", map[string]string{"Last-Event-ID": tt.lastID})
-		if e := r.apiError(t); r.status != http.StatusBadRequest || e.Code != api.CodeInvalidRequest {
+		if e := r.apiError(t); r.status != http.StatusBadRequest || e.Code != httpapi.CodeInvalidRequest {
 			t.Fatalf("GET %s (Last-Event-ID %q): %d %s", tt.path, tt.lastID, r.status, r.body)
 		}
 	}
@@ -534,7 +535,7 @@ func TestHTTPBatchRetryAfterRunBusy(t *testing.T) {
 
 	for i, want := range []string{"2", "2"} { // the retry runs; the identical POST after it is a no-op
 		r = h.post("/v1/batches?wait=20s", next)
-		var got api.BatchResults
+		var got httpapi.BatchResults
 		if r.status != http.StatusOK {
 			t.Fatalf("identical POST %d after the run was free: %d %s, want 200", i+1, r.status, r.body)
 		}
@@ -544,7 +545,7 @@ func TestHTTPBatchRetryAfterRunBusy(t *testing.T) {
 		}
 	}
 	r = h.post("/v1/batches?wait=20s", string(mustJSON(counterBatch(run, 3))))
-	var got api.BatchResults
+	var got httpapi.BatchResults
 	r.json(t, &got)
 	if texts := resultTexts(got); r.status != http.StatusOK || !slices.Equal(texts, []string{"3"}) {
 		t.Fatalf("the next batch: %d %q, want 200 [\"3\"] (step 2 ran exactly once)", r.status, texts)

@@ -11,27 +11,8 @@ import (
 
 	"github.com/awaken-dev/awaken/pkg/client"
 	"github.com/awaken-dev/awaken/pkg/contracts"
+	"github.com/awaken-dev/awaken/pkg/httpapi"
 )
-
-// CodeCallTerminal (409): the call to cancel is already Completed or Indeterminate; nothing
-// changed. The error's message says how it ended.
-const CodeCallTerminal = "call_terminal"
-
-// CodeCallCancelTimeout (504): the call cancel was stored but the call was not seen ending
-// within the api's wait — a Requested call waits for its batch to reach it (an earlier
-// call still runs or waits), a body being stopped for its grace. The gate will still apply
-// it; cancelling again is harmless.
-const CodeCallCancelTimeout = "call_cancel_timeout"
-
-// EndpointCallsCancel cancels one call and answers once it ended. Request body:
-// {"operation_id","reason"?} or the bare operation id. Reply: [client.CallCancelResult].
-const EndpointCallsCancel = "calls.cancel"
-
-// CallCancelRequest is the body of calls.cancel and POST /v1/calls/{operation_id}/cancel.
-type CallCancelRequest struct {
-	OperationID string `json:"operation_id,omitempty"`
-	Reason      string `json:"reason,omitempty"`
-}
 
 // CancelCall cancels the call op on behalf of actor and waits (bounded by ResolveTimeout)
 // until it is terminal: the answer says whether it was cancelled before start, stopped in
@@ -40,7 +21,7 @@ type CallCancelRequest struct {
 // call_cancel_timeout (the cancel is stored and still applies).
 func (s *Service) CancelCall(ctx context.Context, op, reason, actor string) (client.CallCancelResult, error) {
 	if len(reason) > MaxTextLength {
-		return client.CallCancelResult{}, apiErr(http.StatusBadRequest, CodeInvalidRequest, "reason is longer than %d bytes", MaxTextLength)
+		return client.CallCancelResult{}, apiErr(http.StatusBadRequest, httpapi.CodeInvalidRequest, "reason is longer than %d bytes", MaxTextLength)
 	}
 	if err := s.knownCall(ctx, op); err != nil {
 		return client.CallCancelResult{}, err
@@ -53,21 +34,21 @@ func (s *Service) CancelCall(ctx context.Context, op, reason, actor string) (cli
 	case err == nil:
 		return res, nil
 	case errors.As(err, &terminal):
-		return client.CallCancelResult{}, &Error{Code: CodeCallTerminal, Status: http.StatusConflict, err: err,
+		return client.CallCancelResult{}, &httpapi.Error{Code: httpapi.CodeCallTerminal, Status: http.StatusConflict, Err: err,
 			Message: fmt.Sprintf("call %s is already terminal (%s); nothing changed", op, terminal.Result.Status)}
 	case !errors.Is(err, client.ErrCallCancelPending):
 		return client.CallCancelResult{}, internalErr(err)
 	case ctx.Err() != nil:
-		return client.CallCancelResult{}, &Error{Code: CodeUnavailable, Status: http.StatusServiceUnavailable, err: err,
+		return client.CallCancelResult{}, &httpapi.Error{Code: httpapi.CodeUnavailable, Status: http.StatusServiceUnavailable, Err: err,
 			Message: "the request ended before the call was seen ending; the cancel is stored and will still be applied"}
 	}
-	return client.CallCancelResult{}, &Error{Code: CodeCallCancelTimeout, Status: http.StatusGatewayTimeout, err: err,
+	return client.CallCancelResult{}, &httpapi.Error{Code: httpapi.CodeCallCancelTimeout, Status: http.StatusGatewayTimeout, Err: err,
 		Message: fmt.Sprintf("the cancel of call %s is stored and will be applied, but the call (%s) was not seen ending within %s: "+
 			"a call not yet reached by its batch ends when the batch gets to it; sending it again is harmless", op, res.Phase, s.opts.ResolveTimeout)}
 }
 
 func (s *Service) httpCancelCall(w http.ResponseWriter, r *http.Request) {
-	var req CallCancelRequest
+	var req httpapi.CallCancelRequest
 	if err := readBody(r, &req); err != nil {
 		s.writeError(w, r, err)
 		return
@@ -89,7 +70,7 @@ func (s *Service) httpCancelCall(w http.ResponseWriter, r *http.Request) {
 
 func (s *Service) microCallsCancel(ctx context.Context, req micro.Request) (any, error) {
 	data := bytes.TrimSpace(req.Data())
-	var cr CallCancelRequest
+	var cr httpapi.CallCancelRequest
 	if len(data) > 0 && data[0] == '{' {
 		if err := strictJSON(data, &cr); err != nil {
 			return nil, err
@@ -110,13 +91,13 @@ func (s *Service) microCallsCancel(ctx context.Context, req micro.Request) (any,
 func (s *Service) knownCall(ctx context.Context, op string) error {
 	runID, step, callID, err := contracts.ParseOperationID(op)
 	if err != nil {
-		return &Error{Code: string(contracts.RejectInvalidID), Message: err.Error(), Status: http.StatusBadRequest, err: err}
+		return &httpapi.Error{Code: string(contracts.RejectInvalidID), Message: err.Error(), Status: http.StatusBadRequest, Err: err}
 	}
 	b, err := s.reader.batchRecord(ctx, contracts.BatchID(runID, step))
 	if err != nil {
-		var ae *Error
+		var ae *httpapi.Error
 		if errors.As(err, &ae) && ae.Status == http.StatusNotFound {
-			return apiErr(http.StatusNotFound, CodeNotFound, "no call %s", op)
+			return apiErr(http.StatusNotFound, httpapi.CodeNotFound, "no call %s", op)
 		}
 		return internalErr(err)
 	}
@@ -125,5 +106,5 @@ func (s *Service) knownCall(ctx context.Context, op string) error {
 			return nil
 		}
 	}
-	return apiErr(http.StatusNotFound, CodeNotFound, "no call %s", op)
+	return apiErr(http.StatusNotFound, httpapi.CodeNotFound, "no call %s", op)
 }

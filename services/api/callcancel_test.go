@@ -10,6 +10,7 @@ import (
 	"github.com/awaken-dev/awaken/internal/natstest"
 	"github.com/awaken-dev/awaken/pkg/client"
 	"github.com/awaken-dev/awaken/pkg/contracts"
+	"github.com/awaken-dev/awaken/pkg/httpapi"
 	"github.com/awaken-dev/awaken/services/api"
 )
 
@@ -48,13 +49,13 @@ func TestCancelCallBeforeStart(t *testing.T) {
 		t.Fatalf("approve after the call cancel: %d %s, want it refused", r.status, r.body)
 	}
 	r = h.post("/v1/calls/"+op+"/cancel", `{}`)
-	if e := r.apiError(t); r.status != http.StatusConflict || e.Code != api.CodeCallTerminal {
-		t.Fatalf("cancel of a terminal call: %d %s, want 409 %s", r.status, r.body, api.CodeCallTerminal)
+	if e := r.apiError(t); r.status != http.StatusConflict || e.Code != httpapi.CodeCallTerminal {
+		t.Fatalf("cancel of a terminal call: %d %s, want 409 %s", r.status, r.body, httpapi.CodeCallTerminal)
 	}
 	// The micro endpoint refuses the same way, with the HTTP status beside the code.
-	m := h.microRequest(api.EndpointCallsCancel, []byte(op))
-	if code := m.Header.Get("Nats-Service-Error-Code"); code != api.CodeCallTerminal || m.Header.Get(api.HeaderStatus) != "409" {
-		t.Fatalf("micro cancel of a terminal call: code %q status %q, want %s 409", code, m.Header.Get(api.HeaderStatus), api.CodeCallTerminal)
+	m := h.microRequest(httpapi.EndpointCallsCancel, []byte(op))
+	if code := m.Header.Get("Nats-Service-Error-Code"); code != httpapi.CodeCallTerminal || m.Header.Get(httpapi.HeaderStatus) != "409" {
+		t.Fatalf("micro cancel of a terminal call: code %q status %q, want %s 409", code, m.Header.Get(httpapi.HeaderStatus), httpapi.CodeCallTerminal)
 	}
 	r = h.post("/v1/calls/"+contracts.OperationID(run, 1, "c9")+"/cancel", `{}`)
 	if r.status != http.StatusNotFound {
@@ -183,8 +184,8 @@ func TestCancelCallTimeout(t *testing.T) {
 	const run = "run-call-cancel-wait"
 	tk := h.park(run, map[string]string{})
 	r := h.post("/v1/calls/"+contracts.OperationID(run, 1, "c3")+"/cancel", `{}`)
-	if e := r.apiError(t); r.status != http.StatusGatewayTimeout || e.Code != api.CodeCallCancelTimeout {
-		t.Fatalf("cancel of a call not reached: %d %s, want 504 %s", r.status, r.body, api.CodeCallCancelTimeout)
+	if e := r.apiError(t); r.status != http.StatusGatewayTimeout || e.Code != httpapi.CodeCallCancelTimeout {
+		t.Fatalf("cancel of a call not reached: %d %s, want 504 %s", r.status, r.body, httpapi.CodeCallCancelTimeout)
 	}
 	if r := h.post("/v1/tickets/"+tk.CorrelationID+"/approve", ""); r.status != http.StatusOK {
 		t.Fatalf("approve: %d %s", r.status, r.body)

@@ -7,6 +7,7 @@ import (
 	"github.com/awaken-dev/awaken/internal/natstest"
 	"github.com/awaken-dev/awaken/pkg/client"
 	"github.com/awaken-dev/awaken/pkg/contracts"
+	"github.com/awaken-dev/awaken/pkg/httpapi"
 	"github.com/awaken-dev/awaken/services/api"
 )
 
@@ -45,16 +46,16 @@ func TestResolveCallBeforePublication(t *testing.T) {
 		status   int
 		code     string
 	}{
-		"not indeterminate": {contracts.OperationID(run, 1, "c2"), `{"outcome":"not_run"}`, http.StatusConflict, api.CodeCallNotIndeterminate},
-		"unknown outcome":   {op, `{"outcome":"maybe"}`, http.StatusUnprocessableEntity, api.CodeInvalidResolution},
-		"ran, no output":    {op, `{"outcome":"ran"}`, http.StatusUnprocessableEntity, api.CodeInvalidResolution},
+		"not indeterminate": {contracts.OperationID(run, 1, "c2"), `{"outcome":"not_run"}`, http.StatusConflict, httpapi.CodeCallNotIndeterminate},
+		"unknown outcome":   {op, `{"outcome":"maybe"}`, http.StatusUnprocessableEntity, httpapi.CodeInvalidResolution},
+		"ran, no output":    {op, `{"outcome":"ran"}`, http.StatusUnprocessableEntity, httpapi.CodeInvalidResolution},
 		"other call's output": {op, `{"outcome":"ran","output":{"call_id":"c2","content":[{"type":"text","text":"x"}]}}`,
-			http.StatusUnprocessableEntity, api.CodeInvalidResolution},
+			http.StatusUnprocessableEntity, httpapi.CodeInvalidResolution},
 		"invalid output": {op, `{"outcome":"ran","output":{"call_id":"c1","content":[{"type":"nonsense"}]}}`,
-			http.StatusUnprocessableEntity, api.CodeInvalidResolution},
+			http.StatusUnprocessableEntity, httpapi.CodeInvalidResolution},
 		"not_run with output": {op, `{"outcome":"not_run","output":{"call_id":"c1","content":[]}}`,
-			http.StatusUnprocessableEntity, api.CodeInvalidResolution},
-		"unknown call": {contracts.OperationID(run, 1, "c9"), `{"outcome":"not_run"}`, http.StatusNotFound, api.CodeNotFound},
+			http.StatusUnprocessableEntity, httpapi.CodeInvalidResolution},
+		"unknown call": {contracts.OperationID(run, 1, "c9"), `{"outcome":"not_run"}`, http.StatusNotFound, httpapi.CodeNotFound},
 	} {
 		r := h.post("/v1/calls/"+tc.op+"/resolve", tc.body)
 		if e := r.apiError(t); r.status != tc.status || e.Code != tc.code {
@@ -74,8 +75,8 @@ func TestResolveCallBeforePublication(t *testing.T) {
 		t.Fatalf("resolve reply = %+v", res)
 	}
 	r = h.post("/v1/calls/"+op+"/resolve", `{"outcome":"not_run"}`)
-	if e := r.apiError(t); r.status != http.StatusConflict || e.Code != api.CodeCallAlreadyResolved {
-		t.Fatalf("second resolution: %d %s, want 409 %s", r.status, r.body, api.CodeCallAlreadyResolved)
+	if e := r.apiError(t); r.status != http.StatusConflict || e.Code != httpapi.CodeCallAlreadyResolved {
+		t.Fatalf("second resolution: %d %s, want 409 %s", r.status, r.body, httpapi.CodeCallAlreadyResolved)
 	}
 
 	if r := h.post("/v1/tickets/"+tk.CorrelationID+"/approve", `{}`); r.status != http.StatusOK {
@@ -134,8 +135,8 @@ func TestResolveCallAfterPublication(t *testing.T) {
 	if after.Sequence != before.Sequence || texts(after)[0] != texts(before)[0] {
 		t.Fatalf("the published batch changed: %v → %v", texts(before), texts(after))
 	}
-	m := h.microRequest(api.EndpointCallsResolve, []byte(`{"operation_id":"`+op+`","outcome":"not_run"}`))
-	if code := m.Header.Get("Nats-Service-Error-Code"); code != api.CodeCallAlreadyResolved || m.Header.Get(api.HeaderStatus) != "409" {
-		t.Fatalf("micro second resolution: code %q status %q, want %s 409", code, m.Header.Get(api.HeaderStatus), api.CodeCallAlreadyResolved)
+	m := h.microRequest(httpapi.EndpointCallsResolve, []byte(`{"operation_id":"`+op+`","outcome":"not_run"}`))
+	if code := m.Header.Get("Nats-Service-Error-Code"); code != httpapi.CodeCallAlreadyResolved || m.Header.Get(httpapi.HeaderStatus) != "409" {
+		t.Fatalf("micro second resolution: code %q status %q, want %s 409", code, m.Header.Get(httpapi.HeaderStatus), httpapi.CodeCallAlreadyResolved)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/awaken-dev/awaken/internal/cli"
 	"github.com/awaken-dev/awaken/internal/natstest"
 	"github.com/awaken-dev/awaken/pkg/contracts"
+	"github.com/awaken-dev/awaken/pkg/httpapi"
 	"github.com/awaken-dev/awaken/services/api"
 )
 
@@ -129,13 +130,13 @@ func TestApproveWithEditsOverHTTP(t *testing.T) {
 }
 
 // getBatch reads the batch view with token.
-func (h *harness) getBatch(batchID, token string) api.BatchView {
+func (h *harness) getBatch(batchID, token string) httpapi.BatchView {
 	h.t.Helper()
 	r := h.do(http.MethodGet, "/v1/batches/"+batchID, "", bearer(token))
 	if r.status != http.StatusOK {
 		h.t.Fatalf("GET batch %s: %d %s", batchID, r.status, r.body)
 	}
-	var v api.BatchView
+	var v httpapi.BatchView
 	r.json(h.t, &v)
 	return v
 }
@@ -150,16 +151,16 @@ func TestApproveWithEditsOverMicroAndCLI(t *testing.T) {
 	h.waitEchoSchema()
 
 	tk := h.parkEcho("run-micro-user", "proposed")
-	m, err := h.nc.RequestWithContext(ctxFor(t, waitLong), api.ResolveAsSubject("awaken", "dave"),
-		mustJSON(api.ShortDecision{CorrelationID: tk.CorrelationID, Decision: contracts.DecisionAllow, Arguments: json.RawMessage(`{"text":5}`)}))
+	m, err := h.nc.RequestWithContext(ctxFor(t, waitLong), httpapi.ResolveAsSubject("awaken", "dave"),
+		mustJSON(httpapi.ShortDecision{CorrelationID: tk.CorrelationID, Decision: contracts.DecisionAllow, Arguments: json.RawMessage(`{"text":5}`)}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if code := m.Header.Get("Nats-Service-Error-Code"); code != string(contracts.ResumeInvalidArguments) {
 		t.Fatalf("micro invalid edit: code %q %s, want invalid_arguments", code, m.Data)
 	}
-	m, err = h.nc.RequestWithContext(ctxFor(t, waitLong), api.ResolveAsSubject("awaken", "dave"),
-		mustJSON(api.ShortDecision{CorrelationID: tk.CorrelationID, Decision: contracts.DecisionAllow, Arguments: json.RawMessage(`{"text":"by micro"}`)}))
+	m, err = h.nc.RequestWithContext(ctxFor(t, waitLong), httpapi.ResolveAsSubject("awaken", "dave"),
+		mustJSON(httpapi.ShortDecision{CorrelationID: tk.CorrelationID, Decision: contracts.DecisionAllow, Arguments: json.RawMessage(`{"text":"by micro"}`)}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,7 +175,7 @@ func TestApproveWithEditsOverMicroAndCLI(t *testing.T) {
 	tk = h.parkEcho("run-micro-shared", "proposed")
 	cmd := contracts.ResumeCommandFromTicket(tk, contracts.ResumeResult{Permission: &contracts.PermissionDecision{Decision: contracts.DecisionDeny}})
 	cmd.Actor = "eve"
-	m = h.microRequest(api.EndpointTicketsResolve, mustJSON(cmd))
+	m = h.microRequest(httpapi.EndpointTicketsResolve, mustJSON(cmd))
 	if err := json.Unmarshal(m.Data, &res); err != nil || res.Actor != api.MicroActor+" as eve" {
 		t.Fatalf("micro full command: %s, want actor %q", m.Data, api.MicroActor+" as eve")
 	}

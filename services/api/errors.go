@@ -7,66 +7,18 @@ import (
 
 	"github.com/awaken-dev/awaken/pkg/client"
 	"github.com/awaken-dev/awaken/pkg/contracts"
+	"github.com/awaken-dev/awaken/pkg/httpapi"
 )
 
-// Error codes of the api itself. Refusals of a resume command carry the gate's
-// [contracts.ResumeErrorCode] instead (not_waiting, expired, run_mismatch, …), unchanged,
-// so a caller sees the same code whichever door it used.
-const (
-	// CodeInvalidRequest: the request is malformed (bad JSON, unknown field, bad id).
-	CodeInvalidRequest = "invalid_request"
-	// CodeUnsupportedMediaType: a mutating request without Content-Type application/json.
-	CodeUnsupportedMediaType = "unsupported_media_type"
-	// CodeUnauthorized: the bearer token is missing or wrong.
-	CodeUnauthorized = "unauthorized"
-	// CodeForbidden: a cross-site request, or a Host header the api does not serve.
-	CodeForbidden = "forbidden"
-	// CodeNotFound: no such batch or route.
-	CodeNotFound = "not_found"
-	// CodeMethodNotAllowed: the route exists with another method.
-	CodeMethodNotAllowed = "method_not_allowed"
-	// CodeTimeout: the gate did not answer a resume command in time. The command is
-	// durably queued on the tickets stream and will still be applied (or refused) later.
-	CodeTimeout = "timeout"
-	// CodeCancelTimeout (504): a run cancel was stored but the run was not seen ended
-	// within the api's wait. The gate will still end it; cancelling again is harmless.
-	CodeCancelTimeout = "cancel_timeout"
-	// CodeUnavailable: the api is stopping, or too many requests are in flight.
-	CodeUnavailable = "unavailable"
-	// CodeObjectDigest (502): a stored object's bytes do not match the digest in its
-	// name (it was overwritten after its link was published).
-	CodeObjectDigest = "object_digest_mismatch"
-	// CodeInternal: anything else (NATS unreachable, a corrupt record).
-	CodeInternal = "internal"
-)
-
-// Error is a refusal of an api operation: a machine-readable Code, a human Message and the
-// HTTP status it maps to. The micro endpoints put Code in the Nats-Service-Error-Code header
-// and both doors reply with the body {"code","message"}.
-type Error struct {
-	Code    string `json:"code"`
-	Message string `json:"message"`
-	// Status is the HTTP status of the refusal.
-	Status int `json:"-"`
-	// err is the cause, for errors.Is/As and logs; it is never shown to callers.
-	err error
-}
-
-// Error renders "code: message".
-func (e *Error) Error() string { return e.Code + ": " + e.Message }
-
-// Unwrap returns the cause.
-func (e *Error) Unwrap() error { return e.err }
-
-func apiErr(status int, code, format string, args ...any) *Error {
-	return &Error{Code: code, Message: fmt.Sprintf(format, args...), Status: status}
+func apiErr(status int, code, format string, args ...any) *httpapi.Error {
+	return &httpapi.Error{Code: code, Message: fmt.Sprintf(format, args...), Status: status}
 }
 
 // internalErr wraps an unexpected failure. The message is generic so that internal details
 // (subjects, bucket names, server errors) never reach an unauthenticated caller; the cause
 // is kept for the log.
-func internalErr(err error) *Error {
-	return &Error{Code: CodeInternal, Message: "internal error; see the api log", Status: http.StatusInternalServerError, err: err}
+func internalErr(err error) *httpapi.Error {
+	return &httpapi.Error{Code: httpapi.CodeInternal, Message: "internal error; see the api log", Status: http.StatusInternalServerError, Err: err}
 }
 
 // StatusForResumeCode maps a gate refusal code to an HTTP status: 409 Conflict when the
@@ -96,24 +48,24 @@ func StatusForResumeCode(code string, ticketKnown bool) int {
 	return http.StatusBadRequest
 }
 
-// asError converts any error of an operation to an *Error: an *Error is returned as is, a
+// asError converts any error of an operation to an *httpapi.Error: one is returned as is, a
 // refusal by the gate keeps its code, anything else is internal.
-func asError(err error) *Error {
-	var e *Error
+func asError(err error) *httpapi.Error {
+	var e *httpapi.Error
 	if errors.As(err, &e) {
 		return e
 	}
 	var rr *client.ResumeRejectedError
 	if errors.As(err, &rr) {
-		return &Error{Code: rr.Code, Message: rr.Message, Status: StatusForResumeCode(rr.Code, true), err: err}
+		return &httpapi.Error{Code: rr.Code, Message: rr.Message, Status: StatusForResumeCode(rr.Code, true), Err: err}
 	}
 	var re *contracts.ResumeError
 	if errors.As(err, &re) {
-		return &Error{Code: string(re.Code), Message: re.Message, Status: StatusForResumeCode(string(re.Code), true), err: err}
+		return &httpapi.Error{Code: string(re.Code), Message: re.Message, Status: StatusForResumeCode(string(re.Code), true), Err: err}
 	}
 	var rj *contracts.Rejection
 	if errors.As(err, &rj) {
-		return &Error{Code: string(rj.Code), Message: rj.Message, Status: http.StatusBadRequest, err: err}
+		return &httpapi.Error{Code: string(rj.Code), Message: rj.Message, Status: http.StatusBadRequest, Err: err}
 	}
 	return internalErr(err)
 }

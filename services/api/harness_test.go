@@ -19,6 +19,7 @@ import (
 	"github.com/awaken-dev/awaken/internal/servicetest"
 	"github.com/awaken-dev/awaken/pkg/client"
 	"github.com/awaken-dev/awaken/pkg/contracts"
+	"github.com/awaken-dev/awaken/pkg/httpapi"
 	"github.com/awaken-dev/awaken/services/api"
 )
 
@@ -197,9 +198,9 @@ func (r response) json(t testing.TB, v any) {
 }
 
 // apiError decodes an error body.
-func (r response) apiError(t testing.TB) api.Error {
+func (r response) apiError(t testing.TB) httpapi.Error {
 	t.Helper()
-	var e api.Error
+	var e httpapi.Error
 	r.json(t, &e)
 	return e
 }
@@ -251,13 +252,13 @@ func (h *harness) post(path, body string) response {
 }
 
 // batch reads the batch view over HTTP.
-func (h *harness) batch(batchID string) api.BatchView {
+func (h *harness) batch(batchID string) httpapi.BatchView {
 	h.t.Helper()
 	r := h.get("/v1/batches/" + batchID)
 	if r.status != http.StatusOK {
 		h.t.Fatalf("GET batch %s: %d %s", batchID, r.status, r.body)
 	}
-	var v api.BatchView
+	var v httpapi.BatchView
 	r.json(h.t, &v)
 	return v
 }
@@ -265,7 +266,7 @@ func (h *harness) batch(batchID string) api.BatchView {
 // microRequest sends a request to a micro endpoint and returns the reply.
 func (h *harness) microRequest(endpoint string, body []byte) *nats.Msg {
 	h.t.Helper()
-	m, err := h.nc.RequestWithContext(ctxFor(h.t, waitLong), api.MicroSubject("awaken", endpoint), body)
+	m, err := h.nc.RequestWithContext(ctxFor(h.t, waitLong), httpapi.MicroSubject("awaken", endpoint), body)
 	if err != nil {
 		h.t.Fatalf("micro %s: %v", endpoint, err)
 	}

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/awaken-dev/awaken/pkg/contracts"
+	"github.com/awaken-dev/awaken/pkg/httpapi"
 )
 
 //go:embed console
@@ -96,19 +97,19 @@ func (s *Service) Handler() http.Handler {
 	api := http.NewServeMux()
 	// Each route names the roles that may use it (any one suffices; see roles.go). A
 	// token without one is refused 403 missing_role before the handler runs.
-	read := []Role{RoleViewer}
-	platform := []Role{RoleViewer, RoleSubmitter}              // what a platform loop reads
-	catalog := []Role{RoleViewer, RoleSubmitter, RoleOperator} // the operator pauses from it
-	approve := []Role{RoleApprover}
-	operate := []Role{RoleOperator}
-	submit := []Role{RoleSubmitter}
-	policyTest := []Role{RoleViewer, RoleOperator} // reads the audited decisions, changes nothing
+	read := []httpapi.Role{httpapi.RoleViewer}
+	platform := []httpapi.Role{httpapi.RoleViewer, httpapi.RoleSubmitter}                      // what a platform loop reads
+	catalog := []httpapi.Role{httpapi.RoleViewer, httpapi.RoleSubmitter, httpapi.RoleOperator} // the operator pauses from it
+	approve := []httpapi.Role{httpapi.RoleApprover}
+	operate := []httpapi.Role{httpapi.RoleOperator}
+	submit := []httpapi.Role{httpapi.RoleSubmitter}
+	policyTest := []httpapi.Role{httpapi.RoleViewer, httpapi.RoleOperator} // reads the audited decisions, changes nothing
 	routes := []struct {
 		method, path string
 		h            http.HandlerFunc
 		// maxBody bounds the request body (default maxBody).
 		maxBody int64
-		roles   []Role
+		roles   []httpapi.Role
 	}{
 		{"GET", "/v1/session", s.httpSession, 0, nil},
 		{"GET", "/v1/tickets", s.httpTickets, 0, read},
@@ -157,11 +158,11 @@ func (s *Service) Handler() http.Handler {
 		methods := strings.Join(allowed[path], ", ")
 		api.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Allow", methods)
-			s.writeError(w, r, apiErr(http.StatusMethodNotAllowed, CodeMethodNotAllowed, "%s is not allowed here; use %s", r.Method, methods))
+			s.writeError(w, r, apiErr(http.StatusMethodNotAllowed, httpapi.CodeMethodNotAllowed, "%s is not allowed here; use %s", r.Method, methods))
 		})
 	}
 	api.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		s.writeError(w, r, apiErr(http.StatusNotFound, CodeNotFound, "no such endpoint"))
+		s.writeError(w, r, apiErr(http.StatusNotFound, httpapi.CodeNotFound, "no such endpoint"))
 	})
 	mux.Handle("/v1/", s.authenticate(s.protect(api)))
 	if s.mcp != nil {
@@ -170,7 +171,7 @@ func (s *Service) Handler() http.Handler {
 		// submission, so the door needs the role of POST /v1/batches.
 		door := s.mcp.HTTPHandler(func(r *http.Request) string { return actorOf(r.Context()) })
 		mux.Handle("/mcp", s.authenticate(s.crossOrigin(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if err := s.requireRole(r, RoleSubmitter); err != nil {
+			if err := s.requireRole(r, httpapi.RoleSubmitter); err != nil {
 				s.writeError(w, r, err)
 				return
 			}
@@ -178,7 +179,7 @@ func (s *Service) Handler() http.Handler {
 		}))))
 	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		s.writeError(w, r, apiErr(http.StatusNotFound, CodeNotFound, "not found"))
+		s.writeError(w, r, apiErr(http.StatusNotFound, httpapi.CodeNotFound, "not found"))
 	})
 	return s.secure(mux)
 }
@@ -196,7 +197,7 @@ func (s *Service) secure(next http.Handler) http.Handler {
 		h.Set("Cross-Origin-Resource-Policy", "same-origin")
 		h.Set("Permissions-Policy", "camera=(), microphone=(), geolocation=()")
 		if !s.hostAllowed(r.Host) {
-			s.writeError(w, r, apiErr(http.StatusForbidden, CodeForbidden, "host %q is not served here", r.Host))
+			s.writeError(w, r, apiErr(http.StatusForbidden, httpapi.CodeForbidden, "host %q is not served here", r.Host))
 			return
 		}
 		next.ServeHTTP(w, r)
@@ -244,7 +245,7 @@ func (s *Service) authenticate(next http.Handler) http.Handler {
 		name, ok := s.tokenName(r)
 		if !ok {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="awaken"`)
-			s.writeError(w, r, apiErr(http.StatusUnauthorized, CodeUnauthorized, "a valid bearer token is required"))
+			s.writeError(w, r, apiErr(http.StatusUnauthorized, httpapi.CodeUnauthorized, "a valid bearer token is required"))
 			return
 		}
 		next.ServeHTTP(w, r.WithContext(withRoles(withActor(r.Context(), name), s.tokenRoles(name))))
@@ -271,12 +272,12 @@ func (s *Service) protect(next http.Handler) http.Handler {
 			return
 		}
 		if err := cop.Check(r); err != nil {
-			s.writeError(w, r, apiErr(http.StatusForbidden, CodeForbidden, "cross-site request refused"))
+			s.writeError(w, r, apiErr(http.StatusForbidden, httpapi.CodeForbidden, "cross-site request refused"))
 			return
 		}
 		mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
 		if err != nil || mt != "application/json" {
-			s.writeError(w, r, apiErr(http.StatusUnsupportedMediaType, CodeUnsupportedMediaType, "a %s request must have Content-Type application/json", r.Method))
+			s.writeError(w, r, apiErr(http.StatusUnsupportedMediaType, httpapi.CodeUnsupportedMediaType, "a %s request must have Content-Type application/json", r.Method))
 			return
 		}
 		next.ServeHTTP(w, r)
@@ -289,7 +290,7 @@ func (s *Service) crossOrigin(next http.Handler) http.Handler {
 	cop := http.NewCrossOriginProtection()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if err := cop.Check(r); err != nil {
-			s.writeError(w, r, apiErr(http.StatusForbidden, CodeForbidden, "cross-site request refused"))
+			s.writeError(w, r, apiErr(http.StatusForbidden, httpapi.CodeForbidden, "cross-site request refused"))
 			return
 		}
 		next.ServeHTTP(w, r)
@@ -303,9 +304,9 @@ func readBody(r *http.Request, v any) error {
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			return apiErr(http.StatusRequestEntityTooLarge, CodeInvalidRequest, "request body is larger than %d bytes", mbe.Limit)
+			return apiErr(http.StatusRequestEntityTooLarge, httpapi.CodeInvalidRequest, "request body is larger than %d bytes", mbe.Limit)
 		}
-		return apiErr(http.StatusBadRequest, CodeInvalidRequest, "reading the request body: %v", err)
+		return apiErr(http.StatusBadRequest, httpapi.CodeInvalidRequest, "reading the request body: %v", err)
 	}
 	if len(strings.TrimSpace(string(data))) == 0 {
 		return nil
@@ -330,7 +331,7 @@ func (s *Service) writeError(w http.ResponseWriter, r *http.Request, err error) 
 	}
 	ev := s.log.Info()
 	if e.Status >= 500 {
-		ev = s.log.Error().Err(e.err)
+		ev = s.log.Error().Err(e.Err)
 	}
 	ev.Str("method", r.Method).Str("path", r.URL.Path).Int("status", e.Status).Str("code", e.Code).Msg("api request refused")
 	writeJSON(w, e.Status, e)
@@ -342,7 +343,7 @@ func (s *Service) httpTickets(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, TicketList{Tickets: ts})
+	writeJSON(w, http.StatusOK, httpapi.TicketList{Tickets: ts})
 }
 
 func (s *Service) httpTicket(w http.ResponseWriter, r *http.Request) {
@@ -354,25 +355,8 @@ func (s *Service) httpTicket(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, t)
 }
 
-// ApproveRequest is the body of POST /v1/tickets/{correlation_id}/approve. Arguments, when
-// set, edit the call's arguments (a JSON object valid against the tool's schema, gated
-// again by the policies); an invalid edit is refused 422 invalid_arguments and the ticket
-// stays open. ArgumentsDigest names the ticket's arguments_digest the caller approves (the
-// console sends the one it shows); another is refused 409 digest_mismatch, and an absent
-// one is taken from the ticket the api reads.
-type ApproveRequest struct {
-	Note            string          `json:"note,omitempty"`
-	Arguments       json.RawMessage `json:"arguments,omitempty"`
-	ArgumentsDigest string          `json:"arguments_digest,omitempty"`
-}
-
-// DenyRequest is the body of POST /v1/tickets/{correlation_id}/deny.
-type DenyRequest struct {
-	Reason string `json:"reason,omitempty"`
-}
-
 func (s *Service) httpApprove(w http.ResponseWriter, r *http.Request) {
-	var req ApproveRequest
+	var req httpapi.ApproveRequest
 	if err := readBody(r, &req); err != nil {
 		s.writeError(w, r, err)
 		return
@@ -381,7 +365,7 @@ func (s *Service) httpApprove(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Service) httpDeny(w http.ResponseWriter, r *http.Request) {
-	var req DenyRequest
+	var req httpapi.DenyRequest
 	if err := readBody(r, &req); err != nil {
 		s.writeError(w, r, err)
 		return
@@ -407,7 +391,7 @@ func (s *Service) decide(w http.ResponseWriter, r *http.Request, d Decision) {
 }
 
 func (s *Service) httpCancel(w http.ResponseWriter, r *http.Request) {
-	var req CancelRequest
+	var req httpapi.CancelRequest
 	if err := readBody(r, &req); err != nil {
 		s.writeError(w, r, err)
 		return
@@ -426,17 +410,12 @@ func (s *Service) httpCancel(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, res)
 }
 
-// BatchList is the reply of GET /v1/batches.
-type BatchList struct {
-	Batches []BatchView `json:"batches"`
-}
-
 func (s *Service) httpBatches(w http.ResponseWriter, r *http.Request) {
 	q := BatchQuery{RunID: r.URL.Query().Get("run_id")}
 	if l := r.URL.Query().Get("limit"); l != "" {
 		n, err := strconv.Atoi(l)
 		if err != nil || n < 1 {
-			s.writeError(w, r, apiErr(http.StatusBadRequest, CodeInvalidRequest, "limit must be a positive integer"))
+			s.writeError(w, r, apiErr(http.StatusBadRequest, httpapi.CodeInvalidRequest, "limit must be a positive integer"))
 			return
 		}
 		q.Limit = n
@@ -446,7 +425,7 @@ func (s *Service) httpBatches(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, BatchList{Batches: bs})
+	writeJSON(w, http.StatusOK, httpapi.BatchList{Batches: bs})
 }
 
 func (s *Service) httpBatch(w http.ResponseWriter, r *http.Request) {
@@ -463,7 +442,7 @@ func (s *Service) httpBatch(w http.ResponseWriter, r *http.Request) {
 func pathValue(r *http.Request, name, inBody string) (string, error) {
 	v := r.PathValue(name)
 	if inBody != "" && inBody != v {
-		return "", apiErr(http.StatusBadRequest, CodeInvalidRequest, "%s in the body differs from the path", name)
+		return "", apiErr(http.StatusBadRequest, httpapi.CodeInvalidRequest, "%s in the body differs from the path", name)
 	}
 	return v, nil
 }

@@ -13,17 +13,19 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/awaken-dev/awaken/internal/app"
+	"github.com/awaken-dev/awaken/internal/checker"
 	"github.com/awaken-dev/awaken/internal/natstest"
 	"github.com/awaken-dev/awaken/pkg/cloudevent"
 	"github.com/awaken-dev/awaken/pkg/contracts"
+	"github.com/awaken-dev/awaken/pkg/httpapi"
 	"github.com/awaken-dev/awaken/services/api"
 )
 
 // waitParkedView waits until the batch view shows echo done and ask_me parked, then
 // returns it.
-func (h *harness) waitParkedView(batchID string) api.BatchView {
+func (h *harness) waitParkedView(batchID string) httpapi.BatchView {
 	h.t.Helper()
-	var v api.BatchView
+	var v httpapi.BatchView
 	natstest.WaitFor(h.t, waitLong, func() bool {
 		v = h.batch(batchID)
 		return v.Calls[0].Phase == contracts.PhaseCompleted && v.Calls[1].Phase == contracts.PhaseAwaiting
@@ -41,7 +43,7 @@ func TestHTTPApproveRunsParkedAndLaterCalls(t *testing.T) {
 	const run = "run-http-approve"
 	tk := h.park(run, map[string]string{"why": "needs a human"})
 
-	var list api.TicketList
+	var list httpapi.TicketList
 	r := h.get("/v1/tickets")
 	if r.status != http.StatusOK {
 		t.Fatalf("GET /v1/tickets: %d %s", r.status, r.body)
@@ -90,7 +92,7 @@ func TestHTTPApproveRunsParkedAndLaterCalls(t *testing.T) {
 	if n := h.ledger(run, "c2"); n != 1 {
 		t.Fatalf("ask_me body ran %d times, want 1", n)
 	}
-	if n, err := h.client.Counter(ctxFor(t, waitLong), run); err != nil || n != 1 {
+	if n, err := checker.Counter(ctxFor(t, waitLong), h.client, run); err != nil || n != 1 {
 		t.Fatalf("counter = %d (%v), want 1", n, err)
 	}
 
@@ -241,9 +243,9 @@ func TestHTTPCancel(t *testing.T) {
 	if r.status != http.StatusOK {
 		t.Fatalf("cancel: %d %s", r.status, r.body)
 	}
-	var cr api.CancelResult
+	var cr httpapi.CancelResult
 	r.json(t, &cr)
-	if cr.RunID != run || cr.Status != api.StatusEnded || cr.Reason != contracts.RunEndCancelled || cr.EndedAt.IsZero() {
+	if cr.RunID != run || cr.Status != httpapi.StatusEnded || cr.Reason != contracts.RunEndCancelled || cr.EndedAt.IsZero() {
 		t.Fatalf("cancel reply = %+v", cr)
 	}
 	out := h.results(run)
@@ -266,13 +268,13 @@ func TestHTTPBatchesList(t *testing.T) {
 	h := newHarness(t, api.Options{})
 	h.park("run-list-a", map[string]string{"secret": "argument"})
 	h.park("run-list-b", map[string]string{})
-	var list api.BatchList
+	var list httpapi.BatchList
 	natstest.WaitFor(t, waitLong, func() bool {
 		r := h.get("/v1/batches")
 		if r.status != http.StatusOK {
 			t.Fatalf("GET /v1/batches: %d %s", r.status, r.body)
 		}
-		list = api.BatchList{}
+		list = httpapi.BatchList{}
 		r.json(t, &list)
 		return len(list.Batches) == 2 && list.Batches[0].Calls[1].Phase == contracts.PhaseAwaiting &&
 			list.Batches[1].Calls[1].Phase == contracts.PhaseAwaiting
@@ -291,13 +293,13 @@ func TestHTTPBatchesList(t *testing.T) {
 		}
 	}
 	r := h.get("/v1/batches?run_id=run-list-a&limit=5")
-	list = api.BatchList{}
+	list = httpapi.BatchList{}
 	r.json(t, &list)
 	if len(list.Batches) != 1 || list.Batches[0].RunID != "run-list-a" {
 		t.Fatalf("filtered list = %+v", list.Batches)
 	}
 	r = h.get("/v1/batches?limit=1")
-	list = api.BatchList{}
+	list = httpapi.BatchList{}
 	r.json(t, &list)
 	if len(list.Batches) != 1 || list.Batches[0].RunID != "run-list-b" {
 		t.Fatalf("limited list = %+v", list.Batches)
@@ -404,9 +406,9 @@ func TestHTTPCancelIsDoneWhenItAnswers(t *testing.T) {
 			t.Fatal(err)
 		}
 		r := h.post("/v1/runs/"+run+"/cancel", `{"reason":"stop"}`)
-		var cr api.CancelResult
+		var cr httpapi.CancelResult
 		r.json(t, &cr)
-		if r.status != http.StatusOK || cr.Status != api.StatusEnded || cr.Reason != contracts.RunEndCancelled {
+		if r.status != http.StatusOK || cr.Status != httpapi.StatusEnded || cr.Reason != contracts.RunEndCancelled {
 			t.Fatalf("%s cancel: %d %s", run, r.status, r.body)
 		}
 		step := contracts.BatchSubmission{RunID: run, ThreadID: "t-" + run, Step: next,
@@ -458,14 +460,14 @@ func TestHTTPCancelTimesOut(t *testing.T) {
 	h := newHarnessOf(t, api.Options{ResolveTimeout: 2500 * time.Millisecond}, []string{app.Batcher, app.Publisher, app.API})
 	start := time.Now()
 	r := h.post("/v1/runs/run-no-gate/cancel", `{}`)
-	if e := r.apiError(t); r.status != http.StatusGatewayTimeout || e.Code != api.CodeCancelTimeout {
+	if e := r.apiError(t); r.status != http.StatusGatewayTimeout || e.Code != httpapi.CodeCancelTimeout {
 		t.Fatalf("cancel without a gate: %d %s, want 504 cancel_timeout", r.status, r.body)
 	}
 	if waited := time.Since(start); waited < 2500*time.Millisecond {
 		t.Errorf("answered after %s, before the wait was over", waited)
 	}
-	code, status := microErr(t, h.microRequest(api.EndpointRunsCancel, []byte("run-no-gate")))
-	if code != api.CodeCancelTimeout || status != http.StatusGatewayTimeout {
+	code, status := microErr(t, h.microRequest(httpapi.EndpointRunsCancel, []byte("run-no-gate")))
+	if code != httpapi.CodeCancelTimeout || status != http.StatusGatewayTimeout {
 		t.Errorf("micro cancel without a gate: %s %d", code, status)
 	}
 }

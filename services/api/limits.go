@@ -11,30 +11,11 @@ import (
 
 	"github.com/awaken-dev/awaken/internal/bus"
 	"github.com/awaken-dev/awaken/pkg/contracts"
+	"github.com/awaken-dev/awaken/pkg/httpapi"
 )
 
 // maxLimitUses bounds the ledger entries one GET /v1/limits reports.
 const maxLimitUses = 1000
-
-// LimitInfo describes one host limit as configured.
-type LimitInfo struct {
-	Name   string              `json:"name"`
-	Kind   contracts.LimitKind `json:"kind"`
-	Key    string              `json:"key"`
-	Max    float64             `json:"max"`
-	Window string              `json:"window,omitempty"`
-	Over   contracts.LimitOver `json:"over"`
-	Shadow bool                `json:"shadow,omitempty"`
-}
-
-// LimitsReport is the answer of GET /v1/limits: the host limits in configuration order
-// and the current use of each key value (and window) the ledger holds, by limit then key.
-type LimitsReport struct {
-	Limits []LimitInfo          `json:"limits"`
-	Use    []contracts.LimitUse `json:"use"`
-	// Truncated is set when the ledger held more entries than the report lists.
-	Truncated bool `json:"truncated,omitempty"`
-}
 
 // httpLimits answers GET /v1/limits[?limit=NAME]: the host limits and their current use,
 // read from the limits ledger. A ledger that does not exist yet (a deployment set up
@@ -49,11 +30,11 @@ func (s *Service) httpLimits(w http.ResponseWriter, r *http.Request) {
 }
 
 // Limits reads the host limits' current use; only, when not empty, names one limit.
-func (s *Service) Limits(ctx context.Context, only string) (LimitsReport, error) {
-	rep := LimitsReport{Limits: []LimitInfo{}, Use: []contracts.LimitUse{}}
+func (s *Service) Limits(ctx context.Context, only string) (httpapi.LimitsReport, error) {
+	rep := httpapi.LimitsReport{Limits: []httpapi.LimitInfo{}, Use: []contracts.LimitUse{}}
 	p, err := contracts.CompilePolicy(s.env.Config.Policy)
 	if err != nil {
-		return rep, apiErr(http.StatusInternalServerError, CodeInternal, "host policy: %v", err)
+		return rep, apiErr(http.StatusInternalServerError, httpapi.CodeInternal, "host policy: %v", err)
 	}
 	byName := map[string]contracts.Limit{}
 	for _, l := range p.Limits() {
@@ -61,14 +42,14 @@ func (s *Service) Limits(ctx context.Context, only string) (LimitsReport, error)
 			continue
 		}
 		byName[l.Name] = l
-		info := LimitInfo{Name: l.Name, Kind: l.Kind, Key: l.Key, Max: l.Max(), Over: l.Over, Shadow: l.Shadow}
+		info := httpapi.LimitInfo{Name: l.Name, Kind: l.Kind, Key: l.Key, Max: l.Max(), Over: l.Over, Shadow: l.Shadow}
 		if l.Window > 0 {
 			info.Window = l.Window.String()
 		}
 		rep.Limits = append(rep.Limits, info)
 	}
 	if only != "" && len(rep.Limits) == 0 {
-		return rep, apiErr(http.StatusNotFound, CodeNotFound, "no host limit is named %q", only)
+		return rep, apiErr(http.StatusNotFound, httpapi.CodeNotFound, "no host limit is named %q", only)
 	}
 	if len(rep.Limits) == 0 {
 		return rep, nil
@@ -78,7 +59,7 @@ func (s *Service) Limits(ctx context.Context, only string) (LimitsReport, error)
 		return rep, nil
 	}
 	if err != nil {
-		return rep, apiErr(http.StatusServiceUnavailable, CodeUnavailable, "limits ledger: %v", err)
+		return rep, apiErr(http.StatusServiceUnavailable, httpapi.CodeUnavailable, "limits ledger: %v", err)
 	}
 	filter := ">"
 	if only != "" {
@@ -86,7 +67,7 @@ func (s *Service) Limits(ctx context.Context, only string) (LimitsReport, error)
 	}
 	lister, err := kv.ListKeysFiltered(ctx, filter)
 	if err != nil {
-		return rep, apiErr(http.StatusServiceUnavailable, CodeUnavailable, "limits ledger: %v", err)
+		return rep, apiErr(http.StatusServiceUnavailable, httpapi.CodeUnavailable, "limits ledger: %v", err)
 	}
 	var keys []string
 	for k := range lister.Keys() {
@@ -109,7 +90,7 @@ func (s *Service) Limits(ctx context.Context, only string) (LimitsReport, error)
 			continue
 		}
 		if err != nil {
-			return rep, apiErr(http.StatusServiceUnavailable, CodeUnavailable, "limits ledger %s: %v", k, err)
+			return rep, apiErr(http.StatusServiceUnavailable, httpapi.CodeUnavailable, "limits ledger %s: %v", k, err)
 		}
 		entry, err := bus.Decode[contracts.LimitLedgerEntry](e.Value())
 		if err != nil {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/awaken-dev/awaken/internal/app"
 	"github.com/awaken-dev/awaken/pkg/contracts"
+	"github.com/awaken-dev/awaken/pkg/httpapi"
 	"github.com/awaken-dev/awaken/services/api"
 )
 
@@ -47,7 +48,7 @@ func TestLimitsOverTheWholePipeline(t *testing.T) {
 	if r.status != http.StatusOK {
 		t.Fatalf("GET /v1/limits: %d %s", r.status, r.body)
 	}
-	var rep api.LimitsReport
+	var rep httpapi.LimitsReport
 	r.json(t, &rep)
 	if len(rep.Limits) != 2 || rep.Limits[0].Name != "echo-once" || rep.Limits[1].Window != "1h0m0s" || !rep.Limits[1].Shadow {
 		t.Fatalf("limits %+v", rep.Limits)

@@ -16,60 +16,7 @@ import (
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/awaken-dev/awaken/pkg/contracts"
-)
-
-// Micro endpoints. Each is registered under the subject group [MicroGroup]:
-// "{prefix}.api.tickets.list" and so on. The group is not "{prefix}" itself because the
-// streams capture subjects under "{prefix}.tickets" and "{prefix}.runs": a request on
-// "awaken.tickets.list" would be stored in the tickets stream and answered by its
-// PubAck, and "awaken.runs.cancel" is the cancellation subject the gate consumes.
-const (
-	// EndpointTicketsList lists the open tickets. Request body: empty. Reply:
-	// {"tickets":[ResumeTicket...]}, oldest first.
-	EndpointTicketsList = "tickets.list"
-	// EndpointTicketsGet returns one ticket. Request body: the correlation id, as a bare
-	// string or {"correlation_id": "…"}. Reply: the ResumeTicket.
-	EndpointTicketsGet = "tickets.get"
-	// EndpointTicketsResolve answers a ticket. Request body: a complete ResumeCommand
-	// (docs/protocol.md §7; any result kind), or the short form {"correlation_id", "decision":
-	// "allow"|"deny", "note"|"reason", "arguments"?}. Reply: the gate's TicketResolution.
-	// The resolution is recorded as made by [MicroActor]; the same request on
-	// EndpointTicketsResolve + ".{user}" (a subject auth.conf lets only that NATS user
-	// publish) is recorded as made by "nats:{user}".
-	EndpointTicketsResolve = "tickets.resolve"
-	// EndpointTicketsResolveAs is EndpointTicketsResolve for the NATS user {user}: the
-	// same requests, recorded as decided by "nats:{user}". Grant each person's NATS user
-	// publish on its own subject only ([ResolveAsSubject]).
-	EndpointTicketsResolveAs = "tickets.resolve.{user}"
-	// EndpointRunsCancel cancels a run and answers once it has ended. Request body:
-	// {"run_id","reason"?} or the bare run id. Reply: {"run_id","status":"ended","reason",
-	// "ended_at"} (see [Service.CancelRun]).
-	EndpointRunsCancel = "runs.cancel"
-	// EndpointToolsPause pauses a tool (the kill switch). Request body:
-	// {"tool_id","reason"?,"actor"?}. Reply: contracts.ToolPauseState.
-	EndpointToolsPause = "tools.pause"
-	// EndpointToolsResume lifts a tool's pause. Request body: {"tool_id","actor"?}. Reply:
-	// ToolPauseState.
-	EndpointToolsResume = "tools.resume"
-)
-
-// MicroGroup is the subject prefix of the micro endpoints for a deployment prefix.
-func MicroGroup(prefix string) string { return prefix + ".api" }
-
-// MicroSubject is the request subject of endpoint (one of the Endpoint constants).
-func MicroSubject(prefix, endpoint string) string { return MicroGroup(prefix) + "." + endpoint }
-
-// ResolveAsSubject is the resolve subject of the NATS user user
-// ([EndpointTicketsResolveAs]).
-func ResolveAsSubject(prefix, user string) string {
-	return MicroSubject(prefix, strings.Replace(EndpointTicketsResolveAs, "{user}", user, 1))
-}
-
-// Headers of a micro error reply besides micro's own Nats-Service-Error (the message) and
-// Nats-Service-Error-Code (the awaken code, e.g. not_waiting).
-const (
-	// HeaderStatus carries the HTTP status the same refusal gets on the HTTP api.
-	HeaderStatus = "Awaken-Status"
+	"github.com/awaken-dev/awaken/pkg/httpapi"
 )
 
 // maxMicroBody bounds a micro request body.
@@ -85,21 +32,21 @@ func (s *Service) startMicro() error {
 	if err != nil {
 		return fmt.Errorf("api: add micro service: %w", err)
 	}
-	g := svc.AddGroup(MicroGroup(s.env.Names.Prefix))
+	g := svc.AddGroup(httpapi.MicroGroup(s.env.Names.Prefix))
 	endpoints := []struct {
 		name, subject string
 		handle        func(context.Context, micro.Request) (any, error)
 	}{
-		{"tickets-list", EndpointTicketsList, s.microTicketsList},
-		{"tickets-get", EndpointTicketsGet, s.microTicketsGet},
-		{"tickets-resolve", EndpointTicketsResolve, s.microTicketsResolve},
-		{"tickets-resolve-as", strings.Replace(EndpointTicketsResolveAs, "{user}", "*", 1), s.microTicketsResolve},
-		{"runs-cancel", EndpointRunsCancel, s.microRunsCancel},
-		{"calls-cancel", EndpointCallsCancel, s.microCallsCancel},
-		{"calls-resolve", EndpointCallsResolve, s.microCallsResolve},
-		{"tools-list", EndpointToolsList, s.microToolsList},
-		{"tools-pause", EndpointToolsPause, s.microPauseTool},
-		{"tools-resume", EndpointToolsResume, s.microResumeTool},
+		{"tickets-list", httpapi.EndpointTicketsList, s.microTicketsList},
+		{"tickets-get", httpapi.EndpointTicketsGet, s.microTicketsGet},
+		{"tickets-resolve", httpapi.EndpointTicketsResolve, s.microTicketsResolve},
+		{"tickets-resolve-as", strings.Replace(httpapi.EndpointTicketsResolveAs, "{user}", "*", 1), s.microTicketsResolve},
+		{"runs-cancel", httpapi.EndpointRunsCancel, s.microRunsCancel},
+		{"calls-cancel", httpapi.EndpointCallsCancel, s.microCallsCancel},
+		{"calls-resolve", httpapi.EndpointCallsResolve, s.microCallsResolve},
+		{"tools-list", httpapi.EndpointToolsList, s.microToolsList},
+		{"tools-pause", httpapi.EndpointToolsPause, s.microPauseTool},
+		{"tools-resume", httpapi.EndpointToolsResume, s.microResumeTool},
 	}
 	for _, e := range endpoints {
 		h := s.microHandler(e.handle)
@@ -134,12 +81,12 @@ func (s *Service) microHandler(handle func(context.Context, micro.Request) (any,
 		select {
 		case s.sem <- struct{}{}:
 		default:
-			s.microError(req, apiErr(http.StatusServiceUnavailable, CodeUnavailable, "too many requests in flight"))
+			s.microError(req, apiErr(http.StatusServiceUnavailable, httpapi.CodeUnavailable, "too many requests in flight"))
 			return
 		}
 		if !s.begin() {
 			<-s.sem
-			s.microError(req, apiErr(http.StatusServiceUnavailable, CodeUnavailable, "the api is stopping"))
+			s.microError(req, apiErr(http.StatusServiceUnavailable, httpapi.CodeUnavailable, "the api is stopping"))
 			return
 		}
 		// From here on the request is answered from another goroutine, after this
@@ -149,7 +96,7 @@ func (s *Service) microHandler(handle func(context.Context, micro.Request) (any,
 			defer s.inflight.Done()
 			defer func() { <-s.sem }()
 			if len(req.Data()) > maxMicroBody {
-				s.microError(req, apiErr(http.StatusRequestEntityTooLarge, CodeInvalidRequest, "request body is larger than %d bytes", maxMicroBody))
+				s.microError(req, apiErr(http.StatusRequestEntityTooLarge, httpapi.CodeInvalidRequest, "request body is larger than %d bytes", maxMicroBody))
 				return
 			}
 			ctx, cancel := context.WithTimeout(s.ctx, s.opts.ResolveTimeout+5*time.Second)
@@ -242,20 +189,15 @@ func ReplyAllowed(reply string) bool {
 	return false
 }
 
-func (s *Service) microError(req micro.Request, e *Error) {
-	if e.Code == CodeInternal {
-		s.log.Error().Err(e.err).Str("subject", req.Subject()).Msg("micro request failed")
+func (s *Service) microError(req micro.Request, e *httpapi.Error) {
+	if e.Code == httpapi.CodeInternal {
+		s.log.Error().Err(e.Err).Str("subject", req.Subject()).Msg("micro request failed")
 	}
 	body, _ := json.Marshal(e)
-	hdr := micro.Headers{HeaderStatus: []string{strconv.Itoa(e.Status)}}
+	hdr := micro.Headers{httpapi.HeaderStatus: []string{strconv.Itoa(e.Status)}}
 	if err := req.Error(e.Code, e.Message, body, micro.WithHeaders(hdr)); err != nil {
 		s.log.Warn().Err(err).Str("subject", req.Subject()).Msg("micro error reply failed")
 	}
-}
-
-// TicketList is the reply of tickets.list and GET /v1/tickets.
-type TicketList struct {
-	Tickets []contracts.ResumeTicket `json:"tickets"`
 }
 
 func (s *Service) microTicketsList(ctx context.Context, _ micro.Request) (any, error) {
@@ -263,7 +205,7 @@ func (s *Service) microTicketsList(ctx context.Context, _ micro.Request) (any, e
 	if err != nil {
 		return nil, err
 	}
-	return TicketList{Tickets: ts}, nil
+	return httpapi.TicketList{Tickets: ts}, nil
 }
 
 // bareOrField reads a request body that is either a bare token (optionally a JSON string)
@@ -272,21 +214,21 @@ func bareOrField(data []byte, field string) (string, error) {
 	data = bytes.TrimSpace(data)
 	switch {
 	case len(data) == 0:
-		return "", apiErr(http.StatusBadRequest, CodeInvalidRequest, "the request body must name the %s", field)
+		return "", apiErr(http.StatusBadRequest, httpapi.CodeInvalidRequest, "the request body must name the %s", field)
 	case data[0] == '{':
 		var m map[string]json.RawMessage
 		if err := json.Unmarshal(data, &m); err != nil {
-			return "", apiErr(http.StatusBadRequest, CodeInvalidRequest, "request body: %v", err)
+			return "", apiErr(http.StatusBadRequest, httpapi.CodeInvalidRequest, "request body: %v", err)
 		}
 		var v string
 		if raw, ok := m[field]; !ok || json.Unmarshal(raw, &v) != nil {
-			return "", apiErr(http.StatusBadRequest, CodeInvalidRequest, "request body: %s must be a string", field)
+			return "", apiErr(http.StatusBadRequest, httpapi.CodeInvalidRequest, "request body: %s must be a string", field)
 		}
 		return v, nil
 	case data[0] == '"':
 		var v string
 		if err := json.Unmarshal(data, &v); err != nil {
-			return "", apiErr(http.StatusBadRequest, CodeInvalidRequest, "request body: %v", err)
+			return "", apiErr(http.StatusBadRequest, httpapi.CodeInvalidRequest, "request body: %v", err)
 		}
 		return v, nil
 	}
@@ -301,31 +243,17 @@ func (s *Service) microTicketsGet(ctx context.Context, req micro.Request) (any, 
 	return s.Ticket(ctx, corr)
 }
 
-// ShortDecision is the short form of a resolve request: the api reads the ticket and
-// builds the full resume command from it.
-type ShortDecision struct {
-	CorrelationID string                           `json:"correlation_id"`
-	Decision      contracts.PermissionDecisionKind `json:"decision"`
-	Note          string                           `json:"note,omitempty"`
-	Reason        string                           `json:"reason,omitempty"`
-	// Arguments, on an allow, edit the call's arguments.
-	Arguments json.RawMessage `json:"arguments,omitempty"`
-	// ArgumentsDigest, on an allow, names the ticket arguments the approval approves
-	// (absent: those of the ticket the api reads).
-	ArgumentsDigest string `json:"arguments_digest,omitempty"`
-}
-
 func (s *Service) microTicketsResolve(ctx context.Context, req micro.Request) (any, error) {
 	data := req.Data()
 	var probe map[string]json.RawMessage
 	if err := json.Unmarshal(data, &probe); err != nil {
-		return nil, apiErr(http.StatusBadRequest, CodeInvalidRequest, "request body must be a JSON object: %v", err)
+		return nil, apiErr(http.StatusBadRequest, httpapi.CodeInvalidRequest, "request body must be a JSON object: %v", err)
 	}
 	actor := s.microUserActor(req.Subject())
 	if _, full := probe["result"]; full {
 		return s.Resolve(ctx, data, actor)
 	}
-	var d ShortDecision
+	var d httpapi.ShortDecision
 	if err := strictJSON(data, &d); err != nil {
 		return nil, err
 	}
@@ -344,15 +272,9 @@ func (s *Service) microTicketsResolve(ctx context.Context, req micro.Request) (a
 	return nil, apiErr(http.StatusBadRequest, string(contracts.ResumeInvalid), "decision %q is neither allow nor deny", d.Decision)
 }
 
-// CancelRequest is the body of runs.cancel and POST /v1/runs/{run_id}/cancel.
-type CancelRequest struct {
-	RunID  string `json:"run_id,omitempty"`
-	Reason string `json:"reason,omitempty"`
-}
-
 func (s *Service) microRunsCancel(ctx context.Context, req micro.Request) (any, error) {
 	data := bytes.TrimSpace(req.Data())
-	var cr CancelRequest
+	var cr httpapi.CancelRequest
 	if len(data) > 0 && data[0] == '{' {
 		if err := strictJSON(data, &cr); err != nil {
 			return nil, err
@@ -372,10 +294,10 @@ func strictJSON(data []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return apiErr(http.StatusBadRequest, CodeInvalidRequest, "request body: %v", err)
+		return apiErr(http.StatusBadRequest, httpapi.CodeInvalidRequest, "request body: %v", err)
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return apiErr(http.StatusBadRequest, CodeInvalidRequest, "request body: trailing data after the JSON object")
+		return apiErr(http.StatusBadRequest, httpapi.CodeInvalidRequest, "request body: trailing data after the JSON object")
 	}
 	return nil
 }

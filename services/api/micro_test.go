@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/awaken-dev/awaken/pkg/contracts"
+	"github.com/awaken-dev/awaken/pkg/httpapi"
 	"github.com/awaken-dev/awaken/services/api"
 )
 
@@ -25,11 +26,11 @@ func microErr(t *testing.T, m *nats.Msg) (code string, status int) {
 	if m.Header.Get(micro.ErrorHeader) == "" {
 		t.Fatalf("error reply without %s", micro.ErrorHeader)
 	}
-	status, err := strconv.Atoi(m.Header.Get(api.HeaderStatus))
+	status, err := strconv.Atoi(m.Header.Get(httpapi.HeaderStatus))
 	if err != nil {
 		t.Fatalf("error reply without a status: %v", m.Header)
 	}
-	var body api.Error
+	var body httpapi.Error
 	if err := json.Unmarshal(m.Data, &body); err != nil || body.Code != code {
 		t.Fatalf("error body %s does not carry code %s", m.Data, code)
 	}
@@ -80,14 +81,14 @@ func TestMicroApproveAndDeny(t *testing.T) {
 	tkA := h.park("run-micro-a", map[string]string{})
 	tkD := h.park("run-micro-d", map[string]string{})
 
-	var list api.TicketList
-	okJSON(t, h.microRequest(api.EndpointTicketsList, nil), &list)
+	var list httpapi.TicketList
+	okJSON(t, h.microRequest(httpapi.EndpointTicketsList, nil), &list)
 	if len(list.Tickets) != 2 || list.Tickets[0].CorrelationID != tkA.CorrelationID || list.Tickets[1].CorrelationID != tkD.CorrelationID {
 		t.Fatalf("tickets = %+v", list.Tickets)
 	}
 	for _, body := range [][]byte{[]byte(tkA.CorrelationID), mustJSON(tkA.CorrelationID), mustJSON(map[string]string{"correlation_id": tkA.CorrelationID})} {
 		var got contracts.ResumeTicket
-		okJSON(t, h.microRequest(api.EndpointTicketsGet, body), &got)
+		okJSON(t, h.microRequest(httpapi.EndpointTicketsGet, body), &got)
 		if got.CorrelationID != tkA.CorrelationID || got.CallID != "c2" {
 			t.Fatalf("get %s = %+v", body, got)
 		}
@@ -100,19 +101,19 @@ func TestMicroApproveAndDeny(t *testing.T) {
 		wantCode   string
 		wantStatus int
 	}{
-		{"get unknown ticket", api.EndpointTicketsGet, []byte("perm.nobody.1.c1"), "not_waiting", http.StatusNotFound},
-		{"get with empty body", api.EndpointTicketsGet, nil, "invalid_request", http.StatusBadRequest},
-		{"resolve unknown ticket", api.EndpointTicketsResolve, mustJSON(map[string]string{"correlation_id": "perm.nobody.1.c1", "decision": "allow"}), "not_waiting", http.StatusNotFound},
-		{"resolve with a bad decision", api.EndpointTicketsResolve, mustJSON(map[string]string{"correlation_id": tkA.CorrelationID, "decision": "maybe"}), "invalid_resume", http.StatusBadRequest},
-		{"allow with a reason", api.EndpointTicketsResolve, mustJSON(map[string]string{"correlation_id": tkA.CorrelationID, "decision": "allow", "reason": "x"}), "invalid_resume", http.StatusBadRequest},
-		{"resolve with not JSON", api.EndpointTicketsResolve, []byte("approve it"), "invalid_request", http.StatusBadRequest},
-		{"thread mismatch", api.EndpointTicketsResolve, mustJSON(contracts.ResumeCommand{CorrelationID: tkA.CorrelationID, RunID: tkA.RunID,
+		{"get unknown ticket", httpapi.EndpointTicketsGet, []byte("perm.nobody.1.c1"), "not_waiting", http.StatusNotFound},
+		{"get with empty body", httpapi.EndpointTicketsGet, nil, "invalid_request", http.StatusBadRequest},
+		{"resolve unknown ticket", httpapi.EndpointTicketsResolve, mustJSON(map[string]string{"correlation_id": "perm.nobody.1.c1", "decision": "allow"}), "not_waiting", http.StatusNotFound},
+		{"resolve with a bad decision", httpapi.EndpointTicketsResolve, mustJSON(map[string]string{"correlation_id": tkA.CorrelationID, "decision": "maybe"}), "invalid_resume", http.StatusBadRequest},
+		{"allow with a reason", httpapi.EndpointTicketsResolve, mustJSON(map[string]string{"correlation_id": tkA.CorrelationID, "decision": "allow", "reason": "x"}), "invalid_resume", http.StatusBadRequest},
+		{"resolve with not JSON", httpapi.EndpointTicketsResolve, []byte("approve it"), "invalid_request", http.StatusBadRequest},
+		{"thread mismatch", httpapi.EndpointTicketsResolve, mustJSON(contracts.ResumeCommand{CorrelationID: tkA.CorrelationID, RunID: tkA.RunID,
 			ThreadID: "another-thread", SnapshotID: tkA.SnapshotID, Result: contracts.ResumeResult{Permission: &contracts.PermissionDecision{Decision: contracts.DecisionAllow}}}),
 			"thread_mismatch", http.StatusUnprocessableEntity},
-		{"tool result for a permission ticket", api.EndpointTicketsResolve, mustJSON(contracts.ResumeCommandFromTicket(tkA, contracts.ResumeResult{
+		{"tool result for a permission ticket", httpapi.EndpointTicketsResolve, mustJSON(contracts.ResumeCommandFromTicket(tkA, contracts.ResumeResult{
 			ToolResult: &contracts.ToolOutput{CallID: "c2", Content: []contracts.ContentBlock{{Type: contracts.BlockText, Text: "x"}}}})),
 			"result_kind_mismatch", http.StatusUnprocessableEntity},
-		{"command failing the wire decoder", api.EndpointTicketsResolve, []byte(`{"correlation_id":"x y","run_id":"r","thread_id":"t","snapshot_id":"s","result":{}}`), "invalid_id", http.StatusBadRequest},
+		{"command failing the wire decoder", httpapi.EndpointTicketsResolve, []byte(`{"correlation_id":"x y","run_id":"r","thread_id":"t","snapshot_id":"s","result":{}}`), "invalid_id", http.StatusBadRequest},
 	}
 	for _, tt := range refusals {
 		t.Run(tt.name, func(t *testing.T) {
@@ -128,21 +129,21 @@ func TestMicroApproveAndDeny(t *testing.T) {
 	}
 
 	var res contracts.TicketResolution
-	okJSON(t, h.microRequest(api.EndpointTicketsResolve, mustJSON(map[string]string{"correlation_id": tkA.CorrelationID, "decision": "allow", "note": "ok"})), &res)
+	okJSON(t, h.microRequest(httpapi.EndpointTicketsResolve, mustJSON(map[string]string{"correlation_id": tkA.CorrelationID, "decision": "allow", "note": "ok"})), &res)
 	if res.Code != "approved" {
 		t.Fatalf("approve = %+v", res)
 	}
 	if got, want := texts(h.results("run-micro-a")), []string{"before approval", "ran ask_me", "1"}; !slices.Equal(got, want) {
 		t.Fatalf("results = %q, want %q", got, want)
 	}
-	code, status := microErr(t, h.microRequest(api.EndpointTicketsResolve, mustJSON(map[string]string{"correlation_id": tkA.CorrelationID, "decision": "deny"})))
+	code, status := microErr(t, h.microRequest(httpapi.EndpointTicketsResolve, mustJSON(map[string]string{"correlation_id": tkA.CorrelationID, "decision": "deny"})))
 	if code != "not_waiting" || status != http.StatusConflict {
 		t.Fatalf("second resolve: %s %d, want not_waiting 409", code, status)
 	}
 
 	deny := contracts.ResumeCommandFromTicket(tkD, contracts.ResumeResult{Permission: &contracts.PermissionDecision{Decision: contracts.DecisionDeny, Reason: "not today"}})
 	res = contracts.TicketResolution{}
-	okJSON(t, h.microRequest(api.EndpointTicketsResolve, mustJSON(deny)), &res)
+	okJSON(t, h.microRequest(httpapi.EndpointTicketsResolve, mustJSON(deny)), &res)
 	if res.Code != "denied" {
 		t.Fatalf("deny = %+v", res)
 	}
@@ -176,7 +177,7 @@ func TestMicroClientResultAndCancel(t *testing.T) {
 	cmd := contracts.ResumeCommandFromTicket(tk, contracts.ResumeResult{ToolResult: &contracts.ToolOutput{
 		CallID: "pick", Content: []contracts.ContentBlock{{Type: contracts.BlockText, Text: "b"}}}})
 	var res contracts.TicketResolution
-	okJSON(t, h.microRequest(api.EndpointTicketsResolve, mustJSON(cmd)), &res)
+	okJSON(t, h.microRequest(httpapi.EndpointTicketsResolve, mustJSON(cmd)), &res)
 	if res.Code != "completed" {
 		t.Fatalf("client result = %+v", res)
 	}
@@ -185,16 +186,16 @@ func TestMicroClientResultAndCancel(t *testing.T) {
 	}
 
 	h.park("run-micro-cancel", map[string]string{})
-	var cr api.CancelResult
-	okJSON(t, h.microRequest(api.EndpointRunsCancel, []byte("run-micro-cancel")), &cr)
-	if cr.Status != api.StatusEnded || cr.Reason != contracts.RunEndCancelled || cr.RunID != "run-micro-cancel" {
+	var cr httpapi.CancelResult
+	okJSON(t, h.microRequest(httpapi.EndpointRunsCancel, []byte("run-micro-cancel")), &cr)
+	if cr.Status != httpapi.StatusEnded || cr.Reason != contracts.RunEndCancelled || cr.RunID != "run-micro-cancel" {
 		t.Fatalf("cancel = %+v", cr)
 	}
 	out := h.results("run-micro-cancel")
 	if out.Results[1].Outcome != contracts.OutcomeIndeterminate || out.Results[2].Outcome != contracts.OutcomeIndeterminate {
 		t.Fatalf("results after cancel = %+v", out.Results)
 	}
-	code, status := microErr(t, h.microRequest(api.EndpointRunsCancel, mustJSON(map[string]string{"run_id": "bad.id"})))
+	code, status := microErr(t, h.microRequest(httpapi.EndpointRunsCancel, mustJSON(map[string]string{"run_id": "bad.id"})))
 	if code != "invalid_id" || status != http.StatusBadRequest {
 		t.Fatalf("cancel bad id: %s %d", code, status)
 	}
@@ -210,7 +211,7 @@ func TestMicroErrorRepliesFromHandlerGoroutine(t *testing.T) {
 	h := newHarness(t, api.Options{})
 	for i := range 200 {
 		body := mustJSON(map[string]string{"correlation_id": "no-such-ticket-" + strconv.Itoa(i)})
-		code, status := microErr(t, h.microRequest(api.EndpointTicketsGet, body))
+		code, status := microErr(t, h.microRequest(httpapi.EndpointTicketsGet, body))
 		if code == "" || status != http.StatusNotFound {
 			t.Fatalf("request %d: code %q status %d, want a not-found error", i, code, status)
 		}

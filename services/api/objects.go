@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	"github.com/awaken-dev/awaken/pkg/client"
+	"github.com/awaken-dev/awaken/pkg/httpapi"
 )
 
 // httpObject is GET /v1/objects/{name}: the bytes of an output stored by reference, with
@@ -15,11 +16,11 @@ func (s *Service) httpObject(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
 	body, info, err := s.client.OpenObject(r.Context(), name)
 	if errors.Is(err, client.ErrObjectNotFound) {
-		s.writeError(w, r, apiErr(http.StatusNotFound, CodeNotFound, "no object %q (it may have expired with its results)", name))
+		s.writeError(w, r, apiErr(http.StatusNotFound, httpapi.CodeNotFound, "no object %q (it may have expired with its results)", name))
 		return
 	}
 	if err != nil {
-		s.writeError(w, r, apiErr(http.StatusInternalServerError, CodeInternal, "object %s: %v", name, err))
+		s.writeError(w, r, apiErr(http.StatusInternalServerError, httpapi.CodeInternal, "object %s: %v", name, err))
 		return
 	}
 	// Verified before anything is sent: a mismatch must be a 502, not a 200 with the
@@ -30,15 +31,15 @@ func (s *Service) httpObject(w http.ResponseWriter, r *http.Request) {
 	body.Close()
 	if errors.Is(err, client.ErrObjectDigest) {
 		s.log.Error().Err(err).Str("object", name).Msg("stored object refused: its bytes do not match its name")
-		s.writeError(w, r, apiErr(http.StatusBadGateway, CodeObjectDigest, "object %s: its stored bytes do not match the digest in its name; refused", name))
+		s.writeError(w, r, apiErr(http.StatusBadGateway, httpapi.CodeObjectDigest, "object %s: its stored bytes do not match the digest in its name; refused", name))
 		return
 	}
 	if err != nil {
-		s.writeError(w, r, apiErr(http.StatusInternalServerError, CodeInternal, "object %s: %v", name, err))
+		s.writeError(w, r, apiErr(http.StatusInternalServerError, httpapi.CodeInternal, "object %s: %v", name, err))
 		return
 	}
 	if body, info, err = s.client.OpenObject(r.Context(), name); err != nil {
-		s.writeError(w, r, apiErr(http.StatusInternalServerError, CodeInternal, "object %s: %v", name, err))
+		s.writeError(w, r, apiErr(http.StatusInternalServerError, httpapi.CodeInternal, "object %s: %v", name, err))
 		return
 	}
 	defer body.Close()

@@ -18,6 +18,7 @@ import (
 	"github.com/awaken-dev/awaken/internal/state"
 	"github.com/awaken-dev/awaken/pkg/cloudevent"
 	"github.com/awaken-dev/awaken/pkg/contracts"
+	"github.com/awaken-dev/awaken/pkg/httpapi"
 )
 
 // The policy backtest: the gate decisions recorded in the audit stream, replayed — with
@@ -28,75 +29,6 @@ import (
 // maxPolicyTestBody bounds the body of POST /v1/policy/test: a host configuration is
 // text, and 1 MiB holds the largest policy (1,024 rules of 1 KiB patterns) besides tools.
 const maxPolicyTestBody = 1 << 20
-
-// PolicyTestRequest selects the recorded decisions a backtest replays and holds the host
-// configuration to replay them through. It is the body of POST /v1/policy/test; `awaken
-// policy test` builds the same request from its flags.
-type PolicyTestRequest struct {
-	// Config is the candidate host configuration as a file holds it (YAML or JSON text).
-	// Only its policy and fixed results take part (and its MCP servers' trust_annotations).
-	Config string `json:"config"`
-	// Since and Until bound the time of the decisions replayed (either may be absent).
-	Since *time.Time `json:"since,omitempty"`
-	Until *time.Time `json:"until,omitempty"`
-	// Runs narrows the replay to these run ids (absent: every run).
-	Runs []string `json:"runs,omitempty"`
-}
-
-// PolicyTestCall is one recorded gate decision and what the candidate policy makes of it.
-type PolicyTestCall struct {
-	BatchID   string    `json:"batch_id"`
-	CallID    string    `json:"call_id"`
-	ToolID    string    `json:"tool_id"`
-	DecidedAt time.Time `json:"decided_at"`
-	// Old is the recorded decision (an audit label: allow, deny, set_result, ask,
-	// schedule), OldReason its reason.
-	Old       string `json:"old"`
-	OldReason string `json:"old_reason,omitempty"`
-	// New is the candidate's decision: an audit label, or unknown_tool, invalid_arguments
-	// or capability_bound for the chain's other answers; empty when the call could not be
-	// replayed (Missing says why).
-	New       string `json:"new,omitempty"`
-	NewReason string `json:"new_reason,omitempty"`
-	// Rule is what decided New: "rules[i] PATTERN" of the candidate host policy,
-	// "default", "mode", "invalid_arguments", "run policy" (the batch's run policy was
-	// stricter), "run policy invalid", "deny_all" (the run's narrowing), "tool_paused"
-	// (the kill switch blocked the call then: a pause is no policy, so New keeps Old) or
-	// "none" (the chain answered before any policy: unknown tool, invalid arguments).
-	Rule    string `json:"rule,omitempty"`
-	Changed bool   `json:"changed"`
-	// Shadow is what the candidate's shadow rules would make of the call.
-	Shadow  []contracts.ShadowFinding `json:"shadow,omitempty"`
-	Missing string                    `json:"missing,omitempty"`
-}
-
-// PolicyTestRule counts the replayed calls one rule (or basis) of the candidate decided,
-// and how many of them changed. A shadow rule counts the calls it matched, and as changed
-// those whose would-be decision differs from the candidate's.
-type PolicyTestRule struct {
-	Rule    string `json:"rule"`
-	Shadow  bool   `json:"shadow,omitempty"`
-	Calls   int    `json:"calls"`
-	Changed int    `json:"changed"`
-}
-
-// PolicyTestReport is the answer of a backtest.
-type PolicyTestReport struct {
-	// Calls are the replayed decisions in the order they were audited.
-	Calls []PolicyTestCall `json:"calls"`
-	// Rules lists every rule of the candidate host policy in configuration order, then the
-	// other bases that decided some call.
-	Rules []PolicyTestRule `json:"rules"`
-	// Total counts Calls; Changed those whose decision changes; Missing those that could
-	// not be replayed (their batch record is gone, or names no such call).
-	Total   int `json:"total"`
-	Changed int `json:"changed"`
-	Missing int `json:"missing"`
-	// Oldest is the time of the earliest decision read: what the audit stream still holds
-	// (it keeps every record unless its operator limits it) bounds how far back a test
-	// reaches.
-	Oldest *time.Time `json:"oldest,omitempty"`
-}
 
 // PolicyTester runs backtests over one deployment's audit stream and batch records. It
 // only reads.
@@ -135,11 +67,11 @@ func OpenPolicyTester(ctx context.Context, js jetstream.JetStream, names contrac
 // not load is an invalid_request naming the field.
 func ParsePolicyTestConfig(text string) (*config.Config, error) {
 	if strings.TrimSpace(text) == "" {
-		return nil, apiErr(http.StatusBadRequest, CodeInvalidRequest, "config: the candidate host configuration is empty")
+		return nil, apiErr(http.StatusBadRequest, httpapi.CodeInvalidRequest, "config: the candidate host configuration is empty")
 	}
 	cfg, err := config.Parse([]byte(text))
 	if err != nil {
-		return nil, &Error{Code: CodeInvalidRequest, Message: "config: " + err.Error(), Status: http.StatusBadRequest, err: err}
+		return nil, &httpapi.Error{Code: httpapi.CodeInvalidRequest, Message: "config: " + err.Error(), Status: http.StatusBadRequest, Err: err}
 	}
 	return cfg, nil
 }
@@ -147,34 +79,34 @@ func ParsePolicyTestConfig(text string) (*config.Config, error) {
 // Run replays the decisions req selects through cand, whose Annotations it sets from the
 // tester's when cand has none. Bad input (an unknown run id shape, Since after Until) is an
 // invalid_request.
-func (pt *PolicyTester) Run(ctx context.Context, cand *config.Config, req PolicyTestRequest) (PolicyTestReport, error) {
+func (pt *PolicyTester) Run(ctx context.Context, cand *config.Config, req httpapi.PolicyTestRequest) (httpapi.PolicyTestReport, error) {
 	if req.Since != nil && req.Until != nil && req.Since.After(*req.Until) {
-		return PolicyTestReport{}, apiErr(http.StatusBadRequest, CodeInvalidRequest, "since %s is after until %s",
+		return httpapi.PolicyTestReport{}, apiErr(http.StatusBadRequest, httpapi.CodeInvalidRequest, "since %s is after until %s",
 			req.Since.Format(time.RFC3339), req.Until.Format(time.RFC3339))
 	}
 	for _, r := range req.Runs {
 		if err := contracts.ValidateID("run_id", r); err != nil {
-			return PolicyTestReport{}, &Error{Code: CodeInvalidRequest, Message: err.Error(), Status: http.StatusBadRequest, err: err}
+			return httpapi.PolicyTestReport{}, &httpapi.Error{Code: httpapi.CodeInvalidRequest, Message: err.Error(), Status: http.StatusBadRequest, Err: err}
 		}
 	}
 	host, err := contracts.CompilePolicy(cand.Policy)
 	if err != nil {
 		// config.Parse compiled it already; a hand-built configuration may not have.
-		return PolicyTestReport{}, &Error{Code: CodeInvalidRequest, Message: "config: policy: " + err.Error(), Status: http.StatusBadRequest, err: err}
+		return httpapi.PolicyTestReport{}, &httpapi.Error{Code: httpapi.CodeInvalidRequest, Message: "config: policy: " + err.Error(), Status: http.StatusBadRequest, Err: err}
 	}
 	if cand.Annotations == nil {
 		cand.Annotations = pt.annotations
 	}
 	decisions, err := pt.decisions(ctx, req)
 	if err != nil {
-		return PolicyTestReport{}, err
+		return httpapi.PolicyTestReport{}, err
 	}
 	r := replayer{chain: gatechain.Chain{Config: cand, Host: host}, pt: pt, batches: map[string]*batchRead{}}
-	rep := PolicyTestReport{Calls: []PolicyTestCall{}}
+	rep := httpapi.PolicyTestReport{Calls: []httpapi.PolicyTestCall{}}
 	for _, a := range decisions {
 		c, err := r.replay(ctx, a)
 		if err != nil {
-			return PolicyTestReport{}, err
+			return httpapi.PolicyTestReport{}, err
 		}
 		rep.Calls = append(rep.Calls, c)
 		if rep.Oldest == nil || a.At.Before(*rep.Oldest) {
@@ -182,7 +114,7 @@ func (pt *PolicyTester) Run(ctx context.Context, cand *config.Config, req Policy
 			rep.Oldest = &at
 		}
 	}
-	rep.tally(host, len(cand.Policy.Rules))
+	tally(&rep, host, len(cand.Policy.Rules))
 	return rep, nil
 }
 
@@ -190,7 +122,7 @@ func (pt *PolicyTester) Run(ctx context.Context, cand *config.Config, req Policy
 // one per call (the first audited; a redelivery stores no second one, but a decision
 // audited again past the duplicate window is read once), without the resolutions of
 // tickets. It reads up to the last message the stream held when it began.
-func (pt *PolicyTester) decisions(ctx context.Context, req PolicyTestRequest) ([]contracts.AuditRecord, error) {
+func (pt *PolicyTester) decisions(ctx context.Context, req httpapi.PolicyTestRequest) ([]contracts.AuditRecord, error) {
 	stream, err := pt.js.Stream(ctx, pt.names.AuditStream())
 	if err != nil {
 		return nil, fmt.Errorf("api: policy test: stream %s: %w", pt.names.AuditStream(), err)
@@ -278,7 +210,7 @@ func gateDecision(m jetstream.Msg) (contracts.AuditRecord, bool) {
 	return contracts.AuditRecord{}, false
 }
 
-func inWindow(at time.Time, req PolicyTestRequest) bool {
+func inWindow(at time.Time, req httpapi.PolicyTestRequest) bool {
 	return (req.Since == nil || !at.Before(*req.Since)) && (req.Until == nil || !at.After(*req.Until))
 }
 
@@ -298,8 +230,8 @@ type batchRead struct {
 }
 
 // replay is the row of recorded decision a.
-func (r *replayer) replay(ctx context.Context, a contracts.AuditRecord) (PolicyTestCall, error) {
-	c := PolicyTestCall{BatchID: a.BatchID, CallID: a.CallID, ToolID: a.ToolID, DecidedAt: a.At, Old: a.Decision, OldReason: a.Reason}
+func (r *replayer) replay(ctx context.Context, a contracts.AuditRecord) (httpapi.PolicyTestCall, error) {
+	c := httpapi.PolicyTestCall{BatchID: a.BatchID, CallID: a.CallID, ToolID: a.ToolID, DecidedAt: a.At, Old: a.Decision, OldReason: a.Reason}
 	b, err := r.batch(ctx, a.BatchID)
 	if err != nil {
 		return c, err
@@ -344,7 +276,7 @@ const (
 	ruleUnevaluated = "none"
 )
 
-// ruleOf names what decided d (see [PolicyTestCall.Rule]).
+// ruleOf names what decided d (see [httpapi.PolicyTestCall.Rule]).
 func (r *replayer) ruleOf(b *contracts.BatchRecord, run gatechain.RunPolicy, d gatechain.Decision) string {
 	switch {
 	case d.Host == nil && b.Submission.Narrowing.DeniesAll():
@@ -393,19 +325,19 @@ func (r *replayer) batch(ctx context.Context, id string) (*batchRead, error) {
 
 // tally fills the totals and the counts per rule; host is the candidate's policy with n
 // rules.
-func (rep *PolicyTestReport) tally(host *contracts.Policy, n int) {
-	counts := map[string]PolicyTestRule{}
+func tally(rep *httpapi.PolicyTestReport, host *contracts.Policy, n int) {
+	counts := map[string]httpapi.PolicyTestRule{}
 	order := make([]string, 0, n)
 	for i := range n {
 		name := ruleName(i, host.RulePattern(i))
 		order = append(order, name)
-		counts[name] = PolicyTestRule{Rule: name, Shadow: host.IsShadow(i)}
+		counts[name] = httpapi.PolicyTestRule{Rule: name, Shadow: host.IsShadow(i)}
 	}
 	var others []string
 	count := func(name string, changed bool) {
 		rr, ok := counts[name]
 		if !ok {
-			rr = PolicyTestRule{Rule: name}
+			rr = httpapi.PolicyTestRule{Rule: name}
 			others = append(others, name)
 		}
 		rr.Calls++
@@ -431,7 +363,7 @@ func (rep *PolicyTestReport) tally(host *contracts.Policy, n int) {
 		}
 	}
 	slices.Sort(others)
-	rep.Rules = make([]PolicyTestRule, 0, len(order)+len(others))
+	rep.Rules = make([]httpapi.PolicyTestRule, 0, len(order)+len(others))
 	for _, name := range append(order, others...) {
 		rep.Rules = append(rep.Rules, counts[name])
 	}
@@ -439,32 +371,32 @@ func (rep *PolicyTestReport) tally(host *contracts.Policy, n int) {
 
 // PolicyTest runs a backtest of req over this deployment (POST /v1/policy/test). One runs
 // at a time (each reads the audit history); another is refused unavailable meanwhile.
-func (s *Service) PolicyTest(ctx context.Context, req PolicyTestRequest) (PolicyTestReport, error) {
+func (s *Service) PolicyTest(ctx context.Context, req httpapi.PolicyTestRequest) (httpapi.PolicyTestReport, error) {
 	select {
 	case s.policyTests <- struct{}{}:
 		defer func() { <-s.policyTests }()
 	default:
-		return PolicyTestReport{}, apiErr(http.StatusServiceUnavailable, CodeUnavailable, "a policy test is already running; try again when it ends")
+		return httpapi.PolicyTestReport{}, apiErr(http.StatusServiceUnavailable, httpapi.CodeUnavailable, "a policy test is already running; try again when it ends")
 	}
 	cand, err := ParsePolicyTestConfig(req.Config)
 	if err != nil {
-		return PolicyTestReport{}, err
+		return httpapi.PolicyTestReport{}, err
 	}
 	pt := NewPolicyTester(s.env.JS, s.env.Names, s.env.Runs, s.env.Batches, s.env.Config.Annotations)
 	rep, err := pt.Run(ctx, cand, req)
 	if err != nil {
-		var e *Error
+		var e *httpapi.Error
 		if errors.As(err, &e) {
-			return PolicyTestReport{}, e
+			return httpapi.PolicyTestReport{}, e
 		}
-		return PolicyTestReport{}, internalErr(err)
+		return httpapi.PolicyTestReport{}, internalErr(err)
 	}
 	return rep, nil
 }
 
 // httpPolicyTest serves POST /v1/policy/test.
 func (s *Service) httpPolicyTest(w http.ResponseWriter, r *http.Request) {
-	var req PolicyTestRequest
+	var req httpapi.PolicyTestRequest
 	if err := readBody(r, &req); err != nil {
 		s.writeError(w, r, err)
 		return

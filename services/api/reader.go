@@ -3,19 +3,18 @@ package api
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"slices"
 	"sync"
-	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/awaken-dev/awaken/internal/pipeline"
 	"github.com/awaken-dev/awaken/internal/state"
 	"github.com/awaken-dev/awaken/pkg/contracts"
+	"github.com/awaken-dev/awaken/pkg/httpapi"
 )
 
 // Reader reads the durable records the gate, the executors and the publisher write — batch,
@@ -66,106 +65,30 @@ func OpenReader(ctx context.Context, js jetstream.JetStream, names contracts.Nam
 		state.NewStore[contracts.ResumeTicket](t)), nil
 }
 
-// BatchView is a batch as operators see it: its identity and phase and, in model order,
-// every call with its phase, outcome and timeline.
-type BatchView struct {
-	BatchID   string               `json:"batch_id"`
-	RunID     string               `json:"run_id"`
-	ThreadID  string               `json:"thread_id"`
-	Step      int64                `json:"step"`
-	Phase     contracts.BatchPhase `json:"phase"`
-	CreatedAt time.Time            `json:"created_at"`
-	// Metadata are the submitting door's labels (the MCP door: session, client, actor).
-	Metadata map[string]string `json:"metadata,omitempty"`
-	// Terminal counts the calls that are Completed or Indeterminate.
-	Terminal int        `json:"terminal"`
-	Calls    []CallView `json:"calls"`
-}
-
-// CallView is one call of a [BatchView]. Arguments and Output are model- and tool-authored
-// content: whoever renders them must escape them (the console uses textContent only).
-type CallView struct {
-	Index  int    `json:"index"`
-	CallID string `json:"call_id"`
-	ToolID string `json:"tool_id"`
-	// OperationID is the call's operation id, the one POST /v1/calls/{operation_id}/cancel
-	// takes.
-	OperationID string `json:"operation_id"`
-	// Arguments are the arguments the call runs with: as submitted, or as an approval
-	// edited them (omitted in batch lists).
-	Arguments json.RawMessage `json:"arguments,omitempty"`
-	// ProposedArguments are the submitted arguments when an approval edited them.
-	ProposedArguments json.RawMessage `json:"proposed_arguments,omitempty"`
-	// Edited is set when an approval edited the call's arguments (also in batch lists).
-	Edited bool `json:"edited,omitempty"`
-	// Phase is Requested, Executing, Awaiting, Completed or Indeterminate. A call whose
-	// record does not exist yet (not gated) is Requested with Recorded false.
-	Phase    contracts.PhaseKind `json:"phase"`
-	Recorded bool                `json:"recorded"`
-	// Attempt is the attempt of an Executing call.
-	Attempt uint16 `json:"attempt,omitempty"`
-	// SlotWait names the host concurrency limit an Executing call waits for a slot of:
-	// admitted, but no executor has it yet.
-	SlotWait string `json:"slot_wait,omitempty"`
-	// Wait is the wait of an Awaiting call.
-	Wait *contracts.ToolWait `json:"wait,omitempty"`
-	// Outcome is completed or indeterminate once the call is terminal.
-	Outcome contracts.Outcome `json:"outcome,omitempty"`
-	// IsError is set for a terminal call whose output is an error (indeterminate included).
-	IsError bool `json:"is_error,omitempty"`
-	// Reason is the reason of an Indeterminate call.
-	Reason string `json:"reason,omitempty"`
-	// Output is the committed output of a Completed call (omitted in batch lists).
-	Output *contracts.ToolOutput `json:"output,omitempty"`
-	// Decision is the recorded gate decision kind (allow, block, set_result,
-	// require_confirmation, schedule), when the gate decided.
-	Decision contracts.GateOutcomeKind `json:"decision,omitempty"`
-	// ResolvedBy is the id of the resume command (or timer) that resolved the call's ticket.
-	ResolvedBy string `json:"resolved_by,omitempty"`
-	// Actor is who resolved the call's ticket (an api token's name, "nats:{user}", a
-	// client's actor, or "timer").
-	Actor string `json:"actor,omitempty"`
-	// ActorClaimed is set when no door authenticated Actor: a resume command on the public
-	// subject (a platform, `awaken tickets approve --as`) named it itself. Show it as a
-	// claim ("alice (claimed)"), never as the token or user of that name.
-	ActorClaimed bool `json:"actor_claimed,omitempty"`
-	// Cancel is set when a call cancel ended the call (or is recorded to end it when its
-	// batch reaches it): who, why, and how it ended.
-	Cancel *contracts.CallCancelMark `json:"cancel,omitempty"`
-	// Reconciles audits each reconcile of the call after an executor crash (outcome, how
-	// many times the reconcile was asked, last error), oldest first.
-	Reconciles []contracts.CallReconcile `json:"reconciles,omitempty"`
-	// Resolution is set when an operator resolved the indeterminate call: into the batch's
-	// results (applied "resolved") or as a correction of them ("corrected").
-	Resolution *contracts.CallResolution `json:"resolution,omitempty"`
-	// Timeline lists when each stage of the call was committed, oldest first.
-	Timeline []contracts.TimelineMark `json:"timeline"`
-}
-
 // ErrBatchNotFound is wrapped when a batch id names no batch record.
 var ErrBatchNotFound = errors.New("batch not found")
 
 // Batch returns the full view of batchID (arguments and outputs included).
-func (r *Reader) Batch(ctx context.Context, batchID string) (BatchView, error) {
+func (r *Reader) Batch(ctx context.Context, batchID string) (httpapi.BatchView, error) {
 	rec, err := r.batchRecord(ctx, batchID)
 	if err != nil {
-		return BatchView{}, err
+		return httpapi.BatchView{}, err
 	}
 	return r.view(ctx, rec, true)
 }
 
-// batchRecord reads the record of batchID: a 400 *Error for a malformed id, a 404 one
+// batchRecord reads the record of batchID: a 400 *httpapi.Error for a malformed id, a 404 one
 // (wrapping [ErrBatchNotFound]) when there is no such batch.
 func (r *Reader) batchRecord(ctx context.Context, batchID string) (*contracts.BatchRecord, error) {
 	runID, step, err := contracts.ParseBatchID(batchID)
 	if err != nil {
-		return nil, &Error{Code: CodeInvalidRequest, Message: err.Error(), Status: http.StatusBadRequest, err: err}
+		return nil, &httpapi.Error{Code: httpapi.CodeInvalidRequest, Message: err.Error(), Status: http.StatusBadRequest, Err: err}
 	}
 	rec, err := pipeline.ReadBatch(ctx, r.runs, r.batches, runID, step, false)
 	if err != nil {
 		if errors.Is(err, state.ErrNotFound) {
-			return nil, &Error{Code: CodeNotFound, Message: fmt.Sprintf("no batch %s", batchID), Status: http.StatusNotFound,
-				err: fmt.Errorf("%w: %s", ErrBatchNotFound, batchID)}
+			return nil, &httpapi.Error{Code: httpapi.CodeNotFound, Message: fmt.Sprintf("no batch %s", batchID), Status: http.StatusNotFound,
+				Err: fmt.Errorf("%w: %s", ErrBatchNotFound, batchID)}
 		}
 		return nil, fmt.Errorf("api: read batch %s: %w", batchID, err)
 	}
@@ -194,7 +117,7 @@ const (
 //
 // It reads every batch record of the selection (the KV bucket has no index by time), so on
 // a deployment with a very large batches bucket a RunID filter is much cheaper.
-func (r *Reader) Batches(ctx context.Context, q BatchQuery) ([]BatchView, error) {
+func (r *Reader) Batches(ctx context.Context, q BatchQuery) ([]httpapi.BatchView, error) {
 	limit := q.Limit
 	if limit <= 0 {
 		limit = DefaultBatchLimit
@@ -203,7 +126,7 @@ func (r *Reader) Batches(ctx context.Context, q BatchQuery) ([]BatchView, error)
 	filter := ""
 	if q.RunID != "" {
 		if err := contracts.ValidateID("run_id", q.RunID); err != nil {
-			return nil, &Error{Code: CodeInvalidRequest, Message: err.Error(), Status: http.StatusBadRequest, err: err}
+			return nil, &httpapi.Error{Code: httpapi.CodeInvalidRequest, Message: err.Error(), Status: http.StatusBadRequest, Err: err}
 		}
 		filter = q.RunID + ".*"
 	}
@@ -246,7 +169,7 @@ func (r *Reader) Batches(ctx context.Context, q BatchQuery) ([]BatchView, error)
 	if len(recs) > limit {
 		recs = recs[:limit]
 	}
-	out := make([]BatchView, len(recs))
+	out := make([]httpapi.BatchView, len(recs))
 	errs := make([]error, len(recs))
 	sem := make(chan struct{}, listParallelism)
 	var wg sync.WaitGroup
@@ -265,18 +188,18 @@ func (r *Reader) Batches(ctx context.Context, q BatchQuery) ([]BatchView, error)
 }
 
 // view joins a batch record with its call records.
-func (r *Reader) view(ctx context.Context, b *contracts.BatchRecord, full bool) (BatchView, error) {
+func (r *Reader) view(ctx context.Context, b *contracts.BatchRecord, full bool) (httpapi.BatchView, error) {
 	sub := &b.Submission
 	entries, err := r.calls.List(ctx, contracts.CallKeysOfBatch(sub.RunID, sub.Step))
 	if err != nil {
-		return BatchView{}, fmt.Errorf("api: call records of %s: %w", sub.BatchID(), err)
+		return httpapi.BatchView{}, fmt.Errorf("api: call records of %s: %w", sub.BatchID(), err)
 	}
-	v := BatchView{
+	v := httpapi.BatchView{
 		BatchID: sub.BatchID(), RunID: sub.RunID, ThreadID: sub.ThreadID, Step: sub.Step,
-		Phase: b.Phase, CreatedAt: b.CreatedAt, Metadata: sub.Metadata, Calls: make([]CallView, len(sub.Calls)),
+		Phase: b.Phase, CreatedAt: b.CreatedAt, Metadata: sub.Metadata, Calls: make([]httpapi.CallView, len(sub.Calls)),
 	}
 	for i, c := range sub.Calls {
-		cv := CallView{Index: i, CallID: c.CallID, ToolID: c.ToolID, OperationID: contracts.OperationID(sub.RunID, sub.Step, c.CallID),
+		cv := httpapi.CallView{Index: i, CallID: c.CallID, ToolID: c.ToolID, OperationID: contracts.OperationID(sub.RunID, sub.Step, c.CallID),
 			Phase: contracts.PhaseRequested, Timeline: []contracts.TimelineMark{}}
 		if full {
 			cv.Arguments = c.Arguments
@@ -292,7 +215,7 @@ func (r *Reader) view(ctx context.Context, b *contracts.BatchRecord, full bool) 
 	return v, nil
 }
 
-func fillCall(cv *CallView, rec *contracts.CallRecord, full bool) {
+func fillCall(cv *httpapi.CallView, rec *contracts.CallRecord, full bool) {
 	cv.Recorded = true
 	p := rec.Phase
 	cv.Phase = p.Kind

@@ -7,11 +7,11 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
-	"time"
 
 	"github.com/awaken-dev/awaken/internal/state"
 	"github.com/awaken-dev/awaken/pkg/client"
 	"github.com/awaken-dev/awaken/pkg/contracts"
+	"github.com/awaken-dev/awaken/pkg/httpapi"
 )
 
 // This file holds the operations every door shares (the micro endpoints and the HTTP api
@@ -33,7 +33,7 @@ func (s *Service) Tickets(ctx context.Context) ([]contracts.ResumeTicket, error)
 	return ts, nil
 }
 
-// Ticket returns the open ticket correlationID, or an *Error with code not_waiting and
+// Ticket returns the open ticket correlationID, or an *httpapi.Error with code not_waiting and
 // status 404 when no ticket is open under it.
 func (s *Service) Ticket(ctx context.Context, correlationID string) (contracts.ResumeTicket, error) {
 	if _, ok := parseCorrelation(correlationID); !ok {
@@ -49,8 +49,8 @@ func (s *Service) Ticket(ctx context.Context, correlationID string) (contracts.R
 	return t, nil
 }
 
-func notWaiting(corr string) *Error {
-	return &Error{Code: string(contracts.ResumeNotWaiting), Status: http.StatusNotFound,
+func notWaiting(corr string) *httpapi.Error {
+	return &httpapi.Error{Code: string(contracts.ResumeNotWaiting), Status: http.StatusNotFound,
 		Message: fmt.Sprintf("no ticket is open for correlation %q", corr)}
 }
 
@@ -74,7 +74,7 @@ type Decision struct {
 // "denied"). The command's identity (run, thread, snapshot) is copied from the committed
 // ticket; when the ticket is already gone it is taken from the batch record, so that the
 // gate — not the api — says why the ticket is not waiting (resolved, cleared by
-// cancellation, or expired). It returns the gate's resolution, or an *Error carrying the
+// cancellation, or expired). It returns the gate's resolution, or an *httpapi.Error carrying the
 // gate's refusal code (invalid_arguments, 422, for an edit that does not fit the tool:
 // the ticket stays open).
 //
@@ -82,7 +82,7 @@ type Decision struct {
 // resolution and refuses the others with not_waiting.
 func (s *Service) Decide(ctx context.Context, correlationID string, d Decision) (contracts.TicketResolution, error) {
 	if len(d.Text) > MaxTextLength {
-		return contracts.TicketResolution{}, apiErr(http.StatusBadRequest, CodeInvalidRequest, "note or reason is longer than %d bytes", MaxTextLength)
+		return contracts.TicketResolution{}, apiErr(http.StatusBadRequest, httpapi.CodeInvalidRequest, "note or reason is longer than %d bytes", MaxTextLength)
 	}
 	p := &contracts.PermissionDecision{Decision: contracts.DecisionDeny, Reason: d.Text}
 	edit := &contracts.PermissionDecision{Arguments: d.Arguments}
@@ -161,47 +161,30 @@ func (s *Service) send(ctx context.Context, cmd contracts.ResumeCommand, ticketK
 	case errors.As(err, &rr):
 		// The gate's message may repeat the code ("not_waiting: …"); the code has its own field.
 		msg := strings.TrimPrefix(rr.Message, rr.Code+": ")
-		return res, &Error{Code: rr.Code, Message: msg, Status: StatusForResumeCode(rr.Code, ticketKnown), err: err}
+		return res, &httpapi.Error{Code: rr.Code, Message: msg, Status: StatusForResumeCode(rr.Code, ticketKnown), Err: err}
 	case errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
-		return res, &Error{Code: CodeTimeout, Status: http.StatusGatewayTimeout, err: err,
+		return res, &httpapi.Error{Code: httpapi.CodeTimeout, Status: http.StatusGatewayTimeout, Err: err,
 			Message: fmt.Sprintf("the gate did not answer within %s; if the command was queued it will still be applied or refused — check the ticket", s.opts.ResolveTimeout)}
 	case ctx.Err() != nil:
-		return res, &Error{Code: CodeUnavailable, Status: http.StatusServiceUnavailable, err: err,
+		return res, &httpapi.Error{Code: httpapi.CodeUnavailable, Status: http.StatusServiceUnavailable, Err: err,
 			Message: "the request ended before the gate answered; if the command was queued it will still be applied or refused"}
 	}
 	return res, internalErr(err)
 }
-
-// CancelResult is the reply of a run cancellation: the run has ended.
-type CancelResult struct {
-	RunID string `json:"run_id"`
-	// Status is always "ended": the end is recorded, so no later batch of the run is
-	// accepted.
-	Status string `json:"status"`
-	// Reason is the run's end: cancelled, or the reason it had ended with before this
-	// cancellation (state_conflict, capability_bound), which it keeps.
-	Reason string `json:"reason"`
-	// Keys are the conflicting state keys of a state_conflict end.
-	Keys    []string  `json:"keys,omitempty"`
-	EndedAt time.Time `json:"ended_at"`
-}
-
-// StatusEnded is the status of every [CancelResult].
-const StatusEnded = "ended"
 
 // CancelRun cancels runID and answers once the run has durably ended: the gate recorded
 // the end on the run record — every later submission of the run is refused — sealed its
 // open batch (every unfinished call becomes Indeterminate "cancelled", tickets are cleared,
 // its results publish once) and announced io.awaken.run.ended.v1 — or the run record shows
 // the end, should the announcement be lost. The wait is bounded by ResolveTimeout; past it
-// the answer is [CodeCancelTimeout] (504). Cancelling a run twice, or a run with no open batch, is harmless
+// the answer is [httpapi.CodeCancelTimeout] (504). Cancelling a run twice, or a run with no open batch, is harmless
 // and answers the same.
-func (s *Service) CancelRun(ctx context.Context, runID, reason string) (CancelResult, error) {
+func (s *Service) CancelRun(ctx context.Context, runID, reason string) (httpapi.CancelResult, error) {
 	if err := contracts.ValidateID("run_id", runID); err != nil {
-		return CancelResult{}, &Error{Code: string(contracts.RejectInvalidID), Message: err.Error(), Status: http.StatusBadRequest, err: err}
+		return httpapi.CancelResult{}, &httpapi.Error{Code: string(contracts.RejectInvalidID), Message: err.Error(), Status: http.StatusBadRequest, Err: err}
 	}
 	if len(reason) > MaxTextLength {
-		return CancelResult{}, apiErr(http.StatusBadRequest, CodeInvalidRequest, "reason is longer than %d bytes", MaxTextLength)
+		return httpapi.CancelResult{}, apiErr(http.StatusBadRequest, httpapi.CodeInvalidRequest, "reason is longer than %d bytes", MaxTextLength)
 	}
 	if reason == "" {
 		reason = "cancelled by operator"
@@ -218,13 +201,13 @@ func (s *Service) CancelRun(ctx context.Context, runID, reason string) (CancelRe
 	}))
 	switch {
 	case err == nil:
-		return CancelResult{RunID: runID, Status: StatusEnded, Reason: ended.Reason, Keys: ended.Keys, EndedAt: ended.EndedAt}, nil
+		return httpapi.CancelResult{RunID: runID, Status: httpapi.StatusEnded, Reason: ended.Reason, Keys: ended.Keys, EndedAt: ended.EndedAt}, nil
 	case !errors.Is(err, client.ErrCancelPending):
-		return CancelResult{}, internalErr(err)
+		return httpapi.CancelResult{}, internalErr(err)
 	case ctx.Err() != nil:
-		return CancelResult{}, &Error{Code: CodeUnavailable, Status: http.StatusServiceUnavailable, err: err,
+		return httpapi.CancelResult{}, &httpapi.Error{Code: httpapi.CodeUnavailable, Status: http.StatusServiceUnavailable, Err: err,
 			Message: "the request ended before the run was seen ended; the cancel is stored and will still be applied"}
 	}
-	return CancelResult{}, &Error{Code: CodeCancelTimeout, Status: http.StatusGatewayTimeout, err: err,
+	return httpapi.CancelResult{}, &httpapi.Error{Code: httpapi.CodeCancelTimeout, Status: http.StatusGatewayTimeout, Err: err,
 		Message: fmt.Sprintf("the cancel of run %s is stored and will be applied, but the run was not seen ended within %s; sending it again is harmless", runID, s.opts.ResolveTimeout)}
 }

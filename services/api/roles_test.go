@@ -19,6 +19,7 @@ import (
 	"github.com/awaken-dev/awaken/internal/cli"
 	"github.com/awaken-dev/awaken/internal/servicetest"
 	"github.com/awaken-dev/awaken/pkg/contracts"
+	"github.com/awaken-dev/awaken/pkg/httpapi"
 	"github.com/awaken-dev/awaken/services/api"
 )
 
@@ -92,7 +93,7 @@ func TestTokenRolesPerRoute(t *testing.T) {
 			}
 			r := h.do(rt.method, rt.path, rt.body, tok(token))
 			switch {
-			case !may && (r.status != http.StatusForbidden || r.apiError(t).Code != api.CodeMissingRole):
+			case !may && (r.status != http.StatusForbidden || r.apiError(t).Code != httpapi.CodeMissingRole):
 				t.Errorf("%s → %s %s: %d %s, want 403 missing_role", token, rt.method, rt.path, r.status, r.body)
 			case may && r.status == http.StatusForbidden:
 				t.Errorf("%s → %s %s: 403 %s, want it allowed", token, rt.method, rt.path, r.body)
@@ -110,7 +111,7 @@ func TestTokenRolesPerRoute(t *testing.T) {
 		"viewer": "viewer", "approver": "viewer,approver", "operator": "operator", "submitter": "submitter",
 		"legacy": "viewer,approver,operator,submitter", "single": "viewer,approver,operator,submitter",
 	} {
-		var s api.Session
+		var s httpapi.Session
 		h.do("GET", "/v1/session", "", tok(name)).json(t, &s)
 		got := make([]string, len(s.Roles))
 		for i, r := range s.Roles {
@@ -144,7 +145,7 @@ func TestLoadTokensRoles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(tokens) != 2 || roles["alice"] != api.RolesOf(api.RoleApprover, api.RoleViewer) {
+	if len(tokens) != 2 || roles["alice"] != api.RolesOf(httpapi.RoleApprover, httpapi.RoleViewer) {
 		t.Fatalf("tokens %v roles %v", tokens, roles)
 	}
 	if _, ok := roles["bob"]; ok {
@@ -423,20 +424,20 @@ func TestMicroApprovalsCountNATSUsers(t *testing.T) {
 	h := newHarness(t, api.Options{})
 	tk := h.parkTwo("run-micro-two")
 	short := func(digest string) []byte {
-		return mustJSON(api.ShortDecision{CorrelationID: tk.CorrelationID, Decision: contracts.DecisionAllow, ArgumentsDigest: digest})
+		return mustJSON(httpapi.ShortDecision{CorrelationID: tk.CorrelationID, Decision: contracts.DecisionAllow, ArgumentsDigest: digest})
 	}
 	var res contracts.TicketResolution
-	okJSON(t, h.microRequest(api.EndpointTicketsResolve+".alice", short("")), &res)
+	okJSON(t, h.microRequest(httpapi.EndpointTicketsResolve+".alice", short("")), &res)
 	if res.Code != contracts.ResolvedApprovalRecorded || res.Actor != "nats:alice" || res.Approvals != 1 {
 		t.Fatalf("alice's approval: %+v, want approval_recorded by nats:alice", res)
 	}
-	if code, status := microErr(t, h.microRequest(api.EndpointTicketsResolve+".alice", short(""))); code != string(contracts.ResumeDuplicateApprover) || status != http.StatusConflict {
+	if code, status := microErr(t, h.microRequest(httpapi.EndpointTicketsResolve+".alice", short(""))); code != string(contracts.ResumeDuplicateApprover) || status != http.StatusConflict {
 		t.Fatalf("alice again: %s %d, want duplicate_approver 409", code, status)
 	}
-	if code, _ := microErr(t, h.microRequest(api.EndpointTicketsResolve+".bob", short("sha256:stale"))); code != string(contracts.ResumeDigestMismatch) {
+	if code, _ := microErr(t, h.microRequest(httpapi.EndpointTicketsResolve+".bob", short("sha256:stale"))); code != string(contracts.ResumeDigestMismatch) {
 		t.Fatalf("a stale digest: %s, want digest_mismatch", code)
 	}
-	okJSON(t, h.microRequest(api.EndpointTicketsResolve+".bob", short(tk.ArgumentsDigest)), &res)
+	okJSON(t, h.microRequest(httpapi.EndpointTicketsResolve+".bob", short(tk.ArgumentsDigest)), &res)
 	if res.Code != "approved" || res.Actor != "nats:bob" || res.Approvals != 2 {
 		t.Fatalf("bob's approval: %+v, want approved by nats:bob with 2 approvals", res)
 	}

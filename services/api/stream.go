@@ -16,6 +16,7 @@ import (
 
 	"github.com/awaken-dev/awaken/internal/pipeline"
 	"github.com/awaken-dev/awaken/pkg/contracts"
+	"github.com/awaken-dev/awaken/pkg/httpapi"
 )
 
 // Server-sent events of GET /v1/stream. Each event names what changed; the payloads are
@@ -309,7 +310,7 @@ func (s *Service) serveStream(w http.ResponseWriter, r *http.Request) {
 	sub, err := s.hub.subscribe()
 	if err != nil {
 		if errors.Is(err, errTooManyStreams) || s.streams.Err() != nil {
-			s.writeError(w, r, apiErr(http.StatusServiceUnavailable, CodeUnavailable, "%v", err))
+			s.writeError(w, r, apiErr(http.StatusServiceUnavailable, httpapi.CodeUnavailable, "%v", err))
 			return
 		}
 		s.writeError(w, r, internalErr(err))

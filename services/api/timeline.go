@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/awaken-dev/awaken/pkg/contracts"
+	"github.com/awaken-dev/awaken/pkg/httpapi"
 )
 
 // maxOutcomeText bounds the output text shown per call in a timeline.
@@ -21,7 +22,7 @@ const maxOutcomeText = 72
 // with its phase and outcome, then every committed stage of every call with its time and
 // its offset from the batch's creation. Tool- and model-authored text is shown with control
 // characters escaped, so an output cannot move the cursor or recolour the terminal.
-func WriteTimeline(w io.Writer, b BatchView) error {
+func WriteTimeline(w io.Writer, b httpapi.BatchView) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	p := func(format string, args ...any) { fmt.Fprintf(tw, format, args...) }
 	p("batch\t%s\n", b.BatchID)
@@ -57,7 +58,7 @@ func WriteTimeline(w io.Writer, b BatchView) error {
 // deciderText says who resolved the call's ticket — "alice (claimed)" for an actor no
 // door authenticated — and whether the approval edited the arguments ("-" for a call no
 // ticket held).
-func deciderText(c CallView) string {
+func deciderText(c httpapi.CallView) string {
 	if c.Actor == "" && !c.ActorClaimed {
 		return "-"
 	}
@@ -68,7 +69,7 @@ func deciderText(c CallView) string {
 	return s
 }
 
-func phaseText(c CallView) string {
+func phaseText(c httpapi.CallView) string {
 	switch {
 	case c.Phase == "Executing" && c.Attempt > 0:
 		return fmt.Sprintf("Executing (attempt %d)", c.Attempt)
@@ -78,7 +79,7 @@ func phaseText(c CallView) string {
 	return string(c.Phase)
 }
 
-func outcomeText(c CallView) string {
+func outcomeText(c httpapi.CallView) string {
 	if c.Outcome == "" {
 		return "-"
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/awaken-dev/awaken/internal/cli"
 	"github.com/awaken-dev/awaken/pkg/contracts"
+	"github.com/awaken-dev/awaken/pkg/httpapi"
 	"github.com/awaken-dev/awaken/services/api"
 )
 
@@ -20,10 +21,10 @@ import (
 func TestWriteTimeline(t *testing.T) {
 	t0 := time.Date(2026, 1, 2, 10, 0, 0, 0, time.UTC)
 	out := contracts.ErrorOutput("c2", "blocked: \x1b[31mred\nline\u202e")
-	b := api.BatchView{
+	b := httpapi.BatchView{
 		BatchID: "tool-batch:run-1:3", RunID: "run-1", ThreadID: "thread-1", Step: 3,
 		Phase: contracts.BatchPhaseOpen, CreatedAt: t0, Terminal: 2,
-		Calls: []api.CallView{
+		Calls: []httpapi.CallView{
 			{Index: 0, CallID: "c1", ToolID: "echo", Phase: contracts.PhaseCompleted, Recorded: true, Outcome: contracts.OutcomeCompleted,
 				Actor: "alice", Edited: true, Arguments: json.RawMessage(`{"text":"hi"}`), ProposedArguments: json.RawMessage(`{"text":"rm -rf"}`),
 				Output:   &contracts.ToolOutput{CallID: "c1", Content: []contracts.ContentBlock{{Type: contracts.BlockText, Text: "hi"}}},

@@ -16,11 +16,8 @@ import (
 	"github.com/awaken-dev/awaken/internal/bus"
 	"github.com/awaken-dev/awaken/internal/config"
 	"github.com/awaken-dev/awaken/pkg/contracts"
+	"github.com/awaken-dev/awaken/pkg/httpapi"
 )
-
-// EndpointToolsList is the tool catalog. Request body: empty or a
-// contracts.ToolsRequest ({"format","agent_tools"}). Reply: the catalog in that format.
-const EndpointToolsList = "tools.list"
 
 // emptyParameters is the schema of a tool nothing describes: an object, any properties.
 var emptyParameters = json.RawMessage(`{"properties":{},"type":"object"}`)
@@ -39,7 +36,7 @@ func (s *Service) Catalog(ctx context.Context) ([]contracts.CatalogTool, error) 
 	}
 	pauses, err := s.env.ToolPauses(ctx)
 	if err != nil {
-		return nil, apiErr(http.StatusServiceUnavailable, CodeUnavailable, "%v", err)
+		return nil, apiErr(http.StatusServiceUnavailable, httpapi.CodeUnavailable, "%v", err)
 	}
 	cfg := s.env.Config
 	out := make([]contracts.CatalogTool, 0, len(cfg.Tools))
@@ -96,14 +93,14 @@ func (s *Service) publishedDescriptors(ctx context.Context, target contracts.Too
 		if errors.Is(err, jetstream.ErrBucketNotFound) {
 			return out, nil
 		}
-		return nil, apiErr(http.StatusServiceUnavailable, CodeUnavailable, "tools bucket: %v", err)
+		return nil, apiErr(http.StatusServiceUnavailable, httpapi.CodeUnavailable, "tools bucket: %v", err)
 	}
 	e, err := kv.Get(ctx, contracts.ToolDescriptorsKey(target))
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return out, nil
 	}
 	if err != nil {
-		return nil, apiErr(http.StatusServiceUnavailable, CodeUnavailable, "tool descriptors: %v", err)
+		return nil, apiErr(http.StatusServiceUnavailable, httpapi.CodeUnavailable, "tool descriptors: %v", err)
 	}
 	descs, err := bus.Decode[[]contracts.ToolDescriptor](e.Value())
 	if err != nil {
@@ -134,7 +131,7 @@ func (s *Service) toolsDocument(ctx context.Context, req contracts.ToolsRequest)
 	}
 	doc, err := contracts.RenderCatalogFor(contracts.NarrowCatalog(tools, req.AgentTools), req)
 	if err != nil {
-		return nil, apiErr(http.StatusBadRequest, CodeInvalidRequest, "%v", err)
+		return nil, apiErr(http.StatusBadRequest, httpapi.CodeInvalidRequest, "%v", err)
 	}
 	return doc, nil
 }
@@ -146,7 +143,7 @@ func (s *Service) httpTools(w http.ResponseWriter, r *http.Request) {
 	if q.Has("strict") {
 		strict, err := strconv.ParseBool(q.Get("strict"))
 		if err != nil {
-			s.writeError(w, r, apiErr(http.StatusBadRequest, CodeInvalidRequest, "strict %q is not true or false", q.Get("strict")))
+			s.writeError(w, r, apiErr(http.StatusBadRequest, httpapi.CodeInvalidRequest, "strict %q is not true or false", q.Get("strict")))
 			return
 		}
 		req.Strict = strict
@@ -172,7 +169,7 @@ func (s *Service) microToolsList(ctx context.Context, req micro.Request) (any, e
 	var tr contracts.ToolsRequest
 	if data := strings.TrimSpace(string(req.Data())); data != "" {
 		if err := json.Unmarshal([]byte(data), &tr); err != nil {
-			return nil, apiErr(http.StatusBadRequest, CodeInvalidRequest, "%v", fmt.Errorf("tools request: %w", err))
+			return nil, apiErr(http.StatusBadRequest, httpapi.CodeInvalidRequest, "%v", fmt.Errorf("tools request: %w", err))
 		}
 	}
 	return s.toolsDocument(ctx, tr)
@@ -189,7 +186,7 @@ func (s *Service) PauseTool(ctx context.Context, toolID, reason, actor string) (
 		return contracts.ToolPauseState{}, err
 	}
 	if len(reason) > contracts.MaxPauseReasonLength {
-		return contracts.ToolPauseState{}, apiErr(http.StatusBadRequest, CodeInvalidRequest, "reason is longer than %d bytes", contracts.MaxPauseReasonLength)
+		return contracts.ToolPauseState{}, apiErr(http.StatusBadRequest, httpapi.CodeInvalidRequest, "reason is longer than %d bytes", contracts.MaxPauseReasonLength)
 	}
 	p := contracts.ToolPause{ToolID: toolID, Reason: reason, Actor: actor, PausedAt: s.env.Now()}
 	data, err := json.Marshal(p)
@@ -198,7 +195,7 @@ func (s *Service) PauseTool(ctx context.Context, toolID, reason, actor string) (
 	}
 	rev, err := kv.Put(ctx, key, data)
 	if err != nil {
-		return contracts.ToolPauseState{}, apiErr(http.StatusServiceUnavailable, CodeUnavailable, "store the pause: %v", err)
+		return contracts.ToolPauseState{}, apiErr(http.StatusServiceUnavailable, httpapi.CodeUnavailable, "store the pause: %v", err)
 	}
 	if err := s.auditPause(ctx, rev, contracts.ToolPauseAudit{ToolID: toolID, Action: contracts.ToolPauseActionPause,
 		Reason: reason, Actor: actor, At: p.PausedAt}); err != nil {
@@ -220,13 +217,13 @@ func (s *Service) ResumeTool(ctx context.Context, toolID, actor string) (contrac
 	// pause's write must not make a resume a silent no-op.
 	p, err := s.env.ToolPaused(ctx, toolID)
 	if err != nil {
-		return contracts.ToolPauseState{}, apiErr(http.StatusServiceUnavailable, CodeUnavailable, "read the pause: %v", err)
+		return contracts.ToolPauseState{}, apiErr(http.StatusServiceUnavailable, httpapi.CodeUnavailable, "read the pause: %v", err)
 	}
 	if p == nil {
 		return contracts.ToolPauseState{ToolID: toolID}, nil
 	}
 	if err := kv.Delete(ctx, key); err != nil {
-		return contracts.ToolPauseState{}, apiErr(http.StatusServiceUnavailable, CodeUnavailable, "lift the pause: %v", err)
+		return contracts.ToolPauseState{}, apiErr(http.StatusServiceUnavailable, httpapi.CodeUnavailable, "lift the pause: %v", err)
 	}
 	// The audit id names the pause it lifts (its time), so a retried publish of this
 	// resume is deduplicated and a later pause's resume is not.
@@ -241,14 +238,14 @@ func (s *Service) ResumeTool(ctx context.Context, toolID, actor string) (contrac
 // pauseTarget checks that the configuration knows toolID and binds the pauses bucket.
 func (s *Service) pauseTarget(ctx context.Context, toolID string) (jetstream.KeyValue, string, error) {
 	if err := contracts.ValidateToolID(toolID); err != nil {
-		return nil, "", apiErr(http.StatusBadRequest, CodeInvalidRequest, "%v", err)
+		return nil, "", apiErr(http.StatusBadRequest, httpapi.CodeInvalidRequest, "%v", err)
 	}
 	if _, ok := s.env.Config.Tool(toolID); !ok {
-		return nil, "", apiErr(http.StatusNotFound, CodeNotFound, "no tool %q is configured", toolID)
+		return nil, "", apiErr(http.StatusNotFound, httpapi.CodeNotFound, "no tool %q is configured", toolID)
 	}
 	kv, err := s.env.JS.KeyValue(ctx, s.env.Names.ToolPausesBucket())
 	if err != nil {
-		return nil, "", apiErr(http.StatusServiceUnavailable, CodeUnavailable,
+		return nil, "", apiErr(http.StatusServiceUnavailable, httpapi.CodeUnavailable,
 			"tool pauses bucket (run `awaken setup` to create it): %v", err)
 	}
 	return kv, contracts.ToolPauseKey(toolID), nil
@@ -264,7 +261,7 @@ func (s *Service) auditPause(ctx context.Context, seq uint64, rec contracts.Tool
 		return err
 	}
 	if _, err := s.env.Pub.Publish(ctx, s.env.Names.ToolPauseAuditSubject(), ev); err != nil {
-		return apiErr(http.StatusServiceUnavailable, CodeUnavailable, "the tool was %sd but its audit record failed (repeat the request): %v", rec.Action, err)
+		return apiErr(http.StatusServiceUnavailable, httpapi.CodeUnavailable, "the tool was %sd but its audit record failed (repeat the request): %v", rec.Action, err)
 	}
 	return nil
 }

@@ -1,0 +1,2 @@
+// Package schemas is the schema generator's place; its own file keeps the rules.
+package schemas
