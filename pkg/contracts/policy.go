@@ -72,10 +72,10 @@ type PolicyDecision struct {
 //     peer systems asked for exactly this change: bypass skips confirmations, never an
 //     explicit deny.
 //  3. Among matching allow, ask and schedule rules, the one with strictly greater
-//     [toolpattern.Specificity] replaces the one kept so far, so on a tie the first rule wins. The kept
-//     rule decides: allow ⇒ Allow; ask ⇒ RequireConfirmation with the caller's correlation
-//     id and the rule's Timeout; schedule ⇒ Schedule with the correlation id and the rule's
-//     Delay.
+//     [toolpattern.Specificity] replaces the one kept so far, so on a tie the first rule
+//     wins. The kept rule decides: allow ⇒ Allow; ask ⇒ RequireConfirmation with the
+//     caller's correlation id and the rule's Timeout; schedule ⇒ Schedule with the
+//     correlation id and the rule's Delay.
 //  4. No rule matched: mode plan denies (plan fails closed, whatever default_behavior
 //     says); modes default and acceptEdits apply default_behavior (ask carries no timeout).
 //
