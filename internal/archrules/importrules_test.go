@@ -14,7 +14,12 @@ const module = "github.com/awaken-dev/awaken"
 
 // violations lists every import of the tree at root (laid out like the module) that
 // breaks a structural rule:
-//   - a non-test file of pkg/contracts imports something outside the standard library;
+//   - a non-test file of pkg/contracts imports something other than the standard library
+//     and the packages under pkg/contracts (pkg/contracts/toolpattern, …), and a non-test
+//     file of a package under pkg/contracts imports anything outside the standard library:
+//     the vocabulary is split by subject, but whoever imports it still pulls in nothing
+//     but the standard library, so every subpackage is a standard-library-only leaf and
+//     pkg/contracts may lean on it;
 //   - a non-test file of a pkg/ package imports internal/bus: the public packages serve other
 //     modules, and the broker plumbing they would drag along is ours to change;
 //   - a non-test file of a pkg/ package imports a package under services/: a public package
@@ -65,8 +70,15 @@ func violations(t *testing.T, root string) []string {
 		}
 		if rel == "pkg/contracts" {
 			for _, imp := range pkg.Imports {
+				if !isStandard(imp) && !strings.HasPrefix(imp, module+"/pkg/contracts/") {
+					out = append(out, rel+" imports "+imp+" (only the standard library and the leaves under pkg/contracts are allowed)")
+				}
+			}
+		}
+		if strings.HasPrefix(rel, "pkg/contracts/") {
+			for _, imp := range pkg.Imports {
 				if !isStandard(imp) {
-					out = append(out, rel+" imports "+imp+" (only the standard library is allowed)")
+					out = append(out, rel+" imports "+imp+" (a package under pkg/contracts is a leaf: the standard library only)")
 				}
 			}
 		}
@@ -170,7 +182,10 @@ func TestTheCheckFindsBrokenRules(t *testing.T) {
 		"internal/render imports " + module + "/services/beta (only cmd/, internal/app, internal/cli and internal/devstack run service code)",
 		"internal/schemas imports " + module + "/services/alpha (the schemas derive from public types, tests included)",
 		"pkg/client imports " + module + "/internal/bus (public packages keep off the bus internals)",
-		"pkg/contracts imports github.com/nats-io/nats.go (only the standard library is allowed)",
+		"pkg/contracts imports " + module + "/internal/jsonschema (only the standard library and the leaves under pkg/contracts are allowed)",
+		"pkg/contracts imports github.com/nats-io/nats.go (only the standard library and the leaves under pkg/contracts are allowed)",
+		"pkg/contracts/heavy imports " + module + "/pkg/contracts (a package under pkg/contracts is a leaf: the standard library only)",
+		"pkg/contracts/heavy imports github.com/santhosh-tekuri/jsonschema/v6 (a package under pkg/contracts is a leaf: the standard library only)",
 		"pkg/executor imports " + module + "/services/alpha (public packages are not built on service code)",
 		"pkg/executor/tool imports " + module + "/internal/config (the tool vocabulary is a leaf: pkg/contracts and internal/toolctx only)",
 		"services/alpha imports " + module + "/services/beta (services never import each other)",

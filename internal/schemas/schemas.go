@@ -6,7 +6,7 @@
 // docs/asyncapi.yaml names other subjects or event types than the code, and when
 // docs/protocol.md misses a subject, an event type or a code.
 //
-// The schemas are derived by [contracts.SchemaOfType] (the builder that also derives tool
+// The schemas are derived by [typeschema.OfType] (the builder that also derives tool
 // argument schemas), with these additions:
 //   - a named type listed in [Documents] is its own file, referenced by "$ref" elsewhere
 //     (which also makes recursive types such as content blocks expressible);
@@ -32,7 +32,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/awaken-dev/awaken/pkg/contracts"
+	"github.com/awaken-dev/awaken/pkg/contracts/typeschema"
 )
 
 // Dialect is the JSON Schema draft of every generated document.
@@ -113,7 +113,7 @@ func generate(d Document, byType map[reflect.Type]Document, src *sources) ([]byt
 		}
 		return nil, false
 	}
-	m, err := contracts.SchemaOfType(d.Type, contracts.SchemaOptions{Override: override, TagKey: d.TagKey})
+	m, err := typeschema.OfType(d.Type, typeschema.Options{Override: override, TagKey: d.TagKey})
 	if err != nil {
 		return nil, fmt.Errorf("schemas: %s: %w", d.File, err)
 	}

@@ -19,7 +19,7 @@ func bindReconcile[A, O any](t tool.Tool[A, O]) reconcileBinder {
 		return nil
 	}
 	return func(raw json.RawMessage) (func(ctx context.Context) (contracts.Reconciled, error), error) {
-		args, err := contracts.DecodeArguments[A](raw)
+		args, err := decodeArguments[A](raw)
 		if err != nil {
 			return nil, err
 		}

@@ -62,7 +62,7 @@ func NewRegistry() *Registry { return &Registry{tools: map[string]*entry{}} }
 
 // Register adds a typed tool. It is the one adapter every typed tool goes through: the
 // descriptor is derived from A with contracts.DescriptorFor, and arguments are decoded
-// with contracts.DecodeArguments[A] (strict: unknown fields, wrong types and missing
+// with decodeArguments[A], checked against that descriptor's schema (strict: unknown fields, wrong types and missing
 // required fields are "invalid tool arguments: …"; null arguments mean {}).
 func Register[A, O any](r *Registry, t tool.Tool[A, O]) error {
 	if t == nil {
@@ -82,7 +82,7 @@ func Register[A, O any](r *Registry, t tool.Tool[A, O]) error {
 		capability: capability,
 		reconcile:  bindReconcile(t),
 		bind: func(raw json.RawMessage) (body, error) {
-			args, err := contracts.DecodeArguments[A](raw)
+			args, err := decodeArguments[A](raw)
 			if err != nil {
 				return nil, err
 			}

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/awaken-dev/awaken/pkg/contracts/typeschema"
 )
 
 // This file is the tool descriptor: what a tool registers (id, kind, description,
@@ -24,10 +26,6 @@ var (
 	// ErrInvalidDescriptor is wrapped by every failure of [ToolDescriptor.Validate] and
 	// [NormalizeParameters].
 	ErrInvalidDescriptor = errors.New("invalid tool descriptor")
-	// ErrUnsupportedSchema is wrapped when a Go type cannot be described by an inlined
-	// JSON Schema (channels, functions, recursive types, non-string map keys, types with a
-	// custom UnmarshalJSON that do not implement [SchemaProvider], malformed tags).
-	ErrUnsupportedSchema = errors.New("cannot derive a JSON schema")
 )
 
 // ValidateToolID checks a tool id: 1 to [MaxToolIDLength] bytes of valid UTF-8 without
@@ -92,22 +90,16 @@ type ToolInfo interface {
 	ToolDescription() string
 }
 
-// SchemaProvider lets a type describe itself when reflection cannot (for example a type
-// with a custom UnmarshalJSON). JSONSchema must return a JSON object; it is inlined as is,
-// and values of the type are checked only by decoding.
-type SchemaProvider interface {
-	JSONSchema() json.RawMessage
-}
-
 // DescriptorFor derives the descriptor of a typed tool whose arguments are T: the schema
-// comes from T by reflection (see [SchemaFor]), the kind is regular and the recovery
+// comes from T by reflection (see [typeschema.For]; a type it cannot describe is an error
+// wrapping [typeschema.ErrUnsupported]), the kind is regular and the recovery
 // policy the default; adjust them with [ToolDescriptor.WithKind] and
 // [ToolDescriptor.WithRecoveryPolicy].
 func DescriptorFor[T any](id, description string) (ToolDescriptor, error) {
 	if err := ValidateToolID(id); err != nil {
 		return ToolDescriptor{}, fmt.Errorf("%w: %w", ErrInvalidDescriptor, err)
 	}
-	schema, err := SchemaFor[T]()
+	schema, err := typeschema.For[T]()
 	if err != nil {
 		return ToolDescriptor{}, fmt.Errorf("%w: tool %s: %w", ErrInvalidDescriptor, id, err)
 	}
@@ -209,4 +201,16 @@ func NormalizeParameters(raw json.RawMessage) (json.RawMessage, error) {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidDescriptor, err)
 	}
 	return out, nil
+}
+
+// marshalNoHTMLEscape marshals v without escaping <, > and &: a schema's descriptions and
+// patterns reach the model as written.
+func marshalNoHTMLEscape(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/awaken-dev/awaken/pkg/contracts/typeschema"
 )
 
 func TestDescriptorOfTypedTool(t *testing.T) {
@@ -13,7 +15,7 @@ func TestDescriptorOfTypedTool(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	schema, _ := SchemaFor[sampleToolArgs]()
+	schema, _ := typeschema.For[sampleToolArgs]()
 	if d.ID != "search" || d.Description != "Search the corpus." || d.Kind != KindRegular ||
 		d.RecoveryPolicy != DefaultRecoveryPolicy() || !bytes.Equal(d.Parameters, schema) {
 		t.Fatalf("descriptor = %+v", d)
@@ -28,7 +30,7 @@ func TestDescriptorOfTypedTool(t *testing.T) {
 	if _, err := DescriptorFor[sampleToolArgs]("bad\x00id", "x"); !errors.Is(err, ErrInvalidDescriptor) || !errors.Is(err, ErrInvalidToolID) {
 		t.Fatalf("bad id accepted: %v", err)
 	}
-	if _, err := DescriptorFor[recursiveArgs]("r", "x"); !errors.Is(err, ErrUnsupportedSchema) {
+	if _, err := DescriptorFor[recursiveArgs]("r", "x"); !errors.Is(err, typeschema.ErrUnsupported) {
 		t.Fatalf("recursive type accepted: %v", err)
 	}
 }

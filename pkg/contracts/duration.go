@@ -33,6 +33,12 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
+// JSONSchema describes d in a derived schema (see typeschema.Provider) as the duration
+// string it is written as; without it the custom UnmarshalJSON would make the type one that
+// reflection refuses to describe. (UnmarshalJSON also takes milliseconds, but the schema a
+// model sees offers only the string.)
+func (Duration) JSONSchema() json.RawMessage { return json.RawMessage(`{"type":"string"}`) }
+
 // MarshalText writes d as a duration string (YAML and text encoders).
 func (d Duration) MarshalText() ([]byte, error) { return []byte(d.String()), nil }
 

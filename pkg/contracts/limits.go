@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/awaken-dev/awaken/pkg/contracts/toolpattern"
 )
 
 // MaxRateWaitWindows is how many windows past its own a call over a rate limit with
@@ -112,7 +114,7 @@ type Limit struct {
 	Kind   LimitKind
 	Key    string
 	label  string
-	tools  []ToolPattern
+	tools  []toolpattern.Pattern
 	N      int           // count and rate
 	Window time.Duration // rate; budget (0: no window)
 	Amount float64       // budget
@@ -152,7 +154,7 @@ func compileLimits(cfgs []LimitConfig) ([]Limit, error) {
 			return nil, bad("tools", "at least one tool pattern is needed")
 		}
 		for k, t := range c.Tools {
-			pat, err := ParseToolPattern(t)
+			pat, err := toolpattern.Parse(t)
 			if err != nil {
 				return nil, &PolicyError{Field: fmt.Sprintf("%s.tools[%d]", field, k), Msg: err.Error(), Err: err}
 			}
@@ -273,22 +275,22 @@ func (p *Policy) Limits() []Limit {
 // Matches reports whether call is of a tool the limit applies to (a pattern that looks
 // at arguments matches only a call whose arguments are a JSON object it matches).
 func (l *Limit) Matches(call ToolCall) bool {
-	var args *callArgs
+	var args *toolpattern.Args
 	for _, pat := range l.tools {
-		if !pat.matchesTool(call.ToolID) {
+		if !pat.MatchesTool(call.ToolID) {
 			continue
 		}
-		if pat.args == argsAny {
+		if !pat.LooksAtArgs() {
 			return true
 		}
 		if args == nil {
-			a, err := decodeCallArgs(call.Arguments)
+			a, err := toolpattern.DecodeArgs(call.Arguments)
 			if err != nil {
 				return false
 			}
 			args = a
 		}
-		if pat.matchesArgs(args) {
+		if pat.MatchesArgs(args) {
 			return true
 		}
 	}
@@ -299,7 +301,7 @@ func (l *Limit) Matches(call ToolCall) bool {
 // arguments (configuration checks use it: a budget needs a cost on every such tool).
 func (l *Limit) MatchesTool(toolID string) bool {
 	for _, pat := range l.tools {
-		if pat.matchesTool(toolID) {
+		if pat.MatchesTool(toolID) {
 			return true
 		}
 	}

@@ -3,6 +3,8 @@ package contracts
 import (
 	"fmt"
 	"strconv"
+
+	"github.com/awaken-dev/awaken/pkg/contracts/toolpattern"
 )
 
 // MaxPolicyRules bounds the rules of one policy. Per-run policies arrive inside submissions,
@@ -13,7 +15,7 @@ const MaxPolicyRules = 1024
 // PolicyError reports a [PolicyConfig] that does not compile. Field is the path of the
 // offending field in the configuration ("default_behavior", "mode", "rules[2].pattern",
 // "rules[0].delay", ...). Err is the underlying error when there is one (a
-// [*PatternError] for a bad pattern), so errors.As can reach it.
+// [*toolpattern.Error] for a bad pattern), so errors.As can reach it.
 type PolicyError struct {
 	Field string
 	Msg   string
@@ -70,10 +72,10 @@ type PolicyDecision struct {
 //     peer systems asked for exactly this change: bypass skips confirmations, never an
 //     explicit deny.
 //  3. Among matching allow, ask and schedule rules, the one with strictly greater
-//     [Specificity] replaces the one kept so far, so on a tie the first rule wins. The kept
-//     rule decides: allow ⇒ Allow; ask ⇒ RequireConfirmation with the caller's correlation
-//     id and the rule's Timeout; schedule ⇒ Schedule with the correlation id and the rule's
-//     Delay.
+//     [toolpattern.Specificity] replaces the one kept so far, so on a tie the first rule
+//     wins. The kept rule decides: allow ⇒ Allow; ask ⇒ RequireConfirmation with the
+//     caller's correlation id and the rule's Timeout; schedule ⇒ Schedule with the
+//     correlation id and the rule's Delay.
 //  4. No rule matched: mode plan denies (plan fails closed, whatever default_behavior
 //     says); modes default and acceptEdits apply default_behavior (ask carries no timeout).
 //
@@ -104,8 +106,8 @@ type Policy struct {
 }
 
 type policyRule struct {
-	pattern  ToolPattern
-	spec     Specificity
+	pattern  toolpattern.Pattern
+	spec     toolpattern.Specificity
 	behavior PolicyBehavior
 	delay    Duration
 	timeout  Duration
@@ -158,7 +160,7 @@ func CompilePolicy(cfg PolicyConfig) (*Policy, error) {
 	p.rules = make([]policyRule, 0, len(cfg.Rules))
 	for i, r := range cfg.Rules {
 		field := "rules[" + strconv.Itoa(i) + "]"
-		pat, err := ParseToolPattern(r.Pattern)
+		pat, err := toolpattern.Parse(r.Pattern)
 		if err != nil {
 			return nil, &PolicyError{Field: field + ".pattern", Msg: err.Error(), Err: err}
 		}
@@ -291,20 +293,20 @@ func (p *Policy) ShadowDecisions(call ToolCall, correlationID string, fallback P
 		return nil
 	}
 	var out []ShadowDecision
-	var args *callArgs
+	var args *toolpattern.Args
 	for i := range p.rules {
 		r := &p.rules[i]
-		if !r.shadow || !r.pattern.matchesTool(call.ToolID) {
+		if !r.shadow || !r.pattern.MatchesTool(call.ToolID) {
 			continue
 		}
 		if args == nil {
-			a, err := decodeCallArgs(call.Arguments)
+			a, err := toolpattern.DecodeArgs(call.Arguments)
 			if err != nil {
 				return nil
 			}
 			args = a
 		}
-		if !r.pattern.matchesArgs(args) {
+		if !r.pattern.MatchesArgs(args) {
 			continue
 		}
 		out = append(out, ShadowDecision{RuleIndex: i, Pattern: r.source, Decision: p.explain(call, correlationID, fallback, i)})
@@ -344,25 +346,25 @@ func (p *Policy) explain(call ToolCall, correlationID string, fallback PolicyBeh
 	}
 
 	// Decode the arguments once, and only if some rule that names this tool looks at them.
-	var args *callArgs
+	var args *toolpattern.Args
 	best := -1
 	for i := range p.rules {
 		r := &p.rules[i]
 		if r.shadow && i != promote {
 			continue
 		}
-		if !r.pattern.matchesTool(call.ToolID) {
+		if !r.pattern.MatchesTool(call.ToolID) {
 			continue
 		}
-		if r.pattern.args != argsAny {
+		if r.pattern.LooksAtArgs() {
 			if args == nil {
-				a, err := decodeCallArgs(call.Arguments)
+				a, err := toolpattern.DecodeArgs(call.Arguments)
 				if err != nil {
 					return deny(BasisInvalidArguments, -1, denyReason+": arguments are not valid JSON")
 				}
 				args = a
 			}
-			if !r.pattern.matchesArgs(args) {
+			if !r.pattern.MatchesArgs(args) {
 				continue
 			}
 		}
@@ -373,7 +375,7 @@ func (p *Policy) explain(call ToolCall, correlationID string, fallback PolicyBeh
 			best = i
 		}
 	}
-	if args == nil && !validCallArgs(call.Arguments) {
+	if args == nil && !toolpattern.ValidArgs(call.Arguments) {
 		// No rule needed the arguments, but a call with broken arguments is never allowed.
 		return deny(BasisInvalidArguments, -1, denyReason+": arguments are not valid JSON")
 	}

@@ -6,6 +6,8 @@ import (
 	"reflect"
 	"testing"
 	"time"
+
+	"github.com/awaken-dev/awaken/pkg/contracts/toolpattern"
 )
 
 var fuzzPatternSeeds = []string{
@@ -23,7 +25,7 @@ var fuzzPatternSeeds = []string{
 	"tool_[z-a]", "Bash\xff", "Bash(((", "Bash(a))", `T(a.b.c.d[1][2][*].*.e != "\\\"")`,
 }
 
-// FuzzParseToolPattern: parsing never panics; a rejection is a *PatternError for the input
+// FuzzParseToolPattern: parsing never panics; a rejection is a *toolpattern.Error for the input
 // with an in-range position; an accepted pattern's String() re-parses to an equal pattern,
 // and matching it never panics.
 func FuzzParseToolPattern(f *testing.F) {
@@ -35,19 +37,19 @@ func FuzzParseToolPattern(f *testing.F) {
 		json.RawMessage(`null`), json.RawMessage(`[1,"two",null,{"x":true}]`), json.RawMessage(`{`),
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		p, err := ParseToolPattern(s)
+		p, err := toolpattern.Parse(s)
 		if err != nil {
-			var pe *PatternError
+			var pe *toolpattern.Error
 			if !errors.As(err, &pe) {
-				t.Fatalf("error %v (%T) is not a *PatternError", err, err)
+				t.Fatalf("error %v (%T) is not a *toolpattern.Error", err, err)
 			}
 			if pe.Pattern != s || pe.Pos < 0 || pe.Pos > len(s) || pe.Msg == "" {
-				t.Fatalf("bad PatternError %+v for %q", pe, s)
+				t.Fatalf("bad toolpattern.Error %+v for %q", pe, s)
 			}
 			return
 		}
 		canonical := p.String()
-		q, err := ParseToolPattern(canonical)
+		q, err := toolpattern.Parse(canonical)
 		if err != nil {
 			t.Fatalf("canonical form %q of %q does not parse: %v", canonical, s, err)
 		}
@@ -113,7 +115,7 @@ func FuzzPolicyEvaluate(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, tool string, args []byte) {
 		call := ToolCall{CallID: "c", ToolID: tool, Arguments: json.RawMessage(args)}
-		_, argErr := decodeCallArgs(call.Arguments)
+		_, argErr := toolpattern.DecodeArgs(call.Arguments)
 		for i, p := range policies {
 			v := p.Evaluate(call, "perm-c")
 			if want := oracleVerdict(configs[i], call, "perm-c"); v != want {

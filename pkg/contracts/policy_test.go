@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/awaken-dev/awaken/pkg/contracts/toolpattern"
 )
 
 func mustPolicy(t testing.TB, cfg PolicyConfig) *Policy {
@@ -141,9 +143,9 @@ func TestPolicyRegexOperatorRejectedNamingOperator(t *testing.T) {
 			if pe.Field != "rules[1].pattern" {
 				t.Errorf("Field = %q, want rules[1].pattern", pe.Field)
 			}
-			var pat *PatternError
+			var pat *toolpattern.Error
 			if !errors.As(err, &pat) || pat.Pattern != tt.pattern {
-				t.Errorf("error does not wrap a *PatternError for %q: %v", tt.pattern, err)
+				t.Errorf("error does not wrap a *toolpattern.Error for %q: %v", tt.pattern, err)
 			}
 			msg := err.Error()
 			if !strings.Contains(msg, tt.naming) || !strings.Contains(msg, "rules[1].pattern") {

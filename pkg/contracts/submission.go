@@ -13,6 +13,8 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/awaken-dev/awaken/pkg/contracts/typeschema"
 )
 
 // MaxRejectionMessageBytes bounds the message of a rejection made by the decoders here.
@@ -471,11 +473,7 @@ func scanWireKeys(data []byte, root reflect.Type) *Rejection {
 		if m, ok := fieldCache[t]; ok {
 			return m
 		}
-		fields, _ := jsonFieldsOf(t)
-		m := make(map[string]reflect.Type, len(fields))
-		for _, f := range fields {
-			m[f.name] = f.typ
-		}
+		m := typeschema.JSONFields(t)
 		fieldCache[t] = m
 		return m
 	}
@@ -571,4 +569,22 @@ func scanWireKeys(data []byte, root reflect.Type) *Rejection {
 		}
 		stack = append(stack, f)
 	}
+}
+
+// Types the wire scan treats as opaque: they check their own contents when decoded.
+var (
+	typeRawMessage      = reflect.TypeFor[json.RawMessage]()
+	typeJSONUnmarshaler = reflect.TypeFor[json.Unmarshaler]()
+)
+
+// describeDecodeError names the field of an encoding/json failure.
+func describeDecodeError(err error) string {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		if te.Field != "" {
+			return fmt.Sprintf("field %q: want %s, got %s", te.Field, te.Type, te.Value)
+		}
+		return fmt.Sprintf("want %s, got %s", te.Type, te.Value)
+	}
+	return err.Error()
 }

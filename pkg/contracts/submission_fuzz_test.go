@@ -123,33 +123,3 @@ func FuzzDecodeResumeCommand(f *testing.F) {
 		}
 	})
 }
-
-// FuzzDecodeArguments checks that argument decoding never panics, fails only with an
-// invalid_arguments *ToolError, and that what it accepts re-encodes to arguments it accepts
-// again.
-func FuzzDecodeArguments(f *testing.F) {
-	for _, s := range []string{
-		`{"query":"go","home":{"street":"s","city":"c"},"verbose":true}`,
-		`{"query":"go","mode":"thorough","limit":5,"ratio":0.5,"tags":["a"],"labels":{"k":"v"},"home":{"street":"s","city":"c"},"verbose":false,"level":3,"count":"7","pair":[1,2],"code":"ABC","note":"n","extra":[null]}`,
-		`null`, ``, `[]`, `{"query":1}`, `{"Query":"x"}`, `{"limit":1e400}`,
-	} {
-		f.Add([]byte(s))
-	}
-	f.Fuzz(func(t *testing.T, data []byte) {
-		got, err := DecodeArguments[sampleToolArgs](data)
-		if err != nil {
-			var te *ToolError
-			if !errors.As(err, &te) || te.Kind != ToolErrorInvalidArguments {
-				t.Fatalf("error %v (%T) is not an invalid_arguments *ToolError", err, err)
-			}
-			return
-		}
-		again, err := json.Marshal(got)
-		if err != nil {
-			t.Fatalf("re-encode: %v", err)
-		}
-		if _, err := DecodeArguments[sampleToolArgs](again); err != nil {
-			t.Fatalf("re-encoded arguments rejected: %v\n%s", err, again)
-		}
-	})
-}

@@ -1,4 +1,11 @@
-package contracts
+// Package typeschema derives the JSON Schema (a 2020-12 subset) of a Go type by
+// reflection: the parameters schema a typed tool advertises ([For]) and the schemas of the
+// protocol documents checked in under schemas/ ([OfType]). It derives only; checking a value
+// against a schema is internal/jsonschema's, the one validator of the module, so the schema
+// a model sees is checked by the same engine whichever way the tool is defined.
+//
+// It is a leaf of pkg/contracts and, like it, uses only the standard library.
+package typeschema
 
 import (
 	"bytes"
@@ -18,10 +25,19 @@ import (
 	"time"
 )
 
-// This file derives the JSON Schema (2020-12 subset) of a Go type by reflection: the
-// parameters schema a tool advertises and the schema its arguments are checked against.
+// ErrUnsupported is wrapped when a Go type cannot be described by an inlined JSON Schema
+// (channels, functions, recursive types, non-string map keys, types with a custom
+// UnmarshalJSON that do not implement [Provider], malformed tags).
+var ErrUnsupported = errors.New("cannot derive a JSON schema")
 
-// SchemaFor returns the JSON Schema of T's JSON form, derived by reflection and cached per
+// Provider lets a type describe itself when reflection cannot (for example a type with a
+// custom UnmarshalJSON, such as contracts.Duration). JSONSchema must return a JSON object;
+// it is inlined as is.
+type Provider interface {
+	JSONSchema() json.RawMessage
+}
+
+// For returns the JSON Schema of T's JSON form, derived by reflection and cached per
 // type (safe for concurrent use; the returned slice is the caller's own).
 //
 // Rules: T must be a struct, a pointer to one, or a map with string keys. A struct is an
@@ -34,11 +50,15 @@ import (
 // minItems=…,maxItems=…,uniqueItems"` (a literal comma is written \,) or a `desc:"…"` tag;
 // on a slice of scalars the value keywords apply to its items. Types: string, bool, all
 // integers (sized ones bounded), floats, slices and arrays, []byte (base64 string), maps
-// with string keys, nested structs (inlined), time.Time (date-time string), [Duration]
-// (string), json.RawMessage and interface{} (any value), encoding.TextUnmarshaler
-// (string) and [SchemaProvider]. Patterns use Go (RE2) syntax.
-func SchemaFor[T any]() (json.RawMessage, error) {
-	cs := compiledArgSchema(reflect.TypeFor[T]())
+// with string keys, nested structs (inlined), time.Time (date-time string),
+// json.RawMessage and interface{} (any value), encoding.TextUnmarshaler
+// (string) and [Provider]. Patterns use Go (RE2) syntax.
+func For[T any]() (json.RawMessage, error) { return ForType(reflect.TypeFor[T]()) }
+
+// ForType is [For] for a type known only at run time (the tool registry compiles the schema
+// of each argument type once, by its reflect.Type).
+func ForType(t reflect.Type) (json.RawMessage, error) {
+	cs := derivedArgSchema(t)
 	if cs.err != nil {
 		return nil, cs.err
 	}
@@ -50,19 +70,18 @@ func SchemaFor[T any]() (json.RawMessage, error) {
 var argSchemaCache sync.Map // reflect.Type → *argSchema
 
 type argSchema struct {
-	node *schemaNode
-	raw  json.RawMessage
-	err  error
+	raw json.RawMessage
+	err error
 }
 
-func compiledArgSchema(t reflect.Type) *argSchema {
+func derivedArgSchema(t reflect.Type) *argSchema {
 	if v, ok := argSchemaCache.Load(t); ok {
 		return v.(*argSchema)
 	}
 	cs := &argSchema{}
-	cs.node, cs.err = deriveArgSchema(t)
-	if cs.err == nil {
-		cs.raw, cs.err = marshalNoHTMLEscape(cs.node.render())
+	node, err := deriveArgSchema(t)
+	if cs.err = err; err == nil {
+		cs.raw, cs.err = marshalNoHTMLEscape(node.render())
 	}
 	v, _ := argSchemaCache.LoadOrStore(t, cs)
 	return v.(*argSchema)
@@ -76,10 +95,10 @@ func deriveArgSchema(t reflect.Type) (*schemaNode, error) {
 	b := &schemaBuilder{inProgress: map[reflect.Type]bool{}}
 	node, err := b.build(base)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %s: %w", ErrUnsupportedSchema, t, err)
+		return nil, fmt.Errorf("%w: %s: %w", ErrUnsupported, t, err)
 	}
 	if !slices.Equal(node.types, []string{"object"}) || node.custom != nil {
-		return nil, fmt.Errorf("%w: %s: tool arguments must be a JSON object (a struct or a map with string keys)", ErrUnsupportedSchema, t)
+		return nil, fmt.Errorf("%w: %s: tool arguments must be a JSON object (a struct or a map with string keys)", ErrUnsupported, t)
 	}
 	return node, nil
 }
@@ -115,8 +134,8 @@ func uintBound(v uint64) *bound {
 	return &bound{lit: json.Number(strconv.FormatUint(v, 10)), val: new(big.Rat).SetUint64(v)}
 }
 
-// schemaNode is one derived schema: rendered to JSON for the model and used to check
-// argument values, so the schema the model sees is exactly the schema that is enforced.
+// schemaNode is one derived schema, rendered to JSON: the schema the model sees, which is
+// also the schema its arguments are checked against.
 type schemaNode struct {
 	types           []string // empty: any value
 	description     string
@@ -139,7 +158,7 @@ type schemaNode struct {
 	required        []string               // sorted
 	closed          bool                   // additionalProperties: false
 	additional      *schemaNode            // map values
-	custom          map[string]any         // SchemaProvider: rendered as is, not checked
+	custom          map[string]any         // Provider: rendered as is
 }
 
 func (n *schemaNode) typeName() string {
@@ -221,17 +240,16 @@ func (n *schemaNode) render() map[string]any {
 var (
 	typeRawMessage      = reflect.TypeFor[json.RawMessage]()
 	typeTime            = reflect.TypeFor[time.Time]()
-	typeDuration        = reflect.TypeFor[Duration]()
 	typeJSONUnmarshaler = reflect.TypeFor[json.Unmarshaler]()
 	typeTextUnmarshaler = reflect.TypeFor[encoding.TextUnmarshaler]()
-	typeSchemaProvider  = reflect.TypeFor[SchemaProvider]()
+	typeSchemaProvider  = reflect.TypeFor[Provider]()
 )
 
 type schemaBuilder struct {
 	inProgress map[reflect.Type]bool
-	// doc is set when the builder derives a protocol document (see [SchemaOfType]) rather
+	// doc is set when the builder derives a protocol document (see [OfType]) rather
 	// than a tool's arguments.
-	doc *SchemaOptions
+	doc *Options
 }
 
 func (b *schemaBuilder) build(t reflect.Type) (*schemaNode, error) {
@@ -245,7 +263,7 @@ func (b *schemaBuilder) build(t reflect.Type) (*schemaNode, error) {
 	}
 	switch {
 	case reflect.PointerTo(t).Implements(typeSchemaProvider):
-		sp := reflect.New(t).Interface().(SchemaProvider)
+		sp := reflect.New(t).Interface().(Provider)
 		dec := json.NewDecoder(bytes.NewReader(sp.JSONSchema()))
 		dec.UseNumber()
 		var m map[string]any
@@ -257,12 +275,10 @@ func (b *schemaBuilder) build(t reflect.Type) (*schemaNode, error) {
 		return &schemaNode{}, nil
 	case t == typeTime:
 		return &schemaNode{types: []string{"string"}, format: "date-time"}, nil
-	case t == typeDuration:
-		return &schemaNode{types: []string{"string"}}, nil
 	case reflect.PointerTo(t).Implements(typeJSONUnmarshaler) && (b.doc == nil || t.Kind() != reflect.Struct):
 		// A document's struct with a custom UnmarshalJSON is read as its fields (the
 		// decoders of the vocabulary only add defaults and strictness).
-		return nil, fmt.Errorf("%s has a custom UnmarshalJSON; implement SchemaProvider to describe it", t)
+		return nil, fmt.Errorf("%s has a custom UnmarshalJSON; implement Provider to describe it", t)
 	case reflect.PointerTo(t).Implements(typeTextUnmarshaler):
 		return &schemaNode{types: []string{"string"}}, nil
 	}
@@ -618,13 +634,25 @@ type jsonField struct {
 	tag      reflect.StructTag
 }
 
-// jsonFieldsOf lists the JSON fields of struct type t with encoding/json's visibility
+// JSONFields returns the fields of struct type t's JSON form by name, with their Go types,
+// resolved as encoding/json resolves them (see jsonFields). The vocabulary uses it to name
+// the field a wire document gets wrong.
+func JSONFields(t reflect.Type) map[string]reflect.Type {
+	fields, _ := jsonFields(t)
+	m := make(map[string]reflect.Type, len(fields))
+	for _, f := range fields {
+		m[f.name] = f.typ
+	}
+	return m
+}
+
+// jsonFields lists the JSON fields of struct type t with encoding/json's visibility
 // rules: exported fields, json tag names, "-" skipped, untagged embedded structs
 // flattened, and among fields of one name the shallowest wins (a tagged one breaking a
 // tie, otherwise all of them vanish).
-func jsonFieldsOf(t reflect.Type) ([]jsonField, error) { return jsonFieldsOfTag(t, "json") }
+func jsonFields(t reflect.Type) ([]jsonField, error) { return jsonFieldsOfTag(t, "json") }
 
-// jsonFieldsOfTag is [jsonFieldsOf] reading the names and options from tag key (a YAML
+// jsonFieldsOfTag is [jsonFields] reading the names and options from tag key (a YAML
 // document's fields are named by their yaml tags).
 func jsonFieldsOfTag(t reflect.Type, key string) ([]jsonField, error) {
 	type level struct {

@@ -1,4 +1,12 @@
-package contracts
+// Package toolpattern is the permission-pattern language of the host policy and the host
+// limits: a tool name or glob with optional argument conditions (`Bash(npm *)`,
+// `mcp__github__*(repo ~ "acme/*")`), parsed once and matched against calls.
+//
+// It is a leaf of pkg/contracts and, like it, uses only the standard library: the policy
+// (contracts.CompilePolicy) and the limits (compiled with the policy, contracts.Policy.Limits) compile their rules'
+// patterns with it, and a platform can parse or test a pattern without the rest of the
+// vocabulary.
+package toolpattern
 
 import (
 	"bytes"
@@ -15,29 +23,29 @@ import (
 // per-run policies, from submitters; arguments come from models. The limits keep parsing
 // and matching cheap and bounded whatever either side writes.
 const (
-	// MaxPatternLength bounds a pattern in bytes. It also bounds every glob in it, which
-	// keeps glob matching at O(len(value) × MaxPatternLength) in the worst case.
-	MaxPatternLength = 1024
-	// MaxPatternConditions bounds the field conditions of one pattern.
-	MaxPatternConditions = 32
-	// MaxPatternPathDepth bounds the segments of one field path (`a.b[0].c` has four).
-	MaxPatternPathDepth = 32
-	// maxPatternIndex bounds an array index in a field path.
-	maxPatternIndex = 1<<31 - 1
+	// MaxLength bounds a pattern in bytes. It also bounds every glob in it, which
+	// keeps glob matching at O(len(value) × MaxLength) in the worst case.
+	MaxLength = 1024
+	// MaxConditions bounds the field conditions of one pattern.
+	MaxConditions = 32
+	// MaxPathDepth bounds the segments of one field path (`a.b[0].c` has four).
+	MaxPathDepth = 32
+	// maxIndex bounds an array index in a field path.
+	maxIndex = 1<<31 - 1
 )
 
-// PatternError reports a permission pattern that does not parse. Pos is the byte offset in
+// Error reports a permission pattern that does not parse. Pos is the byte offset in
 // Pattern where the problem was found. Patterns that use regular expressions (`=~`, `!=~`,
-// `/regex/` tool names) are rejected with a PatternError that names the operator: a port of
+// `/regex/` tool names) are rejected with a Error that names the operator: a port of
 // a regex rule that silently matched nothing would turn a deny into a fail-open.
-type PatternError struct {
+type Error struct {
 	Pattern string
 	Pos     int
 	Msg     string
 }
 
 // Error names the pattern, the position and the problem.
-func (e *PatternError) Error() string {
+func (e *Error) Error() string {
 	return fmt.Sprintf("permission pattern %q: at byte %d: %s", e.Pattern, e.Pos, e.Msg)
 }
 
@@ -143,7 +151,7 @@ type fieldCondition struct {
 	glob  *glob // compiled value for ~ and !~, nil for = and !=
 }
 
-// ToolPattern is one parsed permission pattern (Claude-Code compatible grammar):
+// Pattern is one parsed permission pattern (Claude-Code compatible grammar):
 //
 //	Bash                          exact tool name, any arguments
 //	Bash(*)                       the same, spelled out
@@ -178,9 +186,9 @@ type fieldCondition struct {
 //
 // Regular expressions (`=~`, `!=~`, `/regex/` tool names) are rejected at parse time.
 //
-// The zero ToolPattern matches nothing. A ToolPattern is immutable and safe for concurrent
+// The zero Pattern matches nothing. A Pattern is immutable and safe for concurrent
 // use.
-type ToolPattern struct {
+type Pattern struct {
 	toolKind toolMatchKind
 	tool     string
 	toolGlob *glob
@@ -190,12 +198,12 @@ type ToolPattern struct {
 	conds    []fieldCondition
 }
 
-// ParseToolPattern parses s (surrounding white space is ignored). Every error is a
-// [*PatternError].
-func ParseToolPattern(s string) (ToolPattern, error) {
-	if len(s) > MaxPatternLength {
-		return ToolPattern{}, &PatternError{Pattern: s, Pos: MaxPatternLength,
-			Msg: fmt.Sprintf("pattern is longer than %d bytes", MaxPatternLength)}
+// Parse parses s (surrounding white space is ignored). Every error is a
+// [*Error].
+func Parse(s string) (Pattern, error) {
+	if len(s) > MaxLength {
+		return Pattern{}, &Error{Pattern: s, Pos: MaxLength,
+			Msg: fmt.Sprintf("pattern is longer than %d bytes", MaxLength)}
 	}
 	if !utf8.ValidString(s) {
 		pos := 0
@@ -206,40 +214,40 @@ func ParseToolPattern(s string) (ToolPattern, error) {
 			}
 			pos += n
 		}
-		return ToolPattern{}, &PatternError{Pattern: s, Pos: pos, Msg: "pattern is not valid UTF-8"}
+		return Pattern{}, &Error{Pattern: s, Pos: pos, Msg: "pattern is not valid UTF-8"}
 	}
 	end := len(strings.TrimRightFunc(s, unicode.IsSpace))
 	start := end - len(strings.TrimLeftFunc(s[:end], unicode.IsSpace))
 	ps := &patternParser{src: s, pos: start, end: end}
 	if start == end {
-		return ToolPattern{}, ps.fail(0, "empty pattern")
+		return Pattern{}, ps.fail(0, "empty pattern")
 	}
-	var p ToolPattern
+	var p Pattern
 	if err := ps.parseTool(&p); err != nil {
-		return ToolPattern{}, err
+		return Pattern{}, err
 	}
 	ps.skipSpace()
 	if ps.peek() == '(' {
 		ps.pos++
 		if err := ps.parseArgs(&p); err != nil {
-			return ToolPattern{}, err
+			return Pattern{}, err
 		}
 		ps.skipSpace()
 		if ps.peek() != ')' {
-			return ToolPattern{}, ps.fail(ps.pos, "expected ')' to close the arguments, found %s", ps.describe())
+			return Pattern{}, ps.fail(ps.pos, "expected ')' to close the arguments, found %s", ps.describe())
 		}
 		ps.pos++
 	}
 	ps.skipSpace()
 	if ps.pos < ps.end {
-		return ToolPattern{}, ps.fail(ps.pos, "unexpected %q after the pattern", ps.src[ps.pos:ps.end])
+		return Pattern{}, ps.fail(ps.pos, "unexpected %q after the pattern", ps.src[ps.pos:ps.end])
 	}
 	return p, nil
 }
 
-// String renders p in the canonical form of the grammar; ParseToolPattern(p.String())
+// String renders p in the canonical form of the grammar; Parse(p.String())
 // yields an equivalent pattern. `tool(*)` renders as `tool`.
-func (p ToolPattern) String() string {
+func (p Pattern) String() string {
 	var b strings.Builder
 	b.WriteString(p.tool)
 	switch p.args {
@@ -291,7 +299,7 @@ func (p ToolPattern) String() string {
 
 // Specificity returns the precedence of p among matching rules; it depends on the pattern
 // only, not on the call.
-func (p ToolPattern) Specificity() Specificity {
+func (p Pattern) Specificity() Specificity {
 	s := Specificity{ToolKind: 3}
 	if p.toolKind == toolGlob {
 		s.ToolKind = 2
@@ -310,22 +318,25 @@ func (p ToolPattern) Specificity() Specificity {
 
 // Matches reports whether p matches a call of toolID with the JSON arguments args. Null or
 // empty args count as {}. Arguments that are not valid JSON match only patterns that do not
-// look at arguments; [Policy.Evaluate] denies such calls outright instead.
-func (p ToolPattern) Matches(toolID string, args json.RawMessage) bool {
-	if !p.matchesTool(toolID) {
+// look at arguments; the policy (contracts.Policy.Evaluate) denies such calls outright instead.
+func (p Pattern) Matches(toolID string, args json.RawMessage) bool {
+	if !p.MatchesTool(toolID) {
 		return false
 	}
 	if p.args == argsAny {
 		return true
 	}
-	a, err := decodeCallArgs(args)
+	a, err := DecodeArgs(args)
 	if err != nil {
 		return false
 	}
-	return p.matchesArgs(a)
+	return p.MatchesArgs(a)
 }
 
-func (p ToolPattern) matchesTool(toolID string) bool {
+// MatchesTool reports whether p's tool part matches toolID, whatever the arguments. With
+// [Pattern.MatchesArgs] it lets a caller decode a call's arguments once, with [DecodeArgs],
+// for every pattern it tries (and only when some pattern's tool part matches).
+func (p Pattern) MatchesTool(toolID string) bool {
 	switch p.toolKind {
 	case toolExact:
 		return p.tool == toolID
@@ -335,8 +346,12 @@ func (p ToolPattern) matchesTool(toolID string) bool {
 	return false
 }
 
-// matchesArgs matches decoded arguments.
-func (p ToolPattern) matchesArgs(a *callArgs) bool {
+// LooksAtArgs reports whether p has an argument part (`tool` and `tool(*)` do not): only
+// then does a caller need the call's arguments decoded to match it.
+func (p Pattern) LooksAtArgs() bool { return p.args != argsAny }
+
+// MatchesArgs reports whether p's argument part matches a's decoded arguments.
+func (p Pattern) MatchesArgs(a *Args) bool {
 	switch p.args {
 	case argsAny:
 		return true
@@ -372,7 +387,7 @@ func (c *fieldCondition) holds(v any) bool {
 
 // resolvePath calls pred on every value path reaches from v and reports whether pred held
 // for any of them (it stops at the first). A path that reaches nothing yields false.
-// Recursion depth is bounded by len(path) ≤ MaxPatternPathDepth.
+// Recursion depth is bounded by len(path) ≤ MaxPathDepth.
 func resolvePath(v any, path []pathSeg, pred func(any) bool) bool {
 	if len(path) == 0 {
 		return pred(v)
@@ -407,21 +422,21 @@ func resolvePath(v any, path []pathSeg, pred func(any) bool) bool {
 	return false
 }
 
-// errPolicyArgs reports arguments that are not one JSON value.
-var errPolicyArgs = errors.New("tool arguments are not valid JSON")
+// ErrInvalidArgs reports arguments that are not one JSON value.
+var ErrInvalidArgs = errors.New("tool arguments are not valid JSON")
 
-// callArgs is one call's arguments decoded for matching, shared by every rule evaluated
+// Args is one call's arguments decoded for matching, shared by every rule evaluated
 // against the call so that the work per call does not grow with the arguments' size times
 // the number of rules. It is not safe for concurrent use; each evaluation has its own.
-type callArgs struct {
+type Args struct {
 	value   any
 	primary []rune // the primary value, computed on first use
 	hasPrim bool
 }
 
-// trimCallArgs returns the arguments without surrounding white space, or nil when they are
+// trimArgs returns the arguments without surrounding white space, or nil when they are
 // empty or JSON null, which both count as {}.
-func trimCallArgs(raw json.RawMessage) []byte {
+func trimArgs(raw json.RawMessage) []byte {
 	trimmed := bytes.TrimSpace(raw)
 	if string(trimmed) == "null" {
 		return nil
@@ -429,34 +444,34 @@ func trimCallArgs(raw json.RawMessage) []byte {
 	return trimmed
 }
 
-// validCallArgs reports whether raw is acceptable call arguments: empty, or one JSON value.
-func validCallArgs(raw json.RawMessage) bool {
-	trimmed := trimCallArgs(raw)
+// ValidArgs reports whether raw is acceptable call arguments: empty, or one JSON value.
+func ValidArgs(raw json.RawMessage) bool {
+	trimmed := trimArgs(raw)
 	return len(trimmed) == 0 || json.Valid(trimmed)
 }
 
-// decodeCallArgs decodes call arguments for matching: numbers keep their JSON text, and
+// DecodeArgs decodes call arguments for matching: numbers keep their JSON text, and
 // empty or null arguments become an empty object.
-func decodeCallArgs(raw json.RawMessage) (*callArgs, error) {
-	trimmed := trimCallArgs(raw)
+func DecodeArgs(raw json.RawMessage) (*Args, error) {
+	trimmed := trimArgs(raw)
 	if len(trimmed) == 0 {
-		return &callArgs{value: map[string]any{}}, nil
+		return &Args{value: map[string]any{}}, nil
 	}
 	if !json.Valid(trimmed) {
-		return nil, errPolicyArgs
+		return nil, ErrInvalidArgs
 	}
 	dec := json.NewDecoder(bytes.NewReader(trimmed))
 	dec.UseNumber()
 	var v any
 	if err := dec.Decode(&v); err != nil {
-		return nil, fmt.Errorf("%w: %w", errPolicyArgs, err)
+		return nil, fmt.Errorf("%w: %w", ErrInvalidArgs, err)
 	}
-	return &callArgs{value: v}, nil
+	return &Args{value: v}, nil
 }
 
 // primaryRunes is the text a primary glob is matched against: the value of a one-key
 // object, else the whole arguments.
-func (a *callArgs) primaryRunes() []rune {
+func (a *Args) primaryRunes() []rune {
 	if !a.hasPrim {
 		s := ""
 		if m, ok := a.value.(map[string]any); ok && len(m) == 1 {
@@ -487,7 +502,7 @@ func argValueString(v any) string {
 	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false)
 	if err := enc.Encode(v); err != nil {
-		// Unreachable for values produced by decodeCallArgs; render nothing rather than
+		// Unreachable for values produced by DecodeArgs; render nothing rather than
 		// fail, which makes positive conditions false.
 		return ""
 	}
@@ -503,8 +518,8 @@ type patternParser struct {
 	end int // end of the pattern with trailing white space removed
 }
 
-func (ps *patternParser) fail(pos int, format string, args ...any) *PatternError {
-	return &PatternError{Pattern: ps.src, Pos: pos, Msg: fmt.Sprintf(format, args...)}
+func (ps *patternParser) fail(pos int, format string, args ...any) *Error {
+	return &Error{Pattern: ps.src, Pos: pos, Msg: fmt.Sprintf(format, args...)}
 }
 
 func (ps *patternParser) peek() byte {
@@ -533,7 +548,7 @@ func (ps *patternParser) skipSpace() {
 	}
 }
 
-func (ps *patternParser) parseTool(p *ToolPattern) *PatternError {
+func (ps *patternParser) parseTool(p *Pattern) *Error {
 	start := ps.pos
 	if ps.peek() == '/' {
 		return ps.fail(start, `regular-expression tool names ("/…/") are not allowed in permission patterns; use a glob such as mcp__github__*`)
@@ -564,7 +579,7 @@ func (ps *patternParser) parseTool(p *ToolPattern) *PatternError {
 	return nil
 }
 
-func (ps *patternParser) parseArgs(p *ToolPattern) *PatternError {
+func (ps *patternParser) parseArgs(p *Pattern) *Error {
 	ps.skipSpace()
 	if ps.peek() == '*' {
 		save := ps.pos
@@ -635,12 +650,12 @@ func isIdentByte(c byte) bool {
 	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-'
 }
 
-func (ps *patternParser) parseConditions(p *ToolPattern) *PatternError {
+func (ps *patternParser) parseConditions(p *Pattern) *Error {
 	p.args = argsFields
 	for {
 		ps.skipSpace()
-		if len(p.conds) == MaxPatternConditions {
-			return ps.fail(ps.pos, "more than %d field conditions", MaxPatternConditions)
+		if len(p.conds) == MaxConditions {
+			return ps.fail(ps.pos, "more than %d field conditions", MaxConditions)
 		}
 		c, err := ps.parseCondition()
 		if err != nil {
@@ -655,7 +670,7 @@ func (ps *patternParser) parseConditions(p *ToolPattern) *PatternError {
 	}
 }
 
-func (ps *patternParser) parseCondition() (fieldCondition, *PatternError) {
+func (ps *patternParser) parseCondition() (fieldCondition, *Error) {
 	var c fieldCondition
 	path, err := ps.parsePath()
 	if err != nil {
@@ -683,11 +698,11 @@ func (ps *patternParser) parseCondition() (fieldCondition, *PatternError) {
 	return c, nil
 }
 
-func (ps *patternParser) parsePath() ([]pathSeg, *PatternError) {
+func (ps *patternParser) parsePath() ([]pathSeg, *Error) {
 	var segs []pathSeg
-	push := func(at int, s pathSeg) *PatternError {
-		if len(segs) == MaxPatternPathDepth {
-			return ps.fail(at, "field path deeper than %d segments", MaxPatternPathDepth)
+	push := func(at int, s pathSeg) *Error {
+		if len(segs) == MaxPathDepth {
+			return ps.fail(at, "field path deeper than %d segments", MaxPathDepth)
 		}
 		segs = append(segs, s)
 		return nil
@@ -726,7 +741,7 @@ func (ps *patternParser) parsePath() ([]pathSeg, *PatternError) {
 					ps.pos++
 				}
 				n, err := strconv.Atoi(ps.src[start:ps.pos])
-				if err != nil || n > maxPatternIndex {
+				if err != nil || n > maxIndex {
 					return nil, ps.fail(start, "expected an array index or * in [ ], found %s", ps.describe())
 				}
 				seg.kind, seg.index = segIndex, n
@@ -748,7 +763,7 @@ func (ps *patternParser) parsePath() ([]pathSeg, *PatternError) {
 	}
 }
 
-func (ps *patternParser) parseOp() (matchOp, *PatternError) {
+func (ps *patternParser) parseOp() (matchOp, *Error) {
 	rest := ps.src[ps.pos:ps.end]
 	for _, re := range [...]string{"!=~", "=~"} {
 		if strings.HasPrefix(rest, re) {
@@ -767,7 +782,7 @@ func (ps *patternParser) parseOp() (matchOp, *PatternError) {
 	return 0, ps.fail(ps.pos, "expected an operator (~, =, !~ or !=), found %s", ps.describe())
 }
 
-func (ps *patternParser) parseQuoted() (string, *PatternError) {
+func (ps *patternParser) parseQuoted() (string, *Error) {
 	if ps.peek() != '"' {
 		return "", ps.fail(ps.pos, `expected '"' to start the value, found %s (values are quoted: field ~ "glob")`, ps.describe())
 	}
@@ -799,7 +814,7 @@ func (ps *patternParser) parseQuoted() (string, *PatternError) {
 	}
 }
 
-func (ps *patternParser) parsePrimary(p *ToolPattern) *PatternError {
+func (ps *patternParser) parsePrimary(p *Pattern) *Error {
 	start := ps.pos
 	depth := 0
 scan:

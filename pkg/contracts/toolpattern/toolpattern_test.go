@@ -1,4 +1,4 @@
-package contracts
+package toolpattern
 
 import (
 	"encoding/json"
@@ -8,11 +8,11 @@ import (
 	"testing"
 )
 
-func mustPattern(t testing.TB, s string) ToolPattern {
+func mustPattern(t testing.TB, s string) Pattern {
 	t.Helper()
-	p, err := ParseToolPattern(s)
+	p, err := Parse(s)
 	if err != nil {
-		t.Fatalf("ParseToolPattern(%q): %v", s, err)
+		t.Fatalf("Parse(%q): %v", s, err)
 	}
 	return p
 }
@@ -81,8 +81,8 @@ func TestParseToolPatternAcceptsTheGrammar(t *testing.T) {
 }
 
 func TestParseToolPatternRejectsWithPosition(t *testing.T) {
-	manyConds := "T(" + strings.TrimSuffix(strings.Repeat(`f = "x", `, MaxPatternConditions+1), ", ") + ")"
-	deepPath := "T(" + strings.TrimSuffix(strings.Repeat("a.", MaxPatternPathDepth+1), ".") + ` = "x")`
+	manyConds := "T(" + strings.TrimSuffix(strings.Repeat(`f = "x", `, MaxConditions+1), ", ") + ")"
+	deepPath := "T(" + strings.TrimSuffix(strings.Repeat("a.", MaxPathDepth+1), ".") + ` = "x")`
 	tests := []struct {
 		name string
 		in   string
@@ -119,20 +119,20 @@ func TestParseToolPatternRejectsWithPosition(t *testing.T) {
 		{"unterminated class in tool", "tool_[ab", 5, `tool name glob: unterminated character class "["`},
 		{"reversed range in tool", "tool_[z-a]", 7, `character range 'z'-'a' is reversed`},
 		{"unterminated class in primary", "Bash(x[)", 6, `argument glob: unterminated character class "["`},
-		{"too long", strings.Repeat("a", MaxPatternLength+1), MaxPatternLength, "longer than 1024 bytes"},
+		{"too long", strings.Repeat("a", MaxLength+1), MaxLength, "longer than 1024 bytes"},
 		{"invalid utf-8", "Bash\xff", 4, "not valid UTF-8"},
-		{"too many conditions", manyConds, 2 + MaxPatternConditions*len(`f = "x", `), "more than 32 field conditions"},
-		{"path too deep", deepPath, 2 + MaxPatternPathDepth*2, "field path deeper than 32 segments"},
+		{"too many conditions", manyConds, 2 + MaxConditions*len(`f = "x", `), "more than 32 field conditions"},
+		{"path too deep", deepPath, 2 + MaxPathDepth*2, "field path deeper than 32 segments"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := ParseToolPattern(tt.in)
+			_, err := Parse(tt.in)
 			if err == nil {
-				t.Fatalf("ParseToolPattern(%q) succeeded", tt.in)
+				t.Fatalf("Parse(%q) succeeded", tt.in)
 			}
-			var pe *PatternError
+			var pe *Error
 			if !errors.As(err, &pe) {
-				t.Fatalf("error %v (%T) is not a *PatternError", err, err)
+				t.Fatalf("error %v (%T) is not a *Error", err, err)
 			}
 			if pe.Pattern != tt.in {
 				t.Errorf("Pattern = %q, want %q", pe.Pattern, tt.in)
@@ -243,7 +243,7 @@ func TestToolPatternMatches(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var p ToolPattern
+			var p Pattern
 			if tt.pattern != "" {
 				p = mustPattern(t, tt.pattern)
 			}

@@ -1,4 +1,4 @@
-package contracts
+package typeschema
 
 import (
 	"encoding/json"
@@ -25,11 +25,11 @@ func renderDoc(t *testing.T, m map[string]any) string {
 // through the override, which turns the inner use into a $ref.
 func TestSchemaOfTypeOverrideMakesRecursionExpressible(t *testing.T) {
 	nodeType := reflect.TypeFor[docNode]()
-	if _, err := SchemaOfType(nodeType, SchemaOptions{}); !errors.Is(err, ErrUnsupportedSchema) {
-		t.Fatalf("without an override: err = %v, want ErrUnsupportedSchema", err)
+	if _, err := OfType(nodeType, Options{}); !errors.Is(err, ErrUnsupported) {
+		t.Fatalf("without an override: err = %v, want ErrUnsupported", err)
 	}
 	root := true
-	m, err := SchemaOfType(nodeType, SchemaOptions{Override: func(rt reflect.Type) (map[string]any, bool) {
+	m, err := OfType(nodeType, Options{Override: func(rt reflect.Type) (map[string]any, bool) {
 		if rt == nodeType && !root {
 			return map[string]any{"$ref": "node.json"}, true
 		}
@@ -47,7 +47,7 @@ func TestSchemaOfTypeOverrideMakesRecursionExpressible(t *testing.T) {
 
 func TestSchemaOfTypeTagKeyNamesTheFields(t *testing.T) {
 	root := true
-	m, err := SchemaOfType(reflect.TypeFor[docNode](), SchemaOptions{TagKey: "yaml", Override: func(reflect.Type) (map[string]any, bool) {
+	m, err := OfType(reflect.TypeFor[docNode](), Options{TagKey: "yaml", Override: func(reflect.Type) (map[string]any, bool) {
 		if root {
 			root = false
 			return nil, false
@@ -66,10 +66,19 @@ func TestSchemaOfTypeTagKeyNamesTheFields(t *testing.T) {
 	}
 }
 
-// ToolRecoveryPolicy has a custom UnmarshalJSON (defaults, strictness): tool arguments
-// refuse such a type, a document describes it by its fields.
+// strictPolicy has a custom UnmarshalJSON (defaults, strictness), as the vocabulary's
+// strictPolicy has.
+type strictPolicy struct {
+	Mode        string `json:"mode"`
+	MaxAttempts uint16 `json:"max_attempts"`
+}
+
+func (p *strictPolicy) UnmarshalJSON([]byte) error { return nil }
+
+// A struct with a custom UnmarshalJSON: tool arguments refuse such a type, a document
+// describes it by its fields.
 func TestSchemaOfTypeDescribesAStructWithCustomDecoderByItsFields(t *testing.T) {
-	m, err := SchemaOfType(reflect.TypeFor[ToolRecoveryPolicy](), SchemaOptions{})
+	m, err := OfType(reflect.TypeFor[strictPolicy](), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,9 +87,9 @@ func TestSchemaOfTypeDescribesAStructWithCustomDecoderByItsFields(t *testing.T) 
 		t.Fatalf("schema\n got %s\nwant %s", got, want)
 	}
 	type args struct {
-		Policy ToolRecoveryPolicy `json:"policy"`
+		Policy strictPolicy `json:"policy"`
 	}
-	if _, err := SchemaFor[args](); !errors.Is(err, ErrUnsupportedSchema) {
-		t.Fatalf("tool arguments with a custom decoder: err = %v, want ErrUnsupportedSchema", err)
+	if _, err := For[args](); !errors.Is(err, ErrUnsupported) {
+		t.Fatalf("tool arguments with a custom decoder: err = %v, want ErrUnsupported", err)
 	}
 }
