@@ -188,7 +188,7 @@ func Start(ctx context.Context, env *pipeline.Env, opts Options) (*Service, erro
 		env:           env,
 		opts:          opts,
 		tokens:        digests(opts),
-		log:           env.Log.With().Str("component", "api").Logger(),
+		log:           env.Log.With().Str("component", ServiceName).Logger(),
 		client:        c,
 		reader:        NewReader(env.Runs, env.Batches, env.Calls, env.Tickets),
 		ctx:           sctx,

@@ -1,0 +1,3 @@
+package contracts
+
+const ServiceGate = "gate"
