@@ -20,6 +20,8 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/awaken-dev/awaken/internal/checker"
+
+	"github.com/awaken-dev/awaken/internal/testnet"
 )
 
 // services are the processes the monkey kills: every stage of the pipeline (the chaos
@@ -82,15 +84,6 @@ func build(t *testing.T, ctx context.Context, dir string) (awaken, natsBin strin
 	return awaken, natsBin
 }
 
-func freePort(t *testing.T) int {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 func newCluster(t *testing.T, ctx context.Context, seed uint64) *cluster {
 	dir := t.TempDir()
 	c := &cluster{t: t, dir: dir, procs: map[string]*proc{}}
@@ -99,7 +92,7 @@ func newCluster(t *testing.T, ctx context.Context, seed uint64) *cluster {
 	if err := os.WriteFile(c.cfgPath, []byte(chaosConfig), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	c.port = freePort(t)
+	c.port = testnet.FreePort(t)
 	c.url = "nats://127.0.0.1:" + strconv.Itoa(c.port)
 	if err := os.MkdirAll(filepath.Join(dir, "logs"), 0o755); err != nil {
 		t.Fatal(err)

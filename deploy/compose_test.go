@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -22,6 +21,8 @@ import (
 	"github.com/awaken-dev/awaken/pkg/client"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 	"github.com/awaken-dev/awaken/pkg/httpapi"
+
+	"github.com/awaken-dev/awaken/internal/testnet"
 )
 
 // composeCommand returns the Compose command of this machine: the `docker compose`
@@ -147,7 +148,7 @@ func TestCompose_upCompletesABatch(t *testing.T) {
 	requireEngine(t)
 	composeCommand(t)
 	ctx := ctxFor(t, 4*time.Minute)
-	port, apiPort := freePort(t), freePort(t)
+	port, apiPort := strconv.Itoa(testnet.FreePort(t)), strconv.Itoa(testnet.FreePort(t))
 	id := make([]byte, 4)
 	_, _ = rand.Read(id)
 	project := "awaken-test-" + hex.EncodeToString(id)
@@ -211,15 +212,4 @@ func TestCompose_upCompletesABatch(t *testing.T) {
 		t.Errorf("batch view %s: phase %s, %d of %d calls terminal", view.BatchID, view.Phase, view.Terminal, len(view.Calls))
 	}
 	t.Logf("api served the batch %s after compose up", time.Since(start).Round(time.Millisecond))
-}
-
-// freePort returns a free TCP port of the loopback, for a host port of a deployment.
-func freePort(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
 }

@@ -31,6 +31,7 @@ func repoRoot() string {
 	return dir
 }
 
+// freePort is internal/testnet.FreePort, copied: this test imports nothing of awaken.
 func freePort(t *testing.T) int {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
