@@ -25,8 +25,7 @@ import (
 	"github.com/awaken-dev/awaken/internal/app"
 	"github.com/awaken-dev/awaken/internal/checker"
 	"github.com/awaken-dev/awaken/internal/config"
-	"github.com/awaken-dev/awaken/internal/devstack"
-	"github.com/awaken-dev/awaken/internal/natsserver"
+	"github.com/awaken-dev/awaken/internal/devstack/devstacktest"
 	"github.com/awaken-dev/awaken/internal/telemetry"
 	"github.com/awaken-dev/awaken/pkg/client"
 	"github.com/awaken-dev/awaken/pkg/cloudevent"
@@ -56,19 +55,7 @@ type secureStack struct {
 // deploy/nats/auth.conf and the example configuration; no stream exists yet.
 func startSecureServer(t *testing.T) *secureStack {
 	t.Helper()
-	pw, err := deploy.GeneratePasswords()
-	if err != nil {
-		t.Fatal(err)
-	}
-	customize, err := devstack.SecureServerOptions(pw)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := natsserver.StartEmbedded(natsserver.EmbeddedConfig{StoreDir: t.TempDir(), Port: -1, NoLog: true, Customize: customize})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { natsserver.Shutdown(srv) })
+	srv, pw := devstacktest.StartSecure(t)
 	cfg, err := config.Load(filepath.Join("..", "examples", "awaken.yaml"))
 	if err != nil {
 		t.Fatal(err)

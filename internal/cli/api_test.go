@@ -17,8 +17,7 @@ import (
 	"github.com/awaken-dev/awaken/deploy"
 	"github.com/awaken-dev/awaken/internal/app"
 	"github.com/awaken-dev/awaken/internal/config"
-	"github.com/awaken-dev/awaken/internal/devstack"
-	"github.com/awaken-dev/awaken/internal/natsserver"
+	"github.com/awaken-dev/awaken/internal/devstack/devstacktest"
 	"github.com/awaken-dev/awaken/internal/natstest"
 	"github.com/awaken-dev/awaken/internal/telemetry"
 	"github.com/awaken-dev/awaken/pkg/httpapi"
@@ -31,19 +30,7 @@ import (
 // serve the micro service and the tickets gauge through the api user's connection.
 func TestAPIConnectsAsItsOwnUser(t *testing.T) {
 	const configPath = "../../examples/awaken.yaml"
-	pw, err := deploy.GeneratePasswords()
-	if err != nil {
-		t.Fatal(err)
-	}
-	customize, err := devstack.SecureServerOptions(pw)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := natsserver.StartEmbedded(natsserver.EmbeddedConfig{StoreDir: t.TempDir(), Port: -1, NoLog: true, Customize: customize})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { natsserver.Shutdown(srv) })
+	srv, pw := devstacktest.StartSecure(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	admin, err := nats.Connect(srv.ClientURL(), nats.UserInfo(deploy.UserAdmin, pw[deploy.UserAdmin]))
