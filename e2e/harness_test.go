@@ -228,7 +228,12 @@ func (h *harness) callKey(run string, step int64, callID string) string {
 
 func (h *harness) ledger(run string, step int64, callID string) int {
 	h.tb.Helper()
-	v, err := h.stack.Env.Counters.Get(ctxFor(h.tb, 5*time.Second), execcore.LedgerKey(run, step, callID))
+	ctx := ctxFor(h.tb, 5*time.Second)
+	counters, err := h.stack.Env.OpenCounters(ctx)
+	if err != nil {
+		h.tb.Fatal(err)
+	}
+	v, err := counters.Get(ctx, execcore.LedgerKey(run, step, callID))
 	if err != nil {
 		return 0
 	}

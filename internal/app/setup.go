@@ -98,11 +98,14 @@ func RemoveObsolete(ctx context.Context, js jetstream.JetStream, names contracts
 	return nil
 }
 
-// WaitTopology waits until every bucket of names exists, which [bus.EnsureTopology]
-// creates after every stream, so the whole topology is then in place. A service started
-// with [Options.NoEnsure] calls it so that its start does not race `awaken setup`.
+// WaitTopology waits until the buckets every service reads exist, which
+// [bus.EnsureTopology] creates after every stream, so the topology the pipeline needs is
+// then in place. A service started with [Options.NoEnsure] calls it so that its start does
+// not race `awaken setup`. It looks the buckets up through the service's own user, so it
+// names only those every service may see: the counters bucket, which only the executors
+// open, is created before the runs bucket, the last one waited for here.
 func WaitTopology(ctx context.Context, js jetstream.JetStream, names contracts.Names, log zerolog.Logger) error {
-	buckets := []string{names.BatchesBucket(), names.CallsBucket(), names.TicketsBucket(), names.CountersBucket(), names.RunsBucket()}
+	buckets := []string{names.BatchesBucket(), names.CallsBucket(), names.TicketsBucket(), names.RunsBucket()}
 	return retry(ctx, log, "wait for the streams and buckets (created by `awaken setup`)", func(ctx context.Context) (bool, error) {
 		for _, b := range buckets {
 			if _, err := js.KeyValue(ctx, b); err != nil {

@@ -165,7 +165,8 @@ func BucketConfigs(names contracts.Names, cfg TopologyConfig) []jetstream.KeyVal
 		}
 	}
 	return []jetstream.KeyValueConfig{
-		// First: services wait for the four below (app.WaitTopology), so it exists then.
+		// First: services wait for batches, calls, tickets and runs (app.WaitTopology), so
+		// it — and the counters bucket before runs — exist then.
 		bucket(names.ToolsBucket(), "tool descriptors each executor serves, by target", 1),
 		bucket(names.BatchesBucket(), "one record per submitted batch", 3),
 		bucket(names.CallsBucket(), "one record per operation id (batch_id:call_id)", 5),

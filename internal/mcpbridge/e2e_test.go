@@ -128,7 +128,11 @@ func ledger(t *testing.T, stack *app.Stack, run string, step int64, callID strin
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
-	v, err := stack.Env.Counters.Get(ctx, execcore.LedgerKey(run, step, callID))
+	counters, err := stack.Env.OpenCounters(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := counters.Get(ctx, execcore.LedgerKey(run, step, callID))
 	if err != nil {
 		return 0
 	}

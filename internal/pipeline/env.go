@@ -67,8 +67,6 @@ type Env struct {
 	Tickets  *state.Store[contracts.ResumeTicket]
 	// Runs holds the lifecycle of every run: its active batch and whether it ended.
 	Runs *state.Store[contracts.RunRecord]
-	// Counters is the bucket of the example counter tool and the body-run ledger.
-	Counters jetstream.KeyValue
 	// Faults is the test-only fault hook (nil in production).
 	Faults FaultHook
 	// Now is the clock (time.Now in production).
@@ -105,10 +103,6 @@ func NewEnv(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, cfg *con
 	if err != nil {
 		return nil, err
 	}
-	counters, err := kv(names.CountersBucket())
-	if err != nil {
-		return nil, err
-	}
 	runs, err := kv(names.RunsBucket())
 	if err != nil {
 		return nil, err
@@ -123,12 +117,11 @@ func NewEnv(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, cfg *con
 		Conn: nc, JS: js, Config: cfg, Names: names, Log: log, AuditKey: auditKey,
 		// Every record on an audit subject published through Pub is appended to its
 		// subject's chain (internal/auditlog), sealed and signed.
-		Pub:      bus.NewPublisher(js).WithChain(auditlog.New(js, names.AuditStream(), auditlog.SubjectPrefix(names), auditKey)),
-		Batches:  state.NewStore[contracts.BatchRecord](batches, state.WithJetStream(js)),
-		Tickets:  state.NewStore[contracts.ResumeTicket](tickets, state.WithJetStream(js)),
-		Counters: counters,
-		Now:      func() time.Time { return time.Now().UTC() },
-		cache:    newBatchCache(batchCacheSize),
+		Pub:     bus.NewPublisher(js).WithChain(auditlog.New(js, names.AuditStream(), auditlog.SubjectPrefix(names), auditKey)),
+		Batches: state.NewStore[contracts.BatchRecord](batches, state.WithJetStream(js)),
+		Tickets: state.NewStore[contracts.ResumeTicket](tickets, state.WithJetStream(js)),
+		Now:     func() time.Time { return time.Now().UTC() },
+		cache:   newBatchCache(batchCacheSize),
 	}
 	// Every call-record write goes through the announcing store: a terminal revision is
 	// the call's output (records.go).
@@ -219,4 +212,15 @@ func (e *Env) Event(service, id, typ string, payload any) (cloudevent.Event, err
 func (e *Env) Delivery(defaults bus.DeliveryOptions, opts ...bus.DeliveryOption) bus.DeliveryOptions {
 	defaults.Names, defaults.Observer, defaults.HandlerTimeout = e.Names, e.Telemetry.Observer(), bus.DefaultHandlerTimeout
 	return defaults.With(opts...)
+}
+
+// OpenCounters opens the counters bucket: the body-run ledger of the executors (when
+// executors.body_ledger is on) and the example counter tool's counters. Only those open it;
+// no other service touches the bucket (nor needs a permission on it).
+func (e *Env) OpenCounters(ctx context.Context) (jetstream.KeyValue, error) {
+	kv, err := e.JS.KeyValue(ctx, e.Names.CountersBucket())
+	if err != nil {
+		return nil, fmt.Errorf("pipeline: counters bucket %s: %w", e.Names.CountersBucket(), err)
+	}
+	return kv, nil
 }

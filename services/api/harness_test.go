@@ -172,7 +172,12 @@ func (h *harness) results(run string) *client.BatchResult {
 // ledger is how many times the body of call callID of (run, 1) ran.
 func (h *harness) ledger(run, callID string) int {
 	h.t.Helper()
-	e, err := h.stack.Env.Counters.Get(ctxFor(h.t, 5*time.Second), fmt.Sprintf("ledger.%s.1.%s", run, callID))
+	ctx := ctxFor(h.t, 5*time.Second)
+	counters, err := h.stack.Env.OpenCounters(ctx)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	e, err := counters.Get(ctx, fmt.Sprintf("ledger.%s.1.%s", run, callID))
 	if err != nil {
 		return 0
 	}

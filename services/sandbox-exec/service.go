@@ -133,7 +133,11 @@ func StartWithEngine(ctx context.Context, env *pipeline.Env, engine Engine, opts
 		},
 	}
 	if env.Config.Executors.BodyLedger {
-		o.Ledger = execcore.KVLedger{KV: env.Counters}
+		counters, err := env.OpenCounters(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("%s: body-run ledger: %w", ServiceName, err)
+		}
+		o.Ledger = execcore.KVLedger{KV: counters}
 	}
 	for _, opt := range opts {
 		opt(&o)

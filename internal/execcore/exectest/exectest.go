@@ -37,6 +37,8 @@ type Env struct {
 	T      testing.TB
 	Ctx    context.Context
 	Server *natstest.Server
+	// Counters is the counters bucket (the body-run ledger, the counter tool's counters).
+	Counters jetstream.KeyValue
 
 	mu    sync.Mutex
 	fault pipeline.FaultHook
@@ -67,7 +69,11 @@ func New(t testing.TB, cfgYAML string) *Env {
 	if err != nil {
 		t.Fatalf("exectest: env: %v", err)
 	}
-	e := &Env{Env: penv, T: t, Ctx: ctx, Server: srv}
+	counters, err := penv.OpenCounters(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &Env{Env: penv, T: t, Ctx: ctx, Server: srv, Counters: counters}
 	penv.Faults = func(ctx context.Context, service string, p pipeline.FaultPoint, op string) error {
 		e.mu.Lock()
 		f := e.fault

@@ -22,6 +22,7 @@ package builtin
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"time"
 
@@ -77,12 +78,16 @@ type RanArgs map[string]any
 // CounterKey is the key of counter name in the counters bucket.
 func CounterKey(name string) string { return "counter." + name }
 
-// Register adds every builtin tool to r. counter keeps its counters in env.Counters.
+// Register adds every builtin tool to r. counter keeps its counters in the counters bucket
+// ([pipeline.Env.OpenCounters]).
 func Register(r *toolreg.Registry, env *pipeline.Env) error {
-	if env == nil || env.Counters == nil {
-		return errors.New("builtin: the counter tool needs env.Counters")
+	if env == nil {
+		return errors.New("builtin: the counter tool needs the pipeline's environment")
 	}
-	counters := env.Counters
+	counters, err := env.OpenCounters(context.Background())
+	if err != nil {
+		return fmt.Errorf("builtin: the counter tool: %w", err)
+	}
 	return errors.Join(
 		toolreg.Register(r, tool.ToolFunc("echo", "Returns its `text` argument as text.",
 			contracts.CapabilityReplaySafe, func(_ context.Context, a EchoArgs) (string, error) {
