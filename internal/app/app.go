@@ -1,7 +1,8 @@
 // Package app wires the awaken services together: one service against a NATS URL (the
-// per-service subcommands and containers), or all of them on an embedded JetStream server
-// (`awaken dev` and the end-to-end tests). It is the only package that imports every
-// service; the services never import each other.
+// per-service subcommands and containers, pkg/executor), or all of them on an embedded
+// JetStream server (internal/app/embedded starts one for `awaken dev` and pkg/devserver;
+// the end-to-end tests bring their own). It is the only package that imports every
+// service; the services never import each other. It does not link nats-server.
 package app
 
 import (
@@ -102,6 +103,20 @@ type Options struct {
 	// [Setup]): Start then only waits until the buckets exist. Services that connect as
 	// least-privilege NATS users must set it, since they may not create streams.
 	NoEnsure bool
+	// Server is the NATS server the stack owns, when it started one itself
+	// (internal/app/embedded): Stop shuts it down once the services are drained, and
+	// [Stack.URL] is its client URL. nil: the server is someone else's.
+	Server OwnedServer
+}
+
+// OwnedServer is a NATS server a [Stack] shuts down when it stops. It is an interface so
+// that this package does not link nats-server: pkg/executor runs its one service through
+// [Start] against a remote server.
+type OwnedServer interface {
+	// ClientURL is the URL outside clients connect to.
+	ClientURL() string
+	// Shutdown stops the server and returns once it has stopped.
+	Shutdown()
 }
 
 // Stack is a set of running services.
@@ -116,6 +131,8 @@ type Stack struct {
 	log       zerolog.Logger
 	metrics   *telemetry.Metrics
 	ops       *telemetry.Server
+	server    OwnedServer
+	url       string
 	// mu guards tels and started, read by readiness checks while Start runs.
 	mu      sync.Mutex
 	tels    []*telemetry.Telemetry
@@ -141,6 +158,10 @@ func (s *Stack) HTTPAddr() string {
 	}
 	return s.ops.Addr()
 }
+
+// URL returns the client URL of the server the stack owns ([Options.Server]; "" when
+// the server is someone else's). It stays valid after Stop, for the log.
+func (s *Stack) URL() string { return s.url }
 
 // Ready reports whether the stack can do its work: Start has completed (so the streams
 // and buckets were ensured and every service started), every NATS connection is
@@ -195,7 +216,10 @@ func Start(ctx context.Context, o Options) (st *Stack, err error) {
 	if o.Metrics == nil {
 		o.Metrics = telemetry.NewMetrics()
 	}
-	st = &Stack{log: o.Log, metrics: o.Metrics}
+	st = &Stack{log: o.Log, metrics: o.Metrics, server: o.Server}
+	if o.Server != nil {
+		st.url = o.Server.ClientURL()
+	}
 	st.runCtx, st.cancelRun = context.WithCancel(context.WithoutCancel(ctx))
 	defer func() {
 		if err != nil {
@@ -359,7 +383,8 @@ func startOne(ctx context.Context, name string, env *pipeline.Env, o Options) (S
 }
 
 // Stop drains every service (each finishes its in-flight messages), then closes the
-// connections. It is safe to call more than once.
+// connections, then shuts down the server the stack owns ([Options.Server]). It is safe
+// to call more than once.
 func (s *Stack) Stop(ctx context.Context) error {
 	var errs []error
 	s.mu.Lock()
@@ -388,11 +413,16 @@ func (s *Stack) Stop(ctx context.Context) error {
 		}
 	}
 	s.conns = nil
+	if s.server != nil {
+		s.server.Shutdown()
+		s.server = nil
+	}
 	return errors.Join(errs...)
 }
 
 // Kill drops every service without draining, as a crashed process would: in-flight
-// messages stay unacked and are redelivered to whoever consumes next. Tests only.
+// messages stay unacked and are redelivered to whoever consumes next. A server the stack
+// owns keeps running (the next consumer needs it); Stop shuts it down. Tests only.
 func (s *Stack) Kill() {
 	if s.ops != nil {
 		_ = s.ops.Shutdown(context.Background())

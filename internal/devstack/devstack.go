@@ -1,11 +1,11 @@
 // Package devstack runs `awaken dev`: an embedded JetStream server with every service and
-// the api in one process. It is apart from internal/app so that a process running one
-// service against a NATS URL (the service subcommands, pkg/executor) does not link the
-// server.
+// the api in one process, on the assembly of internal/app/embedded, plus what only the
+// command needs: the data directory's lock, the address checks, the secure mode.
 package devstack
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -21,6 +21,7 @@ import (
 
 	"github.com/awaken-dev/awaken/deploy"
 	"github.com/awaken-dev/awaken/internal/app"
+	"github.com/awaken-dev/awaken/internal/app/embedded"
 	"github.com/awaken-dev/awaken/internal/config"
 	"github.com/awaken-dev/awaken/internal/natsserver"
 	"github.com/awaken-dev/awaken/internal/telemetry"
@@ -134,12 +135,6 @@ func Dev(ctx context.Context, o DevOptions) error {
 			return fmt.Errorf("dev --secure: %w", err)
 		}
 	}
-	srv, err := natsserver.StartEmbedded(ecfg)
-	if err != nil {
-		return mapServerError(o.Listen, err)
-	}
-	defer natsserver.Shutdown(srv)
-	log.Info().Str("sync", string(o.Sync)).Str("survives", syncSurvives(o.Sync)).Msg("embedded JetStream durability")
 	tp, shutdownTracing, err := telemetry.TracerProviderFromEnv(ctx, "awaken-dev", nil)
 	if err != nil {
 		return err
@@ -154,24 +149,35 @@ func Dev(ctx context.Context, o DevOptions) error {
 	// /metrics, /healthz and /readyz are served on the api's HTTP server (Start mounts the
 	// registry and the whole stack's readiness there); OpsHTTP adds a separate listener.
 	opts := app.Options{
-		Config: o.Config, Dial: app.InProcessDialer(srv), Log: log,
+		Config: o.Config, Log: log,
 		Services:       append(app.AllServices(), app.API),
 		API:            api.Options{HTTPAddr: o.HTTP, Token: o.APIToken, Tokens: o.APITokens, TokenRoles: o.APITokenRoles, PublicMetrics: o.PublicMetrics},
 		TracerProvider: tp,
 		HTTPAddr:       o.OpsHTTP,
 	}
-	if o.Secure {
+	eo := embedded.Options{Server: ecfg, Before: func(ctx context.Context, srv *server.Server) error {
+		log.Info().Str("sync", string(o.Sync)).Str("survives", syncSurvives(o.Sync)).Msg("embedded JetStream durability")
+		if !o.Secure {
+			return nil
+		}
 		if err := setupAsAdmin(ctx, srv, o.Passwords[deploy.UserAdmin], o, log); err != nil {
 			return fmt.Errorf("dev --secure: %w", err)
 		}
-		opts.Dial = secureInProcessDialer(srv, o.Passwords)
+		return nil
+	}}
+	if o.Secure {
+		eo.Login = secureLogin(o.Passwords)
 		opts.NoEnsure = true
 	}
-	st, err := app.Start(ctx, opts)
+	st, err := embedded.Start(ctx, opts, eo)
+	var serverErr *embedded.ServerError
+	if errors.As(err, &serverErr) {
+		return mapServerError(o.Listen, serverErr.Err)
+	}
 	if err != nil {
 		return err
 	}
-	url := srv.ClientURL()
+	url := st.URL()
 	console := ""
 	if st.APIService != nil {
 		console = st.APIService.URL()
@@ -187,13 +193,12 @@ func Dev(ctx context.Context, o DevOptions) error {
 	return app.StopGracefully(st, log, app.DefaultStopTimeout, o.StopNow)
 }
 
-// secureInProcessDialer connects each service to an embedded server as its own NATS user
-// of deploy/nats/auth.conf, with its own inbox prefix.
-func secureInProcessDialer(s *server.Server, passwords map[string]string) func(name string) (*nats.Conn, error) {
-	return func(name string) (*nats.Conn, error) {
+// secureLogin connects each service to the embedded server as its own NATS user of
+// deploy/nats/auth.conf, with its own inbox prefix.
+func secureLogin(passwords map[string]string) func(name string) []nats.Option {
+	return func(name string) []nats.Option {
 		svc := strings.TrimPrefix(name, "awaken-")
-		return nats.Connect("", nats.InProcessServer(s), nats.Name(name), nats.MaxReconnects(-1),
-			nats.UserInfo(svc, passwords[svc]), nats.CustomInboxPrefix(deploy.ServiceInboxPrefix(svc)))
+		return []nats.Option{nats.UserInfo(svc, passwords[svc]), nats.CustomInboxPrefix(deploy.ServiceInboxPrefix(svc))}
 	}
 }
 

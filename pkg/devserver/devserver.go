@@ -20,9 +20,8 @@ import (
 	"slices"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
-
 	"github.com/awaken-dev/awaken/internal/app"
+	"github.com/awaken-dev/awaken/internal/app/embedded"
 	"github.com/awaken-dev/awaken/internal/config"
 	"github.com/awaken-dev/awaken/internal/natsserver"
 	"github.com/awaken-dev/awaken/pkg/client"
@@ -50,7 +49,6 @@ type Server struct {
 	// Client is a platform client connected to URL; Close closes it.
 	Client *client.Client
 
-	srv   *server.Server
 	stack *app.Stack
 	dir   string
 }
@@ -73,10 +71,6 @@ func Start(ctx context.Context, o Options) (s *Server, err error) {
 			s = nil
 		}
 	}()
-	if s.srv, err = natsserver.StartEmbedded(natsserver.EmbeddedConfig{StoreDir: dir, Port: -1, NoLog: true}); err != nil {
-		return s, fmt.Errorf("devserver: %w", err)
-	}
-	s.URL = s.srv.ClientURL()
 	services := app.AllServices()
 	if o.WithoutBrainExec {
 		services = slices.DeleteFunc(services, func(n string) bool { return n == app.BrainExec })
@@ -88,17 +82,19 @@ func Start(ctx context.Context, o Options) (s *Server, err error) {
 	if log == nil {
 		log = io.Discard
 	}
-	if s.stack, err = app.Start(ctx, app.Options{Config: cfg, Services: services,
-		Dial: app.InProcessDialer(s.srv), Log: app.NewLogger(log, "info")}); err != nil {
+	if s.stack, err = embedded.Start(ctx, app.Options{Config: cfg, Services: services, Log: app.NewLogger(log, "info")},
+		embedded.Options{Server: natsserver.EmbeddedConfig{StoreDir: dir, Port: -1, NoLog: true}}); err != nil {
 		return s, fmt.Errorf("devserver: %w", err)
 	}
+	s.URL = s.stack.URL()
 	if s.Client, err = client.Dial(s.URL, client.WithPrefix(cfg.Prefix)); err != nil {
 		return s, fmt.Errorf("devserver: %w", err)
 	}
 	return s, nil
 }
 
-// Close drains the services, stops the server and removes its store.
+// Close drains the services, stops the server (the stack's Stop does both) and removes
+// its store.
 func (s *Server) Close() error {
 	var errs []error
 	if s.Client != nil {
@@ -111,7 +107,6 @@ func (s *Server) Close() error {
 		defer cancel()
 		errs = append(errs, s.stack.Stop(ctx))
 	}
-	natsserver.Shutdown(s.srv)
 	errs = append(errs, os.RemoveAll(s.dir))
 	return errors.Join(errs...)
 }
