@@ -127,13 +127,47 @@ func (c *Client) ResolveCall(ctx context.Context, op string, req CallResolveRequ
 			if rec.Resolution.CommandID != id {
 				return CallResolveResult{}, &CallAlreadyResolvedError{Result: resolveResult(op, rec.Resolution)}
 			}
-			return resolveResult(op, rec.Resolution), nil
+			res := resolveResult(op, rec.Resolution)
+			if res.Status == contracts.ResolutionCorrected {
+				// The gate marks the record corrected, then publishes the correction: a
+				// caller told "corrected" must find it on the stream.
+				run, _, _, _ := contracts.ParseOperationID(op) // valid: the command was
+				if err := c.awaitCorrection(ctx, run, op); err != nil {
+					return res, fmt.Errorf("client: call %s: %w: %w", op, ErrCallResolvePending, err)
+				}
+			}
+			return res, nil
 		case <-ctx.Done():
 			if id == "" {
 				return CallResolveResult{}, fmt.Errorf("client: resolve call %s: %w", op, ctx.Err())
 			}
 			return CallResolveResult{OperationID: op}, fmt.Errorf("client: call %s: %w: %w", op, ErrCallResolvePending, context.Cause(ctx))
 		}
+	}
+}
+
+// awaitCorrection waits until the correction of op is stored among run's corrections,
+// looking again with a growing pause (bounded by ctx).
+func (c *Client) awaitCorrection(ctx context.Context, run, op string) error {
+	pause := 20 * time.Millisecond
+	for {
+		got, err := c.Corrections(ctx, run)
+		if err != nil {
+			return err
+		}
+		for _, rc := range got {
+			if rc.OperationID == op {
+				return nil
+			}
+		}
+		t := time.NewTimer(pause)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return context.Cause(ctx)
+		}
+		pause = min(2*pause, time.Second)
 	}
 }
 
