@@ -1,6 +1,7 @@
 package deploy_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -244,11 +245,10 @@ func TestContainers_cluster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, ok := bytesReplaceOnce(cfg, "\npolicy:\n", "\npolicy:\n  limits:\n    - { name: slow-at-once, tools: [slow], key: global, concurrency: "+
-		strconv.Itoa(clusterSlots)+" }\n")
-	if !ok {
+	if !bytes.Contains(cfg, []byte("\npolicy:\n")) {
 		t.Fatal("examples/awaken.yaml has no top-level policy: section")
 	}
+	cfg = bytes.Replace(cfg, []byte("\npolicy:\n"), fmt.Appendf(nil, "\npolicy:\n  limits:\n    - { name: slow-at-once, tools: [slow], key: global, concurrency: %d }\n", clusterSlots), 1)
 	d := run(t, awakentest.Options{Cluster: true, ConfigYAML: cfg})
 	admin := adminJS(t, d)
 	names := contracts.NewNames("")
@@ -490,15 +490,6 @@ func clusterConcurrency(t *testing.T, d *awakentest.Deployment, admin jetstream.
 		entry, err := bus.Decode[contracts.LimitLedgerEntry](e.Value())
 		return err == nil && entry.Used == 0 && len(entry.Waiting) == 0 && len(entry.Handed) == 0, err
 	})
-}
-
-// bytesReplaceOnce replaces the first old in b with new, reporting whether it was there.
-func bytesReplaceOnce(b []byte, old, new string) ([]byte, bool) {
-	s := string(b)
-	if !strings.Contains(s, old) {
-		return b, false
-	}
-	return []byte(strings.Replace(s, old, new, 1)), true
 }
 
 // logConnEvents logs the disconnections, reconnections and asynchronous errors of nc

@@ -7,7 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
+	"sync/atomic"
 
 	"github.com/nats-io/nats.go"
 	"github.com/rs/zerolog"
@@ -214,8 +214,9 @@ func (x *Executor) Handle(ctx context.Context, d bus.Delivery) error {
 		spanCtx = toolctx.WithBodyStart(spanCtx, func(ctx context.Context) error { return ledger.BodyStarting(ctx, inv) })
 	}
 	bodyCtx, endProgress := x.withProgress(spanCtx, inv)
-	var cost reportedCost
-	bodyCtx = toolctx.WithCost(bodyCtx, cost.set)
+	// The last cost the body reported for its call ([tool.ReportCost]), set from its goroutines.
+	var cost atomic.Pointer[float64]
+	bodyCtx = toolctx.WithCost(bodyCtx, func(amount float64) { cost.Store(&amount) })
 	out, err := x.runUnlessPaused(bodyCtx, inv)
 	endProgress()
 	stopped := ctx.Err() == nil && errors.Is(context.Cause(runCtx), errRunCancelled)
@@ -237,7 +238,7 @@ func (x *Executor) Handle(ctx context.Context, d bus.Delivery) error {
 		return err
 	}
 
-	rec, owned, err := x.complete(ctx, key, req, d.StreamSeq, attempt, marked, out, cost.get(), rec, rev)
+	rec, owned, err := x.complete(ctx, key, req, d.StreamSeq, attempt, marked, out, cost.Load(), rec, rev)
 	if err != nil {
 		return err
 	}
@@ -633,22 +634,4 @@ func truncate(s string, n int) string {
 		n--
 	}
 	return s[:n]
-}
-
-// reportedCost is the last cost a tool body reported for its call ([tool.ReportCost]).
-type reportedCost struct {
-	mu     sync.Mutex
-	amount *float64
-}
-
-func (c *reportedCost) set(amount float64) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.amount = &amount
-}
-
-func (c *reportedCost) get() *float64 {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.amount
 }

@@ -3,6 +3,7 @@ package gate
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/rs/zerolog"
 
@@ -50,18 +51,29 @@ func (s *Service) onTerminalCall(ctx context.Context, d bus.Delivery) error {
 	if !rec.Phase.IsTerminal() {
 		return nil
 	}
+	op := contracts.OperationID(runID, step, rec.CallID)
+	// The batch is read only when a limit has something to look up in it, once.
+	var b *contracts.BatchRecord
+	var i int
+	batch := func() error {
+		if b != nil {
+			return nil
+		}
+		var err error
+		b, i, err = s.terminalCall(ctx, runID, step, &rec)
+		return err
+	}
 	// Slots first: whatever ended the call — its body, a cancellation, a block after its
 	// slot was taken — its slots go back (to the next waiter), and its place in a queue.
 	if s.limits.slotsForTool(rec.ToolID) {
-		b, i, err := s.terminalCall(ctx, runID, step, &rec)
-		if err != nil {
+		if err := batch(); err != nil {
 			return err
 		}
 		granted, err := s.limits.releaseSlots(ctx, b, i)
 		if err != nil {
 			return err
 		}
-		if err := s.handOverWaiters(ctx, contracts.OperationID(runID, step, rec.CallID), granted); err != nil {
+		if err := s.handOverWaiters(ctx, op, granted); err != nil {
 			return err
 		}
 	}
@@ -80,17 +92,14 @@ func (s *Service) onTerminalCall(ctx context.Context, d bus.Delivery) error {
 			return nil
 		}
 		// The tool reported what the call cost: its budget shares become that amount.
-		b, i, err := s.terminalCall(ctx, runID, step, &rec)
-		if err != nil {
+		if err := batch(); err != nil {
 			return err
 		}
-		return s.limits.settleAll(ctx, b, i, contracts.OperationID(runID, step, rec.CallID), rec.Decision, *rec.Cost)
+		return s.limits.settleAll(ctx, b, i, op, rec.Decision, *rec.Cost)
 	}
-	b, i, err := s.terminalCall(ctx, runID, step, &rec)
-	if err != nil {
+	if err := batch(); err != nil {
 		return err
 	}
-	op := contracts.OperationID(runID, step, rec.CallID)
 	released, err := s.limits.releaseAll(ctx, b, i, op, rec.Decision)
 	if err != nil {
 		return err
@@ -108,9 +117,9 @@ func (s *Service) onTerminalCall(ctx context.Context, d bus.Delivery) error {
 // held (a budget added since, or an earlier block) is left alone.
 func (l *limiter) settleAll(ctx context.Context, b *contracts.BatchRecord, i int, op string, decided *contracts.GateOutcome, cost float64) error {
 	sub := &b.Submission
-	at := b.CreatedAt
-	if decided.Until != nil {
-		at = *decided.Until
+	at, err := l.sharesAt(ctx, b, i, op, decided)
+	if err != nil {
+		return err
 	}
 	st, err := l.store(ctx)
 	if err != nil {
@@ -160,23 +169,9 @@ func (s *Service) terminalCall(ctx context.Context, runID string, step int64, re
 func (l *limiter) releaseAll(ctx context.Context, b *contracts.BatchRecord, i int, op string, decided *contracts.GateOutcome) (int, error) {
 	sub := &b.Submission
 	n := 0
-	// The windows the decision took its shares in: those of the batch's recording, or of
-	// the window a waiting rate limit deferred the call to — named by the recorded
-	// decision, or (a decision lost to a seal) by the deferral pointer.
-	at := b.CreatedAt
-	switch {
-	case decided != nil && decided.Until != nil:
-		at = *decided.Until
-	case decided == nil:
-		if lim := l.waitingRate(sub.Calls[i]); lim != nil {
-			until, err := l.deferredWindow(ctx, lim, b, op)
-			if err != nil {
-				return 0, err
-			}
-			if !until.IsZero() {
-				at = until
-			}
-		}
+	at, err := l.sharesAt(ctx, b, i, op, decided)
+	if err != nil {
+		return 0, err
 	}
 	for k := range l.limits {
 		lim := &l.limits[k]
@@ -191,4 +186,23 @@ func (l *limiter) releaseAll(ctx context.Context, b *contracts.BatchRecord, i in
 		n++
 	}
 	return n, nil
+}
+
+// sharesAt is the moment whose windows the decision decided took op's shares in (call i of
+// b): the batch's recording, or the window a waiting rate limit deferred the call to —
+// named by the recorded decision, or, for a decision lost to a seal (decided nil), by the
+// deferral pointer in the ledger.
+func (l *limiter) sharesAt(ctx context.Context, b *contracts.BatchRecord, i int, op string, decided *contracts.GateOutcome) (time.Time, error) {
+	switch {
+	case decided != nil && decided.Until != nil:
+		return *decided.Until, nil
+	case decided == nil:
+		if lim := l.waitingRate(b.Submission.Calls[i]); lim != nil {
+			until, err := l.deferredWindow(ctx, lim, b, op)
+			if err != nil || !until.IsZero() {
+				return until, err
+			}
+		}
+	}
+	return b.CreatedAt, nil
 }
