@@ -12,7 +12,6 @@ import (
 	"io"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -72,24 +71,7 @@ type Kit struct {
 	// service is the only service the fault hook expects to be called by.
 	service string
 	faults  *faults
-}
-
-// faults is the state of the fault hook, shared by every view of a Kit.
-type faults struct {
-	mu    sync.Mutex
-	rules []faultRule
-	hits  map[string]int // "point|op" → number of times the hook was reached
-}
-
-// faultRule makes the hook fail at point for op, times times (forever when < 0), running
-// before (if set) first. A rule with a pass function runs it on every hit instead and
-// never fails.
-type faultRule struct {
-	point  pipeline.FaultPoint
-	op     string
-	times  int
-	before func()
-	pass   func(hit int)
+	clock   *clock
 }
 
 // New starts a server, ensures the topology (memory storage; topo may set e.g. a short
@@ -111,8 +93,10 @@ func New(t *testing.T, service, configYAML string, topo bus.TopologyConfig) *Kit
 	if err != nil {
 		t.Fatalf("env: %v", err)
 	}
-	k := &Kit{T: t, Ctx: ctx, Server: srv, NC: nc, JS: js, Env: env, service: service, faults: &faults{hits: map[string]int{}}}
+	k := &Kit{T: t, Ctx: ctx, Server: srv, NC: nc, JS: js, Env: env, service: service,
+		faults: &faults{hits: map[string]int{}}, clock: &clock{}}
 	env.Faults = k.fault
+	env.Now = k.clock.now
 	env.Service = service
 	return k
 }
@@ -123,81 +107,6 @@ func (k *Kit) In(t *testing.T) *Kit {
 	v := *k
 	v.T = t
 	return &v
-}
-
-// Stop stops a service started by the test (anything with a graceful Stop) when the test
-// ends, before the server goes away.
-func (k *Kit) Stop(name string, svc interface{ Stop(context.Context) error }) {
-	natstest.StopAtCleanup(k.T, name, WaitTimeout, svc.Stop)
-}
-
-// StartService starts a service with start on the kit's environment (under a context
-// that outlives the test's, so only the cleanup stops it), fails the test if it does not
-// start, and stops it when the test ends.
-func StartService[S interface{ Stop(context.Context) error }, O any](k *Kit, name string, start func(context.Context, *pipeline.Env, ...O) (S, error), opts ...O) S {
-	k.T.Helper()
-	svc, err := start(context.WithoutCancel(k.Ctx), k.Env, opts...)
-	if err != nil {
-		k.T.Fatalf("start %s: %v", name, err)
-	}
-	k.Stop(name, svc)
-	return svc
-}
-
-// FailAt makes the fault hook fail at point for op times times (forever when < 0),
-// running before, if not nil, each time before it fails.
-func (k *Kit) FailAt(point pipeline.FaultPoint, op string, times int, before func()) {
-	k.faults.mu.Lock()
-	defer k.faults.mu.Unlock()
-	k.faults.rules = append(k.faults.rules, faultRule{point: point, op: op, times: times, before: before})
-}
-
-// OnFault runs fn with the hit number (1, 2, ...) every time the fault hook is reached at
-// point for op, without failing; tests use it to hold a handler at a step boundary.
-func (k *Kit) OnFault(point pipeline.FaultPoint, op string, fn func(hit int)) {
-	k.faults.mu.Lock()
-	defer k.faults.mu.Unlock()
-	k.faults.rules = append(k.faults.rules, faultRule{point: point, op: op, pass: fn})
-}
-
-// HitCount is how often the fault hook was reached at point for op.
-func (k *Kit) HitCount(point pipeline.FaultPoint, op string) int {
-	k.faults.mu.Lock()
-	defer k.faults.mu.Unlock()
-	return k.faults.hits[string(point)+"|"+op]
-}
-
-func (k *Kit) fault(_ context.Context, service string, point pipeline.FaultPoint, op string) error {
-	if service != k.service {
-		k.T.Errorf("fault hook called with service %q, want %q", service, k.service)
-	}
-	k.faults.mu.Lock()
-	k.faults.hits[string(point)+"|"+op]++
-	hit := k.faults.hits[string(point)+"|"+op]
-	var before func()
-	fail := false
-	for i := range k.faults.rules {
-		f := &k.faults.rules[i]
-		if f.point == point && f.op == op && f.pass != nil {
-			pass := f.pass
-			k.faults.mu.Unlock()
-			pass(hit)
-			return nil
-		}
-		if f.point == point && f.op == op && f.times != 0 {
-			f.times--
-			before, fail = f.before, true
-			break
-		}
-	}
-	k.faults.mu.Unlock()
-	if !fail {
-		return nil
-	}
-	if before != nil {
-		before()
-	}
-	return fmt.Errorf("%w at %s of %s", ErrInjected, point, op)
 }
 
 // Publish stores e on subject and returns its stream sequence. A deduplicated publish

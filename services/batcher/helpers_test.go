@@ -16,10 +16,15 @@ import (
 // waitTimeout bounds every wait of these tests.
 const waitTimeout = servicetest.WaitTimeout
 
-// harness is the shared service test kit with (after start) a running batcher.
+// service is the batcher as its tests run it: a fast redelivery, at most ten deliveries.
+var service = servicetest.Service[*batcher.Service, bus.DeliveryOption]{
+	Name: batcher.ServiceName, Start: batcher.Start,
+	Defaults: []bus.DeliveryOption{bus.WithDelivery(10, 20*time.Millisecond)},
+}
+
+// harness is the shared service harness running the batcher.
 type harness struct {
-	*servicetest.Kit
-	svc *batcher.Service
+	*servicetest.Harness[*batcher.Service, bus.DeliveryOption]
 }
 
 // stored is one message read back from a stream.
@@ -32,22 +37,11 @@ var (
 	op          = contracts.OperationID
 )
 
-func newHarness(t *testing.T) *harness {
-	t.Helper()
-	return &harness{Kit: servicetest.New(t, batcher.ServiceName, servicetest.PipelineConfig, bus.TopologyConfig{})}
-}
-
-// start starts the batcher; the test's cleanup stops it before the server goes away.
-func (h *harness) start(opts ...bus.DeliveryOption) {
-	h.T.Helper()
-	opts = append([]bus.DeliveryOption{bus.WithDelivery(10, 20*time.Millisecond)}, opts...)
-	h.svc = servicetest.StartService(h.Kit, "batcher", batcher.Start, opts...)
-}
+// newHarness starts a server and one batcher on it.
+func newHarness(t *testing.T) *harness { return &harness{servicetest.Start(t, service)} }
 
 // in returns a view of h that reports failures to t (a subtest).
-func (h *harness) in(t *testing.T) *harness {
-	return &harness{Kit: h.Kit.In(t), svc: h.svc}
-}
+func (h *harness) in(t *testing.T) *harness { return &harness{h.Harness.In(t)} }
 
 // recorded returns the revisions of run's record that record a batch: the gate's work.
 func (h *harness) recorded(run string) []stored {

@@ -46,7 +46,6 @@ func (h *harness) stored(run string, step int64) bool {
 // is stored, instead of being accepted and blocking every call with "invalid run policy".
 func TestRunPolicyThatDoesNotCompileIsRejectedAtSubmission(t *testing.T) {
 	h := newHarness(t)
-	h.start()
 	const run = "run-bad-policy"
 	sub := submission(run, 1, call("c1", "echo"))
 	sub.Policy = &contracts.PolicyConfig{Rules: []contracts.PolicyRule{{Pattern: `echo(text =~ "x")`, Behavior: contracts.BehaviorAllow}}}
@@ -70,7 +69,6 @@ func TestRunPolicyThatDoesNotCompileIsRejectedAtSubmission(t *testing.T) {
 // clears the run's active batch), step 2 sent again under a new ce-id is accepted.
 func TestOneActiveBatchPerRun(t *testing.T) {
 	h := newHarness(t)
-	h.start()
 	const run = "run-busy"
 	first := submission(run, 1, call("c1", "echo"))
 	h.Submit("busy-1", first)
@@ -130,8 +128,7 @@ func TestOneActiveBatchPerRun(t *testing.T) {
 // of each run and refuses the other with run_busy.
 func TestOneActiveBatchPerRunUnderConcurrentBatchers(t *testing.T) {
 	h := newHarness(t)
-	h.start()
-	h.start() // a second replica on the same durable consumer
+	h.StartReplica() // a second replica on the same durable consumer
 	const runs = 12
 	var last uint64
 	for i := range runs {
@@ -168,7 +165,6 @@ func TestOneActiveBatchPerRunUnderConcurrentBatchers(t *testing.T) {
 // refused batch is stored.
 func TestEndedRunTakesNoMoreBatches(t *testing.T) {
 	h := newHarness(t)
-	h.start()
 	for _, tt := range []struct {
 		run, reason string
 		code        contracts.RejectCode

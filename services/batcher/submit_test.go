@@ -22,7 +22,6 @@ import (
 // work (its first call, or the probe of a parallel-delegation batch).
 func TestSubmitRecordsTheBatchForTheGate(t *testing.T) {
 	h := newHarness(t)
-	h.start()
 
 	brain := func(mode contracts.ToolRecoveryMode, n uint16) contracts.PinnedCall {
 		return contracts.PinnedCall{Known: true, Target: contracts.TargetBrain, Kind: contracts.KindRegular,
@@ -137,7 +136,6 @@ func decodedHash(t *testing.T, sub contracts.BatchSubmission) string {
 // (announced to the gate) once; past open, a resubmission changes nothing either.
 func TestIdenticalResubmissionIsANoOp(t *testing.T) {
 	h := newHarness(t)
-	h.start()
 	const run = "run-resubmit"
 	sub := submission(run, 1, call("c1", "echo"), call("c2", "echo"))
 	batchID := sub.BatchID()
@@ -192,7 +190,6 @@ func TestIdenticalResubmissionIsANoOp(t *testing.T) {
 // the reason, and the stored batch is untouched.
 func TestConflictingResubmissionIsRejected(t *testing.T) {
 	h := newHarness(t)
-	h.start()
 	const run = "run-conflict"
 	first := submission(run, 2, call("c1", "echo"))
 	h.Submit(first.BatchID(), first)
@@ -233,7 +230,6 @@ func TestConflictingResubmissionIsRejected(t *testing.T) {
 // submitted right after it still processed.
 func TestMalformedSubmissionsAreRejectedAndTheConsumerMovesOn(t *testing.T) {
 	h := newHarness(t)
-	h.start()
 	names := h.Env.Names
 
 	valid := func(run string) []byte {

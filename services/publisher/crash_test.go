@@ -10,6 +10,7 @@ import (
 
 	"github.com/awaken-dev/awaken/internal/bus"
 	"github.com/awaken-dev/awaken/internal/pipeline"
+	"github.com/awaken-dev/awaken/internal/servicetest"
 	"github.com/awaken-dev/awaken/pkg/cloudevent"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
@@ -62,8 +63,7 @@ func TestCrashesPublishExactlyOnce(t *testing.T) {
 			if tt.pastWindow {
 				topo.Duplicates = duplicateWindow
 			}
-			h := newHarnessWith(t, topo)
-			h.start()
+			h := newHarness(t, servicetest.WithTopology(topo))
 			run := fmt.Sprintf("run-crash-%d", i)
 			tool := "echo"
 			if tt.parallel {
@@ -139,8 +139,8 @@ func TestCrashesPublishExactlyOnce(t *testing.T) {
 // publication is then refused as a duplicate, which it takes as "already published": it
 // completes its delivery instead of failing it, and the batch is published once.
 func TestConcurrentFinalizersPublishOnce(t *testing.T) {
-	h := newHarness(t)
-	h.start(bus.WithWorkers(2))
+	h := newHarness(t, servicetest.Stopped())
+	h.StartReplica(bus.WithWorkers(2))
 	const run = "run-race"
 	sub := submission(run, 1, calls(2, "delegate")...)
 	h.createBatch(sub, true)

@@ -16,11 +16,15 @@ import (
 // waitTimeout bounds every wait of these tests.
 const waitTimeout = servicetest.WaitTimeout
 
-// harness is the shared service test kit with (after start) one or more running
-// publishers.
+// service is the publisher as its tests run it: a fast redelivery, no limit on deliveries.
+var service = servicetest.Service[*publisher.Service, bus.DeliveryOption]{
+	Name: publisher.ServiceName, Start: publisher.Start,
+	Defaults: []bus.DeliveryOption{bus.WithDelivery(-1, 20*time.Millisecond)},
+}
+
+// harness is the shared service harness running one or more publishers.
 type harness struct {
-	*servicetest.Kit
-	svc *publisher.Service
+	*servicetest.Harness[*publisher.Service, bus.DeliveryOption]
 }
 
 // stored is one message read back from a stream.
@@ -32,29 +36,13 @@ var (
 	submission  = servicetest.Submission
 )
 
-func newHarness(t *testing.T) *harness {
-	return newHarnessWith(t, bus.TopologyConfig{})
-}
-
-// newHarnessWith is newHarness with a topology configuration (e.g. a short duplicate
-// window); memory storage is always used.
-func newHarnessWith(t *testing.T, topo bus.TopologyConfig) *harness {
-	t.Helper()
-	return &harness{Kit: servicetest.New(t, publisher.ServiceName, servicetest.PipelineConfig, topo)}
-}
-
-// start starts a publisher (call it again for another replica); the test's cleanup stops
-// it before the server goes away.
-func (h *harness) start(opts ...bus.DeliveryOption) {
-	h.T.Helper()
-	opts = append([]bus.DeliveryOption{bus.WithDelivery(-1, 20*time.Millisecond)}, opts...)
-	h.svc = servicetest.StartService(h.Kit, "publisher", publisher.Start, opts...)
+// newHarness starts a server and (unless [servicetest.Stopped]) one publisher on it.
+func newHarness(t *testing.T, opts ...servicetest.Option) *harness {
+	return &harness{servicetest.Start(t, service, opts...)}
 }
 
 // in returns a view of h that reports failures to t (a subtest).
-func (h *harness) in(t *testing.T) *harness {
-	return &harness{Kit: h.Kit.In(t), svc: h.svc}
-}
+func (h *harness) in(t *testing.T) *harness { return &harness{h.Harness.In(t)} }
 
 // results returns the messages on the results subject of run.
 func (h *harness) results(run string) []stored {

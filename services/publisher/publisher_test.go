@@ -10,6 +10,7 @@ import (
 	"github.com/awaken-dev/awaken/internal/bus"
 	"github.com/awaken-dev/awaken/internal/natstest"
 	"github.com/awaken-dev/awaken/internal/pipeline"
+	"github.com/awaken-dev/awaken/internal/servicetest"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
@@ -54,7 +55,6 @@ func TestBarrierHoldsUntilEveryCallIsTerminal(t *testing.T) {
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			h := newHarness(t)
-			h.start()
 			run := fmt.Sprintf("run-barrier-%d", i)
 			sub := submission(run, 1, calls(3, tt.tool)...)
 			h.createBatch(sub, tt.parallel)
@@ -105,7 +105,6 @@ func waitPhase(h *harness, sub contracts.BatchSubmission, p contracts.BatchPhase
 // state in order; then the projection facts and the published phase.
 func TestPublishesOneResultsMessageInModelOrder(t *testing.T) {
 	h := newHarness(t)
-	h.start()
 	const run = "run-order"
 	sub := submission(run, 7, call("first", "echo"), call("second", "echo"), call("third", "nope"), call("fourth", "echo"))
 	h.createBatch(sub, false)
@@ -195,9 +194,9 @@ func TestDuplicateOutputsPublishOnce(t *testing.T) {
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			h := newHarness(t)
+			h := newHarness(t, servicetest.Stopped())
 			for range tt.replicas {
-				h.start(bus.WithWorkers(4))
+				h.StartReplica(bus.WithWorkers(4))
 			}
 			run := fmt.Sprintf("run-dup-%d", i)
 			sub := submission(run, 1, calls(tt.n, tt.tool)...)
@@ -235,7 +234,6 @@ func TestDuplicateOutputsPublishOnce(t *testing.T) {
 // publishes.
 func TestInvalidOutputsAreDeadLettered(t *testing.T) {
 	h := newHarness(t)
-	h.start()
 	sub := submission("run-invalid", 1, call("c0", "echo"))
 	h.createBatch(sub, false)
 
@@ -264,7 +262,6 @@ func TestInvalidOutputsAreDeadLettered(t *testing.T) {
 // batch once the record shows up.
 func TestOutputAheadOfItsBatchRecordIsRetried(t *testing.T) {
 	h := newHarness(t)
-	h.start()
 	sub := submission("run-ahead", 1, call("c0", "echo"))
 	h.announce(sub, 0, false, "1")
 	natstest.WaitFor(t, waitTimeout, func() bool {
@@ -316,7 +313,6 @@ func TestLargeBatches(t *testing.T) {
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			h := newHarness(t)
-			h.start()
 			run := fmt.Sprintf("run-large-%d", i)
 			sub := submission(run, 1, calls(tt.n, "echo")...)
 			h.createBatch(sub, false)
@@ -360,7 +356,6 @@ func TestLargeBatches(t *testing.T) {
 // the batch still publishes, with empty state in its finalized event.
 func TestConflictingStateIsLeftOutOfTheFinalizedEvent(t *testing.T) {
 	h := newHarness(t)
-	h.start()
 	const run = "run-state-conflict"
 	sub := submission(run, 1, calls(2, "echo")...)
 	h.createBatch(sub, false)

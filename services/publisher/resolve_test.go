@@ -15,7 +15,6 @@ import (
 // A resolution after the finalize is refused by the batch (it becomes a correction).
 func TestResolutionBetweenReadAndFinalize(t *testing.T) {
 	h := newHarness(t)
-	h.start()
 	sub := submission("run-resolve-race", 1, call("c0", "echo"), call("c1", "echo"))
 	h.createBatch(sub, false)
 	h.setCall(sub, 0, contracts.IndeterminatePhase("executor_lost"))

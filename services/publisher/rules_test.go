@@ -14,7 +14,6 @@ import (
 // run record is ended, so the batcher refuses the run's next batch with run_ended.
 func TestStateConflictEndsTheRun(t *testing.T) {
 	h := newHarness(t)
-	h.start()
 	const run = "run-conflict-ends"
 	sub := submission(run, 1, calls(3, "echo")...)
 	h.createBatch(sub, false)
