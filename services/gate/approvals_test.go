@@ -59,7 +59,7 @@ func TestTicketBindsArgumentsDigest(t *testing.T) {
 	if want := contracts.ArgumentsDigest(json.RawMessage(`{"path":"/tmp/a"}`)); tk.ArgumentsDigest != want {
 		t.Fatalf("ticket digest %q, want %q (the canonical arguments')", tk.ArgumentsDigest, want)
 	}
-	if want := contracts.PolicyDigest(h.env.Config.Policy, nil); tk.PolicyDigest != want || tk.PolicyDigest == "" {
+	if want := contracts.PolicyDigest(h.Env.Config.Policy, nil); tk.PolicyDigest != want || tk.PolicyDigest == "" {
 		t.Fatalf("ticket policy digest %q, want %q", tk.PolicyDigest, want)
 	}
 
@@ -183,7 +183,7 @@ func TestSeveralApprovers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := h.svc.handleResume(h.ctx, bus.Delivery{Event: ev, Subject: h.env.Names.TicketResumeAPISubject()}); err != nil {
+	if err := h.Svc.handleResume(h.Ctx, bus.Delivery{Event: ev, Subject: h.Env.Names.TicketResumeAPISubject()}); err != nil {
 		t.Fatalf("redelivered first approval: %v", err)
 	}
 	h.quiet()
@@ -236,7 +236,7 @@ func TestOneDenialVetoes(t *testing.T) {
 // and the call runs once.
 func TestConcurrentApprovalsCountOnceEach(t *testing.T) {
 	h := newHarness(t)
-	h.start(4)
+	h.StartReplica()
 	const rounds = 3
 	for r := range rounds {
 		b, tk := h.park(int64(r+1), fmt.Sprintf("call_%d", r), "three_keys", `{}`)

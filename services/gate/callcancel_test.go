@@ -9,7 +9,7 @@ import (
 )
 
 func (h *harness) cancelCall(id string, b *contracts.BatchRecord, i int, reason string) {
-	h.publish(h.env.Names.CallCancelSubject(), id, contracts.TypeCallCancel,
+	h.publish(h.Env.Names.CallCancelSubject(), id, contracts.TypeCallCancel,
 		contracts.CallCancel{OperationID: op(b, i), Actor: "ops:ana", Reason: reason})
 }
 
@@ -38,10 +38,10 @@ func TestCallCancelByPhase(t *testing.T) {
 	h.gate(b, 4)
 	rec := h.waitCall(b, 4, "executing", isPhase(contracts.PhaseExecuting))
 	rec.Entered, rec.EnteredBy = true, 42
-	if _, err := h.env.Calls.Put(h.ctx, callKey(b, 4), rec); err != nil {
+	if _, err := h.Env.Calls.Put(h.Ctx, callKey(b, 4), rec); err != nil {
 		t.Fatal(err)
 	}
-	stops, err := h.nc.SubscribeSync(h.env.Names.CallStopSubject())
+	stops, err := h.NC.SubscribeSync(h.Env.Names.CallStopSubject())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,18 +9,18 @@ import (
 
 // indeterminate writes call i of b as an executor that lost its body would: Indeterminate.
 func (h *harness) indeterminate(b *contracts.BatchRecord, i int) {
-	h.t.Helper()
+	h.T.Helper()
 	rec := newCallRecord(b, i)
-	if err := rec.MarkIndeterminate("executor_lost", h.env.Now()); err != nil {
-		h.t.Fatal(err)
+	if err := rec.MarkIndeterminate("executor_lost", h.Env.Now()); err != nil {
+		h.T.Fatal(err)
 	}
-	if _, err := h.env.Calls.Put(h.ctx, callKey(b, i), rec); err != nil {
-		h.t.Fatal(err)
+	if _, err := h.Env.Calls.Put(h.Ctx, callKey(b, i), rec); err != nil {
+		h.T.Fatal(err)
 	}
 }
 
 func (h *harness) resolveCall(id string, b *contracts.BatchRecord, i int, outcome contracts.ReconcileOutcome, out *contracts.ToolOutput) {
-	h.publish(h.env.Names.CallResolveSubject(), id, contracts.TypeCallResolve,
+	h.publish(h.Env.Names.CallResolveSubject(), id, contracts.TypeCallResolve,
 		contracts.CallResolve{OperationID: op(b, i), Outcome: outcome, Output: out, Note: "checked", Actor: "ops:ana", Role: "operator"})
 }
 
@@ -32,7 +32,7 @@ func TestCallResolveOpenBatchSurvivesACrash(t *testing.T) {
 	h := newHarness(t)
 	b := h.store(h.submission(1, call("call_1", "echo", `{}`), call("call_2", "ask_me", `{}`)))
 	h.indeterminate(b, 0)
-	h.faults.arm(FaultAfterResolveRecorded, op(b, 0), 1)
+	h.FailAt(FaultAfterResolveRecorded, op(b, 0), 1, nil)
 	out := contracts.TextOutput("call_1", "done by hand")
 	h.resolveCall("res#1", b, 0, contracts.ReconcileRan, &out)
 
@@ -42,10 +42,10 @@ func TestCallResolveOpenBatchSurvivesACrash(t *testing.T) {
 		rec.Resolution.Actor != "ops:ana" || rec.Resolution.Role != "operator" {
 		t.Fatalf("resolved call = %+v (resolution %+v)", rec.Phase, rec.Resolution)
 	}
-	if n := h.faults.firedCount(); n != 1 {
+	if n := h.Injected(); n != 1 {
 		t.Fatalf("crash fired %d times, want 1", n)
 	}
-	run, _, err := h.env.Runs.Get(h.ctx, contracts.RunKey(testRunID))
+	run, _, err := h.Env.Runs.Get(h.Ctx, contracts.RunKey(testRunID))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +64,7 @@ func TestCallResolveFinalizedBatchWaitsForPublication(t *testing.T) {
 	b := h.store(h.submission(1, call("call_1", "echo", `{}`)))
 	h.indeterminate(b, 0)
 	sub := &b.Submission
-	if _, _, err := h.env.Runs.Update(h.ctx, contracts.RunKey(sub.RunID), func(cur *contracts.RunRecord, _ bool) error {
+	if _, _, err := h.Env.Runs.Update(h.Ctx, contracts.RunKey(sub.RunID), func(cur *contracts.RunRecord, _ bool) error {
 		cur.Holds(sub.Step).Phase, cur.ActiveStep = contracts.BatchPhaseFinalized, nil
 		return nil
 	}); err != nil {
@@ -72,18 +72,18 @@ func TestCallResolveFinalizedBatchWaitsForPublication(t *testing.T) {
 	}
 	h.resolveCall("res#2", b, 0, contracts.ReconcileNotRun, nil)
 
-	control, err := h.js.Consumer(h.ctx, h.env.Names.ControlStream(), contracts.ConsumerGateControl)
+	control, err := h.JS.Consumer(h.Ctx, h.Env.Names.ControlStream(), contracts.ConsumerGateControl)
 	if err != nil {
 		t.Fatal(err)
 	}
 	natstest.WaitFor(t, waitLong, func() bool {
-		info, err := control.Info(h.ctx)
+		info, err := control.Info(h.Ctx)
 		return err == nil && info.NumRedelivered > 0
 	}, "the resolution retried while the results are not published")
 	if rec := h.mustCall(b, 0); rec.Resolution != nil || rec.Phase.Kind != contracts.PhaseIndeterminate {
 		t.Fatalf("resolution applied before the publication: %+v", rec.Resolution)
 	}
-	if n := len(h.messages(h.env.Names.ResultsStream(), h.env.Names.ResultCorrectionsSubject(sub.RunID))); n != 0 {
+	if n := len(h.Messages(h.Env.Names.ResultsStream(), h.Env.Names.ResultCorrectionsSubject(sub.RunID))); n != 0 {
 		t.Fatalf("%d corrections published before the results", n)
 	}
 
@@ -95,10 +95,10 @@ func TestCallResolveFinalizedBatchWaitsForPublication(t *testing.T) {
 	}
 	var msgs []msg
 	natstest.WaitFor(t, waitLong, func() bool {
-		msgs = h.messages(h.env.Names.ResultsStream(), h.env.Names.ResultCorrectionsSubject(sub.RunID))
+		msgs = h.Messages(h.Env.Names.ResultsStream(), h.Env.Names.ResultCorrectionsSubject(sub.RunID))
 		return len(msgs) == 1
 	}, "the correction event")
-	if msgs[0].ev.Type != contracts.TypeResultCorrected || msgs[0].ev.ID != contracts.ResultCorrectedID(op(b, 0)) {
-		t.Fatalf("correction message = %s %s", msgs[0].ev.Type, msgs[0].ev.ID)
+	if msgs[0].Event.Type != contracts.TypeResultCorrected || msgs[0].Event.ID != contracts.ResultCorrectedID(op(b, 0)) {
+		t.Fatalf("correction message = %s %s", msgs[0].Event.Type, msgs[0].Event.ID)
 	}
 }

@@ -2,6 +2,7 @@ package gate
 
 import (
 	"errors"
+	"github.com/awaken-dev/awaken/internal/servicetest"
 	"testing"
 
 	"github.com/awaken-dev/awaken/internal/bus"
@@ -93,7 +94,7 @@ func TestCancelSealsTheRun(t *testing.T) {
 	// The end is announced once (the second cancel's copy has the same id), after it was
 	// recorded: the event carries the run record's end.
 	ended := h.runEnded(testRunID)
-	run, _, err := h.env.Runs.Get(h.ctx, contracts.RunKey(testRunID))
+	run, _, err := h.Env.Runs.Get(h.Ctx, contracts.RunKey(testRunID))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,15 +109,15 @@ func TestCancelSealsTheRun(t *testing.T) {
 // naming the stage, and that sealing revision is its output: the recorded batch's call 0,
 // and the call after a failed output.
 func TestExhaustedGateInputsSealTheCall(t *testing.T) {
-	h := newHarness(t, withoutService())
-	svc, err := newService(h.env)
+	h := newHarness(t, servicetest.Stopped())
+	svc, err := newService(h.Env)
 	if err != nil {
 		t.Fatal(err)
 	}
 	b := h.store(h.submission(1, call("call_1", "echo", `{}`), call("call_2", "echo", `{}`)))
-	recorded := recordedDelivery(t, h.env.Names, b)
+	recorded := recordedDelivery(t, h.Env.Names, b)
 	for range 2 { // idempotent
-		if err := svc.recordedExhausted(h.ctx, recorded, errInjected); err != nil {
+		if err := svc.recordedExhausted(h.Ctx, recorded, errInjected); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -127,9 +128,9 @@ func TestExhaustedGateInputsSealTheCall(t *testing.T) {
 	if _, ok := h.call(b, 1); ok {
 		t.Error("exhausting the recorded batch touched call_2")
 	}
-	output := outputDelivery(t, h.env.Names, b, 0, first)
+	output := outputDelivery(t, h.Env.Names, b, 0, first)
 	for range 2 {
-		if err := svc.outputExhausted(h.ctx, output, errInjected); err != nil {
+		if err := svc.outputExhausted(h.Ctx, output, errInjected); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -145,22 +146,22 @@ func TestExhaustedGateInputsSealTheCall(t *testing.T) {
 // the record and gates the next call. Only when every delivery found no record does the
 // exhaustion hook let it be dead-lettered, with nothing to seal.
 func TestOutputBeforeItsBatchIsVisibleIsRetried(t *testing.T) {
-	h := newHarness(t, withoutService())
-	svc, err := newService(h.env)
+	h := newHarness(t, servicetest.Stopped())
+	svc, err := newService(h.Env)
 	if err != nil {
 		t.Fatal(err)
 	}
 	sub := h.submission(1, call("call_1", "forbidden", `{}`), call("call_2", "echo", `{}`))
 	unseen := &contracts.BatchRecord{Submission: sub}
 	for _, c := range sub.Calls {
-		unseen.Pinned = append(unseen.Pinned, h.env.Config.Pin(c.ToolID))
+		unseen.Pinned = append(unseen.Pinned, h.Env.Config.Pin(c.ToolID))
 	}
 	done := newCallRecord(unseen, 0)
-	if err := done.CompleteImmediate(contracts.ErrorOutput("call_1", "blocked: no"), h.env.Now()); err != nil {
+	if err := done.CompleteImmediate(contracts.ErrorOutput("call_1", "blocked: no"), h.Env.Now()); err != nil {
 		t.Fatal(err)
 	}
-	d := outputDelivery(t, h.env.Names, unseen, 0, done)
-	err = svc.handleOutput(h.ctx, d)
+	d := outputDelivery(t, h.Env.Names, unseen, 0, done)
+	err = svc.handleOutput(h.Ctx, d)
 	var rej *contracts.Rejection
 	if err == nil || bus.IsPermanent(err) || errors.As(err, &rej) {
 		t.Fatalf("output of a batch not visible yet: %v, want a transient error", err)
@@ -168,13 +169,13 @@ func TestOutputBeforeItsBatchIsVisibleIsRetried(t *testing.T) {
 	if !errors.Is(err, pipeline.ErrBatchNotFound) {
 		t.Errorf("error %v does not match pipeline.ErrBatchNotFound", err)
 	}
-	if err := svc.outputExhausted(h.ctx, d, err); err != nil {
+	if err := svc.outputExhausted(h.Ctx, d, err); err != nil {
 		t.Errorf("exhaustion of an output whose batch never appeared: %v, want nothing to seal", err)
 	}
 
 	b := h.store(sub)
 	d.NumDelivered = 2
-	if err := svc.handleOutput(h.ctx, d); err != nil {
+	if err := svc.handleOutput(h.Ctx, d); err != nil {
 		t.Fatalf("redelivery once the record is visible: %v", err)
 	}
 	if rec := h.mustCall(b, 1); rec.Phase.Kind != contracts.PhaseExecuting {

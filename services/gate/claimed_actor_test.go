@@ -8,7 +8,7 @@ import (
 
 // resumeOnAPISubject publishes cmd on the api's resume subject, as the api does.
 func (h *harness) resumeOnAPISubject(id string, cmd contracts.ResumeCommand) {
-	h.publish(h.env.Names.TicketResumeAPISubject(), id, contracts.TypeTicketResume, cmd)
+	h.publish(h.Env.Names.TicketResumeAPISubject(), id, contracts.TypeTicketResume, cmd)
 }
 
 // lastAuditOf is the last audit record of callID (nil for none).
@@ -69,11 +69,11 @@ func TestClaimedReservedActorIsRefused(t *testing.T) {
 	b, tk := h.park(1, "call_r", "ask_me", `{}`)
 	revs := func() (call, ticket uint64) {
 		t.Helper()
-		_, call, err := h.env.Calls.Get(h.ctx, callKey(b, 0))
+		_, call, err := h.Env.Calls.Get(h.Ctx, callKey(b, 0))
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, ticket, err = h.env.Tickets.Get(h.ctx, tk.CorrelationID)
+		_, ticket, err = h.Env.Tickets.Get(h.Ctx, tk.CorrelationID)
 		if err != nil {
 			t.Fatalf("the ticket: %v", err)
 		}

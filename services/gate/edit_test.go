@@ -79,7 +79,7 @@ func TestApproveWithEditedArguments(t *testing.T) {
 
 	// A redelivery of the very command (another body cannot come under the same id, but
 	// even if it did) re-publishes what the record says, and changes nothing.
-	if err := h.svc.resume(h.ctx, "resume-edit", approveAs(tk, "mallory", `{"path":"/tmp/c"}`), true); err != nil {
+	if err := h.Svc.resume(h.Ctx, "resume-edit", approveAs(tk, "mallory", `{"path":"/tmp/c"}`), true); err != nil {
 		t.Fatal(err)
 	}
 	h.quiet()
@@ -142,7 +142,7 @@ func TestEditedArgumentsGatedAgain(t *testing.T) {
 func TestEditedArgumentsFailClosed(t *testing.T) {
 	h := newHarness(t)
 	b, tk := h.park(1, "call_f", "ask_me", `{"n":1}`)
-	kv, err := h.js.KeyValue(h.ctx, h.env.Names.ToolsBucket())
+	kv, err := h.JS.KeyValue(h.Ctx, h.Env.Names.ToolsBucket())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,19 +162,19 @@ func TestEditedArgumentsFailClosed(t *testing.T) {
 	}
 	refused("no descriptors")
 	// The catalog as a reply would have written it: an object, not the list.
-	if _, err := kv.Put(h.ctx, key, []byte(`{"tools":[{"id":"echo"}]}`)); err != nil {
+	if _, err := kv.Put(h.Ctx, key, []byte(`{"tools":[{"id":"echo"}]}`)); err != nil {
 		t.Fatal(err)
 	}
 	refused("descriptors unreadable")
-	if _, err := kv.Put(h.ctx, key, []byte(`[{"id":"echo","description":"","parameters":{"type":"object"}}] junk`)); err != nil {
+	if _, err := kv.Put(h.Ctx, key, []byte(`[{"id":"echo","description":"","parameters":{"type":"object"}}] junk`)); err != nil {
 		t.Fatal(err)
 	}
 	refused("trailing data")
-	if _, err := kv.Put(h.ctx, key, []byte(`[{"id":"echo","description":"","parameters":{"type":"object"}}]`)); err != nil {
+	if _, err := kv.Put(h.Ctx, key, []byte(`[{"id":"echo","description":"","parameters":{"type":"object"}}]`)); err != nil {
 		t.Fatal(err)
 	}
 	refused("no descriptor of the tool")
-	if _, err := kv.Put(h.ctx, key, []byte(`[{"id":"ask_me","description":"","parameters":{"type":"object","properties":{"n":{"type":"integer"}},"additionalProperties":false}}]`)); err != nil {
+	if _, err := kv.Put(h.Ctx, key, []byte(`[{"id":"ask_me","description":"","parameters":{"type":"object","properties":{"n":{"type":"integer"}},"additionalProperties":false}}]`)); err != nil {
 		t.Fatal(err)
 	}
 	id := h.uniq("resume-bad-type")

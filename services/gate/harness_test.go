@@ -1,19 +1,13 @@
 package gate
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/awaken-dev/awaken/internal/bus"
 	"github.com/awaken-dev/awaken/internal/natstest"
@@ -80,111 +74,27 @@ executors:
 `
 
 const (
-	waitLong  = 20 * time.Second
+	waitLong  = servicetest.WaitTimeout
 	testRunID = "run-1"
 )
 
-// harness is one embedded JetStream server, the topology, an Env and a running gate.
+// service is the gate as its tests run it: four workers a consumer.
+var service = servicetest.Service[*Service, bus.DeliveryOption]{
+	Name: ServiceName, Start: Start, Defaults: []bus.DeliveryOption{bus.WithWorkers(4)},
+}
+
+// harness is the shared service harness running the gate on testConfig.
 type harness struct {
-	t      *testing.T
-	ctx    context.Context
-	srv    *natstest.Server
-	nc     *nats.Conn
-	js     jetstream.JetStream
-	env    *pipeline.Env
-	svc    *Service
-	faults *faultPlan
-	clock  *clock
-	seq    atomic.Int64
+	*servicetest.Harness[*Service, bus.DeliveryOption]
+	seq atomic.Int64
 }
 
-type harnessOption func(*harnessOptions)
+// errInjected is the error of every fault the harness injects.
+var errInjected = servicetest.ErrInjected
 
-type harnessOptions struct {
-	workers  int
-	noStart  bool
-	replicas int
-}
-
-func withWorkers(n int) harnessOption { return func(o *harnessOptions) { o.workers = n } }
-
-// withoutService leaves the gate stopped (tests that set up state first).
-func withoutService() harnessOption { return func(o *harnessOptions) { o.noStart = true } }
-
-func newHarness(t *testing.T, opts ...harnessOption) *harness {
-	t.Helper()
-	o := harnessOptions{workers: 4}
-	for _, opt := range opts {
-		opt(&o)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	kit := servicetest.New(t, ServiceName, testConfig, bus.TopologyConfig{})
-	srv, nc, js, env := kit.Server, kit.NC, kit.JS, kit.Env
-	h := &harness{t: t, ctx: ctx, srv: srv, nc: nc, js: js, env: env, faults: &faultPlan{}, clock: &clock{}}
-	env.Faults = h.faults.hook
-	env.Now = h.clock.now
-	if !o.noStart {
-		h.start(o.workers)
-	}
-	return h
-}
-
-// start starts a gate replica; the harness stops it at cleanup.
-func (h *harness) start(workers int) *Service {
-	h.t.Helper()
-	svc, err := Start(h.ctx, h.env, bus.WithWorkers(workers))
-	if err != nil {
-		h.t.Fatalf("start gate: %v", err)
-	}
-	natstest.StopAtCleanup(h.t, "gate", 10*time.Second, svc.Stop)
-	if h.svc == nil {
-		h.svc = svc
-	}
-	return svc
-}
-
-// clock is the test clock: real time shifted by an offset the test may advance.
-type clock struct{ offset atomic.Int64 }
-
-func (c *clock) now() time.Time { return time.Now().UTC().Add(time.Duration(c.offset.Load())) }
-
-func (c *clock) advance(d time.Duration) { c.offset.Add(int64(d)) }
-
-// faultPlan injects crashes: each armed (service, point, op) fails the given number of times.
-type faultPlan struct {
-	mu    sync.Mutex
-	armed map[string]int
-	fired []string
-}
-
-var errInjected = errors.New("injected crash")
-
-func (f *faultPlan) arm(point pipeline.FaultPoint, op string, times int) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.armed == nil {
-		f.armed = map[string]int{}
-	}
-	f.armed[string(point)+"|"+op] = times
-}
-
-func (f *faultPlan) hook(_ context.Context, service string, point pipeline.FaultPoint, op string) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	k := string(point) + "|" + op
-	if f.armed[k] > 0 {
-		f.armed[k]--
-		f.fired = append(f.fired, k)
-		return fmt.Errorf("%s at %s of %s: %w", service, point, op, errInjected)
-	}
-	return nil
-}
-
-func (f *faultPlan) firedCount() int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return len(f.fired)
+// newHarness starts a server and (unless [servicetest.Stopped]) one gate on it.
+func newHarness(t *testing.T, opts ...servicetest.Option) *harness {
+	return &harness{Harness: servicetest.Start(t, service, append([]servicetest.Option{servicetest.WithConfig(testConfig)}, opts...)...)}
 }
 
 // --- building batches -------------------------------------------------------------------
@@ -196,7 +106,7 @@ func call(id, tool, args string) contracts.ToolCall {
 // visibleTools is every configured tool plus "nosuch", which no executor registers.
 func (h *harness) visibleTools() []string {
 	ids := []string{"nosuch"}
-	for _, t := range h.env.Config.Tools {
+	for _, t := range h.Env.Config.Tools {
 		ids = append(ids, t.ID)
 	}
 	return ids
@@ -214,13 +124,13 @@ func (h *harness) submission(step int64, calls ...contracts.ToolCall) contracts.
 // store writes the batch record of sub as the batcher would: pins from the trusted
 // configuration, the parallel-delegation flag, phase open.
 func (h *harness) store(sub contracts.BatchSubmission) *contracts.BatchRecord {
-	h.t.Helper()
+	h.T.Helper()
 	rec := contracts.BatchRecord{Submission: sub, Hash: sub.Hash(), Phase: contracts.BatchPhaseOpen, CreatedAt: time.Now().UTC()}
 	parallel := len(sub.Calls) > 1
 	for _, c := range sub.Calls {
-		pin := h.env.Config.Pin(c.ToolID)
+		pin := h.Env.Config.Pin(c.ToolID)
 		rec.Pinned = append(rec.Pinned, pin)
-		t, ok := h.env.Config.Tool(c.ToolID)
+		t, ok := h.Env.Config.Tool(c.ToolID)
 		if !ok || t.Kind != contracts.KindDelegation || !t.ParallelCompletion || c.ToolID != sub.Calls[0].ToolID {
 			parallel = false
 		}
@@ -233,20 +143,20 @@ func (h *harness) store(sub contracts.BatchSubmission) *contracts.BatchRecord {
 // published moves rec's batch to where the publisher leaves it: finalized and released on
 // the run record, archived as published (without looking at its calls).
 func (h *harness) published(rec *contracts.BatchRecord) {
-	h.t.Helper()
+	h.T.Helper()
 	sub := &rec.Submission
-	if _, _, err := h.env.Runs.Update(h.ctx, contracts.RunKey(sub.RunID), func(cur *contracts.RunRecord, _ bool) error {
+	if _, _, err := h.Env.Runs.Update(h.Ctx, contracts.RunKey(sub.RunID), func(cur *contracts.RunRecord, _ bool) error {
 		if b := cur.Holds(sub.Step); b != nil {
 			b.Phase, cur.ActiveStep = contracts.BatchPhaseFinalized, nil
 		}
 		return nil
 	}); err != nil {
-		h.t.Fatal(err)
+		h.T.Fatal(err)
 	}
 	done := *rec
 	done.Phase = contracts.BatchPhasePublished
-	if _, err := h.env.ArchiveBatch(h.ctx, done); err != nil {
-		h.t.Fatal(err)
+	if _, err := h.Env.ArchiveBatch(h.Ctx, done); err != nil {
+		h.T.Fatal(err)
 	}
 	rec.Phase = contracts.BatchPhasePublished
 }
@@ -261,15 +171,15 @@ func (h *harness) published(rec *contracts.BatchRecord) {
 // [pipeline.Env.AcceptBatch] writes: the test decides when the gate gets the batch
 // ([harness.gate] of call 0, [harness.probe]), after setting up whatever state it needs.
 func (h *harness) accept(rec contracts.BatchRecord) {
-	h.t.Helper()
+	h.T.Helper()
 	sub := &rec.Submission
-	kv, err := h.js.KeyValue(h.ctx, h.env.Names.RunsBucket())
+	kv, err := h.JS.KeyValue(h.Ctx, h.Env.Names.RunsBucket())
 	if err != nil {
-		h.t.Fatal(err)
+		h.T.Fatal(err)
 	}
-	runs := state.NewStore[contracts.RunRecord](kv, state.WithJetStream(h.js))
+	runs := state.NewStore[contracts.RunRecord](kv, state.WithJetStream(h.JS))
 	busy := false
-	if _, _, err := runs.Update(h.ctx, contracts.RunKey(sub.RunID), func(cur *contracts.RunRecord, exists bool) error {
+	if _, _, err := runs.Update(h.Ctx, contracts.RunKey(sub.RunID), func(cur *contracts.RunRecord, exists bool) error {
 		busy = false
 		if !exists {
 			cur.RunID = sub.RunID
@@ -279,19 +189,19 @@ func (h *harness) accept(rec contracts.BatchRecord) {
 			return state.ErrNoChange
 		}
 		if prev := cur.Batch; prev != nil {
-			if _, err := h.env.ArchiveBatch(h.ctx, *prev); err != nil {
+			if _, err := h.Env.ArchiveBatch(h.Ctx, *prev); err != nil {
 				return err
 			}
 		}
 		return cur.Open(rec)
 	}); err != nil {
-		h.t.Fatalf("store batch %s: %v", sub.BatchID(), err)
+		h.T.Fatalf("store batch %s: %v", sub.BatchID(), err)
 	}
 	if busy {
 		// Another batch of the run is open: keep this one in the archive, where the gate
 		// reads it all the same.
-		if _, err := h.env.Batches.Create(h.ctx, contracts.BatchKey(sub.RunID, sub.Step), rec); err != nil {
-			h.t.Fatalf("store batch %s: %v", sub.BatchID(), err)
+		if _, err := h.Env.Batches.Create(h.Ctx, contracts.BatchKey(sub.RunID, sub.Step), rec); err != nil {
+			h.T.Fatalf("store batch %s: %v", sub.BatchID(), err)
 		}
 	}
 }
@@ -299,13 +209,13 @@ func (h *harness) accept(rec contracts.BatchRecord) {
 // --- publishing inputs ------------------------------------------------------------------
 
 func (h *harness) publish(subject, id, typ string, payload any) {
-	h.t.Helper()
+	h.T.Helper()
 	ev, err := cloudevent.NewEvent(id, "awaken/test", typ, payload)
 	if err != nil {
-		h.t.Fatalf("event: %v", err)
+		h.T.Fatalf("event: %v", err)
 	}
-	if _, err := h.js.PublishMsg(h.ctx, cloudevent.EncodeMsg(subject, ev)); err != nil {
-		h.t.Fatalf("publish %s: %v", subject, err)
+	if _, err := h.JS.PublishMsg(h.Ctx, cloudevent.EncodeMsg(subject, ev)); err != nil {
+		h.T.Fatalf("publish %s: %v", subject, err)
 	}
 }
 
@@ -319,25 +229,25 @@ func (h *harness) uniq(base string) string { return fmt.Sprintf("%s#%d", base, h
 // revision asks for it (and does so by itself once the gate writes or an executor commits
 // it), while these tests also gate calls whose predecessor they left executing.
 func (h *harness) gate(b *contracts.BatchRecord, index int) {
-	h.t.Helper()
+	h.T.Helper()
 	if index == 0 {
 		h.recordAgain(b)
 		return
 	}
-	svc := h.svc
+	svc := h.Svc
 	if svc == nil {
-		h.t.Fatal("gate: no gate service started")
+		h.T.Fatal("gate: no gate service started")
 	}
-	if err := svc.gateCall(withCall(h.ctx, b, index), b, index, false); err != nil {
-		h.t.Fatalf("gate call %d of %s: %v", index, b.Submission.BatchID(), err)
+	if err := svc.gateCall(withCall(h.Ctx, b, index), b, index, false); err != nil {
+		h.T.Fatalf("gate call %d of %s: %v", index, b.Submission.BatchID(), err)
 	}
 }
 
 // probe asks the gate to probe the parallel batch b: the revision that records it.
 func (h *harness) probe(b *contracts.BatchRecord) {
-	h.t.Helper()
+	h.T.Helper()
 	if !b.Parallel {
-		h.t.Fatalf("probe of %s, which is not a parallel batch", b.Submission.BatchID())
+		h.T.Fatalf("probe of %s, which is not a parallel batch", b.Submission.BatchID())
 	}
 	h.recordAgain(b)
 }
@@ -345,11 +255,11 @@ func (h *harness) probe(b *contracts.BatchRecord) {
 // recordAgain writes the run record of b again as the revision that records b
 // ([contracts.TypeBatchRecorded]), with the run record's current content.
 func (h *harness) recordAgain(b *contracts.BatchRecord) {
-	h.t.Helper()
+	h.T.Helper()
 	sub := &b.Submission
-	run, _, err := h.env.Runs.Get(h.ctx, contracts.RunKey(sub.RunID))
+	run, _, err := h.Env.Runs.Get(h.Ctx, contracts.RunKey(sub.RunID))
 	if err != nil {
-		h.t.Fatalf("run record of %s: %v", sub.BatchID(), err)
+		h.T.Fatalf("run record of %s: %v", sub.BatchID(), err)
 	}
 	if run.Holds(sub.Step) == nil {
 		// A batch kept in the archive (another batch of the run is open): the revision
@@ -357,20 +267,20 @@ func (h *harness) recordAgain(b *contracts.BatchRecord) {
 		open := *b
 		run.Batch = &open
 	}
-	h.publish(h.env.Names.RunRecordSubject(sub.RunID),
+	h.publish(h.Env.Names.RunRecordSubject(sub.RunID),
 		h.uniq(pipeline.BatchRecordedID(sub.BatchID())), contracts.TypeBatchRecorded, run)
 }
 
 func (h *harness) resume(id string, cmd contracts.ResumeCommand) {
-	h.publish(h.env.Names.TicketResumeSubject(), id, contracts.TypeTicketResume, cmd)
+	h.publish(h.Env.Names.TicketResumeSubject(), id, contracts.TypeTicketResume, cmd)
 }
 
 func (h *harness) cancelRun(id, runID string) {
-	h.publish(h.env.Names.RunCancelSubject(), id, contracts.TypeRunCancel, contracts.RunCancel{RunID: runID})
+	h.publish(h.Env.Names.RunCancelSubject(), id, contracts.TypeRunCancel, contracts.RunCancel{RunID: runID})
 }
 
 func (h *harness) fireTimer(id, corr, kind string) {
-	h.publish(h.env.Names.TicketExpireSubject(), id, contracts.TypeTicketExpire, contracts.TicketTimer{CorrelationID: corr, Kind: kind})
+	h.publish(h.Env.Names.TicketExpireSubject(), id, contracts.TypeTicketExpire, contracts.TicketTimer{CorrelationID: corr, Kind: kind})
 }
 
 func op(b *contracts.BatchRecord, i int) string {
@@ -388,43 +298,43 @@ func deny(t contracts.ResumeTicket, reason string) contracts.ResumeCommand {
 // --- reading state and outputs ----------------------------------------------------------
 
 func (h *harness) call(b *contracts.BatchRecord, i int) (contracts.CallRecord, bool) {
-	h.t.Helper()
-	rec, _, err := h.env.Calls.Get(h.ctx, callKey(b, i))
+	h.T.Helper()
+	rec, _, err := h.Env.Calls.Get(h.Ctx, callKey(b, i))
 	if errors.Is(err, state.ErrNotFound) {
 		return contracts.CallRecord{}, false
 	}
 	if err != nil {
-		h.t.Fatalf("read call: %v", err)
+		h.T.Fatalf("read call: %v", err)
 	}
 	return rec, true
 }
 
 func (h *harness) mustCall(b *contracts.BatchRecord, i int) contracts.CallRecord {
-	h.t.Helper()
+	h.T.Helper()
 	rec, ok := h.call(b, i)
 	if !ok {
-		h.t.Fatalf("call %d of %s has no record", i, b.Submission.BatchID())
+		h.T.Fatalf("call %d of %s has no record", i, b.Submission.BatchID())
 	}
 	return rec
 }
 
 func (h *harness) ticket(corr string) (contracts.ResumeTicket, bool) {
-	h.t.Helper()
-	t, _, err := h.env.Tickets.Get(h.ctx, corr)
+	h.T.Helper()
+	t, _, err := h.Env.Tickets.Get(h.Ctx, corr)
 	if errors.Is(err, state.ErrNotFound) {
 		return contracts.ResumeTicket{}, false
 	}
 	if err != nil {
-		h.t.Fatalf("read ticket: %v", err)
+		h.T.Fatalf("read ticket: %v", err)
 	}
 	return t, true
 }
 
 // waitCall waits until call i's record satisfies cond and returns it.
 func (h *harness) waitCall(b *contracts.BatchRecord, i int, what string, cond func(contracts.CallRecord) bool) contracts.CallRecord {
-	h.t.Helper()
+	h.T.Helper()
 	var rec contracts.CallRecord
-	natstest.WaitFor(h.t, waitLong, func() bool {
+	natstest.WaitFor(h.T, waitLong, func() bool {
 		r, ok := h.call(b, i)
 		rec = r
 		return ok && cond(r)
@@ -437,83 +347,23 @@ func isPhase(k contracts.PhaseKind) func(contracts.CallRecord) bool {
 }
 
 // msg is one stored message with its decoded envelope.
-type msg struct {
-	subject string
-	ev      cloudevent.Event
-}
+type msg = servicetest.Stored
 
-// messages returns every message of stream whose subject matches filter (exact, or a
-// prefix ending in ">"), in stream order.
-func (h *harness) messages(stream, filter string) []msg {
-	h.t.Helper()
-	s, err := h.js.Stream(h.ctx, stream)
-	if err != nil {
-		h.t.Fatalf("stream %s: %v", stream, err)
-	}
-	info, err := s.Info(h.ctx)
-	if err != nil {
-		h.t.Fatalf("stream info: %v", err)
-	}
-	var out []msg
-	for seq := info.State.FirstSeq; seq <= info.State.LastSeq && info.State.Msgs > 0; seq++ {
-		raw, err := s.GetMsg(h.ctx, seq)
-		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			continue
-		}
-		if err != nil {
-			h.t.Fatalf("get msg %d: %v", seq, err)
-		}
-		if !subjectMatches(filter, raw.Subject) {
-			continue
-		}
-		ev, err := cloudevent.DecodeMsg(raw.Header, raw.Data)
-		if err != nil {
-			h.t.Fatalf("decode msg %d on %s: %v", seq, raw.Subject, err)
-		}
-		out = append(out, msg{subject: raw.Subject, ev: ev})
-	}
-	return out
-}
-
-func subjectMatches(filter, subject string) bool {
-	if p, ok := strings.CutSuffix(filter, ">"); ok {
-		return strings.HasPrefix(subject, p)
-	}
-	return filter == subject
-}
-
-func decodeAs[T any](t *testing.T, m msg) T {
-	t.Helper()
-	var v T
-	if err := json.Unmarshal(m.ev.Data, &v); err != nil {
-		t.Fatalf("decode %s: %v", m.ev.Type, err)
-	}
-	return v
-}
+func decodeAs[T any](t *testing.T, m msg) T { return servicetest.Decode[T](t, m.Event) }
 
 // execRequests returns the executor requests of every target for the test run.
 func (h *harness) execRequests() []msg {
-	var out []msg
-	for _, m := range servicetest.ExecRequests(h.t, h.ctx, h.js, h.env.Names, testRunID) {
-		out = append(out, msg{subject: m.Subject, ev: m.Event})
-	}
-	return out
+	return servicetest.ExecRequests(h.T, h.Ctx, h.JS, h.Env.Names, testRunID)
 }
 
 // outputs returns the call outputs of the test run: the terminal call-record revisions,
 // each with the CallOutput it announces as its data.
-func (h *harness) outputs() []msg {
-	var out []msg
-	for _, m := range servicetest.CallOutputs(h.t, h.ctx, h.js, h.env.Names, testRunID) {
-		out = append(out, msg{subject: m.Subject, ev: m.Event})
-	}
-	return out
-}
+func (h *harness) outputs() []msg { return h.CallOutputs(testRunID) }
 
 func (h *harness) audits() []contracts.AuditRecord {
 	var out []contracts.AuditRecord
-	for _, m := range h.messages(h.env.Names.AuditStream(), h.env.Names.AuditSubject(testRunID)) {
-		out = append(out, decodeAs[contracts.AuditRecord](h.t, m))
+	for _, m := range h.Messages(h.Env.Names.AuditStream(), h.Env.Names.AuditSubject(testRunID)) {
+		out = append(out, decodeAs[contracts.AuditRecord](h.T, m))
 	}
 	return out
 }
@@ -531,9 +381,9 @@ func (h *harness) auditsOf(callID string) []string {
 
 func (h *harness) facts() []contracts.AgentEvent {
 	var out []contracts.AgentEvent
-	for _, m := range h.messages(h.env.Names.EventsStream(), h.env.Names.EventsSubject(testRunID)) {
-		if m.ev.Type == contracts.TypeAgentEvent {
-			out = append(out, decodeAs[contracts.AgentEvent](h.t, m))
+	for _, m := range h.Messages(h.Env.Names.EventsStream(), h.Env.Names.EventsSubject(testRunID)) {
+		if m.Event.Type == contracts.TypeAgentEvent {
+			out = append(out, decodeAs[contracts.AgentEvent](h.T, m))
 		}
 	}
 	return out
@@ -542,12 +392,12 @@ func (h *harness) facts() []contracts.AgentEvent {
 // runEnded returns the io.awaken.run.ended.v1 events stored for runID.
 func (h *harness) runEnded(runID string) []contracts.RunEndedEvent {
 	var out []contracts.RunEndedEvent
-	for _, m := range h.messages(h.env.Names.EventsStream(), h.env.Names.EventsSubject(runID)) {
-		if m.ev.Type == contracts.TypeRunEnded {
-			if m.ev.ID != runID+":ended" || m.ev.Source != "awaken/gate" {
-				h.t.Errorf("run.ended id %q source %q", m.ev.ID, m.ev.Source)
+	for _, m := range h.Messages(h.Env.Names.EventsStream(), h.Env.Names.EventsSubject(runID)) {
+		if m.Event.Type == contracts.TypeRunEnded {
+			if m.Event.ID != runID+":ended" || m.Event.Source != "awaken/gate" {
+				h.T.Errorf("run.ended id %q source %q", m.Event.ID, m.Event.Source)
 			}
-			out = append(out, decodeAs[contracts.RunEndedEvent](h.t, m))
+			out = append(out, decodeAs[contracts.RunEndedEvent](h.T, m))
 		}
 	}
 	return out
@@ -571,12 +421,12 @@ type answer struct {
 
 func (h *harness) answers() []answer {
 	var out []answer
-	for _, m := range h.messages(h.env.Names.TicketsStream(), h.env.Names.Prefix+".tickets.>") {
-		switch m.ev.Type {
+	for _, m := range h.Messages(h.Env.Names.TicketsStream(), h.Env.Names.Prefix+".tickets.>") {
+		switch m.Event.Type {
 		case contracts.TypeTicketResolved:
-			out = append(out, answer{"resolved", decodeAs[contracts.TicketResolution](h.t, m)})
+			out = append(out, answer{"resolved", decodeAs[contracts.TicketResolution](h.T, m)})
 		case contracts.TypeTicketRejected:
-			out = append(out, answer{"rejected", decodeAs[contracts.TicketResolution](h.t, m)})
+			out = append(out, answer{"rejected", decodeAs[contracts.TicketResolution](h.T, m)})
 		}
 	}
 	return out
@@ -584,9 +434,9 @@ func (h *harness) answers() []answer {
 
 // waitAnswer waits for the answer to resume command resumeID.
 func (h *harness) waitAnswer(resumeID string) answer {
-	h.t.Helper()
+	h.T.Helper()
 	var got answer
-	natstest.WaitFor(h.t, waitLong, func() bool {
+	natstest.WaitFor(h.T, waitLong, func() bool {
 		for _, a := range h.answers() {
 			if a.res.ResumeID == resumeID {
 				got = a
@@ -600,8 +450,8 @@ func (h *harness) waitAnswer(resumeID string) answer {
 
 func (h *harness) opened() []contracts.ResumeTicket {
 	var out []contracts.ResumeTicket
-	for _, m := range h.messages(h.env.Names.TicketsStream(), h.env.Names.TicketOpenedSubject()) {
-		out = append(out, decodeAs[contracts.ResumeTicket](h.t, m))
+	for _, m := range h.Messages(h.Env.Names.TicketsStream(), h.Env.Names.TicketOpenedSubject()) {
+		out = append(out, decodeAs[contracts.ResumeTicket](h.T, m))
 	}
 	return out
 }
@@ -609,8 +459,8 @@ func (h *harness) opened() []contracts.ResumeTicket {
 // quiet waits until every gate consumer has delivered and settled all its messages, so
 // that counting outputs afterwards proves that nothing more will come.
 func (h *harness) quiet() {
-	h.t.Helper()
-	n := h.env.Names
+	h.T.Helper()
+	n := h.Env.Names
 	consumers := []struct{ stream, durable string }{
 		{n.RunRecordsStream(), contracts.ConsumerGateBatches},
 		{n.CallRecordsStream(), contracts.ConsumerGateOutputs},
@@ -618,13 +468,13 @@ func (h *harness) quiet() {
 		{n.TimersStream(), contracts.ConsumerGateTimers},
 		{n.ControlStream(), contracts.ConsumerGateControl},
 	}
-	natstest.WaitFor(h.t, waitLong, func() bool {
+	natstest.WaitFor(h.T, waitLong, func() bool {
 		for _, c := range consumers {
-			cons, err := h.js.Consumer(h.ctx, c.stream, c.durable)
+			cons, err := h.JS.Consumer(h.Ctx, c.stream, c.durable)
 			if err != nil {
 				return false
 			}
-			info, err := cons.Info(h.ctx)
+			info, err := cons.Info(h.Ctx)
 			if err != nil || info.NumPending > 0 || info.NumAckPending > 0 {
 				return false
 			}
@@ -681,9 +531,9 @@ func outputDelivery(t *testing.T, names contracts.Names, b *contracts.BatchRecor
 // waitTicket waits until ticket corr exists: a parked call's ticket is created after its
 // record is committed.
 func (h *harness) waitTicket(corr string) contracts.ResumeTicket {
-	h.t.Helper()
+	h.T.Helper()
 	var tk contracts.ResumeTicket
-	natstest.WaitFor(h.t, waitLong, func() bool {
+	natstest.WaitFor(h.T, waitLong, func() bool {
 		var ok bool
 		tk, ok = h.ticket(corr)
 		return ok

@@ -3,6 +3,7 @@ package gate
 import (
 	"errors"
 	"fmt"
+	"github.com/awaken-dev/awaken/internal/servicetest"
 	"strings"
 	"testing"
 	"time"
@@ -17,26 +18,26 @@ func intp(n int) *int { return &n }
 // withLimits starts a gate whose host policy has limits (and the tools costs), after the
 // harness parsed the test configuration.
 func (h *harness) withLimits(costs map[string]float64, limits ...contracts.LimitConfig) {
-	h.t.Helper()
-	h.env.Config.Policy.Limits = limits
+	h.T.Helper()
+	h.Env.Config.Policy.Limits = limits
 	for id, c := range costs {
 		found := false
-		for i := range h.env.Config.Tools {
-			if h.env.Config.Tools[i].ID == id {
-				h.env.Config.Tools[i].Cost, found = &c, true
+		for i := range h.Env.Config.Tools {
+			if h.Env.Config.Tools[i].ID == id {
+				h.Env.Config.Tools[i].Cost, found = &c, true
 			}
 		}
 		if !found {
-			h.t.Fatalf("no tool %s", id)
+			h.T.Fatalf("no tool %s", id)
 		}
 	}
-	h.start(4)
+	h.StartReplica()
 }
 
 // decided gates call 0 of a fresh one-call batch of run at step and waits for its
 // decision to be recorded.
 func (h *harness) decided(run string, step int64, tool string) contracts.CallRecord {
-	h.t.Helper()
+	h.T.Helper()
 	sub := h.submission(step, call("c1", tool, `{"text":"hi"}`))
 	sub.RunID = run
 	b := h.store(sub)
@@ -69,7 +70,7 @@ func wantRuns(t *testing.T, rec contracts.CallRecord) {
 // its audit record; another run has its own count, and a tool the limit does not match is
 // not counted.
 func TestCountLimitBlocksPastNPerRun(t *testing.T) {
-	h := newHarness(t, withoutService())
+	h := newHarness(t, servicetest.Stopped())
 	h.withLimits(nil, contracts.LimitConfig{Name: "echo-per-run", Tools: []string{"echo"}, Key: "run", Count: intp(2)})
 
 	wantRuns(t, h.decided(testRunID, 1, "echo"))
@@ -99,7 +100,7 @@ func TestCountLimitBlocksPastNPerRun(t *testing.T) {
 // TestRateLimitBlocksPastNPerWindow: a rate of 2 per hour, global, blocks the third call of
 // the window with rate_limited, across runs.
 func TestRateLimitBlocksPastNPerWindow(t *testing.T) {
-	h := newHarness(t, withoutService())
+	h := newHarness(t, servicetest.Stopped())
 	h.withLimits(nil, contracts.LimitConfig{Name: "echo-rate", Tools: []string{"echo"}, Key: "global",
 		Rate: &contracts.RateLimitConfig{N: 2, Window: "1h"}})
 
@@ -118,7 +119,7 @@ func TestRateLimitBlocksPastNPerWindow(t *testing.T) {
 // calls run, the third is blocked with budget_exhausted. counter costs 3 against a budget
 // of 5 that asks: the first runs, the second asks, and its approval runs it.
 func TestBudgetBlocksAndAsks(t *testing.T) {
-	h := newHarness(t, withoutService())
+	h := newHarness(t, servicetest.Stopped())
 	h.withLimits(map[string]float64{"echo": 2, "counter": 3},
 		contracts.LimitConfig{Name: "echo-budget", Tools: []string{"echo"}, Key: "run", Budget: &contracts.BudgetLimitConfig{Amount: 5}},
 		contracts.LimitConfig{Name: "counter-budget", Tools: []string{"counter"}, Key: "run", Over: contracts.LimitOverAsk,
@@ -137,7 +138,7 @@ func TestBudgetBlocksAndAsks(t *testing.T) {
 	}
 	tk := h.waitTicket(asked.Decision.CorrelationID)
 	h.resume(h.uniq("approve"), allow(tk))
-	b, err := h.env.Batch(h.ctx, "run-a", 5)
+	b, err := h.Env.Batch(h.Ctx, "run-a", 5)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,14 +153,14 @@ func TestBudgetBlocksAndAsks(t *testing.T) {
 // holding a share and counts nothing again, so a count of 1 still lets the call run (it
 // would block it, as over the limit, if the share were counted twice).
 func TestRedeliveredDecisionIsNotCountedTwice(t *testing.T) {
-	h := newHarness(t, withoutService())
+	h := newHarness(t, servicetest.Stopped())
 	h.withLimits(nil, contracts.LimitConfig{Name: "once", Tools: []string{"echo"}, Key: "run", Count: intp(1)})
 	sub := h.submission(1, call("c1", "echo", `{"text":"hi"}`))
 	b := h.store(sub)
-	h.faults.arm(FaultAfterLimitReserve, op(b, 0), 2)
+	h.FailAt(FaultAfterLimitReserve, op(b, 0), 2, nil)
 	h.gate(b, 0)
 	wantRuns(t, h.waitCall(b, 0, "decided", isPhase(contracts.PhaseExecuting)))
-	if n := h.faults.firedCount(); n != 2 {
+	if n := h.Injected(); n != 2 {
 		t.Fatalf("%d faults fired, want 2", n)
 	}
 	if e := h.ledger("once", testRunID); e.Used != 1 || len(e.Held) != 1 {
@@ -170,7 +171,7 @@ func TestRedeliveredDecisionIsNotCountedTwice(t *testing.T) {
 // TestShadowLimitChangesNothingButTheAudit: a shadow count of 1 lets every call run, and
 // the audit record of the call over it says the limit would have denied it.
 func TestShadowLimitChangesNothingButTheAudit(t *testing.T) {
-	h := newHarness(t, withoutService())
+	h := newHarness(t, servicetest.Stopped())
 	h.withLimits(nil, contracts.LimitConfig{Name: "shadow-once", Tools: []string{"echo"}, Key: "run", Count: intp(1), Shadow: true})
 	wantRuns(t, h.decided(testRunID, 1, "echo"))
 	over := h.decided(testRunID, 2, "echo")
@@ -194,26 +195,26 @@ func TestShadowLimitChangesNothingButTheAudit(t *testing.T) {
 // back (once, although a crash after the release redelivers its terminal record) and the
 // run's next ask_me call asks instead of being blocked.
 func TestAShareIsGivenBackWhenTheCallNeverRan(t *testing.T) {
-	h := newHarness(t, withoutService())
+	h := newHarness(t, servicetest.Stopped())
 	h.withLimits(nil, contracts.LimitConfig{Name: "one-ask", Tools: []string{"ask_me"}, Key: "run", Count: intp(1)})
 	first := h.decided(testRunID, 1, "ask_me")
 	if first.Decision.Kind != contracts.GateRequireConfirmation {
 		t.Fatalf("first ask_me decided %+v, want ask", first.Decision)
 	}
-	b1, err := h.env.Batch(h.ctx, testRunID, 1)
+	b1, err := h.Env.Batch(h.Ctx, testRunID, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.faults.arm(FaultAfterLimitRelease, op(b1, 0), 1)
+	h.FailAt(FaultAfterLimitRelease, op(b1, 0), 1, nil)
 	h.resume(h.uniq("deny"), deny(h.waitTicket(first.Decision.CorrelationID), "no"))
 	h.waitCall(b1, 0, "completed by the denial", isPhase(contracts.PhaseCompleted))
-	natstest.WaitFor(t, waitLong, func() bool { return h.faults.firedCount() == 1 }, "the crash after the release")
+	natstest.WaitFor(t, waitLong, func() bool { return h.Injected() == 1 }, "the crash after the release")
 	natstest.WaitFor(t, waitLong, func() bool {
-		kv, err := h.js.KeyValue(h.ctx, h.env.Names.LimitsBucket())
+		kv, err := h.JS.KeyValue(h.Ctx, h.Env.Names.LimitsBucket())
 		if err != nil {
 			return false
 		}
-		e, _, err := state.NewStore[contracts.LimitLedgerEntry](kv).Get(h.ctx, contracts.LimitLedgerKey("one-ask", testRunID, time.Time{}))
+		e, _, err := state.NewStore[contracts.LimitLedgerEntry](kv).Get(h.Ctx, contracts.LimitLedgerKey("one-ask", testRunID, time.Time{}))
 		return err == nil && e.Used == 0 && len(e.Held) == 0
 	}, "the denied call's share given back")
 
@@ -231,9 +232,9 @@ func TestAShareIsGivenBackWhenTheCallNeverRan(t *testing.T) {
 // the other 33 are blocked with count_exceeded, and the ledger holds exactly the 7.
 func TestGlobalCountHeldAcrossReplicasUnderLoad(t *testing.T) {
 	const runs, max = 40, 7
-	h := newHarness(t, withoutService())
+	h := newHarness(t, servicetest.Stopped())
 	h.withLimits(nil, contracts.LimitConfig{Name: "global-seven", Tools: []string{"echo"}, Key: "global", Count: intp(max)})
-	h.start(4) // a second replica on the same durables
+	h.StartReplica() // a second replica on the same durables
 	var batches []*contracts.BatchRecord
 	for r := range runs {
 		sub := h.submission(1, call("c1", "echo", `{"text":"hi"}`))
@@ -270,12 +271,12 @@ func TestGlobalCountHeldAcrossReplicasUnderLoad(t *testing.T) {
 // cancellation seals the call without a decision; the sealed record still gives the share
 // back.
 func TestAShareReservedBeforeACancellationIsGivenBack(t *testing.T) {
-	h := newHarness(t, withoutService())
+	h := newHarness(t, servicetest.Stopped())
 	h.withLimits(nil, contracts.LimitConfig{Name: "sealed", Tools: []string{"echo"}, Key: "run", Count: intp(5)})
 	b := h.store(h.submission(1, call("c1", "echo", `{"text":"hi"}`)))
-	h.faults.arm(FaultAfterLimitReserve, op(b, 0), 1000)
+	h.FailAt(FaultAfterLimitReserve, op(b, 0), 1000, nil)
 	h.gate(b, 0)
-	natstest.WaitFor(t, waitLong, func() bool { return h.faults.firedCount() >= 1 }, "the share reserved, the decision not recorded")
+	natstest.WaitFor(t, waitLong, func() bool { return h.Injected() >= 1 }, "the share reserved, the decision not recorded")
 	if e := h.ledger("sealed", testRunID); e.Used != 1 {
 		t.Fatalf("ledger %+v, want the reserved share", e)
 	}
@@ -285,11 +286,11 @@ func TestAShareReservedBeforeACancellationIsGivenBack(t *testing.T) {
 		t.Fatalf("sealed call carries decision %+v", rec.Decision)
 	}
 	natstest.WaitFor(t, waitLong, func() bool {
-		kv, err := h.js.KeyValue(h.ctx, h.env.Names.LimitsBucket())
+		kv, err := h.JS.KeyValue(h.Ctx, h.Env.Names.LimitsBucket())
 		if err != nil {
 			return false
 		}
-		e, _, err := state.NewStore[contracts.LimitLedgerEntry](kv).Get(h.ctx, contracts.LimitLedgerKey("sealed", testRunID, time.Time{}))
+		e, _, err := state.NewStore[contracts.LimitLedgerEntry](kv).Get(h.Ctx, contracts.LimitLedgerKey("sealed", testRunID, time.Time{}))
 		return err == nil && e.Used == 0 && len(e.Held) == 0
 	}, "the sealed call's share given back")
 }
@@ -300,7 +301,7 @@ func TestAShareReservedBeforeACancellationIsGivenBack(t *testing.T) {
 // ticket due at the window's start. A redelivered decision finds the same window and counts
 // nothing twice; the due timer hands the deferred call over.
 func TestRateLimitWaitDefersToTheNextWindow(t *testing.T) {
-	h := newHarness(t, withoutService())
+	h := newHarness(t, servicetest.Stopped())
 	h.withLimits(nil, contracts.LimitConfig{Name: "hourly", Tools: []string{"echo"}, Key: contracts.LimitKeyGlobal,
 		Rate: &contracts.RateLimitConfig{N: 1, Window: "1h"}, Over: contracts.LimitOverWait})
 
@@ -363,11 +364,11 @@ func TestRateLimitWaitDefersToTheNextWindow(t *testing.T) {
 	subD := h.submission(1, call("c1", "echo", `{"text":"hi"}`))
 	subD.RunID = "run-d"
 	d := h.store(subD)
-	h.faults.arm(FaultAfterLimitReserve, op(d, 0), 2)
+	h.FailAt(FaultAfterLimitReserve, op(d, 0), 2, nil)
 	h.gate(d, 0)
 	rd := h.waitCall(d, 0, "decided after the crashes", func(r contracts.CallRecord) bool { return r.Decision != nil })
-	if h.faults.firedCount() != 2 {
-		t.Fatalf("fault fired %d times, want 2", h.faults.firedCount())
+	if h.Injected() != 2 {
+		t.Fatalf("fault fired %d times, want 2", h.Injected())
 	}
 	if want := base.Add(3 * time.Hour); !d.CreatedAt.Truncate(time.Hour).Equal(base) {
 		t.Skip("the batches straddled an hour boundary")
@@ -383,11 +384,11 @@ func TestRateLimitWaitDefersToTheNextWindow(t *testing.T) {
 	// Its own window gets room (run-a's share given back, as for a call that never ran):
 	// deciding run-d's call again still finds the window it was deferred to, by the pointer,
 	// and takes nothing in its own.
-	lim := h.svc.limits.waitingRate(d.Submission.Calls[0])
-	if err := h.svc.limits.release(h.ctx, contracts.LimitLedgerKey("hourly", "", base), op(a, 0)); err != nil {
+	lim := h.Svc.limits.waitingRate(d.Submission.Calls[0])
+	if err := h.Svc.limits.release(h.Ctx, contracts.LimitLedgerKey("hourly", "", base), op(a, 0)); err != nil {
 		t.Fatal(err)
 	}
-	until, blocked, err := h.svc.limits.reserveAhead(h.ctx, lim, d, op(d, 0))
+	until, blocked, err := h.Svc.limits.reserveAhead(h.Ctx, lim, d, op(d, 0))
 	if err != nil || blocked || !until.Equal(base.Add(3*time.Hour)) {
 		t.Fatalf("decided again: until %s, blocked %v, %v; want the window it was deferred to", until, blocked, err)
 	}
@@ -401,40 +402,40 @@ func TestRateLimitWaitDefersToTheNextWindow(t *testing.T) {
 
 // ledger reads the limits ledger entry of limit for value (no window).
 func (h *harness) ledger(limit, value string) contracts.LimitLedgerEntry {
-	h.t.Helper()
+	h.T.Helper()
 	return h.windowLedger(limit, value, time.Time{})
 }
 
 // windowLedger reads the ledger entry of limit for value in the window starting at w.
 func (h *harness) windowLedger(limit, value string, w time.Time) contracts.LimitLedgerEntry {
-	h.t.Helper()
+	h.T.Helper()
 	e, ok := h.windowEntry(limit, value, w)
 	if !ok {
-		h.t.Fatalf("no ledger entry %s/%s at %s", limit, value, w)
+		h.T.Fatalf("no ledger entry %s/%s at %s", limit, value, w)
 	}
 	return e
 }
 
 // ledgerEntry reads the ledger entry of limit for value (no window), if there is one.
 func (h *harness) ledgerEntry(limit, value string) (contracts.LimitLedgerEntry, bool) {
-	h.t.Helper()
+	h.T.Helper()
 	return h.windowEntry(limit, value, time.Time{})
 }
 
 // windowEntry reads the ledger entry of limit for value in the window starting at w, if
 // there is one.
 func (h *harness) windowEntry(limit, value string, w time.Time) (contracts.LimitLedgerEntry, bool) {
-	h.t.Helper()
-	kv, err := h.js.KeyValue(h.ctx, h.env.Names.LimitsBucket())
+	h.T.Helper()
+	kv, err := h.JS.KeyValue(h.Ctx, h.Env.Names.LimitsBucket())
 	if err != nil {
-		h.t.Fatal(err)
+		h.T.Fatal(err)
 	}
-	e, _, err := state.NewStore[contracts.LimitLedgerEntry](kv).Get(h.ctx, contracts.LimitLedgerKey(limit, value, w))
+	e, _, err := state.NewStore[contracts.LimitLedgerEntry](kv).Get(h.Ctx, contracts.LimitLedgerKey(limit, value, w))
 	if errors.Is(err, state.ErrNotFound) {
 		return e, false
 	}
 	if err != nil {
-		h.t.Fatalf("ledger %s/%s at %s: %v", limit, value, w, err)
+		h.T.Fatalf("ledger %s/%s at %s: %v", limit, value, w, err)
 	}
 	return e, true
 }
@@ -444,7 +445,7 @@ func (h *harness) windowEntry(limit, value string, w time.Time) (contracts.Limit
 // before its window): it is blocked with budget_exhausted, and its rate share in the later
 // window is given back.
 func TestDeferredCallOverAnAskingBudgetIsBlocked(t *testing.T) {
-	h := newHarness(t, withoutService())
+	h := newHarness(t, servicetest.Stopped())
 	h.withLimits(map[string]float64{"echo": 1},
 		contracts.LimitConfig{Name: "hourly", Tools: []string{"echo"}, Key: contracts.LimitKeyGlobal,
 			Rate: &contracts.RateLimitConfig{N: 1, Window: "1h"}, Over: contracts.LimitOverWait},

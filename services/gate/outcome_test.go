@@ -112,7 +112,7 @@ func TestGateOutcomes(t *testing.T) {
 	}
 	for n, row := range rows {
 		t.Run(row.name, func(t *testing.T) {
-			h.t = t
+			h.T = t
 			callID := fmt.Sprintf("call_%d", n)
 			sub := h.submission(int64(100+n), call(callID, row.tool, row.args))
 			if row.mod != nil {
@@ -138,8 +138,8 @@ func TestGateOutcomes(t *testing.T) {
 				if len(execs) != 1 {
 					t.Fatalf("%d executor requests, want 1", len(execs))
 				}
-				if want := h.env.Names.CallRecordSubject(contracts.CallKey(row.target, testRunID, b.Submission.Step, callID)); execs[0].subject != want {
-					t.Errorf("executor request on %s, want %s", execs[0].subject, want)
+				if want := h.Env.Names.CallRecordSubject(contracts.CallKey(row.target, testRunID, b.Submission.Step, callID)); execs[0].Subject != want {
+					t.Errorf("executor request on %s, want %s", execs[0].Subject, want)
 				}
 				req := decodeAs[contracts.ExecRequest](t, execs[0])
 				if req.Target != row.target || req.Attempt != 1 || req.Parallel || req.Index != 0 || req.ToolID != row.tool {
@@ -222,10 +222,10 @@ func TestGateOutcomes(t *testing.T) {
 // storeWith stores sub with its pin of call 0 changed by pin (a batch written by an older
 // configuration).
 func (h *harness) storeWith(sub contracts.BatchSubmission, pin func(*contracts.PinnedCall)) *contracts.BatchRecord {
-	h.t.Helper()
+	h.T.Helper()
 	rec := contracts.BatchRecord{Submission: sub, Hash: sub.Hash(), Phase: contracts.BatchPhaseOpen}
 	for _, c := range sub.Calls {
-		rec.Pinned = append(rec.Pinned, h.env.Config.Pin(c.ToolID))
+		rec.Pinned = append(rec.Pinned, h.Env.Config.Pin(c.ToolID))
 	}
 	pin(&rec.Pinned[0])
 	h.accept(rec)

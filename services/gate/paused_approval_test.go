@@ -14,13 +14,13 @@ import (
 func TestApprovalWhilePausedIsAnsweredBlocked(t *testing.T) {
 	h := newHarness(t)
 	b, tk := h.park(1, "call_p", "ask_me", `{}`)
-	kv, err := h.js.KeyValue(h.ctx, h.env.Names.ToolPausesBucket())
+	kv, err := h.JS.KeyValue(h.Ctx, h.Env.Names.ToolPausesBucket())
 	if err != nil {
 		t.Fatal(err)
 	}
 	pause := contracts.ToolPause{ToolID: "ask_me", Reason: "incident", PausedAt: time.Now().UTC()}
 	data := `{"tool_id":"ask_me","reason":"incident","paused_at":"` + pause.PausedAt.Format(time.RFC3339Nano) + `"}`
-	if _, err := kv.Put(h.ctx, contracts.ToolPauseKey("ask_me"), []byte(data)); err != nil {
+	if _, err := kv.Put(h.Ctx, contracts.ToolPauseKey("ask_me"), []byte(data)); err != nil {
 		t.Fatal(err)
 	}
 	h.resume("resume-paused", approveAs(tk, "alice", ""))

@@ -91,12 +91,12 @@ func TestProbeFallsBackToSequentialReusingRecordedDecisions(t *testing.T) {
 
 	// Show that the recorded decision, not a fresh one, is what the sequential path
 	// applies: replace call_3's recorded Allow by a Block; the chain would say allow.
-	rec3, rev3, err := h.env.Calls.Get(h.ctx, callKey(b, 2))
+	rec3, rev3, err := h.Env.Calls.Get(h.Ctx, callKey(b, 2))
 	if err != nil {
 		t.Fatal(err)
 	}
 	rec3.Decision = &contracts.GateOutcome{Kind: contracts.GateBlock, Reason: "recorded by the probe"}
-	if _, err := h.env.Calls.UpdateAt(h.ctx, callKey(b, 2), rec3, rev3); err != nil {
+	if _, err := h.Env.Calls.UpdateAt(h.Ctx, callKey(b, 2), rec3, rev3); err != nil {
 		t.Fatal(err)
 	}
 
@@ -129,14 +129,14 @@ func TestProbeFallsBackToSequentialReusingRecordedDecisions(t *testing.T) {
 
 // callWrites is how many writes the calls bucket ever stored (its stream's last sequence).
 func (h *harness) callWrites() uint64 {
-	h.t.Helper()
-	st, err := h.js.Stream(h.ctx, "KV_"+h.env.Names.CallsBucket())
+	h.T.Helper()
+	st, err := h.JS.Stream(h.Ctx, "KV_"+h.Env.Names.CallsBucket())
 	if err != nil {
-		h.t.Fatal(err)
+		h.T.Fatal(err)
 	}
-	info, err := st.Info(h.ctx)
+	info, err := st.Info(h.Ctx)
 	if err != nil {
-		h.t.Fatal(err)
+		h.T.Fatal(err)
 	}
 	return info.State.LastSeq
 }

@@ -15,14 +15,14 @@ import (
 // nothing downstream happens twice.
 func TestProjectionsAreOffThePath(t *testing.T) {
 	h := newHarness(t)
-	n := h.env.Names
+	n := h.Env.Names
 	b := h.store(h.submission(1, call("call_1", "echo", `{}`)))
-	audit, err := h.js.Stream(h.ctx, n.AuditStream())
+	audit, err := h.JS.Stream(h.Ctx, n.AuditStream())
 	if err != nil {
 		t.Fatal(err)
 	}
 	cfg := audit.CachedInfo().Config
-	if err := h.js.DeleteStream(h.ctx, n.AuditStream()); err != nil {
+	if err := h.JS.DeleteStream(h.Ctx, n.AuditStream()); err != nil {
 		t.Fatal(err)
 	}
 	h.gate(b, 0)
@@ -31,7 +31,7 @@ func TestProjectionsAreOffThePath(t *testing.T) {
 	if rec := h.mustCall(b, 0); rec.Decision == nil || rec.Decision.AuditLabel() != "allow" {
 		t.Fatalf("call record %+v: the decision is not durable with its audit data", rec)
 	}
-	if _, err := h.js.CreateStream(h.ctx, cfg); err != nil {
+	if _, err := h.JS.CreateStream(h.Ctx, cfg); err != nil {
 		t.Fatal(err)
 	}
 	natstest.WaitFor(t, waitLong, func() bool { return slices.Equal(h.auditsOf("call_1"), []string{"allow"}) },

@@ -34,47 +34,47 @@ func TestGateRedeliveryAtEachPhase(t *testing.T) {
 			phase: contracts.PhaseAwaiting, opened: 1, audit: []string{"ask"}},
 		{name: "decision recorded by a probe", tool: "echo",
 			state: func(b *contracts.BatchRecord, rec *contracts.CallRecord) {
-				must(rec.Probe(allowed, "", h.env.Now()))
+				must(rec.Probe(allowed, "", h.Env.Now()))
 			},
 			phase: contracts.PhaseExecuting, execs: 1, audit: nil},
 		{name: "executing, executor not entered", tool: "echo",
 			state: func(b *contracts.BatchRecord, rec *contracts.CallRecord) {
-				must(rec.Decide(allowed, "", h.env.Now()))
-				must(rec.Dispatch(h.env.Now()))
+				must(rec.Decide(allowed, "", h.Env.Now()))
+				must(rec.Dispatch(h.Env.Now()))
 				must(rec.CarryInput([]byte(`{}`)))
 			},
 			phase: contracts.PhaseExecuting, execs: 1, audit: []string{"allow"}},
 		{name: "executing, executor entered", tool: "echo",
 			state: func(b *contracts.BatchRecord, rec *contracts.CallRecord) {
-				must(rec.Decide(allowed, "", h.env.Now()))
-				must(rec.Dispatch(h.env.Now()))
+				must(rec.Decide(allowed, "", h.Env.Now()))
+				must(rec.Dispatch(h.Env.Now()))
 				must(rec.CarryInput([]byte(`{}`)))
-				must(rec.Enter(7, h.env.Now()))
+				must(rec.Enter(7, h.Env.Now()))
 			},
 			phase: contracts.PhaseExecuting, execs: 0, audit: []string{"allow"}},
 		{name: "completed", tool: "forbidden",
 			state: func(b *contracts.BatchRecord, rec *contracts.CallRecord) {
-				must(rec.Decide(&contracts.GateOutcome{Kind: contracts.GateBlock, Reason: "no"}, "", h.env.Now()))
-				must(rec.CompleteImmediate(contracts.ErrorOutput(rec.CallID, "blocked: no"), h.env.Now()))
+				must(rec.Decide(&contracts.GateOutcome{Kind: contracts.GateBlock, Reason: "no"}, "", h.Env.Now()))
+				must(rec.CompleteImmediate(contracts.ErrorOutput(rec.CallID, "blocked: no"), h.Env.Now()))
 			},
 			phase: contracts.PhaseCompleted, outputs: 1, audit: []string{"deny"}},
 		{name: "awaiting, ticket not yet created", tool: "ask_me",
 			state: func(b *contracts.BatchRecord, rec *contracts.CallRecord) {
 				corr := contracts.CorrelationID(contracts.ReasonPermission, testRunID, b.Submission.Step, rec.CallID)
-				must(rec.Decide(&contracts.GateOutcome{Kind: contracts.GateRequireConfirmation, CorrelationID: corr}, "", h.env.Now()))
-				must(rec.Park(contracts.WaitToolPermission, corr, h.env.Now()))
+				must(rec.Decide(&contracts.GateOutcome{Kind: contracts.GateRequireConfirmation, CorrelationID: corr}, "", h.Env.Now()))
+				must(rec.Park(contracts.WaitToolPermission, corr, h.Env.Now()))
 			},
 			phase: contracts.PhaseAwaiting, opened: 1, audit: []string{"ask"}},
 	}
 	for n, row := range rows {
 		t.Run(row.name, func(t *testing.T) {
-			h.t = t
+			h.T = t
 			callID := fmt.Sprintf("call_%d", n)
 			b := h.store(h.submission(int64(10+n), call(callID, row.tool, `{}`)))
 			if row.state != nil {
 				rec := newCallRecord(b, 0)
 				row.state(b, &rec)
-				if _, err := h.env.Calls.Create(h.ctx, callKey(b, 0), rec); err != nil {
+				if _, err := h.Env.Calls.Create(h.Ctx, callKey(b, 0), rec); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -221,7 +221,7 @@ func TestCrashAtEachStepThenRedelivery(t *testing.T) {
 			run: func(h *harness, arm func(string)) *contracts.BatchRecord {
 				b, tk := h.park(1, "call_1", "ask_long", `{}`)
 				h.quiet()
-				h.clock.advance(2 * time.Hour)
+				h.Advance(2 * time.Hour)
 				arm(op(b, 0))
 				h.resume("late", allow(tk))
 				h.waitCall(b, 0, "expired", isPhase(contracts.PhaseCompleted))
@@ -260,9 +260,9 @@ func TestCrashAtEachStepThenRedelivery(t *testing.T) {
 		for _, point := range []pipeline.FaultPoint{pipeline.FaultAfterCommit, pipeline.FaultAfterPublish} {
 			t.Run(name+"/"+string(point), func(t *testing.T) {
 				h := newHarness(t)
-				b := sc.run(h, func(op string) { h.faults.arm(point, op, 1) })
+				b := sc.run(h, func(op string) { h.FailAt(point, op, 1, nil) })
 				h.quiet()
-				if h.faults.firedCount() != 1 {
+				if h.Injected() != 1 {
 					t.Fatalf("the fault at %s never fired", point)
 				}
 				sc.check(t, h, b)

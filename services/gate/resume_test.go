@@ -3,6 +3,8 @@ package gate
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/awaken-dev/awaken/internal/bus"
+	"github.com/awaken-dev/awaken/internal/servicetest"
 	"reflect"
 	"sync"
 	"testing"
@@ -16,7 +18,7 @@ import (
 
 // park gates call 0 of a one-call batch of tool at step and waits for its ticket.
 func (h *harness) park(step int64, callID, tool, args string) (*contracts.BatchRecord, contracts.ResumeTicket) {
-	h.t.Helper()
+	h.T.Helper()
 	b := h.store(h.submission(step, call(callID, tool, args)))
 	h.gate(b, 0)
 	rec := h.waitCall(b, 0, "parked", isPhase(contracts.PhaseAwaiting))
@@ -34,7 +36,7 @@ func TestResumeRejectionMatrix(t *testing.T) {
 	// A ticket stored under another key than its own correlation id: only a corrupted or
 	// forged ticket can make the looked-up ticket name another correlation.
 	forgedKey := contracts.CorrelationID(contracts.ReasonPermission, testRunID, 1, "call_forged")
-	if _, err := h.env.Tickets.Create(h.ctx, forgedKey, perm); err != nil {
+	if _, err := h.Env.Tickets.Create(h.Ctx, forgedKey, perm); err != nil {
 		t.Fatal(err)
 	}
 	withID := func(cmd contracts.ResumeCommand, f func(*contracts.ResumeCommand)) contracts.ResumeCommand {
@@ -66,7 +68,7 @@ func TestResumeRejectionMatrix(t *testing.T) {
 	}
 	for n, row := range rows {
 		t.Run(row.name, func(t *testing.T) {
-			h.t = t
+			h.T = t
 			id := fmt.Sprintf("resume-%d", n)
 			h.resume(id, row.cmd)
 			a := h.waitAnswer(id)
@@ -86,7 +88,7 @@ func TestResumeRejectionMatrix(t *testing.T) {
 	}
 
 	t.Run("undecodable command is answered with the decoder's code and dead-lettered", func(t *testing.T) {
-		h.t = t
+		h.T = t
 		bad := allow(perm)
 		bad.Result.ToolResult = out("call_p") // both results
 		h.resume("resume-bad", bad)
@@ -95,13 +97,13 @@ func TestResumeRejectionMatrix(t *testing.T) {
 			t.Fatalf("answer %+v, want rejected invalid_field", a)
 		}
 		natstest.WaitFor(t, waitLong, func() bool {
-			return len(h.messages(h.env.Names.DeadLetterStream(), h.env.Names.DeadLetterSubject(contracts.ConsumerGateResume))) == 1
+			return len(h.Messages(h.Env.Names.DeadLetterStream(), h.Env.Names.DeadLetterSubject(contracts.ConsumerGateResume))) == 1
 		}, "dead letter")
 		if _, ok := h.ticket(perm.CorrelationID); !ok {
 			t.Error("ticket gone after an undecodable command")
 		}
 	})
-	h.t = t
+	h.T = t
 	if n := len(h.execRequests()) + len(h.outputs()); n != 0 {
 		t.Errorf("rejected resumes published %d work messages", n)
 	}
@@ -123,9 +125,9 @@ func TestApprovalCommitsBeforeTheExecutorRequest(t *testing.T) {
 	h := newHarness(t)
 	b, tk := h.park(1, "call_1", "ask_me", `{"x":1}`)
 
-	nc2, _ := h.srv.Conn(t)
+	nc2, _ := h.Server.Conn(t)
 	ch := make(chan *nats.Msg, 64)
-	for _, subj := range []string{h.env.Names.AuditSubject(testRunID), h.env.Names.CallRecordSubject(contracts.CallKeyOf(b, 0))} {
+	for _, subj := range []string{h.Env.Names.AuditSubject(testRunID), h.Env.Names.CallRecordSubject(contracts.CallKeyOf(b, 0))} {
 		sub, err := nc2.ChanSubscribe(subj, ch)
 		if err != nil {
 			t.Fatal(err)
@@ -244,8 +246,9 @@ func TestClientToolResult(t *testing.T) {
 // TestConcurrentApproveAndDeny: many approvals and denials of one ticket race across two
 // gate replicas; exactly one resolves it and every other is answered not_waiting.
 func TestConcurrentApproveAndDeny(t *testing.T) {
-	h := newHarness(t, withWorkers(8))
-	h.start(8) // a second replica on the same consumers
+	h := newHarness(t, servicetest.Stopped())
+	h.StartReplica(bus.WithWorkers(8))
+	h.StartReplica(bus.WithWorkers(8)) // a second replica on the same consumers
 	b, tk := h.park(1, "call_1", "ask_me", `{}`)
 
 	const n = 24
@@ -345,7 +348,7 @@ func TestApprovalDeadline(t *testing.T) {
 	t.Run("resume past the deadline", func(t *testing.T) {
 		h := newHarness(t)
 		b, tk := h.park(1, "call_1", "ask_long", `{}`)
-		h.clock.advance(2 * time.Hour)
+		h.Advance(2 * time.Hour)
 		h.resume("late", allow(tk))
 		if a := h.waitAnswer("late"); a.kind != "rejected" || a.res.Code != string(contracts.ResumeExpired) {
 			t.Fatalf("answer %+v, want expired", a)

@@ -1,6 +1,7 @@
 package gate
 
 import (
+	"github.com/awaken-dev/awaken/internal/servicetest"
 	"strings"
 	"testing"
 	"time"
@@ -14,9 +15,9 @@ import (
 // wired), so its replay_safe pin is unsupported and the call completes with that error
 // before any executor is entered — instead of being dispatched as replayable.
 func TestSandboxToolWhileSandboxDisabledIsNonRecoverable(t *testing.T) {
-	h := newHarness(t, withoutService())
-	h.env.Config.Executors.Sandbox.Enabled = false
-	h.start(4)
+	h := newHarness(t, servicetest.Stopped())
+	h.Env.Config.Executors.Sandbox.Enabled = false
+	h.StartReplica()
 
 	b := h.store(h.submission(1, call("call_wc", "wc", `{"text":"a b"}`)))
 	h.gate(b, 0)
@@ -38,7 +39,7 @@ func TestCancelledRunIsEnded(t *testing.T) {
 	h.cancelRun(h.uniq("cancel"), run)
 	var rec contracts.RunRecord
 	natstest.WaitFor(t, waitLong, func() bool {
-		r, _, err := h.env.Runs.Get(h.ctx, contracts.RunKey(run))
+		r, _, err := h.Env.Runs.Get(h.Ctx, contracts.RunKey(run))
 		rec = r
 		return err == nil && r.Ended != nil
 	}, "the run record ended")
@@ -71,7 +72,7 @@ func TestScheduleOfAnActionKindTheRunMayNotPerformEndsTheRunCapabilityBound(t *t
 		}
 	}
 	natstest.WaitFor(t, waitLong, func() bool {
-		r, _, err := h.env.Runs.Get(h.ctx, contracts.RunKey(sub.RunID))
+		r, _, err := h.Env.Runs.Get(h.Ctx, contracts.RunKey(sub.RunID))
 		return err == nil && r.Ended != nil && r.Ended.Reason == contracts.RunEndCapabilityBound
 	}, "the run ended capability_bound")
 	if _, ok := h.ticket(contracts.CorrelationID(contracts.ReasonScheduledAction, sub.RunID, 1, "c_email")); ok {

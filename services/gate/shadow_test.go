@@ -1,6 +1,7 @@
 package gate
 
 import (
+	"github.com/awaken-dev/awaken/internal/servicetest"
 	"reflect"
 	"testing"
 
@@ -16,14 +17,14 @@ import (
 // allow under a live deny would still deny (a live deny is absolute). The findings are
 // recorded on the call's decision, so the audit copy carries the same ones.
 func TestShadowRulesChangeNothingButTheAudit(t *testing.T) {
-	h := newHarness(t, withoutService())
-	live := len(h.env.Config.Policy.Rules)
-	h.env.Config.Policy.Rules = append(h.env.Config.Policy.Rules,
+	h := newHarness(t, servicetest.Stopped())
+	live := len(h.Env.Config.Policy.Rules)
+	h.Env.Config.Policy.Rules = append(h.Env.Config.Policy.Rules,
 		contracts.PolicyRule{Pattern: "echo", Behavior: contracts.BehaviorDeny, Shadow: true},
 		contracts.PolicyRule{Pattern: "forbidden", Behavior: contracts.BehaviorAllow, Shadow: true},
 		contracts.PolicyRule{Pattern: "counter", Behavior: contracts.BehaviorAsk, Shadow: true},
 	)
-	h.start(4)
+	h.StartReplica()
 
 	sub := h.submission(1, call("c_echo", "echo", `{"text":"hi"}`), call("c_forbidden", "forbidden", `{}`))
 	sub.Policy = &contracts.PolicyConfig{DefaultBehavior: contracts.BehaviorAllow, Rules: []contracts.PolicyRule{
@@ -75,11 +76,11 @@ func TestShadowRulesChangeNothingButTheAudit(t *testing.T) {
 // the batch from running in parallel nor that call from entering, and the probe's audit of
 // that call carries the finding.
 func TestShadowDenyInAParallelBatchStillRunsEveryCallInParallel(t *testing.T) {
-	h := newHarness(t, withoutService())
-	index := len(h.env.Config.Policy.Rules)
-	h.env.Config.Policy.Rules = append(h.env.Config.Policy.Rules,
+	h := newHarness(t, servicetest.Stopped())
+	index := len(h.Env.Config.Policy.Rules)
+	h.Env.Config.Policy.Rules = append(h.Env.Config.Policy.Rules,
 		contracts.PolicyRule{Pattern: `delegate(task = "b")`, Behavior: contracts.BehaviorDeny, Shadow: true})
-	h.start(4)
+	h.StartReplica()
 
 	b := h.store(h.submission(1, call("call_1", "delegate", `{"task":"a"}`), call("call_2", "delegate", `{"task":"b"}`)))
 	h.probe(b)

@@ -17,7 +17,7 @@ func (h *harness) finish(b *contracts.BatchRecord, i int) { h.finishCosting(b, i
 func (h *harness) execRequestsOf(bs ...*contracts.BatchRecord) int {
 	n := 0
 	for _, b := range bs {
-		n += len(servicetest.ExecRequests(h.t, h.ctx, h.js, h.env.Names, b.Submission.RunID))
+		n += len(servicetest.ExecRequests(h.T, h.Ctx, h.JS, h.Env.Names, b.Submission.RunID))
 	}
 	return n
 }
@@ -25,7 +25,7 @@ func (h *harness) execRequestsOf(bs ...*contracts.BatchRecord) int {
 // gateEchoRuns gates n one-call echo batches of runs run-0 … run-{n-1}, one after the
 // other (each waits until its call entered execution), so a queue's order is the test's.
 func (h *harness) gateEchoRuns(n int) []*contracts.BatchRecord {
-	h.t.Helper()
+	h.T.Helper()
 	var bs []*contracts.BatchRecord
 	for i := range n {
 		sub := h.submission(1, call("c1", "echo", `{"text":"hi"}`))
@@ -62,7 +62,7 @@ func waitingOps(e contracts.LimitLedgerEntry) []string {
 // first waiter, whose record is then handed over; a waiter cancelled while waiting leaves
 // the queue; a tool the limit does not match never waits.
 func TestConcurrencyLimitQueuesAndHandsSlotsOn(t *testing.T) {
-	h := newHarness(t, withoutService())
+	h := newHarness(t, servicetest.Stopped())
 	h.withLimits(nil, contracts.LimitConfig{Name: "at-once", Tools: []string{"echo"}, Key: contracts.LimitKeyGlobal, Concurrency: intp(2)})
 
 	bs := h.gateEchoRuns(5)
@@ -115,15 +115,15 @@ func TestConcurrencyLimitQueuesAndHandsSlotsOn(t *testing.T) {
 // the waiter in the ledger and before it handed the waiter's call over; the redelivered
 // release finds the hand-off recorded and hands the call over.
 func TestConcurrencyHandOffSurvivesACrash(t *testing.T) {
-	h := newHarness(t, withoutService())
+	h := newHarness(t, servicetest.Stopped())
 	h.withLimits(nil, contracts.LimitConfig{Name: "one", Tools: []string{"echo"}, Key: contracts.LimitKeyGlobal, Concurrency: intp(1)})
 	bs := h.gateEchoRuns(2)
 	h.waitCall(bs[1], 0, "waiting", waitsFor("one"))
-	h.faults.arm(FaultAfterSlotHandOff, op(bs[0], 0), 1)
+	h.FailAt(FaultAfterSlotHandOff, op(bs[0], 0), 1, nil)
 	h.finish(bs[0], 0)
 	h.waitCall(bs[1], 0, "handed over by the redelivered release", handedOver)
-	if h.faults.firedCount() != 1 {
-		t.Fatalf("fault fired %d times, want 1", h.faults.firedCount())
+	if h.Injected() != 1 {
+		t.Fatalf("fault fired %d times, want 1", h.Injected())
 	}
 	if e := h.ledger("one", ""); len(e.Held) != 1 || e.Held[op(bs[1], 0)] != 1 || e.Handed[op(bs[0], 0)].Op != op(bs[1], 0) {
 		t.Fatalf("ledger %+v, want call 1 holding the slot call 0 handed it", e)
@@ -135,7 +135,7 @@ func TestConcurrencyHandOffSurvivesACrash(t *testing.T) {
 // first approval hands its call over; the second approval resolves its ticket (audited,
 // ticket gone) and its call waits for the slot, which the first call's end hands it.
 func TestConcurrencyLimitAfterApproval(t *testing.T) {
-	h := newHarness(t, withoutService())
+	h := newHarness(t, servicetest.Stopped())
 	h.withLimits(nil, contracts.LimitConfig{Name: "one-ask", Tools: []string{"ask_me"}, Key: contracts.LimitKeyGlobal, Concurrency: intp(1)})
 	var bs []*contracts.BatchRecord
 	var tickets []contracts.ResumeTicket
@@ -164,23 +164,23 @@ func TestConcurrencyLimitAfterApproval(t *testing.T) {
 
 // finishCosting ends call i of b as its executor would, reporting cost (nil: none).
 func (h *harness) finishCosting(b *contracts.BatchRecord, i int, cost *float64) {
-	h.t.Helper()
-	_, _, err := h.env.Calls.Update(h.ctx, callKey(b, i), func(cur *contracts.CallRecord, exists bool) error {
+	h.T.Helper()
+	_, _, err := h.Env.Calls.Update(h.Ctx, callKey(b, i), func(cur *contracts.CallRecord, exists bool) error {
 		if !exists || cur.Input == nil {
 			return fmt.Errorf("call %d of %s is not handed over", i, b.Submission.BatchID())
 		}
 		if !cur.Entered {
-			if err := cur.Enter(1, h.env.Now()); err != nil {
+			if err := cur.Enter(1, h.Env.Now()); err != nil {
 				return err
 			}
 		}
-		if err := cur.Complete(contracts.TextOutput(cur.CallID, "ok"), h.env.Now()); err != nil {
+		if err := cur.Complete(contracts.TextOutput(cur.CallID, "ok"), h.Env.Now()); err != nil {
 			return err
 		}
 		return cur.ChargeCost(cost)
 	})
 	if err != nil {
-		h.t.Fatal(err)
+		h.T.Fatal(err)
 	}
 }
 
@@ -189,7 +189,7 @@ func (h *harness) finishCosting(b *contracts.BatchRecord, i int, cost *float64) 
 // once it ends (7, then 0.5), one that reports nothing keeps the reservation, and the next
 // decision sees what was spent: the fourth call (7 + 0.5 + 2 + 2 > 10) is blocked.
 func TestBudgetSettlesToTheReportedCost(t *testing.T) {
-	h := newHarness(t, withoutService())
+	h := newHarness(t, servicetest.Stopped())
 	h.withLimits(map[string]float64{"echo": 2},
 		contracts.LimitConfig{Name: "spend", Tools: []string{"echo"}, Key: contracts.LimitKeyRun, Budget: &contracts.BudgetLimitConfig{Amount: 10}})
 	costs := []*float64{ptr(7.0), ptr(0.5), nil}

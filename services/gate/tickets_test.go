@@ -1,6 +1,8 @@
 package gate
 
 import (
+	"github.com/awaken-dev/awaken/internal/bus"
+	"github.com/awaken-dev/awaken/internal/servicetest"
 	"testing"
 
 	"github.com/awaken-dev/awaken/pkg/contracts"
@@ -14,12 +16,12 @@ import (
 // bucket holding the call Requested while the gate builds the ticket of its Awaiting
 // record.
 func TestTicketOutlivesAStaleReadOfItsCall(t *testing.T) {
-	h := newHarness(t, withoutService())
-	svc := h.start(1)
+	h := newHarness(t, servicetest.Stopped())
+	svc := h.StartReplica(bus.WithWorkers(1))
 	sub := h.submission(1, contracts.ToolCall{CallID: "c0", ToolID: "ask_me"})
 	b := h.store(sub)
 	stale := newCallRecord(b, 0)
-	if _, err := h.env.Calls.Create(h.ctx, callKey(b, 0), stale); err != nil {
+	if _, err := h.Env.Calls.Create(h.Ctx, callKey(b, 0), stale); err != nil {
 		t.Fatal(err)
 	}
 	corr := contracts.CorrelationID(contracts.ReasonPermission, sub.RunID, sub.Step, "c0")
@@ -29,7 +31,7 @@ func TestTicketOutlivesAStaleReadOfItsCall(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	live, err := svc.ensureTicket(h.ctx, b, 0, tk)
+	live, err := svc.ensureTicket(h.Ctx, b, 0, tk)
 	if err != nil {
 		t.Fatal(err)
 	}
