@@ -20,8 +20,6 @@ import (
 	"github.com/awaken-dev/awaken/internal/natstest"
 	"github.com/awaken-dev/awaken/internal/servicetest"
 	"github.com/awaken-dev/awaken/pkg/auditchain"
-	"github.com/awaken-dev/awaken/pkg/client"
-	"github.com/awaken-dev/awaken/services/api"
 )
 
 const auditTestConfig = `
@@ -38,25 +36,17 @@ audit:
   signing_key_file: audit.key
 `
 
-// auditCLI runs awaken against srv and returns the exit code, stdout and stderr.
-func auditCLI(ctx context.Context, srv *natstest.Server, args ...string) (int, string, string) {
-	var out, errOut bytes.Buffer
-	args = append(args, "--nats-url", srv.URL())
-	code := Main(ctx, args, &out, &errOut)
-	return code, out.String(), errOut.String()
-}
-
 // TestAuditVerifyAndExportOverTheGatesTrail: the gate's decisions on a real stack are a
 // signed chain per run that `awaken audit verify` passes, whole or per run, and from an
 // export; a record edited in the stream with an admin connection makes verify exit 1
 // naming it; another key fails every signature.
 func TestAuditVerifyAndExportOverTheGatesTrail(t *testing.T) {
 	dir := t.TempDir()
-	code, out, errOut := auditCLIOffline(t, "audit", "keygen", "--out", filepath.Join(dir, "audit.key"))
+	code, out, errOut := runCLI(context.Background(), "audit", "keygen", "--out", filepath.Join(dir, "audit.key"))
 	if code != 0 {
 		t.Fatalf("keygen: exit %d: %s", code, errOut)
 	}
-	if code, _, _ := auditCLIOffline(t, "audit", "keygen", "--out", filepath.Join(dir, "audit.key")); code == 0 {
+	if code, _, _ := runCLI(context.Background(), "audit", "keygen", "--out", filepath.Join(dir, "audit.key")); code == 0 {
 		t.Fatal("keygen replaced an existing key file")
 	}
 	cfgPath := filepath.Join(dir, "awaken.yaml")
@@ -75,30 +65,16 @@ func TestAuditVerifyAndExportOverTheGatesTrail(t *testing.T) {
 	if !strings.Contains(out, pubHex) {
 		t.Fatalf("keygen printed %q, not the public key %s", out, pubHex)
 	}
-	if code, keyOut, errOut := auditCLIOffline(t, "audit", "key", "--config", cfgPath); code != 0 || !strings.Contains(keyOut, pubHex) {
+	if code, keyOut, errOut := runCLI(context.Background(), "audit", "key", "--config", cfgPath); code != 0 || !strings.Contains(keyOut, pubHex) {
 		t.Fatalf("audit key: exit %d %q %s", code, keyOut, errOut)
 	}
 
-	srv := natstest.Start(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	st, err := app.Start(ctx, app.Options{
-		Config:   cfg,
-		Services: []string{app.Publisher, app.BrainExec, app.Gate, app.Batcher, app.API},
-		Dial:     app.InProcessDialer(srv.Server()),
-		Log:      app.NewLogger(servicetest.LogWriter(t), os.Getenv("AWAKEN_TEST_LOG")),
-		API:      api.Options{HTTPAddr: "127.0.0.1:0"},
-	})
-	if err != nil {
-		t.Fatalf("start stack: %v", err)
-	}
-	natstest.StopAtCleanup(t, "stack", 30*time.Second, st.Stop)
-	nc, js := srv.Conn(t)
-	c, err := client.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
 	wait := servicetest.Context(t, time.Minute)
+	srv, _ := startStack(t, wait, cfg, app.Publisher, app.BrainExec, app.Gate, app.Batcher, app.API)
+	c, js := connectClient(t, srv)
+	auditCLI := func(args ...string) (int, string, string) {
+		return runCLI(wait, append(args, "--nats-url", srv.URL())...)
+	}
 	call := servicetest.CallJSON
 	if _, err := c.SubmitAndWait(wait, servicetest.Submission("run-a", 1,
 		call("c1", "echo", map[string]string{"text": "hi"}), call("c2", "forbidden", map[string]string{}))); err != nil {
@@ -139,26 +115,26 @@ func TestAuditVerifyAndExportOverTheGatesTrail(t *testing.T) {
 		{"audit", "verify", "--public-key", pubHex, "--json=false"},
 		{"audit", "verify", "--config", cfgPath, "--from-seq", "2", "--json=false"},
 	} {
-		code, out, errOut := auditCLI(wait, srv, args...)
+		code, out, errOut := auditCLI(args...)
 		if code != 0 || !strings.Contains(out, "audit trail verified") || !strings.Contains(out, "signed by key "+auditchain.KeyID(key.Public().(ed25519.PublicKey))) {
 			t.Fatalf("awaken %s: exit %d\n%s%s", strings.Join(args, " "), code, out, errOut)
 		}
 	}
-	if code, out, _ := auditCLI(wait, srv, "audit", "verify", "--run", "run-a", "--public-key", pubHex, "--json=false"); !strings.Contains(out, "3 records on 1 subjects") {
+	if code, out, _ := auditCLI("audit", "verify", "--run", "run-a", "--public-key", pubHex, "--json=false"); !strings.Contains(out, "3 records on 1 subjects") {
 		t.Fatalf("verify --run run-a: exit %d %q", code, out)
 	}
 
 	export := filepath.Join(dir, "run-a.jsonl")
-	if code, _, errOut := auditCLI(wait, srv, "audit", "export", "--run", "run-a", "--format", "jsonl", "--out", export, "--public-key", pubHex); code != 0 {
+	if code, _, errOut := auditCLI("audit", "export", "--run", "run-a", "--format", "jsonl", "--out", export, "--public-key", pubHex); code != 0 {
 		t.Fatalf("export: exit %d %s", code, errOut)
 	}
-	if code, out, errOut := auditCLIOffline(t, "audit", "verify", "--file", export, "--public-key", pubHex, "--json=false"); code != 0 || !strings.Contains(out, "3 records") {
+	if code, out, errOut := runCLI(context.Background(), "audit", "verify", "--file", export, "--public-key", pubHex, "--json=false"); code != 0 || !strings.Contains(out, "3 records") {
 		t.Fatalf("verify --file: exit %d %s %s", code, out, errOut)
 	}
 
 	_, other, _ := ed25519.GenerateKey(nil)
 	otherHex := hex.EncodeToString(other.Public().(ed25519.PublicKey))
-	if code, _, errOut := auditCLI(wait, srv, "audit", "verify", "--run", "run-a", "--public-key", otherHex); code != 1 || !strings.Contains(errOut, "signature") {
+	if code, _, errOut := auditCLI("audit", "verify", "--run", "run-a", "--public-key", otherHex); code != 1 || !strings.Contains(errOut, "signature") {
 		t.Fatalf("verify with another key: exit %d %s", code, errOut)
 	}
 
@@ -185,28 +161,20 @@ func TestAuditVerifyAndExportOverTheGatesTrail(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	code, _, errOut = auditCLI(wait, srv, "audit", "verify", "--run", "run-a", "--public-key", pubHex)
+	code, _, errOut = auditCLI("audit", "verify", "--run", "run-a", "--public-key", pubHex)
 	if want := "broken at stream seq " + itoa(ack.Sequence); code != 1 || !strings.Contains(errOut, want) || !strings.Contains(errOut, "hash") {
 		t.Fatalf("verify of the edited trail: exit %d, %q, want %q", code, errOut, want)
 	}
-	if code, _, errOut := auditCLI(wait, srv, "audit", "verify", "--run", "run-never", "--public-key", pubHex); code != 1 || !strings.Contains(errOut, "no audit records of run run-never") {
+	if code, _, errOut := auditCLI("audit", "verify", "--run", "run-never", "--public-key", pubHex); code != 1 || !strings.Contains(errOut, "no audit records of run run-never") {
 		t.Fatalf("verify of a run without records: exit %d %s", code, errOut)
 	}
 	// The untouched run still verifies; the export taken before the edit does too.
-	if code, _, errOut := auditCLI(wait, srv, "audit", "verify", "--run", "run-c", "--public-key", pubHex); code != 0 {
+	if code, _, errOut := auditCLI("audit", "verify", "--run", "run-c", "--public-key", pubHex); code != 0 {
 		t.Fatalf("verify run-c: exit %d %s", code, errOut)
 	}
 }
 
 func itoa(n uint64) string { return strconv.FormatUint(n, 10) }
-
-// auditCLIOffline runs an audit command that needs no server.
-func auditCLIOffline(t *testing.T, args ...string) (int, string, string) {
-	t.Helper()
-	var out, errOut bytes.Buffer
-	code := Main(context.Background(), args, &out, &errOut)
-	return code, out.String(), errOut.String()
-}
 
 // TestAMissingSigningKeyRefusesTheStart: a configured key file that is missing or holds
 // no key stops the stack before any service starts, with an error naming the entry.

@@ -2,18 +2,12 @@ package cli
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/rs/zerolog"
-
-	"github.com/awaken-dev/awaken/internal/app"
-	"github.com/awaken-dev/awaken/internal/config"
-	"github.com/awaken-dev/awaken/internal/natstest"
+	"github.com/awaken-dev/awaken/internal/servicetest"
 	"github.com/awaken-dev/awaken/pkg/client"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
@@ -23,32 +17,10 @@ import (
 // run's corrections subject with the actor of --as, and a second resolution fails. Bad
 // flag combinations are usage errors.
 func TestCallsResolve(t *testing.T) {
-	cfg, err := config.Parse([]byte("storage: {memory: true}\ntools:\n  - id: ask_me\npolicy:\n  default_behavior: allow\n  rules:\n    - { pattern: ask_me, behavior: ask }\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := natstest.Start(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	st, err := app.Start(ctx, app.Options{Config: cfg, Services: app.AllServices(),
-		Dial: app.InProcessDialer(srv.Server()), Log: zerolog.Nop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		stopCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		_ = st.Stop(stopCtx)
-	})
-	nc, err := nats.Connect(srv.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	c, err := client.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := parseConfig(t, "storage: {memory: true}\ntools:\n  - id: ask_me\npolicy:\n  default_behavior: allow\n  rules:\n    - { pattern: ask_me, behavior: ask }\n")
+	ctx := servicetest.Context(t, 2*time.Minute)
+	srv, _ := startStack(t, ctx, cfg)
+	c, _ := connectClient(t, srv)
 	const run = "run-cli-resolve"
 	sub := contracts.BatchSubmission{RunID: run, ThreadID: "t", Step: 1,
 		Agent: contracts.AgentSnapshot{SnapshotID: "s", Tools: []string{"ask_me"}},

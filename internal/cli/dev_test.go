@@ -4,10 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"net"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -31,12 +29,6 @@ func TestDevSyncLevel(t *testing.T) {
 		{"lazy", []string{"--sync", "lazy", "--log-format", "console"}, "sync lazy", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			l, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				t.Fatal(err)
-			}
-			port := l.Addr().(*net.TCPAddr).Port
-			l.Close()
 			data := t.TempDir()
 			wantCache := filepath.Join(data, devstack.DefaultCacheDir)
 			if tc.name == "default" {
@@ -48,7 +40,7 @@ func TestDevSyncLevel(t *testing.T) {
 				wantCache = shared
 			}
 			args := append([]string{"--config", "../../examples/awaken.yaml", "--data", data,
-				"--listen", "127.0.0.1:" + strconv.Itoa(port), "--http", ""}, tc.args...)
+				"--listen", natstest.FreeLoopbackAddr(t), "--http", ""}, tc.args...)
 			ctx, cancel := context.WithCancel(context.Background())
 			out, logs := &natstest.SyncBuffer{}, &natstest.SyncBuffer{}
 			done := make(chan error, 1)

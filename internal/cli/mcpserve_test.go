@@ -8,11 +8,9 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"github.com/rs/zerolog"
 
 	"github.com/awaken-dev/awaken/internal/app"
-	"github.com/awaken-dev/awaken/internal/config"
-	"github.com/awaken-dev/awaken/internal/natstest"
+	"github.com/awaken-dev/awaken/internal/servicetest"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
@@ -20,23 +18,9 @@ import (
 // client lists the tools (--agent-tools narrows them), calls echo and gets its output; the
 // batch names the --actor and the stdio transport; the command ends with its context.
 func TestMCPServe(t *testing.T) {
-	cfg, err := config.Parse([]byte("storage: {memory: true}\ntools:\n  - id: echo\n    capability: replay_safe\n    recovery_policy: {mode: replay_safe}\n  - id: counter\npolicy: {default_behavior: allow}\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := natstest.Start(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	st, err := app.Start(ctx, app.Options{Config: cfg, Services: append(app.AllServices(), app.API),
-		Dial: app.InProcessDialer(srv.Server()), Log: zerolog.Nop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		stopCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		_ = st.Stop(stopCtx)
-	})
+	cfg := parseConfig(t, "storage: {memory: true}\ntools:\n  - id: echo\n    capability: replay_safe\n    recovery_policy: {mode: replay_safe}\n  - id: counter\npolicy: {default_behavior: allow}\n")
+	ctx := servicetest.Context(t, time.Minute)
+	srv, st := startStack(t, ctx, cfg, append(app.AllServices(), app.API)...)
 	stdin, toServer := io.Pipe()
 	fromServer, stdout := io.Pipe()
 	serveCtx, stopServe := context.WithCancel(ctx)

@@ -16,23 +16,24 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/awaken-dev/awaken/internal/app"
-	"github.com/awaken-dev/awaken/internal/config"
 	"github.com/awaken-dev/awaken/internal/natstest"
 	"github.com/awaken-dev/awaken/internal/servicetest"
-	"github.com/awaken-dev/awaken/pkg/client"
 	"github.com/awaken-dev/awaken/pkg/cloudevent"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 	"github.com/awaken-dev/awaken/pkg/httpapi"
-	"github.com/awaken-dev/awaken/services/api"
 )
 
-// policyLiveConfig is the host configuration the recorded batches ran under.
-const policyLiveConfig = `
+// policyTools are the tools of both policies: the backtest changes only the rules.
+const policyTools = `
 tools:
   - { id: echo, capability: replay_safe, recovery_policy: { mode: replay_safe, max_attempts: 3 } }
   - { id: counter }
   - { id: ask_me, builtin: ran }
   - { id: forbidden, builtin: echo }
+`
+
+// policyLiveConfig is the host configuration the recorded batches ran under.
+const policyLiveConfig = policyTools + `
 policy:
   default_behavior: allow
   rules:
@@ -41,12 +42,7 @@ policy:
 `
 
 // policyCandidate is the host configuration the backtest replays them through.
-const policyCandidate = `
-tools:
-  - { id: echo, capability: replay_safe, recovery_policy: { mode: replay_safe, max_attempts: 3 } }
-  - { id: counter }
-  - { id: ask_me, builtin: ran }
-  - { id: forbidden, builtin: echo }
+const policyCandidate = policyTools + `
 policy:
   default_behavior: ask
   rules:
@@ -75,30 +71,10 @@ policy:
 //	run-c c1 ask_me               ask   → allow  rules[4] ask_me
 //	run-gone c1 echo              allow → (not replayed: no batch record; an audit record the test forges)
 func TestPolicyTestReplaysTheAuditedDecisions(t *testing.T) {
-	srv := natstest.Start(t)
-	cfg, err := config.Parse([]byte(policyLiveConfig))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	st, err := app.Start(ctx, app.Options{
-		Config:   cfg,
-		Services: []string{app.Publisher, app.BrainExec, app.Gate, app.Batcher, app.API},
-		Dial:     app.InProcessDialer(srv.Server()),
-		Log:      app.NewLogger(servicetest.LogWriter(t), os.Getenv("AWAKEN_TEST_LOG")),
-		API:      api.Options{HTTPAddr: "127.0.0.1:0"},
-	})
-	if err != nil {
-		t.Fatalf("start stack: %v", err)
-	}
-	natstest.StopAtCleanup(t, "stack", 30*time.Second, st.Stop)
-	nc, js := srv.Conn(t)
-	c, err := client.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := parseConfig(t, policyLiveConfig)
 	wait := servicetest.Context(t, time.Minute)
+	srv, st := startStack(t, wait, cfg, app.Publisher, app.BrainExec, app.Gate, app.Batcher, app.API)
+	c, js := connectClient(t, srv)
 	call := servicetest.CallJSON
 	for _, sub := range []contracts.BatchSubmission{
 		servicetest.Submission("run-a", 1, call("c1", "echo", map[string]string{"text": "hi"}), call("c2", "forbidden", map[string]string{})),

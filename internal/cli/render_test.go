@@ -12,10 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rs/zerolog"
-
 	"github.com/awaken-dev/awaken/internal/app"
-	"github.com/awaken-dev/awaken/internal/config"
 	"github.com/awaken-dev/awaken/internal/natstest"
 	"github.com/awaken-dev/awaken/internal/servicetest"
 	"github.com/awaken-dev/awaken/pkg/contracts"
@@ -149,7 +146,7 @@ func TestBatchFileError(t *testing.T) {
 // buffer here) and with --json, tables with --json=false; `submit --wait` names the
 // ticket a parked batch waits on, and `submit` alone says it only published.
 func TestCLIOutputModes(t *testing.T) {
-	cfg, err := config.Parse([]byte(`storage: {memory: true}
+	cfg := parseConfig(t, `storage: {memory: true}
 tools:
   - id: echo
   - id: ask_me
@@ -158,19 +155,9 @@ policy:
   default_behavior: allow
   rules:
     - { pattern: ask_me, behavior: ask, timeout: 1h }
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := natstest.Start(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	st, err := app.Start(ctx, app.Options{Config: cfg, Services: append(app.AllServices(), app.API),
-		Dial: app.InProcessDialer(srv.Server()), Log: zerolog.Nop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	natstest.StopAtCleanup(t, "stack", 30*time.Second, st.Stop)
+`)
+	ctx := servicetest.Context(t, 2*time.Minute)
+	srv, _ := startStack(t, ctx, cfg, append(app.AllServices(), app.API)...)
 	url := []string{"--nats-url", srv.URL()}
 	run := func(args ...string) (string, string) {
 		t.Helper()

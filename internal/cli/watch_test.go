@@ -1,18 +1,12 @@
 package cli
 
 import (
-	"context"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/rs/zerolog"
-
-	"github.com/awaken-dev/awaken/internal/app"
-	"github.com/awaken-dev/awaken/internal/config"
 	"github.com/awaken-dev/awaken/internal/natstest"
 	"github.com/awaken-dev/awaken/internal/servicetest"
-	"github.com/awaken-dev/awaken/pkg/client"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
@@ -20,18 +14,9 @@ import (
 // progress tool: it prints the tool's progress and every call's state changes, and ends
 // once the batch is published.
 func TestBatchWatch(t *testing.T) {
-	cfg, err := config.Parse([]byte("storage: {memory: true}\npolicy: {default_behavior: allow}\ntools:\n  - id: progress\n  - id: echo\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := natstest.Start(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	st, err := app.Start(ctx, app.Options{Config: cfg, Dial: app.InProcessDialer(srv.Server()), Log: zerolog.Nop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	natstest.StopAtCleanup(t, "stack", 30*time.Second, st.Stop)
+	cfg := parseConfig(t, "storage: {memory: true}\npolicy: {default_behavior: allow}\ntools:\n  - id: progress\n  - id: echo\n")
+	ctx := servicetest.Context(t, time.Minute)
+	srv, _ := startStack(t, ctx, cfg)
 
 	const run = "run-watch"
 	batchID := contracts.BatchID(run, 1)
@@ -41,11 +26,7 @@ func TestBatchWatch(t *testing.T) {
 	natstest.WaitFor(t, 20*time.Second, func() bool { return strings.Contains(out.String(), "watching "+batchID) },
 		"the watch to subscribe")
 
-	nc, _ := srv.Conn(t)
-	c, err := client.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, _ := connectClient(t, srv)
 	sub := servicetest.Submission(run, 1, servicetest.CallJSON("c1", "progress", map[string]int{"steps": 6, "ms": 100}),
 		servicetest.CallJSON("c2", "echo", map[string]string{"text": "after"}))
 	if _, err := c.Submit(ctx, sub); err != nil {

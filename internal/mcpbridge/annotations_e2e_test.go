@@ -4,28 +4,21 @@ package mcpbridge_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/awaken-dev/awaken/internal/app"
 	"github.com/awaken-dev/awaken/internal/config"
-	"github.com/awaken-dev/awaken/internal/natstest"
-	"github.com/awaken-dev/awaken/internal/pipeline"
 	"github.com/awaken-dev/awaken/pkg/client"
 	"github.com/awaken-dev/awaken/pkg/contracts"
-	"github.com/awaken-dev/awaken/services/api"
 )
 
 // annotationRun is one pipeline with the annotated test MCP server, trusted or not.
 type annotationRun struct {
-	stack  *app.Stack
-	client *client.Client
-	log    callLog
+	testStack
+	log callLog
 }
 
 // startAnnotated runs the pipeline and the api against the test MCP server with its
@@ -50,41 +43,11 @@ executors:
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := natstest.Start(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	t.Cleanup(cancel)
-	var crashed sync.Map
-	stack := startStack(ctx, t, srv, app.Options{Config: cfg,
-		Services: append(app.AllServices(), app.API), API: api.Options{HTTPAddr: "127.0.0.1:0"},
-		Faults: func(_ context.Context, _ string, point pipeline.FaultPoint, op string) error {
-			if point != pipeline.FaultInTool || !strings.HasSuffix(op, ":upsert") {
-				return nil
-			}
-			if _, again := crashed.LoadOrStore(op, true); again {
-				return nil
-			}
-			return errors.New("injected crash inside upsert")
-		}})
-	nc, _ := srv.Conn(t)
-	c, err := client.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return annotationRun{stack: stack, client: c, log: log}
-}
-
-// waitCapability waits until the catalog lists toolID with capability want. brain-exec
-// publishes its descriptors once its MCP server answered, and each process's view of them
-// follows by a KV watch: the catalog shows what the api's view says, and the batcher and
-// the gate of this stack share that view.
-func (r annotationRun) waitCapability(t *testing.T, toolID string, want contracts.ToolRecoveryCapability) {
-	t.Helper()
-	natstest.WaitFor(t, waitTimeout, func() bool {
-		tools, err := r.client.Tools(callCtx(t))
-		return err == nil && slices.ContainsFunc(tools, func(tl contracts.CatalogTool) bool {
-			return tl.ID == toolID && tl.Capability == want
-		})
-	}, fmt.Sprintf("the catalog to list %s with capability %s", toolID, want))
+	stack := startStack(ctx, t, app.Options{Config: cfg, Services: withAPI(),
+		Faults: crashOnceInTool(func(op string) bool { return strings.HasSuffix(op, ":upsert") })})
+	return annotationRun{testStack: stack, log: log}
 }
 
 // runs counts the calls of tool the MCP server logged.
@@ -146,7 +109,7 @@ func TestAnnotationsTrusted(t *testing.T) {
 	if strings.Join(got, "|") != strings.Join(want, "|") {
 		t.Errorf("results %q, want %q", got, want)
 	}
-	b, err := r.stack.Env.Batch(ctx, "run-trusted", 1) // the run record or the archive
+	b, err := r.Env.Batch(ctx, "run-trusted", 1) // the run record or the archive
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/awaken-dev/awaken/internal/config"
 	"github.com/awaken-dev/awaken/internal/mcpbridge"
+	"github.com/awaken-dev/awaken/internal/natstest"
 	"github.com/awaken-dev/awaken/internal/toolctx"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
@@ -185,7 +186,7 @@ func TestInvoke_unreachableServerIsUnavailableBeforeDispatch(t *testing.T) {
 	}{
 		{"missing binary", config.MCPServer{Name: "test", Command: "/nonexistent/mcp-server"}},
 		{"binary that is not an mcp server", config.MCPServer{Name: "test", Command: "/bin/true"}},
-		{"http server down", config.MCPServer{Name: "test", URL: "http://" + freeAddr(t) + "/"}},
+		{"http server down", config.MCPServer{Name: "test", URL: "http://" + natstest.FreeLoopbackAddr(t) + "/"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -218,7 +219,7 @@ func TestInvoke_stdioServerKilledInFlight(t *testing.T) {
 		_, err := b.Invoke(callCtx(t), "mcp__test__slow", json.RawMessage(`{"ms":60000}`), "op-slow")
 		errc <- err
 	}()
-	waitFor(t, func() bool { return log.count(t, "begin slow op-slow") == 1 }, "the slow call to start on the server")
+	natstest.WaitFor(t, waitTimeout, func() bool { return log.count(t, "begin slow op-slow") == 1 }, "the slow call to start on the server")
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
@@ -230,7 +231,7 @@ func TestInvoke_stdioServerKilledInFlight(t *testing.T) {
 	if next := invokePID(t, b); next == pid {
 		t.Fatalf("the next call ran on the killed process %d", pid)
 	}
-	waitFor(t, func() bool { return !processAlive(pid) }, "the killed child to be reaped")
+	natstest.WaitFor(t, waitTimeout, func() bool { return !processAlive(pid) }, "the killed child to be reaped")
 }
 
 // TestInvoke_stdioServerDiedBetweenCalls: a child that died while idle is noticed and
@@ -244,8 +245,8 @@ func TestInvoke_stdioServerDiedBetweenCalls(t *testing.T) {
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool { return !b.Status()[0].Connected }, "the bridge to notice the dead child")
-	waitFor(t, func() bool { return !processAlive(pid) }, "the dead child to be reaped")
+	natstest.WaitFor(t, waitTimeout, func() bool { return !b.Status()[0].Connected }, "the bridge to notice the dead child")
+	natstest.WaitFor(t, waitTimeout, func() bool { return !processAlive(pid) }, "the dead child to be reaped")
 	out, err := b.Invoke(callCtx(t), "mcp__test__add", json.RawMessage(`{"a":1,"b":1}`), "op-after-death")
 	if err != nil || out.Text() != "2" {
 		t.Fatalf("call after the child died: %v %v", out, err)
@@ -271,7 +272,7 @@ func TestInvoke_httpServerKilledInFlightAndRestarted(t *testing.T) {
 		_, err := b.Invoke(ctx, "mcp__test__slow", json.RawMessage(`{"ms":60000}`), "op-slow")
 		errc <- err
 	}()
-	waitFor(t, func() bool { return log.count(t, "begin slow op-slow") == 1 }, "the slow call to start on the server")
+	natstest.WaitFor(t, waitTimeout, func() bool { return log.count(t, "begin slow op-slow") == 1 }, "the slow call to start on the server")
 	h.kill()
 	err := <-errc
 	if toolErrorKind(err) != contracts.ToolErrorExecution {

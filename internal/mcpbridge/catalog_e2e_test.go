@@ -17,10 +17,8 @@ import (
 
 	"github.com/awaken-dev/awaken/internal/app"
 	"github.com/awaken-dev/awaken/internal/config"
-	"github.com/awaken-dev/awaken/internal/natstest"
 	"github.com/awaken-dev/awaken/pkg/client"
 	"github.com/awaken-dev/awaken/pkg/contracts"
-	"github.com/awaken-dev/awaken/services/api"
 )
 
 // TestToolCatalog runs the pipeline, the api and a real MCP server and reads the tool
@@ -55,8 +53,7 @@ executors:
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := natstest.Start(t)
-	ctx, get := startCatalogStack(t, srv, cfg)
+	ctx, c, get := startCatalogStack(t, cfg)
 
 	var cat contracts.ToolCatalog
 	get("/v1/tools", &cat)
@@ -102,11 +99,6 @@ executors:
 	}
 
 	// The micro door, through pkg/client.
-	nc, _ := srv.Conn(t)
-	c, err := client.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
 	tools, err := c.Tools(ctx, "stub", "echo")
 	if err != nil || len(tools) != 2 || tools[0].ID != "echo" || tools[1].ID != "stub" {
 		t.Errorf("client.Tools: %v %+v", err, tools)
@@ -138,8 +130,7 @@ executors:
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := natstest.Start(t)
-	ctx, get := startCatalogStack(t, srv, cfg)
+	ctx, c, get := startCatalogStack(t, cfg)
 	const greetID = "mcp__test__greet (structured)"
 	safe := contracts.SafeToolName(greetID)
 	if safe == greetID || !providerName.MatchString(safe) {
@@ -175,11 +166,6 @@ executors:
 		t.Errorf("chat catalog %+v", chat)
 	}
 
-	nc, _ := srv.Conn(t)
-	c, err := client.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
 	raw, err := c.ToolsFor(ctx, contracts.ToolsRequest{Format: contracts.CatalogFormatAnthropic, AgentTools: []string{greetID, "echo"}})
 	if err != nil {
 		t.Fatal(err)
@@ -216,16 +202,15 @@ executors:
 // providerName is what OpenAI and Anthropic accept as a tool name.
 var providerName = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
 
-// startCatalogStack runs every service and the api on srv with cfg, and returns the
-// test's context and a GET of the api that decodes a 200 answer into v.
-func startCatalogStack(t *testing.T, srv *natstest.Server, cfg *config.Config) (context.Context, func(path string, v any)) {
+// startCatalogStack runs every service and the api with cfg, and returns the test's
+// context, a client and a GET of the api that decodes a 200 answer into v.
+func startCatalogStack(t *testing.T, cfg *config.Config) (context.Context, *client.Client, func(path string, v any)) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	t.Cleanup(cancel)
-	stack := startStack(ctx, t, srv, app.Options{Config: cfg,
-		Services: append(app.AllServices(), app.API), API: api.Options{HTTPAddr: "127.0.0.1:0"}})
+	stack := startStack(ctx, t, app.Options{Config: cfg, Services: withAPI()})
 	base := strings.TrimSuffix(stack.APIService.URL(), "/")
-	return ctx, func(path string, v any) {
+	return ctx, stack.client, func(path string, v any) {
 		t.Helper()
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+path, nil)
 		res, err := http.DefaultClient.Do(req)

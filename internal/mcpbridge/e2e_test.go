@@ -12,8 +12,6 @@ import (
 	"github.com/awaken-dev/awaken/internal/app"
 	"github.com/awaken-dev/awaken/internal/config"
 	"github.com/awaken-dev/awaken/internal/execcore"
-	"github.com/awaken-dev/awaken/internal/natstest"
-	"github.com/awaken-dev/awaken/pkg/client"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
@@ -44,15 +42,10 @@ executors:
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := natstest.Start(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
-	stack := startStack(ctx, t, srv, app.Options{Config: cfg})
-	nc, _ := srv.Conn(t)
-	c, err := client.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	stack := startStack(ctx, t, app.Options{Config: cfg})
+	c := stack.client
 
 	const run = "run-mcp"
 	tools := []string{"mcp__test__add", "mcp__test__fail", "mcp__test__echo_meta", "mcp__down__add"}
@@ -117,7 +110,7 @@ executors:
 	}
 	// The body-run ledger agrees: a body start only for the calls that reached a server.
 	for callID, n := range map[string]int64{"c1": 1, "c2": 0, "c3": 1, "c4": 0} {
-		if got := ledger(t, stack, run, 1, callID); got != n {
+		if got := ledger(t, stack.Stack, run, 1, callID); got != n {
 			t.Errorf("ledger of %s is %d, want %d", callID, got, n)
 		}
 	}

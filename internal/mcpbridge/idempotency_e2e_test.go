@@ -4,10 +4,8 @@ package mcpbridge_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,11 +16,8 @@ import (
 	"github.com/awaken-dev/awaken/internal/app"
 	"github.com/awaken-dev/awaken/internal/config"
 	"github.com/awaken-dev/awaken/internal/natstest"
-	"github.com/awaken-dev/awaken/internal/pipeline"
 	"github.com/awaken-dev/awaken/internal/telemetry"
-	"github.com/awaken-dev/awaken/pkg/client"
 	"github.com/awaken-dev/awaken/pkg/contracts"
-	"github.com/awaken-dev/awaken/services/api"
 )
 
 // TestPipeline_mcpIdempotencyKeyAndSpans runs the pipeline with a real MCP server and an
@@ -63,28 +58,14 @@ executors:
 	spans := tracetest.NewInMemoryExporter()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(spans))
 	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
-	srv := natstest.Start(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	const run, metaCall = "run-idem", "functions.meta:0"
 	crashIn := contracts.OperationID(run, 1, metaCall)
-	var crashed sync.Once
-	stack := startStack(ctx, t, srv, app.Options{Config: cfg, TracerProvider: tp,
-		Services: append(app.AllServices(), app.API), API: api.Options{HTTPAddr: "127.0.0.1:0"},
-		Faults: func(_ context.Context, _ string, point pipeline.FaultPoint, op string) error {
-			var err error
-			if point == pipeline.FaultInTool && op == crashIn {
-				crashed.Do(func() { err = errors.New("injected crash inside the tool") })
-			}
-			return err
-		}})
-	nc, _ := srv.Conn(t)
-	c, err := client.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := annotationRun{stack: stack, client: c, log: log}
-	r.waitCapability(t, "mcp__test__meta", contracts.CapabilityReplaySafe)
+	stack := startStack(ctx, t, app.Options{Config: cfg, TracerProvider: tp, Services: withAPI(),
+		Faults: crashOnceInTool(func(op string) bool { return op == crashIn })})
+	stack.waitCapability(t, "mcp__test__meta", contracts.CapabilityReplaySafe)
+	c := stack.client
 
 	sub := contracts.BatchSubmission{RunID: run, ThreadID: "t-" + run, Step: 1,
 		Agent: contracts.AgentSnapshot{SnapshotID: "s", Tools: []string{"mcp__test__meta", "echo"}},

@@ -16,6 +16,7 @@ import (
 
 	"github.com/awaken-dev/awaken/internal/config"
 	"github.com/awaken-dev/awaken/internal/mcpbridge"
+	"github.com/awaken-dev/awaken/internal/natstest"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
@@ -25,7 +26,7 @@ import (
 func TestLateServer_connectsOnUse(t *testing.T) {
 	log := newCallLog(t)
 	binPath := filepath.Join(t.TempDir(), "late-mcp")
-	addr := freeAddr(t)
+	addr := natstest.FreeLoopbackAddr(t)
 	b := newBridge(t, []config.MCPServer{
 		{Name: "late", Command: binPath, Args: []string{"-log", string(log)}},
 		{Name: "web", URL: "http://" + addr + "/"},
@@ -66,14 +67,14 @@ func TestLateServer_connectsOnUse(t *testing.T) {
 // later without any call.
 func TestLateServer_backgroundRetry(t *testing.T) {
 	log := newCallLog(t)
-	addr := freeAddr(t)
+	addr := natstest.FreeLoopbackAddr(t)
 	b := newBridge(t, []config.MCPServer{{Name: "web", URL: "http://" + addr + "/"}},
 		mcpbridge.WithRetryInterval(20*time.Millisecond))
 	if b.Status()[0].Connected {
 		t.Fatal("connected before the server listens")
 	}
 	startHTTPServer(t, addr, log)
-	waitFor(t, func() bool {
+	natstest.WaitFor(t, waitTimeout, func() bool {
 		st := b.Status()[0]
 		return st.Connected && slices.Contains(st.Tools, "mcp__web__add")
 	}, "the background loop to connect the server")
@@ -93,7 +94,7 @@ func TestToolListChange(t *testing.T) {
 		if err != nil || out.Text() != "extra" {
 			t.Fatalf("extra after grow: %v %v", out, err)
 		}
-		waitFor(t, func() bool { return slices.Contains(b.Status()[0].Tools, "mcp__test__extra") }, "extra in the tool list")
+		natstest.WaitFor(t, waitTimeout, func() bool { return slices.Contains(b.Status()[0].Tools, "mcp__test__extra") }, "extra in the tool list")
 	})
 }
 
@@ -149,7 +150,7 @@ func TestClose(t *testing.T) {
 		_, err := b.Invoke(callCtx(t), "mcp__polite__slow", json.RawMessage(`{"ms":60000}`), "op-slow")
 		errc <- err
 	}()
-	waitFor(t, func() bool { return politeLog.count(t, "begin slow op-slow") == 1 }, "the slow call to start")
+	natstest.WaitFor(t, waitTimeout, func() bool { return politeLog.count(t, "begin slow op-slow") == 1 }, "the slow call to start")
 	if err := b.Close(); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
@@ -164,7 +165,7 @@ func TestClose(t *testing.T) {
 	// A grandchild is not ours to reap: its parent died, so init reaps it soon after the
 	// kill; it is enough that it dies, whether its parent exited politely or was killed.
 	for _, pid := range grandchildren {
-		waitFor(t, func() bool { return !processAlive(pid) || isZombie(pid) }, "grandchild "+strconv.Itoa(pid)+" to die")
+		natstest.WaitFor(t, waitTimeout, func() bool { return !processAlive(pid) || isZombie(pid) }, "grandchild "+strconv.Itoa(pid)+" to die")
 	}
 
 	if _, err := b.Invoke(callCtx(t), "mcp__polite__add", json.RawMessage(`{"a":1,"b":1}`), "op-late"); !contracts.IsUnavailableBeforeDispatch(err) {

@@ -8,12 +8,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -24,6 +25,8 @@ import (
 	"github.com/awaken-dev/awaken/internal/config"
 	"github.com/awaken-dev/awaken/internal/mcpbridge"
 	"github.com/awaken-dev/awaken/internal/natstest"
+	"github.com/awaken-dev/awaken/internal/pipeline"
+	"github.com/awaken-dev/awaken/pkg/client"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
@@ -137,18 +140,6 @@ func (h *httpServer) kill() {
 	<-h.done
 }
 
-// freeAddr returns a local TCP address nothing listens on.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	return addr
-}
-
 // newBridge starts a bridge over servers with test-sized timeouts and closes it at the
 // end of the test.
 func newBridge(t *testing.T, servers []config.MCPServer, opts ...mcpbridge.Option) *mcpbridge.Bridge {
@@ -190,31 +181,65 @@ func processAlive(pid int) bool {
 	return syscall.Kill(pid, 0) == nil
 }
 
-// waitFor polls cond until it holds, failing the test after waitTimeout. Tests wait on
-// conditions, never on time.
-func waitFor(t *testing.T, cond func() bool, msg string) {
-	t.Helper()
-	deadline := time.Now().Add(waitTimeout)
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", waitTimeout, msg)
-		}
-		<-tick.C
-	}
+// testStack is a stack of services on its own test server, with a client of it.
+type testStack struct {
+	*app.Stack
+	srv    *natstest.Server
+	client *client.Client
 }
 
-// startStack starts the services opts names (the pipeline when it names none) on srv,
-// logging to the test; the test's cleanup stops them.
-func startStack(ctx context.Context, t *testing.T, srv *natstest.Server, opts app.Options) *app.Stack {
+// startStack starts the services opts names (the pipeline when it names none) on a new
+// test server, logging to the test, and connects a client; the api, when named, serves
+// its HTTP on a free port. The test's cleanup stops the stack before the server.
+func startStack(ctx context.Context, t *testing.T, opts app.Options) testStack {
 	t.Helper()
+	srv := natstest.Start(t)
 	opts.Dial = app.InProcessDialer(srv.Server())
 	opts.Log = testLogger(t)
+	if slices.Contains(opts.Services, app.API) && opts.API.HTTPAddr == "" {
+		opts.API.HTTPAddr = "127.0.0.1:0"
+	}
 	stack, err := app.Start(ctx, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	natstest.StopAtCleanup(t, "stack", 30*time.Second, stack.Stop)
-	return stack
+	nc, _ := srv.Conn(t)
+	c, err := client.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return testStack{Stack: stack, srv: srv, client: c}
+}
+
+// withAPI is the pipeline's five services and the api.
+func withAPI() []string { return append(app.AllServices(), app.API) }
+
+// crashOnceInTool is a fault hook that fails the first run inside the tool of every
+// operation crash selects, as an executor dying in the tool's body would.
+func crashOnceInTool(crash func(op string) bool) pipeline.FaultHook {
+	var crashed sync.Map
+	return func(_ context.Context, _ string, point pipeline.FaultPoint, op string) error {
+		if point != pipeline.FaultInTool || !crash(op) {
+			return nil
+		}
+		if _, again := crashed.LoadOrStore(op, true); again {
+			return nil
+		}
+		return errors.New("injected crash inside the tool")
+	}
+}
+
+// waitCapability waits until the catalog lists toolID with capability want. brain-exec
+// publishes its descriptors once its MCP server answered, and each process's view of them
+// follows by a KV watch: the catalog shows what the api's view says, and the batcher and
+// the gate of this stack share that view.
+func (s testStack) waitCapability(t *testing.T, toolID string, want contracts.ToolRecoveryCapability) {
+	t.Helper()
+	natstest.WaitFor(t, waitTimeout, func() bool {
+		tools, err := s.client.Tools(callCtx(t))
+		return err == nil && slices.ContainsFunc(tools, func(tl contracts.CatalogTool) bool {
+			return tl.ID == toolID && tl.Capability == want
+		})
+	}, fmt.Sprintf("the catalog to list %s with capability %s", toolID, want))
 }

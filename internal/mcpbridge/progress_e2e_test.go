@@ -11,9 +11,7 @@ import (
 	"github.com/awaken-dev/awaken/internal/app"
 	"github.com/awaken-dev/awaken/internal/config"
 	"github.com/awaken-dev/awaken/internal/execcore"
-	"github.com/awaken-dev/awaken/internal/natstest"
 	"github.com/awaken-dev/awaken/internal/servicetest"
-	"github.com/awaken-dev/awaken/pkg/client"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
@@ -32,15 +30,11 @@ executors:
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := natstest.Start(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
-	startStack(ctx, t, srv, app.Options{Config: cfg})
-	nc, js := srv.Conn(t)
-	c, err := client.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	stack := startStack(ctx, t, app.Options{Config: cfg})
+	c := stack.client
+	_, js := stack.srv.Conn(t)
 	const run, steps = "run-mcp-progress", 30
 	sub := contracts.BatchSubmission{
 		RunID: run, ThreadID: "thread-" + run, Step: 1,

@@ -4,20 +4,14 @@ package mcpbridge_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/awaken-dev/awaken/internal/app"
 	"github.com/awaken-dev/awaken/internal/config"
-	"github.com/awaken-dev/awaken/internal/natstest"
-	"github.com/awaken-dev/awaken/internal/pipeline"
-	"github.com/awaken-dev/awaken/pkg/client"
 	"github.com/awaken-dev/awaken/pkg/contracts"
-	"github.com/awaken-dev/awaken/services/api"
 )
 
 // TestPipeline_mcpReconcileCompanion runs the pipeline against the real test MCP server
@@ -50,28 +44,15 @@ executors:
 			if err != nil {
 				t.Fatal(err)
 			}
-			srv := natstest.Start(t)
 			ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 			defer cancel()
 			const run, callID = "run-reconcile", "toolu_charge"
 			op := contracts.OperationID(run, 1, callID)
-			var crashed sync.Once
-			stack := startStack(ctx, t, srv, app.Options{Config: cfg,
-				Services: append(app.AllServices(), app.API), API: api.Options{HTTPAddr: "127.0.0.1:0"},
-				Faults: func(_ context.Context, _ string, point pipeline.FaultPoint, id string) error {
-					var err error
-					if point == pipeline.FaultInTool && id == op {
-						crashed.Do(func() { err = errors.New("injected crash after the charge") })
-					}
-					return err
-				}})
-			nc, _ := srv.Conn(t)
-			c, err := client.New(nc)
-			if err != nil {
-				t.Fatal(err)
-			}
-			r := annotationRun{stack: stack, client: c, log: log}
-			r.waitCapability(t, "mcp__test__charge", contracts.CapabilityNonRecoverable)
+			// The test server charges before it answers: the crash comes after the charge.
+			stack := startStack(ctx, t, app.Options{Config: cfg, Services: withAPI(),
+				Faults: crashOnceInTool(func(id string) bool { return id == op })})
+			stack.waitCapability(t, "mcp__test__charge", contracts.CapabilityNonRecoverable)
+			c := stack.client
 
 			sub := contracts.BatchSubmission{RunID: run, ThreadID: "t-" + run, Step: 1,
 				Agent: contracts.AgentSnapshot{SnapshotID: "s", Tools: []string{"mcp__test__charge"}},

@@ -7,6 +7,7 @@ package natstest
 import (
 	"context"
 	"net"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/awaken-dev/awaken/internal/bus"
 	"github.com/awaken-dev/awaken/internal/natsserver"
+	"github.com/awaken-dev/awaken/internal/testnet"
 )
 
 // connectTimeout bounds the first connection of a test client.
@@ -122,14 +124,9 @@ func WaitFor(tb testing.TB, timeout time.Duration, cond func() bool, msg string)
 	}
 }
 
-// FreeLoopbackAddr returns "127.0.0.1:PORT" with a port that was free a moment ago, for a
+// FreeLoopbackAddr is [testnet.FreePort] as "127.0.0.1:PORT", for a
 // process under test that takes its listen addresses as flags.
 func FreeLoopbackAddr(tb testing.TB) string {
 	tb.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(testnet.FreePort(tb)))
 }

@@ -40,8 +40,13 @@ type backend struct {
 	stop func()
 }
 
-// newBackend starts the row's server(s) at durability level lvl.
-func newBackend(name string, lvl level, cluster bool) (*backend, error) {
+// newBackend starts the row's server(s) at durability level lvl, named after the row's
+// kind (with "-cluster" appended on the cluster).
+func newBackend(kind string, lvl level, cluster bool) (*backend, error) {
+	name := kind
+	if cluster {
+		name += "-cluster"
+	}
 	if !cluster {
 		srv, stop, err := embedded(name, lvl)
 		if err != nil {

@@ -109,11 +109,7 @@ var floorBuckets = []struct {
 // newFloor starts the relay at durability level lvl on one embedded server or (cluster)
 // on a 3-node cluster with its streams and buckets R3.
 func newFloor(ctx context.Context, lvl level, cluster bool) (*floor, error) {
-	name := "floor"
-	if cluster {
-		name = "floor-cluster"
-	}
-	b, err := newBackend(name, lvl, cluster)
+	b, err := newBackend("floor", lvl, cluster)
 	if err != nil {
 		return nil, err
 	}

@@ -12,13 +12,20 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-func TestParseRowLevels(t *testing.T) {
+// TestParseRow: a row's name gives its kind, its durability level (synced unless
+// -relaxed; none for in-process), its executors and whether it runs on the cluster.
+func TestParseRow(t *testing.T) {
 	for name, want := range map[string]rowSpec{
-		"pipeline":               {kind: rowPipeline, level: levelSynced},
-		"floor-relaxed":          {kind: rowFloor, level: levelRelaxed},
-		"temporal-local-relaxed": {kind: rowTemporalLocal, level: levelRelaxed},
-		"in-process":             {kind: rowInProcess, level: levelNone},
-		"scaleout-4":             {kind: rowScaleOut, level: levelRelaxed, executors: 4},
+		"pipeline":                 {kind: rowPipeline, level: levelSynced},
+		"floor-relaxed":            {kind: rowFloor, level: levelRelaxed},
+		"temporal-local-relaxed":   {kind: rowTemporalLocal, level: levelRelaxed},
+		"in-process":               {kind: rowInProcess, level: levelNone},
+		"scaleout-4":               {kind: rowScaleOut, level: levelRelaxed, executors: 4},
+		"pipeline-cluster":         {kind: rowPipeline, level: levelSynced, cluster: true},
+		"floor-cluster":            {kind: rowFloor, level: levelSynced, cluster: true},
+		"ops-cluster-relaxed":      {kind: rowOps, level: levelRelaxed, cluster: true},
+		"ops":                      {kind: rowOps, level: levelSynced},
+		"pipeline-cluster-relaxed": {kind: rowPipeline, level: levelRelaxed, cluster: true},
 	} {
 		got, err := parseRow(name)
 		if err != nil {
@@ -29,35 +36,10 @@ func TestParseRowLevels(t *testing.T) {
 			t.Errorf("%s: %+v, want %+v", name, got, want)
 		}
 	}
-	for _, bad := range []string{"pipelines", "scaleout-0", "scaleout-x"} {
+	for _, bad := range []string{"pipelines", "scaleout-0", "scaleout-x",
+		"temporal-cluster", "scaleout-2-cluster", "in-process-cluster", "pipeline-relaxed-cluster"} {
 		if _, err := parseRow(bad); err == nil {
 			t.Errorf("%s accepted", bad)
-		}
-	}
-}
-
-// TestRatiosStayWithinALevel: no ratio compares a synced row with a relaxed one.
-func TestRatiosStayWithinALevel(t *testing.T) {
-	rows := []result{
-		{Row: "pipeline", Latency1: stats{MedianMs: 10}, Latency10: stats{MedianMs: 20}, CallsPerSec: 100},
-		{Row: "temporal", Latency1: stats{MedianMs: 100}, Latency10: stats{MedianMs: 400}, CallsPerSec: 10},
-		{Row: "pipeline-relaxed", Latency1: stats{MedianMs: 5}, Latency10: stats{MedianMs: 10}, CallsPerSec: 400},
-		{Row: "temporal-relaxed", Latency1: stats{MedianMs: 20}, Latency10: stats{MedianMs: 200}, CallsPerSec: 40},
-	}
-	r := ratios(rows)
-	for k, want := range map[string]float64{
-		"temporal/pipeline latency_1 median":         10,
-		"temporal/pipeline latency_1 median-relaxed": 4,
-		"pipeline/temporal throughput":               10,
-		"pipeline/temporal throughput-relaxed":       10,
-	} {
-		if r[k] != want {
-			t.Errorf("%s = %v, want %v (all: %v)", k, r[k], want, r)
-		}
-	}
-	for k := range r {
-		if strings.Contains(k, "relaxed") != strings.HasSuffix(k, "-relaxed") {
-			t.Errorf("ratio %q mixes levels", k)
 		}
 	}
 }
@@ -77,30 +59,6 @@ func TestDefaultRowsParse(t *testing.T) {
 	}
 	if strings.Join(cluster, ",") != "pipeline-cluster,floor-cluster,ops-cluster" {
 		t.Errorf("default cluster rows %q", cluster)
-	}
-}
-
-func TestParseRowCluster(t *testing.T) {
-	for name, want := range map[string]rowSpec{
-		"pipeline-cluster":         {kind: rowPipeline, level: levelSynced, cluster: true},
-		"floor-cluster":            {kind: rowFloor, level: levelSynced, cluster: true},
-		"ops-cluster-relaxed":      {kind: rowOps, level: levelRelaxed, cluster: true},
-		"ops":                      {kind: rowOps, level: levelSynced},
-		"pipeline-cluster-relaxed": {kind: rowPipeline, level: levelRelaxed, cluster: true},
-	} {
-		got, err := parseRow(name)
-		if err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-		want.name = name
-		if got != want {
-			t.Errorf("%s: %+v, want %+v", name, got, want)
-		}
-	}
-	for _, bad := range []string{"temporal-cluster", "scaleout-2-cluster", "in-process-cluster", "pipeline-relaxed-cluster"} {
-		if _, err := parseRow(bad); err == nil {
-			t.Errorf("%s accepted", bad)
-		}
 	}
 }
 
@@ -187,32 +145,72 @@ func TestOpsClusterRow(t *testing.T) {
 	}
 }
 
-// TestClusterRatios: the cluster rows are compared with the single server at the same
-// level only, and the ops rows operation by operation.
-func TestClusterRatios(t *testing.T) {
-	rows := []result{
-		{Row: "pipeline", Latency1: stats{MedianMs: 10}, Latency10: stats{MedianMs: 40}, CallsPerSec: 300},
-		{Row: "pipeline-cluster", Latency1: stats{MedianMs: 25}, Latency10: stats{MedianMs: 60}, CallsPerSec: 100},
-		{Row: "pipeline-cluster-relaxed", Latency1: stats{MedianMs: 1}, Latency10: stats{MedianMs: 1}, CallsPerSec: 1},
-		{Row: "ops", Ops: []opStat{{Op: "publish", MedianMs: 0.5}, {Op: "atomic batch of 2", MedianMs: 6}}},
-		{Row: "ops-cluster", Ops: []opStat{{Op: "publish", MedianMs: 1}, {Op: "atomic batch of 2", MedianMs: 1.5}}},
-	}
-	r := ratios(rows)
-	for k, want := range map[string]float64{
-		"pipeline-cluster/pipeline latency_1 median":  2.5,
-		"pipeline-cluster/pipeline latency_10 median": 1.5,
-		"pipeline/pipeline-cluster throughput":        3,
-		"ops-cluster/ops publish median":              2,
-		"ops-cluster/ops atomic batch of 2 median":    0.25,
-	} {
-		if r[k] != want {
-			t.Errorf("%s = %v, want %v (all: %v)", k, r[k], want, r)
-		}
-	}
-	for k := range r {
-		if strings.HasSuffix(k, "-relaxed") {
-			t.Errorf("ratio %q: no relaxed single-server row to compare with", k)
-		}
+// TestRatios: a ratio compares rows of one durability level only (no synced row with a
+// relaxed one), the cluster rows with the single server at the same level, and the ops
+// rows operation by operation.
+func TestRatios(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		rows []result
+		want map[string]float64
+		// wrong says why a ratio named k may not be there, "" when it may.
+		wrong func(k string) string
+	}{{
+		name: "levels",
+		rows: []result{
+			{Row: "pipeline", Latency1: stats{MedianMs: 10}, Latency10: stats{MedianMs: 20}, CallsPerSec: 100},
+			{Row: "temporal", Latency1: stats{MedianMs: 100}, Latency10: stats{MedianMs: 400}, CallsPerSec: 10},
+			{Row: "pipeline-relaxed", Latency1: stats{MedianMs: 5}, Latency10: stats{MedianMs: 10}, CallsPerSec: 400},
+			{Row: "temporal-relaxed", Latency1: stats{MedianMs: 20}, Latency10: stats{MedianMs: 200}, CallsPerSec: 40},
+		},
+		want: map[string]float64{
+			"temporal/pipeline latency_1 median":         10,
+			"temporal/pipeline latency_1 median-relaxed": 4,
+			"pipeline/temporal throughput":               10,
+			"pipeline/temporal throughput-relaxed":       10,
+		},
+		wrong: func(k string) string {
+			if strings.Contains(k, "relaxed") != strings.HasSuffix(k, "-relaxed") {
+				return "mixes levels"
+			}
+			return ""
+		},
+	}, {
+		name: "cluster",
+		rows: []result{
+			{Row: "pipeline", Latency1: stats{MedianMs: 10}, Latency10: stats{MedianMs: 40}, CallsPerSec: 300},
+			{Row: "pipeline-cluster", Latency1: stats{MedianMs: 25}, Latency10: stats{MedianMs: 60}, CallsPerSec: 100},
+			{Row: "pipeline-cluster-relaxed", Latency1: stats{MedianMs: 1}, Latency10: stats{MedianMs: 1}, CallsPerSec: 1},
+			{Row: "ops", Ops: []opStat{{Op: "publish", MedianMs: 0.5}, {Op: "atomic batch of 2", MedianMs: 6}}},
+			{Row: "ops-cluster", Ops: []opStat{{Op: "publish", MedianMs: 1}, {Op: "atomic batch of 2", MedianMs: 1.5}}},
+		},
+		want: map[string]float64{
+			"pipeline-cluster/pipeline latency_1 median":  2.5,
+			"pipeline-cluster/pipeline latency_10 median": 1.5,
+			"pipeline/pipeline-cluster throughput":        3,
+			"ops-cluster/ops publish median":              2,
+			"ops-cluster/ops atomic batch of 2 median":    0.25,
+		},
+		wrong: func(k string) string {
+			if strings.HasSuffix(k, "-relaxed") {
+				return "no relaxed single-server row to compare with"
+			}
+			return ""
+		},
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := ratios(tc.rows)
+			for k, want := range tc.want {
+				if r[k] != want {
+					t.Errorf("%s = %v, want %v (all: %v)", k, r[k], want, r)
+				}
+			}
+			for k := range r {
+				if why := tc.wrong(k); why != "" {
+					t.Errorf("ratio %q: %s", k, why)
+				}
+			}
+		})
 	}
 }
 

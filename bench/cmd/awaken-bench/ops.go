@@ -45,11 +45,7 @@ type ops struct {
 }
 
 func newOps(ctx context.Context, lvl level, cluster bool) (*ops, error) {
-	name := "ops"
-	if cluster {
-		name = "ops-cluster"
-	}
-	b, err := newBackend(name, lvl, cluster)
+	b, err := newBackend("ops", lvl, cluster)
 	if err != nil {
 		return nil, err
 	}

@@ -74,11 +74,7 @@ func newPipeline(ctx context.Context, s settings, lvl level, cluster bool, execu
 	if brainWorkers > 0 {
 		cfg.Executors.Brain.Workers = brainWorkers
 	}
-	name := "pipeline"
-	if cluster {
-		name = "pipeline-cluster"
-	}
-	b, err := newBackend(name, lvl, cluster)
+	b, err := newBackend("pipeline", lvl, cluster)
 	if err != nil {
 		return nil, err
 	}
