@@ -7,45 +7,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/awaken-dev/awaken/internal/sampleargs"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
-// sampleToolArgs is the argument type of a realistic typed tool (the same as in
-// pkg/contracts' tests): every kind of field the schema derivation knows.
-type sampleAddress struct {
-	Street string `json:"street" desc:"Street and number."`
-	City   string `json:"city"`
-}
-
-type sampleEmbedded struct {
-	Note string `json:"note,omitempty" desc:"A free note, with commas."`
-}
-
-type sampleToolArgs struct {
-	Query   string             `json:"query" jsonschema:"description=What to search for\\, in plain words,minLength=1,maxLength=200"`
-	Mode    string             `json:"mode,omitempty" jsonschema:"enum=fast|thorough,default=fast"`
-	Limit   int                `json:"limit,omitempty" jsonschema:"minimum=1,maximum=50"`
-	Ratio   float64            `json:"ratio,omitempty" jsonschema:"exclusiveMinimum=0,maximum=1"`
-	Tags    []string           `json:"tags,omitempty" jsonschema:"enum=a|b|c,uniqueItems,maxItems=3"`
-	Labels  map[string]string  `json:"labels,omitempty"`
-	Address *sampleAddress     `json:"address,omitempty" desc:"Where to deliver the result."`
-	Home    sampleAddress      `json:"home"`
-	Since   time.Time          `json:"since,omitzero"`
-	Extra   json.RawMessage    `json:"extra,omitempty"`
-	Verbose bool               `json:"verbose"`
-	Level   uint8              `json:"level,omitempty"`
-	Count   int64              `json:"count,string,omitempty"`
-	Timeout contracts.Duration `json:"timeout,omitempty"`
-	Blob    []byte             `json:"blob,omitempty"`
-	Pair    [2]int             `json:"pair,omitempty"`
-	Code    string             `json:"code,omitempty" jsonschema:"pattern=^[A-Z]{3}$"`
-	sampleEmbedded
-	ignored string // unexported: proves such fields are skipped
-	Skip    string `json:"-"`
-}
-
-func (sampleToolArgs) ToolID() string          { return "search" }
-func (sampleToolArgs) ToolDescription() string { return "Search the corpus." }
+// sampleToolArgs is the argument type of a realistic typed tool (the one pkg/contracts'
+// and the schema derivation's tests check): every kind of field the schema derivation knows.
+type sampleToolArgs = sampleargs.ToolArgs[contracts.Duration]
 
 type optionalArgs struct {
 	Text string `json:"text,omitempty"`
@@ -54,10 +22,6 @@ type optionalArgs struct {
 type requiredArgs struct {
 	Text  string `json:"text"`
 	Count int    `json:"count"`
-}
-
-type recursiveArgs struct {
-	Children []recursiveArgs `json:"children"`
 }
 
 // providedID describes itself (typeschema.Provider); its schema is checked like any other.
@@ -176,7 +140,7 @@ func TestDecodeArgumentsNullMeansEmptyObject(t *testing.T) {
 // A type whose schema cannot be derived is the tool author's fault: the call fails as an
 // execution error, not as the model's invalid arguments.
 func TestDecodeArgumentsUnderivableSchemaIsAnExecutionError(t *testing.T) {
-	_, err := decodeArguments[recursiveArgs](nil)
+	_, err := decodeArguments[sampleargs.Recursive](nil)
 	var te *contracts.ToolError
 	if !errors.As(err, &te) || te.Kind != contracts.ToolErrorExecution || !strings.Contains(err.Error(), "recursive type") {
 		t.Fatalf("error %v, want an execution error naming the recursive type", err)

@@ -7,8 +7,14 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/awaken-dev/awaken/internal/sampleargs"
 	"github.com/awaken-dev/awaken/pkg/contracts/typeschema"
 )
+
+// sampleToolArgs is the argument type of a realistic typed tool, shared with the schema
+// derivation's and the argument decoder's tests (its schema inside a descriptor is pinned
+// by testdata/golden/wire_tool_descriptor.json).
+type sampleToolArgs = sampleargs.ToolArgs[Duration]
 
 func TestDescriptorOfTypedTool(t *testing.T) {
 	d, err := DescriptorOf[sampleToolArgs]()
@@ -30,7 +36,7 @@ func TestDescriptorOfTypedTool(t *testing.T) {
 	if _, err := DescriptorFor[sampleToolArgs]("bad\x00id", "x"); !errors.Is(err, ErrInvalidDescriptor) || !errors.Is(err, ErrInvalidToolID) {
 		t.Fatalf("bad id accepted: %v", err)
 	}
-	if _, err := DescriptorFor[recursiveArgs]("r", "x"); !errors.Is(err, typeschema.ErrUnsupported) {
+	if _, err := DescriptorFor[sampleargs.Recursive]("r", "x"); !errors.Is(err, typeschema.ErrUnsupported) {
 		t.Fatalf("recursive type accepted: %v", err)
 	}
 }

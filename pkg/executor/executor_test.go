@@ -16,9 +16,10 @@ type shoutArgs struct {
 
 func shout(_ context.Context, a shoutArgs) (string, error) { return strings.ToUpper(a.Text), nil }
 
-// TestRegisterDerivesTheSchemaAndRefusesDuplicates: a typed tool's descriptor comes from
-// its argument type, and a second registration of an id is refused with ErrDuplicateTool.
-func TestRegisterDerivesTheSchemaAndRefusesDuplicates(t *testing.T) {
+// newShoutExecutor is an executor configured for the shout tool that never connects: the
+// tests register tools with it, they do not run them.
+func newShoutExecutor(t *testing.T) (*executor.Config, *executor.Executor) {
+	t.Helper()
 	cfg, err := executor.ParseConfig([]byte("tools:\n  - id: shout\n"))
 	if err != nil {
 		t.Fatal(err)
@@ -27,6 +28,13 @@ func TestRegisterDerivesTheSchemaAndRefusesDuplicates(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return cfg, x
+}
+
+// TestRegisterDerivesTheSchemaAndRefusesDuplicates: a typed tool's descriptor comes from
+// its argument type, and a second registration of an id is refused with ErrDuplicateTool.
+func TestRegisterDerivesTheSchemaAndRefusesDuplicates(t *testing.T) {
+	cfg, x := newShoutExecutor(t)
 	tool := executor.ToolFunc("shout", "Shouts.", contracts.CapabilityReplaySafe, shout)
 	if err := executor.Register(x, tool); err != nil {
 		t.Fatal(err)

@@ -28,14 +28,7 @@ func TestTheToolVocabularyIsOneDefinition(t *testing.T) {
 		t.Error("executor.Reconciler and tool.Reconciler are not one type")
 	}
 	// A tool built with either package registers with the executor.
-	cfg, err := executor.ParseConfig([]byte("tools:\n  - id: shout\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	x, err := executor.New(cfg, executor.Options{URL: "nats://127.0.0.1:1"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, x := newShoutExecutor(t)
 	if err := executor.Register(x, tool.ToolFunc("shout", "Shouts.", contracts.CapabilityReplaySafe, shout)); err != nil {
 		t.Fatal(err)
 	}

@@ -10,45 +10,13 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
+
+	"github.com/awaken-dev/awaken/internal/sampleargs"
 )
 
-type sampleAddress struct {
-	Street string `json:"street" desc:"Street and number."`
-	City   string `json:"city"`
-}
-
-type sampleEmbedded struct {
-	Note string `json:"note,omitempty" desc:"A free note, with commas."`
-}
-
-// sampleToolArgs is the argument type of a realistic typed tool; its schema is pinned by
-// testdata/golden/schema_sample_tool.json.
-type sampleToolArgs struct {
-	Query   string            `json:"query" jsonschema:"description=What to search for\\, in plain words,minLength=1,maxLength=200"`
-	Mode    string            `json:"mode,omitempty" jsonschema:"enum=fast|thorough,default=fast"`
-	Limit   int               `json:"limit,omitempty" jsonschema:"minimum=1,maximum=50"`
-	Ratio   float64           `json:"ratio,omitempty" jsonschema:"exclusiveMinimum=0,maximum=1"`
-	Tags    []string          `json:"tags,omitempty" jsonschema:"enum=a|b|c,uniqueItems,maxItems=3"`
-	Labels  map[string]string `json:"labels,omitempty"`
-	Address *sampleAddress    `json:"address,omitempty" desc:"Where to deliver the result."`
-	Home    sampleAddress     `json:"home"`
-	Since   time.Time         `json:"since,omitzero"`
-	Extra   json.RawMessage   `json:"extra,omitempty"`
-	Verbose bool              `json:"verbose"`
-	Level   uint8             `json:"level,omitempty"`
-	Count   int64             `json:"count,string,omitempty"`
-	Timeout textDuration      `json:"timeout,omitempty"`
-	Blob    []byte            `json:"blob,omitempty"`
-	Pair    [2]int            `json:"pair,omitempty"`
-	Code    string            `json:"code,omitempty" jsonschema:"pattern=^[A-Z]{3}$"`
-	sampleEmbedded
-	ignored string // unexported: proves such fields are skipped
-	Skip    string `json:"-"`
-}
-
-func (sampleToolArgs) ToolID() string          { return "search" }
-func (sampleToolArgs) ToolDescription() string { return "Search the corpus." }
+// sampleToolArgs is the realistic typed tool that pkg/contracts' and internal/toolreg's
+// tests check too; its schema is pinned by testdata/golden/sample_tool.json.
+type sampleToolArgs = sampleargs.ToolArgs[textDuration]
 
 // textDuration stands for contracts.Duration (which this leaf cannot import): a type with
 // custom decoders that describes itself as a string.
@@ -56,19 +24,6 @@ type textDuration int64
 
 func (d *textDuration) UnmarshalJSON([]byte) error { return nil }
 func (textDuration) JSONSchema() json.RawMessage   { return json.RawMessage(`{"type":"string"}`) }
-
-type optionalArgs struct {
-	Text string `json:"text,omitempty"`
-}
-
-type requiredArgs struct {
-	Text  string `json:"text"`
-	Count int    `json:"count"`
-}
-
-type recursiveArgs struct {
-	Children []recursiveArgs `json:"children"`
-}
 
 type chanArgs struct {
 	C chan int `json:"c"`
@@ -102,7 +57,7 @@ type badTagArgs struct {
 }
 
 type enumOnStructArgs struct {
-	X sampleAddress `json:"x" jsonschema:"enum=a|b"`
+	X sampleargs.Address `json:"x" jsonschema:"enum=a|b"`
 }
 
 type minOnStringArgs struct {
@@ -174,7 +129,7 @@ func TestSchemaDerivationFailures(t *testing.T) {
 		schema func() (json.RawMessage, error)
 		want   string
 	}{
-		{"recursive", For[recursiveArgs], "recursive type"},
+		{"recursive", For[sampleargs.Recursive], "recursive type"},
 		{"channel", For[chanArgs], "has no JSON form"},
 		{"int map keys", For[intKeyArgs], "is not a string"},
 		{"custom unmarshal", For[customArgs], "implement Provider"},
