@@ -172,14 +172,21 @@ func (x *Executor) Handle(ctx context.Context, d bus.Delivery) error {
 	// the body runs to its end (a 30 s tool, 30 s) after its run was cancelled.
 	runCtx, untrack := x.cancels.track(ctx, req.RunID, op)
 	defer untrack()
-	act, rec, rev, err := x.enter(ctx, key, req, d.StreamSeq, d.NumDelivered)
-	if err != nil {
-		return err
-	}
-	if act == actReconcile {
-		if act, rec, rev, err = x.reconcile(ctx, key, req, d.StreamSeq, rec); err != nil {
-			return err
+	// Entering the call commits a recovery's outcome when it finds the call entered by a
+	// delivery that died (actSettled), directly or by reconciling it.
+	operation := x.env.Operation(x.opts.Service, op)
+	var act action
+	var rec contracts.CallRecord
+	var rev uint64
+	if err := operation.Commit(ctx, func() (bool, error) {
+		var err error
+		act, rec, rev, err = x.enter(ctx, key, req, d.StreamSeq, d.NumDelivered)
+		if err == nil && act == actReconcile {
+			act, rec, rev, err = x.reconcile(ctx, key, req, d.StreamSeq, rec)
 		}
+		return act == actSettled, err
+	}); err != nil {
+		return err
 	}
 	switch act {
 	case actStale:
@@ -195,7 +202,7 @@ func (x *Executor) Handle(ctx context.Context, d bus.Delivery) error {
 		return x.announce(ctx, req, rec, op)
 	case actSettled:
 		log.Warn().Str("phase", string(rec.Phase.Kind)).Str("reason", rec.Phase.Reason).Msg("call found entered after a crash; recovery settled it")
-		return x.commitThenAnnounce(ctx, req, rec, op)
+		return x.announce(ctx, req, rec, op)
 	}
 
 	attempt := rec.Phase.Attempt
@@ -238,26 +245,21 @@ func (x *Executor) Handle(ctx context.Context, d bus.Delivery) error {
 		return err
 	}
 
-	rec, owned, err := x.complete(ctx, key, req, d.StreamSeq, attempt, marked, out, cost.Load(), rec, rev)
-	if err != nil {
+	var owned bool
+	if err := operation.Commit(ctx, func() (bool, error) {
+		var err error
+		rec, owned, err = x.complete(ctx, key, req, d.StreamSeq, attempt, marked, out, cost.Load(), rec, rev)
+		return owned, err
+	}); err != nil {
 		return err
 	}
-	if !owned {
-		if !rec.Phase.IsTerminal() {
-			log.Warn().Uint16("attempt", attempt).Str("phase", string(rec.Phase.Kind)).Uint16("record_attempt", rec.Phase.Attempt).
-				Msg("lost ownership of the call while the tool ran; its output is discarded")
-			return nil
-		}
+	switch {
+	case !owned && !rec.Phase.IsTerminal():
+		log.Warn().Uint16("attempt", attempt).Str("phase", string(rec.Phase.Kind)).Uint16("record_attempt", rec.Phase.Attempt).
+			Msg("lost ownership of the call while the tool ran; its output is discarded")
+		return nil
+	case !owned:
 		log.Info().Str("phase", string(rec.Phase.Kind)).Msg("call became terminal while the tool ran; keeping that outcome")
-		return x.announce(ctx, req, rec, op)
-	}
-	return x.commitThenAnnounce(ctx, req, rec, op)
-}
-
-// commitThenAnnounce runs the after-commit fault point, then [Executor.announce].
-func (x *Executor) commitThenAnnounce(ctx context.Context, req contracts.ExecRequest, rec contracts.CallRecord, op string) error {
-	if err := x.env.Fault(ctx, x.opts.Service, pipeline.FaultAfterCommit, op); err != nil {
-		return fmt.Errorf("%s: fault after commit: %w", x.opts.Service, err)
 	}
 	return x.announce(ctx, req, rec, op)
 }
@@ -268,11 +270,10 @@ func (x *Executor) commitThenAnnounce(ctx context.Context, req contracts.ExecReq
 // redelivery that finds the call terminal has nothing to repeat. It runs the
 // after-publish fault point, the boundary between the durable outcome and the ack.
 func (x *Executor) announce(ctx context.Context, req contracts.ExecRequest, rec contracts.CallRecord, op string) error {
-	if err := x.auditReconciles(ctx, req, rec, op); err != nil {
+	if err := x.env.Operation(x.opts.Service, op).Publish(ctx, func() error {
+		return x.auditReconciles(ctx, req, rec, op)
+	}); err != nil {
 		return err
-	}
-	if err := x.env.Fault(ctx, x.opts.Service, pipeline.FaultAfterPublish, op); err != nil {
-		return fmt.Errorf("%s: fault after publish: %w", x.opts.Service, err)
 	}
 	zerolog.Ctx(ctx).Debug().Str("outcome", string(rec.Outcome())).Msg("call output committed")
 	return nil

@@ -166,14 +166,19 @@ func (x *Executor) reconcile(ctx context.Context, key string, req contracts.Exec
 		RunID: req.RunID, Step: req.Step, Index: req.Index, CallID: req.CallID,
 		OperationID: op, ToolID: req.ToolID, Arguments: req.Arguments, Attempt: attempt,
 	}
-	res, calls, failure := x.askReconciler(ctx, inv, started.Add(x.opts.Reconcile.Bound))
-	if err := ctx.Err(); err != nil {
-		// The executor is stopping: what the reconcile could not finish is not an answer.
-		// The reconcile stays in progress for the redelivery (within its bound).
-		return 0, rec, 0, fmt.Errorf("%s: reconcile interrupted: %w", x.opts.Service, err)
-	}
-	if err := x.env.Fault(ctx, x.opts.Service, pipeline.FaultInReconcile, op); err != nil {
-		return 0, rec, 0, fmt.Errorf("%s: fault in reconcile: %w", x.opts.Service, err)
+	var res contracts.Reconciled
+	var calls int
+	var failure string
+	if err := x.env.Operation(x.opts.Service, op).Step(ctx, pipeline.FaultInReconcile, func() (bool, error) {
+		res, calls, failure = x.askReconciler(ctx, inv, started.Add(x.opts.Reconcile.Bound))
+		if err := ctx.Err(); err != nil {
+			// The executor is stopping: what the reconcile could not finish is not an
+			// answer. The reconcile stays in progress for the redelivery (within its bound).
+			return false, fmt.Errorf("%s: reconcile interrupted: %w", x.opts.Service, err)
+		}
+		return true, nil
+	}); err != nil {
+		return 0, rec, 0, err
 	}
 	var out contracts.ToolOutput
 	if res.Outcome == contracts.ReconcileRan {

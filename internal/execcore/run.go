@@ -130,9 +130,14 @@ func (x *Executor) call(ctx context.Context, inv Invocation, done chan<- result)
 			done <- result{err: contracts.ExecutionFailed(fmt.Sprintf("panic: %v", p))}
 		}
 	}()
-	out, err := x.opts.Invoker.Invoke(ctx, inv)
-	if ferr := x.env.Fault(ctx, x.opts.Service, pipeline.FaultInTool, inv.OperationID); ferr != nil {
-		done <- result{abort: fmt.Errorf("fault in tool: %w", ferr)}
+	var out contracts.ToolOutput
+	var err error
+	// The tool's own error is its result; only the fault point's aborts the call.
+	if ferr := x.env.Operation(x.opts.Service, inv.OperationID).Step(ctx, pipeline.FaultInTool, func() (bool, error) {
+		out, err = x.opts.Invoker.Invoke(ctx, inv)
+		return true, nil
+	}); ferr != nil {
+		done <- result{abort: ferr}
 		return
 	}
 	done <- result{out: out, err: err}

@@ -25,27 +25,6 @@ import (
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
-// FaultPoint names a step boundary where tests inject crashes: the consume loop's own
-// ([bus.FaultAfterHandlerBeforeAck]) and the handlers' below are one kind, one type.
-type FaultPoint = bus.FaultPoint
-
-const (
-	// FaultAfterCommit fires after a handler's state change and before its publishes.
-	FaultAfterCommit FaultPoint = "after-commit"
-	// FaultAfterPublish fires after a handler's publishes and before the ack.
-	FaultAfterPublish FaultPoint = "after-publish"
-	// FaultInTool fires inside a tool body, after the executor entered it.
-	FaultInTool FaultPoint = "in-tool"
-	// FaultInReconcile fires after a reconcile answered and before its outcome is
-	// committed (execcore's reconcile of a call found entered after a crash).
-	FaultInReconcile FaultPoint = "in-reconcile"
-)
-
-// FaultHook is called at every fault point with the service name and the operation id.
-// A non-nil error aborts the handler there as if the process died (the message is not
-// acked). It is nil in production: only test wiring sets it.
-type FaultHook func(ctx context.Context, service string, point FaultPoint, operationID string) error
-
 // Env is what every service needs. It is safe for concurrent use.
 type Env struct {
 	Conn   *nats.Conn
@@ -67,7 +46,8 @@ type Env struct {
 	Tickets  *state.Store[contracts.ResumeTicket]
 	// Runs holds the lifecycle of every run: its active batch and whether it ended.
 	Runs *state.Store[contracts.RunRecord]
-	// Faults is the test-only fault hook (nil in production).
+	// Faults is the test-only fault hook (nil in production). Services reach it only
+	// through the commit-point wrappers of [Env.Operation] (faults.go).
 	Faults FaultHook
 	// Now is the clock (time.Now in production).
 	Now func() time.Time
@@ -142,14 +122,6 @@ func (e *Env) SetTelemetry(t *telemetry.Telemetry) {
 		return
 	}
 	e.Pub = e.Pub.WithInjector(t.Inject)
-}
-
-// Fault calls the fault hook, if any.
-func (e *Env) Fault(ctx context.Context, service string, point FaultPoint, op string) error {
-	if e.Faults == nil {
-		return nil
-	}
-	return e.Faults(ctx, service, point, op)
 }
 
 // ErrBatchNotFound means a work message names a batch that has no record.

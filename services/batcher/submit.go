@@ -38,11 +38,11 @@ func (s *Service) handleSubmit(ctx context.Context, d bus.Delivery) error {
 	log := zerolog.Ctx(ctx).With().Str("batch_id", batchID).Str("run_id", sub.RunID).Logger()
 	ctx = log.WithContext(ctx)
 
-	rec, err := s.record(ctx, sub)
-	if err != nil || rec == nil {
-		return err
-	}
-	if err := s.env.Fault(ctx, ServiceName, pipeline.FaultAfterCommit, batchID); err != nil {
+	var rec *contracts.BatchRecord
+	if err := s.env.Operation(ServiceName, batchID).Commit(ctx, func() (bool, error) {
+		rec, err = s.record(ctx, sub)
+		return rec != nil, err
+	}); err != nil || rec == nil {
 		return err
 	}
 	log.Info().Int("calls", len(sub.Calls)).Bool("parallel", rec.Parallel).Msg("batch recorded; the gate takes it from the run record")

@@ -71,14 +71,14 @@ func (s *Service) handleCallResolve(ctx context.Context, d bus.Delivery) error {
 		return nil
 	}
 
-	inResults, err := s.recordOnBatch(ctx, b, index, res)
-	if err != nil {
+	var inResults bool
+	if err := s.env.Operation(ServiceName, cr.OperationID).Step(ctx, FaultAfterResolveRecorded, func() (bool, error) {
+		inResults, err = s.recordOnBatch(ctx, b, index, res)
+		return inResults, err
+	}); err != nil {
 		return err
 	}
 	if inResults {
-		if err := s.env.Fault(ctx, ServiceName, FaultAfterResolveRecorded, cr.OperationID); err != nil {
-			return err
-		}
 		return s.writeResolution(ctx, b, index, res, false)
 	}
 	// The batch was finalized first: its results keep the indeterminate result.

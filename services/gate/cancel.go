@@ -8,7 +8,6 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/awaken-dev/awaken/internal/bus"
-	"github.com/awaken-dev/awaken/internal/pipeline"
 	"github.com/awaken-dev/awaken/internal/telemetry"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
@@ -61,19 +60,22 @@ func (s *Service) seal(ctx context.Context, b *contracts.BatchRecord, index int,
 	// calls are sealed in model order, so the last call's output, the one that opens a
 	// sequential batch's barrier, is written when every earlier call is terminal.
 	parallel = parallel || index < 0
-	for i := range sub.Calls {
-		if index >= 0 && i != index {
-			continue
+	op := s.env.Operation(ServiceName, sub.BatchID())
+	if err := op.Commit(ctx, func() (bool, error) {
+		for i := range sub.Calls {
+			if index >= 0 && i != index {
+				continue
+			}
+			if _, err := s.sealCall(ctx, b, i, reason, parallel); err != nil {
+				return false, err
+			}
 		}
-		if _, err := s.sealCall(ctx, b, i, reason, parallel); err != nil {
-			return err
-		}
-	}
-	if err := s.env.Fault(ctx, ServiceName, pipeline.FaultAfterCommit, sub.BatchID()); err != nil {
+		return true, nil
+	}); err != nil {
 		return err
 	}
 	// Each sealed call's terminal revision is its output: nothing more to publish.
-	return s.env.Fault(ctx, ServiceName, pipeline.FaultAfterPublish, sub.BatchID())
+	return op.Publish(ctx, nil)
 }
 
 // sealCall marks call i Indeterminate(reason) unless it is terminal, and clears any ticket

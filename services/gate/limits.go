@@ -117,9 +117,16 @@ func (l *limiter) apply(ctx context.Context, b *contracts.BatchRecord, i int, o 
 	if out.Kind == contracts.GateRequireConfirmation {
 		waiting = nil
 	}
+	// Every ledger write of the decision is a step of its own: a crash after it leaves the
+	// share reserved and the decision that counts on it unrecorded.
+	ledger := l.env.Operation(ServiceName, op)
 	if waiting != nil {
-		until, blocked, err := l.reserveAhead(ctx, waiting, b, op)
-		if err != nil {
+		var until time.Time
+		var blocked bool
+		if err := ledger.Step(ctx, FaultAfterLimitReserve, func() (reached bool, err error) {
+			until, blocked, err = l.reserveAhead(ctx, waiting, b, op)
+			return !blocked, err
+		}); err != nil {
 			return nil, err
 		}
 		if blocked {
@@ -131,9 +138,6 @@ func (l *limiter) apply(ctx context.Context, b *contracts.BatchRecord, i int, o 
 			out = deferOutcome(out, waiting, b, i, contracts.PolicyDigest(l.env.Config.Policy, sub.Policy), until)
 		}
 		reserved = append(reserved, contracts.LimitLedgerKey(waiting.Name, waiting.KeyValue(sub), window))
-		if err := l.env.Fault(ctx, ServiceName, FaultAfterLimitReserve, op); err != nil {
-			return nil, err
-		}
 	}
 	for k := range l.limits {
 		lim := &l.limits[k]
@@ -157,11 +161,11 @@ func (l *limiter) apply(ctx context.Context, b *contracts.BatchRecord, i int, o 
 		value, window := lim.KeyValue(sub), lim.WindowStart(at)
 		key := contracts.LimitLedgerKey(lim.Name, value, window)
 		force := lim.Over == contracts.LimitOverAsk && !lim.Shadow
-		outcome, err := l.reserve(ctx, lim, key, value, window, op, amount, force)
-		if err != nil {
-			return nil, err
-		}
-		if err := l.env.Fault(ctx, ServiceName, FaultAfterLimitReserve, op); err != nil {
+		var outcome string
+		if err := ledger.Step(ctx, FaultAfterLimitReserve, func() (_ bool, err error) {
+			outcome, err = l.reserve(ctx, lim, key, value, window, op, amount, force)
+			return true, err
+		}); err != nil {
 			return nil, err
 		}
 		switch {

@@ -69,11 +69,7 @@ func (s *Service) onTerminalCall(ctx context.Context, d bus.Delivery) error {
 		if err := batch(); err != nil {
 			return err
 		}
-		granted, err := s.limits.releaseSlots(ctx, b, i)
-		if err != nil {
-			return err
-		}
-		if err := s.handOverWaiters(ctx, op, granted); err != nil {
+		if err := s.releaseSlots(ctx, b, i); err != nil {
 			return err
 		}
 	}
@@ -100,15 +96,17 @@ func (s *Service) onTerminalCall(ctx context.Context, d bus.Delivery) error {
 	if err := batch(); err != nil {
 		return err
 	}
-	released, err := s.limits.releaseAll(ctx, b, i, op, rec.Decision)
-	if err != nil {
-		return err
-	}
-	if released > 0 {
-		zerolog.Ctx(ctx).Debug().Str("batch_id", b.Submission.BatchID()).Str("run_id", runID).Str("call_id", rec.CallID).
-			Int("limits", released).Msg("limit shares given back: the call never ran")
-	}
-	return s.env.Fault(ctx, ServiceName, FaultAfterLimitRelease, op)
+	return s.env.Operation(ServiceName, op).Step(ctx, FaultAfterLimitRelease, func() (bool, error) {
+		released, err := s.limits.releaseAll(ctx, b, i, op, rec.Decision)
+		if err != nil {
+			return false, err
+		}
+		if released > 0 {
+			zerolog.Ctx(ctx).Debug().Str("batch_id", b.Submission.BatchID()).Str("run_id", runID).Str("call_id", rec.CallID).
+				Int("limits", released).Msg("limit shares given back: the call never ran")
+		}
+		return true, nil
+	})
 }
 
 // settleAll sets op's share, for call i of b, in every budget matching the call to cost,

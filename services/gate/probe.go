@@ -27,27 +27,14 @@ import (
 func (s *Service) probe(ctx context.Context, b *contracts.BatchRecord) error {
 	sub := &b.Submission
 	n := len(sub.Calls)
+	op := s.env.Operation(ServiceName, pipeline.ProbeID(sub.BatchID()))
 	var recs []contracts.CallRecord
-	parallel, committed := false, false
-	for attempt := 0; ; attempt++ {
-		if attempt == maxCASAttempts {
-			return fmt.Errorf("gate: probe %s: %d concurrent writers in a row", sub.BatchID(), maxCASAttempts)
-		}
-		var wrote bool
-		var err error
-		recs, parallel, wrote, err = s.decideAll(ctx, b)
-		committed = committed || wrote
-		if err == nil {
-			break
-		}
-		if !errors.Is(err, errRaced) {
-			return err
-		}
-	}
-	if committed {
-		if err := s.env.Fault(ctx, ServiceName, pipeline.FaultAfterCommit, pipeline.ProbeID(sub.BatchID())); err != nil {
-			return err
-		}
+	var parallel bool
+	if err := op.Commit(ctx, func() (committed bool, err error) {
+		recs, parallel, committed, err = s.decideAllRaced(ctx, b)
+		return committed, err
+	}); err != nil {
+		return err
 	}
 	for i := range n {
 		// A slot taken for a call that a cancellation sealed first goes back.
@@ -71,22 +58,38 @@ func (s *Service) probe(ctx context.Context, b *contracts.BatchRecord) error {
 		}
 		return s.gateCall(ctx, b, 0, false)
 	}
-	for i := range n {
-		decisionMessages(bd, b, i, &recs[i], &c)
-	}
-	if err := c.publish(ctx, s.env.Pub); err != nil {
-		return err
-	}
-	for i := range n {
-		if r := &recs[i]; r.SlotWait != "" && r.ExecutingUnentered() && r.Input == nil {
-			// Entered waiting for a concurrency slot: look at the ledger again, for a slot
-			// handed over before the waiting record was written (slots.go).
-			if err := s.admit(ctx, b, i, false); err != nil {
-				return err
+	return op.Publish(ctx, func() error {
+		for i := range n {
+			decisionMessages(bd, b, i, &recs[i], &c)
+		}
+		if err := c.publish(ctx, s.env.Pub); err != nil {
+			return err
+		}
+		for i := range n {
+			if r := &recs[i]; r.SlotWait != "" && r.ExecutingUnentered() && r.Input == nil {
+				// Entered waiting for a concurrency slot: look at the ledger again, for a
+				// slot handed over before the waiting record was written (slots.go).
+				if err := s.admit(ctx, b, i, false); err != nil {
+					return err
+				}
 			}
 		}
+		return nil
+	})
+}
+
+// decideAllRaced runs [Service.decideAll] until it does not lose a compare-and-swap race,
+// at most [maxCASAttempts] times; committed reports whether any attempt wrote.
+func (s *Service) decideAllRaced(ctx context.Context, b *contracts.BatchRecord) (recs []contracts.CallRecord, parallel, committed bool, err error) {
+	for range maxCASAttempts {
+		var wrote bool
+		recs, parallel, wrote, err = s.decideAll(ctx, b)
+		committed = committed || wrote
+		if !errors.Is(err, errRaced) {
+			return recs, parallel, committed, err
+		}
 	}
-	return s.env.Fault(ctx, ServiceName, pipeline.FaultAfterPublish, pipeline.ProbeID(sub.BatchID()))
+	return nil, false, committed, fmt.Errorf("gate: probe %s: %d concurrent writers in a row", b.Submission.BatchID(), maxCASAttempts)
 }
 
 // decideAll reads every call record of b and decides, in memory, each call that has no

@@ -7,7 +7,6 @@ import (
 	"slices"
 
 	"github.com/awaken-dev/awaken/internal/bus"
-	"github.com/awaken-dev/awaken/internal/pipeline"
 	"github.com/awaken-dev/awaken/internal/state"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
@@ -93,6 +92,12 @@ func (s *Service) putCall(ctx context.Context, b *contracts.BatchRecord, i int, 
 // takes the target from the pin, hands a call to an executor.
 func callKey(b *contracts.BatchRecord, i int) string { return contracts.CallKeyOf(b, i) }
 
+// callOp is the operation id of call i of b.
+func callOp(b *contracts.BatchRecord, i int) string {
+	sub := &b.Submission
+	return contracts.OperationID(sub.RunID, sub.Step, sub.Calls[i].CallID)
+}
+
 // gateCall gates call i of a sequential batch (asked by the revision that recorded the
 // batch, for call 0, or by call i-1's output, dispatch.go): a Requested call is decided —
 // or its decision recorded by a probe is reused — and the outcome applied in one write; a
@@ -105,92 +110,116 @@ func callKey(b *contracts.BatchRecord, i int) string { return contracts.CallKeyO
 // or sealed call, a redelivery) pays for the read and decides again from what is there.
 // That saves one round trip on the path of every call.
 func (s *Service) gateCall(ctx context.Context, b *contracts.BatchRecord, i int, assumeNew bool) error {
-	op := contracts.OperationID(b.Submission.RunID, b.Submission.Step, b.Submission.Calls[i].CallID)
+	op := s.env.Operation(ServiceName, callOp(b, i))
+	var rec contracts.CallRecord
+	var d decision
+	var decided bool
+	if err := op.Commit(ctx, func() (bool, error) {
+		var err error
+		rec, d, decided, err = s.decideCall(ctx, b, i, assumeNew)
+		return decided, err
+	}); err != nil {
+		return err
+	}
+	return op.Publish(ctx, func() error {
+		if decided {
+			return s.realizeDecided(ctx, b, i, &rec, d)
+		}
+		return s.realizeRecorded(ctx, b, i, &rec)
+	})
+}
+
+// decideCall decides call i of b and commits the decision by compare-and-swap, deciding
+// again from what is committed when it loses a race. decided is false when the record is
+// past Requested already (an earlier delivery, a probe or a cancellation wrote it): rec is
+// then the record as found, and nothing was written.
+func (s *Service) decideCall(ctx context.Context, b *contracts.BatchRecord, i int, assumeNew bool) (rec contracts.CallRecord, d decision, decided bool, err error) {
 	for range maxCASAttempts {
-		var rec contracts.CallRecord
 		var rev uint64
 		if assumeNew {
 			rec, assumeNew = newCallRecord(b, i), false
-		} else {
-			var err error
-			if rec, rev, err = s.loadCall(ctx, b, i); err != nil {
-				return err
-			}
+		} else if rec, rev, err = s.loadCall(ctx, b, i); err != nil {
+			return rec, d, false, err
 		}
 		if rec.Phase.Kind != contracts.PhaseRequested {
-			if err := s.realizeDecision(ctx, b, i, &rec); err != nil {
-				return err
-			}
-			// A slot this or an earlier delivery took before the call was sealed (a
-			// cancellation won the write) goes back.
-			if err := s.giveBackIfEnded(ctx, b, i, rec); err != nil {
-				return err
-			}
-			if rec.SlotWait != "" && rec.ExecutingUnentered() && rec.Input == nil {
-				// The delivery that wrote the waiting record may have died before it looked
-				// at the ledger again.
-				if err := s.admit(ctx, b, i, false); err != nil {
-					return err
-				}
-			}
-			if isCapabilityBound(&rec) {
-				if err := s.endCapabilityBound(ctx, b, rec.Phase.Reason); err != nil {
-					return err
-				}
-			}
-			return s.env.Fault(ctx, ServiceName, pipeline.FaultAfterPublish, op)
+			return rec, d, false, nil
 		}
-		d := decision{outcome: rec.Decision}
+		d = decision{outcome: rec.Decision}
 		decidedNow := rec.Decision == nil
 		if decidedNow {
-			var err error
 			if d, err = s.decideNow(ctx, b, i, nil); err != nil {
-				return err
+				return rec, d, false, err
 			}
 			if err := rec.Decide(d.outcome, s.env.Telemetry.TraceParent(ctx), s.env.Now()); err != nil {
-				return bus.Permanent(fmt.Errorf("gate: decide call %s: %w", op, err))
+				return rec, d, false, bus.Permanent(fmt.Errorf("gate: decide call %s: %w", callOp(b, i), err))
 			}
 		}
 		if s.takesSlot(b, i, d) {
-			var err error
 			if d.slotWait, err = s.limits.acquire(ctx, b, i); err != nil {
-				return err
+				return rec, d, false, err
 			}
 		}
 		if err := s.applyDecision(b, i, &rec, d); err != nil {
-			return bus.Permanent(err)
+			return rec, d, false, bus.Permanent(err)
 		}
 		switch _, err := s.putCall(ctx, b, i, rec, rev); {
 		case errors.Is(err, errRaced):
 			continue
 		case err != nil:
-			return err
+			return rec, d, false, err
 		}
 		if decidedNow && d.outcome != nil {
 			// Counted once: only the delivery whose write recorded the decision gets here.
 			s.env.Telemetry.GateDecision(d.outcome.AuditLabel())
 		}
-		if err := s.env.Fault(ctx, ServiceName, pipeline.FaultAfterCommit, op); err != nil {
-			return err
-		}
-		if err := s.realizeDecision(ctx, b, i, &rec); err != nil {
-			return err
-		}
-		if d.slotWait != "" {
-			// Look at the ledger again: a slot handed to the call before its waiting record
-			// was written found nothing to hand over (slots.go).
-			if err := s.admit(ctx, b, i, false); err != nil {
-				return err
-			}
-		}
-		if d.bound != "" {
-			if err := s.endCapabilityBound(ctx, b, d.bound); err != nil {
-				return err
-			}
-		}
-		return s.env.Fault(ctx, ServiceName, pipeline.FaultAfterPublish, op)
+		return rec, d, true, nil
 	}
-	return fmt.Errorf("gate: call %s: %d concurrent writers in a row", op, maxCASAttempts)
+	return rec, d, false, fmt.Errorf("gate: call %s: %d concurrent writers in a row", callOp(b, i), maxCASAttempts)
+}
+
+// realizeDecided publishes what the decision d, just committed on call i's record rec,
+// implies ([Service.realizeDecision]), then looks at the ledger again for a call that
+// waits for a slot — a slot handed to it before its waiting record was written found
+// nothing to hand over (slots.go) — and ends the run of a call its capability bound.
+func (s *Service) realizeDecided(ctx context.Context, b *contracts.BatchRecord, i int, rec *contracts.CallRecord, d decision) error {
+	if err := s.realizeDecision(ctx, b, i, rec); err != nil {
+		return err
+	}
+	if d.slotWait != "" {
+		if err := s.admit(ctx, b, i, false); err != nil {
+			return err
+		}
+	}
+	if d.bound != "" {
+		return s.endCapabilityBound(ctx, b, d.bound)
+	}
+	return nil
+}
+
+// realizeRecorded re-publishes what call i's record rec, found past Requested, implies:
+// what its decision implies, the slots of a call that ended after it took them, the
+// hand-over of a waiting call whose writer may have died before it looked at the ledger
+// again, the end of the run of a call its capability bound.
+func (s *Service) realizeRecorded(ctx context.Context, b *contracts.BatchRecord, i int, rec *contracts.CallRecord) error {
+	if err := s.realizeDecision(ctx, b, i, rec); err != nil {
+		return err
+	}
+	// A slot this or an earlier delivery took before the call was sealed (a cancellation
+	// won the write) goes back.
+	if err := s.giveBackIfEnded(ctx, b, i, *rec); err != nil {
+		return err
+	}
+	if rec.SlotWait != "" && rec.ExecutingUnentered() && rec.Input == nil {
+		// The delivery that wrote the waiting record may have died before it looked at the
+		// ledger again.
+		if err := s.admit(ctx, b, i, false); err != nil {
+			return err
+		}
+	}
+	if isCapabilityBound(rec) {
+		return s.endCapabilityBound(ctx, b, rec.Phase.Reason)
+	}
+	return nil
 }
 
 // applyDecision moves the Requested record rec of call i to the phase d implies and records

@@ -48,38 +48,32 @@ func timerResolver(corr, kind string) string { return "timer:" + pipeline.Ticket
 // the caller re-reads and re-validates from the committed state: of two concurrent
 // resolutions exactly one commits.
 func (s *Service) commitResolution(ctx context.Context, b *contracts.BatchRecord, i int, rec *contracts.CallRecord, rev uint64, ticketRev uint64, res resolution) error {
-	if _, err := s.putCall(ctx, b, i, *rec, rev); err != nil {
+	op := s.env.Operation(ServiceName, callOp(b, i))
+	if err := op.Commit(ctx, func() (bool, error) {
+		if _, err := s.putCall(ctx, b, i, *rec, rev); err != nil {
+			return false, err
+		}
+		if res.audit != "" {
+			// Counted once: only the delivery whose write committed the resolution gets here.
+			s.env.Telemetry.GateDecision(res.audit)
+		}
+		return true, s.deleteTicket(ctx, res.corr, ticketRev)
+	}); err != nil {
 		return err
 	}
-	if res.audit != "" {
-		// Counted once: only the delivery whose write committed the resolution gets here.
-		s.env.Telemetry.GateDecision(res.audit)
-	}
-	if err := s.deleteTicket(ctx, res.corr, ticketRev); err != nil {
-		return err
-	}
-	op := contracts.OperationID(b.Submission.RunID, b.Submission.Step, rec.CallID)
-	if err := s.env.Fault(ctx, ServiceName, pipeline.FaultAfterCommit, op); err != nil {
-		return err
-	}
-	if err := s.realizeResolution(ctx, b, i, rec, res); err != nil {
-		return err
-	}
-	return s.env.Fault(ctx, ServiceName, pipeline.FaultAfterPublish, op)
+	return op.Publish(ctx, func() error { return s.realizeResolution(ctx, b, i, rec, res) })
 }
 
 // redeliveredResolution finishes a resolution this very input already committed (the call
 // carries its ResolvedBy): the ticket is deleted if a crash left it, and the outputs are
 // re-published under their deterministic ids.
 func (s *Service) redeliveredResolution(ctx context.Context, b *contracts.BatchRecord, i int, rec *contracts.CallRecord, res resolution) error {
-	if err := s.deleteTicket(ctx, res.corr, 0); err != nil {
-		return err
-	}
-	if err := s.realizeResolution(ctx, b, i, rec, res); err != nil {
-		return err
-	}
-	op := contracts.OperationID(b.Submission.RunID, b.Submission.Step, rec.CallID)
-	return s.env.Fault(ctx, ServiceName, pipeline.FaultAfterPublish, op)
+	return s.env.Operation(ServiceName, callOp(b, i)).Publish(ctx, func() error {
+		if err := s.deleteTicket(ctx, res.corr, 0); err != nil {
+			return err
+		}
+		return s.realizeResolution(ctx, b, i, rec, res)
+	})
 }
 
 // realizeResolution publishes ticket.resolved, the audit record and, for an approval that

@@ -80,8 +80,7 @@ func (l *limiter) slotsForTool(toolID string) bool {
 // waiter is where the record of call i of b is.
 func waiter(b *contracts.BatchRecord, i int) contracts.LimitWaiter {
 	sub := &b.Submission
-	return contracts.LimitWaiter{Op: contracts.OperationID(sub.RunID, sub.Step, sub.Calls[i].CallID),
-		RunID: sub.RunID, Step: sub.Step, Index: i}
+	return contracts.LimitWaiter{Op: callOp(b, i), RunID: sub.RunID, Step: sub.Step, Index: i}
 }
 
 // slotKey is the ledger key of lim's slots for the calls of b (no window).
@@ -282,11 +281,21 @@ func (s *Service) giveBackIfEnded(ctx context.Context, b *contracts.BatchRecord,
 	if !rec.Phase.IsTerminal() || !s.limits.hasSlots(b.Submission.Calls[i]) {
 		return nil
 	}
-	granted, err := s.limits.releaseSlots(ctx, b, i)
-	if err != nil {
+	return s.releaseSlots(ctx, b, i)
+}
+
+// releaseSlots gives back the slots of call i of b, which ended, and hands over the calls
+// they went to ([Service.handOverWaiters]).
+func (s *Service) releaseSlots(ctx context.Context, b *contracts.BatchRecord, i int) error {
+	from := callOp(b, i)
+	var granted []contracts.LimitWaiter
+	if err := s.env.Operation(ServiceName, from).Step(ctx, FaultAfterSlotHandOff, func() (handedOff bool, err error) {
+		granted, err = s.limits.releaseSlots(ctx, b, i)
+		return len(granted) > 0, err
+	}); err != nil {
 		return err
 	}
-	return s.handOverWaiters(ctx, waiter(b, i).Op, granted)
+	return s.handOverWaiters(ctx, from, granted)
 }
 
 // handOverWaiters hands over the calls the slots a release gave back went to: each
@@ -294,12 +303,6 @@ func (s *Service) giveBackIfEnded(ctx context.Context, b *contracts.BatchRecord,
 // was paused meanwhile — then it completes with the pause's blocked output, and its own
 // end gives the slot on.
 func (s *Service) handOverWaiters(ctx context.Context, from string, granted []contracts.LimitWaiter) error {
-	if len(granted) == 0 {
-		return nil
-	}
-	if err := s.env.Fault(ctx, ServiceName, FaultAfterSlotHandOff, from); err != nil {
-		return err
-	}
 	for _, w := range granted {
 		b, err := s.env.Batch(ctx, w.RunID, w.Step)
 		if err != nil {

@@ -98,8 +98,11 @@ func (s *Service) handleOutput(ctx context.Context, d bus.Delivery) error {
 		}
 		return err
 	}
-	pub, err := s.build(ctx, &rec, calls)
-	if err != nil {
+	var pub publication
+	if err := s.env.Operation(ServiceName, sub.BatchID()).Step(ctx, FaultBeforeFinalize, func() (bool, error) {
+		pub, err = s.build(ctx, &rec, calls)
+		return true, err
+	}); err != nil {
 		return err
 	}
 	return s.finalizeAndPublish(ctx, &rec, calls, pub)
@@ -180,47 +183,34 @@ func (s *Service) finalizeAndPublish(ctx context.Context, rec *contracts.BatchRe
 	batchID := sub.BatchID()
 	key := contracts.BatchKey(sub.RunID, sub.Step)
 
-	if err := s.env.Fault(ctx, ServiceName, FaultBeforeFinalize, batchID); err != nil {
-		return err
-	}
-	finalizedBefore, publishedBefore, resolutions, err := s.finalize(ctx, rec, calls, pub.ended)
-	if err != nil {
-		return err
-	}
-	if !sameResolutions(rec.Resolutions, resolutions) {
-		// An operator resolved a call between this delivery's read of the batch and its
-		// finalize: the finalized batch holds the resolution, and so must the results.
-		rec.AdoptResolutions(resolutions)
-		if pub, err = s.build(ctx, rec, calls); err != nil {
-			return err
+	op := s.env.Operation(ServiceName, batchID)
+	var finalizedBefore, publishedBefore bool
+	if err := op.Commit(ctx, func() (bool, error) {
+		var resolutions []contracts.BatchResolution
+		var err error
+		finalizedBefore, publishedBefore, resolutions, err = s.finalize(ctx, rec, calls, pub.ended)
+		if err != nil {
+			return false, err
 		}
+		if !sameResolutions(rec.Resolutions, resolutions) {
+			// An operator resolved a call between this delivery's read of the batch and its
+			// finalize: the finalized batch holds the resolution, and so must the results.
+			rec.AdoptResolutions(resolutions)
+			if pub, err = s.build(ctx, rec, calls); err != nil {
+				return false, err
+			}
+		}
+		return !publishedBefore, nil
+	}); err != nil {
+		return err
 	}
 	if publishedBefore {
 		s.progress.forget(key)
 		log.Debug().Msg("batch was published concurrently")
 		return nil
 	}
-	if err := s.env.Fault(ctx, ServiceName, pipeline.FaultAfterCommit, batchID); err != nil {
-		return err
-	}
 
-	// The tool_result facts, a projection nobody waits on, go out in the same round trip
-	// as the results; both before the archive, which goes last: a delivery that finds the
-	// batch archived as published acks at once, so everything the batch owes must be
-	// durable by then. One round trip after the results, not two, the archive comes
-	// before the platform's next batch of the run more often, which otherwise archives
-	// the batch first (one write more: see archivePublished).
-	factsDone := make(chan error, 1)
-	go func() { factsDone <- s.env.Pub.PublishAll(ctx, pub.facts) }()
-	err = s.publishResults(ctx, rec, pub, finalizedBefore)
-	if factsErr := <-factsDone; err == nil && factsErr != nil {
-		err = fmt.Errorf("publisher: publish projection facts of %s: %w", batchID, factsErr)
-	}
-	if err != nil {
-		return err
-	}
-	s.recordBarrier(ctx, rec, calls)
-	if err := s.env.Fault(ctx, ServiceName, pipeline.FaultAfterPublish, batchID); err != nil {
+	if err := op.Publish(ctx, func() error { return s.publishOutputs(ctx, rec, calls, pub, finalizedBefore) }); err != nil {
 		return err
 	}
 	marked, err := s.archivePublished(ctx, rec, calls)
@@ -237,6 +227,27 @@ func (s *Service) finalizeAndPublish(ctx context.Context, rec *contracts.BatchRe
 		s.env.Telemetry.BatchPublished()
 	}
 	log.Info().Int("results", len(pub.outcomes)).Bool("retried", finalizedBefore).Msg("batch published")
+	return nil
+}
+
+// publishOutputs publishes what the finalized batch owes before its archive: its results
+// ([Service.publishResults]) and the tool_result facts, a projection nobody waits on, in
+// the same round trip; both before the archive, which goes last: a delivery that finds the
+// batch archived as published acks at once, so everything the batch owes must be durable
+// by then. One round trip after the results, not two, the archive comes before the
+// platform's next batch of the run more often, which otherwise archives the batch first
+// (one write more: see archivePublished).
+func (s *Service) publishOutputs(ctx context.Context, rec *contracts.BatchRecord, calls []contracts.CallRecord, pub publication, finalizedBefore bool) error {
+	factsDone := make(chan error, 1)
+	go func() { factsDone <- s.env.Pub.PublishAll(ctx, pub.facts) }()
+	err := s.publishResults(ctx, rec, pub, finalizedBefore)
+	if factsErr := <-factsDone; err == nil && factsErr != nil {
+		err = fmt.Errorf("publisher: publish projection facts of %s: %w", rec.Submission.BatchID(), factsErr)
+	}
+	if err != nil {
+		return err
+	}
+	s.recordBarrier(ctx, rec, calls)
 	return nil
 }
 
