@@ -367,7 +367,7 @@ func startOne(ctx context.Context, name string, env *pipeline.Env, o Options) (S
 			reg = toolreg.NewRegistry()
 		}
 		if o.BrainRegistry == nil || o.BrainBuiltins {
-			if err := builtin.Register(reg, env); err != nil {
+			if err := builtin.Register(ctx, reg, env); err != nil {
 				return nil, err
 			}
 		}

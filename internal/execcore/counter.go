@@ -8,6 +8,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/awaken-dev/awaken/internal/pipeline"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
@@ -99,6 +100,20 @@ type Ledger interface {
 // [LedgerKey] of its operation with [Increment]. It is safe for concurrent use.
 type KVLedger struct {
 	KV jetstream.KeyValue
+}
+
+// ConfiguredLedger is the body-run ledger env's configuration asks for: a [KVLedger] on
+// the counters bucket when executors.body_ledger is on, none (nil) otherwise. Both
+// executors take it, so the bucket is opened only where a ledger is kept.
+func ConfiguredLedger(ctx context.Context, env *pipeline.Env) (Ledger, error) {
+	if !env.Config.Executors.BodyLedger {
+		return nil, nil
+	}
+	counters, err := env.OpenCounters(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("body-run ledger: %w", err)
+	}
+	return KVLedger{KV: counters}, nil
 }
 
 // BodyStarting increments the operation's ledger counter. A failure is reported as

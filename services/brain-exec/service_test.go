@@ -60,7 +60,7 @@ func withTools(extra string) string {
 func startBrain(t *testing.T, e *exectest.Env, extra func(*toolreg.Registry), opts ...execcore.Option) *brainexec.Service {
 	t.Helper()
 	reg := toolreg.NewRegistry()
-	if err := builtin.Register(reg, e.Env); err != nil {
+	if err := builtin.Register(e.Ctx, reg, e.Env); err != nil {
 		t.Fatal(err)
 	}
 	if extra != nil {
@@ -202,7 +202,7 @@ func TestMissingImplementations(t *testing.T) {
     builtin: nowhere
 `))
 	reg := toolreg.NewRegistry()
-	must(t, builtin.Register(reg, e.Env))
+	must(t, builtin.Register(e.Ctx, reg, e.Env))
 	got := brainexec.MissingImplementations(e.Config, reg)
 	want := []string{"ghost", "renamed (builtin nowhere)"}
 	if !slices.Equal(got, want) {

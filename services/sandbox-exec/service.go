@@ -132,13 +132,11 @@ func StartWithEngine(ctx context.Context, env *pipeline.Env, engine Engine, opts
 			return limit + timeoutGrace
 		},
 	}
-	if env.Config.Executors.BodyLedger {
-		counters, err := env.OpenCounters(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("%s: body-run ledger: %w", ServiceName, err)
-		}
-		o.Ledger = execcore.KVLedger{KV: counters}
+	ledger, err := execcore.ConfiguredLedger(ctx, env)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", ServiceName, err)
 	}
+	o.Ledger = ledger
 	for _, opt := range opts {
 		opt(&o)
 	}

@@ -79,12 +79,12 @@ type RanArgs map[string]any
 func CounterKey(name string) string { return "counter." + name }
 
 // Register adds every builtin tool to r. counter keeps its counters in the counters bucket
-// ([pipeline.Env.OpenCounters]).
-func Register(r *toolreg.Registry, env *pipeline.Env) error {
+// ([pipeline.Env.OpenCounters]), opened under ctx.
+func Register(ctx context.Context, r *toolreg.Registry, env *pipeline.Env) error {
 	if env == nil {
 		return errors.New("builtin: the counter tool needs the pipeline's environment")
 	}
-	counters, err := env.OpenCounters(context.Background())
+	counters, err := env.OpenCounters(ctx)
 	if err != nil {
 		return fmt.Errorf("builtin: the counter tool: %w", err)
 	}
