@@ -227,25 +227,22 @@ func Check(h History, o *Observed, rules Rules) Report {
 		pos[m.Seq] = i
 		switch m.Type {
 		case contracts.TypeToolResult:
-			var ev contracts.ToolResultEvent
-			if err := decode(m.Data, &ev); err != nil {
-				add(KindMalformed, "", "", "result seq %d: %v", m.Seq, err)
+			ev, ok := decodeOrReport[contracts.ToolResultEvent](m, "result", add)
+			if !ok {
 				continue
 			}
 			p := pub(ev.BatchID)
 			p.results = append(p.results, resultMsg{m, ev})
 		case contracts.TypeBatchFinalized:
-			var f contracts.BatchFinalized
-			if err := decode(m.Data, &f); err != nil {
-				add(KindMalformed, "", "", "finalized seq %d: %v", m.Seq, err)
+			f, ok := decodeOrReport[contracts.BatchFinalized](m, "finalized", add)
+			if !ok {
 				continue
 			}
 			p := pub(f.BatchID)
 			p.finalized = append(p.finalized, m)
 		case contracts.TypeBatchResults:
-			var b contracts.BatchResults
-			if err := decode(m.Data, &b); err != nil {
-				add(KindMalformed, "", "", "results seq %d: %v", m.Seq, err)
+			b, ok := decodeOrReport[contracts.BatchResults](m, "results", add)
+			if !ok {
 				continue
 			}
 			p := pub(b.BatchID)
@@ -332,7 +329,7 @@ func Check(h History, o *Observed, rules Rules) Report {
 // checkCalls checks the per-call promises of one batch: ledger, authorization, and the
 // explanation of every Indeterminate outcome. results may be nil (a lost batch).
 func checkCalls(r *Report, h History, b Batch, results []resultMsg, publishedAt time.Time, o *Observed, rules Rules,
-	approvals map[string]time.Time, add func(Kind, string, string, string, ...any)) {
+	approvals map[string]time.Time, add reportFunc) {
 	sub := b.Submission
 	id := sub.BatchID()
 	for i, c := range sub.Calls {
@@ -394,15 +391,14 @@ func killedWithin(kills []Kill, from, to time.Time) bool {
 // recorded: an audit record with decision approved (or scheduled, the system's approval)
 // AND a ticket resolution with code approved. The audit stream is the record of truth; a
 // resolution without an audit record (or the reverse) does not count.
-func approvalsFrom(o *Observed, add func(Kind, string, string, string, ...any)) map[string]time.Time {
+func approvalsFrom(o *Observed, add reportFunc) map[string]time.Time {
 	resolved := map[string]bool{}
 	for _, m := range o.Tickets {
 		if m.Type != contracts.TypeTicketResolved {
 			continue
 		}
-		var tr contracts.TicketResolution
-		if err := decode(m.Data, &tr); err != nil {
-			add(KindMalformed, "", "", "ticket resolution seq %d: %v", m.Seq, err)
+		tr, ok := decodeOrReport[contracts.TicketResolution](m, "ticket resolution", add)
+		if !ok {
 			continue
 		}
 		if tr.Code == "approved" {
@@ -411,16 +407,15 @@ func approvalsFrom(o *Observed, add func(Kind, string, string, string, ...any)) 
 	}
 	out := map[string]time.Time{}
 	for _, m := range o.Audit {
-		var a contracts.AuditRecord
-		if err := decode(m.Data, &a); err != nil {
-			add(KindMalformed, "", "", "audit seq %d: %v", m.Seq, err)
+		a, ok := decodeOrReport[contracts.AuditRecord](m, "audit", add)
+		if !ok {
 			continue
 		}
 		if a.Decision != "approved" && a.Decision != "scheduled" {
 			continue
 		}
-		run, step, ok := runStep(a.BatchID)
-		if !ok {
+		run, step, err := contracts.ParseBatchID(a.BatchID)
+		if err != nil {
 			add(KindMalformed, a.BatchID, a.CallID, "audit seq %d: bad batch id", m.Seq)
 			continue
 		}
@@ -435,21 +430,4 @@ func approvalsFrom(o *Observed, add func(Kind, string, string, string, ...any)) 
 		}
 	}
 	return out
-}
-
-// runStep parses "tool-batch:{run}:{step}".
-func runStep(batchID string) (string, int64, bool) {
-	rest, ok := strings.CutPrefix(batchID, "tool-batch:")
-	if !ok {
-		return "", 0, false
-	}
-	i := strings.LastIndexByte(rest, ':')
-	if i <= 0 {
-		return "", 0, false
-	}
-	var step int64
-	if _, err := fmt.Sscan(rest[i+1:], &step); err != nil {
-		return "", 0, false
-	}
-	return rest[:i], step, true
 }

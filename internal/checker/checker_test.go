@@ -140,6 +140,17 @@ func TestCheck_healthyHistoryHasNoViolation(t *testing.T) {
 	}
 }
 
+// bodyAfterPublication corrupts a world with a two-call batch of run whose second body
+// starts after publish (one of the two publication forms) published the batch.
+func bodyAfterPublication(run string, publish func(w *world, b *Batch, indeterminate map[int]string)) func(*world) {
+	return func(w *world) {
+		b := w.submit(run, "echo", "echo")
+		w.run(b, 0)
+		publish(w, b, nil)
+		w.run(b, 1)
+	}
+}
+
 func TestCheck_catchesEveryViolationKind(t *testing.T) {
 	tests := []struct {
 		name    string
@@ -161,12 +172,7 @@ func TestCheck_catchesEveryViolationKind(t *testing.T) {
 			evs, fin := resultsOf(b, nil)
 			w.results(contracts.TypeBatchResults, contracts.BatchResults{BatchID: fin.BatchID, RunID: fin.RunID, Results: evs[:1], Finalized: fin})
 		}, KindOrder},
-		{"a body started after its results message", func(w *world) {
-			b := w.submit("run-late-one", "echo", "echo")
-			w.run(b, 0)
-			w.publishOne(b, nil)
-			w.run(b, 1)
-		}, KindNotAtomic},
+		{"a body started after its results message", bodyAfterPublication("run-late-one", (*world).publishOne), KindNotAtomic},
 		{"undecodable results message", func(w *world) {
 			w.seq++
 			w.o.Results = append(w.o.Results, Message{Seq: w.seq, Type: contracts.TypeBatchResults, Data: []byte("{")})
@@ -196,12 +202,7 @@ func TestCheck_catchesEveryViolationKind(t *testing.T) {
 			other.Seq = 1000
 			w.o.Results = slices.Insert(w.o.Results, n-1, other)
 		}, KindNotAtomic},
-		{"a body started after its batch was published", func(w *world) {
-			b := w.submit("run-late", "echo", "echo")
-			w.run(b, 0)
-			w.publish(b, nil)
-			w.run(b, 1)
-		}, KindNotAtomic},
+		{"a body started after its batch was published", bodyAfterPublication("run-late", (*world).publish), KindNotAtomic},
 		{"never_replay body ran twice", func(w *world) { w.run(&w.h.Batches[0], 1) }, KindReplayed},
 		{"indeterminate with no kill in its window", func(w *world) {
 			b := w.submit("run-unexplained", "counter")

@@ -112,5 +112,16 @@ func readStream(ctx context.Context, js jetstream.JetStream, name string) ([]Mes
 	}
 }
 
-// decode unmarshals an event's data.
-func decode(data []byte, v any) error { return json.Unmarshal(data, v) }
+// reportFunc records a violation of kind k for the batch and call named (either may be
+// empty), its detail formatted from format and args.
+type reportFunc func(k Kind, batchID, callID, format string, args ...any)
+
+// decodeOrReport decodes m's data as a T. A message that does not decode is reported as
+// malformed (what names the message in the detail) and ok is false.
+func decodeOrReport[T any](m Message, what string, report reportFunc) (v T, ok bool) {
+	if err := json.Unmarshal(m.Data, &v); err != nil {
+		report(KindMalformed, "", "", "%s seq %d: %v", what, m.Seq, err)
+		return v, false
+	}
+	return v, true
+}

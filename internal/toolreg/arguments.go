@@ -3,7 +3,6 @@ package toolreg
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"reflect"
 	"sync"
@@ -62,7 +61,7 @@ func decodeArguments[T any](raw json.RawMessage) (T, error) {
 	strict.DisallowUnknownFields()
 	var out T
 	if err := strict.Decode(&out); err != nil {
-		return zero, contracts.InvalidArguments(describeDecodeError(err))
+		return zero, contracts.InvalidArguments(contracts.DescribeDecodeError(err))
 	}
 	return out, nil
 }
@@ -139,16 +138,4 @@ func dropNullOptionals(v any, schema map[string]any) {
 			}
 		}
 	}
-}
-
-// describeDecodeError names the field of an encoding/json failure.
-func describeDecodeError(err error) string {
-	var te *json.UnmarshalTypeError
-	if errors.As(err, &te) {
-		if te.Field != "" {
-			return fmt.Sprintf("field %q: want %s, got %s", te.Field, te.Type, te.Value)
-		}
-		return fmt.Sprintf("want %s, got %s", te.Type, te.Value)
-	}
-	return err.Error()
 }

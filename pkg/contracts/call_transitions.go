@@ -449,9 +449,7 @@ func (r *CallRecord) badTransition(op, want string) error {
 
 // batchPolicyProblem describes why p cannot be pinned on a call, or returns "".
 func batchPolicyProblem(p ToolRecoveryPolicy) string {
-	switch p.Mode {
-	case ModeNeverReplay, ModeReplaySafe, ModeIdempotent, ModeDurableRequest:
-	default:
+	if !p.Mode.Valid() {
 		return fmt.Sprintf("has an unknown recovery mode %q", p.Mode)
 	}
 	if p.MaxAttempts == 0 {

@@ -196,21 +196,9 @@ func NormalizeParameters(raw json.RawMessage) (json.RawMessage, error) {
 	if _, ok := obj["properties"]; !ok {
 		obj["properties"] = map[string]any{}
 	}
-	out, err := marshalNoHTMLEscape(obj)
+	out, err := typeschema.Marshal(obj)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidDescriptor, err)
 	}
 	return out, nil
-}
-
-// marshalNoHTMLEscape marshals v without escaping <, > and &: a schema's descriptions and
-// patterns reach the model as written.
-func marshalNoHTMLEscape(v any) ([]byte, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -74,13 +75,7 @@ func TestToolDescriptorJSONAndValidate(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			d := good
 			tt.mod(&d)
-			err := d.Validate()
-			if (err == nil) != tt.ok {
-				t.Fatalf("Validate() = %v, want ok=%v", err, tt.ok)
-			}
-			if err != nil && !errors.Is(err, ErrInvalidDescriptor) {
-				t.Fatalf("error %v does not wrap ErrInvalidDescriptor", err)
-			}
+			checkRefusal(t, "Validate()", d.Validate(), tt.ok, ErrInvalidDescriptor)
 		})
 	}
 }
@@ -133,13 +128,7 @@ func TestValidateToolID(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.id, func(t *testing.T) {
-			err := ValidateToolID(tt.id)
-			if (err == nil) != tt.ok {
-				t.Fatalf("ValidateToolID(%q) = %v, want ok=%v", tt.id, err, tt.ok)
-			}
-			if err != nil && !errors.Is(err, ErrInvalidToolID) {
-				t.Fatalf("error %v does not wrap ErrInvalidToolID", err)
-			}
+			checkRefusal(t, fmt.Sprintf("ValidateToolID(%q)", tt.id), ValidateToolID(tt.id), tt.ok, ErrInvalidToolID)
 		})
 	}
 }

@@ -1,7 +1,6 @@
 package contracts
 
 import (
-	"errors"
 	"testing"
 	"time"
 )
@@ -115,13 +114,7 @@ func TestGateOutcomeValidate(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			err := tt.outcome.Validate()
-			if (err == nil) != tt.ok {
-				t.Fatalf("Validate() = %v, want ok=%v", err, tt.ok)
-			}
-			if err != nil && !errors.Is(err, ErrInvalidGateOutcome) {
-				t.Fatalf("error %v does not wrap ErrInvalidGateOutcome", err)
-			}
+			checkRefusal(t, "Validate()", tt.outcome.Validate(), tt.ok, ErrInvalidGateOutcome)
 		})
 	}
 }

@@ -3,22 +3,21 @@ package contracts
 import (
 	"bytes"
 	"encoding/json"
-	"flag"
-	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/awaken-dev/awaken/internal/goldentest"
 )
 
-// updateKernelGolden rewrites the golden files of the durable state machine instead of
-// comparing against them:
+// The golden files of the durable state machine (testdata/golden/{phase_*,call_record_*,
+// batch_record_*}.json) are rewritten instead of compared under -update
+// ([goldentest.Check]):
 //
-//	go test ./pkg/contracts/ -run TestKernelGolden -update-kernel
+//	go test ./pkg/contracts/ -run TestKernelGolden -update
 //
-// It has its own name (not -update) because a flag may be declared only once per test
-// binary. Review the diff of testdata/golden/ before committing: the files pin the stored
-// form of the records, and a change to them is a storage format change that existing
-// records on disk must survive.
-var updateKernelGolden = flag.Bool("update-kernel", false, "rewrite pkg/contracts/testdata/golden/{phase_*,call_record_*,batch_record_*}.json")
+// Review the diff of testdata/golden/ before committing: the files pin the stored form of
+// the records, and a change to them is a storage format change that existing records on
+// disk must survive.
 
 func goldenKernelFixtures(t *testing.T) map[string]any {
 	t.Helper()
@@ -84,18 +83,7 @@ func TestKernelGolden(t *testing.T) {
 				t.Fatal(err)
 			}
 			got = append(got, '\n')
-			if *updateKernelGolden {
-				if err := os.WriteFile(path, got, 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatalf("%v (run with -update-kernel to create it)", err)
-			}
-			if !bytes.Equal(got, want) {
-				t.Fatalf("%s differs from the encoding (run with -update-kernel if the change is intended)\n got: %s\nwant: %s", path, got, want)
-			}
+			goldentest.Check(t, path, got) // from here on, got is the golden file's content
 			var back any
 			switch v.(type) {
 			case ToolCallPhase:
@@ -107,14 +95,14 @@ func TestKernelGolden(t *testing.T) {
 			default:
 				t.Fatalf("no decoder for %T", v)
 			}
-			if err := json.Unmarshal(want, back); err != nil {
+			if err := json.Unmarshal(got, back); err != nil {
 				t.Fatalf("golden file does not decode: %v", err)
 			}
 			again, err := json.MarshalIndent(back, "", "  ")
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !bytes.Equal(append(again, '\n'), want) {
+			if !bytes.Equal(append(again, '\n'), got) {
 				t.Fatalf("round trip differs:\n%s", again)
 			}
 		})

@@ -225,13 +225,7 @@ func TestContentBlockValidate(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			err := tt.block.Validate()
-			if (err == nil) != tt.ok {
-				t.Fatalf("Validate() = %v, want ok=%v", err, tt.ok)
-			}
-			if err != nil && !errors.Is(err, ErrInvalidContent) {
-				t.Fatalf("error %v does not wrap ErrInvalidContent", err)
-			}
+			checkRefusal(t, "Validate()", tt.block.Validate(), tt.ok, ErrInvalidContent)
 		})
 	}
 }

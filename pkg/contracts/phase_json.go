@@ -205,13 +205,9 @@ func decodePhase(b []byte) (ToolCallPhase, error) {
 	var p ToolCallPhase
 	switch PhaseKind(variant) {
 	case PhaseExecuting:
-		f, err := batchDecodeObject(body, []string{"attempt"}, nil)
+		attempt, err := decodeOnlyField[uint16](body, "Executing", "attempt")
 		if err != nil {
-			return ToolCallPhase{}, fmt.Errorf("Executing: %w", err)
-		}
-		var attempt uint16
-		if err := batchDecodeValue(f["attempt"], &attempt); err != nil {
-			return ToolCallPhase{}, fmt.Errorf("%w: Executing.attempt: %v", ErrInvalidPersistedState, err)
+			return ToolCallPhase{}, err
 		}
 		p = ExecutingPhase(attempt)
 	case PhaseAwaiting:
@@ -244,13 +240,9 @@ func decodePhase(b []byte) (ToolCallPhase, error) {
 		}
 		p = ToolCallPhase{Kind: PhaseCompleted, Output: &out}
 	case PhaseIndeterminate:
-		f, err := batchDecodeObject(body, []string{"reason"}, nil)
+		reason, err := decodeOnlyField[string](body, "Indeterminate", "reason")
 		if err != nil {
-			return ToolCallPhase{}, fmt.Errorf("Indeterminate: %w", err)
-		}
-		var reason string
-		if err := batchDecodeValue(f["reason"], &reason); err != nil {
-			return ToolCallPhase{}, fmt.Errorf("%w: Indeterminate.reason: %v", ErrInvalidPersistedState, err)
+			return ToolCallPhase{}, err
 		}
 		p = IndeterminatePhase(reason)
 	default:
@@ -260,6 +252,20 @@ func decodePhase(b []byte) (ToolCallPhase, error) {
 		return ToolCallPhase{}, err
 	}
 	return p, nil
+}
+
+// decodeOnlyField decodes the body of a variant whose object has the one field name, and
+// returns the field's value. Errors name the variant and wrap [ErrInvalidPersistedState].
+func decodeOnlyField[T any](body json.RawMessage, variant, name string) (T, error) {
+	var v T
+	f, err := batchDecodeObject(body, []string{name}, nil)
+	if err != nil {
+		return v, fmt.Errorf("%s: %w", variant, err)
+	}
+	if err := batchDecodeValue(f[name], &v); err != nil {
+		return v, fmt.Errorf("%w: %s.%s: %v", ErrInvalidPersistedState, variant, name, err)
+	}
+	return v, nil
 }
 
 // batchDecodeObject decodes b as one JSON object and checks its keys exactly (case

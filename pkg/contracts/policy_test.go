@@ -46,49 +46,108 @@ func expectKind(t *testing.T, p *Policy, tool, args string, want PermissionVerdi
 
 // The tests below follow awaken-ext-permission/tests/policy_behaviors.rs one behaviour each.
 
-func TestPolicyExactToolMatchesAnyArgs(t *testing.T) {
-	p := mustPolicy(t, PolicyConfig{DefaultBehavior: BehaviorDeny, Rules: rules("Bash", "allow")})
-	expectKind(t, p, "Bash", `{"command":"ls"}`, VerdictAllow)
-	expectKind(t, p, "Bash", `{}`, VerdictAllow)
-	expectKind(t, p, "Read", `{}`, VerdictDeny)
+// policyCheck is a call a behaviour test evaluates and the verdict kind it wants.
+type policyCheck struct {
+	tool, args string
+	want       PermissionVerdictKind
 }
 
-func TestPolicyGlobToolMatchesNamespace(t *testing.T) {
-	p := mustPolicy(t, PolicyConfig{DefaultBehavior: BehaviorDeny, Rules: rules("mcp__*", "allow")})
-	expectKind(t, p, "mcp__github__issues", `{}`, VerdictAllow)
-	expectKind(t, p, "read_file", `{}`, VerdictDeny)
-}
-
-func TestPolicyGlobQuestionMarkMatchesOneChar(t *testing.T) {
-	p := mustPolicy(t, PolicyConfig{DefaultBehavior: BehaviorDeny, Rules: rules("mcp_?_read", "allow")})
-	expectKind(t, p, "mcp_a_read", `{}`, VerdictAllow)
-	expectKind(t, p, "mcp_ab_read", `{}`, VerdictDeny)
-	expectKind(t, p, "mcp__read", `{}`, VerdictDeny)
-}
-
-func TestPolicyGlobCharClassMatchesSet(t *testing.T) {
-	p := mustPolicy(t, PolicyConfig{DefaultBehavior: BehaviorDeny, Rules: rules("tool_[ab]", "allow")})
-	expectKind(t, p, "tool_a", `{}`, VerdictAllow)
-	expectKind(t, p, "tool_b", `{}`, VerdictAllow)
-	expectKind(t, p, "tool_c", `{}`, VerdictDeny)
-}
-
-func TestPolicySpecificDenyOverridesBroadAllow(t *testing.T) {
-	p := mustPolicy(t, PolicyConfig{Rules: rules("Bash", "allow", "Bash(rm *)", "deny")})
-	expectKind(t, p, "Bash", `{"command":"rm -rf /"}`, VerdictDeny)
-	expectKind(t, p, "Bash", `{"command":"ls -la"}`, VerdictAllow)
-}
-
-func TestPolicyMoreSpecificAllowBeatsAsk(t *testing.T) {
-	p := mustPolicy(t, PolicyConfig{Rules: rules("Bash", "ask", "Bash(npm *)", "allow")})
-	expectKind(t, p, "Bash", `{"command":"npm install"}`, VerdictAllow)
-	expectKind(t, p, "Bash", `{"command":"cargo build"}`, VerdictRequireConfirmation)
-}
-
-func TestPolicyDenyWinsAmidAllows(t *testing.T) {
-	p := mustPolicy(t, PolicyConfig{Rules: rules("Bash", "allow", "Bash(rm *)", "deny", "Bash(npm *)", "allow")})
-	expectKind(t, p, "Bash", `{"command":"rm -rf /tmp"}`, VerdictDeny)
-	expectKind(t, p, "Bash", `{"command":"npm install"}`, VerdictAllow)
+// TestPolicyBehaviours: the behaviours of awaken-ext-permission/tests/policy_behaviors.rs
+// that a policy and the verdict kind of some calls state, one a row.
+func TestPolicyBehaviours(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		cfg    PolicyConfig
+		checks []policyCheck
+	}{
+		{"ExactToolMatchesAnyArgs", PolicyConfig{DefaultBehavior: BehaviorDeny, Rules: rules("Bash", "allow")}, []policyCheck{
+			{"Bash", `{"command":"ls"}`, VerdictAllow},
+			{"Bash", `{}`, VerdictAllow},
+			{"Read", `{}`, VerdictDeny},
+		}},
+		{"GlobToolMatchesNamespace", PolicyConfig{DefaultBehavior: BehaviorDeny, Rules: rules("mcp__*", "allow")}, []policyCheck{
+			{"mcp__github__issues", `{}`, VerdictAllow},
+			{"read_file", `{}`, VerdictDeny},
+		}},
+		{"GlobQuestionMarkMatchesOneChar", PolicyConfig{DefaultBehavior: BehaviorDeny, Rules: rules("mcp_?_read", "allow")}, []policyCheck{
+			{"mcp_a_read", `{}`, VerdictAllow},
+			{"mcp_ab_read", `{}`, VerdictDeny},
+			{"mcp__read", `{}`, VerdictDeny},
+		}},
+		{"GlobCharClassMatchesSet", PolicyConfig{DefaultBehavior: BehaviorDeny, Rules: rules("tool_[ab]", "allow")}, []policyCheck{
+			{"tool_a", `{}`, VerdictAllow},
+			{"tool_b", `{}`, VerdictAllow},
+			{"tool_c", `{}`, VerdictDeny},
+		}},
+		{"SpecificDenyOverridesBroadAllow", PolicyConfig{Rules: rules("Bash", "allow", "Bash(rm *)", "deny")}, []policyCheck{
+			{"Bash", `{"command":"rm -rf /"}`, VerdictDeny},
+			{"Bash", `{"command":"ls -la"}`, VerdictAllow},
+		}},
+		{"MoreSpecificAllowBeatsAsk", PolicyConfig{Rules: rules("Bash", "ask", "Bash(npm *)", "allow")}, []policyCheck{
+			{"Bash", `{"command":"npm install"}`, VerdictAllow},
+			{"Bash", `{"command":"cargo build"}`, VerdictRequireConfirmation},
+		}},
+		{"DenyWinsAmidAllows", PolicyConfig{Rules: rules("Bash", "allow", "Bash(rm *)", "deny", "Bash(npm *)", "allow")}, []policyCheck{
+			{"Bash", `{"command":"rm -rf /tmp"}`, VerdictDeny},
+			{"Bash", `{"command":"npm install"}`, VerdictAllow},
+		}},
+		{"MCPGlobDenyAndDefaultFallThrough", PolicyConfig{Rules: rules("mcp__dangerous__*", "deny")}, []policyCheck{
+			{"mcp__dangerous__execute", `{}`, VerdictDeny},
+			{"mcp__safe__read", `{}`, VerdictRequireConfirmation},
+		}},
+		{"FieldConditionDenyByPath", PolicyConfig{Rules: rules(`Edit(file_path ~ "/etc/*")`, "deny")}, []policyCheck{
+			{"Edit", `{"file_path":"/etc/passwd"}`, VerdictDeny},
+			{"Edit", `{"file_path":"src/main.rs"}`, VerdictRequireConfirmation},
+		}},
+		{"NegatedDenyDoesNotCatchMissingField", PolicyConfig{Rules: rules(`Bash(command !~ "ls*")`, "deny")}, []policyCheck{
+			{"Bash", `{"command":"rm -rf /"}`, VerdictDeny},
+			{"Bash", `{"command":"ls -la"}`, VerdictRequireConfirmation},
+			{"Bash", `{}`, VerdictRequireConfirmation},
+		}},
+		{"DefaultDenyAdmitsOnlyExplicitAllow", PolicyConfig{DefaultBehavior: BehaviorDeny, Rules: rules("Read", "allow")}, []policyCheck{
+			{"Read", `{}`, VerdictAllow},
+			{"Bash", `{}`, VerdictDeny},
+			{"Edit", `{}`, VerdictDeny},
+		}},
+		{"PlanModeFailsClosed", PolicyConfig{
+			DefaultBehavior: BehaviorAllow, // ignored for unmatched calls under plan
+			Mode:            ModePlan,
+			Rules:           rules("Read", "allow", "Bash(git *)", "ask", "Bash(rm *)", "deny"),
+		}, []policyCheck{
+			{"WebFetch", `{}`, VerdictDeny},
+			{"Bash", `{"command":"ls"}`, VerdictDeny},
+			// Matched rules still decide.
+			{"Read", `{}`, VerdictAllow},
+			{"Bash", `{"command":"git status"}`, VerdictRequireConfirmation},
+			{"Bash", `{"command":"rm -rf /"}`, VerdictDeny},
+		}},
+		{"AcceptEditsFallsToDefault", PolicyConfig{Mode: ModeAcceptEdits, Rules: rules("Read", "allow")}, []policyCheck{
+			{"Edit", `{"file_path":"src/x.rs"}`, VerdictRequireConfirmation},
+			{"Read", `{}`, VerdictAllow},
+		}},
+		{"BypassAllowsButExplicitDenyWins", PolicyConfig{
+			DefaultBehavior: BehaviorDeny,
+			Mode:            ModeBypassPermissions,
+			Rules: append(rules("Bash(rm *)", "deny", "Bash(git *)", "ask"),
+				PolicyRule{Pattern: "Deploy", Behavior: BehaviorSchedule, Delay: Duration(time.Minute)}),
+		}, []policyCheck{
+			// Deviation from the original (which allowed here): an explicit deny still wins.
+			{"Bash", `{"command":"rm -rf /"}`, VerdictDeny},
+			// Everything else is allowed: unmatched calls, and calls whose matching rule is ask or
+			// schedule.
+			{"Bash", `{"command":"ls"}`, VerdictAllow},
+			{"Bash", `{"command":"git push"}`, VerdictAllow},
+			{"Deploy", `{}`, VerdictAllow},
+			{"WebFetch", `{}`, VerdictAllow},
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := mustPolicy(t, tc.cfg)
+			for _, c := range tc.checks {
+				expectKind(t, p, c.tool, c.args, c.want)
+			}
+		})
+	}
 }
 
 func TestPolicyBroadDenyBeatsSpecificAllowInAnyOrder(t *testing.T) {
@@ -99,25 +158,6 @@ func TestPolicyBroadDenyBeatsSpecificAllowInAnyOrder(t *testing.T) {
 		p := mustPolicy(t, PolicyConfig{Rules: order})
 		expectKind(t, p, "Bash", `{"command":"npm install"}`, VerdictDeny)
 	}
-}
-
-func TestPolicyMCPGlobDenyAndDefaultFallThrough(t *testing.T) {
-	p := mustPolicy(t, PolicyConfig{Rules: rules("mcp__dangerous__*", "deny")})
-	expectKind(t, p, "mcp__dangerous__execute", `{}`, VerdictDeny)
-	expectKind(t, p, "mcp__safe__read", `{}`, VerdictRequireConfirmation)
-}
-
-func TestPolicyFieldConditionDenyByPath(t *testing.T) {
-	p := mustPolicy(t, PolicyConfig{Rules: rules(`Edit(file_path ~ "/etc/*")`, "deny")})
-	expectKind(t, p, "Edit", `{"file_path":"/etc/passwd"}`, VerdictDeny)
-	expectKind(t, p, "Edit", `{"file_path":"src/main.rs"}`, VerdictRequireConfirmation)
-}
-
-func TestPolicyNegatedDenyDoesNotCatchMissingField(t *testing.T) {
-	p := mustPolicy(t, PolicyConfig{Rules: rules(`Bash(command !~ "ls*")`, "deny")})
-	expectKind(t, p, "Bash", `{"command":"rm -rf /"}`, VerdictDeny)
-	expectKind(t, p, "Bash", `{"command":"ls -la"}`, VerdictRequireConfirmation)
-	expectKind(t, p, "Bash", `{}`, VerdictRequireConfirmation)
 }
 
 func TestPolicyRegexOperatorRejectedNamingOperator(t *testing.T) {
@@ -175,50 +215,6 @@ func TestPolicyUnmatchedFallsToDefault(t *testing.T) {
 			t.Errorf("default ask verdict %+v: want correlation id perm-call-1 and no timeout", v)
 		}
 	}
-}
-
-func TestPolicyDefaultDenyAdmitsOnlyExplicitAllow(t *testing.T) {
-	p := mustPolicy(t, PolicyConfig{DefaultBehavior: BehaviorDeny, Rules: rules("Read", "allow")})
-	expectKind(t, p, "Read", `{}`, VerdictAllow)
-	expectKind(t, p, "Bash", `{}`, VerdictDeny)
-	expectKind(t, p, "Edit", `{}`, VerdictDeny)
-}
-
-func TestPolicyPlanModeFailsClosed(t *testing.T) {
-	p := mustPolicy(t, PolicyConfig{
-		DefaultBehavior: BehaviorAllow, // ignored for unmatched calls under plan
-		Mode:            ModePlan,
-		Rules:           rules("Read", "allow", "Bash(git *)", "ask", "Bash(rm *)", "deny"),
-	})
-	expectKind(t, p, "WebFetch", `{}`, VerdictDeny)
-	expectKind(t, p, "Bash", `{"command":"ls"}`, VerdictDeny)
-	// Matched rules still decide.
-	expectKind(t, p, "Read", `{}`, VerdictAllow)
-	expectKind(t, p, "Bash", `{"command":"git status"}`, VerdictRequireConfirmation)
-	expectKind(t, p, "Bash", `{"command":"rm -rf /"}`, VerdictDeny)
-}
-
-func TestPolicyAcceptEditsFallsToDefault(t *testing.T) {
-	p := mustPolicy(t, PolicyConfig{Mode: ModeAcceptEdits, Rules: rules("Read", "allow")})
-	expectKind(t, p, "Edit", `{"file_path":"src/x.rs"}`, VerdictRequireConfirmation)
-	expectKind(t, p, "Read", `{}`, VerdictAllow)
-}
-
-func TestPolicyBypassAllowsButExplicitDenyWins(t *testing.T) {
-	p := mustPolicy(t, PolicyConfig{
-		DefaultBehavior: BehaviorDeny,
-		Mode:            ModeBypassPermissions,
-		Rules: append(rules("Bash(rm *)", "deny", "Bash(git *)", "ask"),
-			PolicyRule{Pattern: "Deploy", Behavior: BehaviorSchedule, Delay: Duration(time.Minute)}),
-	})
-	// Deviation from the original (which allowed here): an explicit deny still wins.
-	expectKind(t, p, "Bash", `{"command":"rm -rf /"}`, VerdictDeny)
-	// Everything else is allowed: unmatched calls, and calls whose matching rule is ask or
-	// schedule.
-	expectKind(t, p, "Bash", `{"command":"ls"}`, VerdictAllow)
-	expectKind(t, p, "Bash", `{"command":"git push"}`, VerdictAllow)
-	expectKind(t, p, "Deploy", `{}`, VerdictAllow)
-	expectKind(t, p, "WebFetch", `{}`, VerdictAllow)
 }
 
 func TestPolicyScheduleRuleYieldsScheduleWithDelay(t *testing.T) {

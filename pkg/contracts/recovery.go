@@ -63,27 +63,29 @@ func (c ToolRecoveryCapability) Valid() bool {
 // [CapabilityNonRecoverable], the fail-closed default; an unknown name is an error
 // wrapping [ErrInvalidCapability].
 func ParseRecoveryCapability(s string) (ToolRecoveryCapability, error) {
-	if s == "" {
-		return CapabilityNonRecoverable, nil
-	}
-	c := ToolRecoveryCapability(s)
-	if !c.Valid() {
-		return "", fmt.Errorf("%w: %q (want non_recoverable, replay_safe, idempotent or durable_request)", ErrInvalidCapability, s)
-	}
-	return c, nil
+	return parseName(s, CapabilityNonRecoverable, ErrInvalidCapability, "non_recoverable, replay_safe, idempotent or durable_request")
 }
 
 // ParseRecoveryMode reads a mode name. The empty string yields [ModeNeverReplay], the
 // default; an unknown name is an error wrapping [ErrInvalidRecoveryMode].
 func ParseRecoveryMode(s string) (ToolRecoveryMode, error) {
+	return parseName(s, ModeNeverReplay, ErrInvalidRecoveryMode, "never_replay, replay_safe, idempotent or durable_request")
+}
+
+// parseName reads a name of the string enum T: the empty string is def, a name T
+// accepts as Valid is itself, and any other is an error wrapping invalid that lists the
+// names wanted.
+func parseName[T interface {
+	~string
+	Valid() bool
+}](s string, def T, invalid error, wanted string) (T, error) {
 	if s == "" {
-		return ModeNeverReplay, nil
+		return def, nil
 	}
-	m := ToolRecoveryMode(s)
-	if !m.Valid() {
-		return "", fmt.Errorf("%w: %q (want never_replay, replay_safe, idempotent or durable_request)", ErrInvalidRecoveryMode, s)
+	if v := T(s); v.Valid() {
+		return v, nil
 	}
-	return m, nil
+	return "", fmt.Errorf("%w: %q (want %s)", invalid, s, wanted)
 }
 
 // orNonRecoverable maps anything that is not a known capability to the fail-closed

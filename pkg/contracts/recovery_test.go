@@ -148,11 +148,9 @@ func TestParseRecoveryCapability(t *testing.T) {
 	for _, tt := range tests {
 		t.Run("in="+tt.in, func(t *testing.T) {
 			got, err := ParseRecoveryCapability(tt.in)
-			if (err == nil) != tt.ok || got != tt.want {
-				t.Fatalf("got %q, %v; want %q ok=%v", got, err, tt.want, tt.ok)
-			}
-			if err != nil && !errors.Is(err, ErrInvalidCapability) {
-				t.Fatalf("error %v does not wrap ErrInvalidCapability", err)
+			checkRefusal(t, "ParseRecoveryCapability", err, tt.ok, ErrInvalidCapability)
+			if got != tt.want {
+				t.Fatalf("got %q, want %q", got, tt.want)
 			}
 			if tt.ok && !got.Valid() {
 				t.Fatalf("%q parsed but is not Valid", got)

@@ -143,17 +143,8 @@ const StageResolved = "resolved"
 // resolution recorded (applied "resolved"). A call already resolved by the same command
 // is unchanged; any other call is refused.
 func (r *CallRecord) ResolveIndeterminate(res CallResolution, at time.Time) error {
-	if r.Resolution != nil && r.Resolution.CommandID == res.CommandID && r.Resolution.Applied == ResolutionResolved {
-		return nil
-	}
-	if r.Resolution != nil {
-		return fmt.Errorf("%w: call %q was resolved by %s already", ErrInvalidTransition, r.CallID, r.Resolution.CommandID)
-	}
-	if r.Phase.Kind != PhaseIndeterminate {
-		return r.badTransition("resolve", "Indeterminate")
-	}
-	if res.Output.CallID != r.CallID {
-		return fmt.Errorf("%w: output for call %q offered to call %q", ErrUnknownCall, res.Output.CallID, r.CallID)
+	if done, err := r.admitResolution(res, ResolutionResolved, "resolve"); done || err != nil {
+		return err
 	}
 	res.Applied = ResolutionResolved
 	r.Phase = CompletedPhase(res.Output)
@@ -166,22 +157,34 @@ func (r *CallRecord) ResolveIndeterminate(res CallResolution, at time.Time) erro
 // operator resolved it afterwards (applied "corrected"): the call stays Indeterminate, as
 // its published result says. A call already corrected by the same command is unchanged.
 func (r *CallRecord) RecordCorrection(res CallResolution, at time.Time) error {
-	if r.Resolution != nil && r.Resolution.CommandID == res.CommandID && r.Resolution.Applied == ResolutionCorrected {
-		return nil
-	}
-	if r.Resolution != nil {
-		return fmt.Errorf("%w: call %q was resolved by %s already", ErrInvalidTransition, r.CallID, r.Resolution.CommandID)
-	}
-	if r.Phase.Kind != PhaseIndeterminate {
-		return r.badTransition("correct", "Indeterminate")
-	}
-	if res.Output.CallID != r.CallID {
-		return fmt.Errorf("%w: output for call %q offered to call %q", ErrUnknownCall, res.Output.CallID, r.CallID)
+	if done, err := r.admitResolution(res, ResolutionCorrected, "correct"); done || err != nil {
+		return err
 	}
 	res.Applied = ResolutionCorrected
 	r.Resolution = &res
 	r.stamp(StageResolved, at)
 	return nil
+}
+
+// admitResolution is the check [CallRecord.ResolveIndeterminate] and
+// [CallRecord.RecordCorrection] share before recording res as applied (op names the
+// operation in a refusal): done when the same command was already recorded so (a
+// redelivery, nothing to change); an error when another resolution was, when the call is
+// not Indeterminate, or when the output is another call's.
+func (r *CallRecord) admitResolution(res CallResolution, applied, op string) (done bool, err error) {
+	if r.Resolution != nil && r.Resolution.CommandID == res.CommandID && r.Resolution.Applied == applied {
+		return true, nil
+	}
+	if r.Resolution != nil {
+		return false, fmt.Errorf("%w: call %q was resolved by %s already", ErrInvalidTransition, r.CallID, r.Resolution.CommandID)
+	}
+	if r.Phase.Kind != PhaseIndeterminate {
+		return false, r.badTransition(op, "Indeterminate")
+	}
+	if res.Output.CallID != r.CallID {
+		return false, fmt.Errorf("%w: output for call %q offered to call %q", ErrUnknownCall, res.Output.CallID, r.CallID)
+	}
+	return false, nil
 }
 
 // BatchResolution is an operator's resolution recorded on an open batch: the publisher

@@ -132,5 +132,3 @@ func TestChargeCost(t *testing.T) {
 		})
 	}
 }
-
-func ptrTo[T any](v T) *T { return &v }

@@ -410,7 +410,7 @@ func decodeWirePayload(data []byte, v any) *Rejection {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return rejectWire(RejectInvalidField, "%s", describeDecodeError(err))
+		return rejectWire(RejectInvalidField, "%s", DescribeDecodeError(err))
 	}
 	return nil
 }
@@ -577,8 +577,10 @@ var (
 	typeJSONUnmarshaler = reflect.TypeFor[json.Unmarshaler]()
 )
 
-// describeDecodeError names the field of an encoding/json failure.
-func describeDecodeError(err error) string {
+// DescribeDecodeError says what an encoding/json decoding failure is about, naming the
+// field of a type mismatch ("field \"n\": want int, got string"). A wire payload's
+// rejection and a typed tool's invalid-arguments error both word a wrong field so.
+func DescribeDecodeError(err error) string {
 	var te *json.UnmarshalTypeError
 	if errors.As(err, &te) {
 		if te.Field != "" {

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+
+	"github.com/awaken-dev/awaken/pkg/contracts/typeschema"
 )
 
 // MaxProviderToolName is the longest tool name the model providers accept: OpenAI and
@@ -103,13 +105,7 @@ func StrictSchema(params json.RawMessage) (json.RawMessage, error) {
 	if err := strictNode(m, "parameters"); err != nil {
 		return nil, err
 	}
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(m); err != nil {
-		return nil, err
-	}
-	return json.RawMessage(bytes.TrimSuffix(buf.Bytes(), []byte("\n"))), nil
+	return typeschema.Marshal(m)
 }
 
 func strictNode(n map[string]any, path string) error {

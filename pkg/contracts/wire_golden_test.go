@@ -3,7 +3,6 @@ package contracts
 import (
 	"bytes"
 	"encoding/json"
-	"flag"
 	"os"
 	"path/filepath"
 	"slices"
@@ -11,35 +10,13 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/awaken-dev/awaken/internal/goldentest"
 )
 
-// updateWireGolden rewrites the golden files instead of comparing against them:
+// The wire goldens are rewritten instead of compared under -update ([goldentest.Check]):
 //
-//	go test ./pkg/contracts -run 'Golden' -update-wire
-var updateWireGolden = flag.Bool("update-wire", false, "rewrite pkg/contracts/testdata/golden files")
-
-// checkGolden compares got with testdata/golden/name, or rewrites the file under
-// -update-wire.
-func checkGolden(t *testing.T, name string, got []byte) {
-	t.Helper()
-	path := filepath.Join("testdata", "golden", name)
-	if *updateWireGolden {
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("read golden %s: %v (run with -update-wire to create it)", path, err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Fatalf("%s changed; if the wire change is intended, rerun with -update-wire\n got:\n%s\nwant:\n%s", path, got, want)
-	}
-}
+//	go test ./pkg/contracts -run 'Golden' -update
 
 var wireTime = time.Date(2026, 6, 9, 12, 0, 0, 0, time.UTC)
 
@@ -54,8 +31,6 @@ func wireCommand() Command {
 	return Command{Key: "notes.last", Scope: ScopeThread, Merge: MergeDisjoint, RunID: "run-7",
 		Action: Action{Kind: ActionSet, Value: json.RawMessage(`{"text":"hi"}`)}}
 }
-
-func boolPtr(b bool) *bool { return &b }
 
 type wireCase struct {
 	name  string
@@ -234,7 +209,7 @@ func wireCases(t *testing.T) []wireCase {
 		},
 		{
 			name:  "agent_event_tool_result",
-			value: &AgentEvent{Tier: "fact", BatchID: "tool-batch:run-7:3", Event: AgentFact{Type: EventToolResult, ID: "call_1", IsError: boolPtr(false)}},
+			value: &AgentEvent{Tier: "fact", BatchID: "tool-batch:run-7:3", Event: AgentFact{Type: EventToolResult, ID: "call_1", IsError: ptr(false)}},
 			fresh: func() any { return new(AgentEvent) },
 			keys:  map[string][]string{"": {"tier", "batch_id", "event"}, "event": {"type", "id", "is_error"}},
 		},
@@ -343,8 +318,6 @@ func wireCases(t *testing.T) []wireCase {
 	}
 }
 
-func ptr[T any](v T) *T { return &v }
-
 func TestWireGolden(t *testing.T) {
 	for _, tc := range wireCases(t) {
 		t.Run(tc.name, func(t *testing.T) {
@@ -353,7 +326,7 @@ func TestWireGolden(t *testing.T) {
 				t.Fatal(err)
 			}
 			data = append(data, '\n')
-			checkGolden(t, "wire_"+tc.name+".json", data)
+			goldentest.Check(t, filepath.Join("testdata", "golden", "wire_"+tc.name+".json"), data)
 
 			golden, err := os.ReadFile(filepath.Join("testdata", "golden", "wire_"+tc.name+".json"))
 			if err != nil {

@@ -33,7 +33,7 @@ func OfType(t reflect.Type, opts Options) (map[string]any, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %w", ErrUnsupported, t, err)
 	}
-	raw, err := marshalNoHTMLEscape(node.render())
+	raw, err := Marshal(node.render())
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %w", ErrUnsupported, t, err)
 	}

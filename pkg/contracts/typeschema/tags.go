@@ -32,62 +32,47 @@ func parseSchemaTag(tag reflect.StructTag) (schemaTag, error) {
 	if raw == "" {
 		return st, nil
 	}
+	// The keywords by the kind of value they take; description, enum and default are read
+	// on their own below.
+	texts := map[string]*string{
+		"format": &st.format, "pattern": &st.pattern,
+		"minimum": &st.minimum, "maximum": &st.maximum,
+		"exclusiveMinimum": &st.exclMin, "exclusiveMaximum": &st.exclMax,
+	}
+	counts := map[string]**int{
+		"minLength": &st.minLength, "maxLength": &st.maxLength,
+		"minItems": &st.minItems, "maxItems": &st.maxItems,
+	}
+	flags := map[string]*bool{"uniqueItems": &st.uniqueItems, "required": &st.required, "optional": &st.optional}
 	for _, part := range splitUnescaped(raw) {
 		key, value, hasValue := strings.Cut(part, "=")
 		key = strings.TrimSpace(key)
-		intValue := func() (*int, error) {
-			v, err := strconv.Atoi(value)
-			if err != nil || v < 0 {
-				return nil, fmt.Errorf("jsonschema %s=%q is not a non-negative integer", key, value)
-			}
-			return &v, nil
-		}
-		var err error
-		switch key {
-		case "description":
+		_, isFlag := flags[key]
+		switch {
+		case key == "description":
 			if hasDesc {
 				return st, errors.New("both a desc tag and a jsonschema description")
 			}
 			st.description = value
-		case "enum":
+		case key == "enum":
 			st.enum = strings.Split(value, "|")
-		case "default":
+		case key == "default":
 			st.def, st.hasDefault = value, true
-		case "format":
-			st.format = value
-		case "pattern":
-			st.pattern = value
-		case "minimum":
-			st.minimum = value
-		case "maximum":
-			st.maximum = value
-		case "exclusiveMinimum":
-			st.exclMin = value
-		case "exclusiveMaximum":
-			st.exclMax = value
-		case "minLength":
-			st.minLength, err = intValue()
-		case "maxLength":
-			st.maxLength, err = intValue()
-		case "minItems":
-			st.minItems, err = intValue()
-		case "maxItems":
-			st.maxItems, err = intValue()
-		case "uniqueItems":
-			st.uniqueItems = true
-		case "required":
-			st.required = true
-		case "optional":
-			st.optional = true
+		case texts[key] != nil:
+			*texts[key] = value
+		case counts[key] != nil:
+			v, err := strconv.Atoi(value)
+			if err != nil || v < 0 {
+				return st, fmt.Errorf("jsonschema %s=%q is not a non-negative integer", key, value)
+			}
+			*counts[key] = &v
+		case isFlag:
+			*flags[key] = true
 		default:
 			return st, fmt.Errorf("unknown jsonschema keyword %q", key)
 		}
-		if err != nil {
-			return st, err
-		}
-		flag := key == "uniqueItems" || key == "required" || key == "optional"
-		if flag == hasValue {
-			if flag {
+		if isFlag == hasValue {
+			if isFlag {
 				return st, fmt.Errorf("jsonschema keyword %q takes no value", key)
 			}
 			return st, fmt.Errorf("jsonschema keyword %q needs a value", key)

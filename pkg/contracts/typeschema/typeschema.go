@@ -79,7 +79,7 @@ func derivedArgSchema(t reflect.Type) *argSchema {
 	cs := &argSchema{}
 	node, err := deriveArgSchema(t)
 	if cs.err = err; err == nil {
-		cs.raw, cs.err = marshalNoHTMLEscape(node.render())
+		cs.raw, cs.err = Marshal(node.render())
 	}
 	v, _ := argSchemaCache.LoadOrStore(t, cs)
 	return v.(*argSchema)
@@ -101,11 +101,14 @@ func deriveArgSchema(t reflect.Type) (*schemaNode, error) {
 	return node, nil
 }
 
-func marshalNoHTMLEscape(v any) ([]byte, error) {
+// Marshal encodes a schema (one this package derived, or one read from elsewhere, such as
+// a tool's parameters schema) as compact JSON without escaping <, > and &: its
+// descriptions and patterns reach the model as written.
+func Marshal(schema any) (json.RawMessage, error) {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
+	if err := enc.Encode(schema); err != nil {
 		return nil, err
 	}
 	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil

@@ -4,13 +4,12 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"flag"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 
+	"github.com/awaken-dev/awaken/internal/goldentest"
 	"github.com/awaken-dev/awaken/internal/sampleargs"
 )
 
@@ -97,7 +96,7 @@ func TestSampleToolSchemaGolden(t *testing.T) {
 		t.Fatal(err)
 	}
 	pretty.WriteByte('\n')
-	checkGolden(t, "sample_tool.json", pretty.Bytes())
+	goldentest.Check(t, filepath.Join("testdata", "golden", "sample_tool.json"), pretty.Bytes())
 	for _, forbidden := range []string{`"title"`, `"$ref"`, `"definitions"`, `"ignored"`, `"Skip"`, `"sampleEmbedded"`} {
 		if bytes.Contains(schema, []byte(forbidden)) {
 			t.Errorf("schema contains %s", forbidden)
@@ -190,25 +189,5 @@ func TestSchemaForIsCachedAndCopied(t *testing.T) {
 		if len(r) == 0 || r[0] != '{' || !bytes.Equal(r, results[0]) {
 			t.Fatalf("result %d differs or was corrupted by a caller: %.40s", i, r)
 		}
-	}
-}
-
-var updateGolden = flag.Bool("update", false, "rewrite the golden files")
-
-func checkGolden(t *testing.T, name string, got []byte) {
-	t.Helper()
-	path := filepath.Join("testdata", "golden", name)
-	if *updateGolden {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("read golden %s: %v (run with -update to create it)", path, err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Fatalf("%s changed; if the schema change is intended, rerun with -update\n got:\n%s\nwant:\n%s", path, got, want)
 	}
 }
