@@ -2,7 +2,6 @@ package archrules
 
 import (
 	"go/build"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -39,29 +38,13 @@ const module = "github.com/awaken-dev/awaken"
 //     the schemas are derived from the public types, and a test reaching into a service
 //     would let a body drift back there.
 //
-// Other modules nested in the tree (bench/, adapters/, examples/) are not walked: they
-// build against the public packages, and their own go.mod decides what they may import.
+// Other modules nested in the tree (bench/, adapters/, examples/) are not walked
+// ([moduleDirs]).
 func violations(t *testing.T, root string) []string {
 	t.Helper()
 	var out []string
-	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if !d.IsDir() {
-			return nil
-		}
-		rel, _ := filepath.Rel(root, path)
-		rel = filepath.ToSlash(rel)
-		if path != root && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata") {
-			return filepath.SkipDir
-		}
-		if path != root {
-			if _, err := os.Stat(filepath.Join(path, "go.mod")); err == nil {
-				return filepath.SkipDir // another module
-			}
-		}
-		pkg, err := build.ImportDir(path, build.ImportComment)
+	moduleDirs(t, root, func(rel, dir string) error {
+		pkg, err := build.ImportDir(dir, build.ImportComment)
 		if err != nil {
 			if _, ok := err.(*build.NoGoError); ok {
 				return nil
@@ -127,9 +110,6 @@ func violations(t *testing.T, root string) []string {
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	slices.Sort(out)
 	return slices.Compact(out)
 }
@@ -165,20 +145,16 @@ func isStandard(path string) bool {
 }
 
 func TestTheModuleKeepsItsImportRules(t *testing.T) {
-	root := filepath.Join("..", "..")
-	if _, err := os.Stat(filepath.Join(root, "go.mod")); err != nil {
+	if _, err := os.Stat(filepath.Join(moduleRoot, "go.mod")); err != nil {
 		t.Fatalf("module root not found: %v", err)
 	}
-	if v := violations(t, root); len(v) > 0 {
-		t.Fatalf("import rules broken:\n  %s", strings.Join(v, "\n  "))
-	}
+	noFindings(t, "import rules broken", violations(t, moduleRoot))
 }
 
 // TestTheCheckFindsBrokenRules runs the check on a small tree that breaks every rule, so
 // the module test above cannot pass by checking nothing.
 func TestTheCheckFindsBrokenRules(t *testing.T) {
-	got := violations(t, filepath.Join("testdata", "broken"))
-	want := []string{
+	sameFindings(t, violations(t, filepath.Join("testdata", "broken")), []string{
 		"internal/render imports " + module + "/services/beta (only cmd/, internal/app, internal/cli and internal/devstack run service code)",
 		"internal/schemas imports " + module + "/services/alpha (the schemas derive from public types, tests included)",
 		"pkg/client imports " + module + "/internal/bus (public packages keep off the bus internals)",
@@ -190,8 +166,5 @@ func TestTheCheckFindsBrokenRules(t *testing.T) {
 		"pkg/executor/tool imports " + module + "/internal/config (the tool vocabulary is a leaf: pkg/contracts and internal/toolctx only)",
 		"services/alpha imports " + module + "/services/beta (services never import each other)",
 		"services/beta/sub imports " + module + "/services/alpha (services never import each other)",
-	}
-	if !slices.Equal(got, want) {
-		t.Fatalf("violations:\n  %s\nwant:\n  %s", strings.Join(got, "\n  "), strings.Join(want, "\n  "))
-	}
+	})
 }

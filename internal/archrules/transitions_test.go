@@ -30,7 +30,7 @@ func handMutations(t *testing.T, patterns ...string) []string {
 	t.Helper()
 	args := append([]string{"list", "-export", "-deps", "-f", "{{.ImportPath}}\t{{.Export}}\t{{.Dir}}\t{{join .GoFiles \",\"}}\t{{.Module}}"}, patterns...)
 	cmd := exec.Command("go", args...)
-	cmd.Dir = filepath.Join("..", "..")
+	cmd.Dir = moduleRoot
 	out, err := cmd.Output()
 	if err != nil {
 		t.Fatalf("go list: %v", err)
@@ -92,8 +92,8 @@ func handMutations(t *testing.T, patterns ...string) []string {
 				return
 			}
 			pos := fset.Position(sel.Pos())
-			rel, _ := filepath.Rel(filepath.Join("..", ".."), pos.Filename)
-			if abs, err := filepath.Abs(filepath.Join("..", "..")); err == nil {
+			rel, _ := filepath.Rel(moduleRoot, pos.Filename)
+			if abs, err := filepath.Abs(moduleRoot); err == nil {
 				if r, err := filepath.Rel(abs, pos.Filename); err == nil {
 					rel = r
 				}
@@ -123,25 +123,19 @@ func handMutations(t *testing.T, patterns ...string) []string {
 // check that the move is legal and stamp the timeline. Tests may still build any state
 // they need.
 func TestNoServiceMovesARecordByHand(t *testing.T) {
-	if got := handMutations(t, "./services/...", "./internal/...", "./cmd/...", "./pkg/..."); len(got) > 0 {
-		t.Fatalf("records moved by hand:\n  %s", strings.Join(got, "\n  "))
-	}
+	noFindings(t, "records moved by hand", handMutations(t, "./services/...", "./internal/...", "./cmd/...", "./pkg/..."))
 }
 
 // TestTheMutationCheckFindsHandWrites runs the check on a fixture package that writes a
 // call record's phase, timeline and entry by hand, so the module test cannot pass by
 // checking nothing.
 func TestTheMutationCheckFindsHandWrites(t *testing.T) {
-	got := handMutations(t, "./internal/archrules/testdata/handwrite")
-	want := []string{
+	sameFindings(t, handMutations(t, "./internal/archrules/testdata/handwrite"), []string{
 		"internal/archrules/testdata/handwrite/handwrite.go:10 sets CallRecord.Phase",
 		"internal/archrules/testdata/handwrite/handwrite.go:11 sets CallRecord.Timeline",
 		"internal/archrules/testdata/handwrite/handwrite.go:12 sets CallRecord.EnteredBy",
 		"internal/archrules/testdata/handwrite/handwrite.go:13 sets BatchRecord.Phase",
 		"internal/archrules/testdata/handwrite/handwrite.go:14 sets CallRecord.Entered",
 		"internal/archrules/testdata/handwrite/handwrite.go:14 sets CallRecord.EnteredBy",
-	}
-	if !slices.Equal(got, want) {
-		t.Fatalf("found:\n  %s\nwant:\n  %s", strings.Join(got, "\n  "), strings.Join(want, "\n  "))
-	}
+	})
 }

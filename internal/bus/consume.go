@@ -65,6 +65,11 @@ type Delivery struct {
 	StreamSeq  uint64
 }
 
+// EnvelopeDecoded reports whether d's CloudEvents envelope decoded. A delivery that reaches
+// a handler always has; one that OnReject sees may not, and then its Event is the zero
+// value and only Msg holds what arrived.
+func (d Delivery) EnvelopeDecoded() bool { return d.Event.Type != "" || d.Event.ID != "" }
+
 // Handler processes one delivery. It returns nil only once its state change and every
 // output it publishes are durable; the message is acknowledged after that. Returning an
 // error wrapping a [*contracts.Rejection] or [Permanent] dead-letters the message,

@@ -7,12 +7,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
+	"github.com/awaken-dev/awaken/pkg/cloudevent"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
@@ -37,9 +40,59 @@ type DeliveryOptions struct {
 
 // Route is one consumer of a service: what it consumes (stream, durable, filter, accepted
 // types, hooks — the delivery fields of Spec are overwritten by [Start]) and its handler.
+//
+// A consumer that takes one type, or handles every type it accepts alike, sets Handler
+// (and Spec.AcceptTypes). One that takes several types, each with its own handler, sets
+// ByType instead: Start makes its keys the consumer's AcceptTypes and hands each delivery
+// to the handler of its type, so the type list is declared once and the consumer's type
+// filter is the only type check (no handler switches on d.Event.Type again). A route that
+// sets both Handler and ByType, or ByType and Spec.AcceptTypes, is refused by Start.
 type Route struct {
 	Spec    ConsumerSpec
 	Handler Handler
+	// ByType maps each CloudEvent type the consumer takes to its handler.
+	ByType map[string]Handler
+}
+
+// consumer returns the spec and the handler [Start] gives the consume loop for r, or why
+// r is malformed.
+func (r Route) consumer() (ConsumerSpec, Handler, error) {
+	if len(r.ByType) == 0 {
+		return r.Spec, r.Handler, nil // a nil Handler is refused by Consume
+	}
+	if r.Handler != nil {
+		return ConsumerSpec{}, nil, fmt.Errorf("bus: route %s sets both Handler and ByType; set one", r.Spec.Durable)
+	}
+	if len(r.Spec.AcceptTypes) > 0 {
+		return ConsumerSpec{}, nil, fmt.Errorf("bus: route %s sets both ByType and AcceptTypes; ByType's types are the accepted ones", r.Spec.Durable)
+	}
+	routes := make(typeRoutes, len(r.ByType)) // a copy: the caller's map may change after Start
+	for typ, h := range r.ByType {
+		switch {
+		case typ == "":
+			return ConsumerSpec{}, nil, fmt.Errorf("bus: route %s: ByType has an empty type", r.Spec.Durable)
+		case h == nil:
+			return ConsumerSpec{}, nil, fmt.Errorf("bus: route %s: ByType maps %s to a nil handler", r.Spec.Durable, typ)
+		}
+		routes[typ] = h
+	}
+	spec := r.Spec
+	spec.AcceptTypes = slices.Sorted(maps.Keys(routes))
+	return spec, routes.handle, nil
+}
+
+// typeRoutes is the handler of a route set up with [Route.ByType].
+type typeRoutes map[string]Handler
+
+// handle runs the handler of d's type. The consume loop has already refused every other
+// type (the map's keys are the consumer's AcceptTypes), so the wrong_type rejection here
+// only answers a caller that drives the handler directly.
+func (m typeRoutes) handle(ctx context.Context, d Delivery) error {
+	h, ok := m[d.Event.Type]
+	if !ok {
+		return cloudevent.ExpectType(d.Event, slices.Sorted(maps.Keys(m))...)
+	}
+	return h(ctx, d)
 }
 
 // Consumers is a service's running consume loops, stopped together.
@@ -47,18 +100,27 @@ type Consumers struct {
 	subs []*Subscription
 }
 
-// Start applies opts to every route and starts their consume loops in order. If one fails
-// to start, the loops already running are stopped (gracefully, without ctx's
-// cancellation) and the error names the durable. ctx is the hard-stop context of the
-// handlers; use [Consumers.Stop] for a graceful stop.
+// Start applies opts to every route and starts their consume loops in order. A malformed
+// route (see [Route]) fails Start before any loop starts. If one fails to start, the
+// loops already running are stopped (gracefully, without ctx's cancellation) and the
+// error names the durable. ctx is the hard-stop context of the handlers; use
+// [Consumers.Stop] for a graceful stop.
 func Start(ctx context.Context, js jetstream.JetStream, opts DeliveryOptions, routes []Route, log zerolog.Logger) (*Consumers, error) {
-	c := &Consumers{}
-	for _, r := range routes {
-		spec := r.Spec
+	specs := make([]ConsumerSpec, len(routes))
+	handlers := make([]Handler, len(routes))
+	for i, r := range routes {
+		spec, h, err := r.consumer()
+		if err != nil {
+			return nil, err
+		}
 		spec.AckWait, spec.MaxDeliver, spec.BackOff = opts.AckWait, opts.MaxDeliver, opts.BackOff
 		spec.Workers, spec.Names, spec.Observer = opts.Workers, opts.Names, opts.Observer
 		spec.HandlerTimeout = opts.HandlerTimeout
-		sub, err := Consume(ctx, js, spec, r.Handler, log)
+		specs[i], handlers[i] = spec, h
+	}
+	c := &Consumers{}
+	for i, spec := range specs {
+		sub, err := Consume(ctx, js, spec, handlers[i], log)
 		if err != nil {
 			stopErr := c.Stop(context.WithoutCancel(ctx))
 			return nil, errors.Join(fmt.Errorf("consumer %s: %w", spec.Durable, err), stopErr)

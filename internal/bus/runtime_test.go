@@ -93,6 +93,101 @@ func TestStartStopsWhatItStartedWhenARouteFails(t *testing.T) {
 	}
 }
 
+// TestStartRoutesEachTypeToItsHandler: a route set up by type hands each delivery to the
+// handler of its type, and those types are the consumer's type filter: an event of any
+// other type is dead-lettered wrong_type by the filter, no handler run. Start keeps its own
+// copy of the map, so a later change to the caller's does not reroute.
+func TestStartRoutesEachTypeToItsHandler(t *testing.T) {
+	h := newHarness(t)
+	const otherType = "io.awaken.test.other.v1"
+	var work, other recorder
+	byType := map[string]bus.Handler{
+		testType:  func(_ context.Context, d bus.Delivery) error { work.add(d); return nil },
+		otherType: func(_ context.Context, d bus.Delivery) error { other.add(d); return nil },
+	}
+	subject := testSubject(h.names, "run-1")
+	obs := &testObserver{}
+	cs, err := bus.Start(h.ctx, h.js, bus.DeliveryOptions{Names: h.names, Observer: obs}, []bus.Route{{
+		Spec:   bus.ConsumerSpec{Stream: testStream(h.names), Durable: "rt-bytype", FilterSubjects: []string{subject}},
+		ByType: byType,
+	}}, h.log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+		defer cancel()
+		_ = cs.Stop(ctx)
+	})
+	byType[otherType] = func(context.Context, bus.Delivery) error {
+		t.Error("a change to the caller's map after Start rerouted a delivery")
+		return nil
+	}
+
+	typed := func(id, typ string) cloudevent.Event {
+		e, err := cloudevent.NewEvent(id, "awaken/test", typ, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	h.publish(subject, typed("w-1", testType))
+	h.publish(subject, typed("o-1", otherType))
+	h.publish(subject, typed("x-1", contracts.TypeCallOutput))
+	natstest.WaitFor(t, waitTimeout, func() bool {
+		return work.count() == 1 && other.count() == 1 && len(h.streamMsgs(h.names.DeadLetterStream())) == 1
+	}, "each routed type handled and the unrouted one dead-lettered")
+	if id := work.all()[0].Event.ID; id != "w-1" {
+		t.Fatalf("%s handled %s, want w-1", testType, id)
+	}
+	if id := other.all()[0].Event.ID; id != "o-1" {
+		t.Fatalf("%s handled %s, want o-1", otherType, id)
+	}
+	dl := h.streamMsgs(h.names.DeadLetterStream())[0]
+	if code := dl.Header.Get(bus.HeaderDeadCode); code != string(contracts.RejectWrongType) || dl.Header.Get(cloudevent.HeaderID) != "x-1" {
+		t.Fatalf("dead letter %s with code %q, want x-1 with %q", dl.Header.Get(cloudevent.HeaderID), code, contracts.RejectWrongType)
+	}
+	natstest.WaitFor(t, waitTimeout, func() bool { return len(obs.of("x-1")) == 1 }, "the observation of x-1")
+	if ob := obs.of("x-1")[0].ob; ob.Handled {
+		t.Fatalf("x-1 ran a handler (%+v); the consumer's type filter should have refused it", ob)
+	}
+}
+
+// TestStartRefusesAMalformedRoute: a route that gives its handler twice (Handler and
+// ByType), its types twice (ByType and AcceptTypes) or a ByType entry without a type or a
+// handler fails Start with an error naming it, before any consumer starts — the
+// well-formed route listed first included.
+func TestStartRefusesAMalformedRoute(t *testing.T) {
+	h := newHarness(t)
+	handle := func(context.Context, bus.Delivery) error { return nil }
+	spec := func(accept ...string) bus.ConsumerSpec {
+		return bus.ConsumerSpec{Stream: testStream(h.names), Durable: "rt-malformed", FilterSubjects: []string{testSubject(h.names, "run-1")}, AcceptTypes: accept}
+	}
+	for _, tc := range []struct {
+		name  string
+		route bus.Route
+		want  string
+	}{
+		{"Handler and ByType", bus.Route{Spec: spec(), Handler: handle, ByType: map[string]bus.Handler{testType: handle}}, "sets both Handler and ByType"},
+		{"ByType and AcceptTypes", bus.Route{Spec: spec(testType), ByType: map[string]bus.Handler{testType: handle}}, "sets both ByType and AcceptTypes"},
+		{"a nil handler", bus.Route{Spec: spec(), ByType: map[string]bus.Handler{testType: nil}}, "maps " + testType + " to a nil handler"},
+		{"an empty type", bus.Route{Spec: spec(), ByType: map[string]bus.Handler{"": handle}}, "ByType has an empty type"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			first := bus.Route{Spec: h.spec("rt-wellformed"), Handler: handle}
+			_, err := bus.Start(h.ctx, h.js, bus.DeliveryOptions{Names: h.names}, []bus.Route{first, tc.route}, h.log)
+			if err == nil || !strings.Contains(err.Error(), "rt-malformed") || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("start error %v, want one naming rt-malformed that says %q", err, tc.want)
+			}
+			for _, durable := range []string{"rt-wellformed", "rt-malformed"} {
+				if _, err := h.js.Consumer(h.ctx, testStream(h.names), durable); !errors.Is(err, jetstream.ErrConsumerNotFound) {
+					t.Fatalf("consumer %s after a refused Start: %v, want none", durable, err)
+				}
+			}
+		})
+	}
+}
+
 // waitPending waits until durable on the work stream has n messages pending: delivered
 // to no handler.
 func waitPending(h *harness, durable string, n uint64, what string) {

@@ -43,7 +43,8 @@ const (
 type Executor struct {
 	env  *pipeline.Env
 	opts Options
-	sub  *bus.Subscription
+	// consumers is the loop of its one consumer, the target's executor requests.
+	consumers *bus.Consumers
 	// cancels and cancelSub stop the bodies of a cancelled run's calls in flight;
 	// stopSub those of single cancelled calls (callcancel.go).
 	cancels   runCancels
@@ -81,26 +82,22 @@ func Start(ctx context.Context, env *pipeline.Env, opts Options) (*Executor, err
 	if err != nil {
 		return nil, err
 	}
-	log := env.Log
+	// The executors' delivery: the pipeline's, with no handler deadline (the tools are
+	// bounded by their own timeouts instead; see [bus.ConsumerSpec.HandlerTimeout]).
 	delivery := bus.ServiceDelivery().With(x.opts.Delivery...)
-	sub, err := bus.Consume(ctx, env.JS, bus.ConsumerSpec{
+	delivery.Names, delivery.Observer = env.Names, env.Telemetry.Observer()
+	consumers, err := bus.Start(ctx, env.JS, delivery, []bus.Route{{Spec: bus.ConsumerSpec{
 		Stream:         env.Names.CallRecordsStream(),
 		Durable:        x.opts.Durable,
 		FilterSubjects: []string{env.Names.TargetCallRecordsFilter(x.opts.Target)},
 		Records:        true,
-		AckWait:        delivery.AckWait,
-		MaxDeliver:     delivery.MaxDeliver,
-		BackOff:        delivery.BackOff,
-		Workers:        delivery.Workers,
 		AcceptTypes:    []string{contracts.TypeExecRequest},
-		Names:          env.Names,
 		OnExhausted:    x.onExhausted,
-		Observer:       env.Telemetry.Observer(),
-	}, x.Handle, log)
+	}, Handler: x.Handle}}, env.Log)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", x.opts.Service, err)
 	}
-	x.sub = sub
+	x.consumers = consumers
 	if err := x.listenForCallStops(); err != nil {
 		return nil, errors.Join(err, x.Stop(context.WithoutCancel(ctx)))
 	}
@@ -114,10 +111,10 @@ func Start(ctx context.Context, env *pipeline.Env, opts Options) (*Executor, err
 // or returns an error when ctx ends first (the calls keep running under the hard-stop
 // context). It is idempotent.
 func (x *Executor) Stop(ctx context.Context) error {
-	if x.sub == nil {
+	if x.consumers == nil {
 		return nil
 	}
-	err := x.sub.Stop(ctx)
+	err := x.consumers.Stop(ctx)
 	if x.cancelSub != nil {
 		// After the drain: a cancellation still reaches the calls that finished draining.
 		_ = x.cancelSub.Unsubscribe()

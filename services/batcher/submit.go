@@ -215,7 +215,7 @@ func submissionEventID(d bus.Delivery) string {
 // else the raw message body (a binary-mode message refused for its headers still carries
 // the submission as its body).
 func deliveryBody(d bus.Delivery) []byte {
-	if d.Event.Type != "" || d.Event.ID != "" || d.Msg == nil {
+	if d.EnvelopeDecoded() || d.Msg == nil {
 		return d.Event.Data
 	}
 	return d.Msg.Data()

@@ -98,8 +98,11 @@ func Start(ctx context.Context, env *pipeline.Env, opts ...bus.DeliveryOption) (
 		{Spec: bus.ConsumerSpec{
 			Stream: n.ControlStream(), Durable: contracts.ConsumerGateControl,
 			FilterSubjects: []string{n.RunCancelSubject(), n.CallCancelSubject(), n.CallResolveSubject()},
-			AcceptTypes:    []string{contracts.TypeRunCancel, contracts.TypeCallCancel, contracts.TypeCallResolve},
-		}, Handler: s.handleControl},
+		}, ByType: map[string]bus.Handler{
+			contracts.TypeRunCancel:   s.handleRunCancel,
+			contracts.TypeCallCancel:  s.handleCallCancel,
+			contracts.TypeCallResolve: s.handleCallResolve,
+		}},
 	}
 	if r, ok := s.limitReleaseRoute(); ok {
 		routes = append(routes, r)
@@ -167,16 +170,4 @@ func (s *Service) timerExhausted(ctx context.Context, d bus.Delivery, cause erro
 	}
 	zerolog.Ctx(ctx).Error().Err(cause).Str("correlation_id", tm.CorrelationID).Msg("ticket timer exhausted; sealing")
 	return s.seal(ctx, b, i, exhaustedTimer, false)
-}
-
-// handleControl handles the gate's control commands, one consumer for the three types its
-// filter takes: a run cancel, a call cancel, a call resolution.
-func (s *Service) handleControl(ctx context.Context, d bus.Delivery) error {
-	switch d.Event.Type {
-	case contracts.TypeCallCancel:
-		return s.handleCallCancel(ctx, d)
-	case contracts.TypeCallResolve:
-		return s.handleCallResolve(ctx, d)
-	}
-	return s.handleRunCancel(ctx, d)
 }
