@@ -314,6 +314,30 @@ func readBody(r *http.Request, v any) error {
 	return strictJSON(data, v)
 }
 
+// readTargeted decodes the JSON body of a command whose target the path wildcard names
+// into req (as readBody does) and sets *target, req's own field for it, to the path's
+// value: a body that names the target too must name the same.
+func readTargeted(r *http.Request, wildcard string, req any, target *string) error {
+	if err := readBody(r, req); err != nil {
+		return err
+	}
+	v := r.PathValue(wildcard)
+	if *target != "" && *target != v {
+		return apiErr(http.StatusBadRequest, httpapi.CodeInvalidRequest, "%s in the body differs from the path", wildcard)
+	}
+	*target = v
+	return nil
+}
+
+// reply answers r with v as JSON (200 OK), or with err when there is one.
+func (s *Service) reply(w http.ResponseWriter, r *http.Request, v any, err error) {
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, v)
+}
+
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	h := w.Header()
 	h.Set("Content-Type", "application/json; charset=utf-8")
@@ -339,20 +363,12 @@ func (s *Service) writeError(w http.ResponseWriter, r *http.Request, err error) 
 
 func (s *Service) httpTickets(w http.ResponseWriter, r *http.Request) {
 	ts, err := s.Tickets(r.Context())
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, httpapi.TicketList{Tickets: ts})
+	s.reply(w, r, httpapi.TicketList{Tickets: ts}, err)
 }
 
 func (s *Service) httpTicket(w http.ResponseWriter, r *http.Request) {
 	t, err := s.Ticket(r.Context(), r.PathValue("correlation_id"))
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, t)
+	s.reply(w, r, t, err)
 }
 
 func (s *Service) httpApprove(w http.ResponseWriter, r *http.Request) {
@@ -392,22 +408,15 @@ func (s *Service) decide(w http.ResponseWriter, r *http.Request, d Decision) {
 
 func (s *Service) httpCancel(w http.ResponseWriter, r *http.Request) {
 	var req httpapi.CancelRequest
-	if err := readBody(r, &req); err != nil {
+	if err := readTargeted(r, "run_id", &req, &req.RunID); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	runID, err := pathValue(r, "run_id", req.RunID)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
+	res, err := s.CancelRun(r.Context(), req.RunID, req.Reason)
+	if err == nil {
+		s.log.Info().Str("run_id", req.RunID).Str("reason", res.Reason).Str("remote", r.RemoteAddr).Msg("run cancelled over http")
 	}
-	res, err := s.CancelRun(r.Context(), runID, req.Reason)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	s.log.Info().Str("run_id", runID).Str("reason", res.Reason).Str("remote", r.RemoteAddr).Msg("run cancelled over http")
-	writeJSON(w, http.StatusOK, res)
+	s.reply(w, r, res, err)
 }
 
 func (s *Service) httpBatches(w http.ResponseWriter, r *http.Request) {
@@ -421,28 +430,10 @@ func (s *Service) httpBatches(w http.ResponseWriter, r *http.Request) {
 		q.Limit = n
 	}
 	bs, err := s.reader.Batches(r.Context(), q)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, httpapi.BatchList{Batches: bs})
+	s.reply(w, r, httpapi.BatchList{Batches: bs}, err)
 }
 
 func (s *Service) httpBatch(w http.ResponseWriter, r *http.Request) {
 	b, err := s.reader.Batch(r.Context(), r.PathValue("batch_id"))
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, b)
-}
-
-// pathValue returns the path wildcard name of r; a body that names it too (inBody not
-// empty) must name the same.
-func pathValue(r *http.Request, name, inBody string) (string, error) {
-	v := r.PathValue(name)
-	if inBody != "" && inBody != v {
-		return "", apiErr(http.StatusBadRequest, httpapi.CodeInvalidRequest, "%s in the body differs from the path", name)
-	}
-	return v, nil
+	s.reply(w, r, b, err)
 }

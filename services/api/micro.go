@@ -235,6 +235,21 @@ func bareOrField(data []byte, field string) (string, error) {
 	return string(data), nil
 }
 
+// readObjectOrID reads a request body that is either a JSON object, decoded strictly
+// into req, or the bare id alone (as bareOrField reads it), set in *id, req's field for it.
+func readObjectOrID(data []byte, field string, req any, id *string) error {
+	data = bytes.TrimSpace(data)
+	if len(data) > 0 && data[0] == '{' {
+		return strictJSON(data, req)
+	}
+	v, err := bareOrField(data, field)
+	if err != nil {
+		return err
+	}
+	*id = v
+	return nil
+}
+
 func (s *Service) microTicketsGet(ctx context.Context, req micro.Request) (any, error) {
 	corr, err := bareOrField(req.Data(), "correlation_id")
 	if err != nil {
@@ -273,18 +288,9 @@ func (s *Service) microTicketsResolve(ctx context.Context, req micro.Request) (a
 }
 
 func (s *Service) microRunsCancel(ctx context.Context, req micro.Request) (any, error) {
-	data := bytes.TrimSpace(req.Data())
 	var cr httpapi.CancelRequest
-	if len(data) > 0 && data[0] == '{' {
-		if err := strictJSON(data, &cr); err != nil {
-			return nil, err
-		}
-	} else {
-		id, err := bareOrField(data, "run_id")
-		if err != nil {
-			return nil, err
-		}
-		cr.RunID = id
+	if err := readObjectOrID(req.Data(), "run_id", &cr, &cr.RunID); err != nil {
+		return nil, err
 	}
 	return s.CancelRun(ctx, cr.RunID, cr.Reason)
 }

@@ -402,9 +402,5 @@ func (s *Service) httpPolicyTest(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rep, err := s.PolicyTest(r.Context(), req)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, rep)
+	s.reply(w, r, rep, err)
 }

@@ -181,7 +181,7 @@ func (s *Service) send(ctx context.Context, cmd contracts.ResumeCommand, ticketK
 // and answers the same.
 func (s *Service) CancelRun(ctx context.Context, runID, reason string) (httpapi.CancelResult, error) {
 	if err := contracts.ValidateID("run_id", runID); err != nil {
-		return httpapi.CancelResult{}, &httpapi.Error{Code: string(contracts.RejectInvalidID), Message: err.Error(), Status: http.StatusBadRequest, Err: err}
+		return httpapi.CancelResult{}, invalidIDErr(err)
 	}
 	if len(reason) > MaxTextLength {
 		return httpapi.CancelResult{}, apiErr(http.StatusBadRequest, httpapi.CodeInvalidRequest, "reason is longer than %d bytes", MaxTextLength)
@@ -202,12 +202,10 @@ func (s *Service) CancelRun(ctx context.Context, runID, reason string) (httpapi.
 	switch {
 	case err == nil:
 		return httpapi.CancelResult{RunID: runID, Status: httpapi.StatusEnded, Reason: ended.Reason, Keys: ended.Keys, EndedAt: ended.EndedAt}, nil
-	case !errors.Is(err, client.ErrCancelPending):
-		return httpapi.CancelResult{}, internalErr(err)
-	case ctx.Err() != nil:
-		return httpapi.CancelResult{}, &httpapi.Error{Code: httpapi.CodeUnavailable, Status: http.StatusServiceUnavailable, Err: err,
-			Message: "the request ended before the run was seen ended; the cancel is stored and will still be applied"}
+	case errors.Is(err, client.ErrCancelPending):
+		return httpapi.CancelResult{}, unseenErr(ctx, err,
+			"the request ended before the run was seen ended; the cancel is stored and will still be applied",
+			httpapi.CodeCancelTimeout, fmt.Sprintf("the cancel of run %s is stored and will be applied, but the run was not seen ended within %s; sending it again is harmless", runID, s.opts.ResolveTimeout))
 	}
-	return httpapi.CancelResult{}, &httpapi.Error{Code: httpapi.CodeCancelTimeout, Status: http.StatusGatewayTimeout, Err: err,
-		Message: fmt.Sprintf("the cancel of run %s is stored and will be applied, but the run was not seen ended within %s; sending it again is harmless", runID, s.opts.ResolveTimeout)}
+	return httpapi.CancelResult{}, internalErr(err)
 }

@@ -157,11 +157,7 @@ func (s *Service) httpTools(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	doc, err := s.toolsDocument(r.Context(), req)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, doc)
+	s.reply(w, r, doc, err)
 }
 
 // microToolsList serves the micro endpoint tools.list.
@@ -284,25 +280,15 @@ func (s *Service) httpResumeTool(w http.ResponseWriter, r *http.Request) {
 // tool's pause state.
 func (s *Service) httpPause(w http.ResponseWriter, r *http.Request, do func(context.Context, contracts.ToolPauseRequest) (contracts.ToolPauseState, error)) {
 	var req contracts.ToolPauseRequest
-	if err := readBody(r, &req); err != nil {
+	if err := readTargeted(r, "tool_id", &req, &req.ToolID); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	toolID, err := pathValue(r, "tool_id", req.ToolID)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	req.ToolID = toolID
 	// Who paused is the authenticated token's name; an actor the body names is kept after
 	// it ("alice as oncall"), never instead of it (as for ticket resolutions).
 	req.Actor = combineActor(actorOf(r.Context()), req.Actor)
 	res, err := do(r.Context(), req)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, res)
+	s.reply(w, r, res, err)
 }
 
 // microPauseTool serves the micro endpoint tools.pause {"tool_id","reason","actor"}.
