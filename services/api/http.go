@@ -248,7 +248,7 @@ func (s *Service) authenticate(next http.Handler) http.Handler {
 			s.writeError(w, r, apiErr(http.StatusUnauthorized, httpapi.CodeUnauthorized, "a valid bearer token is required"))
 			return
 		}
-		next.ServeHTTP(w, r.WithContext(withRoles(withActor(r.Context(), name), s.tokenRoles(name))))
+		next.ServeHTTP(w, r.WithContext(withCaller(r.Context(), name, s.tokenRoles(name))))
 	})
 }
 
