@@ -78,14 +78,13 @@ func (s *Service) microHandler(handle func(context.Context, micro.Request) (any,
 				Msg("micro request refused: its reply subject is not an inbox")
 			return
 		}
-		select {
-		case s.sem <- struct{}{}:
-		default:
-			s.microError(req, apiErr(http.StatusServiceUnavailable, httpapi.CodeUnavailable, "too many requests in flight"))
+		release, err := s.sem.take("too many requests in flight")
+		if err != nil {
+			s.microError(req, asError(err))
 			return
 		}
 		if !s.begin() {
-			<-s.sem
+			release()
 			s.microError(req, apiErr(http.StatusServiceUnavailable, httpapi.CodeUnavailable, "the api is stopping"))
 			return
 		}
@@ -94,7 +93,7 @@ func (s *Service) microHandler(handle func(context.Context, micro.Request) (any,
 		detached := detachedRequest{Request: req, conn: s.env.Conn}
 		go func(req micro.Request) {
 			defer s.inflight.Done()
-			defer func() { <-s.sem }()
+			defer release()
 			if len(req.Data()) > maxMicroBody {
 				s.microError(req, apiErr(http.StatusRequestEntityTooLarge, httpapi.CodeInvalidRequest, "request body is larger than %d bytes", maxMicroBody))
 				return
