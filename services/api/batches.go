@@ -247,3 +247,24 @@ func (s *Service) serveRunResults(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 }
+
+// httpBatches is GET /v1/batches: the views of the most recent batches ([Reader.Batches]).
+func (s *Service) httpBatches(w http.ResponseWriter, r *http.Request) {
+	q := BatchQuery{RunID: r.URL.Query().Get("run_id")}
+	if l := r.URL.Query().Get("limit"); l != "" {
+		n, err := strconv.Atoi(l)
+		if err != nil || n < 1 {
+			s.writeError(w, r, apiErr(http.StatusBadRequest, httpapi.CodeInvalidRequest, "limit must be a positive integer"))
+			return
+		}
+		q.Limit = n
+	}
+	bs, err := s.reader.Batches(r.Context(), q)
+	s.reply(w, r, httpapi.BatchList{Batches: bs}, err)
+}
+
+// httpBatch is GET /v1/batches/{batch_id}: one batch's full view ([Reader.Batch]).
+func (s *Service) httpBatch(w http.ResponseWriter, r *http.Request) {
+	b, err := s.reader.Batch(r.Context(), r.PathValue("batch_id"))
+	s.reply(w, r, b, err)
+}

@@ -11,7 +11,6 @@ import (
 	"net"
 	"net/http"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -359,81 +358,4 @@ func (s *Service) writeError(w http.ResponseWriter, r *http.Request, err error) 
 	}
 	ev.Str("method", r.Method).Str("path", r.URL.Path).Int("status", e.Status).Str("code", e.Code).Msg("api request refused")
 	writeJSON(w, e.Status, e)
-}
-
-func (s *Service) httpTickets(w http.ResponseWriter, r *http.Request) {
-	ts, err := s.Tickets(r.Context())
-	s.reply(w, r, httpapi.TicketList{Tickets: ts}, err)
-}
-
-func (s *Service) httpTicket(w http.ResponseWriter, r *http.Request) {
-	t, err := s.Ticket(r.Context(), r.PathValue("correlation_id"))
-	s.reply(w, r, t, err)
-}
-
-func (s *Service) httpApprove(w http.ResponseWriter, r *http.Request) {
-	var req httpapi.ApproveRequest
-	if err := readBody(r, &req); err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	s.decide(w, r, Decision{Allow: true, Text: req.Note, Arguments: req.Arguments, ArgumentsDigest: req.ArgumentsDigest})
-}
-
-func (s *Service) httpDeny(w http.ResponseWriter, r *http.Request) {
-	var req httpapi.DenyRequest
-	if err := readBody(r, &req); err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	s.decide(w, r, Decision{Text: req.Reason})
-}
-
-func (s *Service) decide(w http.ResponseWriter, r *http.Request, d Decision) {
-	corr := r.PathValue("correlation_id")
-	d.Actor = actorOf(r.Context())
-	res, err := s.Decide(r.Context(), corr, d)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	s.log.Info().Str("correlation_id", corr).Str("code", res.Code).Str("actor", d.Actor).Str("remote", r.RemoteAddr).Msg("ticket resolved over http")
-	status := http.StatusOK
-	if res.Code == contracts.ResolvedApprovalRecorded {
-		// Counted, not decided: the ticket needs more approvals and stays open.
-		status = http.StatusAccepted
-	}
-	writeJSON(w, status, res)
-}
-
-func (s *Service) httpCancel(w http.ResponseWriter, r *http.Request) {
-	var req httpapi.CancelRequest
-	if err := readTargeted(r, "run_id", &req, &req.RunID); err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	res, err := s.CancelRun(r.Context(), req.RunID, req.Reason)
-	if err == nil {
-		s.log.Info().Str("run_id", req.RunID).Str("reason", res.Reason).Str("remote", r.RemoteAddr).Msg("run cancelled over http")
-	}
-	s.reply(w, r, res, err)
-}
-
-func (s *Service) httpBatches(w http.ResponseWriter, r *http.Request) {
-	q := BatchQuery{RunID: r.URL.Query().Get("run_id")}
-	if l := r.URL.Query().Get("limit"); l != "" {
-		n, err := strconv.Atoi(l)
-		if err != nil || n < 1 {
-			s.writeError(w, r, apiErr(http.StatusBadRequest, httpapi.CodeInvalidRequest, "limit must be a positive integer"))
-			return
-		}
-		q.Limit = n
-	}
-	bs, err := s.reader.Batches(r.Context(), q)
-	s.reply(w, r, httpapi.BatchList{Batches: bs}, err)
-}
-
-func (s *Service) httpBatch(w http.ResponseWriter, r *http.Request) {
-	b, err := s.reader.Batch(r.Context(), r.PathValue("batch_id"))
-	s.reply(w, r, b, err)
 }

@@ -15,7 +15,6 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 
-	"github.com/awaken-dev/awaken/pkg/contracts"
 	"github.com/awaken-dev/awaken/pkg/httpapi"
 )
 
@@ -199,14 +198,6 @@ func (s *Service) microError(req micro.Request, e *httpapi.Error) {
 	}
 }
 
-func (s *Service) microTicketsList(ctx context.Context, _ micro.Request) (any, error) {
-	ts, err := s.Tickets(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return httpapi.TicketList{Tickets: ts}, nil
-}
-
 // bareOrField reads a request body that is either a bare token (optionally a JSON string)
 // or a JSON object whose field holds it.
 func bareOrField(data []byte, field string) (string, error) {
@@ -247,51 +238,6 @@ func readObjectOrID(data []byte, field string, req any, id *string) error {
 	}
 	*id = v
 	return nil
-}
-
-func (s *Service) microTicketsGet(ctx context.Context, req micro.Request) (any, error) {
-	corr, err := bareOrField(req.Data(), "correlation_id")
-	if err != nil {
-		return nil, err
-	}
-	return s.Ticket(ctx, corr)
-}
-
-func (s *Service) microTicketsResolve(ctx context.Context, req micro.Request) (any, error) {
-	data := req.Data()
-	var probe map[string]json.RawMessage
-	if err := json.Unmarshal(data, &probe); err != nil {
-		return nil, apiErr(http.StatusBadRequest, httpapi.CodeInvalidRequest, "request body must be a JSON object: %v", err)
-	}
-	actor := s.microUserActor(req.Subject())
-	if _, full := probe["result"]; full {
-		return s.Resolve(ctx, data, actor)
-	}
-	var d httpapi.ShortDecision
-	if err := strictJSON(data, &d); err != nil {
-		return nil, err
-	}
-	switch d.Decision {
-	case contracts.DecisionAllow:
-		if d.Reason != "" {
-			return nil, apiErr(http.StatusBadRequest, string(contracts.ResumeInvalid), "an allow decision carries a note, not a reason")
-		}
-		return s.Decide(ctx, d.CorrelationID, Decision{Allow: true, Text: d.Note, Arguments: d.Arguments, ArgumentsDigest: d.ArgumentsDigest, Actor: actor})
-	case contracts.DecisionDeny:
-		if d.Note != "" {
-			return nil, apiErr(http.StatusBadRequest, string(contracts.ResumeInvalid), "a deny decision carries a reason, not a note")
-		}
-		return s.Decide(ctx, d.CorrelationID, Decision{Text: d.Reason, Arguments: d.Arguments, Actor: actor})
-	}
-	return nil, apiErr(http.StatusBadRequest, string(contracts.ResumeInvalid), "decision %q is neither allow nor deny", d.Decision)
-}
-
-func (s *Service) microRunsCancel(ctx context.Context, req micro.Request) (any, error) {
-	var cr httpapi.CancelRequest
-	if err := readObjectOrID(req.Data(), "run_id", &cr, &cr.RunID); err != nil {
-		return nil, err
-	}
-	return s.CancelRun(ctx, cr.RunID, cr.Reason)
 }
 
 // strictJSON decodes one JSON object into v, refusing unknown fields and trailing data.
