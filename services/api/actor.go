@@ -32,18 +32,29 @@ const (
 	MicroActor = contracts.ActorNATS
 )
 
-type actorKey struct{}
+// caller is who sent a request, as [Service.authenticate] established it: the actor (the
+// token's name) and the roles of its token.
+type caller struct {
+	actor string
+	roles RoleSet
+}
 
-// withActor returns ctx carrying the authenticated actor of a request.
-func withActor(ctx context.Context, actor string) context.Context {
-	return context.WithValue(ctx, actorKey{}, actor)
+type callerKey struct{}
+
+// withCaller returns ctx carrying the authenticated caller of a request.
+func withCaller(ctx context.Context, actor string, roles RoleSet) context.Context {
+	return context.WithValue(ctx, callerKey{}, caller{actor: actor, roles: roles})
+}
+
+// callerOf is the caller ctx carries: the zero caller (no actor, no role) when no
+// authentication put one there.
+func callerOf(ctx context.Context) caller {
+	c, _ := ctx.Value(callerKey{}).(caller)
+	return c
 }
 
 // actorOf is the authenticated actor ctx carries ("" for none).
-func actorOf(ctx context.Context) string {
-	a, _ := ctx.Value(actorKey{}).(string)
-	return a
-}
+func actorOf(ctx context.Context) string { return callerOf(ctx).actor }
 
 // MinTokenLength is the shortest token an --api-tokens file may hold (bytes).
 const MinTokenLength = 16

@@ -111,13 +111,12 @@ func (s *Service) httpSubmit(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusAccepted, httpapi.BatchAccepted{BatchID: batchID})
 		return
 	}
-	select {
-	case s.waits <- struct{}{}:
-		defer func() { <-s.waits }()
-	default:
-		s.writeError(w, r, apiErr(http.StatusServiceUnavailable, httpapi.CodeUnavailable, "too many waiting submissions; retry, or submit without wait"))
+	release, err := s.waits.take("too many waiting submissions; retry, or submit without wait")
+	if err != nil {
+		s.writeError(w, r, err)
 		return
 	}
+	defer release()
 	// The submission gets ResolveTimeout, the wait starts once it is stored; a stopping
 	// api ends the wait early (the caller gets pending and reads the results later).
 	ctx, cancel := context.WithTimeout(r.Context(), s.opts.ResolveTimeout+wait)
@@ -190,13 +189,12 @@ func (s *Service) serveRunResults(w http.ResponseWriter, r *http.Request) {
 		}
 		after = n
 	}
-	select {
-	case s.runStreams <- struct{}{}:
-		defer func() { <-s.runStreams }()
-	default:
-		s.writeError(w, r, apiErr(http.StatusServiceUnavailable, httpapi.CodeUnavailable, "too many result streams"))
+	release, err := s.runStreams.take("too many result streams")
+	if err != nil {
+		s.writeError(w, r, err)
 		return
 	}
+	defer release()
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	defer context.AfterFunc(s.streams, cancel)() // Stop ends streams first
@@ -248,4 +246,25 @@ func (s *Service) serveRunResults(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
+}
+
+// httpBatches is GET /v1/batches: the views of the most recent batches ([Reader.Batches]).
+func (s *Service) httpBatches(w http.ResponseWriter, r *http.Request) {
+	q := BatchQuery{RunID: r.URL.Query().Get("run_id")}
+	if l := r.URL.Query().Get("limit"); l != "" {
+		n, err := strconv.Atoi(l)
+		if err != nil || n < 1 {
+			s.writeError(w, r, apiErr(http.StatusBadRequest, httpapi.CodeInvalidRequest, "limit must be a positive integer"))
+			return
+		}
+		q.Limit = n
+	}
+	bs, err := s.reader.Batches(r.Context(), q)
+	s.reply(w, r, httpapi.BatchList{Batches: bs}, err)
+}
+
+// httpBatch is GET /v1/batches/{batch_id}: one batch's full view ([Reader.Batch]).
+func (s *Service) httpBatch(w http.ResponseWriter, r *http.Request) {
+	b, err := s.reader.Batch(r.Context(), r.PathValue("batch_id"))
+	s.reply(w, r, b, err)
 }

@@ -166,6 +166,26 @@ func batchSel(batchID, rest string) chromedp.CSS {
 	return chromedp.CSS(`details[data-batch="` + batchID + `"] ` + rest)
 }
 
+// clickCallButton loads the console at base, opens the row of batch and clicks the button
+// of it that button selects, running the script prelude first (to answer the dialogs the
+// click opens). The button is clicked from the page itself: the list re-renders on every
+// record change, so a node the driver resolved first may be replaced before its click
+// lands.
+func (b *browser) clickCallButton(t *testing.T, base, batch, button, prelude, what string) {
+	t.Helper()
+	sel := batchSel(batch, button)
+	b.do(t, "load the console and open the batch",
+		chromedp.Navigate(base+"/"),
+		chromedp.WaitVisible(batchSel(batch, "> summary")),
+		chromedp.Click(batchSel(batch, "> summary")),
+		chromedp.WaitVisible(sel),
+	)
+	if !run(t, b, what, chromedp.Evaluate[bool](`(() => { `+prelude+`
+		const b = document.querySelector('`+string(sel)+`'); if (b) b.click(); return !!b })()`)) {
+		t.Fatalf("%s: no button %s", what, sel)
+	}
+}
+
 // TestBrowserConsoleApproveAndDeny loads the console in headless Chromium: the pending
 // ask_me calls are listed with their model-authored arguments rendered as text (the
 // <script> never runs and no element is injected); clicking approve runs the batch to
@@ -256,14 +276,7 @@ func TestBrowserConsoleShowsProgress(t *testing.T) {
 		append(app.AllServices(), app.API))
 	const batchID = "tool-batch:run-progress:1"
 	br.do(t, "load the console", chromedp.Navigate(h.base+"/"), chromedp.WaitVisible(chromedp.CSS(`#status.ok`)))
-	sub := contracts.BatchSubmission{
-		RunID: "run-progress", ThreadID: "thread-progress", Step: 1,
-		Agent: contracts.AgentSnapshot{SnapshotID: "snap-1", Tools: []string{"progress"}},
-		Calls: []contracts.ToolCall{call("c1", "progress", map[string]int{"steps": 600, "ms": 100})},
-	}
-	if _, err := h.client.Submit(ctxFor(t, waitLong), sub); err != nil {
-		t.Fatal(err)
-	}
+	h.submitCalls("run-progress", []string{"progress"}, call("c1", "progress", map[string]int{"steps": 600, "ms": 100}))
 	br.do(t, "watch the progress",
 		chromedp.WaitVisible(batchSel(batchID, "> summary")),
 		chromedp.Click(batchSel(batchID, "> summary")),
@@ -448,18 +461,7 @@ func TestBrowserConsoleCancelCall(t *testing.T) {
 	const runID = "run-browser-cancel-call"
 	h.park(runID, map[string]string{})
 	batch := "tool-batch:" + runID + ":1"
-	button := batchSel(batch, `button.cancel-call[data-operation="`+batch+`:c2"]`)
-	br.do(t, "load the console and open the batch",
-		chromedp.Navigate(h.base+"/"),
-		chromedp.WaitVisible(batchSel(batch, "> summary")),
-		chromedp.Click(batchSel(batch, "> summary")),
-		chromedp.WaitVisible(button),
-	)
-	// Clicked from the page itself: the list re-renders on every record change, so a node
-	// the driver resolved first may be replaced before its click lands.
-	if !run(t, br, "cancel the parked call", chromedp.Evaluate[bool](`(() => { const b = document.querySelector('`+string(button)+`'); if (b) b.click(); return !!b })()`)) {
-		t.Fatal("no cancel button for the parked call")
-	}
+	br.clickCallButton(t, h.base, batch, `button.cancel-call[data-operation="`+batch+`:c2"]`, "", "cancel the parked call")
 	// The answer comes once the call ended; the opened batch's detail then shows its output.
 	natstest.WaitFor(t, waitLong, func() bool {
 		return strings.Contains(textOf(t, br, batchSel(batch, "tr.detail:nth-of-type(4) pre.output")), "cancelled before start")
@@ -485,19 +487,9 @@ func TestBrowserConsoleResolveCall(t *testing.T) {
 	}
 	h.results(runID)
 	batch := "tool-batch:" + runID + ":1"
-	button := batchSel(batch, `button.resolve-call[data-operation="`+batch+`:c2"]`)
-	br.do(t, "load the console and open the batch",
-		chromedp.Navigate(h.base+"/"),
-		chromedp.WaitVisible(batchSel(batch, "> summary")),
-		chromedp.Click(batchSel(batch, "> summary")),
-		chromedp.WaitVisible(button),
-	)
 	// The console asks with confirm and prompt: answered here as the operator would.
-	if !run(t, br, "resolve the sealed call as not run", chromedp.Evaluate[bool](`(() => {
-		window.confirm = () => false; window.prompt = () => "no mail went out";
-		const b = document.querySelector('`+string(button)+`'); if (b) b.click(); return !!b })()`)) {
-		t.Fatal("no resolve button for the indeterminate call")
-	}
+	br.clickCallButton(t, h.base, batch, `button.resolve-call[data-operation="`+batch+`:c2"]`,
+		`window.confirm = () => false; window.prompt = () => "no mail went out";`, "resolve the sealed call as not run")
 	natstest.WaitFor(t, waitLong, func() bool {
 		return strings.Contains(textOf(t, br, batchSel(batch, ".resolution-mark")), "corrected as not_run")
 	}, "the console to show the correction")

@@ -1,7 +1,6 @@
 package api
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -36,51 +35,33 @@ func (s *Service) CancelCall(ctx context.Context, op, reason, actor string) (cli
 	case errors.As(err, &terminal):
 		return client.CallCancelResult{}, &httpapi.Error{Code: httpapi.CodeCallTerminal, Status: http.StatusConflict, Err: err,
 			Message: fmt.Sprintf("call %s is already terminal (%s); nothing changed", op, terminal.Result.Status)}
-	case !errors.Is(err, client.ErrCallCancelPending):
-		return client.CallCancelResult{}, internalErr(err)
-	case ctx.Err() != nil:
-		return client.CallCancelResult{}, &httpapi.Error{Code: httpapi.CodeUnavailable, Status: http.StatusServiceUnavailable, Err: err,
-			Message: "the request ended before the call was seen ending; the cancel is stored and will still be applied"}
+	case errors.Is(err, client.ErrCallCancelPending):
+		return client.CallCancelResult{}, unseenErr(ctx, err,
+			"the request ended before the call was seen ending; the cancel is stored and will still be applied",
+			httpapi.CodeCallCancelTimeout, fmt.Sprintf("the cancel of call %s is stored and will be applied, but the call (%s) was not seen ending within %s: "+
+				"a call not yet reached by its batch ends when the batch gets to it; sending it again is harmless", op, res.Phase, s.opts.ResolveTimeout))
 	}
-	return client.CallCancelResult{}, &httpapi.Error{Code: httpapi.CodeCallCancelTimeout, Status: http.StatusGatewayTimeout, Err: err,
-		Message: fmt.Sprintf("the cancel of call %s is stored and will be applied, but the call (%s) was not seen ending within %s: "+
-			"a call not yet reached by its batch ends when the batch gets to it; sending it again is harmless", op, res.Phase, s.opts.ResolveTimeout)}
+	return client.CallCancelResult{}, internalErr(err)
 }
 
 func (s *Service) httpCancelCall(w http.ResponseWriter, r *http.Request) {
 	var req httpapi.CallCancelRequest
-	if err := readBody(r, &req); err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	op, err := pathValue(r, "operation_id", req.OperationID)
-	if err != nil {
+	if err := readTargeted(r, "operation_id", &req, &req.OperationID); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
 	actor := actorOf(r.Context())
-	res, err := s.CancelCall(r.Context(), op, req.Reason, actor)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
+	res, err := s.CancelCall(r.Context(), req.OperationID, req.Reason, actor)
+	if err == nil {
+		s.log.Info().Str("operation_id", req.OperationID).Str("status", res.Status).Str("actor", actor).Str("remote", r.RemoteAddr).Msg("call cancelled over http")
 	}
-	s.log.Info().Str("operation_id", op).Str("status", res.Status).Str("actor", actor).Str("remote", r.RemoteAddr).Msg("call cancelled over http")
-	writeJSON(w, http.StatusOK, res)
+	s.reply(w, r, res, err)
 }
 
 func (s *Service) microCallsCancel(ctx context.Context, req micro.Request) (any, error) {
-	data := bytes.TrimSpace(req.Data())
 	var cr httpapi.CallCancelRequest
-	if len(data) > 0 && data[0] == '{' {
-		if err := strictJSON(data, &cr); err != nil {
-			return nil, err
-		}
-	} else {
-		id, err := bareOrField(data, "operation_id")
-		if err != nil {
-			return nil, err
-		}
-		cr.OperationID = id
+	if err := readObjectOrID(req.Data(), "operation_id", &cr, &cr.OperationID); err != nil {
+		return nil, err
 	}
 	return s.CancelCall(ctx, cr.OperationID, cr.Reason, MicroActor)
 }
@@ -91,7 +72,7 @@ func (s *Service) microCallsCancel(ctx context.Context, req micro.Request) (any,
 func (s *Service) knownCall(ctx context.Context, op string) error {
 	runID, step, callID, err := contracts.ParseOperationID(op)
 	if err != nil {
-		return &httpapi.Error{Code: string(contracts.RejectInvalidID), Message: err.Error(), Status: http.StatusBadRequest, Err: err}
+		return invalidIDErr(err)
 	}
 	b, err := s.reader.batchRecord(ctx, contracts.BatchID(runID, step))
 	if err != nil {

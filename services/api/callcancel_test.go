@@ -23,12 +23,7 @@ func TestCancelCallBeforeStart(t *testing.T) {
 	const run = "run-call-cancel-start"
 	tk := h.park(run, map[string]string{})
 	op := contracts.OperationID(run, 1, "c2")
-	r := h.post("/v1/calls/"+op+"/cancel", `{"reason":"not needed"}`)
-	if r.status != http.StatusOK {
-		t.Fatalf("cancel: %d %s", r.status, r.body)
-	}
-	var res client.CallCancelResult
-	r.json(t, &res)
+	res := h.cancelCall(op, `{"reason":"not needed"}`)
 	if res.OperationID != op || res.Status != contracts.CancelBeforeStart || res.Outcome != contracts.OutcomeCompleted ||
 		res.Reason != "not needed" || res.Actor == "" {
 		t.Fatalf("cancel reply = %+v", res)
@@ -44,7 +39,7 @@ func TestCancelCallBeforeStart(t *testing.T) {
 	if n := h.ledger(run, "c2"); n != 0 {
 		t.Fatalf("cancelled ask_me ran %d times", n)
 	}
-	r = h.post("/v1/tickets/"+tk.CorrelationID+"/approve", "")
+	r := h.post("/v1/tickets/"+tk.CorrelationID+"/approve", "")
 	if r.status != http.StatusConflict && r.status != http.StatusNotFound {
 		t.Fatalf("approve after the call cancel: %d %s, want it refused", r.status, r.body)
 	}
@@ -69,25 +64,12 @@ func TestCancelCallBeforeStart(t *testing.T) {
 func TestCancelCallInFlight(t *testing.T) {
 	h := slowHarness(t, api.Options{})
 	const run = "run-call-cancel-flight"
-	sub := contracts.BatchSubmission{
-		RunID: run, ThreadID: "thread-" + run, Step: 1,
-		Agent: contracts.AgentSnapshot{SnapshotID: "snap-1", Tools: []string{"slow", "echo"}},
-		Calls: []contracts.ToolCall{
-			call("c1", "slow", map[string]int{"ms": 60000}),
-			call("c2", "echo", map[string]string{"text": "after"}),
-		},
-	}
-	if _, err := h.client.Submit(ctxFor(t, waitLong), sub); err != nil {
-		t.Fatalf("submit: %v", err)
-	}
+	h.submitCalls(run, []string{"slow", "echo"},
+		call("c1", "slow", map[string]int{"ms": 60000}),
+		call("c2", "echo", map[string]string{"text": "after"}))
 	natstest.WaitFor(t, waitLong, func() bool { return h.ledger(run, "c1") == 1 }, "the slow body to start")
 	op := contracts.OperationID(run, 1, "c1")
-	r := h.post("/v1/calls/"+op+"/cancel", `{"reason":"too slow"}`)
-	if r.status != http.StatusOK {
-		t.Fatalf("cancel: %d %s", r.status, r.body)
-	}
-	var res client.CallCancelResult
-	r.json(t, &res)
+	res := h.cancelCall(op, `{"reason":"too slow"}`)
 	if res.Status != contracts.CancelInFlight || res.Outcome != contracts.OutcomeIndeterminate || res.Reason != "too slow" {
 		t.Fatalf("cancel reply = %+v", res)
 	}
@@ -110,17 +92,16 @@ func slowHarness(t *testing.T, opts api.Options) *harness {
 	return newHarnessConfig(t, cfg, opts, append(app.AllServices(), app.API))
 }
 
-// submitCalls submits step 1 of run with calls.
-func (h *harness) submitCalls(run string, tools []string, calls ...contracts.ToolCall) {
+// cancelCall cancels the call op over HTTP with body and returns its 200 answer.
+func (h *harness) cancelCall(op, body string) client.CallCancelResult {
 	h.t.Helper()
-	sub := contracts.BatchSubmission{
-		RunID: run, ThreadID: "thread-" + run, Step: 1,
-		Agent: contracts.AgentSnapshot{SnapshotID: "snap-1", Tools: tools},
-		Calls: calls,
+	r := h.post("/v1/calls/"+op+"/cancel", body)
+	if r.status != http.StatusOK {
+		h.t.Fatalf("cancel: %d %s", r.status, r.body)
 	}
-	if _, err := h.client.Submit(ctxFor(h.t, waitLong), sub); err != nil {
-		h.t.Fatalf("submit: %v", err)
-	}
+	var res client.CallCancelResult
+	r.json(h.t, &res)
+	return res
 }
 
 // TestCancelCallAcknowledged: a body that returns an outcome when its call is cancelled
@@ -132,12 +113,7 @@ func TestCancelCallAcknowledged(t *testing.T) {
 		call("c1", "slow", map[string]any{"ms": 60000, "ack_cancel": true}),
 		call("c2", "echo", map[string]string{"text": "after"}))
 	natstest.WaitFor(t, waitLong, func() bool { return h.ledger(run, "c1") == 1 }, "the slow body to start")
-	r := h.post("/v1/calls/"+contracts.OperationID(run, 1, "c1")+"/cancel", `{}`)
-	if r.status != http.StatusOK {
-		t.Fatalf("cancel: %d %s", r.status, r.body)
-	}
-	var res client.CallCancelResult
-	r.json(t, &res)
+	res := h.cancelCall(contracts.OperationID(run, 1, "c1"), `{}`)
 	if res.Status != contracts.CancelAcknowledged || res.Outcome != contracts.OutcomeCompleted {
 		t.Fatalf("cancel reply = %+v, want %s", res, contracts.CancelAcknowledged)
 	}
@@ -158,12 +134,7 @@ func TestCancelCallNotReached(t *testing.T) {
 		call("c2", "echo", map[string]string{"text": "never"}),
 		call("c3", "counter", map[string]string{"name": run}))
 	natstest.WaitFor(t, waitLong, func() bool { return h.ledger(run, "c1") == 1 }, "the slow body to start")
-	r := h.post("/v1/calls/"+contracts.OperationID(run, 1, "c2")+"/cancel", `{"reason":"skip it"}`)
-	if r.status != http.StatusOK {
-		t.Fatalf("cancel: %d %s", r.status, r.body)
-	}
-	var res client.CallCancelResult
-	r.json(t, &res)
+	res := h.cancelCall(contracts.OperationID(run, 1, "c2"), `{"reason":"skip it"}`)
 	if res.Status != contracts.CancelBeforeStart {
 		t.Fatalf("cancel reply = %+v, want %s", res, contracts.CancelBeforeStart)
 	}

@@ -23,7 +23,7 @@ import (
 func (s *Service) ResolveCall(ctx context.Context, req httpapi.CallResolveRequest, actor string, role httpapi.Role) (client.CallResolveResult, error) {
 	op := req.OperationID
 	if _, _, _, err := contracts.ParseOperationID(op); err != nil {
-		return client.CallResolveResult{}, &httpapi.Error{Code: string(contracts.RejectInvalidID), Message: err.Error(), Status: http.StatusBadRequest, Err: err}
+		return client.CallResolveResult{}, invalidIDErr(err)
 	}
 	cmd := contracts.CallResolve{OperationID: op, Outcome: req.Outcome, Output: req.Output, Note: req.Note}
 	if err := cmd.Validate(); err != nil {
@@ -46,37 +46,27 @@ func (s *Service) ResolveCall(ctx context.Context, req httpapi.CallResolveReques
 	case errors.As(err, &resolved):
 		return client.CallResolveResult{}, &httpapi.Error{Code: httpapi.CodeCallAlreadyResolved, Status: http.StatusConflict, Err: err,
 			Message: fmt.Sprintf("call %s was resolved already (%s, by %q); nothing changed", op, resolved.Result.Status, resolved.Result.Actor)}
-	case !errors.Is(err, client.ErrCallResolvePending):
-		return client.CallResolveResult{}, internalErr(err)
-	case ctx.Err() != nil:
-		return client.CallResolveResult{}, &httpapi.Error{Code: httpapi.CodeUnavailable, Status: http.StatusServiceUnavailable, Err: err,
-			Message: "the request ended before the resolution was seen recorded; it is stored and will still be applied"}
+	case errors.Is(err, client.ErrCallResolvePending):
+		return client.CallResolveResult{}, unseenErr(ctx, err,
+			"the request ended before the resolution was seen recorded; it is stored and will still be applied",
+			httpapi.CodeCallResolveTimeout, fmt.Sprintf("the resolution of call %s is stored and will be applied, but was not seen recorded within %s", op, s.opts.ResolveTimeout))
 	}
-	return client.CallResolveResult{}, &httpapi.Error{Code: httpapi.CodeCallResolveTimeout, Status: http.StatusGatewayTimeout, Err: err,
-		Message: fmt.Sprintf("the resolution of call %s is stored and will be applied, but was not seen recorded within %s", op, s.opts.ResolveTimeout)}
+	return client.CallResolveResult{}, internalErr(err)
 }
 
 func (s *Service) httpResolveCall(w http.ResponseWriter, r *http.Request) {
 	var req httpapi.CallResolveRequest
-	if err := readBody(r, &req); err != nil {
+	if err := readTargeted(r, "operation_id", &req, &req.OperationID); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	op, err := pathValue(r, "operation_id", req.OperationID)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	req.OperationID = op
 	actor := actorOf(r.Context())
 	res, err := s.ResolveCall(r.Context(), req, actor, httpapi.RoleOperator)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
+	if err == nil {
+		s.log.Info().Str("operation_id", req.OperationID).Str("status", res.Status).Str("outcome", string(res.Outcome)).
+			Str("actor", actor).Str("remote", r.RemoteAddr).Msg("call resolved over http")
 	}
-	s.log.Info().Str("operation_id", op).Str("status", res.Status).Str("outcome", string(res.Outcome)).
-		Str("actor", actor).Str("remote", r.RemoteAddr).Msg("call resolved over http")
-	writeJSON(w, http.StatusOK, res)
+	s.reply(w, r, res, err)
 }
 
 func (s *Service) microCallsResolve(ctx context.Context, req micro.Request) (any, error) {

@@ -19,9 +19,7 @@ func (h *harness) stopInFlight(run string, tools []string, after ...contracts.To
 	h.submitCalls(run, tools, append([]contracts.ToolCall{call("c1", "slow", map[string]int{"ms": 60000})}, after...)...)
 	natstest.WaitFor(h.t, waitLong, func() bool { return h.ledger(run, "c1") == 1 }, "the slow body to start")
 	op := contracts.OperationID(run, 1, "c1")
-	if r := h.post("/v1/calls/"+op+"/cancel", `{"reason":"stuck"}`); r.status != http.StatusOK {
-		h.t.Fatalf("cancel: %d %s", r.status, r.body)
-	}
+	h.cancelCall(op, `{"reason":"stuck"}`)
 	return op
 }
 

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"regexp"
 	"strconv"
@@ -228,23 +229,30 @@ func (h *harness) openStream(t *testing.T) *eventStream {
 	return es
 }
 
+// receive returns the next event, ok false once the stream ended; the test fails with
+// failure when none comes before deadline.
+func (es *eventStream) receive(t *testing.T, deadline <-chan time.Time, failure string) (ev [2]string, ok bool) {
+	t.Helper()
+	select {
+	case ev, ok = <-es.ch:
+	case <-deadline:
+		t.Fatal(failure)
+	}
+	return ev, ok
+}
+
 // next returns the data of the first event called name matching match (nil matches all),
 // skipping others.
 func (es *eventStream) next(t *testing.T, name string, match func(string) bool) string {
 	t.Helper()
-	timeout := time.NewTimer(waitLong)
-	defer timeout.Stop()
+	deadline := time.After(waitLong)
 	for {
-		select {
-		case ev, ok := <-es.ch:
-			if !ok {
-				t.Fatalf("stream ended while waiting for %s", name)
-			}
-			if ev[0] == name && (match == nil || match(ev[1])) {
-				return ev[1]
-			}
-		case <-timeout.C:
-			t.Fatalf("no %s event within %s", name, waitLong)
+		ev, ok := es.receive(t, deadline, fmt.Sprintf("no %s event within %s", name, waitLong))
+		if !ok {
+			t.Fatalf("stream ended while waiting for %s", name)
+		}
+		if ev[0] == name && (match == nil || match(ev[1])) {
+			return ev[1]
 		}
 	}
 }
@@ -252,16 +260,10 @@ func (es *eventStream) next(t *testing.T, name string, match func(string) bool) 
 // closed waits for the server to end the stream.
 func (es *eventStream) closed(t *testing.T) {
 	t.Helper()
-	timeout := time.NewTimer(waitLong)
-	defer timeout.Stop()
+	deadline := time.After(waitLong)
 	for {
-		select {
-		case _, ok := <-es.ch:
-			if !ok {
-				return
-			}
-		case <-timeout.C:
-			t.Fatal("the stream did not end")
+		if _, ok := es.receive(t, deadline, "the stream did not end"); !ok {
+			return
 		}
 	}
 }

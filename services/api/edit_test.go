@@ -23,20 +23,7 @@ import (
 // text, and waits for its ticket.
 func (h *harness) parkEcho(run, text string) contracts.ResumeTicket {
 	h.t.Helper()
-	ctx := ctxFor(h.t, waitLong)
-	sub := contracts.BatchSubmission{
-		RunID: run, ThreadID: "thread-" + run, Step: 1,
-		Agent: contracts.AgentSnapshot{SnapshotID: "snap-1", Tools: []string{"ask_echo"}},
-		Calls: []contracts.ToolCall{call("c1", "ask_echo", map[string]string{"text": text})},
-	}
-	if _, err := h.client.Submit(ctx, sub); err != nil {
-		h.t.Fatalf("submit: %v", err)
-	}
-	tk, err := h.client.WaitTicket(ctx, run, 1, "c1")
-	if err != nil {
-		h.t.Fatalf("wait for the ticket: %v", err)
-	}
-	return tk
+	return h.parkCall(run, "ask_echo", map[string]string{"text": text})
 }
 
 // waitEchoSchema waits until the catalog shows the schema brain-exec derived for echo's
@@ -67,14 +54,7 @@ func bearer(token string) map[string]string {
 // and the token's name; an edit matching a deny rule denies the call; the single
 // --api-token decides as "api-token"; the body cannot name another actor.
 func TestApproveWithEditsOverHTTP(t *testing.T) {
-	file := filepath.Join(t.TempDir(), "tokens")
-	if err := os.WriteFile(file, []byte("# operators\nalice tok-alice-0123456789\n\nbob  tok-bob-0123456789\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	tokens, _, err := api.LoadTokens(file)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tokens, _ := loadTokens(t, "# operators\nalice tok-alice-0123456789\n\nbob  tok-bob-0123456789\n")
 	h := newHarness(t, api.Options{Token: "tok-single", Tokens: tokens})
 	h.waitEchoSchema()
 
@@ -231,10 +211,7 @@ func TestLoadTokensRefusesAmbiguity(t *testing.T) {
 		"reserved nats":      "nats-admin a1-0123456789abcdef\n",
 		"reserved claimed":   "claimed a1-0123456789abcdef\n",
 	} {
-		file := filepath.Join(t.TempDir(), "tokens")
-		if err := os.WriteFile(file, []byte(body), 0o600); err != nil {
-			t.Fatal(err)
-		}
+		file := writeTokens(t, body)
 		_, _, err := api.LoadTokens(file)
 		if err == nil {
 			t.Errorf("%s: %q loaded", name, body)
@@ -245,10 +222,7 @@ func TestLoadTokensRefusesAmbiguity(t *testing.T) {
 		}
 	}
 	// Readable by others: refused, with the mode in the error; 0600 loads.
-	file := filepath.Join(t.TempDir(), "tokens")
-	if err := os.WriteFile(file, []byte("alice a1-0123456789abcdef\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	file := writeTokens(t, "alice a1-0123456789abcdef\n")
 	if err := os.Chmod(file, 0o644); err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -19,6 +20,22 @@ func apiErr(status int, code, format string, args ...any) *httpapi.Error {
 // is kept for the log.
 func internalErr(err error) *httpapi.Error {
 	return &httpapi.Error{Code: httpapi.CodeInternal, Message: "internal error; see the api log", Status: http.StatusInternalServerError, Err: err}
+}
+
+// invalidIDErr refuses an id that does not parse (400 invalid_id, the batcher's code).
+func invalidIDErr(err error) *httpapi.Error {
+	return &httpapi.Error{Code: string(contracts.RejectInvalidID), Message: err.Error(), Status: http.StatusBadRequest, Err: err}
+}
+
+// unseenErr answers a command that is stored, and so still applies, but whose effect the
+// api did not see within its wait (err, the client's pending error): 503 unavailable with
+// requestEnded when the caller's own request (ctx) ended first, else 504 with code and
+// timedOut.
+func unseenErr(ctx context.Context, err error, requestEnded, code, timedOut string) *httpapi.Error {
+	if ctx.Err() != nil {
+		return &httpapi.Error{Code: httpapi.CodeUnavailable, Status: http.StatusServiceUnavailable, Err: err, Message: requestEnded}
+	}
+	return &httpapi.Error{Code: code, Status: http.StatusGatewayTimeout, Err: err, Message: timedOut}
 }
 
 // StatusForResumeCode maps a gate refusal code to an HTTP status: 409 Conflict when the

@@ -11,7 +11,6 @@ import (
 	"net"
 	"net/http"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -248,7 +247,7 @@ func (s *Service) authenticate(next http.Handler) http.Handler {
 			s.writeError(w, r, apiErr(http.StatusUnauthorized, httpapi.CodeUnauthorized, "a valid bearer token is required"))
 			return
 		}
-		next.ServeHTTP(w, r.WithContext(withRoles(withActor(r.Context(), name), s.tokenRoles(name))))
+		next.ServeHTTP(w, r.WithContext(withCaller(r.Context(), name, s.tokenRoles(name))))
 	})
 }
 
@@ -314,6 +313,30 @@ func readBody(r *http.Request, v any) error {
 	return strictJSON(data, v)
 }
 
+// readTargeted decodes the JSON body of a command whose target the path wildcard names
+// into req (as readBody does) and sets *target, req's own field for it, to the path's
+// value: a body that names the target too must name the same.
+func readTargeted(r *http.Request, wildcard string, req any, target *string) error {
+	if err := readBody(r, req); err != nil {
+		return err
+	}
+	v := r.PathValue(wildcard)
+	if *target != "" && *target != v {
+		return apiErr(http.StatusBadRequest, httpapi.CodeInvalidRequest, "%s in the body differs from the path", wildcard)
+	}
+	*target = v
+	return nil
+}
+
+// reply answers r with v as JSON (200 OK), or with err when there is one.
+func (s *Service) reply(w http.ResponseWriter, r *http.Request, v any, err error) {
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, v)
+}
+
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	h := w.Header()
 	h.Set("Content-Type", "application/json; charset=utf-8")
@@ -335,114 +358,4 @@ func (s *Service) writeError(w http.ResponseWriter, r *http.Request, err error) 
 	}
 	ev.Str("method", r.Method).Str("path", r.URL.Path).Int("status", e.Status).Str("code", e.Code).Msg("api request refused")
 	writeJSON(w, e.Status, e)
-}
-
-func (s *Service) httpTickets(w http.ResponseWriter, r *http.Request) {
-	ts, err := s.Tickets(r.Context())
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, httpapi.TicketList{Tickets: ts})
-}
-
-func (s *Service) httpTicket(w http.ResponseWriter, r *http.Request) {
-	t, err := s.Ticket(r.Context(), r.PathValue("correlation_id"))
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, t)
-}
-
-func (s *Service) httpApprove(w http.ResponseWriter, r *http.Request) {
-	var req httpapi.ApproveRequest
-	if err := readBody(r, &req); err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	s.decide(w, r, Decision{Allow: true, Text: req.Note, Arguments: req.Arguments, ArgumentsDigest: req.ArgumentsDigest})
-}
-
-func (s *Service) httpDeny(w http.ResponseWriter, r *http.Request) {
-	var req httpapi.DenyRequest
-	if err := readBody(r, &req); err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	s.decide(w, r, Decision{Text: req.Reason})
-}
-
-func (s *Service) decide(w http.ResponseWriter, r *http.Request, d Decision) {
-	corr := r.PathValue("correlation_id")
-	d.Actor = actorOf(r.Context())
-	res, err := s.Decide(r.Context(), corr, d)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	s.log.Info().Str("correlation_id", corr).Str("code", res.Code).Str("actor", d.Actor).Str("remote", r.RemoteAddr).Msg("ticket resolved over http")
-	status := http.StatusOK
-	if res.Code == contracts.ResolvedApprovalRecorded {
-		// Counted, not decided: the ticket needs more approvals and stays open.
-		status = http.StatusAccepted
-	}
-	writeJSON(w, status, res)
-}
-
-func (s *Service) httpCancel(w http.ResponseWriter, r *http.Request) {
-	var req httpapi.CancelRequest
-	if err := readBody(r, &req); err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	runID, err := pathValue(r, "run_id", req.RunID)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	res, err := s.CancelRun(r.Context(), runID, req.Reason)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	s.log.Info().Str("run_id", runID).Str("reason", res.Reason).Str("remote", r.RemoteAddr).Msg("run cancelled over http")
-	writeJSON(w, http.StatusOK, res)
-}
-
-func (s *Service) httpBatches(w http.ResponseWriter, r *http.Request) {
-	q := BatchQuery{RunID: r.URL.Query().Get("run_id")}
-	if l := r.URL.Query().Get("limit"); l != "" {
-		n, err := strconv.Atoi(l)
-		if err != nil || n < 1 {
-			s.writeError(w, r, apiErr(http.StatusBadRequest, httpapi.CodeInvalidRequest, "limit must be a positive integer"))
-			return
-		}
-		q.Limit = n
-	}
-	bs, err := s.reader.Batches(r.Context(), q)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, httpapi.BatchList{Batches: bs})
-}
-
-func (s *Service) httpBatch(w http.ResponseWriter, r *http.Request) {
-	b, err := s.reader.Batch(r.Context(), r.PathValue("batch_id"))
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, b)
-}
-
-// pathValue returns the path wildcard name of r; a body that names it too (inBody not
-// empty) must name the same.
-func pathValue(r *http.Request, name, inBody string) (string, error) {
-	v := r.PathValue(name)
-	if inBody != "" && inBody != v {
-		return "", apiErr(http.StatusBadRequest, httpapi.CodeInvalidRequest, "%s in the body differs from the path", name)
-	}
-	return v, nil
 }

@@ -22,11 +22,7 @@ const maxLimitUses = 1000
 // before limits) reports no use.
 func (s *Service) httpLimits(w http.ResponseWriter, r *http.Request) {
 	rep, err := s.Limits(r.Context(), r.URL.Query().Get("limit"))
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, rep)
+	s.reply(w, r, rep, err)
 }
 
 // Limits reads the host limits' current use; only, when not empty, names one limit.

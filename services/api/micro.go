@@ -15,7 +15,6 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 
-	"github.com/awaken-dev/awaken/pkg/contracts"
 	"github.com/awaken-dev/awaken/pkg/httpapi"
 )
 
@@ -78,14 +77,13 @@ func (s *Service) microHandler(handle func(context.Context, micro.Request) (any,
 				Msg("micro request refused: its reply subject is not an inbox")
 			return
 		}
-		select {
-		case s.sem <- struct{}{}:
-		default:
-			s.microError(req, apiErr(http.StatusServiceUnavailable, httpapi.CodeUnavailable, "too many requests in flight"))
+		release, err := s.sem.take("too many requests in flight")
+		if err != nil {
+			s.microError(req, asError(err))
 			return
 		}
 		if !s.begin() {
-			<-s.sem
+			release()
 			s.microError(req, apiErr(http.StatusServiceUnavailable, httpapi.CodeUnavailable, "the api is stopping"))
 			return
 		}
@@ -94,7 +92,7 @@ func (s *Service) microHandler(handle func(context.Context, micro.Request) (any,
 		detached := detachedRequest{Request: req, conn: s.env.Conn}
 		go func(req micro.Request) {
 			defer s.inflight.Done()
-			defer func() { <-s.sem }()
+			defer release()
 			if len(req.Data()) > maxMicroBody {
 				s.microError(req, apiErr(http.StatusRequestEntityTooLarge, httpapi.CodeInvalidRequest, "request body is larger than %d bytes", maxMicroBody))
 				return
@@ -200,14 +198,6 @@ func (s *Service) microError(req micro.Request, e *httpapi.Error) {
 	}
 }
 
-func (s *Service) microTicketsList(ctx context.Context, _ micro.Request) (any, error) {
-	ts, err := s.Tickets(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return httpapi.TicketList{Tickets: ts}, nil
-}
-
 // bareOrField reads a request body that is either a bare token (optionally a JSON string)
 // or a JSON object whose field holds it.
 func bareOrField(data []byte, field string) (string, error) {
@@ -235,58 +225,19 @@ func bareOrField(data []byte, field string) (string, error) {
 	return string(data), nil
 }
 
-func (s *Service) microTicketsGet(ctx context.Context, req micro.Request) (any, error) {
-	corr, err := bareOrField(req.Data(), "correlation_id")
-	if err != nil {
-		return nil, err
-	}
-	return s.Ticket(ctx, corr)
-}
-
-func (s *Service) microTicketsResolve(ctx context.Context, req micro.Request) (any, error) {
-	data := req.Data()
-	var probe map[string]json.RawMessage
-	if err := json.Unmarshal(data, &probe); err != nil {
-		return nil, apiErr(http.StatusBadRequest, httpapi.CodeInvalidRequest, "request body must be a JSON object: %v", err)
-	}
-	actor := s.microUserActor(req.Subject())
-	if _, full := probe["result"]; full {
-		return s.Resolve(ctx, data, actor)
-	}
-	var d httpapi.ShortDecision
-	if err := strictJSON(data, &d); err != nil {
-		return nil, err
-	}
-	switch d.Decision {
-	case contracts.DecisionAllow:
-		if d.Reason != "" {
-			return nil, apiErr(http.StatusBadRequest, string(contracts.ResumeInvalid), "an allow decision carries a note, not a reason")
-		}
-		return s.Decide(ctx, d.CorrelationID, Decision{Allow: true, Text: d.Note, Arguments: d.Arguments, ArgumentsDigest: d.ArgumentsDigest, Actor: actor})
-	case contracts.DecisionDeny:
-		if d.Note != "" {
-			return nil, apiErr(http.StatusBadRequest, string(contracts.ResumeInvalid), "a deny decision carries a reason, not a note")
-		}
-		return s.Decide(ctx, d.CorrelationID, Decision{Text: d.Reason, Arguments: d.Arguments, Actor: actor})
-	}
-	return nil, apiErr(http.StatusBadRequest, string(contracts.ResumeInvalid), "decision %q is neither allow nor deny", d.Decision)
-}
-
-func (s *Service) microRunsCancel(ctx context.Context, req micro.Request) (any, error) {
-	data := bytes.TrimSpace(req.Data())
-	var cr httpapi.CancelRequest
+// readObjectOrID reads a request body that is either a JSON object, decoded strictly
+// into req, or the bare id alone (as bareOrField reads it), set in *id, req's field for it.
+func readObjectOrID(data []byte, field string, req any, id *string) error {
+	data = bytes.TrimSpace(data)
 	if len(data) > 0 && data[0] == '{' {
-		if err := strictJSON(data, &cr); err != nil {
-			return nil, err
-		}
-	} else {
-		id, err := bareOrField(data, "run_id")
-		if err != nil {
-			return nil, err
-		}
-		cr.RunID = id
+		return strictJSON(data, req)
 	}
-	return s.CancelRun(ctx, cr.RunID, cr.Reason)
+	v, err := bareOrField(data, field)
+	if err != nil {
+		return err
+	}
+	*id = v
+	return nil
 }
 
 // strictJSON decodes one JSON object into v, refusing unknown fields and trailing data.

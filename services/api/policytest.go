@@ -372,12 +372,11 @@ func tally(rep *httpapi.PolicyTestReport, host *contracts.Policy, n int) {
 // PolicyTest runs a backtest of req over this deployment (POST /v1/policy/test). One runs
 // at a time (each reads the audit history); another is refused unavailable meanwhile.
 func (s *Service) PolicyTest(ctx context.Context, req httpapi.PolicyTestRequest) (httpapi.PolicyTestReport, error) {
-	select {
-	case s.policyTests <- struct{}{}:
-		defer func() { <-s.policyTests }()
-	default:
-		return httpapi.PolicyTestReport{}, apiErr(http.StatusServiceUnavailable, httpapi.CodeUnavailable, "a policy test is already running; try again when it ends")
+	release, err := s.policyTests.take("a policy test is already running; try again when it ends")
+	if err != nil {
+		return httpapi.PolicyTestReport{}, err
 	}
+	defer release()
 	cand, err := ParsePolicyTestConfig(req.Config)
 	if err != nil {
 		return httpapi.PolicyTestReport{}, err
@@ -402,9 +401,5 @@ func (s *Service) httpPolicyTest(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rep, err := s.PolicyTest(r.Context(), req)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, rep)
+	s.reply(w, r, rep, err)
 }

@@ -17,14 +17,7 @@ func TestStreamCarriesProgress(t *testing.T) {
 		append(app.AllServices(), app.API))
 	events := h.openStream(t)
 	events.next(t, "hello", nil)
-	sub := contracts.BatchSubmission{
-		RunID: "run-sse-progress", ThreadID: "thread-sse-progress", Step: 1,
-		Agent: contracts.AgentSnapshot{SnapshotID: "snap-1", Tools: []string{"progress"}},
-		Calls: []contracts.ToolCall{call("c1", "progress", map[string]int{"steps": 5, "ms": 50})},
-	}
-	if _, err := h.client.Submit(ctxFor(t, waitLong), sub); err != nil {
-		t.Fatal(err)
-	}
+	h.submitCalls("run-sse-progress", []string{"progress"}, call("c1", "progress", map[string]int{"steps": 5, "ms": 50}))
 	data := events.next(t, api.EventProgress, func(d string) bool { return strings.Contains(d, `"progress":5`) })
 	var p contracts.ToolProgress
 	if err := json.Unmarshal([]byte(data), &p); err != nil {

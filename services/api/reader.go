@@ -38,31 +38,17 @@ func NewReader(runs *state.Store[contracts.RunRecord], batches *state.Store[cont
 // OpenReader binds a reader to the buckets of names on js, for tools (the CLI) that have a
 // NATS connection but no service environment. The buckets must exist.
 func OpenReader(ctx context.Context, js jetstream.JetStream, names contracts.Names) (*Reader, error) {
-	open := func(bucket string) (jetstream.KeyValue, error) {
+	buckets := []string{names.RunsBucket(), names.BatchesBucket(), names.CallsBucket(), names.TicketsBucket()}
+	kvs := make([]jetstream.KeyValue, len(buckets))
+	for i, bucket := range buckets {
 		kv, err := js.KeyValue(ctx, bucket)
 		if err != nil {
 			return nil, fmt.Errorf("api: bucket %s: %w", bucket, err)
 		}
-		return kv, nil
+		kvs[i] = kv
 	}
-	runs, err := open(names.RunsBucket())
-	if err != nil {
-		return nil, err
-	}
-	b, err := open(names.BatchesBucket())
-	if err != nil {
-		return nil, err
-	}
-	c, err := open(names.CallsBucket())
-	if err != nil {
-		return nil, err
-	}
-	t, err := open(names.TicketsBucket())
-	if err != nil {
-		return nil, err
-	}
-	return NewReader(state.NewStore[contracts.RunRecord](runs), state.NewStore[contracts.BatchRecord](b), state.NewStore[contracts.CallRecord](c),
-		state.NewStore[contracts.ResumeTicket](t)), nil
+	return NewReader(state.NewStore[contracts.RunRecord](kvs[0]), state.NewStore[contracts.BatchRecord](kvs[1]), state.NewStore[contracts.CallRecord](kvs[2]),
+		state.NewStore[contracts.ResumeTicket](kvs[3])), nil
 }
 
 // ErrBatchNotFound is wrapped when a batch id names no batch record.

@@ -82,18 +82,9 @@ func ParseRoles(list string) (RoleSet, error) {
 	return s, nil
 }
 
-type rolesKey struct{}
-
-// withRoles returns ctx carrying the roles of the request's token.
-func withRoles(ctx context.Context, roles RoleSet) context.Context {
-	return context.WithValue(ctx, rolesKey{}, roles)
-}
-
-// rolesOf is the roles ctx carries: none when no authentication put any there.
-func rolesOf(ctx context.Context) RoleSet {
-	r, _ := ctx.Value(rolesKey{}).(RoleSet)
-	return r
-}
+// rolesOf is the roles of the caller ctx carries: none when no authentication put one
+// there.
+func rolesOf(ctx context.Context) RoleSet { return callerOf(ctx).roles }
 
 // tokenRoles is the role set of the token named name: the one its --api-tokens line
 // gives, else every role (a line without roles, the single token, anonymous).
@@ -132,5 +123,6 @@ func (s *Service) requireRole(r *http.Request, roles ...httpapi.Role) error {
 }
 
 func (s *Service) httpSession(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, httpapi.Session{Actor: actorOf(r.Context()), Roles: rolesOf(r.Context()).List()})
+	c := callerOf(r.Context())
+	writeJSON(w, http.StatusOK, httpapi.Session{Actor: c.actor, Roles: c.roles.List()})
 }

@@ -33,17 +33,32 @@ submitter tok-submitter-0123456789 submitter
 legacy    tok-legacy-0123456789
 `
 
-// loadRoleTokens writes roleTokens to a file and loads it as --api-tokens does.
-func loadRoleTokens(t *testing.T) api.Options {
+// writeTokens writes body as a tokens file only its owner may read (mode 0600) in a
+// temporary directory of t and returns its path.
+func writeTokens(t *testing.T, body string) string {
 	t.Helper()
 	file := filepath.Join(t.TempDir(), "tokens")
-	if err := os.WriteFile(file, []byte(roleTokens), 0o600); err != nil {
+	if err := os.WriteFile(file, []byte(body), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	tokens, roles, err := api.LoadTokens(file)
+	return file
+}
+
+// loadTokens writes body to a tokens file and loads it as --api-tokens does; the file
+// must load.
+func loadTokens(t *testing.T, body string) (map[string]string, map[string]api.RoleSet) {
+	t.Helper()
+	tokens, roles, err := api.LoadTokens(writeTokens(t, body))
 	if err != nil {
 		t.Fatal(err)
 	}
+	return tokens, roles
+}
+
+// loadRoleTokens loads roleTokens as --api-tokens does.
+func loadRoleTokens(t *testing.T) api.Options {
+	t.Helper()
+	tokens, roles := loadTokens(t, roleTokens)
 	return api.Options{Tokens: tokens, TokenRoles: roles}
 }
 
@@ -137,14 +152,7 @@ func TestTokenRolesPerRoute(t *testing.T) {
 // TestLoadTokensRoles: a third column names the token's roles; an unknown, empty or
 // repeated role, or a fourth column, refuses the file.
 func TestLoadTokensRoles(t *testing.T) {
-	file := filepath.Join(t.TempDir(), "tokens")
-	if err := os.WriteFile(file, []byte("alice a1-0123456789abcdef approver,viewer\nbob b1-0123456789abcdef\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	tokens, roles, err := api.LoadTokens(file)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tokens, roles := loadTokens(t, "alice a1-0123456789abcdef approver,viewer\nbob b1-0123456789abcdef\n")
 	if len(tokens) != 2 || roles["alice"] != api.RolesOf(httpapi.RoleApprover, httpapi.RoleViewer) {
 		t.Fatalf("tokens %v roles %v", tokens, roles)
 	}
@@ -157,10 +165,7 @@ func TestLoadTokensRoles(t *testing.T) {
 		"repeated role": "alice a1-0123456789abcdef viewer,viewer\n",
 		"four fields":   "alice a1-0123456789abcdef viewer approver\n",
 	} {
-		if err := os.WriteFile(file, []byte(body), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		if _, _, err := api.LoadTokens(file); !errors.Is(err, api.ErrTokensFile) {
+		if _, _, err := api.LoadTokens(writeTokens(t, body)); !errors.Is(err, api.ErrTokensFile) {
 			t.Errorf("%s: %v, want ErrTokensFile", name, err)
 		}
 	}
@@ -194,20 +199,7 @@ func (h *harness) startSecondAPI(t *testing.T, opts api.Options) string {
 // ticket.
 func (h *harness) parkTwo(run string) contracts.ResumeTicket {
 	h.t.Helper()
-	ctx := ctxFor(h.t, waitLong)
-	sub := contracts.BatchSubmission{
-		RunID: run, ThreadID: "thread-" + run, Step: 1,
-		Agent: contracts.AgentSnapshot{SnapshotID: "snap-1", Tools: []string{"ask_two"}},
-		Calls: []contracts.ToolCall{call("c1", "ask_two", map[string]int{"amount": 10})},
-	}
-	if _, err := h.client.Submit(ctx, sub); err != nil {
-		h.t.Fatalf("submit: %v", err)
-	}
-	tk, err := h.client.WaitTicket(ctx, run, 1, "c1")
-	if err != nil {
-		h.t.Fatalf("wait for the ticket: %v", err)
-	}
-	return tk
+	return h.parkCall(run, "ask_two", map[string]int{"amount": 10})
 }
 
 // TestApprovalsAcrossTwoAPIs (issue 31, items 1 and 2): a ticket that needs two approvals,

@@ -45,6 +45,7 @@ import (
 	"github.com/awaken-dev/awaken/internal/pipeline"
 	"github.com/awaken-dev/awaken/pkg/client"
 	"github.com/awaken-dev/awaken/pkg/contracts"
+	"github.com/awaken-dev/awaken/pkg/httpapi"
 )
 
 // ServiceName is the api among the services: its logs, and the service part of the
@@ -141,13 +142,14 @@ type Service struct {
 	mu       sync.Mutex
 	stopping bool
 	inflight sync.WaitGroup
-	sem      chan struct{}
+	// sem bounds the micro requests in flight (MaxInFlight).
+	sem slots
 	// waits bounds the submissions waiting for their results (MaxInFlight), runStreams
 	// the open run result streams (MaxStreams).
-	waits      chan struct{}
-	runStreams chan struct{}
+	waits      slots
+	runStreams slots
 	// policyTests admits one policy test at a time: each reads the audit history.
-	policyTests chan struct{}
+	policyTests slots
 
 	httpSrv  *http.Server
 	listener net.Listener
@@ -195,10 +197,10 @@ func Start(ctx context.Context, env *pipeline.Env, opts Options) (*Service, erro
 		cancel:        cancel,
 		streams:       streams,
 		cancelStreams: cancelStreams,
-		sem:           make(chan struct{}, opts.MaxInFlight),
-		waits:         make(chan struct{}, opts.MaxInFlight),
-		runStreams:    make(chan struct{}, opts.MaxStreams),
-		policyTests:   make(chan struct{}, 1),
+		sem:           make(slots, opts.MaxInFlight),
+		waits:         make(slots, opts.MaxInFlight),
+		runStreams:    make(slots, opts.MaxStreams),
+		policyTests:   make(slots, 1),
 	}
 	s.hub = newHub(streams, env, s.log, opts.MaxStreams)
 	if !opts.DisableMCP {
@@ -317,6 +319,21 @@ func (s *Service) stop(ctx context.Context) error {
 		errs = append(errs, fmt.Errorf("api: waiting for in-flight requests: %w", ctx.Err()))
 	}
 	return errors.Join(errs...)
+}
+
+// slots bounds how many of one kind of request run at once: each takes a slot while it
+// runs, and one that finds them all taken is refused rather than queued.
+type slots chan struct{}
+
+// take takes a slot, to be given back with release; with every slot taken it refuses
+// with a 503 unavailable *httpapi.Error saying refusal.
+func (sl slots) take(refusal string) (release func(), err error) {
+	select {
+	case sl <- struct{}{}:
+		return func() { <-sl }, nil
+	default:
+		return nil, apiErr(http.StatusServiceUnavailable, httpapi.CodeUnavailable, "%s", refusal)
+	}
 }
 
 // begin registers an in-flight micro request; false once Stop has begun.

@@ -8,17 +8,20 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/nats-io/nats.go/micro"
+
 	"github.com/awaken-dev/awaken/internal/state"
 	"github.com/awaken-dev/awaken/pkg/client"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 	"github.com/awaken-dev/awaken/pkg/httpapi"
 )
 
-// This file holds the operations every door shares (the micro endpoints and the HTTP api
-// call them; the JetStream subject is the third door, used directly by platforms). None of
-// them changes a record: a decision is a resume command published on the tickets stream,
-// validated and applied by the gate, whose answer (ticket.resolved or ticket.rejected,
-// matched by the command's id) is what the caller gets back.
+// Tickets: reading the open tickets and deciding them, the operations every door shares
+// (the micro endpoints and the HTTP api call them; the JetStream subject is the third
+// door, used directly by platforms), and those doors' handlers. None of them changes a
+// record: a decision is a resume command published on the tickets stream, validated and
+// applied by the gate, whose answer (ticket.resolved or ticket.rejected, matched by the
+// command's id) is what the caller gets back.
 
 // MaxTextLength bounds an approval note or a denial reason. The reason ends up in the
 // call's output ("blocked: {reason}"), which the model reads.
@@ -172,42 +175,92 @@ func (s *Service) send(ctx context.Context, cmd contracts.ResumeCommand, ticketK
 	return res, internalErr(err)
 }
 
-// CancelRun cancels runID and answers once the run has durably ended: the gate recorded
-// the end on the run record — every later submission of the run is refused — sealed its
-// open batch (every unfinished call becomes Indeterminate "cancelled", tickets are cleared,
-// its results publish once) and announced io.awaken.run.ended.v1 — or the run record shows
-// the end, should the announcement be lost. The wait is bounded by ResolveTimeout; past it
-// the answer is [httpapi.CodeCancelTimeout] (504). Cancelling a run twice, or a run with no open batch, is harmless
-// and answers the same.
-func (s *Service) CancelRun(ctx context.Context, runID, reason string) (httpapi.CancelResult, error) {
-	if err := contracts.ValidateID("run_id", runID); err != nil {
-		return httpapi.CancelResult{}, &httpapi.Error{Code: string(contracts.RejectInvalidID), Message: err.Error(), Status: http.StatusBadRequest, Err: err}
+func (s *Service) httpTickets(w http.ResponseWriter, r *http.Request) {
+	ts, err := s.Tickets(r.Context())
+	s.reply(w, r, httpapi.TicketList{Tickets: ts}, err)
+}
+
+func (s *Service) httpTicket(w http.ResponseWriter, r *http.Request) {
+	t, err := s.Ticket(r.Context(), r.PathValue("correlation_id"))
+	s.reply(w, r, t, err)
+}
+
+func (s *Service) httpApprove(w http.ResponseWriter, r *http.Request) {
+	var req httpapi.ApproveRequest
+	if err := readBody(r, &req); err != nil {
+		s.writeError(w, r, err)
+		return
 	}
-	if len(reason) > MaxTextLength {
-		return httpapi.CancelResult{}, apiErr(http.StatusBadRequest, httpapi.CodeInvalidRequest, "reason is longer than %d bytes", MaxTextLength)
+	s.decide(w, r, Decision{Allow: true, Text: req.Note, Arguments: req.Arguments, ArgumentsDigest: req.ArgumentsDigest})
+}
+
+func (s *Service) httpDeny(w http.ResponseWriter, r *http.Request) {
+	var req httpapi.DenyRequest
+	if err := readBody(r, &req); err != nil {
+		s.writeError(w, r, err)
+		return
 	}
-	if reason == "" {
-		reason = "cancelled by operator"
+	s.decide(w, r, Decision{Text: req.Reason})
+}
+
+func (s *Service) decide(w http.ResponseWriter, r *http.Request, d Decision) {
+	corr := r.PathValue("correlation_id")
+	d.Actor = actorOf(r.Context())
+	res, err := s.Decide(r.Context(), corr, d)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
 	}
-	wctx, cancel := context.WithTimeout(ctx, s.opts.ResolveTimeout)
-	defer cancel()
-	// The run record, which this api may read, hedges the announcement's subscription.
-	ended, err := s.client.CancelRun(wctx, runID, reason, client.CheckEndedWith(func(ctx context.Context) (contracts.RunEndedEvent, bool, error) {
-		rec, _, err := s.reader.runs.Get(ctx, contracts.RunKey(runID))
-		if err != nil || rec.Ended == nil {
-			return contracts.RunEndedEvent{}, false, err
+	s.log.Info().Str("correlation_id", corr).Str("code", res.Code).Str("actor", d.Actor).Str("remote", r.RemoteAddr).Msg("ticket resolved over http")
+	status := http.StatusOK
+	if res.Code == contracts.ResolvedApprovalRecorded {
+		// Counted, not decided: the ticket needs more approvals and stays open.
+		status = http.StatusAccepted
+	}
+	writeJSON(w, status, res)
+}
+
+func (s *Service) microTicketsList(ctx context.Context, _ micro.Request) (any, error) {
+	ts, err := s.Tickets(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return httpapi.TicketList{Tickets: ts}, nil
+}
+
+func (s *Service) microTicketsGet(ctx context.Context, req micro.Request) (any, error) {
+	corr, err := bareOrField(req.Data(), "correlation_id")
+	if err != nil {
+		return nil, err
+	}
+	return s.Ticket(ctx, corr)
+}
+
+func (s *Service) microTicketsResolve(ctx context.Context, req micro.Request) (any, error) {
+	data := req.Data()
+	var probe map[string]json.RawMessage
+	if err := json.Unmarshal(data, &probe); err != nil {
+		return nil, apiErr(http.StatusBadRequest, httpapi.CodeInvalidRequest, "request body must be a JSON object: %v", err)
+	}
+	actor := s.microUserActor(req.Subject())
+	if _, full := probe["result"]; full {
+		return s.Resolve(ctx, data, actor)
+	}
+	var d httpapi.ShortDecision
+	if err := strictJSON(data, &d); err != nil {
+		return nil, err
+	}
+	switch d.Decision {
+	case contracts.DecisionAllow:
+		if d.Reason != "" {
+			return nil, apiErr(http.StatusBadRequest, string(contracts.ResumeInvalid), "an allow decision carries a note, not a reason")
 		}
-		return contracts.RunEndedEvent{RunID: runID, Reason: rec.Ended.Reason, Keys: rec.Ended.Keys, EndedAt: rec.EndedAt}, true, nil
-	}))
-	switch {
-	case err == nil:
-		return httpapi.CancelResult{RunID: runID, Status: httpapi.StatusEnded, Reason: ended.Reason, Keys: ended.Keys, EndedAt: ended.EndedAt}, nil
-	case !errors.Is(err, client.ErrCancelPending):
-		return httpapi.CancelResult{}, internalErr(err)
-	case ctx.Err() != nil:
-		return httpapi.CancelResult{}, &httpapi.Error{Code: httpapi.CodeUnavailable, Status: http.StatusServiceUnavailable, Err: err,
-			Message: "the request ended before the run was seen ended; the cancel is stored and will still be applied"}
+		return s.Decide(ctx, d.CorrelationID, Decision{Allow: true, Text: d.Note, Arguments: d.Arguments, ArgumentsDigest: d.ArgumentsDigest, Actor: actor})
+	case contracts.DecisionDeny:
+		if d.Note != "" {
+			return nil, apiErr(http.StatusBadRequest, string(contracts.ResumeInvalid), "a deny decision carries a reason, not a note")
+		}
+		return s.Decide(ctx, d.CorrelationID, Decision{Text: d.Reason, Arguments: d.Arguments, Actor: actor})
 	}
-	return httpapi.CancelResult{}, &httpapi.Error{Code: httpapi.CodeCancelTimeout, Status: http.StatusGatewayTimeout, Err: err,
-		Message: fmt.Sprintf("the cancel of run %s is stored and will be applied, but the run was not seen ended within %s; sending it again is harmless", runID, s.opts.ResolveTimeout)}
+	return nil, apiErr(http.StatusBadRequest, string(contracts.ResumeInvalid), "decision %q is neither allow nor deny", d.Decision)
 }
