@@ -22,6 +22,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/awaken-dev/awaken/internal/app"
+	"github.com/awaken-dev/awaken/internal/execcore"
 	"github.com/awaken-dev/awaken/internal/natstest"
 	"github.com/awaken-dev/awaken/internal/servicetest"
 	"github.com/awaken-dev/awaken/pkg/client"
@@ -133,3 +134,25 @@ func (st *Stack) Restart(ctx context.Context) {
 	st.StopCleanly()
 	st.StartAgain(ctx)
 }
+
+// Ledger is how many times the body of operation (run, step, callID) has started, by the
+// body-run ledger (the configuration must turn executors.body_ledger on); a ledger that
+// cannot be read fails the test.
+func (st *Stack) Ledger(run string, step int64, callID string) int {
+	tb := st.server.tb
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), ledgerTimeout)
+	defer cancel()
+	counters, err := st.Env.OpenCounters(ctx)
+	if err != nil {
+		tb.Fatalf("stacktest: ledger: %v", err)
+	}
+	n, err := execcore.ReadCounter(ctx, counters, execcore.LedgerKey(run, step, callID))
+	if err != nil {
+		tb.Fatalf("stacktest: ledger: %v", err)
+	}
+	return int(n)
+}
+
+// ledgerTimeout bounds one read of the body-run ledger.
+const ledgerTimeout = 10 * time.Second

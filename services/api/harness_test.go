@@ -2,7 +2,6 @@ package api_test
 
 import (
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -139,20 +138,7 @@ func (h *harness) results(run string) *client.BatchResult {
 // ledger is how many times the body of call callID of (run, 1) ran.
 func (h *harness) ledger(run, callID string) int {
 	h.t.Helper()
-	ctx := ctxFor(h.t, 5*time.Second)
-	counters, err := h.stack.Env.OpenCounters(ctx)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	e, err := counters.Get(ctx, fmt.Sprintf("ledger.%s.1.%s", run, callID))
-	if err != nil {
-		return 0
-	}
-	var n int
-	if _, err := fmt.Sscan(string(e.Value()), &n); err != nil {
-		h.t.Fatalf("ledger value %q: %v", e.Value(), err)
-	}
-	return n
+	return h.stack.Ledger(run, 1, callID)
 }
 
 // response is a decoded HTTP response.
