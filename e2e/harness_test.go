@@ -6,8 +6,6 @@ package e2e_test
 import (
 	"context"
 	"errors"
-	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -18,12 +16,11 @@ import (
 
 	"github.com/awaken-dev/awaken/internal/app"
 	"github.com/awaken-dev/awaken/internal/config"
-	"github.com/awaken-dev/awaken/internal/execcore"
 	"github.com/awaken-dev/awaken/internal/natstest"
 	"github.com/awaken-dev/awaken/internal/pipeline"
 	"github.com/awaken-dev/awaken/internal/servicetest"
+	"github.com/awaken-dev/awaken/internal/stacktest"
 	"github.com/awaken-dev/awaken/pkg/client"
-	"github.com/awaken-dev/awaken/pkg/cloudevent"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
@@ -32,16 +29,13 @@ import (
 func repoRoot(tb testing.TB) string {
 	dir, err := filepath.Abs("..")
 	if err != nil {
-		if tb == nil {
-			panic(err)
-		}
 		tb.Fatal(err)
 	}
 	return dir
 }
 
 // exampleConfig loads examples/awaken.yaml, the configuration `make run` uses, so the
-// tests prove the shipped example works.
+// tests prove the shipped example works (its sandbox tools compiled once, by TestMain).
 func exampleConfig(tb testing.TB) *config.Config {
 	tb.Helper()
 	cfg, err := config.Load(filepath.Join(repoRoot(tb), "examples", "awaken.yaml"))
@@ -50,18 +44,17 @@ func exampleConfig(tb testing.TB) *config.Config {
 	}
 	// The tests count body runs (harness.ledger) and the checker reads the ledger.
 	cfg.Executors.BodyLedger = true
-	cfg.Executors.Sandbox.CacheDir = wasmCacheDir
 	return cfg
 }
 
 type harness struct {
-	// opts adjusts the app options of every start (telemetry tests set a tracer provider
+	// opts adjusts the app options of the stack (telemetry tests set a tracer provider
 	// and an operations listener).
 	opts   func(*app.Options)
 	tb     testing.TB
 	srv    *natstest.Server
 	cfg    *config.Config
-	stack  *app.Stack
+	stack  *stacktest.Stack
 	client *client.Client
 	faults atomic.Value // pipeline.FaultHook
 }
@@ -75,34 +68,17 @@ func withOptions(f func(*app.Options)) harnessOption { return func(h *harness) {
 // newHarness starts an embedded server and the five services.
 func newHarness(tb testing.TB, opts ...harnessOption) *harness {
 	tb.Helper()
-	h := &harness{tb: tb, srv: natstest.Start(tb)}
+	h := &harness{tb: tb}
 	for _, o := range opts {
 		o(h)
 	}
 	if h.cfg == nil {
 		h.cfg = exampleConfig(tb)
 	}
-	h.start()
-	nc, _ := h.srv.Conn(tb)
-	c, err := client.New(nc)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	h.client = c
-	return h
-}
-
-// setFaults installs a fault hook on every service (nil removes it).
-func (h *harness) setFaults(f pipeline.FaultHook) { h.faults.Store(f) }
-
-func (h *harness) start() {
-	h.tb.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
+	srv := stacktest.NewServer(tb)
+	h.srv, h.client = srv.NATS, srv.Client
 	o := app.Options{
 		Config: h.cfg,
-		Dial:   app.InProcessDialer(h.srv.Server()),
-		Log:    app.NewLogger(servicetest.LogWriter(h.tb), os.Getenv("AWAKEN_TEST_LOG")),
 		Faults: func(ctx context.Context, service string, p pipeline.FaultPoint, op string) error {
 			if f, ok := h.faults.Load().(pipeline.FaultHook); ok && f != nil {
 				return f(ctx, service, p, op)
@@ -113,29 +89,23 @@ func (h *harness) start() {
 	if h.opts != nil {
 		h.opts(&o)
 	}
-	st, err := app.Start(ctx, o)
-	if err != nil {
-		h.tb.Fatalf("start services: %v", err)
-	}
-	h.stack = st
-	h.tb.Cleanup(func() {
-		if h.stack != nil {
-			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-			defer cancel()
-			_ = h.stack.Stop(ctx)
-		}
-	})
+	h.stack = srv.StartStack(ctxFor(tb, stacktest.StartTimeout), o)
+	return h
+}
+
+// setFaults installs a fault hook on every service (nil removes it).
+func (h *harness) setFaults(f pipeline.FaultHook) { h.faults.Store(f) }
+
+// start starts every service again, after a Kill.
+func (h *harness) start() {
+	h.tb.Helper()
+	h.stack.StartAgain(ctxFor(h.tb, stacktest.StartTimeout))
 }
 
 // restart stops every service gracefully and starts them again.
 func (h *harness) restart() {
 	h.tb.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	if err := h.stack.Stop(ctx); err != nil {
-		h.tb.Fatalf("stop: %v", err)
-	}
-	h.start()
+	h.stack.Restart(ctxFor(h.tb, stacktest.StartTimeout))
 }
 
 // ctxFor returns a context that ends after d or with the test.
@@ -178,7 +148,6 @@ func (h *harness) resultsOnSubject(runID string) int {
 	return int(info.State.Subjects[h.cfg.Names().ResultsSubject(runID)])
 }
 
-// ledger is how many times the body of operation (run, step, call) ran.
 // submitUntilParked submits sub and waits for the resume ticket of its call callID.
 func (h *harness) submitUntilParked(ctx context.Context, sub contracts.BatchSubmission, callID string) contracts.ResumeTicket {
 	h.tb.Helper()
@@ -226,20 +195,10 @@ func (h *harness) callKey(run string, step int64, callID string) string {
 	return ""
 }
 
+// ledger is how many times the body of operation (run, step, call) ran.
 func (h *harness) ledger(run string, step int64, callID string) int {
 	h.tb.Helper()
-	ctx := ctxFor(h.tb, 5*time.Second)
-	counters, err := h.stack.Env.OpenCounters(ctx)
-	if err != nil {
-		h.tb.Fatal(err)
-	}
-	v, err := counters.Get(ctx, execcore.LedgerKey(run, step, callID))
-	if err != nil {
-		return 0
-	}
-	var n int
-	fmt.Sscan(string(v.Value()), &n)
-	return n
+	return h.stack.Ledger(run, step, callID)
 }
 
 func texts(res *client.BatchResult) []string {
@@ -249,5 +208,3 @@ func texts(res *client.BatchResult) []string {
 	}
 	return out
 }
-
-var _ = cloudevent.Event{}

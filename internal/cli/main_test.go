@@ -5,17 +5,15 @@ import (
 	"context"
 	"os"
 	"testing"
-	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/awaken-dev/awaken/internal/app"
 	"github.com/awaken-dev/awaken/internal/config"
-	"github.com/awaken-dev/awaken/internal/natstest"
 	"github.com/awaken-dev/awaken/internal/sandbox/sandboxtest"
 	"github.com/awaken-dev/awaken/internal/servicetest"
+	"github.com/awaken-dev/awaken/internal/stacktest"
 	"github.com/awaken-dev/awaken/pkg/client"
-	"github.com/awaken-dev/awaken/services/api"
 )
 
 // commandEnv makes the test binary run [Command] on its arguments instead of the tests:
@@ -32,46 +30,23 @@ func TestMain(m *testing.M) {
 }
 
 // parseConfig is the host configuration of yaml, failing t if it does not parse.
-func parseConfig(t *testing.T, yaml string) *config.Config {
-	t.Helper()
-	cfg, err := config.Parse([]byte(yaml))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cfg
-}
+var parseConfig = servicetest.ParseConfig
 
 // startStack starts services of cfg (the five of the pipeline when none are named) on a
-// new embedded server, the way the commands under test meet a deployment: each service
-// dialled in-process, logging to the test log (see [servicetest.LogWriter]), the api's
-// HTTP on a free port. The stack stops when the test ends, before the server does.
-func startStack(t *testing.T, ctx context.Context, cfg *config.Config, services ...string) (*natstest.Server, *app.Stack) {
+// new embedded server, the way the commands under test meet a deployment (see
+// [stacktest.Server.StartStack]: each service dialled in-process, the api's HTTP on a free
+// port). The stack stops when the test ends, before the server does.
+func startStack(t *testing.T, ctx context.Context, cfg *config.Config, services ...string) (*stacktest.Server, *stacktest.Stack) {
 	t.Helper()
-	srv := natstest.Start(t)
-	st, err := app.Start(ctx, app.Options{
-		Config:   cfg,
-		Services: services,
-		Dial:     app.InProcessDialer(srv.Server()),
-		Log:      app.NewLogger(servicetest.LogWriter(t), os.Getenv("AWAKEN_TEST_LOG")),
-		API:      api.Options{HTTPAddr: "127.0.0.1:0"},
-	})
-	if err != nil {
-		t.Fatalf("start stack: %v", err)
-	}
-	natstest.StopAtCleanup(t, "stack", 30*time.Second, st.Stop)
-	return srv, st
+	srv := stacktest.NewServer(t)
+	return srv, srv.StartStack(ctx, app.Options{Config: cfg, Services: services})
 }
 
-// connectClient is an awaken client on srv, and the JetStream context of its connection
+// connectClient is the awaken client of srv, and the JetStream context of its connection
 // for the reads the test makes itself.
-func connectClient(t *testing.T, srv *natstest.Server) (*client.Client, jetstream.JetStream) {
+func connectClient(t *testing.T, srv *stacktest.Server) (*client.Client, jetstream.JetStream) {
 	t.Helper()
-	nc, js := srv.Conn(t)
-	c, err := client.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c, js
+	return srv.Client, srv.JS
 }
 
 // runCLI runs awaken with args and returns the exit code, stdout and stderr.

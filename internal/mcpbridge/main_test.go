@@ -26,6 +26,7 @@ import (
 	"github.com/awaken-dev/awaken/internal/mcpbridge"
 	"github.com/awaken-dev/awaken/internal/natstest"
 	"github.com/awaken-dev/awaken/internal/pipeline"
+	"github.com/awaken-dev/awaken/internal/stacktest"
 	"github.com/awaken-dev/awaken/pkg/client"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
@@ -189,27 +190,13 @@ type testStack struct {
 }
 
 // startStack starts the services opts names (the pipeline when it names none) on a new
-// test server, logging to the test, and connects a client; the api, when named, serves
-// its HTTP on a free port. The test's cleanup stops the stack before the server.
+// test server (see [stacktest.Server.StartStack]: logging to the test, the api's HTTP on a
+// free port when it is named) and connects a client. The test's cleanup stops the stack
+// before the server.
 func startStack(ctx context.Context, t *testing.T, opts app.Options) testStack {
 	t.Helper()
-	srv := natstest.Start(t)
-	opts.Dial = app.InProcessDialer(srv.Server())
-	opts.Log = testLogger(t)
-	if slices.Contains(opts.Services, app.API) && opts.API.HTTPAddr == "" {
-		opts.API.HTTPAddr = "127.0.0.1:0"
-	}
-	stack, err := app.Start(ctx, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	natstest.StopAtCleanup(t, "stack", 30*time.Second, stack.Stop)
-	nc, _ := srv.Conn(t)
-	c, err := client.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return testStack{Stack: stack, srv: srv, client: c}
+	srv := stacktest.NewServer(t)
+	return testStack{Stack: srv.StartStack(ctx, opts).Stack, srv: srv.NATS, client: srv.Client}
 }
 
 // withAPI is the pipeline's five services and the api.

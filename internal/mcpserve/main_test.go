@@ -18,6 +18,8 @@ import (
 	"github.com/awaken-dev/awaken/internal/app"
 	"github.com/awaken-dev/awaken/internal/config"
 	"github.com/awaken-dev/awaken/internal/natstest"
+	"github.com/awaken-dev/awaken/internal/servicetest"
+	"github.com/awaken-dev/awaken/internal/stacktest"
 	"github.com/awaken-dev/awaken/pkg/client"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 	"github.com/awaken-dev/awaken/pkg/httpapi"
@@ -80,8 +82,8 @@ type stack struct {
 	ctx      context.Context
 	srv      *natstest.Server
 	cfg      *config.Config
-	pipeline *app.Stack
-	api      *app.Stack
+	pipeline *stacktest.Stack
+	api      *stacktest.Stack
 	addr     string
 	client   *client.Client
 }
@@ -90,45 +92,21 @@ func startStack(t *testing.T) *stack {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	t.Cleanup(cancel)
-	cfg, err := config.Parse([]byte(testConfig))
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := &stack{t: t, ctx: ctx, srv: natstest.Start(t), cfg: cfg, addr: natstest.FreeLoopbackAddr(t)}
-	s.pipeline = s.start(app.AllServices()...)
-	s.startAPI()
-	nc, _ := s.srv.Conn(t)
-	s.client, err = client.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	srv := stacktest.NewServer(t)
+	s := &stack{t: t, ctx: ctx, srv: srv.NATS, cfg: servicetest.ParseConfig(t, testConfig),
+		addr: natstest.FreeLoopbackAddr(t), client: srv.Client}
+	s.pipeline = srv.StartStack(ctx, app.Options{Config: s.cfg})
+	s.api = srv.StartStack(ctx, app.Options{Config: s.cfg, Services: []string{app.API},
+		API: api.Options{HTTPAddr: s.addr, Tokens: map[string]string{"alice": aliceToken, "ide": ideToken, "watcher": viewerToken},
+			TokenRoles: map[string]api.RoleSet{"watcher": api.RolesOf(httpapi.RoleViewer)}}})
 	return s
 }
 
-func (s *stack) start(services ...string) *app.Stack {
-	s.t.Helper()
-	st, err := app.Start(s.ctx, app.Options{Config: s.cfg, Services: services,
-		Dial: app.InProcessDialer(s.srv.Server()), Log: testLogger(s.t),
-		API: api.Options{HTTPAddr: s.addr, Tokens: map[string]string{"alice": aliceToken, "ide": ideToken, "watcher": viewerToken},
-			TokenRoles: map[string]api.RoleSet{"watcher": api.RolesOf(httpapi.RoleViewer)}}})
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	natstest.StopAtCleanup(s.t, "stack", 30*time.Second, st.Stop)
-	return st
-}
-
-func (s *stack) startAPI() { s.api = s.start(app.API) }
+// startAPI starts the api again after stopAPI, on the same address.
+func (s *stack) startAPI() { s.api.StartAgain(s.ctx) }
 
 // stopAPI stops the api gracefully, as a SIGTERM would.
-func (s *stack) stopAPI() {
-	s.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := s.api.Stop(ctx); err != nil {
-		s.t.Fatal(err)
-	}
-}
+func (s *stack) stopAPI() { s.api.StopCleanly() }
 
 func (s *stack) url(path string) string { return "http://" + s.addr + path }
 

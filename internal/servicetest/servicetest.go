@@ -78,27 +78,33 @@ type Kit struct {
 // duplicate window) and builds the environment of configYAML for service.
 func New(t *testing.T, service, configYAML string, topo bus.TopologyConfig) *Kit {
 	t.Helper()
-	srv := natstest.Start(t)
-	nc, js := srv.Conn(t)
-	cfg, err := config.Parse([]byte(configYAML))
-	if err != nil {
-		t.Fatalf("config: %v", err)
-	}
 	ctx := t.Context()
-	topo.Storage = jetstream.MemoryStorage
-	if err := bus.EnsureTopology(ctx, js, cfg.Names(), topo); err != nil {
-		t.Fatalf("topology: %v", err)
-	}
-	env, err := pipeline.NewEnv(ctx, nc, js, cfg, zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.InfoLevel))
-	if err != nil {
-		t.Fatalf("env: %v", err)
-	}
-	k := &Kit{T: t, Ctx: ctx, Server: srv, NC: nc, JS: js, Env: env, service: service,
+	srv, env := NewEnv(t, ctx, ParseConfig(t, configYAML), topo, zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.InfoLevel))
+	k := &Kit{T: t, Ctx: ctx, Server: srv, NC: env.Conn, JS: env.JS, Env: env, service: service,
 		faults: &faults{hits: map[string]int{}}, clock: &clock{}}
 	env.Faults = k.fault
 	env.Now = k.clock.now
 	env.Service = service
 	return k
+}
+
+// NewEnv starts a server for tb, ensures the awaken topology of cfg on it (memory storage;
+// topo may set e.g. a short duplicate window) and binds a pipeline environment on a
+// connection of its own, logging to log; ctx bounds the setup and the environment's
+// reads. The base of every service test's environment ([New], exectest).
+func NewEnv(tb testing.TB, ctx context.Context, cfg *config.Config, topo bus.TopologyConfig, log zerolog.Logger) (*natstest.Server, *pipeline.Env) {
+	tb.Helper()
+	srv := natstest.Start(tb)
+	nc, js := srv.Conn(tb)
+	topo.Storage = jetstream.MemoryStorage
+	if err := bus.EnsureTopology(ctx, js, cfg.Names(), topo); err != nil {
+		tb.Fatalf("topology: %v", err)
+	}
+	env, err := pipeline.NewEnv(ctx, nc, js, cfg, log)
+	if err != nil {
+		tb.Fatalf("env: %v", err)
+	}
+	return srv, env
 }
 
 // In returns a view of k that reports failures to t (a subtest); the fault rules are
@@ -280,21 +286,9 @@ func BatchesRecorded(t testing.TB, ctx context.Context, js jetstream.JetStream, 
 // record. Revisions that hand nothing on are skipped.
 func CallOutputs(t testing.TB, ctx context.Context, js jetstream.JetStream, names contracts.Names, run string) []Stored {
 	t.Helper()
-	var out []Stored
-	for _, m := range ReadStored(t, ctx, js, names.CallRecordsStream(), names.CallRecordSubject(contracts.CallKeysOfRun(run)), false) {
-		if m.Event.Type != contracts.TypeCallOutput {
-			continue
-		}
-		o, err := pipeline.CallOutputOf(names, bus.Delivery{Event: m.Event, Subject: m.Subject})
-		if err != nil {
-			t.Fatalf("call output %d on %s: %v", m.Seq, m.Subject, err)
-		}
-		if m.Event.Data, err = json.Marshal(o); err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, m)
-	}
-	return out
+	return callRevisions(t, ctx, js, names, run, contracts.TypeCallOutput, func(d bus.Delivery) (contracts.CallOutput, error) {
+		return pipeline.CallOutputOf(names, d)
+	})
 }
 
 // ExecRequests returns the executor requests of run's calls in stream order: every
@@ -303,16 +297,27 @@ func CallOutputs(t testing.TB, ctx context.Context, js jetstream.JetStream, name
 // (execcore.RequestOf) rather than the record.
 func ExecRequests(t testing.TB, ctx context.Context, js jetstream.JetStream, names contracts.Names, run string) []Stored {
 	t.Helper()
+	return callRevisions(t, ctx, js, names, run, contracts.TypeExecRequest, func(d bus.Delivery) (contracts.ExecRequest, error) {
+		req, _, err := execcore.RequestOf(names, d)
+		return req, err
+	})
+}
+
+// callRevisions returns the revisions of run's call records written with ce-type typ, in
+// stream order, each as a Stored whose event data is the message payload decodes from the
+// revision (what it hands on) rather than the record.
+func callRevisions[P any](t testing.TB, ctx context.Context, js jetstream.JetStream, names contracts.Names, run, typ string, payload func(bus.Delivery) (P, error)) []Stored {
+	t.Helper()
 	var out []Stored
 	for _, m := range ReadStored(t, ctx, js, names.CallRecordsStream(), names.CallRecordSubject(contracts.CallKeysOfRun(run)), false) {
-		if m.Event.Type != contracts.TypeExecRequest {
+		if m.Event.Type != typ {
 			continue
 		}
-		req, _, err := execcore.RequestOf(names, bus.Delivery{Event: m.Event, Subject: m.Subject})
+		p, err := payload(bus.Delivery{Event: m.Event, Subject: m.Subject})
 		if err != nil {
-			t.Fatalf("executor request %d on %s: %v", m.Seq, m.Subject, err)
+			t.Fatalf("%s revision %d on %s: %v", typ, m.Seq, m.Subject, err)
 		}
-		if m.Event.Data, err = json.Marshal(req); err != nil {
+		if m.Event.Data, err = json.Marshal(p); err != nil {
 			t.Fatal(err)
 		}
 		out = append(out, m)
@@ -412,15 +417,28 @@ func Context(tb testing.TB, d time.Duration) context.Context {
 	return ctx
 }
 
-// LogWriter sends what is written to tb.Log, only when the environment variable
-// AWAKEN_TEST_LOG asks for logs (its value is the level): a stack of services logs a lot,
-// and a passing test should stay quiet.
+// ParseConfig is the host configuration of yaml, failing tb if it does not parse.
+func ParseConfig(tb testing.TB, yaml string) *config.Config {
+	tb.Helper()
+	cfg, err := config.Parse([]byte(yaml))
+	if err != nil {
+		tb.Fatalf("config: %v", err)
+	}
+	return cfg
+}
+
+// LogEnv names the environment variable that asks for the logs of the services under
+// test; its value is the level.
+const LogEnv = "AWAKEN_TEST_LOG"
+
+// LogWriter sends what is written to tb.Log, only when the environment variable [LogEnv]
+// asks for logs: a stack of services logs a lot, and a passing test should stay quiet.
 func LogWriter(tb testing.TB) io.Writer { return logWriter{tb} }
 
 type logWriter struct{ tb testing.TB }
 
 func (w logWriter) Write(p []byte) (int, error) {
-	if os.Getenv("AWAKEN_TEST_LOG") != "" {
+	if os.Getenv(LogEnv) != "" {
 		w.tb.Log(strings.TrimSpace(string(p)))
 	}
 	return len(p), nil

@@ -1,12 +1,9 @@
 package api_test
 
 import (
-	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -14,9 +11,9 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/awaken-dev/awaken/internal/app"
-	"github.com/awaken-dev/awaken/internal/config"
 	"github.com/awaken-dev/awaken/internal/natstest"
 	"github.com/awaken-dev/awaken/internal/servicetest"
+	"github.com/awaken-dev/awaken/internal/stacktest"
 	"github.com/awaken-dev/awaken/pkg/client"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 	"github.com/awaken-dev/awaken/pkg/httpapi"
@@ -61,7 +58,7 @@ const waitLong = 30 * time.Second
 type harness struct {
 	t      testing.TB
 	srv    *natstest.Server
-	stack  *app.Stack
+	stack  *stacktest.Stack
 	api    *api.Service
 	client *client.Client
 	nc     *nats.Conn
@@ -84,46 +81,15 @@ func newHarnessOf(t testing.TB, opts api.Options, services []string) *harness {
 // cfgYAML.
 func newHarnessConfig(t testing.TB, cfgYAML string, opts api.Options, services []string) *harness {
 	t.Helper()
-	cfg, err := config.Parse([]byte(cfgYAML))
-	if err != nil {
-		t.Fatalf("config: %v", err)
-	}
+	cfg := servicetest.ParseConfig(t, cfgYAML)
 	cfg.Executors.BodyLedger = true // ledger reads it
-	h := &harness{t: t, srv: natstest.Start(t), http: &http.Client{Timeout: waitLong}}
-	if opts.HTTPAddr == "" {
-		opts.HTTPAddr = "127.0.0.1:0"
-	}
-	// The pipeline services run until their start context ends, so it lives as long as
-	// the test.
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	st, err := app.Start(ctx, app.Options{
-		Config:   cfg,
-		Services: services,
-		Dial:     app.InProcessDialer(h.srv.Server()),
-		Log:      app.NewLogger(servicetest.LogWriter(t), os.Getenv("AWAKEN_TEST_LOG")),
-		API:      opts,
-	})
-	if err != nil {
-		t.Fatalf("start stack: %v", err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), waitLong)
-		defer cancel()
-		if err := st.Stop(ctx); err != nil {
-			t.Errorf("stop stack: %v", err)
-		}
-	})
-	h.stack, h.api = st, st.APIService
-	if h.api == nil {
+	srv := stacktest.NewServer(t)
+	st := srv.StartStack(ctxFor(t, stacktest.StartTimeout), app.Options{Config: cfg, Services: services, API: opts})
+	if st.APIService == nil {
 		t.Fatal("the stack did not start the api")
 	}
-	h.base = strings.TrimSuffix(h.api.URL(), "/")
-	h.nc, _ = h.srv.Conn(t)
-	if h.client, err = client.New(h.nc); err != nil {
-		t.Fatal(err)
-	}
-	return h
+	return &harness{t: t, srv: srv.NATS, stack: st, api: st.APIService, client: srv.Client, nc: srv.NC,
+		base: strings.TrimSuffix(st.APIService.URL(), "/"), http: &http.Client{Timeout: waitLong}}
 }
 
 // ctxFor returns a context that ends after d or with the test.
@@ -172,20 +138,7 @@ func (h *harness) results(run string) *client.BatchResult {
 // ledger is how many times the body of call callID of (run, 1) ran.
 func (h *harness) ledger(run, callID string) int {
 	h.t.Helper()
-	ctx := ctxFor(h.t, 5*time.Second)
-	counters, err := h.stack.Env.OpenCounters(ctx)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	e, err := counters.Get(ctx, fmt.Sprintf("ledger.%s.1.%s", run, callID))
-	if err != nil {
-		return 0
-	}
-	var n int
-	if _, err := fmt.Sscan(string(e.Value()), &n); err != nil {
-		h.t.Fatalf("ledger value %q: %v", e.Value(), err)
-	}
-	return n
+	return h.stack.Ledger(run, 1, callID)
 }
 
 // response is a decoded HTTP response.

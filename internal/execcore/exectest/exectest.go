@@ -18,10 +18,10 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/awaken-dev/awaken/internal/bus"
-	"github.com/awaken-dev/awaken/internal/config"
 	"github.com/awaken-dev/awaken/internal/execcore"
 	"github.com/awaken-dev/awaken/internal/natstest"
 	"github.com/awaken-dev/awaken/internal/pipeline"
+	"github.com/awaken-dev/awaken/internal/servicetest"
 	"github.com/awaken-dev/awaken/internal/state"
 	"github.com/awaken-dev/awaken/pkg/cloudevent"
 	"github.com/awaken-dev/awaken/pkg/contracts"
@@ -45,30 +45,20 @@ type Env struct {
 }
 
 // New starts a server, ensures the topology (memory storage), parses cfgYAML and binds an
-// environment whose Faults call the hook set with [Env.SetFault]. Logs go to the test log
-// when -v is set, and are discarded otherwise.
+// environment whose Faults call the hook set with [Env.SetFault] ([servicetest.NewEnv]).
+// Logs go to the test log when -v is set, and are discarded otherwise.
 func New(t testing.TB, cfgYAML string) *Env {
 	t.Helper()
-	cfg, err := config.Parse([]byte(cfgYAML))
-	if err != nil {
-		t.Fatalf("exectest: config: %v", err)
-	}
+	cfg := servicetest.ParseConfig(t, cfgYAML)
 	cfg.Executors.BodyLedger = true // Ledger reads it
-	srv := natstest.Start(t)
-	nc, js := srv.Conn(t)
+	// Executors started under Ctx stop at the test's cleanup, after t.Context() ends.
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	if err := bus.EnsureTopology(ctx, js, cfg.Names(), bus.TopologyConfig{Storage: jetstream.MemoryStorage}); err != nil {
-		t.Fatalf("exectest: topology: %v", err)
-	}
 	log := zerolog.Nop()
 	if testing.Verbose() {
 		log = zerolog.New(zerolog.ConsoleWriter{Out: os.Stderr}).Level(zerolog.DebugLevel).With().Timestamp().Logger()
 	}
-	penv, err := pipeline.NewEnv(ctx, nc, js, cfg, log)
-	if err != nil {
-		t.Fatalf("exectest: env: %v", err)
-	}
+	srv, penv := servicetest.NewEnv(t, ctx, cfg, bus.TopologyConfig{}, log)
 	counters, err := penv.OpenCounters(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -257,6 +247,19 @@ func (e *Env) Record(c Call) contracts.CallRecord {
 // WaitTerminal waits until c's record is Completed or Indeterminate and returns it.
 func (e *Env) WaitTerminal(c Call) contracts.CallRecord {
 	e.T.Helper()
+	return e.waitRecord(c, "to become terminal", func(r contracts.CallRecord) bool { return r.Phase.IsTerminal() })
+}
+
+// WaitEntered waits until c's record is entered and returns it.
+func (e *Env) WaitEntered(c Call) contracts.CallRecord {
+	e.T.Helper()
+	return e.waitRecord(c, "to be entered", func(r contracts.CallRecord) bool { return r.Entered })
+}
+
+// waitRecord waits until c's record exists and done holds for it, and returns it; a record
+// that cannot be read fails the test at once.
+func (e *Env) waitRecord(c Call, what string, done func(contracts.CallRecord) bool) contracts.CallRecord {
+	e.T.Helper()
 	var rec contracts.CallRecord
 	natstest.WaitFor(e.T, Wait, func() bool {
 		r, _, err := e.Calls.Get(e.Ctx, c.Key())
@@ -264,20 +267,8 @@ func (e *Env) WaitTerminal(c Call) contracts.CallRecord {
 			e.T.Fatalf("exectest: read %s: %v", c.Key(), err)
 		}
 		rec = r
-		return err == nil && r.Phase.IsTerminal()
-	}, "call "+c.Op()+" to become terminal")
-	return rec
-}
-
-// WaitEntered waits until c's record is entered and returns it.
-func (e *Env) WaitEntered(c Call) contracts.CallRecord {
-	e.T.Helper()
-	var rec contracts.CallRecord
-	natstest.WaitFor(e.T, Wait, func() bool {
-		r, _, err := e.Calls.Get(e.Ctx, c.Key())
-		rec = r
-		return err == nil && r.Entered
-	}, "call "+c.Op()+" to be entered")
+		return err == nil && done(r)
+	}, "call "+c.Op()+" "+what)
 	return rec
 }
 
@@ -299,37 +290,12 @@ type Output struct {
 }
 
 // Outputs returns every CallOutput of run, in order: the terminal call-record revisions
-// (ce-type CallOutput) the bucket's stream still holds.
+// (ce-type CallOutput) the bucket's stream still holds ([servicetest.CallOutputs]).
 func (e *Env) Outputs(runID string) []Output {
 	e.T.Helper()
-	cons, err := e.JS.OrderedConsumer(e.Ctx, e.Names.CallRecordsStream(), jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{e.Names.CallRecordSubject(contracts.CallKeysOfRun(runID))},
-	})
-	if err != nil {
-		e.T.Fatalf("exectest: ordered consumer: %v", err)
-	}
-	info, err := cons.Info(e.Ctx)
-	if err != nil {
-		e.T.Fatalf("exectest: consumer info: %v", err)
-	}
 	var out []Output
-	for left := info.NumPending; left > 0; left-- {
-		m, err := cons.Next(jetstream.FetchMaxWait(5 * time.Second))
-		if err != nil {
-			e.T.Fatalf("exectest: read outputs: %v", err)
-		}
-		if m.Headers().Get(cloudevent.HeaderType) != contracts.TypeCallOutput {
-			continue // a revision that hands nothing on
-		}
-		ev, err := cloudevent.DecodeMsg(m.Headers(), m.Data())
-		if err != nil {
-			e.T.Fatalf("exectest: decode output: %v", err)
-		}
-		p, err := pipeline.CallOutputOf(e.Names, bus.Delivery{Event: ev, Subject: m.Subject()})
-		if err != nil {
-			e.T.Fatalf("exectest: decode output: %v", err)
-		}
-		out = append(out, Output{ID: ev.ID, Source: ev.Source, Payload: p})
+	for _, m := range servicetest.CallOutputs(e.T, e.Ctx, e.JS, e.Names, runID) {
+		out = append(out, Output{ID: m.Event.ID, Source: m.Event.Source, Payload: servicetest.Decode[contracts.CallOutput](e.T, m.Event)})
 	}
 	return out
 }
