@@ -8,7 +8,6 @@ import (
 	"container/list"
 	"context"
 	"crypto/ed25519"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -19,6 +18,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/awaken-dev/awaken/internal/ctxsleep"
+	"github.com/awaken-dev/awaken/internal/state"
 	"github.com/awaken-dev/awaken/pkg/auditchain"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
@@ -30,7 +31,6 @@ const (
 	// another write on the subject is proposed but not applied ("wrong last sequence",
 	// without the sequence). It is a lost race like 10071, resolved once that write lands.
 	errCodeSubjectInFlight = 10164
-	errCodeNoMessageFound  = 10037
 )
 
 // headerExpectedLastSubjectSeq is the compare-and-swap header of an append.
@@ -171,60 +171,25 @@ func backoff(ctx context.Context, attempt int) error {
 	if attempt == 0 {
 		return nil
 	}
-	t := time.NewTimer(time.Millisecond << min(attempt-1, 5))
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return ctxsleep.Sleep(ctx, time.Millisecond<<min(attempt-1, 5))
 }
 
-// readHead sets h to the subject's last record as the stream leader holds it: a plain
-// message get ($JS.API.STREAM.MSG.GET), which only the leader answers — a direct get may
-// be answered by a replica that has not seen the last append yet. A last record without
-// chain headers (written around the appender) is chained over: the next record restarts
-// at n 1 after it, and verification names the unchained record.
+// readHead sets h to the subject's last record as the stream leader holds it
+// ([state.ReadLastFromLeader]): a direct get may be answered by a replica that has not seen
+// the last append yet. A last record without chain headers (written around the appender)
+// is chained over: the next record restarts at n 1 after it, and verification names the
+// unchained record.
 func (a *Appender) readHead(ctx context.Context, h *head) error {
-	req, err := json.Marshal(map[string]string{"last_by_subj": h.subject})
-	if err != nil {
-		return err
-	}
-	reply, err := a.js.Conn().RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET."+a.stream, req)
-	if err != nil {
-		return fmt.Errorf("auditlog: read the head of %s: %w", h.subject, err)
-	}
-	var resp struct {
-		Error *struct {
-			ErrCode     int    `json:"err_code"`
-			Description string `json:"description"`
-		} `json:"error"`
-		Message *struct {
-			Sequence uint64 `json:"seq"`
-			Header   []byte `json:"hdrs"`
-		} `json:"message"`
-	}
-	if err := json.Unmarshal(reply.Data, &resp); err != nil {
-		return fmt.Errorf("auditlog: read the head of %s: %w", h.subject, err)
-	}
+	m, err := state.ReadLastFromLeader(ctx, a.js.Conn(), a.stream, h.subject)
 	switch {
-	case resp.Error != nil && resp.Error.ErrCode == errCodeNoMessageFound:
+	case errors.Is(err, jetstream.ErrMsgNotFound):
 		h.known, h.seq, h.n, h.hash = true, 0, 0, auditchain.ZeroHash
 		return nil
-	case resp.Error != nil:
-		return fmt.Errorf("auditlog: read the head of %s: %s (%d)", h.subject, resp.Error.Description, resp.Error.ErrCode)
-	case resp.Message == nil:
-		return fmt.Errorf("auditlog: read the head of %s: empty reply", h.subject)
+	case err != nil:
+		return fmt.Errorf("auditlog: read the head of %s: %w", h.subject, err)
 	}
-	var hdr nats.Header
-	if len(resp.Message.Header) > 0 {
-		if hdr, err = nats.DecodeHeadersMsg(resp.Message.Header); err != nil {
-			return fmt.Errorf("auditlog: read the head of %s: headers: %w", h.subject, err)
-		}
-	}
-	h.known, h.seq = true, resp.Message.Sequence
-	if l, err := auditchain.LinkOf(hdr); err == nil {
+	h.known, h.seq = true, m.Sequence
+	if l, err := auditchain.LinkOf(m.Header); err == nil {
 		h.n, h.hash = l.N, l.Hash
 	} else {
 		h.n, h.hash = 0, auditchain.ZeroHash

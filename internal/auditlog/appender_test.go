@@ -191,66 +191,58 @@ func TestATamperedTrailFailsVerificationNamingTheRecord(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
-	t.Run("edited data", func(t *testing.T) {
-		tr := newTrail(t)
-		subject, acks := tr.chainOf("run", 4)
-		last := acks[3].Sequence
-		m := copyOf(tr.stored(last))
-		m.Data = bytes.Replace(m.Data, []byte(`"allow"`), []byte(`"deny"`), 1)
-		forged := tr.forge([]uint64{last}, m)
-		_, err := tr.verify(subject)
-		mustBreak(t, err, forged[0], auditchain.BreakHash)
-	})
-	t.Run("re-sealed without the key", func(t *testing.T) {
-		tr := newTrail(t)
-		subject, acks := tr.chainOf("run", 4)
-		last := acks[3].Sequence
-		m := copyOf(tr.stored(last))
-		l, _ := auditchain.LinkOf(m.Header)
-		m.Data = bytes.Replace(m.Data, []byte(`"allow"`), []byte(`"deny"`), 1)
-		_, other, _ := ed25519.GenerateKey(nil)
-		auditchain.Seal(m, l.N, l.Prev, other) // a consistent chain, signed by another key
-		forged := tr.forge([]uint64{last}, m)
-		_, err := tr.verify(subject)
-		mustBreak(t, err, forged[0], auditchain.BreakSignature)
-	})
-	t.Run("forged record without chain headers", func(t *testing.T) {
-		tr := newTrail(t)
-		subject, _ := tr.chainOf("run", 3)
-		forged := tr.forge(nil, record(t, subject, "forged"))
-		_, err := tr.verify(subject)
-		mustBreak(t, err, forged[0], auditchain.BreakUnchained)
-	})
-	t.Run("deleted record", func(t *testing.T) {
-		tr := newTrail(t)
-		subject, acks := tr.chainOf("run", 4)
-		tr.forge([]uint64{acks[1].Sequence})
-		_, err := tr.verify(subject)
-		mustBreak(t, err, acks[2].Sequence, auditchain.BreakGap)
-	})
-	t.Run("deleted first record", func(t *testing.T) {
-		tr := newTrail(t)
-		subject, acks := tr.chainOf("run", 3)
-		tr.forge([]uint64{acks[0].Sequence})
-		_, err := tr.verify(subject)
-		mustBreak(t, err, acks[1].Sequence, auditchain.BreakGap)
-	})
-	t.Run("reordered records", func(t *testing.T) {
-		tr := newTrail(t)
-		subject, acks := tr.chainOf("run", 4)
-		third, fourth := copyOf(tr.stored(acks[2].Sequence)), copyOf(tr.stored(acks[3].Sequence))
-		forged := tr.forge([]uint64{acks[2].Sequence, acks[3].Sequence}, fourth, third)
-		_, err := tr.verify(subject)
-		mustBreak(t, err, forged[0], auditchain.BreakGap)
-	})
-	t.Run("a writer appends after a forged record and the forgery stays named", func(t *testing.T) {
-		tr := newTrail(t)
-		subject, _ := tr.chainOf("run", 2)
-		forged := tr.forge(nil, record(t, subject, "forged"))
-		tr.append(tr.appender(), subject, "after") // a fresh writer: wrong guess, leader read, append
-		_, err := tr.verify(subject)
-		mustBreak(t, err, forged[0], auditchain.BreakUnchained)
-	})
+	// Each tampering runs on a fresh chain of records appended on one run's subject and
+	// returns the stream sequence verification must name.
+	for _, tc := range []struct {
+		name    string
+		records int
+		tamper  func(tr *trail, subject string, acks []*jetstream.PubAck) (breaksAt uint64)
+		reason  auditchain.Reason
+	}{
+		{"edited data", 4, func(tr *trail, _ string, acks []*jetstream.PubAck) uint64 {
+			last := acks[3].Sequence
+			m := copyOf(tr.stored(last))
+			m.Data = bytes.Replace(m.Data, []byte(`"allow"`), []byte(`"deny"`), 1)
+			return tr.forge([]uint64{last}, m)[0]
+		}, auditchain.BreakHash},
+		{"re-sealed without the key", 4, func(tr *trail, _ string, acks []*jetstream.PubAck) uint64 {
+			last := acks[3].Sequence
+			m := copyOf(tr.stored(last))
+			l, _ := auditchain.LinkOf(m.Header)
+			m.Data = bytes.Replace(m.Data, []byte(`"allow"`), []byte(`"deny"`), 1)
+			_, other, _ := ed25519.GenerateKey(nil)
+			auditchain.Seal(m, l.N, l.Prev, other) // a consistent chain, signed by another key
+			return tr.forge([]uint64{last}, m)[0]
+		}, auditchain.BreakSignature},
+		{"forged record without chain headers", 3, func(tr *trail, subject string, _ []*jetstream.PubAck) uint64 {
+			return tr.forge(nil, record(tr.t, subject, "forged"))[0]
+		}, auditchain.BreakUnchained},
+		{"deleted record", 4, func(tr *trail, _ string, acks []*jetstream.PubAck) uint64 {
+			tr.forge([]uint64{acks[1].Sequence})
+			return acks[2].Sequence
+		}, auditchain.BreakGap},
+		{"deleted first record", 3, func(tr *trail, _ string, acks []*jetstream.PubAck) uint64 {
+			tr.forge([]uint64{acks[0].Sequence})
+			return acks[1].Sequence
+		}, auditchain.BreakGap},
+		{"reordered records", 4, func(tr *trail, _ string, acks []*jetstream.PubAck) uint64 {
+			third, fourth := copyOf(tr.stored(acks[2].Sequence)), copyOf(tr.stored(acks[3].Sequence))
+			return tr.forge([]uint64{acks[2].Sequence, acks[3].Sequence}, fourth, third)[0]
+		}, auditchain.BreakGap},
+		{"a writer appends after a forged record and the forgery stays named", 2, func(tr *trail, subject string, _ []*jetstream.PubAck) uint64 {
+			forged := tr.forge(nil, record(tr.t, subject, "forged"))
+			tr.append(tr.appender(), subject, "after") // a fresh writer: wrong guess, leader read, append
+			return forged[0]
+		}, auditchain.BreakUnchained},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tr := newTrail(t)
+			subject, acks := tr.chainOf("run", tc.records)
+			breaksAt := tc.tamper(tr, subject, acks)
+			_, err := tr.verify(subject)
+			mustBreak(t, err, breaksAt, tc.reason)
+		})
+	}
 }
 
 func TestTwoConcurrentWritersKeepOneChain(t *testing.T) {

@@ -3,14 +3,12 @@ package execcore
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/rs/zerolog"
 
 	"github.com/awaken-dev/awaken/internal/telemetry"
-	"github.com/awaken-dev/awaken/pkg/cloudevent"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
@@ -39,25 +37,15 @@ func (r *runCancels) cancelCall(op string, cause error) bool {
 // of a call it finds entered by an executor. A missed notice lets the body run to its end
 // and its outcome is committed, as with a missed run cancel.
 func (x *Executor) listenForCallStops() error {
-	if x.env.Conn == nil {
-		return nil
-	}
-	sub, err := x.env.Conn.Subscribe(x.env.Names.CallStopSubject(), x.onCallStop)
-	if err != nil {
-		return fmt.Errorf("%s: subscribe to call stops: %w", x.opts.Service, err)
-	}
+	sub, err := x.listen(x.env.Names.CallStopSubject(), "call stops", x.onCallStop)
 	x.stopSub = sub
-	return nil
+	return err
 }
 
 // onCallStop cancels the body of the call a stop notice names, if it runs here.
 func (x *Executor) onCallStop(m *nats.Msg) {
-	ev, err := cloudevent.DecodeMsg(m.Header, m.Data)
-	if err != nil {
-		return
-	}
-	cc, err := contracts.DecodeCallCancel(ev.Data)
-	if err != nil {
+	cc, ok := decodeNotice(m, contracts.DecodeCallCancel)
+	if !ok {
 		return
 	}
 	if x.cancels.cancelCall(cc.OperationID, &callCancelled{cc: *cc}) {

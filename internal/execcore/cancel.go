@@ -83,25 +83,40 @@ func (r *runCancels) cancelRun(runID string) int {
 // commands durably to seal the run's calls. A missed cancellation leaves a body to run to
 // its end, as it did before executors listened; its outcome is the gate's seal either way.
 func (x *Executor) listenForCancels() error {
-	if x.env.Conn == nil {
-		return nil
-	}
-	sub, err := x.env.Conn.Subscribe(x.env.Names.RunCancelSubject(), x.onRunCancel)
-	if err != nil {
-		return fmt.Errorf("%s: subscribe to run cancellations: %w", x.opts.Service, err)
-	}
+	sub, err := x.listen(x.env.Names.RunCancelSubject(), "run cancellations", x.onRunCancel)
 	x.cancelSub = sub
-	return nil
+	return err
+}
+
+// listen subscribes handle (core NATS) to subject, which carries what (named in an
+// error); without a connection there is nothing to listen on.
+func (x *Executor) listen(subject, what string, handle nats.MsgHandler) (*nats.Subscription, error) {
+	if x.env.Conn == nil {
+		return nil, nil
+	}
+	sub, err := x.env.Conn.Subscribe(subject, handle)
+	if err != nil {
+		return nil, fmt.Errorf("%s: subscribe to %s: %w", x.opts.Service, what, err)
+	}
+	return sub, nil
+}
+
+// decodeNotice decodes the command m carries with decode; false for one that does not
+// decode, which is dropped here (the gate, which consumes the same commands durably,
+// dead-letters it).
+func decodeNotice[T any](m *nats.Msg, decode func([]byte) (*T, error)) (*T, bool) {
+	ev, err := cloudevent.DecodeMsg(m.Header, m.Data)
+	if err != nil {
+		return nil, false
+	}
+	v, err := decode(ev.Data)
+	return v, err == nil
 }
 
 // onRunCancel cancels the calls in flight of the run a cancellation names.
 func (x *Executor) onRunCancel(m *nats.Msg) {
-	ev, err := cloudevent.DecodeMsg(m.Header, m.Data)
-	if err != nil {
-		return // the gate dead-letters what does not decode
-	}
-	rc, err := contracts.DecodeRunCancel(ev.Data)
-	if err != nil {
+	rc, ok := decodeNotice(m, contracts.DecodeRunCancel)
+	if !ok {
 		return
 	}
 	if n := x.cancels.cancelRun(rc.RunID); n > 0 {

@@ -1,10 +1,13 @@
 package execcore
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/awaken-dev/awaken/internal/bus"
+	"github.com/awaken-dev/awaken/internal/pipeline"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
@@ -107,4 +110,22 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	o.Reconcile = o.Reconcile.withDefaults()
 	return o, nil
+}
+
+// StartConfigured starts the executor hop o of an executor service configured by env (both
+// executors start this way): the reconcile bounds are the configuration's
+// (executors.reconcile), the body-run ledger the one it asks for ([ConfiguredLedger]), and
+// opts are applied last, so a service's caller can still tune the consumer.
+func StartConfigured(ctx context.Context, env *pipeline.Env, o Options, opts ...Option) (*Executor, error) {
+	r := env.Config.Executors.Reconcile
+	o.Reconcile = ReconcileOptions{Attempts: r.Attempts, Backoff: r.Backoff.D(), Timeout: r.Timeout.D(), Bound: r.Bound.D()}
+	ledger, err := ConfiguredLedger(ctx, env)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", o.Service, err)
+	}
+	o.Ledger = ledger
+	for _, opt := range opts {
+		opt(&o)
+	}
+	return Start(ctx, env, o)
 }

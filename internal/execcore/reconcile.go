@@ -9,6 +9,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/awaken-dev/awaken/internal/bus"
+	"github.com/awaken-dev/awaken/internal/ctxsleep"
 	"github.com/awaken-dev/awaken/internal/pipeline"
 	"github.com/awaken-dev/awaken/internal/state"
 	"github.com/awaken-dev/awaken/internal/telemetry"
@@ -275,12 +276,7 @@ func (x *Executor) askReconciler(ctx context.Context, inv Invocation, deadline t
 		if calls == o.Attempts {
 			break
 		}
-		t := time.NewTimer(min(wait, max(time.Until(deadline), 0)))
-		select {
-		case <-ctx.Done():
-		case <-t.C:
-		}
-		t.Stop()
+		_ = ctxsleep.Sleep(ctx, min(wait, max(time.Until(deadline), 0)))
 		wait *= 2
 	}
 	return contracts.Unknown(), calls, failure

@@ -3,14 +3,10 @@
 package mcpbridge_test
 
 import (
-	"context"
-	"fmt"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/awaken-dev/awaken/internal/app"
-	"github.com/awaken-dev/awaken/internal/config"
 	"github.com/awaken-dev/awaken/pkg/client"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
@@ -28,8 +24,8 @@ type annotationRun struct {
 // its recovery shows whether it was pinned replay-safe.
 func startAnnotated(t *testing.T, trust bool) annotationRun {
 	log := newCallLog(t)
-	cfg, err := config.Parse(fmt.Appendf(nil, `
-storage: {memory: true}
+	_, stack := startPipeline(t, app.Options{Services: withAPI(),
+		Faults: crashOnceInTool(func(op string) bool { return strings.HasSuffix(op, ":upsert") })}, `
 consumers: {ack_wait: 1s}
 policy:
   default_behavior: deny
@@ -39,14 +35,7 @@ policy:
 executors:
   mcp:
     - {name: test, command: %q, args: ["-annotated", "-log", %q], trust_annotations: %t}
-`, serverBin, string(log), trust))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
-	t.Cleanup(cancel)
-	stack := startStack(ctx, t, app.Options{Config: cfg, Services: withAPI(),
-		Faults: crashOnceInTool(func(op string) bool { return strings.HasSuffix(op, ":upsert") })})
+`, serverBin, string(log), trust)
 	return annotationRun{testStack: stack, log: log}
 }
 

@@ -5,7 +5,6 @@ package mcpbridge_test
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
 	"net/url"
@@ -16,7 +15,6 @@ import (
 	"time"
 
 	"github.com/awaken-dev/awaken/internal/app"
-	"github.com/awaken-dev/awaken/internal/config"
 	"github.com/awaken-dev/awaken/pkg/client"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
@@ -28,8 +26,7 @@ import (
 // the awaken, openai and mcp formats, narrowed like agent.tools.
 func TestToolCatalog(t *testing.T) {
 	log := newCallLog(t)
-	cfg, err := config.Parse(fmt.Appendf(nil, `
-storage: {memory: true}
+	ctx, c, get := startCatalogStack(t, `
 tools:
   - id: echo
     capability: replay_safe
@@ -49,11 +46,7 @@ executors:
   sandbox: {enabled: false}
   mcp:
     - {name: test, command: %q, args: ["-log", %q]}
-`, serverBin, string(log)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, c, get := startCatalogStack(t, cfg)
+`, serverBin, string(log))
 
 	var cat contracts.ToolCatalog
 	get("/v1/tools", &cat)
@@ -114,8 +107,7 @@ executors:
 // names the safe name runs that very tool, recorded under its id.
 func TestToolCatalog_providerFormats(t *testing.T) {
 	log := newCallLog(t)
-	cfg, err := config.Parse(fmt.Appendf(nil, `
-storage: {memory: true}
+	ctx, c, get := startCatalogStack(t, `
 tools:
   - id: echo
   - id: open
@@ -126,11 +118,7 @@ policy: {default_behavior: allow}
 executors:
   mcp:
     - {name: test, command: %q, args: ["-log", %q]}
-`, serverBin, string(log)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, c, get := startCatalogStack(t, cfg)
+`, serverBin, string(log))
 	const greetID = "mcp__test__greet (structured)"
 	safe := contracts.SafeToolName(greetID)
 	if safe == greetID || !providerName.MatchString(safe) {
@@ -202,13 +190,12 @@ executors:
 // providerName is what OpenAI and Anthropic accept as a tool name.
 var providerName = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
 
-// startCatalogStack runs every service and the api with cfg, and returns the test's
-// context, a client and a GET of the api that decodes a 200 answer into v.
-func startCatalogStack(t *testing.T, cfg *config.Config) (context.Context, *client.Client, func(path string, v any)) {
+// startCatalogStack runs every service and the api on the configuration configYAML
+// formats with args ([startPipeline]), and returns the test's context, a client and a GET
+// of the api that decodes a 200 answer into v.
+func startCatalogStack(t *testing.T, configYAML string, args ...any) (context.Context, *client.Client, func(path string, v any)) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
-	t.Cleanup(cancel)
-	stack := startStack(ctx, t, app.Options{Config: cfg, Services: withAPI()})
+	ctx, stack := startPipeline(t, app.Options{Services: withAPI()}, configYAML, args...)
 	base := strings.TrimSuffix(stack.APIService.URL(), "/")
 	return ctx, stack.client, func(path string, v any) {
 		t.Helper()

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/awaken-dev/awaken/internal/app"
-	"github.com/awaken-dev/awaken/internal/config"
 	"github.com/awaken-dev/awaken/internal/execcore"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
@@ -23,8 +22,7 @@ import (
 // unavailable without a body run.
 func TestPipeline_mcpToolsPassThroughTheGate(t *testing.T) {
 	log := newCallLog(t)
-	cfg, err := config.Parse(fmt.Appendf(nil, `
-storage: {memory: true}
+	ctx, stack := startPipeline(t, app.Options{}, `
 policy:
   default_behavior: deny
   rules:
@@ -38,13 +36,7 @@ executors:
   mcp:
     - {name: test, command: %q, args: ["-log", %q]}
     - {name: down, command: /nonexistent/mcp-server}
-`, serverBin, string(log)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
-	defer cancel()
-	stack := startStack(ctx, t, app.Options{Config: cfg})
+`, serverBin, string(log))
 	c := stack.client
 
 	const run = "run-mcp"

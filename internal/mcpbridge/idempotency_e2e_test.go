@@ -7,14 +7,12 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-	"time"
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/awaken-dev/awaken/internal/app"
-	"github.com/awaken-dev/awaken/internal/config"
 	"github.com/awaken-dev/awaken/internal/natstest"
 	"github.com/awaken-dev/awaken/internal/telemetry"
 	"github.com/awaken-dev/awaken/pkg/contracts"
@@ -36,8 +34,13 @@ import (
 //     publisher.barrier span.
 func TestPipeline_mcpIdempotencyKeyAndSpans(t *testing.T) {
 	log := newCallLog(t)
-	cfg, err := config.Parse(fmt.Appendf(nil, `
-storage: {memory: true}
+	spans := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(spans))
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	const run, metaCall = "run-idem", "functions.meta:0"
+	crashIn := contracts.OperationID(run, 1, metaCall)
+	ctx, stack := startPipeline(t, app.Options{TracerProvider: tp, Services: withAPI(),
+		Faults: crashOnceInTool(func(op string) bool { return op == crashIn })}, `
 consumers: {ack_wait: 1s}
 tools:
   - id: echo
@@ -51,19 +54,7 @@ executors:
   trace_tool_content: true
   mcp:
     - {name: test, command: %q, args: ["-log", %q], trust_annotations: true}
-`, serverBin, string(log)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	spans := tracetest.NewInMemoryExporter()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(spans))
-	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
-	defer cancel()
-	const run, metaCall = "run-idem", "functions.meta:0"
-	crashIn := contracts.OperationID(run, 1, metaCall)
-	stack := startStack(ctx, t, app.Options{Config: cfg, TracerProvider: tp, Services: withAPI(),
-		Faults: crashOnceInTool(func(op string) bool { return op == crashIn })})
+`, serverBin, string(log))
 	stack.waitCapability(t, "mcp__test__meta", contracts.CapabilityReplaySafe)
 	c := stack.client
 

@@ -3,13 +3,11 @@
 package mcpbridge_test
 
 import (
-	"context"
 	"fmt"
 	"testing"
 	"time"
 
 	"github.com/awaken-dev/awaken/internal/app"
-	"github.com/awaken-dev/awaken/internal/config"
 	"github.com/awaken-dev/awaken/internal/execcore"
 	"github.com/awaken-dev/awaken/internal/servicetest"
 	"github.com/awaken-dev/awaken/pkg/contracts"
@@ -20,19 +18,12 @@ import (
 // io.awaken.tool.progress.v1 events, the last one included; the result carries only the
 // tool's answer.
 func TestPipeline_mcpProgressIsBridged(t *testing.T) {
-	cfg, err := config.Parse(fmt.Appendf(nil, `
-storage: {memory: true}
+	ctx, stack := startPipeline(t, app.Options{}, `
 policy: {default_behavior: allow}
 executors:
   mcp:
     - {name: test, command: %q}
-`, serverBin))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
-	defer cancel()
-	stack := startStack(ctx, t, app.Options{Config: cfg})
+`, serverBin)
 	c := stack.client
 	_, js := stack.srv.Conn(t)
 	const run, steps = "run-mcp-progress", 30
@@ -50,7 +41,7 @@ executors:
 	if got := res.Results[0].Output.Text(); got != fmt.Sprintf("progressed %d steps (token: yes)", steps) {
 		t.Fatalf("result %q: the request carried no progress token, or progress leaked into it", got)
 	}
-	events, _ := servicetest.ProgressEvents(t, js, cfg.Names(), run)
+	events, _ := servicetest.ProgressEvents(t, js, stack.Env.Names, run)
 	servicetest.CheckProgress(t, events, "c1", steps, elapsed, execcore.ProgressInterval)
 	if p := events[0]; p.ToolID != "mcp__test__progress" || p.BatchID != contracts.BatchID(run, 1) || p.Attempt != 1 {
 		t.Errorf("progress event %+v", p)

@@ -3,14 +3,11 @@
 package mcpbridge_test
 
 import (
-	"context"
 	"fmt"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/awaken-dev/awaken/internal/app"
-	"github.com/awaken-dev/awaken/internal/config"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
@@ -31,8 +28,11 @@ func TestPipeline_mcpReconcileCompanion(t *testing.T) {
 			if companion {
 				reconcile = `, reconcile: {charge: {tool: charge_status}}`
 			}
-			cfg, err := config.Parse(fmt.Appendf(nil, `
-storage: {memory: true}
+			const run, callID = "run-reconcile", "toolu_charge"
+			op := contracts.OperationID(run, 1, callID)
+			// The test server charges before it answers: the crash comes after the charge.
+			ctx, stack := startPipeline(t, app.Options{Services: withAPI(),
+				Faults: crashOnceInTool(func(id string) bool { return id == op })}, `
 consumers: {ack_wait: 1s}
 policy:
   default_behavior: allow
@@ -40,17 +40,7 @@ executors:
   reconcile: {backoff: 10ms, timeout: 5s}
   mcp:
     - {name: test, command: %q, args: ["-log", %q]%s}
-`, serverBin, string(log), reconcile))
-			if err != nil {
-				t.Fatal(err)
-			}
-			ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
-			defer cancel()
-			const run, callID = "run-reconcile", "toolu_charge"
-			op := contracts.OperationID(run, 1, callID)
-			// The test server charges before it answers: the crash comes after the charge.
-			stack := startStack(ctx, t, app.Options{Config: cfg, Services: withAPI(),
-				Faults: crashOnceInTool(func(id string) bool { return id == op })})
+`, serverBin, string(log), reconcile)
 			stack.waitCapability(t, "mcp__test__charge", contracts.CapabilityNonRecoverable)
 			c := stack.client
 

@@ -151,15 +151,8 @@ func TestHTTPApprovalProgress(t *testing.T) {
 	var progress progressLog
 	cs := s.connectHTTP(aliceToken, "", &progress)
 
-	done := make(chan *mcp.CallToolResult, 1)
-	go func() {
-		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "ask_me", Arguments: map[string]any{"why": "test"},
-			Meta: mcp.Meta{"progressToken": "tok-1"}})
-		if err != nil {
-			t.Errorf("ask_me: %v", err)
-		}
-		done <- res
-	}()
+	done := callInBackground(ctx, cs, &mcp.CallToolParams{Name: "ask_me", Arguments: map[string]any{"why": "test"},
+		Meta: mcp.Meta{"progressToken": "tok-1"}})
 	ticket := s.openTicket()
 	natstest.WaitFor(t, waitTimeout, func() bool { return len(progress.all()) > 0 }, "a progress notification")
 	note := progress.all()[0]
@@ -168,14 +161,14 @@ func TestHTTPApprovalProgress(t *testing.T) {
 		t.Fatalf("progress %+v, want the token, ticket %s and its deadline %v", note, ticket.CorrelationID, ticket.Deadline)
 	}
 	select {
-	case res := <-done:
-		t.Fatalf("the call answered before its approval: %+v", res)
+	case a := <-done:
+		t.Fatalf("the call answered before its approval: %+v, %v", a.res, a.err)
 	default:
 	}
 	s.approve(ticket)
-	res := <-done
-	if res == nil || res.IsError || !strings.Contains(text(res), "ran") {
-		t.Fatalf("ask_me after approval: %+v %q", res, text(res))
+	a := <-done
+	if a.err != nil || a.res == nil || a.res.IsError || !strings.Contains(text(a.res), "ran") {
+		t.Fatalf("ask_me after approval: %+v %q, %v", a.res, text(a.res), a.err)
 	}
 }
 
@@ -187,15 +180,11 @@ func TestHTTPCancel(t *testing.T) {
 	ctx := callCtx(t)
 	cs := s.connectHTTP(aliceToken, "", nil)
 	callCtx, cancelCall := context.WithCancel(ctx)
-	errc := make(chan error, 1)
-	go func() {
-		_, err := cs.CallTool(callCtx, &mcp.CallToolParams{Name: "ask_me", Arguments: map[string]any{}})
-		errc <- err
-	}()
+	done := callInBackground(callCtx, cs, &mcp.CallToolParams{Name: "ask_me", Arguments: map[string]any{}})
 	s.openTicket()
 	cancelCall()
-	if err := <-errc; !errors.Is(err, context.Canceled) {
-		t.Fatalf("cancelled call: %v", err)
+	if a := <-done; !errors.Is(a.err, context.Canceled) {
+		t.Fatalf("cancelled call: %v", a.err)
 	}
 	runID := mcpserve.RunID(cs.ID(), 1)
 	b, err := s.client.Await(ctx, runID, 1)
@@ -222,17 +211,14 @@ func TestHTTPRestartWhileWaiting(t *testing.T) {
 	s := startStack(t)
 	ctx := callCtx(t)
 	cs := s.connectHTTP(aliceToken, "", nil)
-	done := make(chan *mcp.CallToolResult, 1)
-	go func() {
-		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "ask_me", Arguments: map[string]any{}})
-		if err != nil {
-			t.Errorf("ask_me: %v", err)
-		}
-		done <- res
-	}()
+	done := callInBackground(ctx, cs, &mcp.CallToolParams{Name: "ask_me", Arguments: map[string]any{}})
 	ticket := s.openTicket()
 	s.stopAPI()
-	res := <-done
+	a := <-done
+	if a.err != nil {
+		t.Fatalf("ask_me: %v", a.err)
+	}
+	res := a.res
 	batchID := contracts.BatchID(mcpserve.RunID(cs.ID(), 1), 1)
 	msg := text(res)
 	if res == nil || !res.IsError || !strings.HasPrefix(msg, mcpserve.CodeStopped) ||
@@ -377,11 +363,7 @@ func TestHTTPSessionCloseKeepsTheCall(t *testing.T) {
 	s := startStack(t)
 	ctx := callCtx(t)
 	cs := s.connectHTTP(aliceToken, "", nil)
-	done := make(chan *mcp.CallToolResult, 1)
-	go func() {
-		res, _ := cs.CallTool(ctx, &mcp.CallToolParams{Name: "ask_me", Arguments: map[string]any{}})
-		done <- res
-	}()
+	done := callInBackground(ctx, cs, &mcp.CallToolParams{Name: "ask_me", Arguments: map[string]any{}})
 	tk := s.openTicket()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodDelete, s.url("/mcp"), nil)
 	req.Header.Set("Authorization", "Bearer "+aliceToken)
@@ -394,7 +376,8 @@ func TestHTTPSessionCloseKeepsTheCall(t *testing.T) {
 	if res.StatusCode >= 300 {
 		t.Fatalf("DELETE /mcp: %d", res.StatusCode)
 	}
-	if got := <-done; got != nil && (!got.IsError || !strings.HasPrefix(text(got), mcpserve.CodeStopped) || !strings.Contains(text(got), tk.BatchID)) {
+	// The call may also end with an error: its session is gone.
+	if got := (<-done).res; got != nil && (!got.IsError || !strings.HasPrefix(text(got), mcpserve.CodeStopped) || !strings.Contains(text(got), tk.BatchID)) {
 		t.Fatalf("the waiting call when its session ended: %q", text(got))
 	}
 	s.approve(tk)
@@ -431,4 +414,21 @@ func TestHTTPRunCancelledElsewhere(t *testing.T) {
 	if got, want := batchOf(t, out), contracts.BatchID(mcpserve.RunID(cs.ID(), 2), 1); got != want {
 		t.Fatalf("batch %s, want %s", got, want)
 	}
+}
+
+// answer is what a CallTool returned.
+type answer struct {
+	res *mcp.CallToolResult
+	err error
+}
+
+// callInBackground calls a tool on cs and returns where its answer arrives, so the test
+// can act on the call (approve its ticket, cancel it, stop the api) while it waits.
+func callInBackground(ctx context.Context, cs *mcp.ClientSession, params *mcp.CallToolParams) <-chan answer {
+	done := make(chan answer, 1)
+	go func() {
+		res, err := cs.CallTool(ctx, params)
+		done <- answer{res, err}
+	}()
+	return done
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/rs/zerolog"
 
+	"github.com/awaken-dev/awaken/internal/ctxsleep"
 	"github.com/awaken-dev/awaken/pkg/client"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
@@ -254,11 +255,8 @@ func (ss *session) submit(ctx context.Context, req *mcp.CallToolRequest, t *tool
 			// the run can be busy only with a batch the door did not submit (someone else
 			// used the session's run id): wait and submit again, never tell the client.
 			log.Info().Msg("mcp call: the run is busy; submitting again")
-			select {
-			case <-time.After(min(time.Duration(attempt+1)*200*time.Millisecond, 2*time.Second)):
+			if err = ctxsleep.Sleep(waitCtx, min(time.Duration(attempt+1)*200*time.Millisecond, 2*time.Second)); err == nil {
 				continue
-			case <-waitCtx.Done():
-				err = waitCtx.Err()
 			}
 		case errors.As(err, &rejected) && (rejected.Code == string(contracts.RejectRunCancelled) || rejected.Code == string(contracts.RejectRunEnded)):
 			log.Info().Str("code", rejected.Code).Msg("mcp call: the session's run ended; submitting in its next run")

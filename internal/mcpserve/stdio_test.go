@@ -97,19 +97,12 @@ func TestStdio(t *testing.T) {
 		t.Fatalf("batch %s, want %s", batchID, want)
 	}
 
-	done := make(chan *mcp.CallToolResult, 1)
-	go func() {
-		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "ask_me", Arguments: map[string]any{}, Meta: mcp.Meta{"progressToken": 7}})
-		if err != nil {
-			t.Errorf("ask_me: %v", err)
-		}
-		done <- res
-	}()
+	done := callInBackground(ctx, cs, &mcp.CallToolParams{Name: "ask_me", Arguments: map[string]any{}, Meta: mcp.Meta{"progressToken": 7}})
 	ticket := s.openTicket()
 	waitProgress(t, progress, ticket.CorrelationID)
 	s.approve(ticket)
-	if res := <-done; res == nil || res.IsError || !strings.Contains(text(res), "ran") {
-		t.Fatalf("ask_me after approval: %+v", res)
+	if a := <-done; a.err != nil || a.res == nil || a.res.IsError || !strings.Contains(text(a.res), "ran") {
+		t.Fatalf("ask_me after approval: %+v, %v", a.res, a.err)
 	}
 }
 
@@ -137,14 +130,10 @@ func TestStdioCancel(t *testing.T) {
 	ctx := callCtx(t)
 	cs, _ := startStdio(t, s, "cli:tester", nil)
 	callCtx, cancelCall := context.WithCancel(ctx)
-	errc := make(chan error, 1)
-	go func() {
-		_, err := cs.CallTool(callCtx, &mcp.CallToolParams{Name: "ask_me", Arguments: map[string]any{}})
-		errc <- err
-	}()
+	done := callInBackground(callCtx, cs, &mcp.CallToolParams{Name: "ask_me", Arguments: map[string]any{}})
 	tk := s.openTicket()
 	cancelCall()
-	<-errc
+	<-done
 	b, err := s.client.Await(ctx, tk.RunID, 1)
 	if err != nil {
 		t.Fatal(err)

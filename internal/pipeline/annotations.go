@@ -10,6 +10,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/awaken-dev/awaken/internal/bus"
+	"github.com/awaken-dev/awaken/internal/state"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
@@ -37,28 +38,7 @@ func WatchAnnotations(ctx, life context.Context, js jetstream.JetStream, names c
 	}
 	p := &PublishedAnnotations{byTool: map[string]contracts.ToolAnnotations{}}
 	current := make(chan struct{})
-	go func() {
-		defer func() { _ = w.Stop() }()
-		initial := true
-		for {
-			select {
-			case <-life.Done():
-				return
-			case e, ok := <-w.Updates():
-				if !ok {
-					return
-				}
-				if e == nil { // the initial value is delivered
-					if initial {
-						initial = false
-						close(current)
-					}
-					continue
-				}
-				p.apply(e, log)
-			}
-		}
-	}()
+	go state.Follow(life, w, func() { close(current) }, func(e jetstream.KeyValueEntry) { p.apply(e, log) })
 	wait := time.NewTimer(annotationsFirstRead)
 	defer wait.Stop()
 	select {

@@ -13,6 +13,16 @@ import (
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
+// echoKit is service's test environment on a configuration with one tool, echo, and a
+// context that gives the test 30 seconds.
+func echoKit(t *testing.T, service string) (*servicetest.Kit, context.Context) {
+	t.Helper()
+	kit := servicetest.New(t, service, "prefix: awaken\ntools:\n  - id: echo\n", bus.TopologyConfig{})
+	ctx, cancel := context.WithTimeout(kit.Ctx, 30*time.Second)
+	t.Cleanup(cancel)
+	return kit, ctx
+}
+
 // TestBatchLivesInTheRunRecordThenTheArchive walks the places a batch record lives: the
 // run record while it is open (accepting it is one write of the run record, nothing in
 // the archive), the run record finalized, and the archive once the run's next batch
@@ -20,9 +30,7 @@ import (
 // resubmission of its batch id is answered from it, never recorded again, even with the
 // run idle.
 func TestBatchLivesInTheRunRecordThenTheArchive(t *testing.T) {
-	kit := servicetest.New(t, "batcher", "prefix: awaken\ntools:\n  - id: echo\n", bus.TopologyConfig{})
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	kit, ctx := echoKit(t, "batcher")
 	env := kit.Env
 	const run = "run-lives"
 	rec := func(step int64) contracts.BatchRecord {

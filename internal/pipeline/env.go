@@ -64,28 +64,16 @@ type Env struct {
 // NewEnv binds the stores of an ensured topology. EnsureTopology must have run.
 func NewEnv(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, cfg *config.Config, log zerolog.Logger) (*Env, error) {
 	names := cfg.Names()
-	kv := func(name string) (jetstream.KeyValue, error) {
-		b, err := js.KeyValue(ctx, name)
+	var batches, calls, tickets, runs jetstream.KeyValue
+	for _, b := range []struct {
+		kv   *jetstream.KeyValue
+		name string
+	}{{&batches, names.BatchesBucket()}, {&calls, names.CallsBucket()}, {&tickets, names.TicketsBucket()}, {&runs, names.RunsBucket()}} {
+		kv, err := js.KeyValue(ctx, b.name)
 		if err != nil {
-			return nil, fmt.Errorf("pipeline: bucket %s: %w", name, err)
+			return nil, fmt.Errorf("pipeline: bucket %s: %w", b.name, err)
 		}
-		return b, nil
-	}
-	batches, err := kv(names.BatchesBucket())
-	if err != nil {
-		return nil, err
-	}
-	calls, err := kv(names.CallsBucket())
-	if err != nil {
-		return nil, err
-	}
-	tickets, err := kv(names.TicketsBucket())
-	if err != nil {
-		return nil, err
-	}
-	runs, err := kv(names.RunsBucket())
-	if err != nil {
-		return nil, err
+		*b.kv = kv
 	}
 	// A configured signing key that cannot be read refuses the start: an unsigned trail
 	// from a host meant to sign would pass for a forgery at every verification.

@@ -149,28 +149,18 @@ func (e *Env) watchPauses() *pauseView {
 		e.Log.Warn().Err(err).Msg("tool pauses not watched; the executors rely on the gate's check alone")
 		return v
 	}
-	go func() {
-		defer func() { _ = w.Stop() }()
-		initial := true
-		for entry := range w.Updates() {
-			if entry == nil {
-				if initial {
-					initial = false
-					close(v.ready)
-				}
-				continue
-			}
-			v.mu.Lock()
-			if entry.Operation() != jetstream.KeyValuePut {
-				delete(v.byKey, entry.Key())
-			} else if p, err := DecodeToolPause(entry.Value(), entry.Key()); err != nil {
-				delete(v.byKey, entry.Key())
-				e.Log.Error().Err(err).Str("key", entry.Key()).Msg("tool pause record refused; the tool is not paused")
-			} else {
-				v.byKey[entry.Key()] = p
-			}
-			v.mu.Unlock()
+	// The watch runs for the connection's lifetime.
+	go state.Follow(context.Background(), w, func() { close(v.ready) }, func(entry jetstream.KeyValueEntry) {
+		v.mu.Lock()
+		defer v.mu.Unlock()
+		if entry.Operation() != jetstream.KeyValuePut {
+			delete(v.byKey, entry.Key())
+		} else if p, err := DecodeToolPause(entry.Value(), entry.Key()); err != nil {
+			delete(v.byKey, entry.Key())
+			e.Log.Error().Err(err).Str("key", entry.Key()).Msg("tool pause record refused; the tool is not paused")
+		} else {
+			v.byKey[entry.Key()] = p
 		}
-	}()
+	})
 	return v
 }

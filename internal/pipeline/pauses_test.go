@@ -1,14 +1,10 @@
 package pipeline_test
 
 import (
-	"context"
 	"errors"
 	"testing"
-	"time"
 
-	"github.com/awaken-dev/awaken/internal/bus"
 	"github.com/awaken-dev/awaken/internal/pipeline"
-	"github.com/awaken-dev/awaken/internal/servicetest"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
@@ -17,9 +13,7 @@ import (
 // time — is refused: the tool is not paused, for the gate's read and the catalog's list
 // alike. A record the api writes is a pause.
 func TestPauseRecordsDecodeStrictly(t *testing.T) {
-	kit := servicetest.New(t, "gate", "prefix: awaken\ntools:\n  - id: echo\n", bus.TopologyConfig{})
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	kit, ctx := echoKit(t, "gate")
 	kv, err := kit.JS.KeyValue(ctx, kit.Env.Names.ToolPausesBucket())
 	if err != nil {
 		t.Fatal(err)

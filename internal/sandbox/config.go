@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"cmp"
 	"fmt"
 	"runtime"
 	"time"
@@ -113,30 +114,14 @@ type EngineOptions struct {
 // withDefaults returns o with every zero field replaced by its default, or an error
 // wrapping ErrInvalidConfig when a field is out of range.
 func (o EngineOptions) withDefaults() (EngineOptions, error) {
-	if o.DefaultMemoryLimitMiB == 0 {
-		o.DefaultMemoryLimitMiB = DefaultMemoryLimitMiB
-	}
-	if o.DefaultTimeout == 0 {
-		o.DefaultTimeout = DefaultTimeout
-	}
-	if o.DefaultMaxOutputBytes == 0 {
-		o.DefaultMaxOutputBytes = DefaultMaxOutputBytes
-	}
-	if o.DefaultScratchMaxBytes == 0 {
-		o.DefaultScratchMaxBytes = DefaultScratchMaxBytes
-	}
-	if o.MaxStderrBytes == 0 {
-		o.MaxStderrBytes = DefaultMaxStderrBytes
-	}
-	if o.MaxModuleBytes == 0 {
-		o.MaxModuleBytes = DefaultMaxModuleBytes
-	}
-	if o.MaxConcurrentCalls == 0 {
-		o.MaxConcurrentCalls = runtime.GOMAXPROCS(0)
-	}
-	if o.CompilationWorkers == 0 {
-		o.CompilationWorkers = runtime.GOMAXPROCS(0)
-	}
+	o.DefaultMemoryLimitMiB = cmp.Or(o.DefaultMemoryLimitMiB, DefaultMemoryLimitMiB)
+	o.DefaultTimeout = cmp.Or(o.DefaultTimeout, DefaultTimeout)
+	o.DefaultMaxOutputBytes = cmp.Or(o.DefaultMaxOutputBytes, DefaultMaxOutputBytes)
+	o.DefaultScratchMaxBytes = cmp.Or(o.DefaultScratchMaxBytes, DefaultScratchMaxBytes)
+	o.MaxStderrBytes = cmp.Or(o.MaxStderrBytes, DefaultMaxStderrBytes)
+	o.MaxModuleBytes = cmp.Or(o.MaxModuleBytes, DefaultMaxModuleBytes)
+	o.MaxConcurrentCalls = cmp.Or(o.MaxConcurrentCalls, runtime.GOMAXPROCS(0))
+	o.CompilationWorkers = cmp.Or(o.CompilationWorkers, runtime.GOMAXPROCS(0))
 	return o, checkLimits("Default", o.DefaultMemoryLimitMiB, []limit{
 		{"DefaultTimeout", o.DefaultTimeout, o.DefaultTimeout < 0},
 		{"DefaultMaxOutputBytes", o.DefaultMaxOutputBytes, o.DefaultMaxOutputBytes < 0},
@@ -176,18 +161,10 @@ func (c ModuleConfig) resolve(o EngineOptions) (ModuleConfig, error) {
 	if c.Path == "" {
 		return c, fmt.Errorf("%w: module path is empty", ErrInvalidConfig)
 	}
-	if c.MemoryLimitMiB == 0 {
-		c.MemoryLimitMiB = o.DefaultMemoryLimitMiB
-	}
-	if c.Timeout == 0 {
-		c.Timeout = o.DefaultTimeout
-	}
-	if c.MaxOutputBytes == 0 {
-		c.MaxOutputBytes = o.DefaultMaxOutputBytes
-	}
-	if c.ScratchMaxBytes == 0 {
-		c.ScratchMaxBytes = o.DefaultScratchMaxBytes
-	}
+	c.MemoryLimitMiB = cmp.Or(c.MemoryLimitMiB, o.DefaultMemoryLimitMiB)
+	c.Timeout = cmp.Or(c.Timeout, o.DefaultTimeout)
+	c.MaxOutputBytes = cmp.Or(c.MaxOutputBytes, o.DefaultMaxOutputBytes)
+	c.ScratchMaxBytes = cmp.Or(c.ScratchMaxBytes, o.DefaultScratchMaxBytes)
 	return c, checkLimits("", c.MemoryLimitMiB, []limit{
 		{"Timeout", c.Timeout, c.Timeout < 0},
 		{"MaxOutputBytes", c.MaxOutputBytes, c.MaxOutputBytes < 0},

@@ -719,6 +719,27 @@ func TestCancellation(t *testing.T) {
 	}
 }
 
+// startHeld invokes req on e in the background and returns once the call is about to run
+// its module's _start, where it waits until release is called; later calls are not held.
+// The call's error arrives on result.
+func startHeld(e *Engine, req Request) (result <-chan error, release func()) {
+	started, proceed := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	e.beforeStart = func() {
+		once.Do(func() {
+			close(started)
+			<-proceed
+		})
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := e.Invoke(context.Background(), req)
+		done <- err
+	}()
+	<-started
+	return done, sync.OnceFunc(func() { close(proceed) })
+}
+
 // TestCloseStopsRunningCalls closes the engine while a call loops: the call ends with
 // KindCanceled wrapping ErrClosed, and later calls and loads get ErrClosed.
 func TestCloseStopsRunningCalls(t *testing.T) {
@@ -726,16 +747,9 @@ func TestCloseStopsRunningCalls(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	started := make(chan struct{})
-	e.beforeStart = func() { close(started) }
 	mustLoad(t, e, "loop", "loop", ModuleConfig{Timeout: time.Minute})
-
-	result := make(chan error, 1)
-	go func() {
-		_, err := e.Invoke(context.Background(), Request{ToolID: "loop"})
-		result <- err
-	}()
-	<-started
+	result, release := startHeld(e, Request{ToolID: "loop"})
+	release() // the call runs on into its endless loop
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := e.Close(ctx); err != nil {
@@ -760,23 +774,13 @@ func TestCloseStopsRunningCalls(t *testing.T) {
 // call still completes on the module it started with, which is freed afterwards.
 func TestUnloadWhileRunning(t *testing.T) {
 	e := newTestEngine(t, EngineOptions{})
-	started, proceed := make(chan struct{}), make(chan struct{})
-	e.beforeStart = func() {
-		close(started)
-		<-proceed
-	}
 	mustLoad(t, e, "wc", "wc", ModuleConfig{})
-	result := make(chan error, 1)
-	go func() {
-		_, err := e.Invoke(context.Background(), Request{ToolID: "wc", Args: []byte(`{"text":"a b"}`)})
-		result <- err
-	}()
-	<-started
+	result, release := startHeld(e, Request{ToolID: "wc", Args: []byte(`{"text":"a b"}`)})
 	e.Unload("wc")
 	if st := e.Stats(); st.CachedModules != 1 || st.LoadedTools != 0 {
 		t.Fatalf("while running: %+v, want the module kept for the call", st)
 	}
-	close(proceed)
+	release()
 	if err := <-result; err != nil {
 		t.Fatalf("call on an unloaded tool: %v", err)
 	}
@@ -789,28 +793,15 @@ func TestUnloadWhileRunning(t *testing.T) {
 // up with its context, as KindCanceled.
 func TestConcurrencyLimit(t *testing.T) {
 	e := newTestEngine(t, EngineOptions{MaxConcurrentCalls: 1})
-	started, proceed := make(chan struct{}), make(chan struct{})
-	var once sync.Once
-	e.beforeStart = func() {
-		once.Do(func() {
-			close(started)
-			<-proceed
-		})
-	}
 	mustLoad(t, e, "wc", "wc", ModuleConfig{})
-	first := make(chan error, 1)
-	go func() {
-		_, err := e.Invoke(context.Background(), Request{ToolID: "wc", Args: []byte(`{"text":""}`)})
-		first <- err
-	}()
-	<-started
+	first, release := startHeld(e, Request{ToolID: "wc", Args: []byte(`{"text":""}`)})
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	_, err := e.Invoke(ctx, Request{ToolID: "wc", Args: []byte(`{"text":""}`)})
 	if me := asModuleError(t, err); me.Kind != KindCanceled || !errors.Is(err, context.Canceled) || !strings.Contains(me.Detail, "call slot") {
 		t.Fatalf("second call: %v", err)
 	}
-	close(proceed)
+	release()
 	if err := <-first; err != nil {
 		t.Fatal(err)
 	}

@@ -175,18 +175,9 @@ func asModuleError(t testing.TB, err error) *ModuleError {
 // A minimal WebAssembly assembler for hand-made test modules, so the tests can exercise
 // what Go cannot produce (a real trap, a foreign import, a huge initial memory).
 
-func uleb(n int) []byte {
-	var out []byte
-	for {
-		b := byte(n & 0x7f)
-		n >>= 7
-		if n != 0 {
-			out = append(out, b|0x80)
-			continue
-		}
-		return append(out, b)
-	}
-}
+// uleb encodes n as unsigned LEB128 with the engine's own encoder: wazero, which decodes
+// every hand-made module, checks it.
+func uleb(n int) []byte { return appendULEB32(nil, uint32(n)) }
 
 func concat(parts ...[]byte) []byte {
 	var out []byte

@@ -15,6 +15,8 @@ import (
 	"github.com/tetratelabs/wazero/experimental"
 	"github.com/tetratelabs/wazero/experimental/sysfs"
 	"github.com/tetratelabs/wazero/sys"
+
+	"github.com/awaken-dev/awaken/internal/ctxsleep"
 )
 
 // One run of a module: its sandboxed instance, and what its end means for the call.
@@ -182,12 +184,7 @@ func sleepUntilDone(ctx context.Context) sys.Nanosleep {
 		if ns <= 0 {
 			return
 		}
-		timer := time.NewTimer(time.Duration(ns))
-		defer timer.Stop()
-		select {
-		case <-timer.C:
-		case <-ctx.Done():
-		}
+		_ = ctxsleep.Sleep(ctx, time.Duration(ns))
 	}
 }
 

@@ -19,14 +19,65 @@ const (
 // ErrBucketNotFound: the bucket a leader read names does not exist.
 var ErrBucketNotFound = errors.New("state: bucket not found")
 
+// ReadLastFromLeader returns the last message stored on subject in stream as the stream's
+// leader holds it: a plain message get ($JS.API.STREAM.MSG.GET), which only the leader
+// answers — a direct get may be answered by a replica that has not seen the last write
+// yet. A subject without messages is jetstream.ErrMsgNotFound, a stream that does not
+// exist jetstream.ErrStreamNotFound; other errors are left for the caller to name the read
+// they failed (the key-value reads below, the audit trail's chain head).
+//
+// It needs permission to publish on $JS.API.STREAM.MSG.GET.<stream>.
+func ReadLastFromLeader(ctx context.Context, nc *nats.Conn, stream, subject string) (*jetstream.RawStreamMsg, error) {
+	req, err := json.Marshal(map[string]string{"last_by_subj": subject})
+	if err != nil {
+		return nil, err
+	}
+	reply, err := nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET."+stream, req)
+	if err != nil {
+		return nil, err
+	}
+	var resp struct {
+		Error *struct {
+			ErrCode     int    `json:"err_code"`
+			Description string `json:"description"`
+		} `json:"error"`
+		Message *struct {
+			Subject  string `json:"subject"`
+			Sequence uint64 `json:"seq"`
+			Header   []byte `json:"hdrs"`
+			Data     []byte `json:"data"`
+		} `json:"message"`
+	}
+	if err := json.Unmarshal(reply.Data, &resp); err != nil {
+		return nil, err
+	}
+	switch {
+	case resp.Error != nil && resp.Error.ErrCode == jsErrNoMessageFound:
+		return nil, jetstream.ErrMsgNotFound
+	case resp.Error != nil && resp.Error.ErrCode == jsErrStreamNotFound:
+		return nil, jetstream.ErrStreamNotFound
+	case resp.Error != nil:
+		return nil, fmt.Errorf("%s (%d)", resp.Error.Description, resp.Error.ErrCode)
+	case resp.Message == nil:
+		return nil, errors.New("empty reply")
+	}
+	var hdr nats.Header
+	if len(resp.Message.Header) > 0 {
+		if hdr, err = nats.DecodeHeadersMsg(resp.Message.Header); err != nil {
+			return nil, fmt.Errorf("headers: %w", err)
+		}
+	}
+	return &jetstream.RawStreamMsg{Subject: resp.Message.Subject, Sequence: resp.Message.Sequence, Header: hdr, Data: resp.Message.Data}, nil
+}
+
 // ReadFromLeader returns the latest message stored for key in bucket as the leader of the
-// bucket's stream holds it: a plain message get ($JS.API.STREAM.MSG.GET), which only the
-// stream leader answers. A key-value get is a direct get, which any replica answers, so in
-// a cluster it can miss a write that is already committed (a follower catching up after a
-// restart, a partition, a pause); a write whose acknowledgement someone received is always
-// in the leader's answer. (A KV watcher is no better: its consumer is placed on any
-// replica.) A key without a current value (never written, deleted or purged) is
-// ErrNotFound; a bucket that does not exist is ErrBucketNotFound.
+// bucket's stream holds it ([ReadLastFromLeader]). A key-value get is a direct get, which
+// any replica answers, so in a cluster it can miss a write that is already committed (a
+// follower catching up after a restart, a partition, a pause); a write whose
+// acknowledgement someone received is always in the leader's answer. (A KV watcher is no
+// better: its consumer is placed on any replica.) A key without a current value (never
+// written, deleted or purged) is ErrNotFound; a bucket that does not exist is
+// ErrBucketNotFound.
 //
 // It needs permission to publish on $JS.API.STREAM.MSG.GET.KV_<bucket>.
 func ReadFromLeader(ctx context.Context, nc *nats.Conn, bucket, key string) (*jetstream.RawStreamMsg, error) {
@@ -43,48 +94,17 @@ func ReadFromLeader(ctx context.Context, nc *nats.Conn, bucket, key string) (*je
 // readLast is [ReadFromLeader] that also returns a delete or purge marker (deleted true,
 // with the marker's revision): a create after a delete must expect the marker's revision.
 func readLast(ctx context.Context, nc *nats.Conn, bucket, key string) (m *jetstream.RawStreamMsg, deleted bool, err error) {
-	req, err := json.Marshal(map[string]string{"last_by_subj": "$KV." + bucket + "." + key})
-	if err != nil {
-		return nil, false, err
-	}
-	reply, err := nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET.KV_"+bucket, req)
-	if err != nil {
-		return nil, false, fmt.Errorf("state: read %s/%s from the leader: %w", bucket, key, err)
-	}
-	var resp struct {
-		Error *struct {
-			ErrCode     int    `json:"err_code"`
-			Description string `json:"description"`
-		} `json:"error"`
-		Message *struct {
-			Subject  string `json:"subject"`
-			Sequence uint64 `json:"seq"`
-			Header   []byte `json:"hdrs"`
-			Data     []byte `json:"data"`
-		} `json:"message"`
-	}
-	if err := json.Unmarshal(reply.Data, &resp); err != nil {
-		return nil, false, fmt.Errorf("state: read %s/%s from the leader: %w", bucket, key, err)
-	}
+	m, err = ReadLastFromLeader(ctx, nc, "KV_"+bucket, "$KV."+bucket+"."+key)
 	switch {
-	case resp.Error != nil && resp.Error.ErrCode == jsErrNoMessageFound:
+	case errors.Is(err, jetstream.ErrMsgNotFound):
 		return nil, false, fmt.Errorf("%w: %s/%s", ErrNotFound, bucket, key)
-	case resp.Error != nil && resp.Error.ErrCode == jsErrStreamNotFound:
+	case errors.Is(err, jetstream.ErrStreamNotFound):
 		return nil, false, fmt.Errorf("%w: %s", ErrBucketNotFound, bucket)
-	case resp.Error != nil:
-		return nil, false, fmt.Errorf("state: read %s/%s from the leader: %s (%d)", bucket, key, resp.Error.Description, resp.Error.ErrCode)
-	case resp.Message == nil:
-		return nil, false, fmt.Errorf("state: read %s/%s from the leader: empty reply", bucket, key)
+	case err != nil:
+		return nil, false, fmt.Errorf("state: read %s/%s from the leader: %w", bucket, key, err)
 	}
-	var hdr nats.Header
-	if len(resp.Message.Header) > 0 {
-		if hdr, err = nats.DecodeHeadersMsg(resp.Message.Header); err != nil {
-			return nil, false, fmt.Errorf("state: read %s/%s from the leader: headers: %w", bucket, key, err)
-		}
-	}
-	raw := &jetstream.RawStreamMsg{Subject: resp.Message.Subject, Sequence: resp.Message.Sequence, Header: hdr, Data: resp.Message.Data}
-	op := hdr.Get(kvOperationHeader)
-	return raw, op == kvOpDelete || op == kvOpPurge, nil
+	op := m.Header.Get(kvOperationHeader)
+	return m, op == kvOpDelete || op == kvOpPurge, nil
 }
 
 // GetFromLeader is Get answered by the leader of the bucket's stream ([ReadFromLeader]):

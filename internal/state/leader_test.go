@@ -53,6 +53,21 @@ func TestGetFromLeaderMatchesGet(t *testing.T) {
 	}
 }
 
+// confirmingStore is a store under test and how many times its Update runs fn for a
+// decision it confirms on the stream leader.
+type confirmingStore struct {
+	name  string
+	store *state.Store[counter]
+	runs  int
+}
+
+// confirmingStores are the two stores a confirmation on the leader is tested on: leader,
+// with the JetStream context, runs fn a second time on the value the stream leader holds;
+// plain, without it, has no leader read and runs fn once.
+func confirmingStores(plain, leader *state.Store[counter]) []confirmingStore {
+	return []confirmingStore{{"with the leader read", leader, 2}, {"without", plain, 1}}
+}
+
 // TestUpdateConfirmsARefusalOnTheLeader: a transition fn refuses is refused again on the
 // value the stream leader holds before Update returns the error (the first read may come
 // from a replica behind the latest write); without the JetStream context there is no
@@ -64,11 +79,7 @@ func TestUpdateConfirmsARefusalOnTheLeader(t *testing.T) {
 		t.Fatal(err)
 	}
 	refused := errors.New("refused")
-	for _, tc := range []struct {
-		name  string
-		store *state.Store[counter]
-		runs  int
-	}{{"with the leader read", leader, 2}, {"without", s, 1}} {
+	for _, tc := range confirmingStores(s, leader) {
 		t.Run(tc.name, func(t *testing.T) {
 			var seen []int
 			_, _, err := tc.store.Update(ctx, "k", func(cur *counter, exists bool) error {
@@ -108,11 +119,7 @@ func TestNoChangeOnLeaderIsConfirmedThere(t *testing.T) {
 		t.Fatal(err)
 	}
 	notMine := fmt.Errorf("not mine: %w", state.ErrNoChangeOnLeader)
-	for _, tc := range []struct {
-		name  string
-		store *state.Store[counter]
-		runs  int
-	}{{"with the leader read", leader, 2}, {"without", s, 1}} {
+	for _, tc := range confirmingStores(s, leader) {
 		t.Run(tc.name, func(t *testing.T) {
 			runs := 0
 			got, gotRev, err := tc.store.Update(ctx, "k", func(cur *counter, exists bool) error {

@@ -77,48 +77,37 @@ type Metrics struct {
 func NewMetrics() *Metrics {
 	m := &Metrics{
 		reg: prometheus.NewRegistry(),
-		messages: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: MetricMessages,
-			Help: "Deliveries handled by a durable consumer, by settlement (ack, nak, dead_letter, abandoned).",
-		}, []string{"consumer", "result"}),
+		messages: counterVec(MetricMessages, "Deliveries handled by a durable consumer, by settlement (ack, nak, dead_letter, abandoned).",
+			"consumer", "result"),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    MetricHandlerDuration,
 			Help:    "Handler latency per stage (the durable consumer name), whatever the settlement.",
 			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
 		}, []string{"consumer"}),
-		redeliveries: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: MetricRedeliveries,
-			Help: "Deliveries whose delivery count was above one (the server redelivered the message).",
-		}, []string{"consumer"}),
-		deadLetters: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: MetricDeadLetters,
-			Help: "Messages copied to the dead-letter stream and terminated, by consumer and code.",
-		}, []string{"consumer", "code"}),
-		gateDecisions: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: MetricGateDecisions,
-			Help: "Permission decisions the gate recorded, by audit label (allow, deny, ask, schedule, ...); counted once when committed.",
-		}, []string{"decision"}),
-		calls: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: MetricCalls,
-			Help: "Calls published in a batch's results, by outcome (completed, indeterminate) and whether the output is an error.",
-		}, []string{"outcome", "is_error"}),
-		indeterminate: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: MetricIndeterminate,
-			Help: "Calls a service committed as indeterminate, by service and reason category.",
-		}, []string{"service", "reason"}),
-		batches: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: MetricBatches,
-			Help: "Batches by state transition: accepted and rejected (with code) at the batcher, published at the publisher.",
-		}, []string{"state", "code"}),
-		limitEvents: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: MetricLimitEvents,
-			Help: "Evaluations of a host limit by the gate, by limit and outcome (counted, held: already counted for this operation, blocked, asked, would: a shadow limit the call was over, released: a call that never ran gave its share back).",
-		}, []string{"limit", "outcome"}),
+		redeliveries: counterVec(MetricRedeliveries, "Deliveries whose delivery count was above one (the server redelivered the message).",
+			"consumer"),
+		deadLetters: counterVec(MetricDeadLetters, "Messages copied to the dead-letter stream and terminated, by consumer and code.",
+			"consumer", "code"),
+		gateDecisions: counterVec(MetricGateDecisions, "Permission decisions the gate recorded, by audit label (allow, deny, ask, schedule, ...); counted once when committed.",
+			"decision"),
+		calls: counterVec(MetricCalls, "Calls published in a batch's results, by outcome (completed, indeterminate) and whether the output is an error.",
+			"outcome", "is_error"),
+		indeterminate: counterVec(MetricIndeterminate, "Calls a service committed as indeterminate, by service and reason category.",
+			"service", "reason"),
+		batches: counterVec(MetricBatches, "Batches by state transition: accepted and rejected (with code) at the batcher, published at the publisher.",
+			"state", "code"),
+		limitEvents: counterVec(MetricLimitEvents, "Evaluations of a host limit by the gate, by limit and outcome (counted, held: already counted for this operation, blocked, asked, would: a shadow limit the call was over, released: a call that never ran gave its share back).",
+			"limit", "outcome"),
 	}
 	m.reg.MustRegister(m.messages, m.duration, m.redeliveries, m.deadLetters, m.gateDecisions,
 		m.calls, m.indeterminate, m.batches, m.limitEvents,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
+}
+
+// counterVec is a counter of the awaken metrics with its help text and label names.
+func counterVec(name, help string, labels ...string) *prometheus.CounterVec {
+	return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
 }
 
 // Registry returns the process registry, e.g. to register a collector of one's own.

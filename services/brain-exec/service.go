@@ -77,15 +77,6 @@ func Start(ctx context.Context, env *pipeline.Env, reg *toolreg.Registry, opts .
 		Delivery:           []bus.DeliveryOption{bus.WithWorkers(brain.Workers)},
 		DefaultTimeout:     brain.DefaultTimeout.D(),
 		UnavailableRetries: brain.UnavailableRetries,
-		Reconcile:          ReconcileOptions(env.Config),
-	}
-	ledger, err := execcore.ConfiguredLedger(ctx, env)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", ServiceName, err)
-	}
-	o.Ledger = ledger
-	for _, opt := range opts {
-		opt(&o)
 	}
 	s := &Service{reg: reg}
 	if servers := mcpServers(env.Config); len(servers) > 0 {
@@ -104,7 +95,7 @@ func Start(ctx context.Context, env *pipeline.Env, reg *toolreg.Registry, opts .
 			return telemetry.ToolTypeFunction
 		}
 	}
-	x, err := execcore.Start(ctx, env, o)
+	x, err := execcore.StartConfigured(ctx, env, o, opts...)
 	if err != nil {
 		s.closeMCP()
 		return nil, err
@@ -148,12 +139,6 @@ type invoker struct {
 	reg *toolreg.Registry
 	// mcp calls the reconcile companions of MCP tools (nil: no MCP server configured).
 	mcp mcpInvoker
-}
-
-// ReconcileOptions are the reconcile bounds of cfg (executors.reconcile), for execcore.
-func ReconcileOptions(cfg *config.Config) execcore.ReconcileOptions {
-	r := cfg.Executors.Reconcile
-	return execcore.ReconcileOptions{Attempts: r.Attempts, Backoff: r.Backoff.D(), Timeout: r.Timeout.D(), Bound: r.Bound.D()}
 }
 
 // Invoke resolves the configured tool to its implementation and runs it.

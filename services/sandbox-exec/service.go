@@ -119,8 +119,6 @@ func StartWithEngine(ctx context.Context, env *pipeline.Env, engine Engine, opts
 		Delivery:           []bus.DeliveryOption{bus.WithWorkers(sc.Workers)},
 		DefaultTimeout:     sc.DefaultTimeout.D(),
 		UnavailableRetries: env.Config.Executors.Brain.UnavailableRetries,
-		Reconcile: execcore.ReconcileOptions{Attempts: cfg.Executors.Reconcile.Attempts, Backoff: cfg.Executors.Reconcile.Backoff.D(),
-			Timeout: cfg.Executors.Reconcile.Timeout.D(), Bound: cfg.Executors.Reconcile.Bound.D()},
 		ToolTimeout: func(toolID string) time.Duration {
 			limit := sc.DefaultTimeout.D()
 			if t, ok := cfg.Tool(toolID); ok && t.Timeout > 0 {
@@ -132,15 +130,7 @@ func StartWithEngine(ctx context.Context, env *pipeline.Env, engine Engine, opts
 			return limit + timeoutGrace
 		},
 	}
-	ledger, err := execcore.ConfiguredLedger(ctx, env)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", ServiceName, err)
-	}
-	o.Ledger = ledger
-	for _, opt := range opts {
-		opt(&o)
-	}
-	x, err := execcore.Start(ctx, env, o)
+	x, err := execcore.StartConfigured(ctx, env, o, opts...)
 	if err != nil {
 		return nil, err
 	}
