@@ -52,9 +52,8 @@ type Client struct {
 	names  contracts.Names
 	source string
 
-	mu      sync.Mutex
-	results jetstream.Stream      // the results stream's handle, once looked up
-	objects jetstream.ObjectStore // the objects bucket's handle, once looked up
+	results handle[jetstream.Stream]
+	objects handle[jetstream.ObjectStore]
 	// keepLinks: return resource_link blocks as published (see [KeepLinks]).
 	keepLinks bool
 	// resumeSubject is where Resume publishes (see [AuthenticatedResumes]).
@@ -65,6 +64,31 @@ type Client struct {
 	dropResult func(contracts.ToolResultEvent) bool
 	// hedgeAfter, when set by tests, replaces streamHedgeAfter.
 	hedgeAfter time.Duration
+}
+
+// handle is a JetStream handle (a stream's, a bucket's) looked up on first use and kept
+// for the client's life; a lookup that fails is tried again on the next use.
+type handle[H any] struct {
+	mu    sync.Mutex
+	h     H
+	found bool
+}
+
+// get returns the handle, looked up with lookup the first time; what names it in the
+// lookup's error.
+func (h *handle[H]) get(what string, lookup func() (H, error)) (H, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.found {
+		return h.h, nil
+	}
+	found, err := lookup()
+	if err != nil {
+		var none H
+		return none, fmt.Errorf("client: %s: %w", what, err)
+	}
+	h.h, h.found = found, true
+	return found, nil
 }
 
 // Option configures a [Client].

@@ -241,15 +241,7 @@ func (c *Client) deleteOrderedOn(stream string, cons jetstream.Consumer) {
 
 // resultsStream returns the results stream's handle, looked up once per client.
 func (c *Client) resultsStream(ctx context.Context) (jetstream.Stream, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.results != nil {
-		return c.results, nil
-	}
-	s, err := c.js.Stream(ctx, c.names.ResultsStream())
-	if err != nil {
-		return nil, fmt.Errorf("client: results stream: %w", err)
-	}
-	c.results = s
-	return s, nil
+	return c.results.get("results stream", func() (jetstream.Stream, error) {
+		return c.js.Stream(ctx, c.names.ResultsStream())
+	})
 }
