@@ -79,18 +79,15 @@ func (c *Client) CancelCall(ctx context.Context, op, reason, actor string) (Call
 		contracts.CallCancel{OperationID: op, Actor: actor, Reason: reason}); err != nil {
 		return CallCancelResult{}, err
 	}
-	for {
-		rec, err := w.next(ctx)
-		if err != nil {
-			if ctx.Err() != nil {
-				res := CallCancelResult{OperationID: op, Phase: w.lastPhase()}
-				return res, fmt.Errorf("client: call %s (last seen %s): %w: %w", op, res.Phase, ErrCallCancelPending, context.Cause(ctx))
-			}
-			return CallCancelResult{}, err
-		}
-		if rec != nil && rec.Phase.IsTerminal() {
-			return cancelResult(op, rec), nil
-		}
+	rec, err := w.follow(ctx, func(rec *contracts.CallRecord) bool { return rec.Phase.IsTerminal() })
+	switch {
+	case err == nil:
+		return cancelResult(op, rec), nil
+	case ctx.Err() != nil:
+		res := CallCancelResult{OperationID: op, Phase: w.lastPhase()}
+		return res, fmt.Errorf("client: call %s (last seen %s): %w: %w", op, res.Phase, ErrCallCancelPending, context.Cause(ctx))
+	default:
+		return CallCancelResult{}, err
 	}
 }
 
@@ -165,6 +162,20 @@ func (w *callWatch) next(ctx context.Context) (*contracts.CallRecord, error) {
 			return &rec, nil
 		case <-ctx.Done():
 			return nil, ctx.Err()
+		}
+	}
+}
+
+// follow waits for the first later revision of the record that until accepts and returns
+// it. It returns ctx's error when ctx ends first.
+func (w *callWatch) follow(ctx context.Context, until func(*contracts.CallRecord) bool) (*contracts.CallRecord, error) {
+	for {
+		rec, err := w.next(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if rec != nil && until(rec) {
+			return rec, nil
 		}
 	}
 }

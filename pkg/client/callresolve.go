@@ -111,31 +111,25 @@ func (c *Client) ResolveCall(ctx context.Context, op string, req CallResolveRequ
 	if err := c.publish(ctx, c.names.CallResolveSubject(), id, contracts.TypeCallResolve, cmd); err != nil {
 		return CallResolveResult{}, err
 	}
-	for {
-		rec, err := w.next(ctx)
-		if err != nil {
-			if ctx.Err() != nil {
-				return CallResolveResult{OperationID: op}, fmt.Errorf("client: call %s: %w: %w", op, ErrCallResolvePending, context.Cause(ctx))
-			}
-			return CallResolveResult{}, err
-		}
-		if rec == nil || rec.Resolution == nil {
-			continue
-		}
-		if rec.Resolution.CommandID != id {
-			return CallResolveResult{}, &CallAlreadyResolvedError{Result: resolveResult(op, rec.Resolution)}
-		}
-		res := resolveResult(op, rec.Resolution)
-		if res.Status == contracts.ResolutionCorrected {
-			// The gate marks the record corrected, then publishes the correction: a
-			// caller told "corrected" must find it on the stream.
-			run, _, _, _ := contracts.ParseOperationID(op) // valid: the command was
-			if err := c.awaitCorrection(ctx, run, op); err != nil {
-				return res, fmt.Errorf("client: call %s: %w: %w", op, ErrCallResolvePending, err)
-			}
-		}
-		return res, nil
+	rec, err := w.follow(ctx, func(rec *contracts.CallRecord) bool { return rec.Resolution != nil })
+	switch {
+	case err != nil && ctx.Err() != nil:
+		return CallResolveResult{OperationID: op}, fmt.Errorf("client: call %s: %w: %w", op, ErrCallResolvePending, context.Cause(ctx))
+	case err != nil:
+		return CallResolveResult{}, err
+	case rec.Resolution.CommandID != id:
+		return CallResolveResult{}, &CallAlreadyResolvedError{Result: resolveResult(op, rec.Resolution)}
 	}
+	res := resolveResult(op, rec.Resolution)
+	if res.Status == contracts.ResolutionCorrected {
+		// The gate marks the record corrected, then publishes the correction: a caller
+		// told "corrected" must find it on the stream.
+		run, _, _, _ := contracts.ParseOperationID(op) // valid: the command was
+		if err := c.awaitCorrection(ctx, run, op); err != nil {
+			return res, fmt.Errorf("client: call %s: %w: %w", op, ErrCallResolvePending, err)
+		}
+	}
+	return res, nil
 }
 
 // awaitCorrection waits until the correction of op is stored among run's corrections,
