@@ -171,8 +171,13 @@ func (e *testEnv) consumers() int {
 	return info.State.Consumers
 }
 
-func checkResults(t *testing.T, res *BatchResult, sub contracts.BatchSubmission, text string) {
+// checkResults checks that a read of sub's results (res, err) succeeded with one result of
+// text per call, in model order.
+func checkResults(t *testing.T, res *BatchResult, err error, sub contracts.BatchSubmission, text string) {
 	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
 	if res.BatchID != sub.BatchID() || len(res.Results) != len(sub.Calls) || len(res.Finalized.CallIDs) != len(sub.Calls) {
 		t.Fatalf("result of %s: %+v", sub.BatchID(), res)
 	}
@@ -196,10 +201,7 @@ func TestSubmitAndWaitReadsACommittedBatchWithoutAConsumer(t *testing.T) {
 	for i := range 5 {
 		sub := testSubmission("run-fast", int64(i+1), 3)
 		res, err := e.c.SubmitAndWait(ctx, sub)
-		if err != nil {
-			t.Fatal(err)
-		}
-		checkResults(t, res, sub, "ok")
+		checkResults(t, res, err, sub, "ok")
 	}
 	// The shortcut creates no consumer at all: a platform submitting thousands of batches
 	// a minute must not run into the stream's consumer limit.
@@ -232,10 +234,7 @@ func TestSubmitAndWaitDoesNotReportAnUncommittedPublish(t *testing.T) {
 	defer cancel()
 	sub := testSubmission("run-crash", 1, 2)
 	res, err := e.c.SubmitAndWait(ctx, sub)
-	if err != nil {
-		t.Fatal(err)
-	}
-	checkResults(t, res, sub, "committed")
+	checkResults(t, res, err, sub, "committed")
 }
 
 // A batch whose results did not all reach the subscription (an atomic batch, run-gap-2)
@@ -262,10 +261,7 @@ func testSubscriptionMissedAResult(t *testing.T, run string, atomic bool) {
 	defer cancel()
 	sub := testSubmission(run, 1, 3)
 	res, err := e.c.SubmitAndWait(ctx, sub)
-	if err != nil {
-		t.Fatal(err)
-	}
-	checkResults(t, res, sub, "ok")
+	checkResults(t, res, err, sub, "ok")
 	e.waitConsumersDeleted("the ordered consumer was not deleted")
 }
 
@@ -279,10 +275,7 @@ func TestAwaitDeletesItsConsumer(t *testing.T) {
 			t.Fatal(err)
 		}
 		res, err := e.c.Await(ctx, sub.RunID, sub.Step)
-		if err != nil {
-			t.Fatal(err)
-		}
-		checkResults(t, res, sub, "ok")
+		checkResults(t, res, err, sub, "ok")
 	}
 	e.waitConsumersDeleted("Await left its ordered consumers on the server")
 }
@@ -339,10 +332,7 @@ func TestSubmitAndWaitFindsTheResultsOfAnIdenticalEarlierSubmission(t *testing.T
 	}, "the first submission was not answered")
 	e.c.hedgeAfter = time.Hour // found by asking, not by the hedge
 	res, err := e.c.SubmitAndWait(ctx, sub)
-	if err != nil {
-		t.Fatal(err)
-	}
-	checkResults(t, res, sub, "first")
+	checkResults(t, res, err, sub, "first")
 }
 
 // FollowRun yields every batch of a run whole and in order, whichever form it was
@@ -371,10 +361,7 @@ func TestFollowRunResumesAfterASequenceAndResultsDoesNotWait(t *testing.T) {
 		t.Fatalf("Results of an unpublished batch: %v, want ErrNotPublished", err)
 	}
 	res, err := e.c.Results(ctx, run, 2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	checkResults(t, res, testSubmission(run, 2, 2), "step 2")
+	checkResults(t, res, err, testSubmission(run, 2, 2), "step 2")
 
 	follow := func(after uint64, n int) []*BatchResult {
 		t.Helper()
