@@ -143,11 +143,14 @@ func (w *callWatch) current(ctx context.Context) error {
 
 // next returns the record's next revision (deletions are skipped) and keeps it in
 // w.last, or nil at the end of the values the watch started with. It returns ctx's error
-// when ctx ends first.
+// when ctx ends first, and an error when the watch ends (its connection closed).
 func (w *callWatch) next(ctx context.Context) (*contracts.CallRecord, error) {
 	for {
 		select {
-		case e := <-w.w.Updates():
+		case e, ok := <-w.w.Updates():
+			if !ok { // its subscription closed (the connection did)
+				return nil, fmt.Errorf("client: call %s: the watch of its record ended", w.op)
+			}
 			if e == nil {
 				return nil, nil
 			}
