@@ -35,50 +35,48 @@ type Names map[string]string
 // ChatTools returns the tool catalog as Chat Completions tools (format openai), narrowed
 // to agentTools (nil: every tool), strict where the tools' schemas allow it when strict.
 func ChatTools(ctx context.Context, c *client.Client, agentTools []string, strict bool) ([]openai.ChatCompletionToolUnionParam, Names, error) {
-	var doc contracts.ProviderCatalog[json.RawMessage]
-	if err := catalog(ctx, c, contracts.CatalogFormatOpenAI, agentTools, strict, &doc); err != nil {
-		return nil, nil, err
-	}
-	tools := make([]openai.ChatCompletionToolUnionParam, len(doc.Tools))
-	for i, raw := range doc.Tools {
-		if err := json.Unmarshal(raw, &tools[i]); err != nil {
-			return nil, nil, fmt.Errorf("openai adapter: catalog tool %d: %w", i, err)
-		}
-	}
-	return tools, doc.Names, nil
+	// The catalog's tools are in the SDK's own shape: each decodes as it is.
+	return catalogTools(ctx, c, contracts.CatalogFormatOpenAI, agentTools, strict,
+		func(raw json.RawMessage) (tool openai.ChatCompletionToolUnionParam, err error) {
+			return tool, json.Unmarshal(raw, &tool)
+		})
 }
 
 // ResponsesTools returns the tool catalog as Responses function tools (format
 // openai-responses), narrowed and strict as [ChatTools].
 func ResponsesTools(ctx context.Context, c *client.Client, agentTools []string, strict bool) ([]responses.ToolUnionParam, Names, error) {
-	var doc contracts.ProviderCatalog[contracts.OpenAIResponsesTool]
-	if err := catalog(ctx, c, contracts.CatalogFormatOpenAIResponses, agentTools, strict, &doc); err != nil {
-		return nil, nil, err
-	}
-	tools := make([]responses.ToolUnionParam, len(doc.Tools))
-	for i, t := range doc.Tools {
-		var params map[string]any
-		if err := json.Unmarshal(t.Parameters, &params); err != nil {
-			return nil, nil, fmt.Errorf("openai adapter: catalog tool %s: %w", t.Name, err)
-		}
-		// The Responses API requires strict on a function tool: false unless the catalog
-		// made the tool strict.
-		fn := responses.FunctionToolParam{Name: t.Name, Parameters: params, Description: openai.String(t.Description),
-			Strict: openai.Bool(t.Strict != nil && *t.Strict)}
-		tools[i] = responses.ToolUnionParam{OfFunction: &fn}
-	}
-	return tools, doc.Names, nil
+	return catalogTools(ctx, c, contracts.CatalogFormatOpenAIResponses, agentTools, strict,
+		func(t contracts.OpenAIResponsesTool) (responses.ToolUnionParam, error) {
+			var params map[string]any
+			if err := json.Unmarshal(t.Parameters, &params); err != nil {
+				return responses.ToolUnionParam{}, fmt.Errorf("%s: %w", t.Name, err)
+			}
+			// The Responses API requires strict on a function tool: false unless the
+			// catalog made the tool strict.
+			fn := responses.FunctionToolParam{Name: t.Name, Parameters: params, Description: openai.String(t.Description),
+				Strict: openai.Bool(t.Strict != nil && *t.Strict)}
+			return responses.ToolUnionParam{OfFunction: &fn}, nil
+		})
 }
 
-func catalog(ctx context.Context, c *client.Client, format string, agentTools []string, strict bool, v any) error {
+// catalogTools reads the catalog in format, its tools decoded as T, and turns each into the
+// SDK's tool param P with convert.
+func catalogTools[T, P any](ctx context.Context, c *client.Client, format string, agentTools []string, strict bool, convert func(T) (P, error)) ([]P, Names, error) {
 	raw, err := c.ToolsFor(ctx, contracts.ToolsRequest{Format: format, AgentTools: agentTools, Strict: strict})
 	if err != nil {
-		return fmt.Errorf("openai adapter: %w", err)
+		return nil, nil, fmt.Errorf("openai adapter: %w", err)
 	}
-	if err := json.Unmarshal(raw, v); err != nil {
-		return fmt.Errorf("openai adapter: catalog: %w", err)
+	var doc contracts.ProviderCatalog[T]
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		return nil, nil, fmt.Errorf("openai adapter: catalog: %w", err)
 	}
-	return nil
+	tools := make([]P, len(doc.Tools))
+	for i, t := range doc.Tools {
+		if tools[i], err = convert(t); err != nil {
+			return nil, nil, fmt.Errorf("openai adapter: catalog tool %d: %w", i, err)
+		}
+	}
+	return tools, doc.Names, nil
 }
 
 // ChatCalls returns the function tool calls of an assistant message as awaken calls, in

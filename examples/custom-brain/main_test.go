@@ -29,13 +29,9 @@ policy:
 // platform does: the typed tool shout runs, bad arguments come back as an error result,
 // and a builtin still runs.
 func TestCustomToolRuns(t *testing.T) {
+	srv := devserver.StartTest(t, devserver.Options{ConfigYAML: []byte(customConfig), WithoutBrainExec: true})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	srv, err := devserver.Start(ctx, devserver.Options{ConfigYAML: []byte(customConfig), WithoutBrainExec: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = srv.Close() })
 	cfg, err := executor.ParseConfig([]byte(customConfig))
 	if err != nil {
 		t.Fatal(err)

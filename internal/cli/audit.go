@@ -13,8 +13,6 @@ import (
 	"sort"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/awaken-dev/awaken/internal/auditlog"
 	"github.com/awaken-dev/awaken/internal/config"
 	"github.com/awaken-dev/awaken/pkg/auditchain"
@@ -126,11 +124,7 @@ func (s *auditSelection) read(ctx context.Context) ([]auditchain.Record, bool, e
 	if err != nil {
 		return nil, false, err
 	}
-	js, err := jetstream.New(c.Conn())
-	if err != nil {
-		return nil, false, err
-	}
-	recs, err := auditchain.Read(ctx, js, c.Names().AuditStream(), q)
+	recs, err := auditchain.Read(ctx, c.js, c.Names().AuditStream(), q)
 	return recs, fromStart, err
 }
 

@@ -398,11 +398,7 @@ func runBatch(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	defer done()
-	js, err := jetstream.New(c.Conn())
-	if err != nil {
-		return err
-	}
-	r, err := api.OpenReader(ctx, js, c.Names())
+	r, err := api.OpenReader(ctx, c.js, c.Names())
 	if err != nil {
 		return err
 	}
@@ -425,9 +421,17 @@ func flushTraces(shutdown func(context.Context) error, log zerolog.Logger) {
 	}
 }
 
-// connectFunc opens a command's connection: the client, a context bounded by --timeout
-// that starts once connected, and done, which cancels that context and closes the client.
-type connectFunc func(ctx context.Context) (c *client.Client, bounded context.Context, done func(), err error)
+// session is a command's connection to a deployment: the awaken client, and the JetStream
+// context of its connection for what a command reads that the client does not offer (the
+// records, the audit stream, the counters bucket).
+type session struct {
+	*client.Client
+	js jetstream.JetStream
+}
+
+// connectFunc opens a command's session, a context bounded by --timeout that starts once
+// connected, and done, which cancels that context and closes the client.
+type connectFunc func(ctx context.Context) (c *session, bounded context.Context, done func(), err error)
 
 // dialClient registers the connection flags every command shares (--nats-url, --prefix,
 // --timeout and the NATS credentials) and returns how to connect with them once parsed.
@@ -436,7 +440,7 @@ func dialClient(fs *flag.FlagSet) connectFunc {
 	prefix := fs.String("prefix", env("AWAKEN_PREFIX", contracts.DefaultPrefix), "subject prefix of the deployment")
 	timeout := fs.Duration("timeout", 60*time.Second, "how long to wait")
 	auth := natsAuthFlags(fs)
-	return func(ctx context.Context) (*client.Client, context.Context, func(), error) {
+	return func(ctx context.Context) (*session, context.Context, func(), error) {
 		authOpts, err := auth()
 		if err != nil {
 			return nil, nil, nil, err
@@ -450,8 +454,13 @@ func dialClient(fs *flag.FlagSet) connectFunc {
 			nc.Close()
 			return nil, nil, nil, err
 		}
+		js, err := jetstream.New(nc)
+		if err != nil {
+			nc.Close()
+			return nil, nil, nil, err
+		}
 		bounded, cancel := context.WithTimeout(ctx, *timeout)
-		return c, bounded, func() {
+		return &session{Client: c, js: js}, bounded, func() {
 			cancel()
 			c.Close() // Close drains nc
 		}, nil
@@ -648,12 +657,8 @@ func runCounter(ctx context.Context, args []string, stdout io.Writer) error {
 // readCounter reads the example counter tool's counter name from the counters bucket, the
 // way the tool itself keeps it (0 when it was never incremented). The command reads the
 // bucket itself: the example tool's state is no part of the platform client.
-func readCounter(ctx context.Context, c *client.Client, name string) (uint64, error) {
-	js, err := jetstream.New(c.Conn())
-	if err != nil {
-		return 0, fmt.Errorf("counters: %w", err)
-	}
-	kv, err := js.KeyValue(ctx, c.Names().CountersBucket())
+func readCounter(ctx context.Context, c *session, name string) (uint64, error) {
+	kv, err := c.js.KeyValue(ctx, c.Names().CountersBucket())
 	if err != nil {
 		return 0, fmt.Errorf("counters: %w", err)
 	}

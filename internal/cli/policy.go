@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
 	"github.com/awaken-dev/awaken/internal/config"
@@ -61,19 +60,15 @@ func runPolicy(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	defer done()
-	js, err := jetstream.New(c.Conn())
-	if err != nil {
-		return err
-	}
 	var annotations config.AnnotationSource
 	if cand.TrustsAnnotations() {
-		view, err := pipeline.WatchAnnotations(ctx, ctx, js, c.Names(), zerolog.Nop())
+		view, err := pipeline.WatchAnnotations(ctx, ctx, c.js, c.Names(), zerolog.Nop())
 		if err != nil {
 			return err
 		}
 		annotations = view
 	}
-	pt, err := api.OpenPolicyTester(ctx, js, c.Names(), annotations)
+	pt, err := api.OpenPolicyTester(ctx, c.js, c.Names(), annotations)
 	if err != nil {
 		return err
 	}

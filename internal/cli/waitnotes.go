@@ -8,7 +8,6 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/awaken-dev/awaken/pkg/client"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
@@ -17,16 +16,12 @@ import (
 // in silence. It watches the tickets bucket for the batch's keys (a watch delivers the
 // tickets already open first) until stop is called. Best effort: a watch that cannot be
 // opened only loses the notes, never the wait.
-func announceTickets(ctx context.Context, c *client.Client, runID string, step int64, w io.Writer) (stop func()) {
+func announceTickets(ctx context.Context, c *session, runID string, step int64, w io.Writer) (stop func()) {
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		js, err := jetstream.New(c.Conn())
-		if err != nil {
-			return
-		}
-		kv, err := js.KeyValue(ctx, c.Names().TicketsBucket())
+		kv, err := c.js.KeyValue(ctx, c.Names().TicketsBucket())
 		if err != nil {
 			return
 		}

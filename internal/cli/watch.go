@@ -55,21 +55,17 @@ func runBatchWatch(ctx context.Context, args []string, stdout io.Writer) error {
 		return fmt.Errorf("subscribe to the events of %s: %w", runID, err)
 	}
 	defer sub.Unsubscribe()
-	js, err := jetstream.New(c.Conn())
-	if err != nil {
-		return err
-	}
-	calls, err := watchKeys(ctx, js, names.CallsBucket(), contracts.CallKeysOfBatch(runID, step))
+	calls, err := watchKeys(ctx, c.js, names.CallsBucket(), contracts.CallKeysOfBatch(runID, step))
 	if err != nil {
 		return err
 	}
 	defer calls.Stop()
-	batch, err := watchKeys(ctx, js, names.BatchesBucket(), contracts.BatchKey(runID, step))
+	batch, err := watchKeys(ctx, c.js, names.BatchesBucket(), contracts.BatchKey(runID, step))
 	if err != nil {
 		return err
 	}
 	defer batch.Stop()
-	callsKV, err := js.KeyValue(ctx, names.CallsBucket())
+	callsKV, err := c.js.KeyValue(ctx, names.CallsBucket())
 	if err != nil {
 		return err
 	}

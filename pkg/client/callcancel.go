@@ -61,48 +61,33 @@ func (c *Client) CancelCall(ctx context.Context, op, reason, actor string) (Call
 	if err != nil {
 		return CallCancelResult{}, err
 	}
-	defer func() { _ = w.Stop() }()
-	var last *contracts.CallRecord
-	published := false
-	for {
-		select {
-		case e := <-w.Updates():
-			if e == nil { // the current value, if any, has been delivered
-				// No record yet is a call its batch has not reached: the gate records the
-				// cancellation on it (an operation id of no batch is ignored by the gate, and
-				// the wait ends with ctx).
-				if last != nil && last.Phase.IsTerminal() {
-					return CallCancelResult{}, &CallTerminalError{Result: cancelResult(op, last)}
-				}
-				id := "cancel-" + op + "-" + strconv.FormatInt(time.Now().UnixNano(), 36)
-				if err := c.publish(ctx, c.names.CallCancelSubject(), id, contracts.TypeCallCancel,
-					contracts.CallCancel{OperationID: op, Actor: actor, Reason: reason}); err != nil {
-					return CallCancelResult{}, err
-				}
-				published = true
-				continue
-			}
-			if e.Operation() != jetstream.KeyValuePut {
-				continue
-			}
-			var rec contracts.CallRecord
-			if err := json.Unmarshal(e.Value(), &rec); err != nil {
-				return CallCancelResult{}, fmt.Errorf("client: call %s: %w", op, err)
-			}
-			last = &rec
-			if published && rec.Phase.IsTerminal() {
-				return cancelResult(op, &rec), nil
-			}
-		case <-ctx.Done():
-			res := CallCancelResult{OperationID: op}
-			if last != nil {
-				res.Phase = last.Phase.Kind
-			}
-			if !published {
-				return res, fmt.Errorf("client: cancel call %s: %w", op, ctx.Err())
-			}
-			return res, fmt.Errorf("client: call %s (last seen %s): %w: %w", op, res.Phase, ErrCallCancelPending, context.Cause(ctx))
+	defer w.stop()
+	if err := w.current(ctx); err != nil {
+		if ctx.Err() != nil {
+			return CallCancelResult{OperationID: op, Phase: w.lastPhase()}, fmt.Errorf("client: cancel call %s: %w", op, ctx.Err())
 		}
+		return CallCancelResult{}, err
+	}
+	// No record yet is a call its batch has not reached: the gate records the cancellation
+	// on it (an operation id of no batch is ignored by the gate, and the wait ends with
+	// ctx).
+	if w.last != nil && w.last.Phase.IsTerminal() {
+		return CallCancelResult{}, &CallTerminalError{Result: cancelResult(op, w.last)}
+	}
+	id := "cancel-" + op + "-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	if err := c.publish(ctx, c.names.CallCancelSubject(), id, contracts.TypeCallCancel,
+		contracts.CallCancel{OperationID: op, Actor: actor, Reason: reason}); err != nil {
+		return CallCancelResult{}, err
+	}
+	rec, err := w.follow(ctx, func(rec *contracts.CallRecord) bool { return rec.Phase.IsTerminal() })
+	switch {
+	case err == nil:
+		return cancelResult(op, rec), nil
+	case ctx.Err() != nil:
+		res := CallCancelResult{OperationID: op, Phase: w.lastPhase()}
+		return res, fmt.Errorf("client: call %s (last seen %s): %w: %w", op, res.Phase, ErrCallCancelPending, context.Cause(ctx))
+	default:
+		return CallCancelResult{}, err
 	}
 }
 
@@ -117,10 +102,19 @@ func cancelResult(op string, rec *contracts.CallRecord) CallCancelResult {
 	return res
 }
 
-// watchCall watches the call record of operation op (under any target), the current value
-// first: a command's caller watches before it publishes, so the revision that answers the
-// command cannot come unseen.
-func (c *Client) watchCall(ctx context.Context, op string) (jetstream.KeyWatcher, error) {
+// callWatch follows the record of one call, under any target. A command's caller watches
+// before it publishes, so the revision that answers the command cannot come unseen.
+type callWatch struct {
+	op string
+	w  jetstream.KeyWatcher
+	// last is the latest revision seen; nil while none was (a call its batch has not
+	// reached has no record yet).
+	last *contracts.CallRecord
+}
+
+// watchCall starts watching the call record of operation op; the watch delivers the
+// record as it stands first ([callWatch.current]).
+func (c *Client) watchCall(ctx context.Context, op string) (*callWatch, error) {
 	runID, step, callID, err := contracts.ParseOperationID(op)
 	if err != nil {
 		return nil, fmt.Errorf("client: %w", err)
@@ -133,5 +127,68 @@ func (c *Client) watchCall(ctx context.Context, op string) (jetstream.KeyWatcher
 	if err != nil {
 		return nil, fmt.Errorf("client: watch call %s: %w", op, err)
 	}
-	return w, nil
+	return &callWatch{op: op, w: w}, nil
 }
+
+// current reads the record as it stood when the watch started into w.last (nil when there
+// was none). It returns ctx's error when ctx ends first.
+func (w *callWatch) current(ctx context.Context) error {
+	for {
+		rec, err := w.next(ctx)
+		if err != nil || rec == nil {
+			return err
+		}
+	}
+}
+
+// next returns the record's next revision (deletions are skipped) and keeps it in
+// w.last, or nil at the end of the values the watch started with. It returns ctx's error
+// when ctx ends first, and an error when the watch ends (its connection closed).
+func (w *callWatch) next(ctx context.Context) (*contracts.CallRecord, error) {
+	for {
+		select {
+		case e, ok := <-w.w.Updates():
+			if !ok { // its subscription closed (the connection did)
+				return nil, fmt.Errorf("client: call %s: the watch of its record ended", w.op)
+			}
+			if e == nil {
+				return nil, nil
+			}
+			if e.Operation() != jetstream.KeyValuePut {
+				continue
+			}
+			var rec contracts.CallRecord
+			if err := json.Unmarshal(e.Value(), &rec); err != nil {
+				return nil, fmt.Errorf("client: call %s: %w", w.op, err)
+			}
+			w.last = &rec
+			return &rec, nil
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// follow waits for the first later revision of the record that until accepts and returns
+// it. It returns ctx's error when ctx ends first.
+func (w *callWatch) follow(ctx context.Context, until func(*contracts.CallRecord) bool) (*contracts.CallRecord, error) {
+	for {
+		rec, err := w.next(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if rec != nil && until(rec) {
+			return rec, nil
+		}
+	}
+}
+
+// lastPhase is the phase the call was last seen in ("" when no record was seen).
+func (w *callWatch) lastPhase() contracts.PhaseKind {
+	if w.last == nil {
+		return ""
+	}
+	return w.last.Phase.Kind
+}
+
+func (w *callWatch) stop() { _ = w.w.Stop() }

@@ -92,58 +92,44 @@ func (c *Client) ResolveCall(ctx context.Context, op string, req CallResolveRequ
 	if err != nil {
 		return CallResolveResult{}, err
 	}
-	defer func() { _ = w.Stop() }()
-	var last *contracts.CallRecord
-	id := ""
-	for {
-		select {
-		case e := <-w.Updates():
-			if e == nil { // the current value, if any, has been delivered
-				switch {
-				case last != nil && last.Resolution != nil:
-					return CallResolveResult{}, &CallAlreadyResolvedError{Result: resolveResult(op, last.Resolution)}
-				case last == nil:
-					return CallResolveResult{}, &CallNotIndeterminateError{OperationID: op, Phase: contracts.PhaseRequested}
-				case last.Phase.Kind != contracts.PhaseIndeterminate:
-					return CallResolveResult{}, &CallNotIndeterminateError{OperationID: op, Phase: last.Phase.Kind}
-				}
-				id = "resolve-" + op + "-" + strconv.FormatInt(time.Now().UnixNano(), 36)
-				if err := c.publish(ctx, c.names.CallResolveSubject(), id, contracts.TypeCallResolve, cmd); err != nil {
-					return CallResolveResult{}, err
-				}
-				continue
-			}
-			if e.Operation() != jetstream.KeyValuePut {
-				continue
-			}
-			var rec contracts.CallRecord
-			if err := json.Unmarshal(e.Value(), &rec); err != nil {
-				return CallResolveResult{}, fmt.Errorf("client: call %s: %w", op, err)
-			}
-			last = &rec
-			if id == "" || rec.Resolution == nil {
-				continue
-			}
-			if rec.Resolution.CommandID != id {
-				return CallResolveResult{}, &CallAlreadyResolvedError{Result: resolveResult(op, rec.Resolution)}
-			}
-			res := resolveResult(op, rec.Resolution)
-			if res.Status == contracts.ResolutionCorrected {
-				// The gate marks the record corrected, then publishes the correction: a
-				// caller told "corrected" must find it on the stream.
-				run, _, _, _ := contracts.ParseOperationID(op) // valid: the command was
-				if err := c.awaitCorrection(ctx, run, op); err != nil {
-					return res, fmt.Errorf("client: call %s: %w: %w", op, ErrCallResolvePending, err)
-				}
-			}
-			return res, nil
-		case <-ctx.Done():
-			if id == "" {
-				return CallResolveResult{}, fmt.Errorf("client: resolve call %s: %w", op, ctx.Err())
-			}
-			return CallResolveResult{OperationID: op}, fmt.Errorf("client: call %s: %w: %w", op, ErrCallResolvePending, context.Cause(ctx))
+	defer w.stop()
+	if err := w.current(ctx); err != nil {
+		if ctx.Err() != nil {
+			return CallResolveResult{}, fmt.Errorf("client: resolve call %s: %w", op, ctx.Err())
+		}
+		return CallResolveResult{}, err
+	}
+	switch last := w.last; {
+	case last != nil && last.Resolution != nil:
+		return CallResolveResult{}, &CallAlreadyResolvedError{Result: resolveResult(op, last.Resolution)}
+	case last == nil:
+		return CallResolveResult{}, &CallNotIndeterminateError{OperationID: op, Phase: contracts.PhaseRequested}
+	case last.Phase.Kind != contracts.PhaseIndeterminate:
+		return CallResolveResult{}, &CallNotIndeterminateError{OperationID: op, Phase: last.Phase.Kind}
+	}
+	id := "resolve-" + op + "-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	if err := c.publish(ctx, c.names.CallResolveSubject(), id, contracts.TypeCallResolve, cmd); err != nil {
+		return CallResolveResult{}, err
+	}
+	rec, err := w.follow(ctx, func(rec *contracts.CallRecord) bool { return rec.Resolution != nil })
+	switch {
+	case err != nil && ctx.Err() != nil:
+		return CallResolveResult{OperationID: op}, fmt.Errorf("client: call %s: %w: %w", op, ErrCallResolvePending, context.Cause(ctx))
+	case err != nil:
+		return CallResolveResult{}, err
+	case rec.Resolution.CommandID != id:
+		return CallResolveResult{}, &CallAlreadyResolvedError{Result: resolveResult(op, rec.Resolution)}
+	}
+	res := resolveResult(op, rec.Resolution)
+	if res.Status == contracts.ResolutionCorrected {
+		// The gate marks the record corrected, then publishes the correction: a caller
+		// told "corrected" must find it on the stream.
+		run, _, _, _ := contracts.ParseOperationID(op) // valid: the command was
+		if err := c.awaitCorrection(ctx, run, op); err != nil {
+			return res, fmt.Errorf("client: call %s: %w: %w", op, ErrCallResolvePending, err)
 		}
 	}
+	return res, nil
 }
 
 // awaitCorrection waits until the correction of op is stored among run's corrections,

@@ -11,7 +11,7 @@ import (
 )
 
 // publishStored publishes ev on subject through JetStream (stored by the stream).
-func (e *waitEnv) publishStored(subject, id, typ string, payload any) {
+func (e *testEnv) publishStored(subject, id, typ string, payload any) {
 	e.t.Helper()
 	ev, err := cloudevent.NewEvent(id, "awaken/gate", typ, payload)
 	if err != nil {
@@ -29,7 +29,7 @@ func (e *waitEnv) publishStored(subject, id, typ string, payload any) {
 // before, behind another event of the run), and CancelRun finds it there. A run never
 // announced ends the wait with ErrCancelPending, the cancel command stored.
 func TestCancelRunReadsAnAnnouncementItsSubscriptionMissed(t *testing.T) {
-	e := newWaitEnv(t)
+	e := newTestEnv(t)
 	endedAt := time.Date(2026, 12, 2, 6, 0, 0, 0, time.UTC)
 	e.publishStored(e.names.EventsSubject("run-gone"), "tool-batch:run-gone:1:c1:event:tool_call", contracts.TypeAgentEvent,
 		contracts.AgentEvent{Tier: "fact", BatchID: "tool-batch:run-gone:1", Event: contracts.AgentFact{Type: contracts.EventToolCall, ID: "c1", Name: "echo"}})

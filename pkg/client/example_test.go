@@ -33,17 +33,25 @@ func batch(run string, step int64, calls ...contracts.ToolCall) contracts.BatchS
 		Agent: contracts.AgentSnapshot{SnapshotID: "snap-1", Tools: tools}, Calls: calls}
 }
 
-// Submit a batch of tool calls and wait for its ordered results. (devserver runs the
-// whole deployment in this process; against a real one, use client.Dial(NATS_URL).)
-func ExampleClient_SubmitAndWait() {
+// deployment runs the whole deployment of exampleConfig in this process (pkg/devserver)
+// and returns a client on it, with a context bounding the example; stop closes both.
+// Against a real deployment, use client.Dial(NATS_URL).
+func deployment() (ctx context.Context, c *client.Client, stop func()) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
 	srv, err := devserver.Start(ctx, devserver.Options{ConfigYAML: []byte(exampleConfig)})
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer srv.Close()
-	var c *client.Client = srv.Client
+	return ctx, srv.Client, func() {
+		_ = srv.Close()
+		cancel()
+	}
+}
+
+// Submit a batch of tool calls and wait for its ordered results.
+func ExampleClient_SubmitAndWait() {
+	ctx, c, stop := deployment()
+	defer stop()
 
 	res, err := c.SubmitAndWait(ctx, batch("run-1", 1,
 		contracts.ToolCall{CallID: "c1", ToolID: "echo", Arguments: []byte(`{"text":"hello"}`)},
@@ -63,14 +71,8 @@ func ExampleClient_SubmitAndWait() {
 // Follow a run: every published batch of it, in order, from the start of the results
 // stream (after=0) or from where a previous follower stopped (a BatchResult's Sequence).
 func ExampleClient_FollowRun() {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	srv, err := devserver.Start(ctx, devserver.Options{ConfigYAML: []byte(exampleConfig)})
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer srv.Close()
-	c := srv.Client
+	ctx, c, stop := deployment()
+	defer stop()
 
 	for step := int64(1); step <= 2; step++ {
 		text := fmt.Sprintf(`{"text":"step %d"}`, step)
@@ -79,7 +81,7 @@ func ExampleClient_FollowRun() {
 		}
 	}
 	seen := 0
-	err = c.FollowRun(ctx, "run-f", 0, func(b *client.BatchResult) bool {
+	err := c.FollowRun(ctx, "run-f", 0, func(b *client.BatchResult) bool {
 		fmt.Printf("%s: %s\n", b.BatchID, b.Results[0].Output.Text())
 		seen++
 		return seen < 2 // false stops following
@@ -95,14 +97,8 @@ func ExampleClient_FollowRun() {
 // Resolve an approval ticket: a call the policy asks about waits, durably, until a
 // person approves (or denies) its ticket; the batch then completes.
 func ExampleClient_Approve() {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	srv, err := devserver.Start(ctx, devserver.Options{ConfigYAML: []byte(exampleConfig)})
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer srv.Close()
-	c := srv.Client
+	ctx, c, stop := deployment()
+	defer stop()
 
 	if _, err := c.Submit(ctx, batch("run-a", 1, contracts.ToolCall{CallID: "c1", ToolID: "ask_me"})); err != nil {
 		log.Fatal(err)

@@ -127,18 +127,11 @@ func (c *Client) Object(ctx context.Context, name string) ([]byte, ObjectInfo, e
 	return data, info, nil
 }
 
+// objectStore returns the objects bucket's handle, looked up once per client.
 func (c *Client) objectStore(ctx context.Context) (jetstream.ObjectStore, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.objects != nil {
-		return c.objects, nil
-	}
-	st, err := c.js.ObjectStore(ctx, c.names.ObjectsBucket())
-	if err != nil {
-		return nil, fmt.Errorf("client: objects bucket: %w", err)
-	}
-	c.objects = st
-	return st, nil
+	return c.objects.get("objects bucket", func() (jetstream.ObjectStore, error) {
+		return c.js.ObjectStore(ctx, c.names.ObjectsBucket())
+	})
 }
 
 // ResolveLinks returns out with every resource_link to the objects bucket replaced by the

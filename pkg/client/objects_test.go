@@ -13,8 +13,6 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/awaken-dev/awaken/internal/bus"
-	"github.com/awaken-dev/awaken/internal/natstest"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
@@ -22,15 +20,10 @@ import (
 // object by one text block; other blocks, links elsewhere and objects of other types stay;
 // a link to no object is ErrObjectNotFound.
 func TestResolveLinks(t *testing.T) {
-	srv := natstest.Start(t)
-	nc, js := srv.Conn(t)
+	e := newTestEnv(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	names := contracts.NewNames("")
-	if err := bus.EnsureTopology(ctx, js, names, bus.TopologyConfig{Storage: jetstream.MemoryStorage}); err != nil {
-		t.Fatal(err)
-	}
-	st, err := js.ObjectStore(ctx, names.ObjectsBucket())
+	st, err := e.js.ObjectStore(ctx, e.names.ObjectsBucket())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,10 +45,7 @@ func TestResolveLinks(t *testing.T) {
 	put(textName, contracts.MimeTypeText, []byte("the text"))
 	put(otherName, "application/pdf", []byte("%PDF"))
 
-	c, err := New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := e.c
 	foreign := contracts.ContentBlock{Type: contracts.BlockResourceLink, URI: "https://example.com/x", Name: "x"}
 	out := contracts.BlocksOutput("c1", []contracts.ContentBlock{
 		{Type: contracts.BlockText, Text: "before"},

@@ -262,21 +262,6 @@ func (c *Client) lastFinalized(ctx context.Context, runID string) (*contracts.Ba
 	return nil, nil
 }
 
-// resultsStream returns the results stream's handle, looked up once per client.
-func (c *Client) resultsStream(ctx context.Context) (jetstream.Stream, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.results != nil {
-		return c.results, nil
-	}
-	s, err := c.js.Stream(ctx, c.names.ResultsStream())
-	if err != nil {
-		return nil, fmt.Errorf("client: results stream: %w", err)
-	}
-	c.results = s
-	return s, nil
-}
-
 // batchWatch collects one batch's committed results from a plain subscription.
 type batchWatch struct {
 	batchID string

@@ -25,15 +25,18 @@ import (
 // events), or by publishing them in ways the publisher's crashes can, and check what
 // SubmitAndWait and Await make of it.
 
-type waitEnv struct {
+// testEnv is a server with awaken's streams and buckets, a connection playing the
+// services (nc, js, pub) and the client under test on a connection of its own.
+type testEnv struct {
 	t     *testing.T
 	nc    *nats.Conn
 	js    jetstream.JetStream
+	pub   *bus.Publisher
 	c     *Client
 	names contracts.Names
 }
 
-func newWaitEnv(t *testing.T) *waitEnv {
+func newTestEnv(t *testing.T) *testEnv {
 	t.Helper()
 	srv := natstest.Start(t)
 	nc, js := srv.Conn(t)
@@ -48,11 +51,12 @@ func newWaitEnv(t *testing.T) *waitEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &waitEnv{t: t, nc: nc, js: js, c: c, names: names}
+	return &testEnv{t: t, nc: nc, js: js, pub: bus.NewPublisher(js), c: c, names: names}
 }
 
-func testSubmission(run string, calls int) contracts.BatchSubmission {
-	sub := contracts.BatchSubmission{RunID: run, ThreadID: "thread-" + run, Step: 1}
+// testSubmission is batch step of run with calls calls of echo.
+func testSubmission(run string, step int64, calls int) contracts.BatchSubmission {
+	sub := contracts.BatchSubmission{RunID: run, ThreadID: "thread-" + run, Step: step}
 	for i := range calls {
 		sub.Calls = append(sub.Calls, contracts.ToolCall{CallID: "c" + strconv.Itoa(i), ToolID: "echo", Arguments: []byte(`{}`)})
 	}
@@ -61,7 +65,7 @@ func testSubmission(run string, calls int) contracts.BatchSubmission {
 
 // batchMessages are the messages the publisher publishes for sub: one result per call in
 // model order, then the finalized event, each with its deterministic event id.
-func (e *waitEnv) batchMessages(sub contracts.BatchSubmission, text string) []bus.Outgoing {
+func (e *testEnv) batchMessages(sub contracts.BatchSubmission, text string) []bus.Outgoing {
 	e.t.Helper()
 	var out []bus.Outgoing
 	var ids []string
@@ -88,7 +92,7 @@ func (e *waitEnv) batchMessages(sub contracts.BatchSubmission, text string) []bu
 
 // resultsMessage is the one results message the publisher publishes for sub (the form of
 // every batch that fits one message).
-func (e *waitEnv) resultsMessage(sub contracts.BatchSubmission, text string) bus.Outgoing {
+func (e *testEnv) resultsMessage(sub contracts.BatchSubmission, text string) bus.Outgoing {
 	e.t.Helper()
 	parts := e.batchMessages(sub, text)
 	b := contracts.BatchResults{BatchID: sub.BatchID(), RunID: sub.RunID}
@@ -111,19 +115,19 @@ func (e *waitEnv) resultsMessage(sub contracts.BatchSubmission, text string) bus
 
 // publish publishes the results of sub in one of the publisher's forms: one results
 // message, or (atomic) the atomic batch of per-call events.
-func (e *waitEnv) publish(ctx context.Context, pub *bus.Publisher, sub contracts.BatchSubmission, text string, atomic bool) error {
+func (e *testEnv) publish(ctx context.Context, sub contracts.BatchSubmission, text string, atomic bool) error {
 	if atomic {
-		return pub.PublishAtomic(ctx, e.batchMessages(sub, text))
+		return e.pub.PublishAtomic(ctx, e.batchMessages(sub, text))
 	}
 	o := e.resultsMessage(sub, text)
-	_, err := pub.Publish(ctx, o.Subject, o.Event)
+	_, err := e.pub.Publish(ctx, o.Subject, o.Event)
 	return err
 }
 
 // onSubmit calls answer with each submission that reaches the submit subject. The test
 // waits for every answer to finish before the connections close: a client sees the
 // republished results before the publisher has its acknowledgement.
-func (e *waitEnv) onSubmit(answer func(contracts.BatchSubmission)) {
+func (e *testEnv) onSubmit(answer func(contracts.BatchSubmission)) {
 	e.t.Helper()
 	var answering sync.WaitGroup
 	e.t.Cleanup(answering.Wait)
@@ -147,7 +151,14 @@ func (e *waitEnv) onSubmit(answer func(contracts.BatchSubmission)) {
 	}
 }
 
-func (e *waitEnv) consumers() int {
+// waitConsumersDeleted waits until the results stream has no consumer left: every read
+// deletes its ordered consumer when done.
+func (e *testEnv) waitConsumersDeleted(msg string) {
+	e.t.Helper()
+	natstest.WaitFor(e.t, 10*time.Second, func() bool { return e.consumers() == 0 }, msg)
+}
+
+func (e *testEnv) consumers() int {
 	e.t.Helper()
 	s, err := e.js.Stream(context.Background(), e.names.ResultsStream())
 	if err != nil {
@@ -160,8 +171,13 @@ func (e *waitEnv) consumers() int {
 	return info.State.Consumers
 }
 
-func checkResults(t *testing.T, res *BatchResult, sub contracts.BatchSubmission, text string) {
+// checkResults checks that a read of sub's results (res, err) succeeded with one result of
+// text per call, in model order.
+func checkResults(t *testing.T, res *BatchResult, err error, sub contracts.BatchSubmission, text string) {
 	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
 	if res.BatchID != sub.BatchID() || len(res.Results) != len(sub.Calls) || len(res.Finalized.CallIDs) != len(sub.Calls) {
 		t.Fatalf("result of %s: %+v", sub.BatchID(), res)
 	}
@@ -173,24 +189,19 @@ func checkResults(t *testing.T, res *BatchResult, sub contracts.BatchSubmission,
 }
 
 func TestSubmitAndWaitReadsACommittedBatchWithoutAConsumer(t *testing.T) {
-	e := newWaitEnv(t)
-	pub := bus.NewPublisher(e.js)
+	e := newTestEnv(t)
 	// Odd steps are published as one results message, even ones as an atomic batch.
 	e.onSubmit(func(sub contracts.BatchSubmission) {
-		if err := e.publish(context.Background(), pub, sub, "ok", sub.Step%2 == 0); err != nil {
+		if err := e.publish(context.Background(), sub, "ok", sub.Step%2 == 0); err != nil {
 			t.Error(err)
 		}
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	for i := range 5 {
-		sub := testSubmission("run-fast", 3)
-		sub.Step = int64(i + 1)
+		sub := testSubmission("run-fast", int64(i+1), 3)
 		res, err := e.c.SubmitAndWait(ctx, sub)
-		if err != nil {
-			t.Fatal(err)
-		}
-		checkResults(t, res, sub, "ok")
+		checkResults(t, res, err, sub, "ok")
 	}
 	// The shortcut creates no consumer at all: a platform submitting thousands of batches
 	// a minute must not run into the stream's consumer limit.
@@ -203,8 +214,7 @@ func TestSubmitAndWaitReadsACommittedBatchWithoutAConsumer(t *testing.T) {
 // stream never committed. SubmitAndWait must not report them: it returns what the
 // publisher's retry commits.
 func TestSubmitAndWaitDoesNotReportAnUncommittedPublish(t *testing.T) {
-	e := newWaitEnv(t)
-	pub := bus.NewPublisher(e.js)
+	e := newTestEnv(t)
 	e.onSubmit(func(sub contracts.BatchSubmission) {
 		// The first attempt: every message of an atomic batch, but no commit.
 		for i, o := range e.batchMessages(sub, "uncommitted") {
@@ -216,18 +226,15 @@ func TestSubmitAndWaitDoesNotReportAnUncommittedPublish(t *testing.T) {
 			}
 		}
 		// The retry, committed.
-		if err := pub.PublishAtomic(context.Background(), e.batchMessages(sub, "committed")); err != nil {
+		if err := e.pub.PublishAtomic(context.Background(), e.batchMessages(sub, "committed")); err != nil {
 			t.Error(err)
 		}
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	sub := testSubmission("run-crash", 2)
+	sub := testSubmission("run-crash", 1, 2)
 	res, err := e.c.SubmitAndWait(ctx, sub)
-	if err != nil {
-		t.Fatal(err)
-	}
-	checkResults(t, res, sub, "committed")
+	checkResults(t, res, err, sub, "committed")
 }
 
 // A batch whose results did not all reach the subscription (an atomic batch, run-gap-2)
@@ -242,10 +249,9 @@ func TestSubmitAndWaitReadsTheStreamWhenTheSubscriptionMissedAResult(t *testing.
 }
 
 func testSubscriptionMissedAResult(t *testing.T, run string, atomic bool) {
-	e := newWaitEnv(t)
-	pub := bus.NewPublisher(e.js)
+	e := newTestEnv(t)
 	e.onSubmit(func(sub contracts.BatchSubmission) {
-		if err := e.publish(context.Background(), pub, sub, "ok", atomic); err != nil {
+		if err := e.publish(context.Background(), sub, "ok", atomic); err != nil {
 			t.Error(err)
 		}
 	})
@@ -253,41 +259,32 @@ func testSubscriptionMissedAResult(t *testing.T, run string, atomic bool) {
 	e.c.dropResult = func(r contracts.ToolResultEvent) bool { return r.Index == 1 }
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	sub := testSubmission(run, 3)
+	sub := testSubmission(run, 1, 3)
 	res, err := e.c.SubmitAndWait(ctx, sub)
-	if err != nil {
-		t.Fatal(err)
-	}
-	checkResults(t, res, sub, "ok")
-	natstest.WaitFor(t, 10*time.Second, func() bool { return e.consumers() == 0 }, "the ordered consumer was not deleted")
+	checkResults(t, res, err, sub, "ok")
+	e.waitConsumersDeleted("the ordered consumer was not deleted")
 }
 
 func TestAwaitDeletesItsConsumer(t *testing.T) {
-	e := newWaitEnv(t)
-	pub := bus.NewPublisher(e.js)
+	e := newTestEnv(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	for i := range 3 {
-		sub := testSubmission("run-await", 2)
-		sub.Step = int64(i + 1)
-		if err := e.publish(ctx, pub, sub, "ok", false); err != nil {
+		sub := testSubmission("run-await", int64(i+1), 2)
+		if err := e.publish(ctx, sub, "ok", false); err != nil {
 			t.Fatal(err)
 		}
 		res, err := e.c.Await(ctx, sub.RunID, sub.Step)
-		if err != nil {
-			t.Fatal(err)
-		}
-		checkResults(t, res, sub, "ok")
+		checkResults(t, res, err, sub, "ok")
 	}
-	natstest.WaitFor(t, 10*time.Second, func() bool { return e.consumers() == 0 }, "Await left its ordered consumers on the server")
+	e.waitConsumersDeleted("Await left its ordered consumers on the server")
 }
 
 // Identical content submitted before under another event id (a simple client may use the
 // bare batch id) is a no-op for the batcher: no new results, no rejection.
 // SubmitAndWait must still return the results the first submission produced.
 func TestSubmitAndWaitFindsTheResultsOfAnIdenticalEarlierSubmission(t *testing.T) {
-	e := newWaitEnv(t)
-	pub := bus.NewPublisher(e.js)
+	e := newTestEnv(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	// A stand-in for the batcher: it answers the first submission of a batch and settles
@@ -307,7 +304,7 @@ func TestSubmitAndWaitFindsTheResultsOfAnIdenticalEarlierSubmission(t *testing.T
 			// Not the test's context: this answer may still be settling when the test ends.
 			pctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
-			if err := e.publish(pctx, pub, sub, "first", false); err != nil {
+			if err := e.publish(pctx, sub, "first", false); err != nil {
 				t.Error(err)
 			}
 		}
@@ -321,7 +318,7 @@ func TestSubmitAndWaitFindsTheResultsOfAnIdenticalEarlierSubmission(t *testing.T
 		<-cc.Closed() // no answer runs after the test
 	}()
 
-	sub := testSubmission("run-identical", 2)
+	sub := testSubmission("run-identical", 1, 2)
 	ev, err := cloudevent.NewEvent(sub.BatchID(), "test/simple-client", contracts.TypeBatchRequested, sub)
 	if err != nil {
 		t.Fatal(err)
@@ -335,10 +332,7 @@ func TestSubmitAndWaitFindsTheResultsOfAnIdenticalEarlierSubmission(t *testing.T
 	}, "the first submission was not answered")
 	e.c.hedgeAfter = time.Hour // found by asking, not by the hedge
 	res, err := e.c.SubmitAndWait(ctx, sub)
-	if err != nil {
-		t.Fatal(err)
-	}
-	checkResults(t, res, sub, "first")
+	checkResults(t, res, err, sub, "first")
 }
 
 // FollowRun yields every batch of a run whole and in order, whichever form it was
@@ -347,16 +341,14 @@ func TestSubmitAndWaitFindsTheResultsOfAnIdenticalEarlierSubmission(t *testing.T
 // without waiting and says ErrNotPublished otherwise. Batch 3 is an atomic batch of
 // per-call events, the others one results message each.
 func TestFollowRunResumesAfterASequenceAndResultsDoesNotWait(t *testing.T) {
-	e := newWaitEnv(t)
-	pub := bus.NewPublisher(e.js)
+	e := newTestEnv(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	const run = "run-follow"
 	publish := func(step int64) {
 		t.Helper()
-		sub := testSubmission(run, 2)
-		sub.Step = step
-		if err := e.publish(ctx, pub, sub, fmt.Sprint("step ", step), step == 3); err != nil {
+		sub := testSubmission(run, step, 2)
+		if err := e.publish(ctx, sub, fmt.Sprint("step ", step), step == 3); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -369,12 +361,7 @@ func TestFollowRunResumesAfterASequenceAndResultsDoesNotWait(t *testing.T) {
 		t.Fatalf("Results of an unpublished batch: %v, want ErrNotPublished", err)
 	}
 	res, err := e.c.Results(ctx, run, 2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sub2 := testSubmission(run, 2)
-	sub2.Step = 2
-	checkResults(t, res, sub2, "step 2")
+	checkResults(t, res, err, testSubmission(run, 2, 2), "step 2")
 
 	follow := func(after uint64, n int) []*BatchResult {
 		t.Helper()
@@ -403,5 +390,5 @@ func TestFollowRunResumesAfterASequenceAndResultsDoesNotWait(t *testing.T) {
 	if mid[0].BatchID != contracts.BatchID(run, 4) {
 		t.Fatalf("a read started inside batch 3 yielded %s first", mid[0].BatchID)
 	}
-	natstest.WaitFor(t, 10*time.Second, func() bool { return e.consumers() == 0 }, "FollowRun and Results left ordered consumers on the server")
+	e.waitConsumersDeleted("FollowRun and Results left ordered consumers on the server")
 }

@@ -8,6 +8,11 @@
 //	defer srv.Close()
 //	res, err := srv.Client.SubmitAndWait(ctx, batch)
 //
+// In a test, [StartTest] does the same in one line and closes the deployment when the test
+// ends:
+//
+//	srv := devserver.StartTest(t, devserver.Options{ConfigYAML: cfg})
+//
 // It links nats-server; production binaries use pkg/client and pkg/executor, which do not.
 package devserver
 
@@ -18,6 +23,7 @@ import (
 	"io"
 	"os"
 	"slices"
+	"testing"
 	"time"
 
 	"github.com/awaken-dev/awaken/internal/app"
@@ -91,6 +97,30 @@ func Start(ctx context.Context, o Options) (s *Server, err error) {
 		return s, fmt.Errorf("devserver: %w", err)
 	}
 	return s, nil
+}
+
+// testStartTimeout bounds the start of [StartTest]: the embedded server, the streams and
+// buckets, and every service consuming (under the race detector on a busy machine, tens
+// of seconds).
+const testStartTimeout = 2 * time.Minute
+
+// StartTest is [Start] for the test tb: the deployment must start within two minutes (and
+// before tb's deadline), a start that fails fails tb, and the deployment closes when tb
+// ends — a failed close is a test error.
+func StartTest(tb testing.TB, o Options) *Server {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(tb.Context(), testStartTimeout)
+	defer cancel()
+	s, err := Start(ctx, o)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			tb.Errorf("devserver: close: %v", err)
+		}
+	})
+	return s
 }
 
 // Close drains the services, stops the server (the stack's Stop does both) and removes
