@@ -151,22 +151,14 @@ func (c *cluster) startServer(ctx context.Context) error {
 		"-a", "127.0.0.1", "-p", strconv.Itoa(c.port), "-n", "chaos"); err != nil {
 		return err
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	return waitUntil(ctx, "nats-server not listening", 30*time.Second, 20*time.Millisecond, func() string {
 		conn, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(c.port), time.Second)
-		if err == nil {
-			conn.Close()
-			return nil
+		if err != nil {
+			return err.Error()
 		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("nats-server not listening after 30s: %w", err)
-		}
-		select {
-		case <-time.After(20 * time.Millisecond):
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
+		conn.Close()
+		return ""
+	})
 }
 
 // superviseService keeps one service running: whenever its process exits (killed by the
@@ -254,9 +246,9 @@ func (c *cluster) monkey(ctx context.Context, rng *rand.Rand, p profile, rec *re
 
 // allRunning waits until the server and every service process run.
 func (c *cluster) allRunning(ctx context.Context) error {
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	return waitUntil(ctx, "still down", 30*time.Second, 50*time.Millisecond, func() string {
 		c.mu.Lock()
+		defer c.mu.Unlock()
 		down := []string{}
 		for _, name := range append([]string{natsServer}, services...) {
 			p := c.procs[name]
@@ -270,19 +262,11 @@ func (c *cluster) allRunning(ctx context.Context) error {
 			default:
 			}
 		}
-		c.mu.Unlock()
 		if len(down) == 0 {
-			return nil
+			return ""
 		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("still down after 30s: %v", down)
-		}
-		select {
-		case <-time.After(50 * time.Millisecond):
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
+		return fmt.Sprint(down)
+	})
 }
 
 // check reads the streams and the ledger and runs the checker.

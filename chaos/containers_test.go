@@ -284,9 +284,18 @@ func (c *containerCluster) leaders(ctx context.Context) map[string]string {
 	return out
 }
 
-// pingServers sends a system-account request to every node and returns the replies
-// (one per node that answered within two seconds).
-func (c *containerCluster) pingServers(subject string, body []byte) ([][]byte, error) {
+// serverReply is a node's reply to a system-account request: the node's name and what it
+// answered.
+type serverReply[T any] struct {
+	Server struct {
+		Name string `json:"name"`
+	} `json:"server"`
+	Data T `json:"data"`
+}
+
+// pingServers sends a system-account request to every node and returns the replies, each
+// decoded (one per node that answered within two seconds).
+func pingServers[T any](c *containerCluster, subject string, body []byte) ([]serverReply[T], error) {
 	inbox := nats.NewInbox()
 	sub, err := c.sys.SubscribeSync(inbox)
 	if err != nil {
@@ -296,14 +305,18 @@ func (c *containerCluster) pingServers(subject string, body []byte) ([][]byte, e
 	if err := c.sys.PublishRequest(subject, inbox, body); err != nil {
 		return nil, err
 	}
-	var out [][]byte
+	var out []serverReply[T]
 	deadline := time.Now().Add(2 * time.Second)
 	for range len(c.d.Nodes()) {
 		m, err := sub.NextMsg(time.Until(deadline))
 		if err != nil {
 			break
 		}
-		out = append(out, m.Data)
+		var r serverReply[T]
+		if err := json.Unmarshal(m.Data, &r); err != nil {
+			return nil, fmt.Errorf("%s reply: %w", subject, err)
+		}
+		out = append(out, r)
 	}
 	return out, nil
 }
@@ -311,25 +324,16 @@ func (c *containerCluster) pingServers(subject string, body []byte) ([][]byte, e
 // serviceNodes asks every node which awaken connections it serves: connection name
 // ("awaken-gate", …) to server name.
 func (c *containerCluster) serviceNodes(context.Context) map[string]string {
-	replies, err := c.pingServers("$SYS.REQ.SERVER.PING.CONNZ", []byte(`{"acc":"AWAKEN","limit":1024}`))
+	replies, err := pingServers[struct {
+		Conns []struct {
+			Name string `json:"name"`
+		} `json:"connections"`
+	}](c, "$SYS.REQ.SERVER.PING.CONNZ", []byte(`{"acc":"AWAKEN","limit":1024}`))
 	if err != nil {
 		return map[string]string{"error": err.Error()}
 	}
 	out := map[string]string{}
-	for _, data := range replies {
-		var r struct {
-			Server struct {
-				Name string `json:"name"`
-			} `json:"server"`
-			Data struct {
-				Conns []struct {
-					Name string `json:"name"`
-				} `json:"connections"`
-			} `json:"data"`
-		}
-		if json.Unmarshal(data, &r) != nil {
-			continue
-		}
+	for _, r := range replies {
 		for _, conn := range r.Data.Conns {
 			if strings.HasPrefix(conn.Name, "awaken-") {
 				out[conn.Name] = r.Server.Name
@@ -342,30 +346,21 @@ func (c *containerCluster) serviceNodes(context.Context) map[string]string {
 // streamSeqs asks every node for the last sequence of each stream replica it holds:
 // node to stream to last sequence.
 func (c *containerCluster) streamSeqs() (map[string]map[string]uint64, error) {
-	replies, err := c.pingServers("$SYS.REQ.SERVER.PING.JSZ", []byte(`{"account":"AWAKEN","accounts":true,"streams":true}`))
+	replies, err := pingServers[struct {
+		Accounts []struct {
+			Streams []struct {
+				Name  string `json:"name"`
+				State struct {
+					LastSeq uint64 `json:"last_seq"`
+				} `json:"state"`
+			} `json:"stream_detail"`
+		} `json:"account_details"`
+	}](c, "$SYS.REQ.SERVER.PING.JSZ", []byte(`{"account":"AWAKEN","accounts":true,"streams":true}`))
 	if err != nil {
 		return nil, err
 	}
 	out := map[string]map[string]uint64{}
-	for _, data := range replies {
-		var r struct {
-			Server struct {
-				Name string `json:"name"`
-			} `json:"server"`
-			Data struct {
-				Accounts []struct {
-					Streams []struct {
-						Name  string `json:"name"`
-						State struct {
-							LastSeq uint64 `json:"last_seq"`
-						} `json:"state"`
-					} `json:"stream_detail"`
-				} `json:"account_details"`
-			} `json:"data"`
-		}
-		if err := json.Unmarshal(data, &r); err != nil {
-			return nil, err
-		}
+	for _, r := range replies {
 		seqs := map[string]uint64{}
 		for _, a := range r.Data.Accounts {
 			for _, st := range a.Streams {
@@ -382,15 +377,16 @@ func (c *containerCluster) streamSeqs() (map[string]map[string]uint64, error) {
 // copy back (a leader's "current" follower may still be fetching a snapshot's messages),
 // so the next fault cannot leave a majority of replicas without the data.
 func (c *containerCluster) waitCaughtUp(ctx context.Context, within time.Duration) error {
-	deadline := time.Now().Add(within)
 	var target map[string]uint64
-	var last string
-	for {
+	return waitUntil(ctx, "not caught up", within, 250*time.Millisecond, func() string {
 		seqs, err := c.streamSeqs()
 		if err == nil && len(seqs) < len(c.d.Nodes()) {
 			err = fmt.Errorf("%d of %d nodes answered", len(seqs), len(c.d.Nodes()))
 		}
-		if err == nil && target == nil {
+		if err != nil {
+			return err.Error()
+		}
+		if target == nil {
 			target = map[string]uint64{}
 			for _, node := range seqs {
 				for st, seq := range node {
@@ -398,28 +394,16 @@ func (c *containerCluster) waitCaughtUp(ctx context.Context, within time.Duratio
 				}
 			}
 		}
-		if err == nil {
-			last = ""
-			for node, held := range seqs {
-				for _, st := range c.streams {
-					if held[st] < target[st] {
-						last = fmt.Sprintf("%s holds %s up to %d, want %d", node, st, held[st], target[st])
-					}
+		behind := ""
+		for node, held := range seqs {
+			for _, st := range c.streams {
+				if held[st] < target[st] {
+					behind = fmt.Sprintf("%s holds %s up to %d, want %d", node, st, held[st], target[st])
 				}
 			}
-			if last == "" {
-				return nil
-			}
-		} else {
-			last = err.Error()
 		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("not caught up after %s: %s", within, last)
-		}
-		if err := ctxsleep.Sleep(ctx, 250*time.Millisecond); err != nil {
-			return err
-		}
-	}
+		return behind
+	})
 }
 
 // inject runs one fault of kind to its end (the node restarted, reconnected or resumed)
@@ -427,6 +411,10 @@ func (c *containerCluster) waitCaughtUp(ctx context.Context, within time.Duratio
 // (a rejoining node moves leaders too).
 func (c *containerCluster) inject(ctx context.Context, kind string, i int, rec *recorder) (fault, error) {
 	f := fault{kind: kind}
+	begin := func() {
+		f.start = time.Now()
+		rec.killed(kind+" "+f.node, f.start)
+	}
 	nodes := c.d.Nodes()
 	var err error
 	switch kind {
@@ -437,8 +425,7 @@ func (c *containerCluster) inject(ctx context.Context, kind string, i int, rec *
 			return f, err
 		}
 		f.detail = "leader of " + stream
-		f.start = time.Now()
-		rec.killed(kind+" "+f.node, f.start)
+		begin()
 		if kind == faultLeaderStop {
 			err = c.d.Stop(ctx, f.node, 10*time.Second)
 		} else {
@@ -461,35 +448,18 @@ func (c *containerCluster) inject(ctx context.Context, kind string, i int, rec *
 		f.detail = "serves " + servedBy(on, f.node)
 		c.partitions++
 		hold := time.Duration(3000+c.rng.IntN(7000)) * time.Millisecond
-		f.start = time.Now()
-		rec.killed(kind+" "+f.node, f.start)
-		if err := c.d.Disconnect(ctx, f.node); err != nil {
-			return f, err
-		}
-		sleepErr := ctxsleep.Sleep(ctx, hold)
-		err = c.heal(func(ctx context.Context) error { return c.d.Reconnect(ctx, f.node) })
-		if err == nil {
-			err = sleepErr
-		}
+		begin()
+		err = c.cutOff(ctx, f.node, hold, c.d.Disconnect, c.d.Reconnect)
 	case faultPause:
 		f.node = nodes[c.rng.IntN(len(nodes))]
 		hold := clusterAckWait + time.Duration(1000+c.rng.IntN(4000))*time.Millisecond
 		f.detail = "frozen " + hold.Round(time.Millisecond).String()
-		f.start = time.Now()
-		rec.killed(kind+" "+f.node, f.start)
-		if err := c.d.Pause(ctx, f.node); err != nil {
-			return f, err
-		}
-		sleepErr := ctxsleep.Sleep(ctx, hold)
-		err = c.heal(func(ctx context.Context) error { return c.d.Unpause(ctx, f.node) })
-		if err == nil {
-			err = sleepErr
-		}
+		begin()
+		err = c.cutOff(ctx, f.node, hold, c.d.Pause, c.d.Unpause)
 	case faultWipe:
 		f.node = nodes[c.rng.IntN(len(nodes))]
 		f.detail = "data wiped"
-		f.start = time.Now()
-		rec.killed(kind+" "+f.node, f.start)
+		begin()
 		err = c.d.Replace(ctx, f.node)
 	default:
 		return f, fmt.Errorf("unknown fault kind %q", kind)
@@ -499,12 +469,21 @@ func (c *containerCluster) inject(ctx context.Context, kind string, i int, rec *
 	return f, err
 }
 
-// heal undoes a fault even when the run's context has ended, so no node stays frozen or
-// cut off (a paused container cannot be removed cleanly).
-func (c *containerCluster) heal(undo func(context.Context) error) error {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+// cutOff cuts node off with cut (a partition, a freeze) for hold, then undoes it with undo
+// even when the run's context has ended, so no node stays frozen or cut off (a paused
+// container cannot be removed cleanly). A failed undo is reported before an end of ctx
+// during the hold.
+func (c *containerCluster) cutOff(ctx context.Context, node string, hold time.Duration, cut, undo func(context.Context, string) error) error {
+	if err := cut(ctx, node); err != nil {
+		return err
+	}
+	held := ctxsleep.Sleep(ctx, hold)
+	uctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	return undo(ctx)
+	if err := undo(uctx, node); err != nil {
+		return err
+	}
+	return held
 }
 
 func servedBy(on map[string]string, node string) string {
@@ -524,26 +503,14 @@ func servedBy(on map[string]string, node string) string {
 // waitHealthy waits until every stream and bucket has a leader and two current
 // followers: the cluster is whole again before the next fault.
 func (c *containerCluster) waitHealthy(ctx context.Context, within time.Duration) error {
-	deadline := time.Now().Add(within)
-	var last string
-	for {
-		last = ""
+	return waitUntil(ctx, "cluster not whole", within, 250*time.Millisecond, func() string {
 		for _, s := range c.streams {
 			if why := c.unhealthy(ctx, s); why != "" {
-				last = why
-				break
+				return why
 			}
 		}
-		if last == "" {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("cluster not whole after %s: %s", within, last)
-		}
-		if err := ctxsleep.Sleep(ctx, 250*time.Millisecond); err != nil {
-			return err
-		}
-	}
+		return ""
+	})
 }
 
 func (c *containerCluster) unhealthy(ctx context.Context, stream string) string {

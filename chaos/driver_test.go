@@ -12,6 +12,7 @@ import (
 
 	"github.com/awaken-dev/awaken/internal/checker"
 	"github.com/awaken-dev/awaken/internal/config"
+	"github.com/awaken-dev/awaken/internal/ctxsleep"
 	"github.com/awaken-dev/awaken/pkg/client"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
@@ -130,9 +131,8 @@ func (c *driver) approve(ctx context.Context, w *workload) {
 // holds its publication (each run has one batch, and a publication — one results message,
 // or the atomic batch of a batch too large for one — is stored whole or not at all).
 func (c *driver) waitQuiescent(ctx context.Context, w *workload) error {
-	deadline := time.Now().Add(3 * time.Minute)
 	var missing []string
-	for {
+	return waitUntil(ctx, "not quiescent", 3*time.Minute, 500*time.Millisecond, func() string {
 		missing = missing[:0]
 		info, err := c.resultsInfo(ctx)
 		if err == nil {
@@ -143,17 +143,29 @@ func (c *driver) waitQuiescent(ctx context.Context, w *workload) error {
 				}
 			}
 			if len(missing) == 0 {
-				return nil
+				return ""
 			}
 		}
-		if time.Now().After(deadline) {
-			slices.Sort(missing)
-			return fmt.Errorf("not quiescent after 3m: %d batches unpublished (%v), last error %v", len(missing), missing[:min(10, len(missing))], err)
+		slices.Sort(missing)
+		return fmt.Sprintf("%d batches unpublished (%v), last error %v", len(missing), missing[:min(10, len(missing))], err)
+	})
+}
+
+// waitUntil asks check every interval whether there is still something to wait for (it
+// says what, or "" once there is nothing), and gives up after within with an error that
+// says what, "<what> after <within>: <what check said last>", or as soon as ctx ends.
+func waitUntil(ctx context.Context, what string, within, interval time.Duration, check func() string) error {
+	deadline := time.Now().Add(within)
+	for {
+		why := check()
+		if why == "" {
+			return nil
 		}
-		select {
-		case <-time.After(500 * time.Millisecond):
-		case <-ctx.Done():
-			return ctx.Err()
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s after %s: %s", what, within, why)
+		}
+		if err := ctxsleep.Sleep(ctx, interval); err != nil {
+			return err
 		}
 	}
 }

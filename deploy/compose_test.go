@@ -17,12 +17,12 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/awaken-dev/awaken/deploy"
+	"github.com/awaken-dev/awaken/internal/servicetest"
+	"github.com/awaken-dev/awaken/internal/testnet"
 	"github.com/awaken-dev/awaken/pkg/awakentest"
 	"github.com/awaken-dev/awaken/pkg/client"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 	"github.com/awaken-dev/awaken/pkg/httpapi"
-
-	"github.com/awaken-dev/awaken/internal/testnet"
 )
 
 // composeCommand returns the Compose command of this machine: the `docker compose`
@@ -171,13 +171,8 @@ func TestCompose_upCompletesABatch(t *testing.T) {
 	}
 	t.Logf("compose up returned in %s", time.Since(start).Round(time.Millisecond))
 
-	nc, err := nats.Connect("nats://127.0.0.1:"+port, nats.UserInfo("platform", "dev-platform"),
-		nats.RetryOnFailedConnect(true), nats.MaxReconnects(-1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	c, err := client.New(nc)
+	c, err := client.New(servicetest.Connect(t, "nats://127.0.0.1:"+port, nats.UserInfo("platform", "dev-platform"),
+		nats.RetryOnFailedConnect(true), nats.MaxReconnects(-1)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -78,6 +78,27 @@ func wantTexts(tb testing.TB, res *client.BatchResult, want ...string) {
 func acceptanceFlow(t *testing.T, c *client.Client, tag string) {
 	ctx := ctxFor(t, 2*time.Minute)
 	run := func(s string) string { return tag + "-" + s }
+	// parked submits sub and returns the ticket its call callID waits on.
+	parked := func(t *testing.T, sub contracts.BatchSubmission, callID string) contracts.ResumeTicket {
+		t.Helper()
+		if _, err := c.Submit(ctx, sub); err != nil {
+			t.Fatal(err)
+		}
+		tk, err := c.WaitTicket(ctx, sub.RunID, sub.Step, callID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tk
+	}
+	// results waits for the results of sub.
+	results := func(t *testing.T, sub contracts.BatchSubmission) *client.BatchResult {
+		t.Helper()
+		res, err := c.Await(ctx, sub.RunID, sub.Step)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
 
 	t.Run("every gate outcome, brain and sandbox", func(t *testing.T) {
 		sub := exampleBatch(t, "batch-mixed.json")
@@ -91,10 +112,7 @@ func acceptanceFlow(t *testing.T, c *client.Client, tag string) {
 			"stubbed: this tool is in maintenance", "tool execution failed: boom",
 			`{"lines":2,"words":3,"bytes":14}`, "unknown tool: nope")
 		// The same batch again is a no-op: same results, the counter body did not run again.
-		again, err := c.Await(ctx, sub.RunID, sub.Step)
-		if err != nil {
-			t.Fatal(err)
-		}
+		again := results(t, sub)
 		if _, err := c.Submit(ctx, sub); err != nil {
 			t.Fatal(err)
 		}
@@ -125,13 +143,7 @@ func acceptanceFlow(t *testing.T, c *client.Client, tag string) {
 		sub := exampleBatch(t, "batch-approval.json")
 		sub.RunID = run(sub.RunID)
 		sub.Calls[2].Arguments = json.RawMessage(fmt.Sprintf(`{"name":%q}`, run("approved")))
-		if _, err := c.Submit(ctx, sub); err != nil {
-			t.Fatal(err)
-		}
-		tk, err := c.WaitTicket(ctx, sub.RunID, sub.Step, "c2")
-		if err != nil {
-			t.Fatal(err)
-		}
+		tk := parked(t, sub, "c2")
 		listed, err := c.Tickets(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -154,30 +166,16 @@ func acceptanceFlow(t *testing.T, c *client.Client, tag string) {
 		if _, err := c.Approve(ctx, tk, "ok"); err != nil {
 			t.Fatal(err)
 		}
-		res, err := c.Await(ctx, sub.RunID, sub.Step)
-		if err != nil {
-			t.Fatal(err)
-		}
+		res := results(t, sub)
 		wantTexts(t, res, "before approval", "", "1")
 	})
 
 	t.Run("denial", func(t *testing.T) {
 		sub := batch(run("deny"), 1, []string{"ask_me"}, call("c1", "ask_me", map[string]any{}))
-		if _, err := c.Submit(ctx, sub); err != nil {
+		if _, err := c.Deny(ctx, parked(t, sub, "c1"), "not today"); err != nil {
 			t.Fatal(err)
 		}
-		tk, err := c.WaitTicket(ctx, sub.RunID, 1, "c1")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := c.Deny(ctx, tk, "not today"); err != nil {
-			t.Fatal(err)
-		}
-		res, err := c.Await(ctx, sub.RunID, 1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		wantTexts(t, res, "blocked: not today")
+		wantTexts(t, results(t, sub), "blocked: not today")
 	})
 
 	t.Run("scheduled call runs without a human", func(t *testing.T) {
@@ -192,40 +190,20 @@ func acceptanceFlow(t *testing.T, c *client.Client, tag string) {
 
 	t.Run("client-executed call", func(t *testing.T) {
 		sub := batch(run("client"), 1, []string{"client_pick"}, call("c1", "client_pick", map[string]any{}))
-		if _, err := c.Submit(ctx, sub); err != nil {
+		if _, err := c.CompleteClientCall(ctx, parked(t, sub, "c1"), contracts.TextOutput("c1", "picked")); err != nil {
 			t.Fatal(err)
 		}
-		tk, err := c.WaitTicket(ctx, sub.RunID, 1, "c1")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := c.CompleteClientCall(ctx, tk, contracts.TextOutput("c1", "picked")); err != nil {
-			t.Fatal(err)
-		}
-		res, err := c.Await(ctx, sub.RunID, 1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		wantTexts(t, res, "picked")
+		wantTexts(t, results(t, sub), "picked")
 	})
 
 	t.Run("cancellation", func(t *testing.T) {
 		sub := batch(run("cancel"), 1, []string{"ask_me", "echo"},
 			call("c1", "ask_me", map[string]any{}), call("c2", "echo", map[string]any{"text": "never"}))
-		if _, err := c.Submit(ctx, sub); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := c.WaitTicket(ctx, sub.RunID, 1, "c1"); err != nil {
-			t.Fatal(err)
-		}
+		parked(t, sub, "c1")
 		if err := c.Cancel(ctx, sub.RunID, "user left"); err != nil {
 			t.Fatal(err)
 		}
-		res, err := c.Await(ctx, sub.RunID, 1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, r := range res.Results {
+		for _, r := range results(t, sub).Results {
 			if r.Outcome != contracts.OutcomeIndeterminate {
 				t.Errorf("%s after cancel: %s %q", r.CallID, r.Outcome, r.Output.Text())
 			}

@@ -26,6 +26,7 @@ import (
 	"github.com/awaken-dev/awaken/internal/checker"
 	"github.com/awaken-dev/awaken/internal/config"
 	"github.com/awaken-dev/awaken/internal/devstack/devstacktest"
+	"github.com/awaken-dev/awaken/internal/natstest"
 	"github.com/awaken-dev/awaken/internal/telemetry"
 	"github.com/awaken-dev/awaken/pkg/client"
 	"github.com/awaken-dev/awaken/pkg/cloudevent"
@@ -110,11 +111,7 @@ func (s *secureStack) startServices(t *testing.T, ctx context.Context, log zerol
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		_ = st.Stop(ctx)
-	})
+	natstest.StopAtCleanup(t, "stack", 20*time.Second, st.Stop)
 	return st
 }
 
@@ -190,11 +187,13 @@ func TestSecure_pipelineNeedsNoMorePermission(t *testing.T) {
 
 	ctx := ctxFor(t, time.Minute)
 	names := s.cfg.Names()
-	rare := []struct {
+	// userCheck is one thing user must be allowed to do.
+	type userCheck struct {
 		name string
 		user string
 		do   func(js jetstream.JetStream) error
-	}{
+	}
+	rare := []userCheck{
 		{"publisher reads the last result of a run", "publisher", func(js jetstream.JetStream) error {
 			st, err := js.Stream(ctx, names.ResultsStream())
 			if err != nil {
@@ -214,22 +213,14 @@ func TestSecure_pipelineNeedsNoMorePermission(t *testing.T) {
 		}},
 	}
 	for _, user := range []string{"brain-exec", "sandbox-exec"} {
-		rare = append(rare, struct {
-			name string
-			user string
-			do   func(js jetstream.JetStream) error
-		}{user + " hears run cancellations", user, func(js jetstream.JetStream) error {
+		rare = append(rare, userCheck{user + " hears run cancellations", user, func(js jetstream.JetStream) error {
 			sub, err := js.Conn().SubscribeSync(names.RunCancelSubject())
 			if err != nil {
 				return err
 			}
 			defer sub.Unsubscribe()
 			return js.Conn().Flush()
-		}}, struct {
-			name string
-			user string
-			do   func(js jetstream.JetStream) error
-		}{user + " stores a large output", user, func(js jetstream.JetStream) error {
+		}}, userCheck{user + " stores a large output", user, func(js jetstream.JetStream) error {
 			st, err := js.ObjectStore(ctx, names.ObjectsBucket())
 			if err != nil {
 				return err
@@ -240,11 +231,7 @@ func TestSecure_pipelineNeedsNoMorePermission(t *testing.T) {
 			}
 			_, err = st.PutBytes(ctx, name, largeOutput)
 			return err
-		}}, struct {
-			name string
-			user string
-			do   func(js jetstream.JetStream) error
-		}{user + " publishes tool progress", user, func(js jetstream.JetStream) error {
+		}}, userCheck{user + " publishes tool progress", user, func(js jetstream.JetStream) error {
 			if err := js.Conn().Publish(names.EventsSubject("secure-"+user), []byte("{}")); err != nil {
 				return err
 			}
@@ -252,11 +239,7 @@ func TestSecure_pipelineNeedsNoMorePermission(t *testing.T) {
 		}})
 	}
 	for _, user := range []string{"api", "platform"} {
-		rare = append(rare, struct {
-			name string
-			user string
-			do   func(js jetstream.JetStream) error
-		}{user + " reads a stored output", user, func(js jetstream.JetStream) error {
+		rare = append(rare, userCheck{user + " reads a stored output", user, func(js jetstream.JetStream) error {
 			c, err := client.New(js.Conn())
 			if err != nil {
 				return err
@@ -281,19 +264,11 @@ func TestSecure_pipelineNeedsNoMorePermission(t *testing.T) {
 		{"publisher", names.CallRecordsStream(), contracts.ConsumerPublisher},
 	} {
 		rare = append(rare,
-			struct {
-				name string
-				user string
-				do   func(js jetstream.JetStream) error
-			}{durable.user + " reads consumer info of " + durable.name, durable.user, func(js jetstream.JetStream) error {
+			userCheck{durable.user + " reads consumer info of " + durable.name, durable.user, func(js jetstream.JetStream) error {
 				_, err := js.Consumer(ctx, durable.stream, durable.name)
 				return err
 			}},
-			struct {
-				name string
-				user string
-				do   func(js jetstream.JetStream) error
-			}{durable.user + " dead-letters for " + durable.name, durable.user, func(js jetstream.JetStream) error {
+			userCheck{durable.user + " dead-letters for " + durable.name, durable.user, func(js jetstream.JetStream) error {
 				_, err := js.Publish(ctx, names.DeadLetterSubject(durable.name), []byte("test"))
 				return err
 			}})

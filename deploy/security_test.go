@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"net/http"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -107,14 +106,7 @@ func TestSecure_apiUserPublishesRepliesOnlyIntoInboxes(t *testing.T) {
 	t.Parallel()
 	s := startSecureServer(t)
 	ctx := ctxFor(t, time.Minute)
-	log := app.NewLogger(os.Stderr, envOr("AWAKEN_TEST_LOG", "error"))
-	js, err := jetstream.New(s.connect(t, deploy.UserAdmin))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := app.Setup(ctx, js, s.cfg, log); err != nil {
-		t.Fatal(err)
-	}
+	js, _ := s.setUp(t, ctx)
 	names := s.cfg.Names()
 	apiConn := s.connect(t, deploy.UserAPI)
 	subject := httpapi.MicroSubject(contracts.DefaultPrefix, httpapi.EndpointToolsList)

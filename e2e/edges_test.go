@@ -30,26 +30,14 @@ func TestEdges_argumentsAsAString(t *testing.T) {
 		rawCall("after", "echo", `"{\"text\":\"still runs\"}"`),
 	)
 	res := h.mustRun(sub)
-	want := []struct {
-		id, text string
-		isError  bool
-	}{
-		{"object", "as object", false},
-		{"string", "as string", false},
-		{"truncated", "invalid tool arguments: arguments are a string that does not hold a JSON object: unexpected EOF", true},
-		{"empty", "stubbed: this tool is in maintenance", false},
-		{"array", "invalid tool arguments: arguments are a string that does not hold a JSON object: it holds an array", true},
-		{"after", "still runs", false},
-	}
-	if len(res.Results) != len(want) {
-		t.Fatalf("%d results, want %d", len(res.Results), len(want))
-	}
-	for i, w := range want {
-		r := res.Results[i]
-		if r.CallID != w.id || r.Output.Text() != w.text || r.Output.IsError != w.isError || r.Outcome != contracts.OutcomeCompleted {
-			t.Errorf("result %d: %s %s %q (is_error %v), want %s %q (is_error %v)", i, r.CallID, r.Outcome, r.Output.Text(), r.Output.IsError, w.id, w.text, w.isError)
-		}
-	}
+	wantCompleted(t, res, func(got, want string) bool { return got == want },
+		resultWant{"object", "as object", false},
+		resultWant{"string", "as string", false},
+		resultWant{"truncated", "invalid tool arguments: arguments are a string that does not hold a JSON object: unexpected EOF", true},
+		resultWant{"empty", "stubbed: this tool is in maintenance", false},
+		resultWant{"array", "invalid tool arguments: arguments are a string that does not hold a JSON object: it holds an array", true},
+		resultWant{"after", "still runs", false},
+	)
 	if n := h.ledger("run-argstrings", 1, "truncated"); n != 0 {
 		t.Errorf("the body of a call with a broken argument string ran %d times", n)
 	}

@@ -9,37 +9,30 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
+	"github.com/awaken-dev/awaken/internal/natstest"
 	"github.com/awaken-dev/awaken/internal/pipeline"
+	"github.com/awaken-dev/awaken/internal/servicetest"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
 // audits reads every audit record of run from the audit stream.
 func (h *harness) audits(run string) []contracts.AuditRecord {
 	h.tb.Helper()
-	_, js := h.srv.Conn(h.tb)
-	ctx := ctxFor(h.tb, 10*time.Second)
 	names := h.cfg.Names()
-	c, err := js.OrderedConsumer(ctx, names.AuditStream(), jetstream.OrderedConsumerConfig{FilterSubjects: []string{names.AuditSubject(run)}})
-	if err != nil {
-		h.tb.Fatal(err)
-	}
-	info, err := c.Info(ctx)
-	if err != nil {
-		h.tb.Fatal(err)
-	}
-	var out []contracts.AuditRecord
-	for pending := int(info.NumPending); len(out) < pending; {
-		m, err := c.Next(jetstream.FetchMaxWait(5 * time.Second))
-		if err != nil {
-			h.tb.Fatal(err)
+	return auditsOn[contracts.AuditRecord](h.tb, h.srv, names, names.AuditSubject(run), contracts.TypeAudit)
+}
+
+// auditsOn reads every record on subject of srv's audit stream, oldest first, each a
+// CloudEvent of type typ whose data is a T.
+func auditsOn[T any](tb testing.TB, srv *natstest.Server, names contracts.Names, subject, typ string) []T {
+	tb.Helper()
+	_, js := srv.Conn(tb)
+	var out []T
+	for _, m := range servicetest.ReadStored(tb, servicetest.Context(tb, 30*time.Second), js, names.AuditStream(), subject, true) {
+		if m.Event.Type != typ {
+			tb.Errorf("audit %d on %s has type %q, want %q", m.Seq, subject, m.Event.Type, typ)
 		}
-		var a contracts.AuditRecord // binary CloudEvents: the body is the payload
-		if err := json.Unmarshal(m.Data(), &a); err != nil {
-			h.tb.Fatalf("audit %s: %v", m.Data(), err)
-		}
-		out = append(out, a)
+		out = append(out, servicetest.Decode[T](tb, m.Event))
 	}
 	return out
 }

@@ -10,15 +10,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/awaken-dev/awaken/internal/app"
 	"github.com/awaken-dev/awaken/internal/config"
 	"github.com/awaken-dev/awaken/internal/natstest"
 	"github.com/awaken-dev/awaken/internal/servicetest"
 	"github.com/awaken-dev/awaken/internal/toolreg"
 	"github.com/awaken-dev/awaken/pkg/client"
-	"github.com/awaken-dev/awaken/pkg/cloudevent"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 	"github.com/awaken-dev/awaken/pkg/executor/tool"
 	"github.com/awaken-dev/awaken/services/api"
@@ -185,37 +182,8 @@ func (r *pauseRig) submit(run string, calls ...contracts.ToolCall) func() ([]str
 // audits reads the tool pause audit records, oldest first.
 func (r *pauseRig) audits() []contracts.ToolPauseAudit {
 	r.t.Helper()
-	ctx := ctxFor(r.t, waitLong)
-	_, js := r.srv.Conn(r.t)
 	names := r.cfg.Names()
-	c, err := js.OrderedConsumer(ctx, names.AuditStream(), jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{names.ToolPauseAuditSubject()}})
-	if err != nil {
-		r.t.Fatal(err)
-	}
-	info, err := c.Info(ctx)
-	if err != nil {
-		r.t.Fatal(err)
-	}
-	var out []contracts.ToolPauseAudit
-	if info.NumPending == 0 {
-		return out
-	}
-	batch, err := c.Fetch(int(info.NumPending), jetstream.FetchMaxWait(5*time.Second))
-	if err != nil {
-		r.t.Fatal(err)
-	}
-	for m := range batch.Messages() {
-		ev, err := cloudevent.DecodeMsg(m.Headers(), m.Data())
-		if err != nil {
-			r.t.Fatalf("audit %s: %v", m.Data(), err)
-		}
-		if ev.Type != contracts.TypeToolPauseAudit {
-			r.t.Errorf("audit type %q", ev.Type)
-		}
-		out = append(out, servicetest.Decode[contracts.ToolPauseAudit](r.t, ev))
-	}
-	return out
+	return auditsOn[contracts.ToolPauseAudit](r.t, r.srv, names, names.ToolPauseAuditSubject(), contracts.TypeToolPauseAudit)
 }
 
 // waitLong bounds every wait of the kill switch tests.

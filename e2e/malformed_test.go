@@ -1,7 +1,6 @@
 package e2e_test
 
 import (
-	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/awaken-dev/awaken/internal/natstest"
+	"github.com/awaken-dev/awaken/internal/servicetest"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
@@ -33,73 +33,43 @@ func TestPipeline_malformedSubmissionsAreRejectedAndKept(t *testing.T) {
 	good := `{"run_id":"r","thread_id":"t","step":1,"agent":{"snapshot_id":"s","tools":["echo"]},"calls":[{"call_id":"c1","tool_id":"echo","arguments":{"text":"x"}}]}`
 	deep := `{"run_id":"r","thread_id":"t","step":1,"agent":{"snapshot_id":"s","tools":[]},"calls":[{"call_id":"c1","tool_id":"echo","arguments":` +
 		strings.Repeat("[", 10000) + strings.Repeat("]", 10000) + `}]}`
+	// Each row breaks one thing: body submits the JSON text b; goodWith submits good with
+	// from replaced by to; goodHeaders submits good with its headers edited.
+	body := func(b string) func(id string) *nats.Msg {
+		return func(id string) *nats.Msg { return rawSubmission(id, []byte(b)) }
+	}
+	goodWith := func(from, to string) func(id string) *nats.Msg { return body(strings.Replace(good, from, to, 1)) }
+	goodHeaders := func(edit func(nats.Header)) func(id string) *nats.Msg {
+		return func(id string) *nats.Msg {
+			m := rawSubmission(id, []byte(good))
+			edit(m.Header)
+			return m
+		}
+	}
 	cases := []struct {
 		name string
 		msg  func(id string) *nats.Msg
 		code contracts.RejectCode
 	}{
-		{"wrong ce-type", func(id string) *nats.Msg {
-			m := rawSubmission(id, []byte(good))
-			m.Header.Set("ce-type", "com.example.other")
-			return m
-		}, contracts.RejectWrongType},
-		{"missing CE headers", func(id string) *nats.Msg {
-			m := rawSubmission(id, []byte(good))
-			m.Header.Del("ce-source")
-			return m
-		}, contracts.RejectMissingAttribute},
-		{"wrong content type", func(id string) *nats.Msg {
-			m := rawSubmission(id, []byte(good))
-			m.Header.Set("Content-Type", "text/plain")
-			return m
-		}, contracts.RejectUnsupportedContent},
-		{"invalid JSON", func(id string) *nats.Msg { return rawSubmission(id, []byte(`{"run_id":`)) }, contracts.RejectInvalidJSON},
-		{"invalid UTF-8", func(id string) *nats.Msg {
-			return rawSubmission(id, []byte(strings.Replace(good, `"x"`, "\"\xff\xfe\"", 1)))
-		}, contracts.RejectInvalidUTF8},
-		{"nesting 10000 deep", func(id string) *nats.Msg { return rawSubmission(id, []byte(deep)) }, contracts.RejectTooDeep},
-		{"id with a dot", func(id string) *nats.Msg {
-			return rawSubmission(id, []byte(strings.Replace(good, `"run_id":"r"`, `"run_id":"r.x"`, 1)))
-		}, contracts.RejectInvalidID},
+		{"wrong ce-type", goodHeaders(func(h nats.Header) { h.Set("ce-type", "com.example.other") }), contracts.RejectWrongType},
+		{"missing CE headers", goodHeaders(func(h nats.Header) { h.Del("ce-source") }), contracts.RejectMissingAttribute},
+		{"wrong content type", goodHeaders(func(h nats.Header) { h.Set("Content-Type", "text/plain") }), contracts.RejectUnsupportedContent},
+		{"invalid JSON", body(`{"run_id":`), contracts.RejectInvalidJSON},
+		{"invalid UTF-8", goodWith(`"x"`, "\"\xff\xfe\""), contracts.RejectInvalidUTF8},
+		{"nesting 10000 deep", body(deep), contracts.RejectTooDeep},
+		{"id with a dot", goodWith(`"run_id":"r"`, `"run_id":"r.x"`), contracts.RejectInvalidID},
 		// A call id may hold any printable character since provider ids are kept verbatim
 		// (it is encoded where it names a key or subject); a run id names subjects itself.
-		{"run id with a wildcard", func(id string) *nats.Msg {
-			return rawSubmission(id, []byte(strings.Replace(good, `"run_id":"r"`, `"run_id":"r*"`, 1)))
-		}, contracts.RejectInvalidID},
-		{"call id with a control character", func(id string) *nats.Msg {
-			return rawSubmission(id, []byte(strings.Replace(good, `"call_id":"c1"`, `"call_id":"c\u0007"`, 1)))
-		}, contracts.RejectInvalidID},
-		{"id with a space", func(id string) *nats.Msg {
-			return rawSubmission(id, []byte(strings.Replace(good, `"thread_id":"t"`, `"thread_id":"t >"`, 1)))
-		}, contracts.RejectInvalidID},
-		{"negative step", func(id string) *nats.Msg {
-			return rawSubmission(id, []byte(strings.Replace(good, `"step":1`, `"step":-1`, 1)))
-		}, contracts.RejectInvalidStep},
-		{"unknown top-level field", func(id string) *nats.Msg {
-			return rawSubmission(id, []byte(strings.Replace(good, `"step":1`, `"step":1,"sudo":true`, 1)))
-		}, contracts.RejectUnknownField},
-		{"empty calls", func(id string) *nats.Msg {
-			return rawSubmission(id, []byte(`{"run_id":"r","thread_id":"t","step":1,"agent":{"snapshot_id":"s","tools":[]},"calls":[]}`))
-		}, contracts.RejectEmptyBatch},
-		{"duplicate call id", func(id string) *nats.Msg {
-			return rawSubmission(id, []byte(strings.Replace(good, `}}]}`, `}},{"call_id":"c1","tool_id":"echo","arguments":{}}]}`, 1)))
-		}, contracts.RejectDuplicateCall},
+		{"run id with a wildcard", goodWith(`"run_id":"r"`, `"run_id":"r*"`), contracts.RejectInvalidID},
+		{"call id with a control character", goodWith(`"call_id":"c1"`, `"call_id":"c\u0007"`), contracts.RejectInvalidID},
+		{"id with a space", goodWith(`"thread_id":"t"`, `"thread_id":"t >"`), contracts.RejectInvalidID},
+		{"negative step", goodWith(`"step":1`, `"step":-1`), contracts.RejectInvalidStep},
+		{"unknown top-level field", goodWith(`"step":1`, `"step":1,"sudo":true`), contracts.RejectUnknownField},
+		{"empty calls", body(`{"run_id":"r","thread_id":"t","step":1,"agent":{"snapshot_id":"s","tools":[]},"calls":[]}`), contracts.RejectEmptyBatch},
+		{"duplicate call id", goodWith(`}}]}`, `}},{"call_id":"c1","tool_id":"echo","arguments":{}}]}`), contracts.RejectDuplicateCall},
 	}
 
-	rejected := make(chan contracts.BatchRejected, 64)
-	sub, err := nc.Subscribe(h.cfg.Names().RejectedSubject(), func(m *nats.Msg) {
-		var r contracts.BatchRejected
-		if json.Unmarshal(m.Data, &r) == nil {
-			rejected <- r
-		}
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sub.Unsubscribe()
-	if err := nc.Flush(); err != nil {
-		t.Fatal(err)
-	}
+	rejected := servicetest.Rejections(t, nc, h.cfg.Names())
 
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -31,34 +31,15 @@ func TestPipeline_everyGateOutcomeInModelOrder(t *testing.T) {
 	sub.Calls[5] = call("c6", "echo", map[string]any{"txt": "typo"})
 	res := h.mustRun(sub)
 
-	want := []struct {
-		callID  string
-		text    string
-		isError bool
-	}{
-		{"c1", "first", false},
-		{"c2", "1", false},
-		{"c3", "blocked: tool forbidden denied by policy", true},
-		{"c4", "stubbed: this tool is in maintenance", false},
-		{"c5", "tool execution failed: boom", true},
-		{"c6", "invalid tool arguments:", true},
-		{"c7", "unknown tool: nope", true},
-	}
-	if len(res.Results) != len(want) {
-		t.Fatalf("got %d results, want %d", len(res.Results), len(want))
-	}
-	for i, w := range want {
-		r := res.Results[i]
-		if r.Index != i || r.CallID != w.callID {
-			t.Errorf("result %d is %s (index %d), want %s in model order", i, r.CallID, r.Index, w.callID)
-		}
-		if !strings.HasPrefix(r.Output.Text(), w.text) || r.Output.IsError != w.isError {
-			t.Errorf("%s: got %q (is_error %v), want prefix %q (is_error %v)", w.callID, r.Output.Text(), r.Output.IsError, w.text, w.isError)
-		}
-		if r.Outcome != contracts.OutcomeCompleted {
-			t.Errorf("%s: outcome %s", w.callID, r.Outcome)
-		}
-	}
+	wantCompleted(t, res, strings.HasPrefix,
+		resultWant{"c1", "first", false},
+		resultWant{"c2", "1", false},
+		resultWant{"c3", "blocked: tool forbidden denied by policy", true},
+		resultWant{"c4", "stubbed: this tool is in maintenance", false},
+		resultWant{"c5", "tool execution failed: boom", true},
+		resultWant{"c6", "invalid tool arguments:", true},
+		resultWant{"c7", "unknown tool: nope", true},
+	)
 	if got := res.Finalized.CallIDs; strings.Join(got, ",") != "c1,c2,c3,c4,c5,c6,c7" {
 		t.Errorf("finalized call_ids %v", got)
 	}
@@ -67,6 +48,35 @@ func TestPipeline_everyGateOutcomeInModelOrder(t *testing.T) {
 	}
 	if n := h.ledger("run-outcomes", 1, "c4"); n != 0 {
 		t.Errorf("stubbed tool body ran %d times; SetResult must not enter an executor", n)
+	}
+}
+
+// resultWant is one result a batch must hold: its call, its output text and whether
+// that output is an error.
+type resultWant struct {
+	callID, text string
+	isError      bool
+}
+
+// wantCompleted fails t unless res holds one completed result per want, in model order
+// (each at its index), with want's call id and is_error flag and an output text that
+// match accepts against want's (strings.HasPrefix, or exact equality).
+func wantCompleted(t *testing.T, res *client.BatchResult, match func(got, want string) bool, want ...resultWant) {
+	t.Helper()
+	if len(res.Results) != len(want) {
+		t.Fatalf("got %d results, want %d", len(res.Results), len(want))
+	}
+	for i, w := range want {
+		r := res.Results[i]
+		if r.Index != i || r.CallID != w.callID {
+			t.Errorf("result %d is %s (index %d), want %s in model order", i, r.CallID, r.Index, w.callID)
+		}
+		if !match(r.Output.Text(), w.text) || r.Output.IsError != w.isError {
+			t.Errorf("%s: got %q (is_error %v), want %q (is_error %v)", w.callID, r.Output.Text(), r.Output.IsError, w.text, w.isError)
+		}
+		if r.Outcome != contracts.OutcomeCompleted {
+			t.Errorf("%s: outcome %s", w.callID, r.Outcome)
+		}
 	}
 }
 

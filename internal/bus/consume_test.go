@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -86,13 +85,10 @@ func TestConsumeTransientErrorIsRedelivered(t *testing.T) {
 func TestConsumeRejectionDeadLettersAndMovesOn(t *testing.T) {
 	h := newHarness(t)
 	var rec recorder
-	var rejected []string
-	var mu sync.Mutex
+	var rejected lines
 	spec := h.spec("reject")
 	spec.OnReject = func(ctx context.Context, d bus.Delivery, rej *contracts.Rejection) error {
-		mu.Lock()
-		defer mu.Unlock()
-		rejected = append(rejected, fmt.Sprintf("%s/%s", d.Event.ID, rej.Code))
+		rejected.addf("%s/%s", d.Event.ID, rej.Code)
 		return nil
 	}
 	sub := h.consume(spec, func(ctx context.Context, d bus.Delivery) error {
@@ -132,11 +128,8 @@ func TestConsumeRejectionDeadLettersAndMovesOn(t *testing.T) {
 	if fmt.Sprint(handled) != "[bad-call broken good]" {
 		t.Fatalf("handler saw %v; the envelope failures must not reach it and the good one must", handled)
 	}
-	mu.Lock()
-	gotRejected := fmt.Sprint(rejected)
-	mu.Unlock()
-	if gotRejected != "[bad-call/invalid_id /invalid_json wrong-type/wrong_type broken/permanent]" {
-		t.Fatalf("OnReject calls %s", gotRejected)
+	if got := rejected.String(); got != "[bad-call/invalid_id /invalid_json wrong-type/wrong_type broken/permanent]" {
+		t.Fatalf("OnReject calls %s", got)
 	}
 
 	dl := h.streamMsgs(h.names.DeadLetterStream())
@@ -182,14 +175,11 @@ func TestConsumeRejectionDeadLettersAndMovesOn(t *testing.T) {
 func TestConsumeExhaustion(t *testing.T) {
 	h := newHarness(t)
 	var rec recorder
-	var exhausted []string
-	var mu sync.Mutex
+	var exhausted lines
 	spec := h.spec("exhaust")
 	spec.MaxDeliver = 3
 	spec.OnExhausted = func(ctx context.Context, d bus.Delivery, cause error) error {
-		mu.Lock()
-		defer mu.Unlock()
-		exhausted = append(exhausted, fmt.Sprintf("%s@%d: %v", d.Event.ID, d.NumDelivered, cause))
+		exhausted.addf("%s@%d: %v", d.Event.ID, d.NumDelivered, cause)
 		return nil
 	}
 	sub := h.consume(spec, func(ctx context.Context, d bus.Delivery) error {
@@ -203,10 +193,7 @@ func TestConsumeExhaustion(t *testing.T) {
 	if got := rec.String(); got != "[1 2 3]" {
 		t.Fatalf("deliveries %s, want [1 2 3]", got)
 	}
-	mu.Lock()
-	got := fmt.Sprint(exhausted)
-	mu.Unlock()
-	if got != "[op-x@3: executor unreachable]" {
+	if got := exhausted.String(); got != "[op-x@3: executor unreachable]" {
 		t.Fatalf("OnExhausted calls %s, want exactly one on the third delivery", got)
 	}
 	dl := h.streamMsgs(h.names.DeadLetterStream())[0]

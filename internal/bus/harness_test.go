@@ -177,6 +177,26 @@ func (h *harness) settled(sub *bus.Subscription) *jetstream.ConsumerInfo {
 	return info
 }
 
+// lines collects what a hook the consumer calls was told, one formatted line a call, in
+// call order, safely across workers.
+type lines struct {
+	mu   sync.Mutex
+	list []string
+}
+
+func (l *lines) addf(format string, args ...any) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.list = append(l.list, fmt.Sprintf(format, args...))
+}
+
+// String is the lines so far, printed as fmt.Sprint prints a []string.
+func (l *lines) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return fmt.Sprint(l.list)
+}
+
 // recorder collects what a handler saw, safely across workers.
 type recorder struct {
 	mu         sync.Mutex

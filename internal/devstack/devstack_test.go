@@ -18,6 +18,7 @@ import (
 	"github.com/awaken-dev/awaken/internal/devstack"
 	"github.com/awaken-dev/awaken/internal/health"
 	"github.com/awaken-dev/awaken/internal/natstest"
+	"github.com/awaken-dev/awaken/internal/servicetest"
 	"github.com/awaken-dev/awaken/internal/telemetry"
 	"github.com/awaken-dev/awaken/pkg/client"
 	"github.com/awaken-dev/awaken/pkg/contracts"
@@ -78,12 +79,7 @@ func TestDevSecure(t *testing.T) {
 	} else if !errors.Is(err, nats.ErrAuthorization) {
 		t.Errorf("anonymous connect: %v, want an authorization error", err)
 	}
-	nc, err := nats.Connect(url, nats.UserInfo(deploy.UserPlatform, pw[deploy.UserPlatform]))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	c, err := client.New(nc)
+	c, err := client.New(servicetest.Connect(t, url, nats.UserInfo(deploy.UserPlatform, pw[deploy.UserPlatform])))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,11 +105,7 @@ func TestDevSecure(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	admin, err := nats.Connect(url, nats.UserInfo(deploy.UserAdmin, pw[deploy.UserAdmin]))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close()
+	admin := servicetest.Connect(t, url, nats.UserInfo(deploy.UserAdmin, pw[deploy.UserAdmin]))
 	m, err := admin.RequestWithContext(rctx, httpapi.MicroSubject(contracts.DefaultPrefix, httpapi.EndpointTicketsGet), []byte(tk.CorrelationID))
 	if err != nil {
 		t.Fatalf("micro tickets.get: %v", err)

@@ -75,6 +75,19 @@ func (d *Deployment) member(name string) (*member, error) {
 	return nil, fmt.Errorf("awakentest: no container %q", name)
 }
 
+// onMember runs act on the service or node called name; a failure of act is reported as
+// "awakentest: <verb> <name>: …".
+func (d *Deployment) onMember(name, verb string, act func(*member) error) error {
+	m, err := d.member(name)
+	if err != nil {
+		return err
+	}
+	if err := act(m); err != nil {
+		return fmt.Errorf("awakentest: %s %s: %w", verb, name, err)
+	}
+	return nil
+}
+
 // Container returns the container of a service or node, for what this package does not
 // offer (exec, copy, inspect).
 func (d *Deployment) Container(name string) (testcontainers.Container, error) {
@@ -88,39 +101,30 @@ func (d *Deployment) Container(name string) (testcontainers.Container, error) {
 // Stop stops a service or node gracefully: SIGTERM, and SIGKILL after timeout. A service
 // drains (finishes its in-flight messages); a NATS node leaves the cluster cleanly.
 func (d *Deployment) Stop(ctx context.Context, name string, timeout time.Duration) error {
-	m, err := d.member(name)
-	if err != nil {
-		return err
-	}
-	if err := m.c.Stop(ctx, &timeout); err != nil {
-		return fmt.Errorf("awakentest: stop %s: %w", name, err)
-	}
-	return nil
+	return d.onMember(name, "stop", func(m *member) error { return m.c.Stop(ctx, &timeout) })
 }
 
 // Kill kills a service or node with SIGKILL, as a crash would: in-flight messages stay
 // unacknowledged and are redelivered after their ack wait.
 func (d *Deployment) Kill(ctx context.Context, name string) error {
-	m, err := d.member(name)
-	if err != nil {
-		return err
-	}
-	if _, err := d.provider.Client().ContainerKill(ctx, m.c.GetContainerID(), client.ContainerKillOptions{Signal: "KILL"}); err != nil {
-		return fmt.Errorf("awakentest: kill %s: %w", name, err)
-	}
-	// Wait until the engine reports it stopped, so a Start right after is a real restart.
-	for {
-		st, err := m.c.State(ctx)
-		if err != nil {
-			return fmt.Errorf("awakentest: kill %s: %w", name, err)
+	return d.onMember(name, "kill", func(m *member) error {
+		if _, err := d.provider.Client().ContainerKill(ctx, m.c.GetContainerID(), client.ContainerKillOptions{Signal: "KILL"}); err != nil {
+			return err
 		}
-		if !st.Running {
-			return nil
+		// Wait until the engine reports it stopped, so a Start right after is a real restart.
+		for {
+			st, err := m.c.State(ctx)
+			if err != nil {
+				return err
+			}
+			if !st.Running {
+				return nil
+			}
+			if err := pause(ctx, 50*time.Millisecond); err != nil {
+				return err
+			}
 		}
-		if err := pause(ctx, 50*time.Millisecond); err != nil {
-			return fmt.Errorf("awakentest: kill %s: %w", name, err)
-		}
-	}
+	})
 }
 
 // Start starts a stopped or killed service or node again and waits until it is ready
@@ -169,55 +173,39 @@ func (d *Deployment) Replace(ctx context.Context, name string) error {
 // Pause freezes every process of a service or node (docker pause): it keeps its
 // connections but answers nothing until [Deployment.Unpause].
 func (d *Deployment) Pause(ctx context.Context, name string) error {
-	m, err := d.member(name)
-	if err != nil {
+	return d.onMember(name, "pause", func(m *member) error {
+		_, err := d.provider.Client().ContainerPause(ctx, m.c.GetContainerID(), client.ContainerPauseOptions{})
 		return err
-	}
-	if _, err := d.provider.Client().ContainerPause(ctx, m.c.GetContainerID(), client.ContainerPauseOptions{}); err != nil {
-		return fmt.Errorf("awakentest: pause %s: %w", name, err)
-	}
-	return nil
+	})
 }
 
 // Unpause resumes a container frozen by [Deployment.Pause].
 func (d *Deployment) Unpause(ctx context.Context, name string) error {
-	m, err := d.member(name)
-	if err != nil {
+	return d.onMember(name, "unpause", func(m *member) error {
+		_, err := d.provider.Client().ContainerUnpause(ctx, m.c.GetContainerID(), client.ContainerUnpauseOptions{})
 		return err
-	}
-	if _, err := d.provider.Client().ContainerUnpause(ctx, m.c.GetContainerID(), client.ContainerUnpauseOptions{}); err != nil {
-		return fmt.Errorf("awakentest: unpause %s: %w", name, err)
-	}
-	return nil
+	})
 }
 
 // Disconnect removes a service or node from the deployment's network: a partition that
 // cuts it from every other container (and from its published host ports) while it keeps
 // running. [Deployment.Reconnect] heals it.
 func (d *Deployment) Disconnect(ctx context.Context, name string) error {
-	m, err := d.member(name)
-	if err != nil {
+	return d.onMember(name, "disconnect", func(m *member) error {
+		_, err := d.provider.Client().NetworkDisconnect(ctx, d.net.ID, client.NetworkDisconnectOptions{
+			Container: m.c.GetContainerID(), Force: true})
 		return err
-	}
-	if _, err := d.provider.Client().NetworkDisconnect(ctx, d.net.ID, client.NetworkDisconnectOptions{
-		Container: m.c.GetContainerID(), Force: true}); err != nil {
-		return fmt.Errorf("awakentest: disconnect %s: %w", name, err)
-	}
-	return nil
+	})
 }
 
 // Reconnect attaches a container cut off by [Deployment.Disconnect] to the deployment's
 // network again, under its name as network alias (the other containers dial it by name).
 func (d *Deployment) Reconnect(ctx context.Context, name string) error {
-	m, err := d.member(name)
-	if err != nil {
+	return d.onMember(name, "reconnect", func(m *member) error {
+		_, err := d.provider.Client().NetworkConnect(ctx, d.net.ID, client.NetworkConnectOptions{
+			Container: m.c.GetContainerID(), EndpointConfig: &mobynet.EndpointSettings{Aliases: []string{name}}})
 		return err
-	}
-	if _, err := d.provider.Client().NetworkConnect(ctx, d.net.ID, client.NetworkConnectOptions{
-		Container: m.c.GetContainerID(), EndpointConfig: &mobynet.EndpointSettings{Aliases: []string{name}}}); err != nil {
-		return fmt.Errorf("awakentest: reconnect %s: %w", name, err)
-	}
-	return nil
+	})
 }
 
 // Logs returns the whole log (stdout and stderr) of a service or node.
@@ -239,11 +227,7 @@ func (d *Deployment) ReadyURL(ctx context.Context, name string) (string, error) 
 	if m.role == "nats" {
 		return "", fmt.Errorf("awakentest: %s is a NATS node", name)
 	}
-	p, err := m.c.MappedPort(ctx, "8080/tcp")
-	if err != nil {
-		return "", fmt.Errorf("awakentest: %s: %w", name, err)
-	}
-	return "http://" + net.JoinHostPort(d.dialHost, strconv.Itoa(int(p.Num()))) + "/readyz", nil
+	return d.httpURL(ctx, m, "/readyz")
 }
 
 // APIURL returns the host-side base URL of the api's HTTP api and console
@@ -253,9 +237,15 @@ func (d *Deployment) APIURL(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	return d.httpURL(ctx, m, "/")
+}
+
+// httpURL is the host-side URL of path on m's HTTP listener (container port 8080: a
+// service's health listener, the api's HTTP api and console).
+func (d *Deployment) httpURL(ctx context.Context, m *member, path string) (string, error) {
 	p, err := m.c.MappedPort(ctx, "8080/tcp")
 	if err != nil {
-		return "", fmt.Errorf("awakentest: %s: %w", API, err)
+		return "", fmt.Errorf("awakentest: %s: %w", m.name, err)
 	}
-	return "http://" + net.JoinHostPort(d.dialHost, strconv.Itoa(int(p.Num()))) + "/", nil
+	return "http://" + net.JoinHostPort(d.dialHost, strconv.Itoa(int(p.Num()))) + path, nil
 }

@@ -8,7 +8,6 @@ import (
 	"github.com/awaken-dev/awaken/internal/bus"
 	"github.com/awaken-dev/awaken/internal/natstest"
 	"github.com/awaken-dev/awaken/internal/servicetest"
-	"github.com/awaken-dev/awaken/pkg/cloudevent"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 	"github.com/awaken-dev/awaken/services/batcher"
 )
@@ -27,14 +26,10 @@ type harness struct {
 	*servicetest.Harness[*batcher.Service, bus.DeliveryOption]
 }
 
-// stored is one message read back from a stream.
-type stored = servicetest.Stored
-
 var (
-	errInjected = servicetest.ErrInjected
-	call        = servicetest.Call
-	submission  = servicetest.Submission
-	op          = contracts.OperationID
+	call       = servicetest.Call
+	submission = servicetest.Submission
+	op         = contracts.OperationID
 )
 
 // newHarness starts a server and one batcher on it.
@@ -43,15 +38,28 @@ func newHarness(t *testing.T) *harness { return &harness{servicetest.Start(t, se
 // in returns a view of h that reports failures to t (a subtest).
 func (h *harness) in(t *testing.T) *harness { return &harness{h.Harness.In(t)} }
 
+// submitSettled submits sub under the CloudEvent id and waits until the batcher has
+// settled it (recorded, refused or dead-lettered).
+func (h *harness) submitSettled(id string, sub contracts.BatchSubmission) {
+	h.T.Helper()
+	h.settled(h.Submit(id, sub))
+}
+
+// settled waits until the batcher has settled every submission up to seq.
+func (h *harness) settled(seq uint64) {
+	h.T.Helper()
+	h.WaitSettled(h.Env.Names.SubmissionsStream(), contracts.ConsumerBatcherSubmit, seq)
+}
+
 // recorded returns the revisions of run's record that record a batch: the gate's work.
-func (h *harness) recorded(run string) []stored {
+func (h *harness) recorded(run string) []servicetest.Stored {
 	return servicetest.BatchesRecorded(h.T, h.Ctx, h.JS, h.Env.Names, run)
 }
 
 // waitRecorded waits until run's record has recorded n batches and returns the revisions.
-func (h *harness) waitRecorded(run string, n int) []stored {
+func (h *harness) waitRecorded(run string, n int) []servicetest.Stored {
 	h.T.Helper()
-	var got []stored
+	var got []servicetest.Stored
 	natstest.WaitFor(h.T, waitTimeout, func() bool {
 		got = h.recorded(run)
 		return len(got) >= n
@@ -59,13 +67,20 @@ func (h *harness) waitRecorded(run string, n int) []stored {
 	return got
 }
 
-// rejections returns the rejection events published so far.
-func (h *harness) rejections() []stored {
-	return h.Messages(h.Env.Names.SubmissionsStream(), h.Env.Names.RejectedSubject())
+// wantRecorded fails the test unless run's record has recorded exactly n batches.
+func (h *harness) wantRecorded(run string, n int) {
+	h.T.Helper()
+	if got := len(h.recorded(run)); got != n {
+		h.T.Errorf("%d batches recorded for run %s, want %d", got, run, n)
+	}
 }
 
-// decode unmarshals the data of an event into a T.
-func decode[T any](t *testing.T, ev cloudevent.Event) T {
-	t.Helper()
-	return servicetest.Decode[T](t, ev)
+// rejections returns the batch rejections published so far, in stream order.
+func (h *harness) rejections() []contracts.BatchRejected {
+	h.T.Helper()
+	var out []contracts.BatchRejected
+	for _, m := range h.Messages(h.Env.Names.SubmissionsStream(), h.Env.Names.RejectedSubject()) {
+		out = append(out, servicetest.Decode[contracts.BatchRejected](h.T, m.Event))
+	}
+	return out
 }

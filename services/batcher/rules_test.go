@@ -16,8 +16,8 @@ func (h *harness) rejectionOf(eventID string) contracts.BatchRejected {
 	h.T.Helper()
 	var got *contracts.BatchRejected
 	natstest.WaitFor(h.T, waitTimeout, func() bool {
-		for _, m := range h.rejections() {
-			if r := decode[contracts.BatchRejected](h.T, m.Event); r.EventID == eventID {
+		for _, r := range h.rejections() {
+			if r.EventID == eventID {
 				got = &r
 				return true
 			}
@@ -49,8 +49,7 @@ func TestRunPolicyThatDoesNotCompileIsRejectedAtSubmission(t *testing.T) {
 	const run = "run-bad-policy"
 	sub := submission(run, 1, call("c1", "echo"))
 	sub.Policy = &contracts.PolicyConfig{Rules: []contracts.PolicyRule{{Pattern: `echo(text =~ "x")`, Behavior: contracts.BehaviorAllow}}}
-	seq := h.Submit("bad-policy-1", sub)
-	h.WaitSettled(h.Env.Names.SubmissionsStream(), contracts.ConsumerBatcherSubmit, seq)
+	h.submitSettled("bad-policy-1", sub)
 
 	got := h.rejectionOf("bad-policy-1")
 	if got.Code != string(contracts.RejectInvalidPolicy) || got.RunID != run || got.BatchID != sub.BatchID() ||
@@ -58,9 +57,7 @@ func TestRunPolicyThatDoesNotCompileIsRejectedAtSubmission(t *testing.T) {
 		t.Errorf("rejection %+v, want invalid_policy for %s naming rules[0].pattern", got, sub.BatchID())
 	}
 	h.noBatch(run, 1)
-	if n := len(h.recorded(run)); n != 0 {
-		t.Errorf("%d batches recorded, want none", n)
-	}
+	h.wantRecorded(run, 0)
 }
 
 // TestOneActiveBatchPerRun: while step 1 of a run is open, a submission of step 2 is
@@ -75,8 +72,7 @@ func TestOneActiveBatchPerRun(t *testing.T) {
 	h.waitRecorded(run, 1)
 
 	second := submission(run, 2, call("c1", "echo"))
-	seq := h.Submit("busy-2", second)
-	h.WaitSettled(h.Env.Names.SubmissionsStream(), contracts.ConsumerBatcherSubmit, seq)
+	h.submitSettled("busy-2", second)
 	got := h.rejectionOf("busy-2")
 	if got.Code != string(contracts.RejectRunBusy) || got.RunID != run || got.BatchID != second.BatchID() ||
 		!strings.Contains(got.Message, first.BatchID()) {
@@ -84,10 +80,9 @@ func TestOneActiveBatchPerRun(t *testing.T) {
 	}
 	h.noBatch(run, 2)
 
-	seq = h.Submit("busy-1-again", first)
-	h.WaitSettled(h.Env.Names.SubmissionsStream(), contracts.ConsumerBatcherSubmit, seq)
-	for _, m := range h.rejections() {
-		if r := decode[contracts.BatchRejected](t, m.Event); r.EventID == "busy-1-again" {
+	h.submitSettled("busy-1-again", first)
+	for _, r := range h.rejections() {
+		if r.EventID == "busy-1-again" {
 			t.Fatalf("identical resubmission of the open batch was rejected: %+v", r)
 		}
 	}
@@ -111,16 +106,13 @@ func TestOneActiveBatchPerRun(t *testing.T) {
 	if a, _, err := h.Env.Batches.Get(h.Ctx, contracts.BatchKey(run, 1)); err != nil || a.Phase != contracts.BatchPhaseFinalized {
 		t.Errorf("step 1 archived as %+v (%v), want finalized", a.Phase, err)
 	}
-	seq = h.Submit("busy-1-late", first)
-	h.WaitSettled(h.Env.Names.SubmissionsStream(), contracts.ConsumerBatcherSubmit, seq)
-	for _, m := range h.rejections() {
-		if r := decode[contracts.BatchRejected](t, m.Event); r.EventID == "busy-1-late" {
+	h.submitSettled("busy-1-late", first)
+	for _, r := range h.rejections() {
+		if r.EventID == "busy-1-late" {
 			t.Fatalf("identical resubmission of the archived batch was rejected: %+v", r)
 		}
 	}
-	if n := len(h.recorded(run)); n != 2 {
-		t.Errorf("%d batches recorded, want 2 (step 1 once, step 2 once)", n)
-	}
+	h.wantRecorded(run, 2)
 }
 
 // TestOneActiveBatchPerRunUnderConcurrentBatchers: two batcher replicas receive steps 1
@@ -137,10 +129,9 @@ func TestOneActiveBatchPerRunUnderConcurrentBatchers(t *testing.T) {
 			last = h.Submit(run+"-"+string(rune('0'+step)), submission(run, step, call("c1", "echo")))
 		}
 	}
-	h.WaitSettled(h.Env.Names.SubmissionsStream(), contracts.ConsumerBatcherSubmit, last)
+	h.settled(last)
 	busy := map[string]int{}
-	for _, m := range h.rejections() {
-		r := decode[contracts.BatchRejected](t, m.Event)
+	for _, r := range h.rejections() {
 		if r.Code != string(contracts.RejectRunBusy) {
 			t.Errorf("unexpected rejection %+v", r)
 		}
@@ -177,8 +168,7 @@ func TestEndedRunTakesNoMoreBatches(t *testing.T) {
 			t.Fatal(err)
 		}
 		sub := submission(tt.run, 3, call("c1", "echo"))
-		seq := h.Submit(tt.run+"-3", sub)
-		h.WaitSettled(h.Env.Names.SubmissionsStream(), contracts.ConsumerBatcherSubmit, seq)
+		h.submitSettled(tt.run+"-3", sub)
 		got := h.rejectionOf(tt.run + "-3")
 		if got.Code != string(tt.code) || got.RunID != tt.run || got.BatchID != sub.BatchID() {
 			t.Errorf("rejection %+v, want %s for %s", got, tt.code, sub.BatchID())

@@ -12,6 +12,7 @@ import (
 
 	"github.com/awaken-dev/awaken/internal/bus"
 	"github.com/awaken-dev/awaken/internal/pipeline"
+	"github.com/awaken-dev/awaken/internal/servicetest"
 	"github.com/awaken-dev/awaken/pkg/cloudevent"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
@@ -107,7 +108,7 @@ func TestSubmitRecordsTheBatchForTheGate(t *testing.T) {
 				t.Fatalf("got %d batches recorded, want 1", len(reqs))
 			}
 			ev := reqs[0].Event
-			got := decode[contracts.RunRecord](t, ev)
+			got := servicetest.Decode[contracts.RunRecord](t, ev)
 			wantID := pipeline.BatchRecordedID(sub.BatchID())
 			if ev.ID != wantID || ev.Type != contracts.TypeBatchRecorded || ev.Source != "awaken/batcher" ||
 				got.Batch == nil || got.Batch.Parallel != tt.parallel || got.Batch.Hash != rec.Hash {
@@ -144,14 +145,11 @@ func TestIdenticalResubmissionIsANoOp(t *testing.T) {
 	h.waitRecorded(run, 1)
 	_, rev := h.Batch(run, 1)
 
-	seq := h.Submit("resubmission-1", sub)
-	h.WaitSettled(h.Env.Names.SubmissionsStream(), contracts.ConsumerBatcherSubmit, seq)
+	h.submitSettled("resubmission-1", sub)
 	if _, again := h.Batch(run, 1); again != rev {
 		t.Errorf("batch record rewritten by the resubmission: revision %d → %d", rev, again)
 	}
-	if n := len(h.recorded(run)); n != 1 {
-		t.Errorf("got %d batches recorded after an identical resubmission, want 1", n)
-	}
+	h.wantRecorded(run, 1)
 	if n := len(h.rejections()); n != 0 {
 		t.Errorf("identical resubmission rejected (%d rejections)", n)
 	}
@@ -172,17 +170,14 @@ func TestIdenticalResubmissionIsANoOp(t *testing.T) {
 	if _, err := h.Env.ArchiveBatch(h.Ctx, rec); err != nil {
 		t.Fatal(err)
 	}
-	seq = h.Submit("resubmission-2", sub)
-	h.WaitSettled(h.Env.Names.SubmissionsStream(), contracts.ConsumerBatcherSubmit, seq)
+	h.submitSettled("resubmission-2", sub)
 	if n := h.HitCount(pipeline.FaultAfterCommit, batchID); n != 1 {
 		t.Errorf("published batch recorded again by a resubmission (%d, want 1)", n)
 	}
 	if got, _ := h.Batch(run, 1); got.Phase != contracts.BatchPhasePublished {
 		t.Errorf("phase = %q after resubmitting a published batch", got.Phase)
 	}
-	if n := len(h.recorded(run)); n != 1 {
-		t.Errorf("got %d batches recorded, want 1", n)
-	}
+	h.wantRecorded(run, 1)
 }
 
 // TestConflictingResubmissionIsRejected resubmits a batch id with other content: the
@@ -198,11 +193,10 @@ func TestConflictingResubmissionIsRejected(t *testing.T) {
 
 	other := submission(run, 2, call("c1", "echo"))
 	other.Calls[0].Arguments = json.RawMessage(`{"text":"something else"}`)
-	seq := h.Submit("conflicting-1", other)
-	h.WaitSettled(h.Env.Names.SubmissionsStream(), contracts.ConsumerBatcherSubmit, seq)
+	h.submitSettled("conflicting-1", other)
 
 	rej := h.WaitMessages(h.Env.Names.SubmissionsStream(), h.Env.Names.RejectedSubject(), 1)
-	got := decode[contracts.BatchRejected](t, rej[0].Event)
+	got := servicetest.Decode[contracts.BatchRejected](t, rej[0].Event)
 	want := contracts.BatchRejected{BatchID: first.BatchID(), RunID: run, Code: string(contracts.RejectConflict),
 		Message: got.Message, EventID: "conflicting-1"}
 	if got != want || !strings.Contains(got.Message, first.BatchID()) {
@@ -219,9 +213,7 @@ func TestConflictingResubmissionIsRejected(t *testing.T) {
 	if rec, again := h.Batch(run, 2); again != rev || rec.Hash != decodedHash(t, first) {
 		t.Errorf("stored batch changed by a conflicting resubmission")
 	}
-	if n := len(h.recorded(run)); n != 1 {
-		t.Errorf("got %d batches recorded, want 1", n)
-	}
+	h.wantRecorded(run, 1)
 }
 
 // TestMalformedSubmissionsAreRejectedAndTheConsumerMovesOn sends one malformed submission
@@ -350,13 +342,13 @@ func TestMalformedSubmissionsAreRejectedAndTheConsumerMovesOn(t *testing.T) {
 			m := tt.msg(run)
 			msgID := m.Header.Get(jetstream.MsgIDHeader)
 			seq := h.PublishRaw(m)
-			h.WaitSettled(names.SubmissionsStream(), contracts.ConsumerBatcherSubmit, seq)
+			h.settled(seq)
 
 			rejs := h.WaitMessages(names.SubmissionsStream(), names.RejectedSubject(), rejBefore+1)
 			if len(rejs) != rejBefore+1 {
 				t.Fatalf("got %d new rejections, want 1", len(rejs)-rejBefore)
 			}
-			rej := decode[contracts.BatchRejected](t, rejs[rejBefore].Event)
+			rej := servicetest.Decode[contracts.BatchRejected](t, rejs[rejBefore].Event)
 			if rej.Code != string(tt.code) || rej.Message == "" {
 				t.Errorf("rejection code %q (%s), want %q", rej.Code, rej.Message, tt.code)
 			}

@@ -112,6 +112,19 @@ func TestTicketBindsArgumentsDigest(t *testing.T) {
 	}
 }
 
+// firstOfTwoApprovals approves tk, a ticket that needs two approvals and has none, as who
+// on the api's resume subject ("resume-" + who), and fails the test unless the gate
+// answers that it recorded that one approval of two, by who.
+func (h *harness) firstOfTwoApprovals(tk contracts.ResumeTicket, who string) {
+	h.T.Helper()
+	id := "resume-" + who
+	h.resumeOnAPISubject(id, approveAs(tk, who, ""))
+	a := h.waitAnswer(id)
+	if a.kind != "resolved" || a.res.Code != resolvedApprovalRecorded || a.res.Approvals != 1 || a.res.ApprovalsRequired != 2 || a.res.Actor != who {
+		h.T.Fatalf("first approval answered %+v, want approval_recorded 1 of 2 by %s", a, who)
+	}
+}
+
 // TestSeveralApprovers (issue 31, item 2): a rule with approvals: 2 resolves its ticket
 // only at the second distinct approval. The first is recorded on the ticket and answered
 // approval_recorded; the same actor again (also behind another claimed name) is refused
@@ -126,11 +139,7 @@ func TestSeveralApprovers(t *testing.T) {
 		t.Fatalf("ticket requires %d approvals with %d recorded, want 2 and none", tk.ApprovalsRequired, len(tk.Approvals))
 	}
 
-	h.resumeOnAPISubject("resume-alice", approveAs(tk, "alice", ""))
-	a := h.waitAnswer("resume-alice")
-	if a.kind != "resolved" || a.res.Code != resolvedApprovalRecorded || a.res.Approvals != 1 || a.res.ApprovalsRequired != 2 || a.res.Actor != "alice" {
-		t.Fatalf("first approval answered %+v, want approval_recorded 1 of 2 by alice", a)
-	}
+	h.firstOfTwoApprovals(tk, "alice")
 	after1 := h.waitTicket(tk.CorrelationID)
 	if got := actors(after1.Approvals); len(got) != 1 || got[0] != "alice" {
 		t.Fatalf("ticket approvals %v, want [alice]", got)
@@ -206,10 +215,7 @@ func TestSeveralApprovers(t *testing.T) {
 func TestOneDenialVetoes(t *testing.T) {
 	h := newHarness(t)
 	b, tk := h.park(1, "call_v", "two_keys", `{}`)
-	h.resumeOnAPISubject("resume-alice", approveAs(tk, "alice", ""))
-	if a := h.waitAnswer("resume-alice"); a.res.Code != resolvedApprovalRecorded {
-		t.Fatalf("first approval answered %+v", a)
-	}
+	h.firstOfTwoApprovals(tk, "alice")
 	veto := deny(tk, "too much")
 	veto.Actor = "dave"
 	h.resume("resume-veto", veto)
@@ -279,10 +285,7 @@ func TestConcurrentApprovalsCountOnceEach(t *testing.T) {
 func TestExpiryWithApprovalsSoFar(t *testing.T) {
 	h := newHarness(t)
 	b, tk := h.park(1, "call_x", "two_keys_timeout", `{}`)
-	h.resumeOnAPISubject("resume-alice", approveAs(tk, "alice", ""))
-	if a := h.waitAnswer("resume-alice"); a.res.Code != resolvedApprovalRecorded {
-		t.Fatalf("first approval answered %+v", a)
-	}
+	h.firstOfTwoApprovals(tk, "alice")
 	rec := h.waitCall(b, 0, "expired", isPhase(contracts.PhaseCompleted))
 	if outputText(rec) != "blocked: "+approvalTimedOut || rec.ResolvedActor != contracts.ActorTimer {
 		t.Fatalf("expired call: output %q resolved by %q", outputText(rec), rec.ResolvedActor)

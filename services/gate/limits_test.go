@@ -209,14 +209,7 @@ func TestAShareIsGivenBackWhenTheCallNeverRan(t *testing.T) {
 	h.resume(h.uniq("deny"), deny(h.waitTicket(first.Decision.CorrelationID), "no"))
 	h.waitCall(b1, 0, "completed by the denial", isPhase(contracts.PhaseCompleted))
 	natstest.WaitFor(t, waitLong, func() bool { return h.Injected() == 1 }, "the crash after the release")
-	natstest.WaitFor(t, waitLong, func() bool {
-		kv, err := h.JS.KeyValue(h.Ctx, h.Env.Names.LimitsBucket())
-		if err != nil {
-			return false
-		}
-		e, _, err := state.NewStore[contracts.LimitLedgerEntry](kv).Get(h.Ctx, contracts.LimitLedgerKey("one-ask", testRunID, time.Time{}))
-		return err == nil && e.Used == 0 && len(e.Held) == 0
-	}, "the denied call's share given back")
+	h.waitSharesGivenBack("one-ask", testRunID, "the denied call's share given back")
 
 	second := h.decided(testRunID, 2, "ask_me")
 	if second.Decision.Kind != contracts.GateRequireConfirmation {
@@ -285,14 +278,7 @@ func TestAShareReservedBeforeACancellationIsGivenBack(t *testing.T) {
 	if rec.Decision != nil {
 		t.Fatalf("sealed call carries decision %+v", rec.Decision)
 	}
-	natstest.WaitFor(t, waitLong, func() bool {
-		kv, err := h.JS.KeyValue(h.Ctx, h.Env.Names.LimitsBucket())
-		if err != nil {
-			return false
-		}
-		e, _, err := state.NewStore[contracts.LimitLedgerEntry](kv).Get(h.Ctx, contracts.LimitLedgerKey("sealed", testRunID, time.Time{}))
-		return err == nil && e.Used == 0 && len(e.Held) == 0
-	}, "the sealed call's share given back")
+	h.waitSharesGivenBack("sealed", testRunID, "the sealed call's share given back")
 }
 
 // TestRateLimitWaitDefersToTheNextWindow: a global rate of 1 per hour with over: wait runs
@@ -422,15 +408,31 @@ func (h *harness) ledgerEntry(limit, value string) (contracts.LimitLedgerEntry, 
 	return h.windowEntry(limit, value, time.Time{})
 }
 
+// readLedger reads the ledger entry of limit for value in the window starting at w.
+func (h *harness) readLedger(limit, value string, w time.Time) (contracts.LimitLedgerEntry, error) {
+	kv, err := h.JS.KeyValue(h.Ctx, h.Env.Names.LimitsBucket())
+	if err != nil {
+		return contracts.LimitLedgerEntry{}, err
+	}
+	e, _, err := state.NewStore[contracts.LimitLedgerEntry](kv).Get(h.Ctx, contracts.LimitLedgerKey(limit, value, w))
+	return e, err
+}
+
+// waitSharesGivenBack waits until the ledger entry of limit for value (no window) holds
+// no share, used or held: what says whose shares are awaited.
+func (h *harness) waitSharesGivenBack(limit, value, what string) {
+	h.T.Helper()
+	natstest.WaitFor(h.T, waitLong, func() bool {
+		e, err := h.readLedger(limit, value, time.Time{})
+		return err == nil && e.Used == 0 && len(e.Held) == 0
+	}, what)
+}
+
 // windowEntry reads the ledger entry of limit for value in the window starting at w, if
 // there is one.
 func (h *harness) windowEntry(limit, value string, w time.Time) (contracts.LimitLedgerEntry, bool) {
 	h.T.Helper()
-	kv, err := h.JS.KeyValue(h.Ctx, h.Env.Names.LimitsBucket())
-	if err != nil {
-		h.T.Fatal(err)
-	}
-	e, _, err := state.NewStore[contracts.LimitLedgerEntry](kv).Get(h.Ctx, contracts.LimitLedgerKey(limit, value, w))
+	e, err := h.readLedger(limit, value, w)
 	if errors.Is(err, state.ErrNotFound) {
 		return e, false
 	}

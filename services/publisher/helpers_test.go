@@ -1,6 +1,7 @@
 package publisher_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"testing"
 	"time"
@@ -27,13 +28,9 @@ type harness struct {
 	*servicetest.Harness[*publisher.Service, bus.DeliveryOption]
 }
 
-// stored is one message read back from a stream.
-type stored = servicetest.Stored
-
 var (
-	errInjected = servicetest.ErrInjected
-	call        = servicetest.Call
-	submission  = servicetest.Submission
+	call       = servicetest.Call
+	submission = servicetest.Submission
 )
 
 // newHarness starts a server and (unless [servicetest.Stopped]) one publisher on it.
@@ -45,19 +42,13 @@ func newHarness(t *testing.T, opts ...servicetest.Option) *harness {
 func (h *harness) in(t *testing.T) *harness { return &harness{h.Harness.In(t)} }
 
 // results returns the messages on the results subject of run.
-func (h *harness) results(run string) []stored {
+func (h *harness) results(run string) []servicetest.Stored {
 	return h.Messages(h.Env.Names.ResultsStream(), h.Env.Names.ResultsSubject(run))
 }
 
 // facts returns the projection facts published for run.
-func (h *harness) facts(run string) []stored {
+func (h *harness) facts(run string) []servicetest.Stored {
 	return h.Messages(h.Env.Names.EventsStream(), h.Env.Names.EventsSubject(run))
-}
-
-// decode unmarshals the data of an event into a T.
-func decode[T any](t *testing.T, ev cloudevent.Event) T {
-	t.Helper()
-	return servicetest.Decode[T](t, ev)
 }
 
 // calls is n calls of tool with ids c0, c1, ...
@@ -93,6 +84,20 @@ func (h *harness) setCall(sub contracts.BatchSubmission, i int, phase contracts.
 	}
 	if _, err := h.Env.Calls.Put(h.Ctx, contracts.CallKey(h.Env.Config.Pin(c.ToolID).Target, sub.RunID, sub.Step, c.CallID), rec); err != nil {
 		h.T.Fatalf("write call %s: %v", c.CallID, err)
+	}
+}
+
+// claimOwner sets the thread's "owner" key, exclusively: two calls of one batch that
+// stage it conflict.
+var claimOwner = contracts.Command{Key: "owner", Scope: contracts.ScopeThread, Merge: contracts.MergeExclusive,
+	Action: contracts.Action{Kind: contracts.ActionSet, Value: json.RawMessage(`"me"`)}}
+
+// completeStaging writes every call of sub completed with output "ok" that stages
+// state(k), k the call's index.
+func (h *harness) completeStaging(sub contracts.BatchSubmission, state func(k int) contracts.Command) {
+	h.T.Helper()
+	for k, c := range sub.Calls {
+		h.setCall(sub, k, contracts.CompletedPhase(contracts.TextOutput(c.CallID, "ok").WithState(state(k))))
 	}
 }
 
@@ -139,7 +144,7 @@ type published struct {
 	results   []contracts.ToolResultEvent
 	finalized contracts.BatchFinalized
 	// messages are the stored messages of the publication, in stream order.
-	messages []stored
+	messages []servicetest.Stored
 }
 
 // single reports whether the batch went out as one results message.
@@ -156,10 +161,10 @@ func (h *harness) publications(t *testing.T, run string) []published {
 	for _, m := range h.results(run) {
 		switch m.Event.Type {
 		case contracts.TypeBatchResults:
-			b := decode[contracts.BatchResults](t, m.Event)
-			out = append(out, published{batchID: b.BatchID, results: b.Results, finalized: b.Finalized, messages: []stored{m}})
+			b := servicetest.Decode[contracts.BatchResults](t, m.Event)
+			out = append(out, published{batchID: b.BatchID, results: b.Results, finalized: b.Finalized, messages: []servicetest.Stored{m}})
 		case contracts.TypeToolResult:
-			r := decode[contracts.ToolResultEvent](t, m.Event)
+			r := servicetest.Decode[contracts.ToolResultEvent](t, m.Event)
 			p := pending[r.BatchID]
 			if p == nil {
 				p = &published{batchID: r.BatchID}
@@ -168,7 +173,7 @@ func (h *harness) publications(t *testing.T, run string) []published {
 			p.results = append(p.results, r)
 			p.messages = append(p.messages, m)
 		case contracts.TypeBatchFinalized:
-			f := decode[contracts.BatchFinalized](t, m.Event)
+			f := servicetest.Decode[contracts.BatchFinalized](t, m.Event)
 			p := pending[f.BatchID]
 			if p == nil {
 				p = &published{batchID: f.BatchID}

@@ -140,7 +140,7 @@ func TestPublishesOneResultsMessageInModelOrder(t *testing.T) {
 	if id := m.Header.Get("Nats-Msg-Id"); id != pipeline.BatchResultsID(batchID) {
 		t.Errorf("Nats-Msg-Id %q, want %q (deduplicated by the batch id)", id, pipeline.BatchResultsID(batchID))
 	}
-	b := decode[contracts.BatchResults](t, m.Event)
+	b := servicetest.Decode[contracts.BatchResults](t, m.Event)
 	if b.BatchID != batchID || b.RunID != run || len(b.Results) != 4 {
 		t.Fatalf("results message of %s/%s holds %d results, want %s/%s and 4", b.BatchID, b.RunID, len(b.Results), batchID, run)
 	}
@@ -166,7 +166,7 @@ func TestPublishesOneResultsMessageInModelOrder(t *testing.T) {
 	}
 	for i, m := range facts {
 		c := sub.Calls[i]
-		ev := decode[contracts.AgentEvent](t, m.Event)
+		ev := servicetest.Decode[contracts.AgentEvent](t, m.Event)
 		isErr := i == 1 || i == 2
 		want := contracts.AgentEvent{Tier: "fact", BatchID: batchID,
 			Event: contracts.AgentFact{Type: contracts.EventToolResult, ID: c.CallID, IsError: &isErr}}
@@ -359,11 +359,7 @@ func TestConflictingStateIsLeftOutOfTheFinalizedEvent(t *testing.T) {
 	const run = "run-state-conflict"
 	sub := submission(run, 1, calls(2, "echo")...)
 	h.createBatch(sub, false)
-	set := contracts.Command{Key: "owner", Scope: contracts.ScopeThread, Merge: contracts.MergeExclusive,
-		Action: contracts.Action{Kind: contracts.ActionSet, Value: json.RawMessage(`"me"`)}}
-	for k, c := range sub.Calls {
-		h.setCall(sub, k, contracts.CompletedPhase(contracts.TextOutput(c.CallID, "ok").WithState(set)))
-	}
+	h.completeStaging(sub, func(int) contracts.Command { return claimOwner })
 	h.announce(sub, 1, false, "1")
 	p := h.waitPublications(t, run, 1)[0]
 	if f := p.finalized; f.State == nil || len(f.State) != 0 {

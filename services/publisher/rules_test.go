@@ -17,17 +17,14 @@ func TestStateConflictEndsTheRun(t *testing.T) {
 	const run = "run-conflict-ends"
 	sub := submission(run, 1, calls(3, "echo")...)
 	h.createBatch(sub, false)
-	set := contracts.Command{Key: "owner", Scope: contracts.ScopeThread, Merge: contracts.MergeExclusive,
-		Action: contracts.Action{Kind: contracts.ActionSet, Value: json.RawMessage(`"me"`)}}
 	fine := contracts.Command{Key: "notes", Scope: contracts.ScopeThread, Merge: contracts.MergeDisjoint,
 		Action: contracts.Action{Kind: contracts.ActionSet, Value: json.RawMessage(`"x"`)}}
-	for k, c := range sub.Calls {
-		cmd := set
+	h.completeStaging(sub, func(k int) contracts.Command {
 		if k == 2 {
-			cmd = fine
+			return fine
 		}
-		h.setCall(sub, k, contracts.CompletedPhase(contracts.TextOutput(c.CallID, "ok").WithState(cmd)))
-	}
+		return claimOwner
+	})
 	h.announce(sub, 2, false, "1")
 	f := h.waitPublications(t, run, 1)[0].finalized
 	if f.RunEnded == nil || f.RunEnded.Reason != contracts.RunEndStateConflict || !slices.Equal(f.RunEnded.Keys, []string{"owner"}) {

@@ -65,16 +65,25 @@ func TestDefaultRowsParse(t *testing.T) {
 // testConfig is the example host configuration, from this package's directory.
 const testConfig = "../../../examples/awaken.yaml"
 
+// testPipeline starts the pipeline of testConfig at lvl, on three clustered nodes or one
+// server, with one executor, under a context that ends after three minutes or with t.
+// The caller closes it.
+func testPipeline(t *testing.T, lvl level, cluster bool) (context.Context, *pipeline) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	t.Cleanup(cancel)
+	p, err := newPipeline(ctx, settings{Config: testConfig}, lvl, cluster, 1, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ctx, p
+}
+
 // TestPipelineClusterRow: the cluster row's pipeline starts on three clustered nodes with
 // every stream R3, runs 1- and 10-call batches with their outputs in order, the write
 // counters read the cluster, and close stops every node and removes their stores.
 func TestPipelineClusterRow(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	p, err := newPipeline(ctx, settings{Config: testConfig}, levelSynced, true, 1, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, p := testPipeline(t, levelSynced, true)
 	closed := false
 	defer func() {
 		if !closed {
@@ -220,12 +229,7 @@ func TestRatios(t *testing.T) {
 // write per batch, or two when the next batch's claim archives it before the publisher
 // does. The floor's one JetStream API request per call is the gate's pause read.
 func TestFloorStoresWhatThePipelineStores(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	p, err := newPipeline(ctx, settings{Config: testConfig}, levelRelaxed, false, 1, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, p := testPipeline(t, levelRelaxed, false)
 	defer p.close()
 	f, err := newFloor(ctx, levelRelaxed, false)
 	if err != nil {
