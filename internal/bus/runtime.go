@@ -52,6 +52,10 @@ type Route struct {
 	Handler Handler
 	// ByType maps each CloudEvent type the consumer takes to its handler.
 	ByType map[string]Handler
+	// Delivery adjusts the service's [DeliveryOptions] for this route alone, applied after
+	// them: a consumer whose work must happen eventually — giving a concurrency slot back —
+	// retries for ever where the service's other consumers exhaust (WithDelivery(-1)).
+	Delivery []DeliveryOption
 }
 
 // consumer returns the spec and the handler [Start] gives the consume loop for r, or why
@@ -100,7 +104,8 @@ type Consumers struct {
 	subs []*Subscription
 }
 
-// Start applies opts to every route and starts their consume loops in order. A malformed
+// Start applies opts (and each route's own [Route.Delivery] after them) to every route and
+// starts their consume loops in order. A malformed
 // route (see [Route]) fails Start before any loop starts. If one fails to start, the
 // loops already running are stopped (gracefully, without ctx's cancellation) and the
 // error names the durable. ctx is the hard-stop context of the handlers; use
@@ -113,9 +118,10 @@ func Start(ctx context.Context, js jetstream.JetStream, opts DeliveryOptions, ro
 		if err != nil {
 			return nil, err
 		}
-		spec.AckWait, spec.MaxDeliver, spec.BackOff = opts.AckWait, opts.MaxDeliver, opts.BackOff
-		spec.Workers, spec.Names, spec.Observer = opts.Workers, opts.Names, opts.Observer
-		spec.HandlerTimeout = opts.HandlerTimeout
+		o := opts.With(r.Delivery...)
+		spec.AckWait, spec.MaxDeliver, spec.BackOff = o.AckWait, o.MaxDeliver, o.BackOff
+		spec.Workers, spec.Names, spec.Observer = o.Workers, o.Names, o.Observer
+		spec.HandlerTimeout = o.HandlerTimeout
 		specs[i], handlers[i] = spec, h
 	}
 	c := &Consumers{}

@@ -32,8 +32,15 @@ func (s *Service) limitReleaseRoute() (bus.Route, bool) {
 		Stream: n.CallRecordsStream(), Durable: contracts.ConsumerGateLimits,
 		FilterSubjects: []string{n.CallRecordsFilter()},
 		AcceptTypes:    []string{contracts.TypeCallOutput}, Records: true,
-	}, Handler: s.onTerminalCall}, true
+	}, Handler: s.onTerminalCall, Delivery: releaseForEver}, true
 }
+
+// releaseForEver is the limit releases' change to the gate's delivery: they are retried
+// for ever, on the pipeline's back-off. The call is already terminal, so there is nothing
+// to seal on exhaustion, and a release given up would hold its concurrency slot — and
+// strand every call queued behind it — for good. A permanent failure (a record that does
+// not decode) is still dead-lettered at once.
+var releaseForEver = []bus.DeliveryOption{bus.WithDelivery(-1)}
 
 // onTerminalCall handles one terminal call record: a call whose decision took limit shares
 // (allow, ask, schedule), or that has no recorded decision, and that never reached

@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"slices"
 	"testing"
+	"time"
 
+	"github.com/awaken-dev/awaken/internal/bus"
 	"github.com/awaken-dev/awaken/internal/natstest"
 	"github.com/awaken-dev/awaken/internal/servicetest"
 	"github.com/awaken-dev/awaken/pkg/contracts"
@@ -127,6 +129,24 @@ func TestConcurrencyHandOffSurvivesACrash(t *testing.T) {
 	}
 	if e := h.ledger("one", ""); len(e.Held) != 1 || e.Held[op(bs[1], 0)] != 1 || e.Handed[op(bs[0], 0)].Op != op(bs[1], 0) {
 		t.Fatalf("ledger %+v, want call 1 holding the slot call 0 handed it", e)
+	}
+}
+
+// TestConcurrencyReleaseOutlastsTheDeliveryLimit: a slot's release is retried for ever,
+// whatever the gate's delivery limit. The gate exhausts its messages after 2 deliveries;
+// the release of the first call's slot fails on 4, and its waiter is still handed over
+// when the fifth succeeds — a release given up would strand the waiter for good.
+func TestConcurrencyReleaseOutlastsTheDeliveryLimit(t *testing.T) {
+	h := newHarness(t, servicetest.Stopped())
+	h.Env.Config.Policy.Limits = []contracts.LimitConfig{{Name: "one", Tools: []string{"echo"}, Key: contracts.LimitKeyGlobal, Concurrency: intp(1)}}
+	h.StartReplica(bus.WithDelivery(2, 5*time.Millisecond))
+	bs := h.gateEchoRuns(2)
+	h.waitCall(bs[1], 0, "waiting", waitsFor("one"))
+	h.FailAt(FaultAfterSlotHandOff, op(bs[0], 0), 4, nil)
+	h.finish(bs[0], 0)
+	h.waitCall(bs[1], 0, "handed over by the fifth delivery of the release", handedOver)
+	if h.Injected() != 4 {
+		t.Fatalf("fault fired %d times, want 4", h.Injected())
 	}
 }
 
