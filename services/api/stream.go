@@ -15,6 +15,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/awaken-dev/awaken/internal/pipeline"
+	"github.com/awaken-dev/awaken/internal/state"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 	"github.com/awaken-dev/awaken/pkg/httpapi"
 )
@@ -178,7 +179,6 @@ func (h *hub) run(ctx context.Context, kind string, w jetstream.KeyWatcher) {
 		EventCall: h.env.Names.CallsBucket(), runWatch: h.env.Names.RunsBucket()}[kind]
 	for {
 		h.forward(ctx, kind, w)
-		_ = w.Stop()
 		for {
 			t := time.NewTimer(watchRetry)
 			select {
@@ -197,23 +197,14 @@ func (h *hub) run(ctx context.Context, kind string, w jetstream.KeyWatcher) {
 	}
 }
 
+// forward broadcasts the stream event of each change w delivers until ctx ends or w
+// closes, then stops w.
 func (h *hub) forward(ctx context.Context, kind string, w jetstream.KeyWatcher) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case e, ok := <-w.Updates():
-			if !ok {
-				return
-			}
-			if e == nil {
-				continue // end of initial values (none with UpdatesOnly)
-			}
-			if ev, ok := h.event(kind, e); ok {
-				h.broadcast(ev)
-			}
+	state.Follow(ctx, w, nil, func(e jetstream.KeyValueEntry) {
+		if ev, ok := h.event(kind, e); ok {
+			h.broadcast(ev)
 		}
-	}
+	})
 }
 
 // event turns a KV change into a stream event.
