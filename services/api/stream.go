@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
+	"github.com/awaken-dev/awaken/internal/ctxsleep"
 	"github.com/awaken-dev/awaken/internal/pipeline"
 	"github.com/awaken-dev/awaken/internal/state"
 	"github.com/awaken-dev/awaken/pkg/contracts"
@@ -180,12 +181,8 @@ func (h *hub) run(ctx context.Context, kind string, w jetstream.KeyWatcher) {
 	for {
 		h.forward(ctx, kind, w)
 		for {
-			t := time.NewTimer(watchRetry)
-			select {
-			case <-ctx.Done():
-				t.Stop()
+			if ctxsleep.Sleep(ctx, watchRetry) != nil {
 				return
-			case <-t.C:
 			}
 			var err error
 			if w, err = h.watch(ctx, bucket); err == nil {
