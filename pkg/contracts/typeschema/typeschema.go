@@ -103,11 +103,9 @@ func deriveArgSchema(t reflect.Type) (*schemaNode, error) {
 
 // Marshal encodes v as compact JSON without escaping <, > and & (which [json.Marshal]
 // escapes for HTML): what a model reads arrives as written. It encodes every schema this
-// package derives and every one read from elsewhere (a tool's parameters schema), and it is
-// the module's one such encoder for any other value a model reads as JSON text (a tool's
-// structured content rendered as text, an MCP content item of a kind awaken does not map);
-// a package that may import nothing but the standard library (pkg/contracts/toolpattern)
-// keeps its own.
+// package derives and every one read from elsewhere (a tool's parameters schema), and any
+// other value a model reads as JSON text (a tool's structured content rendered as text, an
+// MCP content item of a kind awaken does not map).
 func Marshal(v any) (json.RawMessage, error) {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
