@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"os/signal"
 	"slices"
 	"strings"
 	"time"
@@ -32,6 +34,42 @@ func (s *Stack) InFlight() []telemetry.Work {
 	}
 	slices.SortFunc(out, func(a, b telemetry.Work) int { return a.Since.Compare(b.Since) })
 	return out
+}
+
+// WatchStopSignals is the two-signal stop of a process that serves, read from sigs (a
+// channel [signal.Notify] feeds SIGINT and SIGTERM, or a test's): drain, a context of
+// parent, ends at the first signal — stop gracefully — and now closes at the next signal
+// after that, or after parent ended — stop at once, [StopGracefully]'s now. At that second
+// signal sigs leaves [signal.Notify]'s list ([signal.Stop]), so a third gets the runtime's
+// default, which kills the process. release ends the watch (and drain); call it once the
+// stop is over.
+func WatchStopSignals(parent context.Context, sigs chan os.Signal) (drain context.Context, now <-chan struct{}, release func()) {
+	drain, cancel := context.WithCancel(parent)
+	hard := make(chan struct{})
+	released := make(chan struct{})
+	stopAtOnce := func() {
+		close(hard)
+		signal.Stop(sigs)
+	}
+	go func() {
+		select {
+		case <-sigs:
+			if parent.Err() != nil { // the drain began when parent ended: this is the second
+				stopAtOnce()
+				return
+			}
+			cancel()
+		case <-drain.Done(): // parent ended: the drain begins without a signal
+		case <-released:
+			return
+		}
+		select {
+		case <-sigs:
+			stopAtOnce()
+		case <-released:
+		}
+	}()
+	return drain, hard, func() { close(released); cancel() }
 }
 
 // StopGracefully stops st as a first SIGINT or SIGTERM asks: it logs what the stop waits

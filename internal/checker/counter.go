@@ -23,11 +23,7 @@ func Counter(ctx context.Context, c *client.Client, name string) (int64, error) 
 	if err != nil {
 		return 0, fmt.Errorf("checker: counters: %w", err)
 	}
-	kv, err := js.KeyValue(ctx, c.Names().CountersBucket())
-	if err != nil {
-		return 0, fmt.Errorf("checker: counters: %w", err)
-	}
-	n, err := execcore.ReadCounter(ctx, kv, "counter."+name)
+	n, err := execcore.ReadDeploymentCounter(ctx, js, c.Names(), "counter."+name)
 	if err != nil {
 		return 0, fmt.Errorf("checker: %w", err)
 	}

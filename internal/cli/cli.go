@@ -646,23 +646,15 @@ func runCounter(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	defer done()
-	n, err := readCounter(ctx, c, name)
+	// The example counter tool's counter, read from the bucket the way the tool keeps it
+	// (0 when never incremented): the example tool's state is no part of the platform
+	// client.
+	n, err := execcore.ReadDeploymentCounter(ctx, c.js, c.Names(), builtin.CounterKey(name))
 	if err != nil {
 		return err
 	}
 	fmt.Fprintln(stdout, n)
 	return nil
-}
-
-// readCounter reads the example counter tool's counter name from the counters bucket, the
-// way the tool itself keeps it (0 when it was never incremented). The command reads the
-// bucket itself: the example tool's state is no part of the platform client.
-func readCounter(ctx context.Context, c *session, name string) (uint64, error) {
-	kv, err := c.js.KeyValue(ctx, c.Names().CountersBucket())
-	if err != nil {
-		return 0, fmt.Errorf("counters: %w", err)
-	}
-	return execcore.ReadCounter(ctx, kv, builtin.CounterKey(name))
 }
 
 // parseArgs parses flags wherever they appear among the positional arguments, so both

@@ -6,35 +6,20 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/awaken-dev/awaken/internal/app"
 )
 
 // Command runs the awaken process: [Main] under SIGINT and SIGTERM. The first signal
 // cancels the context Main runs with — a graceful stop: the services finish what they
 // are handling, bounded — and a second signal stops at once (see [stopNow]); a third is
-// left to the runtime's default, which kills the process.
+// left to the runtime's default, which kills the process ([app.WatchStopSignals]).
 func Command(args []string, stdout, stderr io.Writer) int {
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	defer signal.Stop(sigs)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	now := make(chan struct{})
-	exited := make(chan struct{})
-	defer close(exited)
-	go func() {
-		select {
-		case <-sigs:
-			cancel()
-		case <-exited:
-			return
-		}
-		select {
-		case <-sigs:
-			close(now)
-			signal.Stop(sigs)
-		case <-exited:
-		}
-	}()
+	ctx, now, release := app.WatchStopSignals(context.Background(), sigs)
+	defer release()
 	return Main(withStopNow(ctx, now), args, stdout, stderr)
 }
 

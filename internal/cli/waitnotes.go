@@ -8,6 +8,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/awaken-dev/awaken/internal/state"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
@@ -30,27 +31,18 @@ func announceTickets(ctx context.Context, c *session, runID string, step int64, 
 		if err != nil {
 			return
 		}
-		defer func() { _ = watch.Stop() }()
 		seen := map[string]bool{}
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case e, ok := <-watch.Updates():
-				if !ok {
-					return
-				}
-				if e == nil || e.Operation() != jetstream.KeyValuePut {
-					continue
-				}
-				var t contracts.ResumeTicket
-				if json.Unmarshal(e.Value(), &t) != nil || seen[t.CorrelationID] {
-					continue
-				}
-				seen[t.CorrelationID] = true
-				renderTicketWait(w, t)
+		state.Follow(ctx, watch, nil, func(e jetstream.KeyValueEntry) {
+			if e.Operation() != jetstream.KeyValuePut {
+				return // a ticket resolved or cleared
 			}
-		}
+			var t contracts.ResumeTicket
+			if json.Unmarshal(e.Value(), &t) != nil || seen[t.CorrelationID] {
+				return
+			}
+			seen[t.CorrelationID] = true
+			renderTicketWait(w, t)
+		})
 	}()
 	return func() { cancel(); <-done }
 }

@@ -84,6 +84,17 @@ func ReadCounter(ctx context.Context, kv jetstream.KeyValue, key string) (uint64
 	return n, nil
 }
 
+// ReadDeploymentCounter is [ReadCounter] on the counters bucket of the deployment js
+// reaches under names: a reading from outside the executors (the `awaken counter`
+// command, the tests that count body runs).
+func ReadDeploymentCounter(ctx context.Context, js jetstream.JetStream, names contracts.Names, key string) (uint64, error) {
+	kv, err := js.KeyValue(ctx, names.CountersBucket())
+	if err != nil {
+		return 0, fmt.Errorf("counters: %w", err)
+	}
+	return ReadCounter(ctx, kv, key)
+}
+
 // LedgerKey is the body-run ledger key of one operation: "ledger.{run}.{step}.{call}".
 // Run and call ids cannot contain '.', so the key is unique per operation id.
 func LedgerKey(runID string, step int64, callID string) string {

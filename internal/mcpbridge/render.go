@@ -1,16 +1,15 @@
 package mcpbridge
 
 import (
-	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/awaken-dev/awaken/pkg/contracts"
+	"github.com/awaken-dev/awaken/pkg/contracts/typeschema"
 	"github.com/awaken-dev/awaken/pkg/executor/tool"
 )
 
@@ -72,8 +71,8 @@ func renderContent(c mcp.Content) contracts.ContentBlock {
 	case *mcp.EmbeddedResource:
 		return renderEmbedded(c)
 	default:
-		if text, err := jsonText(c); err == nil {
-			return textBlock(text)
+		if text, err := typeschema.Marshal(c); err == nil { // compact, no HTML escaping: the model reads it
+			return textBlock(string(text))
 		}
 		return textBlock(fmt.Sprintf("[%T content omitted]", c))
 	}
@@ -115,17 +114,6 @@ func orUnknown(mimeType string) string {
 		return "unknown type"
 	}
 	return mimeType
-}
-
-// jsonText renders v as compact JSON without HTML escaping (the model reads it, no browser).
-func jsonText(v any) (string, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return "", err
-	}
-	return strings.TrimSuffix(buf.String(), "\n"), nil
 }
 
 // reportResultCost passes the cost a server reported in the result's _meta

@@ -124,10 +124,13 @@ func (o ToolOutput) MarshalJSON() ([]byte, error) {
 }
 
 // Equal reports whether o and p are the same output. Raw JSON fields (tool_use input,
-// state values) compare by their canonical JSON form, so key order and whitespace do not
-// matter; an absent raw value equals JSON null; a nil slice equals an empty one. It is the
-// comparison behind idempotent completion: completing a call twice with Equal outputs is a
-// no-op, with different ones an error.
+// state values, structured content) compare by their canonical JSON form, so key order and
+// whitespace do not matter but number literals do (1 and 1.0 differ); an absent tool_use
+// input or state value equals JSON null, an absent structured content only an absent one;
+// a nil slice equals an empty one. It is not the comparison behind idempotent completion:
+// [CallRecord.Complete] judges a second output by the record's own equality, which compares
+// numbers by exact value (1 and 1.0 are equal) and an absent raw value only to an absent
+// one.
 func (o ToolOutput) Equal(p ToolOutput) bool {
 	if o.CallID != p.CallID || o.IsError != p.IsError {
 		return false

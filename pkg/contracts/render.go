@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+
+	"github.com/awaken-dev/awaken/pkg/contracts/typeschema"
 )
 
 // This file holds the text-only view of an output, for consumers that can hand a model
@@ -135,11 +137,6 @@ func compactJSON(raw json.RawMessage) (string, error) {
 	if err := dec.Decode(&v); err != nil {
 		return "", err
 	}
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return "", err
-	}
-	return strings.TrimSuffix(buf.String(), "\n"), nil
+	text, err := typeschema.Marshal(v)
+	return string(text), err
 }

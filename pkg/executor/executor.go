@@ -276,7 +276,8 @@ func (r *Running) Stop(ctx context.Context) error {
 // Run starts the executor and serves until ctx ends or the process gets SIGTERM or
 // SIGINT, then drains for at most [DefaultDrainTimeout], logging which calls it waits
 // for. A second signal stops at once: the calls in flight are left as after a crash
-// (redelivered; a never-replay call that had started ends indeterminate).
+// (redelivered; a never-replay call that had started ends indeterminate). A third is left
+// to the runtime's default, which kills the process.
 func (x *Executor) Run(ctx context.Context) error {
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
@@ -285,25 +286,14 @@ func (x *Executor) Run(ctx context.Context) error {
 }
 
 // run is Run with the signals as a channel.
-func (x *Executor) run(ctx context.Context, sigs <-chan os.Signal) error {
+func (x *Executor) run(ctx context.Context, sigs chan os.Signal) error {
+	drain, now, release := app.WatchStopSignals(ctx, sigs)
+	defer release()
 	r, err := x.Start(ctx)
 	if err != nil {
 		return err
 	}
-	select {
-	case <-ctx.Done():
-	case <-sigs:
-	}
-	now := make(chan struct{})
-	stopped := make(chan struct{})
-	defer close(stopped)
-	go func() {
-		select {
-		case <-sigs:
-			close(now)
-		case <-stopped:
-		}
-	}()
+	<-drain.Done()
 	err = app.StopGracefully(r.st, r.log.With().Str("service", ServiceName).Logger(), DefaultDrainTimeout, now)
 	flushCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()

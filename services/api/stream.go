@@ -14,7 +14,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
+	"github.com/awaken-dev/awaken/internal/ctxsleep"
 	"github.com/awaken-dev/awaken/internal/pipeline"
+	"github.com/awaken-dev/awaken/internal/state"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 	"github.com/awaken-dev/awaken/pkg/httpapi"
 )
@@ -178,14 +180,9 @@ func (h *hub) run(ctx context.Context, kind string, w jetstream.KeyWatcher) {
 		EventCall: h.env.Names.CallsBucket(), runWatch: h.env.Names.RunsBucket()}[kind]
 	for {
 		h.forward(ctx, kind, w)
-		_ = w.Stop()
 		for {
-			t := time.NewTimer(watchRetry)
-			select {
-			case <-ctx.Done():
-				t.Stop()
+			if ctxsleep.Sleep(ctx, watchRetry) != nil {
 				return
-			case <-t.C:
 			}
 			var err error
 			if w, err = h.watch(ctx, bucket); err == nil {
@@ -197,23 +194,14 @@ func (h *hub) run(ctx context.Context, kind string, w jetstream.KeyWatcher) {
 	}
 }
 
+// forward broadcasts the stream event of each change w delivers until ctx ends or w
+// closes, then stops w.
 func (h *hub) forward(ctx context.Context, kind string, w jetstream.KeyWatcher) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case e, ok := <-w.Updates():
-			if !ok {
-				return
-			}
-			if e == nil {
-				continue // end of initial values (none with UpdatesOnly)
-			}
-			if ev, ok := h.event(kind, e); ok {
-				h.broadcast(ev)
-			}
+	state.Follow(ctx, w, nil, func(e jetstream.KeyValueEntry) {
+		if ev, ok := h.event(kind, e); ok {
+			h.broadcast(ev)
 		}
-	}
+	})
 }
 
 // event turns a KV change into a stream event.

@@ -89,13 +89,9 @@ func (s *Service) reject(ctx context.Context, resumeID string, cmd contracts.Res
 // A lost race returns [errRaced]; the retry re-reads and finds either its own ResolvedBy or
 // another resolution's, which is not_waiting: exactly one of concurrent commands wins.
 func (s *Service) resume(ctx context.Context, resumeID string, cmd contracts.ResumeCommand, claimed bool) error {
-	ticket, ticketRev, err := s.env.Tickets.Get(ctx, cmd.CorrelationID)
-	var tp *contracts.ResumeTicket
-	switch {
-	case err == nil:
-		tp = &ticket
-	case !errors.Is(err, state.ErrNotFound):
-		return fmt.Errorf("gate: read ticket %s: %w", cmd.CorrelationID, err)
+	tp, ticketRev, err := s.openTicket(ctx, cmd.CorrelationID)
+	if err != nil {
+		return err
 	}
 	p, err := parseCorrelation(cmd.CorrelationID)
 	if err != nil {

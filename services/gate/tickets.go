@@ -102,6 +102,19 @@ func awaits(rec *contracts.CallRecord, corr string) bool {
 	return rec.Phase.Kind == contracts.PhaseAwaiting && rec.Phase.Wait != nil && rec.Phase.Wait.CorrelationID == corr
 }
 
+// openTicket reads ticket corr and its revision: nil when there is none (never opened,
+// or resolved, expired or cleared since).
+func (s *Service) openTicket(ctx context.Context, corr string) (*contracts.ResumeTicket, uint64, error) {
+	ticket, rev, err := s.env.Tickets.Get(ctx, corr)
+	switch {
+	case errors.Is(err, state.ErrNotFound):
+		return nil, 0, nil
+	case err != nil:
+		return nil, 0, fmt.Errorf("gate: read ticket %s: %w", corr, err)
+	}
+	return &ticket, rev, nil
+}
+
 // deleteTicket deletes ticket corr if it is still at revision rev (0: whatever revision).
 // A ticket already gone is not an error: deleting is how a ticket is resolved, and a
 // redelivered resolution deletes again.

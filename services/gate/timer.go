@@ -2,13 +2,11 @@ package gate
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/rs/zerolog"
 
 	"github.com/awaken-dev/awaken/internal/bus"
-	"github.com/awaken-dev/awaken/internal/state"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
@@ -43,13 +41,9 @@ func (s *Service) fire(ctx context.Context, tm contracts.TicketTimer) error {
 		return err // no batch or call: nothing to resolve
 	}
 	ctx = withCall(ctx, b, i)
-	ticket, ticketRev, err := s.env.Tickets.Get(ctx, tm.CorrelationID)
-	var tp *contracts.ResumeTicket
-	switch {
-	case err == nil:
-		tp = &ticket
-	case !errors.Is(err, state.ErrNotFound):
-		return fmt.Errorf("gate: read ticket %s: %w", tm.CorrelationID, err)
+	tp, ticketRev, err := s.openTicket(ctx, tm.CorrelationID)
+	if err != nil {
+		return err
 	}
 	rec, rev, err := s.loadCall(ctx, b, i)
 	if err != nil {

@@ -498,6 +498,9 @@ func argValueString(v any) string {
 	case json.Number:
 		return string(t)
 	}
+	// An object or array as compact JSON without HTML escaping, as typeschema.Marshal
+	// writes it; spelled here because a leaf of pkg/contracts imports only the standard
+	// library (internal/archrules).
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false)

@@ -101,14 +101,16 @@ func deriveArgSchema(t reflect.Type) (*schemaNode, error) {
 	return node, nil
 }
 
-// Marshal encodes a schema (one this package derived, or one read from elsewhere, such as
-// a tool's parameters schema) as compact JSON without escaping <, > and &: its
-// descriptions and patterns reach the model as written.
-func Marshal(schema any) (json.RawMessage, error) {
+// Marshal encodes v as compact JSON without escaping <, > and & (which [json.Marshal]
+// escapes for HTML): what a model reads arrives as written. It encodes every schema this
+// package derives and every one read from elsewhere (a tool's parameters schema), and any
+// other value a model reads as JSON text (a tool's structured content rendered as text, an
+// MCP content item of a kind awaken does not map).
+func Marshal(v any) (json.RawMessage, error) {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
-	if err := enc.Encode(schema); err != nil {
+	if err := enc.Encode(v); err != nil {
 		return nil, err
 	}
 	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
