@@ -84,7 +84,12 @@ func (e *Env) ToolPauses(ctx context.Context) (map[string]contracts.ToolPause, e
 		select {
 		case <-ctx.Done():
 			return nil, fmt.Errorf("pipeline: tool pauses: %w", ctx.Err())
-		case entry := <-w.Updates():
+		case entry, ok := <-w.Updates():
+			if !ok {
+				// The watch ended (its connection closed) before the end of the list: what
+				// was read so far is not every pause.
+				return nil, errors.New("pipeline: tool pauses: the watch ended before the end of the list")
+			}
 			if entry == nil {
 				return out, nil // the initial values are all delivered
 			}
