@@ -239,7 +239,7 @@ func (r *CallRecord) complete(out ToolOutput, at time.Time, op, want string, fro
 	if out.CallID != r.CallID {
 		return fmt.Errorf("%w: output for call %q offered to call %q", ErrUnknownCall, out.CallID, r.CallID)
 	}
-	if r.Phase.Kind == PhaseCompleted && batchOutputEqual(*r.Phase.Output, out) {
+	if r.Phase.Kind == PhaseCompleted && r.Phase.Output.Equal(out) {
 		return nil
 	}
 	for _, k := range from {

@@ -123,90 +123,23 @@ func (o ToolOutput) MarshalJSON() ([]byte, error) {
 	return json.Marshal(p)
 }
 
-// Equal reports whether o and p are the same output. Raw JSON fields (tool_use input,
-// state values, structured content) compare by their canonical JSON form, so key order and
-// whitespace do not matter but number literals do (1 and 1.0 differ); an absent tool_use
-// input or state value equals JSON null, an absent structured content only an absent one;
-// a nil slice equals an empty one. It is not the comparison behind idempotent completion:
-// [CallRecord.Complete] judges a second output by the record's own equality, which compares
-// numbers by exact value (1 and 1.0 are equal) and an absent raw value only to an absent
-// one.
-func (o ToolOutput) Equal(p ToolOutput) bool {
-	if o.CallID != p.CallID || o.IsError != p.IsError {
-		return false
-	}
-	if (len(o.StructuredContent) == 0) != (len(p.StructuredContent) == 0) || !rawJSONEqual(o.StructuredContent, p.StructuredContent) {
-		return false
-	}
-	if !blocksEqual(o.Content, p.Content) {
-		return false
-	}
-	if len(o.State) != len(p.State) {
-		return false
-	}
-	for i := range o.State {
-		if !o.State[i].Equal(p.State[i]) {
-			return false
-		}
-	}
-	return true
-}
+// Equal reports whether o and p are the same output — the comparison idempotent
+// completion makes ([CallRecord.Complete] accepts a second output only when it is Equal to
+// the recorded one). Raw JSON fields (tool_use input, state values, structured content)
+// compare as JSON values: key order, whitespace and number spelling do not matter (1, 1.0
+// and 1e0 are equal, with no float rounding), and an absent one equals only an absent one;
+// a nil slice equals an empty one.
+func (o ToolOutput) Equal(p ToolOutput) bool { return batchOutputEqual(o, p) }
 
-func blocksEqual(a, b []ContentBlock) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if !a[i].Equal(b[i]) {
-			return false
-		}
-	}
-	return true
-}
-
-// Equal reports whether b and c are the same block, comparing raw input by canonical JSON
-// and nested content recursively.
+// Equal reports whether b and c are the same block, as [ToolOutput.Equal] compares blocks:
+// raw input as a JSON value, nested content recursively.
 func (b ContentBlock) Equal(c ContentBlock) bool {
-	if b.Type != c.Type || b.Text != c.Text || b.ID != c.ID || b.Name != c.Name || b.ToolUseID != c.ToolUseID ||
-		b.URI != c.URI || b.MimeType != c.MimeType || b.Size != c.Size || b.Title != c.Title || b.Description != c.Description {
-		return false
-	}
-	if (b.Resource == nil) != (c.Resource == nil) || b.Resource != nil && *b.Resource != *c.Resource {
-		return false
-	}
-	if (b.Source == nil) != (c.Source == nil) || b.Source != nil && *b.Source != *c.Source {
-		return false
-	}
-	return rawJSONEqual(b.Input, c.Input) && blocksEqual(b.Content, c.Content)
+	return batchBlocksEqual([]ContentBlock{b}, []ContentBlock{c})
 }
 
-// Equal reports whether c and d are the same command, comparing set values by canonical
-// JSON.
-func (c Command) Equal(d Command) bool {
-	return c.Key == d.Key && c.Scope == d.Scope && c.Merge == d.Merge && c.RunID == d.RunID &&
-		c.Action.Kind == d.Action.Kind && rawJSONEqual(c.Action.Value, d.Action.Value)
-}
-
-// rawJSONEqual compares two raw JSON values semantically. Invalid JSON on either side
-// falls back to a byte comparison so the result is still deterministic.
-func rawJSONEqual(a, b json.RawMessage) bool {
-	ta, tb := bytes.TrimSpace(a), bytes.TrimSpace(b)
-	if len(ta) == 0 {
-		ta = []byte("null")
-	}
-	if len(tb) == 0 {
-		tb = []byte("null")
-	}
-	if bytes.Equal(ta, tb) {
-		return true
-	}
-	ca, errA := wireCanonicalJSON(ta)
-	cb, errB := wireCanonicalJSON(tb)
-	if errA != nil || errB != nil {
-		return false
-	}
-	return bytes.Equal(ca, cb)
-}
+// Equal reports whether c and d are the same command, as [ToolOutput.Equal] compares
+// state: the set value as a JSON value.
+func (c Command) Equal(d Command) bool { return batchCommandsEqual([]Command{c}, []Command{d}) }
 
 // wireCanonicalJSON returns the canonical form of a JSON document: compact, object keys
 // sorted, strings re-escaped uniformly, number literals kept as written. Two documents

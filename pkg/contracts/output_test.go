@@ -169,7 +169,12 @@ func TestEqual(t *testing.T) {
 		{"nil and empty content", ToolOutput{CallID: "c"}, ToolOutput{CallID: "c", Content: []ContentBlock{}}, true},
 		{"input key order ignored", withInput(`{"a":1,"b":2}`), withInput(`{ "b": 2, "a": 1 }`), true},
 		{"input value differs", withInput(`{"a":1}`), withInput(`{"a":2}`), false},
-		{"absent input equals null", withInput(``), withInput(`null`), true},
+		// The comparison of idempotent completion: an absent value is not a null one, and a
+		// number is its value, however spelled.
+		{"absent input is not null", withInput(``), withInput(`null`), false},
+		{"absent input equals absent", withInput(``), withInput(``), true},
+		{"number spelling ignored", withInput(`{"a":1}`), withInput(`{"a":1.0}`), true},
+		{"state number spelling ignored", withValue(`100`), withValue(`1e2`), true},
 		{"state value canonical", withValue(`[1, {"y":2,"x":1}]`), withValue(`[1,{"x":1,"y":2}]`), true},
 		{"state value differs", withValue(`1`), withValue(`2`), false},
 		{"state length differs", withValue(`1`), TextOutput("c", "x"), false},

@@ -44,7 +44,7 @@ func (o ToolOutput) carriesStructured() bool {
 			continue
 		}
 		t := bytes.TrimSpace([]byte(b.Text))
-		if len(t) > 0 && (t[0] == '{' || t[0] == '[') && json.Valid(t) && rawJSONEqual(t, o.StructuredContent) {
+		if len(t) > 0 && (t[0] == '{' || t[0] == '[') && json.Valid(t) && batchJSONEqual(t, o.StructuredContent) {
 			return true
 		}
 	}
