@@ -20,7 +20,7 @@ func TestCallsResolve(t *testing.T) {
 	cfg := parseConfig(t, "storage: {memory: true}\ntools:\n  - id: ask_me\npolicy:\n  default_behavior: allow\n  rules:\n    - { pattern: ask_me, behavior: ask }\n")
 	ctx := servicetest.Context(t, 2*time.Minute)
 	srv, _ := startStack(t, ctx, cfg)
-	c, _ := connectClient(t, srv)
+	c := srv.Client
 	const run = "run-cli-resolve"
 	sub := contracts.BatchSubmission{RunID: run, ThreadID: "t", Step: 1,
 		Agent: contracts.AgentSnapshot{SnapshotID: "s", Tools: []string{"ask_me"}},

@@ -74,7 +74,7 @@ func TestPolicyTestReplaysTheAuditedDecisions(t *testing.T) {
 	cfg := parseConfig(t, policyLiveConfig)
 	wait := servicetest.Context(t, time.Minute)
 	srv, st := startStack(t, wait, cfg, app.Publisher, app.BrainExec, app.Gate, app.Batcher, app.API)
-	c, js := connectClient(t, srv)
+	c, js := srv.Client, srv.JS
 	call := servicetest.CallJSON
 	for _, sub := range []contracts.BatchSubmission{
 		servicetest.Submission("run-a", 1, call("c1", "echo", map[string]string{"text": "hi"}), call("c2", "forbidden", map[string]string{})),

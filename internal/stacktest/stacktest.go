@@ -90,13 +90,24 @@ type Stack struct {
 // server, and a stop that fails fails the test.
 func (s *Server) StartStack(ctx context.Context, o app.Options) *Stack {
 	s.tb.Helper()
+	st, err := s.TryStartStack(ctx, o)
+	if err != nil {
+		s.tb.Fatalf("stacktest: start %v: %v", o.Services, err)
+	}
+	return st
+}
+
+// TryStartStack is [Server.StartStack] for a test of a start that must fail: it returns
+// the start's error instead of failing the test. A stack that does start is stopped when
+// the test ends all the same.
+func (s *Server) TryStartStack(ctx context.Context, o app.Options) (*Stack, error) {
+	s.tb.Helper()
 	if slices.Contains(o.Services, app.API) && o.API.HTTPAddr == "" {
 		o.API.HTTPAddr = "127.0.0.1:0"
 	}
 	o.Log = Logger(s.tb)
 	st := &Stack{server: s, opts: o}
-	st.StartAgain(ctx)
-	return st
+	return st, st.start(ctx)
 }
 
 // StartAgain starts the stack's services again with the same options, after
@@ -104,15 +115,23 @@ func (s *Server) StartStack(ctx context.Context, o app.Options) *Stack {
 func (st *Stack) StartAgain(ctx context.Context) {
 	tb := st.server.tb
 	tb.Helper()
+	if err := st.start(ctx); err != nil {
+		tb.Fatalf("stacktest: start %v: %v", st.opts.Services, err)
+	}
+}
+
+// start starts the stack's services with its options and stops them when the test ends.
+func (st *Stack) start(ctx context.Context) error {
 	o := st.opts
 	// Dialled now: a restarted server (natstest.Server.Restart) is a new one.
 	o.Dial = app.InProcessDialer(st.server.NATS.Server())
 	started, err := app.Start(ctx, o)
 	if err != nil {
-		tb.Fatalf("stacktest: start %v: %v", o.Services, err)
+		return err
 	}
-	natstest.StopAtCleanup(tb, "stack", StopTimeout, started.Stop)
+	natstest.StopAtCleanup(st.server.tb, "stack", StopTimeout, started.Stop)
 	st.Stack = started
+	return nil
 }
 
 // StopCleanly stops the services gracefully, as a SIGTERM would, and fails the test

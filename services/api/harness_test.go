@@ -11,7 +11,6 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/awaken-dev/awaken/internal/app"
-	"github.com/awaken-dev/awaken/internal/natstest"
 	"github.com/awaken-dev/awaken/internal/servicetest"
 	"github.com/awaken-dev/awaken/internal/stacktest"
 	"github.com/awaken-dev/awaken/pkg/client"
@@ -57,7 +56,7 @@ const waitLong = 30 * time.Second
 // and the api, wired by internal/app exactly as `awaken dev` wires them.
 type harness struct {
 	t      testing.TB
-	srv    *natstest.Server
+	srv    *stacktest.Server
 	stack  *stacktest.Stack
 	api    *api.Service
 	client *client.Client
@@ -88,7 +87,7 @@ func newHarnessConfig(t testing.TB, cfgYAML string, opts api.Options, services [
 	if st.APIService == nil {
 		t.Fatal("the stack did not start the api")
 	}
-	return &harness{t: t, srv: srv.NATS, stack: st, api: st.APIService, client: srv.Client, nc: srv.NC,
+	return &harness{t: t, srv: srv, stack: st, api: st.APIService, client: srv.Client, nc: srv.NC,
 		base: strings.TrimSuffix(st.APIService.URL(), "/"), http: &http.Client{Timeout: waitLong}}
 }
 
