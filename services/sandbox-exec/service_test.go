@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -19,6 +18,7 @@ import (
 	"github.com/awaken-dev/awaken/internal/pipeline"
 	"github.com/awaken-dev/awaken/internal/sandbox"
 	"github.com/awaken-dev/awaken/internal/sandbox/sandboxtest"
+	"github.com/awaken-dev/awaken/internal/sandbox/sandboxtest/wasmbuild"
 	sandboxexec "github.com/awaken-dev/awaken/services/sandbox-exec"
 
 	"github.com/awaken-dev/awaken/pkg/contracts"
@@ -330,15 +330,11 @@ func buildWasm(t *testing.T, name, pkg string) string {
 	if testing.Short() {
 		t.Skip("builds a WebAssembly module")
 	}
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		t.Skip("the go command is needed to build the module")
-	}
 	module := filepath.Join(t.TempDir(), name)
-	cmd := exec.Command(goBin, "build", "-trimpath", "-o", module, pkg)
-	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm", "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build %s: %v\n%s", name, err, out)
+	if err := wasmbuild.Build(module, pkg); errors.Is(err, exec.ErrNotFound) {
+		t.Skip("the go command is needed to build the module")
+	} else if err != nil {
+		t.Fatalf("build %s: %v", name, err)
 	}
 	return module
 }
