@@ -28,6 +28,7 @@ import (
 	"github.com/awaken-dev/awaken/internal/devstack/devstacktest"
 	"github.com/awaken-dev/awaken/internal/natstest"
 	"github.com/awaken-dev/awaken/internal/servicetest"
+	"github.com/awaken-dev/awaken/internal/stacktest"
 	"github.com/awaken-dev/awaken/internal/telemetry"
 	"github.com/awaken-dev/awaken/pkg/client"
 	"github.com/awaken-dev/awaken/pkg/cloudevent"
@@ -334,14 +335,7 @@ func TestSecure_apiNeedsNoMorePermission(t *testing.T) {
 	for _, run := range runs {
 		sub := batch(run, 1, []string{"ask_me", "echo"}, call("c1", "ask_me", map[string]any{}),
 			call("c2", "echo", map[string]any{"text": "after"}))
-		if _, err := s.client.Submit(ctx, sub); err != nil {
-			t.Fatal(err)
-		}
-		tk, err := s.client.WaitTicket(ctx, run, 1, "c1")
-		if err != nil {
-			t.Fatal(err)
-		}
-		tickets[run] = tk
+		tickets[run] = stacktest.Park(t, ctx, s.client, sub, "c1")
 	}
 	waitEvents(t, ctx, events, api.EventTicket, api.EventBatch, api.EventCall)
 

@@ -84,12 +84,7 @@ func TestAuditVerifyAndExportOverTheGatesTrail(t *testing.T) {
 	if _, err := c.SubmitAndWait(wait, servicetest.Submission("run-a", 2, call("c1", "echo", map[string]string{"text": "again"}))); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Submit(wait, servicetest.Submission("run-c", 1, call("c1", "ask_me", map[string]string{}))); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.WaitTicket(wait, "run-c", 1, "c1"); err != nil {
-		t.Fatal(err)
-	}
+	stacktest.Park(t, wait, c, servicetest.Submission("run-c", 1, call("c1", "ask_me", map[string]string{})), "c1")
 	// The kill switch's records (the api) are a chain of their own.
 	if _, err := c.PauseTool(wait, "forbidden", "audit test", "ops"); err != nil {
 		t.Fatal(err)

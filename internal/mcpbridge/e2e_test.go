@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/awaken-dev/awaken/internal/app"
+	"github.com/awaken-dev/awaken/internal/stacktest"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
@@ -47,13 +48,7 @@ executors:
 			{CallID: "c4", ToolID: "mcp__down__add", Arguments: []byte(`{"a":1,"b":1}`)},
 		},
 	}
-	if _, err := c.Submit(ctx, sub); err != nil {
-		t.Fatal(err)
-	}
-	ticket, err := c.WaitTicket(ctx, run, 1, "c3")
-	if err != nil {
-		t.Fatal(err)
-	}
+	ticket := stacktest.Park(t, ctx, c, sub, "c3")
 	if ticket.Reason != contracts.ReasonPermission || ticket.ToolID != "mcp__test__echo_meta" {
 		t.Fatalf("ticket %+v", ticket)
 	}

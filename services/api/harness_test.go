@@ -113,15 +113,7 @@ func approvalBatch(run string, askArgs any) contracts.BatchSubmission {
 // park submits the approval batch of run and waits until ask_me is parked on its ticket.
 func (h *harness) park(run string, askArgs any) contracts.ResumeTicket {
 	h.t.Helper()
-	ctx := ctxFor(h.t, waitLong)
-	if _, err := h.client.Submit(ctx, approvalBatch(run, askArgs)); err != nil {
-		h.t.Fatalf("submit: %v", err)
-	}
-	tk, err := h.client.WaitTicket(ctx, run, 1, "c2")
-	if err != nil {
-		h.t.Fatalf("wait for the ticket: %v", err)
-	}
-	return tk
+	return stacktest.Park(h.t, ctxFor(h.t, waitLong), h.client, approvalBatch(run, askArgs), "c2")
 }
 
 // results waits for the published results of (run, 1).
