@@ -15,6 +15,7 @@ import (
 	"github.com/awaken-dev/awaken/deploy"
 	"github.com/awaken-dev/awaken/internal/app"
 	"github.com/awaken-dev/awaken/internal/cli"
+	"github.com/awaken-dev/awaken/internal/stacktest"
 	"github.com/awaken-dev/awaken/pkg/client"
 	"github.com/awaken-dev/awaken/pkg/cloudevent"
 	"github.com/awaken-dev/awaken/pkg/contracts"
@@ -56,15 +57,7 @@ func TestSecure_claimedActorsAreMarked(t *testing.T) {
 	url := s.srv.ClientURL()
 	park := func(run string) contracts.ResumeTicket {
 		t.Helper()
-		sub := batch(run, 1, []string{"ask_me"}, call("c1", "ask_me", map[string]any{}))
-		if _, err := s.client.Submit(ctx, sub); err != nil {
-			t.Fatal(err)
-		}
-		tk, err := s.client.WaitTicket(ctx, run, 1, "c1")
-		if err != nil {
-			t.Fatal(err)
-		}
-		return tk
+		return stacktest.Park(t, ctx, s.client, batch(run, 1, []string{"ask_me"}, call("c1", "ask_me", map[string]any{})), "c1")
 	}
 	audits := func(run string) []contracts.AuditRecord {
 		t.Helper()

@@ -23,6 +23,7 @@ import (
 	"github.com/awaken-dev/awaken/internal/bus"
 	"github.com/awaken-dev/awaken/internal/checker"
 	"github.com/awaken-dev/awaken/internal/health"
+	"github.com/awaken-dev/awaken/internal/stacktest"
 	"github.com/awaken-dev/awaken/pkg/awakentest"
 	"github.com/awaken-dev/awaken/pkg/cloudevent"
 	"github.com/awaken-dev/awaken/pkg/contracts"
@@ -57,13 +58,7 @@ func TestContainers_singleServer(t *testing.T) {
 		}
 		sub := batch("containers-api", 1, []string{"ask_me", "echo"},
 			call("c1", "ask_me", map[string]any{}), call("c2", "echo", map[string]any{"text": "after"}))
-		if _, err := d.Client.Submit(ctx, sub); err != nil {
-			t.Fatal(err)
-		}
-		tk, err := d.Client.WaitTicket(ctx, sub.RunID, 1, "c1")
-		if err != nil {
-			t.Fatal(err)
-		}
+		tk := stacktest.Park(t, ctx, d.Client, sub, "c1")
 		if status, body := apiDo(t, ctx, "POST", base, "/v1/tickets/"+tk.CorrelationID+"/approve", httpapi.ApproveRequest{Note: "ok"}, nil); status != http.StatusOK {
 			t.Fatalf("approve over HTTP: %d %s", status, body)
 		}

@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/awaken-dev/awaken/internal/checker"
+	"github.com/awaken-dev/awaken/internal/stacktest"
 	"github.com/awaken-dev/awaken/pkg/client"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
@@ -78,18 +79,6 @@ func wantTexts(tb testing.TB, res *client.BatchResult, want ...string) {
 func acceptanceFlow(t *testing.T, c *client.Client, tag string) {
 	ctx := ctxFor(t, 2*time.Minute)
 	run := func(s string) string { return tag + "-" + s }
-	// parked submits sub and returns the ticket its call callID waits on.
-	parked := func(t *testing.T, sub contracts.BatchSubmission, callID string) contracts.ResumeTicket {
-		t.Helper()
-		if _, err := c.Submit(ctx, sub); err != nil {
-			t.Fatal(err)
-		}
-		tk, err := c.WaitTicket(ctx, sub.RunID, sub.Step, callID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return tk
-	}
 	// results waits for the results of sub.
 	results := func(t *testing.T, sub contracts.BatchSubmission) *client.BatchResult {
 		t.Helper()
@@ -143,7 +132,7 @@ func acceptanceFlow(t *testing.T, c *client.Client, tag string) {
 		sub := exampleBatch(t, "batch-approval.json")
 		sub.RunID = run(sub.RunID)
 		sub.Calls[2].Arguments = json.RawMessage(fmt.Sprintf(`{"name":%q}`, run("approved")))
-		tk := parked(t, sub, "c2")
+		tk := stacktest.Park(t, ctx, c, sub, "c2")
 		listed, err := c.Tickets(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -172,7 +161,7 @@ func acceptanceFlow(t *testing.T, c *client.Client, tag string) {
 
 	t.Run("denial", func(t *testing.T) {
 		sub := batch(run("deny"), 1, []string{"ask_me"}, call("c1", "ask_me", map[string]any{}))
-		if _, err := c.Deny(ctx, parked(t, sub, "c1"), "not today"); err != nil {
+		if _, err := c.Deny(ctx, stacktest.Park(t, ctx, c, sub, "c1"), "not today"); err != nil {
 			t.Fatal(err)
 		}
 		wantTexts(t, results(t, sub), "blocked: not today")
@@ -190,7 +179,7 @@ func acceptanceFlow(t *testing.T, c *client.Client, tag string) {
 
 	t.Run("client-executed call", func(t *testing.T) {
 		sub := batch(run("client"), 1, []string{"client_pick"}, call("c1", "client_pick", map[string]any{}))
-		if _, err := c.CompleteClientCall(ctx, parked(t, sub, "c1"), contracts.TextOutput("c1", "picked")); err != nil {
+		if _, err := c.CompleteClientCall(ctx, stacktest.Park(t, ctx, c, sub, "c1"), contracts.TextOutput("c1", "picked")); err != nil {
 			t.Fatal(err)
 		}
 		wantTexts(t, results(t, sub), "picked")
@@ -199,7 +188,7 @@ func acceptanceFlow(t *testing.T, c *client.Client, tag string) {
 	t.Run("cancellation", func(t *testing.T) {
 		sub := batch(run("cancel"), 1, []string{"ask_me", "echo"},
 			call("c1", "ask_me", map[string]any{}), call("c2", "echo", map[string]any{"text": "never"}))
-		parked(t, sub, "c1")
+		stacktest.Park(t, ctx, c, sub, "c1")
 		if err := c.Cancel(ctx, sub.RunID, "user left"); err != nil {
 			t.Fatal(err)
 		}

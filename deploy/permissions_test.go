@@ -27,6 +27,8 @@ import (
 	"github.com/awaken-dev/awaken/internal/config"
 	"github.com/awaken-dev/awaken/internal/devstack/devstacktest"
 	"github.com/awaken-dev/awaken/internal/natstest"
+	"github.com/awaken-dev/awaken/internal/servicetest"
+	"github.com/awaken-dev/awaken/internal/stacktest"
 	"github.com/awaken-dev/awaken/internal/telemetry"
 	"github.com/awaken-dev/awaken/pkg/client"
 	"github.com/awaken-dev/awaken/pkg/cloudevent"
@@ -106,7 +108,9 @@ func (s *secureStack) setUp(t *testing.T, ctx context.Context) (jetstream.JetStr
 func (s *secureStack) startServices(t *testing.T, ctx context.Context, log zerolog.Logger, o app.Options) *app.Stack {
 	t.Helper()
 	o.Config, o.NoEnsure, o.Log = s.cfg, true, log
-	o.Dial = func(name string) (*nats.Conn, error) { return s.dial(strings.TrimPrefix(name, "awaken-")) }
+	o.Dial = func(name string) (*nats.Conn, error) {
+		return nats.Connect(s.srv.ClientURL(), s.connOptions(strings.TrimPrefix(name, "awaken-"))...)
+	}
 	st, err := app.Start(ctx, o)
 	if err != nil {
 		t.Fatal(err)
@@ -139,8 +143,9 @@ func envOr(key, def string) string {
 	return def
 }
 
-// dial connects as user, with a service user's own inbox prefix, recording violations.
-func (s *secureStack) dial(user string, extra ...nats.Option) (*nats.Conn, error) {
+// connOptions connect as user, with a service user's own inbox prefix, recording
+// violations.
+func (s *secureStack) connOptions(user string) []nats.Option {
 	opts := []nats.Option{nats.Name("test-" + user), nats.UserInfo(user, s.pw[user]), nats.MaxReconnects(-1),
 		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
 			if errors.Is(err, nats.ErrPermissionViolation) || strings.Contains(err.Error(), "Permissions Violation") {
@@ -154,17 +159,13 @@ func (s *secureStack) dial(user string, extra ...nats.Option) (*nats.Conn, error
 			opts = append(opts, nats.CustomInboxPrefix(deploy.ServiceInboxPrefix(svc)))
 		}
 	}
-	return nats.Connect(s.srv.ClientURL(), append(opts, extra...)...)
+	return opts
 }
 
+// connect connects as user ([secureStack.connOptions]) until the test ends.
 func (s *secureStack) connect(t *testing.T, user string) *nats.Conn {
 	t.Helper()
-	nc, err := s.dial(user)
-	if err != nil {
-		t.Fatalf("connect as %s: %v", user, err)
-	}
-	t.Cleanup(nc.Close)
-	return nc
+	return servicetest.Connect(t, s.srv.ClientURL(), s.connOptions(user)...)
 }
 
 func (s *secureStack) takeViolations() []string {
@@ -334,14 +335,7 @@ func TestSecure_apiNeedsNoMorePermission(t *testing.T) {
 	for _, run := range runs {
 		sub := batch(run, 1, []string{"ask_me", "echo"}, call("c1", "ask_me", map[string]any{}),
 			call("c2", "echo", map[string]any{"text": "after"}))
-		if _, err := s.client.Submit(ctx, sub); err != nil {
-			t.Fatal(err)
-		}
-		tk, err := s.client.WaitTicket(ctx, run, 1, "c1")
-		if err != nil {
-			t.Fatal(err)
-		}
-		tickets[run] = tk
+		tickets[run] = stacktest.Park(t, ctx, s.client, sub, "c1")
 	}
 	waitEvents(t, ctx, events, api.EventTicket, api.EventBatch, api.EventCall)
 

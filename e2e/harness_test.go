@@ -151,14 +151,7 @@ func (h *harness) resultsOnSubject(runID string) int {
 // submitUntilParked submits sub and waits for the resume ticket of its call callID.
 func (h *harness) submitUntilParked(ctx context.Context, sub contracts.BatchSubmission, callID string) contracts.ResumeTicket {
 	h.tb.Helper()
-	if _, err := h.client.Submit(ctx, sub); err != nil {
-		h.tb.Fatal(err)
-	}
-	t, err := h.client.WaitTicket(ctx, sub.RunID, sub.Step, callID)
-	if err != nil {
-		h.tb.Fatal(err)
-	}
-	return t
+	return stacktest.Park(h.tb, ctx, h.client, sub, callID)
 }
 
 // wantResults awaits the results of step 1 of run and fails the test unless their texts,

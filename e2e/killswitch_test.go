@@ -5,20 +5,17 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/awaken-dev/awaken/internal/app"
 	"github.com/awaken-dev/awaken/internal/config"
-	"github.com/awaken-dev/awaken/internal/natstest"
-	"github.com/awaken-dev/awaken/internal/servicetest"
+	"github.com/awaken-dev/awaken/internal/stacktest"
 	"github.com/awaken-dev/awaken/internal/toolreg"
 	"github.com/awaken-dev/awaken/pkg/client"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 	"github.com/awaken-dev/awaken/pkg/executor/tool"
-	"github.com/awaken-dev/awaken/services/api"
 )
 
 const pauseConfig = `
@@ -47,11 +44,11 @@ type HoldArgs struct {
 // and the gate and the api as a front that the test restarts over the same JetStream.
 type pauseRig struct {
 	t       *testing.T
-	srv     *natstest.Server
+	srv     *stacktest.Server
 	cfg     *config.Config
 	entered chan struct{}
 	release chan struct{}
-	front   *app.Stack
+	front   *stacktest.Stack
 	client  *client.Client
 	base    string
 }
@@ -61,7 +58,8 @@ func newPauseRig(t *testing.T) *pauseRig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &pauseRig{t: t, srv: natstest.Start(t), cfg: cfg, entered: make(chan struct{}, 4), release: make(chan struct{})}
+	srv := stacktest.NewServer(t)
+	r := &pauseRig{t: t, srv: srv, cfg: cfg, client: srv.Client, entered: make(chan struct{}, 4), release: make(chan struct{})}
 	reg := toolreg.NewRegistry()
 	if err := toolreg.Register(reg, tool.ToolFunc("hold", "Blocks until released when `block` is set.", contracts.CapabilityReplaySafe,
 		func(ctx context.Context, a HoldArgs) (string, error) {
@@ -77,43 +75,23 @@ func newPauseRig(t *testing.T) *pauseRig {
 		})); err != nil {
 		t.Fatal(err)
 	}
-	r.start([]string{app.Publisher, app.BrainExec, app.Batcher}, reg)
-	r.startFront()
-	nc, _ := r.srv.Conn(t)
-	if r.client, err = client.New(nc); err != nil {
-		t.Fatal(err)
-	}
+	r.start(app.Options{Services: []string{app.Publisher, app.BrainExec, app.Batcher}, BrainRegistry: reg, BrainBuiltins: true})
+	r.front = r.start(app.Options{Services: []string{app.Gate, app.API}})
+	r.base = strings.TrimSuffix(r.front.APIService.URL(), "/")
 	return r
 }
 
-func (r *pauseRig) start(services []string, reg *toolreg.Registry) *app.Stack {
-	ctx, cancel := context.WithCancel(context.Background())
-	r.t.Cleanup(cancel)
-	st, err := app.Start(ctx, app.Options{
-		Config: r.cfg, Services: services, BrainRegistry: reg, BrainBuiltins: reg != nil,
-		Dial: app.InProcessDialer(r.srv.Server()),
-		Log:  app.NewLogger(servicetest.LogWriter(r.t), os.Getenv("AWAKEN_TEST_LOG")),
-		API:  api.Options{HTTPAddr: "127.0.0.1:0"},
-	})
-	if err != nil {
-		r.t.Fatalf("start %v: %v", services, err)
-	}
-	r.t.Cleanup(func() { r.stop(st) })
-	return st
+// start starts the services o names on the rig's configuration.
+func (r *pauseRig) start(o app.Options) *stacktest.Stack {
+	r.t.Helper()
+	o.Config = r.cfg
+	return r.srv.StartStack(ctxFor(r.t, stacktest.StartTimeout), o)
 }
 
-func (r *pauseRig) stop(st *app.Stack) {
-	ctx, cancel := context.WithTimeout(context.Background(), waitLong)
-	defer cancel()
-	_ = st.Stop(ctx)
-}
-
-// startFront starts (or restarts) the gate and the api.
-func (r *pauseRig) startFront() {
-	if r.front != nil {
-		r.stop(r.front)
-	}
-	r.front = r.start([]string{app.Gate, app.API}, nil)
+// restartFront restarts the gate and the api.
+func (r *pauseRig) restartFront() {
+	r.t.Helper()
+	r.front.Restart(ctxFor(r.t, stacktest.StartTimeout))
 	r.base = strings.TrimSuffix(r.front.APIService.URL(), "/")
 }
 
@@ -183,7 +161,7 @@ func (r *pauseRig) submit(run string, calls ...contracts.ToolCall) func() ([]str
 func (r *pauseRig) audits() []contracts.ToolPauseAudit {
 	r.t.Helper()
 	names := r.cfg.Names()
-	return auditsOn[contracts.ToolPauseAudit](r.t, r.srv, names, names.ToolPauseAuditSubject(), contracts.TypeToolPauseAudit)
+	return auditsOn[contracts.ToolPauseAudit](r.t, r.srv.NATS, names, names.ToolPauseAuditSubject(), contracts.TypeToolPauseAudit)
 }
 
 // waitLong bounds every wait of the kill switch tests.
@@ -238,7 +216,7 @@ func TestPauseTool(t *testing.T) {
 	}
 
 	// The pause survives a restart of the gate and the api.
-	r.startFront()
+	r.restartFront()
 	r.get("/v1/tools").json(t, &cat)
 	if !pausedIn(cat, "hold", "maintenance window") {
 		t.Errorf("catalog after restart: %+v", cat)

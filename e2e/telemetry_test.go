@@ -138,13 +138,7 @@ func TestMetricsMoveAsABatchFlows(t *testing.T) {
 	}
 
 	// A parked call shows as an open ticket; the gauge is computed at scrape time.
-	if _, err := h.client.Submit(ctxFor(t, 10*time.Second), batch("metrics-2", 1, []string{"ask_me"},
-		call("a1", "ask_me", map[string]string{}))); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := h.client.WaitTicket(ctxFor(t, 30*time.Second), "metrics-2", 1, "a1"); err != nil {
-		t.Fatal(err)
-	}
+	h.submitUntilParked(ctxFor(t, 30*time.Second), batch("metrics-2", 1, []string{"ask_me"}, call("a1", "ask_me", map[string]string{})), "a1")
 	open := scrape(t, base)
 	if got := open[key(telemetry.MetricTicketsOpen)]; got != 1 {
 		t.Errorf("%s = %v, want 1", telemetry.MetricTicketsOpen, got)

@@ -353,14 +353,7 @@ func TestPublishWithoutAckIsBounded(t *testing.T) {
 	srv := natstest.Start(t)
 	nc, js := srv.Conn(t)
 	// Something that never answers takes the subject: the publish is received, never acked.
-	sub, err := nc.SubscribeSync("silent.>")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = sub.Unsubscribe() })
-	if err := nc.Flush(); err != nil {
-		t.Fatal(err)
-	}
+	natstest.Silence(t, nc, "silent.>")
 	ev, err := cloudevent.NewEvent("e-1", "awaken/test", "io.awaken.test.v1", map[string]int{"n": 1})
 	if err != nil {
 		t.Fatal(err)

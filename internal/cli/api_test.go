@@ -19,6 +19,7 @@ import (
 	"github.com/awaken-dev/awaken/internal/config"
 	"github.com/awaken-dev/awaken/internal/devstack/devstacktest"
 	"github.com/awaken-dev/awaken/internal/natstest"
+	"github.com/awaken-dev/awaken/internal/servicetest"
 	"github.com/awaken-dev/awaken/internal/telemetry"
 	"github.com/awaken-dev/awaken/pkg/httpapi"
 )
@@ -33,11 +34,7 @@ func TestAPIConnectsAsItsOwnUser(t *testing.T) {
 	srv, pw := devstacktest.StartSecure(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	admin, err := nats.Connect(srv.ClientURL(), nats.UserInfo(deploy.UserAdmin, pw[deploy.UserAdmin]))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close()
+	admin := servicetest.Connect(t, srv.ClientURL(), nats.UserInfo(deploy.UserAdmin, pw[deploy.UserAdmin]))
 	js, err := jetstream.New(admin)
 	if err != nil {
 		t.Fatal(err)

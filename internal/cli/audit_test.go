@@ -19,6 +19,7 @@ import (
 	"github.com/awaken-dev/awaken/internal/config"
 	"github.com/awaken-dev/awaken/internal/natstest"
 	"github.com/awaken-dev/awaken/internal/servicetest"
+	"github.com/awaken-dev/awaken/internal/stacktest"
 	"github.com/awaken-dev/awaken/pkg/auditchain"
 )
 
@@ -71,7 +72,7 @@ func TestAuditVerifyAndExportOverTheGatesTrail(t *testing.T) {
 
 	wait := servicetest.Context(t, time.Minute)
 	srv, _ := startStack(t, wait, cfg, app.Publisher, app.BrainExec, app.Gate, app.Batcher, app.API)
-	c, js := connectClient(t, srv)
+	c, js := srv.Client, srv.JS
 	auditCLI := func(args ...string) (int, string, string) {
 		return runCLI(wait, append(args, "--nats-url", srv.URL())...)
 	}
@@ -83,12 +84,7 @@ func TestAuditVerifyAndExportOverTheGatesTrail(t *testing.T) {
 	if _, err := c.SubmitAndWait(wait, servicetest.Submission("run-a", 2, call("c1", "echo", map[string]string{"text": "again"}))); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Submit(wait, servicetest.Submission("run-c", 1, call("c1", "ask_me", map[string]string{}))); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.WaitTicket(wait, "run-c", 1, "c1"); err != nil {
-		t.Fatal(err)
-	}
+	stacktest.Park(t, wait, c, servicetest.Submission("run-c", 1, call("c1", "ask_me", map[string]string{})), "c1")
 	// The kill switch's records (the api) are a chain of their own.
 	if _, err := c.PauseTool(wait, "forbidden", "audit test", "ops"); err != nil {
 		t.Fatal(err)
@@ -184,18 +180,14 @@ func TestAMissingSigningKeyRefusesTheStart(t *testing.T) {
 	if err := os.WriteFile(garbage, []byte("not a key"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	srv := natstest.Start(t)
+	srv := stacktest.NewServer(t)
 	for _, tc := range []struct{ yaml, field string }{
 		{"audit: { signing_key_file: " + filepath.Join(dir, "missing.key") + " }", "audit.signing_key_file"},
 		{"audit: { signing_key_file: " + garbage + " }", "audit.signing_key_file"},
 		{"audit: { signing_key: abcd }", "audit.signing_key"},
 	} {
-		cfg, err := config.Parse([]byte("tools: [{ id: echo }]\n" + tc.yaml))
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, err = app.Start(context.Background(), app.Options{Config: cfg, Services: []string{app.Gate},
-			Dial: app.InProcessDialer(srv.Server()), Log: app.NewLogger(servicetest.LogWriter(t), "")})
+		cfg := parseConfig(t, "tools: [{ id: echo }]\n"+tc.yaml)
+		_, err := srv.TryStartStack(context.Background(), app.Options{Config: cfg, Services: []string{app.Gate}})
 		var fe *config.FieldError
 		if !errors.As(err, &fe) || fe.Field != tc.field || !errors.Is(err, config.ErrInvalid) {
 			t.Fatalf("%s: start: %v, want a *config.FieldError on %s", tc.yaml, err, tc.field)

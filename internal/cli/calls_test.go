@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/awaken-dev/awaken/internal/servicetest"
+	"github.com/awaken-dev/awaken/internal/stacktest"
 	"github.com/awaken-dev/awaken/pkg/client"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
@@ -20,17 +21,12 @@ func TestCallsResolve(t *testing.T) {
 	cfg := parseConfig(t, "storage: {memory: true}\ntools:\n  - id: ask_me\npolicy:\n  default_behavior: allow\n  rules:\n    - { pattern: ask_me, behavior: ask }\n")
 	ctx := servicetest.Context(t, 2*time.Minute)
 	srv, _ := startStack(t, ctx, cfg)
-	c, _ := connectClient(t, srv)
+	c := srv.Client
 	const run = "run-cli-resolve"
 	sub := contracts.BatchSubmission{RunID: run, ThreadID: "t", Step: 1,
 		Agent: contracts.AgentSnapshot{SnapshotID: "s", Tools: []string{"ask_me"}},
 		Calls: []contracts.ToolCall{{CallID: "c1", ToolID: "ask_me", Arguments: json.RawMessage(`{}`)}}}
-	if _, err := c.Submit(ctx, sub); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.WaitTicket(ctx, run, 1, "c1"); err != nil {
-		t.Fatal(err)
-	}
+	stacktest.Park(t, ctx, c, sub, "c1")
 	var out, errb bytes.Buffer
 	if code := Main(ctx, []string{"runs", "cancel", run, "--nats-url", srv.URL()}, &out, &errb); code != 0 {
 		t.Fatalf("runs cancel: exit %d: %s", code, errb.String())

@@ -6,14 +6,11 @@ import (
 	"os"
 	"testing"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/awaken-dev/awaken/internal/app"
 	"github.com/awaken-dev/awaken/internal/config"
 	"github.com/awaken-dev/awaken/internal/sandbox/sandboxtest"
 	"github.com/awaken-dev/awaken/internal/servicetest"
 	"github.com/awaken-dev/awaken/internal/stacktest"
-	"github.com/awaken-dev/awaken/pkg/client"
 )
 
 // commandEnv makes the test binary run [Command] on its arguments instead of the tests:
@@ -40,13 +37,6 @@ func startStack(t *testing.T, ctx context.Context, cfg *config.Config, services 
 	t.Helper()
 	srv := stacktest.NewServer(t)
 	return srv, srv.StartStack(ctx, app.Options{Config: cfg, Services: services})
-}
-
-// connectClient is the awaken client of srv, and the JetStream context of its connection
-// for the reads the test makes itself.
-func connectClient(t *testing.T, srv *stacktest.Server) (*client.Client, jetstream.JetStream) {
-	t.Helper()
-	return srv.Client, srv.JS
 }
 
 // runCLI runs awaken with args and returns the exit code, stdout and stderr.

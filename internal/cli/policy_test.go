@@ -18,6 +18,7 @@ import (
 	"github.com/awaken-dev/awaken/internal/app"
 	"github.com/awaken-dev/awaken/internal/natstest"
 	"github.com/awaken-dev/awaken/internal/servicetest"
+	"github.com/awaken-dev/awaken/internal/stacktest"
 	"github.com/awaken-dev/awaken/pkg/cloudevent"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 	"github.com/awaken-dev/awaken/pkg/httpapi"
@@ -74,7 +75,7 @@ func TestPolicyTestReplaysTheAuditedDecisions(t *testing.T) {
 	cfg := parseConfig(t, policyLiveConfig)
 	wait := servicetest.Context(t, time.Minute)
 	srv, st := startStack(t, wait, cfg, app.Publisher, app.BrainExec, app.Gate, app.Batcher, app.API)
-	c, js := connectClient(t, srv)
+	c, js := srv.Client, srv.JS
 	call := servicetest.CallJSON
 	for _, sub := range []contracts.BatchSubmission{
 		servicetest.Submission("run-a", 1, call("c1", "echo", map[string]string{"text": "hi"}), call("c2", "forbidden", map[string]string{})),
@@ -84,12 +85,7 @@ func TestPolicyTestReplaysTheAuditedDecisions(t *testing.T) {
 			t.Fatalf("%s: %v", sub.BatchID(), err)
 		}
 	}
-	if _, err := c.Submit(wait, servicetest.Submission("run-c", 1, call("c1", "ask_me", map[string]string{}))); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.WaitTicket(wait, "run-c", 1, "c1"); err != nil {
-		t.Fatal(err)
-	}
+	stacktest.Park(t, wait, c, servicetest.Submission("run-c", 1, call("c1", "ask_me", map[string]string{})), "c1")
 	// A decision whose batch record is gone (as when the batches bucket lost it): listed,
 	// not replayed.
 	gone, err := cloudevent.NewEvent("run-gone:audit", "awaken/test", contracts.TypeAudit, contracts.AuditRecord{

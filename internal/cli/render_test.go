@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,31 +12,11 @@ import (
 	"time"
 
 	"github.com/awaken-dev/awaken/internal/app"
+	"github.com/awaken-dev/awaken/internal/goldentest"
 	"github.com/awaken-dev/awaken/internal/natstest"
 	"github.com/awaken-dev/awaken/internal/servicetest"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files of testdata/ from the current output")
-
-// golden compares got with testdata/name.golden (-update rewrites it).
-func golden(t *testing.T, name string, got []byte) {
-	t.Helper()
-	path := filepath.Join("testdata", name+".golden")
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test -run %s -update to create it)", err, t.Name())
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs from %s:\n--- got\n%s--- want\n%s", t.Name(), path, got, want)
-	}
-}
 
 // TestRenderGolden: the human output of every client command, for fixed inputs, as a
 // person reads it on a terminal — aligned tables, short lines, control characters of
@@ -105,7 +84,7 @@ func TestRenderGolden(t *testing.T) {
 			if err := tc.render(&b); err != nil {
 				t.Fatal(err)
 			}
-			golden(t, tc.name, b.Bytes())
+			goldentest.Check(t, filepath.Join("testdata", tc.name+".golden"), b.Bytes())
 		})
 	}
 }

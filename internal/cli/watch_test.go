@@ -26,7 +26,7 @@ func TestBatchWatch(t *testing.T) {
 	natstest.WaitFor(t, 20*time.Second, func() bool { return strings.Contains(out.String(), "watching "+batchID) },
 		"the watch to subscribe")
 
-	c, _ := connectClient(t, srv)
+	c := srv.Client
 	sub := servicetest.Submission(run, 1, servicetest.CallJSON("c1", "progress", map[string]int{"steps": 6, "ms": 100}),
 		servicetest.CallJSON("c2", "echo", map[string]string{"text": "after"}))
 	if _, err := c.Submit(ctx, sub); err != nil {

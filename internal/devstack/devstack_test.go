@@ -19,6 +19,7 @@ import (
 	"github.com/awaken-dev/awaken/internal/health"
 	"github.com/awaken-dev/awaken/internal/natstest"
 	"github.com/awaken-dev/awaken/internal/servicetest"
+	"github.com/awaken-dev/awaken/internal/stacktest"
 	"github.com/awaken-dev/awaken/internal/telemetry"
 	"github.com/awaken-dev/awaken/pkg/client"
 	"github.com/awaken-dev/awaken/pkg/contracts"
@@ -98,13 +99,7 @@ func TestDevSecure(t *testing.T) {
 	sub := contracts.BatchSubmission{RunID: "dev-secure-api", ThreadID: "t", Step: 1,
 		Agent: contracts.AgentSnapshot{SnapshotID: "s", Tools: []string{"ask_me"}},
 		Calls: []contracts.ToolCall{{CallID: "c1", ToolID: "ask_me", Arguments: []byte(`{}`)}}}
-	if _, err := c.Submit(rctx, sub); err != nil {
-		t.Fatal(err)
-	}
-	tk, err := c.WaitTicket(rctx, sub.RunID, 1, "c1")
-	if err != nil {
-		t.Fatal(err)
-	}
+	tk := stacktest.Park(t, rctx, c, sub, "c1")
 	admin := servicetest.Connect(t, url, nats.UserInfo(deploy.UserAdmin, pw[deploy.UserAdmin]))
 	m, err := admin.RequestWithContext(rctx, httpapi.MicroSubject(contracts.DefaultPrefix, httpapi.EndpointTicketsGet), []byte(tk.CorrelationID))
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/awaken-dev/awaken/internal/app"
+	"github.com/awaken-dev/awaken/internal/stacktest"
 	"github.com/awaken-dev/awaken/pkg/client"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
@@ -79,13 +80,7 @@ func TestAnnotationsTrusted(t *testing.T) {
 	if err != nil || len(tools) != 1 || tools[0].Annotations == nil || !tools[0].Annotations.ReadOnly() {
 		t.Errorf("catalog entry of lookup: %+v %v", tools, err)
 	}
-	if _, err := r.client.Submit(ctx, annotatedBatch("run-trusted")); err != nil {
-		t.Fatal(err)
-	}
-	tk, err := r.client.WaitTicket(ctx, "run-trusted", 1, "wipe")
-	if err != nil {
-		t.Fatalf("wipe opened no ticket: %v", err)
-	}
+	tk := stacktest.Park(t, ctx, r.client, annotatedBatch("run-trusted"), "wipe")
 	if _, err := r.client.Deny(ctx, tk, "not today"); err != nil {
 		t.Fatal(err)
 	}

@@ -3,14 +3,11 @@
 package mcpbridge_test
 
 import (
-	"context"
-	"fmt"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/awaken-dev/awaken/internal/app"
-	"github.com/awaken-dev/awaken/internal/execcore"
+	"github.com/awaken-dev/awaken/internal/stacktest"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
@@ -51,13 +48,7 @@ executors:
 			{CallID: "c4", ToolID: "mcp__down__add", Arguments: []byte(`{"a":1,"b":1}`)},
 		},
 	}
-	if _, err := c.Submit(ctx, sub); err != nil {
-		t.Fatal(err)
-	}
-	ticket, err := c.WaitTicket(ctx, run, 1, "c3")
-	if err != nil {
-		t.Fatal(err)
-	}
+	ticket := stacktest.Park(t, ctx, c, sub, "c3")
 	if ticket.Reason != contracts.ReasonPermission || ticket.ToolID != "mcp__test__echo_meta" {
 		t.Fatalf("ticket %+v", ticket)
 	}
@@ -101,27 +92,9 @@ executors:
 		t.Errorf("server call log %q, want exactly the two permitted calls", lines)
 	}
 	// The body-run ledger agrees: a body start only for the calls that reached a server.
-	for callID, n := range map[string]int64{"c1": 1, "c2": 0, "c3": 1, "c4": 0} {
-		if got := ledger(t, stack.Stack, run, 1, callID); got != n {
+	for callID, n := range map[string]int{"c1": 1, "c2": 0, "c3": 1, "c4": 0} {
+		if got := stack.Ledger(run, 1, callID); got != n {
 			t.Errorf("ledger of %s is %d, want %d", callID, got, n)
 		}
 	}
-}
-
-// ledger reads the body-run count of one call.
-func ledger(t *testing.T, stack *app.Stack, run string, step int64, callID string) int64 {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-	defer cancel()
-	counters, err := stack.Env.OpenCounters(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	v, err := counters.Get(ctx, execcore.LedgerKey(run, step, callID))
-	if err != nil {
-		return 0
-	}
-	var n int64
-	fmt.Sscan(string(v.Value()), &n)
-	return n
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/awaken-dev/awaken/internal/app"
 	"github.com/awaken-dev/awaken/internal/natstest"
+	"github.com/awaken-dev/awaken/internal/stacktest"
 	"github.com/awaken-dev/awaken/internal/telemetry"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
@@ -64,13 +65,7 @@ executors:
 			{CallID: metaCall, ToolID: "mcp__test__meta", Arguments: []byte(`{}`)},
 			{CallID: "toolu_echo", ToolID: "echo", Arguments: []byte(`{"text":"hi"}`)},
 		}}
-	if _, err := c.Submit(ctx, sub); err != nil {
-		t.Fatal(err)
-	}
-	tk, err := c.WaitTicket(ctx, run, 1, "toolu_echo")
-	if err != nil {
-		t.Fatal(err)
-	}
+	tk := stacktest.Park(t, ctx, c, sub, "toolu_echo")
 	if _, err := c.Approve(ctx, tk, "fine"); err != nil {
 		t.Fatal(err)
 	}

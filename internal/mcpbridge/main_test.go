@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
 	"github.com/awaken-dev/awaken/internal/app"
@@ -182,10 +183,11 @@ func processAlive(pid int) bool {
 	return syscall.Kill(pid, 0) == nil
 }
 
-// testStack is a stack of services on its own test server, with a client of it.
+// testStack is a stack of services on its own test server, with a client of it and the
+// JetStream context of the client's connection.
 type testStack struct {
-	*app.Stack
-	srv    *natstest.Server
+	*stacktest.Stack
+	js     jetstream.JetStream
 	client *client.Client
 }
 
@@ -196,7 +198,7 @@ type testStack struct {
 func startStack(ctx context.Context, t *testing.T, opts app.Options) testStack {
 	t.Helper()
 	srv := stacktest.NewServer(t)
-	return testStack{Stack: srv.StartStack(ctx, opts).Stack, srv: srv.NATS, client: srv.Client}
+	return testStack{Stack: srv.StartStack(ctx, opts), js: srv.JS, client: srv.Client}
 }
 
 // withAPI is the pipeline's five services and the api.

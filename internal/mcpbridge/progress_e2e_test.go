@@ -25,7 +25,7 @@ executors:
     - {name: test, command: %q}
 `, serverBin)
 	c := stack.client
-	_, js := stack.srv.Conn(t)
+	js := stack.js
 	const run, steps = "run-mcp-progress", 30
 	sub := contracts.BatchSubmission{
 		RunID: run, ThreadID: "thread-" + run, Step: 1,

@@ -5,11 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
+
+	"github.com/awaken-dev/awaken/internal/sandbox/sandboxtest/wasmbuild"
 )
 
 // modulePackages are the Go packages the tests run as WebAssembly, by output name.
@@ -51,7 +51,9 @@ func runTests(m *testing.M) int {
 	defer os.RemoveAll(dir)
 	moduleDir = filepath.Join(dir, "modules")
 	sharedCacheDir = filepath.Join(dir, "cache")
-	if err := buildModules(moduleDir); err != nil {
+	// Every test module in one go build: the go command builds them in parallel on a shared
+	// cache, a few seconds even on a small machine.
+	if err := wasmbuild.Build(moduleDir, modulePackages...); err != nil {
 		fmt.Fprintln(os.Stderr, "sandbox tests: building the WebAssembly test modules:", err)
 		return 1
 	}
@@ -64,46 +66,17 @@ func runTests(m *testing.M) int {
 	return m.Run()
 }
 
-// goCommand runs the go command with args and extra environment variables.
-func goCommand(env []string, args ...string) error {
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		return fmt.Errorf("the go command is needed to build the test modules: %w", err)
-	}
-	cmd := exec.Command(goBin, args...)
-	cmd.Env = append(os.Environ(), env...)
-	if output, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("%s: %w\n%s", strings.Join(cmd.Args, " "), err, output)
-	}
-	return nil
-}
-
-// buildModules compiles every test module for wasip1 in ONE go build invocation: the go
-// command builds the packages in parallel and shares the build cache, which makes this
-// a few seconds even on a small machine.
-func buildModules(out string) error {
-	if err := os.MkdirAll(out, 0o755); err != nil {
-		return err
-	}
-	args := append([]string{"build", "-trimpath", "-o", out + string(filepath.Separator)}, modulePackages...)
-	return goCommand([]string{"GOOS=wasip1", "GOARCH=wasm", "CGO_ENABLED=0"}, args...)
-}
-
 // precompileModules fills the compilation cache dir with every built module in a
 // process without the race detector (about a second per module, against 15-30 s under
-// -race): sandboxtest's TestPrecompileHelper, run as sandboxtest.Precompile runs it
-// (this package cannot import sandboxtest). It then loads them into an engine that
-// holds them in memory until it is closed, so every engine on dir shares them.
+// -race; [wasmbuild.Precompile], as sandboxtest, which this package cannot import, does).
+// It then loads them into an engine that holds them in memory until it is closed, so
+// every engine on dir shares them.
 func precompileModules(dir string) (*Engine, error) {
 	var modules []string
 	for _, pkg := range modulePackages {
 		modules = append(modules, modulePath(filepath.Base(pkg)))
 	}
-	if err := goCommand([]string{
-		"GOFLAGS=", // never -race: that is the point
-		"AWAKEN_PRECOMPILE_CACHE_DIR=" + dir,
-		"AWAKEN_PRECOMPILE_MODULES=" + strings.Join(modules, string(os.PathListSeparator)),
-	}, "test", "-count=1", "-run", "^TestPrecompileHelper$", "./sandboxtest"); err != nil {
+	if err := wasmbuild.Precompile(dir, modules...); err != nil {
 		return nil, err
 	}
 	ctx := context.Background()

@@ -2,7 +2,8 @@
 // a test names, on the test's own embedded JetStream server, each connected in-process,
 // logging to the test, stopped gracefully when the test ends, and started again on the
 // same server when the test restarts them. A harness built on it keeps only what is its
-// own: its configuration, tokens, HTTP client and reads. Only tests import it.
+// own: its configuration, tokens, HTTP client and reads. [Park] takes a batch to the
+// ticket one of its calls waits on, on any deployment's client. Only tests import it.
 //
 // It builds on [app.Start], not on internal/app/embedded: an embedded stack owns its server
 // and shuts it down when it stops, while these tests stop, kill and start services on a
@@ -26,6 +27,7 @@ import (
 	"github.com/awaken-dev/awaken/internal/natstest"
 	"github.com/awaken-dev/awaken/internal/servicetest"
 	"github.com/awaken-dev/awaken/pkg/client"
+	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
 // StartTimeout is a bound for the start of a stack, for a harness that has no deadline of
@@ -90,13 +92,24 @@ type Stack struct {
 // server, and a stop that fails fails the test.
 func (s *Server) StartStack(ctx context.Context, o app.Options) *Stack {
 	s.tb.Helper()
+	st, err := s.TryStartStack(ctx, o)
+	if err != nil {
+		s.tb.Fatalf("stacktest: start %v: %v", o.Services, err)
+	}
+	return st
+}
+
+// TryStartStack is [Server.StartStack] for a test of a start that must fail: it returns
+// the start's error instead of failing the test. A stack that does start is stopped when
+// the test ends all the same.
+func (s *Server) TryStartStack(ctx context.Context, o app.Options) (*Stack, error) {
+	s.tb.Helper()
 	if slices.Contains(o.Services, app.API) && o.API.HTTPAddr == "" {
 		o.API.HTTPAddr = "127.0.0.1:0"
 	}
 	o.Log = Logger(s.tb)
 	st := &Stack{server: s, opts: o}
-	st.StartAgain(ctx)
-	return st
+	return st, st.start(ctx)
 }
 
 // StartAgain starts the stack's services again with the same options, after
@@ -104,15 +117,23 @@ func (s *Server) StartStack(ctx context.Context, o app.Options) *Stack {
 func (st *Stack) StartAgain(ctx context.Context) {
 	tb := st.server.tb
 	tb.Helper()
+	if err := st.start(ctx); err != nil {
+		tb.Fatalf("stacktest: start %v: %v", st.opts.Services, err)
+	}
+}
+
+// start starts the stack's services with its options and stops them when the test ends.
+func (st *Stack) start(ctx context.Context) error {
 	o := st.opts
 	// Dialled now: a restarted server (natstest.Server.Restart) is a new one.
 	o.Dial = app.InProcessDialer(st.server.NATS.Server())
 	started, err := app.Start(ctx, o)
 	if err != nil {
-		tb.Fatalf("stacktest: start %v: %v", o.Services, err)
+		return err
 	}
-	natstest.StopAtCleanup(tb, "stack", StopTimeout, started.Stop)
+	natstest.StopAtCleanup(st.server.tb, "stack", StopTimeout, started.Stop)
 	st.Stack = started
+	return nil
 }
 
 // StopCleanly stops the services gracefully, as a SIGTERM would, and fails the test
@@ -156,3 +177,18 @@ func (st *Stack) Ledger(run string, step int64, callID string) int {
 
 // ledgerTimeout bounds one read of the body-run ledger.
 const ledgerTimeout = 10 * time.Second
+
+// Park submits sub through c and waits until its call callID waits on a resume ticket (an
+// approval to give, a client-executed call to complete), and returns the ticket; ctx
+// bounds both, and a failure of either fails tb.
+func Park(tb testing.TB, ctx context.Context, c *client.Client, sub contracts.BatchSubmission, callID string) contracts.ResumeTicket {
+	tb.Helper()
+	if _, err := c.Submit(ctx, sub); err != nil {
+		tb.Fatalf("stacktest: submit %s: %v", sub.BatchID(), err)
+	}
+	tk, err := c.WaitTicket(ctx, sub.RunID, sub.Step, callID)
+	if err != nil {
+		tb.Fatalf("stacktest: the ticket of call %s of %s: %v", callID, sub.BatchID(), err)
+	}
+	return tk
+}

@@ -378,14 +378,7 @@ func TestRequestWithoutReplyIsBounded(t *testing.T) {
 	if err := js.DeleteStream(setup, "KV_silent"); err != nil {
 		t.Fatal(err)
 	}
-	sub, err := nc.SubscribeSync("$KV.silent.>")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = sub.Unsubscribe() })
-	if err := nc.Flush(); err != nil {
-		t.Fatal(err)
-	}
+	natstest.Silence(t, nc, "$KV.silent.>")
 
 	// The caller allows far more than the request timeout.
 	caller, stop := context.WithTimeout(context.Background(), 20*time.Second)

@@ -4,17 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"os"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-
 	"github.com/awaken-dev/awaken/internal/app"
-	"github.com/awaken-dev/awaken/internal/config"
-	"github.com/awaken-dev/awaken/internal/natstest"
+	"github.com/awaken-dev/awaken/internal/servicetest"
+	"github.com/awaken-dev/awaken/internal/stacktest"
 	"github.com/awaken-dev/awaken/pkg/client"
-	"github.com/awaken-dev/awaken/pkg/cloudevent"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
@@ -36,42 +32,13 @@ policy:
 // The real batcher, gate, brain-exec and publisher on an embedded server: the valid batch
 // parks on an approval, so the conflicting one is rejected while SubmitAndWait waits.
 func TestSubmitAndWaitIgnoresTheRejectionOfAnotherSubmissionOfTheSameBatch(t *testing.T) {
-	cfg, err := config.Parse([]byte(rejectionTestConfig))
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := natstest.Start(t)
+	cfg := servicetest.ParseConfig(t, rejectionTestConfig)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
-	st, err := app.Start(ctx, app.Options{Config: cfg, Dial: app.InProcessDialer(srv.Server()),
-		Services: []string{app.Publisher, app.BrainExec, app.Gate, app.Batcher},
-		Log:      app.NewLogger(os.Stderr, envOr("AWAKEN_TEST_LOG", "error"))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		sctx, scancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer scancel()
-		_ = st.Stop(sctx)
-	})
-	nc, _ := srv.Conn(t)
-	c, err := client.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rejections := make(chan contracts.BatchRejected, 4)
-	rs, err := nc.Subscribe(c.Names().RejectedSubject(), func(m *nats.Msg) {
-		if ev, err := cloudevent.DecodeMsg(m.Header, m.Data); err == nil {
-			var r contracts.BatchRejected
-			if json.Unmarshal(ev.Data, &r) == nil {
-				rejections <- r
-			}
-		}
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rs.Unsubscribe()
+	srv := stacktest.NewServer(t)
+	srv.StartStack(ctx, app.Options{Config: cfg, Services: []string{app.Publisher, app.BrainExec, app.Gate, app.Batcher}})
+	nc, c := srv.NC, srv.Client
+	rejections := servicetest.Rejections(t, nc, c.Names())
 
 	valid := contracts.BatchSubmission{RunID: "run-same-id", ThreadID: "thread-1", Step: 1,
 		Agent:     contracts.AgentSnapshot{SnapshotID: "snap-1", Tools: []string{"ask_me", "echo"}},
@@ -130,11 +97,4 @@ func TestSubmitAndWaitIgnoresTheRejectionOfAnotherSubmissionOfTheSameBatch(t *te
 		w.res.Results[0].Outcome != contracts.OutcomeCompleted {
 		t.Fatalf("results %+v, want the approved ask_me", w.res)
 	}
-}
-
-func envOr(key, def string) string {
-	if v := os.Getenv(key); v != "" {
-		return v
-	}
-	return def
 }

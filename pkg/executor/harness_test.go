@@ -23,11 +23,7 @@ func startStack(t *testing.T, cfgYAML string) (context.Context, *devserver.Serve
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	t.Cleanup(cancel)
-	srv, err := devserver.Start(ctx, devserver.Options{ConfigYAML: []byte(cfgYAML), WithoutBrainExec: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = srv.Close() })
+	srv := devserver.StartTest(t, devserver.Options{ConfigYAML: []byte(cfgYAML), WithoutBrainExec: true})
 	cfg, err := ParseConfig([]byte(cfgYAML))
 	if err != nil {
 		t.Fatal(err)

@@ -213,7 +213,7 @@ func TestHTTPBatchRefusals(t *testing.T) {
 // subscribedTo reports whether some connection to the server subscribes to subject.
 func (h *harness) subscribedTo(subject string) bool {
 	h.t.Helper()
-	cz, err := h.srv.Server().Connz(&server.ConnzOptions{Subscriptions: true})
+	cz, err := h.srv.NATS.Server().Connz(&server.ConnzOptions{Subscriptions: true})
 	if err != nil {
 		h.t.Fatal(err)
 	}

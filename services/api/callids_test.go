@@ -5,6 +5,7 @@ import (
 	"net/url"
 	"testing"
 
+	"github.com/awaken-dev/awaken/internal/stacktest"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 	"github.com/awaken-dev/awaken/services/api"
 )
@@ -26,13 +27,7 @@ func TestHTTPProviderCallIDs(t *testing.T) {
 		},
 	}
 	ctx := ctxFor(t, waitLong)
-	if _, err := h.client.Submit(ctx, sub); err != nil {
-		t.Fatal(err)
-	}
-	tk, err := h.client.WaitTicket(ctx, run, 1, askID)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tk := stacktest.Park(t, ctx, h.client, sub, askID)
 	if want := "perm." + run + ".1.=" + "ZnVuY3Rpb25zLmFza19tZTox"; tk.CorrelationID != want || url.PathEscape(tk.CorrelationID) != tk.CorrelationID {
 		t.Fatalf("correlation id %q, want %q (a path segment as it is)", tk.CorrelationID, want)
 	}

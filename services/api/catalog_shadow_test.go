@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"testing"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/awaken-dev/awaken/internal/app"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 	"github.com/awaken-dev/awaken/services/api"
@@ -27,12 +25,8 @@ executors:
     - {name: gh_, command: ./x-mcp}
 `
 	h := newHarnessConfig(t, cfg, api.Options{}, []string{app.API})
-	js, err := jetstream.New(h.nc)
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx := context.Background()
-	kv, err := js.KeyValue(ctx, contracts.NewNames("").ToolsBucket())
+	kv, err := h.srv.JS.KeyValue(ctx, contracts.NewNames("").ToolsBucket())
 	if err != nil {
 		t.Fatal(err)
 	}

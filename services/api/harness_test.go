@@ -11,7 +11,6 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/awaken-dev/awaken/internal/app"
-	"github.com/awaken-dev/awaken/internal/natstest"
 	"github.com/awaken-dev/awaken/internal/servicetest"
 	"github.com/awaken-dev/awaken/internal/stacktest"
 	"github.com/awaken-dev/awaken/pkg/client"
@@ -57,7 +56,7 @@ const waitLong = 30 * time.Second
 // and the api, wired by internal/app exactly as `awaken dev` wires them.
 type harness struct {
 	t      testing.TB
-	srv    *natstest.Server
+	srv    *stacktest.Server
 	stack  *stacktest.Stack
 	api    *api.Service
 	client *client.Client
@@ -88,7 +87,7 @@ func newHarnessConfig(t testing.TB, cfgYAML string, opts api.Options, services [
 	if st.APIService == nil {
 		t.Fatal("the stack did not start the api")
 	}
-	return &harness{t: t, srv: srv.NATS, stack: st, api: st.APIService, client: srv.Client, nc: srv.NC,
+	return &harness{t: t, srv: srv, stack: st, api: st.APIService, client: srv.Client, nc: srv.NC,
 		base: strings.TrimSuffix(st.APIService.URL(), "/"), http: &http.Client{Timeout: waitLong}}
 }
 
@@ -114,15 +113,7 @@ func approvalBatch(run string, askArgs any) contracts.BatchSubmission {
 // park submits the approval batch of run and waits until ask_me is parked on its ticket.
 func (h *harness) park(run string, askArgs any) contracts.ResumeTicket {
 	h.t.Helper()
-	ctx := ctxFor(h.t, waitLong)
-	if _, err := h.client.Submit(ctx, approvalBatch(run, askArgs)); err != nil {
-		h.t.Fatalf("submit: %v", err)
-	}
-	tk, err := h.client.WaitTicket(ctx, run, 1, "c2")
-	if err != nil {
-		h.t.Fatalf("wait for the ticket: %v", err)
-	}
-	return tk
+	return stacktest.Park(h.t, ctxFor(h.t, waitLong), h.client, approvalBatch(run, askArgs), "c2")
 }
 
 // results waits for the published results of (run, 1).

@@ -15,6 +15,7 @@ import (
 	"github.com/awaken-dev/awaken/internal/app"
 	"github.com/awaken-dev/awaken/internal/checker"
 	"github.com/awaken-dev/awaken/internal/natstest"
+	"github.com/awaken-dev/awaken/internal/stacktest"
 	"github.com/awaken-dev/awaken/pkg/cloudevent"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 	"github.com/awaken-dev/awaken/pkg/httpapi"
@@ -349,13 +350,7 @@ func TestHTTPExpiredTicket(t *testing.T) {
 		Agent: contracts.AgentSnapshot{SnapshotID: "snap-1", Tools: []string{"ask_quick"}},
 		Calls: []contracts.ToolCall{call("q", "ask_quick", map[string]string{})},
 	}
-	if _, err := h.client.Submit(ctxFor(t, waitLong), sub); err != nil {
-		t.Fatal(err)
-	}
-	tk, err := h.client.WaitTicket(ctxFor(t, waitLong), run, 1, "q")
-	if err != nil {
-		t.Fatal(err)
-	}
+	tk := stacktest.Park(t, ctxFor(t, waitLong), h.client, sub, "q")
 	if tk.Deadline == nil {
 		t.Fatalf("ticket without a deadline: %+v", tk)
 	}

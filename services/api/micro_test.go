@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 
+	"github.com/awaken-dev/awaken/internal/stacktest"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 	"github.com/awaken-dev/awaken/pkg/httpapi"
 	"github.com/awaken-dev/awaken/services/api"
@@ -167,13 +168,7 @@ func TestMicroClientResultAndCancel(t *testing.T) {
 		Agent: contracts.AgentSnapshot{SnapshotID: "snap-1", Tools: []string{"client_pick"}},
 		Calls: []contracts.ToolCall{call("pick", "client_pick", map[string]string{"from": "a,b"})},
 	}
-	if _, err := h.client.Submit(ctxFor(t, waitLong), sub); err != nil {
-		t.Fatal(err)
-	}
-	tk, err := h.client.WaitTicket(ctxFor(t, waitLong), sub.RunID, 1, "pick")
-	if err != nil {
-		t.Fatal(err)
-	}
+	tk := stacktest.Park(t, ctxFor(t, waitLong), h.client, sub, "pick")
 	cmd := contracts.ResumeCommandFromTicket(tk, contracts.ResumeResult{ToolResult: &contracts.ToolOutput{
 		CallID: "pick", Content: []contracts.ContentBlock{{Type: contracts.BlockText, Text: "b"}}}})
 	var res contracts.TicketResolution

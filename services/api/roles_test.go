@@ -17,7 +17,7 @@ import (
 
 	"github.com/awaken-dev/awaken/internal/app"
 	"github.com/awaken-dev/awaken/internal/cli"
-	"github.com/awaken-dev/awaken/internal/servicetest"
+	"github.com/awaken-dev/awaken/internal/stacktest"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 	"github.com/awaken-dev/awaken/pkg/httpapi"
 	"github.com/awaken-dev/awaken/services/api"
@@ -173,25 +173,10 @@ func TestLoadTokensRoles(t *testing.T) {
 
 // startSecondAPI starts another api process's worth of api (HTTP only) on h's server,
 // with opts, and returns its base URL.
-func (h *harness) startSecondAPI(t *testing.T, opts api.Options) string {
-	t.Helper()
-	opts.HTTPAddr, opts.DisableMicro = "127.0.0.1:0", true
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	st, err := app.Start(ctx, app.Options{
-		Config: h.stack.Env.Config, Services: []string{app.API}, Dial: app.InProcessDialer(h.srv.Server()),
-		Log: app.NewLogger(servicetest.LogWriter(t), os.Getenv("AWAKEN_TEST_LOG")), API: opts,
-	})
-	if err != nil {
-		t.Fatalf("start a second api: %v", err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), waitLong)
-		defer cancel()
-		if err := st.Stop(ctx); err != nil {
-			t.Errorf("stop the second api: %v", err)
-		}
-	})
+func (h *harness) startSecondAPI(opts api.Options) string {
+	h.t.Helper()
+	opts.DisableMicro = true
+	st := h.srv.StartStack(ctxFor(h.t, stacktest.StartTimeout), app.Options{Config: h.stack.Env.Config, Services: []string{app.API}, API: opts})
 	return strings.TrimSuffix(st.APIService.URL(), "/")
 }
 
@@ -212,7 +197,7 @@ func TestApprovalsAcrossTwoAPIs(t *testing.T) {
 	opts := loadRoleTokens(t)
 	opts.Tokens["alice"], opts.Tokens["bob"] = "tok-alice-0123456789", "tok-bob-0123456789"
 	h := newHarness(t, opts)
-	second := h.startSecondAPI(t, opts)
+	second := h.startSecondAPI(opts)
 	bases := []string{h.base, second}
 
 	tk := h.parkTwo("run-two-stale")

@@ -1,16 +1,23 @@
 package api_test
 
-import "github.com/awaken-dev/awaken/pkg/contracts"
+import (
+	"github.com/awaken-dev/awaken/internal/stacktest"
+	"github.com/awaken-dev/awaken/pkg/contracts"
+)
 
-// submitCalls submits step 1 of run with calls.
-func (h *harness) submitCalls(run string, tools []string, calls ...contracts.ToolCall) {
-	h.t.Helper()
-	sub := contracts.BatchSubmission{
+// stepOne is step 1 of run with calls, of which the model sees tools.
+func stepOne(run string, tools []string, calls ...contracts.ToolCall) contracts.BatchSubmission {
+	return contracts.BatchSubmission{
 		RunID: run, ThreadID: "thread-" + run, Step: 1,
 		Agent: contracts.AgentSnapshot{SnapshotID: "snap-1", Tools: tools},
 		Calls: calls,
 	}
-	if _, err := h.client.Submit(ctxFor(h.t, waitLong), sub); err != nil {
+}
+
+// submitCalls submits step 1 of run with calls.
+func (h *harness) submitCalls(run string, tools []string, calls ...contracts.ToolCall) {
+	h.t.Helper()
+	if _, err := h.client.Submit(ctxFor(h.t, waitLong), stepOne(run, tools, calls...)); err != nil {
 		h.t.Fatalf("submit: %v", err)
 	}
 }
@@ -19,10 +26,5 @@ func (h *harness) submitCalls(run string, tools []string, calls ...contracts.Too
 // with args, and waits for its ticket.
 func (h *harness) parkCall(run, tool string, args any) contracts.ResumeTicket {
 	h.t.Helper()
-	h.submitCalls(run, []string{tool}, call("c1", tool, args))
-	tk, err := h.client.WaitTicket(ctxFor(h.t, waitLong), run, 1, "c1")
-	if err != nil {
-		h.t.Fatalf("wait for the ticket: %v", err)
-	}
-	return tk
+	return stacktest.Park(h.t, ctxFor(h.t, waitLong), h.client, stepOne(run, []string{tool}, call("c1", tool, args)), "c1")
 }

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/awaken-dev/awaken/internal/bus"
 	"github.com/awaken-dev/awaken/internal/execcore"
 	"github.com/awaken-dev/awaken/internal/execcore/exectest"
 	"github.com/awaken-dev/awaken/internal/natstest"
@@ -66,10 +65,7 @@ func startBrain(t *testing.T, e *exectest.Env, extra func(*toolreg.Registry), op
 	if extra != nil {
 		extra(reg)
 	}
-	opts = append([]execcore.Option{
-		execcore.WithDelivery(bus.WithDelivery(0, 20*time.Millisecond)),
-		execcore.WithRetryBackoff(5*time.Millisecond, 20*time.Millisecond),
-	}, opts...)
+	opts = append(exectest.FastRetries(), opts...)
 	s, err := brainexec.Start(e.Ctx, e.Env, reg, opts...)
 	if err != nil {
 		t.Fatal(err)

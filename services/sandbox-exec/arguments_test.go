@@ -26,7 +26,7 @@ func TestArgumentsBreakingTheSchemaNeverEnterTheModule(t *testing.T) {
 	eng := &fakeEngine{invoke: func(sandbox.Request) (sandbox.Result, error) {
 		return sandbox.Result{Stdout: []byte("ran")}, nil
 	}}
-	s, err := sandboxexec.StartWithEngine(e.Ctx, e.Env, eng, fastRetries...)
+	s, err := sandboxexec.StartWithEngine(e.Ctx, e.Env, eng, exectest.FastRetries()...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,7 +17,7 @@ func TestLargeSandboxOutputGoesByReference(t *testing.T) {
 	e := exectest.New(t, sandboxConfig(true, "wc.wasm"))
 	big := strings.Repeat("0123456789abcdef", 1<<16) // 1 MiB
 	eng := &fakeEngine{invoke: func(sandbox.Request) (sandbox.Result, error) { return sandbox.Result{Stdout: []byte(big)}, nil }}
-	s, err := sandboxexec.StartWithEngine(e.Ctx, e.Env, eng, fastRetries...)
+	s, err := sandboxexec.StartWithEngine(e.Ctx, e.Env, eng, exectest.FastRetries()...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -65,7 +65,7 @@ executors:
 				t.Fatal(err)
 			}
 			counting := &countingEngine{Engine: engine, runs: map[string]int{}}
-			s, err := sandboxexec.StartWithEngine(e.Ctx, e.Env, counting, fastRetries...)
+			s, err := sandboxexec.StartWithEngine(e.Ctx, e.Env, counting, exectest.FastRetries()...)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -14,13 +13,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/awaken-dev/awaken/internal/bus"
-	"github.com/awaken-dev/awaken/internal/execcore"
 	"github.com/awaken-dev/awaken/internal/execcore/exectest"
 	"github.com/awaken-dev/awaken/internal/natstest"
 	"github.com/awaken-dev/awaken/internal/pipeline"
 	"github.com/awaken-dev/awaken/internal/sandbox"
 	"github.com/awaken-dev/awaken/internal/sandbox/sandboxtest"
+	"github.com/awaken-dev/awaken/internal/sandbox/sandboxtest/wasmbuild"
 	sandboxexec "github.com/awaken-dev/awaken/services/sandbox-exec"
 
 	"github.com/awaken-dev/awaken/pkg/contracts"
@@ -48,11 +46,6 @@ executors:
 `, module, enabled)
 }
 
-var fastRetries = []execcore.Option{
-	execcore.WithDelivery(bus.WithDelivery(0, 20*time.Millisecond)),
-	execcore.WithRetryBackoff(5*time.Millisecond, 20*time.Millisecond),
-}
-
 func stopOnCleanup(t *testing.T, s *sandboxexec.Service) {
 	natstest.StopAtCleanup(t, "sandbox-exec", 20*time.Second, s.Stop)
 }
@@ -64,7 +57,7 @@ func wcCall(id, args string) exectest.Call {
 
 func TestDisabledSandboxNeverRunsAnything(t *testing.T) {
 	e := exectest.New(t, sandboxConfig(false, "wc.wasm"))
-	s, err := sandboxexec.Start(e.Ctx, e.Env, fastRetries...)
+	s, err := sandboxexec.Start(e.Ctx, e.Env, exectest.FastRetries()...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,7 +156,7 @@ func TestSandboxOutcomes(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			e := exectest.New(t, sandboxConfig(true, "wc.wasm"))
 			eng := &fakeEngine{loadErr: map[string]error{"wc": tt.loadErr, "broken": missing}, invoke: tt.invoke}
-			s, err := sandboxexec.StartWithEngine(e.Ctx, e.Env, eng, fastRetries...)
+			s, err := sandboxexec.StartWithEngine(e.Ctx, e.Env, eng, exectest.FastRetries()...)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -192,7 +185,7 @@ func TestSandboxOutcomes(t *testing.T) {
 func TestSandboxRejectsToolsItDoesNotOwn(t *testing.T) {
 	e := exectest.New(t, sandboxConfig(true, "wc.wasm"))
 	eng := &fakeEngine{invoke: func(sandbox.Request) (sandbox.Result, error) { return sandbox.Result{Stdout: []byte("ran")}, nil }}
-	s, err := sandboxexec.StartWithEngine(e.Ctx, e.Env, eng, fastRetries...)
+	s, err := sandboxexec.StartWithEngine(e.Ctx, e.Env, eng, exectest.FastRetries()...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -212,7 +205,7 @@ func TestRealWebAssemblyModule(t *testing.T) {
 	module, cache := buildModule(t, "wc.wasm", "../../examples/sandbox-tools/wc")
 	e := exectest.New(t, sandboxConfig(true, module))
 	e.Env.Config.Executors.Sandbox.CacheDir = cache.Dir
-	s, err := sandboxexec.Start(e.Ctx, e.Env, fastRetries...)
+	s, err := sandboxexec.Start(e.Ctx, e.Env, exectest.FastRetries()...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -282,7 +275,7 @@ executors:
 		t.Fatal(err)
 	}
 	rec := &recordingEngine{Engine: engine}
-	s, err := sandboxexec.StartWithEngine(e.Ctx, e.Env, rec, fastRetries...)
+	s, err := sandboxexec.StartWithEngine(e.Ctx, e.Env, rec, exectest.FastRetries()...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -337,15 +330,11 @@ func buildWasm(t *testing.T, name, pkg string) string {
 	if testing.Short() {
 		t.Skip("builds a WebAssembly module")
 	}
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		t.Skip("the go command is needed to build the module")
-	}
 	module := filepath.Join(t.TempDir(), name)
-	cmd := exec.Command(goBin, "build", "-trimpath", "-o", module, pkg)
-	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm", "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build %s: %v\n%s", name, err, out)
+	if err := wasmbuild.Build(module, pkg); errors.Is(err, exec.ErrNotFound) {
+		t.Skip("the go command is needed to build the module")
+	} else if err != nil {
+		t.Fatalf("build %s: %v", name, err)
 	}
 	return module
 }

@@ -83,6 +83,17 @@ func (e *Env) SetFault(f pipeline.FaultHook) {
 	e.mu.Unlock()
 }
 
+// FastRetries are the options of an executor under test that retries quickly: a failed
+// delivery comes back after 20ms and a local retry of an unavailable tool waits 5 to
+// 20ms, where production waits seconds; the delivery limit stays the default. Options
+// given after them override them.
+func FastRetries() []execcore.Option {
+	return []execcore.Option{
+		execcore.WithDelivery(bus.WithDelivery(0, 20*time.Millisecond)),
+		execcore.WithRetryBackoff(5*time.Millisecond, 20*time.Millisecond),
+	}
+}
+
 // ErrInjected is the error returned by faults built with [FailTimes].
 var ErrInjected = errors.New("injected fault")
 

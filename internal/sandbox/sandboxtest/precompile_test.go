@@ -8,10 +8,11 @@ import (
 	"time"
 
 	"github.com/awaken-dev/awaken/internal/sandbox"
+	"github.com/awaken-dev/awaken/internal/sandbox/sandboxtest/wasmbuild"
 )
 
-// TestPrecompileHelper is not a test but the compiler process of [Precompile]: with
-// AWAKEN_PRECOMPILE_CACHE_DIR set it compiles the modules listed in
+// TestPrecompileHelper is not a test but the compiler process of [wasmbuild.Precompile]:
+// with AWAKEN_PRECOMPILE_CACHE_DIR set it compiles the modules listed in
 // AWAKEN_PRECOMPILE_MODULES into that cache directory; otherwise it is skipped. It is a
 // test, not a command, so that its binary is built as the race-instrumented test
 // binaries are: wazero names its cache entries after its own version, which it reads
@@ -19,9 +20,9 @@ import (
 // while a command has the module's ("v1.12.0") — the entries of one would be stale for
 // the other.
 func TestPrecompileHelper(t *testing.T) {
-	dir := os.Getenv(envCacheDir)
+	dir := os.Getenv(wasmbuild.EnvCacheDir)
 	if dir == "" {
-		t.Skip("the compiler process of sandboxtest.Precompile; nothing to do in a test run")
+		t.Skip("the compiler process of wasmbuild.Precompile; nothing to do in a test run")
 	}
 	ctx := context.Background()
 	engine, err := sandbox.NewEngine(ctx, sandbox.EngineOptions{CacheDir: dir})
@@ -29,7 +30,7 @@ func TestPrecompileHelper(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer engine.Close(ctx)
-	for _, path := range filepath.SplitList(os.Getenv(envModules)) {
+	for _, path := range filepath.SplitList(os.Getenv(wasmbuild.EnvModules)) {
 		start := time.Now()
 		if err := engine.Load(ctx, path, sandbox.ModuleConfig{Path: path}); err != nil {
 			t.Fatal(err)

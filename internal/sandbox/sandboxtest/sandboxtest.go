@@ -16,62 +16,13 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/awaken-dev/awaken/internal/config"
 	"github.com/awaken-dev/awaken/internal/sandbox"
+	"github.com/awaken-dev/awaken/internal/sandbox/sandboxtest/wasmbuild"
 )
-
-// The compiler process's inputs (see TestPrecompileHelper).
-const (
-	envCacheDir = "AWAKEN_PRECOMPILE_CACHE_DIR"
-	envModules  = "AWAKEN_PRECOMPILE_MODULES"
-)
-
-// Precompile compiles modules (paths of .wasm files) into the compilation cache
-// directory dir in a separate process built without the race detector: this package's
-// TestPrecompileHelper, run by `go test` (see there for why a test). It needs the go
-// command and must be called from inside the awaken module (a test's working directory
-// is).
-func Precompile(dir string, modules ...string) error {
-	return goTest(Package, dir, modules)
-}
-
-// Package is the import path of this package, whose test binary compiles the modules.
-const Package = "github.com/awaken-dev/awaken/internal/sandbox/sandboxtest"
-
-// goTest runs TestPrecompileHelper of pkg (an import path or a relative directory).
-// internal/sandbox's own tests, which cannot import this package, run it the same way.
-func goTest(pkg, dir string, modules []string) error {
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		return fmt.Errorf("the go command is needed to precompile the WebAssembly modules: %w", err)
-	}
-	cmd := exec.Command(goBin, "test", "-count=1", "-run", "^TestPrecompileHelper$", pkg)
-	// Inherited -race (GOFLAGS) would defeat the purpose; the cache key does not depend
-	// on it, so a race-instrumented process loads what this one compiled.
-	cmd.Env = append(os.Environ(),
-		"GOFLAGS="+withoutRace(os.Getenv("GOFLAGS")),
-		envCacheDir+"="+dir,
-		envModules+"="+strings.Join(modules, string(os.PathListSeparator)))
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("%s: %w\n%s", strings.Join(cmd.Args, " "), err, out)
-	}
-	return nil
-}
-
-func withoutRace(goflags string) string {
-	var kept []string
-	for _, f := range strings.Fields(goflags) {
-		if f != "-race" && f != "--race" && f != "-race=true" {
-			kept = append(kept, f)
-		}
-	}
-	return strings.Join(kept, " ")
-}
 
 // Cache is a compilation cache directory, private to the test process, whose modules
 // are compiled and held in memory until Close.
@@ -82,10 +33,10 @@ type Cache struct {
 	pin *sandbox.Engine
 }
 
-// New creates a temporary cache directory, precompiles modules into it (see
-// [Precompile]) and loads them into an engine that Close releases, so other engines
-// on Dir find them in memory. Call Close (typically at the end of TestMain); it removes
-// the directory.
+// New creates a temporary cache directory, precompiles modules into it
+// ([wasmbuild.Precompile]) and loads them into an engine that Close releases, so other
+// engines on Dir find them in memory. Call Close (typically at the end of TestMain); it
+// removes the directory.
 func New(modules ...string) (*Cache, error) {
 	root, err := os.MkdirTemp("", "awaken-wasm-cache-")
 	if err != nil {
@@ -99,7 +50,7 @@ func New(modules ...string) (*Cache, error) {
 }
 
 func (c *Cache) fill(modules []string) error {
-	if err := Precompile(c.Dir, modules...); err != nil {
+	if err := wasmbuild.Precompile(c.Dir, modules...); err != nil {
 		return err
 	}
 	ctx := context.Background()
