@@ -113,20 +113,31 @@ func TestConcurrencyLimitQueuesAndHandsSlotsOn(t *testing.T) {
 	natstest.WaitFor(t, waitLong, func() bool { return h.execRequestsOf(bs...) == 4 }, "one executor request per call that ran")
 }
 
+// handOffAfterFailedReleases runs a gate (with delivery, on top of the harness's) under a
+// global concurrency of 1 on echo, parks a second echo call behind a first, makes the
+// release of the first call's slot fail failures times after it passed the slot on in the
+// ledger and before it handed the waiter's call over, ends the first call and waits for
+// the waiter to be handed over by the release that finally succeeds.
+func handOffAfterFailedReleases(t *testing.T, failures int, delivery ...bus.DeliveryOption) (*harness, []*contracts.BatchRecord) {
+	h := newHarness(t, servicetest.Stopped())
+	h.Env.Config.Policy.Limits = []contracts.LimitConfig{{Name: "one", Tools: []string{"echo"}, Key: contracts.LimitKeyGlobal, Concurrency: intp(1)}}
+	h.StartReplica(delivery...)
+	bs := h.gateEchoRuns(2)
+	h.waitCall(bs[1], 0, "waiting", waitsFor("one"))
+	h.FailAt(FaultAfterSlotHandOff, op(bs[0], 0), failures, nil)
+	h.finish(bs[0], 0)
+	h.waitCall(bs[1], 0, fmt.Sprintf("handed over by the release after %d failed", failures), handedOver)
+	if h.Injected() != failures {
+		t.Fatalf("fault fired %d times, want %d", h.Injected(), failures)
+	}
+	return h, bs
+}
+
 // TestConcurrencyHandOffSurvivesACrash: the gate dies after a release passed the slot to
 // the waiter in the ledger and before it handed the waiter's call over; the redelivered
 // release finds the hand-off recorded and hands the call over.
 func TestConcurrencyHandOffSurvivesACrash(t *testing.T) {
-	h := newHarness(t, servicetest.Stopped())
-	h.withLimits(nil, contracts.LimitConfig{Name: "one", Tools: []string{"echo"}, Key: contracts.LimitKeyGlobal, Concurrency: intp(1)})
-	bs := h.gateEchoRuns(2)
-	h.waitCall(bs[1], 0, "waiting", waitsFor("one"))
-	h.FailAt(FaultAfterSlotHandOff, op(bs[0], 0), 1, nil)
-	h.finish(bs[0], 0)
-	h.waitCall(bs[1], 0, "handed over by the redelivered release", handedOver)
-	if h.Injected() != 1 {
-		t.Fatalf("fault fired %d times, want 1", h.Injected())
-	}
+	h, bs := handOffAfterFailedReleases(t, 1)
 	if e := h.ledger("one", ""); len(e.Held) != 1 || e.Held[op(bs[1], 0)] != 1 || e.Handed[op(bs[0], 0)].Op != op(bs[1], 0) {
 		t.Fatalf("ledger %+v, want call 1 holding the slot call 0 handed it", e)
 	}
@@ -137,17 +148,7 @@ func TestConcurrencyHandOffSurvivesACrash(t *testing.T) {
 // the release of the first call's slot fails on 4, and its waiter is still handed over
 // when the fifth succeeds — a release given up would strand the waiter for good.
 func TestConcurrencyReleaseOutlastsTheDeliveryLimit(t *testing.T) {
-	h := newHarness(t, servicetest.Stopped())
-	h.Env.Config.Policy.Limits = []contracts.LimitConfig{{Name: "one", Tools: []string{"echo"}, Key: contracts.LimitKeyGlobal, Concurrency: intp(1)}}
-	h.StartReplica(bus.WithDelivery(2, 5*time.Millisecond))
-	bs := h.gateEchoRuns(2)
-	h.waitCall(bs[1], 0, "waiting", waitsFor("one"))
-	h.FailAt(FaultAfterSlotHandOff, op(bs[0], 0), 4, nil)
-	h.finish(bs[0], 0)
-	h.waitCall(bs[1], 0, "handed over by the fifth delivery of the release", handedOver)
-	if h.Injected() != 4 {
-		t.Fatalf("fault fired %d times, want 4", h.Injected())
-	}
+	handOffAfterFailedReleases(t, 4, bus.WithDelivery(2, 5*time.Millisecond))
 }
 
 // TestConcurrencyLimitAfterApproval: a slot is taken when an approved call is handed over,
