@@ -169,6 +169,9 @@ type SandboxExecutor struct {
 	DefaultTimeout        contracts.Duration `yaml:"default_timeout"`
 	// CacheDir keeps compiled modules across restarts (optional).
 	CacheDir string `yaml:"cache_dir"`
+	// UnavailableRetries is how many times a call whose module could not be loaded (it
+	// never started) is retried without counting as a replay (default 3).
+	UnavailableRetries int `yaml:"unavailable_retries"`
 }
 
 // MCPServer names one MCP server: a stdio command or a streamable HTTP URL.
@@ -455,6 +458,12 @@ func (c *Config) normalize() error {
 	}
 	if e.Sandbox.DefaultTimeout == 0 {
 		e.Sandbox.DefaultTimeout = contracts.Duration(10 * time.Second)
+	}
+	if e.Sandbox.UnavailableRetries == 0 {
+		e.Sandbox.UnavailableRetries = 3
+	}
+	if e.Sandbox.UnavailableRetries < 0 {
+		return &FieldError{"executors.sandbox.unavailable_retries", "must not be negative"}
 	}
 	seen := map[string]bool{}
 	for i, s := range e.MCP {

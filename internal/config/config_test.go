@@ -74,6 +74,8 @@ func TestParse_invalidNamesTheField(t *testing.T) {
 		{"bad replicas", "storage:\n  replicas: 2\n", "storage.replicas"},
 		{"bad prefix", "prefix: 'a b'\n", "prefix"},
 		{"ack wait too short", "consumers: {ack_wait: 10ms}\n", "consumers.ack_wait"},
+		{"negative brain retries", "executors: {brain: {unavailable_retries: -1}}\n", "executors.brain.unavailable_retries"},
+		{"negative sandbox retries", "executors: {sandbox: {unavailable_retries: -1}}\n", "executors.sandbox.unavailable_retries"},
 		{"inline output limit too small", "executors: {inline_output_bytes: 100}\n", "executors.inline_output_bytes"},
 		{"inline output limit over 256 KiB", "executors: {inline_output_bytes: 262145}\n", "executors.inline_output_bytes"},
 		{"mcp_serve names an unknown tool", "tools:\n  - id: a\nmcp_serve: {tools: [a, b]}\n", "mcp_serve.tools[1]"},

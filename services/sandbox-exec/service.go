@@ -118,7 +118,7 @@ func StartWithEngine(ctx context.Context, env *pipeline.Env, engine Engine, opts
 		Invoker:            inv,
 		Delivery:           []bus.DeliveryOption{bus.WithWorkers(sc.Workers)},
 		DefaultTimeout:     sc.DefaultTimeout.D(),
-		UnavailableRetries: env.Config.Executors.Brain.UnavailableRetries,
+		UnavailableRetries: sc.UnavailableRetries,
 		ToolTimeout: func(toolID string) time.Duration {
 			limit := sc.DefaultTimeout.D()
 			if t, ok := cfg.Tool(toolID); ok && t.Timeout > 0 {

@@ -40,9 +40,10 @@ tools:
     target: brain
 executors:
   brain:
-    unavailable_retries: 2
+    unavailable_retries: 5 # not the sandbox's: its own below bounds its module loads
   sandbox:
     enabled: %v
+    unavailable_retries: 2
 `, module, enabled)
 }
 
