@@ -52,25 +52,21 @@ var errNoSlot = errors.New("no free slot")
 // hasSlots reports whether a concurrency limit applies to the call: only then does its
 // hand-over touch the ledger.
 func (l *limiter) hasSlots(call contracts.ToolCall) bool {
-	if l == nil {
-		return false
-	}
-	for k := range l.limits {
-		if lim := &l.limits[k]; lim.Kind == contracts.LimitConcurrency && lim.Matches(call) {
-			return true
-		}
-	}
-	return false
+	return l.anyConcurrency(func(lim *contracts.Limit) bool { return lim.Matches(call) })
 }
 
 // slotsForTool reports whether a concurrency limit names toolID, whatever the arguments:
 // the terminal records of its calls may give slots back.
 func (l *limiter) slotsForTool(toolID string) bool {
+	return l.anyConcurrency(func(lim *contracts.Limit) bool { return lim.MatchesTool(toolID) })
+}
+
+func (l *limiter) anyConcurrency(matches func(*contracts.Limit) bool) bool {
 	if l == nil {
 		return false
 	}
 	for k := range l.limits {
-		if lim := &l.limits[k]; lim.Kind == contracts.LimitConcurrency && lim.MatchesTool(toolID) {
+		if lim := &l.limits[k]; lim.Kind == contracts.LimitConcurrency && matches(lim) {
 			return true
 		}
 	}
