@@ -166,7 +166,7 @@ func TestCrashAtEachStepThenRedelivery(t *testing.T) {
 		},
 		"probe": {
 			run: func(h *harness, arm func(string)) *contracts.BatchRecord {
-				b := h.store(h.submission(1, call("call_1", "delegate", `{"task":"a"}`), call("call_2", "delegate", `{"task":"b"}`)))
+				b := h.storeDelegates("a", "b")
 				arm(pipeline.ProbeID(b.Submission.BatchID()))
 				h.probe(b)
 				h.waitCall(b, 1, "executing", isPhase(contracts.PhaseExecuting))
