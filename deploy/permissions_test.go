@@ -559,17 +559,12 @@ func TestSecure_leastPrivilege(t *testing.T) {
 			return subject, err
 		}
 	}
-	tests := []struct {
+	type refusal struct {
 		name string
 		user string
 		act  func(nc *nats.Conn) (subject string, err error)
-	}{
-		{"platform cannot publish an executor request", "platform", execReq(contracts.TargetBrain)},
-		{"platform cannot publish a sandbox executor request", "platform", execReq(contracts.TargetSandbox)},
-		{"platform cannot publish a result", "platform", result},
-		{"platform cannot record a batch for the gate", "platform", gateReq},
-		{"platform cannot publish a call output", "platform", output},
-		{"platform cannot publish a gate decision", "platform", decision},
+	}
+	tests := []refusal{
 		{"platform cannot write a call record", "platform", raw("$KV." + names.CallsBucket() + ".forged.1.c1")},
 		{"platform cannot pull the batcher's submissions", "platform", raw("$JS.API.CONSUMER.MSG.NEXT." + names.SubmissionsStream() + "." + contracts.ConsumerBatcherSubmit)},
 		{"platform cannot pull the gate's resumes", "platform", raw("$JS.API.CONSUMER.MSG.NEXT." + names.TicketsStream() + "." + contracts.ConsumerGateResume)},
@@ -603,12 +598,6 @@ func TestSecure_leastPrivilege(t *testing.T) {
 		{"batcher cannot publish a result", "batcher", result},
 		{"gate cannot publish a result", "gate", result},
 		{"publisher cannot publish an executor request", "publisher", execReq(contracts.TargetSandbox)},
-		{"api cannot publish an executor request", "api", execReq(contracts.TargetBrain)},
-		{"api cannot publish a sandbox executor request", "api", execReq(contracts.TargetSandbox)},
-		{"api cannot publish a call output", "api", output},
-		{"api cannot publish a result", "api", result},
-		{"api cannot record a batch for the gate", "api", gateReq},
-		{"api cannot publish a gate decision", "api", decision},
 		{"api cannot publish a batch rejection", "api", pubEvent(names.RejectedSubject(), "forged:rejected", contracts.TypeBatchRejected,
 			contracts.BatchRejected{BatchID: contracts.BatchID(forged, 1), RunID: forged, Code: "conflict", Message: "forged", EventID: "forged"})},
 		{"api cannot pull the batcher's submissions", "api", raw("$JS.API.CONSUMER.MSG.NEXT." + names.SubmissionsStream() + "." + contracts.ConsumerBatcherSubmit)},
@@ -644,6 +633,18 @@ func TestSecure_leastPrivilege(t *testing.T) {
 		{"sandbox-exec cannot write tool descriptors", "sandbox-exec", raw("$KV." + names.ToolsBucket() + ".brain")},
 		{"brain-exec cannot write another target's descriptors", "brain-exec", raw("$KV." + names.ToolsBucket() + ".sandbox")},
 		{"platform cannot serve the tool catalog", "platform", sub(names.ToolsListSubject())},
+	}
+	// The platform and the api stand outside the pipeline: neither may forge any of its
+	// messages, so both are refused the same forgeries.
+	for _, user := range []string{"platform", "api"} {
+		tests = append(tests,
+			refusal{user + " cannot publish an executor request", user, execReq(contracts.TargetBrain)},
+			refusal{user + " cannot publish a sandbox executor request", user, execReq(contracts.TargetSandbox)},
+			refusal{user + " cannot publish a result", user, result},
+			refusal{user + " cannot record a batch for the gate", user, gateReq},
+			refusal{user + " cannot publish a call output", user, output},
+			refusal{user + " cannot publish a gate decision", user, decision},
+		)
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -119,6 +119,16 @@ func checkOneOutput(t *testing.T, e *exectest.Env, c exectest.Call, outcome cont
 	}
 }
 
+// checkEnded asserts that c ended with one CallOutput of outcome after its body ran runs
+// times, as the ledger counts them.
+func checkEnded(t *testing.T, e *exectest.Env, c exectest.Call, outcome contracts.Outcome, runs uint64) {
+	t.Helper()
+	checkOneOutput(t, e, c, outcome)
+	if n := e.Ledger(c); n != runs {
+		t.Errorf("ledger = %d, want %d", n, runs)
+	}
+}
+
 func TestNormalCallRunsOnceAndCompletes(t *testing.T) {
 	e := exectest.New(t, testConfig)
 	inv := &scripted{body: text("hello")}
@@ -140,10 +150,7 @@ func TestNormalCallRunsOnceAndCompletes(t *testing.T) {
 	if got := exectest.Stages(rec); !slices.Equal(got, []string{contracts.StageEntered, contracts.StageCompleted}) {
 		t.Errorf("timeline %v", got)
 	}
-	checkOneOutput(t, e, c, contracts.OutcomeCompleted)
-	if n := e.Ledger(c); n != 1 {
-		t.Errorf("ledger = %d, want 1", n)
-	}
+	checkEnded(t, e, c, contracts.OutcomeCompleted, 1)
 	invs := inv.invocations()
 	if len(invs) != 1 || invs[0].Attempt != 1 || invs[0].OperationID != c.Op() || string(invs[0].Arguments) != `{"x":1}` {
 		t.Errorf("invocations %+v", invs)
@@ -245,10 +252,7 @@ func TestRedeliveryAfterCrashInTool(t *testing.T) {
 			if tt.wantPhase == contracts.PhaseIndeterminate {
 				outcome = contracts.OutcomeIndeterminate
 			}
-			checkOneOutput(t, e, c, outcome)
-			if n := e.Ledger(c); n != tt.wantLedger {
-				t.Errorf("ledger = %d, want %d", n, tt.wantLedger)
-			}
+			checkEnded(t, e, c, outcome, tt.wantLedger)
 		})
 	}
 }
@@ -292,10 +296,7 @@ func TestDuplicateRequestWhileRunningIsIgnored(t *testing.T) {
 		t.Fatalf("output %q", got)
 	}
 	e.WaitSettled(contracts.ConsumerBrainExec, dup)
-	checkOneOutput(t, e, c, contracts.OutcomeCompleted)
-	if n := e.Ledger(c); n != 1 {
-		t.Errorf("ledger = %d, want 1", n)
-	}
+	checkEnded(t, e, c, contracts.OutcomeCompleted, 1)
 }
 
 // TestRequestForSettledOrStaleCall: a request whose call is terminal re-publishes the
@@ -524,10 +525,7 @@ func TestCrashAfterCommitOrPublish(t *testing.T) {
 			if got, _ := exectest.Text(t, rec); got != "once" {
 				t.Fatalf("output %q", got)
 			}
-			checkOneOutput(t, e, c, contracts.OutcomeCompleted)
-			if n := e.Ledger(c); n != 1 {
-				t.Errorf("ledger = %d, want 1", n)
-			}
+			checkEnded(t, e, c, contracts.OutcomeCompleted, 1)
 		})
 	}
 }
@@ -599,10 +597,7 @@ func TestExhaustedDeliveriesMakeTheCallIndeterminate(t *testing.T) {
 	if rec.Phase.Kind != contracts.PhaseIndeterminate || !strings.HasPrefix(rec.Phase.Reason, "brain-exec gave up after 3 deliveries") {
 		t.Fatalf("record %s %q", rec.Phase.Kind, rec.Phase.Reason)
 	}
-	checkOneOutput(t, e, c, contracts.OutcomeIndeterminate)
-	if n := e.Ledger(c); n != 3 {
-		t.Errorf("ledger = %d, want 3 (one body run per delivery)", n)
-	}
+	checkEnded(t, e, c, contracts.OutcomeIndeterminate, 3) // one body run per delivery
 }
 
 // TestMalformedRequestIsDeadLettered: a request that names no valid call is refused.

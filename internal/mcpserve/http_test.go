@@ -151,9 +151,8 @@ func TestHTTPApprovalProgress(t *testing.T) {
 	var progress progressLog
 	cs := s.connectHTTP(aliceToken, "", &progress)
 
-	done := callInBackground(ctx, cs, &mcp.CallToolParams{Name: "ask_me", Arguments: map[string]any{"why": "test"},
+	done, ticket := s.callUntilParked(ctx, cs, &mcp.CallToolParams{Name: "ask_me", Arguments: map[string]any{"why": "test"},
 		Meta: mcp.Meta{"progressToken": "tok-1"}})
-	ticket := s.openTicket()
 	natstest.WaitFor(t, waitTimeout, func() bool { return len(progress.all()) > 0 }, "a progress notification")
 	note := progress.all()[0]
 	if note.ProgressToken != "tok-1" || !strings.Contains(note.Message, ticket.CorrelationID) ||
@@ -180,8 +179,7 @@ func TestHTTPCancel(t *testing.T) {
 	ctx := callCtx(t)
 	cs := s.connectHTTP(aliceToken, "", nil)
 	callCtx, cancelCall := context.WithCancel(ctx)
-	done := callInBackground(callCtx, cs, &mcp.CallToolParams{Name: "ask_me", Arguments: map[string]any{}})
-	s.openTicket()
+	done, _ := s.callUntilParked(callCtx, cs, &mcp.CallToolParams{Name: "ask_me", Arguments: map[string]any{}})
 	cancelCall()
 	if a := <-done; !errors.Is(a.err, context.Canceled) {
 		t.Fatalf("cancelled call: %v", a.err)
@@ -211,8 +209,7 @@ func TestHTTPRestartWhileWaiting(t *testing.T) {
 	s := startStack(t)
 	ctx := callCtx(t)
 	cs := s.connectHTTP(aliceToken, "", nil)
-	done := callInBackground(ctx, cs, &mcp.CallToolParams{Name: "ask_me", Arguments: map[string]any{}})
-	ticket := s.openTicket()
+	done, ticket := s.callUntilParked(ctx, cs, &mcp.CallToolParams{Name: "ask_me", Arguments: map[string]any{}})
 	s.stopAPI()
 	a := <-done
 	if a.err != nil {
@@ -363,8 +360,7 @@ func TestHTTPSessionCloseKeepsTheCall(t *testing.T) {
 	s := startStack(t)
 	ctx := callCtx(t)
 	cs := s.connectHTTP(aliceToken, "", nil)
-	done := callInBackground(ctx, cs, &mcp.CallToolParams{Name: "ask_me", Arguments: map[string]any{}})
-	tk := s.openTicket()
+	done, tk := s.callUntilParked(ctx, cs, &mcp.CallToolParams{Name: "ask_me", Arguments: map[string]any{}})
 	req, _ := http.NewRequestWithContext(ctx, http.MethodDelete, s.url("/mcp"), nil)
 	req.Header.Set("Authorization", "Bearer "+aliceToken)
 	req.Header.Set("Mcp-Session-Id", cs.ID())
@@ -422,13 +418,15 @@ type answer struct {
 	err error
 }
 
-// callInBackground calls a tool on cs and returns where its answer arrives, so the test
-// can act on the call (approve its ticket, cancel it, stop the api) while it waits.
-func callInBackground(ctx context.Context, cs *mcp.ClientSession, params *mcp.CallToolParams) <-chan answer {
+// callUntilParked calls a tool that parks on its ticket on cs and returns, once the ticket
+// is open, where the call's answer arrives and the ticket, so the test can act on the
+// parked call (approve its ticket, cancel it, stop the api) while it waits.
+func (s *stack) callUntilParked(ctx context.Context, cs *mcp.ClientSession, params *mcp.CallToolParams) (<-chan answer, contracts.ResumeTicket) {
+	s.t.Helper()
 	done := make(chan answer, 1)
 	go func() {
 		res, err := cs.CallTool(ctx, params)
 		done <- answer{res, err}
 	}()
-	return done
+	return done, s.openTicket()
 }

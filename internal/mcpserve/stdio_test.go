@@ -97,8 +97,7 @@ func TestStdio(t *testing.T) {
 		t.Fatalf("batch %s, want %s", batchID, want)
 	}
 
-	done := callInBackground(ctx, cs, &mcp.CallToolParams{Name: "ask_me", Arguments: map[string]any{}, Meta: mcp.Meta{"progressToken": 7}})
-	ticket := s.openTicket()
+	done, ticket := s.callUntilParked(ctx, cs, &mcp.CallToolParams{Name: "ask_me", Arguments: map[string]any{}, Meta: mcp.Meta{"progressToken": 7}})
 	waitProgress(t, progress, ticket.CorrelationID)
 	s.approve(ticket)
 	if a := <-done; a.err != nil || a.res == nil || a.res.IsError || !strings.Contains(text(a.res), "ran") {
@@ -130,8 +129,7 @@ func TestStdioCancel(t *testing.T) {
 	ctx := callCtx(t)
 	cs, _ := startStdio(t, s, "cli:tester", nil)
 	callCtx, cancelCall := context.WithCancel(ctx)
-	done := callInBackground(callCtx, cs, &mcp.CallToolParams{Name: "ask_me", Arguments: map[string]any{}})
-	tk := s.openTicket()
+	done, tk := s.callUntilParked(callCtx, cs, &mcp.CallToolParams{Name: "ask_me", Arguments: map[string]any{}})
 	cancelCall()
 	<-done
 	b, err := s.client.Await(ctx, tk.RunID, 1)

@@ -2,7 +2,6 @@ package client
 
 import (
 	"bytes"
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -13,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/awaken-dev/awaken/internal/servicetest"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
@@ -21,8 +21,7 @@ import (
 // a link to no object is ErrObjectNotFound.
 func TestResolveLinks(t *testing.T) {
 	e := newTestEnv(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	ctx := servicetest.Context(t, 30*time.Second)
 	st, err := e.js.ObjectStore(ctx, e.names.ObjectsBucket())
 	if err != nil {
 		t.Fatal(err)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/awaken-dev/awaken/internal/bus"
 	"github.com/awaken-dev/awaken/internal/natstest"
+	"github.com/awaken-dev/awaken/internal/servicetest"
 	"github.com/awaken-dev/awaken/pkg/cloudevent"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
@@ -41,8 +42,7 @@ func newTestEnv(t *testing.T) *testEnv {
 	srv := natstest.Start(t)
 	nc, js := srv.Conn(t)
 	names := contracts.NewNames("")
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	ctx := servicetest.Context(t, 30*time.Second)
 	if err := bus.EnsureTopology(ctx, js, names, bus.TopologyConfig{Replicas: 1}); err != nil {
 		t.Fatal(err)
 	}
@@ -196,8 +196,7 @@ func TestSubmitAndWaitReadsACommittedBatchWithoutAConsumer(t *testing.T) {
 			t.Error(err)
 		}
 	})
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	ctx := servicetest.Context(t, 30*time.Second)
 	for i := range 5 {
 		sub := testSubmission("run-fast", int64(i+1), 3)
 		res, err := e.c.SubmitAndWait(ctx, sub)
@@ -230,8 +229,7 @@ func TestSubmitAndWaitDoesNotReportAnUncommittedPublish(t *testing.T) {
 			t.Error(err)
 		}
 	})
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	ctx := servicetest.Context(t, 30*time.Second)
 	sub := testSubmission("run-crash", 1, 2)
 	res, err := e.c.SubmitAndWait(ctx, sub)
 	checkResults(t, res, err, sub, "committed")
@@ -257,8 +255,7 @@ func testSubscriptionMissedAResult(t *testing.T, run string, atomic bool) {
 	})
 	// The second result does not reach the subscription, as if lost on a cluster route.
 	e.c.dropResult = func(r contracts.ToolResultEvent) bool { return r.Index == 1 }
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	ctx := servicetest.Context(t, 30*time.Second)
 	sub := testSubmission(run, 1, 3)
 	res, err := e.c.SubmitAndWait(ctx, sub)
 	checkResults(t, res, err, sub, "ok")
@@ -267,8 +264,7 @@ func testSubscriptionMissedAResult(t *testing.T, run string, atomic bool) {
 
 func TestAwaitDeletesItsConsumer(t *testing.T) {
 	e := newTestEnv(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	ctx := servicetest.Context(t, 30*time.Second)
 	for i := range 3 {
 		sub := testSubmission("run-await", int64(i+1), 2)
 		if err := e.publish(ctx, sub, "ok", false); err != nil {
@@ -285,8 +281,7 @@ func TestAwaitDeletesItsConsumer(t *testing.T) {
 // SubmitAndWait must still return the results the first submission produced.
 func TestSubmitAndWaitFindsTheResultsOfAnIdenticalEarlierSubmission(t *testing.T) {
 	e := newTestEnv(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	ctx := servicetest.Context(t, 30*time.Second)
 	// A stand-in for the batcher: it answers the first submission of a batch and settles
 	// every later one without results, as the real batcher does.
 	cons, err := e.js.CreateConsumer(ctx, e.names.SubmissionsStream(), jetstream.ConsumerConfig{
@@ -342,8 +337,7 @@ func TestSubmitAndWaitFindsTheResultsOfAnIdenticalEarlierSubmission(t *testing.T
 // per-call events, the others one results message each.
 func TestFollowRunResumesAfterASequenceAndResultsDoesNotWait(t *testing.T) {
 	e := newTestEnv(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	ctx := servicetest.Context(t, 30*time.Second)
 	const run = "run-follow"
 	publish := func(step int64) {
 		t.Helper()

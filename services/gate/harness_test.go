@@ -121,6 +121,17 @@ func (h *harness) submission(step int64, calls ...contracts.ToolCall) contracts.
 	}
 }
 
+// storeDelegates stores step 1 of one delegate call per task (call_1, call_2, …): with two
+// or more, a batch that qualifies for the parallel probe.
+func (h *harness) storeDelegates(tasks ...string) *contracts.BatchRecord {
+	h.T.Helper()
+	calls := make([]contracts.ToolCall, len(tasks))
+	for i, task := range tasks {
+		calls[i] = call(fmt.Sprintf("call_%d", i+1), "delegate", `{"task":"`+task+`"}`)
+	}
+	return h.store(h.submission(1, calls...))
+}
+
 // store writes the batch record of sub as the batcher would: pins from the trusted
 // configuration, the parallel-delegation flag, phase open.
 func (h *harness) store(sub contracts.BatchSubmission) *contracts.BatchRecord {

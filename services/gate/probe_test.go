@@ -12,10 +12,7 @@ import (
 // audited once, and each record written once (decision and entry together).
 func TestProbeAllAllowDispatchesEveryCallInParallel(t *testing.T) {
 	h := newHarness(t)
-	b := h.store(h.submission(1,
-		call("call_1", "delegate", `{"task":"a"}`),
-		call("call_2", "delegate", `{"task":"b"}`),
-		call("call_3", "delegate", `{"task":"c"}`)))
+	b := h.storeDelegates("a", "b", "c")
 	if !b.Parallel {
 		t.Fatal("batch should qualify for the parallel branch")
 	}
@@ -67,10 +64,7 @@ func TestProbeAllAllowDispatchesEveryCallInParallel(t *testing.T) {
 // once for its gate decision.
 func TestProbeFallsBackToSequentialReusingRecordedDecisions(t *testing.T) {
 	h := newHarness(t)
-	b := h.store(h.submission(1,
-		call("call_1", "delegate", `{"task":"a"}`),
-		call("call_2", "delegate", `{"task":"risky"}`),
-		call("call_3", "delegate", `{"task":"c"}`)))
+	b := h.storeDelegates("a", "risky", "c")
 	h.probe(b)
 	h.waitCall(b, 0, "executing", isPhase(contracts.PhaseExecuting))
 	h.quiet()

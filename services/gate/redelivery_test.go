@@ -143,6 +143,23 @@ func TestCrashAtEachStepThenRedelivery(t *testing.T) {
 			return b
 		}
 	}
+	// resumeOne parks a call of tool on its ticket, lets late pass on the clock, crashes at
+	// the resume resumeID approving it, and waits until the redelivery has brought the call
+	// to phase (what waits for) and answered the resume.
+	resumeOne := func(tool, resumeID string, late time.Duration, what string, phase contracts.PhaseKind) func(h *harness, arm func(string)) *contracts.BatchRecord {
+		return func(h *harness, arm func(string)) *contracts.BatchRecord {
+			b, tk := h.park(1, "call_1", tool, `{}`)
+			h.quiet()
+			if late > 0 {
+				h.Advance(late)
+			}
+			arm(op(b, 0))
+			h.resume(resumeID, allow(tk))
+			h.waitCall(b, 0, what, isPhase(phase))
+			h.waitAnswer(resumeID)
+			return b
+		}
+	}
 	scenarios := map[string]scenario{
 		"gate input, allow": {
 			run: gateOne("echo", "executing", contracts.PhaseExecuting),
@@ -166,7 +183,7 @@ func TestCrashAtEachStepThenRedelivery(t *testing.T) {
 		},
 		"probe": {
 			run: func(h *harness, arm func(string)) *contracts.BatchRecord {
-				b := h.store(h.submission(1, call("call_1", "delegate", `{"task":"a"}`), call("call_2", "delegate", `{"task":"b"}`)))
+				b := h.storeDelegates("a", "b")
 				arm(pipeline.ProbeID(b.Submission.BatchID()))
 				h.probe(b)
 				h.waitCall(b, 1, "executing", isPhase(contracts.PhaseExecuting))
@@ -182,15 +199,7 @@ func TestCrashAtEachStepThenRedelivery(t *testing.T) {
 			},
 		},
 		"resume, approve": {
-			run: func(h *harness, arm func(string)) *contracts.BatchRecord {
-				b, tk := h.park(1, "call_1", "ask_me", `{}`)
-				h.quiet()
-				arm(op(b, 0))
-				h.resume("resume-1", allow(tk))
-				h.waitCall(b, 0, "executing", isPhase(contracts.PhaseExecuting))
-				h.waitAnswer("resume-1")
-				return b
-			},
+			run: resumeOne("ask_me", "resume-1", 0, "executing", contracts.PhaseExecuting),
 			check: func(t *testing.T, h *harness, b *contracts.BatchRecord) {
 				oneExec(t, h, b)
 				auditIs(t, h, "ask", "approved")
@@ -218,16 +227,7 @@ func TestCrashAtEachStepThenRedelivery(t *testing.T) {
 			},
 		},
 		"resume past the deadline": {
-			run: func(h *harness, arm func(string)) *contracts.BatchRecord {
-				b, tk := h.park(1, "call_1", "ask_long", `{}`)
-				h.quiet()
-				h.Advance(2 * time.Hour)
-				arm(op(b, 0))
-				h.resume("late", allow(tk))
-				h.waitCall(b, 0, "expired", isPhase(contracts.PhaseCompleted))
-				h.waitAnswer("late")
-				return b
-			},
+			run: resumeOne("ask_long", "late", 2*time.Hour, "expired", contracts.PhaseCompleted),
 			check: func(t *testing.T, h *harness, b *contracts.BatchRecord) {
 				oneOutput(t, h)
 				auditIs(t, h, "ask", "expired")

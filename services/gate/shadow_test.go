@@ -82,7 +82,7 @@ func TestShadowDenyInAParallelBatchStillRunsEveryCallInParallel(t *testing.T) {
 		contracts.PolicyRule{Pattern: `delegate(task = "b")`, Behavior: contracts.BehaviorDeny, Shadow: true})
 	h.StartReplica()
 
-	b := h.store(h.submission(1, call("call_1", "delegate", `{"task":"a"}`), call("call_2", "delegate", `{"task":"b"}`)))
+	b := h.storeDelegates("a", "b")
 	h.probe(b)
 	for i := range 2 {
 		h.waitCall(b, i, "executing", isPhase(contracts.PhaseExecuting))
