@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -423,47 +424,24 @@ func (c *Config) normalize() error {
 		return err
 	}
 	e := &c.Executors
-	if e.Brain.Workers == 0 {
-		e.Brain.Workers = 16
-	}
-	if e.Brain.Workers < 0 {
-		return &FieldError{"executors.brain.workers", "must be positive"}
-	}
 	if e.Brain.DefaultTimeout == 0 {
 		e.Brain.DefaultTimeout = contracts.Duration(5 * time.Minute)
-	}
-	if e.Brain.UnavailableRetries == 0 {
-		e.Brain.UnavailableRetries = 3
-	}
-	if e.Brain.UnavailableRetries < 0 {
-		return &FieldError{"executors.brain.unavailable_retries", "must not be negative"}
-	}
-	if e.Sandbox.Workers == 0 {
-		e.Sandbox.Workers = 4
-	}
-	if e.Sandbox.Workers < 0 {
-		return &FieldError{"executors.sandbox.workers", "must be positive"}
-	}
-	if e.Sandbox.DefaultMemoryLimitMiB == 0 {
-		e.Sandbox.DefaultMemoryLimitMiB = 64
-	}
-	if e.Sandbox.DefaultMemoryLimitMiB < 0 || e.Sandbox.DefaultMemoryLimitMiB > 4096 {
-		return &FieldError{"executors.sandbox.default_memory_limit_mib", "must be within 1..4096"}
-	}
-	if e.InlineOutputBytes == 0 {
-		e.InlineOutputBytes = contracts.DefaultInlineOutputBytes
-	}
-	if e.InlineOutputBytes < 1024 || e.InlineOutputBytes > contracts.DefaultInlineOutputBytes {
-		return &FieldError{"executors.inline_output_bytes", fmt.Sprintf("must be within 1024..%d", contracts.DefaultInlineOutputBytes)}
 	}
 	if e.Sandbox.DefaultTimeout == 0 {
 		e.Sandbox.DefaultTimeout = contracts.Duration(10 * time.Second)
 	}
-	if e.Sandbox.UnavailableRetries == 0 {
-		e.Sandbox.UnavailableRetries = 3
-	}
-	if e.Sandbox.UnavailableRetries < 0 {
-		return &FieldError{"executors.sandbox.unavailable_retries", "must not be negative"}
+	for _, f := range []intSetting{
+		{"executors.brain.workers", &e.Brain.Workers, 16, 1, math.MaxInt, "must be positive"},
+		{"executors.brain.unavailable_retries", &e.Brain.UnavailableRetries, 3, 0, math.MaxInt, "must not be negative"},
+		{"executors.sandbox.workers", &e.Sandbox.Workers, 4, 1, math.MaxInt, "must be positive"},
+		{"executors.sandbox.unavailable_retries", &e.Sandbox.UnavailableRetries, 3, 0, math.MaxInt, "must not be negative"},
+		{"executors.sandbox.default_memory_limit_mib", &e.Sandbox.DefaultMemoryLimitMiB, 64, 1, 4096, "must be within 1..4096"},
+		{"executors.inline_output_bytes", &e.InlineOutputBytes, contracts.DefaultInlineOutputBytes, 1024, contracts.DefaultInlineOutputBytes,
+			fmt.Sprintf("must be within 1024..%d", contracts.DefaultInlineOutputBytes)},
+	} {
+		if err := f.apply(); err != nil {
+			return err
+		}
 	}
 	seen := map[string]bool{}
 	for i, s := range e.MCP {
@@ -518,6 +496,26 @@ func validatePrefix(p string) error {
 		if err := contracts.ValidateID("prefix token", tok); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// intSetting is a whole-number setting: unset (0) takes its default, and a value outside
+// [min, max] is refused with problem.
+type intSetting struct {
+	field    string
+	value    *int
+	def      int
+	min, max int
+	problem  string
+}
+
+func (f intSetting) apply() error {
+	if *f.value == 0 {
+		*f.value = f.def
+	}
+	if *f.value < f.min || *f.value > f.max {
+		return &FieldError{f.field, f.problem}
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package config_test
 import (
 	"errors"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -74,6 +75,9 @@ func TestParse_invalidNamesTheField(t *testing.T) {
 		{"bad replicas", "storage:\n  replicas: 2\n", "storage.replicas"},
 		{"bad prefix", "prefix: 'a b'\n", "prefix"},
 		{"ack wait too short", "consumers: {ack_wait: 10ms}\n", "consumers.ack_wait"},
+		{"negative brain workers", "executors: {brain: {workers: -1}}\n", "executors.brain.workers"},
+		{"negative sandbox workers", "executors: {sandbox: {workers: -2}}\n", "executors.sandbox.workers"},
+		{"sandbox memory over 4 GiB", "executors: {sandbox: {default_memory_limit_mib: 4097}}\n", "executors.sandbox.default_memory_limit_mib"},
 		{"negative brain retries", "executors: {brain: {unavailable_retries: -1}}\n", "executors.brain.unavailable_retries"},
 		{"negative sandbox retries", "executors: {sandbox: {unavailable_retries: -1}}\n", "executors.sandbox.unavailable_retries"},
 		{"inline output limit too small", "executors: {inline_output_bytes: 100}\n", "executors.inline_output_bytes"},
@@ -154,5 +158,22 @@ func TestParse_consumerAckWait(t *testing.T) {
 	}
 	if got := cfg.Consumers.AckWait.D(); got != 2*time.Second {
 		t.Errorf("ack_wait = %s, want 2s", got)
+	}
+}
+
+// TestParse_executorDefaults: unset executor settings take their documented defaults.
+func TestParse_executorDefaults(t *testing.T) {
+	cfg, err := config.Parse([]byte("tools:\n  - id: a\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := cfg.Executors
+	got := []int{e.Brain.Workers, e.Brain.UnavailableRetries, e.Sandbox.Workers, e.Sandbox.UnavailableRetries, e.Sandbox.DefaultMemoryLimitMiB, e.InlineOutputBytes}
+	want := []int{16, 3, 4, 3, 64, contracts.DefaultInlineOutputBytes}
+	if !slices.Equal(got, want) {
+		t.Errorf("brain workers, brain retries, sandbox workers, sandbox retries, memory MiB, inline bytes = %v, want %v", got, want)
+	}
+	if e.Brain.DefaultTimeout.D() != 5*time.Minute || e.Sandbox.DefaultTimeout.D() != 10*time.Second {
+		t.Errorf("default timeouts %v / %v, want 5m / 10s", e.Brain.DefaultTimeout.D(), e.Sandbox.DefaultTimeout.D())
 	}
 }
