@@ -35,8 +35,8 @@ func startSecureApprovals(t *testing.T) (*secureStack, jetstream.JetStream) {
 	s := startSecureServer(t)
 	ctx := ctxFor(t, 2*time.Minute)
 	js, log := s.setUp(t, ctx)
-	s.startServices(t, ctx, log, app.Options{Services: []string{app.Batcher, app.Gate, app.BrainExec, app.Publisher}})
-	s.useAPI(t, s.startServices(t, ctx, log, app.Options{Services: []string{app.API},
+	s.startServices(t, ctx, log, app.Options{Services: []string{contracts.ServiceBatcher, contracts.ServiceGate, contracts.ServiceBrainExec, contracts.ServicePublisher}})
+	s.useAPI(t, s.startServices(t, ctx, log, app.Options{Services: []string{contracts.ServiceAPI},
 		API: api.Options{HTTPAddr: "127.0.0.1:0", Tokens: map[string]string{"alice": aliceToken}}}))
 	return s, js
 }

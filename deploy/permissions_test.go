@@ -81,7 +81,7 @@ func startSecure(t *testing.T) *secureStack {
 	s.opsAddr = st.HTTPAddr()
 	// The api as the deployments run it: a process of its own (so the tickets gauge reads
 	// the bucket through the api user's connection, not the gate's), as the api user.
-	s.useAPI(t, s.startServices(t, ctx, log, app.Options{Services: []string{app.API},
+	s.useAPI(t, s.startServices(t, ctx, log, app.Options{Services: []string{contracts.ServiceAPI},
 		API: api.Options{HTTPAddr: "127.0.0.1:0"}}))
 	return s
 }

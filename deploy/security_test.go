@@ -30,7 +30,7 @@ func startSecureAPI(t *testing.T) (*secureStack, jetstream.JetStream) {
 	s := startSecureServer(t)
 	ctx := ctxFor(t, 2*time.Minute)
 	js, log := s.setUp(t, ctx)
-	s.useAPI(t, s.startServices(t, ctx, log, app.Options{Services: []string{app.API},
+	s.useAPI(t, s.startServices(t, ctx, log, app.Options{Services: []string{contracts.ServiceAPI},
 		API: api.Options{HTTPAddr: "127.0.0.1:0"}}))
 	return s, js
 }

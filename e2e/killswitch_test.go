@@ -75,8 +75,8 @@ func newPauseRig(t *testing.T) *pauseRig {
 		})); err != nil {
 		t.Fatal(err)
 	}
-	r.start(app.Options{Services: []string{app.Publisher, app.BrainExec, app.Batcher}, BrainRegistry: reg, BrainBuiltins: true})
-	r.front = r.start(app.Options{Services: []string{app.Gate, app.API}})
+	r.start(app.Options{Services: []string{contracts.ServicePublisher, contracts.ServiceBrainExec, contracts.ServiceBatcher}, BrainRegistry: reg, BrainBuiltins: true})
+	r.front = r.start(app.Options{Services: []string{contracts.ServiceGate, contracts.ServiceAPI}})
 	r.base = strings.TrimSuffix(r.front.APIService.URL(), "/")
 	return r
 }

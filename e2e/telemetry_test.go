@@ -221,7 +221,7 @@ func TestOneTracePerBatch(t *testing.T) {
 	}
 	// The publisher's span of the last output ends after the results are published; the
 	// client can see them a moment before it ends, so wait for it.
-	want := map[string]bool{app.Batcher: true, app.Gate: true, app.BrainExec: true, app.SandboxExec: true, app.Publisher: true}
+	want := map[string]bool{contracts.ServiceBatcher: true, contracts.ServiceGate: true, contracts.ServiceBrainExec: true, contracts.ServiceSandboxExec: true, contracts.ServicePublisher: true}
 	servicesOf := func(spans []tracetest.SpanStub) map[string]int {
 		seen := map[string]int{}
 		for _, s := range spans {
@@ -234,7 +234,7 @@ func TestOneTracePerBatch(t *testing.T) {
 		return seen
 	}
 	natstest.WaitFor(t, 30*time.Second, func() bool {
-		return servicesOf(ofBatch())[app.Publisher] >= 2 // one span per call output
+		return servicesOf(ofBatch())[contracts.ServicePublisher] >= 2 // one span per call output
 	}, "the publisher's spans of both call outputs")
 	spans := ofBatch()
 	seen := servicesOf(spans)

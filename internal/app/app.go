@@ -39,21 +39,6 @@ import (
 	sandboxexec "github.com/awaken-dev/awaken/services/sandbox-exec"
 )
 
-// Service names, as used by the subcommands and in logs.
-// (the names of pkg/contracts, short here because the wiring says them often).
-const (
-	Batcher     = contracts.ServiceBatcher
-	Gate        = contracts.ServiceGate
-	BrainExec   = contracts.ServiceBrainExec
-	SandboxExec = contracts.ServiceSandboxExec
-	Publisher   = contracts.ServicePublisher
-	// API is the approval and operations front door (micro service, HTTP api, console).
-	// It is not one of the five pipeline services: a stack runs it only when asked
-	// (Options.Services names it), after the five, since it only publishes commands and
-	// reads records.
-	API = contracts.ServiceAPI
-)
-
 // AllServices returns the five services in start order ([contracts.PipelineServices]).
 func AllServices() []string { return contracts.PipelineServices() }
 
@@ -86,7 +71,7 @@ type Options struct {
 	BrainBuiltins bool
 	// Topology overrides the stream settings (replicas, storage).
 	Topology *bus.TopologyConfig
-	// API configures the api service when Services names [API].
+	// API configures the api service when Services names [contracts.ServiceAPI].
 	API api.Options
 	// Metrics is the process's Prometheus registry; nil creates one per Stack. Every
 	// service of the stack records on it, and the tickets gauge is registered on it when
@@ -139,7 +124,7 @@ type Stack struct {
 	started bool
 	// Env is the environment of the first service, for callers that need the stores.
 	Env *pipeline.Env
-	// APIService is the running api when Services named [API] (nil otherwise).
+	// APIService is the running api when Services named [contracts.ServiceAPI] (nil otherwise).
 	APIService *api.Service
 }
 
@@ -207,7 +192,7 @@ func Start(ctx context.Context, o Options) (st *Stack, err error) {
 	if len(o.Services) == 0 {
 		o.Services = AllServices()
 	}
-	order := append(AllServices(), API)
+	order := append(AllServices(), contracts.ServiceAPI)
 	for _, s := range o.Services {
 		if !slices.Contains(order, s) {
 			return nil, fmt.Errorf("app: unknown service %q", s)
@@ -296,7 +281,7 @@ func Start(ctx context.Context, o Options) (st *Stack, err error) {
 		if st.Env == nil {
 			st.Env = env
 		}
-		if name == Gate || (name == API && !slices.Contains(o.Services, Gate)) {
+		if name == contracts.ServiceGate || (name == contracts.ServiceAPI && !slices.Contains(o.Services, contracts.ServiceGate)) {
 			// One tickets gauge per process, from the tickets bucket.
 			kv, err := js.KeyValue(ctx, env.Names.TicketsBucket())
 			if err != nil {
@@ -306,7 +291,7 @@ func Start(ctx context.Context, o Options) (st *Stack, err error) {
 				return st, fmt.Errorf("app: tickets metrics: %w", err)
 			}
 		}
-		if name == API {
+		if name == contracts.ServiceAPI {
 			if o.API.Metrics == nil {
 				o.API.Metrics = o.Metrics.Handler()
 			}
@@ -347,7 +332,7 @@ func Start(ctx context.Context, o Options) (st *Stack, err error) {
 // them, brain-exec checks replays, the api shows capabilities. The sandbox executor and
 // the publisher never do (and their NATS users may not read the tools bucket).
 func usesAnnotations(service string) bool {
-	return service == Batcher || service == Gate || service == BrainExec || service == API
+	return service == contracts.ServiceBatcher || service == contracts.ServiceGate || service == contracts.ServiceBrainExec || service == contracts.ServiceAPI
 }
 
 // startOne starts one service, applying the configuration's consumer settings
@@ -357,11 +342,11 @@ func startOne(ctx context.Context, name string, env *pipeline.Env, o Options) (S
 	ackWait := bus.WithAckWait(o.Config.Consumers.AckWait.D())
 	execOpts := []execcore.Option{execcore.WithDelivery(ackWait)}
 	switch name {
-	case Batcher:
+	case contracts.ServiceBatcher:
 		return batcher.Start(ctx, env, ackWait)
-	case Gate:
+	case contracts.ServiceGate:
 		return gate.Start(ctx, env, ackWait)
-	case BrainExec:
+	case contracts.ServiceBrainExec:
 		reg := o.BrainRegistry
 		if reg == nil {
 			reg = toolreg.NewRegistry()
@@ -372,11 +357,11 @@ func startOne(ctx context.Context, name string, env *pipeline.Env, o Options) (S
 			}
 		}
 		return brainexec.Start(ctx, env, reg, execOpts...)
-	case SandboxExec:
+	case contracts.ServiceSandboxExec:
 		return sandboxexec.Start(ctx, env, execOpts...)
-	case Publisher:
+	case contracts.ServicePublisher:
 		return publisher.Start(ctx, env, ackWait)
-	case API:
+	case contracts.ServiceAPI:
 		return api.Start(ctx, env, o.API)
 	}
 	return nil, fmt.Errorf("unknown service %q", name)

@@ -21,6 +21,7 @@ import (
 	"github.com/awaken-dev/awaken/internal/servicetest"
 	"github.com/awaken-dev/awaken/internal/stacktest"
 	"github.com/awaken-dev/awaken/pkg/auditchain"
+	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
 const auditTestConfig = `
@@ -71,7 +72,7 @@ func TestAuditVerifyAndExportOverTheGatesTrail(t *testing.T) {
 	}
 
 	wait := servicetest.Context(t, time.Minute)
-	srv, _ := startStack(t, wait, cfg, app.Publisher, app.BrainExec, app.Gate, app.Batcher, app.API)
+	srv, _ := startStack(t, wait, cfg, contracts.ServicePublisher, contracts.ServiceBrainExec, contracts.ServiceGate, contracts.ServiceBatcher, contracts.ServiceAPI)
 	c, js := srv.Client, srv.JS
 	auditCLI := func(args ...string) (int, string, string) {
 		return runCLI(wait, append(args, "--nats-url", srv.URL())...)
@@ -187,7 +188,7 @@ func TestAMissingSigningKeyRefusesTheStart(t *testing.T) {
 		{"audit: { signing_key: abcd }", "audit.signing_key"},
 	} {
 		cfg := parseConfig(t, "tools: [{ id: echo }]\n"+tc.yaml)
-		_, err := srv.TryStartStack(context.Background(), app.Options{Config: cfg, Services: []string{app.Gate}})
+		_, err := srv.TryStartStack(context.Background(), app.Options{Config: cfg, Services: []string{contracts.ServiceGate}})
 		var fe *config.FieldError
 		if !errors.As(err, &fe) || fe.Field != tc.field || !errors.Is(err, config.ErrInvalid) {
 			t.Fatalf("%s: start: %v, want a *config.FieldError on %s", tc.yaml, err, tc.field)

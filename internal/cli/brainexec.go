@@ -5,14 +5,14 @@ import (
 	"io"
 	"os"
 
-	"github.com/awaken-dev/awaken/internal/app"
+	"github.com/awaken-dev/awaken/pkg/contracts"
 	"github.com/awaken-dev/awaken/pkg/executor"
 )
 
 // runBrainExec runs `awaken brain-exec`: the builtin tools served through pkg/executor, the
 // same door a platform team's own executor uses, with the flags of every service.
 func runBrainExec(ctx context.Context, args []string, stderr io.Writer) error {
-	f, err := parseServiceFlags(app.BrainExec, args, stderr)
+	f, err := parseServiceFlags(contracts.ServiceBrainExec, args, stderr)
 	if err != nil {
 		return err
 	}

@@ -122,11 +122,11 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	switch cmd {
 	case "dev":
 		err = runDev(ctx, rest, stdout, stderr)
-	case app.BrainExec:
+	case contracts.ServiceBrainExec:
 		err = runBrainExec(ctx, rest, stderr)
-	case app.Batcher, app.Gate, app.SandboxExec, app.Publisher:
+	case contracts.ServiceBatcher, contracts.ServiceGate, contracts.ServiceSandboxExec, contracts.ServicePublisher:
 		err = runService(ctx, cmd, rest, stderr)
-	case app.API:
+	case contracts.ServiceAPI:
 		err = runAPI(ctx, rest, stdout, stderr)
 	case "batch":
 		err = runBatch(ctx, rest, stdout)
@@ -318,7 +318,7 @@ func apiFlags(fs *flag.FlagSet) (httpAddr, token *string, tokens func() (map[str
 // runAPI runs the api alone against a NATS server: the micro service "awaken", the HTTP api
 // and the console.
 func runAPI(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags(app.API)
+	fs := newFlags(contracts.ServiceAPI)
 	fs.SetOutput(stderr)
 	cfgPath := fs.String("config", defaultConfigPath(), "host configuration file (YAML or JSON)")
 	url := fs.String("nats-url", defaultNATSURL(), "NATS server URL")
@@ -356,7 +356,7 @@ func runAPI(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	st, err := app.Start(ctx, app.Options{
 		// ServiceDialer: the api connects with its own inbox prefix, the only one the api
 		// user of deploy/nats/auth.conf may subscribe to.
-		Config: cfg, Services: []string{app.API}, Dial: app.ServiceDialer(*url, authOpts...), Log: log,
+		Config: cfg, Services: []string{contracts.ServiceAPI}, Dial: app.ServiceDialer(*url, authOpts...), Log: log,
 		API:            api.Options{HTTPAddr: *httpAddr, Token: *token, Tokens: named, TokenRoles: roles, AllowedHosts: allowed, PublicMetrics: *publicMetrics},
 		TracerProvider: tp, NoEnsure: !*ensure,
 	})
@@ -368,10 +368,10 @@ func runAPI(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		console = "off"
 	}
 	// The same log line as the other services: container tests and log shippers wait for it.
-	log.Info().Str("service", app.API).Str("nats_url", *url).Str("console", console).Msg("ready")
+	log.Info().Str("service", contracts.ServiceAPI).Str("nats_url", *url).Str("console", console).Msg("ready")
 	fmt.Fprintf(stdout, "awaken api ready: micro service %q on %s, console %s\n", api.MicroName, *url, console)
 	<-ctx.Done()
-	return app.StopGracefully(st, log.With().Str("service", app.API).Logger(), app.DefaultStopTimeout, stopNow(ctx))
+	return app.StopGracefully(st, log.With().Str("service", contracts.ServiceAPI).Logger(), app.DefaultStopTimeout, stopNow(ctx))
 }
 
 // runBatch implements `awaken batch show BATCH_ID`: the batch's calls with their phase and

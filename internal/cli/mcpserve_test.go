@@ -20,7 +20,7 @@ import (
 func TestMCPServe(t *testing.T) {
 	cfg := parseConfig(t, "storage: {memory: true}\ntools:\n  - id: echo\n    capability: replay_safe\n    recovery_policy: {mode: replay_safe}\n  - id: counter\npolicy: {default_behavior: allow}\n")
 	ctx := servicetest.Context(t, time.Minute)
-	srv, st := startStack(t, ctx, cfg, append(app.AllServices(), app.API)...)
+	srv, st := startStack(t, ctx, cfg, append(app.AllServices(), contracts.ServiceAPI)...)
 	stdin, toServer := io.Pipe()
 	fromServer, stdout := io.Pipe()
 	serveCtx, stopServe := context.WithCancel(ctx)

@@ -15,7 +15,6 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/awaken-dev/awaken/internal/app"
 	"github.com/awaken-dev/awaken/internal/natstest"
 	"github.com/awaken-dev/awaken/internal/servicetest"
 	"github.com/awaken-dev/awaken/internal/stacktest"
@@ -74,7 +73,7 @@ policy:
 func TestPolicyTestReplaysTheAuditedDecisions(t *testing.T) {
 	cfg := parseConfig(t, policyLiveConfig)
 	wait := servicetest.Context(t, time.Minute)
-	srv, st := startStack(t, wait, cfg, app.Publisher, app.BrainExec, app.Gate, app.Batcher, app.API)
+	srv, st := startStack(t, wait, cfg, contracts.ServicePublisher, contracts.ServiceBrainExec, contracts.ServiceGate, contracts.ServiceBatcher, contracts.ServiceAPI)
 	c, js := srv.Client, srv.JS
 	call := servicetest.CallJSON
 	for _, sub := range []contracts.BatchSubmission{

@@ -136,7 +136,7 @@ policy:
     - { pattern: ask_me, behavior: ask, timeout: 1h }
 `)
 	ctx := servicetest.Context(t, 2*time.Minute)
-	srv, _ := startStack(t, ctx, cfg, append(app.AllServices(), app.API)...)
+	srv, _ := startStack(t, ctx, cfg, append(app.AllServices(), contracts.ServiceAPI)...)
 	url := []string{"--nats-url", srv.URL()}
 	run := func(args ...string) (string, string) {
 		t.Helper()

@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/awaken-dev/awaken/internal/app"
 	"github.com/awaken-dev/awaken/internal/servicetest"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
@@ -16,7 +15,7 @@ import (
 func TestToolsLs(t *testing.T) {
 	cfg := parseConfig(t, "storage: {memory: true}\ntools:\n  - id: echo\n  - id: counter\n")
 	ctx := servicetest.Context(t, time.Minute)
-	srv, _ := startStack(t, ctx, cfg, app.BrainExec, app.API)
+	srv, _ := startStack(t, ctx, cfg, contracts.ServiceBrainExec, contracts.ServiceAPI)
 	var out, errb bytes.Buffer
 	if code := Main(ctx, []string{"tools", "ls", "--nats-url", srv.URL(), "--format", "openai", "--agent-tools", "echo"}, &out, &errb); code != 0 {
 		t.Fatalf("exit %d: %s", code, errb.String())

@@ -150,7 +150,7 @@ func Dev(ctx context.Context, o DevOptions) error {
 	// registry and the whole stack's readiness there); OpsHTTP adds a separate listener.
 	opts := app.Options{
 		Config: o.Config, Log: log,
-		Services:       append(app.AllServices(), app.API),
+		Services:       append(app.AllServices(), contracts.ServiceAPI),
 		API:            api.Options{HTTPAddr: o.HTTP, Token: o.APIToken, Tokens: o.APITokens, TokenRoles: o.APITokenRoles, PublicMetrics: o.PublicMetrics},
 		TracerProvider: tp,
 		HTTPAddr:       o.OpsHTTP,

@@ -202,7 +202,7 @@ func startStack(ctx context.Context, t *testing.T, opts app.Options) testStack {
 }
 
 // withAPI is the pipeline's five services and the api.
-func withAPI() []string { return append(app.AllServices(), app.API) }
+func withAPI() []string { return append(app.AllServices(), contracts.ServiceAPI) }
 
 // crashOnceInTool is a fault hook that fails the first run inside the tool of every
 // operation crash selects, as an executor dying in the tool's body would.

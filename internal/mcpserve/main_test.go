@@ -96,7 +96,7 @@ func startStack(t *testing.T) *stack {
 	s := &stack{t: t, ctx: ctx, srv: srv.NATS, cfg: servicetest.ParseConfig(t, testConfig),
 		addr: natstest.FreeLoopbackAddr(t), client: srv.Client}
 	s.pipeline = srv.StartStack(ctx, app.Options{Config: s.cfg})
-	s.api = srv.StartStack(ctx, app.Options{Config: s.cfg, Services: []string{app.API},
+	s.api = srv.StartStack(ctx, app.Options{Config: s.cfg, Services: []string{contracts.ServiceAPI},
 		API: api.Options{HTTPAddr: s.addr, Tokens: map[string]string{"alice": aliceToken, "ide": ideToken, "watcher": viewerToken},
 			TokenRoles: map[string]api.RoleSet{"watcher": api.RolesOf(httpapi.RoleViewer)}}})
 	return s

@@ -104,7 +104,7 @@ func (s *Server) StartStack(ctx context.Context, o app.Options) *Stack {
 // the test ends all the same.
 func (s *Server) TryStartStack(ctx context.Context, o app.Options) (*Stack, error) {
 	s.tb.Helper()
-	if slices.Contains(o.Services, app.API) && o.API.HTTPAddr == "" {
+	if slices.Contains(o.Services, contracts.ServiceAPI) && o.API.HTTPAddr == "" {
 		o.API.HTTPAddr = "127.0.0.1:0"
 	}
 	o.Log = Logger(s.tb)

@@ -36,7 +36,7 @@ func TestSubmitAndWaitIgnoresTheRejectionOfAnotherSubmissionOfTheSameBatch(t *te
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
 	srv := stacktest.NewServer(t)
-	srv.StartStack(ctx, app.Options{Config: cfg, Services: []string{app.Publisher, app.BrainExec, app.Gate, app.Batcher}})
+	srv.StartStack(ctx, app.Options{Config: cfg, Services: []string{contracts.ServicePublisher, contracts.ServiceBrainExec, contracts.ServiceGate, contracts.ServiceBatcher}})
 	nc, c := srv.NC, srv.Client
 	rejections := servicetest.Rejections(t, nc, c.Names())
 

@@ -31,6 +31,7 @@ import (
 	"github.com/awaken-dev/awaken/internal/config"
 	"github.com/awaken-dev/awaken/internal/natsserver"
 	"github.com/awaken-dev/awaken/pkg/client"
+	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
 // Options configures [Start].
@@ -79,10 +80,10 @@ func Start(ctx context.Context, o Options) (s *Server, err error) {
 	}()
 	services := app.AllServices()
 	if o.WithoutBrainExec {
-		services = slices.DeleteFunc(services, func(n string) bool { return n == app.BrainExec })
+		services = slices.DeleteFunc(services, func(n string) bool { return n == contracts.ServiceBrainExec })
 	}
 	if o.WithAPI {
-		services = append(services, app.API)
+		services = append(services, contracts.ServiceAPI)
 	}
 	log := o.Log
 	if log == nil {

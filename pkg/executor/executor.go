@@ -46,7 +46,7 @@ import (
 // ServiceName is the executor's service name: its NATS connection is "awaken-brain-exec",
 // its reply inboxes _INBOX_brain-exec (what the brain-exec user of deploy/nats/auth.conf
 // may use), its CloudEvent source awaken/brain-exec.
-const ServiceName = app.BrainExec
+const ServiceName = contracts.ServiceBrainExec
 
 // DefaultDrainTimeout bounds the graceful drain of [Executor.Run].
 const DefaultDrainTimeout = 30 * time.Second
@@ -241,7 +241,7 @@ func (x *Executor) Start(ctx context.Context) (*Running, error) {
 		return nil, fmt.Errorf("executor: tracing: %w", err)
 	}
 	st, err := app.Start(ctx, app.Options{
-		Config: x.cfg.c, Services: []string{app.BrainExec},
+		Config: x.cfg.c, Services: []string{contracts.ServiceBrainExec},
 		Dial: app.ServiceDialer(x.opts.URL, x.natsOptions()...), Log: x.log,
 		BrainRegistry: x.reg, BrainBuiltins: x.opts.Builtins,
 		NoEnsure: !x.opts.Ensure, TracerProvider: tp, HTTPAddr: x.opts.HTTPAddr,

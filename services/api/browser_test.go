@@ -273,7 +273,7 @@ func TestBrowserConsoleSignIn(t *testing.T) {
 func TestBrowserConsoleShowsProgress(t *testing.T) {
 	br := newBrowser(t)
 	h := newHarnessConfig(t, "tools:\n  - id: progress\npolicy: {default_behavior: allow}\n", api.Options{},
-		append(app.AllServices(), app.API))
+		append(app.AllServices(), contracts.ServiceAPI))
 	const batchID = "tool-batch:run-progress:1"
 	br.do(t, "load the console", chromedp.Navigate(h.base+"/"), chromedp.WaitVisible(chromedp.CSS(`#status.ok`)))
 	h.submitCalls("run-progress", []string{"progress"}, call("c1", "progress", map[string]int{"steps": 600, "ms": 100}))

@@ -89,7 +89,7 @@ func TestCancelCallInFlight(t *testing.T) {
 // slowHarness is the full stack with a never_replay slow tool besides the test tools.
 func slowHarness(t *testing.T, opts api.Options) *harness {
 	cfg := strings.Replace(testConfig, "tools:\n", "tools:\n  - id: slow\n    recovery_policy: { mode: never_replay }\n", 1)
-	return newHarnessConfig(t, cfg, opts, append(app.AllServices(), app.API))
+	return newHarnessConfig(t, cfg, opts, append(app.AllServices(), contracts.ServiceAPI))
 }
 
 // cancelCall cancels the call op over HTTP with body and returns its 200 answer.

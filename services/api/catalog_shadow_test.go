@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"testing"
 
-	"github.com/awaken-dev/awaken/internal/app"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 	"github.com/awaken-dev/awaken/services/api"
 )
@@ -24,7 +23,7 @@ executors:
     - {name: gh, command: ./gh-mcp}
     - {name: gh_, command: ./x-mcp}
 `
-	h := newHarnessConfig(t, cfg, api.Options{}, []string{app.API})
+	h := newHarnessConfig(t, cfg, api.Options{}, []string{contracts.ServiceAPI})
 	ctx := context.Background()
 	kv, err := h.srv.JS.KeyValue(ctx, contracts.NewNames("").ToolsBucket())
 	if err != nil {

@@ -67,16 +67,16 @@ type harness struct {
 
 func newHarness(t testing.TB, opts api.Options) *harness {
 	t.Helper()
-	return newHarnessOf(t, opts, append(app.AllServices(), app.API))
+	return newHarnessOf(t, opts, append(app.AllServices(), contracts.ServiceAPI))
 }
 
-// newHarnessOf starts only the given services (app.API among them).
+// newHarnessOf starts only the given services (contracts.ServiceAPI among them).
 func newHarnessOf(t testing.TB, opts api.Options, services []string) *harness {
 	t.Helper()
 	return newHarnessConfig(t, testConfig, opts, services)
 }
 
-// newHarnessConfig starts the given services (app.API among them) on the configuration
+// newHarnessConfig starts the given services (contracts.ServiceAPI among them) on the configuration
 // cfgYAML.
 func newHarnessConfig(t testing.TB, cfgYAML string, opts api.Options, services []string) *harness {
 	t.Helper()

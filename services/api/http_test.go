@@ -12,7 +12,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/awaken-dev/awaken/internal/app"
 	"github.com/awaken-dev/awaken/internal/checker"
 	"github.com/awaken-dev/awaken/internal/natstest"
 	"github.com/awaken-dev/awaken/internal/stacktest"
@@ -311,7 +310,7 @@ func TestHTTPBatchesList(t *testing.T) {
 // timeout after ResolveTimeout, the resume command stays queued on the tickets stream for
 // the gate to apply later, and the ticket is untouched.
 func TestHTTPTimeoutWhenTheGateIsDown(t *testing.T) {
-	h := newHarnessOf(t, api.Options{ResolveTimeout: 300 * time.Millisecond}, []string{app.API})
+	h := newHarnessOf(t, api.Options{ResolveTimeout: 300 * time.Millisecond}, []string{contracts.ServiceAPI})
 	tk := contracts.ResumeTicket{CorrelationID: "perm.run-down.1.c1", RunID: "run-down", ThreadID: "t", SnapshotID: "s",
 		BatchID: "tool-batch:run-down:1", CallID: "c1", ToolID: "ask_me", Arguments: []byte(`{}`), Reason: contracts.ReasonPermission,
 		OpenedAt: time.Now().UTC()}
@@ -452,7 +451,7 @@ func waitRunEnded(t *testing.T, sub *nats.Subscription) contracts.RunEndedEvent 
 // cancel_timeout once the api's wait is over — the command stored, the run not ended — and
 // the micro door answers the same code.
 func TestHTTPCancelTimesOut(t *testing.T) {
-	h := newHarnessOf(t, api.Options{ResolveTimeout: 2500 * time.Millisecond}, []string{app.Batcher, app.Publisher, app.API})
+	h := newHarnessOf(t, api.Options{ResolveTimeout: 2500 * time.Millisecond}, []string{contracts.ServiceBatcher, contracts.ServicePublisher, contracts.ServiceAPI})
 	start := time.Now()
 	r := h.post("/v1/runs/run-no-gate/cancel", `{}`)
 	if e := r.apiError(t); r.status != http.StatusGatewayTimeout || e.Code != httpapi.CodeCancelTimeout {

@@ -30,7 +30,7 @@ policy:
 // of a batch is blocked with count_exceeded (its published output says so), and GET
 // /v1/limits reports the run's use (1 of 1) and the tenant's shadow rate.
 func TestLimitsOverTheWholePipeline(t *testing.T) {
-	h := newHarnessConfig(t, limitsConfig, api.Options{}, append(app.AllServices(), app.API))
+	h := newHarnessConfig(t, limitsConfig, api.Options{}, append(app.AllServices(), contracts.ServiceAPI))
 	sub := contracts.BatchSubmission{RunID: "lim-a", ThreadID: "t", Step: 1, Tenant: "acme",
 		Agent: contracts.AgentSnapshot{SnapshotID: "snap-1", Tools: []string{"echo"}},
 		Calls: []contracts.ToolCall{call("c1", "echo", map[string]string{"text": "one"}), call("c2", "echo", map[string]string{"text": "two"})},
@@ -72,7 +72,7 @@ func TestLimitsOverTheWholePipeline(t *testing.T) {
 // once a run spent its count, the run's use (1 / 1).
 func TestBrowserConsoleShowsLimits(t *testing.T) {
 	br := newBrowser(t)
-	h := newHarnessConfig(t, limitsConfig, api.Options{}, append(app.AllServices(), app.API))
+	h := newHarnessConfig(t, limitsConfig, api.Options{}, append(app.AllServices(), contracts.ServiceAPI))
 	br.do(t, "load the console",
 		chromedp.Navigate(h.base+"/"),
 		chromedp.WaitVisible(`#limits-section`),

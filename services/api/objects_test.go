@@ -17,7 +17,7 @@ import (
 func TestLargeOutputByReference(t *testing.T) {
 	const token = "objects-token"
 	h := newHarnessConfig(t, testConfig+"executors: { inline_output_bytes: 1024 }\n", api.Options{Token: token},
-		append(app.AllServices(), app.API))
+		append(app.AllServices(), contracts.ServiceAPI))
 	big := strings.Repeat("a large output line\n", 200) // 4000 bytes
 	sub := contracts.BatchSubmission{
 		RunID: "run-big", ThreadID: "thread-big", Step: 1,

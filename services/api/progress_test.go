@@ -14,7 +14,7 @@ import (
 // "progress" events with the published payload, up to the last report.
 func TestStreamCarriesProgress(t *testing.T) {
 	h := newHarnessConfig(t, "tools:\n  - id: progress\npolicy: {default_behavior: allow}\n", api.Options{},
-		append(app.AllServices(), app.API))
+		append(app.AllServices(), contracts.ServiceAPI))
 	events := h.openStream(t)
 	events.next(t, "hello", nil)
 	h.submitCalls("run-sse-progress", []string{"progress"}, call("c1", "progress", map[string]int{"steps": 5, "ms": 50}))

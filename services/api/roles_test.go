@@ -176,7 +176,7 @@ func TestLoadTokensRoles(t *testing.T) {
 func (h *harness) startSecondAPI(opts api.Options) string {
 	h.t.Helper()
 	opts.DisableMicro = true
-	st := h.srv.StartStack(ctxFor(h.t, stacktest.StartTimeout), app.Options{Config: h.stack.Env.Config, Services: []string{app.API}, API: opts})
+	st := h.srv.StartStack(ctxFor(h.t, stacktest.StartTimeout), app.Options{Config: h.stack.Env.Config, Services: []string{contracts.ServiceAPI}, API: opts})
 	return strings.TrimSuffix(st.APIService.URL(), "/")
 }
 

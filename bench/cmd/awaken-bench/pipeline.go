@@ -91,7 +91,7 @@ func newPipeline(ctx context.Context, s settings, lvl level, cluster bool, execu
 	for range executors - 1 {
 		// Each instance has its own connection and consumer pull loop on the shared
 		// durable consumer, as a separate `awaken brain-exec` process would.
-		x, err := app.Start(ctx, app.Options{Config: cfg, Services: []string{app.BrainExec}, Dial: b.dial, Log: logger})
+		x, err := app.Start(ctx, app.Options{Config: cfg, Services: []string{contracts.ServiceBrainExec}, Dial: b.dial, Log: logger})
 		if err != nil {
 			p.close()
 			return nil, err

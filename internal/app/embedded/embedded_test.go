@@ -16,6 +16,7 @@ import (
 	"github.com/awaken-dev/awaken/internal/app/embedded"
 	"github.com/awaken-dev/awaken/internal/config"
 	"github.com/awaken-dev/awaken/internal/natsserver"
+	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
 // TestTheStackOwnsItsServer: Before sees the server before any service has connected,
@@ -27,7 +28,7 @@ func TestTheStackOwnsItsServer(t *testing.T) {
 	dir := t.TempDir()
 	var srv *server.Server
 	var logins []string
-	st, err := embedded.Start(ctx, app.Options{Config: &config.Config{}, Services: []string{app.Batcher, app.Publisher}, Log: zerolog.Nop()},
+	st, err := embedded.Start(ctx, app.Options{Config: &config.Config{}, Services: []string{contracts.ServiceBatcher, contracts.ServicePublisher}, Log: zerolog.Nop()},
 		embedded.Options{
 			Server: natsserver.EmbeddedConfig{StoreDir: dir, Port: -1, NoLog: true},
 			Before: func(_ context.Context, s *server.Server) error {
@@ -49,7 +50,7 @@ func TestTheStackOwnsItsServer(t *testing.T) {
 		t.Fatal("Before was not called")
 	}
 	slices.Sort(logins)
-	if want := "awaken-" + app.Batcher + " awaken-" + app.Publisher; strings.Join(logins, " ") != want {
+	if want := "awaken-" + contracts.ServiceBatcher + " awaken-" + contracts.ServicePublisher; strings.Join(logins, " ") != want {
 		t.Errorf("logins %q, want %q", logins, want)
 	}
 	if st.URL() != srv.ClientURL() || st.URL() == "" {
