@@ -7,7 +7,8 @@
 // internal package, never in a service. Records move only through their transitions,
 // service names are spelled once, fault hooks run only in their commit-point wrappers, and
 // every consumer handler has the bus's one shape, behind the consumer's type filter as the
-// only type check.
+// only type check; the package map in docs/architecture.md names every package and no
+// directory that is gone.
 //
 // The import rules are checked with go/build, the record writes by type-checking, the
 // others on the syntax of the module's non-test files (findInGoFiles); each rule is also
