@@ -11,7 +11,9 @@
 // directory that is gone.
 //
 // The import rules are checked with go/build, the record writes by type-checking, the
-// others on the syntax of the module's non-test files (findInGoFiles); each rule is also
-// run on a tree under testdata/ that breaks it, so it cannot pass by checking nothing.
+// package map against the directories the module walk finds (moduleDirs), the others on
+// the syntax of the module's non-test files (findInGoFiles); each rule is also run on a
+// tree under testdata/ (for the map, on a written map and package list) that breaks it, so
+// it cannot pass by checking nothing.
 // Nothing here is linked into a binary.
 package archrules
