@@ -62,14 +62,15 @@ func TestPythonPlatformLoop(t *testing.T) {
 		t.Setenv("AWAKEN_LOG_LEVEL", "error")
 	}
 	httpAddr := natstest.FreeLoopbackAddr(t)
+	// The data directory is made here, before the cleanup below is registered, so that the
+	// cleanups (last registered, first run) stop `awaken dev` before its store is removed.
+	args := []string{"dev", "--secure", "--config", filepath.Join("..", "awaken.yaml"),
+		"--data", t.TempDir(), "--listen", natstest.FreeLoopbackAddr(t), "--http", httpAddr}
 	ctx, cancel := context.WithCancel(context.Background())
 	out := &readyWriter{ready: make(chan struct{})}
 	var stderr bytes.Buffer
 	exited := make(chan int, 1)
-	go func() {
-		exited <- cli.Main(ctx, []string{"dev", "--secure", "--config", filepath.Join("..", "awaken.yaml"),
-			"--data", t.TempDir(), "--listen", natstest.FreeLoopbackAddr(t), "--http", httpAddr}, out, &stderr)
-	}()
+	go func() { exited <- cli.Main(ctx, args, out, &stderr) }()
 	t.Cleanup(func() {
 		cancel()
 		if code := <-exited; code != 0 {

@@ -49,10 +49,11 @@ func TestDevSecure(t *testing.T) {
 	ready := make(chan string, 1)
 	done := make(chan error, 1)
 	httpAddr := natstest.FreeLoopbackAddr(t)
-	go func() {
-		done <- devstack.Dev(ctx, devstack.DevOptions{Config: cfg, DataDir: t.TempDir(), Listen: natstest.FreeLoopbackAddr(t),
-			Secure: true, Passwords: pw, HTTP: httpAddr, Ready: func(url string) { ready <- url }})
-	}()
+	// Made before the cleanup below is registered, so that the stack stops (last registered,
+	// first run) before its store directory is removed.
+	opts := devstack.DevOptions{Config: cfg, DataDir: t.TempDir(), Listen: natstest.FreeLoopbackAddr(t),
+		Secure: true, Passwords: pw, HTTP: httpAddr, Ready: func(url string) { ready <- url }}
+	go func() { done <- devstack.Dev(ctx, opts) }()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {
