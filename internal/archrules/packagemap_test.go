@@ -59,17 +59,11 @@ func packageDirs(t *testing.T, root string) []string {
 	t.Helper()
 	var dirs []string
 	moduleDirs(t, root, func(rel, dir string) error {
-		entries, err := os.ReadDir(dir)
-		if err != nil {
-			return err
+		names, err := sourceFiles(dir)
+		if len(names) > 0 {
+			dirs = append(dirs, rel)
 		}
-		for _, e := range entries {
-			if !e.IsDir() && strings.HasSuffix(e.Name(), ".go") && !strings.HasSuffix(e.Name(), "_test.go") {
-				dirs = append(dirs, rel)
-				break
-			}
-		}
-		return nil
+		return err
 	})
 	return dirs
 }

@@ -56,15 +56,11 @@ func findInGoFiles(t *testing.T, root string, check func(rel string, f *ast.File
 	var found []string
 	fset := token.NewFileSet()
 	moduleDirs(t, root, func(rel, dir string) error {
-		entries, err := os.ReadDir(dir)
+		names, err := sourceFiles(dir)
 		if err != nil {
 			return err
 		}
-		for _, e := range entries {
-			name := e.Name()
-			if e.IsDir() || !strings.HasSuffix(name, ".go") || strings.HasSuffix(name, "_test.go") {
-				continue
-			}
+		for _, name := range names {
 			f, err := parser.ParseFile(fset, filepath.Join(dir, name), nil, parser.SkipObjectResolution)
 			if err != nil {
 				return err
@@ -78,6 +74,22 @@ func findInGoFiles(t *testing.T, root string, check func(rel string, f *ast.File
 	})
 	slices.Sort(found)
 	return found
+}
+
+// sourceFiles names the non-test Go files in dir: what makes dir a package of the module,
+// and what the syntax rules read.
+func sourceFiles(dir string) ([]string, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	for _, e := range entries {
+		if name := e.Name(); !e.IsDir() && strings.HasSuffix(name, ".go") && !strings.HasSuffix(name, "_test.go") {
+			names = append(names, name)
+		}
+	}
+	return names, nil
 }
 
 // moduleRoot is the root of the module, from this package's directory.
