@@ -50,7 +50,7 @@ func TestDescriptors(t *testing.T) {
 			}
 		}
 		want := []string{"mcp__test__add", "mcp__test__charge", "mcp__test__charge_status", "mcp__test__echo_meta", "mcp__test__every", "mcp__test__fail", "mcp__test__graph", "mcp__test__greet (structured)",
-			"mcp__test__grow", "mcp__test__image", "mcp__test__meta", "mcp__test__metered", "mcp__test__pid", "mcp__test__progress", "mcp__test__resource", "mcp__test__slow", "mcp__test__structured"}
+			"mcp__test__grow", "mcp__test__image", "mcp__test__lookup (structured)", "mcp__test__meta", "mcp__test__metered", "mcp__test__pid", "mcp__test__progress", "mcp__test__resource", "mcp__test__slow", "mcp__test__structured"}
 		if !slices.Equal(ids, want) {
 			t.Fatalf("descriptor ids %v, want %v", ids, want)
 		}

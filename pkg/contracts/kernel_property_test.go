@@ -32,6 +32,9 @@ func ptOutput(t *rapid.T, callID string) ToolOutput {
 		in := rapid.SampledFrom([]string{`{"a":1,"b":[true]}`, `{"b":[true],"a":1.0}`, ` { "a" : 10e-1 , "b" : [ true ] } `, `{"a":2}`}).Draw(t, "input")
 		out.Content = append(out.Content, ContentBlock{Type: BlockToolUse, ID: "u", Name: "n", Input: json.RawMessage(in)})
 	}
+	if rapid.Bool().Draw(t, "with_structured") {
+		out.StructuredContent = json.RawMessage(rapid.SampledFrom([]string{`{"a":1}`, `{ "a" : 1.0 }`, `{}`, `{"b":[null,"x"]}`}).Draw(t, "structured"))
+	}
 	if rapid.Bool().Draw(t, "with_state") {
 		n := rapid.IntRange(0, 2).Draw(t, "n_commands")
 		for i := 0; i < n; i++ {

@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
+	"slices"
+	"strings"
 )
 
 // This file gives [ToolCallPhase] its constructors, its terminal test, its structural check
@@ -231,7 +234,7 @@ func decodePhase(b []byte) (ToolCallPhase, error) {
 		}
 		p = AwaitingPhase(ToolWaitKind(kind), corr)
 	case PhaseCompleted:
-		if _, err := batchDecodeObject(body, []string{"call_id", "content", "is_error"}, []string{"state"}); err != nil {
+		if _, err := batchDecodeObject(body, toolOutputRequired, toolOutputOptional); err != nil {
 			return ToolCallPhase{}, fmt.Errorf("Completed: %w", err)
 		}
 		var out ToolOutput
@@ -252,6 +255,36 @@ func decodePhase(b []byte) (ToolCallPhase, error) {
 		return ToolCallPhase{}, err
 	}
 	return p, nil
+}
+
+// toolOutputRequired and toolOutputOptional are the JSON fields of [ToolOutput] that a
+// stored Completed phase must and may hold: read from the type's own tags (a field that
+// is omitted when empty is optional), so that every field the encoder writes is one the
+// strict decoder accepts, including any field added to ToolOutput later.
+var toolOutputRequired, toolOutputOptional = jsonFieldsOf(reflect.TypeFor[ToolOutput]())
+
+// jsonFieldsOf returns the JSON names of the exported fields of struct type t, split into
+// those always written and those written only when set (omitempty or omitzero).
+func jsonFieldsOf(t reflect.Type) (required, optional []string) {
+	for f := range t.Fields() {
+		if !f.IsExported() {
+			continue
+		}
+		tag := f.Tag.Get("json")
+		if tag == "-" {
+			continue
+		}
+		name, opts, _ := strings.Cut(tag, ",")
+		if name == "" {
+			name = f.Name
+		}
+		if slices.Contains(strings.Split(opts, ","), "omitempty") || slices.Contains(strings.Split(opts, ","), "omitzero") {
+			optional = append(optional, name)
+		} else {
+			required = append(required, name)
+		}
+	}
+	return required, optional
 }
 
 // decodeOnlyField decodes the body of a variant whose object has the one field name, and

@@ -251,6 +251,18 @@ func newServer(calls *callLog) *mcp.Server {
 			_ = json.Unmarshal(req.Params.Arguments, &a)
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "hello " + a.Name}}}, nil
 		})
+	// "lookup (structured)" has a name no model provider accepts and answers in
+	// structuredContent, as the go-sdk's everything server's structured-content tool does.
+	s.AddTool(&mcp.Tool{Name: "lookup (structured)", Description: "Looks a city up.",
+		InputSchema: map[string]any{"type": "object", "properties": map[string]any{
+			"city": map[string]any{"type": "string"}}, "required": []string{"city"}}},
+		func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			record(req)
+			var a struct{ City string }
+			_ = json.Unmarshal(req.Params.Arguments, &a)
+			return &mcp.CallToolResult{Content: []mcp.Content{},
+				StructuredContent: map[string]any{"city": a.City, "temperature": 21.5, "conditions": []any{"sunny"}}}, nil
+		})
 	// every returns one content item of every kind MCP defines, and structured content.
 	s.AddTool(&mcp.Tool{Name: "every", Description: "Returns every kind of content.",
 		InputSchema: map[string]any{"type": "object"}},
