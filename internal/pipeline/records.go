@@ -124,18 +124,26 @@ func (e *Env) source() string {
 // the record. A revision that names no call, or whose record is not terminal, is a
 // [*contracts.Rejection]: only a terminal record is written with this type.
 func CallOutputOf(n contracts.Names, d bus.Delivery) (contracts.CallOutput, error) {
+	out, _, err := CallOutputRecordOf(n, d)
+	return out, err
+}
+
+// CallOutputRecordOf is [CallOutputOf] that also returns the terminal record the revision
+// holds, for a consumer that acts on more than the outcome (how an Indeterminate call
+// ended).
+func CallOutputRecordOf(n contracts.Names, d bus.Delivery) (contracts.CallOutput, contracts.CallRecord, error) {
 	var out contracts.CallOutput
 	key, runID, step, rec, err := CallRecordOf(n, d)
 	if err != nil {
-		return out, err
+		return out, rec, err
 	}
 	if !rec.Phase.IsTerminal() {
-		return out, contracts.Reject(contracts.RejectInvalidField, "call output %s: record is %s, not terminal", key, rec.Phase.Kind)
+		return out, rec, contracts.Reject(contracts.RejectInvalidField, "call output %s: record is %s, not terminal", key, rec.Phase.Kind)
 	}
 	return contracts.CallOutput{
 		RunID: runID, Step: step, Index: rec.Index, CallID: rec.CallID, ToolID: rec.ToolID,
 		Outcome: rec.Outcome(), Parallel: rec.Parallel,
-	}, nil
+	}, rec, nil
 }
 
 // CallRecordOf reads a call-record revision delivered by a consumer of

@@ -182,3 +182,51 @@ func TestOutputBeforeItsBatchIsVisibleIsRetried(t *testing.T) {
 		t.Errorf("call_2 is %s after the redelivery, want executing", rec.Phase.Kind)
 	}
 }
+
+// TestACallStoppedByItsRunsCancelHandsNothingOn forces the interleaving where an executor
+// stops call_1's body for the run's cancellation and commits call_1 Indeterminate
+// ("cancelled") before the gate has handled that cancellation. The terminal revision is
+// sequential, so it reaches the gate's dispatch; the gate must not hand call_2 over (a
+// cancelled run runs no next call) but seal it cancelled too. The cancellation that
+// follows then finds both calls terminal, and only call_1 ever had an executor request.
+func TestACallStoppedByItsRunsCancelHandsNothingOn(t *testing.T) {
+	h := newHarness(t)
+	b := h.store(h.submission(1, call("call_1", "echo", `{}`), call("call_2", "echo", `{}`)))
+	h.gate(b, 0)
+	h.waitCall(b, 0, "handed over", isPhase(contracts.PhaseExecuting))
+
+	// The executor: entered, then stopped by the run's cancellation before the gate's seal.
+	if _, _, err := h.Env.Calls.Update(h.Ctx, callKey(b, 0), func(cur *contracts.CallRecord, exists bool) error {
+		if !exists {
+			return errors.New("call_1 has no record")
+		}
+		if err := cur.Enter(7, h.Env.Now()); err != nil {
+			return err
+		}
+		return cur.MarkIndeterminate(cancelledReason, h.Env.Now())
+	}); err != nil {
+		t.Fatal(err)
+	}
+	rec := h.waitCall(b, 1, "gated or sealed", func(contracts.CallRecord) bool { return true })
+	if rec.Phase.Kind != contracts.PhaseIndeterminate {
+		t.Fatalf("call_2 is %s after call_1 was stopped by its run's cancellation, want never handed over (Indeterminate %q)", rec.Phase.Kind, cancelledReason)
+	}
+	if rec.Phase.Reason != cancelledReason || rec.Decision != nil || rec.Input != nil {
+		t.Errorf("call_2 reason %q decision %+v input %s: want sealed %q, never decided or handed over", rec.Phase.Reason, rec.Decision, rec.Input, cancelledReason)
+	}
+
+	h.cancelRun("cancel-1", testRunID)
+	natstest.WaitFor(t, waitLong, func() bool { return len(h.runEnded(testRunID)) > 0 }, "the run's end to be announced")
+	h.quiet()
+	for i := range 2 {
+		if rec := h.mustCall(b, i); rec.Phase.Kind != contracts.PhaseIndeterminate || rec.Phase.Reason != cancelledReason {
+			t.Errorf("call %d is %s %q, want Indeterminate %q", i, rec.Phase.Kind, rec.Phase.Reason, cancelledReason)
+		}
+	}
+	if n := len(h.execRequests()); n != 1 {
+		t.Errorf("%d executor requests, want call_1's only", n)
+	}
+	if ended := h.runEnded(testRunID); len(ended) != 1 {
+		t.Errorf("run.ended events %+v, want one", ended)
+	}
+}

@@ -82,50 +82,65 @@ func (s *Service) recordedExhausted(ctx context.Context, d bus.Delivery, cause e
 // handleOutput advances sequential dispatch: the terminal revision of call i gates call
 // i+1. Outputs of calls dispatched in parallel, of a batch's last call, and of a batch no
 // longer open (a revision replayed to a new durable) advance nothing.
+//
+// A call its run's cancellation ended (Indeterminate "cancelled", which only a run cancel
+// writes: the gate's seal, or an executor that stopped the body) hands nothing on: its run
+// is ending, so the calls after it are sealed cancelled, never gated. This holds whichever
+// commits first, the gate's handling of the cancellation or an executor's stop, so a
+// cancelled run never runs its next call — without reading the run record on the path of
+// every call.
 func (s *Service) handleOutput(ctx context.Context, d bus.Delivery) error {
-	b, next, err := s.nextCall(ctx, d)
+	b, next, runCancelled, err := s.nextCall(ctx, d)
 	if err != nil || b == nil {
 		return err
+	}
+	if runCancelled {
+		zerolog.Ctx(ctx).Info().Str("run_id", b.Submission.RunID).Str("batch_id", b.Submission.BatchID()).
+			Str("call_id", b.Submission.Calls[next].CallID).
+			Msg("the call before it was ended by its run's cancellation; sealing the batch's remaining calls")
+		return s.seal(ctx, b, -1, cancelledReason, b.Parallel)
 	}
 	return s.gateCall(withCall(ctx, b, next), b, next, d.NumDelivered == 1)
 }
 
 // nextCall returns the batch of the output d announces and the index of the call it
-// releases, or a nil batch when it releases none.
-func (s *Service) nextCall(ctx context.Context, d bus.Delivery) (*contracts.BatchRecord, int, error) {
-	out, err := pipeline.CallOutputOf(s.env.Names, d)
+// releases, or a nil batch when it releases none. runCancelled reports that the output's
+// call was ended by its run's cancellation, so the call it releases must be sealed, not
+// gated.
+func (s *Service) nextCall(ctx context.Context, d bus.Delivery) (b *contracts.BatchRecord, next int, runCancelled bool, err error) {
+	out, rec, err := pipeline.CallOutputRecordOf(s.env.Names, d)
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, false, err
 	}
 	if out.Parallel {
-		return nil, 0, nil
+		return nil, 0, false, nil
 	}
-	b, err := s.env.Batch(ctx, out.RunID, out.Step)
+	b, err = s.env.Batch(ctx, out.RunID, out.Step)
 	if err != nil {
 		// Not found included: call records exist only for calls of recorded batches, so
 		// only a read behind the batch's write answers so; the redelivery reads again.
-		return nil, 0, fmt.Errorf("gate: load the batch of call output %s: %w", out.CallID, err)
+		return nil, 0, false, fmt.Errorf("gate: load the batch of call output %s: %w", out.CallID, err)
 	}
 	if err := checkBatch(b); err != nil {
-		return nil, 0, bus.Permanent(err)
+		return nil, 0, false, bus.Permanent(err)
 	}
 	sub := &b.Submission
 	if out.Index < 0 || out.Index >= len(sub.Calls) || sub.Calls[out.Index].CallID != out.CallID {
-		return nil, 0, contracts.Reject(contracts.RejectInvalidField,
+		return nil, 0, false, contracts.Reject(contracts.RejectInvalidField,
 			"call output names call %d %q, which is not a call of batch %s", out.Index, out.CallID, sub.BatchID())
 	}
-	next := out.Index + 1
+	next = out.Index + 1
 	if next >= len(sub.Calls) || b.Phase != contracts.BatchPhaseOpen {
-		return nil, 0, nil
+		return nil, 0, false, nil
 	}
-	return b, next, nil
+	return b, next, rec.IndeterminateFor(cancelledReason), nil
 }
 
 // outputExhausted runs when an output failed transiently on every delivery: the next call
 // may never have been gated, so it — if it is still Requested — becomes Indeterminate, and
 // that revision is its output. The batch then advances past it and still finishes.
 func (s *Service) outputExhausted(ctx context.Context, d bus.Delivery, cause error) error {
-	b, next, err := s.nextCall(ctx, d)
+	b, next, _, err := s.nextCall(ctx, d)
 	if err != nil {
 		if bus.IsPermanent(err) || errors.Is(err, pipeline.ErrBatchNotFound) {
 			return nil // nothing to seal: the output names no call, or no batch on any delivery
