@@ -2,6 +2,7 @@ package e2e_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -364,5 +365,111 @@ func approveUntilPublished(ctx context.Context, h *harness, sub contracts.BatchS
 		if ctx.Err() != nil {
 			return fmt.Errorf("approving %s: %w", sub.BatchID(), ctx.Err())
 		}
+	}
+}
+
+// cancelCell is one cell of the cancel matrix: how the gate's handling of a run's
+// cancellation is held or crashed between recording the run's end and sealing its batch.
+type cancelCell struct {
+	name string
+	// hook is the gate's fault hook at [gate.FaultAfterRunEnd] for the cancelled run; it
+	// returns an error to crash the handler there.
+	hook func(ctx context.Context, h *harness, c2Key string) error
+}
+
+// cancelMatrix holds or crashes the gate right after it recorded a run's end and before
+// its seal, while call c1 of a two-call sequential batch is in its body: the window in
+// which an executor that stopped c1 on the cancellation could commit c1 terminal before
+// the seal, and the gate's sequential dispatch could hand c2 over from that revision.
+func cancelMatrix() []cancelCell {
+	return []cancelCell{
+		{
+			// Held until c2 has a record (the gate gated or sealed it from c1's output) or,
+			// when nothing touches c2, for cancelHold: the time an executor acting on the
+			// cancellation before the seal would need to end c1 and have c2 handed over.
+			name: "gate held after the run's end",
+			hook: func(ctx context.Context, h *harness, c2Key string) error {
+				deadline := time.Now().Add(cancelHold)
+				for time.Now().Before(deadline) && ctx.Err() == nil {
+					if _, _, err := h.stack.Env.Calls.Get(ctx, c2Key); err == nil {
+						return nil
+					}
+					select {
+					case <-ctx.Done():
+					case <-time.After(20 * time.Millisecond):
+					}
+				}
+				return nil
+			},
+		},
+		{
+			// Dead after the end: the cancellation is redelivered and seals then.
+			name: "gate dead after the run's end",
+			hook: func(context.Context, *harness, string) error {
+				return errors.New("injected crash after the run's end")
+			},
+		},
+	}
+}
+
+// cancelHold bounds how long the held cell keeps the gate's seal back.
+const cancelHold = 3 * time.Second
+
+// TestCancelMatrix cancels a run while c1, the first of two sequential calls, is in its
+// body, with the gate's handling of the cancellation held or crashed between recording the
+// run's end and sealing the batch. Whatever the interleaving, the cancelled run runs no
+// next call: c2 is never decided, handed over or run, and both calls end Indeterminate
+// "cancelled".
+func TestCancelMatrix(t *testing.T) {
+	for _, cell := range cancelMatrix() {
+		t.Run(cell.name, func(t *testing.T) {
+			cfg := exampleConfig(t)
+			cfg.Consumers.AckWait = contracts.Duration(time.Second)
+			h := newHarness(t, withConfig(cfg))
+			run := "cancel-" + strings.NewReplacer(" ", "-", "'", "").Replace(cell.name)
+			ctx := ctxFor(t, 90*time.Second)
+			sub := batch(run, 1, []string{"slow", "counter"},
+				call("c1", "slow", map[string]any{"ms": 30000}),
+				call("c2", "counter", map[string]any{"name": run}))
+			if _, err := h.client.Submit(ctx, sub); err != nil {
+				t.Fatal(err)
+			}
+			natstest.WaitFor(t, 30*time.Second, func() bool {
+				rec, _, err := h.stack.Env.Calls.Get(ctx, h.callKey(run, 1, "c1"))
+				return err == nil && rec.Entered
+			}, "c1's body to be entered")
+			c2Key := h.callKey(run, 1, "c2")
+			var once sync.Once
+			h.setFaults(func(fctx context.Context, service string, point pipeline.FaultPoint, op string) error {
+				if service != gate.ServiceName || point != gate.FaultAfterRunEnd || op != run {
+					return nil
+				}
+				var err error
+				once.Do(func() { err = cell.hook(fctx, h, c2Key) })
+				return err
+			})
+			if err := h.client.Cancel(ctx, run, "stop"); err != nil {
+				t.Fatal(err)
+			}
+			res, err := h.client.Await(ctx, run, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range res.Results {
+				if r.Outcome != contracts.OutcomeIndeterminate || r.Output.Text() != contracts.IndeterminatePrefix+execcore.ReasonRunCancelled {
+					t.Errorf("%s: %s %q, want indeterminate %q", r.CallID, r.Outcome, r.Output.Text(), execcore.ReasonRunCancelled)
+				}
+			}
+			c2, _, err := h.stack.Env.Calls.Get(ctx, h.callKey(run, 1, "c2"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c2.Decision != nil || c2.Input != nil || c2.Entered {
+				t.Errorf("c2 of the cancelled run was decided %+v, handed over with input %s, entered %v: want sealed without a decision", c2.Decision, c2.Input, c2.Entered)
+			}
+			if n := h.ledger(run, 1, "c2"); n != 0 {
+				t.Errorf("c2's body ran %d times after its run was cancelled", n)
+			}
+		})
 	}
 }

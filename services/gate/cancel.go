@@ -26,8 +26,14 @@ func (s *Service) handleRunCancel(ctx context.Context, d bus.Delivery) error {
 	}
 	log := zerolog.Ctx(ctx).With().Str("run_id", rc.RunID).Logger()
 	ctx = log.WithContext(ctx)
-	open, run, err := s.endCancelledRun(ctx, rc.RunID)
-	if err != nil {
+	var (
+		open *contracts.BatchRecord
+		run  contracts.RunRecord
+	)
+	if err := s.env.Operation(ServiceName, rc.RunID).Step(ctx, FaultAfterRunEnd, func() (bool, error) {
+		open, run, err = s.endCancelledRun(ctx, rc.RunID)
+		return true, err
+	}); err != nil {
 		return err
 	}
 	sealed := 0

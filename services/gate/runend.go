@@ -8,6 +8,14 @@ import (
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
+// FaultAfterRunEnd fires after a run cancellation recorded the run's end and before the
+// run's open batch is sealed: a crash there leaves the run ended with calls not yet
+// terminal, which the redelivered cancellation seals. Meanwhile an executor may already
+// have stopped a body on the same cancellation and committed its call Indeterminate
+// ("cancelled"): that output seals the batch's remaining calls instead of gating the next
+// ([Service.handleOutput]).
+const FaultAfterRunEnd pipeline.FaultPoint = "after-run-end"
+
 // endCancelledRun records on the run record that the run was cancelled, so the batcher
 // refuses every later batch of it (run_cancelled), and returns the run's open batch, if
 // any: the batch the cancellation must seal. The run record holds it (the claim and the
