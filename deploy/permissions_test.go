@@ -214,8 +214,8 @@ func TestSecure_pipelineNeedsNoMorePermission(t *testing.T) {
 		}},
 	}
 	for _, user := range []string{"brain-exec", "sandbox-exec"} {
-		rare = append(rare, userCheck{user + " hears run cancellations", user, func(js jetstream.JetStream) error {
-			sub, err := js.Conn().SubscribeSync(names.RunCancelSubject())
+		rare = append(rare, userCheck{user + " hears the gate's stop notices", user, func(js jetstream.JetStream) error {
+			sub, err := js.Conn().SubscribeSync(names.CallStopSubject())
 			if err != nil {
 				return err
 			}

@@ -460,6 +460,16 @@ func TestCancelMatrix(t *testing.T) {
 					t.Errorf("%s: %s %q, want indeterminate %q", r.CallID, r.Outcome, r.Output.Text(), execcore.ReasonRunCancelled)
 				}
 			}
+			// The gate's seal writes every call of the batch outside its sequence; an
+			// executor's stop writes the call in it. Bodies are stopped only on the gate's
+			// notice, after its seal: c1 must end by the seal.
+			c1, _, err := h.stack.Env.Calls.Get(ctx, h.callKey(run, 1, "c1"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !c1.Parallel {
+				t.Errorf("c1 was ended by an executor's stop before the gate sealed the cancelled run's batch: %s %q", c1.Phase.Kind, c1.Phase.Reason)
+			}
 			c2, _, err := h.stack.Env.Calls.Get(ctx, h.callKey(run, 1, "c2"))
 			if err != nil {
 				t.Fatal(err)

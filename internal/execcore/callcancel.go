@@ -9,6 +9,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/awaken-dev/awaken/internal/telemetry"
+	"github.com/awaken-dev/awaken/pkg/cloudevent"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
@@ -33,23 +34,34 @@ func (r *runCancels) cancelCall(op string, cause error) bool {
 }
 
 // listenForCallStops subscribes (core NATS) to the gate's stop notices
-// ([contracts.Names.CallStopSubject]): the gate sends one when it handles the cancellation
-// of a call it finds entered by an executor. A missed notice lets the body run to its end
-// and its outcome is committed, as with a missed run cancel.
+// ([contracts.Names.CallStopSubject]): the gate sends a [contracts.CallCancel] when it
+// handles the cancellation of a call it finds entered by an executor, and a
+// [contracts.RunCancel] once it has ended a cancelled run and sealed its open batch. A
+// missed notice lets the body run to its end; its call keeps the gate's seal (a run
+// cancel) or its outcome is committed (a call cancel).
 func (x *Executor) listenForCallStops() error {
-	sub, err := x.listen(x.env.Names.CallStopSubject(), "call stops", x.onCallStop)
+	sub, err := x.listen(x.env.Names.CallStopSubject(), "stop notices", x.onStop)
 	x.stopSub = sub
 	return err
 }
 
-// onCallStop cancels the body of the call a stop notice names, if it runs here.
-func (x *Executor) onCallStop(m *nats.Msg) {
-	cc, ok := decodeNotice(m, contracts.DecodeCallCancel)
-	if !ok {
+// onStop stops what a stop notice names, if it runs here: one call's body, or every body
+// of a run. A notice that does not decode, or of another type, is dropped.
+func (x *Executor) onStop(m *nats.Msg) {
+	ev, err := cloudevent.DecodeMsg(m.Header, m.Data)
+	if err != nil {
 		return
 	}
-	if x.cancels.cancelCall(cc.OperationID, &callCancelled{cc: *cc}) {
-		x.env.Log.Info().Str("operation_id", cc.OperationID).Str("actor", cc.Actor).Msg("call cancelled; stopping its body")
+	switch ev.Type {
+	case contracts.TypeRunCancel:
+		if rc, err := contracts.DecodeRunCancel(ev.Data); err == nil {
+			x.stopRun(rc)
+		}
+	case contracts.TypeCallCancel:
+		cc, err := contracts.DecodeCallCancel(ev.Data)
+		if err == nil && x.cancels.cancelCall(cc.OperationID, &callCancelled{cc: *cc}) {
+			x.env.Log.Info().Str("operation_id", cc.OperationID).Str("actor", cc.Actor).Msg("call cancelled; stopping its body")
+		}
 	}
 }
 

@@ -10,13 +10,13 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/awaken-dev/awaken/internal/telemetry"
-	"github.com/awaken-dev/awaken/pkg/cloudevent"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
 // ReasonRunCancelled is the Indeterminate reason of a call whose body was stopped because
-// its run was cancelled. It is the reason the gate seals the run's other calls with, so
-// whichever of the two commits first, the call ends the same way.
+// its run was cancelled. It is the reason the gate seals the run's calls with, before it
+// tells the executors to stop their bodies; a stopped body's call that this executor still
+// owns ends the same way.
 const ReasonRunCancelled = "cancelled"
 
 // errRunCancelled is the cancellation cause of a tool context stopped by a run cancel.
@@ -78,16 +78,6 @@ func (r *runCancels) cancelRun(runID string) int {
 	return len(r.byRun[runID])
 }
 
-// listenForCancels subscribes (core NATS, at most once) to run cancellations, which the
-// platform and the api publish on the run-cancel subject; the gate consumes the same
-// commands durably to seal the run's calls. A missed cancellation leaves a body to run to
-// its end, as it did before executors listened; its outcome is the gate's seal either way.
-func (x *Executor) listenForCancels() error {
-	sub, err := x.listen(x.env.Names.RunCancelSubject(), "run cancellations", x.onRunCancel)
-	x.cancelSub = sub
-	return err
-}
-
 // listen subscribes handle (core NATS) to subject, which carries what (named in an
 // error); without a connection there is nothing to listen on.
 func (x *Executor) listen(subject, what string, handle nats.MsgHandler) (*nats.Subscription, error) {
@@ -101,24 +91,12 @@ func (x *Executor) listen(subject, what string, handle nats.MsgHandler) (*nats.S
 	return sub, nil
 }
 
-// decodeNotice decodes the command m carries with decode; false for one that does not
-// decode, which is dropped here (the gate, which consumes the same commands durably,
-// dead-letters it).
-func decodeNotice[T any](m *nats.Msg, decode func([]byte) (*T, error)) (*T, bool) {
-	ev, err := cloudevent.DecodeMsg(m.Header, m.Data)
-	if err != nil {
-		return nil, false
-	}
-	v, err := decode(ev.Data)
-	return v, err == nil
-}
-
-// onRunCancel cancels the calls in flight of the run a cancellation names.
-func (x *Executor) onRunCancel(m *nats.Msg) {
-	rc, ok := decodeNotice(m, contracts.DecodeRunCancel)
-	if !ok {
-		return
-	}
+// stopRun stops the calls in flight of the run a gate's stop notice names. The gate sends
+// it once it has recorded the run's end and sealed the run's open batch, so a body is never
+// stopped — and its call never committed by this executor — before the seal: the call is
+// already Indeterminate("cancelled") by the gate, written outside its batch's sequence,
+// and nothing its stop commits can hand the batch's next call over.
+func (x *Executor) stopRun(rc *contracts.RunCancel) {
 	if n := x.cancels.cancelRun(rc.RunID); n > 0 {
 		x.env.Log.Info().Str("run_id", rc.RunID).Int("calls", n).Msg("run cancelled; stopping its calls in flight")
 	}

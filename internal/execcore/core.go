@@ -45,11 +45,11 @@ type Executor struct {
 	opts Options
 	// consumers is the loop of its one consumer, the target's executor requests.
 	consumers *bus.Consumers
-	// cancels and cancelSub stop the bodies of a cancelled run's calls in flight;
-	// stopSub those of single cancelled calls (callcancel.go).
-	cancels   runCancels
-	cancelSub *nats.Subscription
-	stopSub   *nats.Subscription
+	// cancels tracks the calls in flight; stopSub hears the gate's stop notices, which
+	// stop the bodies of a cancelled run's calls (cancel.go) or of one cancelled call
+	// (callcancel.go).
+	cancels runCancels
+	stopSub *nats.Subscription
 	// objects stores outputs too large to carry inline (objects.go).
 	objects objectStore
 }
@@ -101,9 +101,6 @@ func Start(ctx context.Context, env *pipeline.Env, opts Options) (*Executor, err
 	if err := x.listenForCallStops(); err != nil {
 		return nil, errors.Join(err, x.Stop(context.WithoutCancel(ctx)))
 	}
-	if err := x.listenForCancels(); err != nil {
-		return nil, errors.Join(err, x.Stop(context.WithoutCancel(ctx)))
-	}
 	return x, nil
 }
 
@@ -115,11 +112,8 @@ func (x *Executor) Stop(ctx context.Context) error {
 		return nil
 	}
 	err := x.consumers.Stop(ctx)
-	if x.cancelSub != nil {
-		// After the drain: a cancellation still reaches the calls that finished draining.
-		_ = x.cancelSub.Unsubscribe()
-	}
 	if x.stopSub != nil {
+		// After the drain: a stop notice still reaches the calls that finished draining.
 		_ = x.stopSub.Unsubscribe()
 	}
 	return err

@@ -47,8 +47,9 @@ func TestReplayRechecksPinnedPolicyAgainstCurrentCapability(t *testing.T) {
 	checkEnded(t, e, c, contracts.OutcomeIndeterminate, 1) // a mismatched pin must not replay
 }
 
-// TestRunCancelStopsTheBodiesInFlight: a run cancellation reaches the executor, which
-// cancels the context of the run's call in flight: a body that would run for 30 seconds
+// TestRunCancelStopsTheBodiesInFlight: the gate's notice that a run was cancelled (sent on
+// the stop subject once it sealed the run's batch; the test sends it as the gate does)
+// reaches the executor, which cancels the context of the run's call in flight: a body that would run for 30 seconds
 // ends as soon as it sees its context cancelled, and the call ends Indeterminate
 // ("cancelled") — the outcome the gate's seal gives it — instead of running to its end.
 // A call of another run keeps running.
@@ -85,12 +86,12 @@ func TestRunCancelStopsTheBodiesInFlight(t *testing.T) {
 		}
 	}
 
-	ev, err := cloudevent.NewEvent("cancel-1", "test/platform", contracts.TypeRunCancel, contracts.RunCancel{RunID: victim.RunID})
+	ev, err := cloudevent.NewEvent("cancel-1", "test/gate", contracts.TypeRunCancel, contracts.RunCancel{RunID: victim.RunID})
 	if err != nil {
 		t.Fatal(err)
 	}
 	cancelledAt := time.Now()
-	if err := e.Conn.PublishMsg(cloudevent.EncodeMsg(e.Names.RunCancelSubject(), ev)); err != nil {
+	if err := e.Conn.PublishMsg(cloudevent.EncodeMsg(e.Names.CallStopSubject(), ev)); err != nil {
 		t.Fatal(err)
 	}
 	var got ended
@@ -112,11 +113,11 @@ func TestRunCancelStopsTheBodiesInFlight(t *testing.T) {
 		t.Errorf("the other run's call is %s, want still executing", r.Phase.Kind)
 	}
 	// Stop the other one too, so the test does not wait for its body.
-	ev, err = cloudevent.NewEvent("cancel-2", "test/platform", contracts.TypeRunCancel, contracts.RunCancel{RunID: other.RunID})
+	ev, err = cloudevent.NewEvent("cancel-2", "test/gate", contracts.TypeRunCancel, contracts.RunCancel{RunID: other.RunID})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := e.Conn.PublishMsg(cloudevent.EncodeMsg(e.Names.RunCancelSubject(), ev)); err != nil {
+	if err := e.Conn.PublishMsg(cloudevent.EncodeMsg(e.Names.CallStopSubject(), ev)); err != nil {
 		t.Fatal(err)
 	}
 	e.WaitTerminal(other)

@@ -229,7 +229,9 @@ func (n Names) CallCancelSubject() string { return n.Prefix + ".runs.calls.cance
 func (n Names) CallResolveSubject() string { return n.Prefix + ".runs.calls.resolve" }
 
 // CallStopSubject is where the gate tells the executors (core NATS, no stream captures it)
-// to stop the body of one call in flight: the [CallCancel] the gate handled.
+// to stop bodies in flight: one call's, with the [CallCancel] the gate handled, or every
+// body of a run, with the [RunCancel] — sent once the gate recorded the run's end and
+// sealed its batch, so no executor commits a call of the run before the seal.
 func (n Names) CallStopSubject() string { return n.Prefix + ".calls.stop" }
 
 // AuditSubject carries PermissionDecided records of a run.

@@ -9,15 +9,17 @@ import (
 
 	"github.com/awaken-dev/awaken/internal/bus"
 	"github.com/awaken-dev/awaken/internal/telemetry"
+	"github.com/awaken-dev/awaken/pkg/cloudevent"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
 // handleCancel is the handler of run cancellation: every open
 // batch of the run is sealed — each non-terminal call becomes Indeterminate("cancelled"),
 // its ticket is cleared — and a CallOutput is published per sealed call so the publisher
-// finalizes the batch and its results publish once; then the run's io.awaken.run.ended.v1
-// (announceRunEnded). A late approval or timer then finds no ticket. Redelivery re-seals
-// nothing (the calls are terminal) and re-publishes the same outputs and event.
+// finalizes the batch and its results publish once; then the executors are told to stop
+// the run's bodies in flight (stopRunBodies) and the run's io.awaken.run.ended.v1 is
+// published (announceRunEnded). A late approval or timer then finds no ticket. Redelivery
+// re-seals nothing (the calls are terminal) and re-publishes the same notice and event.
 func (s *Service) handleRunCancel(ctx context.Context, d bus.Delivery) error {
 	ev := d.Event
 	rc, err := contracts.DecodeRunCancel(ev.Data)
@@ -46,10 +48,29 @@ func (s *Service) handleRunCancel(ctx context.Context, d bus.Delivery) error {
 		}
 		sealed++
 	}
+	if err := s.stopRunBodies(ctx, rc); err != nil {
+		return err
+	}
 	if err := s.announceRunEnded(ctx, run); err != nil {
 		return err
 	}
 	log.Info().Int("batches", sealed).Str("reason", run.Ended.Reason).Msg("run cancelled")
+	return nil
+}
+
+// stopRunBodies tells the executors (core NATS, on [contracts.Names.CallStopSubject]) to
+// stop the bodies of rc's run in flight. It is sent only now, after the run's end is
+// recorded and its open batch sealed, so no executor commits a call of the run before the
+// seal: the order is end, seal, stop. A missed notice lets a body run to its end; its call
+// keeps the seal.
+func (s *Service) stopRunBodies(ctx context.Context, rc *contracts.RunCancel) error {
+	ev, err := s.env.Event(ServiceName, rc.RunID+":stop", contracts.TypeRunCancel, *rc)
+	if err != nil {
+		return fmt.Errorf("gate: build run stop: %w", err)
+	}
+	if err := s.env.Conn.PublishMsg(cloudevent.EncodeMsg(s.env.Names.CallStopSubject(), ev)); err != nil {
+		return fmt.Errorf("gate: publish run stop: %w", err)
+	}
 	return nil
 }
 
