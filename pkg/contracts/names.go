@@ -252,9 +252,9 @@ func (n Names) AuditStream() string       { return n.upper() + "_AUDIT" }
 // ClaimsStream holds what clients record of their own doings ({prefix}.claims.>), apart
 // from the audit stream: only services write the audit stream, whose records they chain,
 // sign and deduplicate by id, so no client can store a message under one of their ids.
-func (n Names) ClaimsStream() string { return n.upper() + "_CLAIMS" }
-func (n Names) DeadLetterStream() string  { return n.upper() + "_DEADLETTER" }
-func (n Names) ControlStream() string     { return n.upper() + "_CONTROL" }
+func (n Names) ClaimsStream() string     { return n.upper() + "_CLAIMS" }
+func (n Names) DeadLetterStream() string { return n.upper() + "_DEADLETTER" }
+func (n Names) ControlStream() string    { return n.upper() + "_CONTROL" }
 
 // KV buckets.
 func (n Names) BatchesBucket() string  { return n.upper() + "_batches" }
