@@ -20,6 +20,7 @@ import (
 
 	"github.com/awaken-dev/awaken/deploy"
 	"github.com/awaken-dev/awaken/internal/app"
+	"github.com/awaken-dev/awaken/internal/auditlog"
 	"github.com/awaken-dev/awaken/internal/cli"
 	"github.com/awaken-dev/awaken/internal/mcpserve"
 	"github.com/awaken-dev/awaken/internal/pipeline"
@@ -289,4 +290,52 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 	r = r.Clone(r.Context())
 	r.Header.Set("Authorization", "Bearer "+b.token)
 	return http.DefaultTransport.RoundTrip(r)
+}
+
+// TestSecure_auditWritersReadTheirDuplicatesBack: every user that writes audit records —
+// the gate (a run's decisions), the api (pauses, its MCP door's calls), the executors
+// (reconciles) — appends a record twice, as a redelivery does: the second is answered
+// duplicate and read back from the stream leader to be sure it is the writer's own, which
+// each user's grants allow.
+func TestSecure_auditWritersReadTheirDuplicatesBack(t *testing.T) {
+	t.Parallel()
+	s := startSecureServer(t)
+	ctx := ctxFor(t, time.Minute)
+	s.setUp(t, ctx)
+	names := s.cfg.Names()
+	key, _, err := auditchain.GenerateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []struct{ user, subject string }{
+		{contracts.ServiceGate, names.AuditSubject("dup-run")},
+		{contracts.ServiceAPI, names.ToolPauseAuditSubject()},
+		{contracts.ServiceAPI, names.MCPCallAuditSubject()},
+		{contracts.ServiceBrainExec, names.ReconcileAuditSubject("dup-brain")},
+		{contracts.ServiceSandboxExec, names.ReconcileAuditSubject("dup-sandbox")},
+	} {
+		t.Run(w.user+" on "+w.subject, func(t *testing.T) {
+			js, err := jetstream.New(s.connect(t, w.user))
+			if err != nil {
+				t.Fatal(err)
+			}
+			a := auditlog.New(js, names.AuditStream(), auditlog.SubjectPrefix(names), key)
+			id := "dup:" + w.subject
+			for i := range 2 {
+				ev, err := cloudevent.NewEvent(id, "awaken/"+w.user, contracts.TypeAudit, contracts.AuditRecord{Decision: contracts.AuditDecisionAllow})
+				if err != nil {
+					t.Fatal(err)
+				}
+				actx, cancel := context.WithTimeout(ctx, 10*time.Second)
+				ack, err := a.Append(actx, cloudevent.EncodeMsg(w.subject, ev))
+				cancel()
+				if err != nil || ack.Duplicate != (i == 1) {
+					t.Fatalf("append %d: %+v %v, want the second a duplicate", i+1, ack, err)
+				}
+			}
+		})
+	}
+	if v := s.takeViolations(); len(v) > 0 {
+		t.Errorf("permission violations: %v", v)
+	}
 }
