@@ -24,7 +24,7 @@ var ErrDecisionUnaudited = errors.New("a decision has no audit record")
 // scheduled action run at its due time.
 var resolutionLabels = map[string]bool{
 	contracts.AuditDecisionApproved: true, contracts.AuditDecisionDenied: true, contracts.AuditDecisionDeny: true,
-	contracts.AuditDecisionExpired: true, "scheduled": true,
+	contracts.AuditDecisionExpired: true, contracts.AuditDecisionScheduled: true,
 }
 
 // runCall is one call record of a run with the batch it belongs to.
