@@ -257,7 +257,7 @@ func TestSecure_pipelineNeedsNoMorePermission(t *testing.T) {
 		{"batcher", names.SubmissionsStream(), contracts.ConsumerBatcherSubmit},
 		{"gate", names.RunRecordsStream(), contracts.ConsumerGateBatches},
 		{"gate", names.CallRecordsStream(), contracts.ConsumerGateOutputs},
-		{"gate", names.TicketsStream(), contracts.ConsumerGateResume},
+		{"gate", names.ControlStream(), contracts.ConsumerGateResume},
 		{"gate", names.TimersStream(), contracts.ConsumerGateTimers},
 		{"gate", names.ControlStream(), contracts.ConsumerGateControl},
 		{"brain-exec", names.CallRecordsStream(), contracts.ConsumerBrainExec},
@@ -567,14 +567,18 @@ func TestSecure_leastPrivilege(t *testing.T) {
 	tests := []refusal{
 		{"platform cannot write a call record", "platform", raw("$KV." + names.CallsBucket() + ".forged.1.c1")},
 		{"platform cannot pull the batcher's submissions", "platform", raw("$JS.API.CONSUMER.MSG.NEXT." + names.SubmissionsStream() + "." + contracts.ConsumerBatcherSubmit)},
-		{"platform cannot pull the gate's resumes", "platform", raw("$JS.API.CONSUMER.MSG.NEXT." + names.TicketsStream() + "." + contracts.ConsumerGateResume)},
+		{"platform cannot pull the gate's resumes", "platform", raw("$JS.API.CONSUMER.MSG.NEXT." + names.ControlStream() + "." + contracts.ConsumerGateResume)},
 		{"platform cannot delete the gate's timer consumer", "platform", raw("$JS.API.CONSUMER.DELETE." + names.TimersStream() + "." + contracts.ConsumerGateTimers)},
 		{"platform cannot delete the batcher's consumer", "platform", raw("$JS.API.CONSUMER.DELETE." + names.SubmissionsStream() + "." + contracts.ConsumerBatcherSubmit)},
 		{"platform cannot redirect the batcher's consumer", "platform", raw("$JS.API.CONSUMER.CREATE." + names.SubmissionsStream() + "." + contracts.ConsumerBatcherSubmit + "." + names.RejectedSubject())},
-		{"platform cannot ack for the gate", "platform", raw("$JS.ACK." + names.TicketsStream() + "." + contracts.ConsumerGateResume + ".1.1.1.1.0")},
+		{"platform cannot ack for the gate", "platform", raw("$JS.ACK." + names.ControlStream() + "." + contracts.ConsumerGateResume + ".1.1.1.1.0")},
+		// Only services write the audit stream and the tickets stream, which deduplicate
+		// the services' records by id across all their subjects.
+		{"platform cannot publish into the audit stream", "platform", raw(names.MCPCallAuditSubject())},
+		{"platform cannot publish a ticket record", "platform", raw(names.TicketOpenedSubject())},
 		// The api's resume subject: the gate records its actors as authenticated.
 		{"platform cannot publish on the api's resume subject", "platform", raw(names.TicketResumeAPISubject())},
-		{"platform cannot re-create the gate's resume consumer", "platform", raw("$JS.API.CONSUMER.CREATE." + names.TicketsStream() + "." + contracts.ConsumerGateResume)},
+		{"platform cannot re-create the gate's resume consumer", "platform", raw("$JS.API.CONSUMER.CREATE." + names.ControlStream() + "." + contracts.ConsumerGateResume)},
 		{"batcher cannot publish on the api's resume subject", "batcher", raw(names.TicketResumeAPISubject())},
 		{"gate cannot publish on the api's resume subject", "gate", raw(names.TicketResumeAPISubject())},
 		{"brain-exec cannot publish on the api's resume subject", "brain-exec", raw(names.TicketResumeAPISubject())},
@@ -617,7 +621,7 @@ func TestSecure_leastPrivilege(t *testing.T) {
 		{"api cannot write a batch record", "api", raw("$KV." + names.BatchesBucket() + ".forged.1")},
 		{"api cannot write a ticket", "api", raw("$KV." + names.TicketsBucket() + ".perm.forged.1.c1")},
 		{"api cannot read the counters", "api", raw("$JS.API.DIRECT.GET.KV_" + names.CountersBucket() + ".$KV." + names.CountersBucket() + ".counter.forged")},
-		{"api cannot pull the gate's resumes", "api", raw("$JS.API.CONSUMER.MSG.NEXT." + names.TicketsStream() + "." + contracts.ConsumerGateResume)},
+		{"api cannot pull the gate's resumes", "api", raw("$JS.API.CONSUMER.MSG.NEXT." + names.ControlStream() + "." + contracts.ConsumerGateResume)},
 		// The api replies into inboxes (_INBOX.>, no allow_responses: a reply permission
 		// would override these lists), and nowhere else.
 		{"api cannot write the tool descriptors", "api", raw("$KV." + names.ToolsBucket() + "." + contracts.ToolDescriptorsKey(contracts.TargetBrain))},

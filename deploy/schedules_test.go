@@ -75,12 +75,12 @@ func TestSecure_clientsCannotScheduleMessages(t *testing.T) {
 		js := connect(user)
 		for _, f := range forgeries {
 			t.Run(user+" cannot schedule "+f.name, func(t *testing.T) {
-				before := stored(names.TicketsStream(), resume)
+				before := stored(names.ControlStream(), resume)
 				msg := &nats.Msg{Subject: resume, Header: f.header, Data: []byte(`{}`)}
 				if ack, err := js.PublishMsg(ctx, msg); err == nil {
 					t.Fatalf("the server stored the schedule (stream %s seq %d); want it refused", ack.Stream, ack.Sequence)
 				}
-				if after := stored(names.TicketsStream(), resume); after != before {
+				if after := stored(names.ControlStream(), resume); after != before {
 					t.Fatalf("%d messages on %s after the refused schedule, want %d", after, resume, before)
 				}
 			})
@@ -90,10 +90,10 @@ func TestSecure_clientsCannotScheduleMessages(t *testing.T) {
 			t.Fatalf("%s: plain resume command refused: %v", user, err)
 		}
 	}
-	if n := stored(names.TicketsStream(), names.TicketResumeAPISubject()); n != 1 {
+	if n := stored(names.ControlStream(), names.TicketResumeAPISubject()); n != 1 {
 		t.Errorf("%d messages on %s, want the api's one", n, names.TicketResumeAPISubject())
 	}
-	for _, stream := range []string{names.TicketsStream(), names.TimersStream()} {
+	for _, stream := range []string{names.TicketsStream(), names.TimersStream(), names.ControlStream()} {
 		for _, subject := range []string{names.TicketExpireSubject(), names.TicketOpenedSubject()} {
 			if n := stored(stream, subject); n != 0 {
 				t.Errorf("%d forged messages on %s in %s", n, subject, stream)

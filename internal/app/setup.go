@@ -64,10 +64,12 @@ func Setup(ctx context.Context, js jetstream.JetStream, cfg *config.Config, log 
 
 // RemoveObsolete deletes the streams and durables of earlier versions that nothing reads
 // or writes any more ([contracts.Names.ObsoleteStreams], the Obsolete* consumers of
-// pkg/contracts): the work stream with its gate-requests durable, and the batcher's
-// outputs durable on the call records' stream. What is already gone is skipped, so it
-// is idempotent. Upgrade with no batch in flight (docs/operations.md, "Upgrading"): a
-// gate request still on the work stream is not read by this version.
+// pkg/contracts): the work stream with its gate-requests durable, the batcher's outputs
+// durable on the call records' stream, and gate-resume on the tickets stream (the resume
+// commands are in the control stream). What is already gone is skipped, so it is
+// idempotent. Upgrade with no batch in flight (docs/operations.md, "Upgrading"): a gate
+// request still on the work stream, or a resume command still on the tickets stream, is
+// not read by this version.
 func RemoveObsolete(ctx context.Context, js jetstream.JetStream, names contracts.Names, log zerolog.Logger) error {
 	for _, name := range names.ObsoleteStreams() {
 		st, err := js.Stream(ctx, name)
@@ -86,14 +88,21 @@ func RemoveObsolete(ctx context.Context, js jetstream.JetStream, names contracts
 		}
 		log.Info().Str("stream", name).Msg("deleted an obsolete stream")
 	}
-	calls := names.CallRecordsStream()
-	err := js.DeleteConsumer(ctx, calls, contracts.ObsoleteConsumerBatcherOutputs)
-	switch {
-	case err == nil:
-		log.Info().Str("stream", calls).Str("consumer", contracts.ObsoleteConsumerBatcherOutputs).Msg("deleted an obsolete consumer")
-	case errors.Is(err, jetstream.ErrConsumerNotFound), errors.Is(err, jetstream.ErrStreamNotFound):
-	default:
-		return fmt.Errorf("app: delete obsolete consumer %s on %s: %w", contracts.ObsoleteConsumerBatcherOutputs, calls, err)
+	obsolete := []struct{ stream, durable string }{
+		{names.CallRecordsStream(), contracts.ObsoleteConsumerBatcherOutputs},
+		// The resume commands are stored in the control stream, where the gate's
+		// gate-resume reads them; its namesake on the tickets stream reads nothing.
+		{names.TicketsStream(), contracts.ConsumerGateResume},
+	}
+	for _, o := range obsolete {
+		err := js.DeleteConsumer(ctx, o.stream, o.durable)
+		switch {
+		case err == nil:
+			log.Info().Str("stream", o.stream).Str("consumer", o.durable).Msg("deleted an obsolete consumer")
+		case errors.Is(err, jetstream.ErrConsumerNotFound), errors.Is(err, jetstream.ErrStreamNotFound):
+		default:
+			return fmt.Errorf("app: delete obsolete consumer %s on %s: %w", o.durable, o.stream, err)
+		}
 	}
 	return nil
 }

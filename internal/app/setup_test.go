@@ -3,6 +3,7 @@ package app_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -107,6 +108,50 @@ func TestSetupRemovesWhatEarlierVersionsLeft(t *testing.T) {
 		}
 		if _, err := js.Consumer(ctx, names.CallRecordsStream(), contracts.ConsumerPublisher); err != nil {
 			t.Fatalf("current consumer %s after setup: %v", contracts.ConsumerPublisher, err)
+		}
+	}
+}
+
+// TestSetupMovesTheResumeCommandsToTheControlStream: a tickets stream of a version whose
+// clients published their resume commands into it (with gate-resume reading them there)
+// gives the resume subjects up to the control stream, whose gate-resume reads them now; the
+// tickets stream keeps the gate's subjects only, and its gate-resume is deleted.
+func TestSetupMovesTheResumeCommandsToTheControlStream(t *testing.T) {
+	srv := natstest.Start(t)
+	_, js := srv.Conn(t)
+	cfg := &config.Config{}
+	names := cfg.Names()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	resume := []string{names.TicketResumeSubject(), names.TicketResumeAPISubject()}
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: names.TicketsStream(), AllowMsgTTL: true, Duplicates: 2 * time.Minute,
+		Subjects: append([]string{names.TicketOpenedSubject(), names.TicketResolvedSubject(), names.TicketRejectedSubject()}, resume...)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: names.ControlStream(), Subjects: []string{names.Prefix + ".runs.>"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.CreateOrUpdateConsumer(ctx, names.TicketsStream(), jetstream.ConsumerConfig{Durable: contracts.ConsumerGateResume,
+		AckPolicy: jetstream.AckExplicitPolicy, FilterSubjects: resume}); err != nil {
+		t.Fatal(err)
+	}
+	if err := app.Setup(ctx, js, cfg, zerolog.Nop()); err != nil {
+		t.Fatal(err)
+	}
+	tickets, err := js.Stream(ctx, names.TicketsStream())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if subjects := tickets.CachedInfo().Config.Subjects; len(subjects) != 3 || slices.Contains(subjects, names.TicketResumeSubject()) {
+		t.Fatalf("tickets stream subjects %v, want the gate's three", subjects)
+	}
+	if _, err := js.Consumer(ctx, names.TicketsStream(), contracts.ConsumerGateResume); !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		t.Fatalf("gate-resume on the tickets stream after setup: %v, want not found", err)
+	}
+	for _, subject := range resume {
+		ack, err := js.Publish(ctx, subject, []byte("{}"))
+		if err != nil || ack.Stream != names.ControlStream() {
+			t.Fatalf("a resume command on %s: %+v %v, want it stored in %s", subject, ack, err, names.ControlStream())
 		}
 	}
 }

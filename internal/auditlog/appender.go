@@ -47,6 +47,12 @@ const maxAttempts = 16
 // ErrContended: an append lost the compare-and-swap maxAttempts times in a row.
 var ErrContended = errors.New("auditlog: the chain head kept moving")
 
+// ErrForeignDuplicate: the stream answered an append "duplicate", but the message stored
+// under the record's id is not the record: another writer of the stream published under
+// that id first. The record is not stored; the stream takes it only once the duplicate
+// window has passed the foreign message.
+var ErrForeignDuplicate = errors.New("auditlog: another message is stored under the record's id")
+
 // head is the last record of a subject as this appender knows it.
 type head struct {
 	subject string
@@ -135,6 +141,9 @@ func (a *Appender) Append(ctx context.Context, msg *nats.Msg) (*jetstream.PubAck
 		switch {
 		case err == nil && ack.Duplicate:
 			// Nothing was stored: the head is what it was (or, if unknown, still unknown).
+			if err := a.checkOwn(ctx, msg, ack.Sequence); err != nil {
+				return nil, err
+			}
 			return ack, nil
 		case err == nil:
 			h.known, h.seq, h.n, h.hash = true, ack.Sequence, l.N, l.Hash
@@ -157,6 +166,39 @@ func (a *Appender) Append(ctx context.Context, msg *nats.Msg) (*jetstream.PubAck
 	}
 	h.known = false
 	return nil, fmt.Errorf("%w: %s after %d attempts", ErrContended, msg.Subject, maxAttempts)
+}
+
+// The CloudEvent headers (binary content mode) that make a stored message this record.
+var ownHeaders = []string{"ce-id", "ce-type", "ce-source"}
+
+// checkOwn reads back the message stored at seq, which the stream answered msg's append
+// with as a duplicate, and fails with ErrForeignDuplicate unless it is msg's record: on
+// msg's subject, with its CloudEvent id, type and source, a chain link its content hashes
+// to and, when the appender signs, a signature of its key. The stream deduplicates ids
+// across every subject it holds, so without this read a message another writer stored
+// first under the id would be taken for the record, and the record would never be stored.
+// Only duplicates pay the read: a retried append after a crash or a lost acknowledgement.
+func (a *Appender) checkOwn(ctx context.Context, msg *nats.Msg, seq uint64) error {
+	stored, err := state.ReadSeqFromLeader(ctx, a.js.Conn(), a.stream, seq)
+	if err != nil {
+		return fmt.Errorf("auditlog: read back the message stored under the id of %s (seq %d): %w", msg.Subject, seq, err)
+	}
+	foreign := func(format string, args ...any) error {
+		return fmt.Errorf("%w: %s %s at seq %d: %s", ErrForeignDuplicate, msg.Subject, msg.Header.Get("ce-id"), seq, fmt.Sprintf(format, args...))
+	}
+	if stored.Subject != msg.Subject {
+		return foreign("stored on %s", stored.Subject)
+	}
+	for _, h := range ownHeaders {
+		if got, want := stored.Header.Get(h), msg.Header.Get(h); got != want {
+			return foreign("its %s is %q, not %q", h, got, want)
+		}
+	}
+	rec := auditchain.Record{Seq: stored.Sequence, Subject: stored.Subject, Header: stored.Header, Data: stored.Data}
+	if _, err := auditchain.Verify([]auditchain.Record{rec}, auditchain.VerifyOptions{PublicKey: a.PublicKey()}); err != nil {
+		return foreign("%v", err)
+	}
+	return nil
 }
 
 func isWrongLastSeq(err error) bool {

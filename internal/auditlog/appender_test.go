@@ -339,3 +339,40 @@ func TestExportRoundTripsAndVerifies(t *testing.T) {
 	_, err = auditchain.Verify(recs, auditchain.VerifyOptions{PublicKey: pub, FromStart: true})
 	mustBreak(t, err, recs[1].Seq, auditchain.BreakHash)
 }
+
+// TestAForeignRecordUnderItsIDIsNotTakenForTheAppend: another writer of the audit stream
+// stored a message under the id of a record before it was appended — on another audit
+// subject, or on the record's own subject without the signing key. The stream answers the
+// append "duplicate"; the appender reads the stored message back, finds it is not its
+// record, and fails with ErrForeignDuplicate instead of reporting the record stored.
+func TestAForeignRecordUnderItsIDIsNotTakenForTheAppend(t *testing.T) {
+	tr := newTrail(t)
+	subject := names.AuditSubject("placeholders")
+	placeholder := func(subject, id string, key ed25519.PrivateKey) {
+		t.Helper()
+		m := record(t, subject, id)
+		m.Header.Set(jetstream.MsgIDHeader, id)
+		if key != nil || subject == names.AuditSubject("placeholders") {
+			auditchain.Seal(m, 1, auditchain.ZeroHash, key)
+		}
+		if _, err := tr.js.PublishMsg(tr.ctx, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, otherKey, err := ed25519.GenerateKey(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	placeholder(names.MCPCallAuditSubject(), "decision-1", nil)
+	placeholder(subject, "decision-2", nil)      // unsigned, on the record's own subject
+	placeholder(subject, "decision-3", otherKey) // signed by another key
+	a := tr.appender()
+	for _, id := range []string{"decision-1", "decision-2", "decision-3"} {
+		msg := record(t, subject, id)
+		msg.Header.Set(jetstream.MsgIDHeader, id)
+		ack, err := a.Append(tr.ctx, msg)
+		if !errors.Is(err, auditlog.ErrForeignDuplicate) {
+			t.Errorf("append %s over a foreign placeholder: ack %+v, error %v; want ErrForeignDuplicate", id, ack, err)
+		}
+	}
+}

@@ -54,10 +54,10 @@ func TestEnsureTopology(t *testing.T) {
 			return nil
 		}},
 		{h.names.TicketsStream(), p + ".tickets.opened", func(c jetstream.StreamConfig) error {
-			// Clients write resume commands here: message schedules must stay refused.
-			// Resume commands come on the public subject and the api's own.
-			if c.AllowMsgSchedules || c.MaxAge != bus.DefaultTicketsMaxAge || len(c.Subjects) != 5 ||
-				!slices.Contains(c.Subjects, h.names.TicketResumeAPISubject()) {
+			// Only the gate's records: no resume command, which clients publish, shares
+			// the stream's duplicate window with them.
+			if c.AllowMsgSchedules || c.MaxAge != bus.DefaultTicketsMaxAge || len(c.Subjects) != 3 ||
+				slices.Contains(c.Subjects, h.names.TicketResumeSubject()) || slices.Contains(c.Subjects, h.names.TicketResumeAPISubject()) {
 				return fmt.Errorf("tickets schedules %v max age %s subjects %v", c.AllowMsgSchedules, c.MaxAge, c.Subjects)
 			}
 			return nil
@@ -68,9 +68,18 @@ func TestEnsureTopology(t *testing.T) {
 			}
 			return nil
 		}},
-		{h.names.ControlStream(), p + ".runs.>", nil},
+		{h.names.ControlStream(), p + ".runs.>", func(c jetstream.StreamConfig) error {
+			// The clients' commands, resume commands on both subjects among them: message
+			// schedules refused, as on every stream clients write.
+			if c.AllowMsgSchedules || len(c.Subjects) != 3 ||
+				!slices.Contains(c.Subjects, h.names.TicketResumeSubject()) || !slices.Contains(c.Subjects, h.names.TicketResumeAPISubject()) {
+				return fmt.Errorf("control schedules %v subjects %v", c.AllowMsgSchedules, c.Subjects)
+			}
+			return nil
+		}},
 		{h.names.EventsStream(), p + ".events.>", nil},
 		{h.names.AuditStream(), p + ".audit.>", nil},
+		{h.names.ClaimsStream(), p + ".claims.>", nil},
 		{h.names.DeadLetterStream(), p + ".deadletter.>", nil},
 	}
 	for _, tc := range tests {

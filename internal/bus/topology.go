@@ -108,23 +108,36 @@ func StreamConfigs(names contracts.Names, cfg TopologyConfig) []jetstream.Stream
 	results.Subjects = append(results.Subjects, names.ResultCorrectionsWildcard())
 	// The server republishes what it stored, so a waiting client needs no consumer.
 	results.RePublish = &jetstream.RePublish{Source: names.ResultsWildcard(), Destination: names.CommittedResultsWildcard()}
-	// The ticket protocol (opened, resume, resolved, rejected) and the ticket timers live in
-	// two streams because message schedules are a stream-wide switch and a schedule is not
-	// bound by the publisher's grants: the server stores what a schedule produces on its
-	// target subject, any subject of the stream. Clients write resume commands, so their
-	// stream refuses schedules (a Nats-Schedule header, or a purge of another schedule,
-	// is rejected by the server); only the gate writes the timers stream, which allows them.
-	tickets := stream(names.TicketsStream(), "approval ticket protocol: opened, resume commands, resolved, rejected",
+	// The gate's side of the ticket protocol (opened, resolved, rejected) and the ticket
+	// timers live in two streams because message schedules are a stream-wide switch and a
+	// schedule is not bound by the publisher's grants: the server stores what a schedule
+	// produces on its target subject, any subject of the stream. Only the gate writes
+	// either; the timers stream allows schedules.
+	//
+	// No client writes a stream that holds a service's records: a stream deduplicates
+	// message ids across all its subjects, and the services' ids are deterministic (a
+	// redelivery re-publishes under the same id), so a client publishing first under the
+	// id of a record about to be written would have the stream drop the record as a
+	// duplicate. The clients' resume commands are therefore stored in the control stream
+	// with the other client commands.
+	tickets := stream(names.TicketsStream(), "approval tickets: opened, resolved, rejected (gate only)",
 		names.TicketOpenedSubject(), age(cfg.TicketsMaxAge, DefaultTicketsMaxAge))
-	// Resume commands come on two subjects: the public one, whose actor is the
-	// publisher's claim, and the api's, which only the api user may publish (its actors
-	// are authenticated by a door); the gate's one durable reads both.
-	tickets.Subjects = append(tickets.Subjects, names.TicketResumeSubject(), names.TicketResumeAPISubject(),
-		names.TicketResolvedSubject(), names.TicketRejectedSubject())
+	tickets.Subjects = append(tickets.Subjects, names.TicketResolvedSubject(), names.TicketRejectedSubject())
 	tickets.AllowMsgSchedules = false
 	// The server cannot switch per-message TTLs off once on (older topologies had them on
-	// here); a client's TTL can only shorten the life of its own message.
+	// here).
 	tickets.AllowMsgTTL = true
+	// The clients' commands: cancellations and resolutions (under {prefix}.runs.>) and
+	// resume commands on two subjects: the public one, whose actor is the publisher's
+	// claim, and the api's, which only the api user may publish (its actors are
+	// authenticated by a door). Only clients write here; the gate's durables read it.
+	control := stream(names.ControlStream(), "client commands: run and call cancellations, call resolutions, ticket resume commands",
+		p+".runs.>", age(cfg.ControlMaxAge, DefaultControlMaxAge))
+	control.Subjects = append(control.Subjects, names.TicketResumeSubject(), names.TicketResumeAPISubject())
+	// What clients record of their own doings (awaken mcp-serve's calls), kept as long as
+	// the audit trail but outside it.
+	claims := stream(names.ClaimsStream(), "records clients write of their own doings (awaken mcp-serve's MCP calls): claims, never signed",
+		p+".claims.>", ageOrUnlimited(cfg.AuditMaxAge))
 	timers := stream(names.TimersStream(), "ticket due times and approval deadlines (message schedules; gate only)",
 		names.TicketExpireSubject(), ageOrUnlimited(cfg.TimersMaxAge))
 	timers.Subjects = append(timers.Subjects, names.TicketScheduleSubject(">")) // correlation ids hold dots
@@ -134,14 +147,16 @@ func StreamConfigs(names contracts.Names, cfg TopologyConfig) []jetstream.Stream
 		stream(names.SubmissionsStream(), "tool batch submissions and their rejections",
 			p+".batches.>", age(cfg.SubmissionsMaxAge, DefaultSubmissionsMaxAge)),
 		results,
-		tickets, // before timers: an older tickets stream held the timer subjects, and must give them up first
+		// Before timers and control: an older tickets stream held the timer subjects and the
+		// resume subjects, and must give them up first.
+		tickets,
 		timers,
-		stream(names.ControlStream(), "run control commands (cancellation)",
-			p+".runs.>", age(cfg.ControlMaxAge, DefaultControlMaxAge)),
+		control,
 		stream(names.EventsStream(), "agent-event projection for protocol consumers",
 			p+".events.>", age(cfg.EventsMaxAge, DefaultEventsMaxAge)),
-		stream(names.AuditStream(), "permission decisions, one record per gate decision and resume",
+		stream(names.AuditStream(), "the signed audit trail: permission decisions, tool pauses, reconciles, the api's MCP calls (services only)",
 			p+".audit.>", ageOrUnlimited(cfg.AuditMaxAge)),
+		claims,
 		stream(names.DeadLetterStream(), "poisoned and exhausted inputs with the reason in their headers",
 			p+".deadletter.>", age(cfg.DeadLetterMaxAge, DefaultDeadLetterMaxAge)),
 	}

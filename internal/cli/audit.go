@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/awaken-dev/awaken/internal/auditlog"
@@ -113,19 +114,25 @@ func (s *auditSelection) query(prefix string) (auditchain.Query, bool, error) {
 	return q, q.FromSeq <= 1 && s.since == nil, nil
 }
 
-// read connects and reads the selected records.
-func (s *auditSelection) read(ctx context.Context) ([]auditchain.Record, bool, error) {
+// read connects and reads the selected records and, for a run when withCalls, the run's
+// call records, read after the audit records so that a decision recorded in between
+// names no record as missing.
+func (s *auditSelection) read(ctx context.Context, withCalls bool) ([]auditchain.Record, []runCall, bool, error) {
 	c, ctx, done, err := s.connect(ctx)
 	if err != nil {
-		return nil, false, err
+		return nil, nil, false, err
 	}
 	defer done()
 	q, fromStart, err := s.query(auditlog.SubjectPrefix(c.Names()))
 	if err != nil {
-		return nil, false, err
+		return nil, nil, false, err
 	}
 	recs, err := auditchain.Read(ctx, c.js, c.Names().AuditStream(), q)
-	return recs, fromStart, err
+	if err != nil || !withCalls || *s.run == "" {
+		return recs, nil, fromStart, err
+	}
+	calls, err := readRunCalls(ctx, c.js, c.Names(), *s.run)
+	return recs, calls, fromStart, err
 }
 
 func runAuditVerify(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -144,6 +151,7 @@ func runAuditVerify(ctx context.Context, args []string, stdout, stderr io.Writer
 		return err
 	}
 	var recs []auditchain.Record
+	var calls []runCall
 	fromStart := false
 	if *file != "" {
 		f, err := os.Open(*file)
@@ -158,7 +166,7 @@ func runAuditVerify(ctx context.Context, args []string, stdout, stderr io.Writer
 		if pub != nil && exported != nil && !pub.Equal(exported) {
 			fmt.Fprintf(stderr, "awaken audit verify: the export names key %s; checking against the trusted key %s\n", auditchain.KeyID(exported), auditchain.KeyID(pub))
 		}
-	} else if recs, fromStart, err = sel.read(ctx); err != nil {
+	} else if recs, calls, fromStart, err = sel.read(ctx, true); err != nil {
 		return err
 	}
 	if len(recs) == 0 && *sel.run != "" {
@@ -180,8 +188,25 @@ func runAuditVerify(ctx context.Context, args []string, stdout, stderr io.Writer
 	if err != nil {
 		return err
 	}
+	// A run's chain is checked against the run's call records too: a decision they hold
+	// whose record the chain lacks (never stored, or cut off at the chain's end, which no
+	// link shows) is named.
+	missing, err := unauditedDecisions(recs, calls)
+	if err != nil {
+		return err
+	}
+	if len(missing) > 0 {
+		if *asJSON {
+			_ = printJSON(stdout, map[string]any{"ok": false, "unaudited": missing, "error": ErrDecisionUnaudited.Error()})
+		}
+		return fmt.Errorf("the audit trail of run %s is incomplete: %w: %s", *sel.run, ErrDecisionUnaudited, strings.Join(missing, "; "))
+	}
 	if *asJSON {
-		return printJSON(stdout, map[string]any{"ok": true, "records": sum.Records, "subjects": sum.Subjects, "signed": sum.Signed, "key_id": sum.KeyID, "last": sum.Last})
+		out := map[string]any{"ok": true, "records": sum.Records, "subjects": sum.Subjects, "signed": sum.Signed, "key_id": sum.KeyID, "last": sum.Last}
+		if calls != nil {
+			out["call_records"] = len(calls)
+		}
+		return printJSON(stdout, out)
 	}
 	signed := "signatures not checked"
 	if sum.Signed {
@@ -196,6 +221,9 @@ func runAuditVerify(ctx context.Context, args []string, stdout, stderr io.Writer
 	for _, s := range subjects {
 		l := sum.Last[s]
 		fmt.Fprintf(stdout, "  %s: last n %d hash %s\n", s, l.N, l.Hash)
+	}
+	if calls != nil {
+		fmt.Fprintf(stdout, "every decision of the run's %d call records has its audit record\n", len(calls))
 	}
 	return nil
 }
@@ -215,7 +243,7 @@ func runAuditExport(ctx context.Context, args []string, stdout io.Writer) error 
 	if err != nil {
 		return err
 	}
-	recs, _, err := sel.read(ctx)
+	recs, _, _, err := sel.read(ctx, false)
 	if err != nil {
 		return err
 	}

@@ -66,11 +66,9 @@ func runMCPServe(ctx context.Context, args []string, stdin io.Reader, stdout, st
 	}
 	defer c.Close()
 	log := app.NewLogger(stderr, *logLevel).With().Str("component", "mcp-serve").Logger()
-	auditKey, err := cfg.AuditSigningKey()
-	if err != nil {
-		return err
-	}
-	door, err := mcpserve.New(mcpserve.Options{Client: c, Config: cfg.MCPServe, Log: log, APIBase: *apiURL, AuditKey: auditKey,
+	// No audit key: the stdio door's records are the runner's claims, stored unsigned on
+	// the claims stream; the key signs the services' trail and stays with them.
+	door, err := mcpserve.New(mcpserve.Options{Client: c, Config: cfg.MCPServe, Log: log, APIBase: *apiURL,
 		Catalog: func(ctx context.Context) ([]contracts.CatalogTool, error) { return c.Tools(ctx) }})
 	if err != nil {
 		return err

@@ -110,17 +110,31 @@ func TestHTTPListCallBlocked(t *testing.T) {
 	}
 }
 
-// lastAudit returns the last MCP call audit record.
+// lastAudit returns the last MCP call record of the api's door, on the audit stream.
 func lastAudit(t *testing.T, s *stack) contracts.MCPCallAudit {
+	t.Helper()
+	names := s.cfg.Names()
+	return lastMCPRecord(t, s, names.AuditStream(), names.MCPCallAuditSubject(), true)
+}
+
+// lastClaim returns the last MCP call record of the stdio door, on the claims stream.
+func lastClaim(t *testing.T, s *stack) contracts.MCPCallAudit {
+	t.Helper()
+	names := s.cfg.Names()
+	return lastMCPRecord(t, s, names.ClaimsStream(), names.MCPCallClaimSubject(), false)
+}
+
+// lastMCPRecord returns the last MCP call record on subject of stream; chained says it
+// must be the first link of the subject's chain, else that it carries no chain headers.
+func lastMCPRecord(t *testing.T, s *stack, streamName, subject string, chained bool) contracts.MCPCallAudit {
 	t.Helper()
 	nc, js := s.srv.Conn(t)
 	defer nc.Close()
-	names := s.cfg.Names()
-	stream, err := js.Stream(s.ctx, names.AuditStream())
+	stream, err := js.Stream(s.ctx, streamName)
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := stream.GetLastMsgForSubject(s.ctx, names.MCPCallAuditSubject())
+	m, err := stream.GetLastMsgForSubject(s.ctx, subject)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,9 +145,14 @@ func lastAudit(t *testing.T, s *stack) contracts.MCPCallAudit {
 	if ev.Type != contracts.TypeMCPCallAudit {
 		t.Fatalf("audit type %s", ev.Type)
 	}
-	// The door's records are a chain of their own (docs/security.md, the audit trail).
-	if l, err := auditchain.LinkOf(m.Header); err != nil || l.N != 1 || l.Prev != auditchain.ZeroHash {
+	// The api door's records are a chain of their own (docs/security.md, the audit
+	// trail); the stdio door's claims are in no chain.
+	l, err := auditchain.LinkOf(m.Header)
+	switch {
+	case chained && (err != nil || l.N != 1 || l.Prev != auditchain.ZeroHash):
 		t.Fatalf("the first MCP audit record's link: %+v %v", l, err)
+	case !chained && err == nil:
+		t.Fatalf("the stdio door's record carries a chain link %+v", l)
 	}
 	rec, err := bus.Decode[contracts.MCPCallAudit](ev.Data)
 	if err != nil {

@@ -77,8 +77,10 @@ type Options struct {
 	ProgressEvery time.Duration
 	// Version is the version the server announces in initialize.
 	Version string
-	// AuditKey signs the door's audit records (the host's audit.signing_key_file; nil:
-	// they are hash-chained but unsigned).
+	// AuditKey signs the audit records of the Streamable HTTP door, the api's, on the
+	// audit stream (the host's audit.signing_key_file; nil: hash-chained but unsigned).
+	// The stdio door's records are its runner's claims: it stores them on the claims
+	// stream, unsigned, whatever the key.
 	AuditKey ed25519.PrivateKey
 }
 
@@ -86,7 +88,8 @@ type Options struct {
 type Server struct {
 	opts Options
 	js   jetstream.JetStream
-	// trail appends the audit records to the chain of the MCP audit subject.
+	// trail appends the Streamable HTTP door's audit records to the chain of the MCP
+	// audit subject.
 	trail *auditlog.Appender
 	// stopped ends every waiting call (Stop); the calls themselves go on in awaken.
 	stopped context.Context
@@ -350,13 +353,23 @@ func (s *Server) fetchHint(batchID string) string {
 }
 
 // audit publishes the MCP call's audit record under an id of the call, so a retried
-// publish is deduplicated.
+// publish is deduplicated. The Streamable HTTP door is the api's: its record joins the
+// signed audit trail. The stdio door runs with its runner's credentials (a platform's,
+// which may not write the audit stream, where only services write) and its record says
+// what that runner claims: it goes to the claims stream, where no chain or signature is
+// claimed, so the trail stays whole and every record of it signed.
 func (s *Server) audit(ctx context.Context, rec contracts.MCPCallAudit) error {
 	ev, err := cloudevent.NewEvent("mcp:"+rec.BatchID+":"+rec.CallID+":audit", "awaken/mcp", contracts.TypeMCPCallAudit, rec)
 	if err != nil {
 		return err
 	}
-	if _, err := s.trail.Append(ctx, cloudevent.EncodeMsg(s.opts.Client.Names().MCPCallAuditSubject(), ev)); err != nil {
+	names := s.opts.Client.Names()
+	if rec.Transport == TransportStdio {
+		_, err = s.js.PublishMsg(ctx, cloudevent.EncodeMsg(names.MCPCallClaimSubject(), ev))
+	} else {
+		_, err = s.trail.Append(ctx, cloudevent.EncodeMsg(names.MCPCallAuditSubject(), ev))
+	}
+	if err != nil {
 		return fmt.Errorf("mcpserve: audit: %w", err)
 	}
 	return nil

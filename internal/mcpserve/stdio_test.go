@@ -88,7 +88,7 @@ func TestStdio(t *testing.T) {
 	}
 
 	batchID := batchOf(t, out)
-	audit := lastAudit(t, s)
+	audit := lastClaim(t, s)
 	if audit.BatchID != batchID || audit.Transport != mcpserve.TransportStdio || audit.Actor != "cli:tester" ||
 		audit.ClientName != "stdio-client" || !strings.HasPrefix(audit.SessionID, "stdio-") {
 		t.Fatalf("audit %+v", audit)

@@ -28,7 +28,18 @@ var ErrBucketNotFound = errors.New("state: bucket not found")
 //
 // It needs permission to publish on $JS.API.STREAM.MSG.GET.<stream>.
 func ReadLastFromLeader(ctx context.Context, nc *nats.Conn, stream, subject string) (*jetstream.RawStreamMsg, error) {
-	req, err := json.Marshal(map[string]string{"last_by_subj": subject})
+	return readFromLeader(ctx, nc, stream, map[string]any{"last_by_subj": subject})
+}
+
+// ReadSeqFromLeader returns the message stored at stream sequence seq of stream as the
+// stream's leader holds it, like [ReadLastFromLeader]: what a duplicate acknowledgement
+// names (the sequence of the message first stored under the id) is read back so.
+func ReadSeqFromLeader(ctx context.Context, nc *nats.Conn, stream string, seq uint64) (*jetstream.RawStreamMsg, error) {
+	return readFromLeader(ctx, nc, stream, map[string]any{"seq": seq})
+}
+
+func readFromLeader(ctx context.Context, nc *nats.Conn, stream string, get map[string]any) (*jetstream.RawStreamMsg, error) {
+	req, err := json.Marshal(get)
 	if err != nil {
 		return nil, err
 	}

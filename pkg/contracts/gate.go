@@ -24,6 +24,8 @@ const (
 	AuditDecisionApproved  = "approved"
 	AuditDecisionDenied    = "denied"
 	AuditDecisionExpired   = "expired"
+	// AuditDecisionScheduled: a scheduled action ran at its due time without a human.
+	AuditDecisionScheduled = "scheduled"
 	// AuditDecisionUnknown labels an outcome of no known kind; it never names a real
 	// decision, so an audit reader cannot mistake it for one.
 	AuditDecisionUnknown = "unknown"

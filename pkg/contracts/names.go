@@ -194,7 +194,8 @@ func (n Names) CommittedResultsWildcard() string { return n.Prefix + ".committed
 func (n Names) EventsSubject(runID string) string { return n.Prefix + ".events." + runID }
 
 // TicketOpenedSubject, TicketResumeSubject, TicketResolvedSubject and TicketRejectedSubject
-// carry the approval protocol.
+// carry the approval protocol. The resume commands, which clients publish, are stored in
+// the control stream; the gate's opened, resolved and rejected in the tickets stream.
 func (n Names) TicketOpenedSubject() string   { return n.Prefix + ".tickets.opened" }
 func (n Names) TicketResumeSubject() string   { return n.Prefix + ".tickets.resume" }
 func (n Names) TicketResolvedSubject() string { return n.Prefix + ".tickets.resolved" }
@@ -249,8 +250,13 @@ func (n Names) TicketsStream() string     { return n.upper() + "_TICKETS" }
 func (n Names) TimersStream() string      { return n.upper() + "_TIMERS" }
 func (n Names) EventsStream() string      { return n.upper() + "_EVENTS" }
 func (n Names) AuditStream() string       { return n.upper() + "_AUDIT" }
-func (n Names) DeadLetterStream() string  { return n.upper() + "_DEADLETTER" }
-func (n Names) ControlStream() string     { return n.upper() + "_CONTROL" }
+
+// ClaimsStream holds what clients record of their own doings ({prefix}.claims.>), apart
+// from the audit stream: only services write the audit stream, whose records they chain,
+// sign and deduplicate by id, so no client can store a message under one of their ids.
+func (n Names) ClaimsStream() string     { return n.upper() + "_CLAIMS" }
+func (n Names) DeadLetterStream() string { return n.upper() + "_DEADLETTER" }
+func (n Names) ControlStream() string    { return n.upper() + "_CONTROL" }
 
 // KV buckets.
 func (n Names) BatchesBucket() string  { return n.upper() + "_batches" }
@@ -289,9 +295,15 @@ func (n Names) ReconcileAuditSubject(runID string) string {
 	return n.Prefix + ".audit.reconcile." + runID
 }
 
-// MCPCallAuditSubject carries the [MCPCallAudit] records of the MCP door. It lies under
-// the audit stream's subjects but can never be a run's audit subject: run ids hold no dots.
+// MCPCallAuditSubject carries the [MCPCallAudit] records of the api's MCP door (/mcp),
+// signed like every record of the audit stream. It lies under the audit stream's subjects
+// but can never be a run's audit subject: run ids hold no dots.
 func (n Names) MCPCallAuditSubject() string { return n.Prefix + ".audit.mcp.calls" }
+
+// MCPCallClaimSubject carries the [MCPCallAudit] records of `awaken mcp-serve`, the stdio
+// door a platform runs with its own credentials: the platform's account of its calls, in
+// the claims stream ([Names.ClaimsStream]), outside the signed audit trail.
+func (n Names) MCPCallClaimSubject() string { return n.Prefix + ".claims.mcp.calls" }
 
 // ToolsPauseSubject and ToolsResumeSubject are the micro endpoints of the api that pause
 // and resume a tool.

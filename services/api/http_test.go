@@ -321,7 +321,7 @@ func TestHTTPTimeoutWhenTheGateIsDown(t *testing.T) {
 	if e := r.apiError(t); r.status != http.StatusGatewayTimeout || e.Code != "timeout" {
 		t.Fatalf("approve with no gate: %d %s, want 504 timeout", r.status, r.body)
 	}
-	stream, err := h.stack.Env.JS.Stream(ctxFor(t, waitLong), h.stack.Env.Names.TicketsStream())
+	stream, err := h.stack.Env.JS.Stream(ctxFor(t, waitLong), h.stack.Env.Names.ControlStream())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -368,7 +368,7 @@ func TestCLIApproveNamesTheDigest(t *testing.T) {
 	}
 	h.results("run-cli-digest")
 	var cmd contracts.ResumeCommand
-	stream, err := h.stack.Env.JS.Stream(ctxFor(t, waitLong), "AWAKEN_TICKETS")
+	stream, err := h.stack.Env.JS.Stream(ctxFor(t, waitLong), "AWAKEN_CONTROL")
 	if err != nil {
 		t.Fatal(err)
 	}

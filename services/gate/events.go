@@ -12,9 +12,9 @@ import (
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
-// Audit decisions of resolutions that contracts does not name: a scheduled action that ran
-// at its due time without a human.
-const auditScheduled = "scheduled"
+// auditScheduled is the audit decision of a scheduled action that ran at its due time
+// without a human.
+const auditScheduled = contracts.AuditDecisionScheduled
 
 // Resolution codes of io.awaken.ticket.resolved.v1.
 const (

@@ -475,7 +475,7 @@ func (h *harness) quiet() {
 	consumers := []struct{ stream, durable string }{
 		{n.RunRecordsStream(), contracts.ConsumerGateBatches},
 		{n.CallRecordsStream(), contracts.ConsumerGateOutputs},
-		{n.TicketsStream(), contracts.ConsumerGateResume},
+		{n.ControlStream(), contracts.ConsumerGateResume},
 		{n.TimersStream(), contracts.ConsumerGateTimers},
 		{n.ControlStream(), contracts.ConsumerGateControl},
 	}

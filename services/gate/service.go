@@ -81,7 +81,7 @@ func Start(ctx context.Context, env *pipeline.Env, opts ...bus.DeliveryOption) (
 			OnExhausted: s.outputExhausted,
 		}, Handler: s.handleOutput},
 		{Spec: bus.ConsumerSpec{
-			Stream: n.TicketsStream(), Durable: contracts.ConsumerGateResume,
+			Stream: n.ControlStream(), Durable: contracts.ConsumerGateResume,
 			// Both resume subjects on one durable: the public one (claimed actors) and
 			// the api's (authenticated actors); [Service.handleResume] tells them apart:
 			// deploy/nats/auth.conf lets no other user publish on the api's.

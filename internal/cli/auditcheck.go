@@ -1,0 +1,117 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/awaken-dev/awaken/pkg/auditchain"
+	"github.com/awaken-dev/awaken/pkg/cloudevent"
+	"github.com/awaken-dev/awaken/pkg/contracts"
+)
+
+// ErrDecisionUnaudited: a run's call records hold a decision its audit chain has no record
+// of. The chain alone cannot show a record that was never stored, or the last records of a
+// chain removed whole: the call records, written by the gate beside every decision, can.
+var ErrDecisionUnaudited = errors.New("a decision has no audit record")
+
+// resolutionLabels are the audit decisions of a ticket's resolution: a person's approval
+// or denial, an approval whose edit the policy blocked (deny), the timer's expiry and a
+// scheduled action run at its due time.
+var resolutionLabels = map[string]bool{
+	contracts.AuditDecisionApproved: true, contracts.AuditDecisionDenied: true, contracts.AuditDecisionDeny: true,
+	contracts.AuditDecisionExpired: true, contracts.AuditDecisionScheduled: true,
+}
+
+// runCall is one call record of a run with the batch it belongs to.
+type runCall struct {
+	batchID string
+	rec     contracts.CallRecord
+}
+
+// readRunCalls reads every call record of run from the calls bucket.
+func readRunCalls(ctx context.Context, js jetstream.JetStream, names contracts.Names, run string) ([]runCall, error) {
+	kv, err := js.KeyValue(ctx, names.CallsBucket())
+	if err != nil {
+		return nil, fmt.Errorf("calls bucket: %w", err)
+	}
+	w, err := kv.Watch(ctx, contracts.CallKeysOfRun(run), jetstream.IgnoreDeletes())
+	if err != nil {
+		return nil, fmt.Errorf("read the call records of run %s: %w", run, err)
+	}
+	defer w.Stop()
+	var out []runCall
+	for {
+		select {
+		case e := <-w.Updates():
+			if e == nil { // the end of the records stored so far
+				return out, nil
+			}
+			_, r, step, _, err := contracts.ParseCallKey(e.Key())
+			if err != nil {
+				return nil, fmt.Errorf("call record %s: %w", e.Key(), err)
+			}
+			var rec contracts.CallRecord
+			if err := json.Unmarshal(e.Value(), &rec); err != nil {
+				return nil, fmt.Errorf("call record %s: %w", e.Key(), err)
+			}
+			out = append(out, runCall{batchID: contracts.BatchID(r, step), rec: rec})
+		case <-ctx.Done():
+			return nil, fmt.Errorf("read the call records of run %s: %w", run, ctx.Err())
+		}
+	}
+}
+
+// unauditedDecisions names every decision of calls that recs (a run's audit records) have
+// no record of: the gate's decision of each decided call, and the resolution of each call
+// a ticket parked that a person or the timer resolved. A decision being made while the
+// check runs may be named once; checking again after it is recorded clears it.
+func unauditedDecisions(recs []auditchain.Record, calls []runCall) ([]string, error) {
+	type callOf struct{ batch, call string }
+	audited := map[callOf]map[string]bool{}
+	for _, r := range recs {
+		ev, err := cloudevent.DecodeMsg(r.Header, r.Data)
+		if err != nil {
+			return nil, fmt.Errorf("audit record seq %d: %w", r.Seq, err)
+		}
+		if ev.Type != contracts.TypeAudit {
+			continue
+		}
+		var a contracts.AuditRecord
+		if err := json.Unmarshal(ev.Data, &a); err != nil {
+			return nil, fmt.Errorf("audit record seq %d: %w", r.Seq, err)
+		}
+		k := callOf{a.BatchID, a.CallID}
+		if audited[k] == nil {
+			audited[k] = map[string]bool{}
+		}
+		audited[k][a.Decision] = true
+	}
+	var missing []string
+	for _, c := range calls {
+		d := c.rec.Decision
+		if d == nil {
+			continue
+		}
+		have := audited[callOf{c.batchID, c.rec.CallID}]
+		if label := d.AuditLabel(); !have[label] {
+			missing = append(missing, fmt.Sprintf("decision %s of call %s has no audit record (batch %s)", label, c.rec.CallID, c.batchID))
+		}
+		if !d.IsWait() || c.rec.ResolvedActor == "" {
+			continue
+		}
+		resolved := false
+		for label := range have {
+			resolved = resolved || resolutionLabels[label]
+		}
+		if !resolved {
+			missing = append(missing, fmt.Sprintf("resolution by %s of call %s has no audit record (batch %s)", c.rec.ResolvedActor, c.rec.CallID, c.batchID))
+		}
+	}
+	sort.Strings(missing)
+	return missing, nil
+}
