@@ -136,7 +136,14 @@ func (h *harness) storeDelegates(tasks ...string) *contracts.BatchRecord {
 // configuration, the parallel-delegation flag, phase open.
 func (h *harness) store(sub contracts.BatchSubmission) *contracts.BatchRecord {
 	h.T.Helper()
-	rec := contracts.BatchRecord{Submission: sub, Hash: sub.Hash(), Phase: contracts.BatchPhaseOpen, CreatedAt: time.Now().UTC()}
+	return h.storeAt(sub, time.Now().UTC())
+}
+
+// storeAt records sub as recorded at createdAt (the harness clock's time, for a test that
+// moves it: the windows of rate limits and windowed budgets are the batch's).
+func (h *harness) storeAt(sub contracts.BatchSubmission, createdAt time.Time) *contracts.BatchRecord {
+	h.T.Helper()
+	rec := contracts.BatchRecord{Submission: sub, Hash: sub.Hash(), Phase: contracts.BatchPhaseOpen, CreatedAt: createdAt}
 	parallel := len(sub.Calls) > 1
 	for _, c := range sub.Calls {
 		pin := h.Env.Config.Pin(c.ToolID)
