@@ -166,3 +166,38 @@ func TestRunLedgerKeysGoWithTheRun(t *testing.T) {
 		t.Fatal("the other run's ledger keys were deleted too")
 	}
 }
+
+// TestWaitingRateWindowOutlivesItsDeferrals: the window of a rate with over: wait points at
+// the later windows it deferred calls to (up to 16 ahead), so its key is kept while any of
+// them may still run: two hours on, when a new window opens, it is still there; once the
+// last window it could defer to has passed, a new window's opening deletes it (and keeps
+// the younger window).
+func TestWaitingRateWindowOutlivesItsDeferrals(t *testing.T) {
+	h := newHarness(t, servicetest.Stopped())
+	h.withLimits(nil, contracts.LimitConfig{Name: "hourly", Tools: []string{"echo"}, Key: contracts.LimitKeyGlobal,
+		Rate: &contracts.RateLimitConfig{N: 5, Window: "1h"}, Over: contracts.LimitOverWait})
+	gated := func(run string) time.Time {
+		sub := h.submission(1, call("c1", "echo", `{"text":"hi"}`))
+		sub.RunID = run
+		b := h.storeAt(sub, h.Env.Now())
+		h.gate(b, 0)
+		h.waitCall(b, 0, "handed over", handedOver)
+		h.finishSettled(b, 0, nil)
+		return b.CreatedAt.Truncate(time.Hour).UTC()
+	}
+	first := gated("run-a")
+	h.Advance(2 * time.Hour)
+	second := gated("run-b")
+	if h.ledgerKeyGone("hourly", "", first) {
+		t.Fatalf("the window at %s was deleted two hours on, while calls it deferred may still run", first.Format(time.RFC3339))
+	}
+	// 18 hours after the first window: the 16 windows after it have passed, not those after
+	// the second.
+	h.Advance(time.Duration(contracts.MaxRateWaitWindows) * time.Hour)
+	gated("run-c")
+	natstest.WaitFor(t, waitLong, func() bool { return h.ledgerKeyGone("hourly", "", first) },
+		"the first window, whose deferrals have all passed, deleted")
+	if h.ledgerKeyGone("hourly", "", second) {
+		t.Fatalf("the window at %s was deleted while a window it may defer to is still ahead", second.Format(time.RFC3339))
+	}
+}
