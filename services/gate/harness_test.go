@@ -226,15 +226,18 @@ func (h *harness) accept(rec contracts.BatchRecord) {
 
 // --- publishing inputs ------------------------------------------------------------------
 
-func (h *harness) publish(subject, id, typ string, payload any) {
+// publish stores an event on subject and returns its stream sequence.
+func (h *harness) publish(subject, id, typ string, payload any) uint64 {
 	h.T.Helper()
 	ev, err := cloudevent.NewEvent(id, "awaken/test", typ, payload)
 	if err != nil {
 		h.T.Fatalf("event: %v", err)
 	}
-	if _, err := h.JS.PublishMsg(h.Ctx, cloudevent.EncodeMsg(subject, ev)); err != nil {
+	ack, err := h.JS.PublishMsg(h.Ctx, cloudevent.EncodeMsg(subject, ev))
+	if err != nil {
 		h.T.Fatalf("publish %s: %v", subject, err)
 	}
+	return ack.Sequence
 }
 
 // uniq returns a fresh message id, so the stream does not deduplicate a re-sent input.
@@ -271,8 +274,9 @@ func (h *harness) probe(b *contracts.BatchRecord) {
 }
 
 // recordAgain writes the run record of b again as the revision that records b
-// ([contracts.TypeBatchRecorded]), with the run record's current content.
-func (h *harness) recordAgain(b *contracts.BatchRecord) {
+// ([contracts.TypeBatchRecorded]), with the run record's current content, and returns its
+// stream sequence.
+func (h *harness) recordAgain(b *contracts.BatchRecord) uint64 {
 	h.T.Helper()
 	sub := &b.Submission
 	run, _, err := h.Env.Runs.Get(h.Ctx, contracts.RunKey(sub.RunID))
@@ -285,7 +289,7 @@ func (h *harness) recordAgain(b *contracts.BatchRecord) {
 		open := *b
 		run.Batch = &open
 	}
-	h.publish(h.Env.Names.RunRecordSubject(sub.RunID),
+	return h.publish(h.Env.Names.RunRecordSubject(sub.RunID),
 		h.uniq(pipeline.BatchRecordedID(sub.BatchID())), contracts.TypeBatchRecorded, run)
 }
 

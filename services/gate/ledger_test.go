@@ -201,3 +201,30 @@ func TestWaitingRateWindowOutlivesItsDeferrals(t *testing.T) {
 		t.Fatalf("the window at %s was deleted while a window it may defer to is still ahead", second.Format(time.RFC3339))
 	}
 }
+
+// TestFirstDeliveryOfADecidedCallCountsNothing: a count of 10 per run counts two echo
+// calls that ran and ended; the second's decision folded the first's share into used. A
+// revision that asks for the first call again, delivered for the first time (as a
+// consumer recreated from the stream's start would), finds the call decided — the gate
+// reads the record before it reserves whenever a limit matches the call — and counts
+// nothing: used stays 2. Without that read its reservation found no share held (folded)
+// and counted the call a second time.
+func TestFirstDeliveryOfADecidedCallCountsNothing(t *testing.T) {
+	h := newHarness(t, servicetest.Stopped())
+	h.withLimits(nil, contracts.LimitConfig{Name: "per-run", Tools: []string{"echo"}, Key: contracts.LimitKeyRun, Count: intp(10)})
+	var bs []*contracts.BatchRecord
+	for step := int64(1); step <= 2; step++ {
+		b := h.store(h.submission(step, call("c1", "echo", `{"text":"hi"}`)))
+		h.gate(b, 0)
+		h.waitCall(b, 0, "handed over", handedOver)
+		h.finishSettled(b, 0, nil)
+		bs = append(bs, b)
+	}
+	if e := h.ledger("per-run", testRunID); e.Used != 2 {
+		t.Fatalf("ledger %+v, want the two calls counted", e)
+	}
+	h.WaitSettled(h.Env.Names.RunRecordsStream(), contracts.ConsumerGateBatches, h.recordAgain(bs[0]))
+	if e := h.ledger("per-run", testRunID); e.Used != 2 {
+		t.Fatalf("ledger %+v after the first call was asked for again, want it counted once (used 2)", e)
+	}
+}

@@ -113,6 +113,19 @@ func (l *limiter) counting(toolID string) bool {
 	return false
 }
 
+// matchesAny reports whether a limit, of any kind, matches call.
+func (l *limiter) matchesAny(call contracts.ToolCall) bool {
+	if l == nil {
+		return false
+	}
+	for k := range l.limits {
+		if l.limits[k].Matches(call) {
+			return true
+		}
+	}
+	return false
+}
+
 // counts reports whether a call decided o takes a share of the limits: one that may run
 // (allow, ask, schedule). A blocked call or one answered with a fixed result runs no tool.
 func counts(o *contracts.GateOutcome) bool {
