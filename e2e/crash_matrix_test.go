@@ -319,7 +319,9 @@ func runCrashCell(t *testing.T, cell crashCell, withSandbox bool) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if entry.Used != n || len(entry.Held) != int(n) {
+			// Used counts each call once; a call that ran may have left held for used
+			// already (folded by a later write of the key), so held is at most the calls.
+			if entry.Used != n || len(entry.Held) > int(n) {
 				t.Errorf("run %s: ledger %+v, want %v calls counted once", runID, entry, n)
 			}
 		}

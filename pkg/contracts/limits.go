@@ -379,10 +379,16 @@ func ParseLimitLedgerKey(key string) (name, value string, window time.Time, err 
 	return name, value, window, nil
 }
 
-// LimitLedgerEntry is the value of one ledger key: what the operations holding it
-// reserved. Held maps each operation id to its amount (1 for concurrency, count and rate,
-// the cost for a budget), so a redelivered or replayed decision finds its operation already
-// there and is never counted twice. Used is the sum of Held.
+// LimitLedgerEntry is the value of one ledger key: what the limit's key value has used,
+// and the shares of the calls still live. Used is the total: the shares of the calls that
+// ended having run (spent, folded in) plus every share in Held. Held maps the operation id
+// of each call whose share may still change — decided and not ended, so it may be given
+// back (it never runs) or settled (its tool reports a cost) — to its amount (1 for
+// concurrency, count and rate, the cost for a budget): a redelivered or replayed decision
+// finds its operation there and is never counted twice, and an ended call's settlement or
+// release finds it there exactly once. A call that ran leaves Held when it ends — at the
+// key's next write, or, for a budget its tool reported a cost to, in the write that settles
+// it — so the entry's size follows the calls in flight, not the calls it ever counted.
 //
 // A concurrency limit's entry also queues the calls waiting for a slot (Waiting, in the
 // order they asked) and remembers each hand-off (Handed: the operation that gave its slot

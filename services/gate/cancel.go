@@ -17,9 +17,10 @@ import (
 // batch of the run is sealed — each non-terminal call becomes Indeterminate("cancelled"),
 // its ticket is cleared — and a CallOutput is published per sealed call so the publisher
 // finalizes the batch and its results publish once; then the executors are told to stop
-// the run's bodies in flight (stopRunBodies) and the run's io.awaken.run.ended.v1 is
-// published (announceRunEnded). A late approval or timer then finds no ticket. Redelivery
-// re-seals nothing (the calls are terminal) and re-publishes the same notice and event.
+// the run's bodies in flight (stopRunBodies), the run's io.awaken.run.ended.v1 is
+// published (announceRunEnded) and the run's limits ledger keys are deleted. A late
+// approval or timer then finds no ticket. Redelivery re-seals nothing (the calls are
+// terminal) and re-publishes the same notice and event.
 func (s *Service) handleRunCancel(ctx context.Context, d bus.Delivery) error {
 	ev := d.Event
 	rc, err := contracts.DecodeRunCancel(ev.Data)
@@ -52,6 +53,10 @@ func (s *Service) handleRunCancel(ctx context.Context, d bus.Delivery) error {
 		return err
 	}
 	if err := s.announceRunEnded(ctx, run); err != nil {
+		return err
+	}
+	// After the announcement, off the path of whoever waits for the cancel to be done.
+	if err := s.limits.deleteRunLedgerKeys(ctx, rc.RunID); err != nil {
 		return err
 	}
 	log.Info().Int("batches", sealed).Str("reason", run.Ended.Reason).Msg("run cancelled")

@@ -15,7 +15,8 @@ func isCapabilityBound(rec *contracts.CallRecord) bool {
 // endCapabilityBound ends b's run with capability_bound — on the run record, so it takes
 // no more batches (run_ended) — and seals every unfinished call of b with reason, whose
 // outputs let the publisher finalize the batch, then announces the end
-// (io.awaken.run.ended.v1). Redelivery repeats it harmlessly.
+// (io.awaken.run.ended.v1) and deletes the run's limits ledger keys. Redelivery repeats it
+// harmlessly.
 func (s *Service) endCapabilityBound(ctx context.Context, b *contracts.BatchRecord, reason string) error {
 	run, err := s.endRun(ctx, b.Submission.RunID, contracts.RunEndCapabilityBound)
 	if err != nil {
@@ -24,5 +25,8 @@ func (s *Service) endCapabilityBound(ctx context.Context, b *contracts.BatchReco
 	if err := s.seal(ctx, b, -1, reason, b.Parallel); err != nil {
 		return err
 	}
-	return s.announceRunEnded(ctx, run)
+	if err := s.announceRunEnded(ctx, run); err != nil {
+		return err
+	}
+	return s.limits.deleteRunLedgerKeys(ctx, b.Submission.RunID)
 }

@@ -136,7 +136,14 @@ func (h *harness) storeDelegates(tasks ...string) *contracts.BatchRecord {
 // configuration, the parallel-delegation flag, phase open.
 func (h *harness) store(sub contracts.BatchSubmission) *contracts.BatchRecord {
 	h.T.Helper()
-	rec := contracts.BatchRecord{Submission: sub, Hash: sub.Hash(), Phase: contracts.BatchPhaseOpen, CreatedAt: time.Now().UTC()}
+	return h.storeAt(sub, time.Now().UTC())
+}
+
+// storeAt records sub as recorded at createdAt (the harness clock's time, for a test that
+// moves it: the windows of rate limits and windowed budgets are the batch's).
+func (h *harness) storeAt(sub contracts.BatchSubmission, createdAt time.Time) *contracts.BatchRecord {
+	h.T.Helper()
+	rec := contracts.BatchRecord{Submission: sub, Hash: sub.Hash(), Phase: contracts.BatchPhaseOpen, CreatedAt: createdAt}
 	parallel := len(sub.Calls) > 1
 	for _, c := range sub.Calls {
 		pin := h.Env.Config.Pin(c.ToolID)
@@ -219,15 +226,18 @@ func (h *harness) accept(rec contracts.BatchRecord) {
 
 // --- publishing inputs ------------------------------------------------------------------
 
-func (h *harness) publish(subject, id, typ string, payload any) {
+// publish stores an event on subject and returns its stream sequence.
+func (h *harness) publish(subject, id, typ string, payload any) uint64 {
 	h.T.Helper()
 	ev, err := cloudevent.NewEvent(id, "awaken/test", typ, payload)
 	if err != nil {
 		h.T.Fatalf("event: %v", err)
 	}
-	if _, err := h.JS.PublishMsg(h.Ctx, cloudevent.EncodeMsg(subject, ev)); err != nil {
+	ack, err := h.JS.PublishMsg(h.Ctx, cloudevent.EncodeMsg(subject, ev))
+	if err != nil {
 		h.T.Fatalf("publish %s: %v", subject, err)
 	}
+	return ack.Sequence
 }
 
 // uniq returns a fresh message id, so the stream does not deduplicate a re-sent input.
@@ -264,8 +274,9 @@ func (h *harness) probe(b *contracts.BatchRecord) {
 }
 
 // recordAgain writes the run record of b again as the revision that records b
-// ([contracts.TypeBatchRecorded]), with the run record's current content.
-func (h *harness) recordAgain(b *contracts.BatchRecord) {
+// ([contracts.TypeBatchRecorded]), with the run record's current content, and returns its
+// stream sequence.
+func (h *harness) recordAgain(b *contracts.BatchRecord) uint64 {
 	h.T.Helper()
 	sub := &b.Submission
 	run, _, err := h.Env.Runs.Get(h.Ctx, contracts.RunKey(sub.RunID))
@@ -278,7 +289,7 @@ func (h *harness) recordAgain(b *contracts.BatchRecord) {
 		open := *b
 		run.Batch = &open
 	}
-	h.publish(h.Env.Names.RunRecordSubject(sub.RunID),
+	return h.publish(h.Env.Names.RunRecordSubject(sub.RunID),
 		h.uniq(pipeline.BatchRecordedID(sub.BatchID())), contracts.TypeBatchRecorded, run)
 }
 

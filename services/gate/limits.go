@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
 
 	"github.com/awaken-dev/awaken/internal/pipeline"
 	"github.com/awaken-dev/awaken/internal/state"
@@ -46,7 +49,27 @@ type limiter struct {
 	once   sync.Once
 	ledger *state.Store[contracts.LimitLedgerEntry]
 	err    error
+
+	// ended notes the calls that ran and ended whose shares are still held: the next
+	// write of their key folds them into used ([limiter.foldEnded]).
+	ended endedNotes
 }
+
+// endedNotes remembers, by ledger key, the operations whose calls ran and ended and whose
+// shares are still held there, so an entry holds the calls still in flight — not every
+// call it ever counted — without a ledger write of its own at each call's end. A note lost
+// (a restart, an eviction) leaves its share held, which costs the entry's size, never its
+// sum. The notes live in two generations: when the newer holds maxEndedNotes/2, the older
+// is dropped and the newer takes its place, so the notes of keys no decision writes again
+// (the last call of a run that stops submitting) age out instead of filling the memory.
+type endedNotes struct {
+	mu   sync.Mutex
+	gens [2]map[string]map[string]struct{} // [0] the newer generation, [1] the older
+	n    int                               // the notes in gens[0]
+}
+
+// maxEndedNotes bounds the operations [endedNotes] remembers.
+const maxEndedNotes = 1 << 16
 
 func newLimiter(env *pipeline.Env, host *contracts.Policy) *limiter {
 	if len(host.Limits()) == 0 {
@@ -74,6 +97,33 @@ func (l *limiter) store(ctx context.Context) (*state.Store[contracts.LimitLedger
 		return nil, l.err
 	}
 	return l.ledger, nil
+}
+
+// counting reports whether a limit other than a concurrency limit names toolID, whatever
+// the arguments: the shares of its calls that ran end with them ([limiter.endShares]).
+func (l *limiter) counting(toolID string) bool {
+	if l == nil {
+		return false
+	}
+	for k := range l.limits {
+		if lim := &l.limits[k]; lim.Kind != contracts.LimitConcurrency && lim.MatchesTool(toolID) {
+			return true
+		}
+	}
+	return false
+}
+
+// matchesAny reports whether a limit, of any kind, matches call.
+func (l *limiter) matchesAny(call contracts.ToolCall) bool {
+	if l == nil {
+		return false
+	}
+	for k := range l.limits {
+		if l.limits[k].Matches(call) {
+			return true
+		}
+	}
+	return false
 }
 
 // counts reports whether a call decided o takes a share of the limits: one that may run
@@ -234,8 +284,10 @@ func (l *limiter) reserve(ctx context.Context, lim *contracts.Limit, key, value 
 		return "", err
 	}
 	outcome := limitCounted
+	var folded []string
+	created := false
 	_, _, err = st.Update(ctx, key, func(cur *contracts.LimitLedgerEntry, exists bool) error {
-		outcome = limitCounted
+		outcome, created, folded = limitCounted, !exists, nil
 		if !exists {
 			*cur = contracts.LimitLedgerEntry{Limit: lim.Name, Kind: lim.Kind, Key: lim.Key, Value: value}
 			if !window.IsZero() {
@@ -246,6 +298,7 @@ func (l *limiter) reserve(ctx context.Context, lim *contracts.Limit, key, value 
 			outcome = limitHeld
 			return state.ErrNoChange
 		}
+		folded = l.foldEnded(key, cur, op)
 		if cur.Used+amount > lim.Max() {
 			if !force {
 				return errOverLimit
@@ -265,7 +318,177 @@ func (l *limiter) reserve(ctx context.Context, lim *contracts.Limit, key, value 
 	case err != nil:
 		return "", fmt.Errorf("gate: limit %s: reserve %s: %w", lim.Name, op, err)
 	}
+	l.forgetEnded(key, folded)
+	if created && !window.IsZero() {
+		l.dropPassedWindows(ctx, lim, value)
+	}
 	return outcome, nil
+}
+
+// noteEnded notes that op, whose call ran and ended, holds a share in ledger key that the
+// key's next write may fold into used: nothing can give it back or change it any more.
+func (l *limiter) noteEnded(key, op string) {
+	e := &l.ended
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.n >= maxEndedNotes/2 {
+		e.gens[1], e.gens[0], e.n = e.gens[0], nil, 0
+	}
+	if e.gens[0] == nil {
+		e.gens[0] = map[string]map[string]struct{}{}
+	}
+	ops := e.gens[0][key]
+	if ops == nil {
+		ops = map[string]struct{}{}
+		e.gens[0][key] = ops
+	}
+	if _, ok := ops[op]; !ok {
+		ops[op] = struct{}{}
+		e.n++
+	}
+}
+
+// foldEnded takes the shares of the operations noted ended in key out of cur's held
+// shares — their amounts stay in used — and returns the operations it looked at, to
+// forget once the write that folds them is made. The operation writing (self) is left
+// alone: a decision that finds its own operation held counts nothing again.
+func (l *limiter) foldEnded(key string, cur *contracts.LimitLedgerEntry, self string) []string {
+	e := &l.ended
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var folded []string
+	for _, gen := range e.gens {
+		for op := range gen[key] {
+			if op == self {
+				continue
+			}
+			delete(cur.Held, op)
+			folded = append(folded, op)
+		}
+	}
+	return folded
+}
+
+// forgetEnded drops the notes of ops in key: a write folded their shares.
+func (l *limiter) forgetEnded(key string, ops []string) {
+	if len(ops) == 0 {
+		return
+	}
+	e := &l.ended
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for g, gen := range e.gens {
+		notes := gen[key]
+		for _, op := range ops {
+			if _, ok := notes[op]; ok {
+				delete(notes, op)
+				if g == 0 {
+					e.n--
+				}
+			}
+		}
+		if notes != nil && len(notes) == 0 {
+			delete(gen, key)
+		}
+	}
+}
+
+// forgetKey drops every note of key, which was deleted.
+func (l *limiter) forgetKey(key string) {
+	e := &l.ended
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.n -= len(e.gens[0][key])
+	delete(e.gens[0], key)
+	delete(e.gens[1], key)
+}
+
+// windowKept is how long after its start the key of one of lim's windows is kept: the
+// window itself, and for a waiting rate the windows it may defer calls to as well, since
+// its entry points at where each deferred call went (Deferred) until they have run.
+func windowKept(lim *contracts.Limit) time.Duration {
+	if lim.Kind == contracts.LimitRate && lim.Over == contracts.LimitOverWait {
+		return time.Duration(1+contracts.MaxRateWaitWindows) * lim.Window
+	}
+	return lim.Window
+}
+
+// dropPassedWindows deletes the keys of lim's windows for value that have passed (see
+// [windowKept]). It runs when a decision opens a new window of the value — once a window,
+// not at every decision — so the keys of a limit's key value are the live windows, not
+// every window it ever counted in. A key written since it was listed is kept (the delete
+// is conditional on the revision listed); a failure is logged, and the next window tries
+// again.
+func (l *limiter) dropPassedWindows(ctx context.Context, lim *contracts.Limit, value string) {
+	st, err := l.store(ctx)
+	if err != nil {
+		return
+	}
+	log := zerolog.Ctx(ctx)
+	entries, err := st.List(ctx, contracts.LimitLedgerKey(lim.Name, value, time.Time{})+".*")
+	if err != nil {
+		log.Warn().Err(err).Str("limit", lim.Name).Msg("limits ledger: list windows to drop the passed ones")
+		return
+	}
+	now := l.env.Now()
+	for key, e := range entries {
+		_, _, window, err := contracts.ParseLimitLedgerKey(key)
+		if err != nil || window.IsZero() || now.Before(window.Add(windowKept(lim))) {
+			continue
+		}
+		if err := st.Delete(ctx, key, e.Revision); err != nil {
+			log.Warn().Err(err).Str("limit", lim.Name).Str("key", key).Msg("limits ledger: drop a passed window")
+			continue
+		}
+		l.forgetKey(key)
+	}
+}
+
+// deleteRunLedgerKeys deletes the ledger keys of runID — every key of a limit keyed by
+// run whose value is runID, or by step whose value is one of runID's steps, windows
+// included — once the run has ended and takes no more batches: nothing can count in them
+// again. A key written since it was listed is kept (a decision that raced the end).
+func (l *limiter) deleteRunLedgerKeys(ctx context.Context, runID string) error {
+	if l == nil {
+		return nil
+	}
+	st, err := l.store(ctx)
+	if err != nil {
+		return err
+	}
+	for k := range l.limits {
+		lim := &l.limits[k]
+		var filters []string
+		switch lim.Key {
+		case contracts.LimitKeyRun:
+			base := contracts.LimitLedgerKey(lim.Name, runID, time.Time{})
+			filters = []string{base, base + ".*"}
+		case contracts.LimitKeyStep:
+			filters = []string{lim.Name + ".>"}
+		default:
+			continue
+		}
+		for _, filter := range filters {
+			entries, err := st.List(ctx, filter)
+			if err != nil {
+				return fmt.Errorf("gate: limit %s: list the keys of run %s: %w", lim.Name, runID, err)
+			}
+			for key, e := range entries {
+				_, value, _, err := contracts.ParseLimitLedgerKey(key)
+				if err != nil || !runValue(lim, value, runID) {
+					continue
+				}
+				switch err := st.Delete(ctx, key, e.Revision); {
+				case errors.Is(err, state.ErrConflict):
+					continue
+				case err != nil:
+					return fmt.Errorf("gate: limit %s: delete %s of run %s: %w", lim.Name, key, runID, err)
+				}
+				l.forgetKey(key)
+			}
+		}
+	}
+	return nil
 }
 
 // release gives op's share in ledger entry key back; a share not held is left alone, so a
@@ -275,11 +498,14 @@ func (l *limiter) release(ctx context.Context, key, op string) error {
 	if err != nil {
 		return err
 	}
+	var folded []string
 	_, _, err = st.Update(ctx, key, func(cur *contracts.LimitLedgerEntry, exists bool) error {
+		folded = nil
 		amount, held := cur.Held[op]
 		if !exists || !held {
 			return state.ErrNoChangeOnLeader
 		}
+		folded = l.foldEnded(key, cur, op)
 		delete(cur.Held, op)
 		cur.Used -= amount
 		return nil
@@ -287,5 +513,21 @@ func (l *limiter) release(ctx context.Context, key, op string) error {
 	if err != nil {
 		return fmt.Errorf("gate: limits: release %s in %s: %w", op, key, err)
 	}
+	l.forgetEnded(key, folded)
 	return nil
+}
+
+// runValue reports whether value, a key value of lim (keyed by run or step), is runID's:
+// the run id itself, or "{run id}/{step}" — a step number, so run "a" never claims the
+// steps of run "a/1".
+func runValue(lim *contracts.Limit, value, runID string) bool {
+	if lim.Key == contracts.LimitKeyRun {
+		return value == runID
+	}
+	step, ok := strings.CutPrefix(value, runID+"/")
+	if !ok {
+		return false
+	}
+	_, err := strconv.ParseInt(step, 10, 64)
+	return err == nil
 }

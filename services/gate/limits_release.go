@@ -18,11 +18,17 @@ import (
 // nothing held and gives back nothing more.
 const FaultAfterLimitRelease pipeline.FaultPoint = "after-limit-release"
 
+// FaultAfterLimitSettle fires after the ledger settled and folded the budget shares of a
+// call that ran, before its terminal record is acknowledged: the redelivery finds the
+// operation no longer held and settles nothing twice.
+const FaultAfterLimitSettle pipeline.FaultPoint = "after-limit-settle"
+
 // limitReleaseRoute is the gate's consumer of terminal call records
 // ([contracts.ConsumerGateLimits]), registered only when the host policy has limits: a
 // gate without them reads nothing more. It gives back the concurrency slots of every call
 // that ends, and the other limits' shares of every call that ends without its body having
-// run.
+// run; the shares of a call that ran are spent, and leave the entries' held shares
+// ([limiter.endShares]).
 func (s *Service) limitReleaseRoute() (bus.Route, bool) {
 	if s.limits == nil {
 		return bus.Route{}, false
@@ -46,10 +52,12 @@ var releaseForEver = []bus.DeliveryOption{bus.WithDelivery(-1)}
 // (allow, ask, schedule), or that has no recorded decision, and that never reached
 // execution — an ask denied or expired, a schedule or an ask cancelled, an entry check
 // that failed, a call sealed by a cancellation between its ledger write and its
-// decision's — gives back its share in every limit that matches it. The keys are derived again from the immutable
-// batch record (its submission and created_at) and the host limits, exactly as the
-// decision derived them, and each release is a no-op when the operation holds nothing,
-// so a redelivery, or a call that a limit itself blocked, releases nothing twice.
+// decision's — gives back its share in every limit that matches it; a call that reached
+// execution ends its shares (settled at the cost its tool reported, folded into used). The
+// keys are derived again from the immutable batch record (its submission and created_at)
+// and the host limits, exactly as the decision derived them, and each release or
+// settlement is a no-op when the operation holds nothing, so a redelivery, or a call that
+// a limit itself blocked, releases or settles nothing twice.
 func (s *Service) onTerminalCall(ctx context.Context, d bus.Delivery) error {
 	_, runID, step, rec, err := pipeline.CallRecordOf(s.env.Names, d)
 	if err != nil {
@@ -91,14 +99,17 @@ func (s *Service) onTerminalCall(ctx context.Context, d bus.Delivery) error {
 	// A call that ended waiting for a concurrency slot (its SlotWait still set) was never
 	// handed to an executor.
 	if _, dispatched := rec.MarkTime(contracts.StageExecuting); (dispatched || rec.Entered) && rec.SlotWait == "" {
-		if rec.Cost == nil || rec.Decision == nil {
+		if rec.Decision == nil || !s.limits.counting(rec.ToolID) {
 			return nil
 		}
-		// The tool reported what the call cost: its budget shares become that amount.
+		// Its shares are spent: they fold into the entries' used totals.
 		if err := batch(); err != nil {
 			return err
 		}
-		return s.limits.settleAll(ctx, b, i, op, rec.Decision, *rec.Cost)
+		return s.env.Operation(ServiceName, op).Step(ctx, FaultAfterLimitSettle, func() (bool, error) {
+			settled, err := s.limits.endShares(ctx, b, i, op, rec.Decision, rec.Cost)
+			return settled > 0, err
+		})
 	}
 	if err := batch(); err != nil {
 		return err
@@ -116,44 +127,60 @@ func (s *Service) onTerminalCall(ctx context.Context, d bus.Delivery) error {
 	})
 }
 
-// settleAll sets op's share, for call i of b, in every budget matching the call to cost,
-// the amount its tool reported: the configured cost was the reservation, the report is what
-// is spent. Setting (not adding) makes a redelivered record settle nothing twice; a share not
-// held (a budget added since, or an earlier block) is left alone.
-func (l *limiter) settleAll(ctx context.Context, b *contracts.BatchRecord, i int, op string, decided *contracts.GateOutcome, cost float64) error {
+// endShares ends op's shares, for call i of b, which ran: they are spent, and leave the
+// entries' held shares for their used totals. In a budget matching the call whose tool
+// reported what the call cost, the share is settled at that amount (the configured cost
+// was the reservation, the report is what is spent) and folded in one write, which it
+// returns the count of; a share not held (folded by an earlier delivery, a budget added
+// since, an earlier block) is left alone, so a redelivered record settles nothing twice.
+// Every other share is only noted ended: the next write of its key folds it
+// ([limiter.foldEnded]) — no write of its own, so a call costs the ledger no more writes
+// than its decision's.
+func (l *limiter) endShares(ctx context.Context, b *contracts.BatchRecord, i int, op string, decided *contracts.GateOutcome, cost *float64) (int, error) {
 	sub := &b.Submission
 	at, err := l.sharesAt(ctx, b, i, op, decided)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	st, err := l.store(ctx)
 	if err != nil {
-		return err
+		return 0, err
 	}
+	settled := 0
 	for k := range l.limits {
 		lim := &l.limits[k]
-		if lim.Kind != contracts.LimitBudget || !lim.Matches(sub.Calls[i]) {
+		if lim.Kind == contracts.LimitConcurrency || !lim.Matches(sub.Calls[i]) {
 			continue
 		}
 		key := contracts.LimitLedgerKey(lim.Name, lim.KeyValue(sub), lim.WindowStart(at))
+		if lim.Kind != contracts.LimitBudget || cost == nil {
+			l.noteEnded(key, op)
+			continue
+		}
+		var folded []string
+		wrote := false
 		_, _, err := st.Update(ctx, key, func(cur *contracts.LimitLedgerEntry, exists bool) error {
+			folded, wrote = nil, false
 			held, ok := cur.Held[op]
 			if !exists || !ok {
 				return state.ErrNoChangeOnLeader
 			}
-			if held == cost {
-				return state.ErrNoChange
-			}
-			cur.Held[op] = cost
-			cur.Used += cost - held
+			folded = l.foldEnded(key, cur, op)
+			delete(cur.Held, op)
+			cur.Used += *cost - held
+			wrote = true
 			return nil
 		})
 		if err != nil {
-			return fmt.Errorf("gate: limit %s: settle %s at its reported cost %v: %w", lim.Name, op, cost, err)
+			return settled, fmt.Errorf("gate: limit %s: settle %s at its reported cost %v: %w", lim.Name, op, *cost, err)
 		}
-		l.env.Telemetry.LimitEvent(lim.Name, limitSettled)
+		l.forgetEnded(key, folded)
+		if wrote {
+			settled++
+			l.env.Telemetry.LimitEvent(lim.Name, limitSettled)
+		}
 	}
-	return nil
+	return settled, nil
 }
 
 // terminalCall returns the batch of call record rec and the call's index in it.

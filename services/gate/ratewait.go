@@ -48,8 +48,11 @@ func (l *limiter) reserveAhead(ctx context.Context, lim *contracts.Limit, b *con
 	// or record the deferral's search start.
 	var deferredTo int64
 	outcome := limitCounted
-	_, _, err = st.Update(ctx, contracts.LimitLedgerKey(lim.Name, value, base), func(cur *contracts.LimitLedgerEntry, exists bool) error {
-		outcome, deferredTo = limitCounted, 0
+	baseKey := contracts.LimitLedgerKey(lim.Name, value, base)
+	var folded []string
+	created := false
+	_, _, err = st.Update(ctx, baseKey, func(cur *contracts.LimitLedgerEntry, exists bool) error {
+		outcome, deferredTo, created, folded = limitCounted, 0, !exists, nil
 		if !exists {
 			w := base
 			*cur = contracts.LimitLedgerEntry{Limit: lim.Name, Kind: lim.Kind, Key: lim.Key, Value: value, Window: &w}
@@ -65,6 +68,7 @@ func (l *limiter) reserveAhead(ctx context.Context, lim *contracts.Limit, b *con
 		if cur.Used+1 > lim.Max() {
 			return errWindowFull
 		}
+		folded = l.foldEnded(baseKey, cur, op)
 		if cur.Held == nil {
 			cur.Held = map[string]float64{}
 		}
@@ -72,6 +76,12 @@ func (l *limiter) reserveAhead(ctx context.Context, lim *contracts.Limit, b *con
 		cur.Used++
 		return nil
 	})
+	if err == nil && deferredTo == 0 {
+		l.forgetEnded(baseKey, folded)
+		if created {
+			l.dropPassedWindows(ctx, lim, value)
+		}
+	}
 	switch {
 	case err == nil && deferredTo != 0:
 		until = time.Unix(deferredTo, 0).UTC()

@@ -108,7 +108,8 @@ func callOp(b *contracts.BatchRecord, i int) string {
 // the revision that asks for the call, whose record nobody else writes before the gate), so the
 // decision is written with a create, and only a create that finds a record (a cancelled
 // or sealed call, a redelivery) pays for the read and decides again from what is there.
-// That saves one round trip on the path of every call.
+// That saves one round trip on the path of every call a host limit does not match (one a
+// limit matches is read first: see decideCall).
 func (s *Service) gateCall(ctx context.Context, b *contracts.BatchRecord, i int, assumeNew bool) error {
 	op := s.env.Operation(ServiceName, callOp(b, i))
 	var rec contracts.CallRecord
@@ -134,6 +135,13 @@ func (s *Service) gateCall(ctx context.Context, b *contracts.BatchRecord, i int,
 // past Requested already (an earlier delivery, a probe or a cancellation wrote it): rec is
 // then the record as found, and nothing was written.
 func (s *Service) decideCall(ctx context.Context, b *contracts.BatchRecord, i int, assumeNew bool) (rec contracts.CallRecord, d decision, decided bool, err error) {
+	// A call a limit matches is read first even on its first delivery: its ledger writes
+	// come before the decision's, and once an ended call's share has folded into used (or
+	// its slot gone back) nothing in the ledger says it was counted — only its record
+	// tells a decided call from a new one.
+	if assumeNew && s.limits.matchesAny(b.Submission.Calls[i]) {
+		assumeNew = false
+	}
 	for range maxCASAttempts {
 		var rev uint64
 		if assumeNew {

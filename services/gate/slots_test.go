@@ -183,10 +183,11 @@ func TestConcurrencyLimitAfterApproval(t *testing.T) {
 	h.waitCall(bs[1], 0, "second call handed over", handedOver)
 }
 
-// finishCosting ends call i of b as its executor would, reporting cost (nil: none).
-func (h *harness) finishCosting(b *contracts.BatchRecord, i int, cost *float64) {
+// finishCosting ends call i of b as its executor would, reporting cost (nil: none), and
+// returns the revision of its terminal record.
+func (h *harness) finishCosting(b *contracts.BatchRecord, i int, cost *float64) uint64 {
 	h.T.Helper()
-	_, _, err := h.Env.Calls.Update(h.Ctx, callKey(b, i), func(cur *contracts.CallRecord, exists bool) error {
+	_, rev, err := h.Env.Calls.Update(h.Ctx, callKey(b, i), func(cur *contracts.CallRecord, exists bool) error {
 		if !exists || cur.Input == nil {
 			return fmt.Errorf("call %d of %s is not handed over", i, b.Submission.BatchID())
 		}
@@ -203,6 +204,7 @@ func (h *harness) finishCosting(b *contracts.BatchRecord, i int, cost *float64) 
 	if err != nil {
 		h.T.Fatal(err)
 	}
+	return rev
 }
 
 // TestBudgetSettlesToTheReportedCost: echo reserves its configured cost of 2 against a
