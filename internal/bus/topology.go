@@ -32,10 +32,10 @@ type TopologyConfig struct {
 	// work of its own: every hand-off is a revision of the record it changes.)
 	SubmissionsMaxAge time.Duration
 	ResultsMaxAge     time.Duration
-	// TicketsMaxAge bounds the ticket protocol stream (opened, resume, resolved, rejected).
+	// TicketsMaxAge bounds the tickets stream (the gate's opened, resolved, rejected).
 	// A live ticket is held by the tickets bucket and its timer by the timers stream, so
-	// ageing out this log loses no ticket; a resume command is consumed by the gate within
-	// seconds, and the age only has to outlast a gate outage.
+	// ageing out this log loses no ticket. (Resume commands are in the control stream,
+	// consumed by the gate within seconds: ControlMaxAge only has to outlast a gate outage.)
 	TicketsMaxAge time.Duration
 	// TimersMaxAge must outlive the furthest due_at or deadline ever scheduled, because the
 	// schedule messages live in the timers stream: the default keeps them without age limit.

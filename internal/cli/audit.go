@@ -115,8 +115,8 @@ func (s *auditSelection) query(prefix string) (auditchain.Query, bool, error) {
 }
 
 // read connects and reads the selected records and, for a run when withCalls, the run's
-// call records, read after the audit records so that a decision recorded in between
-// names no record as missing.
+// call records, read before the audit records: a decision they hold is named only if its
+// record was still not appended when the chain was read after them.
 func (s *auditSelection) read(ctx context.Context, withCalls bool) ([]auditchain.Record, []runCall, bool, error) {
 	c, ctx, done, err := s.connect(ctx)
 	if err != nil {
@@ -127,11 +127,13 @@ func (s *auditSelection) read(ctx context.Context, withCalls bool) ([]auditchain
 	if err != nil {
 		return nil, nil, false, err
 	}
-	recs, err := auditchain.Read(ctx, c.js, c.Names().AuditStream(), q)
-	if err != nil || !withCalls || *s.run == "" {
-		return recs, nil, fromStart, err
+	var calls []runCall
+	if withCalls && *s.run != "" {
+		if calls, err = readRunCalls(ctx, c.js, c.Names(), *s.run); err != nil {
+			return nil, nil, false, err
+		}
 	}
-	calls, err := readRunCalls(ctx, c.js, c.Names(), *s.run)
+	recs, err := auditchain.Read(ctx, c.js, c.Names().AuditStream(), q)
 	return recs, calls, fromStart, err
 }
 

@@ -115,7 +115,7 @@ const (
 func (n Names) ObsoleteStreams() []string { return []string{n.upper() + "_WORK"} }
 
 // ConsumerGateTimers is the durable consumer of ticket timers (TicketExpireSubject). Timers
-// live in the tickets stream and cancellations in the control stream, and one durable reads
+// live in the timers stream and cancellations in the control stream, and one durable reads
 // one stream, so the gate's control inputs use two durables: this one and
 // [ConsumerGateControl] (run cancellations).
 const ConsumerGateTimers = "gate-timers"

@@ -4,7 +4,7 @@
 // which lists pending approvals and recent batches and updates live over server-sent
 // events.
 //
-// Every decision made here is a resume command published on the tickets stream and
+// Every decision made here is a resume command published on the api's resume subject and
 // answered by the gate, exactly like a platform's command on the JetStream subject: the
 // three doors share one validation (the gate's, against the committed ticket) and this
 // package never changes a record itself. A batch submitted over HTTP is published on the

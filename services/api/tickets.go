@@ -19,7 +19,7 @@ import (
 // Tickets: reading the open tickets and deciding them, the operations every door shares
 // (the micro endpoints and the HTTP api call them; the JetStream subject is the third
 // door, used directly by platforms), and those doors' handlers. None of them changes a
-// record: a decision is a resume command published on the tickets stream, validated and
+// record: a decision is a resume command published on its subject, validated and
 // applied by the gate, whose answer (ticket.resolved or ticket.rejected, matched by the
 // command's id) is what the caller gets back.
 
