@@ -102,7 +102,6 @@ func (s *Service) Handler() http.Handler {
 	approve := []httpapi.Role{httpapi.RoleApprover}
 	operate := []httpapi.Role{httpapi.RoleOperator}
 	submit := []httpapi.Role{httpapi.RoleSubmitter}
-	policyTest := []httpapi.Role{httpapi.RoleViewer, httpapi.RoleOperator} // reads the audited decisions, changes nothing
 	routes := []struct {
 		method, path string
 		h            http.HandlerFunc
@@ -130,7 +129,9 @@ func (s *Service) Handler() http.Handler {
 		{"GET", "/v1/objects/{name}", s.httpObject, 0, platform},
 		{"POST", "/v1/tools/{tool_id}/pause", s.httpPauseTool, 0, operate},
 		{"POST", "/v1/tools/{tool_id}/resume", s.httpResumeTool, 0, operate},
-		{"POST", "/v1/policy/test", s.httpPolicyTest, maxPolicyTestBody, policyTest},
+		// The backtest replays recorded calls with their arguments, and a candidate rule on
+		// an argument answers whether it matches: it takes the role that reads them.
+		{"POST", "/v1/policy/test", s.httpPolicyTest, maxPolicyTestBody, read},
 		{"GET", "/v1/limits", s.httpLimits, 0, read},
 	}
 	allowed := map[string][]string{} // path → its methods
