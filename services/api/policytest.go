@@ -179,7 +179,9 @@ func (pt *PolicyTester) readAudit(ctx context.Context, filter string, req httpap
 		return nil, fmt.Errorf("api: policy test: read %s: %w", stream, err)
 	}
 	defer func() {
-		// Deleted at once rather than left to its inactivity threshold.
+		// Deleted at once rather than left to its inactivity threshold. Each Fetch of an
+		// ordered consumer replaces the server's consumer (nats.go deletes the one before
+		// in the background): this is the last.
 		if info := cons.CachedInfo(); info != nil {
 			_ = pt.js.DeleteConsumer(context.WithoutCancel(ctx), stream, info.Name)
 		}
@@ -190,7 +192,7 @@ func (pt *PolicyTester) readAudit(ctx context.Context, filter string, req httpap
 	}
 	var out []sequenced
 	for left := info.NumPending; left > 0; {
-		batch, err := cons.Fetch(int(min(left, 256)), jetstream.FetchMaxWait(time.Second))
+		batch, err := cons.Fetch(int(min(left, 256)), jetstream.FetchMaxWait(5*time.Second))
 		if err != nil {
 			return nil, fmt.Errorf("api: policy test: read %s: %w", stream, err)
 		}
@@ -212,8 +214,10 @@ func (pt *PolicyTester) readAudit(ctx context.Context, filter string, req httpap
 			return nil, fmt.Errorf("api: policy test: %w", err)
 		}
 		if got == 0 {
-			// Records counted at the start are gone (the stream's limits removed them).
-			return out, nil
+			// Counted at the start and not delivered: removed since (a purge, or limits
+			// given to the stream), or not readable. A report without them would say
+			// they were never decided, so there is none.
+			return nil, fmt.Errorf("api: policy test: read %s: %d records announced on %s, none delivered", stream, left, filter)
 		}
 		left -= min(got, left)
 	}
