@@ -45,8 +45,10 @@ type secureStack struct {
 	pw     map[string]string
 	cfg    *config.Config
 	client *client.Client
-	// apiURL is the base URL of the api's HTTP server ("http://127.0.0.1:PORT/").
-	apiURL string
+	// apiURL is the base URL of the api's HTTP server ("http://127.0.0.1:PORT/"), and
+	// apiService the api serving it.
+	apiURL     string
+	apiService *api.Service
 	// opsAddr is the pipeline's operations listener (/metrics, /healthz, /readyz).
 	opsAddr string
 
@@ -122,7 +124,7 @@ func (s *secureStack) startServices(t *testing.T, ctx context.Context, log zerol
 // useAPI points the tests' HTTP calls at st's api door and connects the platform's client.
 func (s *secureStack) useAPI(t *testing.T, st *app.Stack) {
 	t.Helper()
-	s.apiURL = st.APIService.URL()
+	s.apiURL, s.apiService = st.APIService.URL(), st.APIService
 	var err error
 	if s.client, err = client.New(s.connect(t, deploy.UserPlatform)); err != nil {
 		t.Fatal(err)
@@ -306,10 +308,20 @@ func TestSecure_apiNeedsNoMorePermission(t *testing.T) {
 	s := startSecure(t)
 	ctx := ctxFor(t, 2*time.Minute)
 	base := s.apiURL
+	// Every request of this test is matched to the api's routes: one with no request
+	// fails it at the end, so a route added later is driven here too.
+	cov := newRouteCoverage(s.apiService.Routes())
+	do := func(method, path string, body, out any) (int, string) {
+		t.Helper()
+		cov.saw(method, path)
+		return apiDo(t, ctx, method, base, path, body, out)
+	}
 	// Operators reach the micro service as admin: no other user may publish there.
 	admin := s.connect(t, deploy.UserAdmin)
+	var microCov microCoverage
 	microReq := func(endpoint string, body any) *nats.Msg {
 		t.Helper()
+		microCov.saw(httpapi.MicroSubject(contracts.DefaultPrefix, endpoint))
 		var data []byte
 		if body != nil {
 			var err error
@@ -324,6 +336,7 @@ func TestSecure_apiNeedsNoMorePermission(t *testing.T) {
 		return m
 	}
 
+	cov.saw("GET", "/v1/stream")
 	events := apiEvents(t, ctx, base)
 	waitEvents(t, ctx, events, api.EventHello)
 
@@ -340,16 +353,17 @@ func TestSecure_apiNeedsNoMorePermission(t *testing.T) {
 	waitEvents(t, ctx, events, api.EventTicket, api.EventBatch, api.EventCall)
 
 	var list httpapi.TicketList
-	if st, body := apiDo(t, ctx, "GET", base, "/v1/tickets", nil, &list); st != http.StatusOK || len(list.Tickets) < len(runs) {
+	if st, body := do("GET", "/v1/tickets", nil, &list); st != http.StatusOK || len(list.Tickets) < len(runs) {
 		t.Fatalf("GET /v1/tickets: %d, %d tickets: %s", st, len(list.Tickets), body)
 	}
 	// The tool catalog: brain-exec published its descriptors as its own user, the api
 	// reads them, and the platform asks the api for it over micro.
 	var cat contracts.ToolCatalog
-	if st, body := apiDo(t, ctx, "GET", base, "/v1/tools?agent_tools=echo", nil, &cat); st != http.StatusOK ||
+	if st, body := do("GET", "/v1/tools?agent_tools=echo", nil, &cat); st != http.StatusOK ||
 		len(cat.Tools) != 1 || !strings.Contains(string(cat.Tools[0].Parameters), `"text"`) {
 		t.Errorf("GET /v1/tools: %d %s", st, body)
 	}
+	microCov.saw(httpapi.MicroSubject(contracts.DefaultPrefix, httpapi.EndpointToolsList))
 	if tools, err := s.client.Tools(ctx, "echo"); err != nil || len(tools) != 1 || !strings.Contains(string(tools[0].Parameters), `"text"`) {
 		t.Errorf("platform client.Tools: %v %+v", err, tools)
 	}
@@ -357,12 +371,12 @@ func TestSecure_apiNeedsNoMorePermission(t *testing.T) {
 	var limits struct {
 		Use []contracts.LimitUse `json:"use"`
 	}
-	if st, body := apiDo(t, ctx, "GET", base, "/v1/limits", nil, &limits); st != http.StatusOK || len(limits.Use) == 0 {
+	if st, body := do("GET", "/v1/limits", nil, &limits); st != http.StatusOK || len(limits.Use) == 0 {
 		t.Errorf("GET /v1/limits: %d %s", st, body)
 	}
 	// The kill switch: pause over HTTP and resume over micro, then the other way round. The
 	// api writes the tool pauses bucket and the audit record as its own user.
-	if st, body := apiDo(t, ctx, "POST", base, "/v1/tools/counter/pause", contracts.ToolPauseRequest{Reason: "grants"}, nil); st != http.StatusOK {
+	if st, body := do("POST", "/v1/tools/counter/pause", contracts.ToolPauseRequest{Reason: "grants"}, nil); st != http.StatusOK {
 		t.Errorf("POST pause: %d %s", st, body)
 	}
 	if m := microReq(httpapi.EndpointToolsResume, contracts.ToolPauseRequest{ToolID: "counter"}); m.Header.Get(micro.ErrorCodeHeader) != "" {
@@ -371,32 +385,32 @@ func TestSecure_apiNeedsNoMorePermission(t *testing.T) {
 	if m := microReq(httpapi.EndpointToolsPause, contracts.ToolPauseRequest{ToolID: "counter", Reason: "grants"}); m.Header.Get(micro.ErrorCodeHeader) != "" {
 		t.Errorf("micro tools.pause: %s %s", m.Header.Get(micro.ErrorHeader), m.Data)
 	}
-	if st, body := apiDo(t, ctx, "POST", base, "/v1/tools/counter/resume", struct{}{}, nil); st != http.StatusOK {
+	if st, body := do("POST", "/v1/tools/counter/resume", struct{}{}, nil); st != http.StatusOK {
 		t.Errorf("POST resume: %d %s", st, body)
 	}
 	approve := tickets["api-approve"].CorrelationID
-	if st, body := apiDo(t, ctx, "GET", base, "/v1/tickets/"+approve, nil, nil); st != http.StatusOK {
+	if st, body := do("GET", "/v1/tickets/"+approve, nil, nil); st != http.StatusOK {
 		t.Fatalf("GET ticket: %d %s", st, body)
 	}
 	var res contracts.TicketResolution
 	// With edited arguments: the gate validates them against the schema brain-exec
 	// published (it reads the tools bucket as its own user) and gates them again.
-	if st, body := apiDo(t, ctx, "POST", base, "/v1/tickets/"+approve+"/approve",
+	if st, body := do("POST", "/v1/tickets/"+approve+"/approve",
 		httpapi.ApproveRequest{Note: "ok", Arguments: json.RawMessage(`{"edited":true}`)}, &res); st != http.StatusOK || res.Code != "approved" {
 		t.Fatalf("approve over HTTP: %d %s", st, body)
 	}
 	// Resolved: the api reads the batch and call records to tell 409 from 404.
-	if st, body := apiDo(t, ctx, "POST", base, "/v1/tickets/"+approve+"/deny", httpapi.DenyRequest{Reason: "late"}, nil); st != http.StatusConflict {
+	if st, body := do("POST", "/v1/tickets/"+approve+"/deny", httpapi.DenyRequest{Reason: "late"}, nil); st != http.StatusConflict {
 		t.Errorf("deny after approval: %d %s, want 409", st, body)
 	}
-	if st, body := apiDo(t, ctx, "POST", base, "/v1/tickets/perm.api-none.1.c1/approve", httpapi.ApproveRequest{}, nil); st != http.StatusNotFound {
+	if st, body := do("POST", "/v1/tickets/perm.api-none.1.c1/approve", httpapi.ApproveRequest{}, nil); st != http.StatusNotFound {
 		t.Errorf("approve of a ticket never opened: %d %s, want 404", st, body)
 	}
-	if st, body := apiDo(t, ctx, "POST", base, "/v1/runs/api-cancel-http/cancel", map[string]string{"reason": "http"}, nil); st != http.StatusOK {
+	if st, body := do("POST", "/v1/runs/api-cancel-http/cancel", map[string]string{"reason": "http"}, nil); st != http.StatusOK {
 		t.Errorf("cancel over HTTP: %d %s", st, body)
 	}
 	// One call cancelled: the api publishes the command and watches the call record.
-	if st, body := apiDo(t, ctx, "POST", base, "/v1/calls/"+contracts.OperationID("api-callcancel-http", 1, "c1")+"/cancel", map[string]string{}, nil); st != http.StatusOK {
+	if st, body := do("POST", "/v1/calls/"+contracts.OperationID("api-callcancel-http", 1, "c1")+"/cancel", map[string]string{}, nil); st != http.StatusOK {
 		t.Errorf("call cancel over HTTP: %d %s", st, body)
 	}
 
@@ -441,23 +455,70 @@ func TestSecure_apiNeedsNoMorePermission(t *testing.T) {
 		}
 	}
 
+	// An operator resolves the calls the runs' cancels left indeterminate, after their
+	// batches were published: over HTTP and over micro, each recorded and its correction
+	// seen on the results stream by the api.
+	var resolved client.CallResolveResult
+	if st, body := do("POST", "/v1/calls/"+contracts.OperationID("api-cancel-http", 1, "c1")+"/resolve",
+		httpapi.CallResolveRequest{Outcome: contracts.ReconcileNotRun, Note: "grants"}, &resolved); st != http.StatusOK || resolved.Status != contracts.ResolutionCorrected {
+		t.Errorf("POST resolve of a published call: %d %s, want 200 %s", st, body, contracts.ResolutionCorrected)
+	}
+	if m := microReq(httpapi.EndpointCallsResolve, httpapi.CallResolveRequest{OperationID: contracts.OperationID("api-cancel-micro", 1, "c1"),
+		Outcome: contracts.ReconcileNotRun, Note: "grants"}); m.Header.Get(micro.ErrorCodeHeader) != "" || !strings.Contains(string(m.Data), contracts.ResolutionCorrected) {
+		t.Errorf("micro calls.resolve of a published call: %s %s", m.Header.Get(micro.ErrorHeader), m.Data)
+	}
+	// The policy test reads the audit stream: every run, and two of them.
+	exampleConfig, err := os.ReadFile(filepath.Join("..", "examples", "awaken.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, runs := range [][]string{nil, {"api-approve", "api-deny"}} {
+		var rep httpapi.PolicyTestReport
+		st, body := do("POST", "/v1/policy/test", httpapi.PolicyTestRequest{Config: string(exampleConfig), Runs: runs}, &rep)
+		// The ask_me and the echo of api-approve and of api-deny were decided and audited
+		// (of the cancelled runs, fewer).
+		if st != http.StatusOK || rep.Total < 4 || (runs != nil && rep.Total != 4) {
+			t.Errorf("POST /v1/policy/test of runs %v: %d, %d calls: %s", runs, st, rep.Total, body)
+		}
+	}
+	var session httpapi.Session
+	if st, body := do("GET", "/v1/session", nil, &session); st != http.StatusOK || len(session.Roles) == 0 {
+		t.Errorf("GET /v1/session: %d %s", st, body)
+	}
+	// A stored output, written by brain-exec as its own user and read by the api.
+	exec, err := jetstream.New(s.connect(t, "brain-exec"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	objects, err := exec.ObjectStore(ctx, s.cfg.Names().ObjectsBucket())
+	if err != nil {
+		t.Fatal(err)
+	}
+	object := contracts.ObjectName(contracts.OperationID("api-object", 1, "c1"), largeOutputDigest)
+	if _, err := objects.PutBytes(ctx, object, largeOutput); err != nil {
+		t.Fatal(err)
+	}
+	if st, body := do("GET", "/v1/objects/"+object, nil, nil); st != http.StatusOK || body != string(largeOutput) {
+		t.Errorf("GET /v1/objects/{name}: %d, %d bytes", st, len(body))
+	}
+
 	var one httpapi.BatchView
-	if st, body := apiDo(t, ctx, "GET", base, "/v1/batches/"+contracts.BatchID("api-approve", 1), nil, &one); st != http.StatusOK || one.Terminal != 2 {
+	if st, body := do("GET", "/v1/batches/"+contracts.BatchID("api-approve", 1), nil, &one); st != http.StatusOK || one.Terminal != 2 {
 		t.Errorf("GET batch: %d, %d terminal calls: %s", st, one.Terminal, body)
 	}
 	var all httpapi.BatchList
-	if st, body := apiDo(t, ctx, "GET", base, "/v1/batches?limit=200", nil, &all); st != http.StatusOK || len(all.Batches) < len(runs) {
+	if st, body := do("GET", "/v1/batches?limit=200", nil, &all); st != http.StatusOK || len(all.Batches) < len(runs) {
 		t.Errorf("GET batches: %d, %d batches: %s", st, len(all.Batches), body)
 	}
-	if st, body := apiDo(t, ctx, "GET", base, "/v1/batches?run_id=api-deny", nil, &all); st != http.StatusOK || len(all.Batches) != 1 {
+	if st, body := do("GET", "/v1/batches?run_id=api-deny", nil, &all); st != http.StatusOK || len(all.Batches) != 1 {
 		t.Errorf("GET batches of a run: %d, %d batches: %s", st, len(all.Batches), body)
 	}
 	// /metrics scans the tickets bucket through the api's own connection.
-	if st, body := apiDo(t, ctx, "GET", base, "/metrics", nil, nil); st != http.StatusOK ||
+	if st, body := do("GET", "/metrics", nil, nil); st != http.StatusOK ||
 		!strings.Contains(body, telemetry.MetricTicketsOpen+" ") || !strings.Contains(body, telemetry.MetricTicketsScrape+" 0\n") {
 		t.Errorf("GET /metrics: %d, tickets gauge missing or its scrape failed:\n%s", st, body)
 	}
-	if st, body := apiDo(t, ctx, "GET", base, "/readyz", nil, nil); st != http.StatusOK {
+	if st, body := do("GET", "/readyz", nil, nil); st != http.StatusOK {
 		t.Errorf("GET /readyz: %d %s", st, body)
 	}
 
@@ -466,28 +527,29 @@ func TestSecure_apiNeedsNoMorePermission(t *testing.T) {
 	// the run's results stream.
 	door := batch("api-door", 1, []string{"echo"}, call("c1", "echo", map[string]any{"text": "door"}))
 	waited := batch("api-door-wait", 1, []string{"echo"}, call("c1", "echo", map[string]any{"text": "waited"}))
-	if st, body := apiDo(t, ctx, "POST", base, "/v1/batches", door, nil); st != http.StatusAccepted {
+	if st, body := do("POST", "/v1/batches", door, nil); st != http.StatusAccepted {
 		t.Errorf("POST /v1/batches: %d %s", st, body)
 	}
 	for _, sub := range []contracts.BatchSubmission{waited, door} {
 		var out httpapi.BatchResults
-		if st, body := apiDo(t, ctx, "POST", base, "/v1/batches?wait=60s", sub, &out); st != http.StatusOK || len(out.Results) != 1 {
+		if st, body := do("POST", "/v1/batches?wait=60s", sub, &out); st != http.StatusOK || len(out.Results) != 1 {
 			t.Errorf("POST /v1/batches?wait of %s: %d %s", sub.RunID, st, body)
 		}
 	}
-	if st, body := apiDo(t, ctx, "GET", base, "/v1/batches/"+door.BatchID()+"/results", nil, nil); st != http.StatusOK {
+	if st, body := do("GET", "/v1/batches/"+door.BatchID()+"/results", nil, nil); st != http.StatusOK {
 		t.Errorf("GET batch results: %d %s", st, body)
 	}
 	conflict := batch("api-door-wait", 1, []string{"echo"}, call("c1", "echo", map[string]any{"text": "other"}))
-	if st, body := apiDo(t, ctx, "POST", base, "/v1/batches?wait=60s", conflict, nil); st != http.StatusConflict {
+	if st, body := do("POST", "/v1/batches?wait=60s", conflict, nil); st != http.StatusConflict {
 		t.Errorf("POST of a conflicting batch: %d %s, want 409", st, body)
 	}
 	// A batch parked on an approval outlasts its wait (202 pending); meanwhile the api asks
 	// whether the batcher settled the submission (its consumer's ack floor).
 	parked := batch("api-door-parked", 1, []string{"ask_me"}, call("c1", "ask_me", map[string]any{}))
-	if st, body := apiDo(t, ctx, "POST", base, "/v1/batches?wait=2s", parked, nil); st != http.StatusAccepted {
+	if st, body := do("POST", "/v1/batches?wait=2s", parked, nil); st != http.StatusAccepted {
 		t.Errorf("POST of a parked batch with wait: %d %s, want 202", st, body)
 	}
+	cov.saw("GET", "/v1/runs/api-door-wait/results")
 	waitEvents(t, ctx, apiEventsAt(t, ctx, base, "/v1/runs/api-door-wait/results"), httpapi.EventRunBatch)
 
 	// Discovery, as `nats micro ls|info|stats` asks: bare, by name, by id.
@@ -513,6 +575,16 @@ func TestSecure_apiNeedsNoMorePermission(t *testing.T) {
 		}
 	}
 
+	cov.requireEvery(t)
+	infoMsg, err := admin.RequestWithContext(ctx, "$SRV.INFO."+api.MicroName, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var info micro.Info
+	if err := json.Unmarshal(infoMsg.Data, &info); err != nil {
+		t.Fatalf("micro info %s: %v", infoMsg.Data, err)
+	}
+	microCov.requireEvery(t, info)
 	if v := s.takeViolations(); len(v) > 0 {
 		t.Fatalf("%d permission violations:\n%s", len(v), strings.Join(v, "\n"))
 	}

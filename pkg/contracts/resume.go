@@ -64,6 +64,12 @@ const (
 	// edits the arguments; every approver must approve the same arguments, so only the
 	// proposed ones may be approved (deny, and let the model propose others).
 	ResumeEditNeedsSingleApproval ResumeErrorCode = "edit_needs_single_approval"
+	// ResumeDeferredByLimit: an approval of a scheduled_action ticket that a host rate
+	// limit with over: wait opened (the call's window was full, so it was deferred to a
+	// later one) before that window starts. Running it then would run it inside the full
+	// window: no run, platform or approver lifts a host limit. The ticket stays open and
+	// runs at its due_at; a denial is accepted.
+	ResumeDeferredByLimit ResumeErrorCode = "deferred_by_limit"
 )
 
 // ResolvedApprovalRecorded is the code of the io.awaken.ticket.resolved.v1 answer to an
@@ -193,6 +199,8 @@ var (
 	ErrApproverNotAuthenticated = &ResumeError{Code: ResumeApproverNotAuthenticated, Message: "a claimed actor cannot count as one of several approvers"}
 	// ErrEditNeedsSingleApproval matches every edit_needs_single_approval refusal.
 	ErrEditNeedsSingleApproval = &ResumeError{Code: ResumeEditNeedsSingleApproval, Message: "a ticket that needs several approvals cannot be approved with edited arguments"}
+	// ErrDeferredByLimit matches every deferred_by_limit refusal.
+	ErrDeferredByLimit = &ResumeError{Code: ResumeDeferredByLimit, Message: "a call a rate limit deferred cannot be approved before its window"}
 )
 
 func resumeErr(code ResumeErrorCode, format string, args ...any) *ResumeError {

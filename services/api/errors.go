@@ -39,7 +39,8 @@ func unseenErr(ctx context.Context, err error, requestEnded, code, timedOut stri
 }
 
 // StatusForResumeCode maps a gate refusal code to an HTTP status: 409 Conflict when the
-// ticket is not (or no longer) waiting or its deadline passed, 422 when the command names
+// ticket is not (or no longer) waiting, its deadline passed, or a rate limit deferred it
+// to a window not yet started, 422 when the command names
 // another correlation, run, thread, snapshot, call or result kind than the ticket or its
 // edited arguments do not fit the tool (invalid_arguments), 400 for
 // a structurally invalid command. ticketKnown distinguishes a not_waiting for a correlation
@@ -52,7 +53,7 @@ func StatusForResumeCode(code string, ticketKnown bool) int {
 			return http.StatusNotFound
 		}
 		return http.StatusConflict
-	case contracts.ResumeExpired, contracts.ResumeDigestMismatch, contracts.ResumeDuplicateApprover:
+	case contracts.ResumeExpired, contracts.ResumeDigestMismatch, contracts.ResumeDuplicateApprover, contracts.ResumeDeferredByLimit:
 		return http.StatusConflict
 	case contracts.ResumeInvalidArguments, contracts.ResumeCorrelationMismatch, contracts.ResumeRunMismatch, contracts.ResumeThreadMismatch,
 		contracts.ResumeSnapshotMismatch, contracts.ResumeResultKindMismatch, contracts.ResumeToolCallMismatch,

@@ -94,45 +94,9 @@ func (s *Service) Handler() http.Handler {
 	}
 
 	api := http.NewServeMux()
-	// Each route names the roles that may use it (any one suffices; see roles.go). A
-	// token without one is refused 403 missing_role before the handler runs.
-	read := []httpapi.Role{httpapi.RoleViewer}
-	platform := []httpapi.Role{httpapi.RoleViewer, httpapi.RoleSubmitter}                      // what a platform loop reads
-	catalog := []httpapi.Role{httpapi.RoleViewer, httpapi.RoleSubmitter, httpapi.RoleOperator} // the operator pauses from it
-	approve := []httpapi.Role{httpapi.RoleApprover}
-	operate := []httpapi.Role{httpapi.RoleOperator}
-	submit := []httpapi.Role{httpapi.RoleSubmitter}
-	policyTest := []httpapi.Role{httpapi.RoleViewer, httpapi.RoleOperator} // reads the audited decisions, changes nothing
-	routes := []struct {
-		method, path string
-		h            http.HandlerFunc
-		// maxBody bounds the request body (default maxBody).
-		maxBody int64
-		roles   []httpapi.Role
-	}{
-		{"GET", "/v1/session", s.httpSession, 0, nil},
-		{"GET", "/v1/tickets", s.httpTickets, 0, read},
-		{"GET", "/v1/tickets/{correlation_id}", s.httpTicket, 0, read},
-		{"POST", "/v1/tickets/{correlation_id}/approve", s.httpApprove, 0, approve},
-		{"POST", "/v1/tickets/{correlation_id}/deny", s.httpDeny, 0, approve},
-		{"POST", "/v1/runs/{run_id}/cancel", s.httpCancel, 0, operate},
-		{"POST", "/v1/calls/{operation_id}/cancel", s.httpCancelCall, 0, operate},
-		{"POST", "/v1/calls/{operation_id}/resolve", s.httpResolveCall, 0, operate},
-		{"GET", "/v1/runs/{run_id}/results", s.serveRunResults, 0, platform},
-		// One byte over the protocol's limit, so that the batcher's own decoder reports
-		// too_large with its own words (see httpSubmit).
-		{"POST", "/v1/batches", s.httpSubmit, contracts.MaxSubmissionBytes + 1, submit},
-		{"GET", "/v1/batches", s.httpBatches, 0, read},
-		{"GET", "/v1/batches/{batch_id}", s.httpBatch, 0, read},
-		{"GET", "/v1/batches/{batch_id}/results", s.httpBatchResults, 0, platform},
-		{"GET", "/v1/stream", s.serveStream, 0, read},
-		{"GET", "/v1/tools", s.httpTools, 0, catalog},
-		{"GET", "/v1/objects/{name}", s.httpObject, 0, platform},
-		{"POST", "/v1/tools/{tool_id}/pause", s.httpPauseTool, 0, operate},
-		{"POST", "/v1/tools/{tool_id}/resume", s.httpResumeTool, 0, operate},
-		{"POST", "/v1/policy/test", s.httpPolicyTest, maxPolicyTestBody, policyTest},
-		{"GET", "/v1/limits", s.httpLimits, 0, read},
-	}
+	// A token without one of a route's roles (see roles.go) is refused 403 missing_role
+	// before the handler runs.
+	routes := s.routes()
 	allowed := map[string][]string{} // path → its methods
 	var paths []string
 	for _, rt := range routes {
@@ -181,6 +145,72 @@ func (s *Service) Handler() http.Handler {
 		s.writeError(w, r, apiErr(http.StatusNotFound, httpapi.CodeNotFound, "not found"))
 	})
 	return s.secure(mux)
+}
+
+// route is one /v1 route of [Service.Handler]: a method and a net/http path pattern, its
+// handler, the bound of its request body (0: maxBody) and the roles that may use it (any
+// one suffices; none: any authenticated caller).
+type route struct {
+	method, path string
+	h            http.HandlerFunc
+	maxBody      int64
+	roles        []httpapi.Role
+}
+
+// routes is the table of the /v1 routes.
+func (s *Service) routes() []route {
+	read := []httpapi.Role{httpapi.RoleViewer}
+	platform := []httpapi.Role{httpapi.RoleViewer, httpapi.RoleSubmitter}                      // what a platform loop reads
+	catalog := []httpapi.Role{httpapi.RoleViewer, httpapi.RoleSubmitter, httpapi.RoleOperator} // the operator pauses from it
+	approve := []httpapi.Role{httpapi.RoleApprover}
+	operate := []httpapi.Role{httpapi.RoleOperator}
+	submit := []httpapi.Role{httpapi.RoleSubmitter}
+	return []route{
+		{"GET", "/v1/session", s.httpSession, 0, nil},
+		{"GET", "/v1/tickets", s.httpTickets, 0, read},
+		{"GET", "/v1/tickets/{correlation_id}", s.httpTicket, 0, read},
+		{"POST", "/v1/tickets/{correlation_id}/approve", s.httpApprove, 0, approve},
+		{"POST", "/v1/tickets/{correlation_id}/deny", s.httpDeny, 0, approve},
+		{"POST", "/v1/runs/{run_id}/cancel", s.httpCancel, 0, operate},
+		{"POST", "/v1/calls/{operation_id}/cancel", s.httpCancelCall, 0, operate},
+		{"POST", "/v1/calls/{operation_id}/resolve", s.httpResolveCall, 0, operate},
+		{"GET", "/v1/runs/{run_id}/results", s.serveRunResults, 0, platform},
+		// One byte over the protocol's limit, so that the batcher's own decoder reports
+		// too_large with its own words (see httpSubmit).
+		{"POST", "/v1/batches", s.httpSubmit, contracts.MaxSubmissionBytes + 1, submit},
+		{"GET", "/v1/batches", s.httpBatches, 0, read},
+		{"GET", "/v1/batches/{batch_id}", s.httpBatch, 0, read},
+		{"GET", "/v1/batches/{batch_id}/results", s.httpBatchResults, 0, platform},
+		{"GET", "/v1/stream", s.serveStream, 0, read},
+		{"GET", "/v1/tools", s.httpTools, 0, catalog},
+		{"GET", "/v1/objects/{name}", s.httpObject, 0, platform},
+		{"POST", "/v1/tools/{tool_id}/pause", s.httpPauseTool, 0, operate},
+		{"POST", "/v1/tools/{tool_id}/resume", s.httpResumeTool, 0, operate},
+		// The backtest replays recorded calls with their arguments, and a candidate rule on
+		// an argument answers whether it matches: it takes the role that reads them.
+		{"POST", "/v1/policy/test", s.httpPolicyTest, maxPolicyTestBody, read},
+		{"GET", "/v1/limits", s.httpLimits, 0, read},
+	}
+}
+
+// Route is one /v1 route of the HTTP api: its method, its net/http path pattern
+// ("/v1/tickets/{correlation_id}") and the roles that may use it (none: any
+// authenticated caller).
+type Route struct {
+	Method, Path string
+	Roles        []httpapi.Role
+}
+
+// Routes lists the /v1 routes [Service.Handler] serves, in the order they are registered:
+// what a test walks to require a request of each, so that a route added later is not
+// left out of the checks of every door.
+func (s *Service) Routes() []Route {
+	rs := s.routes()
+	out := make([]Route, len(rs))
+	for i, rt := range rs {
+		out[i] = Route{Method: rt.method, Path: rt.path, Roles: slices.Clone(rt.roles)}
+	}
+	return out
 }
 
 // secure sets the security headers of every response and refuses a Host the api does not

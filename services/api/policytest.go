@@ -1,6 +1,7 @@
 package api
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -121,20 +122,12 @@ func (pt *PolicyTester) Run(ctx context.Context, cand *config.Config, req httpap
 // decisions reads the gate decisions req selects from the audit stream, in stream order:
 // one per call (the first audited; a redelivery stores no second one, but a decision
 // audited again past the duplicate window is read once), without the resolutions of
-// tickets. It reads up to the last message the stream held when it began.
+// tickets. Each subject it reads (every run's, or each run req names) is read by an
+// ordered consumer of its own up to the last record it held when the consumer was
+// created, and the records are merged by stream sequence. It asks the server nothing but
+// those consumers: neither stream info nor more than one filter a consumer, which the api
+// user's grants (deploy/nats/auth.conf) pin to one run's audit subject.
 func (pt *PolicyTester) decisions(ctx context.Context, req httpapi.PolicyTestRequest) ([]contracts.AuditRecord, error) {
-	stream, err := pt.js.Stream(ctx, pt.names.AuditStream())
-	if err != nil {
-		return nil, fmt.Errorf("api: policy test: stream %s: %w", pt.names.AuditStream(), err)
-	}
-	info, err := stream.Info(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("api: policy test: stream %s: %w", pt.names.AuditStream(), err)
-	}
-	if info.State.Msgs == 0 {
-		return nil, nil
-	}
-	last := info.State.LastSeq
 	// A run's audit subject has one token after the prefix (run ids hold no dots), so the
 	// wildcard leaves out awaken.audit.tools.pause.
 	filters := []string{pt.names.AuditSubject("*")}
@@ -144,51 +137,91 @@ func (pt *PolicyTester) decisions(ctx context.Context, req httpapi.PolicyTestReq
 			filters = append(filters, pt.names.AuditSubject(r))
 		}
 	}
-	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: filters, DeliverPolicy: jetstream.DeliverAllPolicy}
+	var read []sequenced
+	for _, f := range filters {
+		got, err := pt.readAudit(ctx, f, req)
+		if err != nil {
+			return nil, err
+		}
+		read = append(read, got...)
+	}
+	slices.SortFunc(read, func(a, b sequenced) int { return cmp.Compare(a.seq, b.seq) })
+	var out []contracts.AuditRecord
+	seen := map[string]bool{}
+	for _, r := range read {
+		if key := r.rec.BatchID + "\x00" + r.rec.CallID; !seen[key] {
+			seen[key] = true
+			out = append(out, r.rec)
+		}
+	}
+	return out, nil
+}
+
+// sequenced is an audit record and its stream sequence.
+type sequenced struct {
+	seq uint64
+	rec contracts.AuditRecord
+}
+
+// readAudit reads the gate decisions on audit subject filter that req selects, up to the
+// last record the subject held when it began.
+func (pt *PolicyTester) readAudit(ctx context.Context, filter string, req httpapi.PolicyTestRequest) ([]sequenced, error) {
+	stream := pt.names.AuditStream()
+	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{filter}, DeliverPolicy: jetstream.DeliverAllPolicy}
 	if req.Since != nil {
 		// A decision is stored after it is made, so no decision at or after Since is
 		// stored before it.
 		since := *req.Since
 		cfg.DeliverPolicy, cfg.OptStartTime = jetstream.DeliverByStartTimePolicy, &since
 	}
-	cons, err := stream.OrderedConsumer(ctx, cfg)
+	cons, err := pt.js.OrderedConsumer(ctx, stream, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("api: policy test: read %s: %w", pt.names.AuditStream(), err)
+		return nil, fmt.Errorf("api: policy test: read %s: %w", stream, err)
 	}
-	var out []contracts.AuditRecord
-	seen := map[string]bool{}
-	for {
-		batch, err := cons.Fetch(256, jetstream.FetchMaxWait(time.Second))
-		if err != nil {
-			return nil, fmt.Errorf("api: policy test: read %s: %w", pt.names.AuditStream(), err)
+	defer func() {
+		// Deleted at once rather than left to its inactivity threshold. Each Fetch of an
+		// ordered consumer replaces the server's consumer (nats.go deletes the one before
+		// in the background): this is the last.
+		if info := cons.CachedInfo(); info != nil {
+			_ = pt.js.DeleteConsumer(context.WithoutCancel(ctx), stream, info.Name)
 		}
-		got, done := 0, false
+	}()
+	info := cons.CachedInfo()
+	if info == nil {
+		return nil, fmt.Errorf("api: policy test: read %s: the consumer was created without its info", stream)
+	}
+	var out []sequenced
+	for left := info.NumPending; left > 0; {
+		batch, err := cons.Fetch(int(min(left, 256)), jetstream.FetchMaxWait(5*time.Second))
+		if err != nil {
+			return nil, fmt.Errorf("api: policy test: read %s: %w", stream, err)
+		}
+		got := uint64(0)
 		for m := range batch.Messages() {
 			got++
 			md, err := m.Metadata()
 			if err != nil {
-				return nil, fmt.Errorf("api: policy test: read %s: %w", pt.names.AuditStream(), err)
+				return nil, fmt.Errorf("api: policy test: read %s: %w", stream, err)
 			}
-			done = md.Sequence.Stream >= last || md.NumPending == 0
-			a, ok := gateDecision(m)
-			if !ok || !inWindow(a.At, req) {
-				continue
-			}
-			if key := a.BatchID + "\x00" + a.CallID; !seen[key] {
-				seen[key] = true
-				out = append(out, a)
+			if a, ok := gateDecision(m); ok && inWindow(a.At, req) {
+				out = append(out, sequenced{seq: md.Sequence.Stream, rec: a})
 			}
 		}
 		if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) {
-			return nil, fmt.Errorf("api: policy test: read %s: %w", pt.names.AuditStream(), err)
+			return nil, fmt.Errorf("api: policy test: read %s: %w", stream, err)
 		}
-		if done || got == 0 {
-			if err := ctx.Err(); err != nil {
-				return nil, fmt.Errorf("api: policy test: %w", err)
-			}
-			return out, nil
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("api: policy test: %w", err)
 		}
+		if got == 0 {
+			// Counted at the start and not delivered: removed since (a purge, or limits
+			// given to the stream), or not readable. A report without them would say
+			// they were never decided, so there is none.
+			return nil, fmt.Errorf("api: policy test: read %s: %d records announced on %s, none delivered", stream, left, filter)
+		}
+		left -= min(got, left)
 	}
+	return out, nil
 }
 
 // gateDecision decodes m as the audit record of a gate decision: not a resolution (which

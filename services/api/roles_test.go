@@ -94,7 +94,7 @@ func TestTokenRolesPerRoute(t *testing.T) {
 	}
 	allowed := map[string][]string{
 		"viewer":    {"list tickets", "read batches", "stream", "catalog", "results", "policy test"},
-		"operator":  {"cancel", "cancel call", "resolve call", "pause", "resume tool", "catalog", "policy test"},
+		"operator":  {"cancel", "cancel call", "resolve call", "pause", "resume tool", "catalog"},
 		"submitter": {"catalog", "results", "submit"},
 	}
 	for token, names := range allowed {

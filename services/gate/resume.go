@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/rs/zerolog"
 
@@ -72,7 +73,8 @@ func (s *Service) reject(ctx context.Context, resumeID string, cmd contracts.Res
 //  3. no ticket → not_waiting; [contracts.ValidateResume] (an expired ticket also expires
 //     the call, as its deadline timer would; a stale arguments digest is digest_mismatch,
 //     a second approval by one actor duplicate_approver) and
-//     [contracts.CallRecord.CheckAwaits] (mismatch → not_waiting) — any refusal is
+//     [contracts.CallRecord.CheckAwaits] (mismatch → not_waiting), an allow of a call a
+//     waiting rate limit deferred, before its window ([limitDeferral]: deferred_by_limit) — any refusal is
 //     published and leaves the ticket intact; an approval this command already counted
 //     on a ticket that needs several is answered approval_recorded again; on a ticket
 //     that needs several approvals ([Service.countApproval]), an approval below the last
@@ -149,6 +151,9 @@ func (s *Service) resume(ctx context.Context, resumeID string, cmd contracts.Res
 	if err := rec.CheckAwaits(b.Submission.Calls[i], *tp); err != nil {
 		return s.reject(ctx, resumeID, cmd, &contracts.ResumeError{Code: contracts.ResumeNotWaiting, Message: err.Error()})
 	}
+	if err := limitDeferral(&rec, cmd, s.env.Now()); err != nil {
+		return s.reject(ctx, resumeID, cmd, err)
+	}
 
 	call := b.Submission.Calls[i]
 	approvals, done, err := s.countApproval(ctx, b, i, tp, ticketRev, cmd, resumeID, claimed)
@@ -188,6 +193,21 @@ func (s *Service) resume(ctx context.Context, resumeID string, cmd contracts.Res
 		return bus.Permanent(fmt.Errorf("gate: resume call %s: %w", call.CallID, err))
 	}
 	return s.commitResolution(ctx, b, i, &rec, rev, ticketRev, resumeResolution(cmd, &rec))
+}
+
+// limitDeferral refuses an allow of a call that a host rate limit with over: wait deferred
+// to a later window (its schedule decision carries Until) while that window has not
+// started: the call's share is held in that window, and running it now would run it in
+// the one that was full. Only the due timer hands it over; a denial passes (it keeps the
+// call from running, which no limit forbids).
+func limitDeferral(rec *contracts.CallRecord, cmd contracts.ResumeCommand, now time.Time) error {
+	d, p := rec.Decision, cmd.Result.Permission
+	if d == nil || d.Kind != contracts.GateSchedule || d.Until == nil || p == nil || p.Decision != contracts.DecisionAllow || !now.Before(*d.Until) {
+		return nil
+	}
+	return &contracts.ResumeError{Code: contracts.ResumeDeferredByLimit,
+		Message: fmt.Sprintf("limit %s deferred the call to the window at %s: it runs then, and no approval runs it earlier (deny to drop it)",
+			d.Limit, d.Until.UTC().Format(time.RFC3339))}
 }
 
 // countApproval applies the several-approvers rule to a valid command answering ticket

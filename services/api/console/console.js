@@ -828,8 +828,8 @@
       setStatus("could not read the session: " + err.message, "error");
       return;
     }
-    // The policy test takes the viewer or the operator role.
-    $("policy").hidden = !(can("viewer") || can("operator"));
+    // The policy test replays the calls' arguments: it takes the viewer role.
+    $("policy").hidden = !can("viewer");
     if (!can("viewer")) {
       // The event stream and the lists need the viewer role; show what the token may use.
       setStatus("signed in without the viewer role: tickets and batches are hidden", "warn");
