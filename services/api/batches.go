@@ -111,6 +111,11 @@ func (s *Service) httpSubmit(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusAccepted, httpapi.BatchAccepted{BatchID: batchID})
 		return
 	}
+	if res, ok := s.publishedResults(r.Context(), sub); ok {
+		log.Info().Str("remote", r.RemoteAddr).Msg("batch resubmitted over http with the content it was published with; answered from its results")
+		writeJSON(w, http.StatusOK, batchResults(res))
+		return
+	}
 	release, err := s.waits.take("too many waiting submissions; retry, or submit without wait")
 	if err != nil {
 		s.writeError(w, r, err)
@@ -136,6 +141,23 @@ func (s *Service) httpSubmit(w http.ResponseWriter, r *http.Request) {
 	default:
 		s.writeError(w, r, internalErr(err))
 	}
+}
+
+// publishedResults returns the results of sub's batch when the batch is published with
+// sub's content. The batcher settles such a resubmission without new results and without
+// a rejection, which a waiting submitter could only notice by asking later; the results
+// are already on the stream, so nothing is published and nothing waited for. ok is false
+// in every other case (no such batch, not published yet, other content, results past
+// their retention), which takes the ordinary path through the batcher.
+func (s *Service) publishedResults(ctx context.Context, sub *contracts.BatchSubmission) (res *client.BatchResult, ok bool) {
+	ctx, cancel := context.WithTimeout(ctx, s.opts.ResolveTimeout)
+	defer cancel()
+	rec, err := s.reader.batchRecord(ctx, sub.BatchID())
+	if err != nil || rec.Phase != contracts.BatchPhasePublished || rec.Hash != sub.Hash() {
+		return nil, false
+	}
+	res, err = s.client.Results(ctx, sub.RunID, sub.Step)
+	return res, err == nil
 }
 
 // httpBatchResults is GET /v1/batches/{batch_id}/results.

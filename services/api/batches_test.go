@@ -551,3 +551,37 @@ func TestHTTPBatchRetryAfterRunBusy(t *testing.T) {
 		t.Fatalf("the next batch: %d %q, want 200 [\"3\"] (step 2 ran exactly once)", r.status, texts)
 	}
 }
+
+// TestHTTPResubmitPublishedBatchAnswersAtOnce: posting with wait a batch that is already
+// published, with the same content, answers 200 with its stored results without publishing
+// the submission again — nothing is left to wait for (the batcher would settle an identical
+// resubmission without new results or a rejection, which a waiting door can only notice by
+// asking later). A resubmission with other content still reaches the batcher: 409 conflict.
+func TestHTTPResubmitPublishedBatchAnswersAtOnce(t *testing.T) {
+	h := newHarness(t, api.Options{})
+	sub := echoBatch("run-door-again", 1, "once")
+	first := h.post("/v1/batches?wait=30s", string(mustJSON(sub)))
+	if first.status != http.StatusOK {
+		t.Fatalf("first POST: %d %s", first.status, first.body)
+	}
+	var want httpapi.BatchResults
+	first.json(t, &want)
+	before := h.submissions()
+	again := h.post("/v1/batches?wait=60s", string(mustJSON(sub)))
+	if again.status != http.StatusOK {
+		t.Fatalf("resubmission: %d %s", again.status, again.body)
+	}
+	var got httpapi.BatchResults
+	again.json(t, &got)
+	if got.BatchID != sub.BatchID() || !slices.Equal(resultTexts(got), resultTexts(want)) || got.Finalized.BatchID != sub.BatchID() {
+		t.Fatalf("resubmission answered %s, want the published results %s", again.body, first.body)
+	}
+	if after := h.submissions(); after != before {
+		t.Fatalf("the resubmission of a published batch was published again (submissions stream %d -> %d) "+
+			"and waited for an answer that never comes, instead of answering from the stored results", before, after)
+	}
+	other := echoBatch("run-door-again", 1, "other content")
+	if r := h.post("/v1/batches?wait=30s", string(mustJSON(other))); r.status != http.StatusConflict || r.apiError(t).Code != string(contracts.RejectConflict) {
+		t.Fatalf("other content under the published batch id: %d %s, want 409 conflict", r.status, r.body)
+	}
+}
