@@ -129,10 +129,14 @@ func (s *Service) httpSubmit(w http.ResponseWriter, r *http.Request) {
 	defer context.AfterFunc(s.streams, cancel)()
 	res, err := s.client.SubmitAndWait(ctx, *sub, client.WaitAtMost(wait), client.WithEventID(eventID))
 	var rejected *client.RejectedError
+	var pending *client.PendingError
 	switch {
 	case err == nil:
 		log.Info().Str("remote", r.RemoteAddr).Msg("batch submitted over http and published")
 		writeJSON(w, http.StatusOK, batchResults(res))
+	case errors.As(err, &pending):
+		log.Info().Str("remote", r.RemoteAddr).Int("open_tickets", len(pending.Tickets)).Msg("batch submitted over http; still pending when the wait ended")
+		writeJSON(w, http.StatusAccepted, httpapi.BatchPending{BatchID: batchID, Status: httpapi.StatusPending, Tickets: httpapi.PendingTickets(pending.Tickets)})
 	case errors.Is(err, client.ErrPending):
 		log.Info().Str("remote", r.RemoteAddr).Msg("batch submitted over http; still pending when the wait ended")
 		writeJSON(w, http.StatusAccepted, httpapi.BatchPending{BatchID: batchID, Status: httpapi.StatusPending})
@@ -170,6 +174,12 @@ func (s *Service) httpBatchResults(w http.ResponseWriter, r *http.Request) {
 	}
 	pending := httpapi.BatchPending{BatchID: batchID, Status: httpapi.StatusPending}
 	if rec.Phase == contracts.BatchPhaseOpen {
+		// Best effort: the tickets name what the batch waits on; without them it is still pending.
+		tctx, cancel := context.WithTimeout(r.Context(), s.opts.ResolveTimeout)
+		defer cancel()
+		if ts, err := s.client.BatchTickets(tctx, rec.Submission.RunID, rec.Submission.Step); err == nil {
+			pending.Tickets = httpapi.PendingTickets(ts)
+		}
 		writeJSON(w, http.StatusAccepted, pending)
 		return
 	}

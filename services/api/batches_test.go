@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
@@ -583,5 +584,40 @@ func TestHTTPResubmitPublishedBatchAnswersAtOnce(t *testing.T) {
 	other := echoBatch("run-door-again", 1, "other content")
 	if r := h.post("/v1/batches?wait=30s", string(mustJSON(other))); r.status != http.StatusConflict || r.apiError(t).Code != string(contracts.RejectConflict) {
 		t.Fatalf("other content under the published batch id: %d %s, want 409 conflict", r.status, r.body)
+	}
+}
+
+// TestHTTPBatchPendingNamesItsTickets: a waiting POST of a batch parked on an approval
+// ends 202 pending naming the open ticket that holds it — correlation id, call, tool, kind
+// and deadline — and so does GET /v1/batches/{id}/results, so an HTTP caller knows what to
+// approve without a second request.
+func TestHTTPBatchPendingNamesItsTickets(t *testing.T) {
+	h := newHarness(t, api.Options{})
+	tk := h.park("run-door-tickets", map[string]string{"why": "a human"})
+	sub := approvalBatch("run-door-tickets", map[string]string{"why": "a human"})
+	type pendingTicket struct {
+		CorrelationID string     `json:"correlation_id"`
+		CallID        string     `json:"call_id"`
+		ToolID        string     `json:"tool_id"`
+		Kind          string     `json:"kind"`
+		Deadline      *time.Time `json:"deadline"`
+	}
+	type pending struct {
+		BatchID string          `json:"batch_id"`
+		Status  string          `json:"status"`
+		Tickets []pendingTicket `json:"tickets"`
+	}
+	for name, r := range map[string]response{
+		"POST ?wait=200ms": h.post("/v1/batches?wait=200ms", string(mustJSON(sub))),
+		"GET results":      h.get("/v1/batches/" + sub.BatchID() + "/results"),
+	} {
+		var p pending
+		r.json(t, &p)
+		want := pendingTicket{CorrelationID: tk.CorrelationID, CallID: "c2", ToolID: "ask_me", Kind: string(contracts.ReasonPermission), Deadline: tk.Deadline}
+		if r.status != http.StatusAccepted || p.Status != httpapi.StatusPending || len(p.Tickets) != 1 ||
+			p.Tickets[0].CorrelationID != want.CorrelationID || p.Tickets[0].CallID != want.CallID || p.Tickets[0].ToolID != want.ToolID ||
+			p.Tickets[0].Kind != want.Kind || (want.Deadline == nil) != (p.Tickets[0].Deadline == nil) {
+			t.Errorf("%s on a parked batch: %d %s, want 202 pending naming the ticket %+v", name, r.status, r.body, want)
+		}
 	}
 }
