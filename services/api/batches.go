@@ -44,7 +44,7 @@ func StatusForRejectCode(code string) int {
 		return http.StatusConflict
 	case "exhausted":
 		return http.StatusServiceUnavailable
-	case contracts.RejectWrongType, contracts.RejectMissingAttribute, contracts.RejectUnsupportedContent,
+	case contracts.RejectWrongType, contracts.RejectMissingAttribute, contracts.RejectMissingCloudEventHeaders, contracts.RejectUnsupportedContent,
 		contracts.RejectInvalidJSON, contracts.RejectInvalidUTF8, contracts.RejectTooLarge, contracts.RejectTooDeep,
 		contracts.RejectUnknownField, contracts.RejectInvalidID, contracts.RejectInvalidStep, contracts.RejectInvalidField,
 		contracts.RejectEmptyBatch, contracts.RejectDuplicateCall, contracts.RejectTooManyCalls, contracts.RejectInvalidPolicy:
