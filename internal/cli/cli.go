@@ -603,7 +603,7 @@ func runsCancelCommand(fs *flag.FlagSet, io cmdIO) runner {
 		if err != nil {
 			return err
 		}
-		return renderCancel(io.stdout, ended, *asJSON)
+		return renderCancel(io.stdout, ended, *reason, *asJSON)
 	}
 }
 
