@@ -7,7 +7,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"sort"
@@ -27,25 +26,6 @@ const auditUsage = `usage:
 
 // EnvAuditPublicKey names the trusted public key of `awaken audit verify` and `export`.
 const EnvAuditPublicKey = "AWAKEN_AUDIT_PUBLIC_KEY"
-
-// runAudit implements `awaken audit`: verify and export the tamper-evident audit trail
-// (pkg/auditchain), make a signing key, show the configured key's public half.
-func runAudit(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 {
-		return &usageError{auditUsage}
-	}
-	switch args[0] {
-	case "verify":
-		return runAuditVerify(ctx, args[1:], stdout, stderr)
-	case "export":
-		return runAuditExport(ctx, args[1:], stdout)
-	case "keygen":
-		return runAuditKeygen(args[1:], stdout)
-	case "key":
-		return runAuditKey(args[1:], stdout)
-	}
-	return &usageError{auditUsage}
-}
 
 // auditSelection is the records a verify or export reads: a run, a time range or a
 // sequence range of the audit stream.
@@ -137,149 +117,146 @@ func (s *auditSelection) read(ctx context.Context, withCalls bool) ([]auditchain
 	return recs, calls, fromStart, err
 }
 
-func runAuditVerify(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("audit verify")
+func auditVerifyCommand(fs *flag.FlagSet, io cmdIO) runner {
+	stdout, stderr := io.stdout, io.stderr
 	sel := selectionFlags(fs)
 	file := fs.String("file", "", "verify this export (awaken audit export) instead of the stream")
 	asJSON := jsonFlag(fs, stdout)
-	if err := parseArgs(fs, args); err != nil {
-		return err
-	}
-	if fs.NArg() != 0 {
-		return &usageError{auditUsage}
-	}
-	pub, err := sel.key()
-	if err != nil {
-		return err
-	}
-	var recs []auditchain.Record
-	var calls []runCall
-	fromStart := false
-	if *file != "" {
-		f, err := os.Open(*file)
+	return func(ctx context.Context, _ []string) error {
+		if fs.NArg() != 0 {
+			return &usageError{auditUsage}
+		}
+		pub, err := sel.key()
 		if err != nil {
 			return err
 		}
-		defer f.Close()
-		var exported ed25519.PublicKey
-		if recs, exported, err = auditchain.ReadExport(f); err != nil {
+		var recs []auditchain.Record
+		var calls []runCall
+		fromStart := false
+		if *file != "" {
+			f, err := os.Open(*file)
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			var exported ed25519.PublicKey
+			if recs, exported, err = auditchain.ReadExport(f); err != nil {
+				return err
+			}
+			if pub != nil && exported != nil && !pub.Equal(exported) {
+				fmt.Fprintf(stderr, "awaken audit verify: the export names key %s; checking against the trusted key %s\n", auditchain.KeyID(exported), auditchain.KeyID(pub))
+			}
+		} else if recs, calls, fromStart, err = sel.read(ctx, true); err != nil {
 			return err
 		}
-		if pub != nil && exported != nil && !pub.Equal(exported) {
-			fmt.Fprintf(stderr, "awaken audit verify: the export names key %s; checking against the trusted key %s\n", auditchain.KeyID(exported), auditchain.KeyID(pub))
+		if len(recs) == 0 && *sel.run != "" {
+			// A run's chain that is not there is not a verified one: it was never written, or it
+			// was purged whole, which no chain can show (docs/security.md).
+			return fmt.Errorf("no audit records of run %s: nothing to verify", *sel.run)
 		}
-	} else if recs, calls, fromStart, err = sel.read(ctx, true); err != nil {
-		return err
-	}
-	if len(recs) == 0 && *sel.run != "" {
-		// A run's chain that is not there is not a verified one: it was never written, or it
-		// was purged whole, which no chain can show (docs/security.md).
-		return fmt.Errorf("no audit records of run %s: nothing to verify", *sel.run)
-	}
-	if pub == nil {
-		fmt.Fprintln(stderr, "awaken audit verify: no --public-key (or --config with a signing key): checking the hash chain only, not the signatures")
-	}
-	sum, err := auditchain.Verify(recs, auditchain.VerifyOptions{PublicKey: pub, FromStart: fromStart})
-	var be *auditchain.BreakError
-	if errors.As(err, &be) {
+		if pub == nil {
+			fmt.Fprintln(stderr, "awaken audit verify: no --public-key (or --config with a signing key): checking the hash chain only, not the signatures")
+		}
+		sum, err := auditchain.Verify(recs, auditchain.VerifyOptions{PublicKey: pub, FromStart: fromStart})
+		var be *auditchain.BreakError
+		if errors.As(err, &be) {
+			if *asJSON {
+				_ = printJSON(stdout, map[string]any{"ok": false, "break": be, "error": be.Error()})
+			}
+			return fmt.Errorf("the audit trail is broken at stream seq %d (subject %s, n %d): %s: %s", be.Seq, be.Subject, be.N, be.Reason, be.Detail)
+		}
+		if err != nil {
+			return err
+		}
+		// A run's chain is checked against the run's call records too: a decision they hold
+		// whose record the chain lacks (never stored, or cut off at the chain's end, which no
+		// link shows) is named.
+		missing, err := unauditedDecisions(recs, calls)
+		if err != nil {
+			return err
+		}
+		if len(missing) > 0 {
+			if *asJSON {
+				_ = printJSON(stdout, map[string]any{"ok": false, "unaudited": missing, "error": ErrDecisionUnaudited.Error()})
+			}
+			return fmt.Errorf("the audit trail of run %s is incomplete: %w: %s", *sel.run, ErrDecisionUnaudited, strings.Join(missing, "; "))
+		}
 		if *asJSON {
-			_ = printJSON(stdout, map[string]any{"ok": false, "break": be, "error": be.Error()})
+			out := map[string]any{"ok": true, "records": sum.Records, "subjects": sum.Subjects, "signed": sum.Signed, "key_id": sum.KeyID, "last": sum.Last}
+			if calls != nil {
+				out["call_records"] = len(calls)
+			}
+			return printJSON(stdout, out)
 		}
-		return fmt.Errorf("the audit trail is broken at stream seq %d (subject %s, n %d): %s: %s", be.Seq, be.Subject, be.N, be.Reason, be.Detail)
-	}
-	if err != nil {
-		return err
-	}
-	// A run's chain is checked against the run's call records too: a decision they hold
-	// whose record the chain lacks (never stored, or cut off at the chain's end, which no
-	// link shows) is named.
-	missing, err := unauditedDecisions(recs, calls)
-	if err != nil {
-		return err
-	}
-	if len(missing) > 0 {
-		if *asJSON {
-			_ = printJSON(stdout, map[string]any{"ok": false, "unaudited": missing, "error": ErrDecisionUnaudited.Error()})
+		signed := "signatures not checked"
+		if sum.Signed {
+			signed = "every record signed by key " + sum.KeyID
 		}
-		return fmt.Errorf("the audit trail of run %s is incomplete: %w: %s", *sel.run, ErrDecisionUnaudited, strings.Join(missing, "; "))
-	}
-	if *asJSON {
-		out := map[string]any{"ok": true, "records": sum.Records, "subjects": sum.Subjects, "signed": sum.Signed, "key_id": sum.KeyID, "last": sum.Last}
+		fmt.Fprintf(stdout, "audit trail verified: %d records on %d subjects, %s\n", sum.Records, sum.Subjects, signed)
+		subjects := make([]string, 0, len(sum.Last))
+		for s := range sum.Last {
+			subjects = append(subjects, s)
+		}
+		sort.Strings(subjects)
+		for _, s := range subjects {
+			l := sum.Last[s]
+			fmt.Fprintf(stdout, "  %s: last n %d hash %s\n", s, l.N, l.Hash)
+		}
 		if calls != nil {
-			out["call_records"] = len(calls)
+			fmt.Fprintf(stdout, "every decision of the run's %d call records has its audit record\n", len(calls))
 		}
-		return printJSON(stdout, out)
+		return nil
 	}
-	signed := "signatures not checked"
-	if sum.Signed {
-		signed = "every record signed by key " + sum.KeyID
-	}
-	fmt.Fprintf(stdout, "audit trail verified: %d records on %d subjects, %s\n", sum.Records, sum.Subjects, signed)
-	subjects := make([]string, 0, len(sum.Last))
-	for s := range sum.Last {
-		subjects = append(subjects, s)
-	}
-	sort.Strings(subjects)
-	for _, s := range subjects {
-		l := sum.Last[s]
-		fmt.Fprintf(stdout, "  %s: last n %d hash %s\n", s, l.N, l.Hash)
-	}
-	if calls != nil {
-		fmt.Fprintf(stdout, "every decision of the run's %d call records has its audit record\n", len(calls))
-	}
-	return nil
 }
 
-func runAuditExport(ctx context.Context, args []string, stdout io.Writer) error {
-	fs := newFlags("audit export")
+func auditExportCommand(fs *flag.FlagSet, io cmdIO) runner {
+	stdout := io.stdout
 	sel := selectionFlags(fs)
 	format := fs.String("format", "jsonl", "output format: jsonl")
 	out := fs.String("out", "", "write to FILE instead of standard output")
-	if err := parseArgs(fs, args); err != nil {
-		return err
-	}
-	if fs.NArg() != 0 || *format != "jsonl" {
-		return &usageError{auditUsage}
-	}
-	pub, err := sel.key()
-	if err != nil {
-		return err
-	}
-	recs, _, _, err := sel.read(ctx, false)
-	if err != nil {
-		return err
-	}
-	w := stdout
-	if *out != "" {
-		f, err := os.Create(*out)
+	return func(ctx context.Context, _ []string) error {
+		if fs.NArg() != 0 || *format != "jsonl" {
+			return &usageError{auditUsage}
+		}
+		pub, err := sel.key()
 		if err != nil {
 			return err
 		}
-		defer f.Close()
-		w = f
+		recs, _, _, err := sel.read(ctx, false)
+		if err != nil {
+			return err
+		}
+		w := stdout
+		if *out != "" {
+			f, err := os.Create(*out)
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			w = f
+		}
+		return auditchain.Export(w, recs, pub)
 	}
-	return auditchain.Export(w, recs, pub)
 }
 
-func runAuditKeygen(args []string, stdout io.Writer) error {
-	fs := newFlags("audit keygen")
+func auditKeygenCommand(fs *flag.FlagSet, io cmdIO) runner {
+	stdout := io.stdout
 	out := fs.String("out", "", "write the new private key (hex seed, mode 0600) to FILE; it must not exist")
-	if err := parseArgs(fs, args); err != nil {
-		return err
+	return func(context.Context, []string) error {
+		if *out == "" || fs.NArg() != 0 {
+			return &usageError{auditUsage}
+		}
+		k, seed, err := auditchain.GenerateKey()
+		if err != nil {
+			return err
+		}
+		if err := writeKeyFile(*out, seed); err != nil {
+			return err
+		}
+		pub := k.Public().(ed25519.PublicKey)
+		fmt.Fprintf(stdout, "wrote %s (audit.signing_key_file)\npublic key %s (key id %s)\n", *out, hex.EncodeToString(pub), auditchain.KeyID(pub))
+		return nil
 	}
-	if *out == "" || fs.NArg() != 0 {
-		return &usageError{auditUsage}
-	}
-	k, seed, err := auditchain.GenerateKey()
-	if err != nil {
-		return err
-	}
-	if err := writeKeyFile(*out, seed); err != nil {
-		return err
-	}
-	pub := k.Public().(ed25519.PublicKey)
-	fmt.Fprintf(stdout, "wrote %s (audit.signing_key_file)\npublic key %s (key id %s)\n", *out, hex.EncodeToString(pub), auditchain.KeyID(pub))
-	return nil
 }
 
 // writeKeyFile writes a new key file readable by its owner only, refusing to replace one:
@@ -296,26 +273,25 @@ func writeKeyFile(path, seed string) error {
 	return f.Close()
 }
 
-func runAuditKey(args []string, stdout io.Writer) error {
-	fs := newFlags("audit key")
+func auditKeyCommand(fs *flag.FlagSet, io cmdIO) runner {
+	stdout := io.stdout
 	cfgPath := fs.String("config", defaultConfigPath(), "host configuration file (YAML or JSON)")
-	if err := parseArgs(fs, args); err != nil {
-		return err
+	return func(context.Context, []string) error {
+		cfg, err := config.Load(*cfgPath)
+		if err != nil {
+			return err
+		}
+		k, err := cfg.AuditSigningKey()
+		if err != nil {
+			return err
+		}
+		if k == nil {
+			return fmt.Errorf("%s configures no audit.signing_key_file: the trail is hash-chained but unsigned", *cfgPath)
+		}
+		pub := k.Public().(ed25519.PublicKey)
+		fmt.Fprintf(stdout, "%s key id %s\n", hex.EncodeToString(pub), auditchain.KeyID(pub))
+		return nil
 	}
-	cfg, err := config.Load(*cfgPath)
-	if err != nil {
-		return err
-	}
-	k, err := cfg.AuditSigningKey()
-	if err != nil {
-		return err
-	}
-	if k == nil {
-		return fmt.Errorf("%s configures no audit.signing_key_file: the trail is hash-chained but unsigned", *cfgPath)
-	}
-	pub := k.Public().(ed25519.PublicKey)
-	fmt.Fprintf(stdout, "%s key id %s\n", hex.EncodeToString(pub), auditchain.KeyID(pub))
-	return nil
 }
 
 // DevAuditKeyFile is the signing key `awaken dev` makes once in its data directory.

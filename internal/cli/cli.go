@@ -33,7 +33,7 @@ import (
 	"github.com/awaken-dev/awaken/services/brain-exec/builtin"
 )
 
-const usage = `awaken — durable execution of AI-agent tool calls on NATS JetStream
+var usage = `awaken — durable execution of AI-agent tool calls on NATS JetStream
 
 Services:
   awaken dev            all five services on an embedded JetStream server
@@ -64,7 +64,7 @@ Client:
   awaken batch show BATCH_ID [--json]  per-call phase, outcome and timeline of a batch
   awaken batch watch BATCH_ID          call state changes and tool progress, live, until published
   awaken counter NAME                  read the example counter tool's durable count
-  awaken tools ls [--format F]         the tool catalog (F: awaken, openai, mcp) with schemas
+  awaken tools ls [--format F]         the tool catalog with schemas (F: ` + strings.Join(contracts.CatalogFormats(), ", ") + `)
   awaken tools pause ID [--reason R]   pause a tool: its new calls are blocked (kill switch)
   awaken tools resume ID               lift the pause of a tool
   awaken policy test --config NEW.yaml [--since T] [--until T] [--run R]...
@@ -113,54 +113,30 @@ Run "awaken CMD -h" for a command's flags.
 
 // Main runs the command line and returns the process exit code.
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
-		fmt.Fprint(stdout, usage)
+	return mainIO(ctx, args, cmdIO{stdin: os.Stdin, stdout: stdout, stderr: stderr})
+}
+
+// errUnknownCommand is the error of a first word that names no command.
+var errUnknownCommand = errors.New("unknown command")
+
+func mainIO(ctx context.Context, args []string, io cmdIO) int {
+	if len(args) > 0 && args[0] == "help" && len(args) > 1 {
+		args = append(args[1:], "-h") // awaken help CMD…: the help of CMD
+	}
+	if len(args) == 0 || args[0] == "help" || isHelpFlag(args[0]) {
+		fmt.Fprint(io.stdout, usage)
 		return 0
 	}
-	cmd, rest := args[0], args[1:]
-	var err error
-	switch cmd {
-	case "dev":
-		err = runDev(ctx, rest, stdout, stderr)
-	case contracts.ServiceBrainExec:
-		err = runBrainExec(ctx, rest, stderr)
-	case contracts.ServiceBatcher, contracts.ServiceGate, contracts.ServiceSandboxExec, contracts.ServicePublisher:
-		err = runService(ctx, cmd, rest, stderr)
-	case contracts.ServiceAPI:
-		err = runAPI(ctx, rest, stdout, stderr)
-	case "batch":
-		err = runBatch(ctx, rest, stdout)
-	case "setup":
-		err = runSetup(ctx, rest, stdout, stderr)
-	case "healthcheck":
-		err = runHealthcheck(ctx, rest, stderr)
-	case "submit":
-		err = runSubmit(ctx, rest, stdout, stderr)
-	case "tickets":
-		err = runTickets(ctx, rest, stdout)
-	case "runs":
-		err = runRuns(ctx, rest, stdout)
-	case "calls":
-		err = runCalls(ctx, rest, stdout)
-	case "counter":
-		err = runCounter(ctx, rest, stdout)
-	case "tools":
-		err = runTools(ctx, rest, stdout)
-	case "policy":
-		err = runPolicy(ctx, rest, stdout)
-	case "audit":
-		err = runAudit(ctx, rest, stdout, stderr)
-	case "mcp-serve":
-		err = runMCPServe(ctx, rest, os.Stdin, stdout, stderr)
-	default:
-		fmt.Fprintf(stderr, "awaken: unknown command %q\n\n%s", cmd, usage)
+	err := dispatch(ctx, args, io)
+	if errors.Is(err, errUnknownCommand) {
+		fmt.Fprintf(io.stderr, "awaken: unknown command %q\n\n%s", args[0], usage)
 		return 2
 	}
 	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
 		}
-		fmt.Fprintf(stderr, "awaken %s: %v\n", cmd, err)
+		fmt.Fprintf(io.stderr, "awaken %s: %v\n", args[0], err)
 		var ue *usageError
 		if errors.As(err, &ue) {
 			return 2
@@ -190,8 +166,11 @@ func newFlags(name string) *flag.FlagSet {
 }
 
 func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("dev")
-	fs.SetOutput(stderr)
+	return invoke(ctx, "dev", devCommand, args, cmdIO{stdout: stdout, stderr: stderr})
+}
+
+func devCommand(fs *flag.FlagSet, io cmdIO) runner {
+	stdout, stderr := io.stdout, io.stderr
 	cfgPath := fs.String("config", defaultConfigPath(), "host configuration file (YAML or JSON)")
 	data := fs.String("data", env("AWAKEN_DATA", ".awaken/data"), "JetStream data directory")
 	listen := fs.String("listen", env("AWAKEN_LISTEN", "127.0.0.1:4222"), "address outside clients and the nats CLI connect to")
@@ -199,46 +178,45 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	syncLevel := fs.String("sync", env("AWAKEN_SYNC", string(devstack.DefaultDevSync)), "embedded JetStream durability: always (fsync every write: survives power loss) or lazy (survives a process crash only; env AWAKEN_SYNC)")
 	secure := fs.Bool("secure", envBool("AWAKEN_SECURE"), "least-privilege NATS users of deploy/nats/auth.conf (passwords from AWAKEN_NATS_PASSWORD_<USER>, generated when unset)")
 	logger := logFlags(fs, stderr)
-	if err := parseArgs(fs, args); err != nil {
-		return err
-	}
-	log, err := logger()
-	if err != nil {
-		return err
-	}
-	cfg, err := config.Load(*cfgPath)
-	if err != nil {
-		return err
-	}
-	named, roles, err := tokens()
-	if err != nil {
-		return err
-	}
-	sync, err := natsserver.ParseSync(*syncLevel)
-	if err != nil {
-		return fmt.Errorf("dev --sync: %w", err)
-	}
-	if err := devAuditKey(cfg, *data); err != nil {
-		return err
-	}
-	app.LimitDevMemory()
-	o := devstack.DevOptions{Config: cfg, Log: &log, StopNow: stopNow(ctx), DataDir: *data, Listen: *listen, HTTP: *httpAddr, APIToken: *token, APITokens: named, APITokenRoles: roles, PublicMetrics: *publicMetrics, Secure: *secure, Sync: sync}
-	if *secure {
-		if o.Passwords, err = devPasswords(); err != nil {
+	return func(ctx context.Context, _ []string) error {
+		log, err := logger()
+		if err != nil {
 			return err
 		}
-	}
-	o.ReadyURLs = func(url, console string) {
-		if console == "" {
-			console = "off"
+		cfg, err := config.Load(*cfgPath)
+		if err != nil {
+			return err
 		}
-		extra := ""
+		named, roles, err := tokens()
+		if err != nil {
+			return err
+		}
+		sync, err := natsserver.ParseSync(*syncLevel)
+		if err != nil {
+			return fmt.Errorf("dev --sync: %w", err)
+		}
+		if err := devAuditKey(cfg, *data); err != nil {
+			return err
+		}
+		app.LimitDevMemory()
+		o := devstack.DevOptions{Config: cfg, Log: &log, StopNow: stopNow(ctx), DataDir: *data, Listen: *listen, HTTP: *httpAddr, APIToken: *token, APITokens: named, APITokenRoles: roles, PublicMetrics: *publicMetrics, Secure: *secure, Sync: sync}
 		if *secure {
-			extra = fmt.Sprintf(", secure: connect as NATS_USER=%s NATS_PASSWORD=%s", deploy.UserPlatform, o.Passwords[deploy.UserPlatform])
+			if o.Passwords, err = devPasswords(); err != nil {
+				return err
+			}
 		}
-		fmt.Fprintf(stdout, "awaken dev ready: %s, console %s (config %s, data %s, sync %s%s)\n", url, console, cfg.Source, *data, sync, extra)
+		o.ReadyURLs = func(url, console string) {
+			if console == "" {
+				console = "off"
+			}
+			extra := ""
+			if *secure {
+				extra = fmt.Sprintf(", secure: connect as NATS_USER=%s NATS_PASSWORD=%s", deploy.UserPlatform, o.Passwords[deploy.UserPlatform])
+			}
+			fmt.Fprintf(stdout, "awaken dev ready: %s, console %s (config %s, data %s, sync %s%s)\n", url, console, cfg.Source, *data, sync, extra)
+		}
+		return devstack.Dev(ctx, o)
 	}
-	return devstack.Dev(ctx, o)
 }
 
 // serviceFlags are the flags every pipeline service subcommand takes.
@@ -248,27 +226,34 @@ type serviceFlags struct {
 	ensure                bool
 }
 
-// parseServiceFlags parses the flags of service subcommand name.
-func parseServiceFlags(name string, args []string, stderr io.Writer) (serviceFlags, error) {
-	fs := newFlags(name)
-	fs.SetOutput(stderr)
+// declareServiceFlags declares the flags of a service subcommand on fs and returns how to
+// read them once parsed.
+func declareServiceFlags(fs *flag.FlagSet) func() (serviceFlags, error) {
 	cfgPath := fs.String("config", defaultConfigPath(), "host configuration file (YAML or JSON)")
 	url := fs.String("nats-url", defaultNATSURL(), "NATS server URL")
 	auth := natsAuthFlags(fs)
 	opsAddr := fs.String("http", env("AWAKEN_HTTP", ""), `address of the operations listener: /metrics, /healthz, /readyz ("" disables it; env AWAKEN_HTTP)`)
 	ensure := ensureFlag(fs)
-	if err := parseArgs(fs, args); err != nil {
-		return serviceFlags{}, err
+	return func() (serviceFlags, error) {
+		authOpts, err := auth()
+		if err != nil {
+			return serviceFlags{}, err
+		}
+		return serviceFlags{cfgPath: *cfgPath, url: *url, opsAddr: *opsAddr, authOpts: authOpts, ensure: *ensure}, nil
 	}
-	authOpts, err := auth()
-	if err != nil {
-		return serviceFlags{}, err
-	}
-	return serviceFlags{cfgPath: *cfgPath, url: *url, opsAddr: *opsAddr, authOpts: authOpts, ensure: *ensure}, nil
 }
 
-func runService(ctx context.Context, name string, args []string, stderr io.Writer) error {
-	f, err := parseServiceFlags(name, args, stderr)
+// serviceCommand is the pipeline service subcommand name (batcher, gate, sandbox-exec,
+// publisher).
+func serviceCommand(name string, fs *flag.FlagSet, io cmdIO) runner {
+	flags := declareServiceFlags(fs)
+	return func(ctx context.Context, _ []string) error {
+		return runService(ctx, name, flags, io.stderr)
+	}
+}
+
+func runService(ctx context.Context, name string, flags func() (serviceFlags, error), stderr io.Writer) error {
+	f, err := flags()
 	if err != nil {
 		return err
 	}
@@ -317,99 +302,92 @@ func apiFlags(fs *flag.FlagSet) (httpAddr, token *string, tokens func() (map[str
 
 // runAPI runs the api alone against a NATS server: the micro service "awaken", the HTTP api
 // and the console.
-func runAPI(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags(contracts.ServiceAPI)
-	fs.SetOutput(stderr)
+func apiCommand(fs *flag.FlagSet, io cmdIO) runner {
+	stdout, stderr := io.stdout, io.stderr
 	cfgPath := fs.String("config", defaultConfigPath(), "host configuration file (YAML or JSON)")
 	url := fs.String("nats-url", defaultNATSURL(), "NATS server URL")
 	auth := natsAuthFlags(fs)
 	ensure := ensureFlag(fs)
 	httpAddr, token, tokens, publicMetrics := apiFlags(fs)
 	hosts := fs.String("allowed-hosts", env("AWAKEN_ALLOWED_HOSTS", ""), "comma-separated Host names the HTTP api answers besides loopback names (\"*\" for any)")
-	if err := parseArgs(fs, args); err != nil {
-		return err
-	}
-	cfg, err := config.Load(*cfgPath)
-	if err != nil {
-		return err
-	}
-	authOpts, err := auth()
-	if err != nil {
-		return err
-	}
-	named, roles, err := tokens()
-	if err != nil {
-		return err
-	}
-	var allowed []string
-	for _, h := range strings.Split(*hosts, ",") {
-		if h = strings.TrimSpace(h); h != "" {
-			allowed = append(allowed, h)
+	return func(ctx context.Context, _ []string) error {
+		cfg, err := config.Load(*cfgPath)
+		if err != nil {
+			return err
 		}
+		authOpts, err := auth()
+		if err != nil {
+			return err
+		}
+		named, roles, err := tokens()
+		if err != nil {
+			return err
+		}
+		var allowed []string
+		for _, h := range strings.Split(*hosts, ",") {
+			if h = strings.TrimSpace(h); h != "" {
+				allowed = append(allowed, h)
+			}
+		}
+		log := app.NewLogger(stderr, os.Getenv("AWAKEN_LOG_LEVEL"))
+		tp, shutdownTracing, err := telemetry.TracerProviderFromEnv(ctx, "awaken-api", nil)
+		if err != nil {
+			return err
+		}
+		defer flushTraces(shutdownTracing, log)
+		st, err := app.Start(ctx, app.Options{
+			// ServiceDialer: the api connects with its own inbox prefix, the only one the api
+			// user of deploy/nats/auth.conf may subscribe to.
+			Config: cfg, Services: []string{contracts.ServiceAPI}, Dial: app.ServiceDialer(*url, authOpts...), Log: log,
+			API:            api.Options{HTTPAddr: *httpAddr, Token: *token, Tokens: named, TokenRoles: roles, AllowedHosts: allowed, PublicMetrics: *publicMetrics},
+			TracerProvider: tp, NoEnsure: !*ensure,
+		})
+		if err != nil {
+			return err
+		}
+		console := st.APIService.URL()
+		if console == "" {
+			console = "off"
+		}
+		// The same log line as the other services: container tests and log shippers wait for it.
+		log.Info().Str("service", contracts.ServiceAPI).Str("nats_url", *url).Str("console", console).Msg("ready")
+		fmt.Fprintf(stdout, "awaken api ready: micro service %q on %s, console %s\n", api.MicroName, *url, console)
+		<-ctx.Done()
+		return app.StopGracefully(st, log.With().Str("service", contracts.ServiceAPI).Logger(), app.DefaultStopTimeout, stopNow(ctx))
 	}
-	log := app.NewLogger(stderr, os.Getenv("AWAKEN_LOG_LEVEL"))
-	tp, shutdownTracing, err := telemetry.TracerProviderFromEnv(ctx, "awaken-api", nil)
-	if err != nil {
-		return err
-	}
-	defer flushTraces(shutdownTracing, log)
-	st, err := app.Start(ctx, app.Options{
-		// ServiceDialer: the api connects with its own inbox prefix, the only one the api
-		// user of deploy/nats/auth.conf may subscribe to.
-		Config: cfg, Services: []string{contracts.ServiceAPI}, Dial: app.ServiceDialer(*url, authOpts...), Log: log,
-		API:            api.Options{HTTPAddr: *httpAddr, Token: *token, Tokens: named, TokenRoles: roles, AllowedHosts: allowed, PublicMetrics: *publicMetrics},
-		TracerProvider: tp, NoEnsure: !*ensure,
-	})
-	if err != nil {
-		return err
-	}
-	console := st.APIService.URL()
-	if console == "" {
-		console = "off"
-	}
-	// The same log line as the other services: container tests and log shippers wait for it.
-	log.Info().Str("service", contracts.ServiceAPI).Str("nats_url", *url).Str("console", console).Msg("ready")
-	fmt.Fprintf(stdout, "awaken api ready: micro service %q on %s, console %s\n", api.MicroName, *url, console)
-	<-ctx.Done()
-	return app.StopGracefully(st, log.With().Str("service", contracts.ServiceAPI).Logger(), app.DefaultStopTimeout, stopNow(ctx))
 }
 
-// runBatch implements `awaken batch show BATCH_ID`: the batch's calls with their phase and
-// outcome, then every committed stage of every call, read from the records.
-func runBatch(ctx context.Context, args []string, stdout io.Writer) error {
-	if len(args) >= 1 && args[0] == "watch" {
-		return runBatchWatch(ctx, args[1:], stdout)
-	}
-	if len(args) < 2 || args[0] != "show" {
-		return &usageError{"usage: awaken batch show BATCH_ID [--json] | awaken batch watch BATCH_ID"}
-	}
-	batchID := args[1]
-	fs := newFlags("batch show")
+// batchShowCommand implements `awaken batch show BATCH_ID`: the batch's calls with their
+// phase and outcome, then every committed stage of every call, read from the records.
+func batchShowCommand(fs *flag.FlagSet, io cmdIO) runner {
 	connect := dialClient(fs)
-	asJSON := jsonFlag(fs, stdout)
-	if err := parseArgs(fs, args[2:]); err != nil {
-		return err
+	asJSON := jsonFlag(fs, io.stdout)
+	return func(ctx context.Context, args []string) error {
+		if len(args) != 1 {
+			return &usageError{"usage: awaken batch show BATCH_ID [--json]"}
+		}
+		batchID := args[0]
+		if _, _, err := contracts.ParseBatchID(batchID); err != nil {
+			return &usageError{fmt.Sprintf("%v (a batch id looks like tool-batch:RUN_ID:STEP)", err)}
+		}
+		c, ctx, done, err := connect(ctx)
+		if err != nil {
+			return err
+		}
+		defer done()
+		r, err := api.OpenReader(ctx, c.js, c.Names())
+		if err != nil {
+			return err
+		}
+		b, err := r.Batch(ctx, batchID)
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			return printJSON(io.stdout, b)
+		}
+		return api.WriteTimeline(io.stdout, b)
 	}
-	if _, _, err := contracts.ParseBatchID(batchID); err != nil {
-		return &usageError{fmt.Sprintf("%v (a batch id looks like tool-batch:RUN_ID:STEP)", err)}
-	}
-	c, ctx, done, err := connect(ctx)
-	if err != nil {
-		return err
-	}
-	defer done()
-	r, err := api.OpenReader(ctx, c.js, c.Names())
-	if err != nil {
-		return err
-	}
-	b, err := r.Batch(ctx, batchID)
-	if err != nil {
-		return err
-	}
-	if *asJSON {
-		return printJSON(stdout, b)
-	}
-	return api.WriteTimeline(stdout, b)
 }
 
 // flushTraces flushes the spans still buffered by the tracer provider, bounded.
@@ -473,119 +451,122 @@ func printJSON(w io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
-func runSubmit(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("submit")
+func submitCommand(fs *flag.FlagSet, io cmdIO) runner {
+	stdout, stderr := io.stdout, io.stderr
 	connect := dialClient(fs)
 	wait := fs.Bool("wait", false, "wait for the ordered results and print them")
 	asJSON := jsonFlag(fs, stdout)
-	if err := parseArgs(fs, args); err != nil {
-		return err
-	}
-	if fs.NArg() != 1 {
-		return &usageError{"usage: awaken submit FILE [--wait]"}
-	}
-	data, err := os.ReadFile(fs.Arg(0))
-	if err != nil {
-		return err
-	}
-	var sub contracts.BatchSubmission
-	if err := json.Unmarshal(data, &sub); err != nil {
-		return batchFileError(fs.Arg(0), data, err)
-	}
-	c, ctx, done, err := connect(ctx)
-	if err != nil {
-		return err
-	}
-	defer done()
-	if !*wait {
-		id, err := c.Submit(ctx, sub)
+	return func(ctx context.Context, _ []string) error {
+		if fs.NArg() != 1 {
+			return &usageError{"usage: awaken submit FILE [--wait]"}
+		}
+		data, err := os.ReadFile(fs.Arg(0))
 		if err != nil {
 			return err
 		}
-		return renderSubmitted(stdout, fs.Arg(0), id, *asJSON)
+		var sub contracts.BatchSubmission
+		if err := json.Unmarshal(data, &sub); err != nil {
+			return batchFileError(fs.Arg(0), data, err)
+		}
+		c, ctx, done, err := connect(ctx)
+		if err != nil {
+			return err
+		}
+		defer done()
+		if !*wait {
+			id, err := c.Submit(ctx, sub)
+			if err != nil {
+				return err
+			}
+			return renderSubmitted(stdout, fs.Arg(0), id, *asJSON)
+		}
+		renderWaiting(stderr, sub.BatchID())
+		stopNotes := announceTickets(ctx, c, sub.RunID, sub.Step, stderr)
+		res, err := c.SubmitAndWait(ctx, sub)
+		stopNotes()
+		if err != nil {
+			return err
+		}
+		return renderResults(stdout, submitResult{res.BatchID, res.Results, res.Finalized}, *asJSON)
 	}
-	renderWaiting(stderr, sub.BatchID())
-	stopNotes := announceTickets(ctx, c, sub.RunID, sub.Step, stderr)
-	res, err := c.SubmitAndWait(ctx, sub)
-	stopNotes()
-	if err != nil {
-		return err
-	}
-	return renderResults(stdout, submitResult{res.BatchID, res.Results, res.Finalized}, *asJSON)
 }
 
-func runTickets(ctx context.Context, args []string, stdout io.Writer) error {
-	if len(args) == 0 {
-		return &usageError{"usage: awaken tickets ls | show ID | approve ID [--note TEXT] [--arguments JSON] [--digest D] [--as NAME] | deny ID [--reason TEXT] [--as NAME]"}
-	}
-	sub, args := args[0], args[1:]
-	fs := newFlags("tickets " + sub)
-	connect := dialClient(fs)
-	note := fs.String("note", "", "approval note (approve)")
-	reason := fs.String("reason", "", "denial reason (deny)")
-	edited := fs.String("arguments", "", "approve with these arguments instead of the proposed ones (a JSON object; approve)")
-	digest := fs.String("digest", "", "the ticket's arguments_digest this approval approves, as `tickets show` printed it (approve; default: the digest of the ticket read now)")
-	as := fs.String("as", env("AWAKEN_ACTOR", defaultActor()), "who decides, recorded with the resolution as claimed (env AWAKEN_ACTOR; default: the OS user)")
-	asJSON := jsonFlag(fs, stdout)
-	// Accept the id before or after the flags.
-	var id string
-	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
-		id, args = args[0], args[1:]
-	}
-	if err := parseArgs(fs, args); err != nil {
-		return err
-	}
-	if id == "" && fs.NArg() > 0 {
-		id = fs.Arg(0)
-	}
-	c, ctx, done, err := connect(ctx)
-	if err != nil {
-		return err
-	}
-	defer done()
-	switch sub {
-	case "ls", "list":
-		ts, err := c.Tickets(ctx)
-		if err != nil {
-			return err
+// ticketsCommand is `awaken tickets sub`: ls, show, approve or deny.
+func ticketsCommand(sub string) func(fs *flag.FlagSet, io cmdIO) runner {
+	return func(fs *flag.FlagSet, io cmdIO) runner {
+		stdout := io.stdout
+		connect := dialClient(fs)
+		var note, reason, edited, digest, as *string
+		switch sub {
+		case "approve":
+			note = fs.String("note", "", "approval note")
+			edited = fs.String("arguments", "", "approve with these arguments instead of the proposed ones (a JSON object)")
+			digest = fs.String("digest", "", "the ticket's arguments_digest this approval approves, as `tickets show` printed it (default: the digest of the ticket read now)")
+		case "deny":
+			reason = fs.String("reason", "", "denial reason")
 		}
-		sort.Slice(ts, func(i, j int) bool { return ts[i].OpenedAt.Before(ts[j].OpenedAt) })
-		if ts == nil {
-			ts = []contracts.ResumeTicket{}
+		if sub == "approve" || sub == "deny" {
+			as = fs.String("as", env("AWAKEN_ACTOR", defaultActor()), "who decides, recorded with the resolution as claimed (env AWAKEN_ACTOR; default: the OS user)")
 		}
-		return renderTickets(stdout, ts, *asJSON)
-	case "show", "approve", "deny":
-		if id == "" {
-			return &usageError{"usage: awaken tickets " + sub + " CORRELATION_ID"}
-		}
-		t, err := c.Ticket(ctx, id)
-		if err != nil {
-			return err
-		}
-		if sub == "show" {
-			return renderTicket(stdout, t, *asJSON)
-		}
-		d := contracts.PermissionDecision{Decision: contracts.DecisionDeny, Reason: *reason}
-		if sub == "approve" {
-			d = contracts.PermissionDecision{Decision: contracts.DecisionAllow, Note: *note}
-			if *edited != "" {
-				if !json.Valid([]byte(*edited)) {
-					return &usageError{"--arguments must be JSON (an object of the tool's arguments)"}
-				}
-				d.Arguments = json.RawMessage(*edited)
+		asJSON := jsonFlag(fs, stdout)
+		return func(ctx context.Context, args []string) error {
+			if sub == "ls" && len(args) != 0 || sub != "ls" && len(args) != 1 {
+				return &usageError{"usage: " + ticketsUsage(sub)}
 			}
-			// Bound to what was shown: the gate refuses another digest (digest_mismatch).
-			d.ArgumentsDigest = *digest
-		} else if *edited != "" || *digest != "" {
-			return &usageError{"--arguments and --digest apply to approve only"}
+			c, ctx, done, err := connect(ctx)
+			if err != nil {
+				return err
+			}
+			defer done()
+			if sub == "ls" {
+				ts, err := c.Tickets(ctx)
+				if err != nil {
+					return err
+				}
+				sort.Slice(ts, func(i, j int) bool { return ts[i].OpenedAt.Before(ts[j].OpenedAt) })
+				if ts == nil {
+					ts = []contracts.ResumeTicket{}
+				}
+				return renderTickets(stdout, ts, *asJSON)
+			}
+			t, err := c.Ticket(ctx, args[0])
+			if err != nil {
+				return err
+			}
+			if sub == "show" {
+				return renderTicket(stdout, t, *asJSON)
+			}
+			var d contracts.PermissionDecision
+			if sub == "approve" {
+				d = contracts.PermissionDecision{Decision: contracts.DecisionAllow, Note: *note}
+				if *edited != "" {
+					if !json.Valid([]byte(*edited)) {
+						return &usageError{"--arguments must be JSON (an object of the tool's arguments)"}
+					}
+					d.Arguments = json.RawMessage(*edited)
+				}
+				// Bound to what was shown: the gate refuses another digest (digest_mismatch).
+				d.ArgumentsDigest = *digest
+			} else {
+				d = contracts.PermissionDecision{Decision: contracts.DecisionDeny, Reason: *reason}
+			}
+			res, err := c.Decide(ctx, t, d, *as)
+			if err != nil {
+				return err
+			}
+			return renderResolution(stdout, res, *asJSON)
 		}
-		res, err := c.Decide(ctx, t, d, *as)
-		if err != nil {
-			return err
-		}
-		return renderResolution(stdout, res, *asJSON)
 	}
-	return &usageError{fmt.Sprintf("unknown tickets command %q", sub)}
+}
+
+// ticketsUsage is the synopsis of `awaken tickets sub`.
+func ticketsUsage(sub string) string {
+	for _, c := range find(commands(), "tickets").subs {
+		if c.name == sub {
+			return c.usage
+		}
+	}
+	return sub
 }
 
 // defaultActor is who the CLI records as deciding without --as: "cli:{OS user}", or "cli".
@@ -596,65 +577,57 @@ func defaultActor() string {
 	return "cli"
 }
 
-func runRuns(ctx context.Context, args []string, stdout io.Writer) error {
-	if len(args) < 2 || args[0] != "cancel" {
-		return &usageError{"usage: awaken runs cancel RUN_ID [--reason TEXT] [--timeout 60s]"}
-	}
-	runID := args[1]
-	fs := newFlags("runs cancel")
+func runsCancelCommand(fs *flag.FlagSet, io cmdIO) runner {
 	connect := dialClient(fs)
 	reason := fs.String("reason", "cancelled by operator", "why")
-	asJSON := jsonFlag(fs, stdout)
-	if err := parseArgs(fs, args[2:]); err != nil {
-		return err
+	asJSON := jsonFlag(fs, io.stdout)
+	return func(ctx context.Context, args []string) error {
+		if len(args) != 1 {
+			return &usageError{"usage: awaken runs cancel RUN_ID [--reason TEXT] [--timeout 60s]"}
+		}
+		runID := args[0]
+		if err := contracts.ValidateID("run_id", runID); err != nil {
+			return err
+		}
+		c, ctx, done, err := connect(ctx)
+		if err != nil {
+			return err
+		}
+		defer done()
+		// Answers once the run has ended (the gate's io.awaken.run.ended.v1), so a step
+		// submitted after this command returns is refused; --timeout bounds the wait.
+		ended, err := c.CancelRun(ctx, runID, *reason)
+		if errors.Is(err, client.ErrCancelPending) {
+			return fmt.Errorf("run %s: the cancel is stored and will be applied, but the run was not seen ended in time (sending it again is harmless): %w", runID, err)
+		}
+		if err != nil {
+			return err
+		}
+		return renderCancel(io.stdout, ended, *reason, *asJSON)
 	}
-	if err := contracts.ValidateID("run_id", runID); err != nil {
-		return err
-	}
-	c, ctx, done, err := connect(ctx)
-	if err != nil {
-		return err
-	}
-	defer done()
-	// Answers once the run has ended (the gate's io.awaken.run.ended.v1), so a step
-	// submitted after this command returns is refused; --timeout bounds the wait.
-	ended, err := c.CancelRun(ctx, runID, *reason)
-	if errors.Is(err, client.ErrCancelPending) {
-		return fmt.Errorf("run %s: the cancel is stored and will be applied, but the run was not seen ended in time (sending it again is harmless): %w", runID, err)
-	}
-	if err != nil {
-		return err
-	}
-	return renderCancel(stdout, ended, *asJSON)
 }
 
-func runCounter(ctx context.Context, args []string, stdout io.Writer) error {
-	fs := newFlags("counter")
+func counterCommand(fs *flag.FlagSet, io cmdIO) runner {
 	connect := dialClient(fs)
-	var name string
-	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
-		name, args = args[0], args[1:]
+	return func(ctx context.Context, args []string) error {
+		if len(args) != 1 {
+			return &usageError{"usage: awaken counter NAME"}
+		}
+		c, ctx, done, err := connect(ctx)
+		if err != nil {
+			return err
+		}
+		defer done()
+		// The example counter tool's counter, read from the bucket the way the tool keeps it
+		// (0 when never incremented): the example tool's state is no part of the platform
+		// client.
+		n, err := execcore.ReadDeploymentCounter(ctx, c.js, c.Names(), builtin.CounterKey(args[0]))
+		if err != nil {
+			return err
+		}
+		fmt.Fprintln(io.stdout, n)
+		return nil
 	}
-	if err := parseArgs(fs, args); err != nil {
-		return err
-	}
-	if name == "" {
-		return &usageError{"usage: awaken counter NAME"}
-	}
-	c, ctx, done, err := connect(ctx)
-	if err != nil {
-		return err
-	}
-	defer done()
-	// The example counter tool's counter, read from the bucket the way the tool keeps it
-	// (0 when never incremented): the example tool's state is no part of the platform
-	// client.
-	n, err := execcore.ReadDeploymentCounter(ctx, c.js, c.Names(), builtin.CounterKey(name))
-	if err != nil {
-		return err
-	}
-	fmt.Fprintln(stdout, n)
-	return nil
 }
 
 // parseArgs parses flags wherever they appear among the positional arguments, so both

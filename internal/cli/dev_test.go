@@ -3,7 +3,9 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -85,6 +87,28 @@ func TestDevSyncLevel(t *testing.T) {
 		err := runDev(context.Background(), append(bad, "--config", "../../examples/awaken.yaml"), io.Discard, io.Discard)
 		if err == nil || !strings.Contains(err.Error(), bad[1]) {
 			t.Fatalf("%v: err %v", bad, err)
+		}
+	}
+}
+
+// TestDevAddrInUseNamesTheMakeVariable: an address awaken dev cannot listen on is refused
+// naming both ways to pick another — the flag, and the variable of `make run`, which is
+// how most people start it.
+func TestDevAddrInUseNamesTheMakeVariable(t *testing.T) {
+	held, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	free := natstest.FreeLoopbackAddr(t)
+	for _, tc := range []struct{ listen, http, flag, makeVar string }{
+		{held.Addr().String(), "", "--listen", "make run LISTEN="},
+		{free, held.Addr().String(), "--http", "make run HTTP="},
+	} {
+		err := runDev(context.Background(), []string{"--config", "../../examples/awaken.yaml", "--data", t.TempDir(), "--listen", tc.listen, "--http", tc.http},
+			io.Discard, io.Discard)
+		if !errors.Is(err, devstack.ErrAddrInUse) || !strings.Contains(err.Error(), "pick another with "+tc.flag) || !strings.Contains(err.Error(), tc.makeVar) {
+			t.Errorf("%s in use: %v; want it to name %s and %s", tc.flag, err, tc.flag, tc.makeVar)
 		}
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"io"
 	"os"
 	"strconv"
 	"time"
@@ -75,73 +74,61 @@ func devPasswords() (map[string]string, error) {
 	return pw, nil
 }
 
-// runSetup creates or updates the streams and buckets of the configuration, waiting for
+// setupCommand creates or updates the streams and buckets of the configuration, waiting for
 // the server (or the cluster's meta leader) as long as --timeout allows.
-func runSetup(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("setup")
-	fs.SetOutput(stderr)
+func setupCommand(fs *flag.FlagSet, io cmdIO) runner {
+	stdout, stderr := io.stdout, io.stderr
 	cfgPath := fs.String("config", defaultConfigPath(), "host configuration file (YAML or JSON)")
 	url := fs.String("nats-url", defaultNATSURL(), "NATS server URL")
 	auth := natsAuthFlags(fs)
 	timeout := fs.Duration("timeout", 2*time.Minute, "how long to wait for the server")
 	replicas := fs.Int("replicas", envInt("AWAKEN_REPLICAS"), "replicas of every stream and bucket, overriding storage.replicas of the configuration (3 for a 3-node cluster; 0 keeps the configuration's)")
-	if err := fs.Parse(args); err != nil {
-		return err
+	return func(ctx context.Context, _ []string) error {
+		cfg, err := config.Load(*cfgPath)
+		if err != nil {
+			return err
+		}
+		if *replicas < 0 {
+			return &usageError{"--replicas must not be negative"}
+		}
+		if *replicas > 0 {
+			cfg.Storage.Replicas = *replicas
+		}
+		authOpts, err := auth()
+		if err != nil {
+			return err
+		}
+		ctx, cancel := context.WithTimeout(ctx, *timeout)
+		defer cancel()
+		log := app.NewLogger(stderr, os.Getenv("AWAKEN_LOG_LEVEL")).With().Str("service", "setup").Logger()
+		nc, err := nats.Connect(*url, append([]nats.Option{nats.Name("awaken-setup"), nats.RetryOnFailedConnect(true),
+			nats.MaxReconnects(-1), nats.ReconnectWait(250 * time.Millisecond)}, authOpts...)...)
+		if err != nil {
+			return fmt.Errorf("connect %s: %w", *url, err)
+		}
+		defer nc.Close()
+		js, err := jetstream.New(nc)
+		if err != nil {
+			return err
+		}
+		if err := app.Setup(ctx, js, cfg, log); err != nil {
+			return err
+		}
+		t := app.TopologyFor(cfg)
+		log.Info().Int("replicas", max(t.Replicas, 1)).Str("prefix", cfg.Names().Prefix).Msg("streams and buckets ensured")
+		fmt.Fprintf(stdout, "awaken setup: streams and buckets of prefix %q ensured (%d replicas)\n", cfg.Names().Prefix, max(t.Replicas, 1))
+		return nil
 	}
-	cfg, err := config.Load(*cfgPath)
-	if err != nil {
-		return err
-	}
-	if *replicas < 0 {
-		return &usageError{"--replicas must not be negative"}
-	}
-	if *replicas > 0 {
-		cfg.Storage.Replicas = *replicas
-	}
-	authOpts, err := auth()
-	if err != nil {
-		return err
-	}
-	ctx, cancel := context.WithTimeout(ctx, *timeout)
-	defer cancel()
-	log := app.NewLogger(stderr, os.Getenv("AWAKEN_LOG_LEVEL")).With().Str("service", "setup").Logger()
-	nc, err := nats.Connect(*url, append([]nats.Option{nats.Name("awaken-setup"), nats.RetryOnFailedConnect(true),
-		nats.MaxReconnects(-1), nats.ReconnectWait(250 * time.Millisecond)}, authOpts...)...)
-	if err != nil {
-		return fmt.Errorf("connect %s: %w", *url, err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return err
-	}
-	if err := app.Setup(ctx, js, cfg, log); err != nil {
-		return err
-	}
-	t := app.TopologyFor(cfg)
-	log.Info().Int("replicas", max(t.Replicas, 1)).Str("prefix", cfg.Names().Prefix).Msg("streams and buckets ensured")
-	fmt.Fprintf(stdout, "awaken setup: streams and buckets of prefix %q ensured (%d replicas)\n", cfg.Names().Prefix, max(t.Replicas, 1))
-	return nil
 }
 
-// runHealthcheck probes one URL; the exit code is 0 only for HTTP 200. A container
+// healthcheckCommand probes one URL; the exit code is 0 only for HTTP 200. A container
 // built FROM scratch has no curl, so its health check runs this.
-func runHealthcheck(ctx context.Context, args []string, stderr io.Writer) error {
-	fs := newFlags("healthcheck")
-	fs.SetOutput(stderr)
+func healthcheckCommand(fs *flag.FlagSet, _ cmdIO) runner {
 	timeout := fs.Duration("timeout", 3*time.Second, "how long to wait for the answer")
-	var url string
-	if len(args) > 0 && args[0] != "" && args[0][0] != '-' {
-		url, args = args[0], args[1:]
+	return func(ctx context.Context, args []string) error {
+		if len(args) != 1 || args[0] == "" {
+			return &usageError{"usage: awaken healthcheck URL [--timeout 3s]"}
+		}
+		return health.Probe(ctx, args[0], *timeout)
 	}
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	if url == "" && fs.NArg() == 1 {
-		url = fs.Arg(0)
-	}
-	if url == "" {
-		return &usageError{"usage: awaken healthcheck URL [--timeout 3s]"}
-	}
-	return health.Probe(ctx, url, *timeout)
 }

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -16,18 +17,15 @@ import (
 	"github.com/awaken-dev/awaken/services/api"
 )
 
-const policyUsage = "usage: awaken policy test --config NEW.yaml [--since T] [--until T] [--run RUN_ID]... [--json]"
+const policyUsage = "awaken policy test --config NEW.yaml [--since T] [--until T] [--run RUN_ID]... [--json]"
 
-// runPolicy implements `awaken policy test`: the backtest of a candidate host policy
+// policyTestCommand implements `awaken policy test`: the backtest of a candidate host policy
 // against the decisions the audit stream recorded ([api.PolicyTester]). It reads the
 // audit stream and the run and batches buckets directly, as `batch show` does, so a long
 // history is not bound by a request's size; POST /v1/policy/test is the same test over
 // HTTP.
-func runPolicy(ctx context.Context, args []string, stdout io.Writer) error {
-	if len(args) == 0 || args[0] != "test" {
-		return &usageError{policyUsage}
-	}
-	fs := newFlags("policy test")
+func policyTestCommand(fs *flag.FlagSet, io cmdIO) runner {
+	stdout := io.stdout
 	connect := dialClient(fs)
 	cfgPath := fs.String("config", "", "the candidate host configuration (YAML or JSON) whose policy replays the recorded decisions")
 	var since, until *time.Time
@@ -39,44 +37,43 @@ func runPolicy(ctx context.Context, args []string, stdout io.Writer) error {
 		return nil
 	})
 	asJSON := jsonFlag(fs, stdout)
-	if err := parseArgs(fs, args[1:]); err != nil {
-		return err
-	}
-	if *cfgPath == "" || fs.NArg() != 0 {
-		return &usageError{policyUsage}
-	}
-	// The file is read here and parsed like the api parses a POSTed one, so both doors
-	// refuse a bad candidate with the same words.
-	text, err := os.ReadFile(*cfgPath)
-	if err != nil {
-		return fmt.Errorf("config: %w", err)
-	}
-	cand, err := api.ParsePolicyTestConfig(string(text))
-	if err != nil {
-		return fmt.Errorf("%s: %w", *cfgPath, err)
-	}
-	c, ctx, done, err := connect(ctx)
-	if err != nil {
-		return err
-	}
-	defer done()
-	var annotations config.AnnotationSource
-	if cand.TrustsAnnotations() {
-		view, err := pipeline.WatchAnnotations(ctx, ctx, c.js, c.Names(), zerolog.Nop())
+	return func(ctx context.Context, _ []string) error {
+		if *cfgPath == "" || fs.NArg() != 0 {
+			return &usageError{"usage: " + policyUsage}
+		}
+		// The file is read here and parsed like the api parses a POSTed one, so both doors
+		// refuse a bad candidate with the same words.
+		text, err := os.ReadFile(*cfgPath)
+		if err != nil {
+			return fmt.Errorf("config: %w", err)
+		}
+		cand, err := api.ParsePolicyTestConfig(string(text))
+		if err != nil {
+			return fmt.Errorf("%s: %w", *cfgPath, err)
+		}
+		c, ctx, done, err := connect(ctx)
 		if err != nil {
 			return err
 		}
-		annotations = view
+		defer done()
+		var annotations config.AnnotationSource
+		if cand.TrustsAnnotations() {
+			view, err := pipeline.WatchAnnotations(ctx, ctx, c.js, c.Names(), zerolog.Nop())
+			if err != nil {
+				return err
+			}
+			annotations = view
+		}
+		pt, err := api.OpenPolicyTester(ctx, c.js, c.Names(), annotations)
+		if err != nil {
+			return err
+		}
+		rep, err := pt.Run(ctx, cand, httpapi.PolicyTestRequest{Since: since, Until: until, Runs: runs})
+		if err != nil {
+			return err
+		}
+		return renderPolicyTest(stdout, rep, *asJSON)
 	}
-	pt, err := api.OpenPolicyTester(ctx, c.js, c.Names(), annotations)
-	if err != nil {
-		return err
-	}
-	rep, err := pt.Run(ctx, cand, httpapi.PolicyTestRequest{Since: since, Until: until, Runs: runs})
-	if err != nil {
-		return err
-	}
-	return renderPolicyTest(stdout, rep, *asJSON)
 }
 
 // timeFlag parses an RFC 3339 time, or a duration meaning that long before now, into *dst.

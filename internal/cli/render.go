@@ -210,17 +210,32 @@ func approvalsText(tk contracts.ResumeTicket) string {
 	return text
 }
 
+// resolutionText is a decision's code with what its message adds: the gate's messages
+// often start with the code ("approved", "denied: {reason}", where the reason of a deny
+// without one is "denied"), which is said once.
+func resolutionText(code, message string) string {
+	switch {
+	case message == "" || message == code:
+		return code
+	case strings.HasPrefix(message, code+": "):
+		if rest := message[len(code)+2:]; rest != code && rest != "" {
+			return code + ": " + rest
+		}
+		return code
+	case strings.HasPrefix(message, code+" "):
+		return message
+	}
+	return code + " — " + message
+}
+
 // renderResolution prints what a ticket decision did.
 func renderResolution(w io.Writer, r contracts.TicketResolution, asJSON bool) error {
 	if asJSON {
 		return printJSON(w, r)
 	}
-	line := fmt.Sprintf("ticket %s: %s", r.CorrelationID, r.Code)
+	line := fmt.Sprintf("ticket %s: %s", r.CorrelationID, resolutionText(r.Code, api.CleanCell(r.Message, 200)))
 	if r.ApprovalsRequired > 1 {
 		line += fmt.Sprintf(" (%d of %d approvals)", r.Approvals, r.ApprovalsRequired)
-	}
-	if r.Message != "" {
-		line += " — " + api.CleanCell(r.Message, 200)
 	}
 	if r.Actor != "" {
 		who := api.CleanCell(r.Actor, 64)
@@ -279,14 +294,16 @@ func renderPause(w io.Writer, st contracts.ToolPauseState, asJSON bool) error {
 
 // renderCancel prints that a run ended: by this cancellation, or earlier for another
 // reason it keeps.
-func renderCancel(w io.Writer, ended contracts.RunEndedEvent, asJSON bool) error {
+func renderCancel(w io.Writer, ended contracts.RunEndedEvent, reason string, asJSON bool) error {
+	reason = api.CleanCell(reason, 200)
 	if asJSON {
-		return printJSON(w, map[string]any{"run_id": ended.RunID, "status": "ended", "reason": ended.Reason,
+		// The api's answer (httpapi.CancelResult): the reason given, and how the run ended.
+		return printJSON(w, map[string]any{"run_id": ended.RunID, "status": "ended", "reason": reason, "end": ended.Reason,
 			"keys": ended.Keys, "ended_at": ended.EndedAt})
 	}
 	if ended.Reason == contracts.RunEndCancelled {
-		_, err := fmt.Fprintf(w, "run %s cancelled at %s: its open batch is sealed (unfinished calls end indeterminate), later batches are refused\n",
-			ended.RunID, ended.EndedAt.UTC().Format(time.RFC3339))
+		_, err := fmt.Fprintf(w, "run %s cancelled (%s) at %s: its open batch is sealed (unfinished calls end indeterminate), later batches are refused\n",
+			ended.RunID, reason, ended.EndedAt.UTC().Format(time.RFC3339))
 		return err
 	}
 	_, err := fmt.Fprintf(w, "run %s had already ended (%s) at %s: later batches are refused\n",

@@ -73,10 +73,10 @@ func TestRenderGolden(t *testing.T) {
 		}},
 		{"tools_resume", func(w *bytes.Buffer) error { return renderPause(w, contracts.ToolPauseState{ToolID: "counter"}, false) }},
 		{"runs_cancel", func(w *bytes.Buffer) error {
-			if err := renderCancel(w, contracts.RunEndedEvent{RunID: "run-1", Reason: contracts.RunEndCancelled, EndedAt: opened}, false); err != nil {
+			if err := renderCancel(w, contracts.RunEndedEvent{RunID: "run-1", Reason: contracts.RunEndCancelled, EndedAt: opened}, "budget exhausted", false); err != nil {
 				return err
 			}
-			return renderCancel(w, contracts.RunEndedEvent{RunID: "run-2", Reason: contracts.RunEndStateConflict, Keys: []string{"owner"}, EndedAt: opened}, false)
+			return renderCancel(w, contracts.RunEndedEvent{RunID: "run-2", Reason: contracts.RunEndStateConflict, Keys: []string{"owner"}, EndedAt: opened}, "budget exhausted", false)
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -230,12 +230,34 @@ policy:
 	// refused.
 	out, _ = run("runs", "cancel", "run-out", "--reason", "done here")
 	var ended map[string]any
-	if err := json.Unmarshal([]byte(out), &ended); err != nil || ended["status"] != "ended" || ended["reason"] != "cancelled" {
+	if err := json.Unmarshal([]byte(out), &ended); err != nil || ended["status"] != "ended" || ended["reason"] != "done here" || ended["end"] != contracts.RunEndCancelled {
 		t.Fatalf("runs cancel: %v %s", err, out)
 	}
 	var out3, err3 bytes.Buffer
 	three := file("three.json", servicetest.Submission("run-out", 3, servicetest.CallJSON("c1", "echo", map[string]string{"text": "late"})))
 	if code := Main(ctx, append([]string{"submit", three, "--wait"}, url...), &out3, &err3); code == 0 || !strings.Contains(err3.String(), "run_cancelled") {
 		t.Errorf("submit after runs cancel: exit %d, stderr %q, want run_cancelled", code, err3.String())
+	}
+}
+
+// TestRenderResolutionSaysEachWordOnce: the line of a ticket decision says the gate's code
+// once, with what the message adds to it — not "approved — approved" or
+// "denied — denied: denied" (the gate's messages repeat the code).
+func TestRenderResolutionSaysEachWordOnce(t *testing.T) {
+	for _, tc := range []struct{ code, message, want string }{
+		{"approved", "approved", "ticket t1: approved (by ada)"},
+		{"approved", "approved with edited arguments", "ticket t1: approved with edited arguments (by ada)"},
+		{"denied", "denied: denied", "ticket t1: denied (by ada)"},
+		{"denied", "denied: too risky", "ticket t1: denied: too risky (by ada)"},
+		{"denied", "blocked: tool_paused: bad deploy", "ticket t1: denied — blocked: tool_paused: bad deploy (by ada)"},
+		{"approval_recorded", "approval 1 of 2 recorded; the ticket stays open until the last", "ticket t1: approval_recorded — approval 1 of 2 recorded; the ticket stays open until the last (by ada)"},
+	} {
+		var b bytes.Buffer
+		if err := renderResolution(&b, contracts.TicketResolution{CorrelationID: "t1", Code: tc.code, Message: tc.message, Actor: "ada"}, false); err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.TrimSuffix(b.String(), "\n"); got != tc.want {
+			t.Errorf("code %q message %q: %q, want %q", tc.code, tc.message, got, tc.want)
+		}
 	}
 }

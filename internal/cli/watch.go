@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"strings"
@@ -16,22 +17,24 @@ import (
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
-// runBatchWatch implements `awaken batch watch BATCH_ID`: it prints every change of the
+// batchWatchCommand implements `awaken batch watch BATCH_ID`: it prints every change of the
 // batch's call records (phase, and the outcome once terminal) and every progress event of
 // its calls, live, until the batch is published. Progress comes from a plain subscription
 // on the run's events subject — it is best effort by design — and the states from watches
 // of the records, which first deliver what is already there, so a watch started late
 // still prints every call's current state.
-func runBatchWatch(ctx context.Context, args []string, stdout io.Writer) error {
-	if len(args) < 1 {
+func batchWatchCommand(fs *flag.FlagSet, cio cmdIO) runner {
+	connect := dialClient(fs)
+	return func(ctx context.Context, args []string) error {
+		return runBatchWatch(ctx, connect, args, cio.stdout)
+	}
+}
+
+func runBatchWatch(ctx context.Context, connect connectFunc, args []string, stdout io.Writer) error {
+	if len(args) != 1 {
 		return &usageError{"usage: awaken batch watch BATCH_ID"}
 	}
 	batchID := args[0]
-	fs := newFlags("batch watch")
-	connect := dialClient(fs)
-	if err := parseArgs(fs, args[1:]); err != nil {
-		return err
-	}
 	runID, step, err := contracts.ParseBatchID(batchID)
 	if err != nil {
 		return &usageError{fmt.Sprintf("%v (a batch id looks like tool-batch:RUN_ID:STEP)", err)}

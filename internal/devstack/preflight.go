@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strings"
 	"syscall"
 )
 
@@ -41,7 +42,11 @@ type AddrInUseError struct {
 }
 
 func (e *AddrInUseError) Error() string {
-	return fmt.Sprintf("dev: %s %s: address already in use (another awaken dev or nats-server?); pick another with %s: %v", e.Flag, e.Addr, e.Flag, e.Err)
+	// `make run` passes its variables LISTEN and HTTP as these flags: a person who started
+	// it that way picks another address with the variable, not the flag.
+	makeVar := strings.ToUpper(strings.TrimPrefix(e.Flag, "--"))
+	return fmt.Sprintf("dev: %s %s: address already in use (another awaken dev or nats-server?); pick another with %s HOST:PORT (make run %s=HOST:PORT): %v",
+		e.Flag, e.Addr, e.Flag, makeVar, e.Err)
 }
 
 func (e *AddrInUseError) Unwrap() []error { return []error{ErrAddrInUse, e.Err} }

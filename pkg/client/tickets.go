@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -146,6 +147,42 @@ func (c *Client) Tickets(ctx context.Context) ([]contracts.ResumeTicket, error) 
 			out = append(out, t)
 		case <-ctx.Done():
 			return nil, fmt.Errorf("client: tickets: %w", ctx.Err())
+		}
+	}
+}
+
+// BatchTickets lists the open tickets of batch (runID, step), oldest first: the calls of
+// the batch parked on an approval, a schedule or a client's execution — what a pending
+// batch waits on. Like [Client.Tickets] it costs one round of messages.
+func (c *Client) BatchTickets(ctx context.Context, runID string, step int64) ([]contracts.ResumeTicket, error) {
+	kv, err := c.js.KeyValue(ctx, c.names.TicketsBucket())
+	if err != nil {
+		return nil, fmt.Errorf("client: tickets of %s: %w", contracts.BatchID(runID, step), err)
+	}
+	// Ticket keys are {kind}.{run}.{step}.{call} ([contracts.CorrelationID]).
+	w, err := kv.Watch(ctx, "*."+runID+"."+strconv.FormatInt(step, 10)+".*", jetstream.IgnoreDeletes())
+	if err != nil {
+		return nil, fmt.Errorf("client: tickets of %s: %w", contracts.BatchID(runID, step), err)
+	}
+	defer func() { _ = w.Stop() }()
+	out := []contracts.ResumeTicket{}
+	for {
+		select {
+		case e, ok := <-w.Updates():
+			if !ok {
+				return nil, errors.New("client: tickets: watcher closed before the end of the list")
+			}
+			if e == nil {
+				sort.SliceStable(out, func(i, j int) bool { return out[i].OpenedAt.Before(out[j].OpenedAt) })
+				return out, nil
+			}
+			var t contracts.ResumeTicket
+			if err := json.Unmarshal(e.Value(), &t); err != nil {
+				return nil, fmt.Errorf("client: ticket %s: %w", e.Key(), err)
+			}
+			out = append(out, t)
+		case <-ctx.Done():
+			return nil, fmt.Errorf("client: tickets of %s: %w", contracts.BatchID(runID, step), ctx.Err())
 		}
 	}
 }

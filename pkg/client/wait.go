@@ -55,11 +55,60 @@ const (
 	resultsHeartbeat = time.Second
 )
 
-// ErrPending is wrapped by [Client.SubmitAndWait] when the submission was stored but the
+// ErrPending is wrapped by [Client.SubmitAndWait]'s [*PendingError] when the submission was stored but the
 // wait ended (ctx, or [WaitAtMost]) before the batch's results or rejection arrived: the
 // batch will still run, and its results can be read later ([Client.Await],
 // [Client.Results]).
 var ErrPending = errors.New("batch still pending")
+
+// PendingError is the error of [Client.SubmitAndWait] when the wait ended before the
+// batch's results or rejection (it wraps [ErrPending], and the context's error when the
+// context ended the wait): the batch was stored and will still run. Tickets are the
+// batch's open tickets when the wait ended, oldest first — the calls parked on an
+// approval, a schedule or a client's execution, which is what holds a batch that waits
+// long; empty when none is open (or they could not be read).
+type PendingError struct {
+	BatchID string
+	Tickets []contracts.ResumeTicket
+	// why says how the wait ended (" after 2s", ": context deadline exceeded"); cause is the
+	// context's error when the context ended it.
+	why   string
+	cause error
+}
+
+func (e *PendingError) Error() string {
+	msg := fmt.Sprintf("client: awaiting %s: %v%s", e.BatchID, ErrPending, e.why)
+	for i, t := range e.Tickets {
+		sep := ", "
+		if i == 0 {
+			sep = "; waiting on ticket "
+		}
+		msg += fmt.Sprintf("%s%s (call %s, tool %s, %s)", sep, t.CorrelationID, t.CallID, t.ToolID, t.Reason)
+	}
+	return msg
+}
+
+func (e *PendingError) Unwrap() []error {
+	if e.cause != nil {
+		return []error{ErrPending, e.cause}
+	}
+	return []error{ErrPending}
+}
+
+// pendingTicketsTimeout bounds the read of a pending batch's tickets, made after the
+// wait (maybe its context) ended.
+const pendingTicketsTimeout = 2 * time.Second
+
+// pending is the [PendingError] of batch (runID, step), with its open tickets.
+func (c *Client) pending(ctx context.Context, runID string, step int64, why string, cause error) *PendingError {
+	e := &PendingError{BatchID: contracts.BatchID(runID, step), why: why, cause: cause}
+	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), pendingTicketsTimeout)
+	defer cancel()
+	if ts, err := c.BatchTickets(tctx, runID, step); err == nil {
+		e.Tickets = ts
+	}
+	return e
+}
 
 // WaitOption configures [Client.SubmitAndWait].
 type WaitOption func(*waitOptions)
@@ -196,9 +245,9 @@ func (c *Client) SubmitAndWait(ctx context.Context, sub contracts.BatchSubmissio
 		case a := <-fromStream:
 			return a.res, a.err
 		case <-ctx.Done():
-			return nil, fmt.Errorf("client: awaiting %s: %w: %w", batchID, ErrPending, ctx.Err())
+			return nil, c.pending(ctx, sub.RunID, sub.Step, ": "+ctx.Err().Error(), ctx.Err())
 		case <-waitEnded:
-			return nil, fmt.Errorf("client: awaiting %s: %w after %s", batchID, ErrPending, o.atMost)
+			return nil, c.pending(ctx, sub.RunID, sub.Step, " after "+o.atMost.String(), nil)
 		case <-settled:
 			settled = nil
 			select {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -385,4 +386,57 @@ func TestFollowRunResumesAfterASequenceAndResultsDoesNotWait(t *testing.T) {
 		t.Fatalf("a read started inside batch 3 yielded %s first", mid[0].BatchID)
 	}
 	e.waitConsumersDeleted("FollowRun and Results left ordered consumers on the server")
+}
+
+// TestSubmitAndWaitPendingNamesTheOpenTickets: when the wait ends on a batch parked on a
+// ticket, SubmitAndWait's error is a *PendingError (still ErrPending) carrying the batch's
+// open tickets — and only that batch's — so a Go caller knows what holds it.
+func TestSubmitAndWaitPendingNamesTheOpenTickets(t *testing.T) {
+	e := newTestEnv(t)
+	ctx := servicetest.Context(t, 30*time.Second)
+	sub := testSubmission("run-parked", 1, 2)
+	kv, err := e.js.KeyValue(ctx, e.names.TicketsBucket())
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(time.Hour).UTC().Truncate(time.Second)
+	// Tickets as the gate opens them: one of this batch, one of the run's next step.
+	var want contracts.ResumeTicket
+	for _, step := range []int64{1, 2} {
+		tk := contracts.ResumeTicket{
+			CorrelationID: contracts.CorrelationID(contracts.ReasonPermission, sub.RunID, step, "c2"), RunID: sub.RunID,
+			BatchID: contracts.BatchID(sub.RunID, step), CallID: "c2", ToolID: "echo", Reason: contracts.ReasonPermission,
+			Deadline: &deadline, OpenedAt: time.Now().UTC(),
+		}
+		if _, err := kv.Put(ctx, tk.CorrelationID, mustMarshal(t, tk)); err != nil {
+			t.Fatal(err)
+		}
+		if step == 1 {
+			want = tk
+		}
+	}
+	_, err = e.c.SubmitAndWait(ctx, sub, WaitAtMost(50*time.Millisecond))
+	var pe *PendingError
+	if !errors.Is(err, ErrPending) || !errors.As(err, &pe) {
+		t.Fatalf("SubmitAndWait of a parked batch: %v, want a *PendingError wrapping ErrPending", err)
+	}
+	if pe.BatchID != sub.BatchID() || len(pe.Tickets) != 1 || pe.Tickets[0].CorrelationID != want.CorrelationID ||
+		pe.Tickets[0].Deadline == nil || !pe.Tickets[0].Deadline.Equal(deadline) {
+		t.Fatalf("pending error %+v, want batch %s and its ticket %s", pe, sub.BatchID(), want.CorrelationID)
+	}
+	if !strings.Contains(err.Error(), want.CorrelationID) {
+		t.Errorf("the pending error says %q, want it to name the ticket %s", err, want.CorrelationID)
+	}
+	if ts, err := e.c.BatchTickets(ctx, "run-without-tickets", 1); err != nil || len(ts) != 0 {
+		t.Errorf("the tickets of a batch without any: %v, %v; want none", ts, err)
+	}
+}
+
+func mustMarshal(t *testing.T, v any) []byte {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

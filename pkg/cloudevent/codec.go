@@ -290,15 +290,38 @@ func DecodeMsg(h nats.Header, data []byte) (Event, error) {
 	return e, nil
 }
 
+// missingHeaders is the refusal of a message that carries no CloudEvents attributes at
+// all, naming what a binary-mode message needs: a bare payload published without headers
+// would otherwise be read as a structured event whose fields are attributes, and refused
+// for one of them.
+func missingHeaders(what string) error {
+	return contracts.Reject(contracts.RejectMissingCloudEventHeaders,
+		"%s has no CloudEvents headers: publish it in binary mode with the headers ce-specversion: %s, ce-id, ce-source, ce-type "+
+			"and Content-Type: %s (Nats-Msg-Id: the ce-id), or as a structured CloudEvent (Content-Type: %s, the event as the body)",
+		what, SpecVersion, ContentTypeJSON, ContentTypeStructured)
+}
+
 // decodeStructuredOrReject handles a message without ce-specversion.
 func decodeStructuredOrReject(ct string, hasCT bool, data []byte) (Event, error) {
+	if !hasCT && !hasSpecVersion(data) && json.Valid(data) {
+		return Event{}, missingHeaders("the message (a JSON body without specversion)")
+	}
 	if !hasCT || hasMediaType(ct, ContentTypeStructured) {
 		return decodeStructured(data)
 	}
 	if isJSONMediaType(ct) {
-		return Event{}, contracts.Reject(contracts.RejectMissingAttribute, "missing required attribute specversion (no ce-specversion header on an %s message)", ContentTypeJSON)
+		return Event{}, missingHeaders("the " + ContentTypeJSON + " message")
 	}
 	return Event{}, contracts.Reject(contracts.RejectUnsupportedContent, "content type %q is neither a binary-mode CloudEvent nor %s", ct, ContentTypeStructured)
+}
+
+// hasSpecVersion reports whether data is a JSON object with a specversion member: what
+// tells a structured CloudEvent from a bare payload.
+func hasSpecVersion(data []byte) bool {
+	var probe struct {
+		SpecVersion *json.RawMessage `json:"specversion"`
+	}
+	return json.Unmarshal(data, &probe) == nil && probe.SpecVersion != nil
 }
 
 // decodeStructured parses the JSON event format (CloudEvents JSON format §3).

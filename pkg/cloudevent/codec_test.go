@@ -296,7 +296,12 @@ func TestDecodeRejections(t *testing.T) {
 		{"binary missing source", bin("ce-source", ""), `{}`, contracts.RejectMissingAttribute, "ce-source"},
 		{"binary missing type", bin("ce-type", ""), `{}`, contracts.RejectMissingAttribute, "ce-type"},
 		{"binary missing specversion", bin("ce-specversion", ""), `{}`, contracts.RejectMissingAttribute, "specversion"},
-		{"json without any CloudEvent header", nats.Header{"Content-Type": {"application/json"}}, `{}`, contracts.RejectMissingAttribute, "specversion"},
+		{"json without any CloudEvent header", nats.Header{"Content-Type": {"application/json"}}, `{}`, contracts.RejectMissingCloudEventHeaders, "ce-specversion"},
+		// A submission published with no headers at all (nats pub SUBJECT BODY): its body is
+		// not a structured CloudEvent, so the refusal says which headers are missing rather
+		// than taking its fields for extension attributes.
+		{"headerless plain submission", nil, `{"run_id":"r","step":1,"calls":[{"call_id":"c1"}]}`, contracts.RejectMissingCloudEventHeaders, "ce-id, ce-source, ce-type"},
+		{"headerless plain object", nil, `{}`, contracts.RejectMissingCloudEventHeaders, "application/cloudevents+json"},
 		{"binary wrong specversion", bin("ce-specversion", "0.3"), `{}`, contracts.RejectInvalidField, "specversion"},
 		{"binary bad time", bin("ce-time", "yesterday"), `{}`, contracts.RejectInvalidField, "ce-time"},
 		{"binary text/plain", bin("Content-Type", "text/plain"), `hi`, contracts.RejectUnsupportedContent, "text/plain"},

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 )
 
 // CatalogTool is one tool of the tool catalog: what the model may call, with the JSON
@@ -49,6 +50,17 @@ const (
 	// {"tools":[{"name","description","input_schema"}…]}.
 	CatalogFormatAnthropic = "anthropic"
 )
+
+// CatalogFormats is every catalog format, the one list the doors' help and errors name.
+func CatalogFormats() []string {
+	return []string{CatalogFormatAwaken, CatalogFormatOpenAI, CatalogFormatOpenAIResponses, CatalogFormatAnthropic, CatalogFormatMCP}
+}
+
+// CatalogFormatsText is [CatalogFormats] as a sentence: "awaken, openai, … or mcp".
+func CatalogFormatsText() string {
+	f := CatalogFormats()
+	return strings.Join(f[:len(f)-1], ", ") + " or " + f[len(f)-1]
+}
 
 // ToolCatalog is the reply of the catalog doors in the awaken format.
 type ToolCatalog struct {
@@ -201,7 +213,7 @@ func RenderCatalogFor(tools []CatalogTool, req ToolsRequest) (any, error) {
 			Tools []MCPTool `json:"tools"`
 		}{out}, nil
 	}
-	return nil, fmt.Errorf("unknown catalog format %q (want awaken, openai, openai-responses, anthropic or mcp)", req.Format)
+	return nil, fmt.Errorf("unknown catalog format %q (want %s)", req.Format, CatalogFormatsText())
 }
 
 func emptyNil(m map[string]string) map[string]string {

@@ -11,6 +11,11 @@ const (
 	RejectWrongType          RejectCode = "wrong_type"
 	RejectMissingAttribute   RejectCode = "missing_attribute"
 	RejectUnsupportedContent RejectCode = "unsupported_content_type"
+	// RejectMissingCloudEventHeaders: the message carries no CloudEvents attributes at all
+	// — no ce-* headers, and a body that is not a structured CloudEvent (no specversion),
+	// typically a bare submission published without headers; the message names the
+	// headers a binary-mode submission needs.
+	RejectMissingCloudEventHeaders RejectCode = "missing_cloudevent_headers"
 	// Payload problems.
 	RejectInvalidJSON   RejectCode = "invalid_json"
 	RejectInvalidUTF8   RejectCode = "invalid_utf8"

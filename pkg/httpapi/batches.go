@@ -28,6 +28,37 @@ type BatchPending struct {
 	BatchID string `json:"batch_id"`
 	// Status is [StatusPending].
 	Status string `json:"status"`
+	// Tickets are the batch's open tickets, oldest first: the calls parked on an approval,
+	// a schedule or a client's execution — what the batch waits on. Absent when none is
+	// open.
+	Tickets []PendingTicket `json:"tickets,omitempty"`
+}
+
+// PendingTicket is one open ticket of a pending batch: what holds it and until when.
+type PendingTicket struct {
+	// CorrelationID names the ticket in /v1/tickets/{correlation_id}/approve and …/deny.
+	CorrelationID string `json:"correlation_id"`
+	CallID        string `json:"call_id"`
+	ToolID        string `json:"tool_id"`
+	// Kind is why the call waits: permission (an approval), scheduled_action (a time) or
+	// client_execution (the client runs the tool).
+	Kind contracts.TicketReason `json:"kind"`
+	// Deadline is when an unanswered ticket expires (absent: never); DueAt when a
+	// scheduled action runs.
+	Deadline *time.Time `json:"deadline,omitempty"`
+	DueAt    *time.Time `json:"due_at,omitempty"`
+}
+
+// PendingTickets is the [PendingTicket] of each ticket of ts.
+func PendingTickets(ts []contracts.ResumeTicket) []PendingTicket {
+	if len(ts) == 0 {
+		return nil
+	}
+	out := make([]PendingTicket, len(ts))
+	for i, t := range ts {
+		out[i] = PendingTicket{CorrelationID: t.CorrelationID, CallID: t.CallID, ToolID: t.ToolID, Kind: t.Reason, Deadline: t.Deadline, DueAt: t.DueAt}
+	}
+	return out
 }
 
 // BatchResults is a published batch: its results in model order and its finalized payload,

@@ -44,7 +44,7 @@ func StatusForRejectCode(code string) int {
 		return http.StatusConflict
 	case "exhausted":
 		return http.StatusServiceUnavailable
-	case contracts.RejectWrongType, contracts.RejectMissingAttribute, contracts.RejectUnsupportedContent,
+	case contracts.RejectWrongType, contracts.RejectMissingAttribute, contracts.RejectMissingCloudEventHeaders, contracts.RejectUnsupportedContent,
 		contracts.RejectInvalidJSON, contracts.RejectInvalidUTF8, contracts.RejectTooLarge, contracts.RejectTooDeep,
 		contracts.RejectUnknownField, contracts.RejectInvalidID, contracts.RejectInvalidStep, contracts.RejectInvalidField,
 		contracts.RejectEmptyBatch, contracts.RejectDuplicateCall, contracts.RejectTooManyCalls, contracts.RejectInvalidPolicy:
@@ -111,6 +111,11 @@ func (s *Service) httpSubmit(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusAccepted, httpapi.BatchAccepted{BatchID: batchID})
 		return
 	}
+	if res, ok := s.publishedResults(r.Context(), sub); ok {
+		log.Info().Str("remote", r.RemoteAddr).Msg("batch resubmitted over http with the content it was published with; answered from its results")
+		writeJSON(w, http.StatusOK, batchResults(res))
+		return
+	}
 	release, err := s.waits.take("too many waiting submissions; retry, or submit without wait")
 	if err != nil {
 		s.writeError(w, r, err)
@@ -124,10 +129,14 @@ func (s *Service) httpSubmit(w http.ResponseWriter, r *http.Request) {
 	defer context.AfterFunc(s.streams, cancel)()
 	res, err := s.client.SubmitAndWait(ctx, *sub, client.WaitAtMost(wait), client.WithEventID(eventID))
 	var rejected *client.RejectedError
+	var pending *client.PendingError
 	switch {
 	case err == nil:
 		log.Info().Str("remote", r.RemoteAddr).Msg("batch submitted over http and published")
 		writeJSON(w, http.StatusOK, batchResults(res))
+	case errors.As(err, &pending):
+		log.Info().Str("remote", r.RemoteAddr).Int("open_tickets", len(pending.Tickets)).Msg("batch submitted over http; still pending when the wait ended")
+		writeJSON(w, http.StatusAccepted, httpapi.BatchPending{BatchID: batchID, Status: httpapi.StatusPending, Tickets: httpapi.PendingTickets(pending.Tickets)})
 	case errors.Is(err, client.ErrPending):
 		log.Info().Str("remote", r.RemoteAddr).Msg("batch submitted over http; still pending when the wait ended")
 		writeJSON(w, http.StatusAccepted, httpapi.BatchPending{BatchID: batchID, Status: httpapi.StatusPending})
@@ -136,6 +145,23 @@ func (s *Service) httpSubmit(w http.ResponseWriter, r *http.Request) {
 	default:
 		s.writeError(w, r, internalErr(err))
 	}
+}
+
+// publishedResults returns the results of sub's batch when the batch is published with
+// sub's content. The batcher settles such a resubmission without new results and without
+// a rejection, which a waiting submitter could only notice by asking later; the results
+// are already on the stream, so nothing is published and nothing waited for. ok is false
+// in every other case (no such batch, not published yet, other content, results past
+// their retention), which takes the ordinary path through the batcher.
+func (s *Service) publishedResults(ctx context.Context, sub *contracts.BatchSubmission) (res *client.BatchResult, ok bool) {
+	ctx, cancel := context.WithTimeout(ctx, s.opts.ResolveTimeout)
+	defer cancel()
+	rec, err := s.reader.batchRecord(ctx, sub.BatchID())
+	if err != nil || rec.Phase != contracts.BatchPhasePublished || rec.Hash != sub.Hash() {
+		return nil, false
+	}
+	res, err = s.client.Results(ctx, sub.RunID, sub.Step)
+	return res, err == nil
 }
 
 // httpBatchResults is GET /v1/batches/{batch_id}/results.
@@ -148,6 +174,12 @@ func (s *Service) httpBatchResults(w http.ResponseWriter, r *http.Request) {
 	}
 	pending := httpapi.BatchPending{BatchID: batchID, Status: httpapi.StatusPending}
 	if rec.Phase == contracts.BatchPhaseOpen {
+		// Best effort: the tickets name what the batch waits on; without them it is still pending.
+		tctx, cancel := context.WithTimeout(r.Context(), s.opts.ResolveTimeout)
+		defer cancel()
+		if ts, err := s.client.BatchTickets(tctx, rec.Submission.RunID, rec.Submission.Step); err == nil {
+			pending.Tickets = httpapi.PendingTickets(ts)
+		}
 		writeJSON(w, http.StatusAccepted, pending)
 		return
 	}

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
@@ -549,5 +550,74 @@ func TestHTTPBatchRetryAfterRunBusy(t *testing.T) {
 	r.json(t, &got)
 	if texts := resultTexts(got); r.status != http.StatusOK || !slices.Equal(texts, []string{"3"}) {
 		t.Fatalf("the next batch: %d %q, want 200 [\"3\"] (step 2 ran exactly once)", r.status, texts)
+	}
+}
+
+// TestHTTPResubmitPublishedBatchAnswersAtOnce: posting with wait a batch that is already
+// published, with the same content, answers 200 with its stored results without publishing
+// the submission again — nothing is left to wait for (the batcher would settle an identical
+// resubmission without new results or a rejection, which a waiting door can only notice by
+// asking later). A resubmission with other content still reaches the batcher: 409 conflict.
+func TestHTTPResubmitPublishedBatchAnswersAtOnce(t *testing.T) {
+	h := newHarness(t, api.Options{})
+	sub := echoBatch("run-door-again", 1, "once")
+	first := h.post("/v1/batches?wait=30s", string(mustJSON(sub)))
+	if first.status != http.StatusOK {
+		t.Fatalf("first POST: %d %s", first.status, first.body)
+	}
+	var want httpapi.BatchResults
+	first.json(t, &want)
+	before := h.submissions()
+	again := h.post("/v1/batches?wait=60s", string(mustJSON(sub)))
+	if again.status != http.StatusOK {
+		t.Fatalf("resubmission: %d %s", again.status, again.body)
+	}
+	var got httpapi.BatchResults
+	again.json(t, &got)
+	if got.BatchID != sub.BatchID() || !slices.Equal(resultTexts(got), resultTexts(want)) || got.Finalized.BatchID != sub.BatchID() {
+		t.Fatalf("resubmission answered %s, want the published results %s", again.body, first.body)
+	}
+	if after := h.submissions(); after != before {
+		t.Fatalf("the resubmission of a published batch was published again (submissions stream %d -> %d) "+
+			"and waited for an answer that never comes, instead of answering from the stored results", before, after)
+	}
+	other := echoBatch("run-door-again", 1, "other content")
+	if r := h.post("/v1/batches?wait=30s", string(mustJSON(other))); r.status != http.StatusConflict || r.apiError(t).Code != string(contracts.RejectConflict) {
+		t.Fatalf("other content under the published batch id: %d %s, want 409 conflict", r.status, r.body)
+	}
+}
+
+// TestHTTPBatchPendingNamesItsTickets: a waiting POST of a batch parked on an approval
+// ends 202 pending naming the open ticket that holds it — correlation id, call, tool, kind
+// and deadline — and so does GET /v1/batches/{id}/results, so an HTTP caller knows what to
+// approve without a second request.
+func TestHTTPBatchPendingNamesItsTickets(t *testing.T) {
+	h := newHarness(t, api.Options{})
+	tk := h.park("run-door-tickets", map[string]string{"why": "a human"})
+	sub := approvalBatch("run-door-tickets", map[string]string{"why": "a human"})
+	type pendingTicket struct {
+		CorrelationID string     `json:"correlation_id"`
+		CallID        string     `json:"call_id"`
+		ToolID        string     `json:"tool_id"`
+		Kind          string     `json:"kind"`
+		Deadline      *time.Time `json:"deadline"`
+	}
+	type pending struct {
+		BatchID string          `json:"batch_id"`
+		Status  string          `json:"status"`
+		Tickets []pendingTicket `json:"tickets"`
+	}
+	for name, r := range map[string]response{
+		"POST ?wait=200ms": h.post("/v1/batches?wait=200ms", string(mustJSON(sub))),
+		"GET results":      h.get("/v1/batches/" + sub.BatchID() + "/results"),
+	} {
+		var p pending
+		r.json(t, &p)
+		want := pendingTicket{CorrelationID: tk.CorrelationID, CallID: "c2", ToolID: "ask_me", Kind: string(contracts.ReasonPermission), Deadline: tk.Deadline}
+		if r.status != http.StatusAccepted || p.Status != httpapi.StatusPending || len(p.Tickets) != 1 ||
+			p.Tickets[0].CorrelationID != want.CorrelationID || p.Tickets[0].CallID != want.CallID || p.Tickets[0].ToolID != want.ToolID ||
+			p.Tickets[0].Kind != want.Kind || (want.Deadline == nil) != (p.Tickets[0].Deadline == nil) {
+			t.Errorf("%s on a parked batch: %d %s, want 202 pending naming the ticket %+v", name, r.status, r.body, want)
+		}
 	}
 }

@@ -245,7 +245,7 @@ func TestHTTPCancel(t *testing.T) {
 	}
 	var cr httpapi.CancelResult
 	r.json(t, &cr)
-	if cr.RunID != run || cr.Status != httpapi.StatusEnded || cr.Reason != contracts.RunEndCancelled || cr.EndedAt.IsZero() {
+	if cr.RunID != run || cr.Status != httpapi.StatusEnded || cr.End != contracts.RunEndCancelled || cr.EndedAt.IsZero() {
 		t.Fatalf("cancel reply = %+v", cr)
 	}
 	out := h.results(run)
@@ -402,7 +402,7 @@ func TestHTTPCancelIsDoneWhenItAnswers(t *testing.T) {
 		r := h.post("/v1/runs/"+run+"/cancel", `{"reason":"stop"}`)
 		var cr httpapi.CancelResult
 		r.json(t, &cr)
-		if r.status != http.StatusOK || cr.Status != httpapi.StatusEnded || cr.Reason != contracts.RunEndCancelled {
+		if r.status != http.StatusOK || cr.Status != httpapi.StatusEnded || cr.End != contracts.RunEndCancelled {
 			t.Fatalf("%s cancel: %d %s", run, r.status, r.body)
 		}
 		step := contracts.BatchSubmission{RunID: run, ThreadID: "t-" + run, Step: next,

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/nats-io/nats.go"
@@ -183,7 +184,7 @@ func TestMicroClientResultAndCancel(t *testing.T) {
 	h.park("run-micro-cancel", map[string]string{})
 	var cr httpapi.CancelResult
 	okJSON(t, h.microRequest(httpapi.EndpointRunsCancel, []byte("run-micro-cancel")), &cr)
-	if cr.Status != httpapi.StatusEnded || cr.Reason != contracts.RunEndCancelled || cr.RunID != "run-micro-cancel" {
+	if cr.Status != httpapi.StatusEnded || cr.End != contracts.RunEndCancelled || cr.RunID != "run-micro-cancel" {
 		t.Fatalf("cancel = %+v", cr)
 	}
 	out := h.results("run-micro-cancel")
@@ -211,4 +212,30 @@ func TestMicroErrorRepliesFromHandlerGoroutine(t *testing.T) {
 			t.Fatalf("request %d: code %q status %d, want a not-found error", i, code, status)
 		}
 	}
+}
+
+// TestMicroWordsLineUp: tickets.resolve takes approve for allow (the word of the HTTP route
+// and the CLI) and its refusal of another word names the values it takes; runs.cancel
+// answers with the reason it was given, and says how the run ended apart (end).
+func TestMicroWordsLineUp(t *testing.T) {
+	h := newHarness(t, api.Options{})
+	h.park("run-micro-words-cancel", map[string]string{})
+	m := h.microRequest(httpapi.EndpointRunsCancel, mustJSON(map[string]string{"run_id": "run-micro-words-cancel", "reason": "budget exhausted"}))
+	var cr map[string]any
+	if code, _ := microErr(t, m); code != "" || json.Unmarshal(m.Data, &cr) != nil || cr["reason"] != "budget exhausted" || cr["end"] != contracts.RunEndCancelled {
+		t.Errorf("runs.cancel with reason budget exhausted answered %s, want reason budget exhausted and end cancelled", m.Data)
+	}
+
+	tk := h.park("run-micro-words", map[string]string{})
+	m = h.microRequest(httpapi.EndpointTicketsResolve, mustJSON(map[string]string{"correlation_id": tk.CorrelationID, "decision": "maybe"}))
+	if code, _ := microErr(t, m); code != string(contracts.ResumeInvalid) || !strings.Contains(string(m.Data), "allow") ||
+		!strings.Contains(string(m.Data), "approve") || !strings.Contains(string(m.Data), "deny") {
+		t.Errorf("decision maybe: %s %s, want invalid_resume naming allow, approve and deny", code, m.Data)
+	}
+	m = h.microRequest(httpapi.EndpointTicketsResolve, mustJSON(map[string]string{"correlation_id": tk.CorrelationID, "decision": "approve", "note": "ok"}))
+	var res contracts.TicketResolution
+	if code, _ := microErr(t, m); code != "" || json.Unmarshal(m.Data, &res) != nil || res.Code != "approved" {
+		t.Fatalf("decision approve: %s %s, want the ticket approved", code, m.Data)
+	}
+	h.results("run-micro-words")
 }

@@ -42,7 +42,7 @@ func (s *Service) CancelRun(ctx context.Context, runID, reason string) (httpapi.
 	}))
 	switch {
 	case err == nil:
-		return httpapi.CancelResult{RunID: runID, Status: httpapi.StatusEnded, Reason: ended.Reason, Keys: ended.Keys, EndedAt: ended.EndedAt}, nil
+		return httpapi.CancelResult{RunID: runID, Status: httpapi.StatusEnded, Reason: reason, End: ended.Reason, Keys: ended.Keys, EndedAt: ended.EndedAt}, nil
 	case errors.Is(err, client.ErrCancelPending):
 		return httpapi.CancelResult{}, unseenErr(ctx, err,
 			"the request ended before the run was seen ended; the cancel is stored and will still be applied",
@@ -60,7 +60,7 @@ func (s *Service) httpCancel(w http.ResponseWriter, r *http.Request) {
 	}
 	res, err := s.CancelRun(r.Context(), req.RunID, req.Reason)
 	if err == nil {
-		s.log.Info().Str("run_id", req.RunID).Str("reason", res.Reason).Str("remote", r.RemoteAddr).Msg("run cancelled over http")
+		s.log.Info().Str("run_id", req.RunID).Str("reason", res.Reason).Str("end", res.End).Str("remote", r.RemoteAddr).Msg("run cancelled over http")
 	}
 	s.reply(w, r, res, err)
 }

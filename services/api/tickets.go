@@ -251,7 +251,7 @@ func (s *Service) microTicketsResolve(ctx context.Context, req micro.Request) (a
 		return nil, err
 	}
 	switch d.Decision {
-	case contracts.DecisionAllow:
+	case contracts.DecisionAllow, contracts.PermissionDecisionKind(httpapi.DecisionWordApprove):
 		if d.Reason != "" {
 			return nil, apiErr(http.StatusBadRequest, string(contracts.ResumeInvalid), "an allow decision carries a note, not a reason")
 		}
@@ -262,5 +262,6 @@ func (s *Service) microTicketsResolve(ctx context.Context, req micro.Request) (a
 		}
 		return s.Decide(ctx, d.CorrelationID, Decision{Text: d.Reason, Arguments: d.Arguments, Actor: actor})
 	}
-	return nil, apiErr(http.StatusBadRequest, string(contracts.ResumeInvalid), "decision %q is neither allow nor deny", d.Decision)
+	return nil, apiErr(http.StatusBadRequest, string(contracts.ResumeInvalid), "decision %q is not one of %s (or %s) and %s",
+		d.Decision, httpapi.DecisionWordAllow, httpapi.DecisionWordApprove, httpapi.DecisionWordDeny)
 }
