@@ -233,3 +233,11 @@ func TestToolsNodeKeepsModelOrder(t *testing.T) {
 		t.Errorf("tool messages %q, want %q", lines, w)
 	}
 }
+
+// TestCompilesOnlyEinoCore: the adapter imports Eino's schema, compose and
+// components/model packages, not its agent flows, ADK or any eino-ext provider, so a
+// platform on it compiles only the part of Eino its own graphs need.
+func TestCompilesOnlyEinoCore(t *testing.T) {
+	adaptertest.ForbidDeps(t, "github.com/cloudwego/eino/flow", "github.com/cloudwego/eino/adk",
+		"github.com/cloudwego/eino-ext", "github.com/aws/", "github.com/Azure/azure-sdk-for-go/", "cloud.google.com/")
+}
