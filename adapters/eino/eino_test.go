@@ -105,7 +105,7 @@ func answerTickets(ctx context.Context, t *testing.T, c *client.Client, run stri
 // one turn of four tool calls (one approved while the turn waits, one denied, one with
 // truncated arguments) submitted as one awaken batch → four tool messages in the model's
 // order → the model's second call carries them and answers; a second conversation turn
-// on the same run is the run's step 2.
+// on the same run, streamed, is the run's step 2.
 func TestAgentLoop(t *testing.T) {
 	srv, ctx := adaptertest.Stack(t)
 	tools, names, err := adapter.Tools(ctx, srv.Client, nil)
@@ -186,8 +186,13 @@ func TestAgentLoop(t *testing.T) {
 		t.Errorf("batch 1 has %d results, the run took %d steps; want 4 results in one step", len(res.Results), run.Steps)
 	}
 
-	// The run goes on: the next conversation turn's tool calls are step 2.
-	out, err = agent.Invoke(ctx, []*schema.Message{schema.UserMessage("say it again")})
+	// The run goes on: the next conversation turn's tool calls are step 2, this time with
+	// the agent streaming (Eino concatenates the model's chunks before the branch).
+	stream, err := agent.Stream(ctx, []*schema.Message{schema.UserMessage("say it again")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err = schema.ConcatMessageStream(stream)
 	if err != nil {
 		t.Fatal(err)
 	}
