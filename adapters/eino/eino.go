@@ -4,8 +4,9 @@
 // results as tool messages, in the model's order.
 //
 // It is a module of its own, so awaken's main module never depends on Eino. It imports
-// Eino's schema, compose and components/model packages only (no flow, adk or provider
-// implementation), so a platform on Eino compiles no more of Eino than its graphs need.
+// Eino's schema, compose and components/model packages and the JSON Schema type of tool
+// infos only (no flow, adk or provider implementation), so a platform on Eino compiles no
+// more of Eino than its graphs need.
 //
 // The tools node: Eino's own [compose.ToolsNode] (and the ReAct agent of flow/agent/react,
 // which builds one from a [compose.ToolsNodeConfig]) runs each tool call on its own, one
