@@ -40,6 +40,7 @@ test: lint wasm
 	cd examples/custom-brain && $(GO) test -race -count=1 -timeout 5m ./...   # its own module: public packages only
 	cd adapters/openai && $(GO) test -race -count=1 -timeout 5m ./...   # provider SDKs live in their own modules
 	cd adapters/anthropic && $(GO) test -race -count=1 -timeout 5m ./...
+	cd adapters/eino && $(GO) test -race -count=1 -timeout 5m ./...
 	$(GO) test -race -count=1 -timeout 10m $(CONTAINER_PKGS)
 
 ## test-short: the suite without the slow scenarios
@@ -53,7 +54,7 @@ lint:
 	$(GO) vet $(PKGS)
 	cd bench && $(GO) vet ./...   # the benchmark module (without the Temporal rows) builds too
 	cd examples/custom-brain && $(GO) vet ./...   # an internal import fails here (another module)
-	cd adapters/openai && $(GO) vet ./... && cd ../anthropic && $(GO) vet ./...
+	cd adapters/openai && $(GO) vet ./... && cd ../anthropic && $(GO) vet ./... && cd ../eino && $(GO) vet ./...
 	cd examples/openai-agent && $(GO) vet ./... && cd ../anthropic-agent && $(GO) vet ./...
 
 fmt:

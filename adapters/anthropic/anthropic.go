@@ -4,6 +4,9 @@
 // as the tool_result blocks of the next user message, with is_error set on error results.
 //
 // It is a module of its own, so awaken's main module never depends on a provider SDK.
+// The SDK's module also requires the AWS, Azure and Google Cloud SDKs, for its Bedrock,
+// Vertex and Foundry variants; this package imports only the SDK's root package, so those
+// appear in a platform's go.sum but none of their packages is compiled into its build.
 //
 // Tool names: the catalog lists each tool under its provider-safe name; the calls keep the
 // name the model used and awaken resolves it to the tool it stands for. tool_use ids are

@@ -81,3 +81,12 @@ func TestMessagesLoop(t *testing.T) {
 		}
 	}
 }
+
+// TestCompilesNoCloudSDK: the adapter imports the SDK's root package only, never its
+// Bedrock, Vertex or Foundry variants, so a platform on it compiles no AWS, Azure or
+// Google Cloud SDK package (the SDK's module requires them, for those variants).
+func TestCompilesNoCloudSDK(t *testing.T) {
+	adaptertest.ForbidDeps(t, "github.com/aws/", "github.com/Azure/azure-sdk-for-go/", "cloud.google.com/",
+		"github.com/anthropics/anthropic-sdk-go/v2/bedrock", "github.com/anthropics/anthropic-sdk-go/v2/vertex",
+		"github.com/anthropics/anthropic-sdk-go/v2/foundry")
+}

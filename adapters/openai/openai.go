@@ -4,6 +4,9 @@
 // model request carries.
 //
 // It is a module of its own, so awaken's main module never depends on a provider SDK.
+// The SDK's module also requires the AWS and Azure SDKs, for its Bedrock and Azure
+// variants; this package imports only the SDK's root and responses packages, so those
+// appear in a platform's go.sum but none of their packages is compiled into its build.
 //
 // Tool names: the catalog lists each tool under its provider-safe name (at most 64
 // characters of [a-zA-Z0-9_-]); the calls keep the name the model used and awaken resolves

@@ -171,3 +171,11 @@ func TestResponsesLoop(t *testing.T) {
 		t.Errorf("function_call_output items %v", outputs)
 	}
 }
+
+// TestCompilesNoCloudSDK: the adapter imports the SDK's root and responses packages,
+// never its azure or bedrock package, so a platform on it compiles no AWS or Azure SDK
+// package (the SDK's module requires them, for those variants).
+func TestCompilesNoCloudSDK(t *testing.T) {
+	adaptertest.ForbidDeps(t, "github.com/aws/", "github.com/Azure/azure-sdk-for-go/", "cloud.google.com/",
+		"github.com/openai/openai-go/v3/azure", "github.com/openai/openai-go/v3/bedrock")
+}

@@ -1,6 +1,7 @@
-// Package adaptertest is what the provider adapters' tests (adapters/openai,
-// adapters/anthropic) share: the deployment they run against, a scripted model server the
-// provider SDK talks to, and the approval that settles a batch. It sits under
+// Package adaptertest is what the adapters' tests (adapters/openai, adapters/anthropic,
+// adapters/eino) share: the deployment they run against, a scripted model server the
+// provider SDK talks to (Eino's chat model is an interface, scripted in its own test), and
+// the approval that settles a batch. It sits under
 // adapters/internal, so Go refuses its import outside adapters/, and only tests import it.
 //
 // It belongs to awaken's main module (adapters/internal has no go.mod of its own), so the
@@ -15,6 +16,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os/exec"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -126,4 +129,43 @@ func Settle(ctx context.Context, t *testing.T, c *client.Client, sub contracts.B
 		t.Fatal(err)
 	}
 	return res
+}
+
+// ForbidDeps fails t when the package in the test's directory (an adapter) compiles a
+// package whose import path starts with one of forbidden, naming each and the import
+// path that brings it in. A platform building on an adapter compiles what the adapter
+// imports and not the rest of its SDK's module (a provider SDK module also carries its
+// cloud variants, each with its cloud's SDK), so an import of such a package would cost
+// every platform the build of that cloud's SDK.
+func ForbidDeps(t *testing.T, forbidden ...string) {
+	t.Helper()
+	goCmd, err := exec.LookPath("go")
+	if err != nil {
+		t.Fatalf("the go command lists the adapter's dependencies: %v", err)
+	}
+	out, err := exec.CommandContext(t.Context(), goCmd, "list", "-deps", "-f", `{{.ImportPath}} {{join .Imports " "}}`, ".").Output()
+	if err != nil {
+		t.Fatalf("go list -deps: %v", err)
+	}
+	importedBy := map[string]string{}
+	var pkgs []string
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		fields := strings.Fields(line)
+		pkgs = append(pkgs, fields[0])
+		for _, imp := range fields[1:] {
+			if _, seen := importedBy[imp]; !seen {
+				importedBy[imp] = fields[0]
+			}
+		}
+	}
+	for _, p := range pkgs {
+		for _, f := range forbidden {
+			if strings.HasPrefix(p, f) {
+				t.Errorf("the adapter compiles %s (imported by %s)", p, importedBy[p])
+			}
+		}
+	}
+	if len(pkgs) < 2 {
+		t.Fatalf("go list -deps listed %d packages: %s", len(pkgs), out)
+	}
 }
