@@ -107,6 +107,7 @@ func Start(ctx context.Context, env *pipeline.Env, opts ...bus.DeliveryOption) (
 	if r, ok := s.limitReleaseRoute(); ok {
 		routes = append(routes, r)
 	}
+	routes = append(routes, s.sweepRoute())
 	s.consumers, err = bus.Start(ctx, env.JS, env.Delivery(bus.ServiceDelivery(), opts...), routes, s.log)
 	if err != nil {
 		return nil, fmt.Errorf("gate: start: %w", err)
