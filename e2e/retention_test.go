@@ -1,6 +1,7 @@
 package e2e_test
 
 import (
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/awaken-dev/awaken/internal/config"
 	"github.com/awaken-dev/awaken/internal/natstest"
 	"github.com/awaken-dev/awaken/internal/servicetest"
+	"github.com/awaken-dev/awaken/pkg/client"
 	"github.com/awaken-dev/awaken/pkg/cloudevent"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
@@ -71,7 +73,9 @@ func (h *harness) waitGone(run string) {
 // finished run's run, batch, call and ticket records (the resolved ticket's too) are all
 // gone from the buckets a few seconds after it finished, while a run parked on an
 // approval — its open batch, its call records and its open ticket — is kept past twice
-// the retention; once approved and finished, it goes too.
+// the retention; once approved and finished, it goes too. Once the records are gone, a
+// cancel of the run records only its end (which expires in turn), and a resume of the
+// ticket is refused with not_waiting.
 func TestRetention_finishedRunsLeaveNothingBehindLiveOnesStay(t *testing.T) {
 	h := retentionHarness(t, shortRetention)
 	const parked, done = "ret-parked", "ret-done"
@@ -83,6 +87,17 @@ func TestRetention_finishedRunsLeaveNothingBehindLiveOnesStay(t *testing.T) {
 	h.mustRun(batch(done, 2, []string{"echo"}, call("c", "echo", map[string]any{"text": "three"})))
 	if left := h.runTraces(done); left[h.cfg.Names().CallsBucket()] == 0 || left[h.cfg.Names().RunsBucket()] == 0 {
 		t.Fatalf("records of the finished run right after it finished: %v, want its calls and run record", left)
+	}
+	h.waitGone(done)
+
+	// A cancel of the run once its records are gone records the run as cancelled again
+	// (it refuses new batches), seals nothing, and that record expires as well.
+	if _, err := h.client.CancelRun(ctxFor(t, 30*time.Second), done, "late"); err != nil {
+		t.Fatal(err)
+	}
+	if rec, _, err := h.stack.Env.Runs.Get(ctxFor(t, 10*time.Second), contracts.RunKey(done)); err == nil &&
+		(rec.Batch != nil || rec.Ended == nil || rec.Ended.Reason != contracts.RunEndCancelled) {
+		t.Errorf("run record after a late cancel: %+v, want only the end", rec)
 	}
 	h.waitGone(done)
 
@@ -108,6 +123,16 @@ func TestRetention_finishedRunsLeaveNothingBehindLiveOnesStay(t *testing.T) {
 	}
 	h.wantResults(ctx, parked, "before|ran ask_me|1")
 	h.waitGone(parked)
+
+	// A resume of the ticket once its records are gone: not_waiting, and nothing comes back.
+	_, err = h.client.Approve(ctx, ticket, "again")
+	var rr *client.ResumeRejectedError
+	if !errors.As(err, &rr) || rr.Code != string(contracts.ResumeNotWaiting) {
+		t.Errorf("approve after the records expired: %v, want not_waiting", err)
+	}
+	if left := h.runTraces(parked); left[h.cfg.Names().CallsBucket()]+left[h.cfg.Names().TicketsBucket()] != 0 {
+		t.Errorf("records after a late resume: %v, want none", left)
+	}
 }
 
 // TestRetention_aFinishedBatchIsNeverRunAgain: the exactly-once window across retention
@@ -116,7 +141,8 @@ func TestRetention_finishedRunsLeaveNothingBehindLiveOnesStay(t *testing.T) {
 // stale_step and runs nothing; the run's last batch, which the run record (the run's
 // exactly-once marker) still holds, stays a no-op until the marker expires too, one
 // retention later; after that the run id is unknown and a submission under it is a new
-// run. A cancel of a call whose records are gone changes nothing (no record comes back).
+// run. A cancel or a resolution of a call whose records are gone changes nothing (no
+// record comes back).
 // The retention is longer here: the checks between the sweep and the marker's expiry must
 // fit in one retention on a loaded machine.
 func TestRetention_aFinishedBatchIsNeverRunAgain(t *testing.T) {
@@ -152,6 +178,11 @@ func TestRetention_aFinishedBatchIsNeverRunAgain(t *testing.T) {
 		contracts.CallCancel{OperationID: contracts.OperationID(run, 2, "b"), Actor: "ops:ana", Reason: "late"})
 	if left := h.runTraces(run); left[n.CallsBucket()] != 0 {
 		t.Fatalf("a call cancel after the call's records expired wrote %d call record revisions, want none", left[n.CallsBucket()])
+	}
+	h.command(n.ControlStream(), contracts.ConsumerGateControl, n.CallResolveSubject(), "resolve-a", contracts.TypeCallResolve,
+		contracts.CallResolve{OperationID: contracts.OperationID(run, 1, "a"), Outcome: contracts.ReconcileNotRun, Note: "late", Actor: "ops:ana", Role: "operator"})
+	if left := h.runTraces(run); left[n.CallsBucket()] != 0 {
+		t.Fatalf("a call resolution after the call's records expired wrote %d call record revisions, want none", left[n.CallsBucket()])
 	}
 	if _, _, err := h.stack.Env.Runs.Get(ctx, contracts.RunKey(run)); err != nil {
 		t.Fatalf("run record gone before the checks above ended (%v): the machine was too slow for the retention", err)
