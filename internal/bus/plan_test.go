@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/awaken-dev/awaken/internal/bus"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
@@ -123,5 +125,48 @@ func TestTopologyBucketsOfExpiringRecordsKeepOneRevision(t *testing.T) {
 		if kc.History != 1 || kc.LimitMarkerTTL <= 0 {
 			t.Errorf("bucket %s: history %d, limit marker TTL %s; want 1 and positive", kc.Bucket, kc.History, kc.LimitMarkerTTL)
 		}
+	}
+}
+
+// TestApplyTopologyUpgradesTheBucketsOfExpiringRecords: buckets of an earlier version (three
+// revisions per key, no per-message TTL) are changed in place to one revision and TTLs
+// allowed, each change logged, and keep their records.
+func TestApplyTopologyUpgradesTheBucketsOfExpiringRecords(t *testing.T) {
+	h := newHarness(t)
+	older := contracts.NewNames("older")
+	kv, err := h.js.CreateKeyValue(h.ctx, jetstream.KeyValueConfig{Bucket: older.RunsBucket(), History: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range []string{"a", "b", "c"} {
+		if _, err := kv.Put(h.ctx, "run-1", []byte(v)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	changes, err := bus.ApplyTopology(h.ctx, h.js, older, bus.TopologyConfig{}, h.log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []bus.Change{
+		{Kind: "bucket", Name: older.RunsBucket(), Field: "max_msgs_per_subject", Old: "3", New: "1"},
+		{Kind: "bucket", Name: older.RunsBucket(), Field: "allow_msg_ttl", Old: "false", New: "true"},
+		{Kind: "bucket", Name: older.RunsBucket(), Field: "subject_delete_marker_ttl", Old: "none", New: "1s"},
+	} {
+		if !slices.Contains(changes, want) {
+			t.Errorf("changes %v lack %v", changes, want)
+		}
+		if !strings.Contains(h.logs.String(), `"field":"`+want.Field+`"`) {
+			t.Errorf("no log line for %s", want.Field)
+		}
+	}
+	status, err := kv.Status(h.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if status.History() != 1 || status.LimitMarkerTTL() != time.Second {
+		t.Errorf("runs bucket after the upgrade: history %d, marker TTL %s", status.History(), status.LimitMarkerTTL())
+	}
+	if e, err := kv.Get(h.ctx, "run-1"); err != nil || string(e.Value()) != "c" {
+		t.Errorf("record after the upgrade: %v (%v), want c", e, err)
 	}
 }

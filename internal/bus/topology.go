@@ -55,7 +55,7 @@ type TopologyConfig struct {
 // NoAgeLimit is the TopologyConfig age that keeps messages without an age limit.
 const NoAgeLimit time.Duration = -1
 
-// Default retention ages, applied when a TopologyConfig age is zero or negative.
+// Default retention ages, applied when a TopologyConfig age is zero.
 const (
 	DefaultSubmissionsMaxAge = 7 * 24 * time.Hour
 	DefaultResultsMaxAge     = 7 * 24 * time.Hour
@@ -76,15 +76,15 @@ func age(v, def time.Duration) time.Duration {
 	return v
 }
 
-// RunsAge is cfg's RunsMaxAge with its default applied; 0 means the records never expire.
-func (cfg TopologyConfig) RunsAge() time.Duration { return age(cfg.RunsMaxAge, DefaultRunsMaxAge) }
+// runsAge is cfg's RunsMaxAge with its default applied; 0 means the records never expire.
+func (cfg TopologyConfig) runsAge() time.Duration { return age(cfg.RunsMaxAge, DefaultRunsMaxAge) }
 
 // archiveMarkerTTL is how long the batch archive keeps the delete marker the server leaves
 // where an archived batch expired: the marker is what drives the sweep of the batch's call
 // and ticket records, so a sweeper down for less than this still sees it. Half the
 // retention, so that no trace of a batch outlives twice the retention.
 func (cfg TopologyConfig) archiveMarkerTTL() time.Duration {
-	r := cfg.RunsAge()
+	r := cfg.runsAge()
 	if r <= 0 {
 		r = DefaultRunsMaxAge
 	}
