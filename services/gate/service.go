@@ -19,6 +19,7 @@ package gate
 import (
 	"context"
 	"fmt"
+	"sync"
 
 	"github.com/rs/zerolog"
 
@@ -49,6 +50,8 @@ type Service struct {
 	limits      *limiter
 	log         zerolog.Logger
 	consumers   *bus.Consumers
+	// sweepStreams holds the record streams the sweep purges, by bucket, looked up once.
+	sweepStreams sync.Map
 }
 
 // Start compiles the host policy of env.Config (an invalid host policy fails Start), then

@@ -58,7 +58,7 @@ func (s *Service) handleBatchExpired(ctx context.Context, d bus.Delivery) error 
 	}
 	n := s.env.Names
 	for _, bucket := range []string{n.CallsBucket(), n.TicketsBucket()} {
-		st, err := s.env.JS.Stream(ctx, contracts.RecordStream(bucket))
+		st, err := s.recordStream(ctx, bucket)
 		if err != nil {
 			return fmt.Errorf("gate: sweep %s: %s: %w", contracts.BatchID(runID, step), bucket, err)
 		}
@@ -70,6 +70,20 @@ func (s *Service) handleBatchExpired(ctx context.Context, d bus.Delivery) error 
 	}
 	log.Debug().Msg("finished batch past retention: its call and ticket records removed")
 	return nil
+}
+
+// recordStream returns the stream of bucket, looked up once per process: a purge needs
+// only its name, and a look-up per sweep would add a stream info request per batch.
+func (s *Service) recordStream(ctx context.Context, bucket string) (jetstream.Stream, error) {
+	if st, ok := s.sweepStreams.Load(bucket); ok {
+		return st.(jetstream.Stream), nil
+	}
+	st, err := s.env.JS.Stream(ctx, contracts.RecordStream(bucket))
+	if err != nil {
+		return nil, err
+	}
+	s.sweepStreams.Store(bucket, st)
+	return st, nil
 }
 
 // batchOfArchiveSubject parses the subject of a batch archive record,
