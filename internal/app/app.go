@@ -174,9 +174,29 @@ func (s *Stack) Ready(ctx context.Context) error {
 	return nil
 }
 
-// TopologyFor derives the stream settings from the host configuration.
+// TopologyFor derives the stream settings from the host configuration: storage, and the
+// age of every stream and bucket from its `retention:` section.
 func TopologyFor(cfg *config.Config) bus.TopologyConfig {
-	t := bus.TopologyConfig{Replicas: cfg.Storage.Replicas}
+	age := func(kind string) time.Duration {
+		if d := cfg.RetentionOf(kind); d > 0 {
+			return d
+		}
+		return bus.NoAgeLimit
+	}
+	runs := age(config.RetentionRuns)
+	t := bus.TopologyConfig{
+		Replicas:          cfg.Storage.Replicas,
+		SubmissionsMaxAge: age(config.RetentionSubmissions),
+		ResultsMaxAge:     age(config.RetentionResults),
+		// The run-control and ticket-protocol logs hold commands about runs, consumed
+		// within seconds: they go with the runs.
+		TicketsMaxAge:    runs,
+		ControlMaxAge:    runs,
+		EventsMaxAge:     age(config.RetentionEvents),
+		AuditMaxAge:      age(config.RetentionAudit),
+		DeadLetterMaxAge: age(config.RetentionDeadLetters),
+		RunsMaxAge:       runs,
+	}
 	if cfg.Storage.Memory {
 		t.Storage = jetstream.MemoryStorage
 	}
@@ -249,7 +269,7 @@ func Start(ctx context.Context, o Options) (st *Stack, err error) {
 				if err := WaitTopology(ctx, js, o.Config.Names(), o.Log); err != nil {
 					return st, err
 				}
-			} else if err := bus.EnsureTopology(ctx, js, o.Config.Names(), topology); err != nil {
+			} else if _, err := bus.ApplyTopology(ctx, js, o.Config.Names(), topology, o.Log); err != nil {
 				return st, fmt.Errorf("app: ensure streams and buckets: %w", err)
 			}
 			ensured = true

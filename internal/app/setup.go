@@ -51,7 +51,7 @@ func Setup(ctx context.Context, js jetstream.JetStream, cfg *config.Config, log 
 	topology := TopologyFor(cfg)
 	names := cfg.Names()
 	if err := retry(ctx, log, "ensure streams and buckets", func(ctx context.Context) (bool, error) {
-		err := bus.EnsureTopology(ctx, js, names, topology)
+		_, err := bus.ApplyTopology(ctx, js, names, topology, log)
 		return err == nil, err
 	}); err != nil {
 		return err
@@ -60,6 +60,18 @@ func Setup(ctx context.Context, js jetstream.JetStream, cfg *config.Config, log 
 		err := RemoveObsolete(ctx, js, names, log)
 		return err == nil, err
 	})
+}
+
+// Plan returns what [Setup] would change in the streams and buckets of cfg, changing
+// nothing (`awaken setup --dry-run`).
+func Plan(ctx context.Context, js jetstream.JetStream, cfg *config.Config, log zerolog.Logger) ([]bus.Change, error) {
+	var plan []bus.Change
+	err := retry(ctx, log, "read the streams and buckets", func(ctx context.Context) (bool, error) {
+		var err error
+		plan, err = bus.PlanTopology(ctx, js, cfg.Names(), TopologyFor(cfg))
+		return err == nil, err
+	})
+	return plan, err
 }
 
 // RemoveObsolete deletes the streams and durables of earlier versions that nothing reads

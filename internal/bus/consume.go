@@ -112,6 +112,11 @@ type ConsumerSpec struct {
 	// A ce-typed revision of an accepted type that does not decode is dead-lettered as on
 	// any stream. The Event's Data is the record JSON.
 	Records bool
+	// Expiries, on a Records consumer, also hands the handler every marker the server
+	// leaves where a revision expired (its per-message TTL, or the bucket's age): an Event
+	// of type [TypeRecordExpired] with no data, on the expired key's subject. AcceptTypes
+	// does not apply to them.
+	Expiries bool
 	// Names gives the dead-letter subject (Names.DeadLetterSubject(Durable)); a zero
 	// Names uses the default prefix.
 	Names contracts.Names
@@ -501,7 +506,8 @@ func (s *Subscription) process(f *inflight) {
 	if md, err := m.Metadata(); err == nil {
 		d.NumDelivered, d.StreamSeq, d.Stream = md.NumDelivered, md.Sequence.Stream, md.Stream
 	}
-	if s.spec.Records && !s.recordWork(m.Headers()) {
+	expired := s.spec.Records && s.spec.Expiries && isExpiryMarker(m.Headers())
+	if s.spec.Records && !expired && !s.recordWork(m.Headers()) {
 		// A revision that hands nothing on to this consumer: not an event of its, so not
 		// observed either. A lost acknowledgement only brings it back to be ignored again.
 		if err := m.Ack(); err != nil {
@@ -509,8 +515,11 @@ func (s *Subscription) process(f *inflight) {
 		}
 		return
 	}
-	ev, decErr := cloudevent.DecodeMsg(m.Headers(), m.Data())
-	if decErr == nil {
+	var ev cloudevent.Event
+	var decErr error
+	if expired {
+		ev = cloudevent.Event{ID: fmt.Sprintf("%s:%d:expired", d.Stream, d.StreamSeq), Type: TypeRecordExpired, Subject: d.Subject}
+	} else if ev, decErr = cloudevent.DecodeMsg(m.Headers(), m.Data()); decErr == nil {
 		decErr = cloudevent.ExpectType(ev, s.spec.AcceptTypes...)
 	}
 	d.Event = ev
@@ -569,6 +578,18 @@ func (s *Subscription) recordWork(h nats.Header) bool {
 		return true
 	}
 	return err == nil && slices.Contains(s.spec.AcceptTypes, typ)
+}
+
+// TypeRecordExpired is the type of the Event a consumer with [ConsumerSpec.Expiries] is
+// handed for a marker the server left where a record revision expired. It is never
+// published: the bus makes it from the marker.
+const TypeRecordExpired = "io.awaken.internal.record.expired.v1"
+
+// isExpiryMarker reports whether a stored message with h is the marker the server leaves
+// where a message aged out (a per-message TTL or the stream's max age), as opposed to a
+// key-value delete or purge, or a marker of a removal.
+func isExpiryMarker(h nats.Header) bool {
+	return h != nil && h.Get(jetstream.MarkerReasonHeader) == "MaxAge"
 }
 
 // kvOperationHeader marks a key-value delete or purge marker.

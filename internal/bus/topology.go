@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
 
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
@@ -17,9 +18,9 @@ import (
 const DefaultDuplicates = 2 * time.Minute
 
 // TopologyConfig sizes the streams and buckets. The zero value is usable: file storage,
-// one replica, the default duplicate window and the default ages below. A zero or
-// negative age selects the stream's default; the timers and audit streams default to no
-// age limit at all.
+// one replica, the default duplicate window and the default ages below. A zero age
+// selects the stream's default, a negative one ([NoAgeLimit]) keeps messages without an
+// age limit; the timers and audit streams default to no age limit at all.
 type TopologyConfig struct {
 	// Replicas of every stream and bucket: 1 for a single server, 3 in a cluster.
 	Replicas int
@@ -44,9 +45,17 @@ type TopologyConfig struct {
 	EventsMaxAge     time.Duration
 	AuditMaxAge      time.Duration
 	DeadLetterMaxAge time.Duration
+	// RunsMaxAge is how long a finished run's records stay in the buckets (their writers
+	// give them a per-message TTL of it, see pipeline.NewEnv); it sizes how long the batch
+	// archive keeps the marker of an expired batch, which drives the sweep of the batch's
+	// call and ticket records.
+	RunsMaxAge time.Duration
 }
 
-// Default retention ages, applied when a TopologyConfig age is zero or negative.
+// NoAgeLimit is the TopologyConfig age that keeps messages without an age limit.
+const NoAgeLimit time.Duration = -1
+
+// Default retention ages, applied when a TopologyConfig age is zero.
 const (
 	DefaultSubmissionsMaxAge = 7 * 24 * time.Hour
 	DefaultResultsMaxAge     = 7 * 24 * time.Hour
@@ -54,14 +63,37 @@ const (
 	DefaultTicketsMaxAge     = 7 * 24 * time.Hour
 	DefaultEventsMaxAge      = 7 * 24 * time.Hour
 	DefaultDeadLetterMaxAge  = 30 * 24 * time.Hour
+	DefaultRunsMaxAge        = 7 * 24 * time.Hour
 )
 
 func age(v, def time.Duration) time.Duration {
-	if v <= 0 {
+	switch {
+	case v < 0:
+		return 0
+	case v == 0:
 		return def
 	}
 	return v
 }
+
+// runsAge is cfg's RunsMaxAge with its default applied; 0 means the records never expire.
+func (cfg TopologyConfig) runsAge() time.Duration { return age(cfg.RunsMaxAge, DefaultRunsMaxAge) }
+
+// archiveMarkerTTL is how long the batch archive keeps the delete marker the server leaves
+// where an archived batch expired: the marker is what drives the sweep of the batch's call
+// and ticket records, so a sweeper down for less than this still sees it. Half the
+// retention, so that no trace of a batch outlives twice the retention.
+func (cfg TopologyConfig) archiveMarkerTTL() time.Duration {
+	r := cfg.runsAge()
+	if r <= 0 {
+		r = DefaultRunsMaxAge
+	}
+	return max(r/2, time.Second)
+}
+
+// runMarkerTTL is how long the runs bucket keeps the marker of an expired run record: no
+// consumer acts on it, so the shortest the server allows.
+const runMarkerTTL = time.Second
 
 // ageOrUnlimited is for the streams whose default is "no age limit".
 func ageOrUnlimited(v time.Duration) time.Duration {
@@ -164,7 +196,7 @@ func StreamConfigs(names contracts.Names, cfg TopologyConfig) []jetstream.Stream
 
 // BucketConfigs returns the configuration of every awaken key-value bucket. Updates are
 // compare-and-swap on the latest revision, which needs no history; the small histories
-// kept on batches, calls and tickets are for diagnosis only.
+// kept on calls and tickets are for diagnosis only.
 func BucketConfigs(names contracts.Names, cfg TopologyConfig) []jetstream.KeyValueConfig {
 	replicas := cfg.Replicas
 	if replicas <= 0 {
@@ -179,15 +211,24 @@ func BucketConfigs(names contracts.Names, cfg TopologyConfig) []jetstream.KeyVal
 			Replicas:    replicas,
 		}
 	}
+	// The records of finished runs expire by a per-message TTL on their last write
+	// (docs/operations.md, "Data lifecycle"). A TTL removes only the revision that carries
+	// it, so these buckets keep one revision per key: with more, the key would come back
+	// as its previous revision when the last one expired.
+	expiring := func(name, desc string, markerTTL time.Duration) jetstream.KeyValueConfig {
+		kc := bucket(name, desc, 1)
+		kc.LimitMarkerTTL = markerTTL
+		return kc
+	}
 	return []jetstream.KeyValueConfig{
 		// First: services wait for batches, calls, tickets and runs (app.WaitTopology), so
 		// it — and the counters bucket before runs — exist then.
 		bucket(names.ToolsBucket(), "tool descriptors each executor serves, by target", 1),
-		bucket(names.BatchesBucket(), "one record per submitted batch", 3),
+		expiring(names.BatchesBucket(), "one record per finished batch, expiring with the run retention", cfg.archiveMarkerTTL()),
 		bucket(names.CallsBucket(), "one record per operation id (batch_id:call_id)", 5),
 		bucket(names.TicketsBucket(), "one record per parked call, keyed by correlation id", 5),
 		bucket(names.CountersBucket(), "compare-and-swap counters", 1),
-		bucket(names.RunsBucket(), "one record per run: its active batch and how it ended", 3),
+		expiring(names.RunsBucket(), "one record per run: its active batch and how it ended", runMarkerTTL),
 		// Last: older deployments gain it on their next `awaken setup`; until then no tool
 		// can be paused, and the gate reads "no bucket" as "nothing paused".
 		bucket(names.ToolPausesBucket(), "one record per paused tool (the kill switch), keyed by base64url tool id", 1),
@@ -216,27 +257,11 @@ func ObjectStoreConfig(names contracts.Names, cfg TopologyConfig) jetstream.Obje
 	}
 }
 
-// EnsureTopology creates every stream and bucket of names, or updates them to cfg. It is
-// idempotent and safe to run concurrently from every service at start-up: creating a
-// stream that another process created a moment earlier with the same configuration
-// succeeds. A change the server cannot apply in place (for example the storage type) is
-// returned as an error rather than silently ignored.
+// EnsureTopology creates every stream and bucket of names, or updates them to cfg, as
+// [ApplyTopology] does, without logging the changes.
 func EnsureTopology(ctx context.Context, js jetstream.JetStream, names contracts.Names, cfg TopologyConfig) error {
-	for _, sc := range StreamConfigs(names, cfg) {
-		if err := ensureStream(ctx, js, sc); err != nil {
-			return err
-		}
-	}
-	for _, kc := range BucketConfigs(names, cfg) {
-		if _, err := js.CreateOrUpdateKeyValue(ctx, kc); err != nil {
-			return fmt.Errorf("bus: ensure bucket %s: %w", kc.Bucket, err)
-		}
-	}
-	oc := ObjectStoreConfig(names, cfg)
-	if _, err := js.CreateOrUpdateObjectStore(ctx, oc); err != nil {
-		return fmt.Errorf("bus: ensure object store %s: %w", oc.Bucket, err)
-	}
-	return nil
+	_, err := ApplyTopology(ctx, js, names, cfg, zerolog.Nop())
+	return err
 }
 
 // ErrSchedulesStillAllowed is returned by [EnsureTopology] when a stream that clients write
@@ -261,10 +286,7 @@ func ensureStream(ctx context.Context, js jetstream.JetStream, sc jetstream.Stre
 		// update applies our configuration.
 		_, err = js.UpdateStream(ctx, sc)
 	}
-	if err != nil {
-		return fmt.Errorf("bus: ensure stream %s: %w", sc.Name, err)
-	}
-	return nil
+	return err
 }
 
 // Consumer defaults, applied by EnsureConsumer and Consume to zero fields of a ConsumerSpec.

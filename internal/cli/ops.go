@@ -83,6 +83,7 @@ func setupCommand(fs *flag.FlagSet, io cmdIO) runner {
 	auth := natsAuthFlags(fs)
 	timeout := fs.Duration("timeout", 2*time.Minute, "how long to wait for the server")
 	replicas := fs.Int("replicas", envInt("AWAKEN_REPLICAS"), "replicas of every stream and bucket, overriding storage.replicas of the configuration (3 for a 3-node cluster; 0 keeps the configuration's)")
+	dryRun := fs.Bool("dry-run", false, "print what setup would create or change (store, setting, old → new) and change nothing")
 	return func(ctx context.Context, _ []string) error {
 		cfg, err := config.Load(*cfgPath)
 		if err != nil {
@@ -110,6 +111,17 @@ func setupCommand(fs *flag.FlagSet, io cmdIO) runner {
 		js, err := jetstream.New(nc)
 		if err != nil {
 			return err
+		}
+		if *dryRun {
+			plan, err := app.Plan(ctx, js, cfg, log)
+			if err != nil {
+				return err
+			}
+			for _, c := range plan {
+				fmt.Fprintln(stdout, c)
+			}
+			fmt.Fprintf(stdout, "awaken setup --dry-run: %d change(s) for prefix %q; nothing was changed\n", len(plan), cfg.Names().Prefix)
+			return nil
 		}
 		if err := app.Setup(ctx, js, cfg, log); err != nil {
 			return err

@@ -5,7 +5,15 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
+	"time"
+
+	"github.com/awaken-dev/awaken/internal/natstest"
+	"github.com/awaken-dev/awaken/internal/servicetest"
+	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
 // TestHealthcheckExitCodes: `awaken healthcheck URL` is a container health check, so its
@@ -76,5 +84,56 @@ func TestNATSCredentialFlags(t *testing.T) {
 	fs.PrintDefaults()
 	if bytes.Contains(usage.Bytes(), []byte("from-env")) {
 		t.Errorf("usage shows the password:\n%s", usage.String())
+	}
+}
+
+// TestSetupDryRunChangesNothing: `awaken setup --dry-run` on an empty server prints a
+// creation per store and changes nothing; `awaken setup` then applies the retention of the
+// configuration, and a second dry run with another retention prints the one setting it
+// would change (store, field, old → new), still changing nothing.
+func TestSetupDryRunChangesNothing(t *testing.T) {
+	srv := natstest.Start(t)
+	_, js := srv.Conn(t)
+	ctx := servicetest.Context(t, 60*time.Second)
+	dir := t.TempDir()
+	write := func(yaml string) string {
+		p := filepath.Join(dir, "awaken.yaml")
+		if err := os.WriteFile(p, []byte(yaml), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	setup := func(args ...string) string {
+		t.Helper()
+		var stdout, stderr bytes.Buffer
+		if code := Main(context.Background(), append([]string{"setup", "--nats-url", srv.URL()}, args...), &stdout, &stderr); code != 0 {
+			t.Fatalf("awaken setup %v: exit %d: %s", args, code, stderr.String())
+		}
+		return stdout.String()
+	}
+	names := contracts.NewNames(contracts.DefaultPrefix)
+
+	cfg := write("retention: {events: 1h}\n")
+	out := setup("--config", cfg, "--dry-run")
+	if !strings.Contains(out, "stream "+names.EventsStream()+": create") || !strings.Contains(out, "nothing was changed") {
+		t.Errorf("dry run on an empty server printed:\n%s", out)
+	}
+	if _, err := js.Stream(ctx, names.EventsStream()); err == nil {
+		t.Fatal("the dry run created the events stream")
+	}
+
+	setup("--config", cfg)
+	cfg = write("retention: {events: 2h}\n")
+	out = setup("--config", cfg, "--dry-run")
+	if want := "stream " + names.EventsStream() + ": max_age 1h0m0s → 2h0m0s"; !strings.Contains(out, want) ||
+		!strings.Contains(out, "1 change(s)") {
+		t.Errorf("dry run printed:\n%s\nwant the one line %q", out, want)
+	}
+	st, err := js.Stream(ctx, names.EventsStream())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := st.CachedInfo().Config.MaxAge; got != time.Hour {
+		t.Errorf("events max age %s after the dry run, want 1h (the dry run changes nothing)", got)
 	}
 }

@@ -53,6 +53,10 @@ type Config struct {
 	MCPServe MCPServe `yaml:"mcp_serve"`
 	// Audit configures the tamper-evident audit trail: the key that signs it.
 	Audit Audit `yaml:"audit"`
+	// Retention says how long each kind of record is kept (docs/operations.md, "Data
+	// lifecycle"); `awaken setup` and every service's start apply it to the streams and
+	// buckets.
+	Retention Retention `yaml:"retention"`
 
 	// Dir is the directory of the file the configuration was loaded from; relative module
 	// paths resolve against it.
@@ -384,6 +388,10 @@ func Parse(data []byte) (*Config, error) {
 	dec.KnownFields(true)
 	var cfg Config
 	if err := dec.Decode(&cfg); err != nil {
+		var fe *FieldError
+		if errors.As(err, &fe) {
+			return nil, fe
+		}
 		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
 	if err := cfg.normalize(); err != nil {
@@ -400,6 +408,9 @@ func (c *Config) normalize() error {
 		return &FieldError{"prefix", err.Error()}
 	}
 	if err := c.Audit.validate(); err != nil {
+		return err
+	}
+	if err := c.Retention.validate(); err != nil {
 		return err
 	}
 	c.byID = make(map[string]int, len(c.Tools))

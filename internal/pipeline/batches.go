@@ -105,6 +105,15 @@ func (e *Env) AcceptBatch(ctx context.Context, rec contracts.BatchRecord) (Accep
 		if res.Refused = cur.RejectionForNewBatch(sub.Step); res.Refused != nil {
 			return errRefused
 		}
+		// A step the run went past, of which nothing is kept: its batch may have run and
+		// expired (the run record, the run's exactly-once marker, outlives the records of
+		// its batches), so it is refused rather than run a second time.
+		if exists && cur.LastStep != nil && sub.Step <= *cur.LastStep {
+			res.Refused = contracts.Reject(contracts.RejectStaleStep,
+				"batch %s: run %s has accepted steps up to %d and keeps no record of step %d (finished longer ago than the run retention, or never submitted); it is not run: submit the next step",
+				sub.BatchID(), sub.RunID, *cur.LastStep, sub.Step)
+			return errRefused
+		}
 		if prev := cur.Batch; prev != nil {
 			if prev.Phase == contracts.BatchPhaseOpen {
 				// Not reachable while active_step names the open batch; a record that says

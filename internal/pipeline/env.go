@@ -85,8 +85,13 @@ func NewEnv(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, cfg *con
 		Conn: nc, JS: js, Config: cfg, Names: names, Log: log, AuditKey: auditKey,
 		// Every record on an audit subject published through Pub is appended to its
 		// subject's chain (internal/auditlog), sealed and signed.
-		Pub:     bus.NewPublisher(js).WithChain(auditlog.New(js, names.AuditStream(), auditlog.SubjectPrefix(names), auditKey)),
-		Batches: state.NewStore[contracts.BatchRecord](batches, state.WithJetStream(js)),
+		Pub: bus.NewPublisher(js).WithChain(auditlog.New(js, names.AuditStream(), auditlog.SubjectPrefix(names), auditKey)),
+		// The archive holds finished batches only: each of its writes expires with the
+		// run retention, and its expiry marker drives the sweep of the batch's call and
+		// ticket records (the gate's sweeper, services/gate/sweep.go).
+		Batches: state.NewStore[contracts.BatchRecord](batches, state.WithJetStream(js)).WithTTL(func(*contracts.BatchRecord) time.Duration {
+			return cfg.RetentionOf(config.RetentionRuns)
+		}),
 		Tickets: state.NewStore[contracts.ResumeTicket](tickets, state.WithJetStream(js)),
 		Now:     func() time.Time { return time.Now().UTC() },
 		cache:   newBatchCache(batchCacheSize),
@@ -95,8 +100,23 @@ func NewEnv(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, cfg *con
 	// the call's output (records.go).
 	e.Calls = state.NewStore[contracts.CallRecord](calls, state.WithJetStream(js)).WithAnnounce(e.announceCall)
 	// And every run-record write: the revision that records a batch is the gate's work.
-	e.Runs = state.NewStore[contracts.RunRecord](runs, state.WithJetStream(js)).WithAnnounce(e.announceRun)
+	e.Runs = state.NewStore[contracts.RunRecord](runs, state.WithJetStream(js)).WithAnnounce(e.announceRun).WithTTL(RunRecordTTL(cfg))
 	return e, nil
+}
+
+// RunRecordTTL is the lifetime every write gives a run record: none while the run has a
+// batch open (a live run never expires), else twice the run retention. The run record is
+// the run's exactly-once marker — it names the last step the run accepted, so a batch
+// whose records are gone is refused rather than run again (docs/protocol.md, "Exactly
+// once across retention") — and so it outlives the records of the run's batches, which
+// expire after one retention, by one retention more.
+func RunRecordTTL(cfg *config.Config) func(*contracts.RunRecord) time.Duration {
+	return func(r *contracts.RunRecord) time.Duration {
+		if r.ActiveStep != nil || (r.Batch != nil && r.Batch.Phase == contracts.BatchPhaseOpen) {
+			return 0
+		}
+		return 2 * cfg.RetentionOf(config.RetentionRuns)
+	}
 }
 
 // SetTelemetry attaches t to the environment: services record their metrics on it and

@@ -102,7 +102,7 @@ func ReadFromLeader(ctx context.Context, nc *nats.Conn, bucket, key string) (*je
 	return m, nil
 }
 
-// readLast is [ReadFromLeader] that also returns a delete or purge marker (deleted true,
+// readLast is [ReadFromLeader] that also returns a delete, purge or expiry marker (deleted true,
 // with the marker's revision): a create after a delete must expect the marker's revision.
 func readLast(ctx context.Context, nc *nats.Conn, bucket, key string) (m *jetstream.RawStreamMsg, deleted bool, err error) {
 	m, err = ReadLastFromLeader(ctx, nc, "KV_"+bucket, "$KV."+bucket+"."+key)
@@ -114,8 +114,7 @@ func readLast(ctx context.Context, nc *nats.Conn, bucket, key string) (m *jetstr
 	case err != nil:
 		return nil, false, fmt.Errorf("state: read %s/%s from the leader: %w", bucket, key, err)
 	}
-	op := m.Header.Get(kvOperationHeader)
-	return m, op == kvOpDelete || op == kvOpPurge, nil
+	return m, isDeletion(m.Header), nil
 }
 
 // GetFromLeader is Get answered by the leader of the bucket's stream ([ReadFromLeader]):

@@ -106,6 +106,24 @@ type Store[T any] struct {
 	opts options
 	// announce, when set, makes a revision a work item (see [Store.WithAnnounce]).
 	announce Announce[T]
+	// ttl, when set, gives a revision a per-message TTL (see [Store.WithTTL]).
+	ttl func(v *T) time.Duration
+}
+
+// WithTTL returns a copy of s whose writes (Create, UpdateAt, Update) carry the
+// per-message TTL ttl returns for the value written (none when it returns 0): the server
+// removes that revision, and leaves a delete marker in its place, once it is that old. A
+// TTL removes only the revision that carries it, so the bucket must keep one revision per
+// key (history 1), or the key would read as its previous revision afterwards; the bucket
+// must allow per-message TTLs (a limit marker TTL). It needs [WithJetStream].
+//
+// As with announcements, deriving the TTL from the value in one place means every writer
+// of the record gives it the same lifetime: a record expires only in the states ttl says
+// may expire.
+func (s *Store[T]) WithTTL(ttl func(v *T) time.Duration) *Store[T] {
+	c := *s
+	c.ttl = ttl
+	return &c
 }
 
 // Announce returns the headers that make the revision v of key a work item for the
@@ -217,7 +235,7 @@ func (s *Store[T]) GetMany(ctx context.Context, keys []string) (map[string]Entry
 				return nil, fmt.Errorf("state: get %d keys of %s: %w", len(chunk), s.kv.Bucket(), err)
 			}
 			complete = m.Header.Get(numPendingHeader) == "0"
-			if op := m.Header.Get(kvOperationHeader); op == kvOpDelete || op == kvOpPurge {
+			if isDeletion(m.Header) {
 				continue
 			}
 			key := strings.TrimPrefix(m.Subject, prefix)
@@ -244,6 +262,14 @@ const (
 	kvOpPurge         = "PURGE"
 )
 
+// isDeletion reports whether a stored revision with hdr marks its key deleted: a
+// key-value delete or purge, or the marker the server leaves where a revision expired
+// (per-message TTL or max age), which carries a marker reason and no KV operation.
+func isDeletion(hdr nats.Header) bool {
+	op := hdr.Get(kvOperationHeader)
+	return op == kvOpDelete || op == kvOpPurge || hdr.Get(jetstream.MarkerReasonHeader) != ""
+}
+
 // Create writes v only if key has no current value; otherwise it returns ErrExists.
 func (s *Store[T]) Create(ctx context.Context, key string, v T) (uint64, error) {
 	b, err := s.encode(key, v)
@@ -260,12 +286,26 @@ func (s *Store[T]) Create(ctx context.Context, key string, v T) (uint64, error) 
 	return rev, nil
 }
 
-// headers returns the announcement headers of the write of v, or nil.
+// headers returns the announcement and TTL headers of the write of v, or nil.
 func (s *Store[T]) headers(ctx context.Context, key string, v *T) nats.Header {
-	if s.announce == nil || s.opts.js == nil {
+	if s.opts.js == nil {
 		return nil
 	}
-	return s.announce(ctx, key, v)
+	var hdr nats.Header
+	if s.announce != nil {
+		hdr = s.announce(ctx, key, v)
+	}
+	if s.ttl != nil {
+		if d := s.ttl(v); d > 0 {
+			with := make(nats.Header, len(hdr)+1)
+			for k, vs := range hdr {
+				with[k] = vs
+			}
+			with.Set(jetstream.MsgTTLHeader, d.String())
+			hdr = with
+		}
+	}
+	return hdr
 }
 
 // createRaw writes b to key only if key has no current value: like the key-value Create,

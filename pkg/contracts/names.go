@@ -125,6 +125,11 @@ const ConsumerGateTimers = "gate-timers"
 // without running.
 const ConsumerGateLimits = "gate-limits"
 
+// ConsumerGateSweeper is the gate's durable consumer of the batch archive: when a finished
+// batch's archived record expires (the run retention), it removes the batch's call and
+// ticket records.
+const ConsumerGateSweeper = "gate-sweeper"
+
 // Names derives every subject, stream and bucket from one configurable prefix. Stream and
 // bucket names are upper-case or underscore forms of the prefix so two deployments with
 // different prefixes can share one server.

@@ -42,6 +42,12 @@ const (
 	// RejectRunEnded: the run ended (for example in a state conflict); it takes no more
 	// batches.
 	RejectRunEnded RejectCode = "run_ended"
+	// RejectStaleStep: the step is at or below the last step the run accepted, and the run
+	// keeps no record of a batch of it — a batch finished longer ago than the run
+	// retention, whose records are gone, or a step the run went past without submitting.
+	// It is not run: a batch may have run under that id, and running it again would run
+	// its calls twice (docs/protocol.md, "Exactly once across retention").
+	RejectStaleStep RejectCode = "stale_step"
 )
 
 // Limits of a submission.

@@ -36,11 +36,11 @@ func batchResults(b *client.BatchResult) httpapi.BatchResults {
 
 // StatusForRejectCode maps a batcher rejection code to the HTTP status of the batch door:
 // 409 Conflict for what depends on the pipeline's state (conflict, run_busy,
-// run_cancelled, run_ended, and any code the pure validation cannot produce), 503 when the batcher
+// run_cancelled, run_ended, stale_step, and any code the pure validation cannot produce), 503 when the batcher
 // could not record the batch (exhausted), 400 for a malformed submission.
 func StatusForRejectCode(code string) int {
 	switch contracts.RejectCode(code) {
-	case contracts.RejectConflict, contracts.RejectRunBusy, contracts.RejectRunCancelled, contracts.RejectRunEnded:
+	case contracts.RejectConflict, contracts.RejectRunBusy, contracts.RejectRunCancelled, contracts.RejectRunEnded, contracts.RejectStaleStep:
 		return http.StatusConflict
 	case "exhausted":
 		return http.StatusServiceUnavailable

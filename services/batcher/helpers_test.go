@@ -51,7 +51,10 @@ func (h *harness) settled(seq uint64) {
 	h.WaitSettled(h.Env.Names.SubmissionsStream(), contracts.ConsumerBatcherSubmit, seq)
 }
 
-// recorded returns the revisions of run's record that record a batch: the gate's work.
+// recorded returns the stored revisions of run's record that record a batch: the gate's
+// work. The runs bucket keeps one revision per key, so it is the latest revision when that
+// one recorded a batch; a later write (a finalization) replaces it: use wantRunUnchanged
+// to show that nothing was recorded again.
 func (h *harness) recorded(run string) []servicetest.Stored {
 	return servicetest.BatchesRecorded(h.T, h.Ctx, h.JS, h.Env.Names, run)
 }
@@ -72,6 +75,25 @@ func (h *harness) wantRecorded(run string, n int) {
 	h.T.Helper()
 	if got := len(h.recorded(run)); got != n {
 		h.T.Errorf("%d batches recorded for run %s, want %d", got, run, n)
+	}
+}
+
+// runRevision returns the revision of run's record.
+func (h *harness) runRevision(run string) uint64 {
+	h.T.Helper()
+	_, rev, err := h.Env.Runs.Get(h.Ctx, contracts.RunKey(run))
+	if err != nil {
+		h.T.Fatalf("run record %s: %v", run, err)
+	}
+	return rev
+}
+
+// wantRunUnchanged fails the test unless run's record is still at revision rev: nothing
+// (no second recording of a batch) was written to it since.
+func (h *harness) wantRunUnchanged(run string, rev uint64) {
+	h.T.Helper()
+	if got := h.runRevision(run); got != rev {
+		h.T.Errorf("run record %s rewritten: revision %d → %d", run, rev, got)
 	}
 }
 

@@ -101,6 +101,7 @@ func TestOneActiveBatchPerRun(t *testing.T) {
 		rec.Holds(2) == nil {
 		t.Errorf("run record %+v (%v), want step 2 active and held", rec, err)
 	}
+	recordedStep2 := h.runRevision(run)
 	// Step 1 left the run record archived, so an identical resubmission of it is still
 	// the no-op, not a second run of the batch.
 	if a, _, err := h.Env.Batches.Get(h.Ctx, contracts.BatchKey(run, 1)); err != nil || a.Phase != contracts.BatchPhaseFinalized {
@@ -112,7 +113,7 @@ func TestOneActiveBatchPerRun(t *testing.T) {
 			t.Fatalf("identical resubmission of the archived batch was rejected: %+v", r)
 		}
 	}
-	h.wantRecorded(run, 2)
+	h.wantRunUnchanged(run, recordedStep2)
 }
 
 // TestOneActiveBatchPerRunUnderConcurrentBatchers: two batcher replicas receive steps 1

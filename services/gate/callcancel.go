@@ -44,6 +44,21 @@ func (s *Service) handleCallCancel(ctx context.Context, d bus.Delivery) error {
 	if err != nil || b == nil {
 		return err
 	}
+	// Every call of a finished batch is terminal. Past the run retention its call records
+	// are gone while the run record may still hold the batch (and this process's cache
+	// may too), and an absent record reads as Requested: cancelling it would write a
+	// record of a finished batch again. So the phase is read from the store.
+	fresh, err := s.env.FreshBatch(ctx, b.Submission.RunID, b.Submission.Step)
+	switch {
+	case errors.Is(err, pipeline.ErrBatchNotFound):
+		zerolog.Ctx(ctx).Info().Msg("call cancel: the batch is past its retention; nothing changes")
+		return nil
+	case err != nil:
+		return fmt.Errorf("gate: call cancel: read batch: %w", err)
+	case fresh.Phase != contracts.BatchPhaseOpen:
+		zerolog.Ctx(ctx).Info().Str("phase", string(fresh.Phase)).Msg("call cancel: the batch is finished; nothing changes")
+		return nil
+	}
 	return s.cancelCall(ctx, b, index, cc)
 }
 

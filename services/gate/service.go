@@ -19,6 +19,7 @@ package gate
 import (
 	"context"
 	"fmt"
+	"sync"
 
 	"github.com/rs/zerolog"
 
@@ -49,6 +50,8 @@ type Service struct {
 	limits      *limiter
 	log         zerolog.Logger
 	consumers   *bus.Consumers
+	// sweepStreams holds the record streams the sweep purges, by bucket, looked up once.
+	sweepStreams sync.Map
 }
 
 // Start compiles the host policy of env.Config (an invalid host policy fails Start), then
@@ -107,6 +110,7 @@ func Start(ctx context.Context, env *pipeline.Env, opts ...bus.DeliveryOption) (
 	if r, ok := s.limitReleaseRoute(); ok {
 		routes = append(routes, r)
 	}
+	routes = append(routes, s.sweepRoute())
 	s.consumers, err = bus.Start(ctx, env.JS, env.Delivery(bus.ServiceDelivery(), opts...), routes, s.log)
 	if err != nil {
 		return nil, fmt.Errorf("gate: start: %w", err)
