@@ -67,20 +67,28 @@ func countCancels(body []byte) int {
 }
 
 // watchCancels counts the cancellations in a POST body of a session before the SDK
-// reads it (the body is handed on whole).
-func (s *Server) watchCancels(r *http.Request, limit int64) {
-	sessionID := r.Header.Get("Mcp-Session-Id")
-	if r.Method != http.MethodPost || sessionID == "" || r.Body == nil {
-		return
+// reads it.
+func (s *Server) watchCancels(r *http.Request, body []byte) {
+	if sessionID := r.Header.Get("Mcp-Session-Id"); sessionID != "" {
+		s.sawCancel(sessionID, countCancels(body))
+	}
+}
+
+// peekBody returns the body of a POST (nil for another method, or a body over limit)
+// and leaves it whole for the SDK to read.
+func peekBody(r *http.Request, limit int64) []byte {
+	if r.Method != http.MethodPost || r.Body == nil {
+		return nil
 	}
 	data, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
 	r.Body = struct {
 		io.Reader
 		io.Closer
 	}{io.MultiReader(bytes.NewReader(data), r.Body), r.Body}
-	if err == nil && int64(len(data)) <= limit {
-		s.sawCancel(sessionID, countCancels(data))
+	if err != nil || int64(len(data)) > limit {
+		return nil
 	}
+	return data
 }
 
 // cancelWatchingTransport counts the cancellations a stdio client sends.

@@ -7,6 +7,9 @@
 //
 // The mapping (normative text: docs/protocol.md, "awaken as an MCP server"):
 //
+//   - An HTTP session belongs to the authenticated actor that opened it: a request naming
+//     it under another actor is answered 404, as for an unknown session (owners.go). The
+//     open sessions are bounded per actor and in total.
 //   - One MCP session is one run: run id "mcp-{first 24 hex digits of sha256(session
 //     id)}-{generation}", the generation starting at 1 and counting up each time a
 //     cancel ended the session's run. Each call is a step of the run, numbered from 1.

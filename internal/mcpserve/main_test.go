@@ -69,6 +69,8 @@ mcp_serve:
     - { actor: ide, tools: [echo] }
   max_queued_calls: 2
   max_argument_bytes: 4096
+  max_sessions_per_actor: 3
+  max_sessions: 4
 `
 
 func testLogger(t *testing.T) zerolog.Logger {
@@ -143,6 +145,16 @@ func (p *progressLog) all() []*mcp.ProgressNotificationParams {
 // connectHTTP opens an MCP session over Streamable HTTP with token.
 func (s *stack) connectHTTP(token, query string, progress *progressLog) *mcp.ClientSession {
 	s.t.Helper()
+	cs, err := s.tryConnectHTTP(token, query, progress)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return cs
+}
+
+// tryConnectHTTP opens an MCP session over Streamable HTTP with token, or says why not.
+func (s *stack) tryConnectHTTP(token, query string, progress *progressLog) (*mcp.ClientSession, error) {
+	s.t.Helper()
 	opts := &mcp.ClientOptions{}
 	if progress != nil {
 		opts.ProgressNotificationHandler = progress.handle
@@ -152,10 +164,10 @@ func (s *stack) connectHTTP(token, query string, progress *progressLog) *mcp.Cli
 		HTTPClient: &http.Client{Transport: bearer{token, http.DefaultTransport}}}
 	cs, err := c.Connect(s.ctx, tr, nil)
 	if err != nil {
-		s.t.Fatal(err)
+		return nil, err
 	}
 	s.t.Cleanup(func() { _ = cs.Close() })
-	return cs
+	return cs, nil
 }
 
 // call calls tool with args and fails the test on a protocol error.
