@@ -25,6 +25,14 @@
 //     progressToken) naming the ticket and its deadline while it is open; the result
 //     follows when it is resolved. The Tasks extension is not offered: go-sdk v1.8.0 does
 //     not implement it.
-//   - notifications/cancelled cancels the session's run (there is no one-call cancel);
-//     the session's next call starts the next generation's run.
+//   - A running tool's progress reports reach a client that sent a progressToken as
+//     notifications/progress, on one increasing scale with those of a wait on a ticket.
+//   - Over HTTP, notifications/cancelled, or a tools/call request that goes away
+//     unanswered, cancels that call (the one-call cancel); the session's next call then
+//     runs as the run's next step. Over stdio notifications/cancelled cancels the
+//     session's run (awaken mcp-serve's NATS user may not cancel single calls); the
+//     session's next call starts the next generation's run.
+//   - Client-executed tools are not offered: an MCP client cannot execute them.
+//   - Over HTTP the door speaks the protocol versions with sessions (SessionVersions);
+//     a server/discover probe for the sessionless one is refused, listing them.
 package mcpserve

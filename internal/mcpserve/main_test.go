@@ -57,6 +57,13 @@ tools:
       required: [n]
       additionalProperties: false
     set_result: { text: "stubbed" }
+  - id: progress
+    builtin: progress
+  - id: slow
+    builtin: slow
+    capability: replay_safe
+  - id: client_pick
+    kind: client_executed
 policy:
   default_behavior: allow
   rules:

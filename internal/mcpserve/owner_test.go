@@ -148,3 +148,24 @@ func TestHTTPSessionBounds(t *testing.T) {
 		t.Errorf("alice past the bound again: %d %s", code, body)
 	}
 }
+
+// awaitSessionPlace waits until token may open a session again (a closed session gives
+// its place back once the server saw it end).
+func (s *stack) awaitSessionPlace(ctx context.Context, token string) {
+	s.t.Helper()
+	natstest.WaitFor(s.t, waitTimeout, func() bool {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, s.url("/mcp"), strings.NewReader(initialize))
+		req.Header.Set("Authorization", "Bearer "+token)
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Content-Type", "application/json")
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return false
+		}
+		res.Body.Close()
+		if id := res.Header.Get("Mcp-Session-Id"); id != "" {
+			s.rawMCP(ctx, http.MethodDelete, token, id, "")
+		}
+		return res.StatusCode == http.StatusOK
+	}, "a place for a new session of the token")
+}

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"sync"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -149,6 +150,42 @@ func opensSession(body []byte) bool {
 	if json.Unmarshal(body, &m) == nil && m.Method != "" {
 		return m.Method == "initialize"
 	}
+	return true
+}
+
+// sessionlessVersion is the first MCP protocol version without sessions (SEP-2575).
+const sessionlessVersion = "2026-07-28"
+
+// SessionVersions are the MCP protocol versions the door speaks over Streamable HTTP: those
+// of the pinned SDK that have sessions. A session is a run, its calls the run's steps in
+// order, and it belongs to the token that opened it; the sessionless version has none of
+// that over HTTP, so it is spoken over stdio only (where the connection is the session).
+func SessionVersions() []string {
+	return slices.DeleteFunc(mcp.SupportedProtocolVersions(), func(v string) bool { return v >= sessionlessVersion })
+}
+
+// refuseDiscover answers a server/discover over HTTP, which probes for the sessionless
+// version, the way the SDK answers any other request of that version on a server with
+// sessions: unsupported protocol version (-32022), listing the versions it does speak. A
+// client then initializes a session at one of them. (The SDK itself answers the probe
+// with a result that lists only those versions, which some clients take for a server of
+// the new version, or refuse.)
+func refuseDiscover(w http.ResponseWriter, r *http.Request, body []byte) bool {
+	var m struct {
+		ID     json.RawMessage `json:"id"`
+		Method string          `json:"method"`
+	}
+	if json.Unmarshal(body, &m) != nil || m.Method != "server/discover" || len(m.ID) == 0 {
+		return false
+	}
+	data, _ := json.Marshal(map[string]any{"supported": SessionVersions(), "requested": r.Header.Get("Mcp-Protocol-Version")})
+	resp, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": m.ID, "error": map[string]any{
+		"code":    mcp.CodeUnsupportedProtocolVersion,
+		"message": "this server speaks MCP with sessions over HTTP: initialize a session at one of the supported versions",
+		"data":    json.RawMessage(data)}})
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusBadRequest)
+	_, _ = w.Write(resp)
 	return true
 }
 

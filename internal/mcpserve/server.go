@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -109,6 +110,10 @@ type Server struct {
 
 	// cancels counts the notifications/cancelled of each session (cancel.go).
 	cancels sync.Map
+	// callRequests are the HTTP requests carrying a tools/call, by the door's mark
+	// (cancel.go); requestSeq numbers the marks.
+	callRequests sync.Map
+	requestSeq   atomic.Uint64
 
 	// httpSessions are the open Streamable HTTP sessions and their owners (owners.go).
 	httpSessions httpSessions
@@ -242,6 +247,8 @@ func (s *Server) HTTPHandler(actorOf func(*http.Request) string) http.Handler {
 				http.Error(w, "session not found", http.StatusNotFound)
 				return
 			}
+		} else if refuseDiscover(w, r, body) {
+			return
 		} else if opensSession(body) {
 			o, err := s.reserve(actor)
 			if err != nil {
@@ -253,6 +260,7 @@ func (s *Server) HTTPHandler(actorOf func(*http.Request) string) http.Handler {
 			r = r.WithContext(context.WithValue(r.Context(), openingKey{}, o))
 		}
 		s.watchCancels(r, body)
+		defer s.markCallRequest(r, body)()
 		if id := r.Header.Get("Mcp-Session-Id"); r.Method == http.MethodDelete && id != "" {
 			s.endSession(id)
 			defer s.forgetCancels(id)
@@ -345,6 +353,11 @@ func (s *Server) newSession(ctx context.Context, actor, transport string, agentT
 		if ct.Paused {
 			continue // as the mcp catalog format: a paused tool's calls are all blocked
 		}
+		if ct.Kind == contracts.KindClientExecuted {
+			// Its call waits for the platform that submitted it to execute it and resume
+			// the ticket: an MCP client has no way to, so the call would wait for ever.
+			continue
+		}
 		schema, err := jsonschema.Compile(ct.Parameters)
 		if err != nil || !objectSchema(ct.Parameters) {
 			s.opts.Log.Warn().Err(err).Str("tool_id", ct.ID).Msg("mcp: tool left out: its parameters are not an object schema")
@@ -411,7 +424,7 @@ func (s *Server) audit(ctx context.Context, rec contracts.MCPCallAudit) error {
 
 // reportParked sends a progress notification while the call waits on a ticket: when it
 // opens and every ProgressEvery while it stays open, naming the ticket and its deadline.
-func (ss *session) reportParked(ctx context.Context, req *mcp.CallToolRequest, token any, runID string, step int64, callID string, log zerolog.Logger) {
+func (ss *session) reportParked(ctx context.Context, progress *progressSender, runID string, step int64, callID string) {
 	s := ss.srv
 	ticket, err := s.opts.Client.WaitTicket(ctx, runID, step, callID)
 	if err != nil {
@@ -428,10 +441,8 @@ func (ss *session) reportParked(ctx context.Context, req *mcp.CallToolRequest, t
 	}
 	every := time.NewTicker(s.opts.ProgressEvery)
 	defer every.Stop()
-	for n := 1; ; n++ {
-		if err := req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: token, Message: msg, Progress: float64(n)}); err != nil && ctx.Err() == nil {
-			log.Warn().Err(err).Str("correlation_id", ticket.CorrelationID).Msg("mcp: progress notification failed")
-		}
+	for {
+		progress.parked(ctx, msg)
 		select {
 		case <-ctx.Done():
 			return
