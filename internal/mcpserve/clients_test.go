@@ -149,11 +149,11 @@ func TestMCPGoGivesUp(t *testing.T) {
 		}
 		s.checkNextCall(ctx, c, name, run, step)
 
-		// A running call given up on: slow would sleep a minute, longer than the next
-		// call's wait.
+		// A running call given up on: slow would sleep 20 s (within the stack's stop
+		// timeout, should its body outlive the cancel), its result "done".
 		giveUpCtx, giveUp = context.WithCancel(ctx)
 		go func() {
-			_, err := mgoCall(giveUpCtx, c, "slow", map[string]any{"ms": 60000}, nil)
+			_, err := mgoCall(giveUpCtx, c, "slow", map[string]any{"ms": 20000}, nil)
 			done <- err
 		}()
 		natstest.WaitFor(t, waitTimeout, func() bool {
