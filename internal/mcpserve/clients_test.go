@@ -198,3 +198,103 @@ func (s *stack) rejectNone(name string) {
 		s.t.Fatalf("%s: rejections %v, want none", name, r)
 	}
 }
+
+// TestMCPGoBlockedApprovalRestart: with mcp-go over both transports, a call the policy
+// denies is an isError result saying blocked; a call parked on approval reports its
+// ticket as progress and answers once approved; and over HTTP a call waiting when the api
+// stops is answered stopped with its batch, and a new session works after the restart.
+func TestMCPGoBlockedApprovalRestart(t *testing.T) {
+	s := startStack(t)
+	ctx := callCtx(t)
+	mh, hp := s.connectMGoHTTP(aliceToken)
+	ms, sp := s.connectMGoStdio("cli:tester")
+	for name, c := range map[string]testClient{"http": mcpGoClient("mcp-go over http", mh, hp), "stdio": mcpGoClient("mcp-go over stdio", ms, sp)} {
+		out, isErr, err := c.call(ctx, "forbidden", map[string]any{}, "")
+		if err != nil || !isErr || !strings.Contains(out, "blocked") {
+			t.Errorf("%s: forbidden: %q %v %v, want a blocked error result", c.name, out, isErr, err)
+		}
+		done := make(chan string, 1)
+		go func() {
+			out, _, err := c.call(ctx, "ask_me", map[string]any{}, "parked-"+name)
+			done <- fmt.Sprint(out, err)
+		}()
+		tk := s.openTicket()
+		natstest.WaitFor(t, waitTimeout, func() bool {
+			for _, n := range c.progress() {
+				if n.token == "parked-"+name && strings.Contains(n.message, tk.CorrelationID) {
+					return true
+				}
+			}
+			return false
+		}, "a progress notification naming the ticket")
+		s.approve(tk)
+		if got := <-done; got != "ran ask_me<nil>" {
+			t.Errorf("%s: ask_me after approval: %q", c.name, got)
+		}
+	}
+
+	done := make(chan string, 1)
+	go func() {
+		res, err := mgoCall(ctx, mh, "ask_me", map[string]any{}, nil)
+		done <- fmt.Sprint(mgoText(res), err)
+	}()
+	tk := s.openTicket()
+	s.stopAPI()
+	if got := <-done; !strings.HasPrefix(got, "stopped") || !strings.Contains(got, tk.BatchID) || !strings.Contains(got, "/v1/batches/"+tk.BatchID+"/results") {
+		t.Fatalf("mcp-go over http: the waiting call at the stop: %q, want stopped naming %s and its results route", got, tk.BatchID)
+	}
+	s.startAPI()
+	again, _ := s.connectMGoHTTP(aliceToken)
+	if res, err := mgoCall(ctx, again, "echo", map[string]any{"text": "back"}, nil); err != nil || mgoText(res) != "back" {
+		t.Fatalf("mcp-go over http: a new session after the restart: %q, %v", mgoText(res), err)
+	}
+}
+
+// TestParkedThenRunningProgress: a call that waits on approval, then runs and reports
+// progress, sends both to the client on one increasing scale: the wait's notifications,
+// then the tool's shifted past them, its total with it.
+func TestParkedThenRunningProgress(t *testing.T) {
+	s := startStack(t)
+	ctx := callCtx(t)
+	for _, c := range s.allClients() {
+		done := make(chan string, 1)
+		go func() {
+			out, _, err := c.call(ctx, "ask_progress", map[string]any{"steps": 3, "ms": 300}, "both")
+			done <- fmt.Sprint(out, err)
+		}()
+		tk := s.openTicket()
+		natstest.WaitFor(t, waitTimeout, func() bool { return len(c.progress()) > 0 }, "the wait's progress notification")
+		s.approve(tk)
+		if got := <-done; got != "done after 3 steps<nil>" {
+			t.Errorf("%s: ask_progress: %q", c.name, got)
+			continue
+		}
+		notes := c.progress()
+		t.Logf("%s: %+v", c.name, notes)
+		var running int
+		for i, n := range notes {
+			if i > 0 && n.progress <= notes[i-1].progress {
+				t.Errorf("%s: notification %d %+v does not increase on %+v", c.name, i, n, notes[i-1])
+			}
+			if strings.HasPrefix(n.message, "step ") {
+				running++
+				if n.total != n.progress-float64(mustStep(t, n.message))+3 {
+					t.Errorf("%s: notification %+v: total not shifted with the progress", c.name, n)
+				}
+			}
+		}
+		if !strings.HasPrefix(notes[0].message, "waiting for permission") || running < 2 {
+			t.Errorf("%s: notifications %+v, want the wait's, then the running tool's", c.name, notes)
+		}
+	}
+}
+
+// mustStep is N of a "step N of M" progress message.
+func mustStep(t *testing.T, msg string) int {
+	t.Helper()
+	var n, m int
+	if _, err := fmt.Sscanf(msg, "step %d of %d", &n, &m); err != nil {
+		t.Fatalf("progress message %q: %v", msg, err)
+	}
+	return n
+}

@@ -66,7 +66,7 @@ func TestHTTPListCallBlocked(t *testing.T) {
 
 	alice := s.connectHTTP(aliceToken, "", nil)
 	// client_pick is client-executed: an MCP client could never finish its call.
-	if got, want := toolNames(t, ctx, alice), []string{"ask_me", "echo", "forbidden", "progress", "slow", "stub"}; !slices.Equal(got, want) {
+	if got, want := toolNames(t, ctx, alice), []string{"ask_me", "ask_progress", "echo", "forbidden", "progress", "slow", "stub"}; !slices.Equal(got, want) {
 		t.Fatalf("alice's tools %v, want %v", got, want)
 	}
 	if got := toolNames(t, ctx, s.connectHTTP(ideToken, "", nil)); !slices.Equal(got, []string{"echo"}) {

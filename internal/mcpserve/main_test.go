@@ -59,6 +59,8 @@ tools:
     set_result: { text: "stubbed" }
   - id: progress
     builtin: progress
+  - id: ask_progress
+    builtin: progress
   - id: slow
     builtin: slow
     capability: replay_safe
@@ -68,6 +70,7 @@ policy:
   default_behavior: allow
   rules:
     - { pattern: ask_me, behavior: ask, timeout: 1h }
+    - { pattern: ask_progress, behavior: ask, timeout: 1h }
     - { pattern: forbidden, behavior: deny }
 executors:
   inline_output_bytes: 1024

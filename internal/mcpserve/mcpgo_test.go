@@ -163,7 +163,7 @@ func TestMCPGoListCall(t *testing.T) {
 	stdioClient, _ := s.connectMGoStdio("cli:mcp-go")
 	for name, c := range map[string]*mgoclient.Client{"http": httpClient, "stdio": stdioClient} {
 		t.Logf("mcp-go over %s negotiated protocol version %s", name, c.ProtocolVersion())
-		if got, want := mgoTools(t, ctx, c), []string{"ask_me", "echo", "forbidden", "progress", "slow", "stub"}; !slices.Equal(got, want) {
+		if got, want := mgoTools(t, ctx, c), []string{"ask_me", "ask_progress", "echo", "forbidden", "progress", "slow", "stub"}; !slices.Equal(got, want) {
 			t.Errorf("mcp-go over %s: tools %v, want %v", name, got, want)
 		}
 		res, err := mgoCall(ctx, c, "echo", map[string]any{"text": "hello from " + name}, nil)
