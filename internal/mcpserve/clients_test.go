@@ -199,29 +199,29 @@ func (s *stack) rejectNone(name string) {
 	}
 }
 
-// TestMCPGoBlockedApprovalRestart: with mcp-go over both transports, a call the policy
-// denies is an isError result saying blocked; a call parked on approval reports its
-// ticket as progress and answers once approved; and over HTTP a call waiting when the api
-// stops is answered stopped with its batch, and a new session works after the restart.
-func TestMCPGoBlockedApprovalRestart(t *testing.T) {
+// TestBlockedApprovalRestart: with both clients over both transports, a call the policy
+// denies is an isError result saying blocked, and a call parked on approval reports its
+// ticket as progress and answers once approved; with mcp-go over HTTP (the official
+// client's: TestHTTPRestartWhileWaiting) a call waiting when the api stops is answered
+// stopped with its batch, and a new session works after the restart.
+func TestBlockedApprovalRestart(t *testing.T) {
 	s := startStack(t)
 	ctx := callCtx(t)
-	mh, hp := s.connectMGoHTTP(aliceToken)
-	ms, sp := s.connectMGoStdio("cli:tester")
-	for name, c := range map[string]testClient{"http": mcpGoClient("mcp-go over http", mh, hp), "stdio": mcpGoClient("mcp-go over stdio", ms, sp)} {
+	clients := s.allClients()
+	for _, c := range clients {
 		out, isErr, err := c.call(ctx, "forbidden", map[string]any{}, "")
 		if err != nil || !isErr || !strings.Contains(out, "blocked") {
 			t.Errorf("%s: forbidden: %q %v %v, want a blocked error result", c.name, out, isErr, err)
 		}
 		done := make(chan string, 1)
 		go func() {
-			out, _, err := c.call(ctx, "ask_me", map[string]any{}, "parked-"+name)
+			out, _, err := c.call(ctx, "ask_me", map[string]any{}, "parked")
 			done <- fmt.Sprint(out, err)
 		}()
 		tk := s.openTicket()
 		natstest.WaitFor(t, waitTimeout, func() bool {
 			for _, n := range c.progress() {
-				if n.token == "parked-"+name && strings.Contains(n.message, tk.CorrelationID) {
+				if n.token == "parked" && strings.Contains(n.message, tk.CorrelationID) {
 					return true
 				}
 			}
@@ -233,15 +233,16 @@ func TestMCPGoBlockedApprovalRestart(t *testing.T) {
 		}
 	}
 
+	mgoHTTP := clients[2]
 	done := make(chan string, 1)
 	go func() {
-		res, err := mgoCall(ctx, mh, "ask_me", map[string]any{}, nil)
-		done <- fmt.Sprint(mgoText(res), err)
+		out, _, err := mgoHTTP.call(ctx, "ask_me", map[string]any{}, "")
+		done <- fmt.Sprint(out, err)
 	}()
 	tk := s.openTicket()
 	s.stopAPI()
 	if got := <-done; !strings.HasPrefix(got, "stopped") || !strings.Contains(got, tk.BatchID) || !strings.Contains(got, "/v1/batches/"+tk.BatchID+"/results") {
-		t.Fatalf("mcp-go over http: the waiting call at the stop: %q, want stopped naming %s and its results route", got, tk.BatchID)
+		t.Fatalf("%s: the waiting call at the stop: %q, want stopped naming %s and its results route", mgoHTTP.name, got, tk.BatchID)
 	}
 	s.startAPI()
 	again, _ := s.connectMGoHTTP(aliceToken)
