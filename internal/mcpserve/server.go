@@ -249,7 +249,7 @@ func (s *Server) HTTPHandler(actorOf func(*http.Request) string) http.Handler {
 			}
 		} else if refuseDiscover(w, r, body) {
 			return
-		} else if opensSession(body) {
+		} else if r.Method == http.MethodPost && opensSession(body) {
 			o, err := s.reserve(actor)
 			if err != nil {
 				s.opts.Log.Warn().Err(err).Str("actor", actor).Msg("mcp session refused")
