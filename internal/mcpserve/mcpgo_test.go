@@ -57,7 +57,7 @@ func (s *stack) initMGo(c *mgoclient.Client) *mgoProgress {
 	}
 	s.t.Cleanup(func() { _ = c.Close() })
 	if _, err := c.Initialize(s.ctx, mgo.InitializeRequest{Params: mgo.InitializeParams{
-		ClientInfo: mgo.Implementation{Name: mgoClientName, Version: "1.2.1"}}}); err != nil {
+		ClientInfo: mgo.Implementation{Name: mgoClientName, Version: "1.6.0"}}}); err != nil {
 		s.t.Fatalf("mcp-go initialize: %v", err)
 	}
 	return &progress
@@ -161,8 +161,13 @@ func TestMCPGoListCall(t *testing.T) {
 	ctx := callCtx(t)
 	httpClient, _ := s.connectMGoHTTP(aliceToken)
 	stdioClient, _ := s.connectMGoStdio("cli:mcp-go")
+	// Over HTTP the newest version with sessions, over stdio the newest the SDK speaks.
+	wantVersion := map[string]string{"http": mcpserve.SessionVersions()[0], "stdio": mcp.SupportedProtocolVersions()[0]}
 	for name, c := range map[string]*mgoclient.Client{"http": httpClient, "stdio": stdioClient} {
 		t.Logf("mcp-go over %s negotiated protocol version %s", name, c.ProtocolVersion())
+		if c.ProtocolVersion() != wantVersion[name] {
+			t.Errorf("mcp-go over %s negotiated protocol version %s, want %s", name, c.ProtocolVersion(), wantVersion[name])
+		}
 		if got, want := mgoTools(t, ctx, c), []string{"ask_me", "ask_progress", "echo", "forbidden", "progress", "slow", "stub"}; !slices.Equal(got, want) {
 			t.Errorf("mcp-go over %s: tools %v, want %v", name, got, want)
 		}

@@ -9,8 +9,10 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -165,12 +167,13 @@ func SessionVersions() []string {
 }
 
 // refuseDiscover answers a server/discover over HTTP, which probes for the sessionless
-// version, the way the SDK answers any other request of that version on a server with
-// sessions: unsupported protocol version (-32022), listing the versions it does speak. A
-// client then initializes a session at one of them. (The SDK itself answers the probe
-// with a result that lists only those versions, which some clients take for a server of
-// the new version, or refuse.)
-func refuseDiscover(w http.ResponseWriter, r *http.Request, body []byte) bool {
+// version, as a server of the versions with sessions answers it: method not found
+// (-32601), the versions it speaks named in the message. Every client then initializes a
+// session (the SEP-2575 fallback on a non-modern error). An unsupported-protocol-version
+// error (-32022) listing the session versions would not do: mcp-go v1.6 takes it for a
+// server of the sessionless version and gives up when none of those is that version, as
+// it does on the SDK's own answer, a result listing them.
+func refuseDiscover(w http.ResponseWriter, body []byte) bool {
 	var m struct {
 		ID     json.RawMessage `json:"id"`
 		Method string          `json:"method"`
@@ -178,13 +181,11 @@ func refuseDiscover(w http.ResponseWriter, r *http.Request, body []byte) bool {
 	if json.Unmarshal(body, &m) != nil || m.Method != "server/discover" || len(m.ID) == 0 {
 		return false
 	}
-	data, _ := json.Marshal(map[string]any{"supported": SessionVersions(), "requested": r.Header.Get("Mcp-Protocol-Version")})
 	resp, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": m.ID, "error": map[string]any{
-		"code":    mcp.CodeUnsupportedProtocolVersion,
-		"message": "this server speaks MCP with sessions over HTTP: initialize a session at one of the supported versions",
-		"data":    json.RawMessage(data)}})
+		"code": jsonrpc.CodeMethodNotFound,
+		"message": fmt.Sprintf("server/discover is not served over HTTP: this server speaks MCP with sessions (%s); initialize a session",
+			strings.Join(SessionVersions(), ", "))}})
 	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(http.StatusBadRequest)
 	_, _ = w.Write(resp)
 	return true
 }

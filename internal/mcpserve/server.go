@@ -247,7 +247,7 @@ func (s *Server) HTTPHandler(actorOf func(*http.Request) string) http.Handler {
 				http.Error(w, "session not found", http.StatusNotFound)
 				return
 			}
-		} else if refuseDiscover(w, r, body) {
+		} else if refuseDiscover(w, body) {
 			return
 		} else if r.Method == http.MethodPost && opensSession(body) {
 			o, err := s.reserve(actor)
