@@ -34,5 +34,6 @@
 //     session's next call starts the next generation's run.
 //   - Client-executed tools are not offered: an MCP client cannot execute them.
 //   - Over HTTP the door speaks the protocol versions with sessions (SessionVersions);
-//     a server/discover probe for the sessionless one is refused, listing them.
+//     a server/discover probe for the sessionless one is answered method not found, as a
+//     server of those versions answers it, and the client initializes a session.
 package mcpserve
