@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -28,13 +29,19 @@ func TestSecure_mcpDoorNeedsNoMorePermission(t *testing.T) {
 	ctx := ctxFor(t, 2*time.Minute)
 
 	// The api's door: Streamable HTTP on /mcp.
-	c := mcp.NewClient(&mcp.Implementation{Name: "secure-test", Version: "1"}, nil)
+	var progressed atomic.Int64
+	c := mcp.NewClient(&mcp.Implementation{Name: "secure-test", Version: "1"}, &mcp.ClientOptions{
+		ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
+			if req.Params.ProgressToken == "running" {
+				progressed.Add(1)
+			}
+		}})
 	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: strings.TrimSuffix(s.apiURL, "/") + "/mcp"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cs.Close()
-	checkMCPDoor(t, ctx, s, cs)
+	checkMCPDoor(t, ctx, s, cs, &progressed)
 
 	// The stdio door, run as the platform user.
 	platform, err := client.New(s.connect(t, deploy.UserPlatform), client.KeepLinks())
@@ -57,7 +64,7 @@ func TestSecure_mcpDoorNeedsNoMorePermission(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkMCPDoor(t, ctx, s, stdio)
+	checkMCPDoor(t, ctx, s, stdio, &progressed)
 	_ = stdio.Close()
 	stop()
 	<-served
@@ -67,9 +74,10 @@ func TestSecure_mcpDoorNeedsNoMorePermission(t *testing.T) {
 	}
 }
 
-// checkMCPDoor lists the tools, calls echo, and calls ask_me, approving its ticket over
-// HTTP once the progress notification named it.
-func checkMCPDoor(t *testing.T, ctx context.Context, s *secureStack, cs *mcp.ClientSession) {
+// checkMCPDoor lists the tools, calls echo, calls progress (its running progress reaches
+// the client), gives up on a slow call (cancelling it), and calls ask_me, approving its
+// ticket over HTTP once the progress notification named it.
+func checkMCPDoor(t *testing.T, ctx context.Context, s *secureStack, cs *mcp.ClientSession, progressed *atomic.Int64) {
 	t.Helper()
 	if tools, err := cs.ListTools(ctx, nil); err != nil || len(tools.Tools) == 0 {
 		t.Fatalf("tools/list: %v", err)
@@ -78,6 +86,17 @@ func checkMCPDoor(t *testing.T, ctx context.Context, s *secureStack, cs *mcp.Cli
 	if err != nil || res.IsError || res.Content[0].(*mcp.TextContent).Text != "secure" {
 		t.Fatalf("echo: %v %+v", err, res)
 	}
+	before := progressed.Load()
+	res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "progress", Arguments: map[string]any{"steps": 3, "ms": 300},
+		Meta: mcp.Meta{"progressToken": "running"}})
+	if err != nil || res.IsError || progressed.Load() == before {
+		t.Fatalf("progress: %v %+v, %d progress notifications", err, res, progressed.Load()-before)
+	}
+	slowCtx, giveUp := context.WithTimeout(ctx, time.Second)
+	if _, err := cs.CallTool(slowCtx, &mcp.CallToolParams{Name: "slow", Arguments: map[string]any{"ms": 60000}}); err == nil {
+		t.Fatal("slow answered within a second")
+	}
+	giveUp()
 	done := make(chan *mcp.CallToolResult, 1)
 	go func() {
 		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "ask_me", Arguments: map[string]any{}, Meta: mcp.Meta{"progressToken": "p"}})

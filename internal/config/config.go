@@ -293,6 +293,14 @@ type MCPServe struct {
 	// MaxArgumentBytes bounds the JSON arguments of one call (default 65536, at most the
 	// submission limit).
 	MaxArgumentBytes int `yaml:"max_argument_bytes"`
+	// MaxSessionsPerActor bounds the open Streamable HTTP sessions of one authenticated
+	// actor (default 64): each holds memory until it is deleted or idle for an hour, so
+	// one token must not be able to take the api's memory. Past it a new session is refused
+	// (429, too_many_sessions).
+	MaxSessionsPerActor int `yaml:"max_sessions_per_actor"`
+	// MaxSessions bounds the open Streamable HTTP sessions of all actors together
+	// (default 1024, at least MaxSessionsPerActor).
+	MaxSessions int `yaml:"max_sessions"`
 }
 
 // MCPServeClient is the tool list of one MCP client, found by its authenticated actor.
@@ -353,6 +361,18 @@ func (c *Config) normalizeMCPServe() error {
 	}
 	if m.MaxArgumentBytes < 2 || m.MaxArgumentBytes > contracts.MaxSubmissionBytes/2 {
 		return &FieldError{"mcp_serve.max_argument_bytes", fmt.Sprintf("must be within 2..%d", contracts.MaxSubmissionBytes/2)}
+	}
+	if m.MaxSessionsPerActor == 0 {
+		m.MaxSessionsPerActor = 64
+	}
+	if m.MaxSessionsPerActor < 1 || m.MaxSessionsPerActor > 65536 {
+		return &FieldError{"mcp_serve.max_sessions_per_actor", "must be within 1..65536"}
+	}
+	if m.MaxSessions == 0 {
+		m.MaxSessions = max(1024, m.MaxSessionsPerActor)
+	}
+	if m.MaxSessions < m.MaxSessionsPerActor || m.MaxSessions > 65536 {
+		return &FieldError{"mcp_serve.max_sessions", fmt.Sprintf("must be within max_sessions_per_actor (%d)..65536", m.MaxSessionsPerActor)}
 	}
 	return nil
 }

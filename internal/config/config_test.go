@@ -88,6 +88,8 @@ func TestParse_invalidNamesTheField(t *testing.T) {
 		{"mcp_serve client without tools", "mcp_serve:\n  clients: [{actor: ide}]\n", "mcp_serve.clients[0].tools"},
 		{"mcp_serve queue bound", "mcp_serve: {max_queued_calls: -1}\n", "mcp_serve.max_queued_calls"},
 		{"mcp_serve argument bound", "mcp_serve: {max_argument_bytes: 1048576}\n", "mcp_serve.max_argument_bytes"},
+		{"mcp_serve sessions per actor bound", "mcp_serve: {max_sessions_per_actor: -1}\n", "mcp_serve.max_sessions_per_actor"},
+		{"mcp_serve sessions below the per-actor bound", "mcp_serve: {max_sessions_per_actor: 10, max_sessions: 5}\n", "mcp_serve.max_sessions"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -122,8 +124,8 @@ func TestMCPServe_toolsFor(t *testing.T) {
 	if got := m.ToolsFor("alice"); strings.Join(got, ",") != "a,b" {
 		t.Errorf("alice: %v", got)
 	}
-	if m.MaxQueuedCalls != 8 || m.MaxArgumentBytes != 64<<10 {
-		t.Errorf("defaults %d %d", m.MaxQueuedCalls, m.MaxArgumentBytes)
+	if m.MaxQueuedCalls != 8 || m.MaxArgumentBytes != 64<<10 || m.MaxSessionsPerActor != 64 || m.MaxSessions != 1024 {
+		t.Errorf("defaults %d %d %d %d", m.MaxQueuedCalls, m.MaxArgumentBytes, m.MaxSessionsPerActor, m.MaxSessions)
 	}
 	open, err := config.Parse([]byte("{}"))
 	if err != nil {

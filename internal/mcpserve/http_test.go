@@ -65,7 +65,8 @@ func TestHTTPListCallBlocked(t *testing.T) {
 	}
 
 	alice := s.connectHTTP(aliceToken, "", nil)
-	if got, want := toolNames(t, ctx, alice), []string{"ask_me", "echo", "forbidden", "stub"}; !slices.Equal(got, want) {
+	// client_pick is client-executed: an MCP client could never finish its call.
+	if got, want := toolNames(t, ctx, alice), []string{"ask_me", "ask_progress", "echo", "forbidden", "progress", "slow", "stub"}; !slices.Equal(got, want) {
 		t.Fatalf("alice's tools %v, want %v", got, want)
 	}
 	if got := toolNames(t, ctx, s.connectHTTP(ideToken, "", nil)); !slices.Equal(got, []string{"echo"}) {
@@ -191,8 +192,8 @@ func TestHTTPApprovalProgress(t *testing.T) {
 }
 
 // TestHTTPCancel: the client's notifications/cancelled (cancelling its CallTool) cancels
-// the session's run — the parked call ends indeterminate "cancelled" — and the session's
-// next call runs in its next run.
+// that call — the parked call ends "cancelled before start" and its ticket is closed —
+// and the session's next call runs as the next step of the same run, without waiting.
 func TestHTTPCancel(t *testing.T) {
 	s := startStack(t)
 	ctx := callCtx(t)
@@ -203,21 +204,31 @@ func TestHTTPCancel(t *testing.T) {
 	if a := <-done; !errors.Is(a.err, context.Canceled) {
 		t.Fatalf("cancelled call: %v", a.err)
 	}
-	runID := mcpserve.RunID(cs.ID(), 1)
-	b, err := s.client.Await(ctx, runID, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r := b.Results[0]; r.Outcome != contracts.OutcomeIndeterminate || !strings.Contains(mustJSON(r.Output), "cancelled") {
-		t.Fatalf("the cancelled call's result %+v, want indeterminate cancelled", r)
-	}
+	s.checkCancelledBeforeStart(ctx, mcpserve.RunID(cs.ID(), 1), 1)
 	next := call(t, ctx, cs, "echo", map[string]any{"text": "after"}, nil)
 	if next.IsError || text(next) != "after" {
 		t.Fatalf("the next call: %q", text(next))
 	}
-	if got, want := batchOf(t, next), contracts.BatchID(mcpserve.RunID(cs.ID(), 2), 1); got != want {
-		t.Fatalf("the next call's batch %s, want %s (the session's next run)", got, want)
+	if got, want := batchOf(t, next), contracts.BatchID(mcpserve.RunID(cs.ID(), 1), 2); got != want {
+		t.Fatalf("the next call's batch %s, want %s (the session's run goes on)", got, want)
 	}
+}
+
+// checkCancelledBeforeStart fails the test unless step of runID ended cancelled before it
+// started (the one-call cancel of a parked call) and no ticket is left open.
+func (s *stack) checkCancelledBeforeStart(ctx context.Context, runID string, step int64) {
+	s.t.Helper()
+	b, err := s.client.Await(ctx, runID, step)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	if r := b.Results[0]; r.Outcome != contracts.OutcomeCompleted || !strings.Contains(mustJSON(r.Output), "cancelled before start") {
+		s.t.Fatalf("the cancelled call's result %+v, want completed \"cancelled before start\"", r)
+	}
+	natstest.WaitFor(s.t, waitTimeout, func() bool {
+		ts, err := s.client.Tickets(ctx)
+		return err == nil && len(ts) == 0
+	}, "the cancelled call's ticket closed")
 }
 
 // TestHTTPRestartWhileWaiting: the api stops while an MCP call waits on approval; the call

@@ -57,10 +57,20 @@ tools:
       required: [n]
       additionalProperties: false
     set_result: { text: "stubbed" }
+  - id: progress
+    builtin: progress
+  - id: ask_progress
+    builtin: progress
+  - id: slow
+    builtin: slow
+    capability: replay_safe
+  - id: client_pick
+    kind: client_executed
 policy:
   default_behavior: allow
   rules:
     - { pattern: ask_me, behavior: ask, timeout: 1h }
+    - { pattern: ask_progress, behavior: ask, timeout: 1h }
     - { pattern: forbidden, behavior: deny }
 executors:
   inline_output_bytes: 1024
@@ -69,6 +79,8 @@ mcp_serve:
     - { actor: ide, tools: [echo] }
   max_queued_calls: 2
   max_argument_bytes: 4096
+  max_sessions_per_actor: 3
+  max_sessions: 4
 `
 
 func testLogger(t *testing.T) zerolog.Logger {
@@ -149,6 +161,16 @@ func (p *progressLog) all() []*mcp.ProgressNotificationParams {
 // connectHTTP opens an MCP session over Streamable HTTP with token.
 func (s *stack) connectHTTP(token, query string, progress *progressLog) *mcp.ClientSession {
 	s.t.Helper()
+	cs, err := s.tryConnectHTTP(token, query, progress)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return cs
+}
+
+// tryConnectHTTP opens an MCP session over Streamable HTTP with token, or says why not.
+func (s *stack) tryConnectHTTP(token, query string, progress *progressLog) (*mcp.ClientSession, error) {
+	s.t.Helper()
 	opts := &mcp.ClientOptions{}
 	if progress != nil {
 		opts.ProgressNotificationHandler = progress.handle
@@ -158,10 +180,10 @@ func (s *stack) connectHTTP(token, query string, progress *progressLog) *mcp.Cli
 		HTTPClient: &http.Client{Transport: bearer{token, http.DefaultTransport}}}
 	cs, err := c.Connect(s.ctx, tr, nil)
 	if err != nil {
-		s.t.Fatal(err)
+		return nil, err
 	}
 	s.t.Cleanup(func() { _ = cs.Close() })
-	return cs
+	return cs, nil
 }
 
 // call calls tool with args and fails the test on a protocol error.

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -112,6 +113,16 @@ type Server struct {
 
 	// cancels counts the notifications/cancelled of each session (cancel.go).
 	cancels sync.Map
+	// callRequests are the HTTP requests carrying a tools/call, by the door's mark
+	// (cancel.go); requestSeq numbers the marks.
+	callRequests sync.Map
+	requestSeq   atomic.Uint64
+
+	// httpSessions are the open Streamable HTTP sessions and their owners (owners.go).
+	httpSessions httpSessions
+	// bare answers the SDK's question of which protocol versions a request of an open
+	// session (or one that opens none) may name: only a new session needs its own server.
+	bare *mcp.Server
 }
 
 // stopDrain bounds how long Stop waits for the answers of the calls it stopped.
@@ -126,7 +137,7 @@ func New(opts Options) (*Server, error) {
 	if opts.Client == nil || opts.Catalog == nil {
 		return nil, fmt.Errorf("%w: a client and a catalog are required", ErrOptions)
 	}
-	if opts.Config.MaxQueuedCalls < 1 || opts.Config.MaxArgumentBytes < 2 {
+	if opts.Config.MaxQueuedCalls < 1 || opts.Config.MaxArgumentBytes < 2 || opts.Config.MaxSessionsPerActor < 1 || opts.Config.MaxSessions < 1 {
 		return nil, fmt.Errorf("%w: mcp_serve bounds are not set (load the configuration through config.Parse)", ErrOptions)
 	}
 	if opts.ProgressEvery <= 0 {
@@ -142,7 +153,10 @@ func New(opts Options) (*Server, error) {
 	stopped, stop := context.WithCancel(context.Background())
 	names := opts.Client.Names()
 	trail := auditlog.New(js, names.AuditStream(), auditlog.SubjectPrefix(names), opts.AuditKey)
-	return &Server{opts: opts, js: js, trail: trail, stopped: stopped, stop: stop, servers: map[*mcp.Server]*session{}}, nil
+	s := &Server{opts: opts, js: js, trail: trail, stopped: stopped, stop: stop, servers: map[*mcp.Server]*session{},
+		httpSessions: httpSessions{owner: map[string]string{}, perActor: map[string]int{}}}
+	s.bare = mcp.NewServer(s.implementation(), s.serverOptions())
+	return s, nil
 }
 
 // Stop ends every call that is waiting for its result: each gets an isError result with
@@ -210,7 +224,9 @@ func (s *Server) track(srv *mcp.Server, sess *session) {
 // HTTPHandler serves Streamable HTTP. actorOf returns the authenticated actor of a
 // request (the caller authenticates it first); an agent_tools query parameter of the
 // session's first request (a comma-separated list of tool ids) narrows the session's
-// tools further.
+// tools further. A session is served only to the actor that opened it (any other is
+// answered 404, as for an unknown session), and a new session past
+// mcp_serve.max_sessions_per_actor or max_sessions is refused 429 too_many_sessions.
 func (s *Server) HTTPHandler(actorOf func(*http.Request) string) http.Handler {
 	h := s.streamableHandler(actorOf)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -227,7 +243,27 @@ func (s *Server) HTTPHandler(actorOf func(*http.Request) string) http.Handler {
 			}
 			defer s.posts.Done()
 		}
-		s.watchCancels(r, s.maxBody())
+		actor := actorOf(r)
+		body := peekBody(r, s.maxBody())
+		if id := r.Header.Get("Mcp-Session-Id"); id != "" {
+			if !s.owns(id, actor) {
+				http.Error(w, "session not found", http.StatusNotFound)
+				return
+			}
+		} else if refuseDiscover(w, body) {
+			return
+		} else if r.Method == http.MethodPost && opensSession(body) {
+			o, err := s.reserve(actor)
+			if err != nil {
+				s.opts.Log.Warn().Err(err).Str("actor", actor).Msg("mcp session refused")
+				refuseSession(w, err)
+				return
+			}
+			defer s.opened(o)
+			r = r.WithContext(context.WithValue(r.Context(), openingKey{}, o))
+		}
+		s.watchCancels(r, body)
+		defer s.markCallRequest(r, body)()
 		if id := r.Header.Get("Mcp-Session-Id"); r.Method == http.MethodDelete && id != "" {
 			s.endSession(id)
 			defer s.forgetCancels(id)
@@ -238,6 +274,13 @@ func (s *Server) HTTPHandler(actorOf func(*http.Request) string) http.Handler {
 
 func (s *Server) streamableHandler(actorOf func(*http.Request) string) http.Handler {
 	return mcp.NewStreamableHTTPHandler(func(r *http.Request) *mcp.Server {
+		o := openingOf(r.Context())
+		if o == nil {
+			return s.bare
+		}
+		if o.srv != nil {
+			return o.srv // the SDK asks twice for the server of a new session
+		}
 		var agentTools []string
 		if q := r.URL.Query(); q.Has("agent_tools") {
 			agentTools = []string{}
@@ -247,11 +290,12 @@ func (s *Server) streamableHandler(actorOf func(*http.Request) string) http.Hand
 				}
 			}
 		}
-		srv, err := s.newSession(r.Context(), actorOf(r), TransportHTTP, agentTools, "")
+		srv, err := s.newSession(r.Context(), o.actor, TransportHTTP, agentTools, "", func() string { return s.newSessionID(o) })
 		if err != nil {
 			s.opts.Log.Error().Err(err).Msg("mcp session refused: the catalog could not be read")
 			return nil // the handler answers 400
 		}
+		o.srv = srv
 		return srv
 	}, &mcp.StreamableHTTPOptions{
 		// The api checks the Host itself (DNS rebinding) and authenticates every request.
@@ -271,7 +315,7 @@ func (s *Server) ServeStdio(ctx context.Context, t mcp.Transport, actor string, 
 	var id [16]byte
 	_, _ = rand.Read(id[:])
 	sessionID := "stdio-" + hex.EncodeToString(id[:])
-	srv, err := s.newSession(ctx, actor, TransportStdio, agentTools, sessionID)
+	srv, err := s.newSession(ctx, actor, TransportStdio, agentTools, sessionID, nil)
 	if err != nil {
 		return err
 	}
@@ -294,8 +338,9 @@ type tool struct {
 }
 
 // newSession builds the MCP server of one session: the tools its actor (and agentTools)
-// may use, each turning a call into a batch of the session's run.
-func (s *Server) newSession(ctx context.Context, actor, transport string, agentTools []string, fixedID string) (*mcp.Server, error) {
+// may use, each turning a call into a batch of the session's run. sessionID names an HTTP
+// session (nil for stdio: fixedID).
+func (s *Server) newSession(ctx context.Context, actor, transport string, agentTools []string, fixedID string, sessionID func() string) (*mcp.Server, error) {
 	cat, err := s.opts.Catalog(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("mcpserve: catalog: %w", err)
@@ -304,13 +349,17 @@ func (s *Server) newSession(ctx context.Context, actor, transport string, agentT
 	cat = contracts.NarrowCatalog(cat, agentTools)
 	sess := &session{srv: s, actor: actor, transport: transport, fixedID: fixedID, generation: 1, created: time.Now()}
 	sess.ended, sess.end = context.WithCancel(context.Background())
-	srv := mcp.NewServer(&mcp.Implementation{Name: "awaken", Version: s.opts.Version},
-		&mcp.ServerOptions{HasTools: true, HasResources: true,
-			Instructions: "Every tool call goes through awaken: policy, human approval, exactly-once execution and an audit. " +
-				"A call waiting for approval reports progress (send a progressToken) and answers once a person decides."})
+	opts := s.serverOptions()
+	opts.GetSessionID = sessionID
+	srv := mcp.NewServer(s.implementation(), opts)
 	for _, ct := range cat {
 		if ct.Paused {
 			continue // as the mcp catalog format: a paused tool's calls are all blocked
+		}
+		if ct.Kind == contracts.KindClientExecuted {
+			// Its call waits for the platform that submitted it to execute it and resume
+			// the ticket: an MCP client has no way to, so the call would wait for ever.
+			continue
 		}
 		schema, err := jsonschema.Compile(ct.Parameters)
 		if err != nil || !objectSchema(ct.Parameters) {
@@ -334,6 +383,17 @@ func (s *Server) newSession(ctx context.Context, actor, transport string, agentT
 	srv.AddResourceTemplate(&mcp.ResourceTemplate{Name: "awaken object", URITemplate: contracts.ObjectURIPrefix + "{+name}",
 		Description: "an output awaken stored by reference (too large to carry inline)"}, s.readObject)
 	return srv, nil
+}
+
+func (s *Server) implementation() *mcp.Implementation {
+	return &mcp.Implementation{Name: "awaken", Version: s.opts.Version}
+}
+
+// serverOptions are the options of every session's server.
+func (s *Server) serverOptions() *mcp.ServerOptions {
+	return &mcp.ServerOptions{HasTools: true, HasResources: true,
+		Instructions: "Every tool call goes through awaken: policy, human approval, exactly-once execution and an audit. " +
+			"A call waiting for approval reports progress (send a progressToken) and answers once a person decides."}
 }
 
 // objectSchema reports whether a JSON Schema document is an object schema (the MCP
@@ -377,7 +437,7 @@ func (s *Server) audit(ctx context.Context, rec contracts.MCPCallAudit) error {
 
 // reportParked sends a progress notification while the call waits on a ticket: when it
 // opens and every ProgressEvery while it stays open, naming the ticket and its deadline.
-func (ss *session) reportParked(ctx context.Context, req *mcp.CallToolRequest, token any, runID string, step int64, callID string, log zerolog.Logger) {
+func (ss *session) reportParked(ctx context.Context, progress *progressSender, runID string, step int64, callID string) {
 	s := ss.srv
 	ticket, err := s.opts.Client.WaitTicket(ctx, runID, step, callID)
 	if err != nil {
@@ -394,10 +454,8 @@ func (ss *session) reportParked(ctx context.Context, req *mcp.CallToolRequest, t
 	}
 	every := time.NewTicker(s.opts.ProgressEvery)
 	defer every.Stop()
-	for n := 1; ; n++ {
-		if err := req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: token, Message: msg, Progress: float64(n)}); err != nil && ctx.Err() == nil {
-			log.Warn().Err(err).Str("correlation_id", ticket.CorrelationID).Msg("mcp: progress notification failed")
-		}
+	for {
+		progress.parked(ctx, msg)
 		select {
 		case <-ctx.Done():
 			return

@@ -157,6 +157,10 @@ func (ss *session) call(ctx context.Context, req *mcp.CallToolRequest, t *tool) 
 	if err := t.schema.Validate(args); err != nil {
 		return toolError(CodeInvalidArguments, "the arguments of %s do not fit its input schema: %v", t.catalog.ID, err), nil
 	}
+	// The call's own context: ended as well when its HTTP stream goes away (cancel.go).
+	ctx, endCall := context.WithCancelCause(ctx)
+	defer endCall(nil)
+	defer s.attachRequest(req, endCall)()
 	wait, done, ok := ss.admit()
 	if !ok {
 		// A protocol error, not a tool result: the client sent more than it may, and the
@@ -241,7 +245,9 @@ func (ss *session) submit(ctx context.Context, req *mcp.CallToolRequest, t *tool
 	defer context.AfterFunc(ss.ended, cancelWait)()
 	cancelsBefore := s.cancelsOf(sessionID)
 	if token := req.Params.GetProgressToken(); token != nil {
-		go ss.reportParked(waitCtx, req, token, runID, step, callID, log)
+		progress := &progressSender{req: req, token: token, log: log}
+		s.followToolProgress(waitCtx, progress, runID, batchID, callID)
+		go ss.reportParked(waitCtx, progress, runID, step, callID)
 	}
 	for attempt := 0; ; attempt++ {
 		got, err := s.opts.Client.SubmitAndWait(waitCtx, sub, client.WithEventID(client.AttemptEventID(sub)))
@@ -265,15 +271,22 @@ func (ss *session) submit(ctx context.Context, req *mcp.CallToolRequest, t *tool
 		case errors.As(err, &rejected):
 			return toolError(CodeRejected, "awaken refused the call's batch %s: %s: %s", batchID, rejected.Code, rejected.Message), false
 		}
-		return ss.interrupted(ctx, err, runID, sessionID, batchID, cancelsBefore, log), false
+		return ss.interrupted(ctx, err, runID, step, callID, sessionID, cancelsBefore, log), false
 	}
 }
 
-// interrupted answers a call whose wait ended before its result: the server stopped
-// (the call goes on: say where its result will be), the client cancelled the request
-// (cancel the run), or the session went away.
-func (ss *session) interrupted(ctx context.Context, err error, runID, sessionID, batchID string, cancelsBefore int64, log zerolog.Logger) *mcp.CallToolResult {
+// cancelSettle bounds how long a cancelled call's handler waits for the call to end
+// (holding its session's turn, so the next call does not find the run busy).
+const cancelSettle = 10 * time.Second
+
+// interrupted answers a call whose wait ended before its result: the server stopped or
+// the client ended the session (the call goes on: say where its result will be), or the
+// client cancelled the call (notifications/cancelled) or gave up on it (its HTTP stream
+// went away): that call is cancelled, and the session's run goes on.
+func (ss *session) interrupted(ctx context.Context, err error, runID string, step int64, callID, sessionID string, cancelsBefore int64, log zerolog.Logger) *mcp.CallToolResult {
 	s := ss.srv
+	batchID := contracts.BatchID(runID, step)
+	gaveUp := errors.Is(context.Cause(ctx), errStreamGone)
 	switch {
 	case s.stopped.Err() != nil:
 		log.Info().Msg("mcp call: the server stopped while the call waited; the call goes on")
@@ -283,18 +296,44 @@ func (ss *session) interrupted(ctx context.Context, err error, runID, sessionID,
 		log.Info().Msg("mcp call: the client ended the session while the call waited; the call goes on")
 		return toolError(CodeStopped, "the session ended while the call waited; the call goes on in awaken as batch %s. %s",
 			batchID, s.fetchHint(batchID))
-	case ctx.Err() != nil && errors.Is(context.Cause(ctx), context.Canceled) && s.cancelsOf(sessionID) > cancelsBefore:
+	case ctx.Err() != nil && (gaveUp || errors.Is(context.Cause(ctx), context.Canceled) && s.cancelsOf(sessionID) > cancelsBefore):
 		// The client's notifications/cancelled (cancel.go: a closing session ends the
-		// context the same way, but sends none).
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		defer cancel()
-		if cerr := s.opts.Client.Cancel(cctx, runID, "the MCP client cancelled the call"); cerr != nil {
-			log.Error().Err(cerr).Msg("mcp call cancelled by the client; cancelling its run failed")
-		} else {
-			log.Info().Msg("mcp call cancelled by the client: its run is cancelled")
+		// context the same way, but sends none), or its HTTP stream of the call is gone:
+		// no one waits for the answer any more.
+		reason := "the MCP client cancelled the call"
+		if gaveUp {
+			reason = "the MCP client gave up on the call (its HTTP request went away)"
 		}
-		ss.endRun(runID, sessionID)
-		return toolError("cancelled", "the call was cancelled; its run %s is cancelled", runID)
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cancelSettle)
+		defer cancel()
+		if ss.transport == TransportStdio {
+			// awaken mcp-serve runs as a platform's NATS user, which may cancel runs but
+			// neither cancel single calls nor read call records: it cancels the session's run.
+			if cerr := s.opts.Client.Cancel(cctx, runID, reason); cerr != nil {
+				log.Error().Err(cerr).Msg("mcp call: " + reason + "; cancelling its run failed")
+			} else {
+				log.Info().Msg("mcp call: " + reason + "; its run is cancelled")
+			}
+			ss.endRun(runID, sessionID)
+			return toolError("cancelled", "the call was cancelled; its run %s is cancelled", runID)
+		}
+		res, cerr := s.opts.Client.CancelCall(cctx, contracts.OperationID(runID, step, callID), reason, ss.actor)
+		var terminal *client.CallTerminalError
+		switch {
+		case errors.As(cerr, &terminal):
+			log.Info().Str("outcome", string(terminal.Result.Outcome)).Msg("mcp call: " + reason + "; it had already ended")
+			return toolError("cancelled", "the call had already ended (%s) before the cancel reached it; batch %s", terminal.Result.Outcome, batchID)
+		case cerr != nil:
+			log.Error().Err(cerr).Msg("mcp call: " + reason + "; cancelling it failed")
+			return toolError("cancelled", "cancelling the call failed: %v. %s", cerr, s.fetchHint(batchID))
+		}
+		// The call is terminal; its batch's results follow. Hold the session's turn until
+		// they are published, so the next call does not find the run busy.
+		if _, err := s.opts.Client.Await(cctx, runID, step); err != nil {
+			log.Warn().Err(err).Msg("mcp call: the cancelled call's results were not seen published")
+		}
+		log.Info().Str("status", res.Status).Msg("mcp call: " + reason + "; it is cancelled")
+		return toolError("cancelled", "the call was cancelled (%s); batch %s", res.Status, batchID)
 	case ctx.Err() != nil:
 		log.Info().Err(context.Cause(ctx)).Msg("mcp call: the session went away while the call waited; the call goes on")
 		return toolError(CodeStopped, "the session ended while the call waited; %s", s.fetchHint(batchID))

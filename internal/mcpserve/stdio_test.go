@@ -3,6 +3,7 @@ package mcpserve_test
 import (
 	"context"
 	"io"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -122,8 +123,9 @@ func waitProgress(t *testing.T, p *progressLog, correlationID string) {
 	}
 }
 
-// TestStdioCancel: over stdio too, the client's notifications/cancelled cancels the
-// session's run.
+// TestStdioCancel: over stdio, the client's notifications/cancelled cancels the session's
+// run (awaken mcp-serve's NATS user may cancel runs, not single calls): the call ends
+// indeterminate, and the session's next call runs in its next run.
 func TestStdioCancel(t *testing.T) {
 	s := startStack(t)
 	ctx := callCtx(t)
@@ -139,4 +141,19 @@ func TestStdioCancel(t *testing.T) {
 	if b.Results[0].Outcome != contracts.OutcomeIndeterminate {
 		t.Fatalf("the cancelled call: %+v", b.Results[0])
 	}
+	next := nextRun(t, tk.RunID)
+	if out := call(t, ctx, cs, "echo", map[string]any{"text": "after"}, nil); text(out) != "after" || batchOf(t, out) != contracts.BatchID(next, 1) {
+		t.Fatalf("the next call: %q in %s, want the session's next run", text(out), batchOf(t, out))
+	}
+}
+
+// nextRun is the run after runID of the same session (its generation plus one).
+func nextRun(t *testing.T, runID string) string {
+	t.Helper()
+	i := strings.LastIndexByte(runID, '-')
+	n, err := strconv.Atoi(runID[i+1:])
+	if err != nil {
+		t.Fatalf("run %s has no generation", runID)
+	}
+	return runID[:i+1] + strconv.Itoa(n+1)
 }
