@@ -97,24 +97,38 @@ func (s *auditSelection) query(prefix string) (auditchain.Query, bool, error) {
 // read connects and reads the selected records and, for a run when withCalls, the run's
 // call records, read before the audit records: a decision they hold is named only if its
 // record was still not appended when the chain was read after them.
-func (s *auditSelection) read(ctx context.Context, withCalls bool) ([]auditchain.Record, []runCall, bool, error) {
+func (s *auditSelection) read(ctx context.Context, withCalls bool) (runAudit, error) {
 	c, ctx, done, err := s.connect(ctx)
 	if err != nil {
-		return nil, nil, false, err
+		return runAudit{}, err
 	}
 	defer done()
 	q, fromStart, err := s.query(auditlog.SubjectPrefix(c.Names()))
 	if err != nil {
-		return nil, nil, false, err
+		return runAudit{}, err
 	}
-	var calls []runCall
+	out := runAudit{fromStart: fromStart}
 	if withCalls && *s.run != "" {
-		if calls, err = readRunCalls(ctx, c.js, c.Names(), *s.run); err != nil {
-			return nil, nil, false, err
+		// The anchors first too: a batch finalized after they were read anchors nothing the
+		// chain read after them could lack.
+		if out.anchors, err = readRunAnchors(ctx, c.js, c.Names(), *s.run); err != nil {
+			return runAudit{}, err
+		}
+		if out.calls, err = readRunCalls(ctx, c.js, c.Names(), *s.run); err != nil {
+			return runAudit{}, err
 		}
 	}
-	recs, err := auditchain.Read(ctx, c.js, c.Names().AuditStream(), q)
-	return recs, calls, fromStart, err
+	out.recs, err = auditchain.Read(ctx, c.js, c.Names().AuditStream(), q)
+	return out, err
+}
+
+// runAudit is what a verify reads: the selected audit records, whether each chain starts
+// at its first record and, for a run, its call records and its batches' audit anchors.
+type runAudit struct {
+	recs      []auditchain.Record
+	calls     []runCall
+	anchors   []batchAnchor
+	fromStart bool
 }
 
 func auditVerifyCommand(fs *flag.FlagSet, io cmdIO) runner {
@@ -132,6 +146,7 @@ func auditVerifyCommand(fs *flag.FlagSet, io cmdIO) runner {
 		}
 		var recs []auditchain.Record
 		var calls []runCall
+		var anchors []batchAnchor
 		fromStart := false
 		if *file != "" {
 			f, err := os.Open(*file)
@@ -146,8 +161,12 @@ func auditVerifyCommand(fs *flag.FlagSet, io cmdIO) runner {
 			if pub != nil && exported != nil && !pub.Equal(exported) {
 				fmt.Fprintf(stderr, "awaken audit verify: the export names key %s; checking against the trusted key %s\n", auditchain.KeyID(exported), auditchain.KeyID(pub))
 			}
-		} else if recs, calls, fromStart, err = sel.read(ctx, true); err != nil {
-			return err
+		} else {
+			ra, err := sel.read(ctx, true)
+			if err != nil {
+				return err
+			}
+			recs, calls, anchors, fromStart = ra.recs, ra.calls, ra.anchors, ra.fromStart
 		}
 		if len(recs) == 0 && *sel.run != "" {
 			// A run's chain that is not there is not a verified one: it was never written, or it
@@ -168,6 +187,14 @@ func auditVerifyCommand(fs *flag.FlagSet, io cmdIO) runner {
 		if err != nil {
 			return err
 		}
+		// A run's chain must still reach the head each of its finalized batches recorded: a
+		// chain whose last records were deleted verifies link by link, the anchor shows it.
+		if cut := truncatedTail(recs, anchors); len(cut) > 0 {
+			if *asJSON {
+				_ = printJSON(stdout, map[string]any{"ok": false, "truncated": cut, "error": ErrTailTruncated.Error()})
+			}
+			return fmt.Errorf("the audit trail of run %s is incomplete: %w: %s", *sel.run, ErrTailTruncated, strings.Join(cut, "; "))
+		}
 		// A run's chain is checked against the run's call records too: a decision they hold
 		// whose record the chain lacks (never stored, or cut off at the chain's end, which no
 		// link shows) is named.
@@ -185,6 +212,9 @@ func auditVerifyCommand(fs *flag.FlagSet, io cmdIO) runner {
 			out := map[string]any{"ok": true, "records": sum.Records, "subjects": sum.Subjects, "signed": sum.Signed, "key_id": sum.KeyID, "last": sum.Last}
 			if calls != nil {
 				out["call_records"] = len(calls)
+			}
+			if anchors != nil {
+				out["batch_anchors"] = len(anchors)
 			}
 			return printJSON(stdout, out)
 		}
@@ -205,6 +235,9 @@ func auditVerifyCommand(fs *flag.FlagSet, io cmdIO) runner {
 		if calls != nil {
 			fmt.Fprintf(stdout, "every decision of the run's %d call records has its audit record\n", len(calls))
 		}
+		if len(anchors) > 0 {
+			fmt.Fprintf(stdout, "the chain reaches the audit head each of the run's %d finalized batches recorded\n", len(anchors))
+		}
 		return nil
 	}
 }
@@ -222,10 +255,11 @@ func auditExportCommand(fs *flag.FlagSet, io cmdIO) runner {
 		if err != nil {
 			return err
 		}
-		recs, _, _, err := sel.read(ctx, false)
+		ra, err := sel.read(ctx, false)
 		if err != nil {
 			return err
 		}
+		recs := ra.recs
 		w := stdout
 		if *out != "" {
 			f, err := os.Create(*out)
