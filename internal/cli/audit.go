@@ -118,6 +118,17 @@ func (s *auditSelection) read(ctx context.Context, withCalls bool) (runAudit, er
 			return runAudit{}, err
 		}
 	}
+	if fromStart {
+		// Read before the records: a prune after this read only moves the start further on.
+		stream, err := c.js.Stream(ctx, c.Names().AuditStream())
+		if err != nil {
+			return runAudit{}, fmt.Errorf("audit stream: %w", err)
+		}
+		st := stream.CachedInfo().State
+		if st.FirstSeq > 1 && st.NumDeleted == 0 {
+			out.prunedBefore, out.prunedAt = st.FirstSeq, st.FirstTime
+		}
+	}
 	out.recs, err = auditchain.Read(ctx, c.js, c.Names().AuditStream(), q)
 	return out, err
 }
@@ -129,6 +140,13 @@ type runAudit struct {
 	calls     []runCall
 	anchors   []batchAnchor
 	fromStart bool
+	// prunedBefore is the audit stream's first sequence when records before it were
+	// removed from its head only (retention's max_age, or a purge up to a sequence) and
+	// none inside it: a chain whose first remaining record is not its first started before
+	// it, so it is verified from that record. 0: nothing was removed from the head, or a
+	// record inside the stream was deleted too, and every chain must start at n 1.
+	prunedBefore uint64
+	prunedAt     time.Time
 }
 
 func auditVerifyCommand(fs *flag.FlagSet, io cmdIO) runner {
@@ -148,6 +166,8 @@ func auditVerifyCommand(fs *flag.FlagSet, io cmdIO) runner {
 		var calls []runCall
 		var anchors []batchAnchor
 		fromStart := false
+		var prunedBefore uint64
+		var prunedAt time.Time
 		if *file != "" {
 			f, err := os.Open(*file)
 			if err != nil {
@@ -167,6 +187,11 @@ func auditVerifyCommand(fs *flag.FlagSet, io cmdIO) runner {
 				return err
 			}
 			recs, calls, anchors, fromStart = ra.recs, ra.calls, ra.anchors, ra.fromStart
+			if prunedBefore, prunedAt = ra.prunedBefore, ra.prunedAt; prunedBefore > 0 {
+				fromStart = false
+				fmt.Fprintf(stderr, "awaken audit verify: the audit stream starts at seq %d (stored %s): the records before it were removed from its head (retention max_age, or a purge), none inside it; a chain that started before it is verified from its first remaining record\n",
+					prunedBefore, prunedAt.UTC().Format(time.RFC3339))
+			}
 		}
 		if len(recs) == 0 && *sel.run != "" {
 			// A run's chain that is not there is not a verified one: it was never written, or it
@@ -209,7 +234,10 @@ func auditVerifyCommand(fs *flag.FlagSet, io cmdIO) runner {
 			return fmt.Errorf("the audit trail of run %s is incomplete: %w: %s", *sel.run, ErrDecisionUnaudited, strings.Join(missing, "; "))
 		}
 		if *asJSON {
-			out := map[string]any{"ok": true, "records": sum.Records, "subjects": sum.Subjects, "signed": sum.Signed, "key_id": sum.KeyID, "last": sum.Last}
+			out := map[string]any{"ok": true, "records": sum.Records, "subjects": sum.Subjects, "signed": sum.Signed, "key_id": sum.KeyID, "last": sum.Last, "first": sum.First}
+			if prunedBefore > 0 {
+				out["pruned_before_seq"], out["pruned_at"] = prunedBefore, prunedAt.UTC()
+			}
 			if calls != nil {
 				out["call_records"] = len(calls)
 			}
@@ -223,6 +251,9 @@ func auditVerifyCommand(fs *flag.FlagSet, io cmdIO) runner {
 			signed = "every record signed by key " + sum.KeyID
 		}
 		fmt.Fprintf(stdout, "audit trail verified: %d records on %d subjects, %s\n", sum.Records, sum.Subjects, signed)
+		if prunedBefore > 0 {
+			fmt.Fprintf(stdout, "verified from stream seq %d (stored %s): the records before it were pruned\n", prunedBefore, prunedAt.UTC().Format(time.RFC3339))
+		}
 		subjects := make([]string, 0, len(sum.Last))
 		for s := range sum.Last {
 			subjects = append(subjects, s)
@@ -230,7 +261,11 @@ func auditVerifyCommand(fs *flag.FlagSet, io cmdIO) runner {
 		sort.Strings(subjects)
 		for _, s := range subjects {
 			l := sum.Last[s]
-			fmt.Fprintf(stdout, "  %s: last n %d hash %s\n", s, l.N, l.Hash)
+			from := ""
+			if f := sum.First[s]; f > 1 {
+				from = fmt.Sprintf("from n %d, ", f)
+			}
+			fmt.Fprintf(stdout, "  %s: %slast n %d hash %s\n", s, from, l.N, l.Hash)
 		}
 		if calls != nil {
 			fmt.Fprintf(stdout, "every decision of the run's %d call records has its audit record\n", len(calls))

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/awaken-dev/awaken/internal/app"
 	"github.com/awaken-dev/awaken/internal/config"
@@ -365,4 +366,88 @@ func cloudeventDecode(r auditchain.Record) (json.RawMessage, error) {
 		return nil, err
 	}
 	return ev.Data, nil
+}
+
+// TestAuditVerifySaysWhereAPrunedStreamStarts: the audit stream's oldest records removed
+// from its head, as retention's max_age does (a purge up to a sequence), leave chains that
+// start past n 1: verify passes from the first remaining record and says where the stream
+// starts. A time range's export verifies offline; a record deleted inside the stream still
+// fails the chains that start past n 1.
+func TestAuditVerifySaysWhereAPrunedStreamStarts(t *testing.T) {
+	dir := t.TempDir()
+	if code, _, errOut := runCLI(context.Background(), "audit", "keygen", "--out", filepath.Join(dir, "audit.key")); code != 0 {
+		t.Fatalf("keygen: exit %d: %s", code, errOut)
+	}
+	cfgPath := filepath.Join(dir, "awaken.yaml")
+	if err := os.WriteFile(cfgPath, []byte(auditTestConfig), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Load(cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wait := servicetest.Context(t, time.Minute)
+	srv, _ := startStack(t, wait, cfg, contracts.ServicePublisher, contracts.ServiceBrainExec, contracts.ServiceGate, contracts.ServiceBatcher, contracts.ServiceAPI)
+	c, js := srv.Client, srv.JS
+	names := cfg.Names()
+	auditCLI := func(args ...string) (int, string, string) {
+		return runCLI(wait, append(args, "--config", cfgPath, "--nats-url", srv.URL())...)
+	}
+	call := servicetest.CallJSON
+	if _, err := c.SubmitAndWait(wait, servicetest.Submission("run-p", 1,
+		call("c1", "echo", map[string]string{"text": "one"}), call("c2", "echo", map[string]string{"text": "two"}))); err != nil {
+		t.Fatal(err)
+	}
+	var recs []auditchain.Record
+	natstest.WaitFor(t, 30*time.Second, func() bool {
+		recs, err = auditchain.Read(wait, js, names.AuditStream(), auditchain.Query{Subject: names.AuditSubject("run-p")})
+		return err == nil && len(recs) == 2
+	}, "run-p's decisions audited")
+	since := recs[0].Time.Add(-time.Second).UTC().Format(time.RFC3339Nano)
+
+	// A time range's export verifies offline.
+	export := filepath.Join(dir, "range.jsonl")
+	if code, _, errOut := auditCLI("audit", "export", "--since", since, "--format", "jsonl", "--out", export); code != 0 {
+		t.Fatalf("export --since: exit %d %s", code, errOut)
+	}
+	if code, out, errOut := auditCLI("audit", "verify", "--file", export, "--json=false"); code != 0 || !strings.Contains(out, "2 records") {
+		t.Fatalf("verify --file of the range: exit %d %s%s", code, out, errOut)
+	}
+
+	// Retention removes the oldest record: everything before run-p's second one.
+	stream, err := js.Stream(wait, names.AuditStream())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.Purge(wait, jetstream.WithPurgeSequence(recs[1].Seq)); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := auditCLI("audit", "verify", "--json=false")
+	if want := "verified from stream seq " + itoa(recs[1].Seq); code != 0 || !strings.Contains(out, want) || !strings.Contains(out, "from n 2") {
+		t.Fatalf("verify of the pruned stream: exit %d, want %q\n%s%s", code, want, out, errOut)
+	}
+	t.Logf("verify of the pruned stream: exit %d:\n%s", code, out)
+
+	// A record deleted inside the stream is not retention: chains must start at n 1 again.
+	if _, err := c.SubmitAndWait(wait, servicetest.Submission("run-q", 1, call("c1", "echo", map[string]string{"text": "q"}))); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.SubmitAndWait(wait, servicetest.Submission("run-p", 2, call("c3", "echo", map[string]string{"text": "three"}))); err != nil {
+		t.Fatal(err)
+	}
+	var q []auditchain.Record
+	natstest.WaitFor(t, 30*time.Second, func() bool {
+		q, err = auditchain.Read(wait, js, names.AuditStream(), auditchain.Query{Subject: names.AuditSubject("run-q")})
+		return err == nil && len(q) == 1
+	}, "run-q's decision audited")
+	natstest.WaitFor(t, 30*time.Second, func() bool {
+		info, err := stream.Info(wait)
+		return err == nil && info.State.LastSeq > q[0].Seq
+	}, "a record stored after run-q's")
+	if err := stream.DeleteMsg(wait, q[0].Seq); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, errOut := auditCLI("audit", "verify", "--json=false"); code != 1 || !strings.Contains(errOut, "not 1") {
+		t.Fatalf("verify after a deletion inside the stream: exit %d\n%s%s", code, out, errOut)
+	}
 }
