@@ -94,9 +94,10 @@ func (s *auditSelection) query(prefix string) (auditchain.Query, bool, error) {
 	return q, q.FromSeq <= 1 && s.since == nil, nil
 }
 
-// read connects and reads the selected records and, for a run when withCalls, the run's
-// call records, read before the audit records: a decision they hold is named only if its
-// record was still not appended when the chain was read after them.
+// read connects and reads the selected records and, for a run when withCalls, the audit
+// heads its finalized batches anchored and its call records, both read before the audit
+// records: an anchor or a decision is named only if the chain read after them lacks it.
+// A selection from each chain's start also reads where the stream starts (runAudit).
 func (s *auditSelection) read(ctx context.Context, withCalls bool) (runAudit, error) {
 	c, ctx, done, err := s.connect(ctx)
 	if err != nil {

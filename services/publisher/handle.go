@@ -293,13 +293,14 @@ func (s *Service) finalize(ctx context.Context, rec *contracts.BatchRecord, call
 			return state.ErrNoChange
 		}
 		if err == nil {
-			held.AuditHead, anchored = auditHead, auditHead
+			held.AnchorAudit(auditHead)
+			anchored = auditHead
 		}
 		return err
 	})
 	switch {
 	case err == nil:
-		rec.AuditHead = anchored
+		rec.AnchorAudit(anchored)
 		return finalizedBefore, false, resolutions, nil
 	case errors.Is(err, contracts.ErrBatchNotHeld):
 		archived, _, aerr := s.env.Batches.GetFromLeader(ctx, contracts.BatchKey(sub.RunID, sub.Step))
@@ -313,7 +314,7 @@ func (s *Service) finalize(ctx context.Context, rec *contracts.BatchRecord, call
 		case archived.Phase == contracts.BatchPhaseOpen:
 			return false, false, nil, bus.Permanent(fmt.Errorf("publisher: finalize %s: %w: archived open", batchID, contracts.ErrInvalidPersistedState))
 		}
-		rec.AuditHead = archived.AuditHead
+		rec.AnchorAudit(archived.AuditHead)
 		return true, archived.Phase == contracts.BatchPhasePublished, archived.Resolutions, nil
 	case errors.Is(err, contracts.ErrInvalidPersistedState) || errors.Is(err, contracts.ErrCallMismatch) ||
 		errors.Is(err, contracts.ErrIncomplete):
