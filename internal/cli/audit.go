@@ -94,27 +94,60 @@ func (s *auditSelection) query(prefix string) (auditchain.Query, bool, error) {
 	return q, q.FromSeq <= 1 && s.since == nil, nil
 }
 
-// read connects and reads the selected records and, for a run when withCalls, the run's
-// call records, read before the audit records: a decision they hold is named only if its
-// record was still not appended when the chain was read after them.
-func (s *auditSelection) read(ctx context.Context, withCalls bool) ([]auditchain.Record, []runCall, bool, error) {
+// read connects and reads the selected records and, for a run when withCalls, the audit
+// heads its finalized batches anchored and its call records, both read before the audit
+// records: an anchor or a decision is named only if the chain read after them lacks it.
+// A selection from each chain's start also reads where the stream starts (runAudit).
+func (s *auditSelection) read(ctx context.Context, withCalls bool) (runAudit, error) {
 	c, ctx, done, err := s.connect(ctx)
 	if err != nil {
-		return nil, nil, false, err
+		return runAudit{}, err
 	}
 	defer done()
 	q, fromStart, err := s.query(auditlog.SubjectPrefix(c.Names()))
 	if err != nil {
-		return nil, nil, false, err
+		return runAudit{}, err
 	}
-	var calls []runCall
+	out := runAudit{fromStart: fromStart}
 	if withCalls && *s.run != "" {
-		if calls, err = readRunCalls(ctx, c.js, c.Names(), *s.run); err != nil {
-			return nil, nil, false, err
+		// The anchors first too: a batch finalized after they were read anchors nothing the
+		// chain read after them could lack.
+		if out.anchors, err = readRunAnchors(ctx, c.js, c.Names(), *s.run); err != nil {
+			return runAudit{}, err
+		}
+		if out.calls, err = readRunCalls(ctx, c.js, c.Names(), *s.run); err != nil {
+			return runAudit{}, err
 		}
 	}
-	recs, err := auditchain.Read(ctx, c.js, c.Names().AuditStream(), q)
-	return recs, calls, fromStart, err
+	if fromStart {
+		// Read before the records: a prune after this read only moves the start further on.
+		stream, err := c.js.Stream(ctx, c.Names().AuditStream())
+		if err != nil {
+			return runAudit{}, fmt.Errorf("audit stream: %w", err)
+		}
+		st := stream.CachedInfo().State
+		if st.FirstSeq > 1 && st.NumDeleted == 0 {
+			out.prunedBefore, out.prunedAt = st.FirstSeq, st.FirstTime
+		}
+	}
+	out.recs, err = auditchain.Read(ctx, c.js, c.Names().AuditStream(), q)
+	return out, err
+}
+
+// runAudit is what a verify reads: the selected audit records, whether each chain starts
+// at its first record and, for a run, its call records and its batches' audit anchors.
+type runAudit struct {
+	recs      []auditchain.Record
+	calls     []runCall
+	anchors   []batchAnchor
+	fromStart bool
+	// prunedBefore is the audit stream's first sequence when records before it were
+	// removed from its head only (retention's max_age, or a purge up to a sequence) and
+	// none inside it: a chain whose first remaining record is not its first started before
+	// it, so it is verified from that record. 0: nothing was removed from the head, or a
+	// record inside the stream was deleted too, and every chain must start at n 1.
+	prunedBefore uint64
+	prunedAt     time.Time
 }
 
 func auditVerifyCommand(fs *flag.FlagSet, io cmdIO) runner {
@@ -132,7 +165,10 @@ func auditVerifyCommand(fs *flag.FlagSet, io cmdIO) runner {
 		}
 		var recs []auditchain.Record
 		var calls []runCall
+		var anchors []batchAnchor
 		fromStart := false
+		var prunedBefore uint64
+		var prunedAt time.Time
 		if *file != "" {
 			f, err := os.Open(*file)
 			if err != nil {
@@ -146,8 +182,17 @@ func auditVerifyCommand(fs *flag.FlagSet, io cmdIO) runner {
 			if pub != nil && exported != nil && !pub.Equal(exported) {
 				fmt.Fprintf(stderr, "awaken audit verify: the export names key %s; checking against the trusted key %s\n", auditchain.KeyID(exported), auditchain.KeyID(pub))
 			}
-		} else if recs, calls, fromStart, err = sel.read(ctx, true); err != nil {
-			return err
+		} else {
+			ra, err := sel.read(ctx, true)
+			if err != nil {
+				return err
+			}
+			recs, calls, anchors, fromStart = ra.recs, ra.calls, ra.anchors, ra.fromStart
+			if prunedBefore, prunedAt = ra.prunedBefore, ra.prunedAt; prunedBefore > 0 {
+				fromStart = false
+				fmt.Fprintf(stderr, "awaken audit verify: the audit stream starts at seq %d (stored %s): the records before it were removed from its head (retention max_age, or a purge), none inside it; a chain that started before it is verified from its first remaining record\n",
+					prunedBefore, prunedAt.UTC().Format(time.RFC3339))
+			}
 		}
 		if len(recs) == 0 && *sel.run != "" {
 			// A run's chain that is not there is not a verified one: it was never written, or it
@@ -168,6 +213,14 @@ func auditVerifyCommand(fs *flag.FlagSet, io cmdIO) runner {
 		if err != nil {
 			return err
 		}
+		// A run's chain must still reach the head each of its finalized batches recorded: a
+		// chain whose last records were deleted verifies link by link, the anchor shows it.
+		if cut := truncatedTail(recs, anchors); len(cut) > 0 {
+			if *asJSON {
+				_ = printJSON(stdout, map[string]any{"ok": false, "truncated": cut, "error": ErrTailTruncated.Error()})
+			}
+			return fmt.Errorf("the audit trail of run %s is incomplete: %w: %s", *sel.run, ErrTailTruncated, strings.Join(cut, "; "))
+		}
 		// A run's chain is checked against the run's call records too: a decision they hold
 		// whose record the chain lacks (never stored, or cut off at the chain's end, which no
 		// link shows) is named.
@@ -182,9 +235,15 @@ func auditVerifyCommand(fs *flag.FlagSet, io cmdIO) runner {
 			return fmt.Errorf("the audit trail of run %s is incomplete: %w: %s", *sel.run, ErrDecisionUnaudited, strings.Join(missing, "; "))
 		}
 		if *asJSON {
-			out := map[string]any{"ok": true, "records": sum.Records, "subjects": sum.Subjects, "signed": sum.Signed, "key_id": sum.KeyID, "last": sum.Last}
+			out := map[string]any{"ok": true, "records": sum.Records, "subjects": sum.Subjects, "signed": sum.Signed, "key_id": sum.KeyID, "last": sum.Last, "first": sum.First}
+			if prunedBefore > 0 {
+				out["pruned_before_seq"], out["pruned_at"] = prunedBefore, prunedAt.UTC()
+			}
 			if calls != nil {
 				out["call_records"] = len(calls)
+			}
+			if anchors != nil {
+				out["batch_anchors"] = len(anchors)
 			}
 			return printJSON(stdout, out)
 		}
@@ -193,6 +252,9 @@ func auditVerifyCommand(fs *flag.FlagSet, io cmdIO) runner {
 			signed = "every record signed by key " + sum.KeyID
 		}
 		fmt.Fprintf(stdout, "audit trail verified: %d records on %d subjects, %s\n", sum.Records, sum.Subjects, signed)
+		if prunedBefore > 0 {
+			fmt.Fprintf(stdout, "verified from stream seq %d (stored %s): the records before it were pruned\n", prunedBefore, prunedAt.UTC().Format(time.RFC3339))
+		}
 		subjects := make([]string, 0, len(sum.Last))
 		for s := range sum.Last {
 			subjects = append(subjects, s)
@@ -200,10 +262,17 @@ func auditVerifyCommand(fs *flag.FlagSet, io cmdIO) runner {
 		sort.Strings(subjects)
 		for _, s := range subjects {
 			l := sum.Last[s]
-			fmt.Fprintf(stdout, "  %s: last n %d hash %s\n", s, l.N, l.Hash)
+			from := ""
+			if f := sum.First[s]; f > 1 {
+				from = fmt.Sprintf("from n %d, ", f)
+			}
+			fmt.Fprintf(stdout, "  %s: %slast n %d hash %s\n", s, from, l.N, l.Hash)
 		}
 		if calls != nil {
 			fmt.Fprintf(stdout, "every decision of the run's %d call records has its audit record\n", len(calls))
+		}
+		if len(anchors) > 0 {
+			fmt.Fprintf(stdout, "the chain reaches the audit head each of the run's %d finalized batches recorded\n", len(anchors))
 		}
 		return nil
 	}
@@ -222,10 +291,11 @@ func auditExportCommand(fs *flag.FlagSet, io cmdIO) runner {
 		if err != nil {
 			return err
 		}
-		recs, _, _, err := sel.read(ctx, false)
+		ra, err := sel.read(ctx, false)
 		if err != nil {
 			return err
 		}
+		recs := ra.recs
 		w := stdout
 		if *out != "" {
 			f, err := os.Create(*out)

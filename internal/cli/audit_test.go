@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/awaken-dev/awaken/internal/app"
 	"github.com/awaken-dev/awaken/internal/config"
@@ -21,6 +23,7 @@ import (
 	"github.com/awaken-dev/awaken/internal/servicetest"
 	"github.com/awaken-dev/awaken/internal/stacktest"
 	"github.com/awaken-dev/awaken/pkg/auditchain"
+	"github.com/awaken-dev/awaken/pkg/cloudevent"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
@@ -231,5 +234,220 @@ func TestDevMakesItsAuditKeyOnce(t *testing.T) {
 	}
 	if err := devAuditKey(cfg, data); err != nil || cfg.Audit.SigningKeyFile != "/elsewhere.key" {
 		t.Fatalf("configured key replaced: %q %v", cfg.Audit.SigningKeyFile, err)
+	}
+}
+
+// TestAuditVerifyRunNamesATruncatedTail: an admin of the streams deletes the last audit
+// records of a finished run, from the one its last batch anchored on (the chain's head the
+// publisher read at the batch's finalization) to the end, and the call records they
+// audited (so the cross-check has nothing to miss): verify --run names the truncation.
+func TestAuditVerifyRunNamesATruncatedTail(t *testing.T) {
+	dir := t.TempDir()
+	if code, _, errOut := runCLI(context.Background(), "audit", "keygen", "--out", filepath.Join(dir, "audit.key")); code != 0 {
+		t.Fatalf("keygen: exit %d: %s", code, errOut)
+	}
+	cfgPath := filepath.Join(dir, "awaken.yaml")
+	if err := os.WriteFile(cfgPath, []byte(auditTestConfig), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Load(cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wait := servicetest.Context(t, time.Minute)
+	srv, _ := startStack(t, wait, cfg, contracts.ServicePublisher, contracts.ServiceBrainExec, contracts.ServiceGate, contracts.ServiceBatcher, contracts.ServiceAPI)
+	c, js := srv.Client, srv.JS
+	names := cfg.Names()
+	verify := func() (int, string, string) {
+		return runCLI(wait, "audit", "verify", "--run", "run-t", "--config", cfgPath, "--json=false", "--nats-url", srv.URL())
+	}
+	var recs []auditchain.Record
+	audited := func(n int) {
+		natstest.WaitFor(t, 30*time.Second, func() bool {
+			recs, err = auditchain.Read(wait, js, names.AuditStream(), auditchain.Query{Subject: names.AuditSubject("run-t")})
+			return err == nil && len(recs) == n
+		}, "run-t's decisions audited")
+	}
+	call := servicetest.CallJSON
+	if _, err := c.SubmitAndWait(wait, servicetest.Submission("run-t", 1,
+		call("c1", "echo", map[string]string{"text": "one"}), call("c2", "echo", map[string]string{"text": "two"}))); err != nil {
+		t.Fatal(err)
+	}
+	// The second batch starts once the first one's records are in, so its finalization
+	// reads a head at or past them.
+	audited(2)
+	if _, err := c.SubmitAndWait(wait, servicetest.Submission("run-t", 2, call("c3", "echo", map[string]string{"text": "three"}))); err != nil {
+		t.Fatal(err)
+	}
+	audited(3)
+	if code, out, errOut := verify(); code != 0 {
+		t.Fatalf("verify of the whole run: exit %d %s%s", code, out, errOut)
+	}
+
+	// The anchor the last batch recorded (the run record holds it until a next batch); a
+	// record without one (no anchor) leaves the last record to delete.
+	runs, err := js.KeyValue(wait, names.RunsBucket())
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := runs.Get(wait, contracts.RunKey("run-t"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var run struct {
+		Batch struct {
+			AuditHead *struct{ N uint64 } `json:"audit_head"`
+		} `json:"batch"`
+	}
+	if err := json.Unmarshal(e.Value(), &run); err != nil {
+		t.Fatal(err)
+	}
+	from := uint64(len(recs))
+	if run.Batch.AuditHead != nil {
+		from = run.Batch.AuditHead.N
+	}
+	stream, err := js.Stream(wait, names.AuditStream())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cut := map[string]bool{}
+	for _, r := range recs {
+		l, err := auditchain.LinkOf(r.Header)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if l.N < from {
+			continue
+		}
+		var a contracts.AuditRecord
+		data, err := cloudeventDecode(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(data, &a); err != nil {
+			t.Fatal(err)
+		}
+		cut[a.CallID] = true
+		if err := stream.DeleteMsg(wait, r.Seq); err != nil {
+			t.Fatal(err)
+		}
+	}
+	calls, err := js.KeyValue(wait, names.CallsBucket())
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys, err := calls.ListKeys(wait)
+	if err != nil {
+		t.Fatal(err)
+	}
+	purged := 0
+	for k := range keys.Keys() {
+		if _, run, _, id, err := contracts.ParseCallKey(k); err == nil && run == "run-t" && cut[id] {
+			if err := calls.Purge(wait, k); err != nil {
+				t.Fatal(err)
+			}
+			purged++
+		}
+	}
+	if purged != len(cut) {
+		t.Fatalf("purged %d call records of the calls %v", purged, cut)
+	}
+	code, out, errOut := verify()
+	if want := "finalized with the chain at n " + itoa(from); code != 1 || !strings.Contains(errOut, "truncated") || !strings.Contains(errOut, want) {
+		t.Fatalf("verify of the truncated run: exit %d, want %q\n%s%s", code, want, out, errOut)
+	}
+	t.Logf("verify of the truncated run: exit %d: %s", code, strings.TrimSpace(errOut))
+}
+
+// cloudeventDecode is the CloudEvent data of an audit record.
+func cloudeventDecode(r auditchain.Record) (json.RawMessage, error) {
+	ev, err := cloudevent.DecodeMsg(r.Header, r.Data)
+	if err != nil {
+		return nil, err
+	}
+	return ev.Data, nil
+}
+
+// TestAuditVerifySaysWhereAPrunedStreamStarts: the audit stream's oldest records removed
+// from its head, as retention's max_age does (a purge up to a sequence), leave chains that
+// start past n 1: verify passes from the first remaining record and says where the stream
+// starts. A time range's export verifies offline; a record deleted inside the stream still
+// fails the chains that start past n 1.
+func TestAuditVerifySaysWhereAPrunedStreamStarts(t *testing.T) {
+	dir := t.TempDir()
+	if code, _, errOut := runCLI(context.Background(), "audit", "keygen", "--out", filepath.Join(dir, "audit.key")); code != 0 {
+		t.Fatalf("keygen: exit %d: %s", code, errOut)
+	}
+	cfgPath := filepath.Join(dir, "awaken.yaml")
+	if err := os.WriteFile(cfgPath, []byte(auditTestConfig), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Load(cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wait := servicetest.Context(t, time.Minute)
+	srv, _ := startStack(t, wait, cfg, contracts.ServicePublisher, contracts.ServiceBrainExec, contracts.ServiceGate, contracts.ServiceBatcher, contracts.ServiceAPI)
+	c, js := srv.Client, srv.JS
+	names := cfg.Names()
+	auditCLI := func(args ...string) (int, string, string) {
+		return runCLI(wait, append(args, "--config", cfgPath, "--nats-url", srv.URL())...)
+	}
+	call := servicetest.CallJSON
+	if _, err := c.SubmitAndWait(wait, servicetest.Submission("run-p", 1,
+		call("c1", "echo", map[string]string{"text": "one"}), call("c2", "echo", map[string]string{"text": "two"}))); err != nil {
+		t.Fatal(err)
+	}
+	var recs []auditchain.Record
+	natstest.WaitFor(t, 30*time.Second, func() bool {
+		recs, err = auditchain.Read(wait, js, names.AuditStream(), auditchain.Query{Subject: names.AuditSubject("run-p")})
+		return err == nil && len(recs) == 2
+	}, "run-p's decisions audited")
+	since := recs[0].Time.Add(-time.Second).UTC().Format(time.RFC3339Nano)
+
+	// A time range's export verifies offline.
+	export := filepath.Join(dir, "range.jsonl")
+	if code, _, errOut := auditCLI("audit", "export", "--since", since, "--format", "jsonl", "--out", export); code != 0 {
+		t.Fatalf("export --since: exit %d %s", code, errOut)
+	}
+	if code, out, errOut := auditCLI("audit", "verify", "--file", export, "--json=false"); code != 0 || !strings.Contains(out, "2 records") {
+		t.Fatalf("verify --file of the range: exit %d %s%s", code, out, errOut)
+	}
+
+	// Retention removes the oldest record: everything before run-p's second one.
+	stream, err := js.Stream(wait, names.AuditStream())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.Purge(wait, jetstream.WithPurgeSequence(recs[1].Seq)); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := auditCLI("audit", "verify", "--json=false")
+	if want := "verified from stream seq " + itoa(recs[1].Seq); code != 0 || !strings.Contains(out, want) || !strings.Contains(out, "from n 2") {
+		t.Fatalf("verify of the pruned stream: exit %d, want %q\n%s%s", code, want, out, errOut)
+	}
+	t.Logf("verify of the pruned stream: exit %d:\n%s", code, out)
+
+	// A record deleted inside the stream is not retention: chains must start at n 1 again.
+	if _, err := c.SubmitAndWait(wait, servicetest.Submission("run-q", 1, call("c1", "echo", map[string]string{"text": "q"}))); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.SubmitAndWait(wait, servicetest.Submission("run-p", 2, call("c3", "echo", map[string]string{"text": "three"}))); err != nil {
+		t.Fatal(err)
+	}
+	var q []auditchain.Record
+	natstest.WaitFor(t, 30*time.Second, func() bool {
+		q, err = auditchain.Read(wait, js, names.AuditStream(), auditchain.Query{Subject: names.AuditSubject("run-q")})
+		return err == nil && len(q) == 1
+	}, "run-q's decision audited")
+	natstest.WaitFor(t, 30*time.Second, func() bool {
+		info, err := stream.Info(wait)
+		return err == nil && info.State.LastSeq > q[0].Seq
+	}, "a record stored after run-q's")
+	if err := stream.DeleteMsg(wait, q[0].Seq); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, errOut := auditCLI("audit", "verify", "--json=false"); code != 1 || !strings.Contains(errOut, "not 1") {
+		t.Fatalf("verify after a deletion inside the stream: exit %d\n%s%s", code, out, errOut)
 	}
 }

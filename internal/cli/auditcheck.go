@@ -115,3 +115,102 @@ func unauditedDecisions(recs []auditchain.Record, calls []runCall) ([]string, er
 	sort.Strings(missing)
 	return missing, nil
 }
+
+// ErrTailTruncated: a run's audit chain lacks a record its batch records anchor: the
+// publisher recorded the chain's head when it finalized a batch, and the chain no longer
+// reaches it (its last records were deleted) or holds another record there.
+var ErrTailTruncated = errors.New("the audit chain's tail was truncated")
+
+// batchAnchor is the audit head a finalized batch of a run recorded.
+type batchAnchor struct {
+	batchID string
+	head    contracts.AuditHead
+}
+
+// readRunAnchors reads the audit heads the run's finalized batches recorded: the archived
+// batches' and the run record's current batch's (the one the next batch has not replaced).
+func readRunAnchors(ctx context.Context, js jetstream.JetStream, names contracts.Names, run string) ([]batchAnchor, error) {
+	byBatch := map[string]contracts.AuditHead{}
+	add := func(b *contracts.BatchRecord) {
+		if b != nil && b.AuditHead != nil {
+			byBatch[b.Submission.BatchID()] = *b.AuditHead
+		}
+	}
+	runs, err := js.KeyValue(ctx, names.RunsBucket())
+	if err != nil {
+		return nil, fmt.Errorf("runs bucket: %w", err)
+	}
+	switch e, err := runs.Get(ctx, contracts.RunKey(run)); {
+	case errors.Is(err, jetstream.ErrKeyNotFound):
+	case err != nil:
+		return nil, fmt.Errorf("read the run record of %s: %w", run, err)
+	default:
+		var rec contracts.RunRecord
+		if err := json.Unmarshal(e.Value(), &rec); err != nil {
+			return nil, fmt.Errorf("run record %s: %w", run, err)
+		}
+		add(rec.Batch)
+	}
+	batches, err := js.KeyValue(ctx, names.BatchesBucket())
+	if err != nil {
+		return nil, fmt.Errorf("batches bucket: %w", err)
+	}
+	w, err := batches.Watch(ctx, contracts.RunKey(run)+".*", jetstream.IgnoreDeletes())
+	if err != nil {
+		return nil, fmt.Errorf("read the batch records of run %s: %w", run, err)
+	}
+	defer w.Stop()
+	for done := false; !done; {
+		select {
+		case e := <-w.Updates():
+			if e == nil {
+				done = true
+				continue
+			}
+			var b contracts.BatchRecord
+			if err := json.Unmarshal(e.Value(), &b); err != nil {
+				return nil, fmt.Errorf("batch record %s: %w", e.Key(), err)
+			}
+			add(&b)
+		case <-ctx.Done():
+			return nil, fmt.Errorf("read the batch records of run %s: %w", run, ctx.Err())
+		}
+	}
+	out := make([]batchAnchor, 0, len(byBatch))
+	for id, h := range byBatch {
+		out = append(out, batchAnchor{batchID: id, head: h})
+	}
+	sort.Slice(out, func(i, j int) bool {
+		return out[i].head.N < out[j].head.N || (out[i].head.N == out[j].head.N && out[i].batchID < out[j].batchID)
+	})
+	return out, nil
+}
+
+// truncatedTail names every anchor that recs (a run's audit records, verified as one
+// chain) do not hold: a position past the chain's last record (its tail was deleted), or
+// one holding a record of another hash (the chain was rewritten from there).
+func truncatedTail(recs []auditchain.Record, anchors []batchAnchor) []string {
+	byN := map[uint64]string{}
+	var last uint64
+	for _, r := range recs {
+		l, err := auditchain.LinkOf(r.Header)
+		if err != nil {
+			continue
+		}
+		byN[l.N] = l.Hash
+		last = max(last, l.N)
+	}
+	var out []string
+	for _, a := range anchors {
+		hash, ok := byN[a.head.N]
+		switch {
+		case !ok && a.head.N > last:
+			out = append(out, fmt.Sprintf("batch %s was finalized with the chain at n %d (hash %s); the chain ends at n %d", a.batchID, a.head.N, a.head.Hash, last))
+		case !ok:
+			out = append(out, fmt.Sprintf("batch %s was finalized with the chain at n %d (hash %s), which the chain lacks", a.batchID, a.head.N, a.head.Hash))
+		case hash != a.head.Hash:
+			out = append(out, fmt.Sprintf("batch %s was finalized with the chain at n %d hash %s; the chain holds hash %s there", a.batchID, a.head.N, a.head.Hash, hash))
+		}
+	}
+	return out
+}

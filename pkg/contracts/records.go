@@ -47,6 +47,19 @@ type BatchRecord struct {
 	// Resolutions are operators' resolutions of indeterminate calls recorded while the
 	// batch was open (see resolve.go): its results carry them.
 	Resolutions []BatchResolution `json:"resolutions,omitempty"`
+	// AuditHead is the last record of the run's audit chain as the publisher read it when
+	// it finalized the batch: an anchor outside the audit stream, so a chain whose last
+	// records were deleted is told from one that ended there (awaken audit verify --run).
+	// The chain may have grown since (a later batch, a record appended while the batch
+	// finished); it must still hold this record at this position. Nil when the chain was
+	// not read (a batch finalized before the anchor existed, or a run without records).
+	AuditHead *AuditHead `json:"audit_head,omitempty"`
+}
+
+// AuditHead is one link of an audit chain: its position and its hash.
+type AuditHead struct {
+	N    uint64 `json:"n"`
+	Hash string `json:"hash"`
 }
 
 // CallRecord is the durable record of one call, keyed by [CallKey] (one per operation id).

@@ -228,6 +228,11 @@ func (b *BatchRecord) AdoptResolutions(committed []BatchResolution) {
 	b.Resolutions = append([]BatchResolution(nil), committed...)
 }
 
+// AnchorAudit sets b's [BatchRecord.AuditHead] to h: the run's audit chain head a
+// finalize records on the batch, or, on a copy of the batch read before it, the head that
+// finalize committed.
+func (b *BatchRecord) AnchorAudit(h *AuditHead) { b.AuditHead = h }
+
 // Resolved returns the operator's resolution recorded for call index, if any.
 func (b *BatchRecord) Resolved(index int) (BatchResolution, bool) {
 	for _, r := range b.Resolutions {

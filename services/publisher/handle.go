@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 	"go.opentelemetry.io/otel/attribute"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/awaken-dev/awaken/internal/pipeline"
 	"github.com/awaken-dev/awaken/internal/state"
 	"github.com/awaken-dev/awaken/internal/telemetry"
+	"github.com/awaken-dev/awaken/pkg/auditchain"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
@@ -271,8 +273,10 @@ func (s *Service) publishOutputs(ctx context.Context, rec *contracts.BatchRecord
 func (s *Service) finalize(ctx context.Context, rec *contracts.BatchRecord, calls []contracts.CallRecord, ended *contracts.RunEnded) (finalizedBefore, publishedBefore bool, resolutions []contracts.BatchResolution, err error) {
 	sub := &rec.Submission
 	batchID := sub.BatchID()
+	auditHead := s.readAuditHead(ctx, sub.RunID)
+	var anchored *contracts.AuditHead
 	_, _, err = s.env.Runs.Update(ctx, contracts.RunKey(sub.RunID), func(cur *contracts.RunRecord, exists bool) error {
-		finalizedBefore, resolutions = false, nil
+		finalizedBefore, resolutions, anchored = false, nil, nil
 		if !exists {
 			return contracts.ErrBatchNotHeld
 		}
@@ -285,13 +289,18 @@ func (s *Service) finalize(ctx context.Context, rec *contracts.BatchRecord, call
 		}
 		err := cur.FinalizeBatch(sub.Step, calls, ended, s.env.Now())
 		if errors.Is(err, contracts.ErrBatchFinalized) {
-			finalizedBefore = true
+			finalizedBefore, anchored = true, held.AuditHead
 			return state.ErrNoChange
+		}
+		if err == nil {
+			held.AnchorAudit(auditHead)
+			anchored = auditHead
 		}
 		return err
 	})
 	switch {
 	case err == nil:
+		rec.AnchorAudit(anchored)
 		return finalizedBefore, false, resolutions, nil
 	case errors.Is(err, contracts.ErrBatchNotHeld):
 		archived, _, aerr := s.env.Batches.GetFromLeader(ctx, contracts.BatchKey(sub.RunID, sub.Step))
@@ -305,6 +314,7 @@ func (s *Service) finalize(ctx context.Context, rec *contracts.BatchRecord, call
 		case archived.Phase == contracts.BatchPhaseOpen:
 			return false, false, nil, bus.Permanent(fmt.Errorf("publisher: finalize %s: %w: archived open", batchID, contracts.ErrInvalidPersistedState))
 		}
+		rec.AnchorAudit(archived.AuditHead)
 		return true, archived.Phase == contracts.BatchPhasePublished, archived.Resolutions, nil
 	case errors.Is(err, contracts.ErrInvalidPersistedState) || errors.Is(err, contracts.ErrCallMismatch) ||
 		errors.Is(err, contracts.ErrIncomplete):
@@ -312,6 +322,27 @@ func (s *Service) finalize(ctx context.Context, rec *contracts.BatchRecord, call
 		return false, false, nil, bus.Permanent(fmt.Errorf("publisher: finalize %s: %w", batchID, err))
 	}
 	return false, false, nil, fmt.Errorf("publisher: finalize %s: %w", batchID, err)
+}
+
+// readAuditHead reads the last record of run's audit chain from the audit stream's leader,
+// the anchor [contracts.BatchRecord.AuditHead] the finalize records in the write it makes
+// anyway: a read per batch, no write. A record still being appended while the batch
+// finishes (a decision appended beside the request that ran its call) may be missed: the
+// anchor is then further back in the chain, never a false one. A chain that cannot be read leaves the batch without an anchor rather than holding
+// its results: the warning says so.
+func (s *Service) readAuditHead(ctx context.Context, runID string) *contracts.AuditHead {
+	m, err := state.ReadLastFromLeader(ctx, s.env.Pub.JetStream().Conn(), s.env.Names.AuditStream(), s.env.Names.AuditSubject(runID))
+	if err != nil {
+		if !errors.Is(err, jetstream.ErrMsgNotFound) {
+			zerolog.Ctx(ctx).Warn().Err(err).Str("run_id", runID).Msg("cannot read the run's audit chain head: the batch is finalized without a tail anchor")
+		}
+		return nil
+	}
+	l, err := auditchain.LinkOf(m.Header)
+	if err != nil {
+		return nil
+	}
+	return &contracts.AuditHead{N: l.N, Hash: l.Hash}
 }
 
 // sameResolutions reports whether a and b hold the same resolutions (each is recorded
