@@ -213,3 +213,39 @@ func TestMixedBatchWithAParallelCallStaysSequential(t *testing.T) {
 		}
 	}
 }
+
+// TestDeclaredParallelCancelSealsEveryCall: cancelling the run of a declared-parallel
+// batch with two parked calls and two handed over seals all four cancelled, clears both
+// tickets, and answers a late approval not_waiting.
+func TestDeclaredParallelCancelSealsEveryCall(t *testing.T) {
+	h := newHarness(t)
+	b := h.storeDeclared("par", "par_ask", "par_ask", "par")
+	h.recordAgain(b)
+	var corrs []string
+	var tickets []contracts.ResumeTicket
+	for _, i := range []int{1, 2} {
+		rec := h.waitCall(b, i, "parked", isPhase(contracts.PhaseAwaiting))
+		corrs = append(corrs, rec.Phase.Wait.CorrelationID)
+		tickets = append(tickets, h.waitTicket(rec.Phase.Wait.CorrelationID))
+	}
+	h.waitCall(b, 0, "executing", isPhase(contracts.PhaseExecuting))
+	h.waitCall(b, 3, "executing", isPhase(contracts.PhaseExecuting))
+	h.quiet()
+
+	h.cancelRun("cancel-par", testRunID)
+	for i := range 4 {
+		if rec := h.waitCall(b, i, "sealed", isPhase(contracts.PhaseIndeterminate)); rec.Phase.Reason != "cancelled" {
+			t.Errorf("call %d reason %q", i, rec.Phase.Reason)
+		}
+	}
+	h.quiet()
+	for _, corr := range corrs {
+		if _, ok := h.ticket(corr); ok {
+			t.Errorf("ticket %s survived the cancellation", corr)
+		}
+	}
+	h.resume("late-par", allow(tickets[0]))
+	if a := h.waitAnswer("late-par"); a.kind != "rejected" || a.res.Code != string(contracts.ResumeNotWaiting) {
+		t.Errorf("late approval answered %+v", a)
+	}
+}
