@@ -26,8 +26,9 @@ tools:
     parallel_completion: true
     capability: durable_request
     recovery_policy: { mode: durable_request, max_attempts: 5 }
-  - { id: ask_me, builtin: ran }
-  - { id: forbidden, builtin: ran }
+  - { id: lookup, target: brain, parallel: true }
+  - { id: ask_me, builtin: ran, parallel: true }
+  - { id: forbidden, builtin: ran, parallel: true }
 policy:
   default_behavior: allow
   rules:
@@ -38,7 +39,7 @@ executors:
   body_ledger: true # the checker counts body runs from it
 `
 
-var chaosTools = []string{"echo", "counter", "slow", "fail", "delegate", "ask_me", "forbidden"}
+var chaosTools = []string{"echo", "counter", "slow", "fail", "delegate", "lookup", "ask_me", "forbidden"}
 
 // workload is the batches a run submits, generated from the seed.
 type workload struct {
@@ -47,8 +48,11 @@ type workload struct {
 }
 
 // newWorkload draws batches of 1–maxCalls calls until there are at least calls calls and
-// at least batches batches: one batch in six is a parallel delegation batch, the others mix echo, counter, slow, fail, delegate, ask_me
-// (approved by the test) and a few forbidden calls (denied by policy).
+// at least batches batches: one batch in six is a parallel delegation batch, one in six a
+// declared-parallel batch (lookup, with a few ask_me and forbidden calls, which declare
+// parallel too: gated all first, then run at once), the others mix echo, counter, slow,
+// fail, delegate, ask_me (approved by the test) and a few forbidden calls (denied by
+// policy).
 func newWorkload(rng *rand.Rand, calls, batches, maxCalls int) *workload {
 	w := &workload{}
 	for i := 0; w.calls < calls || len(w.batches) < batches; i++ {
@@ -57,14 +61,29 @@ func newWorkload(rng *rand.Rand, calls, batches, maxCalls int) *workload {
 		sub := contracts.BatchSubmission{RunID: run, ThreadID: "thread-" + run, Step: 1,
 			Agent: contracts.AgentSnapshot{SnapshotID: "snap-chaos", Tools: chaosTools}}
 		expect := map[string]checker.Expectation{}
-		parallel := n > 1 && rng.IntN(6) == 0
+		mode := 0 // sequential
+		if n > 1 {
+			mode = max(rng.IntN(6)-3, 0) // 1: parallel delegation, 2: declared parallel
+		}
 		for j := range n {
 			id := fmt.Sprintf("c%d", j)
 			var tool string
 			var args any
-			if parallel {
+			switch mode {
+			case 1:
 				tool, args = "delegate", map[string]any{"task": id, "ms": rng.IntN(50)}
-			} else {
+			case 2:
+				switch r := rng.IntN(100); {
+				case r < 80:
+					tool, args = "lookup", map[string]any{"ms": 10 + rng.IntN(300)}
+				case r < 92:
+					tool, args = "ask_me", map[string]any{}
+					expect[id] = checker.ExpectApproval
+				default:
+					tool, args = "forbidden", map[string]any{}
+					expect[id] = checker.ExpectDenied
+				}
+			default:
 				switch r := rng.IntN(100); {
 				case r < 35:
 					tool, args = "echo", map[string]any{"text": run + "/" + id}

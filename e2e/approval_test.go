@@ -299,3 +299,46 @@ func mustReparse(t *testing.T, cfg *config.Config) *config.Config {
 	}
 	return cfg
 }
+
+// TestApproval_declaredParallelRunsTheOthersWhileOneWaits: in a batch whose calls all
+// declare parallel (lookup, and ask_me declared so here), the ask parks its call while the
+// two lookups run to completion; the barrier holds until the approval runs the parked
+// call, and then publishes one results message in model order.
+func TestApproval_declaredParallelRunsTheOthersWhileOneWaits(t *testing.T) {
+	cfg := exampleConfig(t)
+	for i := range cfg.Tools {
+		if cfg.Tools[i].ID == "ask_me" {
+			cfg.Tools[i].Parallel = true
+		}
+	}
+	h := newHarness(t, withConfig(cfg))
+	run := "run-parallel-ask"
+	ctx := ctxFor(t, 60*time.Second)
+	sub := batch(run, 1, []string{"lookup", "ask_me"},
+		call("p0", "lookup", map[string]any{"ms": 10}),
+		call("p1", "ask_me", map[string]any{"why": "a human decides"}),
+		call("p2", "lookup", map[string]any{"ms": 10}),
+	)
+	ticket := h.submitUntilParked(ctx, sub, "p1")
+	for _, id := range []string{"p0", "p2"} {
+		natstest.WaitFor(t, 30*time.Second, func() bool {
+			rec, _, err := h.stack.Env.Calls.Get(ctx, h.callKey(run, 1, id))
+			return err == nil && rec.Phase.Kind == contracts.PhaseCompleted
+		}, id+" completed while p1 waits")
+	}
+	if n := h.resultsOnSubject(run); n != 0 {
+		t.Fatalf("%d results published while a call is parked", n)
+	}
+	if _, err := h.client.Approve(ctx, ticket, "fine"); err != nil {
+		t.Fatal(err)
+	}
+	h.wantResults(ctx, run, "looked up in 10 ms|ran ask_me|looked up in 10 ms")
+	for _, c := range []string{"p0", "p1", "p2"} {
+		if n := h.ledger(run, 1, c); n != 1 {
+			t.Errorf("%s ran %d times, want 1", c, n)
+		}
+	}
+	if n := h.resultsOnSubject(run); n != 1 {
+		t.Errorf("%d messages on the results subject, want one results message", n)
+	}
+}

@@ -63,7 +63,8 @@ func (c crashCell) name() string {
 // crashMatrix is every fault point of every service. The batch is sequential: echo
 // (replay_safe), counter (never_replay), forbidden (denied by policy), then a second
 // parallel-delegation batch so the gate's probe path and the executor's parallel requests
-// are crashed too.
+// are crashed too, and a batch of calls that declare parallel (three lookups), gated all
+// first and then handed over together.
 //
 // The batcher has one point: after the write that records the batch, which is also the
 // gate's work (nothing is published after it). The gate's first hit is call c0, gated from
@@ -92,6 +93,17 @@ func crashMatrix(withSandbox bool) []crashCell {
 		crashCell{service: "gate", point: pipeline.FaultAfterCommit, callID: "probe"},
 		crashCell{service: "gate", point: pipeline.FaultAfterPublish, callID: "probe"},
 		crashCell{service: "brain-exec", point: pipeline.FaultInTool, callID: "d1"},
+		// The declared-parallel batch (three lookups): the gate dead between two
+		// decisions (l1's recorded, l2's not made), after the first hand-over (l0's
+		// executor request stored, l1 and l2 not handed over) and after the last
+		// hand-over's copies; an executor after a lookup's own commit; the publisher on
+		// the batch.
+		crashCell{service: "gate", point: gate.FaultAfterParallelDecision, callID: "l1"},
+		crashCell{service: "gate", point: pipeline.FaultAfterCommit, callID: "l0"},
+		crashCell{service: "gate", point: pipeline.FaultAfterPublish, callID: "l2"},
+		crashCell{service: "brain-exec", point: pipeline.FaultAfterCommit, callID: "l1"},
+		crashCell{service: "publisher", point: pipeline.FaultAfterCommit, callID: "4"},
+		crashCell{service: "publisher", point: pipeline.FaultAfterPublish, callID: "4"},
 		// The approval batch: the gate parks ask_me (first hit), then applies the test's
 		// approval (second hit).
 		crashCell{service: "gate", point: pipeline.FaultAfterCommit, callID: "a0"},
@@ -117,6 +129,7 @@ func crashMatrix(withSandbox bool) []crashCell {
 		crashCell{service: "gate", point: gate.FaultAfterLimitReserve, callID: "c0", limits: true},
 		crashCell{service: "gate", point: gate.FaultAfterLimitReserve, callID: "d1", limits: true},
 		crashCell{service: "gate", point: gate.FaultAfterLimitReserve, callID: "a0", limits: true},
+		crashCell{service: "gate", point: gate.FaultAfterLimitReserve, callID: "l2", limits: true},
 		crashCell{service: "gate", point: pipeline.FaultAfterCommit, callID: "c1", limits: true},
 		// A concurrency slot passed on in the ledger (d0's or d1's, whichever ran first,
 		// to the other) and the gate dead before it handed the waiter's call over.
@@ -190,7 +203,7 @@ func runCrashCell(t *testing.T, cell crashCell, withSandbox bool) {
 		return fmt.Errorf("injected crash: %s at %s on %s", service, point, op)
 	})
 
-	tools := []string{"echo", "counter", "forbidden", "delegate", "wc", "ask_me"}
+	tools := []string{"echo", "counter", "forbidden", "delegate", "wc", "ask_me", "lookup"}
 	seq := batch(run, 1, tools,
 		call("c0", "echo", map[string]any{"text": "before"}),
 		call("c1", "counter", map[string]any{"name": run}),
@@ -199,13 +212,18 @@ func runCrashCell(t *testing.T, cell crashCell, withSandbox bool) {
 	if withSandbox {
 		seq.Calls = append(seq.Calls, call("c3", "wc", map[string]any{"text": "a b c"}))
 	}
-	// One active batch per run: the three batches run concurrently on three runs.
+	// One active batch per run: the four batches run concurrently on four runs.
 	par := batch(run+"-par", 2, tools,
 		call("d0", "delegate", map[string]any{"task": "x", "ms": 10}),
 		call("d1", "delegate", map[string]any{"task": "y", "ms": 10}),
 	)
 	ask := batch(run+"-ask", 3, tools, call("a0", "ask_me", map[string]any{}))
-	all := []contracts.BatchSubmission{seq, par, ask}
+	declared := batch(run+"-lp", 4, tools,
+		call("l0", "lookup", map[string]any{"ms": 10}),
+		call("l1", "lookup", map[string]any{"ms": 10}),
+		call("l2", "lookup", map[string]any{"ms": 10}),
+	)
+	all := []contracts.BatchSubmission{seq, par, ask, declared}
 	var hist checker.History
 	ctx := ctxFor(t, 90*time.Second)
 	for _, sub := range all {
@@ -301,8 +319,8 @@ func runCrashCell(t *testing.T, cell crashCell, withSandbox bool) {
 	if cell.limits {
 		// Every call of each run that was allowed took one share, once, whatever the
 		// crash: the sequential batch's echo, counter (and wc), the two delegations, the
-		// approved ask; the denied call took none.
-		want := map[string]float64{seq.RunID: 2, par.RunID: 2, ask.RunID: 1}
+		// approved ask, the three lookups; the denied call took none.
+		want := map[string]float64{seq.RunID: 2, par.RunID: 2, ask.RunID: 1, declared.RunID: 3}
 		if withSandbox {
 			want[seq.RunID] = 3
 		}

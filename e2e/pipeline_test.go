@@ -305,3 +305,69 @@ func TestPipeline_restartFinishesInFlightBatches(t *testing.T) {
 		t.Errorf("results after restart %v", got)
 	}
 }
+
+// TestPipeline_parallelDeclaredCallsRunConcurrently: lookup declares parallel in the
+// example configuration, so three lookups of 1 s in one batch run at once — every body
+// is entered before any completes, as their call records' timelines show — and the
+// results come back in model order. A batch with one call that does not declare parallel
+// runs its calls one after another: the first body completes before the next is entered.
+func TestPipeline_parallelDeclaredCallsRunConcurrently(t *testing.T) {
+	h := newHarness(t)
+	ids := []string{"l0", "l1", "l2"}
+	var calls []contracts.ToolCall
+	for _, id := range ids {
+		calls = append(calls, call(id, "lookup", map[string]any{"ms": 1000}))
+	}
+	res := h.mustRun(batch("run-lookup", 1, []string{"lookup"}, calls...))
+	if got := strings.Join(texts(res), "|"); got != "looked up in 1000 ms|looked up in 1000 ms|looked up in 1000 ms" {
+		t.Errorf("results %q", got)
+	}
+	for i, r := range res.Results {
+		if r.CallID != ids[i] {
+			t.Errorf("result %d is %s, want %s (model order)", i, r.CallID, ids[i])
+		}
+	}
+	start, end := h.bodySpan(t, "run-lookup", ids...)
+	if !start.Before(end) {
+		t.Errorf("the lookups did not overlap: the last body was entered at %s, the first completed at %s", start, end)
+	}
+
+	mixed := h.mustRun(batch("run-lookup-mixed", 1, []string{"lookup", "echo"},
+		call("m0", "lookup", map[string]any{"ms": 50}), call("m1", "echo", map[string]any{"text": "after"})))
+	if got := strings.Join(texts(mixed), "|"); got != "looked up in 50 ms|after" {
+		t.Errorf("mixed results %q", got)
+	}
+	if start, end := h.bodySpan(t, "run-lookup-mixed", "m0", "m1"); start.Before(end) {
+		t.Errorf("a mixed batch overlapped: echo entered at %s, before lookup completed at %s", start, end)
+	}
+}
+
+// bodySpan reads the call records of calls of step 1 of run and returns when the last
+// body was entered and when the first completed: the bodies overlapped when start is
+// before end. A call pinned replay_safe is not claimed before its body runs, so its
+// entry into execution (which its body cannot precede) stands for its start.
+func (h *harness) bodySpan(t *testing.T, run string, calls ...string) (start, end time.Time) {
+	t.Helper()
+	ctx := ctxFor(t, 10*time.Second)
+	for _, id := range calls {
+		rec, _, err := h.stack.Env.Calls.Get(ctx, h.callKey(run, 1, id))
+		if err != nil {
+			t.Fatalf("call %s: %v", id, err)
+		}
+		entered, ok1 := rec.MarkTime(contracts.StageEntered)
+		if !ok1 {
+			entered, ok1 = rec.MarkTime(contracts.StageExecuting)
+		}
+		completed, ok2 := rec.MarkTime(contracts.StageCompleted)
+		if !ok1 || !ok2 {
+			t.Fatalf("call %s: timeline %+v has no entry and completion", id, rec.Timeline)
+		}
+		if entered.After(start) {
+			start = entered
+		}
+		if end.IsZero() || completed.Before(end) {
+			end = completed
+		}
+	}
+	return start, end
+}

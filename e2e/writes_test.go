@@ -15,7 +15,8 @@ import (
 )
 
 // TestWritesPerCall pins the durable writes (messages stored, per stream, read from the
-// server's own counters) of a 1-call sequential batch and of a 10-call parallel batch:
+// server's own counters) of sequential batches, of a 10-call parallel-delegation batch and
+// of a 10-call batch whose calls declare parallel:
 // the hop list of docs/architecture.md ("Writes per call"). A write added to or removed
 // from the path fails it; update the table, the document and the benchmark's floor
 // (bench/cmd/awaken-bench/floor.go) together.
@@ -71,6 +72,17 @@ func TestWritesPerCall(t *testing.T) {
 			want: map[string]uint64{"AWAKEN_SUBMISSIONS": 1, "KV_AWAKEN_calls": 30,
 				"KV_AWAKEN_batches": 1, "KV_AWAKEN_runs": 2, "AWAKEN_AUDIT": 10, "AWAKEN_EVENTS": 20, "AWAKEN_RESULTS": 1},
 		},
+		{
+			name: "declared parallel 10-call lookup",
+			sub:  batch("writes-declared", 1, []string{"lookup"}, lookups(10)...),
+			// per call: the decision (Requested with it, recorded before any call is
+			// handed over), the entry (Executing with the input: the executor request),
+			// entered (lookup is pinned never_replay), Completed (the output); audit;
+			// tool_call, tool_result. Per batch as above.
+			total: 10*7 + 5,
+			want: map[string]uint64{"AWAKEN_SUBMISSIONS": 1, "KV_AWAKEN_calls": 40,
+				"KV_AWAKEN_batches": 1, "KV_AWAKEN_runs": 2, "AWAKEN_AUDIT": 10, "AWAKEN_EVENTS": 20, "AWAKEN_RESULTS": 1},
+		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, total := h.storedBy(tc.sub)
@@ -106,6 +118,15 @@ func calls(tool string, n int) []contracts.ToolCall {
 	var cs []contracts.ToolCall
 	for i := range n {
 		cs = append(cs, call(fmt.Sprintf("c%d", i), tool, map[string]any{"text": "x", "task": "x", "ms": 1}))
+	}
+	return cs
+}
+
+// lookups returns n calls of lookup, the example tool that declares parallel.
+func lookups(n int) []contracts.ToolCall {
+	var cs []contracts.ToolCall
+	for i := range n {
+		cs = append(cs, call(fmt.Sprintf("c%d", i), "lookup", map[string]any{"ms": 1}))
 	}
 	return cs
 }

@@ -87,6 +87,11 @@ type Tool struct {
 	// ParallelCompletion lets a batch made only of calls to this delegation tool run them
 	// concurrently once every gate allowed them.
 	ParallelCompletion bool `yaml:"parallel_completion"`
+	// Parallel declares that calls of this tool may run concurrently with each other and
+	// with calls of other tools that declare it: a batch whose calls all declare it is gated
+	// in model order first, every decision recorded, and then its allowed calls run at once.
+	// A batch with any call that does not declare it runs one call after another.
+	Parallel bool `yaml:"parallel"`
 	// Timeout ends one invocation with the execution error "timed out".
 	Timeout contracts.Duration `yaml:"timeout"`
 	// Builtin names the Go implementation of a brain tool in brain-exec's registry
@@ -191,6 +196,9 @@ type MCPServer struct {
 	// and destructiveHint asks; idempotentHint with openWorldHint false pins the tool's
 	// calls replay_safe. A host rule always wins.
 	TrustAnnotations bool `yaml:"trust_annotations"`
+	// ParallelReadOnly makes the tools this server annotates readOnlyHint declare
+	// parallel (see [Tool.Parallel]); it needs trust_annotations.
+	ParallelReadOnly bool `yaml:"parallel_read_only"`
 	// Reconcile maps a tool of this server (its name on the server) to the companion tool
 	// of the same server that reconciles it: after an executor crash left a call of the
 	// tool entered and unfinished, brain-exec calls the companion with the call's
@@ -486,6 +494,9 @@ func (c *Config) normalize() error {
 		seen[s.Name] = true
 		if (s.Command == "") == (s.URL == "") {
 			return &FieldError{f, "set exactly one of command (stdio) or url (streamable HTTP)"}
+		}
+		if s.ParallelReadOnly && !s.TrustAnnotations {
+			return &FieldError{f + ".parallel_read_only", "reads readOnlyHint, which only a server with trust_annotations may steer"}
 		}
 		for tool, r := range s.Reconcile {
 			if tool == "" || r.Tool == "" || r.Tool == tool {

@@ -17,7 +17,10 @@ func TestLoad_example(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the shipped example must load: %v", err)
 	}
-	for _, id := range []string{"echo", "counter", "slow", "fail", "delegate", "wc", "ask_me", "later", "forbidden", "stub", "client_pick"} {
+	if !mustTool(t, cfg, "lookup").Parallel {
+		t.Error("the example's lookup must declare parallel (examples/batch-parallel.json)")
+	}
+	for _, id := range []string{"echo", "counter", "slow", "lookup", "fail", "delegate", "wc", "ask_me", "later", "forbidden", "stub", "client_pick"} {
 		if _, ok := cfg.Tool(id); !ok {
 			t.Errorf("example registers no %q (acceptance tests rely on it)", id)
 		}
@@ -64,6 +67,8 @@ func TestParse_invalidNamesTheField(t *testing.T) {
 		{"sandbox without module", "tools:\n  - id: a\n    target: sandbox\n", "tools[0].module"},
 		{"module on a brain tool", "tools:\n  - id: a\n    module: x.wasm\n", "tools[0].module"},
 		{"parallel on a regular tool", "tools:\n  - id: a\n    parallel_completion: true\n", "tools[0].parallel_completion"},
+		{"parallel on a client-executed tool", "tools:\n  - id: a\n    kind: client_executed\n    parallel: true\n", "tools[0].parallel"},
+		{"parallel read-only without trusted annotations", "executors:\n  mcp:\n    - {name: gh, command: x, parallel_read_only: true}\n", "executors.mcp[0].parallel_read_only"},
 		{"reserved mcp id", "tools:\n  - id: mcp__x__y\n", "tools[0].id"},
 		{"regex in a policy pattern", "policy:\n  rules:\n    - {pattern: 'Bash(command =~ \"x\")', behavior: deny}\n", "policy.rules[0].pattern"},
 		{"schedule without delay", "policy:\n  rules:\n    - {pattern: x, behavior: schedule}\n", "policy.rules[0]"},
@@ -177,5 +182,38 @@ func TestParse_executorDefaults(t *testing.T) {
 	}
 	if e.Brain.DefaultTimeout.D() != 5*time.Minute || e.Sandbox.DefaultTimeout.D() != 10*time.Second {
 		t.Errorf("default timeouts %v / %v, want 5m / 10s", e.Brain.DefaultTimeout.D(), e.Sandbox.DefaultTimeout.D())
+	}
+}
+
+// annotations is an [config.AnnotationSource] holding published annotations by tool id.
+type annotations map[string]contracts.ToolAnnotations
+
+func (a annotations) Annotations(id string) (contracts.ToolAnnotations, bool) {
+	v, ok := a[id]
+	return v, ok
+}
+
+// TestTool_parallelReadOnlyDeclaresReadOnlyMCPToolsParallel: parallel_read_only makes
+// the readOnlyHint tools of a trusted server declare parallel, and no other tool.
+func TestTool_parallelReadOnlyDeclaresReadOnlyMCPToolsParallel(t *testing.T) {
+	yes, no := true, false
+	source := annotations{
+		"mcp__gh__get": {ReadOnlyHint: &yes}, "mcp__gh__put": {ReadOnlyHint: &no},
+		"mcp__plain__get": {ReadOnlyHint: &yes},
+	}
+	cfg, err := config.Parse([]byte(`
+executors:
+  mcp:
+    - {name: gh, command: ./gh-mcp, trust_annotations: true, parallel_read_only: true}
+    - {name: plain, command: ./plain-mcp, trust_annotations: true}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Annotations = source
+	for id, want := range map[string]bool{"mcp__gh__get": true, "mcp__gh__put": false, "mcp__gh__unlisted": false, "mcp__plain__get": false} {
+		if got := mustTool(t, cfg, id).Parallel; got != want {
+			t.Errorf("%s parallel = %v, want %v", id, got, want)
+		}
 	}
 }

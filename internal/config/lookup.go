@@ -34,6 +34,9 @@ func (c *Config) Tool(id string) (Tool, bool) {
 		t.Capability = contracts.CapabilityReplaySafe
 		t.Recovery = &RecoveryPolicy{Mode: contracts.ModeReplaySafe, MaxAttempts: int(contracts.DefaultMaxAttempts)}
 	}
+	if a, ok := c.trustedAnnotations(s, id); ok && s.ParallelReadOnly && a.ReadOnly() {
+		t.Parallel = true
+	}
 	return t, true
 }
 

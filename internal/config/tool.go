@@ -66,6 +66,9 @@ func (t *Tool) normalize(f string) error {
 	if t.ParallelCompletion && t.Kind != contracts.KindDelegation {
 		return &FieldError{f + ".parallel_completion", "only delegation tools can declare parallel completion"}
 	}
+	if t.Parallel && t.Kind == contracts.KindClientExecuted {
+		return &FieldError{f + ".parallel", "a client-executed tool runs on the client, which awaken does not run concurrently"}
+	}
 	if t.Timeout < 0 {
 		return &FieldError{f + ".timeout", "must not be negative"}
 	}

@@ -3,6 +3,7 @@
 package mcpbridge_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -135,4 +136,55 @@ func resultTexts(res *client.BatchResult) []string {
 		out[i] = r.Output.Text()
 	}
 	return out
+}
+
+// TestAnnotationsParallelReadOnly: with trust_annotations and parallel_read_only, a batch
+// of the read-only lookup's calls is recorded declared parallel (gated all first, then run
+// at once) and completes; a batch that adds add, which declares nothing, stays sequential.
+func TestAnnotationsParallelReadOnly(t *testing.T) {
+	log := newCallLog(t)
+	_, r := startPipeline(t, app.Options{Services: withAPI()}, `
+policy:
+  default_behavior: deny
+  rules:
+    - {pattern: mcp__test__add, behavior: allow}
+executors:
+  mcp:
+    - {name: test, command: %q, args: ["-annotated", "-log", %q], trust_annotations: true, parallel_read_only: true}
+`, serverBin, string(log))
+	r.waitCapability(t, "mcp__test__lookup", contracts.CapabilityNonRecoverable)
+	ctx := callCtx(t)
+	for _, tc := range []struct {
+		run      string
+		tools    []string
+		declared bool
+		want     string
+	}{
+		{"run-read-only", []string{"mcp__test__lookup", "mcp__test__lookup"}, true, "lookup|lookup"},
+		{"run-read-and-add", []string{"mcp__test__lookup", "mcp__test__add"}, false, "lookup|3"},
+	} {
+		sub := contracts.BatchSubmission{RunID: tc.run, ThreadID: "t-" + tc.run, Step: 1,
+			Agent: contracts.AgentSnapshot{SnapshotID: "s", Tools: tc.tools}}
+		for i, id := range tc.tools {
+			args := "{}"
+			if id == "mcp__test__add" {
+				args = `{"a":1,"b":2}`
+			}
+			sub.Calls = append(sub.Calls, contracts.ToolCall{CallID: fmt.Sprintf("c%d", i), ToolID: id, Arguments: []byte(args)})
+		}
+		res, err := r.client.SubmitAndWait(ctx, sub)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.Join(resultTexts(res), "|"); got != tc.want {
+			t.Errorf("%s: results %q, want %q", tc.run, got, tc.want)
+		}
+		b, err := r.Env.Batch(ctx, tc.run, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b.ParallelDeclared != tc.declared {
+			t.Errorf("%s: declared parallel %v, want %v", tc.run, b.ParallelDeclared, tc.declared)
+		}
+	}
 }

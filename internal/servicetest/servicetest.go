@@ -37,7 +37,8 @@ const WaitTimeout = 20 * time.Second
 var ErrInjected = errors.New("injected crash")
 
 // PipelineConfig is a trusted host configuration for service tests: tools on both
-// targets, a delegation tool with parallel completion and one without, everything allowed.
+// targets, a delegation tool with parallel completion and one without, a tool that
+// declares parallel, everything allowed.
 const PipelineConfig = `
 prefix: awaken
 tools:
@@ -55,6 +56,9 @@ tools:
     parallel_completion: true
   - id: serial_delegate
     kind: delegation
+  - id: lookup
+    capability: replay_safe
+    parallel: true
 policy:
   default_behavior: allow
 `

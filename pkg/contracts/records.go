@@ -40,10 +40,16 @@ type BatchRecord struct {
 	// hash is a conflict.
 	Hash   string       `json:"hash"`
 	Pinned []PinnedCall `json:"pinned"`
-	// Parallel is true when the batch qualifies for the parallel-delegation branch.
-	Parallel  bool       `json:"parallel,omitempty"`
-	Phase     BatchPhase `json:"phase"`
-	CreatedAt time.Time  `json:"created_at"`
+	// Parallel is true when the batch's calls may complete in any order: it qualifies for
+	// the parallel-delegation branch, or its calls all declare parallel (ParallelDeclared).
+	Parallel bool `json:"parallel,omitempty"`
+	// ParallelDeclared is true (with Parallel) when every call's tool declares that its
+	// calls may run concurrently: the gate decides every call in model order and records
+	// each decision before it hands any allowed call to an executor, then hands them all
+	// over at once; a parked call is resolved and handed over on its own.
+	ParallelDeclared bool       `json:"parallel_declared,omitempty"`
+	Phase            BatchPhase `json:"phase"`
+	CreatedAt        time.Time  `json:"created_at"`
 	// Resolutions are operators' resolutions of indeterminate calls recorded while the
 	// batch was open (see resolve.go): its results carry them.
 	Resolutions []BatchResolution `json:"resolutions,omitempty"`

@@ -45,7 +45,7 @@ func (s *Service) handleSubmit(ctx context.Context, d bus.Delivery) error {
 	}); err != nil || rec == nil {
 		return err
 	}
-	log.Info().Int("calls", len(sub.Calls)).Bool("parallel", rec.Parallel).Msg("batch recorded; the gate takes it from the run record")
+	log.Info().Int("calls", len(sub.Calls)).Bool("parallel", rec.Parallel).Bool("parallel_declared", rec.ParallelDeclared).Msg("batch recorded; the gate takes it from the run record")
 	return nil
 }
 
@@ -103,20 +103,37 @@ func (s *Service) record(ctx context.Context, sub *contracts.BatchSubmission) (*
 
 // newRecord builds the batch record of sub: the whole submission, its hash, the pin of
 // every call resolved from the trusted configuration (never from the submission), and
-// whether the batch takes the parallel-delegation branch.
+// its dispatch mode: sequential, the parallel-delegation branch, or declared parallel. The
+// mode is pinned here, so a configuration change cannot alter an open batch.
 func newRecord(cfg *config.Config, sub *contracts.BatchSubmission, now time.Time) contracts.BatchRecord {
 	pinned := make([]contracts.PinnedCall, len(sub.Calls))
 	for i, c := range sub.Calls {
 		pinned[i] = cfg.Pin(c.ToolID)
 	}
+	declared := declaredParallel(cfg, sub)
 	return contracts.BatchRecord{
-		Submission: *sub,
-		Hash:       sub.Hash(),
-		Pinned:     pinned,
-		Parallel:   parallel(cfg, sub),
-		Phase:      contracts.BatchPhaseOpen,
-		CreatedAt:  now,
+		Submission:       *sub,
+		Hash:             sub.Hash(),
+		Pinned:           pinned,
+		Parallel:         declared || parallel(cfg, sub),
+		ParallelDeclared: declared,
+		Phase:            contracts.BatchPhaseOpen,
+		CreatedAt:        now,
 	}
+}
+
+// declaredParallel reports whether every call of sub, more than one, is of a tool the
+// host declares parallel. A batch with any other call keeps the sequential path.
+func declaredParallel(cfg *config.Config, sub *contracts.BatchSubmission) bool {
+	if len(sub.Calls) < 2 {
+		return false
+	}
+	for _, c := range sub.Calls {
+		if t, ok := cfg.Tool(c.ToolID); !ok || !t.Parallel || t.Kind == contracts.KindClientExecuted {
+			return false
+		}
+	}
+	return true
 }
 
 // parallel reports whether sub qualifies for the parallel-delegation branch (as the

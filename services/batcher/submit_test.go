@@ -37,6 +37,7 @@ func TestSubmitRecordsTheBatchForTheGate(t *testing.T) {
 		calls    []contracts.ToolCall
 		pins     []contracts.PinnedCall
 		parallel bool
+		declared bool
 	}{
 		{
 			name:  "known tools on both targets and an unknown tool",
@@ -71,6 +72,23 @@ func TestSubmitRecordsTheBatchForTheGate(t *testing.T) {
 			pins:  []contracts.PinnedCall{delegation, brain(contracts.ModeReplaySafe, 4)},
 		},
 		{
+			name:     "every call declares parallel",
+			calls:    []contracts.ToolCall{call("l1", "lookup"), call("l2", "lookup"), call("l3", "lookup")},
+			pins:     []contracts.PinnedCall{brain(contracts.ModeNeverReplay, 3), brain(contracts.ModeNeverReplay, 3), brain(contracts.ModeNeverReplay, 3)},
+			parallel: true,
+			declared: true,
+		},
+		{
+			name:  "a call that declares parallel mixed with one that does not",
+			calls: []contracts.ToolCall{call("l1", "lookup"), call("e1", "echo")},
+			pins:  []contracts.PinnedCall{brain(contracts.ModeNeverReplay, 3), brain(contracts.ModeReplaySafe, 4)},
+		},
+		{
+			name:  "a single call that declares parallel",
+			calls: []contracts.ToolCall{call("l1", "lookup")},
+			pins:  []contracts.PinnedCall{brain(contracts.ModeNeverReplay, 3)},
+		},
+		{
 			name:  "unknown tool repeated",
 			calls: []contracts.ToolCall{call("u1", "nope"), call("u2", "nope")},
 			pins:  []contracts.PinnedCall{unknown, unknown},
@@ -88,8 +106,8 @@ func TestSubmitRecordsTheBatchForTheGate(t *testing.T) {
 			if !reflect.DeepEqual(rec.Pinned, tt.pins) {
 				t.Errorf("pins = %+v, want %+v", rec.Pinned, tt.pins)
 			}
-			if rec.Parallel != tt.parallel {
-				t.Errorf("parallel = %v, want %v", rec.Parallel, tt.parallel)
+			if rec.Parallel != tt.parallel || rec.ParallelDeclared != tt.declared {
+				t.Errorf("parallel = %v declared = %v, want %v, %v", rec.Parallel, rec.ParallelDeclared, tt.parallel, tt.declared)
 			}
 			if rec.Phase != contracts.BatchPhaseOpen {
 				t.Errorf("phase = %q, want open", rec.Phase)
@@ -111,7 +129,7 @@ func TestSubmitRecordsTheBatchForTheGate(t *testing.T) {
 			got := servicetest.Decode[contracts.RunRecord](t, ev)
 			wantID := pipeline.BatchRecordedID(sub.BatchID())
 			if ev.ID != wantID || ev.Type != contracts.TypeBatchRecorded || ev.Source != "awaken/batcher" ||
-				got.Batch == nil || got.Batch.Parallel != tt.parallel || got.Batch.Hash != rec.Hash {
+				got.Batch == nil || got.Batch.Parallel != tt.parallel || got.Batch.ParallelDeclared != tt.declared || got.Batch.Hash != rec.Hash {
 				t.Errorf("recorded revision %s %s from %s = %+v, want %s holding the batch", ev.ID, ev.Type, ev.Source, got, wantID)
 			}
 		})

@@ -28,6 +28,9 @@ tools:
   - id: slow
     timeout: 200ms
   - id: fail
+  - id: lookup
+    capability: replay_safe
+    parallel: true
   - id: delegate
     kind: delegation
     parallel_completion: true
@@ -95,6 +98,7 @@ func TestBuiltinToolsThroughBrainExec(t *testing.T) {
 		{"counter first", "counter", `{"name":"visits"}`, "1", false, 1},
 		{"slow", "slow", `{"ms":5}`, "done", false, 1},
 		{"slow past its timeout", "slow", `{"ms":5000}`, "tool execution failed: timed out", true, 1},
+		{"lookup", "lookup", `{"ms":5}`, "looked up in 5 ms", false, 1},
 		{"fail", "fail", `{"message":"boom"}`, "tool execution failed: boom", true, 1},
 		{"delegate", "delegate", `{"task":"research","ms":1}`, "delegated: research", false, 1},
 		{"ran as ask_me", "ask_me", `{}`, "ran ask_me", false, 1},

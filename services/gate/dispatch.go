@@ -15,7 +15,8 @@ import (
 // The gate's work is two kinds of record revision, not messages of their own (the record is
 // the work, internal/pipeline records.go):
 //   - the run-record revision that records a batch ([contracts.TypeBatchRecorded], on the
-//     runs bucket's stream) gates its first call, or probes a parallel-delegation batch;
+//     runs bucket's stream) gates its first call, probes a parallel-delegation batch, or
+//     gates every call of a declared-parallel batch (parallel.go);
 //   - the terminal revision of call i of a sequential batch ([contracts.TypeCallOutput], on
 //     the calls bucket's stream) gates call i+1.
 //
@@ -39,6 +40,11 @@ func (s *Service) handleRecorded(ctx context.Context, d bus.Delivery) error {
 		return err
 	}
 	s.env.Remember(b)
+	if b.ParallelDeclared {
+		sub := &b.Submission
+		log := zerolog.Ctx(ctx).With().Str("run_id", sub.RunID).Str("batch_id", sub.BatchID()).Logger()
+		return s.gateDeclared(log.WithContext(ctx), b)
+	}
 	if b.Parallel {
 		sub := &b.Submission
 		log := zerolog.Ctx(ctx).With().Str("run_id", sub.RunID).Str("batch_id", sub.BatchID()).Logger()

@@ -50,6 +50,13 @@ tools:
   - id: delegate
     kind: delegation
     parallel_completion: true
+  - id: par
+    capability: replay_safe
+    parallel: true
+  - id: par_ask
+    parallel: true
+  - id: par_block
+    parallel: true
   - id: two_keys
   - id: three_keys
   - id: two_keys_timeout
@@ -65,6 +72,8 @@ policy:
     - { pattern: 'edit_me(path ~ "/etc/*")', behavior: deny }
     - { pattern: edit_me, behavior: ask }
     - { pattern: 'delegate(task = "risky")', behavior: ask }
+    - { pattern: par_ask, behavior: ask }
+    - { pattern: par_block, behavior: deny }
     - { pattern: two_keys, behavior: ask, approvals: 2 }
     - { pattern: three_keys, behavior: ask, approvals: 3 }
     - { pattern: two_keys_timeout, behavior: ask, approvals: 2, timeout: 2s }
@@ -133,7 +142,7 @@ func (h *harness) storeDelegates(tasks ...string) *contracts.BatchRecord {
 }
 
 // store writes the batch record of sub as the batcher would: pins from the trusted
-// configuration, the parallel-delegation flag, phase open.
+// configuration, the dispatch mode (parallel delegation, declared parallel), phase open.
 func (h *harness) store(sub contracts.BatchSubmission) *contracts.BatchRecord {
 	h.T.Helper()
 	return h.storeAt(sub, time.Now().UTC())
@@ -153,7 +162,13 @@ func (h *harness) storeAt(sub contracts.BatchSubmission, createdAt time.Time) *c
 			parallel = false
 		}
 	}
-	rec.Parallel = parallel
+	declared := len(sub.Calls) > 1
+	for _, c := range sub.Calls {
+		if t, ok := h.Env.Config.Tool(c.ToolID); !ok || !t.Parallel {
+			declared = false
+		}
+	}
+	rec.Parallel, rec.ParallelDeclared = parallel || declared, declared
 	h.accept(rec)
 	return &rec
 }

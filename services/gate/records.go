@@ -12,7 +12,13 @@ import (
 // newCallRecord is the record of call i of b as it is first written: Requested, with the
 // recovery policy the batcher pinned from the trusted configuration.
 func newCallRecord(b *contracts.BatchRecord, i int) contracts.CallRecord {
-	return contracts.NewCallRecord(i, b.Submission.Calls[i], b.Pinned[i].Policy)
+	rec := contracts.NewCallRecord(i, b.Submission.Calls[i], b.Pinned[i].Policy)
+	if b.ParallelDeclared {
+		// Every call of a declared-parallel batch is gated by the batch's recording, so no
+		// output of one may gate another, whoever writes the record first.
+		rec.RunOutsideSequence()
+	}
+	return rec
 }
 
 // decidedAt returns when the gate decided rec, by either path.

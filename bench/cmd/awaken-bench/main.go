@@ -143,6 +143,17 @@ type largeBatch struct {
 	FirstBatchErr string  `json:"error,omitempty"`
 }
 
+// ioBatch is the latency of one 10-call batch of I/O-bound calls (slowToolMS each), run
+// one call after another (the slow tool) or concurrently (the lookup tool, which declares
+// parallel).
+type ioBatch struct {
+	Mode       string  `json:"mode"`
+	Tool       string  `json:"tool"`
+	Calls      int     `json:"calls"`
+	Iterations int     `json:"iterations"`
+	MedianMs   float64 `json:"median_ms"`
+}
+
 // result is what one row measured.
 type result struct {
 	Row         string       `json:"row"`
@@ -157,6 +168,7 @@ type result struct {
 	Nodes       int          `json:"nats_nodes,omitempty"` // the cluster rows' JetStream servers
 	Writes      []writeCount `json:"writes_per_call,omitempty"`
 	Large       []largeBatch `json:"large_parallel_batches,omitempty"`
+	IOBound     []ioBatch    `json:"io_bound_10_calls,omitempty"`
 	Ops         []opStat     `json:"operations,omitempty"` // the ops rows
 	PeakRSSMiB  float64      `json:"peak_rss_mib"`
 	// PeakRSSLoadMiB is the row process's peak RSS when the latency and throughput series

@@ -101,9 +101,45 @@ func measureRow(row string, s settings) (res result) {
 	if p, ok := t.(*pipeline); ok {
 		if err := measureLarge(ctx, p, s, &res); err != nil {
 			res.Error = err.Error()
+			return res
+		}
+		if err := measureIOBound(ctx, p, s, &res); err != nil {
+			res.Error = err.Error()
 		}
 	}
 	return res
+}
+
+// ioBound10 is the size of the I/O-bound batches of [measureIOBound].
+const ioBound10 = 10
+
+// measureIOBound times 10-call batches of I/O-bound calls (slowToolMS each), one batch at
+// a time: of slow, run one call after another, and of lookup, which declares parallel
+// and runs its calls at once.
+func measureIOBound(ctx context.Context, p *pipeline, s settings, res *result) error {
+	for _, m := range []struct{ mode, tool, want string }{
+		{"sequential", "slow", "done"},
+		{"parallel", "lookup", fmt.Sprintf("looked up in %d ms", slowToolMS)},
+	} {
+		var lat []time.Duration
+		for i := range max(s.LargeIters, 1) {
+			cctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+			start := time.Now()
+			out, err := p.runTool(cctx, m.tool, "io-"+m.mode, int64(i+1), ioBound10)
+			d := time.Since(start)
+			cancel()
+			if err != nil {
+				return fmt.Errorf("%s %d-call %s batch: %w", m.mode, ioBound10, m.tool, err)
+			}
+			if len(out) != ioBound10 || out[0] != m.want || out[ioBound10-1] != m.want {
+				return fmt.Errorf("%s %d-call %s batch: outputs %q, want %q", m.mode, ioBound10, m.tool, out, m.want)
+			}
+			lat = append(lat, d)
+		}
+		st := percentiles(lat)
+		res.IOBound = append(res.IOBound, ioBatch{Mode: m.mode, Tool: m.tool, Calls: ioBound10, Iterations: st.N, MedianMs: st.MedianMs})
+	}
+	return nil
 }
 
 func describe(r rowSpec) string {
@@ -148,7 +184,8 @@ func describe(r rowSpec) string {
 
 // measureWrites counts, on the row's own server, the stored messages and API requests one
 // call costs on the sequential path (1- and 10-call batches) and, for the pipeline, on the
-// parallel path (10-call delegate batches).
+// parallel paths (10-call delegate batches, and 10-call lookup batches, which declare
+// parallel).
 func measureWrites(ctx context.Context, t target, sr serverRow, res *result) error {
 	type path struct {
 		name       string
@@ -159,6 +196,8 @@ func measureWrites(ctx context.Context, t target, sr serverRow, res *result) err
 	if p, ok := t.(*pipeline); ok {
 		paths = append(paths, path{"parallel 10-call", 5, 10, func(ctx context.Context, runID string, step int64, n int) ([]string, error) {
 			return p.runTool(ctx, "delegate", runID, step, n)
+		}}, path{"declared parallel 10-call", 5, 10, func(ctx context.Context, runID string, step int64, n int) ([]string, error) {
+			return p.runTool(ctx, "lookup", runID, step, n)
 		}})
 	}
 	for _, p := range paths {

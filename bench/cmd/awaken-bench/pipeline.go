@@ -50,7 +50,8 @@ type pipeline struct {
 	client *client.Client
 	stop   func()
 	// tool is what run submits: "echo" (a sequential batch), "delegate" (a parallel
-	// batch: a delegation tool with parallel completion) or "slow" (50 ms of I/O).
+	// batch: a delegation tool with parallel completion), "slow" (50 ms of I/O) or
+	// "lookup" (50 ms of I/O, declared parallel).
 	tool string
 }
 
@@ -129,7 +130,7 @@ const slowToolMS = 50
 func echoCalls(n int) []contracts.ToolCall { return toolCalls("echo", n) }
 
 // toolCalls are n calls of tool whose outputs, as the pipeline returns them, are x0…x{n-1}
-// (echo), "delegated: x0"… (delegate) or "done" (slow).
+// (echo), "delegated: x0"… (delegate), "done" (slow) or "looked up in 50 ms" (lookup).
 func toolCalls(tool string, n int) []contracts.ToolCall {
 	calls := make([]contracts.ToolCall, n)
 	for i := range calls {
@@ -137,7 +138,7 @@ func toolCalls(tool string, n int) []contracts.ToolCall {
 		switch tool {
 		case "delegate":
 			a = map[string]any{"task": fmt.Sprintf("x%d", i), "ms": 0}
-		case "slow":
+		case "slow", "lookup":
 			a = map[string]any{"ms": slowToolMS}
 		}
 		args, _ := json.Marshal(a)

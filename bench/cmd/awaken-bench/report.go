@@ -130,6 +130,9 @@ func printTable(w io.Writer, rep report) {
 		for _, l := range r.Large {
 			fmt.Fprintf(w, "  %-24s parallel %3d calls: median %9.1fms, %6.2fms/call, %6.0f calls/s %s\n", r.Row, l.Calls, l.MedianMs, l.PerCallMs, l.CallsPerSec, l.FirstBatchErr)
 		}
+		for _, b := range r.IOBound {
+			fmt.Fprintf(w, "  %-24s %-10s %2d calls of %s (%d ms of I/O each): median %9.1fms\n", r.Row, b.Mode, b.Calls, b.Tool, slowToolMS, b.MedianMs)
+		}
 		for _, o := range r.Ops {
 			fmt.Fprintf(w, "  %-24s %-19s median %8.3fms, p99 %8.3fms, %6.2f publishes\n", r.Row, o.Op, o.MedianMs, o.P99Ms, o.InPublishes)
 		}

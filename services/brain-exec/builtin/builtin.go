@@ -7,6 +7,9 @@
 //     non_recoverable: replaying it would count twice.
 //   - slow {ms} sleeps ms milliseconds (ending early when its context ends) and returns
 //     "done".
+//   - lookup {ms} waits ms milliseconds, as an I/O-bound lookup would, and returns
+//     "looked up in {ms} ms": the example of a tool that declares parallel, so that a batch
+//     of several lookups runs them at once.
 //   - fail {message} fails with the execution error message.
 //   - delegate {task, ms} returns "delegated: {task}" after ms milliseconds.
 //   - progress {steps, ms} reports progress i of steps (message "step i of steps") every ms
@@ -34,7 +37,7 @@ import (
 	"github.com/awaken-dev/awaken/pkg/executor/tool"
 )
 
-// MaxSleepMS bounds the ms argument of slow and delegate (one hour).
+// MaxSleepMS bounds the ms argument of slow, lookup and delegate (one hour).
 const MaxSleepMS = 3_600_000
 
 // EchoArgs are the arguments of echo.
@@ -53,6 +56,11 @@ type SlowArgs struct {
 	// AckCancel makes a stopped sleep return "stopped" instead of an error: a tool that
 	// acknowledges the cancellation of its call with an outcome.
 	AckCancel bool `json:"ack_cancel,omitempty" desc:"When stopped early (a cancel), return \"stopped\" instead of failing."`
+}
+
+// LookupArgs are the arguments of lookup.
+type LookupArgs struct {
+	MS int `json:"ms" jsonschema:"minimum=0,maximum=3600000" desc:"How long the lookup waits, in milliseconds."`
 }
 
 // FailArgs are the arguments of fail.
@@ -110,6 +118,13 @@ func Register(ctx context.Context, r *toolreg.Registry, env *pipeline.Env) error
 					return "", err
 				}
 				return "done", nil
+			})),
+		toolreg.Register(r, tool.ToolFunc("lookup", "Waits `ms` milliseconds, as an I/O-bound lookup would, then returns \"looked up in {ms} ms\".",
+			contracts.CapabilityReplaySafe, func(ctx context.Context, a LookupArgs) (string, error) {
+				if err := sleep(ctx, a.MS); err != nil {
+					return "", err
+				}
+				return "looked up in " + strconv.Itoa(a.MS) + " ms", nil
 			})),
 		toolreg.Register(r, tool.ToolFunc("fail", "Fails with an execution error carrying `message`.",
 			contracts.CapabilityReplaySafe, func(_ context.Context, a FailArgs) (string, error) {
