@@ -13,7 +13,7 @@ PKGS := ./...
 FUZZTIME ?= 30s
 CONFIG ?= examples/awaken.yaml
 
-.PHONY: all build wasm schemas test test-short lint fmt vet fuzz run bench bench-e2e chaos chaos-cluster clean images linux-binaries compose-config
+.PHONY: all build wasm schemas test test-short lint fmt vet fuzz run bench bench-e2e soak chaos chaos-cluster clean images linux-binaries compose-config
 
 all: build
 
@@ -89,6 +89,24 @@ bench:
 	cd bench && $(GO) build -tags temporal -o ../$(BIN)/awaken-bench-temporal ./cmd/awaken-bench
 	cd bench && ../$(BIN)/awaken-bench -temporal-bin ../$(BIN)/awaken-bench-temporal \
 	  -config ../$(CONFIG) -out results $(BENCHFLAGS)
+
+## soak: `bin/awaken dev` on the loopback with a fresh data directory and retention.default
+## SOAK_RETENTION, driven by SOAK_WORKERS submitters of distinct 1- and 10-call echo runs
+## until SOAK_CALLS calls or SOAK_DURATION; every SOAK_INTERVAL it samples each store's disk,
+## messages and keys, the RSS and the probe batches' p50/p99, then restarts awaken dev on the
+## same store and probes it for SOAK_RESTART (0: no restart). A table, and
+## bench/results/soak-{timestamp}.json (a benchmark, not a test: it asserts nothing).
+SOAK_CALLS ?= 100000
+SOAK_DURATION ?= 30m
+SOAK_RETENTION ?= 2m
+SOAK_WORKERS ?= 16
+SOAK_INTERVAL ?= 10s
+SOAK_RESTART ?= 40s
+soak: build
+	cd bench && $(GO) build -o ../$(BIN)/awaken-soak ./cmd/awaken-soak
+	cd bench && ../$(BIN)/awaken-soak -awaken ../$(BIN)/awaken -config ../$(CONFIG) -out results \
+	  -calls $(SOAK_CALLS) -duration $(SOAK_DURATION) -retention $(SOAK_RETENTION) \
+	  -workers $(SOAK_WORKERS) -interval $(SOAK_INTERVAL) -restart $(SOAK_RESTART)
 
 ## bench-e2e: the e2e Go benchmarks of the pipeline alone
 bench-e2e:

@@ -199,6 +199,11 @@ func devCommand(fs *flag.FlagSet, io cmdIO) runner {
 			return err
 		}
 		app.LimitDevMemory()
+		if addr := os.Getenv("AWAKEN_PPROF"); addr != "" {
+			if _, err := servePprof(addr, log); err != nil {
+				return err
+			}
+		}
 		o := devstack.DevOptions{Config: cfg, Log: &log, StopNow: stopNow(ctx), DataDir: *data, Listen: *listen, HTTP: *httpAddr, APIToken: *token, APITokens: named, APITokenRoles: roles, PublicMetrics: *publicMetrics, Secure: *secure, Sync: sync}
 		if *secure {
 			if o.Passwords, err = devPasswords(); err != nil {
