@@ -194,7 +194,7 @@ func auditVerifyCommand(fs *flag.FlagSet, io cmdIO) runner {
 			recs, calls, anchors, fromStart, cpSubject = ra.recs, ra.calls, ra.anchors, ra.fromStart, ra.checkpointSubject
 			if prunedBefore, prunedAt = ra.prunedBefore, ra.prunedAt; prunedBefore > 0 {
 				fromStart = false
-				fmt.Fprintf(stderr, "awaken audit verify: the audit stream starts at seq %d (stored %s): the records before it were removed from its head (retention max_age, or a purge), none inside it; a chain that started before it is verified from its first remaining record\n",
+				fmt.Fprintf(stderr, "awaken audit verify: the audit stream starts at seq %d (stored %s): the records before it were removed from its head (retention max_age, or a purge), none inside it; a chain that started before it is verified from the signed checkpoint that names its head, else from its first remaining record\n",
 					prunedBefore, prunedAt.UTC().Format(time.RFC3339))
 			}
 		}
