@@ -108,7 +108,7 @@ func (s *auditSelection) read(ctx context.Context, withCalls bool) (runAudit, er
 	if err != nil {
 		return runAudit{}, err
 	}
-	out := runAudit{fromStart: fromStart}
+	out := runAudit{fromStart: fromStart, checkpointSubject: c.Names().AuditCheckpointSubject()}
 	if withCalls && *s.run != "" {
 		// The anchors first too: a batch finalized after they were read anchors nothing the
 		// chain read after them could lack.
@@ -148,6 +148,9 @@ type runAudit struct {
 	// record inside the stream was deleted too, and every chain must start at n 1.
 	prunedBefore uint64
 	prunedAt     time.Time
+	// checkpointSubject holds the signed checkpoints of the chains' heads: a pruned chain
+	// one of them links to is verified from it.
+	checkpointSubject string
 }
 
 func auditVerifyCommand(fs *flag.FlagSet, io cmdIO) runner {
@@ -169,6 +172,7 @@ func auditVerifyCommand(fs *flag.FlagSet, io cmdIO) runner {
 		fromStart := false
 		var prunedBefore uint64
 		var prunedAt time.Time
+		var cpSubject string
 		if *file != "" {
 			f, err := os.Open(*file)
 			if err != nil {
@@ -187,10 +191,10 @@ func auditVerifyCommand(fs *flag.FlagSet, io cmdIO) runner {
 			if err != nil {
 				return err
 			}
-			recs, calls, anchors, fromStart = ra.recs, ra.calls, ra.anchors, ra.fromStart
+			recs, calls, anchors, fromStart, cpSubject = ra.recs, ra.calls, ra.anchors, ra.fromStart, ra.checkpointSubject
 			if prunedBefore, prunedAt = ra.prunedBefore, ra.prunedAt; prunedBefore > 0 {
 				fromStart = false
-				fmt.Fprintf(stderr, "awaken audit verify: the audit stream starts at seq %d (stored %s): the records before it were removed from its head (retention max_age, or a purge), none inside it; a chain that started before it is verified from its first remaining record\n",
+				fmt.Fprintf(stderr, "awaken audit verify: the audit stream starts at seq %d (stored %s): the records before it were removed from its head (retention max_age, or a purge), none inside it; a chain that started before it is verified from the signed checkpoint that names its head, else from its first remaining record\n",
 					prunedBefore, prunedAt.UTC().Format(time.RFC3339))
 			}
 		}
@@ -212,6 +216,22 @@ func auditVerifyCommand(fs *flag.FlagSet, io cmdIO) runner {
 		}
 		if err != nil {
 			return err
+		}
+		// A chain pruned from its head verifies from the latest signed checkpoint that names
+		// its head at or just before its first remaining record; a checkpoint its records
+		// contradict breaks the trail.
+		var fromCheckpoint map[string]auditchain.CheckpointRef
+		if prunedBefore > 0 {
+			fromCheckpoint, err = auditchain.Anchor(recs, cpSubject)
+			if errors.As(err, &be) {
+				if *asJSON {
+					_ = printJSON(stdout, map[string]any{"ok": false, "break": be, "error": be.Error()})
+				}
+				return fmt.Errorf("the audit trail is broken at stream seq %d (checkpoint on %s, n %d): %s: %s", be.Seq, be.Subject, be.N, be.Reason, be.Detail)
+			}
+			if err != nil {
+				return err
+			}
 		}
 		// A run's chain must still reach the head each of its finalized batches recorded: a
 		// chain whose last records were deleted verifies link by link, the anchor shows it.
@@ -238,6 +258,7 @@ func auditVerifyCommand(fs *flag.FlagSet, io cmdIO) runner {
 			out := map[string]any{"ok": true, "records": sum.Records, "subjects": sum.Subjects, "signed": sum.Signed, "key_id": sum.KeyID, "last": sum.Last, "first": sum.First}
 			if prunedBefore > 0 {
 				out["pruned_before_seq"], out["pruned_at"] = prunedBefore, prunedAt.UTC()
+				out["from_checkpoint"] = fromCheckpoint
 			}
 			if calls != nil {
 				out["call_records"] = len(calls)
@@ -254,6 +275,9 @@ func auditVerifyCommand(fs *flag.FlagSet, io cmdIO) runner {
 		fmt.Fprintf(stdout, "audit trail verified: %d records on %d subjects, %s\n", sum.Records, sum.Subjects, signed)
 		if prunedBefore > 0 {
 			fmt.Fprintf(stdout, "verified from stream seq %d (stored %s): the records before it were pruned\n", prunedBefore, prunedAt.UTC().Format(time.RFC3339))
+			for _, ref := range checkpointsUsed(fromCheckpoint) {
+				fmt.Fprintf(stdout, "verified from checkpoint at %s (seq %d)\n", ref.Time.UTC().Format(time.RFC3339), ref.Seq)
+			}
 		}
 		subjects := make([]string, 0, len(sum.Last))
 		for s := range sum.Last {
@@ -265,6 +289,11 @@ func auditVerifyCommand(fs *flag.FlagSet, io cmdIO) runner {
 			from := ""
 			if f := sum.First[s]; f > 1 {
 				from = fmt.Sprintf("from n %d, ", f)
+				if ref, ok := fromCheckpoint[s]; ok {
+					from = fmt.Sprintf("from n %d (checkpoint seq %d names n %d), ", f, ref.Seq, ref.N)
+				} else if prunedBefore > 0 && s != cpSubject {
+					from = fmt.Sprintf("from n %d (no checkpoint names its head), ", f)
+				}
 			}
 			fmt.Fprintf(stdout, "  %s: %slast n %d hash %s\n", s, from, l.N, l.Hash)
 		}
@@ -392,4 +421,18 @@ func devAuditKey(cfg *config.Config, dataDir string) error {
 	}
 	cfg.Audit.SigningKeyFile = path
 	return nil
+}
+
+// checkpointsUsed is the distinct checkpoints of refs, in stream order.
+func checkpointsUsed(refs map[string]auditchain.CheckpointRef) []auditchain.CheckpointRef {
+	bySeq := map[uint64]auditchain.CheckpointRef{}
+	for _, r := range refs {
+		bySeq[r.Seq] = auditchain.CheckpointRef{Seq: r.Seq, Time: r.Time}
+	}
+	out := make([]auditchain.CheckpointRef, 0, len(bySeq))
+	for _, r := range bySeq {
+		out = append(out, r)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Seq < out[j].Seq })
+	return out
 }

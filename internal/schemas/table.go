@@ -4,6 +4,7 @@ import (
 	"reflect"
 
 	"github.com/awaken-dev/awaken/internal/config"
+	"github.com/awaken-dev/awaken/pkg/auditchain"
 	"github.com/awaken-dev/awaken/pkg/client"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 	"github.com/awaken-dev/awaken/pkg/httpapi"
@@ -30,6 +31,7 @@ var Documents = []Document{
 	{File: "tool_pause_audit.json", Type: typeOf[contracts.ToolPauseAudit]()},
 	{File: "mcp_call_audit.json", Type: typeOf[contracts.MCPCallAudit]()},
 	{File: "reconcile_audit.json", Type: typeOf[contracts.ReconcileAudit]()},
+	{File: "audit_checkpoint.json", Type: typeOf[auditchain.Checkpoint]()},
 	{File: "run_cancel.json", Type: typeOf[contracts.RunCancel]()},
 	{File: "call_cancel.json", Type: typeOf[contracts.CallCancel]()},
 	{File: "call_resolve.json", Type: typeOf[contracts.CallResolve]()},

@@ -34,6 +34,9 @@ const (
 	// TypeReconcileAudit records the end of an executor's reconcile of a call
 	// ([ReconcileAudit]).
 	TypeReconcileAudit = "io.awaken.audit.reconcile.v1"
+	// TypeAuditCheckpoint is a signed checkpoint of the audit chains' heads
+	// (pkg/auditchain.Checkpoint), on [Names.AuditCheckpointSubject].
+	TypeAuditCheckpoint = "io.awaken.audit.checkpoint.v1"
 
 	// Internal work events: not part of the public protocol, but versioned the same way so
 	// that a mixed-version deployment fails loudly instead of misreading a payload.
@@ -304,6 +307,12 @@ func (n Names) ReconcileAuditSubject(runID string) string {
 // signed like every record of the audit stream. It lies under the audit stream's subjects
 // but can never be a run's audit subject: run ids hold no dots.
 func (n Names) MCPCallAuditSubject() string { return n.Prefix + ".audit.mcp.calls" }
+
+// AuditCheckpointSubject carries the gate's periodic checkpoints of every audit chain's
+// head (pkg/auditchain.Checkpoint), chained and signed like every record of the audit
+// stream, so a chain whose oldest records retention removed still verifies from one. It
+// lies under the audit stream's subjects but can never be a run's: run ids hold no dots.
+func (n Names) AuditCheckpointSubject() string { return n.Prefix + ".audit.checkpoint.heads" }
 
 // MCPCallClaimSubject carries the [MCPCallAudit] records of `awaken mcp-serve`, the stdio
 // door a platform runs with its own credentials: the platform's account of its calls, in

@@ -52,6 +52,8 @@ type Service struct {
 	consumers   *bus.Consumers
 	// sweepStreams holds the record streams the sweep purges, by bucket, looked up once.
 	sweepStreams sync.Map
+	// stopCheckpoints ends the audit checkpointer ([Service.checkpointLoop]).
+	stopCheckpoints context.CancelFunc
 }
 
 // Start compiles the host policy of env.Config (an invalid host policy fails Start), then
@@ -115,6 +117,9 @@ func Start(ctx context.Context, env *pipeline.Env, opts ...bus.DeliveryOption) (
 	if err != nil {
 		return nil, fmt.Errorf("gate: start: %w", err)
 	}
+	cpCtx, cancel := context.WithCancel(ctx)
+	s.stopCheckpoints = cancel
+	go s.checkpointLoop(cpCtx)
 	return s, nil
 }
 
@@ -135,7 +140,12 @@ func newService(env *pipeline.Env) (*Service, error) {
 
 // Stop drains every consumer gracefully — stop pulling, let the handlers in flight finish
 // and settle — bounded by ctx. It is safe to call more than once.
-func (s *Service) Stop(ctx context.Context) error { return s.consumers.Stop(ctx) }
+func (s *Service) Stop(ctx context.Context) error {
+	if s.stopCheckpoints != nil {
+		s.stopCheckpoints()
+	}
+	return s.consumers.Stop(ctx)
+}
 
 // checkBatch verifies the shape the gate relies on: one pin per call.
 func checkBatch(b *contracts.BatchRecord) error {
