@@ -235,24 +235,31 @@ func auditVerifyCommand(fs *flag.FlagSet, io cmdIO) runner {
 		}
 		// A run's chain must still reach the head each of its finalized batches recorded: a
 		// chain whose last records were deleted verifies link by link, the anchor shows it.
-		if cut := truncatedTail(recs, anchors); len(cut) > 0 {
-			if *asJSON {
-				_ = printJSON(stdout, map[string]any{"ok": false, "truncated": cut, "error": ErrTailTruncated.Error()})
-			}
-			return fmt.Errorf("the audit trail of run %s is incomplete: %w: %s", *sel.run, ErrTailTruncated, strings.Join(cut, "; "))
-		}
-		// A run's chain is checked against the run's call records too: a decision they hold
-		// whose record the chain lacks (never stored, or cut off at the chain's end, which no
-		// link shows) is named.
+		// And it is checked against the run's call records: a decision they hold whose record
+		// the chain lacks (never stored, or cut off at the chain's end, which no link shows)
+		// is named. Both are reported, since a cut tail usually takes decisions with it.
+		cut := truncatedTail(recs, anchors)
 		missing, err := unauditedDecisions(recs, calls)
 		if err != nil {
 			return err
 		}
-		if len(missing) > 0 {
-			if *asJSON {
-				_ = printJSON(stdout, map[string]any{"ok": false, "unaudited": missing, "error": ErrDecisionUnaudited.Error()})
+		if len(cut) > 0 || len(missing) > 0 {
+			var errs []error
+			out := map[string]any{"ok": false}
+			if len(cut) > 0 {
+				out["truncated"] = cut
+				errs = append(errs, fmt.Errorf("%w: %s", ErrTailTruncated, strings.Join(cut, "; ")))
 			}
-			return fmt.Errorf("the audit trail of run %s is incomplete: %w: %s", *sel.run, ErrDecisionUnaudited, strings.Join(missing, "; "))
+			if len(missing) > 0 {
+				out["unaudited"] = missing
+				errs = append(errs, fmt.Errorf("%w: %s", ErrDecisionUnaudited, strings.Join(missing, "; ")))
+			}
+			incomplete := errors.Join(errs...)
+			if *asJSON {
+				out["error"] = incomplete.Error()
+				_ = printJSON(stdout, out)
+			}
+			return fmt.Errorf("the audit trail of run %s is incomplete: %w", *sel.run, incomplete)
 		}
 		if *asJSON {
 			out := map[string]any{"ok": true, "records": sum.Records, "subjects": sum.Subjects, "signed": sum.Signed, "key_id": sum.KeyID, "last": sum.Last, "first": sum.First}
