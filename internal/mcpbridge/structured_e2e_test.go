@@ -10,8 +10,10 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/awaken-dev/awaken/internal/app"
+	"github.com/awaken-dev/awaken/internal/natstest"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 	"github.com/awaken-dev/awaken/pkg/httpapi"
 )
@@ -79,24 +81,30 @@ executors:
 		}
 	}
 
-	// The api's read of the stored records: 200, with each output whole.
+	// The api's read of the stored records: 200, with each output whole. The publisher
+	// archives the batch as published after its results are out (off the platform's path),
+	// so the view is read until it says published: the archive is decoded too.
 	base := strings.TrimSuffix(stack.APIService.URL(), "/")
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/v1/batches/"+sub.BatchID(), nil)
-	hres, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer hres.Body.Close()
-	body, _ := io.ReadAll(hres.Body)
-	if hres.StatusCode != http.StatusOK {
-		t.Fatalf("GET /v1/batches/%s: %d %s", sub.BatchID(), hres.StatusCode, body)
-	}
 	var view httpapi.BatchView
-	if err := json.Unmarshal(body, &view); err != nil {
-		t.Fatalf("batch view: %v: %s", err, body)
-	}
-	if view.Phase != contracts.BatchPhasePublished || len(view.Calls) != len(sub.Calls) {
-		t.Fatalf("batch view phase %s with %d calls, want published with %d", view.Phase, len(view.Calls), len(sub.Calls))
+	natstest.WaitFor(t, 20*time.Second, func() bool {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/v1/batches/"+sub.BatchID(), nil)
+		hres, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer hres.Body.Close()
+		body, _ := io.ReadAll(hres.Body)
+		if hres.StatusCode != http.StatusOK {
+			t.Fatalf("GET /v1/batches/%s: %d %s", sub.BatchID(), hres.StatusCode, body)
+		}
+		view = httpapi.BatchView{}
+		if err := json.Unmarshal(body, &view); err != nil {
+			t.Fatalf("batch view: %v: %s", err, body)
+		}
+		return view.Phase == contracts.BatchPhasePublished
+	}, "the batch view to say published")
+	if len(view.Calls) != len(sub.Calls) {
+		t.Fatalf("batch view with %d calls, want %d", len(view.Calls), len(sub.Calls))
 	}
 	for _, cv := range view.Calls {
 		checkStructured("GET /v1/batches/{id}", cv.CallID, cv.Output)
