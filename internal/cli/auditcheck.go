@@ -127,29 +127,14 @@ type batchAnchor struct {
 	head    contracts.AuditHead
 }
 
-// readRunAnchors reads the audit heads the run's finalized batches recorded: the archived
-// batches' and the run record's current batch's (the one the next batch has not replaced).
+// readRunAnchors reads the audit heads the run's published batches recorded in their
+// archived records (the publisher writes the head with the archive, after the results).
 func readRunAnchors(ctx context.Context, js jetstream.JetStream, names contracts.Names, run string) ([]batchAnchor, error) {
 	byBatch := map[string]contracts.AuditHead{}
 	add := func(b *contracts.BatchRecord) {
 		if b != nil && b.AuditHead != nil {
 			byBatch[b.Submission.BatchID()] = *b.AuditHead
 		}
-	}
-	runs, err := js.KeyValue(ctx, names.RunsBucket())
-	if err != nil {
-		return nil, fmt.Errorf("runs bucket: %w", err)
-	}
-	switch e, err := runs.Get(ctx, contracts.RunKey(run)); {
-	case errors.Is(err, jetstream.ErrKeyNotFound):
-	case err != nil:
-		return nil, fmt.Errorf("read the run record of %s: %w", run, err)
-	default:
-		var rec contracts.RunRecord
-		if err := json.Unmarshal(e.Value(), &rec); err != nil {
-			return nil, fmt.Errorf("run record %s: %w", run, err)
-		}
-		add(rec.Batch)
 	}
 	batches, err := js.KeyValue(ctx, names.BatchesBucket())
 	if err != nil {

@@ -54,11 +54,11 @@ type BatchRecord struct {
 	// batch was open (see resolve.go): its results carry them.
 	Resolutions []BatchResolution `json:"resolutions,omitempty"`
 	// AuditHead is the last record of the run's audit chain as the publisher read it when
-	// it finalized the batch: an anchor outside the audit stream, so a chain whose last
+	// it archived the batch as published (after the results, off the platform's path): an anchor outside the audit stream, so a chain whose last
 	// records were deleted is told from one that ended there (awaken audit verify --run).
 	// The chain may have grown since (a later batch, a record appended while the batch
 	// finished); it must still hold this record at this position. Nil when the chain was
-	// not read (a batch finalized before the anchor existed, or a run without records).
+	// not read (a batch archived before the anchor existed, or a run without records).
 	AuditHead *AuditHead `json:"audit_head,omitempty"`
 }
 

@@ -273,10 +273,8 @@ func (s *Service) publishOutputs(ctx context.Context, rec *contracts.BatchRecord
 func (s *Service) finalize(ctx context.Context, rec *contracts.BatchRecord, calls []contracts.CallRecord, ended *contracts.RunEnded) (finalizedBefore, publishedBefore bool, resolutions []contracts.BatchResolution, err error) {
 	sub := &rec.Submission
 	batchID := sub.BatchID()
-	auditHead := s.readAuditHead(ctx, sub.RunID)
-	var anchored *contracts.AuditHead
 	_, _, err = s.env.Runs.Update(ctx, contracts.RunKey(sub.RunID), func(cur *contracts.RunRecord, exists bool) error {
-		finalizedBefore, resolutions, anchored = false, nil, nil
+		finalizedBefore, resolutions = false, nil
 		if !exists {
 			return contracts.ErrBatchNotHeld
 		}
@@ -289,18 +287,13 @@ func (s *Service) finalize(ctx context.Context, rec *contracts.BatchRecord, call
 		}
 		err := cur.FinalizeBatch(sub.Step, calls, ended, s.env.Now())
 		if errors.Is(err, contracts.ErrBatchFinalized) {
-			finalizedBefore, anchored = true, held.AuditHead
+			finalizedBefore = true
 			return state.ErrNoChange
-		}
-		if err == nil {
-			held.AnchorAudit(auditHead)
-			anchored = auditHead
 		}
 		return err
 	})
 	switch {
 	case err == nil:
-		rec.AnchorAudit(anchored)
 		return finalizedBefore, false, resolutions, nil
 	case errors.Is(err, contracts.ErrBatchNotHeld):
 		archived, _, aerr := s.env.Batches.GetFromLeader(ctx, contracts.BatchKey(sub.RunID, sub.Step))
@@ -314,7 +307,6 @@ func (s *Service) finalize(ctx context.Context, rec *contracts.BatchRecord, call
 		case archived.Phase == contracts.BatchPhaseOpen:
 			return false, false, nil, bus.Permanent(fmt.Errorf("publisher: finalize %s: %w: archived open", batchID, contracts.ErrInvalidPersistedState))
 		}
-		rec.AnchorAudit(archived.AuditHead)
 		return true, archived.Phase == contracts.BatchPhasePublished, archived.Resolutions, nil
 	case errors.Is(err, contracts.ErrInvalidPersistedState) || errors.Is(err, contracts.ErrCallMismatch) ||
 		errors.Is(err, contracts.ErrIncomplete):
@@ -325,8 +317,8 @@ func (s *Service) finalize(ctx context.Context, rec *contracts.BatchRecord, call
 }
 
 // readAuditHead reads the last record of run's audit chain from the audit stream's leader,
-// the anchor [contracts.BatchRecord.AuditHead] the finalize records in the write it makes
-// anyway: a read per batch, no write. A record still being appended while the batch
+// the anchor [contracts.BatchRecord.AuditHead] the archive write records: a read per batch,
+// no write, made after the results are out, so never on the path the platform waits on. A record still being appended while the batch
 // finishes (a decision appended beside the request that ran its call) may be missed: the
 // anchor is then further back in the chain, never a false one. A chain that cannot be read leaves the batch without an anchor rather than holding
 // its results: the warning says so.
@@ -376,6 +368,8 @@ func (s *Service) archivePublished(ctx context.Context, rec *contracts.BatchReco
 	if err := done.MarkPublished(); err != nil && !errors.Is(err, contracts.ErrBatchPublished) {
 		return false, fmt.Errorf("publisher: archive %s: %w", batchID, err)
 	}
+	head := s.readAuditHead(ctx, sub.RunID)
+	done.AnchorAudit(head)
 	created, err := s.env.ArchiveBatch(ctx, done)
 	if err != nil || created {
 		return created, err
@@ -389,6 +383,9 @@ func (s *Service) archivePublished(ctx context.Context, rec *contracts.BatchReco
 		err := cur.MarkPublished()
 		if errors.Is(err, contracts.ErrBatchPublished) {
 			return state.ErrNoChange
+		}
+		if err == nil {
+			cur.AnchorAudit(head)
 		}
 		marked = err == nil
 		return err
