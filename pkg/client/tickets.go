@@ -128,13 +128,23 @@ func (c *Client) Tickets(ctx context.Context) ([]contracts.ResumeTicket, error) 
 	if err != nil {
 		return nil, fmt.Errorf("client: tickets: %w", err)
 	}
+	out, err := drainTickets(ctx, w)
+	if err != nil {
+		return nil, fmt.Errorf("client: tickets: %w", err)
+	}
+	return out, nil
+}
+
+// drainTickets reads the tickets a watcher delivers up to its end-of-values marker (the
+// latest value of each key), stops it, and returns them oldest first.
+func drainTickets(ctx context.Context, w jetstream.KeyWatcher) ([]contracts.ResumeTicket, error) {
 	defer func() { _ = w.Stop() }()
 	out := []contracts.ResumeTicket{}
 	for {
 		select {
 		case e, ok := <-w.Updates():
 			if !ok {
-				return nil, errors.New("client: tickets: watcher closed before the end of the list")
+				return nil, errors.New("watcher closed before the end of the list")
 			}
 			if e == nil { // every current ticket has been delivered
 				sort.SliceStable(out, func(i, j int) bool { return out[i].OpenedAt.Before(out[j].OpenedAt) })
@@ -142,11 +152,11 @@ func (c *Client) Tickets(ctx context.Context) ([]contracts.ResumeTicket, error) 
 			}
 			var t contracts.ResumeTicket
 			if err := json.Unmarshal(e.Value(), &t); err != nil {
-				return nil, fmt.Errorf("client: ticket %s: %w", e.Key(), err)
+				return nil, fmt.Errorf("ticket %s: %w", e.Key(), err)
 			}
 			out = append(out, t)
 		case <-ctx.Done():
-			return nil, fmt.Errorf("client: tickets: %w", ctx.Err())
+			return nil, ctx.Err()
 		}
 	}
 }
@@ -164,27 +174,11 @@ func (c *Client) BatchTickets(ctx context.Context, runID string, step int64) ([]
 	if err != nil {
 		return nil, fmt.Errorf("client: tickets of %s: %w", contracts.BatchID(runID, step), err)
 	}
-	defer func() { _ = w.Stop() }()
-	out := []contracts.ResumeTicket{}
-	for {
-		select {
-		case e, ok := <-w.Updates():
-			if !ok {
-				return nil, errors.New("client: tickets: watcher closed before the end of the list")
-			}
-			if e == nil {
-				sort.SliceStable(out, func(i, j int) bool { return out[i].OpenedAt.Before(out[j].OpenedAt) })
-				return out, nil
-			}
-			var t contracts.ResumeTicket
-			if err := json.Unmarshal(e.Value(), &t); err != nil {
-				return nil, fmt.Errorf("client: ticket %s: %w", e.Key(), err)
-			}
-			out = append(out, t)
-		case <-ctx.Done():
-			return nil, fmt.Errorf("client: tickets of %s: %w", contracts.BatchID(runID, step), ctx.Err())
-		}
+	out, err := drainTickets(ctx, w)
+	if err != nil {
+		return nil, fmt.Errorf("client: tickets of %s: %w", contracts.BatchID(runID, step), err)
 	}
+	return out, nil
 }
 
 // Ticket returns the open ticket with correlationID; when there is none the error wraps
