@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -16,7 +15,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/rs/zerolog"
 
 	"github.com/awaken-dev/awaken/deploy"
 	"github.com/awaken-dev/awaken/internal/app"
@@ -26,7 +24,6 @@ import (
 	"github.com/awaken-dev/awaken/internal/pipeline"
 	"github.com/awaken-dev/awaken/internal/stacktest"
 	"github.com/awaken-dev/awaken/pkg/auditchain"
-	"github.com/awaken-dev/awaken/pkg/client"
 	"github.com/awaken-dev/awaken/pkg/cloudevent"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 	"github.com/awaken-dev/awaken/services/api"
@@ -237,30 +234,9 @@ func TestSecure_mcpServeLeavesTheSignedTrailWhole(t *testing.T) {
 	defer cs.Close()
 	echo(cs)
 
-	platform, err := client.New(s.connect(t, deploy.UserPlatform), client.KeepLinks())
-	if err != nil {
-		t.Fatal(err)
-	}
-	door, err := mcpserve.New(mcpserve.Options{Client: platform, Config: s.cfg.MCPServe, Log: zerolog.Nop(),
-		Catalog: func(ctx context.Context) ([]contracts.CatalogTool, error) { return platform.Tools(ctx) }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	toServer, fromClient := io.Pipe()
-	toClient, fromServer := io.Pipe()
-	serveCtx, stop := context.WithCancel(ctx)
-	served := make(chan error, 1)
-	go func() {
-		served <- door.ServeStdio(serveCtx, &mcp.IOTransport{Reader: toServer, Writer: fromServer}, "cli:audit", nil)
-	}()
-	stdio, err := c.Connect(ctx, &mcp.IOTransport{Reader: toClient, Writer: fromClient}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	stdio, stopStdio := serveStdioDoor(t, ctx, s, c, "cli:audit")
 	echo(stdio)
-	_ = stdio.Close()
-	stop()
-	<-served
+	stopStdio()
 
 	if code, out := auditVerify(ctx, s, pub); code != 0 || !strings.Contains(out, "every record signed") {
 		t.Errorf("awaken audit verify of the whole stream: exit %d: %s", code, out)

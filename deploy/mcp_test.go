@@ -44,6 +44,19 @@ func TestSecure_mcpDoorNeedsNoMorePermission(t *testing.T) {
 	checkMCPDoor(t, ctx, s, cs, &progressed)
 
 	// The stdio door, run as the platform user.
+	stdio, stopStdio := serveStdioDoor(t, ctx, s, c, "cli:secure")
+	checkMCPDoor(t, ctx, s, stdio, &progressed)
+	stopStdio()
+
+	if v := s.takeViolations(); len(v) > 0 {
+		t.Fatalf("permission violations: %v", v)
+	}
+}
+
+// serveStdioDoor runs `awaken mcp-serve`'s door as the platform user over an in-process
+// pipe and connects c to it as actor; stop closes the session and waits for the door.
+func serveStdioDoor(t *testing.T, ctx context.Context, s *secureStack, c *mcp.Client, actor string) (*mcp.ClientSession, func()) {
+	t.Helper()
 	platform, err := client.New(s.connect(t, deploy.UserPlatform), client.KeepLinks())
 	if err != nil {
 		t.Fatal(err)
@@ -58,19 +71,16 @@ func TestSecure_mcpDoorNeedsNoMorePermission(t *testing.T) {
 	serveCtx, stop := context.WithCancel(ctx)
 	served := make(chan error, 1)
 	go func() {
-		served <- door.ServeStdio(serveCtx, &mcp.IOTransport{Reader: toServer, Writer: fromServer}, "cli:secure", nil)
+		served <- door.ServeStdio(serveCtx, &mcp.IOTransport{Reader: toServer, Writer: fromServer}, actor, nil)
 	}()
 	stdio, err := c.Connect(ctx, &mcp.IOTransport{Reader: toClient, Writer: fromClient}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkMCPDoor(t, ctx, s, stdio, &progressed)
-	_ = stdio.Close()
-	stop()
-	<-served
-
-	if v := s.takeViolations(); len(v) > 0 {
-		t.Fatalf("permission violations: %v", v)
+	return stdio, func() {
+		_ = stdio.Close()
+		stop()
+		<-served
 	}
 }
 
