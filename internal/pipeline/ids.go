@@ -59,3 +59,7 @@ func RunEndedID(runID string) string { return runID + ":ended" }
 
 // RejectedID is the id of a batch rejection event for inbound event id.
 func RejectedID(eventID string) string { return eventID + ":rejected" }
+
+// UnchangedID is the id of the io.awaken.toolbatch.unchanged.v1 notice answering inbound
+// event id, a submission of a batch already recorded with the same content.
+func UnchangedID(eventID string) string { return eventID + ":unchanged" }

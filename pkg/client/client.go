@@ -64,6 +64,8 @@ type Client struct {
 	dropResult func(contracts.ToolResultEvent) bool
 	// hedgeAfter, when set by tests, replaces streamHedgeAfter.
 	hedgeAfter time.Duration
+	// identicalCheckAfter, when set by tests, replaces identicalContentCheckAfter.
+	identicalCheckAfter time.Duration
 }
 
 // handle is a JetStream handle (a stream's, a bucket's) looked up on first use and kept

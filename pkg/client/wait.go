@@ -39,8 +39,9 @@ const (
 	subscriptionCheckEvery = 250 * time.Millisecond
 	// identicalContentCheckAfter is when SubmitAndWait starts asking whether the batcher
 	// settled the submission without new results (identical content submitted before
-	// under another event id). Most batches are done by then, so the question costs
-	// nothing in the common case.
+	// under another event id). The batcher says so at once on the run's unchanged subject;
+	// the question is for a notice lost on the way (a plain publish is at-most-once). Most
+	// batches are done by then, so it costs nothing in the common case.
 	identicalContentCheckAfter = time.Second
 	// orderedConsumerIdle bounds how long an ordered results consumer outlives a client
 	// that vanished without deleting it (the server's default is five minutes, and a
@@ -169,6 +170,27 @@ func (c *Client) SubmitAndWait(ctx context.Context, sub contracts.BatchSubmissio
 		return nil, fmt.Errorf("client: watch rejections: %w", err)
 	}
 	defer rs.Unsubscribe()
+	// Identical content of a batch the batcher holds already is settled without new
+	// results or a rejection; the batcher says so on the run's unchanged subject, matched
+	// by event id like a rejection.
+	unchanged := make(chan contracts.BatchUnchanged, 1)
+	us, err := c.nc.Subscribe(c.names.UnchangedSubject(sub.RunID), func(m *nats.Msg) {
+		ev, err := cloudevent.DecodeMsg(m.Header, m.Data)
+		if err != nil || ev.Type != contracts.TypeBatchUnchanged {
+			return
+		}
+		var u contracts.BatchUnchanged
+		if json.Unmarshal(ev.Data, &u) == nil && u.EventID == eventID && u.BatchID == batchID {
+			select {
+			case unchanged <- u:
+			default:
+			}
+		}
+	})
+	if err != nil {
+		return nil, fmt.Errorf("client: watch unchanged notices: %w", err)
+	}
+	defer us.Unsubscribe()
 	watch := newBatchWatch(batchID, c.dropResult)
 	ws, err := c.nc.Subscribe(c.names.CommittedResultsSubject(sub.RunID), watch.deliver)
 	if err != nil {
@@ -176,7 +198,7 @@ func (c *Client) SubmitAndWait(ctx context.Context, sub contracts.BatchSubmissio
 	}
 	defer ws.Unsubscribe()
 	// No flush is needed before the submission: the server handles a connection's
-	// protocol in order, so both subscriptions are in place before the submission is
+	// protocol in order, so the subscriptions are in place before the submission is
 	// stored — and nothing about this batch can be published before that.
 	reconnects := c.nc.Stats().Reconnects
 
@@ -208,13 +230,18 @@ func (c *Client) SubmitAndWait(ctx context.Context, sub contracts.BatchSubmissio
 		readStream()
 	}
 	// Identical content submitted earlier under another event id is a no-op for the
-	// batcher (no new results, no rejection): once the batcher has settled this message
-	// without rejecting it, look whether the run's last results are this batch's. (Older
-	// ones, with later batches of the run after them, are found by the hedge.)
+	// batcher (no new results, no rejection), which it says on the unchanged subject. In
+	// case that notice was lost: once the batcher has settled this message without
+	// rejecting it, look whether the run's last results are this batch's. (Older ones,
+	// with later batches of the run after them, are found by the hedge.)
+	checkAfter := identicalContentCheckAfter
+	if c.identicalCheckAfter > 0 {
+		checkAfter = c.identicalCheckAfter
+	}
 	settled := make(chan struct{})
 	go func() {
 		select {
-		case <-time.After(identicalContentCheckAfter):
+		case <-time.After(checkAfter):
 		case <-ctx.Done():
 			return
 		}
@@ -230,6 +257,7 @@ func (c *Client) SubmitAndWait(ctx context.Context, sub contracts.BatchSubmissio
 		waitEnded = t.C
 	}
 	finalized := watch.finalized
+	var noticed <-chan contracts.BatchUnchanged = unchanged
 	hedgeAfter := streamHedgeAfter
 	if c.hedgeAfter > 0 {
 		hedgeAfter = c.hedgeAfter
@@ -248,6 +276,12 @@ func (c *Client) SubmitAndWait(ctx context.Context, sub contracts.BatchSubmissio
 			return nil, c.pending(ctx, sub.RunID, sub.Step, ": "+ctx.Err().Error(), ctx.Err())
 		case <-waitEnded:
 			return nil, c.pending(ctx, sub.RunID, sub.Step, " after "+o.atMost.String(), nil)
+		case u := <-noticed:
+			noticed = nil
+			// An open batch's results are still to come on the subscription.
+			if u.Finished() {
+				readStream()
+			}
 		case <-settled:
 			settled = nil
 			select {

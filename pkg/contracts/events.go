@@ -52,6 +52,32 @@ type BatchRejected struct {
 	EventID string `json:"event_id"`
 }
 
+// BatchUnchanged is the payload of io.awaken.toolbatch.unchanged.v1: the batcher settled
+// the submission EventID as a no-op, because the batch it names is already recorded with
+// identical content (submitted before under another event id, or again after the
+// submissions stream's duplicate window). Nothing new is published for it: its results
+// are the ones its first submission produces. A submitter that waits for the results
+// reads them from the results stream at once when Phase is finalized or published; an
+// open batch's results are still to come on the results subject, as for a new batch.
+type BatchUnchanged struct {
+	BatchID string `json:"batch_id"`
+	RunID   string `json:"run_id"`
+	// EventID is the ce-id of the submission settled as a no-op: match on it.
+	EventID string `json:"event_id"`
+	// Phase is the recorded batch's: open (its calls are running; its results will be
+	// published), finalized (every call is terminal; its results are published, or about
+	// to be) or published (its results are on the results stream, while the stream keeps
+	// them).
+	Phase BatchPhase `json:"phase"`
+	// ResultsSubject is where the batch's results are, or will be, published:
+	// {prefix}.results.{run_id} of the results stream.
+	ResultsSubject string `json:"results_subject"`
+}
+
+// Finished reports whether the batch's results are published, or about to be: the
+// submitter reads them from the results stream instead of waiting for them to arrive.
+func (u BatchUnchanged) Finished() bool { return u.Phase != BatchPhaseOpen }
+
 // Outcome is the terminal kind of a call in its published result.
 type Outcome string
 

@@ -13,6 +13,9 @@ const DefaultPrefix = "awaken"
 const (
 	TypeBatchRequested = "io.awaken.toolbatch.requested.v1"
 	TypeBatchRejected  = "io.awaken.toolbatch.rejected.v1"
+	// TypeBatchUnchanged tells a submitter that its submission was identical content of a
+	// batch the batcher already holds ([BatchUnchanged]), on [Names.UnchangedSubject].
+	TypeBatchUnchanged = "io.awaken.toolbatch.unchanged.v1"
 	TypeBatchFinalized = "io.awaken.toolbatch.finalized.v1"
 	TypeToolResult     = "io.awaken.tool.result.v1"
 	// TypeBatchResults carries a whole batch's publication in one message ([BatchResults]):
@@ -168,6 +171,16 @@ func (n Names) SubmitSubject() string { return n.Prefix + ".batches.submit" }
 
 // RejectedSubject carries io.awaken.toolbatch.rejected.v1.
 func (n Names) RejectedSubject() string { return n.Prefix + ".batches.rejected" }
+
+// UnchangedSubject is where the batcher tells the submitters of runID's batches that a
+// submission was identical content of a batch it already holds, so nothing new will be
+// published for it ({prefix}.unchanged.{run}, [BatchUnchanged]). Core NATS, at-most-once:
+// no stream captures it (the submissions stream holds {prefix}.batches.>), nothing is
+// stored, and a client that misses the notice finds the batch by asking.
+func (n Names) UnchangedSubject(runID string) string { return n.Prefix + ".unchanged." + runID }
+
+// UnchangedWildcard matches the unchanged notices of every run.
+func (n Names) UnchangedWildcard() string { return n.Prefix + ".unchanged.>" }
 
 // ResultsSubject carries the ordered results and the finalized event of a run.
 func (n Names) ResultsSubject(runID string) string { return n.Prefix + ".results." + runID }

@@ -5,9 +5,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/awaken-dev/awaken/internal/bus"
 	"github.com/awaken-dev/awaken/internal/natstest"
 	"github.com/awaken-dev/awaken/internal/servicetest"
+	"github.com/awaken-dev/awaken/pkg/cloudevent"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 	"github.com/awaken-dev/awaken/services/batcher"
 )
@@ -105,4 +108,39 @@ func (h *harness) rejections() []contracts.BatchRejected {
 		out = append(out, servicetest.Decode[contracts.BatchRejected](h.T, m.Event))
 	}
 	return out
+}
+
+// unchangedNotices subscribes to run's unchanged subject (core NATS, as a submitter does)
+// and returns the notices that arrive there, in order.
+func (h *harness) unchangedNotices(run string) <-chan cloudevent.Event {
+	h.T.Helper()
+	out := make(chan cloudevent.Event, 16)
+	sub, err := h.NC.Subscribe(h.Env.Names.UnchangedSubject(run), func(m *nats.Msg) {
+		ev, err := cloudevent.DecodeMsg(m.Header, m.Data)
+		if err != nil {
+			h.T.Errorf("undecodable notice on %s: %v", m.Subject, err)
+			return
+		}
+		out <- ev
+	})
+	if err != nil {
+		h.T.Fatal(err)
+	}
+	h.T.Cleanup(func() { _ = sub.Unsubscribe() })
+	if err := h.NC.Flush(); err != nil {
+		h.T.Fatal(err)
+	}
+	return out
+}
+
+// nextUnchanged returns the next notice of notices, failing the test when none arrives.
+func (h *harness) nextUnchanged(notices <-chan cloudevent.Event) (cloudevent.Event, contracts.BatchUnchanged) {
+	h.T.Helper()
+	select {
+	case ev := <-notices:
+		return ev, servicetest.Decode[contracts.BatchUnchanged](h.T, ev)
+	case <-time.After(waitTimeout):
+		h.T.Fatal("no unchanged notice arrived")
+		return cloudevent.Event{}, contracts.BatchUnchanged{}
+	}
 }

@@ -22,9 +22,10 @@ import (
 // handleSubmit is the handler of io.awaken.toolbatch.requested.v1: decode and validate,
 // then claim the run and record the batch in one write. That write is also the gate's work
 // for the batch (its revision of the run record is announced, internal/pipeline
-// records.go), so nothing more is published. A rejection is returned as a
-// [*contracts.Rejection]; the bus then runs [Service.submitRejected] and dead-letters the
-// message.
+// records.go), so nothing more is published. A submission of a batch recorded before with
+// the same content is a no-op, of which the submitter is told at once
+// ([Service.publishUnchanged]). A rejection is returned as a [*contracts.Rejection]; the
+// bus then runs [Service.submitRejected] and dead-letters the message.
 func (s *Service) handleSubmit(ctx context.Context, d bus.Delivery) error {
 	sub, err := s.decodeSubmission(d.Event.Data)
 	if err != nil {
@@ -38,12 +39,16 @@ func (s *Service) handleSubmit(ctx context.Context, d bus.Delivery) error {
 	log := zerolog.Ctx(ctx).With().Str("batch_id", batchID).Str("run_id", sub.RunID).Logger()
 	ctx = log.WithContext(ctx)
 
-	var rec *contracts.BatchRecord
+	var rec, unchanged *contracts.BatchRecord
 	if err := s.env.Operation(ServiceName, batchID).Commit(ctx, func() (bool, error) {
-		rec, err = s.record(ctx, sub)
+		rec, unchanged, err = s.record(ctx, sub)
 		return rec != nil, err
-	}); err != nil || rec == nil {
+	}); err != nil {
 		return err
+	}
+	if unchanged != nil {
+		s.publishUnchanged(ctx, d, unchanged)
+		return nil
 	}
 	log.Info().Int("calls", len(sub.Calls)).Bool("parallel", rec.Parallel).Bool("parallel_declared", rec.ParallelDeclared).Msg("batch recorded; the gate takes it from the run record")
 	return nil
@@ -73,32 +78,32 @@ func (s *Service) decodeSubmission(data []byte) (*contracts.BatchSubmission, err
 // record records sub's batch — the run's claim and the batch record in one
 // compare-and-swap on the run record ([pipeline.Env.AcceptBatch]) — or finds the record a
 // previous delivery or an earlier submission of the same batch wrote. It returns the
-// record it wrote, nil (and no error) when the batch was recorded before (the gate has
-// its work since that write), the run's refusal (run_busy, run_cancelled, run_ended) of a
-// batch it never recorded, or a conflict rejection when the stored batch has other
-// content.
-func (s *Service) record(ctx context.Context, sub *contracts.BatchSubmission) (*contracts.BatchRecord, error) {
+// record it wrote (created), or the record found when the batch was recorded before with
+// the same content (unchanged: the gate has its work since that write), or the run's
+// refusal (run_busy, run_cancelled, run_ended) of a batch it never recorded, or a
+// conflict rejection when the stored batch has other content.
+func (s *Service) record(ctx context.Context, sub *contracts.BatchSubmission) (created, unchanged *contracts.BatchRecord, err error) {
 	log := zerolog.Ctx(ctx)
 	rec := newRecord(s.env.Config, sub, s.env.Now())
 	res, err := s.env.AcceptBatch(ctx, rec)
 	switch {
 	case err != nil:
-		return nil, fmt.Errorf("batcher: batch %s: %w", sub.BatchID(), err)
+		return nil, nil, fmt.Errorf("batcher: batch %s: %w", sub.BatchID(), err)
 	case res.Created:
 		// Counted once: only the delivery whose write recorded the batch gets here.
 		s.env.Telemetry.BatchAccepted()
-		return &rec, nil
+		return &rec, nil, nil
 	case res.Refused != nil:
-		return nil, res.Refused
+		return nil, nil, res.Refused
 	}
 	cur := res.Existing
 	if cur.Hash != rec.Hash {
-		return nil, contracts.Reject(contracts.RejectConflict,
+		return nil, nil, contracts.Reject(contracts.RejectConflict,
 			"batch %s was already submitted with different content", sub.BatchID())
 	}
 	// The write that recorded it was the gate's work: there is nothing to re-drive.
-	log.Info().Str("phase", string(cur.Phase)).Msg("identical resubmission of a recorded batch; nothing to do")
-	return nil, nil
+	log.Info().Str("phase", string(cur.Phase)).Msg("identical resubmission of a recorded batch; nothing to do but tell the submitter")
+	return nil, cur, nil
 }
 
 // newRecord builds the batch record of sub: the whole submission, its hash, the pin of

@@ -152,18 +152,29 @@ func decodedHash(t *testing.T, sub contracts.BatchSubmission) string {
 
 // TestIdenticalResubmissionIsANoOp submits one batch twice under different event ids (so
 // the stream does not deduplicate the second) and shows one record, untouched, recorded
-// (announced to the gate) once; past open, a resubmission changes nothing either.
+// (announced to the gate) once; past open, a resubmission changes nothing either. Each
+// resubmission, and only a resubmission, is answered at once with an unchanged notice
+// naming its event id and the batch's phase.
 func TestIdenticalResubmissionIsANoOp(t *testing.T) {
 	h := newHarness(t)
 	const run = "run-resubmit"
 	sub := submission(run, 1, call("c1", "echo"), call("c2", "echo"))
 	batchID := sub.BatchID()
+	notices := h.unchangedNotices(run)
 
 	h.Submit(batchID, sub)
 	h.waitRecorded(run, 1)
 	_, rev := h.Batch(run, 1)
 
 	h.submitSettled("resubmission-1", sub)
+	// The batcher publishes its notices in the order it settles the submissions, so a
+	// notice for the first submission (a new batch) would be the first to arrive.
+	ev, got := h.nextUnchanged(notices)
+	want := contracts.BatchUnchanged{BatchID: batchID, RunID: run, EventID: "resubmission-1",
+		Phase: contracts.BatchPhaseOpen, ResultsSubject: h.Env.Names.ResultsSubject(run)}
+	if got != want || got.Finished() || ev.ID != "resubmission-1:unchanged" || ev.Type != contracts.TypeBatchUnchanged || ev.Source != "awaken/batcher" {
+		t.Errorf("notice %s %s from %s = %+v, want %+v", ev.ID, ev.Type, ev.Source, got, want)
+	}
 	if _, again := h.Batch(run, 1); again != rev {
 		t.Errorf("batch record rewritten by the resubmission: revision %d → %d", rev, again)
 	}
@@ -190,6 +201,13 @@ func TestIdenticalResubmissionIsANoOp(t *testing.T) {
 	}
 	finalized := h.runRevision(run)
 	h.submitSettled("resubmission-2", sub)
+	// The run record still holds the batch as finalized (the next batch of the run
+	// replaces it), and that is the record the batcher finds first: finished either way.
+	_, got = h.nextUnchanged(notices)
+	want.EventID, want.Phase = "resubmission-2", contracts.BatchPhaseFinalized
+	if got != want || !got.Finished() {
+		t.Errorf("notice of the finished batch = %+v, want %+v", got, want)
+	}
 	if n := h.HitCount(pipeline.FaultAfterCommit, batchID); n != 1 {
 		t.Errorf("published batch recorded again by a resubmission (%d, want 1)", n)
 	}
@@ -197,6 +215,17 @@ func TestIdenticalResubmissionIsANoOp(t *testing.T) {
 		t.Errorf("phase = %q after resubmitting a published batch", got.Phase)
 	}
 	h.wantRunUnchanged(run, finalized)
+
+	// Once the run's next batch (new: no notice) has replaced it in the run record, the
+	// batch is found in the archive, published.
+	next := submission(run, 2, call("c1", "echo"))
+	h.submitSettled(next.BatchID(), next)
+	h.submitSettled("resubmission-3", sub)
+	_, got = h.nextUnchanged(notices)
+	want.EventID, want.Phase = "resubmission-3", contracts.BatchPhasePublished
+	if got != want || !got.Finished() {
+		t.Errorf("notice of the archived batch = %+v, want %+v (and none for the new batch %s)", got, want, next.BatchID())
+	}
 }
 
 // TestConflictingResubmissionIsRejected resubmits a batch id with other content: the
