@@ -111,6 +111,20 @@ func acceptanceFlow(t *testing.T, c *client.Client, tag string) {
 		if len(again.Results) != len(res.Results) {
 			t.Errorf("re-read %d results, want %d", len(again.Results), len(res.Results))
 		}
+		// Under an event id of its own the stream does not drop it: the batcher settles it
+		// as a no-op and tells the submitter (awaken.unchanged.{run}), which reads the
+		// results it has.
+		resubmitted, err := c.SubmitAndWait(ctx, sub, client.WithEventID(client.AttemptEventID(sub)))
+		if err != nil {
+			t.Fatalf("identical resubmission under a new event id: %v", err)
+		}
+		if resubmitted.Sequence != res.Sequence || len(resubmitted.Results) != len(res.Results) {
+			t.Errorf("identical resubmission answered %s at sequence %d with %d results, want the first publication (%d, %d results)",
+				resubmitted.BatchID, resubmitted.Sequence, len(resubmitted.Results), res.Sequence, len(res.Results))
+		}
+		if n, err := checker.Counter(ctx, c, run("demo")); err != nil || n != 1 {
+			t.Errorf("counter after an identical resubmission = %d (%v), want 1", n, err)
+		}
 	})
 
 	t.Run("parallel batch", func(t *testing.T) {

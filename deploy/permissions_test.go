@@ -623,6 +623,9 @@ func TestSecure_leastPrivilege(t *testing.T) {
 	decision := pubEvent(names.TicketResolvedSubject(), "forged:resolved", contracts.TypeTicketResolved,
 		contracts.TicketResolution{CorrelationID: "perm.forged.1.c1", Code: "approved"})
 	audit := pubEvent(names.AuditSubject(forged), op+":audit:allow", contracts.TypeAudit, map[string]string{"decision": "allow"})
+	unchanged := pubEvent(names.UnchangedSubject(forged), "forged:unchanged", contracts.TypeBatchUnchanged,
+		contracts.BatchUnchanged{BatchID: contracts.BatchID(forged, 1), RunID: forged, EventID: "forged",
+			Phase: contracts.BatchPhasePublished, ResultsSubject: names.ResultsSubject(forged)})
 	raw := func(subject string) func(nc *nats.Conn) (string, error) {
 		return func(nc *nats.Conn) (string, error) { return subject, nc.Publish(subject, []byte("{}")) }
 	}
@@ -722,6 +725,7 @@ func TestSecure_leastPrivilege(t *testing.T) {
 			refusal{user + " cannot record a batch for the gate", user, gateReq},
 			refusal{user + " cannot publish a call output", user, output},
 			refusal{user + " cannot publish a gate decision", user, decision},
+			refusal{user + " cannot tell a submitter its batch is unchanged", user, unchanged},
 		)
 	}
 	for _, tc := range tests {

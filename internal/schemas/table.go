@@ -19,6 +19,7 @@ var Documents = []Document{
 	{File: "batch_submission.json", Type: typeOf[contracts.BatchSubmission]()},
 	{File: "batch_rejected.json", Type: typeOf[contracts.BatchRejected](),
 		Enums: map[string]reflect.Type{"code": typeOf[contracts.RejectCode]()}},
+	{File: "batch_unchanged.json", Type: typeOf[contracts.BatchUnchanged]()},
 	{File: "tool_result_event.json", Type: typeOf[contracts.ToolResultEvent]()},
 	{File: "batch_finalized.json", Type: typeOf[contracts.BatchFinalized]()},
 	{File: "batch_results.json", Type: typeOf[contracts.BatchResults]()},
