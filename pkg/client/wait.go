@@ -134,7 +134,10 @@ func WaitAtMost(d time.Duration) WaitOption {
 
 // SubmitAndWait submits a batch and waits for its results, or for its rejection (a
 // [*RejectedError]). A rejection is matched by the submission's event id, so the refusal
-// of another submission under the same batch id is never taken for this one's.
+// of another submission under the same batch id is never taken for this one's. A batch
+// recorded before with the same content returns its results, at once when it has
+// finished: the batcher says the submission was a no-op, and the results are read from
+// the stream.
 func (c *Client) SubmitAndWait(ctx context.Context, sub contracts.BatchSubmission, opts ...WaitOption) (*BatchResult, error) {
 	var o waitOptions
 	o.atMost = -1

@@ -15,8 +15,9 @@
 //
 // Exactly once: the batch record is written by compare-and-swap, so a resubmission (a
 // redelivery, or the platform sending the batch again) finds it and either does nothing
-// (same hash: its recording was the gate's work already) or is refused with code conflict
-// (other hash).
+// but tell the submitter so, with io.awaken.toolbatch.unchanged.v1 on the run's unchanged
+// subject (same hash: its recording was the gate's work already), or is refused with code
+// conflict (other hash).
 package batcher
 
 import (
