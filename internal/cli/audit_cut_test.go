@@ -136,14 +136,20 @@ func TestAuditRunAndExportVerifyFromTheirCheckpoint(t *testing.T) {
 	}
 	t.Logf("verify --file of the run's export: exit %d:\n%s", code, out)
 
-	// A range that starts after the chain's start is extended back to the checkpoint.
-	rangeExport := filepath.Join(dir, "range.jsonl")
-	if code, _, errOut := auditCLI("audit", "export", "--from-seq", itoa(recs[3].Seq), "--out", rangeExport); code != 0 || !strings.Contains(errOut, "starts from the checkpoint") {
-		t.Fatalf("export --from-seq: exit %d %s", code, errOut)
-	}
-	code, out, errOut = auditCLI("audit", "verify", "--file", rangeExport)
-	if code != 0 || !strings.Contains(out, fromCP) || !strings.Contains(out, names2) {
-		t.Fatalf("verify --file of the range's export: exit %d, want %q and %q\n%s%s", code, fromCP, names2, out, errOut)
+	// A range that starts after the chain's start (n 4) is extended back to the checkpoint.
+	for _, selection := range [][]string{
+		{"--from-seq", itoa(recs[3].Seq)},
+		{"--since", recs[3].Time.UTC().Format(time.RFC3339Nano)},
+	} {
+		rangeExport := filepath.Join(dir, "range.jsonl")
+		code, _, errOut := auditCLI(append([]string{"audit", "export", "--out", rangeExport}, selection...)...)
+		if code != 0 || !strings.Contains(errOut, "starts from the checkpoint") || !strings.Contains(errOut, "records from its cut") {
+			t.Fatalf("export %s: exit %d %s", selection, code, errOut)
+		}
+		code, out, errOut = auditCLI("audit", "verify", "--file", rangeExport)
+		if code != 0 || !strings.Contains(out, fromCP) || !strings.Contains(out, names2) {
+			t.Fatalf("verify --file of the export %s: exit %d, want %q and %q\n%s%s", selection, code, fromCP, names2, out, errOut)
+		}
 	}
 
 	// An altered record, an altered checkpoint, a missing checkpoint.
