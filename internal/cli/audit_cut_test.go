@@ -29,7 +29,8 @@ import (
 // range starting after the chain's start, carry the checkpoint first and verify --file
 // checks them from it offline. A record or the checkpoint of an export altered fails it, an
 // export without its checkpoint line is ErrCheckpointMissing (unless --without-checkpoint),
-// and the run's tail cut off with its call records is still named by its batches' anchor.
+// the run's tail cut off with its call records is still named by its batches' anchor, and
+// its first remaining record deleted inside the stream is not taken for retention.
 func TestAuditRunAndExportVerifyFromTheirCheckpoint(t *testing.T) {
 	dir := t.TempDir()
 	if code, _, errOut := runCLI(context.Background(), "audit", "keygen", "--out", filepath.Join(dir, "audit.key")); code != 0 {
@@ -267,6 +268,15 @@ func TestAuditRunAndExportVerifyFromTheirCheckpoint(t *testing.T) {
 		t.Fatalf("verify --run of the pruned run with its tail cut: exit %d, want it named truncated\n%s%s", code, out, errOut)
 	}
 	t.Logf("the tail cut: exit %d: %s", code, strings.TrimSpace(errOut))
+
+	// The run's first remaining record deleted inside the stream is not retention: the
+	// chain must start at n 1 again.
+	if err := stream.DeleteMsg(wait, recs[2].Seq); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, errOut := auditCLI("audit", "verify", "--run", "run-k"); code != 1 || !strings.Contains(errOut, "not 1") {
+		t.Fatalf("verify --run after its first remaining record was deleted inside the stream: exit %d\n%s%s", code, out, errOut)
+	}
 }
 
 // exportLines is the lines of an export file.
