@@ -97,7 +97,7 @@ func TestAuditVerifyFromASignedCheckpoint(t *testing.T) {
 	}
 	want := "verified from checkpoint at " + cp.Time.UTC().Format(time.RFC3339) + " (seq " + itoa(cp.Seq) + ")"
 	code, out, errOut := auditCLI("audit", "verify", "--json=false")
-	if code != 0 || !strings.Contains(out, want) || !strings.Contains(out, "from n 2 (checkpoint seq "+itoa(cp.Seq)+" names n 2)") {
+	if code != 0 || !strings.Contains(out, want) || !strings.Contains(out, "from n 2 (checkpoint seq "+itoa(cp.Seq)+" names n 2 hash ") {
 		t.Fatalf("verify pruned to n 2: exit %d, want %q\n%s%s", code, want, out, errOut)
 	}
 	t.Logf("pruned to n 2: exit %d:\n%s", code, out)
@@ -106,7 +106,7 @@ func TestAuditVerifyFromASignedCheckpoint(t *testing.T) {
 		t.Fatal(err)
 	}
 	code, out, errOut = auditCLI("audit", "verify", "--json=false")
-	if code != 0 || !strings.Contains(out, want) || !strings.Contains(out, "from n 3 (checkpoint seq "+itoa(cp.Seq)+" names n 2)") {
+	if code != 0 || !strings.Contains(out, want) || !strings.Contains(out, "from n 3 (checkpoint seq "+itoa(cp.Seq)+" names n 2 hash ") {
 		t.Fatalf("verify pruned to the checkpoint: exit %d, want %q\n%s%s", code, want, out, errOut)
 	}
 	t.Logf("pruned to the checkpoint: exit %d:\n%s", code, out)

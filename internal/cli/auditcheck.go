@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -69,21 +71,25 @@ func readRunCalls(ctx context.Context, js jetstream.JetStream, names contracts.N
 // unauditedDecisions names every decision of calls that recs (a run's audit records) have
 // no record of: the gate's decision of each decided call, and the resolution of each call
 // a ticket parked that a person or the timer resolved. A decision being made while the
-// check runs may be named once; checking again after it is recorded clears it.
-func unauditedDecisions(recs []auditchain.Record, calls []runCall) ([]string, error) {
+// check runs may be named once; checking again after it is recorded clears it. When the
+// chain starts at n from > 1 (its records before were pruned, from a checkpoint), a missing
+// decision the call record dates before fromTime, the chain's first remaining record, is
+// counted as pruned with the records before it instead, at most from-1 of them (the
+// records pruned): the gate stores a decision's audit record after it decides.
+func unauditedDecisions(recs []auditchain.Record, calls []runCall, from uint64, fromTime time.Time) (missing []string, pruned int, err error) {
 	type callOf struct{ batch, call string }
 	audited := map[callOf]map[string]bool{}
 	for _, r := range recs {
 		ev, err := cloudevent.DecodeMsg(r.Header, r.Data)
 		if err != nil {
-			return nil, fmt.Errorf("audit record seq %d: %w", r.Seq, err)
+			return nil, 0, fmt.Errorf("audit record seq %d: %w", r.Seq, err)
 		}
 		if ev.Type != contracts.TypeAudit {
 			continue
 		}
 		var a contracts.AuditRecord
 		if err := json.Unmarshal(ev.Data, &a); err != nil {
-			return nil, fmt.Errorf("audit record seq %d: %w", r.Seq, err)
+			return nil, 0, fmt.Errorf("audit record seq %d: %w", r.Seq, err)
 		}
 		k := callOf{a.BatchID, a.CallID}
 		if audited[k] == nil {
@@ -91,14 +97,25 @@ func unauditedDecisions(recs []auditchain.Record, calls []runCall) ([]string, er
 		}
 		audited[k][a.Decision] = true
 	}
-	var missing []string
+	prunedBefore := func(rec contracts.CallRecord, stages ...string) bool {
+		if from <= 1 || uint64(pruned) >= from-1 {
+			return false
+		}
+		for _, m := range rec.Timeline {
+			if slices.Contains(stages, m.Stage) && m.At.Before(fromTime) {
+				pruned++
+				return true
+			}
+		}
+		return false
+	}
 	for _, c := range calls {
 		d := c.rec.Decision
 		if d == nil {
 			continue
 		}
 		have := audited[callOf{c.batchID, c.rec.CallID}]
-		if label := d.AuditLabel(); !have[label] {
+		if label := d.AuditLabel(); !have[label] && !prunedBefore(c.rec, contracts.StageDecided, contracts.StageProbed) {
 			missing = append(missing, fmt.Sprintf("decision %s of call %s has no audit record (batch %s)", label, c.rec.CallID, c.batchID))
 		}
 		if !d.IsWait() || c.rec.ResolvedActor == "" {
@@ -108,12 +125,12 @@ func unauditedDecisions(recs []auditchain.Record, calls []runCall) ([]string, er
 		for label := range have {
 			resolved = resolved || resolutionLabels[label]
 		}
-		if !resolved {
+		if !resolved && !prunedBefore(c.rec, contracts.StageResumed) {
 			missing = append(missing, fmt.Sprintf("resolution by %s of call %s has no audit record (batch %s)", c.rec.ResolvedActor, c.rec.CallID, c.batchID))
 		}
 	}
 	sort.Strings(missing)
-	return missing, nil
+	return missing, pruned, nil
 }
 
 // ErrTailTruncated: a run's audit chain lacks a record its batch records anchor: the
@@ -173,8 +190,10 @@ func readRunAnchors(ctx context.Context, js jetstream.JetStream, names contracts
 
 // truncatedTail names every anchor that recs (a run's audit records, verified as one
 // chain) do not hold: a position past the chain's last record (its tail was deleted), or
-// one holding a record of another hash (the chain was rewritten from there).
-func truncatedTail(recs []auditchain.Record, anchors []batchAnchor) []string {
+// one holding a record of another hash (the chain was rewritten from there). Anchors
+// before from, the chain's first remaining record when its records before were pruned,
+// went with those records.
+func truncatedTail(recs []auditchain.Record, anchors []batchAnchor, from uint64) []string {
 	byN := map[uint64]string{}
 	var last uint64
 	for _, r := range recs {
@@ -185,6 +204,7 @@ func truncatedTail(recs []auditchain.Record, anchors []batchAnchor) []string {
 		byN[l.N] = l.Hash
 		last = max(last, l.N)
 	}
+	anchors = slices.DeleteFunc(slices.Clone(anchors), func(a batchAnchor) bool { return a.head.N < from })
 	var out []string
 	for _, a := range anchors {
 		hash, ok := byN[a.head.N]

@@ -3,6 +3,7 @@ package cli
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/awaken-dev/awaken/pkg/auditchain"
 	"github.com/awaken-dev/awaken/pkg/cloudevent"
@@ -39,7 +40,7 @@ func TestUnauditedDecisionsNamesEachMissingRecord(t *testing.T) {
 		decided("c5", contracts.GateRequireConfirmation, ""),
 		{batchID: batch, rec: contracts.CallRecord{CallID: "c6"}},
 	}
-	missing, err := unauditedDecisions(recs, calls)
+	missing, _, err := unauditedDecisions(recs, calls, 1, time.Time{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,5 +51,34 @@ func TestUnauditedDecisionsNamesEachMissingRecord(t *testing.T) {
 	}
 	if strings.Join(missing, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("named\n%s\nwant\n%s", strings.Join(missing, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// TestUnauditedDecisionsOfAPrunedChain: when a run's chain starts at n 3 (its first two
+// records pruned), a decision its call record dates before the first remaining record is
+// taken as pruned with them, at most two such; a third, and one dated after, are named.
+func TestUnauditedDecisionsOfAPrunedChain(t *testing.T) {
+	batch := contracts.BatchID("run-x", 1)
+	first := time.Date(2026, 12, 6, 9, 0, 0, 0, time.UTC)
+	decidedAt := func(callID string, at time.Time) runCall {
+		return runCall{batchID: batch, rec: contracts.CallRecord{CallID: callID, Decision: &contracts.GateOutcome{Kind: contracts.GateAllow},
+			Timeline: []contracts.TimelineMark{{Stage: contracts.StageDecided, At: at}}}}
+	}
+	calls := []runCall{
+		decidedAt("c1", first.Add(-3*time.Second)),
+		decidedAt("c2", first.Add(-2*time.Second)),
+		decidedAt("c3", first.Add(-time.Second)),
+		decidedAt("c4", first.Add(time.Second)),
+	}
+	missing, pruned, err := unauditedDecisions(nil, calls, 3, first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"decision allow of call c3 has no audit record (batch " + batch + ")",
+		"decision allow of call c4 has no audit record (batch " + batch + ")",
+	}
+	if pruned != 2 || strings.Join(missing, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("pruned %d, named\n%s\nwant 2 and\n%s", pruned, strings.Join(missing, "\n"), strings.Join(want, "\n"))
 	}
 }

@@ -70,11 +70,13 @@ Client:
   awaken policy test --config NEW.yaml [--since T] [--until T] [--run R]...
                                        replay the audited gate decisions through a new host
                                        policy: old -> new per call, counts per rule (writes nothing)
-  awaken audit verify [--run R | --since T --until T | --from-seq N --to-seq M] [--public-key HEX]
-                                       check the audit trail's hash chains and signatures;
-                                       exits 1 naming the first broken record
+  awaken audit verify [--run R | --since T --until T | --from-seq N --to-seq M | --file F] [--public-key HEX]
+                                       check the audit trail's hash chains and signatures, a
+                                       pruned chain from its signed checkpoint; exits 1
+                                       naming the first broken record
   awaken audit export --run R --format jsonl [--out FILE]
-                                       the trail with what a verifier needs (verify --file)
+                                       the trail with what a verifier needs, from the
+                                       checkpoint it starts at (verify --file)
   awaken audit keygen --out FILE       a new Ed25519 signing key (audit.signing_key_file)
   awaken audit key                     the public key of the configured signing key
   awaken mcp-serve [--actor NAME]      an MCP server on stdio: each tools/call a batch of this awaken

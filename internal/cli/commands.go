@@ -28,9 +28,12 @@ type command struct {
 	aliases []string
 	// usage is the command's synopsis lines, "awaken PATH ARGS…"; a group's is its
 	// subcommands'.
-	usage   string
-	declare func(fs *flag.FlagSet, io cmdIO) runner
-	subs    []*command
+	usage string
+	// examples, when set, follow the usage in the command's help: typical invocations,
+	// each with what it does, and what the flags alone do not say.
+	examples string
+	declare  func(fs *flag.FlagSet, io cmdIO) runner
+	subs     []*command
 }
 
 // commands is the tree `awaken` dispatches on, in the order `awaken help` lists it.
@@ -77,8 +80,8 @@ func commands() []*command {
 			{name: "test", usage: policyUsage, declare: policyTestCommand},
 		}},
 		{name: "audit", subs: []*command{
-			{name: "verify", usage: "awaken audit verify [--run R | --since T --until T | --from-seq N --to-seq M | --file EXPORT.jsonl] [--public-key HEX | --config FILE]", declare: auditVerifyCommand},
-			{name: "export", usage: "awaken audit export [--run R | --since T --until T | --from-seq N --to-seq M] --format jsonl [--out FILE] [--public-key HEX | --config FILE]", declare: auditExportCommand},
+			{name: "verify", usage: "awaken audit verify [--run R | --since T --until T | --from-seq N --to-seq M | --file EXPORT.jsonl] [--public-key HEX | --config FILE] [--without-checkpoint]", examples: auditVerifyExamples, declare: auditVerifyCommand},
+			{name: "export", usage: "awaken audit export [--run R | --since T --until T | --from-seq N --to-seq M] --format jsonl [--out FILE] [--public-key HEX | --config FILE]", examples: auditExportExamples, declare: auditExportCommand},
 			{name: "keygen", usage: "awaken audit keygen --out FILE", declare: auditKeygenCommand},
 			{name: "key", usage: "awaken audit key [--config FILE]", declare: auditKeyCommand},
 		}},
@@ -170,6 +173,9 @@ func wantsHelp(fs *flag.FlagSet, args []string) bool {
 // writeHelp prints the usage of c and, for a command that runs, its flags.
 func writeHelp(w io.Writer, c *command, fs *flag.FlagSet) {
 	fmt.Fprintf(w, "usage: %s\n", strings.Join(c.synopsis(), "\n       "))
+	if c.examples != "" {
+		fmt.Fprintf(w, "\nexamples:\n%s\n", c.examples)
+	}
 	if fs == nil {
 		fmt.Fprintf(w, "\nRun \"awaken %s CMD -h\" for a command's flags.\n", c.name)
 		return

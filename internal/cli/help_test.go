@@ -172,3 +172,22 @@ func TestToolsHelpNamesEveryFormat(t *testing.T) {
 		}
 	}
 }
+
+// TestAuditHelpSaysWhereAChainStarts: the help of audit verify and export shows examples
+// and says that a cut chain is verified from, and exported with, its signed checkpoint.
+func TestAuditHelpSaysWhereAChainStarts(t *testing.T) {
+	for cmd, wants := range map[string][]string{
+		"verify": {"examples:", "--file", "verified from checkpoint", "--without-checkpoint"},
+		"export": {"examples:", "--since 48h", "checkpoint"},
+	} {
+		code, out, errOut := runCLI(context.Background(), "audit", cmd, "-h")
+		if code != 0 {
+			t.Fatalf("audit %s -h: exit %d: %s", cmd, code, errOut)
+		}
+		for _, want := range wants {
+			if !strings.Contains(out, want) {
+				t.Errorf("awaken audit %s -h does not say %q:\n%s", cmd, want, out)
+			}
+		}
+	}
+}

@@ -8,8 +8,10 @@
 // "The audit trail").
 //
 // [Seal] computes a record's link, [Verify] checks a sequence of records and returns a
-// [*BreakError] naming the first that breaks, [Read] reads records from the audit stream
-// and [Export] writes them as JSON lines with what a verifier needs.
+// [*BreakError] naming the first that breaks, [Anchor] and [AnchorCut] start a chain cut
+// before its first record at the signed [Checkpoint] naming its head, [Read] reads records
+// from the audit stream and [ExportWith] writes them as JSON lines with what a verifier
+// needs, the checkpoints they start from included ([ReadExportFile] reads them back).
 package auditchain
 
 import (

@@ -1,9 +1,12 @@
 package auditchain
 
 import (
+	"crypto/ed25519"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 )
 
@@ -33,12 +36,100 @@ type CheckpointRef struct {
 	Seq  uint64    `json:"seq"`  // stream sequence of the checkpoint record
 	Time time.Time `json:"time"` // when the stream stored it
 	N    uint64    `json:"n"`    // the chain's head the checkpoint names
+	Hash string    `json:"hash"` // and its hash
 }
 
 // BreakCheckpoint: a checkpoint record cannot be read, or names a head its chain's
 // remaining records contradict (another hash at that position, or a position past the
 // chain's end: records after it were removed).
 const BreakCheckpoint Reason = "checkpoint"
+
+// ErrCheckpointInvalid matches (errors.Is) a [*BreakError] of reason [BreakCheckpoint]: a
+// checkpoint that does not verify, or names a head its chain contradicts.
+var ErrCheckpointInvalid = errors.New("auditchain: a checkpoint does not verify")
+
+// ErrCheckpointMissing matches (errors.Is) an [*UnanchoredError]: a chain starts past its
+// first record and no checkpoint links to it, so nothing vouches for where it starts.
+var ErrCheckpointMissing = errors.New("auditchain: no checkpoint vouches for a cut chain")
+
+// Is makes a checkpoint's break match [ErrCheckpointInvalid].
+func (e *BreakError) Is(target error) bool {
+	return target == ErrCheckpointInvalid && e.Reason == BreakCheckpoint
+}
+
+// UnanchoredError names the chains that start past their first record with no checkpoint
+// linking to them (subject: its first n).
+type UnanchoredError struct {
+	Chains map[string]uint64 `json:"chains"`
+}
+
+func (e *UnanchoredError) Error() string {
+	subjects := make([]string, 0, len(e.Chains))
+	for s := range e.Chains {
+		subjects = append(subjects, s)
+	}
+	sort.Strings(subjects)
+	for i, s := range subjects {
+		subjects[i] = fmt.Sprintf("%s from n %d", s, e.Chains[s])
+	}
+	return fmt.Sprintf("%v: %s", ErrCheckpointMissing, strings.Join(subjects, ", "))
+}
+
+// Is makes an UnanchoredError match [ErrCheckpointMissing].
+func (e *UnanchoredError) Is(target error) bool { return target == ErrCheckpointMissing }
+
+// AnchorCut is [Anchor] for records that must vouch for themselves (an export, a run's
+// chain): carried are checkpoint records from outside records (an export's checkpoint
+// lines, the checkpoints stored beside a run's chain), each verified on its own (its hash
+// and, with pub, its signature; one that fails is a *BreakError of reason
+// [BreakCheckpoint]) since they need not be consecutive; then every chain of records
+// that starts past n 1, except checkpointSubject's own, must be linked by a checkpoint of
+// records or carried, else an *UnanchoredError. Call it after [Verify] succeeded on
+// records.
+func AnchorCut(records, carried []Record, checkpointSubject string, pub ed25519.PublicKey) (map[string]CheckpointRef, error) {
+	for _, cp := range carried {
+		l, _ := LinkOf(cp.Header)
+		if cp.Subject != checkpointSubject {
+			return nil, &BreakError{Seq: cp.Seq, Subject: cp.Subject, N: l.N, Reason: BreakCheckpoint,
+				Detail: fmt.Sprintf("a carried checkpoint on %s, not the checkpoint subject %s", cp.Subject, checkpointSubject)}
+		}
+		if _, err := Verify([]Record{cp}, VerifyOptions{PublicKey: pub}); err != nil {
+			var be *BreakError
+			if errors.As(err, &be) {
+				return nil, &BreakError{Seq: be.Seq, Subject: be.Subject, N: be.N, Reason: BreakCheckpoint, Detail: fmt.Sprintf("the checkpoint does not verify: %s: %s", be.Reason, be.Detail)}
+			}
+			return nil, err
+		}
+	}
+	all := append(append([]Record(nil), records...), carried...)
+	refs, err := Anchor(all, checkpointSubject)
+	if err != nil {
+		return nil, err
+	}
+	first := map[string]uint64{}
+	for _, r := range records {
+		if r.Subject == checkpointSubject {
+			continue
+		}
+		l, err := LinkOf(r.Header)
+		if err != nil {
+			continue // Verify names an unchained record
+		}
+		if f, ok := first[r.Subject]; !ok || l.N < f {
+			first[r.Subject] = l.N
+		}
+	}
+	missing := map[string]uint64{}
+	for s, n := range first {
+		if _, ok := refs[s]; n > 1 && !ok {
+			missing[s] = n
+		}
+	}
+	if len(missing) > 0 {
+		return refs, &UnanchoredError{Chains: missing}
+	}
+	return refs, nil
+}
 
 // Anchor checks the chains of records against the checkpoint records among them (those on
 // checkpointSubject) and returns, for each chain whose first remaining record is not its
@@ -91,13 +182,13 @@ func Anchor(records []Record, checkpointSubject string) (map[string]CheckpointRe
 			}
 			switch {
 			case h.N > c.last.N:
-				return nil, broken("it names %s's head n %d, but the chain ends at n %d: records after it were removed", subject, h.N, c.last.N)
+				return nil, broken("it names %s's head n %d, but the chain ends at n %d: records after it were removed (its tail was truncated)", subject, h.N, c.last.N)
 			case h.N+1 == c.first.N && h.Hash != c.first.Prev:
 				return nil, broken("it names %s's head n %d hash %s, but the next remaining record's prev is %s", subject, h.N, h.Hash, c.first.Prev)
 			case h.N >= c.first.N && c.hashes[h.N] != h.Hash:
 				return nil, broken("it names %s's head n %d hash %s, but the record n %d hashes to %s", subject, h.N, h.Hash, h.N, c.hashes[h.N])
 			case c.first.N > 1 && h.N+1 >= c.first.N:
-				out[subject] = CheckpointRef{Seq: cr.Seq, Time: cr.Time, N: h.N}
+				out[subject] = CheckpointRef{Seq: cr.Seq, Time: cr.Time, N: h.N, Hash: h.Hash}
 			}
 		}
 	}
