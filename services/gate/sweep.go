@@ -143,12 +143,17 @@ func (s *Service) handleRunExpired(ctx context.Context, d bus.Delivery) error {
 
 // ledgerPurgeBound returns the limits ledger's stream sequence after its last message, for
 // [Service.purgeLedgerKeys] to remove only what was written before it; 0 (and no request)
-// when no host limit is keyed by key.
+// when no host limit is keyed by key, and 0 when there is no ledger.
 func (s *Service) ledgerPurgeBound(ctx context.Context, key string) (uint64, error) {
 	if !s.limits.keyedBy(key) {
 		return 0, nil
 	}
 	st, err := s.recordStream(ctx, s.env.Names.LimitsBucket())
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		// No ledger (a deployment set up before limits existed): no key to sweep, and the
+		// other records of the sweep still go.
+		return 0, nil
+	}
 	if err != nil {
 		return 0, fmt.Errorf("limits ledger: %w", err)
 	}
