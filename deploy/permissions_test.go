@@ -214,6 +214,22 @@ func TestSecure_pipelineNeedsNoMorePermission(t *testing.T) {
 			_, err = cons.Next(jetstream.FetchMaxWait(10 * time.Second))
 			return err
 		}},
+		// The sweeps' purges of the ledger keys of an expired run or batch (no run expires
+		// within this test), bounded by the ledger's last sequence as the sweeps bound them.
+		{"gate purges an expired run's ledger keys", "gate", func(js jetstream.JetStream) error {
+			bucket := names.LimitsBucket()
+			st, err := js.Stream(ctx, contracts.RecordStream(bucket))
+			if err != nil {
+				return err
+			}
+			info, err := st.Info(ctx)
+			if err != nil {
+				return err
+			}
+			key := contracts.LimitLedgerKey("secure-count", "secure-expired-run", time.Time{})
+			return st.Purge(ctx, jetstream.WithPurgeSubject(contracts.RecordSubject(bucket, key)),
+				jetstream.WithPurgeSequence(info.State.LastSeq+1))
+		}},
 	}
 	for _, user := range []string{"brain-exec", "sandbox-exec"} {
 		rare = append(rare, userCheck{user + " hears the gate's stop notices", user, func(js jetstream.JetStream) error {
@@ -263,6 +279,7 @@ func TestSecure_pipelineNeedsNoMorePermission(t *testing.T) {
 		{"gate", names.TimersStream(), contracts.ConsumerGateTimers},
 		{"gate", names.ControlStream(), contracts.ConsumerGateControl},
 		{"gate", contracts.RecordStream(names.BatchesBucket()), contracts.ConsumerGateSweeper},
+		{"gate", names.RunRecordsStream(), contracts.ConsumerGateRunSweeper},
 		{"brain-exec", names.CallRecordsStream(), contracts.ConsumerBrainExec},
 		{"sandbox-exec", names.CallRecordsStream(), contracts.ConsumerSandboxExec},
 		{"publisher", names.CallRecordsStream(), contracts.ConsumerPublisher},
@@ -693,6 +710,8 @@ func TestSecure_leastPrivilege(t *testing.T) {
 		{"api cannot delete sandbox-exec's consumer", "api", raw("$JS.API.CONSUMER.DELETE." + names.CallRecordsStream() + "." + contracts.ConsumerSandboxExec)},
 		{"api cannot delete the publisher's consumer", "api", raw("$JS.API.CONSUMER.DELETE." + names.CallRecordsStream() + "." + contracts.ConsumerPublisher)},
 		{"api cannot delete the gate's sweeper", "api", raw("$JS.API.CONSUMER.DELETE." + contracts.RecordStream(names.BatchesBucket()) + "." + contracts.ConsumerGateSweeper)},
+		{"api cannot redirect the gate's run sweeper", "api", raw("$JS.API.CONSUMER.CREATE." + names.RunRecordsStream() + "." + contracts.ConsumerGateRunSweeper + ".$KV." + names.RunsBucket() + ".spy")},
+		{"api cannot delete the gate's run sweeper", "api", raw("$JS.API.CONSUMER.DELETE." + names.RunRecordsStream() + "." + contracts.ConsumerGateRunSweeper)},
 		{"api cannot consume the results stream beyond the results", "api", raw("$JS.API.CONSUMER.CREATE." + names.ResultsStream() + ".spy.awaken.>")},
 		{"api cannot delete the results stream", "api", raw("$JS.API.STREAM.DELETE." + names.ResultsStream())},
 		{"api cannot write a batch record", "api", raw("$KV." + names.BatchesBucket() + ".forged.1")},

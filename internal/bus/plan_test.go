@@ -90,6 +90,7 @@ func TestPlanTopologyChangesNothing(t *testing.T) {
 		{Kind: "stream", Name: h.names.EventsStream(), Field: "max_age", Old: "168h0m0s", New: "2m0s"},
 		{Kind: "bucket", Name: h.names.LimitsBucket()},
 		{Kind: "bucket", Name: h.names.BatchesBucket(), Field: "subject_delete_marker_ttl", Old: "84h0m0s", New: "1m0s"},
+		{Kind: "bucket", Name: h.names.RunsBucket(), Field: "subject_delete_marker_ttl", Old: "84h0m0s", New: "1m0s"},
 	} {
 		if !slices.Contains(plan, want) {
 			t.Errorf("plan %v lacks %v", plan, want)
@@ -121,15 +122,17 @@ func TestPlanTopologyChangesNothing(t *testing.T) {
 
 // TestTopologyBucketsOfExpiringRecordsKeepOneRevision: the buckets whose records expire
 // by a per-message TTL keep one revision per key and allow TTLs; a TTL on a revision with
-// older ones behind it would bring the key back as its previous value.
+// older ones behind it would bring the key back as its previous value. Both keep the
+// marker of an expired record half the run retention: it drives the gate's sweeps, and a
+// gate down for less than that still sees it.
 func TestTopologyBucketsOfExpiringRecordsKeepOneRevision(t *testing.T) {
 	names := contracts.NewNames("")
-	for _, kc := range bus.BucketConfigs(names, bus.TopologyConfig{}) {
+	for _, kc := range bus.BucketConfigs(names, bus.TopologyConfig{RunsMaxAge: 10 * time.Minute}) {
 		if kc.Bucket != names.RunsBucket() && kc.Bucket != names.BatchesBucket() {
 			continue
 		}
-		if kc.History != 1 || kc.LimitMarkerTTL <= 0 {
-			t.Errorf("bucket %s: history %d, limit marker TTL %s; want 1 and positive", kc.Bucket, kc.History, kc.LimitMarkerTTL)
+		if kc.History != 1 || kc.LimitMarkerTTL != 5*time.Minute {
+			t.Errorf("bucket %s: history %d, limit marker TTL %s; want 1 and 5m", kc.Bucket, kc.History, kc.LimitMarkerTTL)
 		}
 	}
 }
@@ -156,7 +159,7 @@ func TestApplyTopologyUpgradesTheBucketsOfExpiringRecords(t *testing.T) {
 	for _, want := range []bus.Change{
 		{Kind: "bucket", Name: older.RunsBucket(), Field: "max_msgs_per_subject", Old: "3", New: "1"},
 		{Kind: "bucket", Name: older.RunsBucket(), Field: "allow_msg_ttl", Old: "false", New: "true"},
-		{Kind: "bucket", Name: older.RunsBucket(), Field: "subject_delete_marker_ttl", Old: "none", New: "1s"},
+		{Kind: "bucket", Name: older.RunsBucket(), Field: "subject_delete_marker_ttl", Old: "none", New: "84h0m0s"},
 	} {
 		if !slices.Contains(changes, want) {
 			t.Errorf("changes %v lack %v", changes, want)
@@ -169,7 +172,7 @@ func TestApplyTopologyUpgradesTheBucketsOfExpiringRecords(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if status.History() != 1 || status.LimitMarkerTTL() != time.Second {
+	if status.History() != 1 || status.LimitMarkerTTL() != bus.DefaultRunsMaxAge/2 {
 		t.Errorf("runs bucket after the upgrade: history %d, marker TTL %s", status.History(), status.LimitMarkerTTL())
 	}
 	if e, err := kv.Get(h.ctx, "run-1"); err != nil || string(e.Value()) != "c" {

@@ -47,8 +47,8 @@ type TopologyConfig struct {
 	DeadLetterMaxAge time.Duration
 	// RunsMaxAge is how long a finished run's records stay in the buckets (their writers
 	// give them a per-message TTL of it, see pipeline.NewEnv); it sizes how long the batch
-	// archive keeps the marker of an expired batch, which drives the sweep of the batch's
-	// call and ticket records.
+	// archive and the runs bucket keep the marker of an expired record, which drives the
+	// sweep of the batch's call and ticket records and of the run's limits ledger keys.
 	RunsMaxAge time.Duration
 }
 
@@ -79,21 +79,20 @@ func age(v, def time.Duration) time.Duration {
 // runsAge is cfg's RunsMaxAge with its default applied; 0 means the records never expire.
 func (cfg TopologyConfig) runsAge() time.Duration { return age(cfg.RunsMaxAge, DefaultRunsMaxAge) }
 
-// archiveMarkerTTL is how long the batch archive keeps the delete marker the server leaves
-// where an archived batch expired: the marker is what drives the sweep of the batch's call
-// and ticket records, so a sweeper down for less than this still sees it. Half the
-// retention, so that no trace of a batch outlives twice the retention.
-func (cfg TopologyConfig) archiveMarkerTTL() time.Duration {
+// expiryMarkerTTL is how long the batch archive and the runs bucket keep the delete marker
+// the server leaves where a record expired. The marker is what drives a sweep — of an
+// expired batch's call and ticket records and its step-keyed limits ledger keys
+// (gate-sweeper), of an expired run's run-keyed ledger keys (gate-run-sweeper) — and a
+// sweeper that is down sees, when it comes back, only the markers still kept: one down for
+// less than this misses none. Half the retention, so that no trace of a batch outlives
+// twice the retention and none of a run two and a half.
+func (cfg TopologyConfig) expiryMarkerTTL() time.Duration {
 	r := cfg.runsAge()
 	if r <= 0 {
 		r = DefaultRunsMaxAge
 	}
 	return max(r/2, time.Second)
 }
-
-// runMarkerTTL is how long the runs bucket keeps the marker of an expired run record: no
-// consumer acts on it, so the shortest the server allows.
-const runMarkerTTL = time.Second
 
 // ageOrUnlimited is for the streams whose default is "no age limit".
 func ageOrUnlimited(v time.Duration) time.Duration {
@@ -224,11 +223,11 @@ func BucketConfigs(names contracts.Names, cfg TopologyConfig) []jetstream.KeyVal
 		// First: services wait for batches, calls, tickets and runs (app.WaitTopology), so
 		// it — and the counters bucket before runs — exist then.
 		bucket(names.ToolsBucket(), "tool descriptors each executor serves, by target", 1),
-		expiring(names.BatchesBucket(), "one record per finished batch, expiring with the run retention", cfg.archiveMarkerTTL()),
+		expiring(names.BatchesBucket(), "one record per finished batch, expiring with the run retention", cfg.expiryMarkerTTL()),
 		bucket(names.CallsBucket(), "one record per operation id (batch_id:call_id)", 5),
 		bucket(names.TicketsBucket(), "one record per parked call, keyed by correlation id", 5),
 		bucket(names.CountersBucket(), "compare-and-swap counters", 1),
-		expiring(names.RunsBucket(), "one record per run: its active batch and how it ended", runMarkerTTL),
+		expiring(names.RunsBucket(), "one record per run: its active batch and how it ended", cfg.expiryMarkerTTL()),
 		// Last: older deployments gain it on their next `awaken setup`; until then no tool
 		// can be paused, and the gate reads "no bucket" as "nothing paused".
 		bucket(names.ToolPausesBucket(), "one record per paused tool (the kill switch), keyed by base64url tool id", 1),

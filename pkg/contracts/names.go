@@ -136,6 +136,12 @@ const ConsumerGateLimits = "gate-limits"
 // ticket records.
 const ConsumerGateSweeper = "gate-sweeper"
 
+// ConsumerGateRunSweeper is the gate's durable consumer of the run records' expiries,
+// created only when the host policy has a limit keyed by run: when a run record expires
+// (twice the run retention after the run's last batch finished), it removes the run's
+// keys from the limits ledger.
+const ConsumerGateRunSweeper = "gate-run-sweeper"
+
 // Names derives every subject, stream and bucket from one configurable prefix. Stream and
 // bucket names are upper-case or underscore forms of the prefix so two deployments with
 // different prefixes can share one server.

@@ -99,6 +99,19 @@ func (l *limiter) store(ctx context.Context) (*state.Store[contracts.LimitLedger
 	return l.ledger, nil
 }
 
+// keyedBy reports whether a host limit is keyed by key (contracts.LimitKeyRun, …).
+func (l *limiter) keyedBy(key string) bool {
+	if l == nil {
+		return false
+	}
+	for k := range l.limits {
+		if l.limits[k].Key == key {
+			return true
+		}
+	}
+	return false
+}
+
 // counting reports whether a limit other than a concurrency limit names toolID, whatever
 // the arguments: the shares of its calls that ran end with them ([limiter.endShares]).
 func (l *limiter) counting(toolID string) bool {

@@ -113,6 +113,9 @@ func Start(ctx context.Context, env *pipeline.Env, opts ...bus.DeliveryOption) (
 		routes = append(routes, r)
 	}
 	routes = append(routes, s.sweepRoute())
+	if r, ok := s.runSweepRoute(); ok {
+		routes = append(routes, r)
+	}
 	s.consumers, err = bus.Start(ctx, env.JS, env.Delivery(bus.ServiceDelivery(), opts...), routes, s.log)
 	if err != nil {
 		return nil, fmt.Errorf("gate: start: %w", err)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
@@ -38,14 +39,22 @@ func (s *Service) sweepRoute() bus.Route {
 }
 
 // handleBatchExpired sweeps the call and ticket records of the batch whose archived record
-// expired. A batch the run record holds open is never swept: only a run id reused after
-// its run record expired could reach it, and then the records are the new batch's.
+// expired, and its keys in the limits ledger (those of the limits keyed by step, whose key
+// value is the batch's). A batch the run record holds open is never swept: only a run id
+// reused after its run record expired could reach it, and then the records are the new
+// batch's.
 func (s *Service) handleBatchExpired(ctx context.Context, d bus.Delivery) error {
 	runID, step, ok := batchOfArchiveSubject(s.env.Names, d.Subject)
 	if !ok {
 		return bus.Permanent(fmt.Errorf("gate: sweep: %q is not a batch archive key", d.Subject))
 	}
 	log := zerolog.Ctx(ctx).With().Str("run_id", runID).Str("batch_id", contracts.BatchID(runID, step)).Logger()
+	// Taken before the run record is read: a ledger write after it (a new batch's
+	// decision) is kept by the purge.
+	bound, err := s.ledgerPurgeBound(ctx, contracts.LimitKeyStep)
+	if err != nil {
+		return fmt.Errorf("gate: sweep %s: %w", contracts.BatchID(runID, step), err)
+	}
 	run, _, err := s.env.Runs.GetFromLeader(ctx, contracts.RunKey(runID))
 	switch {
 	case err == nil:
@@ -68,7 +77,124 @@ func (s *Service) handleBatchExpired(ctx context.Context, d bus.Delivery) error 
 			return fmt.Errorf("gate: sweep %s: purge %s: %w", contracts.BatchID(runID, step), filter, err)
 		}
 	}
-	log.Debug().Msg("finished batch past retention: its call and ticket records removed")
+	batchOf := &contracts.BatchSubmission{RunID: runID, Step: step}
+	if err := s.purgeLedgerKeys(ctx, contracts.LimitKeyStep, contracts.BatchID(runID, step), batchOf, bound); err != nil {
+		return err
+	}
+	log.Debug().Msg("finished batch past retention: its call and ticket records and its ledger keys removed")
+	return nil
+}
+
+// runSweepRoute is the gate's durable consumer of the run records' expiries
+// ([contracts.ConsumerGateRunSweeper]), registered only when a host limit is keyed by run:
+// the keys of such a limit go with the run record — the run's exactly-once marker — and
+// not with a batch, so a run-keyed count or budget holds for as long as the run id is
+// known, however long the run stays idle between batches. When a run record expires (its
+// per-message TTL, twice the run retention after the run's last batch finished; a record
+// with an open batch carries none), the server leaves a marker in its place (kept as long
+// as the archive's, half the retention), and the sweep removes the run's keys from the
+// ledger with one purge request per run-keyed limit. The runs stream's other revisions
+// reach this consumer too and are acknowledged unread.
+func (s *Service) runSweepRoute() (bus.Route, bool) {
+	if !s.limits.keyedBy(contracts.LimitKeyRun) {
+		return bus.Route{}, false
+	}
+	n := s.env.Names
+	return bus.Route{Spec: bus.ConsumerSpec{
+		Stream: n.RunRecordsStream(), Durable: contracts.ConsumerGateRunSweeper,
+		FilterSubjects: []string{n.RunRecordsFilter()},
+		Records:        true, Expiries: true,
+		// Only the expiries are work: the revisions announced on the runs stream (a
+		// recorded batch) are the gate-batches consumer's.
+		AcceptTypes: []string{bus.TypeRecordExpired},
+	}, Handler: s.handleRunExpired,
+		// Retried rather than given up, as the batch sweep: the keys would stay for ever.
+		Delivery: []bus.DeliveryOption{bus.WithDelivery(-1)}}, true
+}
+
+// handleRunExpired removes the ledger keys of the limits keyed by run whose value is the
+// run whose record expired. A run record that exists again (a run id reused once its record
+// expired, or a cancel of a forgotten run that recorded its end) keeps the keys: they go
+// when that record expires in turn.
+func (s *Service) handleRunExpired(ctx context.Context, d bus.Delivery) error {
+	runID, ok := strings.CutPrefix(d.Subject, contracts.RecordSubject(s.env.Names.RunsBucket(), ""))
+	if !ok || runID == "" {
+		return bus.Permanent(fmt.Errorf("gate: run sweep: %q is not a run record key", d.Subject))
+	}
+	// Taken before the run record is read: the ledger writes of a run that starts under the
+	// same id after the read come after it and are kept by the purge.
+	bound, err := s.ledgerPurgeBound(ctx, contracts.LimitKeyRun)
+	if err != nil {
+		return fmt.Errorf("gate: run sweep %s: %w", runID, err)
+	}
+	switch _, _, err := s.env.Runs.GetFromLeader(ctx, contracts.RunKey(runID)); {
+	case err == nil:
+		zerolog.Ctx(ctx).Debug().Str("run_id", runID).Msg("the run record of an expired run exists again; its ledger keys stay with it")
+		return nil
+	case !errors.Is(err, state.ErrNotFound):
+		return fmt.Errorf("gate: run sweep %s: read run: %w", runID, err)
+	}
+	if err := s.purgeLedgerKeys(ctx, contracts.LimitKeyRun, "run "+runID, &contracts.BatchSubmission{RunID: runID}, bound); err != nil {
+		return err
+	}
+	zerolog.Ctx(ctx).Debug().Str("run_id", runID).Msg("run record expired: its ledger keys removed")
+	return nil
+}
+
+// ledgerPurgeBound returns the limits ledger's stream sequence after its last message, for
+// [Service.purgeLedgerKeys] to remove only what was written before it; 0 (and no request)
+// when no host limit is keyed by key, and 0 when there is no ledger.
+func (s *Service) ledgerPurgeBound(ctx context.Context, key string) (uint64, error) {
+	if !s.limits.keyedBy(key) {
+		return 0, nil
+	}
+	st, err := s.recordStream(ctx, s.env.Names.LimitsBucket())
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		// No ledger (a deployment set up before limits existed): no key to sweep, and the
+		// other records of the sweep still go.
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("limits ledger: %w", err)
+	}
+	info, err := st.Info(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("limits ledger: last sequence: %w", err)
+	}
+	return info.State.LastSeq + 1, nil
+}
+
+// purgeLedgerKeys removes, for every host limit keyed by key, the ledger keys of the key
+// value of the run or batch of (sub's RunID and Step, as [contracts.Limit.KeyValue] derives
+// it) — the key itself, or every window of it for a windowed limit — with one purge request
+// per limit, of the messages stored before bound ([Service.ledgerPurgeBound]). A purge
+// stores nothing (no delete marker stays behind) and removes the delete markers an earlier
+// delete left (a cancelled run's keys). of names what is swept, for errors.
+func (s *Service) purgeLedgerKeys(ctx context.Context, key, of string, sub *contracts.BatchSubmission, bound uint64) error {
+	if bound == 0 || !s.limits.keyedBy(key) {
+		return nil
+	}
+	bucket := s.env.Names.LimitsBucket()
+	st, err := s.recordStream(ctx, bucket)
+	if err != nil {
+		return fmt.Errorf("gate: sweep %s: %s: %w", of, bucket, err)
+	}
+	for k := range s.limits.limits {
+		lim := &s.limits.limits[k]
+		if lim.Key != key {
+			continue
+		}
+		ledgerKey := contracts.LimitLedgerKey(lim.Name, lim.KeyValue(sub), time.Time{})
+		filter := contracts.RecordSubject(bucket, ledgerKey)
+		if lim.Window > 0 {
+			// {name}.{value}.{window start}: every window of the value.
+			filter += ".*"
+		}
+		if err := st.Purge(ctx, jetstream.WithPurgeSubject(filter), jetstream.WithPurgeSequence(bound)); err != nil {
+			return fmt.Errorf("gate: sweep %s: purge %s: %w", of, filter, err)
+		}
+		s.limits.forgetKey(ledgerKey)
+	}
 	return nil
 }
 

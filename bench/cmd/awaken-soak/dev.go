@@ -193,9 +193,16 @@ func (c *logCounter) counts() (warns, errs int, last []string) {
 	return c.warns, c.errs, append([]string(nil), c.last...)
 }
 
+// soakLimit is the host limit the soak adds to the example's policy: one count per run,
+// too high to block a call (a batch has at most 10), so every call writes the limits
+// ledger and every run leaves a key there that must go with its run record.
+const soakLimit = "    - { name: soak-per-run, tools: [echo], key: run, count: 1000 }\n"
+
 // soakConfig writes the host configuration the soak runs: the example configuration
-// with relative sandbox module paths made absolute (the copy lives elsewhere) and a
-// `retention:` section whose default is retention.
+// with relative sandbox module paths made absolute (the copy lives elsewhere), the
+// per-run limit [soakLimit] in its policy and a `retention:` section whose default is
+// retention. An example with a retention or limits section of its own is refused rather
+// than given two.
 func soakConfig(example, dir, retention string) (string, error) {
 	b, err := os.ReadFile(example)
 	if err != nil {
@@ -206,14 +213,27 @@ func soakConfig(example, dir, retention string) (string, error) {
 		return "", err
 	}
 	var out strings.Builder
+	policy := false
 	for _, line := range strings.SplitAfter(string(b), "\n") {
-		if strings.HasPrefix(strings.TrimSpace(line), "retention:") {
+		switch trimmed := strings.TrimSpace(line); {
+		case strings.HasPrefix(trimmed, "retention:"):
 			return "", fmt.Errorf("%s has a retention section already; the soak sets its own", example)
+		case strings.HasPrefix(trimmed, "limits:"):
+			return "", fmt.Errorf("%s has limits already; the soak sets its own", example)
+		case strings.HasPrefix(line, "policy:") && trimmed != "policy:":
+			return "", fmt.Errorf("%s writes its policy on one line; the soak adds a limit to a block policy", example)
 		}
 		if m := modulePath.FindStringSubmatch(line); m != nil && !filepath.IsAbs(m[2]) {
 			line = m[1] + filepath.Join(abs, m[2]) + m[3]
 		}
 		out.WriteString(line)
+		if strings.TrimRight(line, "\r\n") == "policy:" {
+			policy = true
+			out.WriteString("  limits:\n" + soakLimit)
+		}
+	}
+	if !policy {
+		out.WriteString("\npolicy:\n  limits:\n" + soakLimit)
 	}
 	fmt.Fprintf(&out, "\nretention:\n  default: %s\n", retention)
 	path := filepath.Join(dir, "awaken-soak.yaml")

@@ -14,6 +14,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
 type jetstreamAPI = jetstream.JetStream
@@ -111,7 +113,7 @@ func diskPerStream(dataDir string) map[string]int64 {
 func printSample(s sample) {
 	fmt.Printf("t=%5.0fs calls=%7d errors=%d rss=%5.1fMiB (anon %5.1f) disk=%7.1fMB probe n=%d p50=%.1fms p99=%.1fms",
 		s.T, s.Calls, s.Errors, s.RSSMiB, s.AnonMiB, float64(s.Disk)/1e6, s.Probe.N, s.Probe.P50Ms, s.Probe.P99Ms)
-	for _, name := range []string{"KV_AWAKEN_calls", "KV_AWAKEN_runs", "KV_AWAKEN_batches"} {
+	for _, name := range []string{"KV_AWAKEN_calls", "KV_AWAKEN_runs", "KV_AWAKEN_batches", "KV_AWAKEN_limits"} {
 		if st, ok := s.Stores[name]; ok {
 			fmt.Printf(" %s=%dkeys", strings.TrimPrefix(name, "KV_AWAKEN_"), st.Keys)
 		}
@@ -175,7 +177,7 @@ func staleKeys(ctx context.Context, js jetstream.JetStream, l *load, olderThan t
 	l.mu.Unlock()
 	now := time.Now()
 	out := map[string]int{}
-	for _, bucket := range []string{"AWAKEN_calls", "AWAKEN_runs", "AWAKEN_batches", "AWAKEN_tickets"} {
+	for _, bucket := range []string{"AWAKEN_calls", "AWAKEN_runs", "AWAKEN_batches", "AWAKEN_tickets", "AWAKEN_limits"} {
 		lctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 		kv, err := js.KeyValue(lctx, bucket)
 		if err != nil {
@@ -189,9 +191,8 @@ func staleKeys(ctx context.Context, js jetstream.JetStream, l *load, olderThan t
 		}
 		n := 0
 		for k := range keys.Keys() {
-			// Every key of the soak's runs has the run id as one of its tokens.
-			for _, tok := range strings.Split(k, ".") {
-				if at, ok := finished[tok]; ok && now.Sub(at) > olderThan {
+			for _, run := range runsOfKey(bucket, k) {
+				if at, ok := finished[run]; ok && now.Sub(at) > olderThan {
 					n++
 					break
 				}
@@ -201,6 +202,24 @@ func staleKeys(ctx context.Context, js jetstream.JetStream, l *load, olderThan t
 		out["KV_"+bucket] = n
 	}
 	return out, nil
+}
+
+// runsOfKey returns the tokens of key of bucket that may be a run id: every token of a
+// record's key (each key of the soak's runs has the run id as one of its tokens), and the
+// run of a limits ledger key's value (encoded in the key: a run id, or {run id}/{step}
+// for a limit keyed by step).
+func runsOfKey(bucket, key string) []string {
+	if bucket != "AWAKEN_limits" {
+		return strings.Split(key, ".")
+	}
+	_, value, _, err := contracts.ParseLimitLedgerKey(key)
+	if err != nil {
+		return nil
+	}
+	if i := strings.LastIndexByte(value, '/'); i > 0 {
+		return []string{value, value[:i]}
+	}
+	return []string{value}
 }
 
 func printSummary(sum *summary) {
