@@ -236,8 +236,9 @@ func (s *Service) finalizeAndPublish(ctx context.Context, rec *contracts.BatchRe
 // ([Service.publishResults]), then sends the live tool_result facts (a projection of the
 // results, never stored: a call's path stores nothing for them); both before the archive,
 // which goes last: a delivery that finds the batch archived as published acks at once,
-// so everything the batch owes must be durable by then. A fact that cannot be sent is
-// logged, not retried: its readers read the results for the history.
+// so everything the batch owes must be durable by then, and a delivery that dies before
+// the archive sends the facts again. A fact that cannot be sent is logged, not retried:
+// its readers read the results for the history.
 func (s *Service) publishOutputs(ctx context.Context, rec *contracts.BatchRecord, calls []contracts.CallRecord, pub publication, finalizedBefore bool) error {
 	if err := s.publishResults(ctx, rec, pub, finalizedBefore); err != nil {
 		return err

@@ -6,12 +6,14 @@
 // record, which holds the open batch: open → finalized), publishes ONE
 // io.awaken.toolbatch.results.v1 message on the run's results subject — every result in
 // model order and the finalized payload, atomic by construction — sends the live
-// tool_result facts (core NATS, a projection of the results, never stored), and archives the batch as published in the batches
-// bucket. A batch whose results message would exceed the
-// server's max payload is published instead as every io.awaken.tool.result.v1 in model
-// order followed by io.awaken.toolbatch.finalized.v1, in one atomic JetStream batch.
+// tool_result facts (core NATS, a projection of the results, never stored), and archives
+// the batch as published in the batches bucket. A batch whose results message would
+// exceed the server's max payload is published instead as every io.awaken.tool.result.v1
+// in model order followed by io.awaken.toolbatch.finalized.v1, in one atomic JetStream
+// batch.
 //
-// Nothing of a batch is ever published twice. Every message carries a deterministic id,
+// Nothing of a batch is ever published twice (a live fact may be sent again by a
+// redelivery before the archive; its readers deduplicate by id). Every message carries a deterministic id,
 // so within the stream's duplicate window the server refuses a re-publication (a
 // duplicate acknowledgement of the results message; [bus.ErrAtomicDuplicate] of an atomic
 // batch, refused whole), which is treated as "already published". Past the window the
