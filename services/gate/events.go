@@ -127,7 +127,9 @@ func (bd builder) editedToolCallFact(i int, edited json.RawMessage) (bus.Outgoin
 // a parked call waits on someone, maybe for days, and a reader that comes later must
 // find it (off the path of a call that does not park).
 func (bd builder) awaitingFact(i int) (bus.Outgoing, error) {
-	return bd.fact(bd.s.env.Names.EventsSubject(bd.b.Submission.RunID), i, contracts.AgentFact{Type: contracts.EventAwaiting, PendingToolUseID: bd.b.Submission.Calls[i].CallID})
+	sub := &bd.b.Submission
+	return bd.fact(bd.s.env.Names.EventsSubject(sub.RunID), i,
+		contracts.AgentFact{Type: contracts.EventAwaiting, PendingToolUseID: sub.Calls[i].CallID})
 }
 
 // opened is io.awaken.ticket.opened.v1 for t.
