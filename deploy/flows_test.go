@@ -16,6 +16,7 @@ import (
 	"github.com/awaken-dev/awaken/internal/checker"
 	"github.com/awaken-dev/awaken/internal/stacktest"
 	"github.com/awaken-dev/awaken/pkg/client"
+	"github.com/awaken-dev/awaken/pkg/cloudevent"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
@@ -223,22 +224,47 @@ func acceptanceFlow(t *testing.T, c *client.Client, tag string) {
 		}
 	})
 
-	t.Run("event projection is readable", func(t *testing.T) {
+	t.Run("live facts are heard, none stored", func(t *testing.T) {
+		// tool_call and tool_result are live facts on the run's facts subject: a
+		// platform that listens hears both; the events stream stores neither.
+		sub := batch(run("run-facts"), 1, []string{"echo"}, call("c1", "echo", map[string]any{"text": "x"}))
+		live, err := c.Conn().SubscribeSync(c.Names().FactsSubject(sub.RunID))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer live.Unsubscribe()
+		if err := c.Conn().Flush(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.SubmitAndWait(ctx, sub); err != nil {
+			t.Fatal(err)
+		}
+		heard := map[contracts.AgentEventType]bool{}
+		for !heard[contracts.EventToolCall] || !heard[contracts.EventToolResult] {
+			m, err := live.NextMsg(30 * time.Second)
+			if err != nil {
+				t.Fatalf("heard %v, want tool_call and tool_result: %v", heard, err)
+			}
+			ev, err := cloudevent.DecodeMsg(m.Header, m.Data)
+			if err != nil || ev.Type != contracts.TypeAgentEvent {
+				t.Fatalf("live fact %s (%v)", ev.Type, err)
+			}
+			var f contracts.AgentEvent
+			if err := json.Unmarshal(ev.Data, &f); err != nil || f.Event.ID != "c1" {
+				t.Fatalf("live fact %s: %+v (%v)", ev.ID, f, err)
+			}
+			heard[f.Event.Type] = true
+		}
 		js, err := jetstream.New(c.Conn())
 		if err != nil {
 			t.Fatal(err)
 		}
-		cons, err := js.OrderedConsumer(ctx, c.Names().EventsStream(), jetstream.OrderedConsumerConfig{
-			FilterSubjects: []string{c.Names().EventsSubject(run("run-mixed"))}})
+		st, err := js.Stream(ctx, c.Names().EventsStream())
 		if err != nil {
 			t.Fatal(err)
 		}
-		m, err := cons.Next(jetstream.FetchMaxWait(30 * time.Second))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if m.Headers().Get("ce-type") != contracts.TypeAgentEvent {
-			t.Errorf("event type %q", m.Headers().Get("ce-type"))
+		if _, err := st.GetLastMsgForSubject(ctx, c.Names().EventsSubject(sub.RunID)); !errors.Is(err, jetstream.ErrMsgNotFound) {
+			t.Errorf("the events stream holds a message of %s (%v), want none", sub.RunID, err)
 		}
 	})
 }

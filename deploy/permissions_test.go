@@ -257,6 +257,14 @@ func TestSecure_pipelineNeedsNoMorePermission(t *testing.T) {
 			return js.Conn().Flush()
 		}})
 	}
+	rare = append(rare, userCheck{"platform hears the live facts", "platform", func(js jetstream.JetStream) error {
+		sub, err := js.Conn().SubscribeSync(names.FactsSubject("secure-run"))
+		if err != nil {
+			return err
+		}
+		defer sub.Unsubscribe()
+		return js.Conn().Flush()
+	}})
 	for _, user := range []string{"api", "platform"} {
 		rare = append(rare, userCheck{user + " reads a stored output", user, func(js jetstream.JetStream) error {
 			c, err := client.New(js.Conn())

@@ -44,10 +44,11 @@ func TestWritesPerCall(t *testing.T) {
 			// Executing{1}: that revision is the executor request), executor Completed
 			// (echo is replay_safe: no Entered write; that revision is the output
 			// announcement); batches: the archive (published, after the results);
-			// audit; facts: tool_call, tool_result; results: the one results message.
-			total: 10,
+			// audit; results: the one results message. The tool_call and tool_result
+			// facts are live (core NATS): nothing stored.
+			total: 8,
 			want: map[string]uint64{"AWAKEN_SUBMISSIONS": 1, "KV_AWAKEN_calls": 2,
-				"KV_AWAKEN_batches": 1, "KV_AWAKEN_runs": 2, "AWAKEN_AUDIT": 1, "AWAKEN_EVENTS": 2, "AWAKEN_RESULTS": 1},
+				"KV_AWAKEN_batches": 1, "KV_AWAKEN_runs": 2, "AWAKEN_AUDIT": 1, "AWAKEN_RESULTS": 1},
 		},
 		{
 			name: "sequential 10-call echo",
@@ -56,32 +57,31 @@ func TestWritesPerCall(t *testing.T) {
 			// call i+1); per batch: submission, the two run-record writes (claim with
 			// the record, finalize with the release), the archive, the one results
 			// message.
-			total: 10*5 + 5,
+			total: 10*3 + 5,
 			want: map[string]uint64{"AWAKEN_SUBMISSIONS": 1, "KV_AWAKEN_calls": 20,
-				"KV_AWAKEN_batches": 1, "KV_AWAKEN_runs": 2, "AWAKEN_AUDIT": 10, "AWAKEN_EVENTS": 20, "AWAKEN_RESULTS": 1},
+				"KV_AWAKEN_batches": 1, "KV_AWAKEN_runs": 2, "AWAKEN_AUDIT": 10, "AWAKEN_RESULTS": 1},
 		},
 		{
 			name: "parallel 10-call delegate",
 			sub:  batch("writes-par", 1, []string{"delegate"}, calls("delegate", 10)...),
 			// per call: call create (decision and Executing in one write: the executor
 			// request), entered (delegate is durable_request), Completed (the output);
-			// audit; tool_call, tool_result. Per batch: submission, the two run-record
-			// writes (the claim is the probe's work), the archive, the one results
-			// message.
-			total: 10*6 + 5,
+			// audit. Per batch: submission, the two run-record writes (the claim is the
+			// probe's work), the archive, the one results message.
+			total: 10*4 + 5,
 			want: map[string]uint64{"AWAKEN_SUBMISSIONS": 1, "KV_AWAKEN_calls": 30,
-				"KV_AWAKEN_batches": 1, "KV_AWAKEN_runs": 2, "AWAKEN_AUDIT": 10, "AWAKEN_EVENTS": 20, "AWAKEN_RESULTS": 1},
+				"KV_AWAKEN_batches": 1, "KV_AWAKEN_runs": 2, "AWAKEN_AUDIT": 10, "AWAKEN_RESULTS": 1},
 		},
 		{
 			name: "declared parallel 10-call lookup",
 			sub:  batch("writes-declared", 1, []string{"lookup"}, lookups(10)...),
 			// per call: the decision (Requested with it, recorded before any call is
 			// handed over), the entry (Executing with the input: the executor request),
-			// entered (lookup is pinned never_replay), Completed (the output); audit;
-			// tool_call, tool_result. Per batch as above.
-			total: 10*7 + 5,
+			// entered (lookup is pinned never_replay), Completed (the output); audit.
+			// Per batch as above.
+			total: 10*5 + 5,
 			want: map[string]uint64{"AWAKEN_SUBMISSIONS": 1, "KV_AWAKEN_calls": 40,
-				"KV_AWAKEN_batches": 1, "KV_AWAKEN_runs": 2, "AWAKEN_AUDIT": 10, "AWAKEN_EVENTS": 20, "AWAKEN_RESULTS": 1},
+				"KV_AWAKEN_batches": 1, "KV_AWAKEN_runs": 2, "AWAKEN_AUDIT": 10, "AWAKEN_RESULTS": 1},
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -208,8 +208,8 @@ func TestWritesPerCallUnderLimits(t *testing.T) {
 	got, total := h.storedBy(sub)
 	t.Logf("sequential 1-call echo under a count and a concurrency limit: %d stored messages: %s", total, formatCounts(got))
 	want := map[string]uint64{"AWAKEN_SUBMISSIONS": 1, "KV_AWAKEN_calls": 2, "KV_AWAKEN_batches": 1, "KV_AWAKEN_runs": 2,
-		"AWAKEN_AUDIT": 1, "AWAKEN_EVENTS": 2, "AWAKEN_RESULTS": 1, "KV_" + cfg.Names().LimitsBucket(): 3}
-	if total != 13 || !maps.Equal(got, want) {
-		t.Errorf("stored messages: got %d %s, want 13 %s", total, formatCounts(got), formatCounts(want))
+		"AWAKEN_AUDIT": 1, "AWAKEN_RESULTS": 1, "KV_" + cfg.Names().LimitsBucket(): 3}
+	if total != 11 || !maps.Equal(got, want) {
+		t.Errorf("stored messages: got %d %s, want 11 %s", total, formatCounts(got), formatCounts(want))
 	}
 }

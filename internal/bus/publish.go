@@ -198,6 +198,21 @@ func (p *Publisher) PublishAll(ctx context.Context, out []Outgoing) error {
 	return firstErr
 }
 
+// PublishLive sends out as plain core NATS messages, in order, with the attributes
+// [Publisher.Publish] would give them: for subjects no stream stores (a live projection
+// of what is already stored). Nothing is acknowledged; a subscriber that is not there, or
+// a connection that drops the message, loses it. It returns the first message that could
+// not be sent (too large, or a closed connection), after trying the rest.
+func (p *Publisher) PublishLive(ctx context.Context, out []Outgoing) error {
+	var firstErr error
+	for _, o := range out {
+		if err := p.js.Conn().PublishMsg(p.encode(ctx, o.Subject, o.Event)); err != nil {
+			firstErr = orErr(firstErr, fmt.Errorf("bus: send %s %s on %s: %w", o.Event.Type, o.Event.ID, o.Subject, err))
+		}
+	}
+	return firstErr
+}
+
 // appendChained starts appending the messages of out on chained subjects and returns a
 // function that waits for them and returns their errors by index of out (nil: no message
 // of out is chained). Appends end when ctx does: the wait is bounded like the publishes'.

@@ -220,6 +220,48 @@ func TestPublishAll(t *testing.T) {
 	}
 }
 
+// TestPublishLive: live messages reach a subscriber in order, as CloudEvents with the
+// injector's attributes, and no stream stores them (the facts subject is none's).
+func TestPublishLive(t *testing.T) {
+	h := newHarness(t)
+	pub := h.pub.WithInjector(func(_ context.Context, e *cloudevent.Event) {
+		e.Extensions["traceparent"] = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+	})
+	sub, err := h.nc.SubscribeSync(h.names.FactsWildcard())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []bus.Outgoing
+	for i := range 3 {
+		out = append(out, bus.Outgoing{Subject: h.names.FactsSubject("run-1"), Event: h.event(fmt.Sprintf("fact-%d", i), i)})
+	}
+	if err := pub.PublishLive(h.ctx, out); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		m, err := sub.NextMsg(10 * time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ev, err := cloudevent.DecodeMsg(m.Header, m.Data)
+		if err != nil || ev.ID != fmt.Sprintf("fact-%d", i) || ev.Extensions["traceparent"] == "" {
+			t.Fatalf("live message %d: %+v (%v), want fact-%d with its trace context", i, ev, err, i)
+		}
+	}
+	for name := range h.js.StreamNames(h.ctx).Name() {
+		st, err := h.js.Stream(h.ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := st.CachedInfo().State.Msgs; n != 0 {
+			t.Errorf("stream %s stores %d messages, want none", name, n)
+		}
+	}
+	if err := h.pub.PublishLive(h.ctx, nil); err != nil {
+		t.Fatalf("empty PublishLive: %v", err)
+	}
+}
+
 func resultsBatch(h *harness, run string, n int) []bus.Outgoing {
 	var out []bus.Outgoing
 	for i := range n {

@@ -33,8 +33,8 @@ func AgentEventID(op string, fact contracts.AgentEventType) string {
 	return op + ":event:" + string(fact)
 }
 
-// EditedToolCallID is the id of the tool_call fact an approval with edited arguments
-// publishes (apart from the decision's tool_call fact, which it follows).
+// EditedToolCallID is the id of the live tool_call fact an approval with edited
+// arguments sends (apart from the decision's tool_call fact, which it follows).
 func EditedToolCallID(op string) string { return op + ":event:tool_call:edited" }
 
 // ResultID is the id of the result of call index of a batch.

@@ -335,7 +335,9 @@ type AgentFact struct {
 	PendingToolUseID string          `json:"pending_tool_use_id,omitempty"`
 }
 
-// AgentEvent is the payload of io.awaken.agent.event.v1 on awaken.events.{run_id}.
+// AgentEvent is the payload of io.awaken.agent.event.v1: the awaiting fact, stored on
+// awaken.events.{run_id}; the tool_call and tool_result facts, sent live (never stored) on
+// awaken.facts.{run_id}.
 type AgentEvent struct {
 	Tier    string    `json:"tier"`
 	BatchID string    `json:"batch_id"`

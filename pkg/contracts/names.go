@@ -217,8 +217,19 @@ func (n Names) CommittedResultsSubject(runID string) string {
 // CommittedResultsWildcard matches the committed results of every run.
 func (n Names) CommittedResultsWildcard() string { return n.Prefix + ".committed.results.>" }
 
-// EventsSubject carries the agent-event projection of a run.
+// EventsSubject carries what a run's events stream stores: the awaiting facts, the
+// progress of its running tools and the announcement that it ended.
 func (n Names) EventsSubject(runID string) string { return n.Prefix + ".events." + runID }
+
+// FactsSubject carries the live tool_call and tool_result facts of a run
+// ({prefix}.facts.{run}): core NATS, no stream stores them. Each is a projection of
+// what is already stored — the call record of the decision and its audit record, the
+// results message — published once that is stored, so a call's path stores nothing for
+// them; a reader that needs the history reads those.
+func (n Names) FactsSubject(runID string) string { return n.Prefix + ".facts." + runID }
+
+// FactsWildcard matches the live facts of every run.
+func (n Names) FactsWildcard() string { return n.Prefix + ".facts.>" }
 
 // TicketOpenedSubject, TicketResumeSubject, TicketResolvedSubject and TicketRejectedSubject
 // carry the approval protocol. The resume commands, which clients publish, are stored in

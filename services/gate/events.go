@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"github.com/awaken-dev/awaken/internal/bus"
 	"github.com/awaken-dev/awaken/internal/pipeline"
 	"github.com/awaken-dev/awaken/pkg/cloudevent"
@@ -89,37 +91,45 @@ func (bd builder) auditRecord(i int, a contracts.AuditRecord) (bus.Outgoing, err
 	return bd.out(bd.s.env.Names.AuditSubject(sub.RunID), pipeline.AuditID(bd.op(c.CallID), a.Decision), contracts.TypeAudit, a)
 }
 
-// fact is one projection fact of call i on the run's events subject.
-func (bd builder) fact(i int, f contracts.AgentFact) (bus.Outgoing, error) {
+// fact is one projection fact of call i on subject: the run's events subject for a
+// stored fact, its facts subject for a live one.
+func (bd builder) fact(subject string, i int, f contracts.AgentFact) (bus.Outgoing, error) {
 	sub := &bd.b.Submission
-	return bd.out(bd.s.env.Names.EventsSubject(sub.RunID), pipeline.AgentEventID(bd.op(sub.Calls[i].CallID), f.Type),
+	return bd.out(subject, pipeline.AgentEventID(bd.op(sub.Calls[i].CallID), f.Type),
 		contracts.TypeAgentEvent, contracts.AgentEvent{Tier: "fact", BatchID: sub.BatchID(), Event: f})
 }
 
-// toolCallFact is the tool_call fact of call i with its disposition.
+// toolCallFact is the live tool_call fact of call i with its disposition, on the run's
+// facts subject: a projection of the decision the call record holds (and its audit
+// record), so it is sent, never stored.
 func (bd builder) toolCallFact(i int, d contracts.ToolDisposition) (bus.Outgoing, error) {
 	c := bd.b.Submission.Calls[i]
-	return bd.fact(i, contracts.AgentFact{
+	return bd.fact(bd.s.env.Names.FactsSubject(bd.b.Submission.RunID), i, contracts.AgentFact{
 		Type: contracts.EventToolCall, ID: c.CallID, Name: c.ToolID, Input: c.Arguments, Disposition: d,
 	})
 }
 
-// editedToolCallFact is the tool_call fact an approval with edited arguments publishes:
-// input is what runs (edited), proposed_input what the model proposed. It has an id of its
-// own, so it does not collapse into the tool_call fact of the gate's decision.
+// editedToolCallFact is the live tool_call fact an approval with edited arguments sends:
+// input is what runs (edited), proposed_input what the model proposed (both are in the
+// approval's audit record). It has an id of its own, so a reader that deduplicates by id
+// does not collapse it into the tool_call fact of the gate's decision.
 func (bd builder) editedToolCallFact(i int, edited json.RawMessage) (bus.Outgoing, error) {
 	sub := &bd.b.Submission
 	c := sub.Calls[i]
-	return bd.out(bd.s.env.Names.EventsSubject(sub.RunID), pipeline.EditedToolCallID(bd.op(c.CallID)),
+	return bd.out(bd.s.env.Names.FactsSubject(sub.RunID), pipeline.EditedToolCallID(bd.op(c.CallID)),
 		contracts.TypeAgentEvent, contracts.AgentEvent{Tier: "fact", BatchID: sub.BatchID(), Event: contracts.AgentFact{
 			Type: contracts.EventToolCall, ID: c.CallID, Name: c.ToolID, Input: edited, ProposedInput: c.Arguments,
 			Disposition: contracts.DispositionExecuted,
 		}})
 }
 
-// awaitingFact is the awaiting fact of parked call i.
+// awaitingFact is the awaiting fact of parked call i, stored on the run's events subject:
+// a parked call waits on someone, maybe for days, and a reader that comes later must
+// find it (off the path of a call that does not park).
 func (bd builder) awaitingFact(i int) (bus.Outgoing, error) {
-	return bd.fact(i, contracts.AgentFact{Type: contracts.EventAwaiting, PendingToolUseID: bd.b.Submission.Calls[i].CallID})
+	sub := &bd.b.Submission
+	return bd.fact(bd.s.env.Names.EventsSubject(sub.RunID), i,
+		contracts.AgentFact{Type: contracts.EventAwaiting, PendingToolUseID: sub.Calls[i].CallID})
 }
 
 // opened is io.awaken.ticket.opened.v1 for t.
@@ -159,10 +169,12 @@ func (s *Service) rejected(resumeID string, res contracts.TicketResolution) (bus
 	return bus.Outgoing{Subject: s.env.Names.TicketRejectedSubject(), Event: ev}, nil
 }
 
-// collect builds outgoing events, stopping at the first error.
+// collect builds outgoing events, stopping at the first error: the stored ones (out), and
+// the live facts sent once those are stored (live).
 type collect struct {
-	out []bus.Outgoing
-	err error
+	out  []bus.Outgoing
+	live []bus.Outgoing
+	err  error
 }
 
 func (c *collect) add(o bus.Outgoing, err error) {
@@ -176,11 +188,31 @@ func (c *collect) add(o bus.Outgoing, err error) {
 	c.out = append(c.out, o)
 }
 
-// publish publishes what was collected concurrently (one round trip), or, if building any of it
-// failed, returns that first error and publishes nothing.
+// addLive adds a live fact ([contracts.Names.FactsSubject]), sent after everything stored.
+func (c *collect) addLive(o bus.Outgoing, err error) {
+	if c.err != nil {
+		return
+	}
+	if err != nil {
+		c.err = err
+		return
+	}
+	c.live = append(c.live, o)
+}
+
+// publish stores what was collected concurrently (one round trip), then sends the live
+// facts — a fact follows what it projects — or, if building any of it failed, returns
+// that first error and publishes nothing. A live fact that cannot be sent is logged, not
+// retried: it is a notice of what is stored, which its readers read from the stores.
 func (c *collect) publish(ctx context.Context, pub *bus.Publisher) error {
 	if c.err != nil {
 		return c.err
 	}
-	return pub.PublishAll(ctx, c.out)
+	if err := pub.PublishAll(ctx, c.out); err != nil {
+		return err
+	}
+	if err := pub.PublishLive(ctx, c.live); err != nil {
+		zerolog.Ctx(ctx).Warn().Err(err).Msg("gate: a live fact was not sent")
+	}
+	return nil
 }

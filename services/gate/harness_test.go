@@ -96,6 +96,8 @@ var service = servicetest.Service[*Service, bus.DeliveryOption]{
 type harness struct {
 	*servicetest.Harness[*Service, bus.DeliveryOption]
 	seq atomic.Int64
+	// live hears the live facts of every run (tool_call: never stored).
+	live *servicetest.Live
 }
 
 // errInjected is the error of every fault the harness injects.
@@ -103,7 +105,9 @@ var errInjected = servicetest.ErrInjected
 
 // newHarness starts a server and (unless [servicetest.Stopped]) one gate on it.
 func newHarness(t *testing.T, opts ...servicetest.Option) *harness {
-	return &harness{Harness: servicetest.Start(t, service, append([]servicetest.Option{servicetest.WithConfig(testConfig)}, opts...)...)}
+	h := &harness{Harness: servicetest.Start(t, service, append([]servicetest.Option{servicetest.WithConfig(testConfig)}, opts...)...)}
+	h.live = servicetest.Listen(t, h.NC, h.Env.Names.FactsWildcard())
+	return h
 }
 
 // --- building batches -------------------------------------------------------------------
@@ -416,11 +420,25 @@ func (h *harness) auditsOf(callID string) []string {
 	return out
 }
 
+// facts returns the facts of testRunID: the stored ones (awaiting) and then the live ones
+// heard so far (tool_call).
 func (h *harness) facts() []contracts.AgentEvent {
 	var out []contracts.AgentEvent
-	for _, m := range h.Messages(h.Env.Names.EventsStream(), h.Env.Names.EventsSubject(testRunID)) {
+	for _, m := range append(h.Messages(h.Env.Names.EventsStream(), h.Env.Names.EventsSubject(testRunID)),
+		h.live.Events(h.Env.Names.FactsSubject(testRunID))...) {
 		if m.Event.Type == contracts.TypeAgentEvent {
 			out = append(out, decodeAs[contracts.AgentEvent](h.T, m))
+		}
+	}
+	return out
+}
+
+// storedFacts returns the facts stored on testRunID's events subject.
+func (h *harness) storedFacts() []contracts.AgentFact {
+	var out []contracts.AgentFact
+	for _, m := range h.Messages(h.Env.Names.EventsStream(), h.Env.Names.EventsSubject(testRunID)) {
+		if m.Event.Type == contracts.TypeAgentEvent {
+			out = append(out, decodeAs[contracts.AgentEvent](h.T, m).Event)
 		}
 	}
 	return out

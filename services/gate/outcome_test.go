@@ -215,6 +215,13 @@ func TestGateOutcomes(t *testing.T) {
 			if calls != 1 {
 				t.Errorf("facts %+v: want one tool_call with disposition %s", h.factsOf(callID), row.disp)
 			}
+			// The tool_call fact is live: the call record and the audit record hold what
+			// it says, so the call's path stores nothing for it.
+			if stored := count(h.storedFacts(), func(f contracts.AgentFact) bool {
+				return f.Type == contracts.EventToolCall && f.ID == callID
+			}); stored != 0 {
+				t.Errorf("%d tool_call facts of %s stored on the events subject, want them live only", stored, callID)
+			}
 		})
 	}
 }

@@ -412,7 +412,8 @@ func visible(b *contracts.BatchRecord, i int) bool {
 //
 // With it, if the gate decided the call (a call sealed by cancellation before its gate ran
 // has neither): the audit record of a permission decision this path made (client execution
-// and unknown tools have none; a probe audits its own decisions) and the tool_call fact.
+// and unknown tools have none; a probe audits its own decisions) and the live tool_call
+// fact.
 // What the phase implies:
 //   - Executing or terminal: nothing beyond the copies — the revision that moved the call
 //     into execution is its executor request, a terminal one its CallOutput (the record
@@ -422,9 +423,11 @@ func visible(b *contracts.BatchRecord, i int) bool {
 //
 // The decision with its audit data — the outcome, its reason, the time it was decided — is
 // durable in the call record before anything downstream can act on the call: that write
-// comes first, and is itself the hand-off. The audit record and the tool_call fact are
-// copies of it (projections), published right after it, and are complete all the same: the request is acknowledged only once every
-// one of them is stored, and a redelivery publishes them again (deterministic ids). A
+// comes first, and is itself the hand-off. The audit record is a copy of it, published
+// right after it, and complete all the same: the request is acknowledged only once it is
+// stored, and a redelivery publishes it again (deterministic ids). The tool_call fact is a
+// projection of both, sent (core NATS, never stored) once the audit record is stored: it
+// adds no write to the call's path, and a redelivery sends it again. A
 // parked call keeps the order audit → ticket, so no resolution of the ticket can be
 // audited ahead of the decision that opened it.
 func (s *Service) realizeDecision(ctx context.Context, b *contracts.BatchRecord, i int, rec *contracts.CallRecord) error {
@@ -458,14 +461,14 @@ func (s *Service) realizeDecision(ctx context.Context, b *contracts.BatchRecord,
 	return then.publish(ctx, s.env.Pub)
 }
 
-// copies adds the audit record and the tool_call fact of the decision recorded on rec,
+// copies adds the audit record and the live tool_call fact of the decision recorded on rec,
 // the committed record of call i, to c (see [Service.realizeDecision]).
 func copies(bd builder, b *contracts.BatchRecord, i int, rec *contracts.CallRecord, c *collect) {
 	if at, ok := rec.MarkTime(contracts.StageDecided); ok && rec.Decision != nil {
 		c.add(bd.audit(i, rec.Decision, at))
 	}
 	if _, ok := decidedAt(rec); ok {
-		c.add(bd.toolCallFact(i, disposition(rec, isClient(b, i))))
+		c.addLive(bd.toolCallFact(i, disposition(rec, isClient(b, i))))
 	}
 }
 

@@ -76,8 +76,9 @@ func (s *Service) redeliveredResolution(ctx context.Context, b *contracts.BatchR
 	})
 }
 
-// realizeResolution publishes ticket.resolved, the audit record and, for an approval that
-// edited the arguments, the tool_call fact of what runs first, then the work the
+// realizeResolution publishes ticket.resolved and the audit record (and, for an approval
+// that edited the arguments, then sends the live tool_call fact of what runs) first, then
+// the work the
 // committed record implies: an approved call (Executing{1}, not entered) is handed to its
 // executor by one more write ([Service.admit]: once it holds its concurrency slots, if any
 // limit applies) — that revision is the executor request —
@@ -102,7 +103,7 @@ func (s *Service) realizeResolution(ctx context.Context, b *contracts.BatchRecor
 		first.add(bd.resolutionAudit(i, rec, res, at))
 	}
 	if res.edited != nil {
-		first.add(bd.editedToolCallFact(i, res.edited))
+		first.addLive(bd.editedToolCallFact(i, res.edited))
 	}
 	if err := first.publish(ctx, s.env.Pub); err != nil {
 		return err

@@ -18,7 +18,7 @@ import (
 const headerAllowance = 512
 
 // publication is everything a finalized batch owes: its results (see [publication.single]
-// and [publication.results]) and the projection facts.
+// and [publication.results]), and the live tool_result facts sent once they are stored.
 type publication struct {
 	// single is the batch's io.awaken.toolbatch.results.v1 message — every result in model
 	// order and the finalized payload — or nil when that message would exceed the server's
@@ -27,7 +27,9 @@ type publication struct {
 	// results are every io.awaken.tool.result.v1 in model order, then the finalized event:
 	// the atomic batch of a batch too large for single.
 	results []bus.Outgoing
-	facts   []bus.Outgoing
+	// facts are the tool_result facts, one per call in model order, on the run's facts
+	// subject: a projection of the results (results[i].output.is_error), sent, not stored.
+	facts []bus.Outgoing
 	// outcomes are the published outcome of each call, in model order, for the metrics.
 	outcomes []callOutcome
 	// ended is set when the batch ends its run (a state conflict).
@@ -101,7 +103,7 @@ func (s *Service) build(ctx context.Context, rec *contracts.BatchRecord, calls [
 
 		isError := output.IsError
 		pub.outcomes = append(pub.outcomes, callOutcome{outcome, isError})
-		fact, err := s.event(s.env.Names.EventsSubject(sub.RunID),
+		fact, err := s.event(s.env.Names.FactsSubject(sub.RunID),
 			pipeline.AgentEventID(contracts.OperationID(sub.RunID, sub.Step, c.CallID), contracts.EventToolResult),
 			contracts.TypeAgentEvent, contracts.AgentEvent{
 				Tier: "fact", BatchID: batchID,

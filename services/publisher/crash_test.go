@@ -124,7 +124,7 @@ func TestCrashesPublishExactlyOnce(t *testing.T) {
 				}
 			}
 			if got := len(h.facts(run)); got < n {
-				t.Errorf("published %d projection facts, want %d", got, n)
+				t.Errorf("heard %d live facts, want %d", got, n)
 			}
 			if n := len(h.DeadLetters(contracts.ConsumerPublisher)); n != 0 {
 				t.Errorf("%d outputs dead-lettered", n)

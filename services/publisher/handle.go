@@ -174,7 +174,7 @@ func matchCalls(rec *contracts.BatchRecord, entries map[string]state.Entry[contr
 
 // finalizeAndPublish finalizes the batch and releases its run in one compare-and-swap on
 // the run record, publishes its results
-// ([Service.publishResults]) unless they already are, publishes the projection
+// ([Service.publishResults]) unless they already are, sends the live tool_result
 // facts, and archives the batch as published in the batches bucket (off the path the
 // platform waits on: its results are out). Every step tolerates having been done before
 // by a delivery that died, or concurrently by another worker: the phase moves only by
@@ -233,21 +233,18 @@ func (s *Service) finalizeAndPublish(ctx context.Context, rec *contracts.BatchRe
 }
 
 // publishOutputs publishes what the finalized batch owes before its archive: its results
-// ([Service.publishResults]) and the tool_result facts, a projection nobody waits on, in
-// the same round trip; both before the archive, which goes last: a delivery that finds the
-// batch archived as published acks at once, so everything the batch owes must be durable
-// by then. One round trip after the results, not two, the archive comes before the
-// platform's next batch of the run more often, which otherwise archives the batch first
-// (one write more: see archivePublished).
+// ([Service.publishResults]), then sends the live tool_result facts (a projection of the
+// results, never stored: a call's path stores nothing for them); both before the archive,
+// which goes last: a delivery that finds the batch archived as published acks at once,
+// so everything the batch owes must be durable by then, and a delivery that dies before
+// the archive sends the facts again. A fact that cannot be sent is logged, not retried:
+// its readers read the results for the history.
 func (s *Service) publishOutputs(ctx context.Context, rec *contracts.BatchRecord, calls []contracts.CallRecord, pub publication, finalizedBefore bool) error {
-	factsDone := make(chan error, 1)
-	go func() { factsDone <- s.env.Pub.PublishAll(ctx, pub.facts) }()
-	err := s.publishResults(ctx, rec, pub, finalizedBefore)
-	if factsErr := <-factsDone; err == nil && factsErr != nil {
-		err = fmt.Errorf("publisher: publish projection facts of %s: %w", rec.Submission.BatchID(), factsErr)
-	}
-	if err != nil {
+	if err := s.publishResults(ctx, rec, pub, finalizedBefore); err != nil {
 		return err
+	}
+	if err := s.env.Pub.PublishLive(ctx, pub.facts); err != nil {
+		zerolog.Ctx(ctx).Warn().Err(err).Msg("publisher: a live tool_result fact was not sent")
 	}
 	s.recordBarrier(ctx, rec, calls)
 	return nil

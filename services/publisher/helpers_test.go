@@ -26,6 +26,8 @@ var service = servicetest.Service[*publisher.Service, bus.DeliveryOption]{
 // harness is the shared service harness running one or more publishers.
 type harness struct {
 	*servicetest.Harness[*publisher.Service, bus.DeliveryOption]
+	// live hears the live facts of every run (tool_result: never stored).
+	live *servicetest.Live
 }
 
 var (
@@ -35,19 +37,25 @@ var (
 
 // newHarness starts a server and (unless [servicetest.Stopped]) one publisher on it.
 func newHarness(t *testing.T, opts ...servicetest.Option) *harness {
-	return &harness{servicetest.Start(t, service, opts...)}
+	h := servicetest.Start(t, service, opts...)
+	return &harness{h, servicetest.Listen(t, h.NC, h.Env.Names.FactsWildcard())}
 }
 
 // in returns a view of h that reports failures to t (a subtest).
-func (h *harness) in(t *testing.T) *harness { return &harness{h.Harness.In(t)} }
+func (h *harness) in(t *testing.T) *harness { return &harness{h.Harness.In(t), h.live} }
 
 // results returns the messages on the results subject of run.
 func (h *harness) results(run string) []servicetest.Stored {
 	return h.Messages(h.Env.Names.ResultsStream(), h.Env.Names.ResultsSubject(run))
 }
 
-// facts returns the projection facts published for run.
+// facts returns the live facts sent for run, as heard (a fact sent twice is heard twice).
 func (h *harness) facts(run string) []servicetest.Stored {
+	return h.live.Events(h.Env.Names.FactsSubject(run))
+}
+
+// storedEvents returns what the events stream stores for run.
+func (h *harness) storedEvents(run string) []servicetest.Stored {
 	return h.Messages(h.Env.Names.EventsStream(), h.Env.Names.EventsSubject(run))
 }
 

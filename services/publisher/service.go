@@ -5,13 +5,15 @@
 // terminal, it finalizes the batch and releases its run (one compare-and-swap of the run
 // record, which holds the open batch: open → finalized), publishes ONE
 // io.awaken.toolbatch.results.v1 message on the run's results subject — every result in
-// model order and the finalized payload, atomic by construction — publishes the
-// tool_result projection facts, and archives the batch as published in the batches
-// bucket. A batch whose results message would exceed the
-// server's max payload is published instead as every io.awaken.tool.result.v1 in model
-// order followed by io.awaken.toolbatch.finalized.v1, in one atomic JetStream batch.
+// model order and the finalized payload, atomic by construction — sends the live
+// tool_result facts (core NATS, a projection of the results, never stored), and archives
+// the batch as published in the batches bucket. A batch whose results message would
+// exceed the server's max payload is published instead as every io.awaken.tool.result.v1
+// in model order followed by io.awaken.toolbatch.finalized.v1, in one atomic JetStream
+// batch.
 //
-// Nothing of a batch is ever published twice. Every message carries a deterministic id,
+// Nothing of a batch is ever published twice (a live fact may be sent again by a
+// redelivery before the archive; its readers deduplicate by id). Every message carries a deterministic id,
 // so within the stream's duplicate window the server refuses a re-publication (a
 // duplicate acknowledgement of the results message; [bus.ErrAtomicDuplicate] of an atomic
 // batch, refused whole), which is treated as "already published". Past the window the
@@ -39,7 +41,7 @@ import (
 // Fault points (see [pipeline.FaultHook]), both with the batch id as the operation:
 // FaultAfterCommit fires after the batch is finalized (or found finalized) and before its
 // results are published; FaultAfterPublish fires after the results publication (and the
-// projection facts, published beside it) and before the archive.
+// live tool_result facts sent after it) and before the archive.
 const ServiceName = contracts.ServicePublisher
 
 // unlimited is the publisher's only change to the pipeline's delivery: deliveries are

@@ -24,7 +24,7 @@ import (
 // FLOOR_ for AWAKEN_, so -writes-only compares them stream by stream.
 const hopsDoc = "per call on the sequential path, 3 deliveries and 7 round trips: " +
 	"gate [consume the revision that asks for the call: the run record's that records the batch (call 0; the batch in it) or the previous call's terminal one (the batch cached); the tool's pause read from the leader of the pauses bucket (a JetStream API message get); " +
-	"KV create call under the target's key (decision+Executing+input, announced: this revision is the executor request); 1 round trip of 2 async publishes: audit copy, tool_call fact; double ack] " +
+	"KV create call under the target's key (decision+Executing+input, announced: this revision is the executor request); 1 round trip: the audit copy; then the live tool_call fact (core NATS, not stored); double ack] " +
 	"exec [consume the announced revision on the calls bucket's stream (filter: its target's keys); KV get; KV CAS update (completed: echo is replay_safe, so no entered write), announced: this revision is the call's output; double ack] " +
 	"gate-outputs [consume the terminal revision on the calls bucket's stream; double ack; it is the next call's gate delivery above] " +
 	"(every consumer of a bucket's stream also receives the revisions it does not act on, acked unread). " +
@@ -32,10 +32,10 @@ const hopsDoc = "per call on the sequential path, 3 deliveries and 7 round trips
 	"KV CAS (or create) run record: claim and record the batch in one write, announced: this revision is the gate's work; double ack], " +
 	"publisher per output [consume; double ack; KV get run record on the batch's first output (then cached)], for the last output also " +
 	"[KV get run record; one batch get of the call records; KV get + CAS run record (finalize and release in one write); " +
-	"1 round trip: the results message (every result and the finalized payload, one stored message) and n async tool_result facts; " +
+	"1 round trip: the results message (every result and the finalized payload, one stored message); then n live tool_result facts (core NATS, not stored); " +
 	"then, off the path the client waits on: KV create of the archive (published), or KV get + CAS finalized -> published when the next batch's claim archived it first], " +
 	"client [core subscriptions on its rejections and on the subject where the results stream republishes what it stored]. " +
-	"(Before cut B's third step: the batcher published each call's gate request on the work stream (1 stored message and 1 round trip more per call) and the gate read the run record on a batch's first call. Before issue 26's cut B: the executor request and the output announcement were messages of their own on the work stream, 10 round trips per call. Before its cuts A, C-F: the run claim and the batch record two writes, the finalized mark, the run's release and the published mark three, the results and finalized event one atomic batch, the audit copy and the tool_call fact one round trip before the executor request: 16 stored messages per 1-call batch. " +
+	"(Before issue 47's projections: the tool_call fact was stored beside the audit copy and the tool_result facts beside the results message, 2 stored messages more per call in the same round trips. Before cut B's third step: the batcher published each call's gate request on the work stream (1 stored message and 1 round trip more per call) and the gate read the run record on a batch's first call. Before issue 26's cut B: the executor request and the output announcement were messages of their own on the work stream, 10 round trips per call. Before its cuts A, C-F: the run claim and the batch record two writes, the finalized mark, the run's release and the published mark three, the results and finalized event one atomic batch, the audit copy and the tool_call fact one round trip before the executor request: 16 stored messages per 1-call batch. " +
 	"The floor of before that also left out the gate's pause read, which the pipeline has done at every decision since the kill switch. " +
 	"Before issue 17's cuts: an entered write per call before the tool ran, 11 round trips per call. Before the optimisation of issue 8: 16 round trips per call — a KV get before the gate's create and a body-run ledger write per call — a KV get of the batch per output, a KV watch to list the call records, and a client that created an ordered consumer per batch.)"
 
@@ -63,6 +63,7 @@ const (
 	floorResults     = "floor.results."           // + run
 	floorCommitted   = "floor.committed.results." // + run
 	floorEvents      = "floor.events."            // + run
+	floorFacts       = "floor.facts."             // + run: live, no stream
 	floorAudit       = "floor.audit."             // + run
 	floorCallsKV     = "FLOOR_calls"
 	floorBatchesKV   = "FLOOR_batches"
@@ -293,6 +294,21 @@ func (e *stageEnv) publish(ctx context.Context, subj, id, data string) error {
 
 type floorPub struct{ subj, id, data string }
 
+// sendLive sends every message as a plain core NATS message (no stream stores its
+// subject, nothing is acknowledged), as the pipeline's Publisher.PublishLive sends the
+// live facts.
+func (e *stageEnv) sendLive(msgs []floorPub) error {
+	for _, p := range msgs {
+		m := nats.NewMsg(p.subj)
+		m.Data = []byte(p.data)
+		m.Header.Set("ce-id", p.id)
+		if err := e.js.Conn().PublishMsg(m); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // publishAll stores every message in one round trip (asynchronous publishes, then every
 // acknowledgement), as the pipeline's Publisher.PublishAll.
 func (e *stageEnv) publishAll(ctx context.Context, msgs []floorPub) error {
@@ -448,8 +464,8 @@ func stageSubmit(ctx context.Context, e *stageEnv, m fmsg) error {
 // stageGate is the gate on a call to gate (services/gate: gateCall with assumeNew): the
 // batch came in the revision that recorded it (its cache holds it for the rest), the
 // tool's pause read, the call record created with the decision, Executing{1} and the
-// input (announced: the executor request), then the audit copy and the tool_call fact in
-// one round trip.
+// input (announced: the executor request), then the audit copy, then the live tool_call
+// fact (core NATS, not stored).
 func stageGate(ctx context.Context, e *stageEnv, m fmsg) error {
 	if err := e.pauseRead(ctx); err != nil {
 		return err
@@ -458,10 +474,10 @@ func stageGate(ctx context.Context, e *stageEnv, m fmsg) error {
 	if err := e.writeRecord(ctx, key, m.String()+floorStateSep+"executing", floorTypeExec, 0); err != nil {
 		return err
 	}
-	return e.publishAll(ctx, []floorPub{
-		{floorAudit + m.run, key + ":audit:allow", m.String()},
-		{floorEvents + m.run, key + ":event:tool_call", m.String()},
-	})
+	if err := e.publish(ctx, floorAudit+m.run, key+":audit:allow", m.String()); err != nil {
+		return err
+	}
+	return e.sendLive([]floorPub{{floorFacts + m.run, key + ":event:tool_call", m.String()}})
 }
 
 // stageExec is the executor (internal/execcore) on an announced executor request: read
@@ -495,8 +511,8 @@ func stageGateNext(ctx context.Context, e *stageEnv, m fmsg) error {
 // finalizeAndPublish): an output that is not the last reads the batch only when its
 // cache does not hold it yet (the batch's first output); the last reads it fresh, reads
 // the call records with one batch get, finalizes the batch and releases the run in one
-// compare-and-swap on the run record, publishes the results message with the
-// tool_result facts in one round trip, and archives the batch.
+// compare-and-swap on the run record, publishes the results message, sends the live
+// tool_result facts (core NATS, not stored), and archives the batch.
 func stagePublisher(ctx context.Context, e *stageEnv, m fmsg) error {
 	if m.index != m.n-1 {
 		if m.index == 0 {
@@ -553,11 +569,14 @@ func stagePublisher(ctx context.Context, e *stageEnv, m fmsg) error {
 			return err
 		}
 	}
-	pubs := []floorPub{{floorResults + m.run, m.batch() + ":results", strings.Join(results, floorResultsSep)}}
-	for i := range m.n {
-		pubs = append(pubs, floorPub{floorEvents + m.run, m.call(i) + ":event:tool_result", "tool_result"})
+	if err := e.publish(ctx, floorResults+m.run, m.batch()+":results", strings.Join(results, floorResultsSep)); err != nil {
+		return err
 	}
-	if err := e.publishAll(ctx, pubs); err != nil {
+	facts := make([]floorPub, m.n)
+	for i := range m.n {
+		facts[i] = floorPub{floorFacts + m.run, m.call(i) + ":event:tool_result", "tool_result"}
+	}
+	if err := e.sendLive(facts); err != nil {
 		return err
 	}
 	// The archive, after the results: a create, or — when the claim of the run's next
