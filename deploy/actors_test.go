@@ -41,7 +41,7 @@ func startSecureApprovals(t *testing.T) (*secureStack, jetstream.JetStream) {
 	return s, js
 }
 
-// TestSecure_claimedActorsAreMarked (security round 3, finding 3): the actor of a resume
+// TestSecure_claimedActorsAreMarked: the actor of a resume
 // command no door authenticated — the platform's own command on awaken.tickets.resume,
 // `awaken tickets approve --as` run as the platform user — is recorded as claimed, and
 // shown so, in ticket.resolved, the audit record, the batch view and `awaken batch show`;

@@ -27,6 +27,7 @@ import (
 	"github.com/awaken-dev/awaken/internal/config"
 	"github.com/awaken-dev/awaken/internal/devstack/devstacktest"
 	"github.com/awaken-dev/awaken/internal/natstest"
+	"github.com/awaken-dev/awaken/internal/servicerun"
 	"github.com/awaken-dev/awaken/internal/servicetest"
 	"github.com/awaken-dev/awaken/internal/stacktest"
 	"github.com/awaken-dev/awaken/internal/telemetry"
@@ -92,12 +93,12 @@ func startSecure(t *testing.T) *secureStack {
 // admin's JetStream and the tests' logger.
 func (s *secureStack) setUp(t *testing.T, ctx context.Context) (jetstream.JetStream, zerolog.Logger) {
 	t.Helper()
-	log := app.NewLogger(os.Stderr, envOr("AWAKEN_TEST_LOG", "error"))
+	log := servicerun.NewLogger(os.Stderr, envOr("AWAKEN_TEST_LOG", "error"))
 	js, err := jetstream.New(s.connect(t, deploy.UserAdmin))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := app.Setup(ctx, js, s.cfg, log); err != nil {
+	if err := servicerun.Setup(ctx, js, s.cfg, log); err != nil {
 		t.Fatal(err)
 	}
 	return js, log

@@ -9,7 +9,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/awaken-dev/awaken/deploy"
-	"github.com/awaken-dev/awaken/internal/app"
+	"github.com/awaken-dev/awaken/internal/servicerun"
 )
 
 // TestSecure_clientsCannotScheduleMessages: a message schedule is not bound by the
@@ -33,7 +33,7 @@ func TestSecure_clientsCannotScheduleMessages(t *testing.T) {
 		return js
 	}
 	admin := connect(deploy.UserAdmin)
-	if err := app.Setup(ctx, admin, s.cfg, app.NewLogger(nil, "error")); err != nil {
+	if err := servicerun.Setup(ctx, admin, s.cfg, servicerun.NewLogger(nil, "error")); err != nil {
 		t.Fatal(err)
 	}
 	genuineSchedule := names.TicketScheduleSubject("perm.run-1.1.c1")

@@ -35,7 +35,7 @@ func startSecureAPI(t *testing.T) (*secureStack, jetstream.JetStream) {
 	return s, js
 }
 
-// TestSecure_apiRepliesOnlyIntoInboxes (security round 3, finding 1): the platform may
+// TestSecure_apiRepliesOnlyIntoInboxes: the platform may
 // ask the api for the tool catalog, and once could name any subject as the reply — a
 // pause key, the tool descriptors, a call record, a results or audit subject — which the
 // api then wrote with its own credentials (allow_responses overrides the publish lists).
@@ -147,7 +147,7 @@ func TestSecure_apiUserPublishesRepliesOnlyIntoInboxes(t *testing.T) {
 	}
 }
 
-// TestSecure_apiEventsAreFromAwakenAPI (security round 3, finding 7): the tool-pause audit
+// TestSecure_apiEventsAreFromAwakenAPI: the tool-pause audit
 // the api publishes carries ce-source awaken/api, as docs/protocol.md says services do
 // (awaken/{service}), like its commands — not the micro service's name (awaken/awaken).
 func TestSecure_apiEventsAreFromAwakenAPI(t *testing.T) {
@@ -170,7 +170,7 @@ func TestSecure_apiEventsAreFromAwakenAPI(t *testing.T) {
 	}
 }
 
-// TestSecure_objectsAreVerifiedAgainstTheirName (security round 3, finding 5): an executor
+// TestSecure_objectsAreVerifiedAgainstTheirName: an executor
 // credential may write the objects bucket, so it could overwrite a run's stored output.
 // The readers check the bytes against the digest in the object's name: the api answers
 // 502 object_digest_mismatch and pkg/client returns ErrObjectDigest; an object whose

@@ -1,39 +1,30 @@
 // Package app wires the awaken services together: one service against a NATS URL (the
-// per-service subcommands and containers, pkg/executor), or all of them on an embedded
-// JetStream server (internal/app/embedded starts one for `awaken dev` and pkg/devserver;
-// the end-to-end tests bring their own). It is the only package that imports every
-// service; the services never import each other. It does not link nats-server.
+// per-service subcommands and containers), or all of them on an embedded JetStream server
+// (internal/app/embedded starts one for `awaken dev` and pkg/devserver; the end-to-end
+// tests bring their own). It is the only package that imports every service; the
+// services never import each other. internal/servicerun runs what it wires. It does not
+// link nats-server.
 package app
 
 import (
 	"context"
-	"crypto/ed25519"
-	"encoding/hex"
-	"errors"
 	"fmt"
-	"io"
-	"os"
 	"slices"
-	"sync"
-	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/awaken-dev/awaken/internal/bus"
 	"github.com/awaken-dev/awaken/internal/config"
-	"github.com/awaken-dev/awaken/internal/execcore"
 	"github.com/awaken-dev/awaken/internal/pipeline"
+	"github.com/awaken-dev/awaken/internal/servicerun"
 	"github.com/awaken-dev/awaken/internal/telemetry"
 	"github.com/awaken-dev/awaken/internal/toolreg"
-	"github.com/awaken-dev/awaken/pkg/auditchain"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 	"github.com/awaken-dev/awaken/services/api"
 	"github.com/awaken-dev/awaken/services/batcher"
 	brainexec "github.com/awaken-dev/awaken/services/brain-exec"
-	"github.com/awaken-dev/awaken/services/brain-exec/builtin"
 	"github.com/awaken-dev/awaken/services/gate"
 	"github.com/awaken-dev/awaken/services/publisher"
 	sandboxexec "github.com/awaken-dev/awaken/services/sandbox-exec"
@@ -42,20 +33,12 @@ import (
 // AllServices returns the five services in start order ([contracts.PipelineServices]).
 func AllServices() []string { return contracts.PipelineServices() }
 
-// PublishAckTimeout is the bound of bus.PublishAckTimeout, also given to the JetStream
-// context so that the pending acknowledgement futures themselves are released.
-const PublishAckTimeout = bus.PublishAckTimeout
-
-// Service is a started service.
-type Service interface {
-	Stop(ctx context.Context) error
-}
-
 // Options configures a [Stack].
 type Options struct {
 	// Config is the host configuration (required).
 	Config *config.Config
-	// Services to start (default: all five).
+	// Services to start (default: all five), started in the order of [AllServices] with
+	// the api last.
 	Services []string
 	// Dial returns a new connection for a service; each service gets its own so drains
 	// and connection names stay per service, as in separate processes.
@@ -91,382 +74,72 @@ type Options struct {
 	// Server is the NATS server the stack owns, when it started one itself
 	// (internal/app/embedded): Stop shuts it down once the services are drained, and
 	// [Stack.URL] is its client URL. nil: the server is someone else's.
-	Server OwnedServer
+	Server servicerun.OwnedServer
 }
 
-// OwnedServer is a NATS server a [Stack] shuts down when it stops. It is an interface so
-// that this package does not link nats-server: pkg/executor runs its one service through
-// [Start] against a remote server.
-type OwnedServer interface {
-	// ClientURL is the URL outside clients connect to.
-	ClientURL() string
-	// Shutdown stops the server and returns once it has stopped.
-	Shutdown()
-}
-
-// Stack is a set of running services.
+// Stack is a set of running awaken services ([servicerun.Stack]) and the api among them.
 type Stack struct {
-	// runCtx bounds the services' lifetime. It is detached from the caller's context so
-	// that a SIGTERM (which cancels the caller's context) leads to a graceful drain by
-	// Stop instead of a hard stop of every consumer.
-	runCtx    context.Context
-	cancelRun context.CancelFunc
-	services  []named
-	conns     []*nats.Conn
-	log       zerolog.Logger
-	metrics   *telemetry.Metrics
-	ops       *telemetry.Server
-	server    OwnedServer
-	url       string
-	// mu guards tels and started, read by readiness checks while Start runs.
-	mu      sync.Mutex
-	tels    []*telemetry.Telemetry
-	started bool
-	// Env is the environment of the first service, for callers that need the stores.
-	Env *pipeline.Env
+	*servicerun.Stack
 	// APIService is the running api when Services named [contracts.ServiceAPI] (nil otherwise).
 	APIService *api.Service
 }
 
-type named struct {
-	name string
-	svc  Service
-}
-
-// Metrics returns the stack's Prometheus registry.
-func (s *Stack) Metrics() *telemetry.Metrics { return s.metrics }
-
-// HTTPAddr returns the bound address of the operations listener ("" when off).
-func (s *Stack) HTTPAddr() string {
-	if s.ops == nil {
-		return ""
-	}
-	return s.ops.Addr()
-}
-
-// URL returns the client URL of the server the stack owns ([Options.Server]; "" when
-// the server is someone else's). It stays valid after Stop, for the log.
-func (s *Stack) URL() string { return s.url }
-
-// Ready reports whether the stack can do its work: Start has completed (so the streams
-// and buckets were ensured and every service started), every NATS connection is
-// connected, and every consume loop of every pipeline service is bound and running. It
-// backs /readyz and is safe to call concurrently with everything.
-func (s *Stack) Ready(ctx context.Context) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if !s.started {
-		return errors.New("starting: streams or consumers not ready yet")
-	}
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	for _, nc := range s.conns {
-		if !nc.IsConnected() {
-			return fmt.Errorf("NATS connection %s is %s", nc.Opts.Name, nc.Status())
-		}
-	}
-	for _, t := range s.tels {
-		if err := t.Ready(); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// TopologyFor derives the stream settings from the host configuration: storage, and the
-// age of every stream and bucket from its `retention:` section.
-func TopologyFor(cfg *config.Config) bus.TopologyConfig {
-	age := func(kind string) time.Duration {
-		if d := cfg.RetentionOf(kind); d > 0 {
-			return d
-		}
-		return bus.NoAgeLimit
-	}
-	runs := age(config.RetentionRuns)
-	t := bus.TopologyConfig{
-		Replicas:          cfg.Storage.Replicas,
-		SubmissionsMaxAge: age(config.RetentionSubmissions),
-		ResultsMaxAge:     age(config.RetentionResults),
-		// The run-control and ticket-protocol logs hold commands about runs, consumed
-		// within seconds: they go with the runs.
-		TicketsMaxAge:    runs,
-		ControlMaxAge:    runs,
-		EventsMaxAge:     age(config.RetentionEvents),
-		AuditMaxAge:      age(config.RetentionAudit),
-		DeadLetterMaxAge: age(config.RetentionDeadLetters),
-		RunsMaxAge:       runs,
-	}
-	if cfg.Storage.Memory {
-		t.Storage = jetstream.MemoryStorage
-	}
-	return t
-}
-
 // Start ensures the topology and starts the chosen services. On error, everything started
 // so far is stopped.
-func Start(ctx context.Context, o Options) (st *Stack, err error) {
-	if o.Config == nil {
-		return nil, errors.New("app: no configuration")
-	}
-	if len(o.Services) == 0 {
-		o.Services = AllServices()
+func Start(ctx context.Context, o Options) (*Stack, error) {
+	services := o.Services
+	if len(services) == 0 {
+		services = AllServices()
 	}
 	order := append(AllServices(), contracts.ServiceAPI)
-	for _, s := range o.Services {
+	for _, s := range services {
 		if !slices.Contains(order, s) {
 			return nil, fmt.Errorf("app: unknown service %q", s)
 		}
 	}
-	if o.Metrics == nil {
-		o.Metrics = telemetry.NewMetrics()
-	}
-	st = &Stack{log: o.Log, metrics: o.Metrics, server: o.Server}
-	if o.Server != nil {
-		st.url = o.Server.ClientURL()
-	}
-	st.runCtx, st.cancelRun = context.WithCancel(context.WithoutCancel(ctx))
-	defer func() {
-		if err != nil {
-			stopCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			_ = st.Stop(stopCtx)
-		}
-	}()
-	// Refuse to start on a configured audit key that cannot be read (each service's
-	// environment reads it again), and print the public key that verifies the trail.
-	auditKey, err := o.Config.AuditSigningKey()
+	inOrder := slices.DeleteFunc(order, func(s string) bool { return !slices.Contains(services, s) })
+	st, err := servicerun.Start(ctx, servicerun.Options{
+		Config: o.Config, Services: inOrder, Dial: o.Dial, Log: o.Log, Faults: o.Faults,
+		Topology: o.Topology, Metrics: o.Metrics, TracerProvider: o.TracerProvider,
+		HTTPAddr: o.HTTPAddr, NoEnsure: o.NoEnsure, Server: o.Server,
+		Start: func(ctx context.Context, st *servicerun.Stack, name string, env *pipeline.Env) (servicerun.Service, error) {
+			return startOne(ctx, st, name, env, o)
+		},
+	})
 	if err != nil {
-		return st, fmt.Errorf("app: %w", err)
+		return nil, err
 	}
-	if auditKey != nil {
-		pub := auditKey.Public().(ed25519.PublicKey)
-		o.Log.Info().Str("audit_key_id", auditchain.KeyID(pub)).Str("audit_public_key", hex.EncodeToString(pub)).
-			Msg("audit trail signed; verify it with this public key")
-	} else {
-		o.Log.Info().Msg("audit trail hash-chained but unsigned: no audit.signing_key_file configured")
-	}
-	topology := TopologyFor(o.Config)
-	if o.Topology != nil {
-		topology = *o.Topology
-	}
-	ensured := false
-	for _, name := range order {
-		if !slices.Contains(o.Services, name) {
-			continue
-		}
-		nc, err := o.Dial("awaken-" + name)
-		if err != nil {
-			return st, fmt.Errorf("app: connect %s: %w", name, err)
-		}
-		st.conns = append(st.conns, nc)
-		js, err := jetstream.New(nc, jetstream.WithPublishAsyncTimeout(PublishAckTimeout))
-		if err != nil {
-			return st, fmt.Errorf("app: %s: %w", name, err)
-		}
-		if !ensured {
-			if o.NoEnsure {
-				if err := WaitTopology(ctx, js, o.Config.Names(), o.Log); err != nil {
-					return st, err
-				}
-			} else if _, err := bus.ApplyTopology(ctx, js, o.Config.Names(), topology, o.Log); err != nil {
-				return st, fmt.Errorf("app: ensure streams and buckets: %w", err)
-			}
-			ensured = true
-		}
-		// The view also lists the published MCP tools, by which the batcher resolves
-		// provider-safe tool names, so it runs whenever MCP servers are configured.
-		if (o.Config.TrustsAnnotations() || len(o.Config.Executors.MCP) > 0) && o.Config.Annotations == nil && usesAnnotations(name) {
-			// One view per process, shared by its services, watched on the connection of
-			// the first service that reads it. The configuration is copied so that a
-			// caller's configuration, shared with other stacks, is never written while
-			// they read it.
-			view, err := pipeline.WatchAnnotations(ctx, st.runCtx, js, o.Config.Names(), o.Log)
-			if err != nil {
-				return st, fmt.Errorf("app: %w", err)
-			}
-			cfg := *o.Config
-			cfg.Annotations = view
-			o.Config = &cfg
-		}
-		log := o.Log.With().Str("service", name).Logger()
-		env, err := pipeline.NewEnv(ctx, nc, js, o.Config, log)
-		if err != nil {
-			return st, err
-		}
-		env.Faults = o.Faults
-		env.Service = name
-		tel := telemetry.New(name, o.Metrics, o.TracerProvider)
-		env.SetTelemetry(tel)
-		if st.Env == nil {
-			st.Env = env
-		}
-		if name == contracts.ServiceGate || (name == contracts.ServiceAPI && !slices.Contains(o.Services, contracts.ServiceGate)) {
-			// One tickets gauge per process, from the tickets bucket.
-			kv, err := js.KeyValue(ctx, env.Names.TicketsBucket())
-			if err != nil {
-				return st, fmt.Errorf("app: tickets bucket: %w", err)
-			}
-			if err := o.Metrics.RegisterTickets(kv, 5*time.Second); err != nil {
-				return st, fmt.Errorf("app: tickets metrics: %w", err)
-			}
-		}
-		if name == contracts.ServiceAPI {
-			if o.API.Metrics == nil {
-				o.API.Metrics = o.Metrics.Handler()
-			}
-			if o.API.Ready == nil {
-				o.API.Ready = st.Ready
-			}
-		}
-		svc, err := startOne(st.runCtx, name, env, o)
-		if err != nil {
-			return st, fmt.Errorf("app: start %s: %w", name, err)
-		}
-		st.services = append(st.services, named{name, svc})
-		if a, ok := svc.(*api.Service); ok {
-			st.APIService = a
-		} else {
-			st.mu.Lock()
-			st.tels = append(st.tels, tel)
-			st.mu.Unlock()
-		}
-		log.Info().Msg("started")
-	}
-	st.mu.Lock()
-	st.started = true
-	st.mu.Unlock()
-	if o.HTTPAddr != "" {
-		ops, err := telemetry.Serve(o.HTTPAddr, telemetry.Handler(o.Metrics, st.Ready))
-		if err != nil {
-			return st, fmt.Errorf("app: operations listener: %w", err)
-		}
-		st.ops = ops
-		o.Log.Info().Str("http", ops.Addr()).Msg("serving /metrics, /healthz and /readyz")
-	}
-	return st, nil
-}
-
-// usesAnnotations reports whether service reads trusted MCP annotations: the
-// batcher pins recovery policies from them, the gate decides and checks entries with
-// them, brain-exec checks replays, the api shows capabilities. The sandbox executor and
-// the publisher never do (and their NATS users may not read the tools bucket).
-func usesAnnotations(service string) bool {
-	return service == contracts.ServiceBatcher || service == contracts.ServiceGate || service == contracts.ServiceBrainExec || service == contracts.ServiceAPI
+	out := &Stack{Stack: st}
+	out.APIService, _ = st.Service(contracts.ServiceAPI).(*api.Service)
+	return out, nil
 }
 
 // startOne starts one service, applying the configuration's consumer settings
 // (consumers.ack_wait) to every durable consumer it creates.
-func startOne(ctx context.Context, name string, env *pipeline.Env, o Options) (Service, error) {
-	// One delivery option for every service: consumers.ack_wait (0 keeps the default).
+func startOne(ctx context.Context, st *servicerun.Stack, name string, env *pipeline.Env, o Options) (servicerun.Service, error) {
+	// One delivery option for every service: consumers.ack_wait (0 keeps the default; the
+	// executors apply it themselves, execcore.StartConfigured).
 	ackWait := bus.WithAckWait(o.Config.Consumers.AckWait.D())
-	execOpts := []execcore.Option{execcore.WithDelivery(ackWait)}
 	switch name {
 	case contracts.ServiceBatcher:
 		return batcher.Start(ctx, env, ackWait)
 	case contracts.ServiceGate:
 		return gate.Start(ctx, env, ackWait)
 	case contracts.ServiceBrainExec:
-		reg := o.BrainRegistry
-		if reg == nil {
-			reg = toolreg.NewRegistry()
-		}
-		if o.BrainRegistry == nil || o.BrainBuiltins {
-			if err := builtin.Register(ctx, reg, env); err != nil {
-				return nil, err
-			}
-		}
-		return brainexec.Start(ctx, env, reg, execOpts...)
+		return brainexec.Start(ctx, env, o.BrainRegistry, o.BrainBuiltins)
 	case contracts.ServiceSandboxExec:
-		return sandboxexec.Start(ctx, env, execOpts...)
+		return sandboxexec.Start(ctx, env)
 	case contracts.ServicePublisher:
 		return publisher.Start(ctx, env, ackWait)
 	case contracts.ServiceAPI:
-		return api.Start(ctx, env, o.API)
+		apiOpts := o.API
+		if apiOpts.Metrics == nil {
+			apiOpts.Metrics = st.Metrics().Handler()
+		}
+		if apiOpts.Ready == nil {
+			apiOpts.Ready = st.Ready
+		}
+		return api.Start(ctx, env, apiOpts)
 	}
 	return nil, fmt.Errorf("unknown service %q", name)
-}
-
-// Stop drains every service (each finishes its in-flight messages), then closes the
-// connections, then shuts down the server the stack owns ([Options.Server]). It is safe
-// to call more than once.
-func (s *Stack) Stop(ctx context.Context) error {
-	var errs []error
-	s.mu.Lock()
-	s.started = false
-	s.mu.Unlock()
-	if s.ops != nil {
-		if err := s.ops.Shutdown(ctx); err != nil {
-			errs = append(errs, fmt.Errorf("stop operations listener: %w", err))
-		}
-		s.ops = nil
-	}
-	for i := len(s.services) - 1; i >= 0; i-- {
-		n := s.services[i]
-		if err := n.svc.Stop(ctx); err != nil {
-			errs = append(errs, fmt.Errorf("stop %s: %w", n.name, err))
-		}
-	}
-	s.services = nil
-	s.APIService = nil
-	if s.cancelRun != nil {
-		s.cancelRun()
-	}
-	for _, nc := range s.conns {
-		if err := nc.Drain(); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
-			errs = append(errs, err)
-		}
-	}
-	s.conns = nil
-	if s.server != nil {
-		s.server.Shutdown()
-		s.server = nil
-	}
-	return errors.Join(errs...)
-}
-
-// Kill drops every service without draining, as a crashed process would: in-flight
-// messages stay unacked and are redelivered to whoever consumes next. A server the stack
-// owns keeps running (the next consumer needs it); Stop shuts it down. Tests only.
-func (s *Stack) Kill() {
-	if s.ops != nil {
-		_ = s.ops.Shutdown(context.Background())
-		s.ops = nil
-	}
-	if s.cancelRun != nil {
-		s.cancelRun()
-	}
-	for _, nc := range s.conns {
-		nc.Close()
-	}
-	s.conns = nil
-	s.services = nil
-}
-
-// NewLogger returns the zerolog JSON logger of a process.
-func NewLogger(w io.Writer, level string) zerolog.Logger {
-	if w == nil {
-		w = os.Stderr
-	}
-	lvl, err := zerolog.ParseLevel(level)
-	if err != nil || level == "" {
-		lvl = zerolog.InfoLevel
-	}
-	return zerolog.New(w).Level(lvl).With().Timestamp().Logger()
-}
-
-// InProcessDialer dials an embedded server without TCP.
-func InProcessDialer(s nats.InProcessConnProvider) func(name string) (*nats.Conn, error) {
-	return func(name string) (*nats.Conn, error) {
-		return nats.Connect("", nats.InProcessServer(s), nats.Name(name), nats.MaxReconnects(-1))
-	}
-}
-
-// URLDialer dials a NATS URL with endless reconnects, so a service rides out a server
-// restart instead of exiting.
-func URLDialer(url string, opts ...nats.Option) func(name string) (*nats.Conn, error) {
-	return func(name string) (*nats.Conn, error) {
-		all := append([]nats.Option{nats.Name(name), nats.MaxReconnects(-1), nats.ReconnectWait(250 * time.Millisecond), nats.RetryOnFailedConnect(true)}, opts...)
-		return nats.Connect(url, all...)
-	}
 }

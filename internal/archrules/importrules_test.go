@@ -26,8 +26,9 @@ const module = "github.com/awaken-dev/awaken"
 //     into services/brain-exec for the tool types); what both need lives in a pkg/ leaf
 //     or an internal/ package;
 //   - a non-test file of pkg/executor/tool imports anything of the module but pkg/contracts
-//     and internal/toolctx: it is the tool vocabulary's leaf, imported by brain-exec and by
-//     pkg/executor (which runs brain-exec), so an import that leads back to either is a cycle
+//     and internal/toolctx: it is the tool vocabulary's leaf, imported by the Brain executor
+//     (internal/brainexec) and by pkg/executor (which runs it), so an import that leads back
+//     to either is a cycle
 //     and any other drags the runtime into every tool author's build;
 //   - a file (test files included) of services/<a> imports services/<b>, b ≠ a;
 //   - a non-test file outside services/ imports a package under services/, unless it is

@@ -220,7 +220,7 @@ func BucketConfigs(names contracts.Names, cfg TopologyConfig) []jetstream.KeyVal
 		return kc
 	}
 	return []jetstream.KeyValueConfig{
-		// First: services wait for batches, calls, tickets and runs (app.WaitTopology), so
+		// First: services wait for batches, calls, tickets and runs (servicerun.WaitTopology), so
 		// it — and the counters bucket before runs — exist then.
 		bucket(names.ToolsBucket(), "tool descriptors each executor serves, by target", 1),
 		expiring(names.BatchesBucket(), "one record per finished batch, expiring with the run retention", cfg.expiryMarkerTTL()),

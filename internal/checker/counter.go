@@ -15,7 +15,7 @@ import (
 // it how many times a body ran. It is a test's reading, not the client's: a platform has
 // no business with the example tool's bucket, so pkg/client does not offer it.
 //
-// The key is the tool's ("counter." + name, services/brain-exec/builtin.CounterKey),
+// The key is the tool's ("counter." + name, internal/brainexec/builtin.CounterKey),
 // spelled here because the checker imports no service code; the end-to-end tests that
 // count body runs through it fail should the two differ.
 func Counter(ctx context.Context, c *client.Client, name string) (int64, error) {

@@ -15,10 +15,10 @@ import (
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/awaken-dev/awaken/deploy"
-	"github.com/awaken-dev/awaken/internal/app"
 	"github.com/awaken-dev/awaken/internal/config"
 	"github.com/awaken-dev/awaken/internal/devstack/devstacktest"
 	"github.com/awaken-dev/awaken/internal/natstest"
+	"github.com/awaken-dev/awaken/internal/servicerun"
 	"github.com/awaken-dev/awaken/internal/servicetest"
 	"github.com/awaken-dev/awaken/internal/telemetry"
 	"github.com/awaken-dev/awaken/pkg/httpapi"
@@ -43,7 +43,7 @@ func TestAPIConnectsAsItsOwnUser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := app.Setup(ctx, js, cfg, app.NewLogger(io.Discard, "")); err != nil {
+	if err := servicerun.Setup(ctx, js, cfg, servicerun.NewLogger(io.Discard, "")); err != nil {
 		t.Fatal(err)
 	}
 

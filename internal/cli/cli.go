@@ -22,15 +22,16 @@ import (
 
 	"github.com/awaken-dev/awaken/deploy"
 	"github.com/awaken-dev/awaken/internal/app"
+	"github.com/awaken-dev/awaken/internal/brainexec/builtin"
 	"github.com/awaken-dev/awaken/internal/config"
 	"github.com/awaken-dev/awaken/internal/devstack"
 	"github.com/awaken-dev/awaken/internal/execcore"
 	"github.com/awaken-dev/awaken/internal/natsserver"
+	"github.com/awaken-dev/awaken/internal/servicerun"
 	"github.com/awaken-dev/awaken/internal/telemetry"
 	"github.com/awaken-dev/awaken/pkg/client"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 	"github.com/awaken-dev/awaken/services/api"
-	"github.com/awaken-dev/awaken/services/brain-exec/builtin"
 )
 
 var usage = `awaken — durable execution of AI-agent tool calls on NATS JetStream
@@ -268,14 +269,14 @@ func runService(ctx context.Context, name string, flags func() (serviceFlags, er
 	if err != nil {
 		return err
 	}
-	log := app.NewLogger(stderr, os.Getenv("AWAKEN_LOG_LEVEL"))
+	log := servicerun.NewLogger(stderr, os.Getenv("AWAKEN_LOG_LEVEL"))
 	tp, shutdownTracing, err := telemetry.TracerProviderFromEnv(ctx, "awaken-"+name, nil)
 	if err != nil {
 		return err
 	}
 	defer flushTraces(shutdownTracing, log)
 	st, err := app.Start(ctx, app.Options{
-		Config: cfg, Services: []string{name}, Dial: app.ServiceDialer(f.url, f.authOpts...), Log: log,
+		Config: cfg, Services: []string{name}, Dial: servicerun.ServiceDialer(f.url, f.authOpts...), Log: log,
 		NoEnsure: !f.ensure, TracerProvider: tp, HTTPAddr: f.opsAddr,
 	})
 	if err != nil {
@@ -283,7 +284,7 @@ func runService(ctx context.Context, name string, flags func() (serviceFlags, er
 	}
 	log.Info().Str("service", name).Str("nats_url", f.url).Msg("ready")
 	<-ctx.Done()
-	return app.StopGracefully(st, log.With().Str("service", name).Logger(), app.DefaultStopTimeout, stopNow(ctx))
+	return servicerun.StopGracefully(st.Stack, log.With().Str("service", name).Logger(), servicerun.DefaultStopTimeout, stopNow(ctx))
 }
 
 // ensureFlag declares --ensure, shared by the service subcommands and api.
@@ -336,7 +337,7 @@ func apiCommand(fs *flag.FlagSet, io cmdIO) runner {
 				allowed = append(allowed, h)
 			}
 		}
-		log := app.NewLogger(stderr, os.Getenv("AWAKEN_LOG_LEVEL"))
+		log := servicerun.NewLogger(stderr, os.Getenv("AWAKEN_LOG_LEVEL"))
 		tp, shutdownTracing, err := telemetry.TracerProviderFromEnv(ctx, "awaken-api", nil)
 		if err != nil {
 			return err
@@ -345,7 +346,7 @@ func apiCommand(fs *flag.FlagSet, io cmdIO) runner {
 		st, err := app.Start(ctx, app.Options{
 			// ServiceDialer: the api connects with its own inbox prefix, the only one the api
 			// user of deploy/nats/auth.conf may subscribe to.
-			Config: cfg, Services: []string{contracts.ServiceAPI}, Dial: app.ServiceDialer(*url, authOpts...), Log: log,
+			Config: cfg, Services: []string{contracts.ServiceAPI}, Dial: servicerun.ServiceDialer(*url, authOpts...), Log: log,
 			API:            api.Options{HTTPAddr: *httpAddr, Token: *token, Tokens: named, TokenRoles: roles, AllowedHosts: allowed, PublicMetrics: *publicMetrics},
 			TracerProvider: tp, NoEnsure: !*ensure,
 		})
@@ -360,7 +361,7 @@ func apiCommand(fs *flag.FlagSet, io cmdIO) runner {
 		log.Info().Str("service", contracts.ServiceAPI).Str("nats_url", *url).Str("console", console).Msg("ready")
 		fmt.Fprintf(stdout, "awaken api ready: micro service %q on %s, console %s\n", api.MicroName, *url, console)
 		<-ctx.Done()
-		return app.StopGracefully(st, log.With().Str("service", contracts.ServiceAPI).Logger(), app.DefaultStopTimeout, stopNow(ctx))
+		return servicerun.StopGracefully(st.Stack, log.With().Str("service", contracts.ServiceAPI).Logger(), servicerun.DefaultStopTimeout, stopNow(ctx))
 	}
 }
 

@@ -9,7 +9,7 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/awaken-dev/awaken/internal/app"
+	"github.com/awaken-dev/awaken/internal/servicerun"
 )
 
 // Log formats of `awaken dev --log-format`.
@@ -30,12 +30,12 @@ func logFlags(fs *flag.FlagSet, stderr io.Writer) func() (zerolog.Logger, error)
 		}
 		switch *format {
 		case logFormatJSON:
-			return app.NewLogger(stderr, *level), nil
+			return servicerun.NewLogger(stderr, *level), nil
 		case logFormatConsole, logFormatAuto:
 			if *format == logFormatAuto && !isTerminal(stderr) {
-				return app.NewLogger(stderr, *level), nil
+				return servicerun.NewLogger(stderr, *level), nil
 			}
-			return app.NewLogger(consoleWriter(stderr), *level), nil
+			return servicerun.NewLogger(consoleWriter(stderr), *level), nil
 		}
 		return zerolog.Logger{}, &usageError{fmt.Sprintf("--log-format %q: want auto, console or json", *format)}
 	}

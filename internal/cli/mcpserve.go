@@ -10,9 +10,9 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/nats-io/nats.go"
 
-	"github.com/awaken-dev/awaken/internal/app"
 	"github.com/awaken-dev/awaken/internal/config"
 	"github.com/awaken-dev/awaken/internal/mcpserve"
+	"github.com/awaken-dev/awaken/internal/servicerun"
 	"github.com/awaken-dev/awaken/pkg/client"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
@@ -68,7 +68,7 @@ func mcpServeCommand(fs *flag.FlagSet, cio cmdIO) runner {
 			return err
 		}
 		defer c.Close()
-		log := app.NewLogger(stderr, *logLevel).With().Str("component", "mcp-serve").Logger()
+		log := servicerun.NewLogger(stderr, *logLevel).With().Str("component", "mcp-serve").Logger()
 		// No audit key: the stdio door's records are the runner's claims, stored unsigned on
 		// the claims stream; the key signs the services' trail and stays with them.
 		door, err := mcpserve.New(mcpserve.Options{Client: c, Config: cfg.MCPServe, Log: log, APIBase: *apiURL,

@@ -12,9 +12,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/awaken-dev/awaken/deploy"
-	"github.com/awaken-dev/awaken/internal/app"
 	"github.com/awaken-dev/awaken/internal/config"
 	"github.com/awaken-dev/awaken/internal/health"
+	"github.com/awaken-dev/awaken/internal/servicerun"
 )
 
 // envBool reads a boolean environment variable; unset or unparsable is false.
@@ -101,7 +101,7 @@ func setupCommand(fs *flag.FlagSet, io cmdIO) runner {
 		}
 		ctx, cancel := context.WithTimeout(ctx, *timeout)
 		defer cancel()
-		log := app.NewLogger(stderr, os.Getenv("AWAKEN_LOG_LEVEL")).With().Str("service", "setup").Logger()
+		log := servicerun.NewLogger(stderr, os.Getenv("AWAKEN_LOG_LEVEL")).With().Str("service", "setup").Logger()
 		nc, err := nats.Connect(*url, append([]nats.Option{nats.Name("awaken-setup"), nats.RetryOnFailedConnect(true),
 			nats.MaxReconnects(-1), nats.ReconnectWait(250 * time.Millisecond)}, authOpts...)...)
 		if err != nil {
@@ -113,7 +113,7 @@ func setupCommand(fs *flag.FlagSet, io cmdIO) runner {
 			return err
 		}
 		if *dryRun {
-			plan, err := app.Plan(ctx, js, cfg, log)
+			plan, err := servicerun.Plan(ctx, js, cfg, log)
 			if err != nil {
 				return err
 			}
@@ -123,10 +123,10 @@ func setupCommand(fs *flag.FlagSet, io cmdIO) runner {
 			fmt.Fprintf(stdout, "awaken setup --dry-run: %d change(s) for prefix %q; nothing was changed\n", len(plan), cfg.Names().Prefix)
 			return nil
 		}
-		if err := app.Setup(ctx, js, cfg, log); err != nil {
+		if err := servicerun.Setup(ctx, js, cfg, log); err != nil {
 			return err
 		}
-		t := app.TopologyFor(cfg)
+		t := servicerun.TopologyFor(cfg)
 		log.Info().Int("replicas", max(t.Replicas, 1)).Str("prefix", cfg.Names().Prefix).Msg("streams and buckets ensured")
 		fmt.Fprintf(stdout, "awaken setup: streams and buckets of prefix %q ensured (%d replicas)\n", cfg.Names().Prefix, max(t.Replicas, 1))
 		return nil

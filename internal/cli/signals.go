@@ -7,18 +7,18 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/awaken-dev/awaken/internal/app"
+	"github.com/awaken-dev/awaken/internal/servicerun"
 )
 
 // Command runs the awaken process: [Main] under SIGINT and SIGTERM. The first signal
 // cancels the context Main runs with — a graceful stop: the services finish what they
 // are handling, bounded — and a second signal stops at once (see [stopNow]); a third is
-// left to the runtime's default, which kills the process ([app.WatchStopSignals]).
+// left to the runtime's default, which kills the process ([servicerun.WatchStopSignals]).
 func Command(args []string, stdout, stderr io.Writer) int {
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	defer signal.Stop(sigs)
-	ctx, now, release := app.WatchStopSignals(context.Background(), sigs)
+	ctx, now, release := servicerun.WatchStopSignals(context.Background(), sigs)
 	defer release()
 	return Main(withStopNow(ctx, now), args, stdout, stderr)
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/awaken-dev/awaken/internal/app/embedded"
 	"github.com/awaken-dev/awaken/internal/config"
 	"github.com/awaken-dev/awaken/internal/natsserver"
+	"github.com/awaken-dev/awaken/internal/servicerun"
 	"github.com/awaken-dev/awaken/internal/telemetry"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 	"github.com/awaken-dev/awaken/services/api"
@@ -69,7 +70,7 @@ type DevOptions struct {
 	// Sync is the embedded server's durability level; "" means [DefaultDevSync].
 	Sync natsserver.Sync
 	// StopNow, closed (by a second signal), cuts the graceful stop short: see
-	// [app.StopGracefully]. nil: the stop always drains, up to [app.DefaultStopTimeout].
+	// [servicerun.StopGracefully]. nil: the stop always drains, up to [servicerun.DefaultStopTimeout].
 	StopNow <-chan struct{}
 }
 
@@ -119,7 +120,7 @@ func Dev(ctx context.Context, o DevOptions) error {
 	if err := checkListen("--http", o.HTTP); err != nil {
 		return err
 	}
-	log := app.NewLogger(os.Stderr, os.Getenv("AWAKEN_LOG_LEVEL"))
+	log := servicerun.NewLogger(os.Stderr, os.Getenv("AWAKEN_LOG_LEVEL"))
 	if o.Log != nil {
 		log = *o.Log
 	}
@@ -190,7 +191,7 @@ func Dev(ctx context.Context, o DevOptions) error {
 		o.ReadyURLs(url, console)
 	}
 	<-ctx.Done()
-	return app.StopGracefully(st, log, app.DefaultStopTimeout, o.StopNow)
+	return servicerun.StopGracefully(st.Stack, log, servicerun.DefaultStopTimeout, o.StopNow)
 }
 
 // secureLogin connects each service to the embedded server as its own NATS user of
@@ -227,7 +228,7 @@ func checkSecurePrefix(prefix string) error {
 	return nil
 }
 
-// setupAsAdmin runs [app.Setup] on an in-process connection of the admin user.
+// setupAsAdmin runs [servicerun.Setup] on an in-process connection of the admin user.
 func setupAsAdmin(ctx context.Context, s *server.Server, password string, o DevOptions, log zerolog.Logger) error {
 	nc, err := nats.Connect("", nats.InProcessServer(s), nats.Name("awaken-setup"), nats.UserInfo(deploy.UserAdmin, password))
 	if err != nil {
@@ -238,7 +239,7 @@ func setupAsAdmin(ctx context.Context, s *server.Server, password string, o DevO
 	if err != nil {
 		return fmt.Errorf("dev: %w", err)
 	}
-	return app.Setup(ctx, js, o.Config, log)
+	return servicerun.Setup(ctx, js, o.Config, log)
 }
 
 // syncSurvives says in the start log what an acknowledged write survives at level s.

@@ -113,10 +113,12 @@ func (o Options) withDefaults() (Options, error) {
 }
 
 // StartConfigured starts the executor hop o of an executor service configured by env (both
-// executors start this way): the reconcile bounds are the configuration's
+// executors start this way): the consumer's ack wait is the configuration's
+// (consumers.ack_wait, as for every service), the reconcile bounds too
 // (executors.reconcile), the body-run ledger the one it asks for ([ConfiguredLedger]), and
 // opts are applied last, so a service's caller can still tune the consumer.
 func StartConfigured(ctx context.Context, env *pipeline.Env, o Options, opts ...Option) (*Executor, error) {
+	o.Delivery = append(o.Delivery, bus.WithAckWait(env.Config.Consumers.AckWait.D()))
 	r := env.Config.Executors.Reconcile
 	o.Reconcile = ReconcileOptions{Attempts: r.Attempts, Backoff: r.Backoff.D(), Timeout: r.Timeout.D(), Bound: r.Bound.D()}
 	ledger, err := ConfiguredLedger(ctx, env)

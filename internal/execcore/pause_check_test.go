@@ -9,7 +9,7 @@ import (
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
-// TestPausedToolIsBlockedBeforeItsBody (security round 3, finding 6): a call the gate
+// TestPausedToolIsBlockedBeforeItsBody: a call the gate
 // allowed before its tool was paused, still queued when the pause lands, ends blocked
 // with the pause's reason — as a new call would — and its body is never entered; once
 // the pause is lifted, calls run again.

@@ -8,7 +8,7 @@ import (
 // MaxTableElements bounds the table of a tool module: its initial size and every
 // table.grow. wazero keeps a table as a slice of 8-byte references in host memory, outside
 // the linear memory that memory_limit_mib bounds, so without this a module growing a table
-// by 100M entries took 800 MB of the process (security round 3, finding 2). 1Mi entries is
+// by 100M entries took 800 MB of the process. 1Mi entries is
 // 8 MiB, far above what real programs declare (a Go wasip1 program's function table holds
 // one entry per function: some thousands).
 const MaxTableElements = 1 << 20

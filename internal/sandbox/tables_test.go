@@ -50,7 +50,7 @@ func tableModule(min, max int, grow int64) []byte {
 	return spec.encode()
 }
 
-// TestTablesAreBounded (security round 3, finding 2): a table lives in host memory outside
+// TestTablesAreBounded: a table lives in host memory outside
 // memory_limit_mib (8 bytes per entry in wazero), so an unbounded table.grow once took the
 // process to out of memory. A table is bounded by MaxTableElements whatever the module
 // declares: a grow past it fails in the module (here: a trap, so the call ends with an

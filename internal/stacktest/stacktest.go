@@ -25,6 +25,7 @@ import (
 	"github.com/awaken-dev/awaken/internal/app"
 	"github.com/awaken-dev/awaken/internal/execcore"
 	"github.com/awaken-dev/awaken/internal/natstest"
+	"github.com/awaken-dev/awaken/internal/servicerun"
 	"github.com/awaken-dev/awaken/internal/servicetest"
 	"github.com/awaken-dev/awaken/pkg/client"
 	"github.com/awaken-dev/awaken/pkg/contracts"
@@ -35,13 +36,13 @@ import (
 const StartTimeout = 2 * time.Minute
 
 // StopTimeout bounds a graceful stop of a stack, at a restart and at the end of a test.
-const StopTimeout = app.DefaultStopTimeout
+const StopTimeout = servicerun.DefaultStopTimeout
 
 // Logger is the base logger of a stack in a test: to tb's log at the level
 // [servicetest.LogEnv] names, and silent when it is unset, since a stack logs a lot and a
 // passing test stays quiet.
 func Logger(tb testing.TB) zerolog.Logger {
-	return app.NewLogger(servicetest.LogWriter(tb), os.Getenv(servicetest.LogEnv))
+	return servicerun.NewLogger(servicetest.LogWriter(tb), os.Getenv(servicetest.LogEnv))
 }
 
 // Server is a test's embedded JetStream server, which outlives the stacks the test starts
@@ -126,7 +127,7 @@ func (st *Stack) StartAgain(ctx context.Context) {
 func (st *Stack) start(ctx context.Context) error {
 	o := st.opts
 	// Dialled now: a restarted server (natstest.Server.Restart) is a new one.
-	o.Dial = app.InProcessDialer(st.server.NATS.Server())
+	o.Dial = servicerun.InProcessDialer(st.server.NATS.Server())
 	started, err := app.Start(ctx, o)
 	if err != nil {
 		return err

@@ -30,6 +30,7 @@ import (
 	"github.com/awaken-dev/awaken/internal/app/embedded"
 	"github.com/awaken-dev/awaken/internal/config"
 	"github.com/awaken-dev/awaken/internal/natsserver"
+	"github.com/awaken-dev/awaken/internal/servicerun"
 	"github.com/awaken-dev/awaken/pkg/client"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
@@ -89,7 +90,7 @@ func Start(ctx context.Context, o Options) (s *Server, err error) {
 	if log == nil {
 		log = io.Discard
 	}
-	if s.stack, err = embedded.Start(ctx, app.Options{Config: cfg, Services: services, Log: app.NewLogger(log, "info")},
+	if s.stack, err = embedded.Start(ctx, app.Options{Config: cfg, Services: services, Log: servicerun.NewLogger(log, "info")},
 		embedded.Options{Server: natsserver.EmbeddedConfig{StoreDir: dir, Port: -1, NoLog: true}}); err != nil {
 		return s, fmt.Errorf("devserver: %w", err)
 	}

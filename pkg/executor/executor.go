@@ -35,8 +35,10 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/rs/zerolog"
 
-	"github.com/awaken-dev/awaken/internal/app"
+	"github.com/awaken-dev/awaken/internal/brainexec"
 	"github.com/awaken-dev/awaken/internal/config"
+	"github.com/awaken-dev/awaken/internal/pipeline"
+	"github.com/awaken-dev/awaken/internal/servicerun"
 	"github.com/awaken-dev/awaken/internal/telemetry"
 	"github.com/awaken-dev/awaken/internal/toolreg"
 	"github.com/awaken-dev/awaken/pkg/contracts"
@@ -197,7 +199,7 @@ func New(cfg *Config, opts Options) (*Executor, error) {
 		return nil, errors.New("executor: give one of a credentials file, a user or a token")
 	}
 	return &Executor{cfg: cfg, opts: opts, reg: toolreg.NewRegistry(),
-		log: app.NewLogger(opts.Log, opts.LogLevel)}, nil
+		log: servicerun.NewLogger(opts.Log, opts.LogLevel)}, nil
 }
 
 // Register adds a typed tool. Registering an id twice makes it ambiguous: every call to it
@@ -228,7 +230,7 @@ func (x *Executor) natsOptions() []nats.Option {
 
 // Running is a started executor.
 type Running struct {
-	st              *app.Stack
+	st              *servicerun.Stack
 	shutdownTracing func(context.Context) error
 	log             zerolog.Logger
 }
@@ -240,10 +242,9 @@ func (x *Executor) Start(ctx context.Context) (*Running, error) {
 	if err != nil {
 		return nil, fmt.Errorf("executor: tracing: %w", err)
 	}
-	st, err := app.Start(ctx, app.Options{
-		Config: x.cfg.c, Services: []string{contracts.ServiceBrainExec},
-		Dial: app.ServiceDialer(x.opts.URL, x.natsOptions()...), Log: x.log,
-		BrainRegistry: x.reg, BrainBuiltins: x.opts.Builtins,
+	st, err := servicerun.Start(ctx, servicerun.Options{
+		Config: x.cfg.c, Services: []string{contracts.ServiceBrainExec}, Start: x.startBrain,
+		Dial: servicerun.ServiceDialer(x.opts.URL, x.natsOptions()...), Log: x.log,
 		NoEnsure: !x.opts.Ensure, TracerProvider: tp, HTTPAddr: x.opts.HTTPAddr,
 	})
 	if err != nil {
@@ -252,6 +253,16 @@ func (x *Executor) Start(ctx context.Context) (*Running, error) {
 	}
 	x.log.Info().Str("service", ServiceName).Str("nats_url", x.opts.URL).Msg("ready")
 	return &Running{st: st, shutdownTracing: shutdownTracing, log: x.log}, nil
+}
+
+// startBrain starts the Brain executor on the registered tools (and the example tools
+// with [Options.Builtins]), as the brain-exec service does.
+func (x *Executor) startBrain(ctx context.Context, _ *servicerun.Stack, _ string, env *pipeline.Env) (servicerun.Service, error) {
+	reg, err := brainexec.Registry(ctx, env, x.reg, x.opts.Builtins)
+	if err != nil {
+		return nil, err
+	}
+	return brainexec.Start(ctx, env, reg)
 }
 
 // Ready reports whether the executor is connected and consuming (what /readyz answers).
@@ -287,14 +298,14 @@ func (x *Executor) Run(ctx context.Context) error {
 
 // run is Run with the signals as a channel.
 func (x *Executor) run(ctx context.Context, sigs chan os.Signal) error {
-	drain, now, release := app.WatchStopSignals(ctx, sigs)
+	drain, now, release := servicerun.WatchStopSignals(ctx, sigs)
 	defer release()
 	r, err := x.Start(ctx)
 	if err != nil {
 		return err
 	}
 	<-drain.Done()
-	err = app.StopGracefully(r.st, r.log.With().Str("service", ServiceName).Logger(), DefaultDrainTimeout, now)
+	err = servicerun.StopGracefully(r.st, r.log.With().Str("service", ServiceName).Logger(), DefaultDrainTimeout, now)
 	flushCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if ferr := r.shutdownTracing(flushCtx); ferr != nil {

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/awaken-dev/awaken/internal/app"
 	"github.com/awaken-dev/awaken/internal/natstest"
+	"github.com/awaken-dev/awaken/internal/servicerun"
 	"github.com/awaken-dev/awaken/pkg/client"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 	"github.com/awaken-dev/awaken/pkg/devserver"
@@ -70,7 +70,7 @@ func (r *signalledRun) stopAtOnce(t *testing.T) {
 	t.Helper()
 	r.sigs <- syscall.SIGTERM
 	r.sigs <- syscall.SIGINT
-	if err := <-r.done; !errors.Is(err, app.ErrStoppedAtOnce) {
+	if err := <-r.done; !errors.Is(err, servicerun.ErrStoppedAtOnce) {
 		t.Fatalf("executor: %v, want ErrStoppedAtOnce", err)
 	}
 }

@@ -12,14 +12,36 @@ import (
 // by `awaken dev`, the benchmarks and the tests).
 func TestPublicPackagesLinkNoNATSServer(t *testing.T) {
 	for _, pkg := range []string{"github.com/awaken-dev/awaken/pkg/client", "github.com/awaken-dev/awaken/pkg/executor"} {
-		out, err := exec.Command("go", "list", "-deps", pkg).CombinedOutput()
-		if err != nil {
-			t.Fatalf("go list -deps %s: %v\n%s", pkg, err, out)
-		}
-		for _, dep := range strings.Fields(string(out)) {
+		for _, dep := range deps(t, pkg) {
 			if strings.HasPrefix(dep, "github.com/nats-io/nats-server") {
 				t.Errorf("%s depends on %s", pkg, dep)
 			}
 		}
 	}
+}
+
+// TestTheExecutorLinksNoService pins that a team writing one Go tool links the Brain
+// executor's machinery (the executor hop, the registry, the bus) and nothing else of
+// awaken: no service (the api, the gate, the sandbox with wazero, …) and not the wiring
+// that assembles them (internal/app, which imports every service).
+func TestTheExecutorLinksNoService(t *testing.T) {
+	for _, dep := range deps(t, "github.com/awaken-dev/awaken/pkg/executor") {
+		switch {
+		case strings.HasPrefix(dep, "github.com/awaken-dev/awaken/services/"),
+			dep == "github.com/awaken-dev/awaken/internal/app" || strings.HasPrefix(dep, "github.com/awaken-dev/awaken/internal/app/"),
+			strings.HasPrefix(dep, "github.com/awaken-dev/awaken/internal/sandbox"),
+			strings.HasPrefix(dep, "github.com/tetratelabs/wazero"):
+			t.Errorf("pkg/executor depends on %s", dep)
+		}
+	}
+}
+
+// deps lists pkg and every package it depends on (`go list -deps`).
+func deps(t *testing.T, pkg string) []string {
+	t.Helper()
+	out, err := exec.Command("go", "list", "-deps", pkg).CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list -deps %s: %v\n%s", pkg, err, out)
+	}
+	return strings.Fields(string(out))
 }

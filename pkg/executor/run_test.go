@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/awaken-dev/awaken/internal/app"
 	"github.com/awaken-dev/awaken/internal/natstest"
+	"github.com/awaken-dev/awaken/internal/servicerun"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
@@ -38,7 +38,7 @@ func TestRunStopsOnSignals(t *testing.T) {
 	run.sigs <- syscall.SIGINT
 	select {
 	case err := <-run.done:
-		if !errors.Is(err, app.ErrStoppedAtOnce) {
+		if !errors.Is(err, servicerun.ErrStoppedAtOnce) {
 			t.Errorf("run: %v, want ErrStoppedAtOnce", err)
 		}
 	case <-time.After(20 * time.Second): // below the 30 s drain

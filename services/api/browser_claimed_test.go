@@ -11,7 +11,7 @@ import (
 	"github.com/awaken-dev/awaken/services/api"
 )
 
-// TestBrowserConsoleShowsClaimedActors (security round 3, finding 3): the console shows
+// TestBrowserConsoleShowsClaimedActors: the console shows
 // an actor no door authenticated — a platform's resume command naming "alice" on the
 // public subject — as "alice (claimed)", styled apart, and the approval by the token
 // named alice as plain "alice".

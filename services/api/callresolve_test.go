@@ -23,7 +23,7 @@ func (h *harness) stopInFlight(run string, tools []string, after ...contracts.To
 	return op
 }
 
-// TestResolveCallBeforePublication (issue 33 item 3): an indeterminate call of a batch
+// TestResolveCallBeforePublication: an indeterminate call of a batch
 // that is not published yet (its next call waits for an approval) is resolved by an
 // operator as ran with its output; the batch publishes that output as the call's
 // completed result, the body never ran again, and the call record names who resolved it,

@@ -9,7 +9,7 @@ import (
 	"github.com/awaken-dev/awaken/services/api"
 )
 
-// TestCatalogListsAShadowedMCPToolOnce (security round 3, finding 7): an MCP tool id two
+// TestCatalogListsAShadowedMCPToolOnce: an MCP tool id two
 // configured servers' prefixes cover is listed once.
 func TestCatalogListsAShadowedMCPToolOnce(t *testing.T) {
 	// Server gh's prefix mcp__gh__ also covers the tools of server gh_

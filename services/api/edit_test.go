@@ -201,7 +201,7 @@ func TestLoadTokensRefusesAmbiguity(t *testing.T) {
 		"bad name":        "al/ice a1-0123456789abcdef\n",
 		"three fields":    "alice a1-0123456789abcdef extra\n",
 		"name only":       "alice\n",
-		// Security round 3, finding 4: a file with no token turned authentication off.
+		// A file with no token once turned authentication off.
 		"only comments":      "# alice a1-0123456789abcdef\n\n# nobody yet\n",
 		"empty":              "",
 		"short token":        "alice short\n",

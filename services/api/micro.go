@@ -72,7 +72,7 @@ func (s *Service) microHandler(handle func(context.Context, micro.Request) (any,
 		if !ReplyAllowed(req.Reply()) {
 			// Not answered at all: a reply is a publish with the api's credentials, and a
 			// requester that names a stream's or a bucket's subject as its reply would make
-			// the api write there (finding 1 of security round 3).
+			// the api write there.
 			s.log.Warn().Str("subject", req.Subject()).Str("reply", req.Reply()).
 				Msg("micro request refused: its reply subject is not an inbox")
 			return

@@ -64,7 +64,7 @@ func loadRoleTokens(t *testing.T) api.Options {
 
 func tok(name string) map[string]string { return bearer("tok-" + name + "-0123456789") }
 
-// TestTokenRolesPerRoute (issue 31, item 3): each route refuses a token without one of
+// TestTokenRolesPerRoute: each route refuses a token without one of
 // its roles with 403 missing_role before doing anything (a refused approval leaves the
 // ticket open); a token whose line names no roles, and the single token, may do
 // everything; GET /v1/session tells each token its roles.
@@ -187,7 +187,7 @@ func (h *harness) parkTwo(run string) contracts.ResumeTicket {
 	return h.parkCall(run, "ask_two", map[string]int{"amount": 10})
 }
 
-// TestApprovalsAcrossTwoAPIs (issue 31, items 1 and 2): a ticket that needs two approvals,
+// TestApprovalsAcrossTwoAPIs: a ticket that needs two approvals,
 // approved at once by two people through two api processes, is approved exactly once —
 // one answer 202 approval_recorded, the other 200 approved — and its tool runs once. A
 // stale digest is 409 digest_mismatch and a second approval by the same token 409
@@ -263,7 +263,7 @@ func TestApprovalsAcrossTwoAPIs(t *testing.T) {
 	}
 }
 
-// TestBrowserConsoleRolesAndApprovals (issue 31, items 1–3, in headless Chromium): the
+// TestBrowserConsoleRolesAndApprovals (in headless Chromium): the
 // console shows only what the token may do — a viewer sees the ticket without approve or
 // pause controls, an approver approves but cannot pause, an operator pauses but sees no
 // tickets — and, for a ticket that needs two approvals, the digest and the approvals so

@@ -46,7 +46,7 @@ func actors(as []contracts.TicketApproval) []string {
 	return out
 }
 
-// TestTicketBindsArgumentsDigest (issue 31, item 1): the ticket carries the digest of the
+// TestTicketBindsArgumentsDigest: the ticket carries the digest of the
 // call's canonical arguments and of the policies that asked; an approval naming another
 // digest is refused digest_mismatch and changes nothing; one naming the ticket's runs the
 // call, and an edit's digest is audited beside the proposed one's. An approval naming no
@@ -125,7 +125,7 @@ func (h *harness) firstOfTwoApprovals(tk contracts.ResumeTicket, who string) {
 	}
 }
 
-// TestSeveralApprovers (issue 31, item 2): a rule with approvals: 2 resolves its ticket
+// TestSeveralApprovers: a rule with approvals: 2 resolves its ticket
 // only at the second distinct approval. The first is recorded on the ticket and answered
 // approval_recorded; the same actor again (also behind another claimed name) is refused
 // duplicate_approver, a claimed actor approver_not_authenticated, an edit

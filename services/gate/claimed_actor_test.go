@@ -22,7 +22,7 @@ func (h *harness) lastAuditOf(callID string) *contracts.AuditRecord {
 	return last
 }
 
-// TestClaimedActorIsRecordedAsClaimed (security round 3, finding 3): the actor of a
+// TestClaimedActorIsRecordedAsClaimed: the actor of a
 // command on the public resume subject is the publisher's claim — the call record, the
 // audit record and ticket.resolved say so — while the same name on the api's subject
 // (only the api user may publish there) is recorded as authenticated.

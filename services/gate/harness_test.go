@@ -98,6 +98,9 @@ type harness struct {
 	seq atomic.Int64
 	// live hears the live facts of every run (tool_call: never stored).
 	live *servicetest.Live
+	// clocked records batches at the harness clock's time instead of the real time
+	// ([harness.inMidHour]).
+	clocked bool
 }
 
 // errInjected is the error of every fault the harness injects.
@@ -149,7 +152,22 @@ func (h *harness) storeDelegates(tasks ...string) *contracts.BatchRecord {
 // configuration, the dispatch mode (parallel delegation, declared parallel), phase open.
 func (h *harness) store(sub contracts.BatchSubmission) *contracts.BatchRecord {
 	h.T.Helper()
+	if h.clocked {
+		return h.storeAt(sub, h.Env.Now())
+	}
 	return h.storeAt(sub, time.Now().UTC())
+}
+
+// inMidHour moves the harness clock to the middle of its current hour and records every
+// later batch at the clock's time, so a test of hourly windows has half an hour before
+// the next boundary whatever the real time. It returns the start of that hour.
+func (h *harness) inMidHour() time.Time {
+	h.T.Helper()
+	now := h.Env.Now()
+	hour := now.Truncate(time.Hour)
+	h.Advance(hour.Add(30 * time.Minute).Sub(now))
+	h.clocked = true
+	return hour
 }
 
 // storeAt records sub as recorded at createdAt (the harness clock's time, for a test that

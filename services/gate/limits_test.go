@@ -103,16 +103,11 @@ func TestRateLimitBlocksPastNPerWindow(t *testing.T) {
 	h := newHarness(t, servicetest.Stopped())
 	h.withLimits(nil, contracts.LimitConfig{Name: "echo-rate", Tools: []string{"echo"}, Key: "global",
 		Rate: &contracts.RateLimitConfig{N: 2, Window: "1h"}})
+	h.inMidHour()
 
 	wantRuns(t, h.decided("run-a", 1, "echo"))
 	wantRuns(t, h.decided("run-b", 1, "echo"))
-	rec := h.decided("run-c", 1, "echo")
-	// The three batches were recorded in the same hour unless the test straddled one: then
-	// the third call opened a new window and ran.
-	if rec.Decision.Kind == contracts.GateAllow {
-		t.Skip("the batches straddled an hour boundary")
-	}
-	wantBlocked(t, rec, "echo-rate", contracts.ReasonRateLimited)
+	wantBlocked(t, h.decided("run-c", 1, "echo"), "echo-rate", contracts.ReasonRateLimited)
 }
 
 // TestBudgetBlocksAndAsks: echo costs 2 against a budget of 5 per run that blocks: two
@@ -292,6 +287,7 @@ func TestRateLimitWaitDefersToTheNextWindow(t *testing.T) {
 	h := newHarness(t, servicetest.Stopped())
 	h.withLimits(nil, contracts.LimitConfig{Name: "hourly", Tools: []string{"echo"}, Key: contracts.LimitKeyGlobal,
 		Rate: &contracts.RateLimitConfig{N: 1, Window: "1h"}, Over: contracts.LimitOverWait})
+	base := h.inMidHour()
 
 	gated := func(run string) (*contracts.BatchRecord, contracts.CallRecord) {
 		sub := h.submission(1, call("c1", "echo", `{"text":"hi"}`))
@@ -304,12 +300,8 @@ func TestRateLimitWaitDefersToTheNextWindow(t *testing.T) {
 	}
 	a, ra := gated("run-a")
 	wantRuns(t, ra)
-	base := a.CreatedAt.Truncate(time.Hour).UTC()
 	b, rb := gated("run-b")
 	c, rc := gated("run-c")
-	if !b.CreatedAt.Truncate(time.Hour).Equal(base) || !c.CreatedAt.Truncate(time.Hour).Equal(base) {
-		t.Skip("the batches straddled an hour boundary")
-	}
 	for n, tc := range []struct {
 		b   *contracts.BatchRecord
 		rec contracts.CallRecord
@@ -358,9 +350,7 @@ func TestRateLimitWaitDefersToTheNextWindow(t *testing.T) {
 	if h.Injected() != 2 {
 		t.Fatalf("fault fired %d times, want 2", h.Injected())
 	}
-	if want := base.Add(3 * time.Hour); !d.CreatedAt.Truncate(time.Hour).Equal(base) {
-		t.Skip("the batches straddled an hour boundary")
-	} else if rd.Decision.Until == nil || !rd.Decision.Until.Equal(want) {
+	if want := base.Add(3 * time.Hour); rd.Decision.Until == nil || !rd.Decision.Until.Equal(want) {
 		t.Fatalf("decision after the crashes %+v, want until %s", rd.Decision, want)
 	}
 	if e := h.windowLedger("hourly", "", base.Add(3*time.Hour)); e.Used != 1 || len(e.Held) != 1 {
@@ -455,11 +445,11 @@ func TestDeferredCallOverAnAskingBudgetIsBlocked(t *testing.T) {
 			Rate: &contracts.RateLimitConfig{N: 1, Window: "1h"}, Over: contracts.LimitOverWait},
 		contracts.LimitConfig{Name: "spend", Tools: []string{"echo"}, Key: contracts.LimitKeyGlobal, Over: contracts.LimitOverAsk,
 			Budget: &contracts.BudgetLimitConfig{Amount: 1}})
+	base := h.inMidHour()
 	wantRuns(t, h.decided("run-a", 1, "echo"))
 	rec := h.decided("run-b", 1, "echo")
-	base := time.Now().UTC().Truncate(time.Hour)
 	if e, ok := h.windowEntry("hourly", "", base); !ok || len(e.Held) != 1 {
-		t.Skip("the batches straddled an hour boundary")
+		t.Fatalf("window %s holds %+v, want run-a's call", base, e)
 	}
 	wantBlocked(t, rec, "spend", contracts.ReasonBudgetExhausted)
 	if e, ok := h.windowEntry("hourly", "", base.Add(time.Hour)); ok && len(e.Held) != 0 {

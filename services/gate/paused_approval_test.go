@@ -8,7 +8,7 @@ import (
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
-// TestApprovalWhilePausedIsAnsweredBlocked (security round 3, finding 7): a ticket
+// TestApprovalWhilePausedIsAnsweredBlocked: a ticket
 // approved while its tool is paused blocks the call with the pause's reason, and the
 // answer and the audit say what happened — a deny with that reason — not "approved".
 func TestApprovalWhilePausedIsAnsweredBlocked(t *testing.T) {

@@ -337,7 +337,7 @@ func (s *Service) handOver(ctx context.Context, b *contracts.BatchRecord, i int,
 			// The resolution that moved the call into execution is written before this
 			// hand-over, so only a replica behind it answers so. ErrNoChange here would be
 			// final unconfirmed — the call stranded in Executing without its request
-			// (make chaos-cluster, seed 1796197082761372466) — whereas an error is
+			// (seen in make chaos-cluster) — whereas an error is
 			// confirmed on the leader's value by Update, and retried by redelivery if the
 			// leader says so too.
 			return errHandOverUnseen

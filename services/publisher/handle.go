@@ -21,8 +21,8 @@ import (
 // that the stream leader does not show yet. In a cluster the leader refuses a create
 // whose expected last sequence (0) is contradicted by a write still in flight on the same
 // key — the batcher archiving the same finalized batch as it claims the run's next one —
-// before that write is applied, so a read right after it can miss it (make chaos-cluster
-// seed 1796197082761372466 dead-lettered 7 such marks). It is transient: the delivery is
+// before that write is applied, so a read right after it can miss it (seen in make
+// chaos-cluster, where such marks were dead-lettered). It is transient: the delivery is
 // retried and then finds the record.
 var errArchiveInFlight = errors.New("archived batch record not visible yet")
 

@@ -13,8 +13,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/awaken-dev/awaken/internal/app"
 	"github.com/awaken-dev/awaken/internal/natsserver"
+	"github.com/awaken-dev/awaken/internal/servicerun"
 )
 
 // clusterNodes is the size of the cluster rows' JetStream cluster, and the replicas of
@@ -52,7 +52,7 @@ func newBackend(kind string, lvl level, cluster bool) (*backend, error) {
 		if err != nil {
 			return nil, err
 		}
-		return &backend{nodes: []*server.Server{srv}, replicas: 1, dial: app.InProcessDialer(srv), stop: stop}, nil
+		return &backend{nodes: []*server.Server{srv}, replicas: 1, dial: servicerun.InProcessDialer(srv), stop: stop}, nil
 	}
 	// A cluster port taken between freePorts and the node's start (another process on
 	// this machine) fails the start; a fresh set of ports cures it.
@@ -124,7 +124,7 @@ func startCluster(name string, lvl level) (*backend, error) {
 		urls[i] = s.ClientURL()
 	}
 	b.url = strings.Join(urls, ",")
-	b.dial = app.URLDialer(b.url)
+	b.dial = servicerun.URLDialer(b.url)
 	if err := b.waitMetaLeader(); err != nil {
 		b.stop()
 		return nil, err

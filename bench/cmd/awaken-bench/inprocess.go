@@ -4,11 +4,11 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/awaken-dev/awaken/internal/brainexec/builtin"
 	"github.com/awaken-dev/awaken/internal/execcore"
 	"github.com/awaken-dev/awaken/internal/toolreg"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 	"github.com/awaken-dev/awaken/pkg/executor/tool"
-	"github.com/awaken-dev/awaken/services/brain-exec/builtin"
 )
 
 // inProcess invokes the echo tool through the Brain tool registry (argument decoding,

@@ -16,6 +16,7 @@ import (
 	"github.com/awaken-dev/awaken/internal/app"
 	"github.com/awaken-dev/awaken/internal/config"
 	"github.com/awaken-dev/awaken/internal/natsserver"
+	"github.com/awaken-dev/awaken/internal/servicerun"
 	"github.com/awaken-dev/awaken/pkg/client"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
@@ -83,7 +84,7 @@ func newPipeline(ctx context.Context, s settings, lvl level, cluster bool, execu
 	// setup` applies it to a cluster (deploy/nats/cluster.conf).
 	cfg.Storage.Replicas = b.replicas
 	// The production log level (info), written nowhere: its formatting cost counts.
-	logger := app.NewLogger(io.Discard, "info")
+	logger := servicerun.NewLogger(io.Discard, "info")
 	p := &pipeline{nats: b, tool: "echo", stop: b.stop}
 	if p.stack, err = app.Start(ctx, app.Options{Config: cfg, Dial: b.dial, Log: logger}); err != nil {
 		b.stop()

@@ -12,6 +12,7 @@ import (
 
 	"github.com/awaken-dev/awaken/internal/app"
 	"github.com/awaken-dev/awaken/internal/natsserver"
+	"github.com/awaken-dev/awaken/internal/servicerun"
 )
 
 // Options configures the server of [Start].
@@ -66,10 +67,10 @@ func Start(ctx context.Context, o app.Options, e Options) (*app.Stack, error) {
 }
 
 // inProcessDialer connects each service through the server's in-process pipe, as
-// [app.InProcessDialer], with the options login gives for it.
+// [servicerun.InProcessDialer], with the options login gives for it.
 func inProcessDialer(srv *server.Server, login func(name string) []nats.Option) func(name string) (*nats.Conn, error) {
 	if login == nil {
-		return app.InProcessDialer(srv)
+		return servicerun.InProcessDialer(srv)
 	}
 	return func(name string) (*nats.Conn, error) {
 		// app.Start names the service when a connection fails.

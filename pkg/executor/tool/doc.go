@@ -6,10 +6,9 @@
 // alias), the stock brain-exec service and its builtin tools use them directly, and the
 // executor core (internal/execcore) aliases [Invocation].
 //
-// Why a package of its own rather than pkg/executor itself: pkg/executor runs the stock
-// executor hop through internal/app, which wires services/brain-exec; brain-exec needs
-// these types, so defining them in pkg/executor would make brain-exec import the package
-// that imports it. This package is a leaf instead — it imports only the standard library,
+// Why a package of its own rather than pkg/executor itself: pkg/executor runs the Brain
+// executor of internal/brainexec, which needs these types, so defining them in
+// pkg/executor would make the executor import the package that imports it. This package is a leaf instead — it imports only the standard library,
 // pkg/contracts and internal/toolctx (the context hooks only the executor core installs)
 // — so every side imports it and nothing imports back.
 //

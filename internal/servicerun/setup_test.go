@@ -1,4 +1,4 @@
-package app_test
+package servicerun_test
 
 import (
 	"context"
@@ -10,9 +10,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
-	"github.com/awaken-dev/awaken/internal/app"
 	"github.com/awaken-dev/awaken/internal/config"
 	"github.com/awaken-dev/awaken/internal/natstest"
+	"github.com/awaken-dev/awaken/internal/servicerun"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
@@ -36,14 +36,14 @@ func TestSetupAndWaitTopology(t *testing.T) {
 			// Before setup, a service waiting for the topology waits (until its deadline).
 			short, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 			defer cancel()
-			if err := app.WaitTopology(short, js, cfg.Names(), log); !errors.Is(err, context.DeadlineExceeded) {
+			if err := servicerun.WaitTopology(short, js, cfg.Names(), log); !errors.Is(err, context.DeadlineExceeded) {
 				t.Fatalf("WaitTopology before setup: %v, want a deadline error", err)
 			}
 
 			ctx, cancel2 := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel2()
 			start := time.Now()
-			err := app.Setup(ctx, js, cfg, log)
+			err := servicerun.Setup(ctx, js, cfg, log)
 			if tc.wantErr {
 				if err == nil || time.Since(start) > 10*time.Second {
 					t.Fatalf("Setup = %v after %s, want a prompt error", err, time.Since(start))
@@ -53,10 +53,10 @@ func TestSetupAndWaitTopology(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := app.Setup(ctx, js, cfg, log); err != nil {
+			if err := servicerun.Setup(ctx, js, cfg, log); err != nil {
 				t.Fatalf("second Setup (idempotent): %v", err)
 			}
-			if err := app.WaitTopology(ctx, js, cfg.Names(), log); err != nil {
+			if err := servicerun.WaitTopology(ctx, js, cfg.Names(), log); err != nil {
 				t.Fatalf("WaitTopology after setup: %v", err)
 			}
 		})
@@ -76,7 +76,7 @@ func TestSetupRemovesWhatEarlierVersionsLeft(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	log := zerolog.Nop()
-	if err := app.Setup(ctx, js, cfg, log); err != nil {
+	if err := servicerun.Setup(ctx, js, cfg, log); err != nil {
 		t.Fatal(err)
 	}
 	work := names.ObsoleteStreams()[0]
@@ -97,7 +97,7 @@ func TestSetupRemovesWhatEarlierVersionsLeft(t *testing.T) {
 	}
 
 	for range 2 { // the second finds nothing to delete
-		if err := app.Setup(ctx, js, cfg, log); err != nil {
+		if err := servicerun.Setup(ctx, js, cfg, log); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := js.Stream(ctx, work); !errors.Is(err, jetstream.ErrStreamNotFound) {
@@ -135,7 +135,7 @@ func TestSetupMovesTheResumeCommandsToTheControlStream(t *testing.T) {
 		AckPolicy: jetstream.AckExplicitPolicy, FilterSubjects: resume}); err != nil {
 		t.Fatal(err)
 	}
-	if err := app.Setup(ctx, js, cfg, zerolog.Nop()); err != nil {
+	if err := servicerun.Setup(ctx, js, cfg, zerolog.Nop()); err != nil {
 		t.Fatal(err)
 	}
 	tickets, err := js.Stream(ctx, names.TicketsStream())

@@ -7,13 +7,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/awaken-dev/awaken/internal/brainexec"
+	"github.com/awaken-dev/awaken/internal/brainexec/builtin"
 	"github.com/awaken-dev/awaken/internal/execcore"
 	"github.com/awaken-dev/awaken/internal/execcore/exectest"
 	"github.com/awaken-dev/awaken/internal/natstest"
 	"github.com/awaken-dev/awaken/internal/pipeline"
 	"github.com/awaken-dev/awaken/internal/toolreg"
-	brainexec "github.com/awaken-dev/awaken/services/brain-exec"
-	"github.com/awaken-dev/awaken/services/brain-exec/builtin"
 
 	"github.com/awaken-dev/awaken/pkg/contracts"
 	"github.com/awaken-dev/awaken/pkg/executor/tool"
