@@ -147,17 +147,19 @@ func (s *Service) httpSubmit(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// publishedResults returns the results of sub's batch when the batch is published with
-// sub's content. The batcher settles such a resubmission without new results and without
-// a rejection, which a waiting submitter could only notice by asking later; the results
-// are already on the stream, so nothing is published and nothing waited for. ok is false
-// in every other case (no such batch, not published yet, other content, results past
-// their retention), which takes the ordinary path through the batcher.
+// publishedResults returns the results of sub's batch when the batch has finished with
+// sub's content and its results are on the stream. The batcher settles such a
+// resubmission as a no-op, so the results are read instead of the submission published
+// again. A finished batch is finalized before it is archived as published — the
+// publisher archives it after the results are out — so both phases are asked of the
+// stream, the authority on whether the results are out. ok is false in every other case
+// (no such batch, still open, other content, results not out yet or past their
+// retention), which takes the ordinary path through the batcher.
 func (s *Service) publishedResults(ctx context.Context, sub *contracts.BatchSubmission) (res *client.BatchResult, ok bool) {
 	ctx, cancel := context.WithTimeout(ctx, s.opts.ResolveTimeout)
 	defer cancel()
 	rec, err := s.reader.batchRecord(ctx, sub.BatchID())
-	if err != nil || rec.Phase != contracts.BatchPhasePublished || rec.Hash != sub.Hash() {
+	if err != nil || rec.Phase == contracts.BatchPhaseOpen || rec.Hash != sub.Hash() {
 		return nil, false
 	}
 	res, err = s.client.Results(ctx, sub.RunID, sub.Step)
