@@ -246,7 +246,7 @@ func (h *hub) event(kind string, e jetstream.KeyValueEntry) (sseEvent, bool) {
 		m := map[string]any{"op": op, "batch_id": contracts.BatchID(runID, step), "call_id": e.Key()[strings.LastIndexByte(e.Key(), '.')+1:]}
 		if op == "put" {
 			var rec contracts.CallRecord
-			if json.Unmarshal(e.Value(), &rec) == nil {
+			if contracts.DecodeRecord(e.Value(), &rec) == nil {
 				m["phase"] = rec.Phase.Kind
 			}
 		}
