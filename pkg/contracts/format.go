@@ -49,6 +49,11 @@ type RecordFormat struct {
 	Compat int
 	// Current is the newest version, written once new formats are on.
 	Current int
+	// Upgrade, when set, rewrites the JSON of an older version this version reads
+	// (Oldest ≤ from < Current) into the current one before it is decoded: the reader of
+	// the previous format, for a change the Go type alone cannot absorb (a field renamed
+	// or of another JSON type). Nil: every readable version decodes as the current one.
+	Upgrade func(from int, data []byte) ([]byte, error)
 	// StampFrom is the first version that carries the "format" field. A reader of an
 	// earlier version that decodes strictly (unknown fields refused) cannot read the field
 	// itself, so for such a record the stamp is a new format like any other: version 1 is
@@ -292,6 +297,11 @@ func checkRecord(data []byte, v any) ([]byte, error) {
 	}
 	if ver < f.Oldest || ver > f.Current {
 		return nil, Reject(RejectUnsupportedFormat, "%s record of format %d: this version reads formats %d to %d", f.Name, ver, f.Oldest, f.Current)
+	}
+	if ver < f.Current && f.Upgrade != nil {
+		if body, err = f.Upgrade(ver, body); err != nil {
+			return nil, Reject(RejectInvalidField, "%s record of format %d: %v", f.Name, ver, err)
+		}
 	}
 	return body, nil
 }

@@ -6,6 +6,7 @@ import (
 	"go/parser"
 	"go/token"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -149,5 +150,23 @@ func TestOtherVersion(t *testing.T) {
 	}
 	if _, ok := OtherVersion("io.awaken.tool.progress.v1", TypeToolResult); ok {
 		t.Error("a foreign type read as another version")
+	}
+}
+
+// TestUpgradeReadsAnOlderVersion: a format's Upgrade rewrites an older version before it
+// is decoded, and only an older one.
+func TestUpgradeReadsAnOlderVersion(t *testing.T) {
+	f := recordFormatByType[reflect.TypeFor[ToolPause]()]
+	saved := *f
+	defer func() { *f = saved }()
+	f.Current, f.Upgrade = 3, func(from int, data []byte) ([]byte, error) {
+		return []byte(strings.Replace(string(data), `"tool":`, `"tool_id":`, 1)), nil
+	}
+	var p ToolPause
+	if err := DecodeRecordStrict([]byte(`{"format":2,"tool":"echo"}`), &p); err != nil || p.ToolID != "echo" {
+		t.Fatalf("version 2 through Upgrade: %+v, %v", p, err)
+	}
+	if err := DecodeRecordStrict([]byte(`{"format":3,"tool":"echo"}`), &p); err == nil {
+		t.Fatal("the current version went through Upgrade")
 	}
 }
