@@ -279,16 +279,16 @@ func buildPrevious(t *testing.T, ctx context.Context, dir string) string {
 	if untar.Stdin, err = archive.StdoutPipe(); err != nil {
 		t.Fatal(err)
 	}
-	var stderr bytes.Buffer
-	archive.Stderr, untar.Stderr = &stderr, &stderr
+	var archiveErr, untarErr bytes.Buffer
+	archive.Stderr, untar.Stderr = &archiveErr, &untarErr
 	if err := untar.Start(); err != nil {
 		t.Fatal(err)
 	}
 	if err := archive.Run(); err != nil {
-		t.Fatalf("git archive %s: %v\n%s", previousVersion, err, stderr.String())
+		t.Fatalf("git archive %s: %v\n%s", previousVersion, err, archiveErr.String())
 	}
 	if err := untar.Wait(); err != nil {
-		t.Fatalf("untar %s: %v\n%s", previousVersion, err, stderr.String())
+		t.Fatalf("untar %s: %v\n%s", previousVersion, err, untarErr.String())
 	}
 	bin := filepath.Join(dir, "awaken-"+previousVersion)
 	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", bin, "./cmd/awaken")
