@@ -20,7 +20,8 @@ import (
 //     TestRollingUpgrade ./chaos/, at its previous version);
 //   - golden/: that version's wire and kernel goldens (testdata/golden at the commit);
 //   - filled/: every record and message payload type of that version with each field
-//     it could fill set (named after the record or the CloudEvent type).
+//     it could fill set (named after the record or the CloudEvent type), rendered by
+//     testdata/formats/capture-formats.go run in that version's tree.
 //
 // When the previous version moves on (a release), capture its formats into a folder of
 // its own and point previousFormats there.

@@ -240,6 +240,9 @@ func (x *Executor) Start(ctx context.Context) (*Running, error) {
 	if err != nil {
 		return nil, fmt.Errorf("executor: tracing: %w", err)
 	}
+	// The records it writes follow the configuration's formats setting, as every
+	// service's do (docs/operations.md, "Upgrades and compatibility").
+	contracts.SetNewFormats(x.cfg.c.WritesNewFormats())
 	st, err := app.Start(ctx, app.Options{
 		Config: x.cfg.c, Services: []string{contracts.ServiceBrainExec},
 		Dial: app.ServiceDialer(x.opts.URL, x.natsOptions()...), Log: x.log,
