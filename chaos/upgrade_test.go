@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"sort"
 	"strconv"
@@ -291,7 +292,11 @@ func buildPrevious(t *testing.T, ctx context.Context, dir string) string {
 		t.Fatalf("untar %s: %v\n%s", previousVersion, err, untarErr.String())
 	}
 	bin := filepath.Join(dir, "awaken-"+previousVersion)
-	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", bin, "./cmd/awaken")
+	gobin, err := exec.LookPath("go")
+	if err != nil {
+		gobin = filepath.Join(runtime.GOROOT(), "bin", "go")
+	}
+	cmd := exec.CommandContext(ctx, gobin, "build", "-trimpath", "-o", bin, "./cmd/awaken")
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := cmd.CombinedOutput(); err != nil {

@@ -153,7 +153,7 @@ func readRunAnchors(ctx context.Context, js jetstream.JetStream, names contracts
 				continue
 			}
 			var b contracts.BatchRecord
-			if err := json.Unmarshal(e.Value(), &b); err != nil {
+			if err := contracts.DecodeRecord(e.Value(), &b); err != nil {
 				return nil, fmt.Errorf("batch record %s: %w", e.Key(), err)
 			}
 			add(&b)
