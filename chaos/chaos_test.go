@@ -4,6 +4,11 @@
 //
 // `go test ./chaos/` runs the short version (150 calls); `make chaos` runs the full one
 // (AWAKEN_CHAOS=full: 1,000+ calls per variant). AWAKEN_CHAOS_SEED replays a run.
+//
+// TestRollingUpgrade (upgrade_test.go) runs the same processes at two versions — the
+// previous one built from the repository's history, and HEAD — and replaces them one
+// at a time under load, then rolls them back (docs/operations.md, "Upgrades and
+// compatibility").
 package chaos_test
 
 import (

@@ -35,6 +35,8 @@ type proc struct {
 	cmd    *exec.Cmd
 	done   chan struct{}
 	killed bool // SIGKILLed by the monkey (guarded by cluster.mu)
+	// logPath is the file its output goes to (set by the upgrade test).
+	logPath string
 }
 
 // cluster runs a nats-server process and one process per service, restarting killed

@@ -32,7 +32,12 @@ type driver struct {
 // newDriver submits and approves over submitter and reads what the checker needs over
 // reader (which may be the same connection). Every service runs chaosConfig.
 func newDriver(submitter, reader *nats.Conn) (*driver, error) {
-	cfg, err := config.Parse([]byte(chaosConfig))
+	return newDriverFor(chaosConfig, submitter, reader)
+}
+
+// newDriverFor is newDriver for services that run the configuration cfgText.
+func newDriverFor(cfgText string, submitter, reader *nats.Conn) (*driver, error) {
+	cfg, err := config.Parse([]byte(cfgText))
 	if err != nil {
 		return nil, err
 	}

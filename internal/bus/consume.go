@@ -577,7 +577,16 @@ func (s *Subscription) recordWork(h nats.Header) bool {
 	if len(s.spec.AcceptTypes) == 0 {
 		return true
 	}
-	return err == nil && slices.Contains(s.spec.AcceptTypes, typ)
+	if err != nil {
+		return false
+	}
+	if slices.Contains(s.spec.AcceptTypes, typ) {
+		return true
+	}
+	// Another format version of an accepted type is work this version cannot read, not a
+	// revision for someone else: it is dead-lettered (unsupported_format), never ignored.
+	_, other := contracts.OtherVersion(typ, s.spec.AcceptTypes...)
+	return other
 }
 
 // TypeRecordExpired is the type of the Event a consumer with [ConsumerSpec.Expiries] is

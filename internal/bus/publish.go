@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/awaken-dev/awaken/pkg/cloudevent"
+	"github.com/awaken-dev/awaken/pkg/contracts"
 	"sync"
 	"time"
 
@@ -104,6 +105,18 @@ func (p *Publisher) encode(ctx context.Context, subject string, e cloudevent.Eve
 	return cloudevent.EncodeMsg(subject, e)
 }
 
+// writable refuses, before anything is sent, a message of a type the previous version
+// does not read while new formats are off ([contracts.CheckMessageFormat]): during a
+// rolling upgrade a service of the previous version may be the one to read it.
+func writable(out ...Outgoing) error {
+	for _, o := range out {
+		if err := contracts.CheckMessageFormat(o.Event.Type); err != nil {
+			return fmt.Errorf("bus: publish %s on %s: %w", o.Event.ID, o.Subject, err)
+		}
+	}
+	return nil
+}
+
 // Headers returns the binary-mode headers of e as [Publisher.Publish] would send them —
 // ce-* attributes, the injector's trace context — for a message that is not published
 // through p: a record revision written by state.Store.WithAnnounce.
@@ -118,6 +131,9 @@ func (p *Publisher) JetStream() jetstream.JetStream { return p.js }
 // (the same event id inside the duplicate window) is a success: the returned PubAck has
 // Duplicate set and the sequence of the original message.
 func (p *Publisher) Publish(ctx context.Context, subject string, e cloudevent.Event) (*jetstream.PubAck, error) {
+	if err := writable(Outgoing{Subject: subject, Event: e}); err != nil {
+		return nil, err
+	}
 	ctx, cancel := p.withAckTimeout(ctx)
 	defer cancel()
 	var ack *jetstream.PubAck
@@ -157,6 +173,9 @@ const PublishAckTimeout = 10 * time.Second
 func (p *Publisher) PublishAll(ctx context.Context, out []Outgoing) error {
 	if len(out) == 0 {
 		return nil
+	}
+	if err := writable(out...); err != nil {
+		return err
 	}
 	ctx, cancel := p.withAckTimeout(ctx)
 	defer cancel()
@@ -266,6 +285,9 @@ func (p *Publisher) PublishAtomic(ctx context.Context, out []Outgoing) error {
 	case len(out) > MaxAtomicBatch:
 		return fmt.Errorf("bus: atomic batch of %d messages exceeds the server limit of %d", len(out), MaxAtomicBatch)
 	}
+	if err := writable(out...); err != nil {
+		return err
+	}
 	msgs := make([]*nats.Msg, len(out))
 	for i, o := range out {
 		if p.chained(o.Subject) {
@@ -307,6 +329,9 @@ func isAtomicDuplicate(err error) bool {
 // deduplicated; the server strips that id from the message it delivers on the target, whose
 // ce-* headers and body are e's.
 func (p *Publisher) PublishScheduled(ctx context.Context, scheduleSubject, targetSubject string, at time.Time, e cloudevent.Event) error {
+	if err := writable(Outgoing{Subject: targetSubject, Event: e}); err != nil {
+		return err
+	}
 	ctx, cancel := p.withAckTimeout(ctx)
 	defer cancel()
 	_, err := p.js.PublishMsg(ctx, p.encode(ctx, scheduleSubject, e),

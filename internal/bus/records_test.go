@@ -73,3 +73,36 @@ func TestRecordsConsumerTakesOnlyAnnouncedRevisions(t *testing.T) {
 		t.Fatalf("dead letters = %d %+v, want only c:output (invalid_field)", len(dead), dead)
 	}
 }
+
+// TestRecordsConsumerDeadLettersAnotherFormatVersion: a revision announced as another
+// format version of an accepted type (written by a newer version) is not ignored as
+// someone else's revision: it is dead-lettered unsupported_format, without reaching the
+// handler, so work this version cannot read is seen.
+func TestRecordsConsumerDeadLettersAnotherFormatVersion(t *testing.T) {
+	h := newHarness(t)
+	bucket := h.names.CallsBucket()
+	var rec recorder
+	sub := h.consume(bus.ConsumerSpec{
+		Stream: contracts.RecordStream(bucket), Durable: "records", Names: h.names,
+		FilterSubjects: []string{contracts.RecordSubject(bucket, ">")},
+		AckWait:        2 * time.Second, MaxDeliver: 3, BackOff: []time.Duration{20 * time.Millisecond},
+		AcceptTypes: []string{contracts.TypeCallOutput}, Records: true,
+	}, func(_ context.Context, d bus.Delivery) error {
+		rec.add(d)
+		return nil
+	})
+	ev := cloudevent.Event{ID: "a:output", Source: "awaken/test", Type: "io.awaken.internal.call.output.v2", Data: []byte(`{"n":1}`)}
+	m := cloudevent.EncodeMsg(contracts.RecordSubject(bucket, "run-1.1.a"), ev)
+	m.Header.Del(jetstream.MsgIDHeader)
+	if _, err := h.js.PublishMsg(h.ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	h.settled(sub)
+	if got := rec.all(); len(got) != 0 {
+		t.Fatalf("handled %+v, want nothing", got)
+	}
+	dead := h.streamMsgs(h.names.DeadLetterStream())
+	if len(dead) != 1 || dead[0].Header.Get(bus.HeaderDeadCode) != string(contracts.RejectUnsupportedFormat) {
+		t.Fatalf("dead letters = %d %+v, want a:output (unsupported_format)", len(dead), dead)
+	}
+}

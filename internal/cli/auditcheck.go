@@ -58,7 +58,7 @@ func readRunCalls(ctx context.Context, js jetstream.JetStream, names contracts.N
 				return nil, fmt.Errorf("call record %s: %w", e.Key(), err)
 			}
 			var rec contracts.CallRecord
-			if err := json.Unmarshal(e.Value(), &rec); err != nil {
+			if err := contracts.DecodeRecord(e.Value(), &rec); err != nil {
 				return nil, fmt.Errorf("call record %s: %w", e.Key(), err)
 			}
 			out = append(out, runCall{batchID: contracts.BatchID(r, step), rec: rec})
@@ -170,7 +170,7 @@ func readRunAnchors(ctx context.Context, js jetstream.JetStream, names contracts
 				continue
 			}
 			var b contracts.BatchRecord
-			if err := json.Unmarshal(e.Value(), &b); err != nil {
+			if err := contracts.DecodeRecord(e.Value(), &b); err != nil {
 				return nil, fmt.Errorf("batch record %s: %w", e.Key(), err)
 			}
 			add(&b)

@@ -29,6 +29,8 @@ func brainExecCommand(fs *flag.FlagSet, io cmdIO) runner {
 		if err != nil {
 			return err
 		}
-		return x.Run(ctx)
+		// The process's signals are watched once, by Command: ctx ends on the first and
+		// stopNow closes on the second.
+		return x.RunUntil(ctx, stopNow(ctx))
 	}
 }

@@ -190,6 +190,7 @@ func devCommand(fs *flag.FlagSet, io cmdIO) runner {
 		if err != nil {
 			return err
 		}
+		contracts.SetNewFormats(cfg.WritesNewFormats())
 		named, roles, err := tokens()
 		if err != nil {
 			return err
@@ -269,6 +270,7 @@ func runService(ctx context.Context, name string, flags func() (serviceFlags, er
 	if err != nil {
 		return err
 	}
+	contracts.SetNewFormats(cfg.WritesNewFormats())
 	log := servicerun.NewLogger(stderr, os.Getenv("AWAKEN_LOG_LEVEL"))
 	tp, shutdownTracing, err := telemetry.TracerProviderFromEnv(ctx, "awaken-"+name, nil)
 	if err != nil {
@@ -323,6 +325,7 @@ func apiCommand(fs *flag.FlagSet, io cmdIO) runner {
 		if err != nil {
 			return err
 		}
+		contracts.SetNewFormats(cfg.WritesNewFormats())
 		authOpts, err := auth()
 		if err != nil {
 			return err

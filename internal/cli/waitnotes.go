@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"io"
 	"strconv"
 
@@ -37,7 +36,7 @@ func announceTickets(ctx context.Context, c *session, runID string, step int64, 
 				return // a ticket resolved or cleared
 			}
 			var t contracts.ResumeTicket
-			if json.Unmarshal(e.Value(), &t) != nil || seen[t.CorrelationID] {
+			if contracts.DecodeRecord(e.Value(), &t) != nil || seen[t.CorrelationID] {
 				return
 			}
 			seen[t.CorrelationID] = true

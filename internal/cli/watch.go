@@ -100,7 +100,7 @@ func runBatchWatch(ctx context.Context, connect connectFunc, args []string, stdo
 				continue
 			}
 			var rec contracts.BatchRecord
-			if err := json.Unmarshal(e.Value(), &rec); err != nil {
+			if err := contracts.DecodeRecord(e.Value(), &rec); err != nil {
 				return fmt.Errorf("batch record: %w", err)
 			}
 			if rec.Phase == contracts.BatchPhasePublished {
@@ -139,7 +139,7 @@ func callLine(e jetstream.KeyValueEntry) (line, callID string, terminal bool) {
 	key := e.Key()
 	callID = key[strings.LastIndexByte(key, '.')+1:]
 	var rec contracts.CallRecord
-	if err := json.Unmarshal(e.Value(), &rec); err != nil {
+	if err := contracts.DecodeRecord(e.Value(), &rec); err != nil {
 		return fmt.Sprintf("call %s: unreadable record: %v", callID, err), callID, false
 	}
 	line = fmt.Sprintf("call %s (%s): %s", callID, rec.ToolID, rec.Phase.Kind)

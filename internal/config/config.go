@@ -57,6 +57,12 @@ type Config struct {
 	// lifecycle"); `awaken setup` and every service's start apply it to the streams and
 	// buckets.
 	Retention Retention `yaml:"retention"`
+	// Formats says which record and message formats the services write during a rolling
+	// upgrade (docs/operations.md, "Upgrades and compatibility"): "previous" (the
+	// default) writes only what the previous version reads, so both versions run side by
+	// side; "current" writes this version's new formats, once no service of the previous
+	// version runs.
+	Formats string `yaml:"formats"`
 
 	// Dir is the directory of the file the configuration was loaded from; relative module
 	// paths resolve against it.
@@ -428,6 +434,17 @@ func Parse(data []byte) (*Config, error) {
 	return &cfg, nil
 }
 
+// The values of the formats setting.
+const (
+	// FormatsPrevious: write only the formats the previous version reads (the default).
+	FormatsPrevious = "previous"
+	// FormatsCurrent: write this version's new formats.
+	FormatsCurrent = "current"
+)
+
+// WritesNewFormats reports whether the services write this version's new formats.
+func (c *Config) WritesNewFormats() bool { return c.Formats == FormatsCurrent }
+
 func (c *Config) normalize() error {
 	if c.Prefix == "" {
 		c.Prefix = contracts.DefaultPrefix
@@ -440,6 +457,13 @@ func (c *Config) normalize() error {
 	}
 	if err := c.Retention.validate(); err != nil {
 		return err
+	}
+	switch c.Formats {
+	case "":
+		c.Formats = FormatsPrevious
+	case FormatsPrevious, FormatsCurrent:
+	default:
+		return &FieldError{"formats", fmt.Sprintf("%q is neither %q nor %q", c.Formats, FormatsPrevious, FormatsCurrent)}
 	}
 	c.byID = make(map[string]int, len(c.Tools))
 	for i := range c.Tools {

@@ -9,7 +9,6 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/awaken-dev/awaken/internal/bus"
 	"github.com/awaken-dev/awaken/internal/state"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
@@ -52,7 +51,8 @@ var ErrInvalidPauseRecord = errors.New("invalid tool pause record")
 // DecodeToolPause decodes the pause record stored under key strictly: one JSON object,
 // no unknown field, no trailing data, the tool id the key encodes and a pause time.
 func DecodeToolPause(data []byte, key string) (contracts.ToolPause, error) {
-	p, err := bus.Decode[contracts.ToolPause](data)
+	var p contracts.ToolPause
+	err := contracts.DecodeRecordStrict(data, &p)
 	switch {
 	case err != nil:
 		return contracts.ToolPause{}, fmt.Errorf("%w under key %s: %w", ErrInvalidPauseRecord, key, err)

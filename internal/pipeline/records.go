@@ -2,7 +2,7 @@ package pipeline
 
 import (
 	"context"
-	"encoding/json"
+	"errors"
 	"strings"
 
 	"github.com/nats-io/nats.go"
@@ -97,8 +97,8 @@ func BatchRecordedOf(n contracts.Names, d bus.Delivery) (*contracts.BatchRecord,
 		return nil, contracts.Reject(contracts.RejectInvalidField, "%s on %q, not a run record's subject", d.Event.Type, d.Subject)
 	}
 	var rec contracts.RunRecord
-	if err := json.Unmarshal(d.Event.Data, &rec); err != nil {
-		return nil, contracts.Reject(contracts.RejectInvalidJSON, "%s %s: record: %v", d.Event.Type, key, err)
+	if err := decodeRecord(d.Event.Type, key, d.Event.Data, &rec); err != nil {
+		return nil, err
 	}
 	if contracts.RunKey(rec.RunID) != key {
 		return nil, contracts.Reject(contracts.RejectInvalidField, "%s %s: record names run %q", d.Event.Type, key, rec.RunID)
@@ -159,11 +159,25 @@ func CallRecordOf(n contracts.Names, d bus.Delivery) (key, runID string, step in
 	if err != nil {
 		return "", "", 0, rec, contracts.Reject(contracts.RejectInvalidID, "%s: %v", d.Event.Type, err)
 	}
-	if err := json.Unmarshal(d.Event.Data, &rec); err != nil {
-		return "", "", 0, rec, contracts.Reject(contracts.RejectInvalidJSON, "%s %s: record: %v", d.Event.Type, key, err)
+	if err := decodeRecord(d.Event.Type, key, d.Event.Data, &rec); err != nil {
+		return "", "", 0, rec, err
 	}
 	if rec.CallID != callID {
 		return "", "", 0, rec, contracts.Reject(contracts.RejectInvalidField, "%s %s: record names call %q", d.Event.Type, key, rec.CallID)
 	}
 	return key, runID, step, rec, nil
+}
+
+// decodeRecord reads the record a revision of type typ under key holds, as a
+// [*contracts.Rejection]: unsupported_format for a format version this version does not
+// read, invalid_json for anything else that does not decode.
+func decodeRecord(typ, key string, data []byte, v any) error {
+	err := contracts.DecodeRecord(data, v)
+	if err == nil {
+		return nil
+	}
+	if rej, ok := errors.AsType[*contracts.Rejection](err); ok {
+		return contracts.Reject(rej.Code, "%s %s: record: %s", typ, key, rej.Message)
+	}
+	return contracts.Reject(contracts.RejectInvalidJSON, "%s %s: record: %v", typ, key, err)
 }

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"reflect"
 	"slices"
 	"strings"
 	"time"
@@ -19,6 +20,7 @@ import (
 	"github.com/synadia-io/orbit.go/jetstreamext"
 
 	"github.com/awaken-dev/awaken/internal/ctxsleep"
+	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
 // Sentinel errors; match them with errors.Is.
@@ -108,6 +110,9 @@ type Store[T any] struct {
 	announce Announce[T]
 	// ttl, when set, gives a revision a per-message TTL (see [Store.WithTTL]).
 	ttl func(v *T) time.Duration
+	// record is set when T is one of awaken's stored records, whose format version is
+	// stamped and checked (contracts/format.go).
+	record bool
 }
 
 // WithTTL returns a copy of s whose writes (Create, UpdateAt, Update) carry the
@@ -154,7 +159,8 @@ func NewStore[T any](kv jetstream.KeyValue, opts ...Option) *Store[T] {
 	for _, opt := range opts {
 		opt(&o)
 	}
-	return &Store[T]{kv: kv, opts: o}
+	_, record := contracts.RecordFormatOf(reflect.TypeFor[T]())
+	return &Store[T]{kv: kv, opts: o, record: record}
 }
 
 // request bounds one request to the server by the store's request timeout.
@@ -574,17 +580,33 @@ func (s *Store[T]) List(ctx context.Context, filter string) (map[string]Entry[T]
 	}
 }
 
+// encode renders v as its bucket stores it: a record type of awaken's with its format
+// version stamped ([contracts.EncodeRecord]), any other type as plain JSON.
 func (s *Store[T]) encode(key string, v T) ([]byte, error) {
-	b, err := json.Marshal(v)
+	var b []byte
+	var err error
+	if s.record {
+		b, err = contracts.EncodeRecord(&v)
+	} else {
+		b, err = json.Marshal(v)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("state: encode %s/%s: %w", s.kv.Bucket(), key, err)
 	}
 	return b, nil
 }
 
+// decode reads a stored value; a record type of awaken's only in a format version this
+// version reads ([contracts.DecodeRecord]: a *contracts.Rejection otherwise).
 func (s *Store[T]) decode(key string, b []byte) (T, error) {
 	var v T
-	if err := json.Unmarshal(b, &v); err != nil {
+	var err error
+	if s.record {
+		err = contracts.DecodeRecord(b, &v)
+	} else {
+		err = json.Unmarshal(b, &v)
+	}
+	if err != nil {
 		return v, fmt.Errorf("state: decode %s/%s: %w", s.kv.Bucket(), key, err)
 	}
 	return v, nil

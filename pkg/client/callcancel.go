@@ -2,7 +2,6 @@ package client
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -158,7 +157,7 @@ func (w *callWatch) next(ctx context.Context) (*contracts.CallRecord, error) {
 				continue
 			}
 			var rec contracts.CallRecord
-			if err := json.Unmarshal(e.Value(), &rec); err != nil {
+			if err := contracts.DecodeRecord(e.Value(), &rec); err != nil {
 				return nil, fmt.Errorf("client: call %s: %w", w.op, err)
 			}
 			w.last = &rec

@@ -151,7 +151,7 @@ func drainTickets(ctx context.Context, w jetstream.KeyWatcher) ([]contracts.Resu
 				return out, nil
 			}
 			var t contracts.ResumeTicket
-			if err := json.Unmarshal(e.Value(), &t); err != nil {
+			if err := contracts.DecodeRecord(e.Value(), &t); err != nil {
 				return nil, fmt.Errorf("ticket %s: %w", e.Key(), err)
 			}
 			out = append(out, t)
@@ -196,7 +196,7 @@ func (c *Client) Ticket(ctx context.Context, correlationID string) (contracts.Re
 		return contracts.ResumeTicket{}, fmt.Errorf("client: ticket %s: %w", correlationID, err)
 	}
 	var t contracts.ResumeTicket
-	if err := json.Unmarshal(e.Value(), &t); err != nil {
+	if err := contracts.DecodeRecord(e.Value(), &t); err != nil {
 		return contracts.ResumeTicket{}, fmt.Errorf("client: ticket %s: %w", correlationID, err)
 	}
 	return t, nil
@@ -220,7 +220,7 @@ func (c *Client) WaitTicket(ctx context.Context, runID string, step int64, callI
 				continue
 			}
 			var t contracts.ResumeTicket
-			if err := json.Unmarshal(e.Value(), &t); err != nil {
+			if err := contracts.DecodeRecord(e.Value(), &t); err != nil {
 				return contracts.ResumeTicket{}, fmt.Errorf("client: ticket %s: %w", e.Key(), err)
 			}
 			return t, nil

@@ -443,8 +443,9 @@ func jsonString(k string, v json.RawMessage, dst *string) error {
 	return nil
 }
 
-// ExpectType returns a wrong_type rejection unless e.Type is one of types. With no types
-// every event type is accepted.
+// ExpectType returns a wrong_type rejection unless e.Type is one of types — or
+// unsupported_format when it is another ".vN" version of one of them, a format this
+// reader does not read. With no types every event type is accepted.
 func ExpectType(e Event, types ...string) error {
 	if len(types) == 0 {
 		return nil
@@ -453,6 +454,9 @@ func ExpectType(e Event, types ...string) error {
 		if e.Type == t {
 			return nil
 		}
+	}
+	if other, ok := contracts.OtherVersion(e.Type, types...); ok {
+		return contracts.Reject(contracts.RejectUnsupportedFormat, "event type %q is another format version of %q, which is what this version reads", e.Type, other)
 	}
 	return contracts.Reject(contracts.RejectWrongType, "event type %q is not accepted here (want %s)", e.Type, strings.Join(types, " or "))
 }

@@ -360,6 +360,11 @@ func TestExpectType(t *testing.T) {
 	if !errors.As(err, &rej) || rej.Code != contracts.RejectWrongType {
 		t.Fatalf("err = %v, want wrong_type", err)
 	}
+	// Another format version of an accepted type is a format this reader does not read.
+	err = cloudevent.ExpectType(cloudevent.Event{Type: "io.awaken.internal.exec.requested.v2"}, contracts.TypeExecRequest)
+	if !errors.As(err, &rej) || rej.Code != contracts.RejectUnsupportedFormat {
+		t.Fatalf("err = %v, want unsupported_format", err)
+	}
 }
 
 func TestStructuredDataIsRawJSON(t *testing.T) {

@@ -48,6 +48,10 @@ const (
 	// It is not run: a batch may have run under that id, and running it again would run
 	// its calls twice (docs/protocol.md, "Exactly once across retention").
 	RejectStaleStep RejectCode = "stale_step"
+	// RejectUnsupportedFormat: a stored record or a message is of a format version this
+	// version does not read — written by a newer version, or by one more than a version
+	// older (docs/operations.md, "Upgrades and compatibility").
+	RejectUnsupportedFormat RejectCode = "unsupported_format"
 )
 
 // Limits of a submission.

@@ -242,6 +242,9 @@ func (x *Executor) Start(ctx context.Context) (*Running, error) {
 	if err != nil {
 		return nil, fmt.Errorf("executor: tracing: %w", err)
 	}
+	// The records it writes follow the configuration's formats setting, as every
+	// service's do (docs/operations.md, "Upgrades and compatibility").
+	contracts.SetNewFormats(x.cfg.c.WritesNewFormats())
 	st, err := servicerun.Start(ctx, servicerun.Options{
 		Config: x.cfg.c, Services: []string{contracts.ServiceBrainExec}, Start: x.startBrain,
 		Dial: servicerun.ServiceDialer(x.opts.URL, x.natsOptions()...), Log: x.log,
@@ -300,11 +303,20 @@ func (x *Executor) Run(ctx context.Context) error {
 func (x *Executor) run(ctx context.Context, sigs chan os.Signal) error {
 	drain, now, release := servicerun.WatchStopSignals(ctx, sigs)
 	defer release()
-	r, err := x.Start(ctx)
+	return x.RunUntil(drain, now)
+}
+
+// RunUntil starts the executor and serves until ctx ends, then drains for at most
+// [DefaultDrainTimeout]; a close of now stops at once instead (the calls in flight are
+// left as after a crash). It watches no signal: it is Run for a caller that owns the
+// process's signals — a second watcher of the same SIGTERM would read it as the second
+// signal once the first had ended ctx, and stop at once.
+func (x *Executor) RunUntil(ctx context.Context, now <-chan struct{}) error {
+	r, err := x.Start(context.WithoutCancel(ctx))
 	if err != nil {
 		return err
 	}
-	<-drain.Done()
+	<-ctx.Done()
 	err = servicerun.StopGracefully(r.st, r.log.With().Str("service", ServiceName).Logger(), DefaultDrainTimeout, now)
 	flushCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()

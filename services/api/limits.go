@@ -9,7 +9,6 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/awaken-dev/awaken/internal/bus"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 	"github.com/awaken-dev/awaken/pkg/httpapi"
 )
@@ -88,7 +87,8 @@ func (s *Service) Limits(ctx context.Context, only string) (httpapi.LimitsReport
 		if err != nil {
 			return rep, apiErr(http.StatusServiceUnavailable, httpapi.CodeUnavailable, "limits ledger %s: %v", k, err)
 		}
-		entry, err := bus.Decode[contracts.LimitLedgerEntry](e.Value())
+		var entry contracts.LimitLedgerEntry
+		err = contracts.DecodeRecordStrict(e.Value(), &entry)
 		if err != nil {
 			s.log.Error().Err(err).Str("key", k).Msg("limits ledger entry does not decode")
 			continue

@@ -216,7 +216,7 @@ func (h *hub) event(kind string, e jetstream.KeyValueEntry) (sseEvent, bool) {
 		m := map[string]any{"op": op, "correlation_id": e.Key()}
 		if op == "put" {
 			var t contracts.ResumeTicket
-			if json.Unmarshal(e.Value(), &t) != nil {
+			if contracts.DecodeRecord(e.Value(), &t) != nil {
 				return sseEvent{}, false
 			}
 			m["ticket"] = t
@@ -232,7 +232,7 @@ func (h *hub) event(kind string, e jetstream.KeyValueEntry) (sseEvent, bool) {
 		// The run record holds its current batch (recorded, then finalized): a change of
 		// it is a change of that batch; the archive's writes come through EventBatch.
 		var run contracts.RunRecord
-		if op != "put" || json.Unmarshal(e.Value(), &run) != nil || run.Batch == nil {
+		if op != "put" || contracts.DecodeRecord(e.Value(), &run) != nil || run.Batch == nil {
 			return sseEvent{}, false
 		}
 		kind = EventBatch
@@ -246,7 +246,7 @@ func (h *hub) event(kind string, e jetstream.KeyValueEntry) (sseEvent, bool) {
 		m := map[string]any{"op": op, "batch_id": contracts.BatchID(runID, step), "call_id": e.Key()[strings.LastIndexByte(e.Key(), '.')+1:]}
 		if op == "put" {
 			var rec contracts.CallRecord
-			if json.Unmarshal(e.Value(), &rec) == nil {
+			if contracts.DecodeRecord(e.Value(), &rec) == nil {
 				m["phase"] = rec.Phase.Kind
 			}
 		}

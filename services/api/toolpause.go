@@ -2,7 +2,6 @@ package api
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 
@@ -27,7 +26,7 @@ func (s *Service) PauseTool(ctx context.Context, toolID, reason, actor string) (
 		return contracts.ToolPauseState{}, apiErr(http.StatusBadRequest, httpapi.CodeInvalidRequest, "reason is longer than %d bytes", contracts.MaxPauseReasonLength)
 	}
 	p := contracts.ToolPause{ToolID: toolID, Reason: reason, Actor: actor, PausedAt: s.env.Now()}
-	data, err := json.Marshal(p)
+	data, err := contracts.EncodeRecord(p)
 	if err != nil {
 		return contracts.ToolPauseState{}, err
 	}
