@@ -118,7 +118,7 @@ bench-e2e:
 ## evidence (archives and run records expired, messages aged out) and the dead letters
 chaos:
 	set -o pipefail; AWAKEN_CHAOS=full $(GO) test -race -count=1 -v -timeout 30m -run 'TestChaos' ./chaos/ | grep -E '^(checker:|expiry:|dead letters:|--- |ok|FAIL)|violation|seed'
-	set -o pipefail; $(GO) test -race -count=1 -v -timeout 10m -run 'TestCrashMatrix' ./e2e/ | grep -E '^(crash matrix:|--- FAIL|ok|FAIL)|violation|dead letter|    --- FAIL'
+	set -o pipefail; $(GO) test -race -count=1 -v -timeout 10m -run 'TestCrashMatrix' ./e2e/ | grep -E '^(crash matrix:|--- FAIL|ok|FAIL)|violation:|dead letter:|    --- FAIL'
 
 ## chaos-cluster: the 3-node JetStream cluster chaos run in containers (Docker engine, the
 ## images below, nothing pulled): 500+ batches of the chaos workload while stream and
