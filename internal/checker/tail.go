@@ -43,8 +43,9 @@ type tailed struct {
 	mu      sync.Mutex
 	last    uint64 // highest stream sequence read
 	msgs    []Message
-	markers int
-	missed  []string // sequence ranges that expired before they were read
+	markers int                 // expiry markers read
+	expired map[string]struct{} // subjects (keys) an expiry marker was read on
+	missed  []string            // sequence ranges that expired before they were read
 }
 
 // tailHeartbeat bounds how long the tail's reader of a stream stays on a consumer that no
@@ -135,6 +136,10 @@ func (s *tailed) add(m jetstream.Msg, md *jetstream.MsgMetadata) {
 	if !s.keep {
 		if m.Headers().Get(jetstream.MarkerReasonHeader) == "MaxAge" {
 			s.markers++
+			if s.expired == nil {
+				s.expired = map[string]struct{}{}
+			}
+			s.expired[m.Subject()] = struct{}{}
 		}
 		return
 	}
@@ -223,12 +228,16 @@ func (t *Tail) lastSeq(ctx context.Context, name string) (uint64, error) {
 
 // Expiry is the evidence that records and messages expired during a run.
 type Expiry struct {
-	// ArchivesExpired is how many expiry markers of batch archives the tail saw: each is
-	// a finished batch past the run retention whose call and ticket records the gate's
-	// sweeper then purges. RunRecordsExpired is the same for run records. Both are lower
-	// bounds: a marker that came and went while the tail's reader was being recreated is
-	// not counted.
+	// ArchivesExpired is how many batch archives the tail saw an expiry marker of: each
+	// is a finished batch past the run retention whose call and ticket records the gate's
+	// sweeper then purges. RunRecordsExpired is the same for run records. Both count keys
+	// and are lower bounds: a marker that came and went while the tail's reader was being
+	// recreated is not counted.
 	ArchivesExpired, RunRecordsExpired int
+	// Markers is how many expiry markers the tail read in both: more than the keys when a
+	// key expired more than once — a new record under it, or a record the server expired
+	// again after a hard kill (SIGKILL) made it forget the first expiry.
+	Markers int
 	// AgedOut is, by stream, how many messages its retention removed (its first sequence
 	// less one: these streams are trimmed by age only).
 	AgedOut map[string]uint64
@@ -240,7 +249,8 @@ func (t *Tail) Expiries(ctx context.Context) (Expiry, error) {
 	e := Expiry{AgedOut: map[string]uint64{}}
 	for _, s := range t.markers {
 		s.mu.Lock()
-		n := s.markers
+		n := len(s.expired)
+		e.Markers += s.markers
 		s.mu.Unlock()
 		if s.name == contracts.RecordStream(t.names.BatchesBucket()) {
 			e.ArchivesExpired = n
@@ -274,7 +284,7 @@ func expiryStreams(n contracts.Names) []string {
 // Summary is the one-line evidence printed by the chaos runs and the crash matrix.
 func (e Expiry) Summary(n contracts.Names) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "expiry: batch_archives_expired=%d run_records_expired=%d aged_out:", e.ArchivesExpired, e.RunRecordsExpired)
+	fmt.Fprintf(&b, "expiry: batch_archives_expired=%d run_records_expired=%d markers=%d aged_out:", e.ArchivesExpired, e.RunRecordsExpired, e.Markers)
 	for _, name := range expiryStreams(n) {
 		fmt.Fprintf(&b, " %s=%d", strings.ToLower(name[strings.LastIndexByte(name, '_')+1:]), e.AgedOut[name])
 	}
@@ -284,7 +294,7 @@ func (e Expiry) Summary(n contracts.Names) string {
 // Add sums two runs' evidence (the crash matrix prints one line for all its cells).
 func (e Expiry) Add(o Expiry) Expiry {
 	sum := Expiry{ArchivesExpired: e.ArchivesExpired + o.ArchivesExpired, RunRecordsExpired: e.RunRecordsExpired + o.RunRecordsExpired,
-		AgedOut: map[string]uint64{}}
+		Markers: e.Markers + o.Markers, AgedOut: map[string]uint64{}}
 	for _, m := range []map[string]uint64{e.AgedOut, o.AgedOut} {
 		for k, v := range m {
 			sum.AgedOut[k] += v
