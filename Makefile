@@ -126,7 +126,7 @@ chaos:
 ## and replaced with an empty data directory (5+ of each); prints the checker's summary,
 ## one line per fault kind ending in violations=N, and the dead letters (the workload is
 ## valid, so any is work given up: it fails the run), with the records of finished runs
-## expiring during the run (retention.runs 15s) and the expiry evidence. AWAKEN_CHAOS_SEED replays the
+## expiring during the run (retention.runs 60s) and the expiry evidence. AWAKEN_CHAOS_SEED replays the
 ## workload and the fault schedule; AWAKEN_CHAOS_BATCHES and AWAKEN_CHAOS_REPEATS size it.
 ## The whole test log (each fault, container logs on failure) goes to bin/chaos-cluster.log.
 chaos-cluster: images
