@@ -168,18 +168,18 @@ func (t *Tail) Snapshot(ctx context.Context) (*Observed, error) {
 		}
 		for {
 			s.mu.Lock()
-			caught, missed := s.last >= last, slices.Clone(s.missed)
+			read, missed := s.last, slices.Clone(s.missed)
 			s.mu.Unlock()
 			if len(missed) > 0 {
 				return nil, fmt.Errorf("%w: %s sequences %s", ErrMissed, s.name, strings.Join(missed, ", "))
 			}
-			if caught {
+			if read >= last {
 				break
 			}
 			select {
 			case <-time.After(50 * time.Millisecond):
 			case <-ctx.Done():
-				return nil, fmt.Errorf("checker: tail of %s read up to %d, want %d: %w", s.name, s.last, last, ctx.Err())
+				return nil, fmt.Errorf("checker: tail of %s read up to %d, want %d: %w", s.name, read, last, ctx.Err())
 			}
 		}
 	}
