@@ -172,7 +172,8 @@ func crashMatrix(withSandbox bool) []crashCell {
 // crash, and the markers that have the gate sweep their call records; the run records
 // of finished runs; the control, tickets and events streams' messages. The checker reads
 // the streams as the cell goes on (checker.Follow). The matrix ends with one line of
-// expiry evidence for all its cells, and fails if none expired.
+// expiry evidence for all its cells, and fails if none expired (when every cell ran: a
+// single cell may end before anything of it expires).
 func TestCrashMatrix(t *testing.T) {
 	wasm := filepath.Join(repoRoot(t), "bin", "wasm", "wc.wasm")
 	_, err := os.Stat(wasm)
@@ -180,9 +181,10 @@ func TestCrashMatrix(t *testing.T) {
 	if !withSandbox {
 		t.Logf("no %s (run `make wasm`): the sandbox-exec cells are skipped", wasm)
 	}
-	var evidence crashEvidence
+	cells := crashMatrix(withSandbox)
+	evidence := crashEvidence{all: len(cells)}
 	t.Cleanup(func() { evidence.report(t) })
-	for _, cell := range crashMatrix(withSandbox) {
+	for _, cell := range cells {
 		t.Run(cell.name(), func(t *testing.T) {
 			t.Parallel()
 			runCrashCell(t, cell, withSandbox, &evidence)
@@ -208,6 +210,7 @@ type crashEvidence struct {
 	exp   checker.Expiry
 	cells int
 	dead  int
+	all   int // cells in the matrix
 }
 
 func (e *crashEvidence) add(names contracts.Names, exp checker.Expiry, dead int) {
@@ -227,7 +230,7 @@ func (e *crashEvidence) report(t *testing.T) {
 	line := fmt.Sprintf("crash matrix: cells=%d %s dead_letters=%d", e.cells, e.exp.Summary(e.names), e.dead)
 	t.Log(line)
 	fmt.Println(line)
-	if e.exp.ArchivesExpired == 0 || e.exp.RunRecordsExpired == 0 {
+	if e.cells == e.all && (e.exp.ArchivesExpired == 0 || e.exp.RunRecordsExpired == 0) {
 		t.Errorf("no batch archive or no run record expired in any cell")
 	}
 }
@@ -236,6 +239,12 @@ func runCrashCell(t *testing.T, cell crashCell, withSandbox bool, evidence *cras
 	cfg := exampleConfig(t)
 	cfg.Consumers.AckWait = contracts.Duration(time.Second)
 	cfg.Retention = crashRetention
+	if cell.limits {
+		// These cells read each run's keys in the limits ledger at the end; the keys of a
+		// limit keyed by run go when the run record expires, which the short retention
+		// would have happen before the check.
+		cfg.Retention.Runs = "1h"
+	}
 	if cell.limits {
 		cfg.Policy.Limits = []contracts.LimitConfig{
 			{Name: crashLimit, Tools: []string{"*"}, Key: contracts.LimitKeyRun, Count: ptrTo(100)},
