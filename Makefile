@@ -113,22 +113,25 @@ bench-e2e:
 	$(GO) test -run '^$$' -bench 'BenchmarkPipeline' -benchtime 200x -count 1 ./e2e/
 
 ## chaos: the full process-kill chaos run (1,000+ calls per variant, services and nats-server
-## SIGKILLed) with the history checker, then the crash matrix; prints the checker's summary
+## SIGKILLed) with the history checker, then the crash matrix; a short retention expires
+## the records of finished runs during the run. Prints the checker's summary, the expiry
+## evidence (archives and run records expired, messages aged out) and the dead letters
 chaos:
-	set -o pipefail; AWAKEN_CHAOS=full $(GO) test -race -count=1 -v -timeout 30m -run 'TestChaos' ./chaos/ | grep -E '^(checker:|--- |ok|FAIL)|violation|seed'
-	$(GO) test -race -count=1 -timeout 10m -run 'TestCrashMatrix' ./e2e/
+	set -o pipefail; AWAKEN_CHAOS=full $(GO) test -race -count=1 -v -timeout 30m -run 'TestChaos' ./chaos/ | grep -E '^(checker:|expiry:|dead letters:|--- |ok|FAIL)|violation|seed'
+	set -o pipefail; $(GO) test -race -count=1 -v -timeout 10m -run 'TestCrashMatrix' ./e2e/ | grep -E '^(crash matrix:|--- FAIL|ok|FAIL)|violation:|dead letter:|    --- FAIL'
 
 ## chaos-cluster: the 3-node JetStream cluster chaos run in containers (Docker engine, the
 ## images below, nothing pulled): 500+ batches of the chaos workload while stream and
 ## bucket leaders are stopped and SIGKILLed, nodes partitioned, frozen past the ack wait
 ## and replaced with an empty data directory (5+ of each); prints the checker's summary,
 ## one line per fault kind ending in violations=N, and the dead letters (the workload is
-## valid, so any is work given up: it fails the run). AWAKEN_CHAOS_SEED replays the
+## valid, so any is work given up: it fails the run), with the records of finished runs
+## expiring during the run (retention.runs 60s) and the expiry evidence. AWAKEN_CHAOS_SEED replays the
 ## workload and the fault schedule; AWAKEN_CHAOS_BATCHES and AWAKEN_CHAOS_REPEATS size it.
 ## The whole test log (each fault, container logs on failure) goes to bin/chaos-cluster.log.
 chaos-cluster: images
 	set -o pipefail; AWAKEN_CHAOS=cluster $(GO) test -count=1 -v -timeout 30m -run 'TestChaos_cluster' ./chaos/ \
-	  | tee $(BIN)/chaos-cluster.log | grep -E '^(checker:|fault |dead letters:|audit trail:|--- |ok|FAIL)|violation|seed|containers_test.go:'
+	  | tee $(BIN)/chaos-cluster.log | grep -E '^(checker:|expiry:|fault |dead letters:|audit trail:|--- |ok|FAIL)|violation|seed|containers_test.go:'
 
 ## images: the two deployment images, FROM scratch, nothing pulled: awaken:dev (every
 ## service by subcommand, with the example configuration and wasm tools) and

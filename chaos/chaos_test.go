@@ -115,6 +115,8 @@ func runChaos(t *testing.T, p profile, s uint64) {
 	for _, v := range rep.Violations {
 		t.Errorf("violation: %s", v)
 	}
+	cl.reportExpiry(t, ctx)
+	cl.reportDeadLetters(t, ctx)
 	if rep.Calls < p.calls {
 		t.Errorf("checked %d calls, want at least %d", rep.Calls, p.calls)
 	}

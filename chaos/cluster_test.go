@@ -30,6 +30,11 @@ var services = []string{"publisher", "brain-exec", "gate", "batcher"}
 
 const natsServer = "nats-server"
 
+// processConfig is the process run's configuration: the records of finished runs expire
+// five seconds after the run finished (the run record ten), during the run; a submission
+// outlives every outage of the batcher and the server the monkey causes.
+var processConfig = withRetention("5s", "30s")
+
 // proc is one started OS process; done closes when it has exited.
 type proc struct {
 	cmd    *exec.Cmd
@@ -91,7 +96,7 @@ func newCluster(t *testing.T, ctx context.Context, seed uint64) *cluster {
 	c := &cluster{t: t, dir: dir, procs: map[string]*proc{}}
 	c.awakenBin, c.natsBin = build(t, ctx, dir)
 	c.cfgPath = filepath.Join(dir, "awaken.yaml")
-	if err := os.WriteFile(c.cfgPath, []byte(chaosConfig), 0o644); err != nil {
+	if err := os.WriteFile(c.cfgPath, []byte(processConfig), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	c.port = testnet.FreePort(t)
@@ -111,9 +116,10 @@ func newCluster(t *testing.T, ctx context.Context, seed uint64) *cluster {
 		t.Fatal(err)
 	}
 	t.Cleanup(nc.Close)
-	if c.driver, err = newDriver(nc, nc); err != nil {
+	if c.driver, err = newDriver(nc, nc, processConfig); err != nil {
 		t.Fatal(err)
 	}
+	c.follow(t)
 	for i, name := range services {
 		rng := rand.New(rand.NewPCG(seed, uint64(i)))
 		c.supervisors.Go(func() { c.superviseService(superCtx, name, rng) })

@@ -5,14 +5,17 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/awaken-dev/awaken/internal/bus"
 	"github.com/awaken-dev/awaken/internal/checker"
 	"github.com/awaken-dev/awaken/internal/config"
 	"github.com/awaken-dev/awaken/internal/ctxsleep"
+	"github.com/awaken-dev/awaken/internal/servicetest"
 	"github.com/awaken-dev/awaken/pkg/client"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
@@ -25,19 +28,15 @@ type driver struct {
 	names        contracts.Names
 	client       *client.Client
 	js           jetstream.JetStream // reads the streams and the ledger for the checker
+	tail         *checker.Tail       // the checker's reading of the streams as the run goes on
 	lastApprove  map[string]time.Time
 	approveSlots chan struct{}
 }
 
 // newDriver submits and approves over submitter and reads what the checker needs over
-// reader (which may be the same connection). Every service runs chaosConfig.
-func newDriver(submitter, reader *nats.Conn) (*driver, error) {
-	return newDriverFor(chaosConfig, submitter, reader)
-}
-
-// newDriverFor is newDriver for services that run the configuration cfgText.
-func newDriverFor(cfgText string, submitter, reader *nats.Conn) (*driver, error) {
-	cfg, err := config.Parse([]byte(cfgText))
+// reader (which may be the same connection). Every service runs configYAML.
+func newDriver(submitter, reader *nats.Conn, configYAML string) (*driver, error) {
+	cfg, err := config.Parse([]byte(configYAML))
 	if err != nil {
 		return nil, err
 	}
@@ -49,6 +48,13 @@ func newDriverFor(cfgText string, submitter, reader *nats.Conn) (*driver, error)
 		return nil, err
 	}
 	return c, nil
+}
+
+// follow starts the checker's reading of the streams (checker.Follow): call it before the
+// first submission. It ends with tb.
+func (c *driver) follow(tb testing.TB) {
+	c.tail = checker.Follow(context.Background(), c.js, c.names)
+	tb.Cleanup(c.tail.Stop)
 }
 
 // evenly paces a submission loop: batch i of n goes at start + spread*i/n.
@@ -189,22 +195,44 @@ func (c *driver) resultsInfo(ctx context.Context) (map[string]uint64, error) {
 	return info.State.Subjects, nil
 }
 
-// check reads the streams and the ledger and runs the checker; it returns what it read
-// too, for a caller that attributes violations to faults.
+// check takes what the tail read of the streams, with the ledger, and runs the checker;
+// it returns what it read too, for a caller that attributes violations to faults.
 func (c *driver) check(ctx context.Context, h checker.History) (checker.Report, *checker.Observed, error) {
-	// A read may meet a server whose JetStream is not answering yet (a node that just
-	// restarted: "no responders"); it is retried until the deadline.
 	rctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	for {
-		obs, err := checker.Read(rctx, c.js, c.names)
-		if err == nil {
-			return checker.Check(h, obs, checker.RulesFor(c.cfg)), obs, nil
-		}
-		select {
-		case <-time.After(500 * time.Millisecond):
-		case <-rctx.Done():
-			return checker.Report{}, nil, err
-		}
+	obs, err := c.tail.Snapshot(rctx)
+	if err != nil {
+		return checker.Report{}, nil, err
+	}
+	return checker.Check(h, obs, checker.RulesFor(c.cfg)), obs, nil
+}
+
+// reportExpiry prints the evidence that records expired during the run (the summary line
+// `make chaos` and `make chaos-cluster` show) and fails the run if none did: a run without
+// expiry proves nothing of it.
+func (c *driver) reportExpiry(t *testing.T, ctx context.Context) {
+	t.Helper()
+	exp, err := c.tail.Expiries(ctx)
+	if err != nil {
+		t.Errorf("expiry evidence: %v", err)
+		return
+	}
+	t.Log(exp.Summary(c.names))
+	fmt.Println(exp.Summary(c.names))
+	if exp.ArchivesExpired == 0 || exp.RunRecordsExpired == 0 {
+		t.Errorf("%s: no batch archive or no run record expired during the run", exp.Summary(c.names))
+	}
+}
+
+// reportDeadLetters prints how many dead letters the run left and fails the run on each:
+// the workload is valid input, so every one is work a service gave up under the faults.
+func (c *driver) reportDeadLetters(t *testing.T, ctx context.Context) {
+	t.Helper()
+	dead := servicetest.ReadStored(t, ctx, c.js, c.names.DeadLetterStream(), c.names.DeadLetterSubject("*"), false)
+	fmt.Printf("dead letters: dead_letters=%d\n", len(dead))
+	for _, m := range dead {
+		t.Errorf("dead letter: consumer %s, code %s, delivered %s on %s: %s",
+			m.Header.Get(bus.HeaderConsumer), m.Header.Get(bus.HeaderDeadCode), m.Header.Get(bus.HeaderDelivered),
+			m.Header.Get(bus.HeaderOriginalSubject), m.Header.Get(bus.HeaderDeadReason))
 	}
 }

@@ -261,7 +261,7 @@ func newUpgradeFleet(t *testing.T, ctx context.Context) *upgradeFleet {
 		t.Fatal(err)
 	}
 	t.Cleanup(nc.Close)
-	if c.driver, err = newDriverFor(upgradeConfigText, nc, nc); err != nil {
+	if c.driver, err = newDriver(nc, nc, upgradeConfigText); err != nil {
 		t.Fatal(err)
 	}
 	return u

@@ -13,7 +13,8 @@ import (
 
 // chaosConfig is the host configuration every service process loads: the example tools a
 // chaos run mixes, a policy that asks for ask_me and denies forbidden, and a one-second
-// ack wait so a killed process's messages come back quickly.
+// ack wait so a killed process's messages come back quickly. A run appends its retention
+// section ([withRetention]).
 const chaosConfig = `prefix: awaken
 consumers: { ack_wait: 1s }
 tools:
@@ -38,6 +39,26 @@ executors:
   brain: { workers: 16, default_timeout: 30s }
   body_ledger: true # the checker counts body runs from it
 `
+
+// withRetention is chaosConfig with a retention short enough for the records of finished
+// runs to expire many times during a chaos run: runs bounds the batch archive, the call
+// and ticket records (swept by the gate when the archive expires), the control and
+// tickets streams, and the run record (twice it); events expire as fast. The rest is
+// chosen by what must outlive what:
+//
+//   - submissions outlive the longest outage of the batcher a run injects (a submission
+//     that expires unread is a lost batch, by the documented contract, not a bug);
+//   - results outlive the run: the publisher's recovery after a crash between its results
+//     and its archive looks for them on the stream before publishing again (past the
+//     retention it would publish twice, by design), and the driver waits on them;
+//   - audit stays forever (built-in): the cluster run verifies the whole chain.
+//
+// The checker does not depend on any of these: it reads the results, audit and tickets
+// streams as the run goes on (checker.Follow), and fails, rather than guess, if one
+// expired before it read it.
+func withRetention(runs, submissions string) string {
+	return chaosConfig + fmt.Sprintf("retention: { runs: %s, events: %s, submissions: %s, results: 1h }\n", runs, runs, submissions)
+}
 
 var chaosTools = []string{"echo", "counter", "slow", "fail", "delegate", "lookup", "ask_me", "forbidden"}
 

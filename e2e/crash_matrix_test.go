@@ -13,9 +13,12 @@ import (
 
 	"github.com/awaken-dev/awaken/internal/bus"
 	"github.com/awaken-dev/awaken/internal/checker"
+	"github.com/awaken-dev/awaken/internal/config"
+	"github.com/awaken-dev/awaken/internal/ctxsleep"
 	"github.com/awaken-dev/awaken/internal/execcore"
 	"github.com/awaken-dev/awaken/internal/natstest"
 	"github.com/awaken-dev/awaken/internal/pipeline"
+	"github.com/awaken-dev/awaken/internal/servicetest"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 	"github.com/awaken-dev/awaken/services/gate"
 )
@@ -41,6 +44,21 @@ type crashCell struct {
 	// concurrency of 1 per run on delegate, so the parallel batch's two calls take turns:
 	// its slot entry must end with nothing held, queued or remembered.
 	limits bool
+}
+
+// outage is how long the cell's stack stays dead after the kill: the run retention, so
+// what the cell's batches archived before the crash expires meanwhile (a finalized batch
+// the publisher has not published yet must not). A crash of the gate between committing
+// the approval of a0 and publishing it (its second hit after commit) is finished only by
+// the resume command's redelivery, which the control stream keeps retention.runs: that
+// stack is started again at once, as docs/operations.md ("Data lifecycle") asks every
+// outage to be shorter than the retention — a longer one leaves the call approved and
+// never handed over.
+func (c crashCell) outage() time.Duration {
+	if c.service == "gate" && c.callID == "a0" && c.nth == 2 && c.point == pipeline.FaultAfterCommit {
+		return 0
+	}
+	return crashRunRetention
 }
 
 func (c crashCell) name() string {
@@ -145,8 +163,17 @@ func crashMatrix(withSandbox bool) []crashCell {
 
 // TestCrashMatrix crashes every service at every fault point for real: the hook stops the
 // handler where it is, the test kills the whole stack hard (connections closed, the message
-// stays unacked), starts a new stack on the same server, waits until every batch is
-// published, and runs the checker over the streams and the ledger.
+// stays unacked), keeps it dead for longer than the run retention, starts a new stack on
+// the same server, waits until every batch is published, and runs the checker over the
+// streams and the ledger.
+//
+// The run retention is five seconds ([crashRunRetention]), so records expire during every
+// cell and while its stack is dead: the archives of the batches published before the
+// crash, and the markers that have the gate sweep their call records; the run records
+// of finished runs; the control, tickets and events streams' messages. The checker reads
+// the streams as the cell goes on (checker.Follow). The matrix ends with one line of
+// expiry evidence for all its cells, and fails if none expired (when every cell ran: a
+// single cell may end before anything of it expires).
 func TestCrashMatrix(t *testing.T) {
 	wasm := filepath.Join(repoRoot(t), "bin", "wasm", "wc.wasm")
 	_, err := os.Stat(wasm)
@@ -154,17 +181,70 @@ func TestCrashMatrix(t *testing.T) {
 	if !withSandbox {
 		t.Logf("no %s (run `make wasm`): the sandbox-exec cells are skipped", wasm)
 	}
-	for _, cell := range crashMatrix(withSandbox) {
+	cells := crashMatrix(withSandbox)
+	evidence := crashEvidence{all: len(cells)}
+	t.Cleanup(func() { evidence.report(t) })
+	for _, cell := range cells {
 		t.Run(cell.name(), func(t *testing.T) {
 			t.Parallel()
-			runCrashCell(t, cell, withSandbox)
+			runCrashCell(t, cell, withSandbox, &evidence)
 		})
 	}
 }
 
-func runCrashCell(t *testing.T, cell crashCell, withSandbox bool) {
+// crashRetention is the run retention of the crash matrix: the records of a finished
+// batch expire five seconds after its publication, its run record ten. Events expire as
+// fast; submissions outlive a cell (one that expired unread would be a batch lost by the
+// documented contract, not by a bug); results outlive it too, since the publisher's
+// recovery from a crash between its results and its archive looks for them there.
+var crashRetention = config.Retention{Runs: crashRunRetention.String(), Events: crashRunRetention.String(), Submissions: "5m", Results: "1h"}
+
+// The stack's restart on a loaded machine (several seconds under -race) must fit in it, as
+// must the tail's lag.
+const crashRunRetention = 5 * time.Second
+
+// crashEvidence sums, over the cells, what expired and the dead letters left.
+type crashEvidence struct {
+	mu    sync.Mutex
+	names contracts.Names
+	exp   checker.Expiry
+	cells int
+	dead  int
+	all   int // cells in the matrix
+}
+
+func (e *crashEvidence) add(names contracts.Names, exp checker.Expiry, dead int) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.names, e.exp, e.cells, e.dead = names, e.exp.Add(exp), e.cells+1, e.dead+dead
+}
+
+// report prints the matrix's expiry and dead-letter lines (`make chaos` shows them) and
+// fails the matrix when nothing expired: it would prove nothing of expiry.
+func (e *crashEvidence) report(t *testing.T) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.cells == 0 {
+		return
+	}
+	line := fmt.Sprintf("crash matrix: cells=%d %s dead_letters=%d", e.cells, e.exp.Summary(e.names), e.dead)
+	t.Log(line)
+	fmt.Println(line)
+	if e.cells == e.all && (e.exp.ArchivesExpired == 0 || e.exp.RunRecordsExpired == 0) {
+		t.Errorf("no batch archive or no run record expired in any cell")
+	}
+}
+
+func runCrashCell(t *testing.T, cell crashCell, withSandbox bool, evidence *crashEvidence) {
 	cfg := exampleConfig(t)
 	cfg.Consumers.AckWait = contracts.Duration(time.Second)
+	cfg.Retention = crashRetention
+	if cell.limits {
+		// These cells read each run's keys in the limits ledger at the end; the keys of a
+		// limit keyed by run go when the run record expires, which the short retention
+		// would have happen before the check.
+		cfg.Retention.Runs = "1h"
+	}
 	if cell.limits {
 		cfg.Policy.Limits = []contracts.LimitConfig{
 			{Name: crashLimit, Tools: []string{"*"}, Key: contracts.LimitKeyRun, Count: ptrTo(100)},
@@ -226,6 +306,9 @@ func runCrashCell(t *testing.T, cell crashCell, withSandbox bool) {
 	all := []contracts.BatchSubmission{seq, par, ask, declared}
 	var hist checker.History
 	ctx := ctxFor(t, 90*time.Second)
+	_, js := h.srv.Conn(t)
+	tail := checker.Follow(ctx, js, cfg.Names())
+	defer tail.Stop()
 	for _, sub := range all {
 		hist.Batches = append(hist.Batches, checker.Batch{Submission: sub, SubmittedAt: time.Now(),
 			Expect: map[string]checker.Expectation{"c2": checker.ExpectDenied, "a0": checker.ExpectApproval}})
@@ -257,6 +340,10 @@ func runCrashCell(t *testing.T, cell crashCell, withSandbox bool) {
 	hist.Kills = append(hist.Kills, checker.Kill{Target: "stack", At: time.Now()})
 	h.stack.Kill()
 	close(released)
+	// The outage's length is the fault itself, so it is waited out.
+	if err := ctxsleep.Sleep(ctx, cell.outage()); err != nil {
+		t.Fatal(err)
+	}
 	h.start()
 
 	for _, sub := range all {
@@ -267,13 +354,25 @@ func runCrashCell(t *testing.T, cell crashCell, withSandbox bool) {
 	if err := <-approved; err != nil {
 		t.Fatal(err)
 	}
-	_, js := h.srv.Conn(t)
-	obs, err := checker.Read(ctx, js, cfg.Names())
+	obs, err := tail.Snapshot(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	rep := checker.Check(hist, obs, checker.RulesFor(cfg))
 	t.Log(rep.Summary())
+	exp, err := tail.Expiries(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Log(exp.Summary(cfg.Names()))
+	n := cfg.Names()
+	dead := servicetest.ReadStored(t, ctx, js, n.DeadLetterStream(), n.DeadLetterSubject("*"), false)
+	for _, m := range dead {
+		t.Errorf("dead letter: consumer %s, code %s, delivered %s on %s: %s",
+			m.Header.Get(bus.HeaderConsumer), m.Header.Get(bus.HeaderDeadCode), m.Header.Get(bus.HeaderDelivered),
+			m.Header.Get(bus.HeaderOriginalSubject), m.Header.Get(bus.HeaderDeadReason))
+	}
+	evidence.add(n, exp, len(dead))
 	for _, v := range rep.Violations {
 		t.Errorf("violation: %s", v)
 	}

@@ -8,7 +8,9 @@
 //
 // The checker is pure: [Check] is a function of a [History] and an [Observed] snapshot, so
 // it is unit-tested against hand-made bad histories. [Read] takes the snapshot from a
-// server once the pipeline is quiescent.
+// server once the pipeline is quiescent; with a retention short enough for messages to
+// expire during the run, [Follow] reads the streams as the run goes on and takes the
+// snapshot from what it read ([Tail.Snapshot]).
 package checker
 
 import (

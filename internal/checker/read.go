@@ -20,7 +20,7 @@ import (
 // pipeline is quiescent (every accepted batch published); it reads each stream up to its
 // last sequence at the time of the call.
 func Read(ctx context.Context, js jetstream.JetStream, names contracts.Names) (*Observed, error) {
-	o := &Observed{Ledger: map[string]LedgerEntry{}}
+	o := &Observed{}
 	var err error
 	if o.Results, err = readStream(ctx, js, names.ResultsStream()); err != nil {
 		return nil, err
@@ -31,6 +31,16 @@ func Read(ctx context.Context, js jetstream.JetStream, names contracts.Names) (*
 	if o.Tickets, err = readStream(ctx, js, names.TicketsStream()); err != nil {
 		return nil, err
 	}
+	if o.Ledger, err = readLedger(ctx, js, names); err != nil {
+		return nil, err
+	}
+	return o, nil
+}
+
+// readLedger reads the body-run ledger of the counters bucket: by operation key, how many
+// times the body started and when the last start was recorded.
+func readLedger(ctx context.Context, js jetstream.JetStream, names contracts.Names) (map[string]LedgerEntry, error) {
+	ledger := map[string]LedgerEntry{}
 	kv, err := js.KeyValue(ctx, names.CountersBucket())
 	if err != nil {
 		return nil, fmt.Errorf("checker: counters bucket: %w", err)
@@ -51,9 +61,9 @@ func Read(ctx context.Context, js jetstream.JetStream, names contracts.Names) (*
 		if err != nil {
 			return nil, fmt.Errorf("checker: ledger %s holds %q: %w", key, e.Value(), err)
 		}
-		o.Ledger[strings.TrimPrefix(key, "ledger.")] = LedgerEntry{Count: n, At: e.Created()}
+		ledger[strings.TrimPrefix(key, "ledger.")] = LedgerEntry{Count: n, At: e.Created()}
 	}
-	return o, nil
+	return ledger, nil
 }
 
 // readStream reads every message of a stream, in sequence order, through an ordered

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/awaken-dev/awaken/internal/bus"
+	"github.com/awaken-dev/awaken/internal/natstest"
 	"github.com/awaken-dev/awaken/internal/pipeline"
 	"github.com/awaken-dev/awaken/internal/servicetest"
 	"github.com/awaken-dev/awaken/internal/state"
@@ -86,4 +87,43 @@ func TestBatchLivesInTheRunRecordThenTheArchive(t *testing.T) {
 	if _, err := pipeline.ReadBatch(ctx, env.Runs, env.Batches, run, 9, true); !errors.Is(err, state.ErrNotFound) {
 		t.Fatalf("a step never submitted reads %v, want ErrNotFound", err)
 	}
+}
+
+// TestFinalizedArchiveOutlivesTheRetentionUntilPublished: the claim of a run's next batch
+// archives the finalized batch it replaces before the publisher has published it (a
+// publisher down since the finalize). That archive must not expire: its expiry would have
+// the gate's sweeper purge the batch's call records, and the restarted publisher would
+// find neither the batch nor its calls, so the batch would never be published. The
+// retention's clock starts when the publisher marks the archive published.
+func TestFinalizedArchiveOutlivesTheRetentionUntilPublished(t *testing.T) {
+	kit := servicetest.New(t, "batcher", "prefix: awaken\nretention: { runs: 1s }\ntools:\n  - id: echo\n",
+		bus.TopologyConfig{RunsMaxAge: time.Second})
+	ctx, cancel := context.WithTimeout(kit.Ctx, 60*time.Second)
+	defer cancel()
+	env := kit.Env
+	archive := func(run string, phase contracts.BatchPhase) {
+		t.Helper()
+		rec := contracts.BatchRecord{Submission: contracts.BatchSubmission{RunID: run, Step: 1,
+			Calls: []contracts.ToolCall{{CallID: "c", ToolID: "echo"}}}, Hash: "h", Phase: phase}
+		if created, err := env.ArchiveBatch(ctx, rec); err != nil || !created {
+			t.Fatalf("archive %s: %v, %v", run, created, err)
+		}
+	}
+	gone := func(run string) bool {
+		_, _, err := env.Batches.GetFromLeader(ctx, contracts.BatchKey(run, 1))
+		return errors.Is(err, state.ErrNotFound)
+	}
+	// Written first, so it would expire first if it carried the retention.
+	archive("run-unpublished", contracts.BatchPhaseFinalized)
+	archive("run-published", contracts.BatchPhasePublished)
+	natstest.WaitFor(t, 30*time.Second, func() bool { return gone("run-published") }, "the published archive to expire")
+	if gone("run-unpublished") {
+		t.Fatal("the archive of a finalized, unpublished batch expired with the run retention")
+	}
+	if _, _, err := env.Batches.Update(ctx, contracts.BatchKey("run-unpublished", 1), func(cur *contracts.BatchRecord, _ bool) error {
+		return cur.MarkPublished()
+	}); err != nil {
+		t.Fatal(err)
+	}
+	natstest.WaitFor(t, 30*time.Second, func() bool { return gone("run-unpublished") }, "the archive, once published, to expire")
 }

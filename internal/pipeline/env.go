@@ -86,10 +86,18 @@ func NewEnv(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, cfg *con
 		// Every record on an audit subject published through Pub is appended to its
 		// subject's chain (internal/auditlog), sealed and signed.
 		Pub: bus.NewPublisher(js).WithChain(auditlog.New(js, names.AuditStream(), auditlog.SubjectPrefix(names), auditKey)),
-		// The archive holds finished batches only: each of its writes expires with the
-		// run retention, and its expiry marker drives the sweep of the batch's call and
-		// ticket records (the gate's sweeper, services/gate/sweep.go).
-		Batches: state.NewStore[contracts.BatchRecord](batches, state.WithJetStream(js)).WithTTL(func(*contracts.BatchRecord) time.Duration {
+		// The archive holds finished batches only: each write of a published one expires
+		// with the run retention, and its expiry marker drives the sweep of the batch's
+		// call and ticket records (the gate's sweeper, services/gate/sweep.go). A batch
+		// archived finalized (the claim of the run's next batch replaced it before the
+		// publisher published it) carries no TTL: the publisher may be down for longer
+		// than the retention, and an expiry then would have its call records swept and
+		// the batch never published. The publisher's write that marks it published gives
+		// it the retention.
+		Batches: state.NewStore[contracts.BatchRecord](batches, state.WithJetStream(js)).WithTTL(func(b *contracts.BatchRecord) time.Duration {
+			if b.Phase != contracts.BatchPhasePublished {
+				return 0
+			}
 			return cfg.RetentionOf(config.RetentionRuns)
 		}),
 		Tickets: state.NewStore[contracts.ResumeTicket](tickets, state.WithJetStream(js)),
