@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"crypto/ed25519"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"github.com/awaken-dev/awaken/internal/config"
 	"github.com/awaken-dev/awaken/internal/natstest"
 	"github.com/awaken-dev/awaken/internal/servicetest"
+	"github.com/awaken-dev/awaken/internal/stacktest"
 	"github.com/awaken-dev/awaken/pkg/auditchain"
 	"github.com/awaken-dev/awaken/pkg/cloudevent"
 	"github.com/awaken-dev/awaken/pkg/contracts"
@@ -25,24 +27,8 @@ import (
 // before the first remaining one, and verify says which checkpoint. A signed checkpoint
 // that names another head, and an unsigned one, fail verify naming them.
 func TestAuditVerifyFromASignedCheckpoint(t *testing.T) {
-	dir := t.TempDir()
-	if code, _, errOut := runCLI(context.Background(), "audit", "keygen", "--out", filepath.Join(dir, "audit.key")); code != 0 {
-		t.Fatalf("keygen: exit %d: %s", code, errOut)
-	}
-	cfgPath := filepath.Join(dir, "awaken.yaml")
-	if err := os.WriteFile(cfgPath, []byte(auditTestConfig+"retention:\n  audit: 1h\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := config.Load(cfgPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	key, err := cfg.AuditSigningKey()
-	if err != nil || key == nil {
-		t.Fatalf("signing key: %v", err)
-	}
 	wait := servicetest.Context(t, time.Minute)
-	srv, _ := startStack(t, wait, cfg, contracts.ServicePublisher, contracts.ServiceBrainExec, contracts.ServiceGate, contracts.ServiceBatcher, contracts.ServiceAPI)
+	cfgPath, cfg, key, srv := signedAuditStack(t, wait)
 	c, js := srv.Client, srv.JS
 	names := cfg.Names()
 	cpSubject := names.AuditCheckpointSubject()
@@ -53,6 +39,7 @@ func TestAuditVerifyFromASignedCheckpoint(t *testing.T) {
 		t.Helper()
 		var recs []auditchain.Record
 		natstest.WaitFor(t, 30*time.Second, func() bool {
+			var err error
 			recs, err = auditchain.Read(wait, js, names.AuditStream(), auditchain.Query{Subject: subject})
 			return err == nil && len(recs) >= n
 		}, subject+" has its records")
@@ -142,4 +129,29 @@ func TestAuditVerifyFromASignedCheckpoint(t *testing.T) {
 		t.Fatalf("verify with an unsigned checkpoint: exit %d, want %q\n%s%s", code, wantErr, out, errOut)
 	}
 	t.Logf("an unsigned checkpoint: exit %d: %s", code, errOut)
+}
+
+// signedAuditStack starts the pipeline and the api under auditTestConfig with a new
+// signing key and retention.audit 1h, so the gate writes signed checkpoints: the
+// configuration file's path, the configuration, its signing key and the stack's server.
+func signedAuditStack(t *testing.T, wait context.Context) (string, *config.Config, ed25519.PrivateKey, *stacktest.Server) {
+	t.Helper()
+	dir := t.TempDir()
+	if code, _, errOut := runCLI(context.Background(), "audit", "keygen", "--out", filepath.Join(dir, "audit.key")); code != 0 {
+		t.Fatalf("keygen: exit %d: %s", code, errOut)
+	}
+	cfgPath := filepath.Join(dir, "awaken.yaml")
+	if err := os.WriteFile(cfgPath, []byte(auditTestConfig+"retention:\n  audit: 1h\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Load(cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := cfg.AuditSigningKey()
+	if err != nil || key == nil {
+		t.Fatalf("signing key: %v", err)
+	}
+	srv, _ := startStack(t, wait, cfg, contracts.ServicePublisher, contracts.ServiceBrainExec, contracts.ServiceGate, contracts.ServiceBatcher, contracts.ServiceAPI)
+	return cfgPath, cfg, key, srv
 }

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"bytes"
-	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -15,7 +14,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/awaken-dev/awaken/internal/auditlog"
-	"github.com/awaken-dev/awaken/internal/config"
 	"github.com/awaken-dev/awaken/internal/natstest"
 	"github.com/awaken-dev/awaken/internal/servicetest"
 	"github.com/awaken-dev/awaken/pkg/auditchain"
@@ -32,24 +30,9 @@ import (
 // the run's tail cut off with its call records is still named by its batches' anchor, and
 // its first remaining record deleted inside the stream is not taken for retention.
 func TestAuditRunAndExportVerifyFromTheirCheckpoint(t *testing.T) {
-	dir := t.TempDir()
-	if code, _, errOut := runCLI(context.Background(), "audit", "keygen", "--out", filepath.Join(dir, "audit.key")); code != 0 {
-		t.Fatalf("keygen: exit %d: %s", code, errOut)
-	}
-	cfgPath := filepath.Join(dir, "awaken.yaml")
-	if err := os.WriteFile(cfgPath, []byte(auditTestConfig+"retention:\n  audit: 1h\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := config.Load(cfgPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	key, err := cfg.AuditSigningKey()
-	if err != nil || key == nil {
-		t.Fatalf("signing key: %v", err)
-	}
 	wait := servicetest.Context(t, time.Minute)
-	srv, _ := startStack(t, wait, cfg, contracts.ServicePublisher, contracts.ServiceBrainExec, contracts.ServiceGate, contracts.ServiceBatcher, contracts.ServiceAPI)
+	cfgPath, cfg, key, srv := signedAuditStack(t, wait)
+	dir := filepath.Dir(cfgPath)
 	c, js := srv.Client, srv.JS
 	names := cfg.Names()
 	cpSubject, runSubject := names.AuditCheckpointSubject(), names.AuditSubject("run-k")
@@ -70,6 +53,7 @@ func TestAuditRunAndExportVerifyFromTheirCheckpoint(t *testing.T) {
 		t.Helper()
 		var recs []auditchain.Record
 		natstest.WaitFor(t, 30*time.Second, func() bool {
+			var err error
 			recs, err = auditchain.Read(wait, js, names.AuditStream(), auditchain.Query{Subject: subject})
 			return err == nil && len(recs) >= n
 		}, subject+" has its records")
