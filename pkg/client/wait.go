@@ -155,19 +155,8 @@ func (c *Client) SubmitAndWait(ctx context.Context, sub contracts.BatchSubmissio
 	if o.eventID != "" {
 		eventID = o.eventID
 	}
-	rejected := make(chan contracts.BatchRejected, 1)
-	rs, err := c.nc.Subscribe(c.names.RejectedSubject(), func(m *nats.Msg) {
-		ev, err := cloudevent.DecodeMsg(m.Header, m.Data)
-		if err != nil {
-			return
-		}
-		var r contracts.BatchRejected
-		if json.Unmarshal(ev.Data, &r) == nil && r.EventID == eventID {
-			select {
-			case rejected <- r:
-			default:
-			}
-		}
+	rejected, rs, err := watchFirst(c.nc, c.names.RejectedSubject(), func(r contracts.BatchRejected) bool {
+		return r.EventID == eventID
 	})
 	if err != nil {
 		return nil, fmt.Errorf("client: watch rejections: %w", err)
@@ -176,19 +165,8 @@ func (c *Client) SubmitAndWait(ctx context.Context, sub contracts.BatchSubmissio
 	// Identical content of a batch the batcher holds already is settled without new
 	// results or a rejection; the batcher says so on the run's unchanged subject, matched
 	// by event id like a rejection.
-	unchanged := make(chan contracts.BatchUnchanged, 1)
-	us, err := c.nc.Subscribe(c.names.UnchangedSubject(sub.RunID), func(m *nats.Msg) {
-		ev, err := cloudevent.DecodeMsg(m.Header, m.Data)
-		if err != nil || ev.Type != contracts.TypeBatchUnchanged {
-			return
-		}
-		var u contracts.BatchUnchanged
-		if json.Unmarshal(ev.Data, &u) == nil && u.EventID == eventID && u.BatchID == batchID {
-			select {
-			case unchanged <- u:
-			default:
-			}
-		}
+	unchanged, us, err := watchFirst(c.nc, c.names.UnchangedSubject(sub.RunID), func(u contracts.BatchUnchanged) bool {
+		return u.EventID == eventID && u.BatchID == batchID
 	})
 	if err != nil {
 		return nil, fmt.Errorf("client: watch unchanged notices: %w", err)
@@ -260,7 +238,7 @@ func (c *Client) SubmitAndWait(ctx context.Context, sub contracts.BatchSubmissio
 		waitEnded = t.C
 	}
 	finalized := watch.finalized
-	var noticed <-chan contracts.BatchUnchanged = unchanged
+	noticed := unchanged
 	hedgeAfter := streamHedgeAfter
 	if c.hedgeAfter > 0 {
 		hedgeAfter = c.hedgeAfter
@@ -310,6 +288,26 @@ func (c *Client) SubmitAndWait(ctx context.Context, sub contracts.BatchSubmissio
 			}
 		}
 	}
+}
+
+// watchFirst subscribes to subject and hands on the first event whose data, decoded as T,
+// matches: the channel holds one, and later matches are dropped.
+func watchFirst[T any](nc *nats.Conn, subject string, match func(T) bool) (<-chan T, *nats.Subscription, error) {
+	first := make(chan T, 1)
+	sub, err := nc.Subscribe(subject, func(m *nats.Msg) {
+		ev, err := cloudevent.DecodeMsg(m.Header, m.Data)
+		if err != nil {
+			return
+		}
+		var v T
+		if json.Unmarshal(ev.Data, &v) == nil && match(v) {
+			select {
+			case first <- v:
+			default:
+			}
+		}
+	})
+	return first, sub, err
 }
 
 // lastFinalized returns the finalized payload of the stream's last message on the run's
