@@ -264,6 +264,7 @@ func newUpgradeFleet(t *testing.T, ctx context.Context) *upgradeFleet {
 	if c.driver, err = newDriver(nc, nc, upgradeConfigText); err != nil {
 		t.Fatal(err)
 	}
+	c.driver.follow(t)
 	return u
 }
 
