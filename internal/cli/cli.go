@@ -27,6 +27,7 @@ import (
 	"github.com/awaken-dev/awaken/internal/devstack"
 	"github.com/awaken-dev/awaken/internal/execcore"
 	"github.com/awaken-dev/awaken/internal/natsserver"
+	"github.com/awaken-dev/awaken/internal/readmodel"
 	"github.com/awaken-dev/awaken/internal/servicerun"
 	"github.com/awaken-dev/awaken/internal/telemetry"
 	"github.com/awaken-dev/awaken/pkg/client"
@@ -386,7 +387,7 @@ func batchShowCommand(fs *flag.FlagSet, io cmdIO) runner {
 			return err
 		}
 		defer done()
-		r, err := api.OpenReader(ctx, c.js, c.Names())
+		r, err := readmodel.OpenReader(ctx, c.js, c.Names())
 		if err != nil {
 			return err
 		}
@@ -397,7 +398,7 @@ func batchShowCommand(fs *flag.FlagSet, io cmdIO) runner {
 		if *asJSON {
 			return printJSON(io.stdout, b)
 		}
-		return api.WriteTimeline(io.stdout, b)
+		return readmodel.WriteTimeline(io.stdout, b)
 	}
 }
 

@@ -43,6 +43,7 @@ import (
 
 	"github.com/awaken-dev/awaken/internal/mcpserve"
 	"github.com/awaken-dev/awaken/internal/pipeline"
+	"github.com/awaken-dev/awaken/internal/readmodel"
 	"github.com/awaken-dev/awaken/pkg/client"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 	"github.com/awaken-dev/awaken/pkg/httpapi"
@@ -119,7 +120,7 @@ type Service struct {
 	opts   Options
 	log    zerolog.Logger
 	client *client.Client
-	reader *Reader
+	reader *readmodel.Reader
 	hub    *hub
 
 	// ctx is the context of every request (the HTTP server's base context, and micro
@@ -192,7 +193,7 @@ func Start(ctx context.Context, env *pipeline.Env, opts Options) (*Service, erro
 		tokens:        digests(opts),
 		log:           env.Log.With().Str("component", ServiceName).Logger(),
 		client:        c,
-		reader:        NewReader(env.Runs, env.Batches, env.Calls, env.Tickets),
+		reader:        readmodel.NewReader(env.Runs, env.Batches, env.Calls, env.Tickets),
 		ctx:           sctx,
 		cancel:        cancel,
 		streams:       streams,
