@@ -1,3 +1,6 @@
+// Package readmodel is what the api and the CLI read and print: the views of batches, calls
+// and tickets built from the records the pipeline writes, and their rendering for a
+// terminal. It only reads.
 package readmodel
 
 import (
