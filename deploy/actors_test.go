@@ -15,6 +15,7 @@ import (
 	"github.com/awaken-dev/awaken/deploy"
 	"github.com/awaken-dev/awaken/internal/app"
 	"github.com/awaken-dev/awaken/internal/cli"
+	"github.com/awaken-dev/awaken/internal/readmodel"
 	"github.com/awaken-dev/awaken/internal/stacktest"
 	"github.com/awaken-dev/awaken/pkg/client"
 	"github.com/awaken-dev/awaken/pkg/cloudevent"
@@ -120,7 +121,7 @@ func TestSecure_claimedActorsAreMarked(t *testing.T) {
 	timeline := func(v httpapi.BatchView) string {
 		t.Helper()
 		var b bytes.Buffer
-		if err := api.WriteTimeline(&b, v); err != nil {
+		if err := readmodel.WriteTimeline(&b, v); err != nil {
 			t.Fatal(err)
 		}
 		return b.String()

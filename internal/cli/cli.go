@@ -21,12 +21,14 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/awaken-dev/awaken/deploy"
+	"github.com/awaken-dev/awaken/internal/apitokens"
 	"github.com/awaken-dev/awaken/internal/app"
 	"github.com/awaken-dev/awaken/internal/brainexec/builtin"
 	"github.com/awaken-dev/awaken/internal/config"
 	"github.com/awaken-dev/awaken/internal/devstack"
 	"github.com/awaken-dev/awaken/internal/execcore"
 	"github.com/awaken-dev/awaken/internal/natsserver"
+	"github.com/awaken-dev/awaken/internal/readmodel"
 	"github.com/awaken-dev/awaken/internal/servicerun"
 	"github.com/awaken-dev/awaken/internal/telemetry"
 	"github.com/awaken-dev/awaken/pkg/client"
@@ -296,16 +298,16 @@ func ensureFlag(fs *flag.FlagSet) *bool {
 
 // apiFlags declares --http, --api-token, --api-tokens and --metrics-public, shared by dev
 // and api. tokens reads the --api-tokens file once the flags are parsed.
-func apiFlags(fs *flag.FlagSet) (httpAddr, token *string, tokens func() (map[string]string, map[string]api.RoleSet, error), publicMetrics *bool) {
+func apiFlags(fs *flag.FlagSet) (httpAddr, token *string, tokens func() (map[string]string, map[string]apitokens.RoleSet, error), publicMetrics *bool) {
 	httpAddr = fs.String("http", env("AWAKEN_HTTP", "127.0.0.1:8080"), `address of the HTTP api and web console ("" disables them)`)
 	token = fs.String("api-token", os.Getenv("AWAKEN_API_TOKEN"), "bearer token the HTTP api requires, recorded as \"api-token\" when it resolves a ticket (default: none; env AWAKEN_API_TOKEN)")
 	tokensFile := fs.String("api-tokens", os.Getenv("AWAKEN_API_TOKENS"), "file of named bearer tokens, one \"NAME TOKEN [ROLE,…]\" per line (roles viewer, approver, operator, submitter; none given: all): each resolution records the name of its token (env AWAKEN_API_TOKENS)")
 	publicMetrics = fs.Bool("metrics-public", envBool("AWAKEN_METRICS_PUBLIC"), "serve /metrics without the api token (for a scraper that cannot send one)")
-	tokens = func() (map[string]string, map[string]api.RoleSet, error) {
+	tokens = func() (map[string]string, map[string]apitokens.RoleSet, error) {
 		if *tokensFile == "" {
 			return nil, nil, nil
 		}
-		return api.LoadTokens(*tokensFile)
+		return apitokens.Load(*tokensFile)
 	}
 	return httpAddr, token, tokens, publicMetrics
 }
@@ -386,7 +388,7 @@ func batchShowCommand(fs *flag.FlagSet, io cmdIO) runner {
 			return err
 		}
 		defer done()
-		r, err := api.OpenReader(ctx, c.js, c.Names())
+		r, err := readmodel.OpenReader(ctx, c.js, c.Names())
 		if err != nil {
 			return err
 		}
@@ -397,7 +399,7 @@ func batchShowCommand(fs *flag.FlagSet, io cmdIO) runner {
 		if *asJSON {
 			return printJSON(io.stdout, b)
 		}
-		return api.WriteTimeline(io.stdout, b)
+		return readmodel.WriteTimeline(io.stdout, b)
 	}
 }
 

@@ -13,14 +13,14 @@ import (
 
 	"github.com/awaken-dev/awaken/internal/config"
 	"github.com/awaken-dev/awaken/internal/pipeline"
+	"github.com/awaken-dev/awaken/internal/policybacktest"
 	"github.com/awaken-dev/awaken/pkg/httpapi"
-	"github.com/awaken-dev/awaken/services/api"
 )
 
 const policyUsage = "awaken policy test --config NEW.yaml [--since T] [--until T] [--run RUN_ID]... [--json]"
 
 // policyTestCommand implements `awaken policy test`: the backtest of a candidate host policy
-// against the decisions the audit stream recorded ([api.PolicyTester]). It reads the
+// against the decisions the audit stream recorded ([policybacktest.Tester]). It reads the
 // audit stream and the run and batches buckets directly, as `batch show` does, so a long
 // history is not bound by a request's size; POST /v1/policy/test is the same test over
 // HTTP.
@@ -47,7 +47,7 @@ func policyTestCommand(fs *flag.FlagSet, io cmdIO) runner {
 		if err != nil {
 			return fmt.Errorf("config: %w", err)
 		}
-		cand, err := api.ParsePolicyTestConfig(string(text))
+		cand, err := policybacktest.ParseConfig(string(text))
 		if err != nil {
 			return fmt.Errorf("%s: %w", *cfgPath, err)
 		}
@@ -64,7 +64,7 @@ func policyTestCommand(fs *flag.FlagSet, io cmdIO) runner {
 			}
 			annotations = view
 		}
-		pt, err := api.OpenPolicyTester(ctx, c.js, c.Names(), annotations)
+		pt, err := policybacktest.Open(ctx, c.js, c.Names(), annotations)
 		if err != nil {
 			return err
 		}

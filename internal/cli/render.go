@@ -18,8 +18,8 @@ import (
 
 	"github.com/mattn/go-isatty"
 
+	"github.com/awaken-dev/awaken/internal/readmodel"
 	"github.com/awaken-dev/awaken/pkg/contracts"
-	"github.com/awaken-dev/awaken/services/api"
 )
 
 // isTerminal reports whether w is a terminal: a person reads it.
@@ -37,7 +37,7 @@ func jsonFlag(fs *flag.FlagSet, stdout io.Writer) *bool {
 	return fs.Bool("json", !isTerminal(stdout), "print JSON (the default when stdout is not a terminal; --json=false prints the table)")
 }
 
-// table writes aligned columns; cells are escaped and cut by [api.CleanCell].
+// table writes aligned columns; cells are escaped and cut by [readmodel.CleanCell].
 type table struct{ tw *tabwriter.Writer }
 
 func newTable(w io.Writer, header ...string) *table {
@@ -51,7 +51,7 @@ func (t *table) row(cells ...string) {
 		if c == "" {
 			c = "-"
 		}
-		cells[i] = api.CleanCell(c, 80)
+		cells[i] = readmodel.CleanCell(c, 80)
 	}
 	fmt.Fprintln(t.tw, strings.Join(cells, "\t"))
 }
@@ -90,13 +90,13 @@ func renderTicketWait(w io.Writer, t contracts.ResumeTicket) {
 	switch t.Reason {
 	case contracts.ReasonPermission:
 		fmt.Fprintf(w, "waiting on ticket %s: call %s (%s) needs approval — awaken tickets approve|deny %s\n",
-			t.CorrelationID, t.CallID, api.CleanCell(t.ToolID, 64), t.CorrelationID)
+			t.CorrelationID, t.CallID, readmodel.CleanCell(t.ToolID, 64), t.CorrelationID)
 	case contracts.ReasonScheduledAction:
 		fmt.Fprintf(w, "waiting on ticket %s: call %s (%s) is scheduled for %s\n",
-			t.CorrelationID, t.CallID, api.CleanCell(t.ToolID, 64), stampOf(t.DueAt))
+			t.CorrelationID, t.CallID, readmodel.CleanCell(t.ToolID, 64), stampOf(t.DueAt))
 	default:
 		fmt.Fprintf(w, "waiting on ticket %s: call %s (%s) is %s — awaken tickets show %s\n",
-			t.CorrelationID, t.CallID, api.CleanCell(t.ToolID, 64), t.Reason, t.CorrelationID)
+			t.CorrelationID, t.CallID, readmodel.CleanCell(t.ToolID, 64), t.Reason, t.CorrelationID)
 	}
 }
 
@@ -122,9 +122,9 @@ func renderResults(w io.Writer, r submitResult, asJSON bool) error {
 		return err
 	}
 	if e := r.Finalized.RunEnded; e != nil {
-		msg := "run ended: " + api.CleanCell(e.Reason, 200)
+		msg := "run ended: " + readmodel.CleanCell(e.Reason, 200)
 		if len(e.Keys) > 0 {
-			msg += " (keys " + api.CleanCell(strings.Join(e.Keys, ", "), 200) + ")"
+			msg += " (keys " + readmodel.CleanCell(strings.Join(e.Keys, ", "), 200) + ")"
 		}
 		fmt.Fprintln(w, msg)
 	}
@@ -189,7 +189,7 @@ func renderTicket(w io.Writer, tk contracts.ResumeTicket, asJSON bool) error {
 		if v == "" {
 			v = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\n", f[0], api.CleanCell(v, 400))
+		fmt.Fprintf(tw, "%s\t%s\n", f[0], readmodel.CleanCell(v, 400))
 	}
 	return tw.Flush()
 }
@@ -233,12 +233,12 @@ func renderResolution(w io.Writer, r contracts.TicketResolution, asJSON bool) er
 	if asJSON {
 		return printJSON(w, r)
 	}
-	line := fmt.Sprintf("ticket %s: %s", r.CorrelationID, resolutionText(r.Code, api.CleanCell(r.Message, 200)))
+	line := fmt.Sprintf("ticket %s: %s", r.CorrelationID, resolutionText(r.Code, readmodel.CleanCell(r.Message, 200)))
 	if r.ApprovalsRequired > 1 {
 		line += fmt.Sprintf(" (%d of %d approvals)", r.Approvals, r.ApprovalsRequired)
 	}
 	if r.Actor != "" {
-		who := api.CleanCell(r.Actor, 64)
+		who := readmodel.CleanCell(r.Actor, 64)
 		if r.ActorClaimed { // no door authenticated the name: say so, as batch show does
 			who += " (claimed)"
 		}
@@ -278,15 +278,15 @@ func renderPause(w io.Writer, st contracts.ToolPauseState, asJSON bool) error {
 		return printJSON(w, st)
 	}
 	if !st.Paused || st.Pause == nil {
-		_, err := fmt.Fprintf(w, "tool %s is not paused: its calls run\n", api.CleanCell(st.ToolID, 64))
+		_, err := fmt.Fprintf(w, "tool %s is not paused: its calls run\n", readmodel.CleanCell(st.ToolID, 64))
 		return err
 	}
-	line := fmt.Sprintf("tool %s is paused: its new calls are blocked", api.CleanCell(st.ToolID, 64))
+	line := fmt.Sprintf("tool %s is paused: its new calls are blocked", readmodel.CleanCell(st.ToolID, 64))
 	if st.Pause.Reason != "" {
-		line += " (" + api.CleanCell(st.Pause.Reason, 200) + ")"
+		line += " (" + readmodel.CleanCell(st.Pause.Reason, 200) + ")"
 	}
 	if st.Pause.Actor != "" {
-		line += " by " + api.CleanCell(st.Pause.Actor, 64)
+		line += " by " + readmodel.CleanCell(st.Pause.Actor, 64)
 	}
 	_, err := fmt.Fprintln(w, line)
 	return err
@@ -295,7 +295,7 @@ func renderPause(w io.Writer, st contracts.ToolPauseState, asJSON bool) error {
 // renderCancel prints that a run ended: by this cancellation, or earlier for another
 // reason it keeps.
 func renderCancel(w io.Writer, ended contracts.RunEndedEvent, reason string, asJSON bool) error {
-	reason = api.CleanCell(reason, 200)
+	reason = readmodel.CleanCell(reason, 200)
 	if asJSON {
 		// The api's answer (httpapi.CancelResult): the reason given, and how the run ended.
 		return printJSON(w, map[string]any{"run_id": ended.RunID, "status": "ended", "reason": reason, "end": ended.Reason,

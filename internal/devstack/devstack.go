@@ -20,6 +20,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/awaken-dev/awaken/deploy"
+	"github.com/awaken-dev/awaken/internal/apitokens"
 	"github.com/awaken-dev/awaken/internal/app"
 	"github.com/awaken-dev/awaken/internal/app/embedded"
 	"github.com/awaken-dev/awaken/internal/config"
@@ -49,8 +50,8 @@ type DevOptions struct {
 	APIToken string
 	// APITokens are further named bearer tokens of the HTTP api (--api-tokens).
 	APITokens map[string]string
-	// APITokenRoles are the roles of the named tokens whose line names some (api.LoadTokens).
-	APITokenRoles map[string]api.RoleSet
+	// APITokenRoles are the roles of the named tokens whose line names some (apitokens.Load).
+	APITokenRoles map[string]apitokens.RoleSet
 	// PublicMetrics serves /metrics without the api token (see api.Options).
 	PublicMetrics bool
 	// ReadyURLs, when set, is called once everything is up with the NATS client URL and

@@ -15,6 +15,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/rs/zerolog"
 
+	"github.com/awaken-dev/awaken/internal/apitokens"
 	"github.com/awaken-dev/awaken/internal/app"
 	"github.com/awaken-dev/awaken/internal/config"
 	"github.com/awaken-dev/awaken/internal/natstest"
@@ -110,7 +111,7 @@ func startStack(t *testing.T) *stack {
 	s.pipeline = srv.StartStack(ctx, app.Options{Config: s.cfg})
 	s.api = srv.StartStack(ctx, app.Options{Config: s.cfg, Services: []string{contracts.ServiceAPI},
 		API: api.Options{HTTPAddr: s.addr, Tokens: map[string]string{"alice": aliceToken, "ide": ideToken, "watcher": viewerToken},
-			TokenRoles: map[string]api.RoleSet{"watcher": api.RolesOf(httpapi.RoleViewer)}}})
+			TokenRoles: map[string]apitokens.RoleSet{"watcher": apitokens.RolesOf(httpapi.RoleViewer)}}})
 	return s
 }
 

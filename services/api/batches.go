@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/awaken-dev/awaken/internal/readmodel"
 	"github.com/awaken-dev/awaken/pkg/client"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 	"github.com/awaken-dev/awaken/pkg/httpapi"
@@ -158,7 +159,7 @@ func (s *Service) httpSubmit(w http.ResponseWriter, r *http.Request) {
 func (s *Service) publishedResults(ctx context.Context, sub *contracts.BatchSubmission) (res *client.BatchResult, ok bool) {
 	ctx, cancel := context.WithTimeout(ctx, s.opts.ResolveTimeout)
 	defer cancel()
-	rec, err := s.reader.batchRecord(ctx, sub.BatchID())
+	rec, err := s.reader.BatchRecord(ctx, sub.BatchID())
 	if err != nil || rec.Phase == contracts.BatchPhaseOpen || rec.Hash != sub.Hash() {
 		return nil, false
 	}
@@ -169,7 +170,7 @@ func (s *Service) publishedResults(ctx context.Context, sub *contracts.BatchSubm
 // httpBatchResults is GET /v1/batches/{batch_id}/results.
 func (s *Service) httpBatchResults(w http.ResponseWriter, r *http.Request) {
 	batchID := r.PathValue("batch_id")
-	rec, err := s.reader.batchRecord(r.Context(), batchID)
+	rec, err := s.reader.BatchRecord(r.Context(), batchID)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -282,9 +283,9 @@ func (s *Service) serveRunResults(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// httpBatches is GET /v1/batches: the views of the most recent batches ([Reader.Batches]).
+// httpBatches is GET /v1/batches: the views of the most recent batches ([readmodel.Reader.Batches]).
 func (s *Service) httpBatches(w http.ResponseWriter, r *http.Request) {
-	q := BatchQuery{RunID: r.URL.Query().Get("run_id")}
+	q := readmodel.BatchQuery{RunID: r.URL.Query().Get("run_id")}
 	if l := r.URL.Query().Get("limit"); l != "" {
 		n, err := strconv.Atoi(l)
 		if err != nil || n < 1 {
@@ -297,7 +298,7 @@ func (s *Service) httpBatches(w http.ResponseWriter, r *http.Request) {
 	s.reply(w, r, httpapi.BatchList{Batches: bs}, err)
 }
 
-// httpBatch is GET /v1/batches/{batch_id}: one batch's full view ([Reader.Batch]).
+// httpBatch is GET /v1/batches/{batch_id}: one batch's full view ([readmodel.Reader.Batch]).
 func (s *Service) httpBatch(w http.ResponseWriter, r *http.Request) {
 	b, err := s.reader.Batch(r.Context(), r.PathValue("batch_id"))
 	s.reply(w, r, b, err)

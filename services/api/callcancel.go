@@ -74,7 +74,7 @@ func (s *Service) knownCall(ctx context.Context, op string) error {
 	if err != nil {
 		return invalidIDErr(err)
 	}
-	b, err := s.reader.batchRecord(ctx, contracts.BatchID(runID, step))
+	b, err := s.reader.BatchRecord(ctx, contracts.BatchID(runID, step))
 	if err != nil {
 		var ae *httpapi.Error
 		if errors.As(err, &ae) && ae.Status == http.StatusNotFound {

@@ -4,10 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"net/http"
-	"os"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -189,53 +186,5 @@ func TestApproveWithEditsOverMicroAndCLI(t *testing.T) {
 		if !regexp.MustCompile(want).MatchString(stdout.String()) {
 			t.Errorf("batch show lacks %q:\n%s", want, stdout.String())
 		}
-	}
-}
-
-// TestLoadTokensRefusesAmbiguity: a tokens file must name each token once, with a name an
-// actor can carry, one "NAME TOKEN" per line.
-func TestLoadTokensRefusesAmbiguity(t *testing.T) {
-	for name, body := range map[string]string{
-		"duplicate name":  "alice a1-0123456789abcdef\nalice a2-0123456789abcdef\n",
-		"duplicate token": "alice same-0123456789abcdef\nbob same-0123456789abcdef\n",
-		"bad name":        "al/ice a1-0123456789abcdef\n",
-		"three fields":    "alice a1-0123456789abcdef extra\n",
-		"name only":       "alice\n",
-		// A file with no token once turned authentication off.
-		"only comments":      "# alice a1-0123456789abcdef\n\n# nobody yet\n",
-		"empty":              "",
-		"short token":        "alice short\n",
-		"reserved timer":     "timer a1-0123456789abcdef\n",
-		"reserved anonymous": "Anonymous a1-0123456789abcdef\n",
-		"reserved api-token": "api-token a1-0123456789abcdef\n",
-		"reserved nats":      "nats-admin a1-0123456789abcdef\n",
-		"reserved claimed":   "claimed a1-0123456789abcdef\n",
-	} {
-		file := writeTokens(t, body)
-		_, _, err := api.LoadTokens(file)
-		if err == nil {
-			t.Errorf("%s: %q loaded", name, body)
-			continue
-		}
-		if !errors.Is(err, api.ErrTokensFile) || !strings.Contains(err.Error(), file) {
-			t.Errorf("%s: error %v, want ErrTokensFile naming %s", name, err, file)
-		}
-	}
-	// Readable by others: refused, with the mode in the error; 0600 loads.
-	file := writeTokens(t, "alice a1-0123456789abcdef\n")
-	if err := os.Chmod(file, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := api.LoadTokens(file); !errors.Is(err, api.ErrTokensFile) || !strings.Contains(err.Error(), "0644") {
-		t.Errorf("a tokens file of mode 0644: %v, want refused", err)
-	}
-	if err := os.Chmod(file, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if tokens, _, err := api.LoadTokens(file); err != nil || tokens["alice"] != "a1-0123456789abcdef" {
-		t.Errorf("a tokens file of mode 0600: %v %v", tokens, err)
-	}
-	if _, _, err := api.LoadTokens(filepath.Join(t.TempDir(), "missing")); err == nil {
-		t.Error("a missing tokens file loaded")
 	}
 }

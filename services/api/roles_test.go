@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/awaken-dev/awaken/internal/apitokens"
 	"github.com/awaken-dev/awaken/internal/app"
 	"github.com/awaken-dev/awaken/internal/cli"
 	"github.com/awaken-dev/awaken/internal/stacktest"
@@ -46,9 +46,9 @@ func writeTokens(t *testing.T, body string) string {
 
 // loadTokens writes body to a tokens file and loads it as --api-tokens does; the file
 // must load.
-func loadTokens(t *testing.T, body string) (map[string]string, map[string]api.RoleSet) {
+func loadTokens(t *testing.T, body string) (map[string]string, map[string]apitokens.RoleSet) {
 	t.Helper()
-	tokens, roles, err := api.LoadTokens(writeTokens(t, body))
+	tokens, roles, err := apitokens.Load(writeTokens(t, body))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,28 +146,6 @@ func TestTokenRolesPerRoute(t *testing.T) {
 	}
 	if r := h.do("GET", "/v1/tickets", "", tok("legacy")); r.status != http.StatusOK {
 		t.Errorf("a token without roles: %d %s, want every role", r.status, r.body)
-	}
-}
-
-// TestLoadTokensRoles: a third column names the token's roles; an unknown, empty or
-// repeated role, or a fourth column, refuses the file.
-func TestLoadTokensRoles(t *testing.T) {
-	tokens, roles := loadTokens(t, "alice a1-0123456789abcdef approver,viewer\nbob b1-0123456789abcdef\n")
-	if len(tokens) != 2 || roles["alice"] != api.RolesOf(httpapi.RoleApprover, httpapi.RoleViewer) {
-		t.Fatalf("tokens %v roles %v", tokens, roles)
-	}
-	if _, ok := roles["bob"]; ok {
-		t.Fatalf("bob names no roles, yet has %v (want absent: every role)", roles["bob"])
-	}
-	for name, body := range map[string]string{
-		"unknown role":  "alice a1-0123456789abcdef admin\n",
-		"empty role":    "alice a1-0123456789abcdef viewer,,approver\n",
-		"repeated role": "alice a1-0123456789abcdef viewer,viewer\n",
-		"four fields":   "alice a1-0123456789abcdef viewer approver\n",
-	} {
-		if _, _, err := api.LoadTokens(writeTokens(t, body)); !errors.Is(err, api.ErrTokensFile) {
-			t.Errorf("%s: %v, want ErrTokensFile", name, err)
-		}
 	}
 }
 

@@ -34,7 +34,7 @@ func (s *Service) CancelRun(ctx context.Context, runID, reason string) (httpapi.
 	defer cancel()
 	// The run record, which this api may read, hedges the announcement's subscription.
 	ended, err := s.client.CancelRun(wctx, runID, reason, client.CheckEndedWith(func(ctx context.Context) (contracts.RunEndedEvent, bool, error) {
-		rec, _, err := s.reader.runs.Get(ctx, contracts.RunKey(runID))
+		rec, _, err := s.env.Runs.Get(ctx, contracts.RunKey(runID))
 		if err != nil || rec.Ended == nil {
 			return contracts.RunEndedEvent{}, false, err
 		}

@@ -41,8 +41,10 @@ import (
 	"github.com/nats-io/nats.go/micro"
 	"github.com/rs/zerolog"
 
+	"github.com/awaken-dev/awaken/internal/apitokens"
 	"github.com/awaken-dev/awaken/internal/mcpserve"
 	"github.com/awaken-dev/awaken/internal/pipeline"
+	"github.com/awaken-dev/awaken/internal/readmodel"
 	"github.com/awaken-dev/awaken/pkg/client"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 	"github.com/awaken-dev/awaken/pkg/httpapi"
@@ -75,14 +77,14 @@ type Options struct {
 	// Token, when set, is a bearer token /v1 requests may carry; its resolutions are
 	// recorded as made by [SingleTokenName].
 	Token string
-	// Tokens are further bearer tokens by name (--api-tokens FILE, see [LoadTokens]):
+	// Tokens are further bearer tokens by name (--api-tokens FILE, see [apitokens.Load]):
 	// a resolution is recorded as made by the name of the token that authenticated it.
 	// With Token or Tokens set, every /v1 request must carry one of them.
 	Tokens map[string]string
 	// TokenRoles are the roles of the named tokens whose --api-tokens line names some
-	// (see [LoadTokens]); a token absent here — and the single Token, and every request
+	// (see [apitokens.Load]); a token absent here — and the single Token, and every request
 	// when no token is configured — has every role.
-	TokenRoles map[string]RoleSet
+	TokenRoles map[string]apitokens.RoleSet
 	// AllowedHosts are the Host header names (without port) the HTTP api answers, besides
 	// the loopback names when it is bound to a loopback address. "*" allows any host; with
 	// none set and a non-loopback address, any host is allowed (protect it with Token).
@@ -119,7 +121,7 @@ type Service struct {
 	opts   Options
 	log    zerolog.Logger
 	client *client.Client
-	reader *Reader
+	reader *readmodel.Reader
 	hub    *hub
 
 	// ctx is the context of every request (the HTTP server's base context, and micro
@@ -192,7 +194,7 @@ func Start(ctx context.Context, env *pipeline.Env, opts Options) (*Service, erro
 		tokens:        digests(opts),
 		log:           env.Log.With().Str("component", ServiceName).Logger(),
 		client:        c,
-		reader:        NewReader(env.Runs, env.Batches, env.Calls, env.Tickets),
+		reader:        readmodel.NewReader(env.Runs, env.Batches, env.Calls, env.Tickets),
 		ctx:           sctx,
 		cancel:        cancel,
 		streams:       streams,

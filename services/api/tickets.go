@@ -39,7 +39,7 @@ func (s *Service) Tickets(ctx context.Context) ([]contracts.ResumeTicket, error)
 // Ticket returns the open ticket correlationID, or an *httpapi.Error with code not_waiting and
 // status 404 when no ticket is open under it.
 func (s *Service) Ticket(ctx context.Context, correlationID string) (contracts.ResumeTicket, error) {
-	if _, ok := parseCorrelation(correlationID); !ok {
+	if !validCorrelation(correlationID) {
 		return contracts.ResumeTicket{}, notWaiting(correlationID)
 	}
 	t, _, err := s.env.Tickets.Get(ctx, correlationID)
@@ -102,7 +102,7 @@ func (s *Service) Decide(ctx context.Context, correlationID string, d Decision) 
 		cmd.Actor = d.Actor
 		return s.send(ctx, cmd, known)
 	}
-	if _, ok := parseCorrelation(correlationID); !ok {
+	if !validCorrelation(correlationID) {
 		return contracts.TicketResolution{}, notWaiting(correlationID)
 	}
 	t, _, err := s.env.Tickets.Get(ctx, correlationID)
@@ -112,16 +112,16 @@ func (s *Service) Decide(ctx context.Context, correlationID string, d Decision) 
 	case !errors.Is(err, state.ErrNotFound):
 		return contracts.TicketResolution{}, internalErr(err)
 	}
-	pc, ok, err := s.reader.lookupParked(ctx, correlationID)
+	pc, ok, err := s.reader.LookupParked(ctx, correlationID)
 	if err != nil {
 		return contracts.TicketResolution{}, internalErr(err)
 	}
 	if !ok {
 		return contracts.TicketResolution{}, notWaiting(correlationID)
 	}
-	cmd := contracts.ResumeCommand{CorrelationID: correlationID, RunID: pc.runID, ThreadID: pc.threadID,
-		SnapshotID: pc.snapshotID, Result: result}
-	return send(cmd, pc.everParked)
+	cmd := contracts.ResumeCommand{CorrelationID: correlationID, RunID: pc.RunID, ThreadID: pc.ThreadID,
+		SnapshotID: pc.SnapshotID, Result: result}
+	return send(cmd, pc.EverParked)
 }
 
 // Resolve publishes a complete resume command (any result kind, client tool results
@@ -141,11 +141,11 @@ func (s *Service) Resolve(ctx context.Context, data []byte, actor string) (contr
 	} else if !errors.Is(err, state.ErrNotFound) {
 		return contracts.TicketResolution{}, internalErr(err)
 	} else {
-		pc, ok, err := s.reader.lookupParked(ctx, cmd.CorrelationID)
+		pc, ok, err := s.reader.LookupParked(ctx, cmd.CorrelationID)
 		if err != nil {
 			return contracts.TicketResolution{}, internalErr(err)
 		}
-		known = ok && pc.everParked
+		known = ok && pc.EverParked
 	}
 	return s.send(ctx, *cmd, known)
 }
@@ -264,4 +264,11 @@ func (s *Service) microTicketsResolve(ctx context.Context, req micro.Request) (a
 	}
 	return nil, apiErr(http.StatusBadRequest, string(contracts.ResumeInvalid), "decision %q is not one of %s (or %s) and %s",
 		d.Decision, httpapi.DecisionWordAllow, httpapi.DecisionWordApprove, httpapi.DecisionWordDeny)
+}
+
+// validCorrelation reports whether corr has the shape of a correlation id the gate issues
+// ([contracts.CorrelationID]); no ticket can ever exist under any other.
+func validCorrelation(corr string) bool {
+	_, _, _, _, err := contracts.ParseCorrelationID(corr)
+	return err == nil
 }

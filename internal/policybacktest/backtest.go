@@ -1,4 +1,9 @@
-package api
+// Package policybacktest replays the gate decisions recorded in the audit stream, with
+// the batch records they were made on, through another host configuration's policy, and
+// compares them: POST /v1/policy/test and `awaken policy test`. A backtest reads the audit
+// stream and the run and batches buckets and nothing else; it runs no tool, opens no
+// ticket and writes nothing.
+package policybacktest
 
 import (
 	"cmp"
@@ -22,18 +27,9 @@ import (
 	"github.com/awaken-dev/awaken/pkg/httpapi"
 )
 
-// The policy backtest: the gate decisions recorded in the audit stream, replayed — with
-// the batch records they were made on — through another host configuration's policy,
-// and compared. It reads the audit stream and the run and batches buckets and nothing
-// else; it runs no tool, opens no ticket and writes nothing.
-
-// maxPolicyTestBody bounds the body of POST /v1/policy/test: a host configuration is
-// text, and 1 MiB holds the largest policy (1,024 rules of 1 KiB patterns) besides tools.
-const maxPolicyTestBody = 1 << 20
-
-// PolicyTester runs backtests over one deployment's audit stream and batch records. It
+// Tester runs backtests over one deployment's audit stream and batch records. It
 // only reads.
-type PolicyTester struct {
+type Tester struct {
 	js      jetstream.JetStream
 	names   contracts.Names
 	runs    *state.Store[contracts.RunRecord]
@@ -43,32 +39,32 @@ type PolicyTester struct {
 	annotations config.AnnotationSource
 }
 
-// NewPolicyTester returns a tester over js (the streams of names) and the run and batches
+// New returns a tester over js (the streams of names) and the run and batches
 // stores; annotations may be nil.
-func NewPolicyTester(js jetstream.JetStream, names contracts.Names, runs *state.Store[contracts.RunRecord],
-	batches *state.Store[contracts.BatchRecord], annotations config.AnnotationSource) *PolicyTester {
-	return &PolicyTester{js: js, names: names, runs: runs, batches: batches, annotations: annotations}
+func New(js jetstream.JetStream, names contracts.Names, runs *state.Store[contracts.RunRecord],
+	batches *state.Store[contracts.BatchRecord], annotations config.AnnotationSource) *Tester {
+	return &Tester{js: js, names: names, runs: runs, batches: batches, annotations: annotations}
 }
 
-// OpenPolicyTester binds a tester to the buckets of names on js, for tools (the CLI) that
+// Open binds a tester to the buckets of names on js, for tools (the CLI) that
 // have a NATS connection but no service environment. The buckets must exist.
-func OpenPolicyTester(ctx context.Context, js jetstream.JetStream, names contracts.Names, annotations config.AnnotationSource) (*PolicyTester, error) {
+func Open(ctx context.Context, js jetstream.JetStream, names contracts.Names, annotations config.AnnotationSource) (*Tester, error) {
 	runs, err := js.KeyValue(ctx, names.RunsBucket())
 	if err != nil {
-		return nil, fmt.Errorf("api: bucket %s: %w", names.RunsBucket(), err)
+		return nil, fmt.Errorf("policybacktest: bucket %s: %w", names.RunsBucket(), err)
 	}
 	batches, err := js.KeyValue(ctx, names.BatchesBucket())
 	if err != nil {
-		return nil, fmt.Errorf("api: bucket %s: %w", names.BatchesBucket(), err)
+		return nil, fmt.Errorf("policybacktest: bucket %s: %w", names.BatchesBucket(), err)
 	}
-	return NewPolicyTester(js, names, state.NewStore[contracts.RunRecord](runs), state.NewStore[contracts.BatchRecord](batches), annotations), nil
+	return New(js, names, state.NewStore[contracts.RunRecord](runs), state.NewStore[contracts.BatchRecord](batches), annotations), nil
 }
 
-// ParsePolicyTestConfig parses a candidate host configuration; a configuration that does
+// ParseConfig parses a candidate host configuration; a configuration that does
 // not load is an invalid_request naming the field.
-func ParsePolicyTestConfig(text string) (*config.Config, error) {
+func ParseConfig(text string) (*config.Config, error) {
 	if strings.TrimSpace(text) == "" {
-		return nil, apiErr(http.StatusBadRequest, httpapi.CodeInvalidRequest, "config: the candidate host configuration is empty")
+		return nil, invalidRequest("config: the candidate host configuration is empty")
 	}
 	cfg, err := config.Parse([]byte(text))
 	if err != nil {
@@ -80,9 +76,9 @@ func ParsePolicyTestConfig(text string) (*config.Config, error) {
 // Run replays the decisions req selects through cand, whose Annotations it sets from the
 // tester's when cand has none. Bad input (an unknown run id shape, Since after Until) is an
 // invalid_request.
-func (pt *PolicyTester) Run(ctx context.Context, cand *config.Config, req httpapi.PolicyTestRequest) (httpapi.PolicyTestReport, error) {
+func (pt *Tester) Run(ctx context.Context, cand *config.Config, req httpapi.PolicyTestRequest) (httpapi.PolicyTestReport, error) {
 	if req.Since != nil && req.Until != nil && req.Since.After(*req.Until) {
-		return httpapi.PolicyTestReport{}, apiErr(http.StatusBadRequest, httpapi.CodeInvalidRequest, "since %s is after until %s",
+		return httpapi.PolicyTestReport{}, invalidRequest("since %s is after until %s",
 			req.Since.Format(time.RFC3339), req.Until.Format(time.RFC3339))
 	}
 	for _, r := range req.Runs {
@@ -127,7 +123,7 @@ func (pt *PolicyTester) Run(ctx context.Context, cand *config.Config, req httpap
 // created, and the records are merged by stream sequence. It asks the server nothing but
 // those consumers: neither stream info nor more than one filter a consumer, which the api
 // user's grants (deploy/nats/auth.conf) pin to one run's audit subject.
-func (pt *PolicyTester) decisions(ctx context.Context, req httpapi.PolicyTestRequest) ([]contracts.AuditRecord, error) {
+func (pt *Tester) decisions(ctx context.Context, req httpapi.PolicyTestRequest) ([]contracts.AuditRecord, error) {
 	// A run's audit subject has one token after the prefix (run ids hold no dots), so the
 	// wildcard leaves out awaken.audit.tools.pause.
 	filters := []string{pt.names.AuditSubject("*")}
@@ -165,7 +161,7 @@ type sequenced struct {
 
 // readAudit reads the gate decisions on audit subject filter that req selects, up to the
 // last record the subject held when it began.
-func (pt *PolicyTester) readAudit(ctx context.Context, filter string, req httpapi.PolicyTestRequest) ([]sequenced, error) {
+func (pt *Tester) readAudit(ctx context.Context, filter string, req httpapi.PolicyTestRequest) ([]sequenced, error) {
 	stream := pt.names.AuditStream()
 	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{filter}, DeliverPolicy: jetstream.DeliverAllPolicy}
 	if req.Since != nil {
@@ -176,7 +172,7 @@ func (pt *PolicyTester) readAudit(ctx context.Context, filter string, req httpap
 	}
 	cons, err := pt.js.OrderedConsumer(ctx, stream, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("api: policy test: read %s: %w", stream, err)
+		return nil, fmt.Errorf("policybacktest: read %s: %w", stream, err)
 	}
 	defer func() {
 		// Deleted at once rather than left to its inactivity threshold. Each Fetch of an
@@ -188,36 +184,36 @@ func (pt *PolicyTester) readAudit(ctx context.Context, filter string, req httpap
 	}()
 	info := cons.CachedInfo()
 	if info == nil {
-		return nil, fmt.Errorf("api: policy test: read %s: the consumer was created without its info", stream)
+		return nil, fmt.Errorf("policybacktest: read %s: the consumer was created without its info", stream)
 	}
 	var out []sequenced
 	for left := info.NumPending; left > 0; {
 		batch, err := cons.Fetch(int(min(left, 256)), jetstream.FetchMaxWait(5*time.Second))
 		if err != nil {
-			return nil, fmt.Errorf("api: policy test: read %s: %w", stream, err)
+			return nil, fmt.Errorf("policybacktest: read %s: %w", stream, err)
 		}
 		got := uint64(0)
 		for m := range batch.Messages() {
 			got++
 			md, err := m.Metadata()
 			if err != nil {
-				return nil, fmt.Errorf("api: policy test: read %s: %w", stream, err)
+				return nil, fmt.Errorf("policybacktest: read %s: %w", stream, err)
 			}
 			if a, ok := gateDecision(m); ok && inWindow(a.At, req) {
 				out = append(out, sequenced{seq: md.Sequence.Stream, rec: a})
 			}
 		}
 		if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) {
-			return nil, fmt.Errorf("api: policy test: read %s: %w", stream, err)
+			return nil, fmt.Errorf("policybacktest: read %s: %w", stream, err)
 		}
 		if err := ctx.Err(); err != nil {
-			return nil, fmt.Errorf("api: policy test: %w", err)
+			return nil, fmt.Errorf("policybacktest: %w", err)
 		}
 		if got == 0 {
 			// Counted at the start and not delivered: removed since (a purge, or limits
 			// given to the stream), or not readable. A report without them would say
 			// they were never decided, so there is none.
-			return nil, fmt.Errorf("api: policy test: read %s: %d records announced on %s, none delivered", stream, left, filter)
+			return nil, fmt.Errorf("policybacktest: read %s: %d records announced on %s, none delivered", stream, left, filter)
 		}
 		left -= min(got, left)
 	}
@@ -250,7 +246,7 @@ func inWindow(at time.Time, req httpapi.PolicyTestRequest) bool {
 // replayer replays decisions through one candidate chain, reading each batch once.
 type replayer struct {
 	chain   gatechain.Chain
-	pt      *PolicyTester
+	pt      *Tester
 	batches map[string]*batchRead
 }
 
@@ -347,7 +343,7 @@ func (r *replayer) batch(ctx context.Context, id string) (*batchRead, error) {
 		b.missing = "the batch record is gone"
 		return b, nil
 	case err != nil:
-		return nil, fmt.Errorf("api: policy test: %w", err)
+		return nil, fmt.Errorf("policybacktest: %w", err)
 	}
 	b.rec = rec
 	if p := rec.Submission.Policy; p != nil {
@@ -402,37 +398,8 @@ func tally(rep *httpapi.PolicyTestReport, host *contracts.Policy, n int) {
 	}
 }
 
-// PolicyTest runs a backtest of req over this deployment (POST /v1/policy/test). One runs
-// at a time (each reads the audit history); another is refused unavailable meanwhile.
-func (s *Service) PolicyTest(ctx context.Context, req httpapi.PolicyTestRequest) (httpapi.PolicyTestReport, error) {
-	release, err := s.policyTests.take("a policy test is already running; try again when it ends")
-	if err != nil {
-		return httpapi.PolicyTestReport{}, err
-	}
-	defer release()
-	cand, err := ParsePolicyTestConfig(req.Config)
-	if err != nil {
-		return httpapi.PolicyTestReport{}, err
-	}
-	pt := NewPolicyTester(s.env.JS, s.env.Names, s.env.Runs, s.env.Batches, s.env.Config.Annotations)
-	rep, err := pt.Run(ctx, cand, req)
-	if err != nil {
-		var e *httpapi.Error
-		if errors.As(err, &e) {
-			return httpapi.PolicyTestReport{}, e
-		}
-		return httpapi.PolicyTestReport{}, internalErr(err)
-	}
-	return rep, nil
-}
-
-// httpPolicyTest serves POST /v1/policy/test.
-func (s *Service) httpPolicyTest(w http.ResponseWriter, r *http.Request) {
-	var req httpapi.PolicyTestRequest
-	if err := readBody(r, &req); err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	rep, err := s.PolicyTest(r.Context(), req)
-	s.reply(w, r, rep, err)
+// invalidRequest is the 400 invalid_request *httpapi.Error of bad input, which the api
+// answers as is.
+func invalidRequest(format string, args ...any) *httpapi.Error {
+	return &httpapi.Error{Code: httpapi.CodeInvalidRequest, Message: fmt.Sprintf(format, args...), Status: http.StatusBadRequest}
 }

@@ -1,9 +1,7 @@
-package api
+package apitokens
 
 import (
-	"context"
 	"fmt"
-	"net/http"
 	"slices"
 	"strings"
 
@@ -80,49 +78,4 @@ func ParseRoles(list string) (RoleSet, error) {
 		s |= b
 	}
 	return s, nil
-}
-
-// rolesOf is the roles of the caller ctx carries: none when no authentication put one
-// there.
-func rolesOf(ctx context.Context) RoleSet { return callerOf(ctx).roles }
-
-// tokenRoles is the role set of the token named name: the one its --api-tokens line
-// gives, else every role (a line without roles, the single token, anonymous).
-func (s *Service) tokenRoles(name string) RoleSet {
-	if r, ok := s.opts.TokenRoles[name]; ok {
-		return r
-	}
-	return EveryRole
-}
-
-// requireRole refuses a request authenticated by [Service.authenticate] whose token
-// carries none of roles: a 403 missing_role *httpapi.Error naming the roles needed and those the
-// token has. A route of the HTTP api (and any route added beside them, such as another
-// door on the same server) calls it before doing anything.
-func (s *Service) requireRole(r *http.Request, roles ...httpapi.Role) error {
-	have := rolesOf(r.Context())
-	for _, want := range roles {
-		if have.Has(want) {
-			return nil
-		}
-	}
-	names := make([]string, len(roles))
-	for i, want := range roles {
-		names[i] = string(want)
-	}
-	hasText := have.String()
-	if hasText == "" {
-		hasText = "none"
-	}
-	route := r.Pattern
-	if route == "" {
-		route = r.Method + " " + r.URL.Path
-	}
-	return apiErr(http.StatusForbidden, httpapi.CodeMissingRole, "%s needs the role %s; the token of %s has %s",
-		route, strings.Join(names, " or "), actorOf(r.Context()), hasText)
-}
-
-func (s *Service) httpSession(w http.ResponseWriter, r *http.Request) {
-	c := callerOf(r.Context())
-	writeJSON(w, http.StatusOK, httpapi.Session{Actor: c.actor, Roles: c.roles.List()})
 }

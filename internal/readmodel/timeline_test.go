@@ -1,19 +1,16 @@
-package api_test
+package readmodel_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
-	"net/http"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/awaken-dev/awaken/internal/cli"
+	"github.com/awaken-dev/awaken/internal/readmodel"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 	"github.com/awaken-dev/awaken/pkg/httpapi"
-	"github.com/awaken-dev/awaken/services/api"
 )
 
 // TestWriteTimeline: the printed timeline has a row per call with phase and outcome and a
@@ -42,7 +39,7 @@ func TestWriteTimeline(t *testing.T) {
 		},
 	}
 	var buf bytes.Buffer
-	if err := api.WriteTimeline(&buf, b); err != nil {
+	if err := readmodel.WriteTimeline(&buf, b); err != nil {
 		t.Fatal(err)
 	}
 	got := buf.String()
@@ -69,45 +66,5 @@ func TestWriteTimeline(t *testing.T) {
 	}
 	if strings.ContainsAny(got, "\x1b\u202e") {
 		t.Errorf("timeline carries raw control characters:\n%q", got)
-	}
-}
-
-// TestBatchShowCommand runs `awaken batch show` against the approved scenario.
-func TestBatchShowCommand(t *testing.T) {
-	h := newHarness(t, api.Options{})
-	const run = "run-batch-show"
-	tk := h.park(run, map[string]string{})
-	if r := h.post("/v1/tickets/"+tk.CorrelationID+"/approve", ""); r.status != http.StatusOK {
-		t.Fatalf("approve: %d %s", r.status, r.body)
-	}
-	h.results(run)
-	batchID := contracts.BatchID(run, 1)
-	view := h.batch(batchID)
-	var stdout, stderr bytes.Buffer
-	code := cli.Main(context.Background(), []string{"batch", "show", batchID, "--json=false", "--nats-url", h.srv.URL()}, &stdout, &stderr)
-	if code != 0 {
-		t.Fatalf("exit %d: %s", code, stderr.String())
-	}
-	got := stdout.String()
-	for _, want := range []string{batchID, "completed: before approval", "completed: ran ask_me", api.AnonymousActor, "completed: 1"} {
-		if !strings.Contains(got, want) {
-			t.Errorf("output lacks %q:\n%s", want, got)
-		}
-	}
-	marks := 0
-	for _, c := range view.Calls {
-		marks += len(c.Timeline)
-		for _, m := range c.Timeline {
-			if !strings.Contains(got, m.At.UTC().Format("2006-01-02T15:04:05.000Z")) {
-				t.Errorf("output lacks the %s mark of %s", m.Stage, c.CallID)
-			}
-		}
-	}
-	if marks < 6 {
-		t.Fatalf("only %d timeline marks for three executed calls:\n%s", marks, got)
-	}
-	stdout.Reset()
-	if code := cli.Main(context.Background(), []string{"batch", "show", "nonsense", "--nats-url", h.srv.URL()}, &stdout, &stderr); code != 2 {
-		t.Fatalf("malformed batch id: exit %d, want 2", code)
 	}
 }

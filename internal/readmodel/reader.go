@@ -1,4 +1,7 @@
-package api
+// Package readmodel is what the api and the CLI read and print: the views of batches, calls
+// and tickets built from the records the pipeline writes, and their rendering for a
+// terminal. It only reads.
+package readmodel
 
 import (
 	"cmp"
@@ -43,7 +46,7 @@ func OpenReader(ctx context.Context, js jetstream.JetStream, names contracts.Nam
 	for i, bucket := range buckets {
 		kv, err := js.KeyValue(ctx, bucket)
 		if err != nil {
-			return nil, fmt.Errorf("api: bucket %s: %w", bucket, err)
+			return nil, fmt.Errorf("readmodel: bucket %s: %w", bucket, err)
 		}
 		kvs[i] = kv
 	}
@@ -56,16 +59,16 @@ var ErrBatchNotFound = errors.New("batch not found")
 
 // Batch returns the full view of batchID (arguments and outputs included).
 func (r *Reader) Batch(ctx context.Context, batchID string) (httpapi.BatchView, error) {
-	rec, err := r.batchRecord(ctx, batchID)
+	rec, err := r.BatchRecord(ctx, batchID)
 	if err != nil {
 		return httpapi.BatchView{}, err
 	}
 	return r.view(ctx, rec, true)
 }
 
-// batchRecord reads the record of batchID: a 400 *httpapi.Error for a malformed id, a 404 one
+// BatchRecord reads the record of batchID: a 400 *httpapi.Error for a malformed id, a 404 one
 // (wrapping [ErrBatchNotFound]) when there is no such batch.
-func (r *Reader) batchRecord(ctx context.Context, batchID string) (*contracts.BatchRecord, error) {
+func (r *Reader) BatchRecord(ctx context.Context, batchID string) (*contracts.BatchRecord, error) {
 	runID, step, err := contracts.ParseBatchID(batchID)
 	if err != nil {
 		return nil, &httpapi.Error{Code: httpapi.CodeInvalidRequest, Message: err.Error(), Status: http.StatusBadRequest, Err: err}
@@ -76,7 +79,7 @@ func (r *Reader) batchRecord(ctx context.Context, batchID string) (*contracts.Ba
 			return nil, &httpapi.Error{Code: httpapi.CodeNotFound, Message: fmt.Sprintf("no batch %s", batchID), Status: http.StatusNotFound,
 				Err: fmt.Errorf("%w: %s", ErrBatchNotFound, batchID)}
 		}
-		return nil, fmt.Errorf("api: read batch %s: %w", batchID, err)
+		return nil, fmt.Errorf("readmodel: read batch %s: %w", batchID, err)
 	}
 	return &rec, nil
 }
@@ -118,7 +121,7 @@ func (r *Reader) Batches(ctx context.Context, q BatchQuery) ([]httpapi.BatchView
 	}
 	entries, err := r.batches.List(ctx, filter)
 	if err != nil {
-		return nil, fmt.Errorf("api: list batches: %w", err)
+		return nil, fmt.Errorf("readmodel: list batches: %w", err)
 	}
 	// The archive holds the finished batches; each run's record its current one (open,
 	// or finalized and not archived yet), which the archive's copy, when there is one,
@@ -129,7 +132,7 @@ func (r *Reader) Batches(ctx context.Context, q BatchQuery) ([]httpapi.BatchView
 	}
 	runs, err := r.runs.List(ctx, runFilter)
 	if err != nil {
-		return nil, fmt.Errorf("api: list runs: %w", err)
+		return nil, fmt.Errorf("readmodel: list runs: %w", err)
 	}
 	for _, e := range runs {
 		b := e.Value.Batch
@@ -178,7 +181,7 @@ func (r *Reader) view(ctx context.Context, b *contracts.BatchRecord, full bool) 
 	sub := &b.Submission
 	entries, err := r.calls.List(ctx, contracts.CallKeysOfBatch(sub.RunID, sub.Step))
 	if err != nil {
-		return httpapi.BatchView{}, fmt.Errorf("api: call records of %s: %w", sub.BatchID(), err)
+		return httpapi.BatchView{}, fmt.Errorf("readmodel: call records of %s: %w", sub.BatchID(), err)
 	}
 	v := httpapi.BatchView{
 		BatchID: sub.BatchID(), RunID: sub.RunID, ThreadID: sub.ThreadID, Step: sub.Step,
@@ -251,7 +254,7 @@ func fillCall(cv *httpapi.CallView, rec *contracts.CallRecord, full bool) {
 func (r *Reader) Tickets(ctx context.Context) ([]contracts.ResumeTicket, error) {
 	entries, err := r.tickets.List(ctx, "")
 	if err != nil {
-		return nil, fmt.Errorf("api: list tickets: %w", err)
+		return nil, fmt.Errorf("readmodel: list tickets: %w", err)
 	}
 	out := make([]contracts.ResumeTicket, 0, len(entries))
 	for _, e := range entries {
@@ -285,55 +288,55 @@ func parseCorrelation(corr string) (correlation, bool) {
 	return correlation{reason: reason, runID: runID, step: step, callID: callID}, true
 }
 
-// parkedCall is what the records say of the call a correlation id names, when its ticket
+// ParkedCall is what the records say of the call a correlation id names, when its ticket
 // is gone: the identity a resume command needs, and whether a ticket was ever opened under
 // that id.
-type parkedCall struct {
-	runID, threadID, snapshotID string
-	// everParked is true when the call's record shows it parked under the correlation (a
+type ParkedCall struct {
+	RunID, ThreadID, SnapshotID string
+	// EverParked is true when the call's record shows it parked under the correlation (a
 	// recorded wait decision with that id, an Awaiting phase on it, a resolution, or a
 	// client-executed call past Requested).
-	everParked bool
+	EverParked bool
 }
 
-// lookupParked reads the batch and call records a correlation id names. ok is false when
+// LookupParked reads the batch and call records a correlation id names. ok is false when
 // no batch or no such call exists: then no ticket was ever opened under the id.
-func (r *Reader) lookupParked(ctx context.Context, corr string) (parkedCall, bool, error) {
+func (r *Reader) LookupParked(ctx context.Context, corr string) (ParkedCall, bool, error) {
 	c, ok := parseCorrelation(corr)
 	if !ok {
-		return parkedCall{}, false, nil
+		return ParkedCall{}, false, nil
 	}
 	b, err := pipeline.ReadBatch(ctx, r.runs, r.batches, c.runID, c.step, false)
 	if err != nil {
 		if errors.Is(err, state.ErrNotFound) {
-			return parkedCall{}, false, nil
+			return ParkedCall{}, false, nil
 		}
-		return parkedCall{}, false, fmt.Errorf("api: read batch of %s: %w", corr, err)
+		return ParkedCall{}, false, fmt.Errorf("readmodel: read batch of %s: %w", corr, err)
 	}
 	sub := &b.Submission
 	idx := slices.IndexFunc(sub.Calls, func(tc contracts.ToolCall) bool { return tc.CallID == c.callID })
 	if idx < 0 {
-		return parkedCall{}, false, nil
+		return ParkedCall{}, false, nil
 	}
-	pc := parkedCall{runID: sub.RunID, threadID: sub.ThreadID, snapshotID: sub.Agent.SnapshotID}
+	pc := ParkedCall{RunID: sub.RunID, ThreadID: sub.ThreadID, SnapshotID: sub.Agent.SnapshotID}
 	rec, _, err := r.calls.Get(ctx, contracts.CallKeyOf(&b, idx))
 	switch {
 	case errors.Is(err, state.ErrNotFound):
 		return pc, true, nil
 	case err != nil:
-		return parkedCall{}, false, fmt.Errorf("api: read call of %s: %w", corr, err)
+		return ParkedCall{}, false, fmt.Errorf("readmodel: read call of %s: %w", corr, err)
 	}
 	past := rec.Phase.Kind != "" && rec.Phase.Kind != contracts.PhaseRequested
 	switch {
 	case rec.ResolvedBy != "":
-		pc.everParked = true
+		pc.EverParked = true
 	case rec.Phase.Wait != nil && rec.Phase.Wait.CorrelationID == corr:
-		pc.everParked = true
+		pc.EverParked = true
 	case past && rec.Decision != nil && rec.Decision.IsWait() && rec.Decision.CorrelationID == corr:
-		pc.everParked = true
+		pc.EverParked = true
 	case past && c.reason == contracts.ReasonClientExecution && idx < len(b.Pinned) &&
 		b.Pinned[idx].Kind == contracts.KindClientExecuted:
-		pc.everParked = true
+		pc.EverParked = true
 	}
 	return pc, true, nil
 }
