@@ -11,6 +11,7 @@ import (
 	"github.com/awaken-dev/awaken/internal/config"
 	"github.com/awaken-dev/awaken/internal/natstest"
 	"github.com/awaken-dev/awaken/internal/servicetest"
+	"github.com/awaken-dev/awaken/internal/state"
 	"github.com/awaken-dev/awaken/pkg/client"
 	"github.com/awaken-dev/awaken/pkg/cloudevent"
 	"github.com/awaken-dev/awaken/pkg/contracts"
@@ -155,10 +156,17 @@ func TestRetention_aFinishedBatchIsNeverRunAgain(t *testing.T) {
 	ctx := ctxFor(t, 60*time.Second)
 	n := h.cfg.Names()
 
-	// The batches' archives expire and their calls are swept; the run record remains.
+	// The batches' archives expire (their markers stay, as long as the run record may hold
+	// a batch) and their calls are swept; the run record remains.
+	archived := func(step int64) bool {
+		_, _, err := h.stack.Env.Batches.Get(ctx, contracts.BatchKey(run, step))
+		if err != nil && !errors.Is(err, state.ErrNotFound) {
+			t.Fatal(err)
+		}
+		return err == nil
+	}
 	natstest.WaitFor(t, 60*time.Second, func() bool {
-		left := h.runTraces(run)
-		return left[n.BatchesBucket()] == 0 && left[n.CallsBucket()] == 0
+		return !archived(1) && !archived(2) && h.runTraces(run)[n.CallsBucket()] == 0
 	}, "the archives and call records of both batches gone")
 	if _, _, err := h.stack.Env.Runs.Get(ctx, contracts.RunKey(run)); err != nil {
 		t.Fatalf("run record one retention after the run finished: %v, want it kept as the marker", err)

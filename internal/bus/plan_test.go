@@ -89,7 +89,7 @@ func TestPlanTopologyChangesNothing(t *testing.T) {
 	for _, want := range []bus.Change{
 		{Kind: "stream", Name: h.names.EventsStream(), Field: "max_age", Old: "168h0m0s", New: "2m0s"},
 		{Kind: "bucket", Name: h.names.LimitsBucket()},
-		{Kind: "bucket", Name: h.names.BatchesBucket(), Field: "subject_delete_marker_ttl", Old: "84h0m0s", New: "1m0s"},
+		{Kind: "bucket", Name: h.names.BatchesBucket(), Field: "subject_delete_marker_ttl", Old: "168h0m0s", New: "2m0s"},
 		{Kind: "bucket", Name: h.names.RunsBucket(), Field: "subject_delete_marker_ttl", Old: "84h0m0s", New: "1m0s"},
 	} {
 		if !slices.Contains(plan, want) {
@@ -122,17 +122,21 @@ func TestPlanTopologyChangesNothing(t *testing.T) {
 
 // TestTopologyBucketsOfExpiringRecordsKeepOneRevision: the buckets whose records expire
 // by a per-message TTL keep one revision per key and allow TTLs; a TTL on a revision with
-// older ones behind it would bring the key back as its previous value. Both keep the
-// marker of an expired record half the run retention: it drives the gate's sweeps, and a
-// gate down for less than that still sees it.
+// older ones behind it would bring the key back as its previous value. The markers of
+// expired records drive the gate's sweeps, and a gate down for less than their TTL still
+// sees them: the runs bucket keeps them half the run retention, the archive a whole one
+// (the run record may hold a finished batch that long, and the archive's marker keeps its
+// claim from archiving an expired batch again).
 func TestTopologyBucketsOfExpiringRecordsKeepOneRevision(t *testing.T) {
 	names := contracts.NewNames("")
+	want := map[string]time.Duration{names.RunsBucket(): 5 * time.Minute, names.BatchesBucket(): 10 * time.Minute}
 	for _, kc := range bus.BucketConfigs(names, bus.TopologyConfig{RunsMaxAge: 10 * time.Minute}) {
-		if kc.Bucket != names.RunsBucket() && kc.Bucket != names.BatchesBucket() {
+		marker, ok := want[kc.Bucket]
+		if !ok {
 			continue
 		}
-		if kc.History != 1 || kc.LimitMarkerTTL != 5*time.Minute {
-			t.Errorf("bucket %s: history %d, limit marker TTL %s; want 1 and 5m", kc.Bucket, kc.History, kc.LimitMarkerTTL)
+		if kc.History != 1 || kc.LimitMarkerTTL != marker {
+			t.Errorf("bucket %s: history %d, limit marker TTL %s; want 1 and %s", kc.Bucket, kc.History, kc.LimitMarkerTTL, marker)
 		}
 	}
 }

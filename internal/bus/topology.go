@@ -79,19 +79,33 @@ func age(v, def time.Duration) time.Duration {
 // runsAge is cfg's RunsMaxAge with its default applied; 0 means the records never expire.
 func (cfg TopologyConfig) runsAge() time.Duration { return age(cfg.RunsMaxAge, DefaultRunsMaxAge) }
 
-// expiryMarkerTTL is how long the batch archive and the runs bucket keep the delete marker
-// the server leaves where a record expired. The marker is what drives a sweep — of an
-// expired batch's call and ticket records and its step-keyed limits ledger keys
-// (gate-sweeper), of an expired run's run-keyed ledger keys (gate-run-sweeper) — and a
-// sweeper that is down sees, when it comes back, only the markers still kept: one down for
-// less than this misses none. Half the retention, so that no trace of a batch outlives
-// twice the retention and none of a run two and a half.
+// expiryMarkerTTL is how long the runs bucket keeps the delete marker the server leaves
+// where a run record expired. The marker is what drives the sweep of an expired run's
+// run-keyed ledger keys (gate-run-sweeper), and a sweeper that is down sees, when it comes
+// back, only the markers still kept: one down for less than this misses none. Half the
+// retention, so that no trace of a run outlives two and a half retentions.
 func (cfg TopologyConfig) expiryMarkerTTL() time.Duration {
-	r := cfg.runsAge()
-	if r <= 0 {
-		r = DefaultRunsMaxAge
+	return max(cfg.retention()/2, time.Second)
+}
+
+// archiveMarkerTTL is how long the batch archive keeps the marker of an expired archived
+// batch: it drives the sweep of the batch's call and ticket records and step-keyed ledger
+// keys (gate-sweeper), and it also tells the claim of the run's next batch that the batch
+// it finds finalized in the run record was published and has expired, so the claim does
+// not archive it again (pipeline.ArchiveBatch). The run record outlives the archive by one
+// retention at most (it expires 2R after the finalize, the archive R after the publication
+// that follows it), so the marker is kept one retention.
+func (cfg TopologyConfig) archiveMarkerTTL() time.Duration {
+	return max(cfg.retention(), time.Second)
+}
+
+// retention is the run retention the markers are sized by (its default when the records
+// never expire).
+func (cfg TopologyConfig) retention() time.Duration {
+	if r := cfg.runsAge(); r > 0 {
+		return r
 	}
-	return max(r/2, time.Second)
+	return DefaultRunsMaxAge
 }
 
 // ageOrUnlimited is for the streams whose default is "no age limit".
@@ -223,7 +237,7 @@ func BucketConfigs(names contracts.Names, cfg TopologyConfig) []jetstream.KeyVal
 		// First: services wait for batches, calls, tickets and runs (servicerun.WaitTopology), so
 		// it — and the counters bucket before runs — exist then.
 		bucket(names.ToolsBucket(), "tool descriptors each executor serves, by target", 1),
-		expiring(names.BatchesBucket(), "one record per finished batch, expiring with the run retention", cfg.expiryMarkerTTL()),
+		expiring(names.BatchesBucket(), "one record per finished batch, expiring with the run retention", cfg.archiveMarkerTTL()),
 		bucket(names.CallsBucket(), "one record per operation id (batch_id:call_id)", 5),
 		bucket(names.TicketsBucket(), "one record per parked call, keyed by correlation id", 5),
 		bucket(names.CountersBucket(), "compare-and-swap counters", 1),

@@ -146,11 +146,22 @@ var errRefused = fmt.Errorf("the run refuses the batch: %w", state.ErrNoChangeOn
 
 // ArchiveBatch writes rec, a finished batch (finalized or published), to the batches
 // bucket unless it is there already. It reports whether this call wrote it.
+//
+// A finalized batch — the claim of the run's next batch archiving the one its run record
+// holds — is not archived over the marker of an expired archive: only a published batch's
+// archive expires, so the marker says the batch was published and its records are gone,
+// and archiving it again would leave a finalized record that carries no TTL and that no
+// publisher ever marks published again (the marker is kept as long as the run record can
+// hold the batch: bus.TopologyConfig.archiveMarkerTTL).
 func (e *Env) ArchiveBatch(ctx context.Context, rec contracts.BatchRecord) (bool, error) {
 	if rec.Phase == contracts.BatchPhaseOpen {
 		return false, fmt.Errorf("pipeline: archive %s: %w: the batch is open", rec.Submission.BatchID(), contracts.ErrInvalidTransition)
 	}
-	_, err := e.Batches.Create(ctx, contracts.BatchKey(rec.Submission.RunID, rec.Submission.Step), rec)
+	create := e.Batches.Create
+	if rec.Phase == contracts.BatchPhaseFinalized {
+		create = e.Batches.CreateFirst
+	}
+	_, err := create(ctx, contracts.BatchKey(rec.Submission.RunID, rec.Submission.Step), rec)
 	switch {
 	case err == nil:
 		return true, nil

@@ -292,6 +292,27 @@ func (s *Store[T]) Create(ctx context.Context, key string, v T) (uint64, error) 
 	return rev, nil
 }
 
+// CreateFirst writes v to key only if key never had a revision: unlike [Store.Create],
+// a delete or purge marker — a value that expired or was removed — counts as one (the
+// marker's own TTL bounds how long it does). A key with any revision is ErrExists.
+func (s *Store[T]) CreateFirst(ctx context.Context, key string, v T) (uint64, error) {
+	if s.opts.js == nil {
+		return 0, fmt.Errorf("state: create %s/%s: a first-revision create needs the JetStream context", s.kv.Bucket(), key)
+	}
+	b, err := s.encode(key, v)
+	if err != nil {
+		return 0, err
+	}
+	rev, err := s.publish(ctx, key, b, s.headers(ctx, key, &v), 0)
+	if errors.Is(err, ErrConflict) {
+		return 0, fmt.Errorf("%w: %s/%s", ErrExists, s.kv.Bucket(), key)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("state: create %s/%s: %w", s.kv.Bucket(), key, err)
+	}
+	return rev, nil
+}
+
 // headers returns the announcement and TTL headers of the write of v, or nil.
 func (s *Store[T]) headers(ctx context.Context, key string, v *T) nats.Header {
 	if s.opts.js == nil {
