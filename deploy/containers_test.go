@@ -424,7 +424,8 @@ func clusterConcurrency(t *testing.T, d *awakentest.Deployment, admin jetstream.
 		if err != nil {
 			return false, err
 		}
-		entry, err := bus.Decode[contracts.LimitLedgerEntry](e.Value())
+		var entry contracts.LimitLedgerEntry
+		err = contracts.DecodeRecordStrict(e.Value(), &entry)
 		return err == nil && len(entry.Held) == clusterSlots && len(entry.Waiting) > 0, err
 	})
 	calls, err := admin.KeyValue(ctx, names.CallsBucket())
@@ -448,7 +449,8 @@ func clusterConcurrency(t *testing.T, d *awakentest.Deployment, admin jetstream.
 			if err != nil {
 				t.Fatal(err)
 			}
-			rec, err := bus.Decode[contracts.CallRecord](e.Value())
+			var rec contracts.CallRecord
+			err = contracts.DecodeRecordStrict(e.Value(), &rec)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -482,7 +484,8 @@ func clusterConcurrency(t *testing.T, d *awakentest.Deployment, admin jetstream.
 		if err != nil {
 			return false, err
 		}
-		entry, err := bus.Decode[contracts.LimitLedgerEntry](e.Value())
+		var entry contracts.LimitLedgerEntry
+		err = contracts.DecodeRecordStrict(e.Value(), &entry)
 		return err == nil && entry.Used == 0 && len(entry.Waiting) == 0 && len(entry.Handed) == 0, err
 	})
 }

@@ -432,7 +432,8 @@ func runCrashCell(t *testing.T, cell crashCell, withSandbox bool, evidence *cras
 			if err != nil {
 				t.Fatalf("ledger of %s: %v", runID, err)
 			}
-			entry, err := bus.Decode[contracts.LimitLedgerEntry](e.Value())
+			var entry contracts.LimitLedgerEntry
+			err = contracts.DecodeRecordStrict(e.Value(), &entry)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -446,7 +447,8 @@ func runCrashCell(t *testing.T, cell crashCell, withSandbox bool, evidence *cras
 		if err != nil {
 			t.Fatalf("slots of %s: %v", par.RunID, err)
 		}
-		entry, err := bus.Decode[contracts.LimitLedgerEntry](e.Value())
+		var entry contracts.LimitLedgerEntry
+		err = contracts.DecodeRecordStrict(e.Value(), &entry)
 		if err != nil {
 			t.Fatal(err)
 		}
