@@ -28,7 +28,7 @@ import (
 // that names another head, and an unsigned one, fail verify naming them.
 func TestAuditVerifyFromASignedCheckpoint(t *testing.T) {
 	wait := servicetest.Context(t, time.Minute)
-	cfgPath, cfg, key, srv := signedAuditStack(t, wait)
+	cfgPath, cfg, key, srv := signedAuditStack(t, wait, auditRetention)
 	c, js := srv.Client, srv.JS
 	names := cfg.Names()
 	cpSubject := names.AuditCheckpointSubject()
@@ -131,17 +131,20 @@ func TestAuditVerifyFromASignedCheckpoint(t *testing.T) {
 	t.Logf("an unsigned checkpoint: exit %d: %s", code, errOut)
 }
 
-// signedAuditStack starts the pipeline and the api under auditTestConfig with a new
-// signing key and retention.audit 1h, so the gate writes signed checkpoints: the
+// auditRetention makes the gate write signed checkpoints.
+const auditRetention = "retention:\n  audit: 1h\n"
+
+// signedAuditStack starts the pipeline and the api under auditTestConfig plus extraConfig
+// with a new signing key (with retention.audit set, the gate writes signed checkpoints): the
 // configuration file's path, the configuration, its signing key and the stack's server.
-func signedAuditStack(t *testing.T, wait context.Context) (string, *config.Config, ed25519.PrivateKey, *stacktest.Server) {
+func signedAuditStack(t *testing.T, wait context.Context, extraConfig string) (string, *config.Config, ed25519.PrivateKey, *stacktest.Server) {
 	t.Helper()
 	dir := t.TempDir()
 	if code, _, errOut := runCLI(context.Background(), "audit", "keygen", "--out", filepath.Join(dir, "audit.key")); code != 0 {
 		t.Fatalf("keygen: exit %d: %s", code, errOut)
 	}
 	cfgPath := filepath.Join(dir, "awaken.yaml")
-	if err := os.WriteFile(cfgPath, []byte(auditTestConfig+"retention:\n  audit: 1h\n"), 0o600); err != nil {
+	if err := os.WriteFile(cfgPath, []byte(auditTestConfig+extraConfig), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	cfg, err := config.Load(cfgPath)

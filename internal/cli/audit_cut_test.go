@@ -31,7 +31,7 @@ import (
 // its first remaining record deleted inside the stream is not taken for retention.
 func TestAuditRunAndExportVerifyFromTheirCheckpoint(t *testing.T) {
 	wait := servicetest.Context(t, time.Minute)
-	cfgPath, cfg, key, srv := signedAuditStack(t, wait)
+	cfgPath, cfg, key, srv := signedAuditStack(t, wait, auditRetention)
 	dir := filepath.Dir(cfgPath)
 	c, js := srv.Client, srv.JS
 	names := cfg.Names()

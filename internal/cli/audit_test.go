@@ -242,20 +242,9 @@ func TestDevMakesItsAuditKeyOnce(t *testing.T) {
 // publisher read at the batch's finalization) to the end, and the call records they
 // audited (so the cross-check has nothing to miss): verify --run names the truncation.
 func TestAuditVerifyRunNamesATruncatedTail(t *testing.T) {
-	dir := t.TempDir()
-	if code, _, errOut := runCLI(context.Background(), "audit", "keygen", "--out", filepath.Join(dir, "audit.key")); code != 0 {
-		t.Fatalf("keygen: exit %d: %s", code, errOut)
-	}
-	cfgPath := filepath.Join(dir, "awaken.yaml")
-	if err := os.WriteFile(cfgPath, []byte(auditTestConfig), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := config.Load(cfgPath)
-	if err != nil {
-		t.Fatal(err)
-	}
 	wait := servicetest.Context(t, time.Minute)
-	srv, _ := startStack(t, wait, cfg, contracts.ServicePublisher, contracts.ServiceBrainExec, contracts.ServiceGate, contracts.ServiceBatcher, contracts.ServiceAPI)
+	cfgPath, cfg, _, srv := signedAuditStack(t, wait, "")
+	var err error
 	c, js := srv.Client, srv.JS
 	names := cfg.Names()
 	verify := func() (int, string, string) {
@@ -374,20 +363,10 @@ func cloudeventDecode(r auditchain.Record) (json.RawMessage, error) {
 // starts. A time range's export verifies offline; a record deleted inside the stream still
 // fails the chains that start past n 1.
 func TestAuditVerifySaysWhereAPrunedStreamStarts(t *testing.T) {
-	dir := t.TempDir()
-	if code, _, errOut := runCLI(context.Background(), "audit", "keygen", "--out", filepath.Join(dir, "audit.key")); code != 0 {
-		t.Fatalf("keygen: exit %d: %s", code, errOut)
-	}
-	cfgPath := filepath.Join(dir, "awaken.yaml")
-	if err := os.WriteFile(cfgPath, []byte(auditTestConfig), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := config.Load(cfgPath)
-	if err != nil {
-		t.Fatal(err)
-	}
 	wait := servicetest.Context(t, time.Minute)
-	srv, _ := startStack(t, wait, cfg, contracts.ServicePublisher, contracts.ServiceBrainExec, contracts.ServiceGate, contracts.ServiceBatcher, contracts.ServiceAPI)
+	cfgPath, cfg, _, srv := signedAuditStack(t, wait, "")
+	dir := filepath.Dir(cfgPath)
+	var err error
 	c, js := srv.Client, srv.JS
 	names := cfg.Names()
 	auditCLI := func(args ...string) (int, string, string) {
