@@ -15,8 +15,8 @@ import (
 )
 
 // TestWritesPerCall pins the durable writes (messages stored, per stream, read from the
-// server's own counters) of sequential batches, of a 10-call parallel-delegation batch and
-// of a 10-call batch whose calls declare parallel:
+// server's own counters) of sequential batches (a run's first, and its next), of a
+// 10-call parallel-delegation batch and of a 10-call batch whose calls declare parallel:
 // the hop list of docs/architecture.md ("Writes per call"). A write added to or removed
 // from the path fails it; update the table, the document and the benchmark's floor
 // (bench/cmd/awaken-bench/floor.go) together.
@@ -46,6 +46,19 @@ func TestWritesPerCall(t *testing.T) {
 			// announcement); batches: the archive (published, after the results);
 			// audit; results: the one results message. The tool_call and tool_result
 			// facts are live (core NATS): nothing stored.
+			total: 8,
+			want: map[string]uint64{"AWAKEN_SUBMISSIONS": 1, "KV_AWAKEN_calls": 2,
+				"KV_AWAKEN_batches": 1, "KV_AWAKEN_runs": 2, "AWAKEN_AUDIT": 1, "AWAKEN_RESULTS": 1},
+		},
+		{
+			name: "the run's next 1-call echo batch",
+			sub:  batch("writes-seq", 2, []string{"echo"}, call("c0", "echo", map[string]any{"text": "x"})),
+			// as the run's first: the claim replaces step 1, finalized, in the run record
+			// and finds it archived (its publisher archived it before this batch was
+			// submitted), so its archive create is refused without a store; this batch's
+			// archive is its own publisher's. The archive is one write per batch wherever
+			// it is written: leaving a batch in the run record until the next claim
+			// archives it moves the write onto that claim, it does not remove it.
 			total: 8,
 			want: map[string]uint64{"AWAKEN_SUBMISSIONS": 1, "KV_AWAKEN_calls": 2,
 				"KV_AWAKEN_batches": 1, "KV_AWAKEN_runs": 2, "AWAKEN_AUDIT": 1, "AWAKEN_RESULTS": 1},
