@@ -28,7 +28,7 @@ func TestTheExecutorLinksNoService(t *testing.T) {
 	for _, dep := range deps(t, "github.com/awaken-dev/awaken/pkg/executor") {
 		switch {
 		case strings.HasPrefix(dep, "github.com/awaken-dev/awaken/services/"),
-			dep == "github.com/awaken-dev/awaken/internal/app" || strings.HasPrefix(dep, "github.com/awaken-dev/awaken/internal/app/"),
+			dep == "github.com/awaken-dev/awaken/internal/wiring/app" || strings.HasPrefix(dep, "github.com/awaken-dev/awaken/internal/wiring/app/"),
 			strings.HasPrefix(dep, "github.com/awaken-dev/awaken/internal/sandbox"),
 			strings.HasPrefix(dep, "github.com/tetratelabs/wazero"):
 			t.Errorf("pkg/executor depends on %s", dep)

@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/awaken-dev/awaken/internal/config"
-	"github.com/awaken-dev/awaken/internal/devstack"
 	"github.com/awaken-dev/awaken/internal/natstest"
+	"github.com/awaken-dev/awaken/internal/wiring/devstack"
 )
 
 // TestDevSyncLevel: `awaken dev` states its durability level when it is ready (always by

@@ -11,10 +11,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/awaken-dev/awaken/internal/app"
 	"github.com/awaken-dev/awaken/internal/goldentest"
 	"github.com/awaken-dev/awaken/internal/natstest"
 	"github.com/awaken-dev/awaken/internal/servicetest"
+	"github.com/awaken-dev/awaken/internal/wiring/app"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 

@@ -10,9 +10,9 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
-	"github.com/awaken-dev/awaken/internal/app"
 	"github.com/awaken-dev/awaken/internal/natsserver"
 	"github.com/awaken-dev/awaken/internal/servicerun"
+	"github.com/awaken-dev/awaken/internal/wiring/app"
 )
 
 // Options configures the server of [Start].

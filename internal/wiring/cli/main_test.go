@@ -6,11 +6,11 @@ import (
 	"os"
 	"testing"
 
-	"github.com/awaken-dev/awaken/internal/app"
 	"github.com/awaken-dev/awaken/internal/config"
 	"github.com/awaken-dev/awaken/internal/sandbox/sandboxtest"
 	"github.com/awaken-dev/awaken/internal/servicetest"
-	"github.com/awaken-dev/awaken/internal/stacktest"
+	"github.com/awaken-dev/awaken/internal/wiring/app"
+	"github.com/awaken-dev/awaken/internal/wiring/stacktest"
 )
 
 // commandEnv makes the test binary run [Command] on its arguments instead of the tests:

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/awaken-dev/awaken/internal/servicetest"
-	"github.com/awaken-dev/awaken/internal/stacktest"
+	"github.com/awaken-dev/awaken/internal/wiring/stacktest"
 	"github.com/awaken-dev/awaken/pkg/client"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )

@@ -9,8 +9,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/awaken-dev/awaken/internal/app"
 	"github.com/awaken-dev/awaken/internal/servicetest"
+	"github.com/awaken-dev/awaken/internal/wiring/app"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 

@@ -8,8 +8,8 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 
 	"github.com/awaken-dev/awaken/deploy"
-	"github.com/awaken-dev/awaken/internal/devstack"
 	"github.com/awaken-dev/awaken/internal/natsserver"
+	"github.com/awaken-dev/awaken/internal/wiring/devstack"
 )
 
 // StartSecure starts an embedded server in a temporary directory of tb with the accounts,

@@ -12,10 +12,10 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/rs/zerolog"
 
-	"github.com/awaken-dev/awaken/internal/app"
-	"github.com/awaken-dev/awaken/internal/app/embedded"
 	"github.com/awaken-dev/awaken/internal/config"
 	"github.com/awaken-dev/awaken/internal/natsserver"
+	"github.com/awaken-dev/awaken/internal/wiring/app"
+	"github.com/awaken-dev/awaken/internal/wiring/app/embedded"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 

@@ -21,12 +21,12 @@ import (
 
 	"github.com/awaken-dev/awaken/deploy"
 	"github.com/awaken-dev/awaken/internal/apitokens"
-	"github.com/awaken-dev/awaken/internal/app"
-	"github.com/awaken-dev/awaken/internal/app/embedded"
 	"github.com/awaken-dev/awaken/internal/config"
 	"github.com/awaken-dev/awaken/internal/natsserver"
 	"github.com/awaken-dev/awaken/internal/servicerun"
 	"github.com/awaken-dev/awaken/internal/telemetry"
+	"github.com/awaken-dev/awaken/internal/wiring/app"
+	"github.com/awaken-dev/awaken/internal/wiring/app/embedded"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 	"github.com/awaken-dev/awaken/services/api"
 )
