@@ -30,7 +30,7 @@ import (
 // only one the api user may read), log the ready line the container tests wait for, and
 // serve the micro service and the tickets gauge through the api user's connection.
 func TestAPIConnectsAsItsOwnUser(t *testing.T) {
-	const configPath = "../../examples/awaken.yaml"
+	const configPath = "../../../examples/awaken.yaml"
 	srv, pw := devstacktest.StartSecure(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

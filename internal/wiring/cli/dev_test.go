@@ -41,7 +41,7 @@ func TestDevSyncLevel(t *testing.T) {
 			} else if shared := os.Getenv(config.EnvSandboxCacheDir); shared != "" {
 				wantCache = shared
 			}
-			args := append([]string{"--config", "../../examples/awaken.yaml", "--data", data,
+			args := append([]string{"--config", "../../../examples/awaken.yaml", "--data", data,
 				"--listen", natstest.FreeLoopbackAddr(t), "--http", ""}, tc.args...)
 			ctx, cancel := context.WithCancel(context.Background())
 			out, logs := &natstest.SyncBuffer{}, &natstest.SyncBuffer{}
@@ -84,7 +84,7 @@ func TestDevSyncLevel(t *testing.T) {
 		})
 	}
 	for _, bad := range [][]string{{"--sync", "sometimes"}, {"--log-format", "xml"}, {"--log-level", "loud"}} {
-		err := runDev(context.Background(), append(bad, "--config", "../../examples/awaken.yaml"), io.Discard, io.Discard)
+		err := runDev(context.Background(), append(bad, "--config", "../../../examples/awaken.yaml"), io.Discard, io.Discard)
 		if err == nil || !strings.Contains(err.Error(), bad[1]) {
 			t.Fatalf("%v: err %v", bad, err)
 		}
@@ -105,7 +105,7 @@ func TestDevAddrInUseNamesTheMakeVariable(t *testing.T) {
 		{held.Addr().String(), "", "--listen", "make run LISTEN="},
 		{free, held.Addr().String(), "--http", "make run HTTP="},
 	} {
-		err := runDev(context.Background(), []string{"--config", "../../examples/awaken.yaml", "--data", t.TempDir(), "--listen", tc.listen, "--http", tc.http},
+		err := runDev(context.Background(), []string{"--config", "../../../examples/awaken.yaml", "--data", t.TempDir(), "--listen", tc.listen, "--http", tc.http},
 			io.Discard, io.Discard)
 		if !errors.Is(err, devstack.ErrAddrInUse) || !strings.Contains(err.Error(), "pick another with "+tc.flag) || !strings.Contains(err.Error(), tc.makeVar) {
 			t.Errorf("%s in use: %v; want it to name %s and %s", tc.flag, err, tc.flag, tc.makeVar)

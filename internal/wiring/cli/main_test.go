@@ -23,7 +23,7 @@ func TestMain(m *testing.M) {
 	if os.Getenv(commandEnv) == "1" {
 		os.Exit(Command(os.Args[1:], os.Stdout, os.Stderr))
 	}
-	os.Exit(sandboxtest.RunWithExampleModules(m, "../.."))
+	os.Exit(sandboxtest.RunWithExampleModules(m, "../../.."))
 }
 
 // parseConfig is the host configuration of yaml, failing t if it does not parse.

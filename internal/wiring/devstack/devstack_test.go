@@ -31,7 +31,7 @@ import (
 // anonymous client is refused, and the api (as the api user) approves a ticket over HTTP
 // and answers the micro service.
 func TestDevSecure(t *testing.T) {
-	cfg, err := config.Load(filepath.Join("..", "..", "examples", "awaken.yaml"))
+	cfg, err := config.Load(filepath.Join("..", "..", "..", "examples", "awaken.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,5 +10,5 @@ import (
 // TestMain compiles the example WebAssembly tools once for the whole test process, outside
 // the race detector, because these tests start pipelines from the example configuration.
 func TestMain(m *testing.M) {
-	os.Exit(sandboxtest.RunWithExampleModules(m, "../.."))
+	os.Exit(sandboxtest.RunWithExampleModules(m, "../../.."))
 }
