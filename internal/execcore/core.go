@@ -65,7 +65,7 @@ func New(env *pipeline.Env, opts Options) (*Executor, error) {
 		return nil, err
 	}
 	if env.Service == "" {
-		// The source of the call-record revisions it writes; internal/app names the
+		// The source of the call-record revisions it writes; internal/wiring/app names the
 		// service already, an embedding (pkg/executor, tests) may not.
 		env.Service = opts.Service
 	}

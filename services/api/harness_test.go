@@ -53,7 +53,7 @@ policy:
 const waitLong = 30 * time.Second
 
 // harness is an embedded JetStream server running the real pipeline — the five services
-// and the api, wired by internal/app exactly as `awaken dev` wires them.
+// and the api, wired by internal/wiring/app exactly as `awaken dev` wires them.
 type harness struct {
 	t      testing.TB
 	srv    *stacktest.Server

@@ -1,7 +1,7 @@
 // Package app wires the awaken services together: one service against a NATS URL (the
 // per-service subcommands and containers), or all of them on an embedded JetStream server
-// (internal/app/embedded starts one for `awaken dev` and pkg/devserver; the end-to-end
-// tests bring their own). It is the only package that imports every service; the
+// (internal/wiring/app/embedded starts one for `awaken dev` and pkg/devserver; the
+// end-to-end tests bring their own). It is the only package that imports every service; the
 // services never import each other. internal/servicerun runs what it wires. It does not
 // link nats-server.
 package app
@@ -72,7 +72,7 @@ type Options struct {
 	// least-privilege NATS users must set it, since they may not create streams.
 	NoEnsure bool
 	// Server is the NATS server the stack owns, when it started one itself
-	// (internal/app/embedded): Stop shuts it down once the services are drained, and
+	// (internal/wiring/app/embedded): Stop shuts it down once the services are drained, and
 	// [Stack.URL] is its client URL. nil: the server is someone else's.
 	Server servicerun.OwnedServer
 }

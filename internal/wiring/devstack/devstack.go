@@ -1,6 +1,6 @@
 // Package devstack runs `awaken dev`: an embedded JetStream server with every service and
-// the api in one process, on the assembly of internal/app/embedded, plus what only the
-// command needs: the data directory's lock, the address checks, the secure mode.
+// the api in one process, on the assembly of internal/wiring/app/embedded, plus what only
+// the command needs: the data directory's lock, the address checks, the secure mode.
 package devstack
 
 import (

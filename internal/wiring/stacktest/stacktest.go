@@ -1,13 +1,13 @@
-// Package stacktest starts stacks of awaken services (internal/app) in tests: the services
-// a test names, on the test's own embedded JetStream server, each connected in-process,
-// logging to the test, stopped gracefully when the test ends, and started again on the
-// same server when the test restarts them. A harness built on it keeps only what is its
-// own: its configuration, tokens, HTTP client and reads. [Park] takes a batch to the
+// Package stacktest starts stacks of awaken services (internal/wiring/app) in tests: the
+// services a test names, on the test's own embedded JetStream server, each connected
+// in-process, logging to the test, stopped gracefully when the test ends, and started again
+// on the same server when the test restarts them. A harness built on it keeps only what is
+// its own: its configuration, tokens, HTTP client and reads. [Park] takes a batch to the
 // ticket one of its calls waits on, on any deployment's client. Only tests import it.
 //
-// It builds on [app.Start], not on internal/app/embedded: an embedded stack owns its server
-// and shuts it down when it stops, while these tests stop, kill and start services on a
-// server that stays, read it through a client of their own, and keep its store in the
+// It builds on [app.Start], not on internal/wiring/app/embedded: an embedded stack owns its
+// server and shuts it down when it stops, while these tests stop, kill and start services
+// on a server that stays, read it through a client of their own, and keep its store in the
 // test's temporary directory ([natstest.Start]).
 package stacktest
 

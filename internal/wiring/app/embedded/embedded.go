@@ -1,7 +1,7 @@
-// Package embedded runs a stack of internal/app on an embedded JetStream server it starts
-// itself, the one assembly `awaken dev` (internal/devstack) and pkg/devserver build on. It
-// is apart from internal/app so that what runs one service against a NATS URL (the service
-// subcommands, pkg/executor) does not link nats-server.
+// Package embedded runs a stack of internal/wiring/app on an embedded JetStream server it
+// starts itself, the one assembly `awaken dev` (internal/wiring/devstack) and pkg/devserver
+// build on. It is apart from internal/wiring/app so that what runs one service against a
+// NATS URL (the service subcommands, pkg/executor) does not link nats-server.
 package embedded
 
 import (
