@@ -5,7 +5,7 @@ package main
 import (
 	"os"
 
-	"github.com/awaken-dev/awaken/internal/cli"
+	"github.com/awaken-dev/awaken/internal/wiring/cli"
 )
 
 func main() {

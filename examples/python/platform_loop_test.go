@@ -13,9 +13,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/awaken-dev/awaken/internal/cli"
 	"github.com/awaken-dev/awaken/internal/health"
 	"github.com/awaken-dev/awaken/internal/natstest"
+	"github.com/awaken-dev/awaken/internal/wiring/cli"
 )
 
 // readyWriter is the stdout of `awaken dev`: it closes ready when the ready line appears.

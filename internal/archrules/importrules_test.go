@@ -32,9 +32,9 @@ const module = "github.com/awaken-dev/awaken"
 //     and any other drags the runtime into every tool author's build;
 //   - a file (test files included) of services/<a> imports services/<b>, b ≠ a;
 //   - a non-test file outside services/ imports a package under services/, unless it is
-//     the wiring that runs them (cmd/, internal/app, internal/cli, internal/devstack): a
-//     library built on a service's code couples to its internals (internal/schemas once
-//     imported services/api for the HTTP bodies, which live in pkg/httpapi);
+//     the wiring that runs them (cmd/ and internal/wiring): a library built on a service's
+//     code couples to its internals (internal/schemas once imported services/api for the
+//     HTTP bodies, which live in pkg/httpapi);
 //   - a file (test files included) of internal/schemas imports a package under services/:
 //     the schemas are derived from the public types, and a test reaching into a service
 //     would let a body drift back there.
@@ -86,7 +86,7 @@ func violations(t *testing.T, root string) []string {
 		if _, isService := serviceOf(rel); !isService && !wiresServices(rel) && !strings.HasPrefix(rel, "pkg/") { // pkg/ has its own rule above
 			for _, imp := range pkg.Imports {
 				if strings.HasPrefix(imp, module+"/services/") {
-					out = append(out, rel+" imports "+imp+" (only cmd/, internal/app, internal/cli and internal/devstack run service code)")
+					out = append(out, rel+" imports "+imp+" (only cmd/ and internal/wiring run service code)")
 				}
 			}
 		}
@@ -127,10 +127,11 @@ func serviceOf(rel string) (string, bool) {
 }
 
 // wiresServices reports whether the module-relative path rel is a package that runs the
-// services and so may import them: the binaries and the wiring, the command line (whose
-// subcommands start services and run the api's reader and policy tester) and `awaken dev`.
+// services and so may import them: the binaries and the wiring under internal/wiring (the
+// services' assembly, the embedded stack, `awaken dev`, the command line, the tests'
+// stacks).
 func wiresServices(rel string) bool {
-	for _, dir := range []string{"cmd", "internal/app", "internal/cli", "internal/devstack"} {
+	for _, dir := range []string{"cmd", "internal/wiring"} {
 		if rel == dir || strings.HasPrefix(rel, dir+"/") {
 			return true
 		}
@@ -156,7 +157,7 @@ func TestTheModuleKeepsItsImportRules(t *testing.T) {
 // the module test above cannot pass by checking nothing.
 func TestTheCheckFindsBrokenRules(t *testing.T) {
 	sameFindings(t, violations(t, filepath.Join("testdata", "broken")), []string{
-		"internal/render imports " + module + "/services/beta (only cmd/, internal/app, internal/cli and internal/devstack run service code)",
+		"internal/render imports " + module + "/services/beta (only cmd/ and internal/wiring run service code)",
 		"internal/schemas imports " + module + "/services/alpha (the schemas derive from public types, tests included)",
 		"pkg/client imports " + module + "/internal/bus (public packages keep off the bus internals)",
 		"pkg/contracts imports " + module + "/internal/jsonschema (only the standard library and the leaves under pkg/contracts are allowed)",

@@ -65,7 +65,7 @@ func New(env *pipeline.Env, opts Options) (*Executor, error) {
 		return nil, err
 	}
 	if env.Service == "" {
-		// The source of the call-record revisions it writes; internal/app names the
+		// The source of the call-record revisions it writes; internal/wiring/app names the
 		// service already, an embedding (pkg/executor, tests) may not.
 		env.Service = opts.Service
 	}
@@ -257,7 +257,7 @@ func (x *Executor) Handle(ctx context.Context, d bus.Delivery) error {
 
 // announce finishes a call found or made terminal. Its terminal call-record revision is
 // the output announcement (pipeline: the record is the work): the publisher and the
-// batcher consume it from the calls bucket's stream, so nothing is published here — a
+// gate consume it from the calls bucket's stream, so nothing is published here — a
 // redelivery that finds the call terminal has nothing to repeat. It runs the
 // after-publish fault point, the boundary between the durable outcome and the ack.
 func (x *Executor) announce(ctx context.Context, req contracts.ExecRequest, rec contracts.CallRecord, op string) error {

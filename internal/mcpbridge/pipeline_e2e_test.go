@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/awaken-dev/awaken/internal/app"
 	"github.com/awaken-dev/awaken/internal/config"
+	"github.com/awaken-dev/awaken/internal/wiring/app"
 )
 
 // startPipeline starts the services opts names ([startStack]) with in-memory storage and

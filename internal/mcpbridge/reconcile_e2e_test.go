@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/awaken-dev/awaken/internal/app"
+	"github.com/awaken-dev/awaken/internal/wiring/app"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 

@@ -31,11 +31,11 @@ type Env struct {
 	JS     jetstream.JetStream
 	Config *config.Config
 	Names  contracts.Names
-	// Log is the service's logger; it carries the "service" field (internal/app adds it),
+	// Log is the service's logger; it carries the "service" field (internal/wiring/app adds it),
 	// so services do not add it again.
 	Log zerolog.Logger
 	// Service names the service the environment serves (the ce-source of the record
-	// revisions it writes, "awaken/{Service}"); internal/app sets it.
+	// revisions it writes, "awaken/{Service}"); internal/wiring/app sets it.
 	Service string
 	Pub     *bus.Publisher
 	// AuditKey signs the audit trail (audit.signing_key_file; nil: unsigned). Records

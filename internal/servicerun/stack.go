@@ -2,8 +2,8 @@
 // the streams and buckets (or waits for `awaken setup` to have made them), builds each
 // one's environment and telemetry, starts them in order, serves the operations listener
 // (/metrics, /healthz, /readyz), reports readiness and drains them on stop. Which services
-// exist and how each starts is the caller's: internal/app wires the awaken services, and
-// pkg/executor runs the Brain executor alone. It imports no service and does not link
+// exist and how each starts is the caller's: internal/wiring/app wires the awaken services,
+// and pkg/executor runs the Brain executor alone. It imports no service and does not link
 // nats-server.
 package servicerun
 
@@ -77,7 +77,7 @@ type Options struct {
 	// least-privilege NATS users must set it, since they may not create streams.
 	NoEnsure bool
 	// Server is the NATS server the stack owns, when it started one itself
-	// (internal/app/embedded): Stop shuts it down once the services are drained, and
+	// (internal/wiring/app/embedded): Stop shuts it down once the services are drained, and
 	// [Stack.URL] is its client URL. nil: the server is someone else's.
 	Server OwnedServer
 }

@@ -26,11 +26,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/awaken-dev/awaken/internal/app"
-	"github.com/awaken-dev/awaken/internal/app/embedded"
 	"github.com/awaken-dev/awaken/internal/config"
 	"github.com/awaken-dev/awaken/internal/natsserver"
 	"github.com/awaken-dev/awaken/internal/servicerun"
+	"github.com/awaken-dev/awaken/internal/wiring/app"
+	"github.com/awaken-dev/awaken/internal/wiring/app/embedded"
 	"github.com/awaken-dev/awaken/pkg/client"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )

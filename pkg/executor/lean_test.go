@@ -23,12 +23,14 @@ func TestPublicPackagesLinkNoNATSServer(t *testing.T) {
 // TestTheExecutorLinksNoService pins that a team writing one Go tool links the Brain
 // executor's machinery (the executor hop, the registry, the bus) and nothing else of
 // awaken: no service (the api, the gate, the sandbox with wazero, …) and not the wiring
-// that assembles them (internal/app, which imports every service).
+// that assembles them (internal/wiring, which imports every service). The same rule, read
+// from the sources, is internal/archrules' TestTheExecutorLinksNoServiceNoWiringNoWazero;
+// this one asks the go command, so it also sees what a third-party dependency pulls in.
 func TestTheExecutorLinksNoService(t *testing.T) {
 	for _, dep := range deps(t, "github.com/awaken-dev/awaken/pkg/executor") {
 		switch {
 		case strings.HasPrefix(dep, "github.com/awaken-dev/awaken/services/"),
-			dep == "github.com/awaken-dev/awaken/internal/app" || strings.HasPrefix(dep, "github.com/awaken-dev/awaken/internal/app/"),
+			strings.HasPrefix(dep, "github.com/awaken-dev/awaken/internal/wiring/"),
 			strings.HasPrefix(dep, "github.com/awaken-dev/awaken/internal/sandbox"),
 			strings.HasPrefix(dep, "github.com/tetratelabs/wazero"):
 			t.Errorf("pkg/executor depends on %s", dep)

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/awaken-dev/awaken/internal/cli"
+	"github.com/awaken-dev/awaken/internal/wiring/cli"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 	"github.com/awaken-dev/awaken/services/api"
 )

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/awaken-dev/awaken/internal/cli"
 	"github.com/awaken-dev/awaken/internal/natstest"
+	"github.com/awaken-dev/awaken/internal/wiring/cli"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 	"github.com/awaken-dev/awaken/pkg/httpapi"
 	"github.com/awaken-dev/awaken/services/api"

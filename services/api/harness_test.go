@@ -10,9 +10,9 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/awaken-dev/awaken/internal/app"
 	"github.com/awaken-dev/awaken/internal/servicetest"
-	"github.com/awaken-dev/awaken/internal/stacktest"
+	"github.com/awaken-dev/awaken/internal/wiring/app"
+	"github.com/awaken-dev/awaken/internal/wiring/stacktest"
 	"github.com/awaken-dev/awaken/pkg/client"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 	"github.com/awaken-dev/awaken/pkg/httpapi"
@@ -53,7 +53,7 @@ policy:
 const waitLong = 30 * time.Second
 
 // harness is an embedded JetStream server running the real pipeline — the five services
-// and the api, wired by internal/app exactly as `awaken dev` wires them.
+// and the api, wired by internal/wiring/app exactly as `awaken dev` wires them.
 type harness struct {
 	t      testing.TB
 	srv    *stacktest.Server

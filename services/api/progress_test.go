@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/awaken-dev/awaken/internal/app"
+	"github.com/awaken-dev/awaken/internal/wiring/app"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 	"github.com/awaken-dev/awaken/services/api"
 )

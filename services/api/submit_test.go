@@ -1,7 +1,7 @@
 package api_test
 
 import (
-	"github.com/awaken-dev/awaken/internal/stacktest"
+	"github.com/awaken-dev/awaken/internal/wiring/stacktest"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 

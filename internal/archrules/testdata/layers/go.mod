@@ -1,0 +1,1 @@
+module github.com/awaken-dev/awaken

@@ -1,0 +1,4 @@
+// Package engine keeps the layers: the machinery may use wazero.
+package engine
+
+import _ "github.com/tetratelabs/wazero"

@@ -1,0 +1,2 @@
+// Package toolctx is the private half of the tool vocabulary, on its layer.
+package toolctx

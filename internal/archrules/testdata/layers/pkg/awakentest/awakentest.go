@@ -1,0 +1,2 @@
+// Package awakentest is an assembly; it imports nothing here.
+package awakentest
