@@ -17,7 +17,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/synadia-io/orbit.go/jetstreamext"
 
 	"github.com/awaken-dev/awaken/internal/ctxsleep"
 	"github.com/awaken-dev/awaken/pkg/contracts"
@@ -223,33 +222,32 @@ func (s *Store[T]) GetMany(ctx context.Context, keys []string) (map[string]Entry
 			subjects[i] = prefix + k
 		}
 		rctx, cancel := s.request(ctx)
-		defer cancel()
-		msgs, err := jetstreamext.GetLastMsgsFor(rctx, s.opts.js, "KV_"+s.kv.Bucket(), subjects)
-		if err != nil {
-			return nil, fmt.Errorf("state: get %d keys of %s: %w", len(chunk), s.kv.Bucket(), err)
-		}
-		// The iteration also ends quietly when the answer stops coming (a timeout), so
-		// completeness is checked: the server counts down the messages still to come, and
-		// says so when there are none at all.
-		complete := false
-		for m, err := range msgs {
-			if errors.Is(err, jetstreamext.ErrNoMessages) {
-				complete = true // none of the keys has a value
-				break
-			}
-			if err != nil {
-				return nil, fmt.Errorf("state: get %d keys of %s: %w", len(chunk), s.kv.Bucket(), err)
-			}
-			complete = m.Header.Get(numPendingHeader) == "0"
+		var decodeErr error
+		complete, err := getLastMsgsFor(rctx, s.opts.js, "KV_"+s.kv.Bucket(), subjects, func(m *jetstream.RawStreamMsg) error {
 			if isDeletion(m.Header) {
-				continue
+				return nil
 			}
 			key := strings.TrimPrefix(m.Subject, prefix)
 			v, err := s.decode(key, m.Data)
 			if err != nil {
-				return nil, err
+				decodeErr = err
+				return err
 			}
 			out[key] = Entry[T]{Key: key, Value: v, Revision: m.Sequence, Created: m.Time}
+			return nil
+		})
+		cancel()
+		if decodeErr != nil {
+			return nil, decodeErr
+		}
+		// The read also ends quietly when the answer stops coming (a timeout), so
+		// completeness is checked: the server counts down the messages still to come, and
+		// says so when there are none at all.
+		if errors.Is(err, errNoMessages) {
+			continue // none of the keys has a value
+		}
+		if err != nil {
+			return nil, fmt.Errorf("state: get %d keys of %s: %w", len(chunk), s.kv.Bucket(), err)
 		}
 		if !complete {
 			return nil, fmt.Errorf("state: get %d keys of %s: %w", len(chunk), s.kv.Bucket(), ErrIncomplete)
@@ -257,9 +255,6 @@ func (s *Store[T]) GetMany(ctx context.Context, keys []string) (map[string]Entry
 	}
 	return out, nil
 }
-
-// numPendingHeader carries, on each answer to a batch get, how many are still to come.
-const numPendingHeader = "Nats-Num-Pending"
 
 // The header and values with which JetStream key-value marks a deleted or purged key.
 const (

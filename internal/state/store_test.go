@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sort"
 	"sync"
 	"testing"
@@ -343,6 +344,38 @@ func TestGetManyMatchesGet(t *testing.T) {
 				t.Fatalf("GetMany of missing keys = %v, %v", none, err)
 			}
 		})
+	}
+}
+
+// TestGetManyAllocatesForItsKeys: a batch get of a batch's few call records (the
+// publisher's barrier reads one per batch) allocates for the answers it can get, not a
+// buffer for the connection's 65,536 pending messages (half a MiB, cleared, per read).
+func TestGetManyAllocatesForItsKeys(t *testing.T) {
+	_, kv, js, ctx := newStoreJS(t)
+	batched := state.NewStore[counter](kv, state.WithJetStream(js))
+	keys := []string{"r.1.a", "r.1.b", "r.1.c"}
+	for _, k := range keys {
+		if _, err := batched.Put(ctx, k, counter{N: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	read := func() {
+		got, err := batched.GetMany(ctx, keys)
+		if err != nil || len(got) != len(keys) {
+			t.Fatalf("GetMany = %v, %v", got, err)
+		}
+	}
+	read()
+	const reads = 20
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for range reads {
+		read()
+	}
+	runtime.ReadMemStats(&after)
+	// The whole process counts (the embedded server's side of each read included).
+	if per := (after.TotalAlloc - before.TotalAlloc) / reads; per > 64<<10 {
+		t.Errorf("a batch get of %d keys allocates %d bytes, want under 64 KiB", len(keys), per)
 	}
 }
 

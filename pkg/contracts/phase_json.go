@@ -191,6 +191,14 @@ func decodePhase(b []byte) (ToolCallPhase, error) {
 	default:
 		return ToolCallPhase{}, fmt.Errorf("%w: want \"Requested\" or a single-key object, got %.40s", ErrInvalidPersistedState, b)
 	}
+	if p, ok := decodePhasePlain(b); ok {
+		return p, nil
+	}
+	return decodePhaseObject(b)
+}
+
+// decodePhaseObject is the general path of decodePhase for a tagged variant.
+func decodePhaseObject(b []byte) (ToolCallPhase, error) {
 	fields, err := batchDecodeObject(b, nil, nil)
 	if err != nil {
 		return ToolCallPhase{}, err
@@ -255,6 +263,48 @@ func decodePhase(b []byte) (ToolCallPhase, error) {
 		return ToolCallPhase{}, err
 	}
 	return p, nil
+}
+
+// decodePhasePlain decodes the two phases every call record passes through, Executing and
+// Completed, as the encoder writes them, without the general path's json.Decoder; it
+// reports false for anything else, or anything the general path would refuse, which the
+// general path then decodes or refuses with its error.
+func decodePhasePlain(b []byte) (ToolCallPhase, bool) {
+	keys, vals, ok := objectFields(b)
+	if !ok || len(keys) != 1 {
+		return ToolCallPhase{}, false
+	}
+	fields, body, ok := validObjectFields(vals[0])
+	if !ok {
+		return ToolCallPhase{}, false
+	}
+	var p ToolCallPhase
+	switch PhaseKind(keys[0]) {
+	case PhaseExecuting:
+		if len(fields) != 1 || fields[0] != "attempt" {
+			return ToolCallPhase{}, false
+		}
+		attempt, ok := plainUint16(body[0])
+		if !ok {
+			return ToolCallPhase{}, false
+		}
+		p = ExecutingPhase(attempt)
+	case PhaseCompleted:
+		if !fieldsWithin(fields, toolOutputRequired, toolOutputOptional) {
+			return ToolCallPhase{}, false
+		}
+		var out ToolOutput
+		if err := json.Unmarshal(vals[0], &out); err != nil {
+			return ToolCallPhase{}, false
+		}
+		p = ToolCallPhase{Kind: PhaseCompleted, Output: &out}
+	default:
+		return ToolCallPhase{}, false
+	}
+	if p.check() != nil {
+		return ToolCallPhase{}, false
+	}
+	return p, true
 }
 
 // toolOutputRequired and toolOutputOptional are the JSON fields of [ToolOutput] that a

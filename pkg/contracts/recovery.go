@@ -164,6 +164,20 @@ func (p *ToolRecoveryPolicy) UnmarshalJSON(data []byte) error {
 		*p = DefaultRecoveryPolicy()
 		return nil
 	}
+	if out, ok := decodeRecoveryPlain(data); ok {
+		*p = out
+		return nil
+	}
+	out, err := decodeRecoveryGeneral(data)
+	if err != nil {
+		return err
+	}
+	*p = out
+	return nil
+}
+
+// decodeRecoveryGeneral is the general path of [ToolRecoveryPolicy.UnmarshalJSON].
+func decodeRecoveryGeneral(data []byte) (ToolRecoveryPolicy, error) {
 	var aux struct {
 		Mode        *ToolRecoveryMode `json:"mode"`
 		MaxAttempts *uint16           `json:"max_attempts"`
@@ -171,7 +185,7 @@ func (p *ToolRecoveryPolicy) UnmarshalJSON(data []byte) error {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&aux); err != nil {
-		return fmt.Errorf("recovery policy: %w", err)
+		return ToolRecoveryPolicy{}, fmt.Errorf("recovery policy: %w", err)
 	}
 	out := DefaultRecoveryPolicy()
 	if aux.Mode != nil {
@@ -181,10 +195,41 @@ func (p *ToolRecoveryPolicy) UnmarshalJSON(data []byte) error {
 		out.MaxAttempts = *aux.MaxAttempts
 	}
 	if err := out.check(); err != nil {
-		return fmt.Errorf("recovery policy: %w", err)
+		return ToolRecoveryPolicy{}, fmt.Errorf("recovery policy: %w", err)
 	}
-	*p = out
-	return nil
+	return out, nil
+}
+
+// decodeRecoveryPlain decodes a recovery policy as the encoder writes it (a string mode and
+// an integer max_attempts, each at most once, nothing else) without the general path's
+// json.Decoder, which every read of a call record would pay; it reports false for
+// anything else, which the general path then decodes or refuses.
+func decodeRecoveryPlain(data []byte) (ToolRecoveryPolicy, bool) {
+	keys, vals, ok := objectFields(data)
+	if !ok || !fieldsWithin(keys, nil, []string{"mode", "max_attempts"}) {
+		return ToolRecoveryPolicy{}, false
+	}
+	out := DefaultRecoveryPolicy()
+	for i, k := range keys {
+		switch k {
+		case "mode":
+			m, ok := plainString(vals[i])
+			if !ok {
+				return ToolRecoveryPolicy{}, false
+			}
+			out.Mode = ToolRecoveryMode(m)
+		case "max_attempts":
+			n, ok := plainUint16(vals[i])
+			if !ok {
+				return ToolRecoveryPolicy{}, false
+			}
+			out.MaxAttempts = n
+		}
+	}
+	if out.check() != nil {
+		return ToolRecoveryPolicy{}, false
+	}
+	return out, true
 }
 
 // RecoveryCapabilityFor is the effective capability a pinned policy is validated against

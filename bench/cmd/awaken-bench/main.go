@@ -124,6 +124,11 @@ type settings struct {
 	CPUProfile string        `json:"-"`
 	MemProfile string        `json:"-"`
 	WritesOnly bool          `json:"-"`
+	// CPUPerCall: the rows run the -cpu-per-call phases (measureCPU) only, CPURepeat
+	// times each, CPUCalls calls per sequential phase.
+	CPUPerCall bool `json:"-"`
+	CPUCalls   int  `json:"-"`
+	CPURepeat  int  `json:"-"`
 }
 
 // stats are latency percentiles in milliseconds.
@@ -169,7 +174,8 @@ type result struct {
 	Writes      []writeCount `json:"writes_per_call,omitempty"`
 	Large       []largeBatch `json:"large_parallel_batches,omitempty"`
 	IOBound     []ioBatch    `json:"io_bound_10_calls,omitempty"`
-	Ops         []opStat     `json:"operations,omitempty"` // the ops rows
+	Ops         []opStat     `json:"operations,omitempty"`   // the ops rows
+	CPU         []cpuPhase   `json:"cpu_per_call,omitempty"` // -cpu-per-call
 	PeakRSSMiB  float64      `json:"peak_rss_mib"`
 	// PeakRSSLoadMiB is the row process's peak RSS when the latency and throughput series
 	// ended, before the write count and the large batches (ru_maxrss then).
@@ -200,6 +206,9 @@ func main() {
 	flag.StringVar(&s.CPUProfile, "cpuprofile", "", "pipeline row: CPU profile of the throughput phase")
 	flag.StringVar(&s.MemProfile, "memprofile", "", "pipeline row: allocation profile after the throughput phase")
 	flag.BoolVar(&s.WritesOnly, "writes-only", false, "only count the writes per call (no latency, throughput or large batches); with -rows, print them and write no JSON")
+	flag.BoolVar(&s.CPUPerCall, "cpu-per-call", false, "only measure the process CPU per call (getrusage) of sequential 1- and 10-call batches and of the throughput phase, each row -cpu-repeat times; with -cpuprofile, a CPU profile of each phase (FILE.ROW.N.PHASE); print, write no JSON")
+	flag.IntVar(&s.CPUCalls, "cpu-calls", 1000, "-cpu-per-call: calls of each sequential phase")
+	flag.IntVar(&s.CPURepeat, "cpu-repeat", 3, "-cpu-per-call: runs of each row (a process each); the median is printed")
 	flag.Parse()
 	s.DurationS = s.Duration.Seconds()
 	s.BatchCalls = throughputCalls
@@ -221,15 +230,26 @@ func parent(rows []string, outDir, temporalBin string, s settings) error {
 		return err
 	}
 	var results []result
-	for _, r := range rows {
+	repeat := 1
+	if s.CPUPerCall {
+		repeat = max(s.CPURepeat, 1)
+	}
+	for _, r := range slices.Repeat(rows, repeat) {
 		r = strings.TrimSpace(r)
 		fmt.Fprintf(os.Stderr, "== %s\n", r)
+		profile := s.CPUProfile
+		if s.CPUPerCall && profile != "" {
+			profile = fmt.Sprintf("%s.%s.%d", profile, r, len(results)/len(rows)+1)
+		}
 		args := []string{"-row", r, "-iters1", fmt.Sprint(s.Iters1), "-iters10", fmt.Sprint(s.Iters10),
 			"-warmup", fmt.Sprint(s.Warmup), "-duration", s.Duration.String(), "-runs", fmt.Sprint(s.Runs),
 			"-large", s.Large, "-large-iters", fmt.Sprint(s.LargeIters),
-			"-config", s.Config, "-cpuprofile", s.CPUProfile, "-memprofile", s.MemProfile}
+			"-config", s.Config, "-cpuprofile", profile, "-memprofile", s.MemProfile}
 		if s.WritesOnly {
 			args = append(args, "-writes-only")
+		}
+		if s.CPUPerCall {
+			args = append(args, "-cpu-per-call", "-cpu-calls", fmt.Sprint(s.CPUCalls))
 		}
 		bin := self
 		if temporalBin != "" && strings.HasPrefix(r, rowTemporal) {
@@ -253,6 +273,10 @@ func parent(rows []string, outDir, temporalBin string, s settings) error {
 	rep := report{
 		Time: time.Now().UTC().Format(time.RFC3339), GoVersion: runtime.Version(),
 		CPUs: runtime.NumCPU(), Settings: s, Rows: results, Hops: hopsDoc, Load: loadAverage(),
+	}
+	if s.CPUPerCall {
+		printCPU(os.Stdout, results)
+		return nil
 	}
 	if s.WritesOnly {
 		// No latency or throughput to compare, and nothing to replace latest.json with.

@@ -75,6 +75,12 @@ func measureRow(row string, s settings) (res result) {
 		return res
 	}
 	defer t.close()
+	if s.CPUPerCall {
+		if err := measureCPU(ctx, t, s, &res); err != nil {
+			res.Error = err.Error()
+		}
+		return res
+	}
 	if s.WritesOnly {
 		if sr, ok := t.(serverRow); ok {
 			if err := measureWrites(ctx, t, sr, &res); err != nil {
@@ -321,6 +327,11 @@ func measure(ctx context.Context, t target, s settings, res *result, row string)
 // one after the other through batch until s.Duration has passed, and returns the calls
 // per second and the batches completed.
 func throughput(ctx context.Context, s settings, batch func(ctx context.Context, run string, step int64) error) (float64, int64, error) {
+	return throughputFrom(ctx, s, 1, batch)
+}
+
+// throughputFrom is throughput with each run's steps starting at first.
+func throughputFrom(ctx context.Context, s settings, first int64, batch func(ctx context.Context, run string, step int64) error) (float64, int64, error) {
 	var calls, batches atomic.Int64
 	var firstErr error
 	var errOnce sync.Once
@@ -330,7 +341,7 @@ func throughput(ctx context.Context, s settings, batch func(ctx context.Context,
 	for r := range s.Runs {
 		wg.Go(func() {
 			run := fmt.Sprintf("tp%d", r)
-			for step := int64(1); time.Now().Before(deadline); step++ {
+			for step := first; time.Now().Before(deadline); step++ {
 				cctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 				err := batch(cctx, run, step)
 				cancel()
