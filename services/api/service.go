@@ -179,7 +179,7 @@ func Start(ctx context.Context, env *pipeline.Env, opts Options) (*Service, erro
 	}
 	// The api hands results on as published: an HTTP caller reads a linked output with
 	// GET /v1/objects/{name}, so a response never carries a 64 MiB output inline.
-	c, err := client.New(env.Conn, client.WithPrefix(env.Names.Prefix), client.WithSource("awaken/"+ServiceName), client.KeepLinks(),
+	c, err := env.NewClient(client.WithPrefix(env.Names.Prefix), client.WithSource("awaken/"+ServiceName), client.KeepLinks(),
 		// The api authenticated every actor it sends: its resume commands go on the subject
 		// only its NATS user may publish, so the gate records them as authenticated.
 		client.AuthenticatedResumes())

@@ -9,7 +9,6 @@ import (
 
 	"github.com/awaken-dev/awaken/internal/bus"
 	"github.com/awaken-dev/awaken/internal/pipeline"
-	"github.com/awaken-dev/awaken/pkg/cloudevent"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
@@ -161,8 +160,7 @@ func (s *Service) stopInFlight(ctx context.Context, cc *contracts.CallCancel) er
 	if err != nil {
 		return fmt.Errorf("gate: build call stop: %w", err)
 	}
-	msg := cloudevent.EncodeMsg(s.env.Names.CallStopSubject(), ev)
-	if err := s.env.Conn.PublishMsg(msg); err != nil {
+	if err := s.env.PublishNotice(s.env.Names.CallStopSubject(), ev); err != nil {
 		return fmt.Errorf("gate: publish call stop: %w", err)
 	}
 	zerolog.Ctx(ctx).Info().Msg("call cancel: the body is running; executors told to stop it")

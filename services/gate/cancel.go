@@ -9,7 +9,6 @@ import (
 
 	"github.com/awaken-dev/awaken/internal/bus"
 	"github.com/awaken-dev/awaken/internal/telemetry"
-	"github.com/awaken-dev/awaken/pkg/cloudevent"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
@@ -73,7 +72,7 @@ func (s *Service) stopRunBodies(ctx context.Context, rc *contracts.RunCancel) er
 	if err != nil {
 		return fmt.Errorf("gate: build run stop: %w", err)
 	}
-	if err := s.env.Conn.PublishMsg(cloudevent.EncodeMsg(s.env.Names.CallStopSubject(), ev)); err != nil {
+	if err := s.env.PublishNotice(s.env.Names.CallStopSubject(), ev); err != nil {
 		return fmt.Errorf("gate: publish run stop: %w", err)
 	}
 	return nil

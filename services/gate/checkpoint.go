@@ -18,7 +18,7 @@ const checkpointRecheck = time.Hour
 // replica runs it; the checkpoint of a period has one id, so it is stored once. It returns
 // when ctx ends.
 func (s *Service) checkpointLoop(ctx context.Context) {
-	a := auditlog.New(s.env.JS, s.env.Names.AuditStream(), auditlog.SubjectPrefix(s.env.Names), s.env.AuditKey)
+	a := s.env.AuditAppender()
 	for {
 		wait := checkpointRecheck
 		if interval, err := s.writeCheckpoint(ctx, a); err != nil {
@@ -40,7 +40,7 @@ func (s *Service) checkpointLoop(ctx context.Context) {
 // writeCheckpoint writes the checkpoint of the current period if the audit stream has a
 // max age, and returns the interval (0: the stream keeps its records, no checkpoint).
 func (s *Service) writeCheckpoint(ctx context.Context, a *auditlog.Appender) (time.Duration, error) {
-	st, err := s.env.JS.Stream(ctx, s.env.Names.AuditStream())
+	st, err := s.env.Stream(ctx, s.env.Names.AuditStream())
 	if err != nil {
 		return 0, err
 	}

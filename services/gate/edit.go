@@ -85,7 +85,7 @@ func (s *Service) validatePublished(ctx context.Context, t config.Tool, args jso
 		return &contracts.ResumeError{Code: contracts.ResumeInvalidArguments,
 			Message: fmt.Sprintf("edited arguments of tool %s cannot be checked: %s; approve without editing, or retry once brain-exec has published its tools", t.ID, why)}
 	}
-	kv, err := s.env.JS.KeyValue(ctx, s.env.Names.ToolsBucket())
+	kv, err := s.env.ToolsBucket(ctx)
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
 		return unchecked("no tools bucket")
 	}

@@ -82,7 +82,7 @@ func newLimiter(env *pipeline.Env, host *contracts.Policy) *limiter {
 // existed) is an error at every decision a limit applies to, so limits fail closed.
 func (l *limiter) store(ctx context.Context) (*state.Store[contracts.LimitLedgerEntry], error) {
 	l.once.Do(func() {
-		kv, err := l.env.JS.KeyValue(ctx, l.env.Names.LimitsBucket())
+		ledger, err := l.env.LimitsLedger(ctx)
 		if err != nil {
 			l.err = fmt.Errorf("gate: limits ledger %s (run awaken setup): %w", l.env.Names.LimitsBucket(), err)
 			if !errors.Is(err, jetstream.ErrBucketNotFound) {
@@ -91,7 +91,7 @@ func (l *limiter) store(ctx context.Context) (*state.Store[contracts.LimitLedger
 			}
 			return
 		}
-		l.ledger = state.NewStore[contracts.LimitLedgerEntry](kv, state.WithJetStream(l.env.JS))
+		l.ledger = ledger
 	})
 	if l.ledger == nil {
 		return nil, l.err

@@ -116,7 +116,7 @@ func Start(ctx context.Context, env *pipeline.Env, opts ...bus.DeliveryOption) (
 	if r, ok := s.runSweepRoute(); ok {
 		routes = append(routes, r)
 	}
-	s.consumers, err = bus.Start(ctx, env.JS, env.Delivery(bus.ServiceDelivery(), opts...), routes, s.log)
+	s.consumers, err = env.StartConsumers(ctx, env.Delivery(bus.ServiceDelivery(), opts...), routes, s.log)
 	if err != nil {
 		return nil, fmt.Errorf("gate: start: %w", err)
 	}

@@ -204,7 +204,7 @@ func (s *Service) recordStream(ctx context.Context, bucket string) (jetstream.St
 	if st, ok := s.sweepStreams.Load(bucket); ok {
 		return st.(jetstream.Stream), nil
 	}
-	st, err := s.env.JS.Stream(ctx, contracts.RecordStream(bucket))
+	st, err := s.env.Stream(ctx, contracts.RecordStream(bucket))
 	if err != nil {
 		return nil, err
 	}

@@ -79,7 +79,7 @@ func Start(ctx context.Context, env *pipeline.Env, opts ...bus.DeliveryOption) (
 	}
 	n := env.Names
 	var err error
-	s.consumers, err = bus.Start(ctx, env.JS, delivery, []bus.Route{{Spec: bus.ConsumerSpec{
+	s.consumers, err = env.StartConsumers(ctx, delivery, []bus.Route{{Spec: bus.ConsumerSpec{
 		Stream: n.CallRecordsStream(), Durable: contracts.ConsumerPublisher,
 		FilterSubjects: []string{n.CallRecordsFilter()},
 		AcceptTypes:    []string{contracts.TypeCallOutput}, Records: true,
