@@ -55,7 +55,7 @@ func (s *Service) handleRunCancel(ctx context.Context, d bus.Delivery) error {
 		return err
 	}
 	// After the announcement, off the path of whoever waits for the cancel to be done.
-	if err := s.limits.deleteRunLedgerKeys(ctx, rc.RunID); err != nil {
+	if err := s.limits.DeleteRunLedgerKeys(ctx, rc.RunID); err != nil {
 		return err
 	}
 	log.Info().Int("batches", sealed).Str("reason", run.Ended.Reason).Msg("run cancelled")

@@ -362,11 +362,11 @@ func TestRateLimitWaitDefersToTheNextWindow(t *testing.T) {
 	// Its own window gets room (run-a's share given back, as for a call that never ran):
 	// deciding run-d's call again still finds the window it was deferred to, by the pointer,
 	// and takes nothing in its own.
-	lim := h.Svc.limits.waitingRate(d.Submission.Calls[0])
-	if err := h.Svc.limits.release(h.Ctx, contracts.LimitLedgerKey("hourly", "", base), op(a, 0)); err != nil {
+	lim := h.Svc.limits.WaitingRate(d.Submission.Calls[0])
+	if err := h.Svc.limits.Release(h.Ctx, contracts.LimitLedgerKey("hourly", "", base), op(a, 0)); err != nil {
 		t.Fatal(err)
 	}
-	until, blocked, err := h.Svc.limits.reserveAhead(h.Ctx, lim, d, op(d, 0))
+	until, blocked, err := h.Svc.limits.ReserveAhead(h.Ctx, lim, d, op(d, 0))
 	if err != nil || blocked || !until.Equal(base.Add(3*time.Hour)) {
 		t.Fatalf("decided again: until %s, blocked %v, %v; want the window it was deferred to", until, blocked, err)
 	}

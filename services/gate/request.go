@@ -139,7 +139,7 @@ func (s *Service) decideCall(ctx context.Context, b *contracts.BatchRecord, i in
 	// come before the decision's, and once an ended call's share has folded into used (or
 	// its slot gone back) nothing in the ledger says it was counted — only its record
 	// tells a decided call from a new one.
-	if assumeNew && s.limits.matchesAny(b.Submission.Calls[i]) {
+	if assumeNew && s.limits.MatchesAny(b.Submission.Calls[i]) {
 		assumeNew = false
 	}
 	for range maxCASAttempts {
@@ -163,7 +163,7 @@ func (s *Service) decideCall(ctx context.Context, b *contracts.BatchRecord, i in
 			}
 		}
 		if s.takesSlot(b, i, d) {
-			if d.slotWait, err = s.limits.acquire(ctx, b, i); err != nil {
+			if d.slotWait, err = s.limits.Acquire(ctx, b, i); err != nil {
 				return rec, d, false, err
 			}
 		}
@@ -373,7 +373,7 @@ func (s *Service) takesSlot(b *contracts.BatchRecord, i int, d decision) bool {
 		return false
 	}
 	call := b.Submission.Calls[i]
-	if !s.limits.hasSlots(call) || s.entryCheck(b.Pinned[i], call.ToolID) != nil {
+	if !s.limits.HasSlots(call) || s.entryCheck(b.Pinned[i], call.ToolID) != nil {
 		return false
 	}
 	_, fixed := s.fixedResult(call)

@@ -26,6 +26,7 @@ import (
 	"github.com/awaken-dev/awaken/internal/bus"
 	"github.com/awaken-dev/awaken/internal/pipeline"
 	"github.com/awaken-dev/awaken/pkg/contracts"
+	"github.com/awaken-dev/awaken/services/gate/limits"
 )
 
 // ServiceName names the gate in CloudEvent sources ("awaken/gate"), logs and fault hooks.
@@ -47,7 +48,7 @@ type Service struct {
 	env         *pipeline.Env
 	host        *contracts.Policy
 	runPolicies *policyCache
-	limits      *limiter
+	limits      *limits.Ledger
 	log         zerolog.Logger
 	consumers   *bus.Consumers
 	// sweepStreams holds the record streams the sweep purges, by bucket, looked up once.
@@ -136,7 +137,7 @@ func newService(env *pipeline.Env) (*Service, error) {
 		env:         env,
 		host:        host,
 		runPolicies: newPolicyCache(policyCacheSize),
-		limits:      newLimiter(env, host),
+		limits:      limits.New(env, host),
 		log:         env.Log,
 	}, nil
 }

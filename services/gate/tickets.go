@@ -57,7 +57,7 @@ func (s *Service) ticketFor(b *contracts.BatchRecord, i int, rec *contracts.Call
 		case d.Kind == contracts.GateSchedule:
 			due := opened.Add(d.Delay.D())
 			if d.Until != nil && d.Until.After(due) {
-				due = d.Until.UTC() // deferred by a waiting rate limit (ratewait.go)
+				due = d.Until.UTC() // deferred by a waiting rate limit (services/gate/limits ratewait.go)
 			}
 			t.DueAt = &due
 		case d.Kind == contracts.GateRequireConfirmation && d.Timeout > 0:
