@@ -160,7 +160,7 @@ func (s *Service) clearTickets(ctx context.Context, b *contracts.BatchRecord, i 
 	}
 	sub := &b.Submission
 	for _, r := range []contracts.TicketReason{contracts.ReasonPermission, contracts.ReasonScheduledAction, contracts.ReasonClientExecution} {
-		if err := s.deleteTicket(ctx, contracts.CorrelationID(r, sub.RunID, sub.Step, sub.Calls[i].CallID), 0); err != nil {
+		if err := s.tickets.DeleteTicket(ctx, contracts.CorrelationID(r, sub.RunID, sub.Step, sub.Calls[i].CallID), 0); err != nil {
 			return err
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/awaken-dev/awaken/internal/natstest"
 	"github.com/awaken-dev/awaken/internal/state"
 	"github.com/awaken-dev/awaken/pkg/contracts"
+	"github.com/awaken-dev/awaken/services/gate/tickets"
 )
 
 func intp(n int) *int { return &n }
@@ -374,7 +375,7 @@ func TestRateLimitWaitDefersToTheNextWindow(t *testing.T) {
 		t.Fatalf("own window holds %+v, want nothing: the call was deferred", e)
 	}
 	// The due timer hands b's call over.
-	h.fireTimer(h.uniq("due"), rb.Decision.CorrelationID, timerDue)
+	h.fireTimer(h.uniq("due"), rb.Decision.CorrelationID, tickets.TimerDue)
 	h.waitCall(b, 0, "handed over when due", func(r contracts.CallRecord) bool { return r.ExecutingUnentered() && r.Input != nil })
 }
 
