@@ -22,6 +22,7 @@ import (
 	"github.com/awaken-dev/awaken/internal/servicerun"
 	"github.com/awaken-dev/awaken/internal/telemetry"
 	"github.com/awaken-dev/awaken/internal/toolreg"
+	"github.com/awaken-dev/awaken/pkg/client"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 	"github.com/awaken-dev/awaken/services/api"
 	"github.com/awaken-dev/awaken/services/batcher"
@@ -141,6 +142,9 @@ func startOne(ctx context.Context, st *servicerun.Stack, name string, env *pipel
 		}
 		if apiOpts.Ready == nil {
 			apiOpts.Ready = st.Ready
+		}
+		if apiOpts.NewClient == nil {
+			apiOpts.NewClient = func(opts ...client.Option) (*client.Client, error) { return client.New(env.Conn, opts...) }
 		}
 		return api.Start(ctx, env, apiOpts)
 	}

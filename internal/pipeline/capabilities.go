@@ -11,7 +11,6 @@ import (
 	"github.com/awaken-dev/awaken/internal/auditlog"
 	"github.com/awaken-dev/awaken/internal/bus"
 	"github.com/awaken-dev/awaken/internal/state"
-	"github.com/awaken-dev/awaken/pkg/client"
 	"github.com/awaken-dev/awaken/pkg/cloudevent"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
@@ -75,11 +74,6 @@ func (e *Env) MaxPayload() int64 {
 		return 0
 	}
 	return e.Conn.MaxPayload()
-}
-
-// NewClient returns a [client.Client] on the environment's connection.
-func (e *Env) NewClient(opts ...client.Option) (*client.Client, error) {
-	return client.New(e.Conn, opts...)
 }
 
 // Stream binds the stream called name: its info, its messages by subject, its purges.
