@@ -31,6 +31,10 @@ const module = "github.com/awaken-dev/awaken"
 //     to either is a cycle
 //     and any other drags the runtime into every tool author's build;
 //   - a file (test files included) of services/<a> imports services/<b>, b ≠ a;
+//   - a file (test files included) of a package under a service (services/gate/limits)
+//     imports a package it lies under (services/gate): the service's root wires its
+//     subpackages, which answer it through their own small interfaces, so the arrows run
+//     one way and a subpackage can be read and tested without the service around it;
 //   - a non-test file outside services/ imports a package under services/, unless it is
 //     the wiring that runs them (cmd/ and internal/wiring): a library built on a service's
 //     code couples to its internals (internal/schemas once imported services/api for the
@@ -107,6 +111,9 @@ func violations(t *testing.T, root string) []string {
 				if other, ok := serviceOf(sub); ok && other != own {
 					out = append(out, rel+" imports "+imp+" (services never import each other)")
 				}
+				if sub != rel && strings.HasPrefix(rel, sub+"/") {
+					out = append(out, rel+" imports "+imp+" (a package of a service never imports one it lies under)")
+				}
 			}
 		}
 		return nil
@@ -168,5 +175,6 @@ func TestTheCheckFindsBrokenRules(t *testing.T) {
 		"pkg/executor/tool imports " + module + "/internal/config (the tool vocabulary is a leaf: pkg/contracts and internal/toolctx only)",
 		"services/alpha imports " + module + "/services/beta (services never import each other)",
 		"services/beta/sub imports " + module + "/services/alpha (services never import each other)",
+		"services/beta/sub imports " + module + "/services/beta (a package of a service never imports one it lies under)",
 	})
 }

@@ -46,8 +46,7 @@ type Executor struct {
 	// consumers is the loop of its one consumer, the target's executor requests.
 	consumers *bus.Consumers
 	// cancels tracks the calls in flight; stopSub hears the gate's stop notices, which
-	// stop the bodies of a cancelled run's calls (cancel.go) or of one cancelled call
-	// (callcancel.go).
+	// stop the bodies of a cancelled run's calls or of one cancelled call (cancel.go).
 	cancels runCancels
 	stopSub *nats.Subscription
 	// objects stores outputs too large to carry inline (objects.go).

@@ -31,7 +31,7 @@ import (
 // Tester runs backtests over one deployment's audit stream and batch records. It
 // only reads.
 type Tester struct {
-	js      jetstream.JetStream
+	js      StreamReader
 	names   contracts.Names
 	runs    *state.Store[contracts.RunRecord]
 	batches *state.Store[contracts.BatchRecord]
@@ -40,9 +40,16 @@ type Tester struct {
 	annotations config.AnnotationSource
 }
 
+// StreamReader reads a stream in order from a point on and deletes its consumer when done
+// (a jetstream.JetStream is one).
+type StreamReader interface {
+	OrderedConsumer(ctx context.Context, stream string, cfg jetstream.OrderedConsumerConfig) (jetstream.Consumer, error)
+	DeleteConsumer(ctx context.Context, stream string, consumer string) error
+}
+
 // New returns a tester over js (the streams of names) and the run and batches
 // stores; annotations may be nil.
-func New(js jetstream.JetStream, names contracts.Names, runs *state.Store[contracts.RunRecord],
+func New(js StreamReader, names contracts.Names, runs *state.Store[contracts.RunRecord],
 	batches *state.Store[contracts.BatchRecord], annotations config.AnnotationSource) *Tester {
 	return &Tester{js: js, names: names, runs: runs, batches: batches, annotations: annotations}
 }

@@ -59,6 +59,9 @@ type Options struct {
 	Log zerolog.Logger
 	// Faults is the test-only fault hook (nil in production).
 	Faults pipeline.FaultHook
+	// Now, when set, is every service's clock instead of the real one: a test that depends
+	// on the time of day (the hourly windows of a rate limit) sets it (nil in production).
+	Now func() time.Time
 	// Topology overrides the stream settings (replicas, storage).
 	Topology *bus.TopologyConfig
 	// Metrics is the process's Prometheus registry; nil creates one per Stack. Every
@@ -281,6 +284,9 @@ func Start(ctx context.Context, o Options) (st *Stack, err error) {
 			return st, err
 		}
 		env.Faults = o.Faults
+		if o.Now != nil {
+			env.Now = o.Now
+		}
 		env.Service = name
 		tel := telemetry.New(name, o.Metrics, o.TracerProvider)
 		env.SetTelemetry(tel)

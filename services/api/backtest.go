@@ -25,7 +25,7 @@ func (s *Service) PolicyTest(ctx context.Context, req httpapi.PolicyTestRequest)
 	if err != nil {
 		return httpapi.PolicyTestReport{}, err
 	}
-	pt := policybacktest.New(s.env.JS, s.env.Names, s.env.Runs, s.env.Batches, s.env.Config.Annotations)
+	pt := policybacktest.New(s.env.StreamReader(), s.env.Names, s.env.Runs, s.env.Batches, s.env.Config.Annotations)
 	rep, err := pt.Run(ctx, cand, req)
 	if err != nil {
 		var e *httpapi.Error

@@ -80,10 +80,18 @@ func newHarnessOf(t testing.TB, opts api.Options, services []string) *harness {
 // cfgYAML.
 func newHarnessConfig(t testing.TB, cfgYAML string, opts api.Options, services []string) *harness {
 	t.Helper()
+	return newHarnessStack(t, cfgYAML, app.Options{Services: services, API: opts})
+}
+
+// newHarnessStack is [newHarnessConfig] with the stack's options o (its Config is
+// cfgYAML's): a test sets the services' clock (o.Now) there.
+func newHarnessStack(t testing.TB, cfgYAML string, o app.Options) *harness {
+	t.Helper()
 	cfg := servicetest.ParseConfig(t, cfgYAML)
 	cfg.Executors.BodyLedger = true // ledger reads it
 	srv := stacktest.NewServer(t)
-	st := srv.StartStack(ctxFor(t, stacktest.StartTimeout), app.Options{Config: cfg, Services: services, API: opts})
+	o.Config = cfg
+	st := srv.StartStack(ctxFor(t, stacktest.StartTimeout), o)
 	if st.APIService == nil {
 		t.Fatal("the stack did not start the api")
 	}

@@ -49,7 +49,7 @@ func (s *Service) Limits(ctx context.Context, only string) (httpapi.LimitsReport
 	if len(rep.Limits) == 0 {
 		return rep, nil
 	}
-	kv, err := s.env.JS.KeyValue(ctx, s.env.Names.LimitsBucket())
+	kv, err := s.env.LimitsBucket(ctx)
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
 		return rep, nil
 	}

@@ -9,7 +9,6 @@ import (
 	"github.com/awaken-dev/awaken/internal/wiring/stacktest"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 	"github.com/awaken-dev/awaken/pkg/httpapi"
-	"github.com/awaken-dev/awaken/services/api"
 )
 
 const rateWaitConfig = `
@@ -29,11 +28,16 @@ policy:
 // approving that ticket over HTTP is answered 409 deferred_by_limit: the call does not run
 // inside the full hour (GET /v1/limits keeps it at 1 of 1 with one call run), and the
 // ticket stays open, due at the next hour.
+//
+// The services' clock runs in the middle of an hour still to come (30 to 90 minutes ahead
+// of the real time), so both runs fall in one window whatever the time of day, and the
+// ticket's due time, the next hour on that clock, is an hour or more away in the server's
+// real time: its timer cannot hand the call over while the test looks.
 func TestApprovingARateDeferralOverHTTPIsRefused(t *testing.T) {
-	if next := time.Now().Truncate(time.Hour).Add(time.Hour); time.Until(next) < 2*time.Minute {
-		t.Skip("too close to the hour: the two runs might fall in two windows")
-	}
-	h := newHarnessConfig(t, rateWaitConfig, api.Options{}, append(app.AllServices(), contracts.ServiceAPI))
+	start := time.Now().UTC()
+	ahead := start.Truncate(time.Hour).Add(90 * time.Minute).Sub(start)
+	now := func() time.Time { return time.Now().UTC().Add(ahead) }
+	h := newHarnessStack(t, rateWaitConfig, app.Options{Services: append(app.AllServices(), contracts.ServiceAPI), Now: now})
 	sub := func(run string) contracts.BatchSubmission {
 		return contracts.BatchSubmission{RunID: run, ThreadID: "t", Step: 1,
 			Agent: contracts.AgentSnapshot{SnapshotID: "snap-1", Tools: []string{"echo"}},
@@ -49,7 +53,7 @@ func TestApprovingARateDeferralOverHTTPIsRefused(t *testing.T) {
 		t.Fatalf("rate-a's echo ran %d times by the ledger, want 1", n)
 	}
 	tk := stacktest.Park(t, ctxFor(t, waitLong), h.client, sub("rate-b"), "c1")
-	next := time.Now().UTC().Truncate(time.Hour).Add(time.Hour)
+	next := now().Truncate(time.Hour).Add(time.Hour)
 	if tk.Reason != contracts.ReasonScheduledAction || tk.DueAt == nil || !tk.DueAt.Equal(next) {
 		t.Fatalf("rate-b's ticket %+v, want a scheduled_action due at %s", tk, next)
 	}

@@ -22,7 +22,7 @@ import (
 const maxMicroBody = 256 << 10
 
 func (s *Service) startMicro() error {
-	svc, err := micro.AddService(s.env.Conn, micro.Config{
+	svc, err := s.env.AddMicroService(micro.Config{
 		Name:        MicroName,
 		Version:     ServiceVersion,
 		Description: "awaken approvals: list, get and resolve tickets; cancel runs and calls; resolve indeterminate calls; list, pause and resume tools",
@@ -56,7 +56,7 @@ func (s *Service) startMicro() error {
 	}
 	// The subscriptions are registered when the server has read them: flush, so that a
 	// started api answers the very next request, from any connection.
-	if err := s.env.Conn.Flush(); err != nil {
+	if err := s.env.FlushSubscriptions(); err != nil {
 		_ = svc.Stop()
 		return fmt.Errorf("api: register micro endpoints: %w", err)
 	}
@@ -89,7 +89,7 @@ func (s *Service) microHandler(handle func(context.Context, micro.Request) (any,
 		}
 		// From here on the request is answered from another goroutine, after this
 		// handler has returned: reply through a detached request (see there).
-		detached := detachedRequest{Request: req, conn: s.env.Conn}
+		detached := detachedRequest{Request: req, reply: s.env.PublishReply}
 		go func(req micro.Request) {
 			defer s.inflight.Done()
 			defer release()
@@ -118,7 +118,7 @@ func (s *Service) microHandler(handle func(context.Context, micro.Request) (any,
 // connection instead; micro's per-endpoint error counters do not see them.
 type detachedRequest struct {
 	micro.Request
-	conn *nats.Conn
+	reply func(*nats.Msg) error
 }
 
 func (r detachedRequest) Respond(data []byte, opts ...micro.RespondOpt) error {
@@ -160,7 +160,7 @@ func (r detachedRequest) publish(msg *nats.Msg) error {
 	if !ReplyAllowed(msg.Subject) {
 		return fmt.Errorf("%w: reply subject %q is not an inbox", micro.ErrRespond, msg.Subject)
 	}
-	if err := r.conn.PublishMsg(msg); err != nil {
+	if err := r.reply(msg); err != nil {
 		return fmt.Errorf("%w: %w", micro.ErrRespond, err)
 	}
 	return nil

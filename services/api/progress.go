@@ -19,7 +19,7 @@ const EventProgress = "progress"
 // listenProgress forwards the progress events of every run to the open streams until ctx
 // ends. A failure to subscribe costs only the live progress, so it is logged, not fatal.
 func (h *hub) listenProgress(ctx context.Context) {
-	sub, err := h.env.Conn.Subscribe(h.env.Names.EventsSubject("*"), func(m *nats.Msg) {
+	stop, err := h.env.ListenNotices(h.env.Names.EventsSubject("*"), func(m *nats.Msg) {
 		ev, err := cloudevent.DecodeMsg(m.Header, m.Data)
 		if err != nil || ev.Type != contracts.TypeToolProgress {
 			return
@@ -38,5 +38,5 @@ func (h *hub) listenProgress(ctx context.Context) {
 		h.log.Warn().Err(err).Msg("event stream: no live progress (subscribe failed)")
 		return
 	}
-	context.AfterFunc(ctx, func() { _ = sub.Unsubscribe() })
+	context.AfterFunc(ctx, func() { _ = stop() })
 }

@@ -71,6 +71,10 @@ const (
 
 // Options configures the api.
 type Options struct {
+	// NewClient makes a client of the platform protocol on the api's own connection: the
+	// api sends resume commands, cancellations and resolutions with it. The wiring sets it
+	// (internal/app), which holds the connection; the api never does.
+	NewClient func(opts ...client.Option) (*client.Client, error)
 	// HTTPAddr is the host:port of the HTTP api and console; empty disables HTTP (the
 	// micro service still runs). Port 0 picks a free port (see [Service.URL]).
 	HTTPAddr string
@@ -179,7 +183,10 @@ func Start(ctx context.Context, env *pipeline.Env, opts Options) (*Service, erro
 	}
 	// The api hands results on as published: an HTTP caller reads a linked output with
 	// GET /v1/objects/{name}, so a response never carries a 64 MiB output inline.
-	c, err := client.New(env.Conn, client.WithPrefix(env.Names.Prefix), client.WithSource("awaken/"+ServiceName), client.KeepLinks(),
+	if opts.NewClient == nil {
+		return nil, errors.New("api: no client (Options.NewClient)")
+	}
+	c, err := opts.NewClient(client.WithPrefix(env.Names.Prefix), client.WithSource("awaken/"+ServiceName), client.KeepLinks(),
 		// The api authenticated every actor it sends: its resume commands go on the subject
 		// only its NATS user may publish, so the gate records them as authenticated.
 		client.AuthenticatedResumes())

@@ -161,11 +161,7 @@ func (h *hub) startLocked() error {
 }
 
 func (h *hub) watch(ctx context.Context, bucket string) (jetstream.KeyWatcher, error) {
-	kv, err := h.env.JS.KeyValue(ctx, bucket)
-	if err != nil {
-		return nil, fmt.Errorf("api: bucket %s: %w", bucket, err)
-	}
-	w, err := kv.WatchAll(ctx, jetstream.UpdatesOnly())
+	w, err := h.env.WatchBucket(ctx, bucket)
 	if err != nil {
 		return nil, fmt.Errorf("api: watch %s: %w", bucket, err)
 	}

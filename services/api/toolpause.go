@@ -80,7 +80,7 @@ func (s *Service) pauseTarget(ctx context.Context, toolID string) (jetstream.Key
 	if _, ok := s.env.Config.Tool(toolID); !ok {
 		return nil, "", apiErr(http.StatusNotFound, httpapi.CodeNotFound, "no tool %q is configured", toolID)
 	}
-	kv, err := s.env.JS.KeyValue(ctx, s.env.Names.ToolPausesBucket())
+	kv, err := s.env.ToolPausesBucket(ctx)
 	if err != nil {
 		return nil, "", apiErr(http.StatusServiceUnavailable, httpapi.CodeUnavailable,
 			"tool pauses bucket (run `awaken setup` to create it): %v", err)

@@ -88,7 +88,7 @@ func runsInBrain(t config.Tool) bool {
 // publishedDescriptors reads what the executor of target published (none yet: empty).
 func (s *Service) publishedDescriptors(ctx context.Context, target contracts.ToolExecutionTarget) (map[string]contracts.ToolDescriptor, error) {
 	out := map[string]contracts.ToolDescriptor{}
-	kv, err := s.env.JS.KeyValue(ctx, s.env.Names.ToolsBucket())
+	kv, err := s.env.ToolsBucket(ctx)
 	if err != nil {
 		if errors.Is(err, jetstream.ErrBucketNotFound) {
 			return out, nil

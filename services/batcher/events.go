@@ -8,7 +8,6 @@ import (
 
 	"github.com/awaken-dev/awaken/internal/bus"
 	"github.com/awaken-dev/awaken/internal/pipeline"
-	"github.com/awaken-dev/awaken/pkg/cloudevent"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
@@ -49,7 +48,7 @@ func (s *Service) publishUnchanged(ctx context.Context, d bus.Delivery, cur *con
 	}
 	o, err := s.event(s.env.Names.UnchangedSubject(sub.RunID), pipeline.UnchangedID(eventID), contracts.TypeBatchUnchanged, payload)
 	if err == nil {
-		if err = s.env.Conn.PublishMsg(cloudevent.EncodeMsg(o.Subject, o.Event)); err != nil {
+		if err = s.env.PublishNotice(o.Subject, o.Event); err != nil {
 			err = fmt.Errorf("batcher: publish unchanged notice %s: %w", o.Event.ID, err)
 		}
 	}

@@ -70,7 +70,7 @@ func Start(ctx context.Context, env *pipeline.Env, opts ...bus.DeliveryOption) (
 		}, Handler: s.handleSubmit},
 	}
 	var err error
-	s.consumers, err = bus.Start(ctx, env.JS, delivery, routes, s.log)
+	s.consumers, err = env.StartConsumers(ctx, delivery, routes, s.log)
 	if err != nil {
 		return nil, fmt.Errorf("batcher: start: %w", err)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/awaken-dev/awaken/internal/natstest"
 	"github.com/awaken-dev/awaken/pkg/cloudevent"
 	"github.com/awaken-dev/awaken/pkg/contracts"
+	"github.com/awaken-dev/awaken/services/gate/tickets"
 )
 
 // unboundAllow is an approval of t that names no arguments digest, as a client of the
@@ -79,7 +80,7 @@ func TestTicketBindsArgumentsDigest(t *testing.T) {
 	edit := withDigest(tk, "alice", tk.ArgumentsDigest)
 	edit.Result.Permission.Arguments = json.RawMessage(`{"path":"/tmp/b"}`)
 	h.resume("resume-bound", edit)
-	if a := h.waitAnswer("resume-bound"); a.kind != "resolved" || a.res.Code != resolvedApproved {
+	if a := h.waitAnswer("resume-bound"); a.kind != "resolved" || a.res.Code != tickets.ResolvedApproved {
 		t.Fatalf("bound approval answered %+v, want approved", a)
 	}
 	h.quiet()
@@ -96,14 +97,14 @@ func TestTicketBindsArgumentsDigest(t *testing.T) {
 
 	_, tu := h.park(2, "call_u", "ask_me", `{"x":1}`)
 	h.resume("resume-unbound", unboundAllow(tu, "alice"))
-	if a := h.waitAnswer("resume-unbound"); a.kind != "resolved" || a.res.Code != resolvedApproved {
+	if a := h.waitAnswer("resume-unbound"); a.kind != "resolved" || a.res.Code != tickets.ResolvedApproved {
 		t.Fatalf("approval without a digest answered %+v, want approved (compatibility)", a)
 	}
 	_, td := h.park(3, "call_d", "ask_me", `{}`)
 	d := deny(td, "no")
 	d.Result.Permission.ArgumentsDigest = stale
 	h.resume("resume-deny", d)
-	if a := h.waitAnswer("resume-deny"); a.kind != "resolved" || a.res.Code != resolvedDenied {
+	if a := h.waitAnswer("resume-deny"); a.kind != "resolved" || a.res.Code != tickets.ResolvedDenied {
 		t.Fatalf("deny naming a stale digest answered %+v, want denied", a)
 	}
 	h.quiet()
@@ -120,7 +121,7 @@ func (h *harness) firstOfTwoApprovals(tk contracts.ResumeTicket, who string) {
 	id := "resume-" + who
 	h.resumeOnAPISubject(id, approveAs(tk, who, ""))
 	a := h.waitAnswer(id)
-	if a.kind != "resolved" || a.res.Code != resolvedApprovalRecorded || a.res.Approvals != 1 || a.res.ApprovalsRequired != 2 || a.res.Actor != who {
+	if a.kind != "resolved" || a.res.Code != tickets.ResolvedApprovalRecorded || a.res.Approvals != 1 || a.res.ApprovalsRequired != 2 || a.res.Actor != who {
 		h.T.Fatalf("first approval answered %+v, want approval_recorded 1 of 2 by %s", a, who)
 	}
 }
@@ -175,7 +176,7 @@ func TestSeveralApprovers(t *testing.T) {
 	}
 
 	h.resumeOnAPISubject("resume-bob", approveAs(tk, "bob", ""))
-	if a := h.waitAnswer("resume-bob"); a.kind != "resolved" || a.res.Code != resolvedApproved || a.res.Approvals != 2 || a.res.ApprovalsRequired != 2 {
+	if a := h.waitAnswer("resume-bob"); a.kind != "resolved" || a.res.Code != tickets.ResolvedApproved || a.res.Approvals != 2 || a.res.ApprovalsRequired != 2 {
 		t.Fatalf("second approval answered %+v, want approved with 2 of 2", a)
 	}
 	rec := h.waitCall(b, 0, "approved", isPhase(contracts.PhaseExecuting))
@@ -192,7 +193,7 @@ func TestSeveralApprovers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := h.Svc.handleResume(h.Ctx, bus.Delivery{Event: ev, Subject: h.Env.Names.TicketResumeAPISubject()}); err != nil {
+	if err := h.Svc.tickets.HandleResume(h.Ctx, bus.Delivery{Event: ev, Subject: h.Env.Names.TicketResumeAPISubject()}); err != nil {
 		t.Fatalf("redelivered first approval: %v", err)
 	}
 	h.quiet()
@@ -219,7 +220,7 @@ func TestOneDenialVetoes(t *testing.T) {
 	veto := deny(tk, "too much")
 	veto.Actor = "dave"
 	h.resume("resume-veto", veto)
-	if a := h.waitAnswer("resume-veto"); a.kind != "resolved" || a.res.Code != resolvedDenied || a.res.Approvals != 1 {
+	if a := h.waitAnswer("resume-veto"); a.kind != "resolved" || a.res.Code != tickets.ResolvedDenied || a.res.Approvals != 1 {
 		t.Fatalf("veto answered %+v, want denied with 1 approval recorded", a)
 	}
 	rec := h.waitCall(b, 0, "denied", isPhase(contracts.PhaseCompleted))
@@ -257,9 +258,9 @@ func TestConcurrentApprovalsCountOnceEach(t *testing.T) {
 		approved, recorded := 0, map[int]bool{}
 		for _, id := range ids {
 			switch a := h.waitAnswer(id); {
-			case a.kind == "resolved" && a.res.Code == resolvedApproved:
+			case a.kind == "resolved" && a.res.Code == tickets.ResolvedApproved:
 				approved++
-			case a.kind == "resolved" && a.res.Code == resolvedApprovalRecorded:
+			case a.kind == "resolved" && a.res.Code == tickets.ResolvedApprovalRecorded:
 				recorded[a.res.Approvals] = true
 			default:
 				t.Errorf("round %d: %s answered %+v", r, id, a)
@@ -287,7 +288,7 @@ func TestExpiryWithApprovalsSoFar(t *testing.T) {
 	b, tk := h.park(1, "call_x", "two_keys_timeout", `{}`)
 	h.firstOfTwoApprovals(tk, "alice")
 	rec := h.waitCall(b, 0, "expired", isPhase(contracts.PhaseCompleted))
-	if outputText(rec) != "blocked: "+approvalTimedOut || rec.ResolvedActor != contracts.ActorTimer {
+	if outputText(rec) != "blocked: "+tickets.ApprovalTimedOut || rec.ResolvedActor != contracts.ActorTimer {
 		t.Fatalf("expired call: output %q resolved by %q", outputText(rec), rec.ResolvedActor)
 	}
 	natstest.WaitFor(t, waitLong, func() bool { return h.auditOf("call_x", contracts.AuditDecisionExpired) != nil }, "expired audit")

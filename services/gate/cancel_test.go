@@ -9,6 +9,7 @@ import (
 	"github.com/awaken-dev/awaken/internal/natstest"
 	"github.com/awaken-dev/awaken/internal/pipeline"
 	"github.com/awaken-dev/awaken/pkg/contracts"
+	"github.com/awaken-dev/awaken/services/gate/tickets"
 )
 
 // TestCancelSealsTheRun: cancelling a run seals its open batch — the executing call, the
@@ -51,7 +52,7 @@ func TestCancelSealsTheRun(t *testing.T) {
 		t.Error("ticket survived the cancellation")
 	}
 	h.cancelRun("cancel-2", testRunID) // redelivery with another id
-	h.fireTimer("late-timer", corr, timerDue)
+	h.fireTimer("late-timer", corr, tickets.TimerDue)
 	h.resume("late-resume", allow(tk))
 	if a := h.waitAnswer("late-resume"); a.kind != "rejected" || a.res.Code != string(contracts.ResumeNotWaiting) {
 		t.Errorf("late approval answered %+v", a)

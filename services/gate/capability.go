@@ -28,5 +28,5 @@ func (s *Service) endCapabilityBound(ctx context.Context, b *contracts.BatchReco
 	if err := s.announceRunEnded(ctx, run); err != nil {
 		return err
 	}
-	return s.limits.deleteRunLedgerKeys(ctx, b.Submission.RunID)
+	return s.limits.DeleteRunLedgerKeys(ctx, b.Submission.RunID)
 }

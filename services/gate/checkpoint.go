@@ -25,7 +25,7 @@ func (s *Service) checkpointLoop(ctx context.Context) {
 	parts := s.env.Names.EachPartition()
 	appenders := make([]*auditlog.Appender, len(parts))
 	for k, pn := range parts {
-		appenders[k] = auditlog.New(s.env.JS, pn.AuditStream(), auditlog.SubjectPrefix(pn), s.env.AuditKey)
+		appenders[k] = s.env.AuditAppender(pn)
 	}
 	for {
 		wait := checkpointRecheck
@@ -50,7 +50,7 @@ func (s *Service) checkpointLoop(ctx context.Context) {
 // writeCheckpoint writes the checkpoint of the current period if the audit stream has a
 // max age, and returns the interval (0: the stream keeps its records, no checkpoint).
 func (s *Service) writeCheckpoint(ctx context.Context, n contracts.Names, a *auditlog.Appender) (time.Duration, error) {
-	st, err := s.env.JS.Stream(ctx, n.AuditStream())
+	st, err := s.env.Stream(ctx, n.AuditStream())
 	if err != nil {
 		return 0, err
 	}

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/awaken-dev/awaken/pkg/contracts"
+	"github.com/awaken-dev/awaken/services/gate/tickets"
 )
 
 // resumeOnAPISubject publishes cmd on the api's resume subject, as the api does.
@@ -42,7 +43,7 @@ func TestClaimedActorIsRecordedAsClaimed(t *testing.T) {
 		{"resume-authenticated", "call_a", ba, false},
 	} {
 		a := h.waitAnswer(tt.resumeID)
-		if a.kind != "resolved" || a.res.Code != resolvedApproved || a.res.Actor != "alice" || a.res.ActorClaimed != tt.claimed {
+		if a.kind != "resolved" || a.res.Code != tickets.ResolvedApproved || a.res.Actor != "alice" || a.res.ActorClaimed != tt.claimed {
 			t.Errorf("%s: answer %+v, want approved by alice, claimed %v", tt.resumeID, a, tt.claimed)
 		}
 		rec := h.waitCall(tt.b, 0, "resolved", func(r contracts.CallRecord) bool { return r.ResolvedBy == tt.resumeID })

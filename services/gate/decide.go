@@ -73,7 +73,7 @@ func (s *Service) decideNow(ctx context.Context, b *contracts.BatchRecord, i int
 	// The host limits run last, on the chain's outcome: they only ever hold a call back
 	// (block, or ask for a budget's overrun), and account only calls that may run.
 	if d.outcome != nil {
-		o, err := s.limits.apply(ctx, b, i, d.outcome)
+		o, err := s.limits.Apply(ctx, b, i, d.outcome)
 		if err != nil {
 			span.SetStatus(codes.Error, err.Error())
 			return decision{}, err

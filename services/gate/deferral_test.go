@@ -6,6 +6,7 @@ import (
 
 	"github.com/awaken-dev/awaken/internal/servicetest"
 	"github.com/awaken-dev/awaken/pkg/contracts"
+	"github.com/awaken-dev/awaken/services/gate/tickets"
 )
 
 // TestARateLimitDeferralCannotBeApprovedEarly: a call a waiting rate limit deferred to the
@@ -51,15 +52,15 @@ func TestARateLimitDeferralCannotBeApprovedEarly(t *testing.T) {
 	}
 
 	h.resumeOnAPISubject("deny-api", deny(tk, "not today"))
-	if a := h.waitAnswer("deny-api"); a.kind != "resolved" || a.res.Code != resolvedDenied {
-		t.Fatalf("denial answered %s %s (%s), want resolved %s", a.kind, a.res.Code, a.res.Message, resolvedDenied)
+	if a := h.waitAnswer("deny-api"); a.kind != "resolved" || a.res.Code != tickets.ResolvedDenied {
+		t.Fatalf("denial answered %s %s (%s), want resolved %s", a.kind, a.res.Code, a.res.Message, tickets.ResolvedDenied)
 	}
 
 	// later_long is scheduled by the policy alone (no limit matches it): approvable early.
 	sched := h.decided("run-c", 1, "later_long")
 	stk := h.waitTicket(sched.Decision.CorrelationID)
 	h.resumeOnAPISubject("approve-schedule", approveAs(stk, "alice", ""))
-	if a := h.waitAnswer("approve-schedule"); a.kind != "resolved" || a.res.Code != resolvedApproved {
-		t.Fatalf("early approval of a policy schedule answered %s %s (%s), want resolved %s", a.kind, a.res.Code, a.res.Message, resolvedApproved)
+	if a := h.waitAnswer("approve-schedule"); a.kind != "resolved" || a.res.Code != tickets.ResolvedApproved {
+		t.Fatalf("early approval of a policy schedule answered %s %s (%s), want resolved %s", a.kind, a.res.Code, a.res.Message, tickets.ResolvedApproved)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/awaken-dev/awaken/pkg/contracts"
+	"github.com/awaken-dev/awaken/services/gate/tickets"
 )
 
 // approveAs is an allow of t by actor that edits the arguments to args ("" keeps them).
@@ -43,7 +44,7 @@ func TestApproveWithEditedArguments(t *testing.T) {
 
 	const edited = `{"path":"/tmp/b"}`
 	h.resume("resume-edit", approveAs(tk, "alice", edited))
-	if a := h.waitAnswer("resume-edit"); a.kind != "resolved" || a.res.Code != resolvedApproved || a.res.Actor != "alice" {
+	if a := h.waitAnswer("resume-edit"); a.kind != "resolved" || a.res.Code != tickets.ResolvedApproved || a.res.Actor != "alice" {
 		t.Fatalf("answer %+v, want resolved approved by alice", a)
 	}
 	rec := h.waitCall(b, 0, "executing", isPhase(contracts.PhaseExecuting))
@@ -79,7 +80,7 @@ func TestApproveWithEditedArguments(t *testing.T) {
 
 	// A redelivery of the very command (another body cannot come under the same id, but
 	// even if it did) re-publishes what the record says, and changes nothing.
-	if err := h.Svc.resume(h.Ctx, "resume-edit", approveAs(tk, "mallory", `{"path":"/tmp/c"}`), true); err != nil {
+	if err := h.Svc.tickets.Resume(h.Ctx, "resume-edit", approveAs(tk, "mallory", `{"path":"/tmp/c"}`), true); err != nil {
 		t.Fatal(err)
 	}
 	h.quiet()
@@ -103,7 +104,7 @@ func TestEditedArgumentsGatedAgain(t *testing.T) {
 	b, tk := h.park(1, "call_d", "edit_me", `{"path":"/tmp/a"}`)
 	h.resume("resume-etc", approveAs(tk, "bob", `{"path":"/etc/passwd"}`))
 	a := h.waitAnswer("resume-etc")
-	if a.kind != "resolved" || a.res.Code != resolvedDenied || a.res.Actor != "bob" {
+	if a.kind != "resolved" || a.res.Code != tickets.ResolvedDenied || a.res.Actor != "bob" {
 		t.Fatalf("answer %+v, want resolved denied by bob", a)
 	}
 	rec := h.waitCall(b, 0, "completed", isPhase(contracts.PhaseCompleted))
@@ -126,7 +127,7 @@ func TestEditedArgumentsGatedAgain(t *testing.T) {
 
 	b2, tk2 := h.park(2, "call_p", "edit_me", `{"path":"/tmp/a"}`)
 	h.resume("resume-plain", approveAs(tk2, "carol", `{ "path" : "/tmp/a" }`)) // equal JSON: no edit
-	if a := h.waitAnswer("resume-plain"); a.kind != "resolved" || a.res.Code != resolvedApproved || a.res.Actor != "carol" {
+	if a := h.waitAnswer("resume-plain"); a.kind != "resolved" || a.res.Code != tickets.ResolvedApproved || a.res.Actor != "carol" {
 		t.Fatalf("answer %+v, want approved by carol", a)
 	}
 	rec = h.waitCall(b2, 0, "executing", isPhase(contracts.PhaseExecuting))
@@ -183,7 +184,7 @@ func TestEditedArgumentsFailClosed(t *testing.T) {
 		t.Fatalf("edit against the schema: answer %+v, want rejected invalid_arguments", a)
 	}
 	h.resume("resume-ok", approveAs(tk, "alice", `{"n":2}`))
-	if a := h.waitAnswer("resume-ok"); a.kind != "resolved" || a.res.Code != resolvedApproved {
+	if a := h.waitAnswer("resume-ok"); a.kind != "resolved" || a.res.Code != tickets.ResolvedApproved {
 		t.Fatalf("valid edit with a readable descriptor: answer %+v, want resolved approved", a)
 	}
 	if rec := h.waitCall(b, 0, "executing", isPhase(contracts.PhaseExecuting)); string(rec.EditedArguments) != `{"n":2}` {

@@ -10,31 +10,12 @@ import (
 
 	"github.com/awaken-dev/awaken/internal/bus"
 	"github.com/awaken-dev/awaken/internal/pipeline"
-	"github.com/awaken-dev/awaken/pkg/cloudevent"
 	"github.com/awaken-dev/awaken/pkg/contracts"
+	"github.com/awaken-dev/awaken/services/gate/tickets"
 )
 
-// auditScheduled is the audit decision of a scheduled action that ran at its due time
-// without a human.
-const auditScheduled = contracts.AuditDecisionScheduled
-
-// Resolution codes of io.awaken.ticket.resolved.v1.
-const (
-	resolvedApproved  = "approved"
-	resolvedDenied    = "denied"
-	resolvedCompleted = "completed"
-	resolvedExpired   = "expired"
-	// resolvedApprovalRecorded answers an approval of a ticket that needs more: it was
-	// counted, and the ticket stays open.
-	resolvedApprovalRecorded = contracts.ResolvedApprovalRecorded
-)
-
-// Fixed texts the gate puts into outputs and resolutions.
-const (
-	approvalTimedOut = "approval timed out"
-	deniedByDefault  = "denied"
-	cancelledReason  = "cancelled"
-)
+// cancelledReason is the Indeterminate reason of a call its run's cancellation ended.
+const cancelledReason = "cancelled"
 
 // builder makes the outgoing events of one batch, each with the deterministic id of its
 // operation and stage (internal/pipeline/ids.go), so that every re-publish is deduplicated.
@@ -69,15 +50,15 @@ func (bd builder) audit(i int, o *contracts.GateOutcome, at time.Time) (bus.Outg
 // digest of the arguments approved and of the policies that asked, the approvals a ticket
 // that needed several had, and, when an approval edited the arguments, both arguments
 // with the proposed ones' digest beside the approved ones'.
-func (bd builder) resolutionAudit(i int, rec *contracts.CallRecord, res resolution, at time.Time) (bus.Outgoing, error) {
+func (bd builder) resolutionAudit(i int, rec *contracts.CallRecord, res tickets.Resolution, at time.Time) (bus.Outgoing, error) {
 	proposed := bd.b.Submission.Calls[i].Arguments
-	a := contracts.AuditRecord{Decision: res.audit, Reason: res.auditReason, Actor: res.actor, ActorClaimed: res.actorClaimed, At: at,
-		ArgumentsDigest: contracts.ArgumentsDigest(rec.Arguments(proposed)), Unbound: res.unbound, Approvals: rec.Approvals}
+	a := contracts.AuditRecord{Decision: res.Audit, Reason: res.AuditReason, Actor: res.Actor, ActorClaimed: res.ActorClaimed, At: at,
+		ArgumentsDigest: contracts.ArgumentsDigest(rec.Arguments(proposed)), Unbound: res.Unbound, Approvals: rec.Approvals}
 	if rec.Decision != nil {
 		a.PolicyDigest = rec.Decision.PolicyDigest
 	}
-	if res.edited != nil {
-		a.Arguments, a.ProposedArguments = res.edited, proposed
+	if res.Edited != nil {
+		a.Arguments, a.ProposedArguments = res.Edited, proposed
 		a.ProposedArgumentsDigest = contracts.ArgumentsDigest(proposed)
 	}
 	return bd.auditRecord(i, a)
@@ -138,35 +119,14 @@ func (bd builder) opened(t *contracts.ResumeTicket) (bus.Outgoing, error) {
 }
 
 // resolved is io.awaken.ticket.resolved.v1 for resolution res of the ticket of call i.
-func (bd builder) resolved(i int, res resolution) (bus.Outgoing, error) {
+func (bd builder) resolved(i int, res tickets.Resolution) (bus.Outgoing, error) {
 	sub := &bd.b.Submission
-	return bd.out(bd.s.env.Names.TicketResolvedSubject(), pipeline.TicketResolvedID(res.corr), contracts.TypeTicketResolved,
+	return bd.out(bd.s.env.Names.TicketResolvedSubject(), pipeline.TicketResolvedID(res.Corr), contracts.TypeTicketResolved,
 		contracts.TicketResolution{
-			CorrelationID: res.corr, Code: res.code, Message: res.message,
-			RunID: sub.RunID, CallID: sub.Calls[i].CallID, ResumeID: res.resumeID, Actor: res.actor,
-			ActorClaimed: res.actorClaimed, Approvals: res.approvals, ApprovalsRequired: res.required,
+			CorrelationID: res.Corr, Code: res.Code, Message: res.Message,
+			RunID: sub.RunID, CallID: sub.Calls[i].CallID, ResumeID: res.ResumeID, Actor: res.Actor,
+			ActorClaimed: res.ActorClaimed, Approvals: res.Approvals, ApprovalsRequired: res.Required,
 		})
-}
-
-// timer is the scheduled trigger of kind ("due" or "deadline") for ticket corr.
-func (s *Service) timer(corr, kind string) (cloudevent.Event, error) {
-	ev, err := s.env.Event(ServiceName, pipeline.TicketTimerID(corr, kind), contracts.TypeTicketExpire,
-		contracts.TicketTimer{CorrelationID: corr, Kind: kind})
-	if err != nil {
-		return cloudevent.Event{}, fmt.Errorf("gate: build timer: %w", err)
-	}
-	return ev, nil
-}
-
-// rejected is io.awaken.ticket.rejected.v1 answering the resume command with ce-id
-// resumeID. It is built without a batch: a rejected resume may name none.
-func (s *Service) rejected(resumeID string, res contracts.TicketResolution) (bus.Outgoing, error) {
-	res.ResumeID = resumeID
-	ev, err := s.env.Event(ServiceName, pipeline.TicketRejectedID(resumeID), contracts.TypeTicketRejected, res)
-	if err != nil {
-		return bus.Outgoing{}, fmt.Errorf("gate: build rejection: %w", err)
-	}
-	return bus.Outgoing{Subject: s.env.Names.TicketRejectedSubject(), Event: ev}, nil
 }
 
 // collect builds outgoing events, stopping at the first error: the stored ones (out), and

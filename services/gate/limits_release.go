@@ -3,15 +3,18 @@ package gate
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/rs/zerolog"
 
 	"github.com/awaken-dev/awaken/internal/bus"
 	"github.com/awaken-dev/awaken/internal/pipeline"
-	"github.com/awaken-dev/awaken/internal/state"
 	"github.com/awaken-dev/awaken/pkg/contracts"
+	"github.com/awaken-dev/awaken/services/gate/limits"
 )
+
+// FaultAfterLimitReserve fires after a limit's ledger write reserved a call's share and
+// before the decision that counts on it is recorded ([limits.FaultAfterReserve]).
+const FaultAfterLimitReserve = limits.FaultAfterReserve
 
 // FaultAfterLimitRelease fires after the ledger gave back the shares of a call that ended
 // without running, before its terminal record is acknowledged: the redelivery finds
@@ -28,7 +31,7 @@ const FaultAfterLimitSettle pipeline.FaultPoint = "after-limit-settle"
 // gate without them reads nothing more. It gives back the concurrency slots of every call
 // that ends, and the other limits' shares of every call that ends without its body having
 // run; the shares of a call that ran are spent, and leave the entries' held shares
-// ([limiter.endShares]).
+// ([limits.Ledger.EndShares]).
 func (s *Service) limitReleaseRoutes() []bus.Route {
 	if s.limits == nil {
 		return nil
@@ -82,7 +85,7 @@ func (s *Service) onTerminalCall(ctx context.Context, d bus.Delivery) error {
 	}
 	// Slots first: whatever ended the call — its body, a cancellation, a block after its
 	// slot was taken — its slots go back (to the next waiter), and its place in a queue.
-	if s.limits.slotsForTool(rec.ToolID) {
+	if s.limits.SlotsForTool(rec.ToolID) {
 		if err := batch(); err != nil {
 			return err
 		}
@@ -92,7 +95,7 @@ func (s *Service) onTerminalCall(ctx context.Context, d bus.Delivery) error {
 	}
 	// A call sealed without a decision (a cancellation) may still hold shares: its
 	// decision reserved them and lost the race to the seal before it was recorded.
-	if rec.Decision != nil && !counts(rec.Decision) {
+	if rec.Decision != nil && !limits.Counts(rec.Decision) {
 		return nil
 	}
 	// A call the gate handed to an executor may have run — a replay-safe tool's executor
@@ -101,7 +104,7 @@ func (s *Service) onTerminalCall(ctx context.Context, d bus.Delivery) error {
 	// A call that ended waiting for a concurrency slot (its SlotWait still set) was never
 	// handed to an executor.
 	if _, dispatched := rec.MarkTime(contracts.StageExecuting); (dispatched || rec.Entered) && rec.SlotWait == "" {
-		if rec.Decision == nil || !s.limits.counting(rec.ToolID) {
+		if rec.Decision == nil || !s.limits.Counting(rec.ToolID) {
 			return nil
 		}
 		// Its shares are spent: they fold into the entries' used totals.
@@ -109,7 +112,7 @@ func (s *Service) onTerminalCall(ctx context.Context, d bus.Delivery) error {
 			return err
 		}
 		return s.env.Operation(ServiceName, op).Step(ctx, FaultAfterLimitSettle, func() (bool, error) {
-			settled, err := s.limits.endShares(ctx, b, i, op, rec.Decision, rec.Cost)
+			settled, err := s.limits.EndShares(ctx, b, i, op, rec.Decision, rec.Cost)
 			return settled > 0, err
 		})
 	}
@@ -117,7 +120,7 @@ func (s *Service) onTerminalCall(ctx context.Context, d bus.Delivery) error {
 		return err
 	}
 	return s.env.Operation(ServiceName, op).Step(ctx, FaultAfterLimitRelease, func() (bool, error) {
-		released, err := s.limits.releaseAll(ctx, b, i, op, rec.Decision)
+		released, err := s.limits.ReleaseAll(ctx, b, i, op, rec.Decision)
 		if err != nil {
 			return false, err
 		}
@@ -127,62 +130,6 @@ func (s *Service) onTerminalCall(ctx context.Context, d bus.Delivery) error {
 		}
 		return true, nil
 	})
-}
-
-// endShares ends op's shares, for call i of b, which ran: they are spent, and leave the
-// entries' held shares for their used totals. In a budget matching the call whose tool
-// reported what the call cost, the share is settled at that amount (the configured cost
-// was the reservation, the report is what is spent) and folded in one write, which it
-// returns the count of; a share not held (folded by an earlier delivery, a budget added
-// since, an earlier block) is left alone, so a redelivered record settles nothing twice.
-// Every other share is only noted ended: the next write of its key folds it
-// ([limiter.foldEnded]) — no write of its own, so a call costs the ledger no more writes
-// than its decision's.
-func (l *limiter) endShares(ctx context.Context, b *contracts.BatchRecord, i int, op string, decided *contracts.GateOutcome, cost *float64) (int, error) {
-	sub := &b.Submission
-	at, err := l.sharesAt(ctx, b, i, op, decided)
-	if err != nil {
-		return 0, err
-	}
-	st, err := l.store(ctx)
-	if err != nil {
-		return 0, err
-	}
-	settled := 0
-	for k := range l.limits {
-		lim := &l.limits[k]
-		if lim.Kind == contracts.LimitConcurrency || !lim.Matches(sub.Calls[i]) {
-			continue
-		}
-		key := contracts.LimitLedgerKey(lim.Name, lim.KeyValue(sub), lim.WindowStart(at))
-		if lim.Kind != contracts.LimitBudget || cost == nil {
-			l.noteEnded(key, op)
-			continue
-		}
-		var folded []string
-		wrote := false
-		_, _, err := st.Update(ctx, key, func(cur *contracts.LimitLedgerEntry, exists bool) error {
-			folded, wrote = nil, false
-			held, ok := cur.Held[op]
-			if !exists || !ok {
-				return state.ErrNoChangeOnLeader
-			}
-			folded = l.foldEnded(key, cur, op)
-			delete(cur.Held, op)
-			cur.Used += *cost - held
-			wrote = true
-			return nil
-		})
-		if err != nil {
-			return settled, fmt.Errorf("gate: limit %s: settle %s at its reported cost %v: %w", lim.Name, op, *cost, err)
-		}
-		l.forgetEnded(key, folded)
-		if wrote {
-			settled++
-			l.env.Telemetry.LimitEvent(lim.Name, limitSettled)
-		}
-	}
-	return settled, nil
 }
 
 // terminalCall returns the batch of call record rec and the call's index in it.
@@ -196,47 +143,4 @@ func (s *Service) terminalCall(ctx context.Context, runID string, step int64, re
 		return nil, 0, contracts.Reject(contracts.RejectInvalidField, "call %s is not call %d of batch %s", rec.CallID, i, b.Submission.BatchID())
 	}
 	return b, i, nil
-}
-
-// releaseAll gives back op's share, for call i of b, in every limit matching the call; it
-// returns how many it looked at.
-func (l *limiter) releaseAll(ctx context.Context, b *contracts.BatchRecord, i int, op string, decided *contracts.GateOutcome) (int, error) {
-	sub := &b.Submission
-	n := 0
-	at, err := l.sharesAt(ctx, b, i, op, decided)
-	if err != nil {
-		return 0, err
-	}
-	for k := range l.limits {
-		lim := &l.limits[k]
-		if lim.Kind == contracts.LimitConcurrency || !lim.Matches(sub.Calls[i]) {
-			continue
-		}
-		key := contracts.LimitLedgerKey(lim.Name, lim.KeyValue(sub), lim.WindowStart(at))
-		if err := l.release(ctx, key, op); err != nil {
-			return n, err
-		}
-		l.env.Telemetry.LimitEvent(lim.Name, limitReleased)
-		n++
-	}
-	return n, nil
-}
-
-// sharesAt is the moment whose windows the decision decided took op's shares in (call i of
-// b): the batch's recording, or the window a waiting rate limit deferred the call to —
-// named by the recorded decision, or, for a decision lost to a seal (decided nil), by the
-// deferral pointer in the ledger.
-func (l *limiter) sharesAt(ctx context.Context, b *contracts.BatchRecord, i int, op string, decided *contracts.GateOutcome) (time.Time, error) {
-	switch {
-	case decided != nil && decided.Until != nil:
-		return *decided.Until, nil
-	case decided == nil:
-		if lim := l.waitingRate(b.Submission.Calls[i]); lim != nil {
-			until, err := l.deferredWindow(ctx, lim, b, op)
-			if err != nil || !until.IsZero() {
-				return until, err
-			}
-		}
-	}
-	return b.CreatedAt, nil
 }

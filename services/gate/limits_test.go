@@ -11,6 +11,7 @@ import (
 	"github.com/awaken-dev/awaken/internal/natstest"
 	"github.com/awaken-dev/awaken/internal/state"
 	"github.com/awaken-dev/awaken/pkg/contracts"
+	"github.com/awaken-dev/awaken/services/gate/tickets"
 )
 
 func intp(n int) *int { return &n }
@@ -362,11 +363,11 @@ func TestRateLimitWaitDefersToTheNextWindow(t *testing.T) {
 	// Its own window gets room (run-a's share given back, as for a call that never ran):
 	// deciding run-d's call again still finds the window it was deferred to, by the pointer,
 	// and takes nothing in its own.
-	lim := h.Svc.limits.waitingRate(d.Submission.Calls[0])
-	if err := h.Svc.limits.release(h.Ctx, contracts.LimitLedgerKey("hourly", "", base), op(a, 0)); err != nil {
+	lim := h.Svc.limits.WaitingRate(d.Submission.Calls[0])
+	if err := h.Svc.limits.Release(h.Ctx, contracts.LimitLedgerKey("hourly", "", base), op(a, 0)); err != nil {
 		t.Fatal(err)
 	}
-	until, blocked, err := h.Svc.limits.reserveAhead(h.Ctx, lim, d, op(d, 0))
+	until, blocked, err := h.Svc.limits.ReserveAhead(h.Ctx, lim, d, op(d, 0))
 	if err != nil || blocked || !until.Equal(base.Add(3*time.Hour)) {
 		t.Fatalf("decided again: until %s, blocked %v, %v; want the window it was deferred to", until, blocked, err)
 	}
@@ -374,7 +375,7 @@ func TestRateLimitWaitDefersToTheNextWindow(t *testing.T) {
 		t.Fatalf("own window holds %+v, want nothing: the call was deferred", e)
 	}
 	// The due timer hands b's call over.
-	h.fireTimer(h.uniq("due"), rb.Decision.CorrelationID, timerDue)
+	h.fireTimer(h.uniq("due"), rb.Decision.CorrelationID, tickets.TimerDue)
 	h.waitCall(b, 0, "handed over when due", func(r contracts.CallRecord) bool { return r.ExecutingUnentered() && r.Input != nil })
 }
 

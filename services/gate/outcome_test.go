@@ -8,6 +8,7 @@ import (
 
 	"github.com/awaken-dev/awaken/internal/natstest"
 	"github.com/awaken-dev/awaken/pkg/contracts"
+	"github.com/awaken-dev/awaken/services/gate/tickets"
 )
 
 // TestGateOutcomes drives one gate input per row through the running gate and checks the
@@ -286,7 +287,7 @@ func TestScheduledCallRunsAtDueTimeWithoutAHuman(t *testing.T) {
 	}
 
 	rec = h.waitCall(b, 0, "executing after its due time", isPhase(contracts.PhaseExecuting))
-	if rec.Phase.Attempt != 1 || rec.Entered || rec.ResolvedBy != timerResolver(corr, timerDue) {
+	if rec.Phase.Attempt != 1 || rec.Entered || rec.ResolvedBy != tickets.TimerResolver(corr, tickets.TimerDue) {
 		t.Errorf("record %+v", rec)
 	}
 	if at, _ := rec.MarkTime(contracts.StageResumed); at.Before(*tk.DueAt) {
@@ -297,14 +298,14 @@ func TestScheduledCallRunsAtDueTimeWithoutAHuman(t *testing.T) {
 	if _, ok := h.ticket(corr); ok {
 		t.Errorf("ticket %s still exists after its due time", corr)
 	}
-	if got := h.auditsOf("call_1"); !equalStrings(got, []string{"schedule", auditScheduled}) {
+	if got := h.auditsOf("call_1"); !equalStrings(got, []string{"schedule", tickets.AuditScheduled}) {
 		t.Errorf("audit %v, want [schedule scheduled]", got)
 	}
 	if n := len(byCall(t, h.execRequests(), "call_1")); n != 1 {
 		t.Errorf("%d executor requests, want 1", n)
 	}
 	resolved := count(h.answers(), func(a answer) bool {
-		return a.kind == "resolved" && a.res.CorrelationID == corr && a.res.Code == resolvedApproved
+		return a.kind == "resolved" && a.res.CorrelationID == corr && a.res.Code == tickets.ResolvedApproved
 	})
 	if resolved != 1 {
 		t.Errorf("%d approved resolutions, want 1", resolved)

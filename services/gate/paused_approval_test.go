@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/awaken-dev/awaken/pkg/contracts"
+	"github.com/awaken-dev/awaken/services/gate/tickets"
 )
 
 // TestApprovalWhilePausedIsAnsweredBlocked: a ticket
@@ -25,8 +26,8 @@ func TestApprovalWhilePausedIsAnsweredBlocked(t *testing.T) {
 	}
 	h.resume("resume-paused", approveAs(tk, "alice", ""))
 	a := h.waitAnswer("resume-paused")
-	if a.kind != "resolved" || a.res.Code != resolvedDenied || !strings.Contains(a.res.Message, pause.BlockReason()) {
-		t.Fatalf("answer %+v, want resolved %s naming %q", a, resolvedDenied, pause.BlockReason())
+	if a.kind != "resolved" || a.res.Code != tickets.ResolvedDenied || !strings.Contains(a.res.Message, pause.BlockReason()) {
+		t.Fatalf("answer %+v, want resolved %s naming %q", a, tickets.ResolvedDenied, pause.BlockReason())
 	}
 	rec := h.waitCall(b, 0, "completed", isPhase(contracts.PhaseCompleted))
 	if got := outputText(rec); got != contracts.BlockedPrefix+pause.BlockReason() {

@@ -141,7 +141,7 @@ func (s *Service) decideAll(ctx context.Context, b *contracts.BatchRecord) (recs
 		if enter {
 			d := decision{outcome: recs[i].Decision}
 			if s.takesSlot(b, i, d) {
-				if d.slotWait, err = s.limits.acquire(ctx, b, i); err != nil {
+				if d.slotWait, err = s.limits.Acquire(ctx, b, i); err != nil {
 					return nil, false, wrote, err
 				}
 			}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/awaken-dev/awaken/internal/pipeline"
 	"github.com/awaken-dev/awaken/pkg/contracts"
+	"github.com/awaken-dev/awaken/services/gate/tickets"
 )
 
 // TestGateRedeliveryAtEachPhase writes the call record as a crash at each phase
@@ -231,7 +232,7 @@ func TestCrashAtEachStepThenRedelivery(t *testing.T) {
 			check: func(t *testing.T, h *harness, b *contracts.BatchRecord) {
 				oneOutput(t, h)
 				auditIs(t, h, "ask", "expired")
-				if n := count(h.answers(), func(a answer) bool { return a.kind == "resolved" && a.res.Code == resolvedExpired }); n != 1 {
+				if n := count(h.answers(), func(a answer) bool { return a.kind == "resolved" && a.res.Code == tickets.ResolvedExpired }); n != 1 {
 					t.Errorf("%d expiries, want 1", n)
 				}
 				if a := h.waitAnswer("late"); a.kind != "rejected" || a.res.Code != string(contracts.ResumeExpired) {

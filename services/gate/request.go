@@ -9,15 +9,16 @@ import (
 	"github.com/awaken-dev/awaken/internal/bus"
 	"github.com/awaken-dev/awaken/internal/state"
 	"github.com/awaken-dev/awaken/pkg/contracts"
+	"github.com/awaken-dev/awaken/services/gate/tickets"
 )
 
-// maxCASAttempts bounds the compare-and-swap retries of one handler on one record. Every
-// writer of a call record moves it forward, so a handler that keeps losing is facing a
-// storm; it returns a transient error and the message is redelivered later.
-const maxCASAttempts = 16
+// maxCASAttempts bounds the compare-and-swap retries of one handler on one record
+// ([tickets.MaxCASAttempts]).
+const maxCASAttempts = tickets.MaxCASAttempts
 
-// errRaced means another writer changed the record between our read and our write.
-var errRaced = errors.New("record changed concurrently")
+// errRaced means another writer changed the record between our read and our write
+// ([tickets.ErrRaced], which the ticket handler retries on).
+var errRaced = tickets.ErrRaced
 
 // loadCall reads the record of call i of b. A missing record is returned as a fresh
 // Requested record with revision 0, which [Service.putCall] creates.
@@ -139,7 +140,7 @@ func (s *Service) decideCall(ctx context.Context, b *contracts.BatchRecord, i in
 	// come before the decision's, and once an ended call's share has folded into used (or
 	// its slot gone back) nothing in the ledger says it was counted — only its record
 	// tells a decided call from a new one.
-	if assumeNew && s.limits.matchesAny(b.Submission.Calls[i]) {
+	if assumeNew && s.limits.MatchesAny(b.Submission.Calls[i]) {
 		assumeNew = false
 	}
 	for range maxCASAttempts {
@@ -163,7 +164,7 @@ func (s *Service) decideCall(ctx context.Context, b *contracts.BatchRecord, i in
 			}
 		}
 		if s.takesSlot(b, i, d) {
-			if d.slotWait, err = s.limits.acquire(ctx, b, i); err != nil {
+			if d.slotWait, err = s.limits.Acquire(ctx, b, i); err != nil {
 				return rec, d, false, err
 			}
 		}
@@ -318,7 +319,7 @@ func (s *Service) enter(b *contracts.BatchRecord, i int, rec *contracts.CallReco
 
 // errHandOverUnseen: the call record read for a hand-over does not show the resolution
 // that moved it into execution yet.
-var errHandOverUnseen = errors.New("call record does not show its resolution yet")
+var errHandOverUnseen = errors.New("call record does not show its tickets.Resolution yet")
 
 // handOver gives call i, moved into execution by a resolution or waiting for a slot, to
 // its executor: it writes the record again with the input that runs (the approval's edit,
@@ -373,7 +374,7 @@ func (s *Service) takesSlot(b *contracts.BatchRecord, i int, d decision) bool {
 		return false
 	}
 	call := b.Submission.Calls[i]
-	if !s.limits.hasSlots(call) || s.entryCheck(b.Pinned[i], call.ToolID) != nil {
+	if !s.limits.HasSlots(call) || s.entryCheck(b.Pinned[i], call.ToolID) != nil {
 		return false
 	}
 	_, fixed := s.fixedResult(call)
@@ -441,18 +442,18 @@ func (s *Service) realizeDecision(ctx context.Context, b *contracts.BatchRecord,
 	if err := first.publish(ctx, s.env.Pub); err != nil {
 		return err
 	}
-	t, err := s.ticketFor(b, i, rec)
+	t, err := s.tickets.TicketFor(b, i, rec)
 	if err != nil {
 		return err
 	}
-	live, err := s.ensureTicket(ctx, b, i, t)
+	live, err := s.tickets.EnsureTicket(ctx, b, i, t)
 	if err != nil {
 		return err
 	}
 	if !live {
 		return nil
 	}
-	if err := s.scheduleTimers(ctx, t); err != nil {
+	if err := s.tickets.ScheduleTimers(ctx, t); err != nil {
 		return err
 	}
 	var then collect

@@ -2,62 +2,30 @@ package gate
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
-	"fmt"
 
 	"go.opentelemetry.io/otel/attribute"
 
-	"github.com/awaken-dev/awaken/internal/pipeline"
 	"github.com/awaken-dev/awaken/internal/telemetry"
 	"github.com/awaken-dev/awaken/pkg/contracts"
+	"github.com/awaken-dev/awaken/services/gate/tickets"
 )
-
-// resolution is what resolving a ticket publishes besides the call's work message: the
-// ticket.resolved event and, for permission and schedule tickets, an audit record.
-type resolution struct {
-	corr    string
-	code    string // approved, denied, completed or expired
-	message string
-	// audit is the audit decision (approved, denied, expired, scheduled), or "" for none
-	// (a client's tool result is no permission decision).
-	audit       string
-	auditReason string
-	// resumeID is the ce-id of the resume command that resolved the ticket ("" for a timer).
-	resumeID string
-	// actor is who resolved it; actorClaimed says no door authenticated it.
-	actor        string
-	actorClaimed bool
-	// edited are the arguments an approval edited the call to (nil: none).
-	edited json.RawMessage
-	// unbound says the approval named no arguments digest (accepted for compatibility).
-	unbound bool
-	// approvals and required, for a ticket that needed several approvals: how many it had
-	// when it was resolved, and how many it needed (0: one).
-	approvals, required int
-}
-
-// timerResolver returns the ResolvedBy mark of a resolution by a timer of kind for ticket corr.
-// Resume commands mark the call with their ce-id; timers with this id, which cannot be
-// mistaken for a command's because it names the timer.
-func timerResolver(corr, kind string) string { return "timer:" + pipeline.TicketTimerID(corr, kind) }
 
 // commitResolution applies a resolution that has passed every check: it writes rec (already
 // moved by the caller and marked ResolvedBy) at rev, deletes the ticket, and publishes the
 // resolution's outputs. A lost compare-and-swap returns [errRaced] and changes nothing, so
 // the caller re-reads and re-validates from the committed state: of two concurrent
 // resolutions exactly one commits.
-func (s *Service) commitResolution(ctx context.Context, b *contracts.BatchRecord, i int, rec *contracts.CallRecord, rev uint64, ticketRev uint64, res resolution) error {
+func (s *Service) commitResolution(ctx context.Context, b *contracts.BatchRecord, i int, rec *contracts.CallRecord, rev uint64, ticketRev uint64, res tickets.Resolution) error {
 	op := s.env.Operation(ServiceName, callOp(b, i))
 	if err := op.Commit(ctx, func() (bool, error) {
 		if _, err := s.putCall(ctx, b, i, *rec, rev); err != nil {
 			return false, err
 		}
-		if res.audit != "" {
+		if res.Audit != "" {
 			// Counted once: only the delivery whose write committed the resolution gets here.
-			s.env.Telemetry.GateDecision(res.audit)
+			s.env.Telemetry.GateDecision(res.Audit)
 		}
-		return true, s.deleteTicket(ctx, res.corr, ticketRev)
+		return true, s.tickets.DeleteTicket(ctx, res.Corr, ticketRev)
 	}); err != nil {
 		return err
 	}
@@ -67,9 +35,9 @@ func (s *Service) commitResolution(ctx context.Context, b *contracts.BatchRecord
 // redeliveredResolution finishes a resolution this very input already committed (the call
 // carries its ResolvedBy): the ticket is deleted if a crash left it, and the outputs are
 // re-published under their deterministic ids.
-func (s *Service) redeliveredResolution(ctx context.Context, b *contracts.BatchRecord, i int, rec *contracts.CallRecord, res resolution) error {
+func (s *Service) redeliveredResolution(ctx context.Context, b *contracts.BatchRecord, i int, rec *contracts.CallRecord, res tickets.Resolution) error {
 	return s.env.Operation(ServiceName, callOp(b, i)).Publish(ctx, func() error {
-		if err := s.deleteTicket(ctx, res.corr, 0); err != nil {
+		if err := s.tickets.DeleteTicket(ctx, res.Corr, 0); err != nil {
 			return err
 		}
 		return s.realizeResolution(ctx, b, i, rec, res)
@@ -85,25 +53,25 @@ func (s *Service) redeliveredResolution(ctx context.Context, b *contracts.BatchR
 // only once the audit record and ticket.resolved are stored, so an approval is on the
 // audit stream before its body can start; a completed call was handed on by the revision
 // that resolved it (its output).
-func (s *Service) realizeResolution(ctx context.Context, b *contracts.BatchRecord, i int, rec *contracts.CallRecord, res resolution) error {
+func (s *Service) realizeResolution(ctx context.Context, b *contracts.BatchRecord, i int, rec *contracts.CallRecord, res tickets.Resolution) error {
 	ctx, end := s.env.Telemetry.Rejoin(ctx, rec.TraceParent, "gate.resolve")
 	defer end()
 	s.recordWait(ctx, b, i, rec, res)
 	bd := s.builder(b)
 	if d := rec.Decision; d != nil && d.Approvals > 1 {
-		res.approvals, res.required = len(rec.Approvals), d.Approvals
+		res.Approvals, res.Required = len(rec.Approvals), d.Approvals
 	}
 	var first collect
 	first.add(bd.resolved(i, res))
-	if res.audit != "" {
+	if res.Audit != "" {
 		at, ok := rec.MarkTime(contracts.StageResumed)
 		if !ok {
 			at = s.env.Now()
 		}
 		first.add(bd.resolutionAudit(i, rec, res, at))
 	}
-	if res.edited != nil {
-		first.addLive(bd.editedToolCallFact(i, res.edited))
+	if res.Edited != nil {
+		first.addLive(bd.editedToolCallFact(i, res.Edited))
 	}
 	if err := first.publish(ctx, s.env.Pub); err != nil {
 		return err
@@ -116,24 +84,12 @@ func (s *Service) realizeResolution(ctx context.Context, b *contracts.BatchRecor
 	return nil
 }
 
-// retryRaced runs one attempt of a resolution handler until it does not lose a
-// compare-and-swap race, at most [maxCASAttempts] times.
-func retryRaced(what string, attempt func() error) error {
-	for range maxCASAttempts {
-		err := attempt()
-		if !errors.Is(err, errRaced) {
-			return err
-		}
-	}
-	return fmt.Errorf("gate: %s: %d concurrent writers in a row", what, maxCASAttempts)
-}
-
 // recordWait records the wait the resolution res ended — from the call parking on its
 // ticket to the resolution — as a gate.approval_wait span on the batch's trace (the
 // traceparent the decision recorded on the call): no process holds a span open while a
 // human thinks, so it is recorded once the wait is over, with its real start and end. A
 // redelivered resolution records it again.
-func (s *Service) recordWait(ctx context.Context, b *contracts.BatchRecord, i int, rec *contracts.CallRecord, res resolution) {
+func (s *Service) recordWait(ctx context.Context, b *contracts.BatchRecord, i int, rec *contracts.CallRecord, res tickets.Resolution) {
 	parked, ok := rec.MarkTime(contracts.StageAwaiting)
 	if !ok {
 		return
@@ -143,10 +99,10 @@ func (s *Service) recordWait(ctx context.Context, b *contracts.BatchRecord, i in
 		resumed = s.env.Now()
 	}
 	attrs := append(telemetry.CallAttributes(&b.Submission, i),
-		attribute.String("awaken.correlation_id", res.corr),
-		attribute.String("awaken.resolution", res.code))
-	if res.actor != "" {
-		attrs = append(attrs, attribute.String("awaken.actor", res.actor), attribute.Bool("awaken.actor_claimed", res.actorClaimed))
+		attribute.String("awaken.correlation_id", res.Corr),
+		attribute.String("awaken.resolution", res.Code))
+	if res.Actor != "" {
+		attrs = append(attrs, attribute.String("awaken.actor", res.Actor), attribute.Bool("awaken.actor_claimed", res.ActorClaimed))
 	}
 	s.env.Telemetry.RecordSpan(ctx, rec.TraceParent, telemetry.SpanApprovalWait, parked, resumed, attrs...)
 }

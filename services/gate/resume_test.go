@@ -14,6 +14,7 @@ import (
 
 	"github.com/awaken-dev/awaken/internal/natstest"
 	"github.com/awaken-dev/awaken/pkg/contracts"
+	"github.com/awaken-dev/awaken/services/gate/tickets"
 )
 
 // park gates call 0 of a one-call batch of tool at step and waits for its ticket.
@@ -168,7 +169,7 @@ func TestApprovalCommitsBeforeTheExecutorRequest(t *testing.T) {
 		string(rec.Input) != `{"x":1}` {
 		t.Errorf("the executor request is %+v entered=%v resolved_by=%q input=%s", rec.Phase, rec.Entered, rec.ResolvedBy, rec.Input)
 	}
-	if a := h.waitAnswer("resume-1"); a.kind != "resolved" || a.res.Code != resolvedApproved {
+	if a := h.waitAnswer("resume-1"); a.kind != "resolved" || a.res.Code != tickets.ResolvedApproved {
 		t.Errorf("answer %+v", a)
 	}
 	if _, ok := h.ticket(tk.CorrelationID); ok {
@@ -199,7 +200,7 @@ func TestDenyCompletesBlocked(t *testing.T) {
 			h := newHarness(t)
 			b, tk := h.park(1, "call_1", "ask_me", `{}`)
 			h.resume("resume-1", deny(tk, row.reason))
-			if a := h.waitAnswer("resume-1"); a.kind != "resolved" || a.res.Code != resolvedDenied {
+			if a := h.waitAnswer("resume-1"); a.kind != "resolved" || a.res.Code != tickets.ResolvedDenied {
 				t.Fatalf("answer %+v", a)
 			}
 			rec := h.waitCall(b, 0, "completed", isPhase(contracts.PhaseCompleted))
@@ -227,7 +228,7 @@ func TestClientToolResult(t *testing.T) {
 	b, tk := h.park(1, "call_1", "client_pick", `{"options":[1,2]}`)
 	out := contracts.TextOutput("call_1", "picked 2")
 	h.resume("resume-1", contracts.ResumeCommandFromTicket(tk, contracts.ResumeResult{ToolResult: &out}))
-	if a := h.waitAnswer("resume-1"); a.kind != "resolved" || a.res.Code != resolvedCompleted {
+	if a := h.waitAnswer("resume-1"); a.kind != "resolved" || a.res.Code != tickets.ResolvedCompleted {
 		t.Fatalf("answer %+v", a)
 	}
 	rec := h.waitCall(b, 0, "completed", isPhase(contracts.PhaseCompleted))
@@ -294,11 +295,11 @@ func TestConcurrentApproveAndDeny(t *testing.T) {
 		t.Errorf("resolved_by %q, winner %q", rec.ResolvedBy, winner.res.ResumeID)
 	}
 	switch winner.res.Code {
-	case resolvedApproved:
+	case tickets.ResolvedApproved:
 		if rec.Phase.Kind != contracts.PhaseExecuting || len(h.execRequests()) != 1 || len(h.outputs()) != 0 {
 			t.Errorf("approval won but phase %s, %d executor requests, %d outputs", rec.Phase.Kind, len(h.execRequests()), len(h.outputs()))
 		}
-	case resolvedDenied:
+	case tickets.ResolvedDenied:
 		if rec.Phase.Kind != contracts.PhaseCompleted || len(h.execRequests()) != 0 || len(h.outputs()) != 1 {
 			t.Errorf("denial won but phase %s, %d executor requests, %d outputs", rec.Phase.Kind, len(h.execRequests()), len(h.outputs()))
 		}
@@ -334,7 +335,7 @@ func TestApprovalDeadline(t *testing.T) {
 		if got := h.auditsOf("call_1"); !equalStrings(got, []string{"ask", "expired"}) {
 			t.Errorf("audit %v", got)
 		}
-		if count(h.answers(), func(a answer) bool { return a.kind == "resolved" && a.res.Code == resolvedExpired }) != 1 {
+		if count(h.answers(), func(a answer) bool { return a.kind == "resolved" && a.res.Code == tickets.ResolvedExpired }) != 1 {
 			t.Errorf("answers %+v: want one expired resolution", h.answers())
 		}
 		h.resume("late", allow(tk))

@@ -26,6 +26,8 @@ import (
 	"github.com/awaken-dev/awaken/internal/bus"
 	"github.com/awaken-dev/awaken/internal/pipeline"
 	"github.com/awaken-dev/awaken/pkg/contracts"
+	"github.com/awaken-dev/awaken/services/gate/limits"
+	"github.com/awaken-dev/awaken/services/gate/tickets"
 )
 
 // ServiceName names the gate in CloudEvent sources ("awaken/gate"), logs and fault hooks.
@@ -47,7 +49,8 @@ type Service struct {
 	env         *pipeline.Env
 	host        *contracts.Policy
 	runPolicies *policyCache
-	limits      *limiter
+	limits      *limits.Ledger
+	tickets     *tickets.Handler
 	log         zerolog.Logger
 	consumers   *bus.Consumers
 	// sweepStreams holds the record streams the sweep purges, by bucket, looked up once.
@@ -93,18 +96,18 @@ func Start(ctx context.Context, env *pipeline.Env, opts ...bus.DeliveryOption) (
 		{Spec: bus.ConsumerSpec{
 			Stream: n.ControlStream(), Durable: contracts.ConsumerGateResume,
 			// Both resume subjects on one durable: the public one (claimed actors) and
-			// the api's (authenticated actors); [Service.handleResume] tells them apart:
+			// the api's (authenticated actors); [tickets.Handler.HandleResume] tells them apart:
 			// deploy/nats/auth.conf lets no other user publish on the api's.
 			FilterSubjects: []string{n.TicketResumeSubject(), n.TicketResumeAPISubject()},
 			AcceptTypes:    []string{contracts.TypeTicketResume},
-			OnReject:       s.resumeRejected,
-		}, Handler: s.handleResume},
+			OnReject:       s.tickets.ResumeRejected,
+		}, Handler: s.tickets.HandleResume},
 		{Spec: bus.ConsumerSpec{
 			Stream: n.TimersStream(), Durable: contracts.ConsumerGateTimers,
 			FilterSubjects: []string{n.TicketExpireSubject()},
 			AcceptTypes:    []string{contracts.TypeTicketExpire},
 			OnExhausted:    s.timerExhausted,
-		}, Handler: s.handleTimer},
+		}, Handler: s.tickets.HandleTimer},
 		{Spec: bus.ConsumerSpec{
 			Stream: n.ControlStream(), Durable: contracts.ConsumerGateControl,
 			FilterSubjects: []string{n.RunCancelSubject(), n.CallCancelSubject(), n.CallResolveSubject()},
@@ -117,7 +120,7 @@ func Start(ctx context.Context, env *pipeline.Env, opts ...bus.DeliveryOption) (
 	routes = append(routes, s.limitReleaseRoutes()...)
 	routes = append(routes, s.sweepRoutes()...)
 	routes = append(routes, s.runSweepRoutes()...)
-	s.consumers, err = bus.Start(ctx, env.JS, env.Delivery(bus.ServiceDelivery(), opts...), routes, s.log)
+	s.consumers, err = env.StartConsumers(ctx, env.Delivery(bus.ServiceDelivery(), opts...), routes, s.log)
 	if err != nil {
 		return nil, fmt.Errorf("gate: start: %w", err)
 	}
@@ -133,13 +136,15 @@ func newService(env *pipeline.Env) (*Service, error) {
 	if err != nil {
 		return nil, fmt.Errorf("gate: host policy: %w", err)
 	}
-	return &Service{
+	s := &Service{
 		env:         env,
 		host:        host,
 		runPolicies: newPolicyCache(policyCacheSize),
-		limits:      newLimiter(env, host),
+		limits:      limits.New(env, host),
 		log:         env.Log,
-	}, nil
+	}
+	s.tickets = tickets.New(env, ticketDispatch{s})
+	return s, nil
 }
 
 // Stop drains every consumer gracefully — stop pulling, let the handlers in flight finish
@@ -159,18 +164,6 @@ func checkBatch(b *contracts.BatchRecord) error {
 	return nil
 }
 
-// resumeRejected answers a resume command the bus or the decoder refused (wrong type,
-// undecodable envelope or payload) before it is dead-lettered.
-func (s *Service) resumeRejected(ctx context.Context, d bus.Delivery, rej *contracts.Rejection) error {
-	id := d.Event.ID
-	if id == "" {
-		// The envelope itself did not decode; answer under an id derived from the stream
-		// position so the answer is still deduplicated.
-		id = fmt.Sprintf("%s-%d", d.Stream, d.StreamSeq)
-	}
-	return s.publishRejection(ctx, id, contracts.TicketResolution{Code: string(rej.Code), Message: rej.Message})
-}
-
 // timerExhausted makes the call of a timer that failed on every delivery Indeterminate,
 // clears its ticket and publishes its CallOutput, so a parked batch does not wait forever.
 func (s *Service) timerExhausted(ctx context.Context, d bus.Delivery, cause error) error {
@@ -178,11 +171,11 @@ func (s *Service) timerExhausted(ctx context.Context, d bus.Delivery, cause erro
 	if err != nil {
 		return nil
 	}
-	p, err := parseCorrelation(tm.CorrelationID)
+	p, err := tickets.ParseCorrelation(tm.CorrelationID)
 	if err != nil {
 		return nil
 	}
-	b, i, ok, err := s.locate(ctx, p)
+	b, i, ok, err := s.tickets.Locate(ctx, p)
 	if err != nil || !ok {
 		return err
 	}

@@ -100,7 +100,7 @@ func (s *Service) handleBatchExpired(ctx context.Context, d bus.Delivery) error 
 // ledger with one purge request per run-keyed limit. The runs stream's other revisions
 // reach this consumer too and are acknowledged unread.
 func (s *Service) runSweepRoutes() []bus.Route {
-	if !s.limits.keyedBy(contracts.LimitKeyRun) {
+	if !s.limits.KeyedBy(contracts.LimitKeyRun) {
 		return nil
 	}
 	return bus.PerPartition(s.env.Names, s.runSweepRoute)
@@ -152,7 +152,7 @@ func (s *Service) handleRunExpired(ctx context.Context, d bus.Delivery) error {
 // [Service.purgeLedgerKeys] to remove only what was written before it; 0 (and no request)
 // when no host limit is keyed by key, and 0 when there is no ledger.
 func (s *Service) ledgerPurgeBound(ctx context.Context, key string) (uint64, error) {
-	if !s.limits.keyedBy(key) {
+	if !s.limits.KeyedBy(key) {
 		return 0, nil
 	}
 	st, err := s.recordStream(ctx, s.env.Names.LimitsBucket())
@@ -178,7 +178,7 @@ func (s *Service) ledgerPurgeBound(ctx context.Context, key string) (uint64, err
 // stores nothing (no delete marker stays behind) and removes the delete markers an earlier
 // delete left (a cancelled run's keys). of names what is swept, for errors.
 func (s *Service) purgeLedgerKeys(ctx context.Context, key, of string, sub *contracts.BatchSubmission, bound uint64) error {
-	if bound == 0 || !s.limits.keyedBy(key) {
+	if bound == 0 || !s.limits.KeyedBy(key) {
 		return nil
 	}
 	bucket := s.env.Names.LimitsBucket()
@@ -186,8 +186,8 @@ func (s *Service) purgeLedgerKeys(ctx context.Context, key, of string, sub *cont
 	if err != nil {
 		return fmt.Errorf("gate: sweep %s: %s: %w", of, bucket, err)
 	}
-	for k := range s.limits.limits {
-		lim := &s.limits.limits[k]
+	for k := range s.limits.Limits() {
+		lim := &s.limits.Limits()[k]
 		if lim.Key != key {
 			continue
 		}
@@ -200,7 +200,7 @@ func (s *Service) purgeLedgerKeys(ctx context.Context, key, of string, sub *cont
 		if err := st.Purge(ctx, jetstream.WithPurgeSubject(filter), jetstream.WithPurgeSequence(bound)); err != nil {
 			return fmt.Errorf("gate: sweep %s: purge %s: %w", of, filter, err)
 		}
-		s.limits.forgetKey(ledgerKey)
+		s.limits.ForgetKey(ledgerKey)
 	}
 	return nil
 }
@@ -211,7 +211,7 @@ func (s *Service) recordStream(ctx context.Context, bucket string) (jetstream.St
 	if st, ok := s.sweepStreams.Load(bucket); ok {
 		return st.(jetstream.Stream), nil
 	}
-	st, err := s.env.JS.Stream(ctx, contracts.RecordStream(bucket))
+	st, err := s.env.Stream(ctx, contracts.RecordStream(bucket))
 	if err != nil {
 		return nil, err
 	}

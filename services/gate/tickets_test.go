@@ -27,11 +27,11 @@ func TestTicketOutlivesAStaleReadOfItsCall(t *testing.T) {
 	corr := contracts.CorrelationID(contracts.ReasonPermission, sub.RunID, sub.Step, "c0")
 	awaiting := stale
 	awaiting.Phase = contracts.AwaitingPhase(contracts.WaitToolPermission, corr)
-	tk, err := svc.ticketFor(b, 0, &awaiting)
+	tk, err := svc.tickets.TicketFor(b, 0, &awaiting)
 	if err != nil {
 		t.Fatal(err)
 	}
-	live, err := svc.ensureTicket(h.Ctx, b, 0, tk)
+	live, err := svc.tickets.EnsureTicket(h.Ctx, b, 0, tk)
 	if err != nil {
 		t.Fatal(err)
 	}

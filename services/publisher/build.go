@@ -177,10 +177,8 @@ func (s *Service) event(subject, id, typ string, payload any) (bus.Outgoing, err
 // allowance.
 func (s *Service) maxMessage() int {
 	limit := int64(1 << 20) // the NATS default, if the connection cannot say
-	if s.env.Conn != nil {
-		if mp := s.env.Conn.MaxPayload(); mp > 0 {
-			limit = mp
-		}
+	if mp := s.env.MaxPayload(); mp > 0 {
+		limit = mp
 	}
 	return int(limit) - headerAllowance
 }

@@ -35,7 +35,7 @@ func (s *Service) resultsPublished(ctx context.Context, rec *contracts.BatchReco
 	want := []string{pipeline.BatchResultsID(sub.BatchID()), pipeline.FinalizedID(sub.BatchID())}
 	streamName := s.env.Names.Of(sub.RunID).ResultsStream()
 
-	stream, err := s.env.JS.Stream(ctx, streamName)
+	stream, err := s.env.Stream(ctx, streamName)
 	if err != nil {
 		return false, fmt.Errorf("publisher: results stream %s: %w", streamName, err)
 	}
@@ -70,7 +70,7 @@ func (s *Service) scanFor(ctx context.Context, streamName, subject string, want 
 	}
 	// The message at sequence last is on subject and not older than start, so the scan
 	// always ends.
-	cons, err := s.env.JS.OrderedConsumer(ctx, streamName, cfg)
+	cons, err := s.env.StreamReader().OrderedConsumer(ctx, streamName, cfg)
 	if err != nil {
 		return false, fmt.Errorf("publisher: scan %s: %w", subject, err)
 	}

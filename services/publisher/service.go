@@ -80,7 +80,7 @@ func Start(ctx context.Context, env *pipeline.Env, opts ...bus.DeliveryOption) (
 	n := env.Names
 	var err error
 	// One durable on each partition's call records.
-	s.consumers, err = bus.Start(ctx, env.JS, delivery, bus.PerPartition(n, func(pn contracts.Names) bus.Route {
+	s.consumers, err = env.StartConsumers(ctx, delivery, bus.PerPartition(n, func(pn contracts.Names) bus.Route {
 		return bus.Route{Spec: bus.ConsumerSpec{
 			Stream: pn.CallRecordsStream(), Durable: contracts.ConsumerPublisher,
 			FilterSubjects: []string{pn.CallRecordsFilter()},

@@ -10,6 +10,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/rs/zerolog"
@@ -21,6 +22,7 @@ import (
 	"github.com/awaken-dev/awaken/internal/servicerun"
 	"github.com/awaken-dev/awaken/internal/telemetry"
 	"github.com/awaken-dev/awaken/internal/toolreg"
+	"github.com/awaken-dev/awaken/pkg/client"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 	"github.com/awaken-dev/awaken/services/api"
 	"github.com/awaken-dev/awaken/services/batcher"
@@ -47,6 +49,8 @@ type Options struct {
 	Log zerolog.Logger
 	// Faults is the test-only fault hook (nil in production).
 	Faults pipeline.FaultHook
+	// Now, when set, is every service's clock (test-only, like Faults; nil in production).
+	Now func() time.Time
 	// BrainRegistry replaces the builtin example tools (platform teams bring their own).
 	BrainRegistry *toolreg.Registry
 	// BrainBuiltins adds the builtin example tools to BrainRegistry as well (they need the
@@ -99,7 +103,7 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 	}
 	inOrder := slices.DeleteFunc(order, func(s string) bool { return !slices.Contains(services, s) })
 	st, err := servicerun.Start(ctx, servicerun.Options{
-		Config: o.Config, Services: inOrder, Dial: o.Dial, Log: o.Log, Faults: o.Faults,
+		Config: o.Config, Services: inOrder, Dial: o.Dial, Log: o.Log, Faults: o.Faults, Now: o.Now,
 		Topology: o.Topology, Metrics: o.Metrics, TracerProvider: o.TracerProvider,
 		HTTPAddr: o.HTTPAddr, NoEnsure: o.NoEnsure, Server: o.Server,
 		Start: func(ctx context.Context, st *servicerun.Stack, name string, env *pipeline.Env) (servicerun.Service, error) {
@@ -138,6 +142,9 @@ func startOne(ctx context.Context, st *servicerun.Stack, name string, env *pipel
 		}
 		if apiOpts.Ready == nil {
 			apiOpts.Ready = st.Ready
+		}
+		if apiOpts.NewClient == nil {
+			apiOpts.NewClient = func(opts ...client.Option) (*client.Client, error) { return client.New(env.Conn, opts...) }
 		}
 		return api.Start(ctx, env, apiOpts)
 	}

@@ -1,7 +1,8 @@
-package gate
+package limits
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -22,16 +23,10 @@ import (
 // what a decision reads and rewrites must not grow with the calls decided before, so the
 // ratio stays near 1. Run it once:
 //
-//	go test -run '^$' -bench BenchmarkLedger_budgetBatches -benchtime 1x ./services/gate/
+//	go test -run '^$' -bench BenchmarkLedger_budgetBatches -benchtime 1x ./services/gate/limits/
 func BenchmarkLedger_budgetBatches(b *testing.B) {
 	const batches, calls = 6, 512
-	cfg := servicetest.ParseConfig(b, testConfig)
-	zero := 0.0
-	for i := range cfg.Tools {
-		if cfg.Tools[i].ID == "echo" {
-			cfg.Tools[i].Cost = &zero
-		}
-	}
+	cfg := servicetest.ParseConfig(b, "prefix: awaken\ntools:\n  - id: echo\n    capability: replay_safe\n    recovery_policy: { mode: replay_safe, max_attempts: 3 }\n    cost: 0\n")
 	cfg.Policy.Limits = []contracts.LimitConfig{{Name: "spend", Tools: []string{"echo"}, Key: contracts.LimitKeyGlobal,
 		Budget: &contracts.BudgetLimitConfig{Amount: 1e9}}}
 	ctx := servicetest.Context(b, 30*time.Minute)
@@ -40,7 +35,7 @@ func BenchmarkLedger_budgetBatches(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	l := newLimiter(env, host)
+	l := New(env, host)
 	long := strings.Repeat("0123456789abcdef", 4)
 	allow := &contracts.GateOutcome{Kind: contracts.GateAllow}
 	for n := 0; n < b.N; n++ {
@@ -49,12 +44,12 @@ func BenchmarkLedger_budgetBatches(b *testing.B) {
 			sub := contracts.BatchSubmission{RunID: fmt.Sprintf("run-%s-%d-%d", long[:36], n, k), ThreadID: "thread", Step: 1,
 				Agent: contracts.AgentSnapshot{SnapshotID: "snap", Tools: []string{"echo"}}}
 			for j := range calls {
-				sub.Calls = append(sub.Calls, call(fmt.Sprintf("call_%s_%04d", long, j), "echo", `{"text":"hi"}`))
+				sub.Calls = append(sub.Calls, contracts.ToolCall{CallID: fmt.Sprintf("call_%s_%04d", long, j), ToolID: "echo", Arguments: json.RawMessage(`{"text":"hi"}`)})
 			}
 			rec := &contracts.BatchRecord{Submission: sub, Hash: sub.Hash(), CreatedAt: env.Now()}
 			start := time.Now()
 			for i := range calls {
-				if _, err := l.apply(ctx, rec, i, allow); err != nil {
+				if _, err := l.Apply(ctx, rec, i, allow); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -79,7 +74,7 @@ func BenchmarkLedger_budgetBatches(b *testing.B) {
 
 // endRanCall ends call i of rec, which ran without reporting a cost, as the gate-limits
 // consumer does with its terminal record.
-func endRanCall(ctx context.Context, l *limiter, rec *contracts.BatchRecord, i int, decided *contracts.GateOutcome) error {
-	_, err := l.endShares(ctx, rec, i, callOp(rec, i), decided, nil)
+func endRanCall(ctx context.Context, l *Ledger, rec *contracts.BatchRecord, i int, decided *contracts.GateOutcome) error {
+	_, err := l.EndShares(ctx, rec, i, callOp(rec, i), decided, nil)
 	return err
 }

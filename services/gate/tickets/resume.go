@@ -1,4 +1,4 @@
-package gate
+package tickets
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
-// handleResume is the handler of io.awaken.ticket.resume.v1, the approval protocol's answer to a ticket. A command that
+// HandleResume is the handler of io.awaken.ticket.resume.v1, the approval protocol's answer to a ticket. A command that
 // does not decode returns its [*contracts.Rejection]: the bus then runs the consumer's
 // OnReject, which publishes the rejection with the decoder's code, and dead-letters the
 // message. Every other refusal is a [contracts.ResumeErrorCode] published on the rejected
@@ -25,8 +25,8 @@ import (
 // subject, not the api's): the resolution records the actor as claimed, and a reserved actor
 // ([contracts.ReservedActor]: timer, anonymous, nats…) is refused reserved_actor before
 // anything is read, so the ticket stays open and no record changes.
-func (s *Service) handleResume(ctx context.Context, d bus.Delivery) error {
-	ev, claimed := d.Event, d.Subject != s.env.Names.TicketResumeAPISubject()
+func (h *Handler) HandleResume(ctx context.Context, d bus.Delivery) error {
+	ev, claimed := d.Event, d.Subject != h.env.Names.TicketResumeAPISubject()
 	cmd, err := contracts.DecodeResumeCommand(ev.Data)
 	if err != nil {
 		return err
@@ -36,36 +36,48 @@ func (s *Service) handleResume(ctx context.Context, d bus.Delivery) error {
 	ctx = log.WithContext(ctx)
 	if claimed {
 		if err := contracts.CheckClaimedActor(cmd.Actor); err != nil {
-			return s.reject(ctx, ev.ID, *cmd, err)
+			return h.reject(ctx, ev.ID, *cmd, err)
 		}
 	}
-	return retryRaced("resume "+cmd.CorrelationID, func() error { return s.resume(ctx, ev.ID, *cmd, claimed) })
+	return retryRaced("resume "+cmd.CorrelationID, func() error { return h.Resume(ctx, ev.ID, *cmd, claimed) })
+}
+
+// ResumeRejected answers a resume command the bus or the decoder refused (wrong type,
+// undecodable envelope or payload) before it is dead-lettered.
+func (h *Handler) ResumeRejected(ctx context.Context, d bus.Delivery, rej *contracts.Rejection) error {
+	id := d.Event.ID
+	if id == "" {
+		// The envelope itself did not decode; answer under an id derived from the stream
+		// position so the answer is still deduplicated.
+		id = fmt.Sprintf("%s-%d", d.Stream, d.StreamSeq)
+	}
+	return h.publishRejection(ctx, id, contracts.TicketResolution{Code: string(rej.Code), Message: rej.Message})
 }
 
 // publishRejection publishes io.awaken.ticket.rejected.v1 answering resumeID.
-func (s *Service) publishRejection(ctx context.Context, resumeID string, res contracts.TicketResolution) error {
+func (h *Handler) publishRejection(ctx context.Context, resumeID string, res contracts.TicketResolution) error {
 	zerolog.Ctx(ctx).Info().Str("code", res.Code).Str("reason", res.Message).Msg("resume rejected")
-	o, err := s.rejected(resumeID, res)
+	o, err := h.rejected(resumeID, res)
 	if err != nil {
 		return err
 	}
-	_, err = s.env.Pub.Publish(ctx, o.Subject, o.Event)
+	_, err = h.env.Pub.Publish(ctx, o.Subject, o.Event)
 	return err
 }
 
 // reject publishes the refusal of cmd with err's resume error code.
-func (s *Service) reject(ctx context.Context, resumeID string, cmd contracts.ResumeCommand, err error) error {
+func (h *Handler) reject(ctx context.Context, resumeID string, cmd contracts.ResumeCommand, err error) error {
 	code := contracts.ResumeNotWaiting
 	var re *contracts.ResumeError
 	if errors.As(err, &re) {
 		code = re.Code
 	}
-	return s.publishRejection(ctx, resumeID, contracts.TicketResolution{
+	return h.publishRejection(ctx, resumeID, contracts.TicketResolution{
 		CorrelationID: cmd.CorrelationID, Code: string(code), Message: err.Error(), RunID: cmd.RunID,
 	})
 }
 
-// resume is one attempt at applying cmd. In order:
+// Resume is one attempt at applying cmd. In order:
 //  1. read the ticket; locate the call it (or, when it is gone, the correlation id) names;
 //  2. a call already resolved by this very command (ResolvedBy = resumeID) is a redelivery:
 //     re-publish its outputs; a call whose ticket expired is refused expired (and the
@@ -77,7 +89,7 @@ func (s *Service) reject(ctx context.Context, resumeID string, cmd contracts.Res
 //     waiting rate limit deferred, before its window ([limitDeferral]: deferred_by_limit) — any refusal is
 //     published and leaves the ticket intact; an approval this command already counted
 //     on a ticket that needs several is answered approval_recorded again; on a ticket
-//     that needs several approvals ([Service.countApproval]), an approval below the last
+//     that needs several approvals ([Handler.countApproval]), an approval below the last
 //     is recorded on the ticket (CAS) and answered, and nothing else happens;
 //  4. an approval with edited arguments: the edit must be a JSON object valid against the
 //     tool's schema (else invalid_arguments, the ticket intact), and is gated again by
@@ -88,38 +100,38 @@ func (s *Service) reject(ctx context.Context, resumeID string, cmd contracts.Res
 //     reason}", deny → Completed "blocked: {reason or denied}", tool result → Completed
 //     with the client's output; then delete the ticket and publish.
 //
-// A lost race returns [errRaced]; the retry re-reads and finds either its own ResolvedBy or
+// A lost race returns [ErrRaced]; the retry re-reads and finds either its own ResolvedBy or
 // another resolution's, which is not_waiting: exactly one of concurrent commands wins.
-func (s *Service) resume(ctx context.Context, resumeID string, cmd contracts.ResumeCommand, claimed bool) error {
-	tp, ticketRev, err := s.openTicket(ctx, cmd.CorrelationID)
+func (h *Handler) Resume(ctx context.Context, resumeID string, cmd contracts.ResumeCommand, claimed bool) error {
+	tp, ticketRev, err := h.OpenTicket(ctx, cmd.CorrelationID)
 	if err != nil {
 		return err
 	}
-	p, err := parseCorrelation(cmd.CorrelationID)
+	p, err := ParseCorrelation(cmd.CorrelationID)
 	if err != nil {
 		// Not a correlation id the gate ever issued.
-		return s.reject(ctx, resumeID, cmd, s.refusal(tp, cmd, err.Error()))
+		return h.reject(ctx, resumeID, cmd, h.refusal(tp, cmd, err.Error()))
 	}
-	b, i, ok, err := s.locate(ctx, p)
+	b, i, ok, err := h.Locate(ctx, p)
 	if err != nil {
 		return err
 	}
 	if !ok {
-		return s.reject(ctx, resumeID, cmd, s.refusal(tp, cmd, "no such call"))
+		return h.reject(ctx, resumeID, cmd, h.refusal(tp, cmd, "no such call"))
 	}
 	ctx = withCall(ctx, b, i)
-	rec, rev, err := s.loadCall(ctx, b, i)
+	rec, rev, err := h.dispatch.LoadCall(ctx, b, i)
 	if err != nil {
 		return err
 	}
 	if rec.ResolvedBy == resumeID {
-		return s.redeliveredResolution(ctx, b, i, &rec, resumeResolution(cmd, &rec))
+		return h.dispatch.RedeliveredResolution(ctx, b, i, &rec, resumeResolution(cmd, &rec))
 	}
 	if tp != nil {
 		if _, ok := tp.ApprovalOf(resumeID); ok {
 			// This very command's approval is on the ticket already (a redelivery after
 			// the ticket's write): answer it again, count nothing.
-			return s.publishApprovalRecorded(ctx, b, i, tp.Required(), tp.Approvals, resumeID)
+			return h.publishApprovalRecorded(ctx, b, i, tp.Required(), tp.Approvals, resumeID)
 		}
 	} else if slices.ContainsFunc(rec.Approvals, func(a contracts.TicketApproval) bool { return a.ResumeID == resumeID }) {
 		// Counted, and the ticket resolved since by a later approval or a denial.
@@ -127,63 +139,63 @@ func (s *Service) resume(ctx context.Context, resumeID string, cmd contracts.Res
 		if rec.Decision != nil {
 			required = max(rec.Decision.Approvals, 1)
 		}
-		return s.publishApprovalRecorded(ctx, b, i, required, rec.Approvals, resumeID)
+		return h.publishApprovalRecorded(ctx, b, i, required, rec.Approvals, resumeID)
 	}
-	if expiredBy := timerResolver(cmd.CorrelationID, timerDeadline); tp == nil && rec.ResolvedBy == expiredBy {
+	if expiredBy := TimerResolver(cmd.CorrelationID, TimerDeadline); tp == nil && rec.ResolvedBy == expiredBy {
 		// The approval deadline passed (by its timer or a late resume): say so rather than
 		// not_waiting, after making sure the expiry itself is published — a crash between
 		// its commit and its publishes is repaired here as well as by the timer.
-		tm := contracts.TicketTimer{CorrelationID: cmd.CorrelationID, Kind: timerDeadline}
-		if err := s.redeliveredResolution(ctx, b, i, &rec, timerResolution(tm)); err != nil {
+		tm := contracts.TicketTimer{CorrelationID: cmd.CorrelationID, Kind: TimerDeadline}
+		if err := h.dispatch.RedeliveredResolution(ctx, b, i, &rec, timerResolution(tm)); err != nil {
 			return err
 		}
-		return s.reject(ctx, resumeID, cmd, &contracts.ResumeError{Code: contracts.ResumeExpired,
+		return h.reject(ctx, resumeID, cmd, &contracts.ResumeError{Code: contracts.ResumeExpired,
 			Message: fmt.Sprintf("the approval deadline of %q has passed", cmd.CorrelationID)})
 	}
-	if err := contracts.ValidateResume(tp, cmd, s.env.Now()); err != nil {
+	if err := contracts.ValidateResume(tp, cmd, h.env.Now()); err != nil {
 		if errors.Is(err, contracts.ErrExpired) {
-			if xerr := s.expire(ctx, b, i, tp, ticketRev); xerr != nil {
+			if xerr := h.expire(ctx, b, i, tp, ticketRev); xerr != nil {
 				return xerr
 			}
 		}
-		return s.reject(ctx, resumeID, cmd, err)
+		return h.reject(ctx, resumeID, cmd, err)
 	}
 	if err := rec.CheckAwaits(b.Submission.Calls[i], *tp); err != nil {
-		return s.reject(ctx, resumeID, cmd, &contracts.ResumeError{Code: contracts.ResumeNotWaiting, Message: err.Error()})
+		return h.reject(ctx, resumeID, cmd, &contracts.ResumeError{Code: contracts.ResumeNotWaiting, Message: err.Error()})
 	}
-	if err := limitDeferral(&rec, cmd, s.env.Now()); err != nil {
-		return s.reject(ctx, resumeID, cmd, err)
+	if err := limitDeferral(&rec, cmd, h.env.Now()); err != nil {
+		return h.reject(ctx, resumeID, cmd, err)
 	}
 
 	call := b.Submission.Calls[i]
-	approvals, done, err := s.countApproval(ctx, b, i, tp, ticketRev, cmd, resumeID, claimed)
+	approvals, done, err := h.countApproval(ctx, b, i, tp, ticketRev, cmd, resumeID, claimed)
 	if err != nil || done {
 		return err
 	}
 	if p := cmd.Result.Permission; p != nil && p.Decision == contracts.DecisionAllow && p.ArgumentsDigest == "" {
 		zerolog.Ctx(ctx).Warn().Msg("approval names no arguments_digest: accepted unbound (compatibility for this release; the next refuses it)")
 	}
-	pause, err := s.env.ToolPaused(ctx, call.ToolID)
+	pause, err := h.env.ToolPaused(ctx, call.ToolID)
 	if err != nil {
 		return fmt.Errorf("gate: %w", err)
 	}
-	resolver, err := s.resolver(ctx, b, i, cmd, resumeID, claimed)
+	resolver, err := h.resolver(ctx, b, i, cmd, resumeID, claimed)
 	if err != nil {
 		var re *contracts.ResumeError
 		if errors.As(err, &re) {
-			return s.reject(ctx, resumeID, cmd, err)
+			return h.reject(ctx, resumeID, cmd, err)
 		}
 		return err
 	}
 	resolver.Approvals = approvals
-	now := s.env.Now()
+	now := h.env.Now()
 	err = rec.Resolve(resolver, now)
 	switch r := cmd.Result; {
 	case err != nil:
 	case rec.EditBlocked != "":
 		err = rec.Complete(contracts.ErrorOutput(call.CallID, contracts.BlockedPrefix+rec.EditBlocked), now)
 	case r.Permission != nil && r.Permission.Decision == contracts.DecisionAllow:
-		err = s.enterUnlessPaused(b, i, &rec, pause)
+		err = h.dispatch.EnterUnlessPaused(b, i, &rec, pause)
 	case r.Permission != nil:
 		err = rec.Complete(contracts.ErrorOutput(call.CallID, contracts.BlockedPrefix+deniedReason(r.Permission)), now)
 	default:
@@ -192,7 +204,7 @@ func (s *Service) resume(ctx context.Context, resumeID string, cmd contracts.Res
 	if err != nil {
 		return bus.Permanent(fmt.Errorf("gate: resume call %s: %w", call.CallID, err))
 	}
-	return s.commitResolution(ctx, b, i, &rec, rev, ticketRev, resumeResolution(cmd, &rec))
+	return h.dispatch.CommitResolution(ctx, b, i, &rec, rev, ticketRev, resumeResolution(cmd, &rec))
 }
 
 // limitDeferral refuses an allow of a call that a host rate limit with over: wait deferred
@@ -219,65 +231,65 @@ func limitDeferral(rec *contracts.CallRecord, cmd contracts.ResumeCommand, now t
 //     (edit_needs_single_approval: all N approve the same arguments); ValidateResume
 //     has refused a second approval by the same actor (duplicate_approver);
 //   - below the Nth, is recorded on the ticket by compare-and-swap at ticketRev (a lost
-//     swap is [errRaced]: the retry re-reads and counts against the new list, so two
+//     swap is [ErrRaced]: the retry re-reads and counts against the new list, so two
 //     concurrent approvals count once each) and answered approval_recorded; done is true;
 //   - as the Nth, passes through with every approval, this one last: the caller resolves
 //     the call once, by compare-and-swap on the call record.
-func (s *Service) countApproval(ctx context.Context, b *contracts.BatchRecord, i int, t *contracts.ResumeTicket, ticketRev uint64,
+func (h *Handler) countApproval(ctx context.Context, b *contracts.BatchRecord, i int, t *contracts.ResumeTicket, ticketRev uint64,
 	cmd contracts.ResumeCommand, resumeID string, claimed bool) (approvals []contracts.TicketApproval, done bool, err error) {
 	p := cmd.Result.Permission
 	if p == nil || p.Decision != contracts.DecisionAllow || t.Required() <= 1 {
 		return t.Approvals, false, nil
 	}
 	if claimed {
-		return nil, true, s.reject(ctx, resumeID, cmd, &contracts.ResumeError{Code: contracts.ResumeApproverNotAuthenticated,
+		return nil, true, h.reject(ctx, resumeID, cmd, &contracts.ResumeError{Code: contracts.ResumeApproverNotAuthenticated,
 			Message: fmt.Sprintf("the ticket needs %d distinct approvers, and no door authenticated %q (a command on the public resume subject); approve through the api",
 				t.Required(), contracts.ActorText(cmd.Actor, true))})
 	}
 	if p.EditedArguments(b.Submission.Calls[i].Arguments) != nil {
-		return nil, true, s.reject(ctx, resumeID, cmd, &contracts.ResumeError{Code: contracts.ResumeEditNeedsSingleApproval,
+		return nil, true, h.reject(ctx, resumeID, cmd, &contracts.ResumeError{Code: contracts.ResumeEditNeedsSingleApproval,
 			Message: fmt.Sprintf("the ticket needs %d approvers, who all approve the proposed arguments; approve them as proposed, or deny", t.Required())})
 	}
-	a := contracts.TicketApproval{Actor: cmd.Actor, ResumeID: resumeID, At: s.env.Now().UTC()}
+	a := contracts.TicketApproval{Actor: cmd.Actor, ResumeID: resumeID, At: h.env.Now().UTC()}
 	approvals = append(slices.Clone(t.Approvals), a)
 	if len(approvals) >= t.Required() {
 		return approvals, false, nil
 	}
 	next := *t
 	next.Approvals = approvals
-	if _, err := s.env.Tickets.UpdateAt(ctx, t.CorrelationID, next, ticketRev); err != nil {
+	if _, err := h.env.Tickets.UpdateAt(ctx, t.CorrelationID, next, ticketRev); err != nil {
 		if errors.Is(err, state.ErrConflict) || errors.Is(err, state.ErrNotFound) {
-			return nil, true, errRaced
+			return nil, true, ErrRaced
 		}
 		return nil, true, fmt.Errorf("gate: record approval on ticket %s: %w", t.CorrelationID, err)
 	}
 	zerolog.Ctx(ctx).Info().Int("approvals", len(approvals)).Int("approvals_required", t.Required()).Msg("approval recorded")
-	return nil, true, s.publishApprovalRecorded(ctx, b, i, t.Required(), approvals, resumeID)
+	return nil, true, h.publishApprovalRecorded(ctx, b, i, t.Required(), approvals, resumeID)
 }
 
 // publishApprovalRecorded answers resume command resumeID, whose approval is one of
 // approvals on a ticket that needs required: io.awaken.ticket.resolved.v1 with code
 // approval_recorded, its place in the count and the count needed (the ticket stays open
 // until the last). Its id is the command's, so a redelivery re-publishes the same answer.
-func (s *Service) publishApprovalRecorded(ctx context.Context, b *contracts.BatchRecord, i int, required int, approvals []contracts.TicketApproval, resumeID string) error {
+func (h *Handler) publishApprovalRecorded(ctx context.Context, b *contracts.BatchRecord, i int, required int, approvals []contracts.TicketApproval, resumeID string) error {
 	n := slices.IndexFunc(approvals, func(a contracts.TicketApproval) bool { return a.ResumeID == resumeID })
 	if n < 0 {
 		return fmt.Errorf("gate: approval %s is not on its ticket", resumeID)
 	}
 	sub := &b.Submission
 	call := sub.Calls[i]
-	o, err := s.builder(b).out(s.env.Names.TicketResolvedSubject(), approvalRecordedID(resumeID), contracts.TypeTicketResolved,
+	ev, err := h.env.Event(contracts.ServiceGate, approvalRecordedID(resumeID), contracts.TypeTicketResolved,
 		contracts.TicketResolution{
 			CorrelationID: contracts.CorrelationID(contracts.ReasonPermission, sub.RunID, sub.Step, call.CallID),
-			Code:          resolvedApprovalRecorded,
+			Code:          ResolvedApprovalRecorded,
 			Message:       fmt.Sprintf("approval %d of %d recorded; the ticket stays open until the last", n+1, required),
 			RunID:         sub.RunID, CallID: call.CallID, ResumeID: resumeID, Actor: approvals[n].Actor,
 			Approvals: n + 1, ApprovalsRequired: required,
 		})
 	if err != nil {
-		return err
+		return fmt.Errorf("gate: build %s: %w", contracts.TypeTicketResolved, err)
 	}
-	_, err = s.env.Pub.Publish(ctx, o.Subject, o.Event)
+	_, err = h.env.Pub.Publish(ctx, h.env.Names.TicketResolvedSubject(), ev)
 	return err
 }
 
@@ -287,8 +299,8 @@ func approvalRecordedID(resumeID string) string { return resumeID + ":approval" 
 
 // refusal is the error a command that names no call is refused with: what
 // [contracts.ValidateResume] says of it (structure first), else not_waiting with detail.
-func (s *Service) refusal(tp *contracts.ResumeTicket, cmd contracts.ResumeCommand, detail string) error {
-	if err := contracts.ValidateResume(tp, cmd, s.env.Now()); err != nil {
+func (h *Handler) refusal(tp *contracts.ResumeTicket, cmd contracts.ResumeCommand, detail string) error {
+	if err := contracts.ValidateResume(tp, cmd, h.env.Now()); err != nil {
 		return err
 	}
 	return &contracts.ResumeError{Code: contracts.ResumeNotWaiting, Message: fmt.Sprintf("correlation %q names no awaiting call: %s", cmd.CorrelationID, detail)}
@@ -300,36 +312,36 @@ func (s *Service) refusal(tp *contracts.ResumeTicket, cmd contracts.ResumeComman
 // approval whose edited arguments the policy blocked (audit deny with the policy's
 // reason), or, for a client's tool result, completed (no audit). The audit of an edit
 // carries the approved and the proposed arguments.
-func resumeResolution(cmd contracts.ResumeCommand, rec *contracts.CallRecord) resolution {
-	res := resolution{corr: cmd.CorrelationID, resumeID: rec.ResolvedBy, actor: rec.ResolvedActor,
-		actorClaimed: rec.ResolvedActorClaimed, edited: rec.EditedArguments}
+func resumeResolution(cmd contracts.ResumeCommand, rec *contracts.CallRecord) Resolution {
+	res := Resolution{Corr: cmd.CorrelationID, ResumeID: rec.ResolvedBy, Actor: rec.ResolvedActor,
+		ActorClaimed: rec.ResolvedActorClaimed, Edited: rec.EditedArguments}
 	if p := cmd.Result.Permission; p != nil && p.Decision == contracts.DecisionAllow && p.ArgumentsDigest == "" {
-		res.unbound = true
+		res.Unbound = true
 	}
 	switch p := cmd.Result.Permission; {
 	case p != nil && rec.EditBlocked != "":
-		res.code, res.audit, res.message, res.auditReason = resolvedDenied, contracts.AuditDecisionDeny, "denied: "+rec.EditBlocked, rec.EditBlocked
+		res.Code, res.Audit, res.Message, res.AuditReason = ResolvedDenied, contracts.AuditDecisionDeny, "denied: "+rec.EditBlocked, rec.EditBlocked
 	case p != nil && p.Decision == contracts.DecisionAllow && pauseBlocked(rec) != "":
 		// Approved while the tool was paused: the call was blocked, so the answer and the
 		// audit say so (a deny with the pause's reason), not "approved".
 		reason := pauseBlocked(rec)
-		res.code, res.audit, res.message, res.auditReason = resolvedDenied, contracts.AuditDecisionDeny, contracts.BlockedPrefix+reason, reason
+		res.Code, res.Audit, res.Message, res.AuditReason = ResolvedDenied, contracts.AuditDecisionDeny, contracts.BlockedPrefix+reason, reason
 	case p != nil && p.Decision == contracts.DecisionAllow:
-		res.code, res.audit, res.message, res.auditReason = resolvedApproved, contracts.AuditDecisionApproved, "approved", p.Note
-		if res.edited != nil {
-			res.message = "approved with edited arguments"
+		res.Code, res.Audit, res.Message, res.AuditReason = ResolvedApproved, contracts.AuditDecisionApproved, "approved", p.Note
+		if res.Edited != nil {
+			res.Message = "approved with edited arguments"
 		}
 	case p != nil:
 		reason := deniedReason(p)
-		res.code, res.audit, res.message, res.auditReason = resolvedDenied, contracts.AuditDecisionDenied, "denied: "+reason, reason
+		res.Code, res.Audit, res.Message, res.AuditReason = ResolvedDenied, contracts.AuditDecisionDenied, "denied: "+reason, reason
 	default:
-		res.code, res.message = resolvedCompleted, "tool result accepted"
+		res.Code, res.Message = ResolvedCompleted, "tool result accepted"
 	}
 	return res
 }
 
 // pauseBlocked is the block reason ("tool_paused: …") of a call an approval completed
-// blocked because its tool was paused ([Service.enterUnlessPaused]), "" for any other.
+// blocked because its tool was paused ([Dispatch.EnterUnlessPaused]), "" for any other.
 func pauseBlocked(rec *contracts.CallRecord) string {
 	out, ok := rec.Output()
 	if !ok || rec.Phase.Kind != contracts.PhaseCompleted {

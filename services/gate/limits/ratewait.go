@@ -1,4 +1,4 @@
-package gate
+package limits
 
 import (
 	"context"
@@ -19,8 +19,8 @@ import (
 // decision finds the same window even if its own has room by then, and nothing is counted
 // twice. Every other windowed limit matching the call counts it in the window it runs in.
 
-// waitingRate returns the first live rate limit with over: wait that matches call, or nil.
-func (l *limiter) waitingRate(call contracts.ToolCall) *contracts.Limit {
+// WaitingRate returns the first live rate limit with over: wait that matches call, or nil.
+func (l *Ledger) WaitingRate(call contracts.ToolCall) *contracts.Limit {
 	for k := range l.limits {
 		lim := &l.limits[k]
 		if lim.Kind == contracts.LimitRate && lim.Over == contracts.LimitOverWait && !lim.Shadow && lim.Matches(call) {
@@ -33,11 +33,11 @@ func (l *limiter) waitingRate(call contracts.ToolCall) *contracts.Limit {
 // errWindowFull: the window has no room for the call's share.
 var errWindowFull = errors.New("window full")
 
-// reserveAhead takes op's share of rate limit lim for the calls of b, in the window the
+// ReserveAhead takes op's share of rate limit lim for the calls of b, in the window the
 // batch was recorded in or, when it is full, in the first later one with room. It returns
 // the start of the window it deferred the call to (zero: not deferred), and blocked when
 // none of the windows within reach has room.
-func (l *limiter) reserveAhead(ctx context.Context, lim *contracts.Limit, b *contracts.BatchRecord, op string) (until time.Time, blocked bool, err error) {
+func (l *Ledger) ReserveAhead(ctx context.Context, lim *contracts.Limit, b *contracts.BatchRecord, op string) (until time.Time, blocked bool, err error) {
 	st, err := l.store(ctx)
 	if err != nil {
 		return time.Time{}, false, err
@@ -131,7 +131,7 @@ func (l *limiter) reserveAhead(ctx context.Context, lim *contracts.Limit, b *con
 
 // deferredWindow returns the window an earlier decision deferred op to under the waiting
 // rate limit lim, for the calls of b (zero: none), read from the recorded window's pointer.
-func (l *limiter) deferredWindow(ctx context.Context, lim *contracts.Limit, b *contracts.BatchRecord, op string) (time.Time, error) {
+func (l *Ledger) deferredWindow(ctx context.Context, lim *contracts.Limit, b *contracts.BatchRecord, op string) (time.Time, error) {
 	st, err := l.store(ctx)
 	if err != nil {
 		return time.Time{}, err

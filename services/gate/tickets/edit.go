@@ -1,4 +1,4 @@
-package gate
+package tickets
 
 import (
 	"context"
@@ -22,7 +22,7 @@ import (
 // ticket: who decided (claimed: as the command's own claim) and, for an approval with edited arguments, the edit and whether
 // the policies block it. An edit that does not fit the tool is a
 // [contracts.ErrInvalidEditedArguments] refusal; any other error is transient.
-func (s *Service) resolver(ctx context.Context, b *contracts.BatchRecord, i int, cmd contracts.ResumeCommand, resumeID string, claimed bool) (contracts.Resolver, error) {
+func (h *Handler) resolver(ctx context.Context, b *contracts.BatchRecord, i int, cmd contracts.ResumeCommand, resumeID string, claimed bool) (contracts.Resolver, error) {
 	r := contracts.Resolver{By: resumeID, Actor: cmd.Actor, Claimed: claimed}
 	call := b.Submission.Calls[i]
 	edited := cmd.Result.Permission.EditedArguments(call.Arguments)
@@ -33,12 +33,12 @@ func (s *Service) resolver(ctx context.Context, b *contracts.BatchRecord, i int,
 	if err != nil {
 		return r, err
 	}
-	if err := s.validateArguments(ctx, call.ToolID, edited); err != nil {
+	if err := h.validateArguments(ctx, call.ToolID, edited); err != nil {
 		return r, err
 	}
 	r.EditedArguments = edited
 	call.Arguments = edited
-	if o := s.policyChain(b, call); o.Kind == contracts.GateBlock {
+	if o := h.dispatch.PolicyChain(b, call); o.Kind == contracts.GateBlock {
 		r.EditBlocked = o.Reason
 	}
 	return r, nil
@@ -49,14 +49,14 @@ func (s *Service) resolver(ctx context.Context, b *contracts.BatchRecord, i int,
 // runs (a typed tool's Go argument type, an MCP server's inputSchema), else the
 // configuration's parameters. A tool neither describes accepts any object; its executor
 // still validates what it runs.
-func (s *Service) validateArguments(ctx context.Context, id string, args json.RawMessage) error {
-	t, ok := s.env.Config.Tool(id)
+func (h *Handler) validateArguments(ctx context.Context, id string, args json.RawMessage) error {
+	t, ok := h.env.Config.Tool(id)
 	if !ok {
 		return nil
 	}
 	err := t.ValidateArguments(args)
 	if err == nil && t.Target == contracts.TargetBrain && t.Kind != contracts.KindClientExecuted && t.SetResult == nil {
-		err = s.validatePublished(ctx, t, args)
+		err = h.validatePublished(ctx, t, args)
 	}
 	var te *contracts.ToolError
 	if errors.As(err, &te) {
@@ -72,7 +72,7 @@ func (s *Service) validateArguments(ctx context.Context, id string, args json.Ra
 // ([contracts.ResumeInvalidArguments], the ticket stays open) rather than passed
 // unchecked — the descriptors are the only schema of an MCP or typed tool, and a wiped
 // or forged record must not turn the check off.
-func (s *Service) validatePublished(ctx context.Context, t config.Tool, args json.RawMessage) error {
+func (h *Handler) validatePublished(ctx context.Context, t config.Tool, args json.RawMessage) error {
 	key := t.Builtin
 	if key == "" {
 		key = t.ID
@@ -85,7 +85,7 @@ func (s *Service) validatePublished(ctx context.Context, t config.Tool, args jso
 		return &contracts.ResumeError{Code: contracts.ResumeInvalidArguments,
 			Message: fmt.Sprintf("edited arguments of tool %s cannot be checked: %s; approve without editing, or retry once brain-exec has published its tools", t.ID, why)}
 	}
-	kv, err := s.env.JS.KeyValue(ctx, s.env.Names.ToolsBucket())
+	kv, err := h.env.ToolsBucket(ctx)
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
 		return unchecked("no tools bucket")
 	}
@@ -101,7 +101,7 @@ func (s *Service) validatePublished(ctx context.Context, t config.Tool, args jso
 	}
 	descs, err := bus.Decode[[]contracts.ToolDescriptor](e.Value())
 	if err != nil {
-		s.log.Error().Err(err).Msg("published tool descriptors refused: they do not decode strictly")
+		h.log.Error().Err(err).Msg("published tool descriptors refused: they do not decode strictly")
 		return unchecked("the published descriptors are unreadable")
 	}
 	for _, d := range descs {

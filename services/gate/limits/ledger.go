@@ -1,4 +1,11 @@
-package gate
+// Package limits is the gate's limits ledger: the host policy's limits (count, rate,
+// budget, concurrency) accounted by compare-and-swap in the limits bucket, one entry per
+// limit, key value and window. The gate's dispatch asks it at a decision ([Ledger.Apply]),
+// at a hand-over ([Ledger.Acquire]) and at a call's end ([Ledger.ReleaseSlots],
+// [Ledger.EndShares], [Ledger.ReleaseAll]), and hands over the calls its answers name;
+// the ledger writes nothing but ledger entries and reads nothing but the ledger, so it
+// never imports the gate.
+package limits
 
 import (
 	"context"
@@ -17,10 +24,10 @@ import (
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
-// FaultAfterLimitReserve fires after a limit's ledger write reserved a call's share and
+// FaultAfterReserve fires after a limit's ledger write reserved a call's share and
 // before the decision that counts on it is recorded: a crash there leaves the reservation
 // without a decision, which the redelivered request finds held and does not count again.
-const FaultAfterLimitReserve pipeline.FaultPoint = "after-limit-reserve"
+const FaultAfterReserve pipeline.FaultPoint = "after-limit-reserve"
 
 // Outcomes of one limit's evaluation, the outcome label of awaken_limit_events_total.
 const (
@@ -40,9 +47,9 @@ const (
 // errOverLimit: the ledger entry has no room for the call's share.
 var errOverLimit = errors.New("over the limit")
 
-// limiter accounts the host policy's limits in the limits ledger. It is nil-safe: a gate
-// whose host policy has no limits has a nil limiter and writes nothing for them.
-type limiter struct {
+// Ledger accounts the host policy's limits in the limits ledger. It is nil-safe: a gate
+// whose host policy has no limits has a nil Ledger and writes nothing for them.
+type Ledger struct {
 	env    *pipeline.Env
 	limits []contracts.Limit
 
@@ -51,7 +58,7 @@ type limiter struct {
 	err    error
 
 	// ended notes the calls that ran and ended whose shares are still held: the next
-	// write of their key folds them into used ([limiter.foldEnded]).
+	// write of their key folds them into used ([Ledger.foldEnded]).
 	ended endedNotes
 }
 
@@ -71,18 +78,19 @@ type endedNotes struct {
 // maxEndedNotes bounds the operations [endedNotes] remembers.
 const maxEndedNotes = 1 << 16
 
-func newLimiter(env *pipeline.Env, host *contracts.Policy) *limiter {
+// New returns the ledger of host's limits on env, nil when host has none.
+func New(env *pipeline.Env, host *contracts.Policy) *Ledger {
 	if len(host.Limits()) == 0 {
 		return nil
 	}
-	return &limiter{env: env, limits: host.Limits()}
+	return &Ledger{env: env, limits: host.Limits()}
 }
 
 // store opens the ledger bucket once; a missing bucket (a deployment set up before limits
 // existed) is an error at every decision a limit applies to, so limits fail closed.
-func (l *limiter) store(ctx context.Context) (*state.Store[contracts.LimitLedgerEntry], error) {
+func (l *Ledger) store(ctx context.Context) (*state.Store[contracts.LimitLedgerEntry], error) {
 	l.once.Do(func() {
-		kv, err := l.env.JS.KeyValue(ctx, l.env.Names.LimitsBucket())
+		ledger, err := l.env.LimitsLedger(ctx)
 		if err != nil {
 			l.err = fmt.Errorf("gate: limits ledger %s (run awaken setup): %w", l.env.Names.LimitsBucket(), err)
 			if !errors.Is(err, jetstream.ErrBucketNotFound) {
@@ -91,7 +99,7 @@ func (l *limiter) store(ctx context.Context) (*state.Store[contracts.LimitLedger
 			}
 			return
 		}
-		l.ledger = state.NewStore[contracts.LimitLedgerEntry](kv, state.WithJetStream(l.env.JS))
+		l.ledger = ledger
 	})
 	if l.ledger == nil {
 		return nil, l.err
@@ -99,8 +107,23 @@ func (l *limiter) store(ctx context.Context) (*state.Store[contracts.LimitLedger
 	return l.ledger, nil
 }
 
-// keyedBy reports whether a host limit is keyed by key (contracts.LimitKeyRun, …).
-func (l *limiter) keyedBy(key string) bool {
+// Limits returns the host limits the ledger accounts, in configuration order (none for a
+// nil ledger). The caller must not change them.
+func (l *Ledger) Limits() []contracts.Limit {
+	if l == nil {
+		return nil
+	}
+	return l.limits
+}
+
+// callOp is the operation id of call i of b.
+func callOp(b *contracts.BatchRecord, i int) string {
+	sub := &b.Submission
+	return contracts.OperationID(sub.RunID, sub.Step, sub.Calls[i].CallID)
+}
+
+// KeyedBy reports whether a host limit is keyed by key (contracts.LimitKeyRun, …).
+func (l *Ledger) KeyedBy(key string) bool {
 	if l == nil {
 		return false
 	}
@@ -112,9 +135,9 @@ func (l *limiter) keyedBy(key string) bool {
 	return false
 }
 
-// counting reports whether a limit other than a concurrency limit names toolID, whatever
-// the arguments: the shares of its calls that ran end with them ([limiter.endShares]).
-func (l *limiter) counting(toolID string) bool {
+// Counting reports whether a limit other than a concurrency limit names toolID, whatever
+// the arguments: the shares of its calls that ran end with them ([Ledger.EndShares]).
+func (l *Ledger) Counting(toolID string) bool {
 	if l == nil {
 		return false
 	}
@@ -126,8 +149,8 @@ func (l *limiter) counting(toolID string) bool {
 	return false
 }
 
-// matchesAny reports whether a limit, of any kind, matches call.
-func (l *limiter) matchesAny(call contracts.ToolCall) bool {
+// MatchesAny reports whether a limit, of any kind, matches call.
+func (l *Ledger) MatchesAny(call contracts.ToolCall) bool {
 	if l == nil {
 		return false
 	}
@@ -139,9 +162,9 @@ func (l *limiter) matchesAny(call contracts.ToolCall) bool {
 	return false
 }
 
-// counts reports whether a call decided o takes a share of the limits: one that may run
+// Counts reports whether a call decided o takes a share of the limits: one that may run
 // (allow, ask, schedule). A blocked call or one answered with a fixed result runs no tool.
-func counts(o *contracts.GateOutcome) bool {
+func Counts(o *contracts.GateOutcome) bool {
 	switch o.Kind {
 	case contracts.GateAllow, contracts.GateRequireConfirmation, contracts.GateSchedule:
 		return true
@@ -149,7 +172,7 @@ func counts(o *contracts.GateOutcome) bool {
 	return false
 }
 
-// apply runs the host limits over the chain's outcome o for call i of b and returns the
+// Apply runs the host limits over the chain's outcome o for call i of b and returns the
 // outcome to record. For each limit matching the call, in configuration order:
 //   - a live limit reserves the call's share (1, or the tool's cost for a budget) in its
 //     ledger entry; a call over it is blocked with the limit's reason, and the shares
@@ -162,8 +185,8 @@ func counts(o *contracts.GateOutcome) bool {
 // decision finds its share held and counts nothing again. The window of a rate or
 // windowed budget is the one the batch was recorded in (its record's created_at), which
 // every delivery of the decision sees alike.
-func (l *limiter) apply(ctx context.Context, b *contracts.BatchRecord, i int, o *contracts.GateOutcome) (*contracts.GateOutcome, error) {
-	if l == nil || o == nil || !counts(o) {
+func (l *Ledger) Apply(ctx context.Context, b *contracts.BatchRecord, i int, o *contracts.GateOutcome) (*contracts.GateOutcome, error) {
+	if l == nil || o == nil || !Counts(o) {
 		return o, nil
 	}
 	sub := &b.Submission
@@ -176,18 +199,18 @@ func (l *limiter) apply(ctx context.Context, b *contracts.BatchRecord, i int, o 
 	// is not deferred (a human's answer cannot wait for a window): over a waiting rate, it
 	// is blocked like over any rate.
 	at := b.CreatedAt
-	waiting := l.waitingRate(call)
+	waiting := l.WaitingRate(call)
 	if out.Kind == contracts.GateRequireConfirmation {
 		waiting = nil
 	}
 	// Every ledger write of the decision is a step of its own: a crash after it leaves the
 	// share reserved and the decision that counts on it unrecorded.
-	ledger := l.env.Operation(ServiceName, op)
+	ledger := l.env.Operation(contracts.ServiceGate, op)
 	if waiting != nil {
 		var until time.Time
 		var blocked bool
-		if err := ledger.Step(ctx, FaultAfterLimitReserve, func() (reached bool, err error) {
-			until, blocked, err = l.reserveAhead(ctx, waiting, b, op)
+		if err := ledger.Step(ctx, FaultAfterReserve, func() (reached bool, err error) {
+			until, blocked, err = l.ReserveAhead(ctx, waiting, b, op)
 			return !blocked, err
 		}); err != nil {
 			return nil, err
@@ -225,7 +248,7 @@ func (l *limiter) apply(ctx context.Context, b *contracts.BatchRecord, i int, o 
 		key := contracts.LimitLedgerKey(lim.Name, value, window)
 		force := lim.Over == contracts.LimitOverAsk && !lim.Shadow
 		var outcome string
-		if err := ledger.Step(ctx, FaultAfterLimitReserve, func() (_ bool, err error) {
+		if err := ledger.Step(ctx, FaultAfterReserve, func() (_ bool, err error) {
 			outcome, err = l.reserve(ctx, lim, key, value, window, op, amount, force)
 			return true, err
 		}); err != nil {
@@ -269,9 +292,9 @@ func (l *limiter) apply(ctx context.Context, b *contracts.BatchRecord, i int, o 
 
 // block is the outcome of a call over live limit lim: its share in the limits before is
 // given back (it never runs), and it completes with lim's reason.
-func (l *limiter) block(ctx context.Context, lim *contracts.Limit, op string, reserved []string, reason string) (*contracts.GateOutcome, error) {
+func (l *Ledger) block(ctx context.Context, lim *contracts.Limit, op string, reserved []string, reason string) (*contracts.GateOutcome, error) {
 	for _, key := range reserved {
-		if err := l.release(ctx, key, op); err != nil {
+		if err := l.Release(ctx, key, op); err != nil {
 			return nil, err
 		}
 	}
@@ -290,7 +313,7 @@ func limitFinding(lim *contracts.Limit, would, reason string) contracts.ShadowFi
 // limitBlocked when the entry has no room (confirmed on the stream leader's value), and
 // limitAsked when it had no room but force took the share anyway (a budget's overrun the
 // ask will put to a human).
-func (l *limiter) reserve(ctx context.Context, lim *contracts.Limit, key, value string, window time.Time,
+func (l *Ledger) reserve(ctx context.Context, lim *contracts.Limit, key, value string, window time.Time,
 	op string, amount float64, force bool) (string, error) {
 	st, err := l.store(ctx)
 	if err != nil {
@@ -340,7 +363,7 @@ func (l *limiter) reserve(ctx context.Context, lim *contracts.Limit, key, value 
 
 // noteEnded notes that op, whose call ran and ended, holds a share in ledger key that the
 // key's next write may fold into used: nothing can give it back or change it any more.
-func (l *limiter) noteEnded(key, op string) {
+func (l *Ledger) noteEnded(key, op string) {
 	e := &l.ended
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -365,7 +388,7 @@ func (l *limiter) noteEnded(key, op string) {
 // shares — their amounts stay in used — and returns the operations it looked at, to
 // forget once the write that folds them is made. The operation writing (self) is left
 // alone: a decision that finds its own operation held counts nothing again.
-func (l *limiter) foldEnded(key string, cur *contracts.LimitLedgerEntry, self string) []string {
+func (l *Ledger) foldEnded(key string, cur *contracts.LimitLedgerEntry, self string) []string {
 	e := &l.ended
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -383,7 +406,7 @@ func (l *limiter) foldEnded(key string, cur *contracts.LimitLedgerEntry, self st
 }
 
 // forgetEnded drops the notes of ops in key: a write folded their shares.
-func (l *limiter) forgetEnded(key string, ops []string) {
+func (l *Ledger) forgetEnded(key string, ops []string) {
 	if len(ops) == 0 {
 		return
 	}
@@ -406,8 +429,8 @@ func (l *limiter) forgetEnded(key string, ops []string) {
 	}
 }
 
-// forgetKey drops every note of key, which was deleted.
-func (l *limiter) forgetKey(key string) {
+// ForgetKey drops every note of key, which was deleted.
+func (l *Ledger) ForgetKey(key string) {
 	e := &l.ended
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -432,7 +455,7 @@ func windowKept(lim *contracts.Limit) time.Duration {
 // every window it ever counted in. A key written since it was listed is kept (the delete
 // is conditional on the revision listed); a failure is logged, and the next window tries
 // again.
-func (l *limiter) dropPassedWindows(ctx context.Context, lim *contracts.Limit, value string) {
+func (l *Ledger) dropPassedWindows(ctx context.Context, lim *contracts.Limit, value string) {
 	st, err := l.store(ctx)
 	if err != nil {
 		return
@@ -453,15 +476,15 @@ func (l *limiter) dropPassedWindows(ctx context.Context, lim *contracts.Limit, v
 			log.Warn().Err(err).Str("limit", lim.Name).Str("key", key).Msg("limits ledger: drop a passed window")
 			continue
 		}
-		l.forgetKey(key)
+		l.ForgetKey(key)
 	}
 }
 
-// deleteRunLedgerKeys deletes the ledger keys of runID — every key of a limit keyed by
+// DeleteRunLedgerKeys deletes the ledger keys of runID — every key of a limit keyed by
 // run whose value is runID, or by step whose value is one of runID's steps, windows
 // included — once the run has ended and takes no more batches: nothing can count in them
 // again. A key written since it was listed is kept (a decision that raced the end).
-func (l *limiter) deleteRunLedgerKeys(ctx context.Context, runID string) error {
+func (l *Ledger) DeleteRunLedgerKeys(ctx context.Context, runID string) error {
 	if l == nil {
 		return nil
 	}
@@ -497,16 +520,16 @@ func (l *limiter) deleteRunLedgerKeys(ctx context.Context, runID string) error {
 				case err != nil:
 					return fmt.Errorf("gate: limit %s: delete %s of run %s: %w", lim.Name, key, runID, err)
 				}
-				l.forgetKey(key)
+				l.ForgetKey(key)
 			}
 		}
 	}
 	return nil
 }
 
-// release gives op's share in ledger entry key back; a share not held is left alone, so a
-// release repeated by a redelivery gives back nothing more.
-func (l *limiter) release(ctx context.Context, key, op string) error {
+// Release gives op's share in ledger entry key back; a share not held is left alone, so a
+// Release repeated by a redelivery gives back nothing more.
+func (l *Ledger) Release(ctx context.Context, key, op string) error {
 	st, err := l.store(ctx)
 	if err != nil {
 		return err

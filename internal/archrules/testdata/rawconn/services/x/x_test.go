@@ -1,0 +1,3 @@
+package x
+
+func peek(s *service) any { return s.env.JS }
