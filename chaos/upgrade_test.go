@@ -22,6 +22,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/awaken-dev/awaken/internal/checker"
 	"github.com/awaken-dev/awaken/internal/testnet"
 	"github.com/awaken-dev/awaken/pkg/client"
 	"github.com/awaken-dev/awaken/pkg/cloudevent"
@@ -36,9 +37,12 @@ const previousVersion = "856fa62"
 
 // upgradeConfigText is chaosConfig with a scheduled tool, later, whose delay outlasts a
 // service's replacement, so timers one version's gate set fire under the other's (the
-// chaos tools slow, fail and lookup are never_replay: the default recovery policy).
+// chaos tools slow, fail and lookup are never_replay: the default recovery policy), and
+// a tool, halted, that the test pauses with the new api: the pause record is a format
+// whose new version the previous gate refuses, so a pause written in it too early lets
+// the previous gate run a paused tool's calls.
 var upgradeConfigText = strings.NewReplacer(
-	"  - { id: ask_me,", "  - { id: later, builtin: ran }\n  - { id: ask_me,",
+	"  - { id: ask_me,", "  - { id: later, builtin: ran }\n  - { id: halted, builtin: ran }\n  - { id: ask_me,",
 	"    - { pattern: ask_me, behavior: ask, timeout: 24h }\n",
 	"    - { pattern: ask_me, behavior: ask, timeout: 24h }\n    - { pattern: later, behavior: schedule, delay: 12s }\n",
 ).Replace(chaosConfig)
@@ -46,7 +50,7 @@ var upgradeConfigText = strings.NewReplacer(
 // upgradeServices are the services the rolling upgrade replaces, in the order of the
 // compatibility policy (docs/operations.md): readers of work before its writers, so no
 // service of the new version waits for one of the old; the rollback goes in reverse.
-var upgradeServices = []string{"publisher", "brain-exec", "gate", "batcher"}
+var upgradeServices = []string{"publisher", "brain-exec", "gate", "batcher", "api"}
 
 // instancesPerService is how many processes run each service: with two, each service
 // runs old and new instances side by side on one durable during the rollout.
@@ -55,9 +59,11 @@ const instancesPerService = 2
 // TestRollingUpgrade starts every service at previousVersion on one JetStream server,
 // then, under a steady load of batches (parked approvals, scheduled calls, parallel
 // delegation, never_replay tools), replaces each service instance by the new version one
-// at a time (SIGTERM, start the new one), approves the tickets parked under the old
-// version once every service is new, then rolls every instance back the same way. The
-// history checker must find no duplicate, no loss and no violation.
+// at a time (SIGTERM, start the new one), pauses a tool through the new api and approves
+// the tickets parked under the old version once every service is new, then rolls every
+// instance back the same way. The history checker must find no duplicate, no loss and no
+// violation; a call of the paused tool must not run under either version (a pause the
+// new version wrote in a format the previous one does not read would let it run).
 func TestRollingUpgrade(t *testing.T) {
 	if testing.Short() {
 		t.Skip("upgrade: slow")
@@ -138,7 +144,15 @@ func TestRollingUpgrade(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("upgraded in %s; approving", time.Since(upgradeStart).Round(time.Millisecond))
+	t.Logf("upgraded in %s; pausing %s and approving", time.Since(upgradeStart).Round(time.Millisecond), haltedTool)
+	if out, err := exec.CommandContext(ctx, u.newBin, "tools", "pause", haltedTool, "--reason", "upgrade test", "--as", "upgrade-test", "--nats-url", u.url).CombinedOutput(); err != nil {
+		u.dumpLogs(t)
+		t.Fatalf("awaken tools pause (HEAD): %v\n%s", err, out)
+	}
+	halted := haltedWorkload(4)
+	if err := u.submitAll(ctx, &workload{batches: halted.batches[:2]}, rec, func(context.Context, int) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
 	approverDone := make(chan struct{})
 	go func() { defer close(approverDone); u.approve(runCtx, w) }()
 
@@ -174,10 +188,14 @@ func TestRollingUpgrade(t *testing.T) {
 		}
 	}
 	t.Logf("rolled back in %s", time.Since(rollbackStart).Round(time.Millisecond))
+	// The previous version's gates decide these under the pause the new api wrote.
+	if err := u.submitAll(ctx, &workload{batches: halted.batches[2:]}, rec, func(context.Context, int) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
 	if err := <-submitted; err != nil {
 		t.Fatalf("submit: %v", err)
 	}
-	if err := u.waitQuiescent(ctx, w); err != nil {
+	if err := u.waitQuiescent(ctx, &workload{batches: append(slices.Clone(w.batches), halted.batches...)}); err != nil {
 		stopRun()
 		<-approverDone
 		u.dumpLogs(t)
@@ -199,8 +217,8 @@ func TestRollingUpgrade(t *testing.T) {
 	if rep.Duplicates != 0 || rep.Lost != 0 {
 		t.Errorf("duplicates %d, lost %d: want none", rep.Duplicates, rep.Lost)
 	}
-	if rep.Batches < len(w.batches) {
-		t.Errorf("checked %d batches, want %d", rep.Batches, len(w.batches))
+	if rep.Batches < len(w.batches)+len(halted.batches) {
+		t.Errorf("checked %d batches, want %d", rep.Batches, len(w.batches)+len(halted.batches))
 	}
 	if dl := u.deadLetters(ctx); dl != 0 {
 		t.Errorf("%d dead letters: the workload is valid, so each is work given up", dl)
@@ -221,6 +239,24 @@ func addScheduled(w *workload) {
 		sub.Calls = append(sub.Calls, contracts.ToolCall{CallID: fmt.Sprintf("c%d", len(sub.Calls)), ToolID: "later", Arguments: json.RawMessage(`{}`)})
 		w.calls++
 	}
+}
+
+// haltedTool is the tool the test pauses once every service is new.
+const haltedTool = "halted"
+
+// haltedWorkload is n batches of one call of the paused tool each: the gate of either
+// version must block it (its body never runs).
+func haltedWorkload(n int) *workload {
+	w := &workload{}
+	for i := range n {
+		run := fmt.Sprintf("halted-%d", i)
+		sub := contracts.BatchSubmission{RunID: run, ThreadID: "thread-" + run, Step: 1,
+			Agent: contracts.AgentSnapshot{SnapshotID: "snap-chaos", Tools: []string{haltedTool}},
+			Calls: []contracts.ToolCall{{CallID: "c0", ToolID: haltedTool, Arguments: json.RawMessage(`{}`)}}}
+		w.batches = append(w.batches, checker.Batch{Submission: sub, Expect: map[string]checker.Expectation{"c0": checker.ExpectDenied}})
+		w.calls++
+	}
+	return w
 }
 
 // upgradeFleet runs a nats-server process and instancesPerService processes of each
@@ -317,7 +353,11 @@ func (u *upgradeFleet) startService(ctx context.Context, service string, i int, 
 	}
 	u.starts++
 	logName := fmt.Sprintf("%s.%d.%s", instanceName(service, i), u.starts, version)
-	p, err := u.startLogged(logName, bin, service, "--config", u.cfgPath, "--nats-url", u.url)
+	args := []string{service, "--config", u.cfgPath, "--nats-url", u.url}
+	if service == contracts.ServiceAPI {
+		args = append(args, "--http", "") // the micro service only: two instances share no port
+	}
+	p, err := u.startLogged(logName, bin, args...)
 	if err != nil {
 		return err
 	}
