@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -68,6 +69,22 @@ func TestRollingUpgrade(t *testing.T) {
 	if testing.Short() {
 		t.Skip("upgrade: slow")
 	}
+	rollingUpgrade(t, 1)
+}
+
+// TestRollingUpgrade_cluster is TestRollingUpgrade on a 3-node JetStream cluster (three
+// nats-server processes routed on the loopback, every stream and bucket at 3 replicas,
+// each service connected with the three URLs): `make upgrade-cluster`
+// (AWAKEN_UPGRADE=cluster), kept out of `make test` for its time.
+func TestRollingUpgrade_cluster(t *testing.T) {
+	if os.Getenv("AWAKEN_UPGRADE") != "cluster" {
+		t.Skip("upgrade: the 3-node cluster variant runs in `make upgrade-cluster` (AWAKEN_UPGRADE=cluster)")
+	}
+	rollingUpgrade(t, 3)
+}
+
+// rollingUpgrade is the rolling upgrade and rollback on nodes JetStream servers (1 or 3).
+func rollingUpgrade(t *testing.T, nodes int) {
 	root := repoRoot()
 	if err := exec.Command("git", "-C", root, "cat-file", "-e", previousVersion+"^{commit}").Run(); err != nil {
 		t.Skipf("upgrade: the git history holding %s is not available here (%v): the rolling-upgrade test needs a full clone", previousVersion, err)
@@ -76,7 +93,7 @@ func TestRollingUpgrade(t *testing.T) {
 	defer cancel()
 	start := time.Now()
 
-	u := newUpgradeFleet(t, ctx)
+	u := newUpgradeFleet(t, ctx, nodes)
 	t.Logf("built %s and HEAD in %s", previousVersion, time.Since(start).Round(time.Millisecond))
 
 	s := seed(t)
@@ -94,6 +111,7 @@ func TestRollingUpgrade(t *testing.T) {
 	for _, name := range upgradeServices {
 		for i := range instancesPerService {
 			if err := u.startService(ctx, name, i, false); err != nil {
+				u.dumpLogs(t)
 				t.Fatal(err)
 			}
 		}
@@ -128,6 +146,19 @@ func TestRollingUpgrade(t *testing.T) {
 			t.Fatalf("capture the previous version's formats: %v", err)
 		}
 		t.Logf("captured the formats of %s into %s", previousVersion, dir)
+	}
+	if nodes > 1 {
+		// The previous version's services created the streams and buckets: each must be
+		// replicated on every node.
+		for name := range u.js.StreamNames(ctx).Name() {
+			st, err := u.js.Stream(ctx, name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r := st.CachedInfo().Config.Replicas; r != nodes {
+				t.Fatalf("stream %s has %d replicas, want %d", name, r, nodes)
+			}
+		}
 	}
 	t.Logf("%d tickets parked under %s; upgrading", len(parkedOld), previousVersion)
 
@@ -209,8 +240,8 @@ func TestRollingUpgrade(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Log(rep.Summary())
-	fmt.Printf("upgrade %s → HEAD → %s: %s (seed %d, %d tickets parked across the upgrade, %s)\n",
-		previousVersion, previousVersion, rep.Summary(), s, len(parkedOld), time.Since(start).Round(time.Second))
+	fmt.Printf("upgrade %s → HEAD → %s on %d node(s): %s (seed %d, %d tickets parked across the upgrade, %s)\n",
+		previousVersion, previousVersion, nodes, rep.Summary(), s, len(parkedOld), time.Since(start).Round(time.Second))
 	for _, v := range rep.Violations {
 		t.Errorf("violation: %s", v)
 	}
@@ -272,23 +303,31 @@ type upgradeFleet struct {
 	rec   *recorder
 }
 
-func newUpgradeFleet(t *testing.T, ctx context.Context) *upgradeFleet {
+func newUpgradeFleet(t *testing.T, ctx context.Context, nodes int) *upgradeFleet {
 	dir := t.TempDir()
 	c := &cluster{t: t, dir: dir, procs: map[string]*proc{}}
 	c.awakenBin, c.natsBin = build(t, ctx, dir)
 	u := &upgradeFleet{cluster: c, newBin: c.awakenBin, oldBin: buildPrevious(t, ctx, filepath.Join(dir, "previous")), isNew: map[string]bool{}, rec: newRecorder()}
 	c.cfgPath = filepath.Join(dir, "awaken.yaml")
-	if err := os.WriteFile(c.cfgPath, []byte(upgradeConfigText), 0o644); err != nil {
+	cfgText := upgradeConfigText
+	if nodes > 1 {
+		cfgText += fmt.Sprintf("storage: { replicas: %d }\n", nodes)
+	}
+	if err := os.WriteFile(c.cfgPath, []byte(cfgText), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	c.port = testnet.FreePort(t)
-	c.url = "nats://127.0.0.1:" + strconv.Itoa(c.port)
 	if err := os.MkdirAll(filepath.Join(dir, "logs"), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	c.supervise = func() {}
 	t.Cleanup(c.shutdown)
-	if err := c.startServer(ctx); err != nil {
+	if nodes == 1 {
+		c.port = testnet.FreePort(t)
+		c.url = "nats://127.0.0.1:" + strconv.Itoa(c.port)
+		if err := c.startServer(ctx); err != nil {
+			t.Fatal(err)
+		}
+	} else if err := u.startServers(ctx, nodes); err != nil {
 		t.Fatal(err)
 	}
 	nc, err := nats.Connect(c.url, nats.Name("upgrade-client"), nats.MaxReconnects(-1),
@@ -297,11 +336,62 @@ func newUpgradeFleet(t *testing.T, ctx context.Context) *upgradeFleet {
 		t.Fatal(err)
 	}
 	t.Cleanup(nc.Close)
-	if c.driver, err = newDriver(nc, nc, upgradeConfigText); err != nil {
+	if c.driver, err = newDriver(nc, nc, cfgText); err != nil {
 		t.Fatal(err)
 	}
 	c.driver.follow(t)
 	return u
+}
+
+// startServers starts nodes nats-server processes routed into one JetStream cluster on
+// the loopback and waits until each accepts connections; the fleet's URL names them all.
+func (u *upgradeFleet) startServers(ctx context.Context, nodes int) error {
+	ports, routes := make([]int, nodes), make([]string, nodes)
+	for i := range nodes {
+		ports[i] = testnet.FreePort(u.t)
+		routes[i] = "nats://127.0.0.1:" + strconv.Itoa(testnet.FreePort(u.t))
+	}
+	var urls []string
+	for i := range nodes {
+		name := fmt.Sprintf("nats-%d", i+1)
+		if _, err := u.start(name, u.natsBin, "-js", "-sd", filepath.Join(u.dir, "store-"+name),
+			"-a", "127.0.0.1", "-p", strconv.Itoa(ports[i]), "-n", name,
+			"--cluster_name", "upgrade", "--cluster", routes[i], "--routes", strings.Join(routes, ",")); err != nil {
+			return err
+		}
+		urls = append(urls, "nats://127.0.0.1:"+strconv.Itoa(ports[i]))
+	}
+	u.port, u.url = ports[0], strings.Join(urls, ",")
+	for _, port := range ports {
+		if err := waitUntil(ctx, "nats-server not listening", 30*time.Second, 20*time.Millisecond, func() string {
+			conn, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(port), time.Second)
+			if err != nil {
+				return err.Error()
+			}
+			conn.Close()
+			return ""
+		}); err != nil {
+			return err
+		}
+	}
+	// The cluster takes JetStream requests once it has elected its meta leader.
+	nc, err := nats.Connect(u.url)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	return waitUntil(ctx, "no JetStream meta leader", time.Minute, 200*time.Millisecond, func() string {
+		actx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		if _, err := js.AccountInfo(actx); err != nil {
+			return err.Error()
+		}
+		return ""
+	})
 }
 
 // buildPrevious extracts previousVersion from the repository's history (git archive: the
