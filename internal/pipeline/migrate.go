@@ -99,16 +99,16 @@ func (e *Env) migrateOpenBatch(ctx context.Context, key string, rev uint64, r co
 			return false, fmt.Errorf("pipeline: migrate %s: %w", batchID, err)
 		}
 	}
-	r.Batch = &b
-	if r.LastStep == nil || *r.LastStep < step {
-		last := step
-		r.LastStep = &last
-	}
 	if _, _, err := e.Runs.Update(ctx, key, func(cur *contracts.RunRecord, exists bool) error {
 		if !exists || cur.Batch != nil || cur.ActiveStep == nil || *cur.ActiveStep != step {
 			return state.ErrNoChange
 		}
-		*cur = r
+		held := b
+		cur.Batch = &held
+		if cur.LastStep == nil || *cur.LastStep < step {
+			last := step
+			cur.LastStep = &last
+		}
 		return nil
 	}); err != nil {
 		return false, fmt.Errorf("pipeline: migrate %s: hold the batch in its run record: %w", batchID, err)
