@@ -35,9 +35,10 @@ func TestUpgrade_finishesABatchLeftOpenBeforeTheRunRecordHeldIt(t *testing.T) {
 		return call(id, "counter", map[string]any{"name": "migrated-" + id})
 	}
 	// The pins of this version's batcher for the two tools (the earlier versions pinned
-	// them alike): a batch of another run, run to its end, read from the archive.
+	// them alike): a batch of another run, run to its end, read from its run record or
+	// the archive (the publisher archives it after the results).
 	h.mustRun(batch("template", 1, tools, echo("c0", "t"), counter("c1")))
-	tmpl, _, err := h.stack.Env.Batches.Get(ctx, contracts.BatchKey("template", 1))
+	tmpl, err := h.stack.Env.FreshBatch(ctx, "template", 1)
 	if err != nil {
 		t.Fatal(err)
 	}
