@@ -13,7 +13,7 @@ PKGS := ./...
 FUZZTIME ?= 30s
 CONFIG ?= examples/awaken.yaml
 
-.PHONY: all build wasm schemas test test-short lint fmt vet fuzz run bench bench-e2e soak chaos chaos-cluster clean images linux-binaries compose-config
+.PHONY: all build wasm schemas test test-short lint fmt vet fuzz run bench bench-e2e soak chaos chaos-cluster upgrade-cluster clean images linux-binaries compose-config
 
 all: build
 
@@ -132,6 +132,14 @@ chaos:
 chaos-cluster: images
 	set -o pipefail; AWAKEN_CHAOS=cluster $(GO) test -count=1 -v -timeout 30m -run 'TestChaos_cluster' ./chaos/ \
 	  | tee $(BIN)/chaos-cluster.log | grep -E '^(checker:|expiry:|fault |dead letters:|audit trail:|--- |ok|FAIL)|violation|seed|containers_test.go:'
+
+## upgrade-cluster: the rolling upgrade of chaos/TestRollingUpgrade (previousVersion ↔ HEAD,
+## under load, the history checker's verdict) on a 3-node JetStream cluster of nats-server
+## processes on the loopback, every stream and bucket at 3 replicas (no Docker); `make test`
+## runs the one-server variant
+upgrade-cluster:
+	set -o pipefail; AWAKEN_UPGRADE=cluster $(GO) test -race -count=1 -v -timeout 20m -run 'TestRollingUpgrade_cluster' ./chaos/ \
+	  | grep -E '^(upgrade |--- |ok|FAIL)|upgrade_test.go:|violation'
 
 ## images: the two deployment images, FROM scratch, nothing pulled: awaken:dev (every
 ## service by subcommand, with the example configuration and wasm tools) and

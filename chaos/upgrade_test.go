@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,6 +23,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/awaken-dev/awaken/internal/checker"
 	"github.com/awaken-dev/awaken/internal/testnet"
 	"github.com/awaken-dev/awaken/pkg/client"
 	"github.com/awaken-dev/awaken/pkg/cloudevent"
@@ -36,9 +38,12 @@ const previousVersion = "856fa62"
 
 // upgradeConfigText is chaosConfig with a scheduled tool, later, whose delay outlasts a
 // service's replacement, so timers one version's gate set fire under the other's (the
-// chaos tools slow, fail and lookup are never_replay: the default recovery policy).
+// chaos tools slow, fail and lookup are never_replay: the default recovery policy), and
+// a tool, halted, that the test pauses with the new api: the pause record is a format
+// whose new version the previous gate refuses, so a pause written in it too early lets
+// the previous gate run a paused tool's calls.
 var upgradeConfigText = strings.NewReplacer(
-	"  - { id: ask_me,", "  - { id: later, builtin: ran }\n  - { id: ask_me,",
+	"  - { id: ask_me,", "  - { id: later, builtin: ran }\n  - { id: halted, builtin: ran }\n  - { id: ask_me,",
 	"    - { pattern: ask_me, behavior: ask, timeout: 24h }\n",
 	"    - { pattern: ask_me, behavior: ask, timeout: 24h }\n    - { pattern: later, behavior: schedule, delay: 12s }\n",
 ).Replace(chaosConfig)
@@ -46,7 +51,7 @@ var upgradeConfigText = strings.NewReplacer(
 // upgradeServices are the services the rolling upgrade replaces, in the order of the
 // compatibility policy (docs/operations.md): readers of work before its writers, so no
 // service of the new version waits for one of the old; the rollback goes in reverse.
-var upgradeServices = []string{"publisher", "brain-exec", "gate", "batcher"}
+var upgradeServices = []string{"publisher", "brain-exec", "gate", "batcher", "api"}
 
 // instancesPerService is how many processes run each service: with two, each service
 // runs old and new instances side by side on one durable during the rollout.
@@ -55,13 +60,31 @@ const instancesPerService = 2
 // TestRollingUpgrade starts every service at previousVersion on one JetStream server,
 // then, under a steady load of batches (parked approvals, scheduled calls, parallel
 // delegation, never_replay tools), replaces each service instance by the new version one
-// at a time (SIGTERM, start the new one), approves the tickets parked under the old
-// version once every service is new, then rolls every instance back the same way. The
-// history checker must find no duplicate, no loss and no violation.
+// at a time (SIGTERM, start the new one), pauses a tool through the new api and approves
+// the tickets parked under the old version once every service is new, then rolls every
+// instance back the same way. The history checker must find no duplicate, no loss and no
+// violation; a call of the paused tool must not run under either version (a pause the
+// new version wrote in a format the previous one does not read would let it run).
 func TestRollingUpgrade(t *testing.T) {
 	if testing.Short() {
 		t.Skip("upgrade: slow")
 	}
+	rollingUpgrade(t, 1)
+}
+
+// TestRollingUpgrade_cluster is TestRollingUpgrade on a 3-node JetStream cluster (three
+// nats-server processes routed on the loopback, every stream and bucket at 3 replicas,
+// each service connected with the three URLs): `make upgrade-cluster`
+// (AWAKEN_UPGRADE=cluster), kept out of `make test` for its time.
+func TestRollingUpgrade_cluster(t *testing.T) {
+	if os.Getenv("AWAKEN_UPGRADE") != "cluster" {
+		t.Skip("upgrade: the 3-node cluster variant runs in `make upgrade-cluster` (AWAKEN_UPGRADE=cluster)")
+	}
+	rollingUpgrade(t, 3)
+}
+
+// rollingUpgrade is the rolling upgrade and rollback on nodes JetStream servers (1 or 3).
+func rollingUpgrade(t *testing.T, nodes int) {
 	root := repoRoot()
 	if err := exec.Command("git", "-C", root, "cat-file", "-e", previousVersion+"^{commit}").Run(); err != nil {
 		t.Skipf("upgrade: the git history holding %s is not available here (%v): the rolling-upgrade test needs a full clone", previousVersion, err)
@@ -70,7 +93,7 @@ func TestRollingUpgrade(t *testing.T) {
 	defer cancel()
 	start := time.Now()
 
-	u := newUpgradeFleet(t, ctx)
+	u := newUpgradeFleet(t, ctx, nodes)
 	t.Logf("built %s and HEAD in %s", previousVersion, time.Since(start).Round(time.Millisecond))
 
 	s := seed(t)
@@ -88,6 +111,7 @@ func TestRollingUpgrade(t *testing.T) {
 	for _, name := range upgradeServices {
 		for i := range instancesPerService {
 			if err := u.startService(ctx, name, i, false); err != nil {
+				u.dumpLogs(t)
 				t.Fatal(err)
 			}
 		}
@@ -123,6 +147,19 @@ func TestRollingUpgrade(t *testing.T) {
 		}
 		t.Logf("captured the formats of %s into %s", previousVersion, dir)
 	}
+	if nodes > 1 {
+		// The previous version's services created the streams and buckets: each must be
+		// replicated on every node.
+		for name := range u.js.StreamNames(ctx).Name() {
+			st, err := u.js.Stream(ctx, name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r := st.CachedInfo().Config.Replicas; r != nodes {
+				t.Fatalf("stream %s has %d replicas, want %d", name, r, nodes)
+			}
+		}
+	}
 	t.Logf("%d tickets parked under %s; upgrading", len(parkedOld), previousVersion)
 
 	// The new version's setup first (it only adds), then every instance, one at a time.
@@ -138,7 +175,15 @@ func TestRollingUpgrade(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("upgraded in %s; approving", time.Since(upgradeStart).Round(time.Millisecond))
+	t.Logf("upgraded in %s; pausing %s and approving", time.Since(upgradeStart).Round(time.Millisecond), haltedTool)
+	if out, err := exec.CommandContext(ctx, u.newBin, "tools", "pause", haltedTool, "--reason", "upgrade test", "--as", "upgrade-test", "--nats-url", u.url).CombinedOutput(); err != nil {
+		u.dumpLogs(t)
+		t.Fatalf("awaken tools pause (HEAD): %v\n%s", err, out)
+	}
+	halted := haltedWorkload(4)
+	if err := u.submitAll(ctx, &workload{batches: halted.batches[:2]}, rec, func(context.Context, int) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
 	approverDone := make(chan struct{})
 	go func() { defer close(approverDone); u.approve(runCtx, w) }()
 
@@ -174,10 +219,14 @@ func TestRollingUpgrade(t *testing.T) {
 		}
 	}
 	t.Logf("rolled back in %s", time.Since(rollbackStart).Round(time.Millisecond))
+	// The previous version's gates decide these under the pause the new api wrote.
+	if err := u.submitAll(ctx, &workload{batches: halted.batches[2:]}, rec, func(context.Context, int) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
 	if err := <-submitted; err != nil {
 		t.Fatalf("submit: %v", err)
 	}
-	if err := u.waitQuiescent(ctx, w); err != nil {
+	if err := u.waitQuiescent(ctx, &workload{batches: append(slices.Clone(w.batches), halted.batches...)}); err != nil {
 		stopRun()
 		<-approverDone
 		u.dumpLogs(t)
@@ -191,16 +240,16 @@ func TestRollingUpgrade(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Log(rep.Summary())
-	fmt.Printf("upgrade %s → HEAD → %s: %s (seed %d, %d tickets parked across the upgrade, %s)\n",
-		previousVersion, previousVersion, rep.Summary(), s, len(parkedOld), time.Since(start).Round(time.Second))
+	fmt.Printf("upgrade %s → HEAD → %s on %d node(s): %s (seed %d, %d tickets parked across the upgrade, %s)\n",
+		previousVersion, previousVersion, nodes, rep.Summary(), s, len(parkedOld), time.Since(start).Round(time.Second))
 	for _, v := range rep.Violations {
 		t.Errorf("violation: %s", v)
 	}
 	if rep.Duplicates != 0 || rep.Lost != 0 {
 		t.Errorf("duplicates %d, lost %d: want none", rep.Duplicates, rep.Lost)
 	}
-	if rep.Batches < len(w.batches) {
-		t.Errorf("checked %d batches, want %d", rep.Batches, len(w.batches))
+	if rep.Batches < len(w.batches)+len(halted.batches) {
+		t.Errorf("checked %d batches, want %d", rep.Batches, len(w.batches)+len(halted.batches))
 	}
 	if dl := u.deadLetters(ctx); dl != 0 {
 		t.Errorf("%d dead letters: the workload is valid, so each is work given up", dl)
@@ -223,6 +272,24 @@ func addScheduled(w *workload) {
 	}
 }
 
+// haltedTool is the tool the test pauses once every service is new.
+const haltedTool = "halted"
+
+// haltedWorkload is n batches of one call of the paused tool each: the gate of either
+// version must block it (its body never runs).
+func haltedWorkload(n int) *workload {
+	w := &workload{}
+	for i := range n {
+		run := fmt.Sprintf("halted-%d", i)
+		sub := contracts.BatchSubmission{RunID: run, ThreadID: "thread-" + run, Step: 1,
+			Agent: contracts.AgentSnapshot{SnapshotID: "snap-chaos", Tools: []string{haltedTool}},
+			Calls: []contracts.ToolCall{{CallID: "c0", ToolID: haltedTool, Arguments: json.RawMessage(`{}`)}}}
+		w.batches = append(w.batches, checker.Batch{Submission: sub, Expect: map[string]checker.Expectation{"c0": checker.ExpectDenied}})
+		w.calls++
+	}
+	return w
+}
+
 // upgradeFleet runs a nats-server process and instancesPerService processes of each
 // service, each of the old or the new binary.
 type upgradeFleet struct {
@@ -236,23 +303,31 @@ type upgradeFleet struct {
 	rec   *recorder
 }
 
-func newUpgradeFleet(t *testing.T, ctx context.Context) *upgradeFleet {
+func newUpgradeFleet(t *testing.T, ctx context.Context, nodes int) *upgradeFleet {
 	dir := t.TempDir()
 	c := &cluster{t: t, dir: dir, procs: map[string]*proc{}}
 	c.awakenBin, c.natsBin = build(t, ctx, dir)
 	u := &upgradeFleet{cluster: c, newBin: c.awakenBin, oldBin: buildPrevious(t, ctx, filepath.Join(dir, "previous")), isNew: map[string]bool{}, rec: newRecorder()}
 	c.cfgPath = filepath.Join(dir, "awaken.yaml")
-	if err := os.WriteFile(c.cfgPath, []byte(upgradeConfigText), 0o644); err != nil {
+	cfgText := upgradeConfigText
+	if nodes > 1 {
+		cfgText += fmt.Sprintf("storage: { replicas: %d }\n", nodes)
+	}
+	if err := os.WriteFile(c.cfgPath, []byte(cfgText), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	c.port = testnet.FreePort(t)
-	c.url = "nats://127.0.0.1:" + strconv.Itoa(c.port)
 	if err := os.MkdirAll(filepath.Join(dir, "logs"), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	c.supervise = func() {}
 	t.Cleanup(c.shutdown)
-	if err := c.startServer(ctx); err != nil {
+	if nodes == 1 {
+		c.port = testnet.FreePort(t)
+		c.url = "nats://127.0.0.1:" + strconv.Itoa(c.port)
+		if err := c.startServer(ctx); err != nil {
+			t.Fatal(err)
+		}
+	} else if err := u.startServers(ctx, nodes); err != nil {
 		t.Fatal(err)
 	}
 	nc, err := nats.Connect(c.url, nats.Name("upgrade-client"), nats.MaxReconnects(-1),
@@ -261,11 +336,62 @@ func newUpgradeFleet(t *testing.T, ctx context.Context) *upgradeFleet {
 		t.Fatal(err)
 	}
 	t.Cleanup(nc.Close)
-	if c.driver, err = newDriver(nc, nc, upgradeConfigText); err != nil {
+	if c.driver, err = newDriver(nc, nc, cfgText); err != nil {
 		t.Fatal(err)
 	}
 	c.driver.follow(t)
 	return u
+}
+
+// startServers starts nodes nats-server processes routed into one JetStream cluster on
+// the loopback and waits until each accepts connections; the fleet's URL names them all.
+func (u *upgradeFleet) startServers(ctx context.Context, nodes int) error {
+	ports, routes := make([]int, nodes), make([]string, nodes)
+	for i := range nodes {
+		ports[i] = testnet.FreePort(u.t)
+		routes[i] = "nats://127.0.0.1:" + strconv.Itoa(testnet.FreePort(u.t))
+	}
+	var urls []string
+	for i := range nodes {
+		name := fmt.Sprintf("nats-%d", i+1)
+		if _, err := u.start(name, u.natsBin, "-js", "-sd", filepath.Join(u.dir, "store-"+name),
+			"-a", "127.0.0.1", "-p", strconv.Itoa(ports[i]), "-n", name,
+			"--cluster_name", "upgrade", "--cluster", routes[i], "--routes", strings.Join(routes, ",")); err != nil {
+			return err
+		}
+		urls = append(urls, "nats://127.0.0.1:"+strconv.Itoa(ports[i]))
+	}
+	u.port, u.url = ports[0], strings.Join(urls, ",")
+	for _, port := range ports {
+		if err := waitUntil(ctx, "nats-server not listening", 30*time.Second, 20*time.Millisecond, func() string {
+			conn, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(port), time.Second)
+			if err != nil {
+				return err.Error()
+			}
+			conn.Close()
+			return ""
+		}); err != nil {
+			return err
+		}
+	}
+	// The cluster takes JetStream requests once it has elected its meta leader.
+	nc, err := nats.Connect(u.url)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	return waitUntil(ctx, "no JetStream meta leader", time.Minute, 200*time.Millisecond, func() string {
+		actx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		if _, err := js.AccountInfo(actx); err != nil {
+			return err.Error()
+		}
+		return ""
+	})
 }
 
 // buildPrevious extracts previousVersion from the repository's history (git archive: the
@@ -317,7 +443,11 @@ func (u *upgradeFleet) startService(ctx context.Context, service string, i int, 
 	}
 	u.starts++
 	logName := fmt.Sprintf("%s.%d.%s", instanceName(service, i), u.starts, version)
-	p, err := u.startLogged(logName, bin, service, "--config", u.cfgPath, "--nats-url", u.url)
+	args := []string{service, "--config", u.cfgPath, "--nats-url", u.url}
+	if service == contracts.ServiceAPI {
+		args = append(args, "--http", "") // the micro service only: two instances share no port
+	}
+	p, err := u.startLogged(logName, bin, args...)
 	if err != nil {
 		return err
 	}

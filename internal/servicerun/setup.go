@@ -11,6 +11,7 @@ import (
 
 	"github.com/awaken-dev/awaken/internal/bus"
 	"github.com/awaken-dev/awaken/internal/config"
+	"github.com/awaken-dev/awaken/internal/pipeline"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
@@ -74,6 +75,15 @@ func Setup(ctx context.Context, js jetstream.JetStream, cfg *config.Config, log 
 		moved := bus.SpreadPartitionLeaders(ctx, js, names, log)
 		log.Info().Int("moved", moved).Int("partitions", names.PartitionCount()).Msg("partition leaders spread over the cluster's nodes")
 	}
+	// Not under retry's attempt deadline: it reads every run record once, and each step
+	// it takes is idempotent, so a setup run again completes one cut short.
+	n, err := pipeline.MigrateOpenBatches(ctx, js, cfg, log)
+	if n > 0 {
+		log.Info().Int("batches", n).Msg("moved open batches of an earlier version into their run records")
+	}
+	if err != nil {
+		return fmt.Errorf("app: move the open batches of earlier versions into their run records: %w", err)
+	}
 	return nil
 }
 
@@ -97,9 +107,10 @@ func Plan(ctx context.Context, js jetstream.JetStream, cfg *config.Config, log z
 // pkg/contracts): the work stream with its gate-requests durable, the batcher's outputs
 // durable on the call records' stream, and gate-resume on the tickets stream (the resume
 // commands are in the control stream). What is already gone is skipped, so it is
-// idempotent. Upgrade with no batch in flight (docs/operations.md, "Upgrading"): a gate
-// request still on the work stream, or a resume command still on the tickets stream, is
-// not read by this version.
+// idempotent. A gate request, executor request or output still on the work stream is not
+// read by this version: the open batch it belonged to is finished from its records
+// ([pipeline.MigrateOpenBatches], which Setup runs next). A resume command still on the
+// tickets stream is not read either: the approver repeats it.
 func RemoveObsolete(ctx context.Context, js jetstream.JetStream, names contracts.Names, log zerolog.Logger) error {
 	for _, name := range names.ObsoleteStreams() {
 		st, err := js.Stream(ctx, name)
