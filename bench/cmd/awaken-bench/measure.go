@@ -26,6 +26,10 @@ func measureRow(row string, s settings) (res result) {
 		return res
 	}
 	res.Level, res.Desc = spec.level, describe(spec)
+	if spec.partitions > 0 {
+		res.Desc += fmt.Sprintf("; %d partition(s) (storage.partitions, or the floor's), the throughput phase with %d runs a partition (at least -runs, as many in each)",
+			spec.partitions, runsPerPartition)
+	}
 	if spec.cluster {
 		res.Nodes = clusterNodes
 		// The large parallel batches are left to the single-server rows: on the

@@ -172,9 +172,9 @@ func loadAverage() string {
 }
 
 func printTable(w io.Writer, rep report) {
-	fmt.Fprintf(w, "\nawaken bench — %s, %s, %d CPUs, load average %s; latency: %d×1-call, %d×10-call sequential batches one at a time; throughput: %d runs × %d-call batches for %s\n\n",
+	fmt.Fprintf(w, "\nawaken bench — %s, %s, %d CPUs, load average %s; latency: %d×1-call, %d×10-call sequential batches one at a time; throughput: %d runs × %d-call batches for %s (the -pN rows: %d runs a partition, at least as many in all)\n\n",
 		rep.Time, rep.GoVersion, rep.CPUs, rep.Load, rep.Settings.Iters1, rep.Settings.Iters10, rep.Settings.Runs,
-		rep.Settings.BatchCalls, rep.Settings.Duration)
+		rep.Settings.BatchCalls, rep.Settings.Duration, runsPerPartition)
 	fmt.Fprintf(w, "%-24s %-8s %11s %11s %12s %12s %10s %10s\n", "row", "level", "1c median", "1c p99", "10c median", "10c p99", "calls/s", "peak RSS")
 	for _, r := range rep.Rows {
 		if r.Error != "" {
