@@ -137,7 +137,7 @@ func (h *harness) resultsOnSubject(runID string) int {
 	h.tb.Helper()
 	_, js := h.srv.Conn(h.tb)
 	ctx := ctxFor(h.tb, 10*time.Second)
-	s, err := js.Stream(ctx, h.cfg.Names().ResultsStream())
+	s, err := js.Stream(ctx, h.cfg.Names().Of(runID).ResultsStream())
 	if err != nil {
 		h.tb.Fatal(err)
 	}

@@ -36,12 +36,14 @@ func (h *harness) runTraces(run string) map[string]uint64 {
 	ctx := ctxFor(h.tb, 10*time.Second)
 	n := h.cfg.Names()
 	out := map[string]uint64{}
-	for bucket, keys := range map[string]string{
-		n.RunsBucket():    contracts.RunKey(run),
-		n.BatchesBucket(): contracts.RunKey(run) + ".*",
-		n.CallsBucket():   "*." + contracts.RunKey(run) + ".*.*",
-		n.TicketsBucket(): "*." + contracts.RunKey(run) + ".*.*",
-	} {
+	// Every partition's buckets: a run's records are in its partition's alone.
+	buckets := map[string]string{n.TicketsBucket(): "*." + contracts.RunKey(run) + ".*.*"}
+	for _, pn := range n.EachPartition() {
+		buckets[pn.RunsBucket()] = contracts.RunKey(run)
+		buckets[pn.BatchesBucket()] = contracts.RunKey(run) + ".*"
+		buckets[pn.CallsBucket()] = "*." + contracts.RunKey(run) + ".*.*"
+	}
+	for bucket, keys := range buckets {
 		st, err := js.Stream(ctx, contracts.RecordStream(bucket))
 		if err != nil {
 			h.tb.Fatal(err)

@@ -78,9 +78,45 @@ type Appender struct {
 	size  int
 }
 
-// SubjectPrefix is the common prefix of every audit subject of names (the audit stream's
-// subjects, awaken.audit.): each subject under it is one chain of the trail.
-func SubjectPrefix(names contracts.Names) string { return names.AuditSubject("") }
+// SubjectPrefix is the common prefix of every audit subject of names' partition (its
+// audit stream's subjects, awaken.audit. in partition 0): each subject under it is one
+// chain of the trail.
+func SubjectPrefix(names contracts.Names) string { return names.AuditPrefix() }
+
+// Partitioned is the chain of every partition's audit stream: one [Appender] per
+// partition, each covering its partition's subjects, so a record is appended to the
+// audit stream of its run's partition.
+type Partitioned []*Appender
+
+// NewPartitioned returns the appenders of every partition of names, signing with key.
+func NewPartitioned(js jetstream.JetStream, names contracts.Names, key ed25519.PrivateKey) Partitioned {
+	var p Partitioned
+	for _, pn := range names.EachPartition() {
+		p = append(p, New(js, pn.AuditStream(), SubjectPrefix(pn), key))
+	}
+	return p
+}
+
+// Covers reports whether subject is an audit subject of any partition.
+func (p Partitioned) Covers(subject string) bool { return p.of(subject) != nil }
+
+// Append appends msg to the chain of its subject, in its partition's audit stream.
+func (p Partitioned) Append(ctx context.Context, msg *nats.Msg) (*jetstream.PubAck, error) {
+	a := p.of(msg.Subject)
+	if a == nil {
+		return nil, fmt.Errorf("auditlog: %s is no audit subject", msg.Subject)
+	}
+	return a.Append(ctx, msg)
+}
+
+func (p Partitioned) of(subject string) *Appender {
+	for _, a := range p {
+		if a.Covers(subject) {
+			return a
+		}
+	}
+	return nil
+}
 
 // New returns an appender for the audit stream stream, covering the subjects under
 // prefix (e.g. "awaken.audit."), signing with key (nil: chained but unsigned).

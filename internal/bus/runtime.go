@@ -233,3 +233,15 @@ func WithAckWait(d time.Duration) DeliveryOption {
 		}
 	}
 }
+
+// PerPartition returns route(pn) for the names pn of every partition of names, partition
+// 0 first: a consumer of a partitioned store (a record stream of the calls, runs or
+// batches buckets) is one durable per partition's stream. A durable's name is per stream,
+// so every partition's keeps the route's name.
+func PerPartition(names contracts.Names, route func(pn contracts.Names) Route) []Route {
+	routes := make([]Route, 0, names.PartitionCount())
+	for _, pn := range names.EachPartition() {
+		routes = append(routes, route(pn))
+	}
+	return routes
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -50,6 +51,11 @@ type TopologyConfig struct {
 	// archive and the runs bucket keep the marker of an expired record, which drives the
 	// sweep of the batch's call and ticket records and of the run's limits ledger keys.
 	RunsMaxAge time.Duration
+	// Partitions is the deployment's partition count (0 or 1: one). The partitioned
+	// stores — the calls, runs and batches buckets and the results and audit streams —
+	// exist once per partition (contracts.Names.Partition); the count is recorded in the
+	// submissions stream's metadata ([contracts.PartitionsMetadataKey]) when above 1.
+	Partitions int
 }
 
 // NoAgeLimit is the TopologyConfig age that keeps messages without an age limit.
@@ -145,14 +151,21 @@ func StreamConfigs(names contracts.Names, cfg TopologyConfig) []jetstream.Stream
 			Duplicates:  d,
 		}
 	}
-	results := stream(names.ResultsStream(), "ordered batch results: one message per tool batch (an atomic batch when it exceeds one message)",
-		p+".results.>", age(cfg.ResultsMaxAge, DefaultResultsMaxAge))
-	results.AllowAtomicPublish = true
-	// Operators' corrections of published results live beside them (same retention); the
-	// republish below covers the results only.
-	results.Subjects = append(results.Subjects, names.ResultCorrectionsWildcard())
-	// The server republishes what it stored, so a waiting client needs no consumer.
-	results.RePublish = &jetstream.RePublish{Source: names.ResultsWildcard(), Destination: names.CommittedResultsWildcard()}
+	names.Partitions = max(names.Partitions, cfg.Partitions)
+	// One results stream per partition. Every partition's republishes to the same
+	// committed-results subjects, so a waiting client does not depend on the partition.
+	resultsOf := func(pn contracts.Names) jetstream.StreamConfig {
+		results := stream(pn.ResultsStream(), "ordered batch results: one message per tool batch (an atomic batch when it exceeds one message)",
+			pn.ResultsWildcard(), age(cfg.ResultsMaxAge, DefaultResultsMaxAge))
+		results.AllowAtomicPublish = true
+		// Operators' corrections of published results live beside them (same retention); the
+		// republish below covers the results only.
+		results.Subjects = append(results.Subjects, pn.ResultCorrectionsWildcard())
+		// The server republishes what it stored, so a waiting client needs no consumer.
+		results.RePublish = &jetstream.RePublish{Source: pn.ResultsWildcard(), Destination: names.CommittedResultsWildcard()}
+		return results
+	}
+	results := resultsOf(names.Partition(0))
 	// The gate's side of the ticket protocol (opened, resolved, rejected) and the ticket
 	// timers live in two streams because message schedules are a stream-wide switch and a
 	// schedule is not bound by the publisher's grants: the server stores what a schedule
@@ -188,9 +201,17 @@ func StreamConfigs(names contracts.Names, cfg TopologyConfig) []jetstream.Stream
 	timers.Subjects = append(timers.Subjects, names.TicketScheduleSubject(">")) // correlation ids hold dots
 	timers.AllowMsgSchedules = true
 	timers.AllowMsgTTL = true
-	return []jetstream.StreamConfig{
-		stream(names.SubmissionsStream(), "tool batch submissions and their rejections",
-			p+".batches.>", age(cfg.SubmissionsMaxAge, DefaultSubmissionsMaxAge)),
+	auditOf := func(pn contracts.Names) jetstream.StreamConfig {
+		return stream(pn.AuditStream(), "the signed audit trail: permission decisions, tool pauses, reconciles, the api's MCP calls (services only)",
+			pn.AuditWildcard(), ageOrUnlimited(cfg.AuditMaxAge))
+	}
+	submissions := stream(names.SubmissionsStream(), "tool batch submissions and their rejections",
+		p+".batches.>", age(cfg.SubmissionsMaxAge, DefaultSubmissionsMaxAge))
+	if names.PartitionCount() > 1 {
+		submissions.Metadata = map[string]string{contracts.PartitionsMetadataKey: strconv.Itoa(names.PartitionCount())}
+	}
+	configs := []jetstream.StreamConfig{
+		submissions,
 		results,
 		// Before timers and control: an older tickets stream held the timer subjects and the
 		// resume subjects, and must give them up first.
@@ -199,12 +220,17 @@ func StreamConfigs(names contracts.Names, cfg TopologyConfig) []jetstream.Stream
 		control,
 		stream(names.EventsStream(), "agent-event projection for protocol consumers",
 			p+".events.>", age(cfg.EventsMaxAge, DefaultEventsMaxAge)),
-		stream(names.AuditStream(), "the signed audit trail: permission decisions, tool pauses, reconciles, the api's MCP calls (services only)",
-			p+".audit.>", ageOrUnlimited(cfg.AuditMaxAge)),
+		auditOf(names.Partition(0)),
 		claims,
 		stream(names.DeadLetterStream(), "poisoned and exhausted inputs with the reason in their headers",
 			p+".deadletter.>", age(cfg.DeadLetterMaxAge, DefaultDeadLetterMaxAge)),
 	}
+	// Partitions 1 … P-1 after every shared stream: a deployment with one partition keeps
+	// exactly the list above.
+	for _, pn := range names.EachPartition()[1:] {
+		configs = append(configs, resultsOf(pn), auditOf(pn))
+	}
+	return configs
 }
 
 // BucketConfigs returns the configuration of every awaken key-value bucket. Updates are
@@ -233,22 +259,38 @@ func BucketConfigs(names contracts.Names, cfg TopologyConfig) []jetstream.KeyVal
 		kc.LimitMarkerTTL = markerTTL
 		return kc
 	}
-	return []jetstream.KeyValueConfig{
+	names.Partitions = max(names.Partitions, cfg.Partitions)
+	batches := func(pn contracts.Names) jetstream.KeyValueConfig {
+		return expiring(pn.BatchesBucket(), "one record per finished batch, expiring with the run retention", cfg.archiveMarkerTTL())
+	}
+	calls := func(pn contracts.Names) jetstream.KeyValueConfig {
+		return bucket(pn.CallsBucket(), "one record per operation id (batch_id:call_id)", 5)
+	}
+	runs := func(pn contracts.Names) jetstream.KeyValueConfig {
+		return expiring(pn.RunsBucket(), "one record per run: its active batch and how it ended", cfg.expiryMarkerTTL())
+	}
+	// Partitions 1 … P-1 first: services wait for partition 0's runs bucket, created after
+	// them (servicerun.WaitTopology), so every partition exists then.
+	var parts []jetstream.KeyValueConfig
+	for _, pn := range names.EachPartition()[1:] {
+		parts = append(parts, batches(pn), calls(pn), runs(pn))
+	}
+	return append(parts,
 		// First: services wait for batches, calls, tickets and runs (servicerun.WaitTopology), so
 		// it — and the counters bucket before runs — exist then.
 		bucket(names.ToolsBucket(), "tool descriptors each executor serves, by target", 1),
-		expiring(names.BatchesBucket(), "one record per finished batch, expiring with the run retention", cfg.archiveMarkerTTL()),
-		bucket(names.CallsBucket(), "one record per operation id (batch_id:call_id)", 5),
+		batches(names.Partition(0)),
+		calls(names.Partition(0)),
 		bucket(names.TicketsBucket(), "one record per parked call, keyed by correlation id", 5),
 		bucket(names.CountersBucket(), "compare-and-swap counters", 1),
-		expiring(names.RunsBucket(), "one record per run: its active batch and how it ended", cfg.expiryMarkerTTL()),
+		runs(names.Partition(0)),
 		// Last: older deployments gain it on their next `awaken setup`; until then no tool
 		// can be paused, and the gate reads "no bucket" as "nothing paused".
 		bucket(names.ToolPausesBucket(), "one record per paused tool (the kill switch), keyed by base64url tool id", 1),
 		// After the pauses, for the same reason: until `awaken setup` declares it, a gate
 		// whose host policy has limits fails every decision a limit applies to (closed).
 		bucket(names.LimitsBucket(), "the host limits' ledger: one key per limit, key value and window", 1),
-	}
+	)
 }
 
 // ObjectStoreConfig returns the configuration of the objects bucket, where the executors

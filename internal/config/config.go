@@ -279,7 +279,15 @@ type Storage struct {
 	Replicas int `yaml:"replicas"`
 	// Memory keeps streams in memory instead of files (tests and benchmarks only).
 	Memory bool `yaml:"memory"`
+	// Partitions is the deployment's partition count P (0 or 1: one partition; at most
+	// [MaxPartitions]). `awaken setup` records it; every service and client reads the
+	// recorded value and a service configured otherwise refuses to start
+	// (docs/configuration.md, docs/operations.md "Partitions").
+	Partitions int `yaml:"partitions"`
 }
+
+// MaxPartitions bounds storage.partitions: each partition is five stores more.
+const MaxPartitions = 64
 
 // Consumers tunes the durable consumers every service creates. It exists for tests and
 // chaos runs, which need a crashed process's unacknowledged messages redelivered within
@@ -546,6 +554,9 @@ func (c *Config) normalize() error {
 	}
 	if c.Consumers.AckWait < 0 || (c.Consumers.AckWait > 0 && c.Consumers.AckWait.D() < 100*time.Millisecond) {
 		return &FieldError{"consumers.ack_wait", "must be 0 (service default) or at least 100ms"}
+	}
+	if c.Storage.Partitions < 0 || c.Storage.Partitions > MaxPartitions {
+		return &FieldError{"storage.partitions", fmt.Sprintf("must be between 0 (one partition) and %d", MaxPartitions)}
 	}
 	switch c.Storage.Replicas {
 	case 0:

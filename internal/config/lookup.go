@@ -15,7 +15,11 @@ import (
 func MCPPrefix(server string) string { return "mcp__" + server + "__" }
 
 // Names returns the subject, stream and bucket names of this configuration.
-func (c *Config) Names() contracts.Names { return contracts.NewNames(c.Prefix) }
+func (c *Config) Names() contracts.Names {
+	n := contracts.NewNames(c.Prefix)
+	n.Partitions = c.Storage.Partitions
+	return n
+}
 
 // Tool looks a tool up by id in the trusted registry. Tools of configured MCP servers
 // (mcp__{server}__{tool}) resolve to a brain tool with no recovery capability; whether the

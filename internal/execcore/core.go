@@ -86,14 +86,17 @@ func Start(ctx context.Context, env *pipeline.Env, opts Options) (*Executor, err
 	// bounded by their own timeouts instead; see [bus.ConsumerSpec.HandlerTimeout]).
 	delivery := bus.ServiceDelivery().With(x.opts.Delivery...)
 	delivery.Names, delivery.Observer = env.Names, env.Telemetry.Observer()
-	consumers, err := bus.Start(ctx, env.JS, delivery, []bus.Route{{Spec: bus.ConsumerSpec{
-		Stream:         env.Names.CallRecordsStream(),
-		Durable:        x.opts.Durable,
-		FilterSubjects: []string{env.Names.TargetCallRecordsFilter(x.opts.Target)},
-		Records:        true,
-		AcceptTypes:    []string{contracts.TypeExecRequest},
-		OnExhausted:    x.onExhausted,
-	}, Handler: x.Handle}}, env.Log)
+	// One durable on each partition's call records.
+	consumers, err := bus.Start(ctx, env.JS, delivery, bus.PerPartition(env.Names, func(pn contracts.Names) bus.Route {
+		return bus.Route{Spec: bus.ConsumerSpec{
+			Stream:         pn.CallRecordsStream(),
+			Durable:        x.opts.Durable,
+			FilterSubjects: []string{pn.TargetCallRecordsFilter(x.opts.Target)},
+			Records:        true,
+			AcceptTypes:    []string{contracts.TypeExecRequest},
+			OnExhausted:    x.onExhausted,
+		}, Handler: x.Handle}
+	}), env.Log)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", x.opts.Service, err)
 	}

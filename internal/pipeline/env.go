@@ -9,6 +9,7 @@ import (
 	"crypto/ed25519"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -64,16 +65,31 @@ type Env struct {
 // NewEnv binds the stores of an ensured topology. EnsureTopology must have run.
 func NewEnv(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, cfg *config.Config, log zerolog.Logger) (*Env, error) {
 	names := cfg.Names()
-	var batches, calls, tickets, runs jetstream.KeyValue
-	for _, b := range []struct {
-		kv   *jetstream.KeyValue
-		name string
-	}{{&batches, names.BatchesBucket()}, {&calls, names.CallsBucket()}, {&tickets, names.TicketsBucket()}, {&runs, names.RunsBucket()}} {
-		kv, err := js.KeyValue(ctx, b.name)
+	open := func(name string) (jetstream.KeyValue, error) {
+		kv, err := js.KeyValue(ctx, name)
 		if err != nil {
-			return nil, fmt.Errorf("pipeline: bucket %s: %w", b.name, err)
+			return nil, fmt.Errorf("pipeline: bucket %s: %w", name, err)
 		}
-		*b.kv = kv
+		return kv, nil
+	}
+	tickets, err := open(names.TicketsBucket())
+	if err != nil {
+		return nil, err
+	}
+	// The batches, calls and runs buckets exist once per partition; each store routes a
+	// key to the bucket of its run's partition (the run id is in every key).
+	var batches, calls, runs []jetstream.KeyValue
+	for _, pn := range names.EachPartition() {
+		for _, b := range []struct {
+			kvs  *[]jetstream.KeyValue
+			name string
+		}{{&batches, pn.BatchesBucket()}, {&calls, pn.CallsBucket()}, {&runs, pn.RunsBucket()}} {
+			kv, err := open(b.name)
+			if err != nil {
+				return nil, err
+			}
+			*b.kvs = append(*b.kvs, kv)
+		}
 	}
 	// A configured signing key that cannot be read refuses the start: an unsigned trail
 	// from a host meant to sign would pass for a forgery at every verification.
@@ -85,7 +101,7 @@ func NewEnv(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, cfg *con
 		Conn: nc, JS: js, Config: cfg, Names: names, Log: log, AuditKey: auditKey,
 		// Every record on an audit subject published through Pub is appended to its
 		// subject's chain (internal/auditlog), sealed and signed.
-		Pub: bus.NewPublisher(js).WithChain(auditlog.New(js, names.AuditStream(), auditlog.SubjectPrefix(names), auditKey)),
+		Pub: bus.NewPublisher(js).WithChain(auditlog.NewPartitioned(js, names, auditKey)),
 		// The archive holds finished batches only: each write of a published one expires
 		// with the run retention, and its expiry marker drives the sweep of the batch's
 		// call and ticket records (the gate's sweeper, services/gate/sweep.go). A batch
@@ -94,7 +110,7 @@ func NewEnv(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, cfg *con
 		// than the retention, and an expiry then would have its call records swept and
 		// the batch never published. The publisher's write that marks it published gives
 		// it the retention.
-		Batches: state.NewStore[contracts.BatchRecord](batches, state.WithJetStream(js)).WithTTL(func(b *contracts.BatchRecord) time.Duration {
+		Batches: state.NewPartitionedStore[contracts.BatchRecord](batches, RunKeyRoute(names), state.WithJetStream(js)).WithTTL(func(b *contracts.BatchRecord) time.Duration {
 			if b.Phase != contracts.BatchPhasePublished {
 				return 0
 			}
@@ -106,11 +122,54 @@ func NewEnv(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, cfg *con
 	}
 	// Every call-record write goes through the announcing store: a terminal revision is
 	// the call's output (records.go).
-	e.Calls = state.NewStore[contracts.CallRecord](calls, state.WithJetStream(js)).WithAnnounce(e.announceCall)
+	e.Calls = state.NewPartitionedStore[contracts.CallRecord](calls, CallKeyRoute(names), state.WithJetStream(js)).WithAnnounce(e.announceCall)
 	// And every run-record write: the revision that records a batch is the gate's work.
-	e.Runs = state.NewStore[contracts.RunRecord](runs, state.WithJetStream(js)).WithAnnounce(e.announceRun).WithTTL(RunRecordTTL(cfg))
+	e.Runs = state.NewPartitionedStore[contracts.RunRecord](runs, RunKeyRoute(names), state.WithJetStream(js)).WithAnnounce(e.announceRun).WithTTL(RunRecordTTL(cfg))
 	return e, nil
 }
+
+// OpenPartitioned returns the store of T over the bucket bucketOf names in every partition
+// of names, keys routed by route ([RunKeyRoute], [CallKeyRoute]): for readers without a
+// service environment (the CLI, the api's reader).
+func OpenPartitioned[T any](ctx context.Context, js jetstream.JetStream, names contracts.Names, bucketOf func(contracts.Names) string, route state.Route) (*state.Store[T], error) {
+	var kvs []jetstream.KeyValue
+	for _, pn := range names.EachPartition() {
+		kv, err := js.KeyValue(ctx, bucketOf(pn))
+		if err != nil {
+			return nil, fmt.Errorf("pipeline: bucket %s: %w", bucketOf(pn), err)
+		}
+		kvs = append(kvs, kv)
+	}
+	return state.NewPartitionedStore[T](kvs, route, state.WithJetStream(js)), nil
+}
+
+// RunKeyRoute routes a run key or a batch key ({run}.{step}), or a pattern of them, to the
+// partition of the run its first token names; -1 for a pattern whose run is a wildcard.
+func RunKeyRoute(names contracts.Names) state.Route {
+	return func(key string) int {
+		run, _, _ := strings.Cut(key, ".")
+		if wildcard(run) {
+			return -1
+		}
+		return names.PartitionOf(run)
+	}
+}
+
+// CallKeyRoute routes a call key ({target}.{run}.{step}.{call}, contracts.CallKey), or a
+// pattern of them, to the partition of the run its second token names; -1 for a pattern
+// whose run is a wildcard or missing.
+func CallKeyRoute(names contracts.Names) state.Route {
+	return func(key string) int {
+		_, rest, ok := strings.Cut(key, ".")
+		run, _, _ := strings.Cut(rest, ".")
+		if !ok || wildcard(run) {
+			return -1
+		}
+		return names.PartitionOf(run)
+	}
+}
+
+func wildcard(token string) bool { return token == "" || token == "*" || token == ">" }
 
 // RunRecordTTL is the lifetime every write gives a run record: none while the run has a
 // batch open (a live run never expires), else twice the run retention. The run record is

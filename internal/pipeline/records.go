@@ -3,7 +3,6 @@ package pipeline
 import (
 	"context"
 	"errors"
-	"strings"
 
 	"github.com/nats-io/nats.go"
 
@@ -92,7 +91,7 @@ func (e *Env) announceRun(ctx context.Context, key string, rec *contracts.RunRec
 // another run than its key is a [*contracts.Rejection]: only such a revision is written
 // with this type.
 func BatchRecordedOf(n contracts.Names, d bus.Delivery) (*contracts.BatchRecord, error) {
-	key, ok := strings.CutPrefix(d.Subject, contracts.RecordSubject(n.RunsBucket(), ""))
+	key, _, ok := n.RecordKeyOf(contracts.Names.RunsBucket, d.Subject)
 	if !ok {
 		return nil, contracts.Reject(contracts.RejectInvalidField, "%s on %q, not a run record's subject", d.Event.Type, d.Subject)
 	}
@@ -151,7 +150,7 @@ func CallOutputRecordOf(n contracts.Names, d bus.Delivery) (contracts.CallOutput
 // record. A subject that is no call key, a record that does not decode or that names
 // another call than its key is a [*contracts.Rejection].
 func CallRecordOf(n contracts.Names, d bus.Delivery) (key, runID string, step int64, rec contracts.CallRecord, err error) {
-	key, ok := strings.CutPrefix(d.Subject, contracts.RecordSubject(n.CallsBucket(), ""))
+	key, _, ok := n.RecordKeyOf(contracts.Names.CallsBucket, d.Subject)
 	if !ok {
 		return "", "", 0, rec, contracts.Reject(contracts.RejectInvalidField, "%s on %q, not a call record's subject", d.Event.Type, d.Subject)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/awaken-dev/awaken/internal/bus"
 	"github.com/awaken-dev/awaken/internal/pipeline"
 	"github.com/awaken-dev/awaken/internal/state"
 	"github.com/awaken-dev/awaken/pkg/contracts"
@@ -41,17 +42,28 @@ func NewReader(runs *state.Store[contracts.RunRecord], batches *state.Store[cont
 // OpenReader binds a reader to the buckets of names on js, for tools (the CLI) that have a
 // NATS connection but no service environment. The buckets must exist.
 func OpenReader(ctx context.Context, js jetstream.JetStream, names contracts.Names) (*Reader, error) {
-	buckets := []string{names.RunsBucket(), names.BatchesBucket(), names.CallsBucket(), names.TicketsBucket()}
-	kvs := make([]jetstream.KeyValue, len(buckets))
-	for i, bucket := range buckets {
-		kv, err := js.KeyValue(ctx, bucket)
-		if err != nil {
-			return nil, fmt.Errorf("readmodel: bucket %s: %w", bucket, err)
-		}
-		kvs[i] = kv
+	// The partition count is the deployment's, whatever the caller was configured with.
+	names, err := bus.DeploymentNames(ctx, js, names)
+	if err != nil {
+		return nil, fmt.Errorf("readmodel: %w", err)
 	}
-	return NewReader(state.NewStore[contracts.RunRecord](kvs[0]), state.NewStore[contracts.BatchRecord](kvs[1]), state.NewStore[contracts.CallRecord](kvs[2]),
-		state.NewStore[contracts.ResumeTicket](kvs[3])), nil
+	runs, err := pipeline.OpenPartitioned[contracts.RunRecord](ctx, js, names, contracts.Names.RunsBucket, pipeline.RunKeyRoute(names))
+	if err != nil {
+		return nil, fmt.Errorf("readmodel: %w", err)
+	}
+	batches, err := pipeline.OpenPartitioned[contracts.BatchRecord](ctx, js, names, contracts.Names.BatchesBucket, pipeline.RunKeyRoute(names))
+	if err != nil {
+		return nil, fmt.Errorf("readmodel: %w", err)
+	}
+	calls, err := pipeline.OpenPartitioned[contracts.CallRecord](ctx, js, names, contracts.Names.CallsBucket, pipeline.CallKeyRoute(names))
+	if err != nil {
+		return nil, fmt.Errorf("readmodel: %w", err)
+	}
+	kv, err := js.KeyValue(ctx, names.TicketsBucket())
+	if err != nil {
+		return nil, fmt.Errorf("readmodel: bucket %s: %w", names.TicketsBucket(), err)
+	}
+	return NewReader(runs, batches, calls, state.NewStore[contracts.ResumeTicket](kv)), nil
 }
 
 // ErrBatchNotFound is wrapped when a batch id names no batch record.

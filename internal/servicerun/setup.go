@@ -24,6 +24,9 @@ const (
 
 // permanent reports whether err is one of the refusals above.
 func permanent(err error) bool {
+	if errors.Is(err, ErrPartitionsMismatch) {
+		return true
+	}
 	var apiErr *jetstream.APIError
 	return errors.As(err, &apiErr) &&
 		(apiErr.ErrorCode == errCodeReplicasNotSupported || apiErr.ErrorCode == errCodeInvalidStreamConfig)
@@ -51,6 +54,10 @@ func Setup(ctx context.Context, js jetstream.JetStream, cfg *config.Config, log 
 	topology := TopologyFor(cfg)
 	names := cfg.Names()
 	if err := retry(ctx, log, "ensure streams and buckets", func(ctx context.Context) (bool, error) {
+		// A recorded partition count is never changed in place.
+		if err := CheckPartitions(ctx, js, names); err != nil {
+			return false, err
+		}
 		_, err := bus.ApplyTopology(ctx, js, names, topology, log)
 		return err == nil, err
 	}); err != nil {
@@ -68,6 +75,9 @@ func Plan(ctx context.Context, js jetstream.JetStream, cfg *config.Config, log z
 	var plan []bus.Change
 	err := retry(ctx, log, "read the streams and buckets", func(ctx context.Context) (bool, error) {
 		var err error
+		if err := CheckPartitions(ctx, js, cfg.Names()); err != nil {
+			return false, err
+		}
 		plan, err = bus.PlanTopology(ctx, js, cfg.Names(), TopologyFor(cfg))
 		return err == nil, err
 	})
@@ -101,7 +111,7 @@ func RemoveObsolete(ctx context.Context, js jetstream.JetStream, names contracts
 		log.Info().Str("stream", name).Msg("deleted an obsolete stream")
 	}
 	obsolete := []struct{ stream, durable string }{
-		{names.CallRecordsStream(), contracts.ObsoleteConsumerBatcherOutputs},
+		{names.Partition(0).CallRecordsStream(), contracts.ObsoleteConsumerBatcherOutputs},
 		// The resume commands are stored in the control stream, where the gate's
 		// gate-resume reads them; its namesake on the tickets stream reads nothing.
 		{names.TicketsStream(), contracts.ConsumerGateResume},
@@ -126,6 +136,7 @@ func RemoveObsolete(ctx context.Context, js jetstream.JetStream, names contracts
 // names only those every service may see: the counters bucket, which only the executors
 // open, is created before the runs bucket, the last one waited for here.
 func WaitTopology(ctx context.Context, js jetstream.JetStream, names contracts.Names, log zerolog.Logger) error {
+	// Partition 0's runs bucket comes after every other partition's stores.
 	buckets := []string{names.BatchesBucket(), names.CallsBucket(), names.TicketsBucket(), names.RunsBucket()}
 	return retry(ctx, log, "wait for the streams and buckets (created by `awaken setup`)", func(ctx context.Context) (bool, error) {
 		for _, b := range buckets {

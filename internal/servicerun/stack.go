@@ -182,6 +182,7 @@ func TopologyFor(cfg *config.Config) bus.TopologyConfig {
 		AuditMaxAge:      age(config.RetentionAudit),
 		DeadLetterMaxAge: age(config.RetentionDeadLetters),
 		RunsMaxAge:       runs,
+		Partitions:       cfg.Storage.Partitions,
 	}
 	if cfg.Storage.Memory {
 		t.Storage = jetstream.MemoryStorage
@@ -242,12 +243,20 @@ func Start(ctx context.Context, o Options) (st *Stack, err error) {
 			return st, fmt.Errorf("app: %s: %w", name, err)
 		}
 		if !ensured {
+			// A service configured for another partition count than the deployment's
+			// refuses to start: it would look for runs in the wrong partitions.
 			if o.NoEnsure {
 				if err := WaitTopology(ctx, js, o.Config.Names(), o.Log); err != nil {
 					return st, err
 				}
-			} else if _, err := bus.ApplyTopology(ctx, js, o.Config.Names(), topology, o.Log); err != nil {
-				return st, fmt.Errorf("app: ensure streams and buckets: %w", err)
+			}
+			if err := CheckPartitions(ctx, js, o.Config.Names()); err != nil {
+				return st, fmt.Errorf("app: %w", err)
+			}
+			if !o.NoEnsure {
+				if _, err := bus.ApplyTopology(ctx, js, o.Config.Names(), topology, o.Log); err != nil {
+					return st, fmt.Errorf("app: ensure streams and buckets: %w", err)
+				}
 			}
 			ensured = true
 		}

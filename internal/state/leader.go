@@ -126,7 +126,7 @@ func (s *Store[T]) GetFromLeader(ctx context.Context, key string) (T, uint64, er
 	}
 	var zero T
 	rctx, cancel := s.request(ctx)
-	m, err := ReadFromLeader(rctx, s.opts.js.Conn(), s.kv.Bucket(), key)
+	m, err := ReadFromLeader(rctx, s.opts.js.Conn(), s.kvOf(key).Bucket(), key)
 	cancel()
 	if err != nil {
 		return zero, 0, err

@@ -104,8 +104,11 @@ func WithMaxAttempts(n int) Option {
 // for concurrent use; consistency comes from the server's revision checks, not from
 // locks, so it holds across processes.
 type Store[T any] struct {
-	kv   jetstream.KeyValue
-	opts options
+	// parts are the buckets of the store's partitions, partition 0 first; route names the
+	// partition of a key (nil: one partition).
+	parts []jetstream.KeyValue
+	route Route
+	opts  options
 	// announce, when set, makes a revision a work item (see [Store.WithAnnounce]).
 	announce Announce[T]
 	// ttl, when set, gives a revision a per-message TTL (see [Store.WithTTL]).
@@ -155,13 +158,31 @@ func (s *Store[T]) WithAnnounce(announce Announce[T]) *Store[T] {
 
 // NewStore returns a Store of T values over kv.
 func NewStore[T any](kv jetstream.KeyValue, opts ...Option) *Store[T] {
+	return NewPartitionedStore[T]([]jetstream.KeyValue{kv}, nil, opts...)
+}
+
+// Route names the partition of a key, or of a key pattern of [Store.List]: an index of
+// the store's buckets, or -1 when a pattern spans every partition (its run token is a
+// wildcard).
+type Route func(key string) int
+
+// NewPartitionedStore returns a Store of T values over one bucket per partition (parts,
+// partition 0 first): every key lives in the bucket route names, so a run's records —
+// whose keys all hold the run id — stay in its partition. With one bucket it is NewStore.
+func NewPartitionedStore[T any](parts []jetstream.KeyValue, route Route, opts ...Option) *Store[T] {
 	o := options{maxAttempts: DefaultMaxAttempts, requestTimeout: DefaultRequestTimeout}
 	for _, opt := range opts {
 		opt(&o)
 	}
 	_, record := contracts.RecordFormatOf(reflect.TypeFor[T]())
-	return &Store[T]{kv: kv, opts: o, record: record}
+	if len(parts) < 2 {
+		route = nil
+	}
+	return &Store[T]{parts: parts, route: route, opts: o, record: record}
 }
+
+// Partitions is the number of the store's buckets.
+func (s *Store[T]) Partitions() int { return len(s.parts) }
 
 // request bounds one request to the server by the store's request timeout.
 func (s *Store[T]) request(ctx context.Context) (context.Context, context.CancelFunc) {
@@ -169,19 +190,30 @@ func (s *Store[T]) request(ctx context.Context) (context.Context, context.Cancel
 }
 
 // Bucket returns the name of the underlying bucket.
-func (s *Store[T]) Bucket() string { return s.kv.Bucket() }
+func (s *Store[T]) Bucket() string { return s.parts[0].Bucket() }
+
+// kvOf is the bucket that holds key: its partition's ([NewPartitionedStore]).
+func (s *Store[T]) kvOf(key string) jetstream.KeyValue {
+	if s.route == nil {
+		return s.parts[0]
+	}
+	if k := s.route(key); k > 0 && k < len(s.parts) {
+		return s.parts[k]
+	}
+	return s.parts[0]
+}
 
 // Get returns the current value of key and its revision, or ErrNotFound.
 func (s *Store[T]) Get(ctx context.Context, key string) (T, uint64, error) {
 	var zero T
 	rctx, cancel := s.request(ctx)
-	e, err := s.kv.Get(rctx, key)
+	e, err := s.kvOf(key).Get(rctx, key)
 	cancel()
 	if err != nil {
 		if errors.Is(err, jetstream.ErrKeyNotFound) {
-			return zero, 0, fmt.Errorf("%w: %s/%s", ErrNotFound, s.kv.Bucket(), key)
+			return zero, 0, fmt.Errorf("%w: %s/%s", ErrNotFound, s.kvOf(key).Bucket(), key)
 		}
-		return zero, 0, fmt.Errorf("state: get %s/%s: %w", s.kv.Bucket(), key, err)
+		return zero, 0, fmt.Errorf("state: get %s/%s: %w", s.kvOf(key).Bucket(), key, err)
 	}
 	v, err := s.decode(key, e.Value())
 	if err != nil {
@@ -216,7 +248,28 @@ func (s *Store[T]) GetMany(ctx context.Context, keys []string) (map[string]Entry
 		}
 		return out, nil
 	}
-	prefix := "$KV." + s.kv.Bucket() + "."
+	if len(s.parts) > 1 {
+		byPart := make(map[jetstream.KeyValue][]string)
+		for _, k := range keys {
+			kv := s.kvOf(k)
+			byPart[kv] = append(byPart[kv], k)
+		}
+		for kv, ks := range byPart {
+			if err := s.getMany(ctx, kv, ks, out); err != nil {
+				return nil, err
+			}
+		}
+		return out, nil
+	}
+	if err := s.getMany(ctx, s.parts[0], keys, out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// getMany reads keys, all of bucket kv, into out.
+func (s *Store[T]) getMany(ctx context.Context, kv jetstream.KeyValue, keys []string, out map[string]Entry[T]) error {
+	prefix := "$KV." + kv.Bucket() + "."
 	for chunk := range slices.Chunk(keys, maxKeysPerBatchGet) {
 		subjects := make([]string, len(chunk))
 		for i, k := range chunk {
@@ -224,9 +277,9 @@ func (s *Store[T]) GetMany(ctx context.Context, keys []string) (map[string]Entry
 		}
 		rctx, cancel := s.request(ctx)
 		defer cancel()
-		msgs, err := jetstreamext.GetLastMsgsFor(rctx, s.opts.js, "KV_"+s.kv.Bucket(), subjects)
+		msgs, err := jetstreamext.GetLastMsgsFor(rctx, s.opts.js, "KV_"+kv.Bucket(), subjects)
 		if err != nil {
-			return nil, fmt.Errorf("state: get %d keys of %s: %w", len(chunk), s.kv.Bucket(), err)
+			return fmt.Errorf("state: get %d keys of %s: %w", len(chunk), kv.Bucket(), err)
 		}
 		// The iteration also ends quietly when the answer stops coming (a timeout), so
 		// completeness is checked: the server counts down the messages still to come, and
@@ -238,7 +291,7 @@ func (s *Store[T]) GetMany(ctx context.Context, keys []string) (map[string]Entry
 				break
 			}
 			if err != nil {
-				return nil, fmt.Errorf("state: get %d keys of %s: %w", len(chunk), s.kv.Bucket(), err)
+				return fmt.Errorf("state: get %d keys of %s: %w", len(chunk), kv.Bucket(), err)
 			}
 			complete = m.Header.Get(numPendingHeader) == "0"
 			if isDeletion(m.Header) {
@@ -247,15 +300,15 @@ func (s *Store[T]) GetMany(ctx context.Context, keys []string) (map[string]Entry
 			key := strings.TrimPrefix(m.Subject, prefix)
 			v, err := s.decode(key, m.Data)
 			if err != nil {
-				return nil, err
+				return err
 			}
 			out[key] = Entry[T]{Key: key, Value: v, Revision: m.Sequence, Created: m.Time}
 		}
 		if !complete {
-			return nil, fmt.Errorf("state: get %d keys of %s: %w", len(chunk), s.kv.Bucket(), ErrIncomplete)
+			return fmt.Errorf("state: get %d keys of %s: %w", len(chunk), kv.Bucket(), ErrIncomplete)
 		}
 	}
-	return out, nil
+	return nil
 }
 
 // numPendingHeader carries, on each answer to a batch get, how many are still to come.
@@ -285,9 +338,9 @@ func (s *Store[T]) Create(ctx context.Context, key string, v T) (uint64, error) 
 	rev, err := s.createRaw(ctx, key, b, s.headers(ctx, key, &v))
 	if err != nil {
 		if errors.Is(err, ErrConflict) {
-			return 0, fmt.Errorf("%w: %s/%s", ErrExists, s.kv.Bucket(), key)
+			return 0, fmt.Errorf("%w: %s/%s", ErrExists, s.kvOf(key).Bucket(), key)
 		}
-		return 0, fmt.Errorf("state: create %s/%s: %w", s.kv.Bucket(), key, err)
+		return 0, fmt.Errorf("state: create %s/%s: %w", s.kvOf(key).Bucket(), key, err)
 	}
 	return rev, nil
 }
@@ -297,7 +350,7 @@ func (s *Store[T]) Create(ctx context.Context, key string, v T) (uint64, error) 
 // marker's own TTL bounds how long it does). A key with any revision is ErrExists.
 func (s *Store[T]) CreateFirst(ctx context.Context, key string, v T) (uint64, error) {
 	if s.opts.js == nil {
-		return 0, fmt.Errorf("state: create %s/%s: a first-revision create needs the JetStream context", s.kv.Bucket(), key)
+		return 0, fmt.Errorf("state: create %s/%s: a first-revision create needs the JetStream context", s.kvOf(key).Bucket(), key)
 	}
 	b, err := s.encode(key, v)
 	if err != nil {
@@ -305,10 +358,10 @@ func (s *Store[T]) CreateFirst(ctx context.Context, key string, v T) (uint64, er
 	}
 	rev, err := s.publish(ctx, key, b, s.headers(ctx, key, &v), 0)
 	if errors.Is(err, ErrConflict) {
-		return 0, fmt.Errorf("%w: %s/%s", ErrExists, s.kv.Bucket(), key)
+		return 0, fmt.Errorf("%w: %s/%s", ErrExists, s.kvOf(key).Bucket(), key)
 	}
 	if err != nil {
-		return 0, fmt.Errorf("state: create %s/%s: %w", s.kv.Bucket(), key, err)
+		return 0, fmt.Errorf("state: create %s/%s: %w", s.kvOf(key).Bucket(), key, err)
 	}
 	return rev, nil
 }
@@ -341,10 +394,10 @@ func (s *Store[T]) headers(ctx context.Context, key string, v *T) nats.Header {
 func (s *Store[T]) createRaw(ctx context.Context, key string, b []byte, hdr nats.Header) (uint64, error) {
 	if hdr == nil {
 		rctx, cancel := s.request(ctx)
-		rev, err := s.kv.Create(rctx, key, b)
+		rev, err := s.kvOf(key).Create(rctx, key, b)
 		cancel()
 		if errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
-			return 0, fmt.Errorf("%w: %s/%s", ErrConflict, s.kv.Bucket(), key)
+			return 0, fmt.Errorf("%w: %s/%s", ErrConflict, s.kvOf(key).Bucket(), key)
 		}
 		return rev, err
 	}
@@ -353,7 +406,7 @@ func (s *Store[T]) createRaw(ctx context.Context, key string, b []byte, hdr nats
 		return rev, err
 	}
 	rctx, cancel := s.request(ctx)
-	marker, deleted, rerr := readLast(rctx, s.opts.js.Conn(), s.kv.Bucket(), key)
+	marker, deleted, rerr := readLast(rctx, s.opts.js.Conn(), s.kvOf(key).Bucket(), key)
 	cancel()
 	if rerr != nil || !deleted {
 		return 0, err
@@ -370,7 +423,7 @@ func (s *Store[T]) createRaw(ctx context.Context, key string, b []byte, hdr nats
 // "duplicate" with the first writer's sequence — a lost compare-and-swap read as a won
 // one. The expected sequence is the only guard a record needs.
 func (s *Store[T]) publish(ctx context.Context, key string, b []byte, hdr nats.Header, rev uint64) (uint64, error) {
-	m := &nats.Msg{Subject: "$KV." + s.kv.Bucket() + "." + key, Header: make(nats.Header, len(hdr)+1), Data: b}
+	m := &nats.Msg{Subject: "$KV." + s.kvOf(key).Bucket() + "." + key, Header: make(nats.Header, len(hdr)+1), Data: b}
 	for k, v := range hdr {
 		if k == jetstream.MsgIDHeader {
 			continue
@@ -384,9 +437,9 @@ func (s *Store[T]) publish(ctx context.Context, key string, b []byte, hdr nats.H
 		var apiErr *jetstream.APIError
 		if errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
 			apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant) {
-			return 0, fmt.Errorf("%w: %s/%s at revision %d", ErrConflict, s.kv.Bucket(), key, rev)
+			return 0, fmt.Errorf("%w: %s/%s at revision %d", ErrConflict, s.kvOf(key).Bucket(), key, rev)
 		}
-		return 0, fmt.Errorf("state: write %s/%s at revision %d: %w", s.kv.Bucket(), key, rev, err)
+		return 0, fmt.Errorf("state: write %s/%s at revision %d: %w", s.kvOf(key).Bucket(), key, rev, err)
 	}
 	return ack.Sequence, nil
 }
@@ -398,10 +451,10 @@ func (s *Store[T]) Put(ctx context.Context, key string, v T) (uint64, error) {
 		return 0, err
 	}
 	rctx, cancel := s.request(ctx)
-	rev, err := s.kv.Put(rctx, key, b)
+	rev, err := s.kvOf(key).Put(rctx, key, b)
 	cancel()
 	if err != nil {
-		return 0, fmt.Errorf("state: put %s/%s: %w", s.kv.Bucket(), key, err)
+		return 0, fmt.Errorf("state: put %s/%s: %w", s.kvOf(key).Bucket(), key, err)
 	}
 	return rev, nil
 }
@@ -421,15 +474,15 @@ func (s *Store[T]) updateRaw(ctx context.Context, key string, b []byte, rev uint
 		return s.publish(ctx, key, b, hdr, rev)
 	}
 	rctx, cancel := s.request(ctx)
-	nrev, err := s.kv.Update(rctx, key, b, rev)
+	nrev, err := s.kvOf(key).Update(rctx, key, b, rev)
 	cancel()
 	if err != nil {
 		// Not ErrKeyExists: it matches every wrong-last-sequence code and would hide the
 		// difference platform.md §B warns about.
 		if errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
-			return 0, fmt.Errorf("%w: %s/%s at revision %d", ErrConflict, s.kv.Bucket(), key, rev)
+			return 0, fmt.Errorf("%w: %s/%s at revision %d", ErrConflict, s.kvOf(key).Bucket(), key, rev)
 		}
-		return 0, fmt.Errorf("state: update %s/%s at revision %d: %w", s.kv.Bucket(), key, rev, err)
+		return 0, fmt.Errorf("state: update %s/%s at revision %d: %w", s.kvOf(key).Bucket(), key, rev, err)
 	}
 	return nrev, nil
 }
@@ -459,7 +512,7 @@ func (s *Store[T]) Update(ctx context.Context, key string, fn func(cur *T, exist
 	for attempt := 1; ; attempt++ {
 		cur, raw, rev, exists, err := s.read(ctx, key, fromLeader)
 		if err != nil {
-			return zero, 0, fmt.Errorf("state: update %s/%s: read: %w", s.kv.Bucket(), key, err)
+			return zero, 0, fmt.Errorf("state: update %s/%s: read: %w", s.kvOf(key).Bucket(), key, err)
 		}
 
 		if ferr := fn(&cur, exists); ferr != nil {
@@ -481,7 +534,7 @@ func (s *Store[T]) Update(ctx context.Context, key string, fn func(cur *T, exist
 				attempt--
 				continue
 			}
-			return zero, 0, fmt.Errorf("state: update %s/%s: %w", s.kv.Bucket(), key, ferr)
+			return zero, 0, fmt.Errorf("state: update %s/%s: %w", s.kvOf(key).Bucket(), key, ferr)
 		}
 
 		b, err := s.encode(key, cur)
@@ -495,21 +548,21 @@ func (s *Store[T]) Update(ctx context.Context, key string, fn func(cur *T, exist
 		} else {
 			nrev, err = s.createRaw(ctx, key, b, hdr)
 			if errors.Is(err, ErrConflict) {
-				err = fmt.Errorf("%w: %s/%s created concurrently", ErrConflict, s.kv.Bucket(), key)
+				err = fmt.Errorf("%w: %s/%s created concurrently", ErrConflict, s.kvOf(key).Bucket(), key)
 			}
 		}
 		if err == nil {
 			return cur, nrev, nil
 		}
 		if !errors.Is(err, ErrConflict) {
-			return zero, 0, fmt.Errorf("state: update %s/%s: write: %w", s.kv.Bucket(), key, err)
+			return zero, 0, fmt.Errorf("state: update %s/%s: write: %w", s.kvOf(key).Bucket(), key, err)
 		}
 		if attempt >= s.opts.maxAttempts {
-			return zero, 0, fmt.Errorf("state: update %s/%s: gave up after %d attempts: %w", s.kv.Bucket(), key, attempt, err)
+			return zero, 0, fmt.Errorf("state: update %s/%s: gave up after %d attempts: %w", s.kvOf(key).Bucket(), key, attempt, err)
 		}
 		fromLeader = s.opts.js != nil
 		if err := backoff(ctx, attempt); err != nil {
-			return zero, 0, fmt.Errorf("state: update %s/%s: %w", s.kv.Bucket(), key, err)
+			return zero, 0, fmt.Errorf("state: update %s/%s: %w", s.kvOf(key).Bucket(), key, err)
 		}
 	}
 }
@@ -520,7 +573,7 @@ func (s *Store[T]) read(ctx context.Context, key string, fromLeader bool) (cur T
 	rctx, cancel := s.request(ctx)
 	defer cancel()
 	if fromLeader {
-		m, err := ReadFromLeader(rctx, s.opts.js.Conn(), s.kv.Bucket(), key)
+		m, err := ReadFromLeader(rctx, s.opts.js.Conn(), s.kvOf(key).Bucket(), key)
 		switch {
 		case errors.Is(err, ErrNotFound):
 			return cur, nil, 0, false, nil
@@ -529,7 +582,7 @@ func (s *Store[T]) read(ctx context.Context, key string, fromLeader bool) (cur T
 		}
 		raw, rev = m.Data, m.Sequence
 	} else {
-		e, err := s.kv.Get(rctx, key)
+		e, err := s.kvOf(key).Get(rctx, key)
 		switch {
 		case errors.Is(err, jetstream.ErrKeyNotFound):
 			return cur, nil, 0, false, nil
@@ -558,11 +611,11 @@ func (s *Store[T]) Delete(ctx context.Context, key string, rev uint64) error {
 	}
 	rctx, cancel := s.request(ctx)
 	defer cancel()
-	if err := s.kv.Delete(rctx, key, opts...); err != nil {
+	if err := s.kvOf(key).Delete(rctx, key, opts...); err != nil {
 		if errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
-			return fmt.Errorf("%w: delete %s/%s at revision %d", ErrConflict, s.kv.Bucket(), key, rev)
+			return fmt.Errorf("%w: delete %s/%s at revision %d", ErrConflict, s.kvOf(key).Bucket(), key, rev)
 		}
-		return fmt.Errorf("state: delete %s/%s: %w", s.kv.Bucket(), key, err)
+		return fmt.Errorf("state: delete %s/%s: %w", s.kvOf(key).Bucket(), key, err)
 	}
 	return nil
 }
@@ -575,28 +628,44 @@ func (s *Store[T]) List(ctx context.Context, filter string) (map[string]Entry[T]
 	if filter == "" {
 		filter = jetstream.AllKeys
 	}
-	w, err := s.kv.Watch(ctx, filter, jetstream.IgnoreDeletes())
+	out := make(map[string]Entry[T])
+	parts := s.parts
+	if s.route != nil {
+		if k := s.route(filter); k >= 0 && k < len(s.parts) {
+			parts = s.parts[k : k+1]
+		}
+	}
+	for _, kv := range parts {
+		if err := s.list(ctx, kv, filter, out); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// list reads the keys of bucket kv matching filter into out.
+func (s *Store[T]) list(ctx context.Context, kv jetstream.KeyValue, filter string, out map[string]Entry[T]) error {
+	w, err := kv.Watch(ctx, filter, jetstream.IgnoreDeletes())
 	if err != nil {
-		return nil, fmt.Errorf("state: list %s/%s: %w", s.kv.Bucket(), filter, err)
+		return fmt.Errorf("state: list %s/%s: %w", kv.Bucket(), filter, err)
 	}
 	defer func() { _ = w.Stop() }()
-	out := make(map[string]Entry[T])
 	for {
 		select {
 		case e, ok := <-w.Updates():
 			if !ok {
-				return nil, fmt.Errorf("state: list %s/%s: watcher closed early", s.kv.Bucket(), filter)
+				return fmt.Errorf("state: list %s/%s: watcher closed early", kv.Bucket(), filter)
 			}
 			if e == nil { // end of the initial values
-				return out, nil
+				return nil
 			}
 			v, err := s.decode(e.Key(), e.Value())
 			if err != nil {
-				return nil, err
+				return err
 			}
 			out[e.Key()] = Entry[T]{Key: e.Key(), Value: v, Revision: e.Revision(), Created: e.Created()}
 		case <-ctx.Done():
-			return nil, fmt.Errorf("state: list %s/%s: %w", s.kv.Bucket(), filter, ctx.Err())
+			return fmt.Errorf("state: list %s/%s: %w", kv.Bucket(), filter, ctx.Err())
 		}
 	}
 }
@@ -612,7 +681,7 @@ func (s *Store[T]) encode(key string, v T) ([]byte, error) {
 		b, err = json.Marshal(v)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("state: encode %s/%s: %w", s.kv.Bucket(), key, err)
+		return nil, fmt.Errorf("state: encode %s/%s: %w", s.kvOf(key).Bucket(), key, err)
 	}
 	return b, nil
 }
@@ -628,7 +697,7 @@ func (s *Store[T]) decode(key string, b []byte) (T, error) {
 		err = json.Unmarshal(b, &v)
 	}
 	if err != nil {
-		return v, fmt.Errorf("state: decode %s/%s: %w", s.kv.Bucket(), key, err)
+		return v, fmt.Errorf("state: decode %s/%s: %w", s.kvOf(key).Bucket(), key, err)
 	}
 	return v, nil
 }

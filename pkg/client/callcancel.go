@@ -118,7 +118,11 @@ func (c *Client) watchCall(ctx context.Context, op string) (*callWatch, error) {
 	if err != nil {
 		return nil, fmt.Errorf("client: %w", err)
 	}
-	kv, err := c.js.KeyValue(ctx, c.names.CallsBucket())
+	n, err := c.runNames(ctx, runID)
+	if err != nil {
+		return nil, fmt.Errorf("client: calls: %w", err)
+	}
+	kv, err := c.js.KeyValue(ctx, n.CallsBucket())
 	if err != nil {
 		return nil, fmt.Errorf("client: calls: %w", err)
 	}

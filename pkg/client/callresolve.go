@@ -174,14 +174,18 @@ func (c *Client) Corrections(ctx context.Context, runID string) ([]contracts.Res
 	if err := contracts.ValidateID("run_id", runID); err != nil {
 		return nil, fmt.Errorf("client: %w", err)
 	}
-	cons, err := c.js.OrderedConsumer(ctx, c.names.ResultsStream(), jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{c.names.ResultCorrectionsSubject(runID)},
+	n, err := c.runNames(ctx, runID)
+	if err != nil {
+		return nil, fmt.Errorf("client: corrections: %w", err)
+	}
+	cons, err := c.js.OrderedConsumer(ctx, n.ResultsStream(), jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{n.ResultCorrectionsSubject(runID)},
 		DeliverPolicy:  jetstream.DeliverAllPolicy, InactiveThreshold: orderedConsumerIdle,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("client: corrections consumer: %w", err)
 	}
-	defer c.deleteOrdered(cons)
+	defer c.deleteOrderedOn(n.ResultsStream(), cons)
 	// The count of corrections the consumer's creation answered. Asking the server again
 	// would cost a round trip and a consumer-info grant, which the api user (it resolves
 	// calls through this client) does not have.

@@ -52,8 +52,10 @@ type Client struct {
 	names  contracts.Names
 	source string
 
-	results handle[jetstream.Stream]
-	objects handle[jetstream.ObjectStore]
+	// deployment is names with the deployment's recorded partition count, read once.
+	deployment handle[contracts.Names]
+	results    sync.Map // results stream name → *handle[jetstream.Stream]
+	objects    handle[jetstream.ObjectStore]
 	// keepLinks: return resource_link blocks as published (see [KeepLinks]).
 	keepLinks bool
 	// resumeSubject is where Resume publishes (see [AuthenticatedResumes]).
@@ -150,6 +152,29 @@ func (c *Client) Conn() *nats.Conn { return c.nc }
 
 // Names returns the subject names the client uses.
 func (c *Client) Names() contracts.Names { return c.names }
+
+// runNames returns the names of run runID's partition: the deployment's partition count
+// is read once, from the submissions stream's metadata (a deployment without it has one
+// partition), so a client is never told the count.
+func (c *Client) runNames(ctx context.Context, runID string) (contracts.Names, error) {
+	n, err := c.deployment.get("partition count", func() (contracts.Names, error) {
+		n := c.names
+		st, err := c.js.Stream(ctx, n.SubmissionsStream())
+		if err != nil {
+			return n, err
+		}
+		p, err := contracts.PartitionsOf(st.CachedInfo().Config.Metadata)
+		if err != nil {
+			return n, err
+		}
+		n.Partitions = p
+		return n, nil
+	})
+	if err != nil {
+		return n, err
+	}
+	return n.Of(runID), nil
+}
 
 // Submit publishes a batch and waits for the stream's acknowledgement.
 //

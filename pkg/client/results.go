@@ -58,11 +58,15 @@ var ErrNotPublished = errors.New("batch results not published")
 // an error wrapping [ErrNotPublished] when the batch is not among them.
 func (c *Client) Results(ctx context.Context, runID string, step int64) (*BatchResult, error) {
 	batchID := contracts.BatchID(runID, step)
-	stream, err := c.resultsStream(ctx)
+	stream, err := c.resultsStream(ctx, runID)
 	if err != nil {
 		return nil, err
 	}
-	last, err := stream.GetLastMsgForSubject(ctx, c.names.ResultsSubject(runID))
+	subject, err := c.resultsSubject(ctx, runID)
+	if err != nil {
+		return nil, err
+	}
+	last, err := stream.GetLastMsgForSubject(ctx, subject)
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return nil, fmt.Errorf("client: results of %s: %w", batchID, ErrNotPublished)
 	}
@@ -141,8 +145,12 @@ var (
 // has not read yet — one, since a batch is one atomic publish. A batch published as one
 // results message is yielded as it is read.
 func (c *Client) readResults(ctx context.Context, runID string, after, until uint64, yield func(*BatchResult) bool) error {
+	n, err := c.runNames(ctx, runID)
+	if err != nil {
+		return fmt.Errorf("results consumer: %w", err)
+	}
 	cfg := jetstream.OrderedConsumerConfig{
-		FilterSubjects:    []string{c.names.ResultsSubject(runID)},
+		FilterSubjects:    []string{n.ResultsSubject(runID)},
 		DeliverPolicy:     jetstream.DeliverAllPolicy,
 		InactiveThreshold: orderedConsumerIdle,
 	}
@@ -152,7 +160,7 @@ func (c *Client) readResults(ctx context.Context, runID string, after, until uin
 	if until > 0 && until <= after {
 		return errReadEnd
 	}
-	cons, err := c.js.OrderedConsumer(ctx, c.names.ResultsStream(), cfg)
+	cons, err := c.js.OrderedConsumer(ctx, n.ResultsStream(), cfg)
 	if err != nil {
 		return fmt.Errorf("results consumer: %w", err)
 	}
@@ -162,7 +170,7 @@ func (c *Client) readResults(ctx context.Context, runID string, after, until uin
 	}
 	defer func() {
 		it.Stop()
-		c.deleteOrdered(cons)
+		c.deleteOrderedOn(n.ResultsStream(), cons)
 	}()
 	stop := context.AfterFunc(ctx, it.Stop)
 	defer stop()
@@ -219,14 +227,9 @@ func (c *Client) readResults(ctx context.Context, runID string, after, until uin
 	}
 }
 
-// deleteOrdered deletes the server-side consumer of an ordered consumer that is done, in
-// the background: stopping the iterator leaves it on the server until its inactivity
-// threshold, and every waiting client would otherwise hold one.
-func (c *Client) deleteOrdered(cons jetstream.Consumer) {
-	c.deleteOrderedOn(c.names.ResultsStream(), cons)
-}
-
-// deleteOrderedOn is [Client.deleteOrdered] for an ordered consumer of stream.
+// deleteOrderedOn deletes the server-side consumer of an ordered consumer of stream that
+// is done, in the background: stopping the iterator leaves it on the server until its
+// inactivity threshold, and every waiting client would otherwise hold one.
 func (c *Client) deleteOrderedOn(stream string, cons jetstream.Consumer) {
 	info := cons.CachedInfo()
 	if info == nil {
@@ -239,9 +242,24 @@ func (c *Client) deleteOrderedOn(stream string, cons jetstream.Consumer) {
 	}()
 }
 
-// resultsStream returns the results stream's handle, looked up once per client.
-func (c *Client) resultsStream(ctx context.Context) (jetstream.Stream, error) {
-	return c.results.get("results stream", func() (jetstream.Stream, error) {
-		return c.js.Stream(ctx, c.names.ResultsStream())
+// resultsStream returns the handle of the results stream of run runID's partition,
+// looked up once per client.
+func (c *Client) resultsStream(ctx context.Context, runID string) (jetstream.Stream, error) {
+	n, err := c.runNames(ctx, runID)
+	if err != nil {
+		return nil, fmt.Errorf("client: %w", err)
+	}
+	h, _ := c.results.LoadOrStore(n.ResultsStream(), &handle[jetstream.Stream]{})
+	return h.(*handle[jetstream.Stream]).get("results stream", func() (jetstream.Stream, error) {
+		return c.js.Stream(ctx, n.ResultsStream())
 	})
+}
+
+// resultsSubject is the results subject of runID in its partition.
+func (c *Client) resultsSubject(ctx context.Context, runID string) (string, error) {
+	n, err := c.runNames(ctx, runID)
+	if err != nil {
+		return "", fmt.Errorf("client: %w", err)
+	}
+	return n.ResultsSubject(runID), nil
 }

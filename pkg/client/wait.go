@@ -314,11 +314,15 @@ func watchFirst[T any](nc *nats.Conn, subject string, match func(T) bool) (<-cha
 // results subject when it is a results message or a finalized event; nil when the subject
 // is empty or ends otherwise.
 func (c *Client) lastFinalized(ctx context.Context, runID string) (*contracts.BatchFinalized, error) {
-	stream, err := c.resultsStream(ctx)
+	stream, err := c.resultsStream(ctx, runID)
 	if err != nil {
 		return nil, err
 	}
-	m, err := stream.GetLastMsgForSubject(ctx, c.names.ResultsSubject(runID))
+	subject, err := c.resultsSubject(ctx, runID)
+	if err != nil {
+		return nil, err
+	}
+	m, err := stream.GetLastMsgForSubject(ctx, subject)
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return nil, nil
 	}

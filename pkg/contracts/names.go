@@ -147,6 +147,14 @@ const ConsumerGateRunSweeper = "gate-run-sweeper"
 // different prefixes can share one server.
 type Names struct {
 	Prefix string
+	// Partitions is the deployment's partition count P (0 or 1: one partition). A run
+	// lives in partition [Names.PartitionOf] of its id; the partitioned stores (the calls,
+	// runs and batches buckets, the results and audit streams) exist once per partition.
+	// Deployments record P at setup; services and clients read it from there.
+	Partitions int
+	// part is the partition whose stores the run-less methods (CallsBucket,
+	// ResultsStream …) name: 0 unless the Names came from [Names.Partition].
+	part int
 }
 
 // NewNames returns the names for prefix, or for [DefaultPrefix] when prefix is empty.
@@ -156,6 +164,84 @@ func NewNames(prefix string) Names {
 	}
 	return Names{Prefix: prefix}
 }
+
+// PartitionCount is the number of partitions, at least 1.
+func (n Names) PartitionCount() int { return max(n.Partitions, 1) }
+
+// PartitionOf is the partition of run runID: the FNV-1a 32-bit hash of the id's bytes
+// modulo the partition count (docs/protocol.md, "Partitions"). It is stable: a run never
+// changes partition while P does not change.
+func (n Names) PartitionOf(runID string) int {
+	p := n.PartitionCount()
+	if p == 1 {
+		return 0
+	}
+	h := uint32(2166136261)
+	for i := 0; i < len(runID); i++ {
+		h ^= uint32(runID[i])
+		h *= 16777619
+	}
+	return int(h % uint32(p))
+}
+
+// Partition returns the names as seen from partition k: its run-less methods name
+// partition k's stores (CallsBucket, RunsBucket, BatchesBucket, ResultsStream,
+// AuditStream, their record streams and filters). Partition 0 keeps the names of a
+// deployment with one partition; partition k ≥ 1 suffixes its buckets "_p{k}" and its
+// streams "_P{k}" and puts its subjects under "{prefix}.p{k}.". It panics when k is out
+// of range.
+func (n Names) Partition(k int) Names {
+	if k < 0 || k >= n.PartitionCount() {
+		panic(fmt.Sprintf("contracts: partition %d of %d", k, n.PartitionCount()))
+	}
+	n.part = k
+	return n
+}
+
+// Of returns the names as seen from the partition of run runID ([Names.Partition] of
+// [Names.PartitionOf]).
+func (n Names) Of(runID string) Names { return n.Partition(n.PartitionOf(runID)) }
+
+// PartitionIndex is the partition the run-less methods of n name.
+func (n Names) PartitionIndex() int { return n.part }
+
+// EachPartition returns the names of every partition, 0 first.
+func (n Names) EachPartition() []Names {
+	out := make([]Names, n.PartitionCount())
+	for k := range out {
+		out[k] = n.Partition(k)
+	}
+	return out
+}
+
+// bucketSuffix and streamSuffix tell the stores of partition k ≥ 1 from partition 0's.
+func (n Names) bucketSuffix() string {
+	if n.part == 0 {
+		return ""
+	}
+	return "_p" + strconv.Itoa(n.part)
+}
+
+func (n Names) streamSuffix() string {
+	if n.part == 0 {
+		return ""
+	}
+	return "_P" + strconv.Itoa(n.part)
+}
+
+// partPrefix is the subject prefix of n's partition: the prefix itself for partition 0,
+// "{prefix}.p{k}" for k ≥ 1, so the subject filters of two partitions never overlap.
+func (n Names) partPrefix() string {
+	if n.part == 0 {
+		return n.Prefix
+	}
+	return n.Prefix + ".p" + strconv.Itoa(n.part)
+}
+
+// PartitionsMetadataKey is the key of the submissions stream's metadata under which
+// `awaken setup` records the deployment's partition count; a deployment without it has
+// one partition.
+const PartitionsMetadataKey = "awaken_partitions"
 
 func (n Names) upper() string {
 	b := []byte(n.Prefix)
@@ -189,21 +275,23 @@ func (n Names) UnchangedSubject(runID string) string { return n.Prefix + ".uncha
 func (n Names) UnchangedWildcard() string { return n.Prefix + ".unchanged.>" }
 
 // ResultsSubject carries the ordered results and the finalized event of a run.
-func (n Names) ResultsSubject(runID string) string { return n.Prefix + ".results." + runID }
+func (n Names) ResultsSubject(runID string) string {
+	return n.Of(runID).partPrefix() + ".results." + runID
+}
 
 // ResultCorrectionsSubject carries the corrections of a run's published results
 // ([ResultCorrected]). The results stream stores it beside the results, under a subject
 // of its own: a reader of the results subject never meets one, and the publisher stays
 // the only writer of results (the gate publishes corrections).
 func (n Names) ResultCorrectionsSubject(runID string) string {
-	return n.Prefix + ".corrections." + runID
+	return n.Of(runID).partPrefix() + ".corrections." + runID
 }
 
-// ResultCorrectionsWildcard matches the corrections of every run.
-func (n Names) ResultCorrectionsWildcard() string { return n.Prefix + ".corrections.>" }
+// ResultCorrectionsWildcard matches the corrections of every run of n's partition.
+func (n Names) ResultCorrectionsWildcard() string { return n.partPrefix() + ".corrections.>" }
 
-// ResultsWildcard matches the results of every run.
-func (n Names) ResultsWildcard() string { return n.Prefix + ".results.>" }
+// ResultsWildcard matches the results of every run of n's partition.
+func (n Names) ResultsWildcard() string { return n.partPrefix() + ".results.>" }
 
 // CommittedResultsSubject is where the results stream republishes each result and
 // finalized event of runID once it is stored ({prefix}.committed.results.{run}): a plain
@@ -274,7 +362,16 @@ func (n Names) CallResolveSubject() string { return n.Prefix + ".runs.calls.reso
 func (n Names) CallStopSubject() string { return n.Prefix + ".calls.stop" }
 
 // AuditSubject carries PermissionDecided records of a run.
-func (n Names) AuditSubject(runID string) string { return n.Prefix + ".audit." + runID }
+func (n Names) AuditSubject(runID string) string {
+	return n.Of(runID).partPrefix() + ".audit." + runID
+}
+
+// AuditPrefix is the prefix of the audit subjects of n's partition ("{prefix}.audit." in
+// partition 0): every subject its audit stream holds starts with it.
+func (n Names) AuditPrefix() string { return n.partPrefix() + ".audit." }
+
+// AuditWildcard matches every subject of n's partition's audit stream.
+func (n Names) AuditWildcard() string { return n.partPrefix() + ".audit.>" }
 
 // DeadLetterSubject keeps a poisoned message of consumer with the reason in its headers.
 func (n Names) DeadLetterSubject(consumer string) string {
@@ -283,11 +380,11 @@ func (n Names) DeadLetterSubject(consumer string) string {
 
 // Streams.
 func (n Names) SubmissionsStream() string { return n.upper() + "_SUBMISSIONS" }
-func (n Names) ResultsStream() string     { return n.upper() + "_RESULTS" }
+func (n Names) ResultsStream() string     { return n.upper() + "_RESULTS" + n.streamSuffix() }
 func (n Names) TicketsStream() string     { return n.upper() + "_TICKETS" }
 func (n Names) TimersStream() string      { return n.upper() + "_TIMERS" }
 func (n Names) EventsStream() string      { return n.upper() + "_EVENTS" }
-func (n Names) AuditStream() string       { return n.upper() + "_AUDIT" }
+func (n Names) AuditStream() string       { return n.upper() + "_AUDIT" + n.streamSuffix() }
 
 // ClaimsStream holds what clients record of their own doings ({prefix}.claims.>), apart
 // from the audit stream: only services write the audit stream, whose records they chain,
@@ -297,8 +394,8 @@ func (n Names) DeadLetterStream() string { return n.upper() + "_DEADLETTER" }
 func (n Names) ControlStream() string    { return n.upper() + "_CONTROL" }
 
 // KV buckets.
-func (n Names) BatchesBucket() string  { return n.upper() + "_batches" }
-func (n Names) CallsBucket() string    { return n.upper() + "_calls" }
+func (n Names) BatchesBucket() string  { return n.upper() + "_batches" + n.bucketSuffix() }
+func (n Names) CallsBucket() string    { return n.upper() + "_calls" + n.bucketSuffix() }
 func (n Names) TicketsBucket() string  { return n.upper() + "_tickets" }
 func (n Names) CountersBucket() string { return n.upper() + "_counters" }
 
@@ -330,7 +427,7 @@ func (n Names) ToolPauseAuditSubject() string { return n.Prefix + ".audit.tools.
 // under the audit stream's subjects but can never be a run's audit subject (one token
 // more); the executors may publish here and nowhere else under the audit subjects.
 func (n Names) ReconcileAuditSubject(runID string) string {
-	return n.Prefix + ".audit.reconcile." + runID
+	return n.Of(runID).partPrefix() + ".audit.reconcile." + runID
 }
 
 // MCPCallAuditSubject carries the [MCPCallAudit] records of the api's MCP door (/mcp),
@@ -342,7 +439,7 @@ func (n Names) MCPCallAuditSubject() string { return n.Prefix + ".audit.mcp.call
 // head (pkg/auditchain.Checkpoint), chained and signed like every record of the audit
 // stream, so a chain whose oldest records retention removed still verifies from one. It
 // lies under the audit stream's subjects but can never be a run's: run ids hold no dots.
-func (n Names) AuditCheckpointSubject() string { return n.Prefix + ".audit.checkpoint.heads" }
+func (n Names) AuditCheckpointSubject() string { return n.partPrefix() + ".audit.checkpoint.heads" }
 
 // MCPCallClaimSubject carries the [MCPCallAudit] records of `awaken mcp-serve`, the stdio
 // door a platform runs with its own credentials: the platform's account of its calls, in
@@ -355,7 +452,7 @@ func (n Names) ToolsPauseSubject() string  { return n.Prefix + ".api.tools.pause
 func (n Names) ToolsResumeSubject() string { return n.Prefix + ".api.tools.resume" }
 
 // RunsBucket holds one [RunRecord] per run, keyed by [RunKey].
-func (n Names) RunsBucket() string { return n.upper() + "_runs" }
+func (n Names) RunsBucket() string { return n.upper() + "_runs" + n.bucketSuffix() }
 
 // RunKey is the KV key of a run record: the run id itself (run ids are subject-safe).
 func RunKey(runID string) string { return runID }
@@ -454,7 +551,35 @@ func (n Names) CallRecordsStream() string { return RecordStream(n.CallsBucket())
 // ([CallKey]); a terminal one, written as a [TypeCallOutput] CloudEvent, is the call's
 // output announcement.
 func (n Names) CallRecordSubject(callKey string) string {
-	return RecordSubject(n.CallsBucket(), callKey)
+	return RecordSubject(n.Partition(n.CallKeyPartition(callKey)).CallsBucket(), callKey)
+}
+
+// CallKeyPartition is the partition of the run a call key (or a pattern of call keys
+// naming the run, [CallKeysOfRun]) belongs to: its second token is the run id. A key
+// with no run token is partition 0's.
+func (n Names) CallKeyPartition(callKey string) int {
+	_, rest, _ := strings.Cut(callKey, ".")
+	run, _, _ := strings.Cut(rest, ".")
+	return n.PartitionOf(run)
+}
+
+// BatchKeyPartition is the partition of the run a batch or run key ([BatchKey],
+// [RunKey]) belongs to: its first token is the run id.
+func (n Names) BatchKeyPartition(key string) int {
+	run, _, _ := strings.Cut(key, ".")
+	return n.PartitionOf(run)
+}
+
+// RecordKeyOf returns the key a revision's subject names in bucket of any partition
+// (bucket being partition 0's name: CallsBucket, RunsBucket or BatchesBucket), with the
+// partition; ok is false when subject is no revision of that bucket.
+func (n Names) RecordKeyOf(bucket func(Names) string, subject string) (key string, partition int, ok bool) {
+	for k := range n.PartitionCount() {
+		if key, ok := strings.CutPrefix(subject, RecordSubject(bucket(n.Partition(k)), "")); ok {
+			return key, k, true
+		}
+	}
+	return "", 0, false
 }
 
 // TargetCallRecordsFilter matches the revisions of the call records of one executor target:
@@ -473,8 +598,22 @@ func (n Names) RunRecordsStream() string { return RecordStream(n.RunsBucket()) }
 // RunRecordSubject is the subject of the revisions of run runID's record; the one that
 // records a batch, written as a [TypeBatchRecorded] CloudEvent, is the gate's work.
 func (n Names) RunRecordSubject(runID string) string {
-	return RecordSubject(n.RunsBucket(), RunKey(runID))
+	return RecordSubject(n.Of(runID).RunsBucket(), RunKey(runID))
 }
 
 // RunRecordsFilter matches the revisions of every run record.
 func (n Names) RunRecordsFilter() string { return RecordSubject(n.RunsBucket(), ">") }
+
+// PartitionsOf reads the partition count a deployment recorded in its submissions
+// stream's metadata ([PartitionsMetadataKey]); a deployment without the key has one.
+func PartitionsOf(metadata map[string]string) (int, error) {
+	v, ok := metadata[PartitionsMetadataKey]
+	if !ok {
+		return 1, nil
+	}
+	p, err := strconv.Atoi(v)
+	if err != nil || p < 1 {
+		return 0, fmt.Errorf("%w: recorded partition count %q", ErrInvalidID, v)
+	}
+	return p, nil
+}

@@ -126,19 +126,18 @@ func (h *hub) unsubscribe(sub *subscriber) {
 func (h *hub) startLocked() error {
 	ctx, cancel := context.WithCancel(h.parent)
 	type watched struct {
-		kind string
-		w    jetstream.KeyWatcher
+		kind, bucket string
+		w            jetstream.KeyWatcher
 	}
 	var ws []watched
-	for _, b := range []struct {
-		kind   string
-		bucket string
-	}{
-		{EventTicket, h.env.Names.TicketsBucket()},
-		{EventBatch, h.env.Names.BatchesBucket()},
-		{EventCall, h.env.Names.CallsBucket()},
-		{runWatch, h.env.Names.RunsBucket()},
-	} {
+	// The batches, calls and runs buckets exist once per partition: one watcher each.
+	targets := []struct{ kind, bucket string }{{EventTicket, h.env.Names.TicketsBucket()}}
+	for _, pn := range h.env.Names.EachPartition() {
+		targets = append(targets, []struct{ kind, bucket string }{
+			{EventBatch, pn.BatchesBucket()}, {EventCall, pn.CallsBucket()}, {runWatch, pn.RunsBucket()},
+		}...)
+	}
+	for _, b := range targets {
 		w, err := h.watch(ctx, b.bucket)
 		if err != nil {
 			cancel()
@@ -147,7 +146,7 @@ func (h *hub) startLocked() error {
 			}
 			return err
 		}
-		ws = append(ws, watched{b.kind, w})
+		ws = append(ws, watched{b.kind, b.bucket, w})
 	}
 	h.stop = cancel
 	h.listenProgress(ctx)
@@ -155,7 +154,7 @@ func (h *hub) startLocked() error {
 		h.wg.Add(1)
 		go func() {
 			defer h.wg.Done()
-			h.run(ctx, x.kind, x.w)
+			h.run(ctx, x.kind, x.bucket, x.w)
 		}()
 	}
 	return nil
@@ -175,9 +174,7 @@ func (h *hub) watch(ctx context.Context, bucket string) (jetstream.KeyWatcher, e
 
 // run forwards one watcher's changes until ctx ends. If the watcher dies (its ordered
 // consumer could not be recreated), it is re-established and every stream told to resync.
-func (h *hub) run(ctx context.Context, kind string, w jetstream.KeyWatcher) {
-	bucket := map[string]string{EventTicket: h.env.Names.TicketsBucket(), EventBatch: h.env.Names.BatchesBucket(),
-		EventCall: h.env.Names.CallsBucket(), runWatch: h.env.Names.RunsBucket()}[kind]
+func (h *hub) run(ctx context.Context, kind, bucket string, w jetstream.KeyWatcher) {
 	for {
 		h.forward(ctx, kind, w)
 		for {

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/awaken-dev/awaken/internal/auditlog"
+	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
 // checkpointRecheck is how long the checkpointer waits before looking again at an audit
@@ -17,15 +18,24 @@ const checkpointRecheck = time.Hour
 // age, read again each time so an operator's change of retention.audit is followed. Every
 // replica runs it; the checkpoint of a period has one id, so it is stored once. It returns
 // when ctx ends.
+//
+// Each partition has its audit stream, and each its checkpoints (on the partition's
+// checkpoint subject, covering that stream's chains).
 func (s *Service) checkpointLoop(ctx context.Context) {
-	a := auditlog.New(s.env.JS, s.env.Names.AuditStream(), auditlog.SubjectPrefix(s.env.Names), s.env.AuditKey)
+	parts := s.env.Names.EachPartition()
+	appenders := make([]*auditlog.Appender, len(parts))
+	for k, pn := range parts {
+		appenders[k] = auditlog.New(s.env.JS, pn.AuditStream(), auditlog.SubjectPrefix(pn), s.env.AuditKey)
+	}
 	for {
 		wait := checkpointRecheck
-		if interval, err := s.writeCheckpoint(ctx, a); err != nil {
-			s.log.Warn().Err(err).Msg("audit checkpoint not written; retrying later")
-		} else if interval > 0 {
-			now := s.env.Now()
-			wait = now.Truncate(interval).Add(interval).Sub(now)
+		for k, pn := range parts {
+			if interval, err := s.writeCheckpoint(ctx, pn, appenders[k]); err != nil {
+				s.log.Warn().Err(err).Str("stream", pn.AuditStream()).Msg("audit checkpoint not written; retrying later")
+			} else if interval > 0 {
+				now := s.env.Now()
+				wait = min(wait, now.Truncate(interval).Add(interval).Sub(now))
+			}
 		}
 		t := time.NewTimer(wait)
 		select {
@@ -39,8 +49,8 @@ func (s *Service) checkpointLoop(ctx context.Context) {
 
 // writeCheckpoint writes the checkpoint of the current period if the audit stream has a
 // max age, and returns the interval (0: the stream keeps its records, no checkpoint).
-func (s *Service) writeCheckpoint(ctx context.Context, a *auditlog.Appender) (time.Duration, error) {
-	st, err := s.env.JS.Stream(ctx, s.env.Names.AuditStream())
+func (s *Service) writeCheckpoint(ctx context.Context, n contracts.Names, a *auditlog.Appender) (time.Duration, error) {
+	st, err := s.env.JS.Stream(ctx, n.AuditStream())
 	if err != nil {
 		return 0, err
 	}
@@ -49,7 +59,7 @@ func (s *Service) writeCheckpoint(ctx context.Context, a *auditlog.Appender) (ti
 		return 0, nil
 	}
 	period := s.env.Now().Truncate(interval)
-	wrote, err := auditlog.WriteCheckpoint(ctx, a, s.env.Names.AuditCheckpointSubject(), period, "awaken/"+ServiceName)
+	wrote, err := auditlog.WriteCheckpoint(ctx, a, n.AuditCheckpointSubject(), period, "awaken/"+ServiceName)
 	if err != nil {
 		return 0, err
 	}

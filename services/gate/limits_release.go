@@ -29,16 +29,18 @@ const FaultAfterLimitSettle pipeline.FaultPoint = "after-limit-settle"
 // that ends, and the other limits' shares of every call that ends without its body having
 // run; the shares of a call that ran are spent, and leave the entries' held shares
 // ([limiter.endShares]).
-func (s *Service) limitReleaseRoute() (bus.Route, bool) {
+func (s *Service) limitReleaseRoutes() []bus.Route {
 	if s.limits == nil {
-		return bus.Route{}, false
+		return nil
 	}
-	n := s.env.Names
-	return bus.Route{Spec: bus.ConsumerSpec{
-		Stream: n.CallRecordsStream(), Durable: contracts.ConsumerGateLimits,
-		FilterSubjects: []string{n.CallRecordsFilter()},
-		AcceptTypes:    []string{contracts.TypeCallOutput}, Records: true,
-	}, Handler: s.onTerminalCall, Delivery: releaseForEver}, true
+	// One durable on each partition's call records.
+	return bus.PerPartition(s.env.Names, func(n contracts.Names) bus.Route {
+		return bus.Route{Spec: bus.ConsumerSpec{
+			Stream: n.CallRecordsStream(), Durable: contracts.ConsumerGateLimits,
+			FilterSubjects: []string{n.CallRecordsFilter()},
+			AcceptTypes:    []string{contracts.TypeCallOutput}, Records: true,
+		}, Handler: s.onTerminalCall, Delivery: releaseForEver}
+	})
 }
 
 // releaseForEver is the limit releases' change to the gate's delivery: they are retried

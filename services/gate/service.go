@@ -72,19 +72,24 @@ func Start(ctx context.Context, env *pipeline.Env, opts ...bus.DeliveryOption) (
 		return nil, err
 	}
 	n := env.Names
-	routes := []bus.Route{
-		{Spec: bus.ConsumerSpec{
-			Stream: n.RunRecordsStream(), Durable: contracts.ConsumerGateBatches,
-			FilterSubjects: []string{n.RunRecordsFilter()},
+	// The record streams exist once per partition: one durable on each.
+	routes := bus.PerPartition(n, func(pn contracts.Names) bus.Route {
+		return bus.Route{Spec: bus.ConsumerSpec{
+			Stream: pn.RunRecordsStream(), Durable: contracts.ConsumerGateBatches,
+			FilterSubjects: []string{pn.RunRecordsFilter()},
 			AcceptTypes:    []string{contracts.TypeBatchRecorded}, Records: true,
 			OnExhausted: s.recordedExhausted,
-		}, Handler: s.handleRecorded},
-		{Spec: bus.ConsumerSpec{
-			Stream: n.CallRecordsStream(), Durable: contracts.ConsumerGateOutputs,
-			FilterSubjects: []string{n.CallRecordsFilter()},
+		}, Handler: s.handleRecorded}
+	})
+	routes = append(routes, bus.PerPartition(n, func(pn contracts.Names) bus.Route {
+		return bus.Route{Spec: bus.ConsumerSpec{
+			Stream: pn.CallRecordsStream(), Durable: contracts.ConsumerGateOutputs,
+			FilterSubjects: []string{pn.CallRecordsFilter()},
 			AcceptTypes:    []string{contracts.TypeCallOutput}, Records: true,
 			OnExhausted: s.outputExhausted,
-		}, Handler: s.handleOutput},
+		}, Handler: s.handleOutput}
+	})...)
+	routes = append(routes, []bus.Route{
 		{Spec: bus.ConsumerSpec{
 			Stream: n.ControlStream(), Durable: contracts.ConsumerGateResume,
 			// Both resume subjects on one durable: the public one (claimed actors) and
@@ -108,14 +113,10 @@ func Start(ctx context.Context, env *pipeline.Env, opts ...bus.DeliveryOption) (
 			contracts.TypeCallCancel:  s.handleCallCancel,
 			contracts.TypeCallResolve: s.handleCallResolve,
 		}},
-	}
-	if r, ok := s.limitReleaseRoute(); ok {
-		routes = append(routes, r)
-	}
-	routes = append(routes, s.sweepRoute())
-	if r, ok := s.runSweepRoute(); ok {
-		routes = append(routes, r)
-	}
+	}...)
+	routes = append(routes, s.limitReleaseRoutes()...)
+	routes = append(routes, s.sweepRoutes()...)
+	routes = append(routes, s.runSweepRoutes()...)
 	s.consumers, err = bus.Start(ctx, env.JS, env.Delivery(bus.ServiceDelivery(), opts...), routes, s.log)
 	if err != nil {
 		return nil, fmt.Errorf("gate: start: %w", err)

@@ -24,8 +24,12 @@ import (
 // so the sweep adds no write; it runs off every client's path, one retention after the
 // batch was published. The archive's other revisions reach this consumer too and are
 // acknowledged unread.
-func (s *Service) sweepRoute() bus.Route {
-	n := s.env.Names
+// The archive exists once per partition: one durable on each partition's.
+func (s *Service) sweepRoutes() []bus.Route {
+	return bus.PerPartition(s.env.Names, func(n contracts.Names) bus.Route { return s.sweepRoute(n) })
+}
+
+func (s *Service) sweepRoute(n contracts.Names) bus.Route {
 	return bus.Route{Spec: bus.ConsumerSpec{
 		Stream: contracts.RecordStream(n.BatchesBucket()), Durable: contracts.ConsumerGateSweeper,
 		FilterSubjects: []string{contracts.RecordSubject(n.BatchesBucket(), ">")},
@@ -66,7 +70,7 @@ func (s *Service) handleBatchExpired(ctx context.Context, d bus.Delivery) error 
 		return fmt.Errorf("gate: sweep %s: read run: %w", contracts.BatchID(runID, step), err)
 	}
 	n := s.env.Names
-	for _, bucket := range []string{n.CallsBucket(), n.TicketsBucket()} {
+	for _, bucket := range []string{n.Of(runID).CallsBucket(), n.TicketsBucket()} {
 		st, err := s.recordStream(ctx, bucket)
 		if err != nil {
 			return fmt.Errorf("gate: sweep %s: %s: %w", contracts.BatchID(runID, step), bucket, err)
@@ -95,11 +99,14 @@ func (s *Service) handleBatchExpired(ctx context.Context, d bus.Delivery) error 
 // as the archive's, half the retention), and the sweep removes the run's keys from the
 // ledger with one purge request per run-keyed limit. The runs stream's other revisions
 // reach this consumer too and are acknowledged unread.
-func (s *Service) runSweepRoute() (bus.Route, bool) {
+func (s *Service) runSweepRoutes() []bus.Route {
 	if !s.limits.keyedBy(contracts.LimitKeyRun) {
-		return bus.Route{}, false
+		return nil
 	}
-	n := s.env.Names
+	return bus.PerPartition(s.env.Names, s.runSweepRoute)
+}
+
+func (s *Service) runSweepRoute(n contracts.Names) bus.Route {
 	return bus.Route{Spec: bus.ConsumerSpec{
 		Stream: n.RunRecordsStream(), Durable: contracts.ConsumerGateRunSweeper,
 		FilterSubjects: []string{n.RunRecordsFilter()},
@@ -109,7 +116,7 @@ func (s *Service) runSweepRoute() (bus.Route, bool) {
 		AcceptTypes: []string{bus.TypeRecordExpired},
 	}, Handler: s.handleRunExpired,
 		// Retried rather than given up, as the batch sweep: the keys would stay for ever.
-		Delivery: []bus.DeliveryOption{bus.WithDelivery(-1)}}, true
+		Delivery: []bus.DeliveryOption{bus.WithDelivery(-1)}}
 }
 
 // handleRunExpired removes the ledger keys of the limits keyed by run whose value is the
@@ -117,7 +124,7 @@ func (s *Service) runSweepRoute() (bus.Route, bool) {
 // expired, or a cancel of a forgotten run that recorded its end) keeps the keys: they go
 // when that record expires in turn.
 func (s *Service) handleRunExpired(ctx context.Context, d bus.Delivery) error {
-	runID, ok := strings.CutPrefix(d.Subject, contracts.RecordSubject(s.env.Names.RunsBucket(), ""))
+	runID, _, ok := s.env.Names.RecordKeyOf(contracts.Names.RunsBucket, d.Subject)
 	if !ok || runID == "" {
 		return bus.Permanent(fmt.Errorf("gate: run sweep: %q is not a run record key", d.Subject))
 	}
@@ -215,7 +222,7 @@ func (s *Service) recordStream(ctx context.Context, bucket string) (jetstream.St
 // batchOfArchiveSubject parses the subject of a batch archive record,
 // $KV.{batches}.{run_id}.{step}.
 func batchOfArchiveSubject(n contracts.Names, subject string) (runID string, step int64, ok bool) {
-	key, found := strings.CutPrefix(subject, contracts.RecordSubject(n.BatchesBucket(), ""))
+	key, _, found := n.RecordKeyOf(contracts.Names.BatchesBucket, subject)
 	if !found {
 		return "", 0, false
 	}

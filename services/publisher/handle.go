@@ -320,7 +320,7 @@ func (s *Service) finalize(ctx context.Context, rec *contracts.BatchRecord, call
 // anchor is then further back in the chain, never a false one. A chain that cannot be read leaves the batch without an anchor rather than holding
 // its results: the warning says so.
 func (s *Service) readAuditHead(ctx context.Context, runID string) *contracts.AuditHead {
-	m, err := state.ReadLastFromLeader(ctx, s.env.Pub.JetStream().Conn(), s.env.Names.AuditStream(), s.env.Names.AuditSubject(runID))
+	m, err := state.ReadLastFromLeader(ctx, s.env.Pub.JetStream().Conn(), s.env.Names.Of(runID).AuditStream(), s.env.Names.AuditSubject(runID))
 	if err != nil {
 		if !errors.Is(err, jetstream.ErrMsgNotFound) {
 			zerolog.Ctx(ctx).Warn().Err(err).Str("run_id", runID).Msg("cannot read the run's audit chain head: the batch is finalized without a tail anchor")

@@ -33,7 +33,7 @@ func (s *Service) resultsPublished(ctx context.Context, rec *contracts.BatchReco
 	sub := &rec.Submission
 	subject := s.env.Names.ResultsSubject(sub.RunID)
 	want := []string{pipeline.BatchResultsID(sub.BatchID()), pipeline.FinalizedID(sub.BatchID())}
-	streamName := s.env.Names.ResultsStream()
+	streamName := s.env.Names.Of(sub.RunID).ResultsStream()
 
 	stream, err := s.env.JS.Stream(ctx, streamName)
 	if err != nil {

@@ -79,12 +79,15 @@ func Start(ctx context.Context, env *pipeline.Env, opts ...bus.DeliveryOption) (
 	}
 	n := env.Names
 	var err error
-	s.consumers, err = bus.Start(ctx, env.JS, delivery, []bus.Route{{Spec: bus.ConsumerSpec{
-		Stream: n.CallRecordsStream(), Durable: contracts.ConsumerPublisher,
-		FilterSubjects: []string{n.CallRecordsFilter()},
-		AcceptTypes:    []string{contracts.TypeCallOutput}, Records: true,
-		OnExhausted: s.outputExhausted,
-	}, Handler: s.handleOutput}}, s.log)
+	// One durable on each partition's call records.
+	s.consumers, err = bus.Start(ctx, env.JS, delivery, bus.PerPartition(n, func(pn contracts.Names) bus.Route {
+		return bus.Route{Spec: bus.ConsumerSpec{
+			Stream: pn.CallRecordsStream(), Durable: contracts.ConsumerPublisher,
+			FilterSubjects: []string{pn.CallRecordsFilter()},
+			AcceptTypes:    []string{contracts.TypeCallOutput}, Records: true,
+			OnExhausted: s.outputExhausted,
+		}, Handler: s.handleOutput}
+	}), s.log)
 	if err != nil {
 		return nil, fmt.Errorf("publisher: start: %w", err)
 	}
