@@ -1,28 +1,10 @@
 package main
 
-import (
-	"fmt"
-	"hash/fnv"
+import "github.com/awaken-dev/awaken/pkg/contracts"
 
-	"github.com/awaken-dev/awaken/internal/config"
-)
-
-// partitionOf is the partition, of parts, that holds run's records in the floor: a
-// stable hash of the run id.
+// partitionOf is the partition, of parts, that holds run's records: the pipeline's
+// (contracts.Names.PartitionOf, a stable hash of the run id), which the floor uses too, so
+// that both place the same runs in the same partitions.
 func partitionOf(run string, parts int) int {
-	if parts <= 1 {
-		return 0
-	}
-	h := fnv.New32a()
-	_, _ = h.Write([]byte(run))
-	return int(h.Sum32() % uint32(parts))
-}
-
-// setPartitions sets the pipeline's partitions (storage.partitions).
-func setPartitions(cfg *config.Config, n int) error {
-	if n > 1 {
-		return fmt.Errorf("storage.partitions %d: this awaken has no partitions", n)
-	}
-	_ = cfg
-	return nil
+	return contracts.Names{Partitions: parts}.PartitionOf(run)
 }

@@ -78,9 +78,7 @@ func newPipeline(ctx context.Context, s settings, lvl level, cluster bool, execu
 		cfg.Executors.Brain.Workers = brainWorkers
 	}
 	if partitions > 0 {
-		if err := setPartitions(cfg, partitions); err != nil {
-			return nil, err
-		}
+		cfg.Storage.Partitions = partitions
 	}
 	b, err := newBackend("pipeline", lvl, cluster)
 	if err != nil {
