@@ -71,11 +71,21 @@ type History struct {
 	Cancels []Cancel
 }
 
+// streamSeq is where a message is stored: its stream and sequence.
+type streamSeq struct {
+	stream string
+	seq    uint64
+}
+
+func (m Message) at() streamSeq { return streamSeq{m.Stream, m.Seq} }
+
 // Message is one stream message as the checker sees it.
 type Message struct {
-	// Seq is the stream sequence; Time the server's store time.
-	Seq  uint64
-	Time time.Time
+	// Seq is the stream sequence in Stream (each partition has its results and audit
+	// streams); Time the server's store time.
+	Seq    uint64
+	Stream string
+	Time   time.Time
 	// Subject and Type are the NATS subject and the CloudEvent type.
 	Subject string
 	Type    string
@@ -224,9 +234,9 @@ func Check(h History, o *Observed, rules Rules) Report {
 	}
 	// The results stream in order: also index each message's position so contiguity is a
 	// check on positions (sequences can have gaps only where messages were deleted).
-	pos := map[uint64]int{}
+	pos := map[streamSeq]int{}
 	for i, m := range o.Results {
-		pos[m.Seq] = i
+		pos[m.at()] = i
 		switch m.Type {
 		case contracts.TypeToolResult:
 			ev, ok := decodeOrReport[contracts.ToolResultEvent](m, "result", add)
@@ -302,15 +312,15 @@ func Check(h History, o *Observed, rules Rules) Report {
 		// atomic by construction.
 		first := p.finalized[0]
 		if len(p.results) >= n && n > 0 && first.Type != contracts.TypeBatchResults {
-			start := pos[p.results[0].Seq]
+			start := pos[p.results[0].at()]
 			for i := range n {
-				if pos[p.results[i].Seq] != start+i {
-					add(KindNotAtomic, id, p.results[i].ev.CallID, "result %d at stream position %d, want %d (contiguous)", i, pos[p.results[i].Seq], start+i)
+				if pos[p.results[i].at()] != start+i {
+					add(KindNotAtomic, id, p.results[i].ev.CallID, "result %d at stream position %d, want %d (contiguous)", i, pos[p.results[i].at()], start+i)
 					break
 				}
 			}
-			if pos[first.Seq] != start+n {
-				add(KindNotAtomic, id, "", "finalized at stream position %d, want %d (right after the results)", pos[first.Seq], start+n)
+			if pos[first.at()] != start+n {
+				add(KindNotAtomic, id, "", "finalized at stream position %d, want %d (right after the results)", pos[first.at()], start+n)
 			}
 		}
 		var publishedAt time.Time = first.Time

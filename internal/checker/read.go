@@ -11,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/awaken-dev/awaken/internal/bus"
 	"github.com/awaken-dev/awaken/pkg/cloudevent"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
@@ -19,14 +20,25 @@ import (
 // streams in full and the body-run ledger of the counters bucket. Call it once the
 // pipeline is quiescent (every accepted batch published); it reads each stream up to its
 // last sequence at the time of the call.
+//
+// The results and audit streams of every partition are read (the deployment's partition
+// count, whatever names says): a run's messages are all in its partition's.
 func Read(ctx context.Context, js jetstream.JetStream, names contracts.Names) (*Observed, error) {
 	o := &Observed{}
-	var err error
-	if o.Results, err = readStream(ctx, js, names.ResultsStream()); err != nil {
-		return nil, err
+	names, err := bus.DeploymentNames(ctx, js, names)
+	if err != nil {
+		return nil, fmt.Errorf("checker: %w", err)
 	}
-	if o.Audit, err = readStream(ctx, js, names.AuditStream()); err != nil {
-		return nil, err
+	for _, pn := range names.EachPartition() {
+		results, err := readStream(ctx, js, pn.ResultsStream())
+		if err != nil {
+			return nil, err
+		}
+		audit, err := readStream(ctx, js, pn.AuditStream())
+		if err != nil {
+			return nil, err
+		}
+		o.Results, o.Audit = append(o.Results, results...), append(o.Audit, audit...)
 	}
 	if o.Tickets, err = readStream(ctx, js, names.TicketsStream()); err != nil {
 		return nil, err
@@ -98,7 +110,7 @@ func readStream(ctx context.Context, js jetstream.JetStream, name string) ([]Mes
 			if err != nil {
 				return nil, fmt.Errorf("checker: read %s: %w", name, err)
 			}
-			msg := Message{Seq: md.Sequence.Stream, Time: md.Timestamp, Subject: m.Subject()}
+			msg := Message{Seq: md.Sequence.Stream, Stream: name, Time: md.Timestamp, Subject: m.Subject()}
 			if ev, err := cloudevent.DecodeMsg(m.Headers(), m.Data()); err == nil {
 				msg.Type, msg.Data = ev.Type, ev.Data
 			} else {

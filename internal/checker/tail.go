@@ -11,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/awaken-dev/awaken/internal/bus"
 	"github.com/awaken-dev/awaken/pkg/cloudevent"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
@@ -31,8 +32,10 @@ type Tail struct {
 	names   contracts.Names
 	kept    []*tailed // results, audit, tickets: every message kept for the check
 	markers []*tailed // batch archive and runs bucket: only expiry markers counted
-	stop    context.CancelFunc
-	done    sync.WaitGroup
+	// archives are the record streams of every partition's batch archive.
+	archives []string
+	stop     context.CancelFunc
+	done     sync.WaitGroup
 }
 
 // tailed is one stream the tail follows.
@@ -58,12 +61,24 @@ const tailHeartbeat = 500 * time.Millisecond
 // Call it before the first submission; [Tail.Stop] ends it.
 func Follow(ctx context.Context, js jetstream.JetStream, names contracts.Names) *Tail {
 	ctx, cancel := context.WithCancel(ctx)
+	// Every partition's streams: the deployment's partition count when it is set up
+	// already, else names'.
+	if n, err := bus.DeploymentNames(ctx, js, names); err == nil {
+		names = n
+	}
 	t := &Tail{js: js, names: names, stop: cancel}
-	for _, name := range []string{names.ResultsStream(), names.AuditStream(), names.TicketsStream()} {
+	kept := []string{names.TicketsStream()}
+	var markers []string
+	for _, pn := range names.EachPartition() {
+		kept = append(kept, pn.ResultsStream(), pn.AuditStream())
+		markers = append(markers, contracts.RecordStream(pn.BatchesBucket()), contracts.RecordStream(pn.RunsBucket()))
+		t.archives = append(t.archives, contracts.RecordStream(pn.BatchesBucket()))
+	}
+	for _, name := range kept {
 		t.kept = append(t.kept, &tailed{name: name, keep: true})
 	}
-	for _, bucket := range []string{names.BatchesBucket(), names.RunsBucket()} {
-		t.markers = append(t.markers, &tailed{name: contracts.RecordStream(bucket)})
+	for _, name := range markers {
+		t.markers = append(t.markers, &tailed{name: name})
 	}
 	for _, s := range slices.Concat(t.kept, t.markers) {
 		t.done.Go(func() { t.follow(ctx, s) })
@@ -143,7 +158,7 @@ func (s *tailed) add(m jetstream.Msg, md *jetstream.MsgMetadata) {
 		}
 		return
 	}
-	msg := Message{Seq: seq, Time: md.Timestamp, Subject: m.Subject()}
+	msg := Message{Seq: seq, Stream: s.name, Time: md.Timestamp, Subject: m.Subject()}
 	if ev, err := cloudevent.DecodeMsg(m.Headers(), m.Data()); err == nil {
 		msg.Type, msg.Data = ev.Type, ev.Data
 	} else {
@@ -188,13 +203,13 @@ func (t *Tail) Snapshot(ctx context.Context) (*Observed, error) {
 		s.mu.Lock()
 		msgs := slices.Clone(s.msgs)
 		s.mu.Unlock()
-		switch s.name {
-		case t.names.ResultsStream():
-			o.Results = msgs
-		case t.names.AuditStream():
-			o.Audit = msgs
-		case t.names.TicketsStream():
+		switch {
+		case s.name == t.names.TicketsStream():
 			o.Tickets = msgs
+		case strings.HasPrefix(s.name, t.names.ResultsStream()):
+			o.Results = append(o.Results, msgs...)
+		case strings.HasPrefix(s.name, t.names.AuditStream()):
+			o.Audit = append(o.Audit, msgs...)
 		}
 	}
 	var err error
@@ -252,10 +267,10 @@ func (t *Tail) Expiries(ctx context.Context) (Expiry, error) {
 		n := len(s.expired)
 		e.Markers += s.markers
 		s.mu.Unlock()
-		if s.name == contracts.RecordStream(t.names.BatchesBucket()) {
-			e.ArchivesExpired = n
+		if slices.Contains(t.archives, s.name) {
+			e.ArchivesExpired += n
 		} else {
-			e.RunRecordsExpired = n
+			e.RunRecordsExpired += n
 		}
 	}
 	for _, name := range expiryStreams(t.names) {

@@ -35,10 +35,13 @@ const EnvAuditPublicKey = "AWAKEN_AUDIT_PUBLIC_KEY"
 // auditSelection is the records a verify or export reads: a run, a time range or a
 // sequence range of the audit stream.
 type auditSelection struct {
-	run              *string
-	since, until     *time.Time
-	fromSeq, toSeq   *uint64
-	publicKey, cfg   *string
+	run            *string
+	since, until   *time.Time
+	fromSeq, toSeq *uint64
+	publicKey, cfg *string
+	// partition is the partition whose audit stream a selection without --run reads
+	// (-1: every partition, one after the other; a run's is its own).
+	partition        *int
 	connect          connectFunc
 	explicitCfg, all bool
 }
@@ -53,6 +56,7 @@ func selectionFlags(fs *flag.FlagSet) *auditSelection {
 	s.toSeq = fs.Uint64("to-seq", 0, "records up to this audit stream sequence")
 	s.publicKey = fs.String("public-key", env(EnvAuditPublicKey, ""), "hex Ed25519 public key every record must be signed by (env "+EnvAuditPublicKey+")")
 	s.cfg = fs.String("config", "", "host configuration whose audit.signing_key_file gives the public key")
+	s.partition = fs.Int("partition", -1, "without --run: the partition whose audit stream to read (default: verify every partition's; an export reads partition 0's unless given)")
 	return s
 }
 
@@ -121,27 +125,33 @@ func (s *auditSelection) read(ctx context.Context, purpose readPurpose) (runAudi
 		return runAudit{}, err
 	}
 	defer done()
-	prefix := auditlog.SubjectPrefix(c.Names())
+	// Each partition has its audit stream: a run's chain is in its partition's, a range is
+	// read from the selected partition's.
+	names := c.Names().Partition(min(max(*s.partition, 0), c.Names().PartitionCount()-1))
+	if *s.run != "" {
+		names = c.Names().Of(*s.run)
+	}
+	prefix := auditlog.SubjectPrefix(names)
 	q, fromStart, err := s.query(prefix)
 	if err != nil {
 		return runAudit{}, err
 	}
-	out := runAudit{fromStart: fromStart, checkpointSubject: c.Names().AuditCheckpointSubject()}
+	out := runAudit{fromStart: fromStart, checkpointSubject: names.AuditCheckpointSubject()}
 	run := *s.run
 	if purpose == forVerify && run != "" {
 		// The anchors first too: a batch finalized after they were read anchors nothing the
 		// chain read after them could lack.
-		if out.anchors, err = readRunAnchors(ctx, c.js, c.Names(), run); err != nil {
+		if out.anchors, err = readRunAnchors(ctx, c.js, names, run); err != nil {
 			return runAudit{}, err
 		}
-		if out.calls, err = readRunCalls(ctx, c.js, c.Names(), run); err != nil {
+		if out.calls, err = readRunCalls(ctx, c.js, names, run); err != nil {
 			return runAudit{}, err
 		}
 	}
 	if run != "" {
 		// Before the chain: a checkpoint written after this read names a head the chain read
 		// after it holds, so one naming a head past the chain's end shows a cut tail.
-		cps, err := auditchain.Read(ctx, c.js, c.Names().AuditStream(), auditchain.Query{Subject: out.checkpointSubject})
+		cps, err := auditchain.Read(ctx, c.js, names.AuditStream(), auditchain.Query{Subject: out.checkpointSubject})
 		if err != nil {
 			return runAudit{}, err
 		}
@@ -151,7 +161,7 @@ func (s *auditSelection) read(ctx context.Context, purpose readPurpose) (runAudi
 	var st jetstream.StreamState
 	if fromStart {
 		// Read before the records: a prune after this read only moves the start further on.
-		if stream, err = c.js.Stream(ctx, c.Names().AuditStream()); err != nil {
+		if stream, err = c.js.Stream(ctx, names.AuditStream()); err != nil {
 			return runAudit{}, fmt.Errorf("audit stream: %w", err)
 		}
 		st = stream.CachedInfo().State
@@ -159,7 +169,7 @@ func (s *auditSelection) read(ctx context.Context, purpose readPurpose) (runAudi
 			out.prunedBefore, out.prunedAt = st.FirstSeq, st.FirstTime
 		}
 	}
-	if out.recs, err = auditchain.Read(ctx, c.js, c.Names().AuditStream(), q); err != nil {
+	if out.recs, err = auditchain.Read(ctx, c.js, names.AuditStream(), q); err != nil {
 		return runAudit{}, err
 	}
 	if run != "" && fromStart && out.prunedBefore == 0 && st.FirstSeq > 1 && len(out.recs) > 0 {
@@ -171,7 +181,7 @@ func (s *auditSelection) read(ctx context.Context, purpose readPurpose) (runAudi
 		}
 	}
 	if purpose == forExport && run == "" {
-		if err := out.rangeFromCheckpoint(ctx, c.js, c.Names().AuditStream(), prefix+">"); err != nil {
+		if err := out.rangeFromCheckpoint(ctx, c.js, names.AuditStream(), prefix+">"); err != nil {
 			return runAudit{}, err
 		}
 	}
@@ -305,7 +315,7 @@ func auditVerifyCommand(fs *flag.FlagSet, io cmdIO) runner {
 	file := fs.String("file", "", "verify this export (awaken audit export) instead of the stream, from the checkpoint it carries")
 	withoutCheckpoint := fs.Bool("without-checkpoint", false, "with --run or --file: verify a chain cut before its first record from that record when no checkpoint links to it (an export made before exports carried checkpoints, a stream without max_age)")
 	asJSON := jsonFlag(fs, stdout)
-	return func(ctx context.Context, _ []string) error {
+	once := func(ctx context.Context, _ []string) error {
 		if fs.NArg() != 0 {
 			return &usageError{auditUsage}
 		}
@@ -499,6 +509,31 @@ func auditVerifyCommand(fs *flag.FlagSet, io cmdIO) runner {
 				fmt.Fprintf(stdout, " (%d more anchored it before its first remaining record, pruned with the records before it)", before)
 			}
 			fmt.Fprintln(stdout)
+		}
+		return nil
+	}
+	// The whole trail of a deployment with several partitions is every partition's audit
+	// stream: each is verified in turn, and the first broken one fails the verify.
+	return func(ctx context.Context, args []string) error {
+		if *sel.run != "" || *file != "" || *sel.partition >= 0 {
+			return once(ctx, args)
+		}
+		c, _, done, err := sel.connect(ctx)
+		if err != nil {
+			return err
+		}
+		parts := c.Names().PartitionCount()
+		done()
+		if parts == 1 {
+			return once(ctx, args)
+		}
+		defer func() { *sel.partition = -1 }()
+		for k := range parts {
+			*sel.partition = k
+			fmt.Fprintf(stdout, "partition %d (%s):\n", k, c.Names().Partition(k).AuditStream())
+			if err := once(ctx, args); err != nil {
+				return fmt.Errorf("partition %d: %w", k, err)
+			}
 		}
 		return nil
 	}

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/awaken-dev/awaken/internal/bus"
 	"io"
 	"os"
 	"os/user"
@@ -418,7 +419,13 @@ func flushTraces(shutdown func(context.Context) error, log zerolog.Logger) {
 type session struct {
 	*client.Client
 	js jetstream.JetStream
+	// names are the deployment's: its recorded partition count, not a flag's.
+	names contracts.Names
 }
+
+// Names returns the deployment's names, with the partition count `awaken setup`
+// recorded.
+func (s *session) Names() contracts.Names { return s.names }
 
 // connectFunc opens a command's session, a context bounded by --timeout that starts once
 // connected, and done, which cancels that context and closes the client.
@@ -451,7 +458,13 @@ func dialClient(fs *flag.FlagSet) connectFunc {
 			return nil, nil, nil, err
 		}
 		bounded, cancel := context.WithTimeout(ctx, *timeout)
-		return &session{Client: c, js: js}, bounded, func() {
+		names, err := bus.DeploymentNames(bounded, js, c.Names())
+		if err != nil {
+			cancel()
+			nc.Close()
+			return nil, nil, nil, err
+		}
+		return &session{Client: c, js: js, names: names}, bounded, func() {
 			cancel()
 			c.Close() // Close drains nc
 		}, nil

@@ -44,7 +44,7 @@ func runBatchWatch(ctx context.Context, connect connectFunc, args []string, stdo
 		return err
 	}
 	defer done()
-	names := c.Names()
+	names := c.Names().Of(runID) // the run's records are in its partition's buckets
 	lines := make(chan string, 256)
 	sub, err := c.Conn().Subscribe(names.EventsSubject(runID), func(m *nats.Msg) {
 		if line, ok := progressLine(m, batchID); ok {

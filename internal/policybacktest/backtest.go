@@ -18,6 +18,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/awaken-dev/awaken/internal/bus"
 	"github.com/awaken-dev/awaken/internal/config"
 	"github.com/awaken-dev/awaken/internal/gatechain"
 	"github.com/awaken-dev/awaken/internal/pipeline"
@@ -49,15 +50,19 @@ func New(js jetstream.JetStream, names contracts.Names, runs *state.Store[contra
 // Open binds a tester to the buckets of names on js, for tools (the CLI) that
 // have a NATS connection but no service environment. The buckets must exist.
 func Open(ctx context.Context, js jetstream.JetStream, names contracts.Names, annotations config.AnnotationSource) (*Tester, error) {
-	runs, err := js.KeyValue(ctx, names.RunsBucket())
+	names, err := bus.DeploymentNames(ctx, js, names)
 	if err != nil {
-		return nil, fmt.Errorf("policybacktest: bucket %s: %w", names.RunsBucket(), err)
+		return nil, fmt.Errorf("policybacktest: %w", err)
 	}
-	batches, err := js.KeyValue(ctx, names.BatchesBucket())
+	runs, err := pipeline.OpenPartitioned[contracts.RunRecord](ctx, js, names, contracts.Names.RunsBucket, pipeline.RunKeyRoute(names))
 	if err != nil {
-		return nil, fmt.Errorf("policybacktest: bucket %s: %w", names.BatchesBucket(), err)
+		return nil, fmt.Errorf("policybacktest: %w", err)
 	}
-	return New(js, names, state.NewStore[contracts.RunRecord](runs), state.NewStore[contracts.BatchRecord](batches), annotations), nil
+	batches, err := pipeline.OpenPartitioned[contracts.BatchRecord](ctx, js, names, contracts.Names.BatchesBucket, pipeline.RunKeyRoute(names))
+	if err != nil {
+		return nil, fmt.Errorf("policybacktest: %w", err)
+	}
+	return New(js, names, runs, batches, annotations), nil
 }
 
 // ParseConfig parses a candidate host configuration; a configuration that does
@@ -126,22 +131,35 @@ func (pt *Tester) Run(ctx context.Context, cand *config.Config, req httpapi.Poli
 func (pt *Tester) decisions(ctx context.Context, req httpapi.PolicyTestRequest) ([]contracts.AuditRecord, error) {
 	// A run's audit subject has one token after the prefix (run ids hold no dots), so the
 	// wildcard leaves out awaken.audit.tools.pause.
-	filters := []string{pt.names.AuditSubject("*")}
+	// Each partition has its audit stream: every run's subjects of each, or each named
+	// run's in its partition's.
+	type filter struct {
+		part            int
+		stream, subject string
+	}
+	var filters []filter
+	for _, pn := range pt.names.EachPartition() {
+		filters = append(filters, filter{pn.PartitionIndex(), pn.AuditStream(), pn.AuditPrefix() + "*"})
+	}
 	if len(req.Runs) > 0 {
 		filters = filters[:0]
 		for _, r := range slices.Compact(slices.Sorted(slices.Values(req.Runs))) {
-			filters = append(filters, pt.names.AuditSubject(r))
+			pn := pt.names.Of(r)
+			filters = append(filters, filter{pn.PartitionIndex(), pn.AuditStream(), pt.names.AuditSubject(r)})
 		}
 	}
 	var read []sequenced
 	for _, f := range filters {
-		got, err := pt.readAudit(ctx, f, req)
+		got, err := pt.readAudit(ctx, f.stream, f.subject, req)
 		if err != nil {
 			return nil, err
 		}
+		for i := range got {
+			got[i].part = f.part
+		}
 		read = append(read, got...)
 	}
-	slices.SortFunc(read, func(a, b sequenced) int { return cmp.Compare(a.seq, b.seq) })
+	slices.SortFunc(read, func(a, b sequenced) int { return cmp.Or(cmp.Compare(a.part, b.part), cmp.Compare(a.seq, b.seq)) })
 	var out []contracts.AuditRecord
 	seen := map[string]bool{}
 	for _, r := range read {
@@ -155,14 +173,14 @@ func (pt *Tester) decisions(ctx context.Context, req httpapi.PolicyTestRequest) 
 
 // sequenced is an audit record and its stream sequence.
 type sequenced struct {
-	seq uint64
-	rec contracts.AuditRecord
+	part int // the partition whose audit stream holds it
+	seq  uint64
+	rec  contracts.AuditRecord
 }
 
 // readAudit reads the gate decisions on audit subject filter that req selects, up to the
 // last record the subject held when it began.
-func (pt *Tester) readAudit(ctx context.Context, filter string, req httpapi.PolicyTestRequest) ([]sequenced, error) {
-	stream := pt.names.AuditStream()
+func (pt *Tester) readAudit(ctx context.Context, stream, filter string, req httpapi.PolicyTestRequest) ([]sequenced, error) {
 	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{filter}, DeliverPolicy: jetstream.DeliverAllPolicy}
 	if req.Since != nil {
 		// A decision is stored after it is made, so no decision at or after Since is
