@@ -33,7 +33,7 @@ const natsServer = "nats-server"
 // processConfig is the process run's configuration: the records of finished runs expire
 // five seconds after the run finished (the run record ten), during the run; a submission
 // outlives every outage of the batcher and the server the monkey causes.
-var processConfig = withRetention("5s", "30s")
+var processConfig = withPartitions(withRetention("5s", "30s"), 2)
 
 // proc is one started OS process; done closes when it has exited.
 type proc struct {

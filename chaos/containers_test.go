@@ -46,7 +46,10 @@ const clusterAckWait = time.Second
 // the finalize: with R 15 s such a batch was lost (seed 1796549261048489016, lost=2, the
 // limit docs/operations.md "Data lifecycle" states). Submissions outlive the longest
 // partition of the batcher's node and the elections after it.
-var clusterConfig = withRetention("60s", "2m")
+//
+// Three partitions: their streams' leaders are on different nodes or not, and a node's
+// faults take some partitions' leaders while the others go on.
+var clusterConfig = withPartitions(withRetention("60s", "2m"), 3)
 
 // fault is one injected fault: from start (injected) to end (healed).
 type fault struct {
@@ -181,18 +184,21 @@ func TestChaos_cluster(t *testing.T) {
 	// The workload is valid input, so every dead letter is work a service gave up under
 	// the faults (an output dropped on a stale read left its batch unpublished before).
 	cc.reportDeadLetters(t, ctx)
-	names := contracts.NewNames("")
 	// The audit trail kept one chain per subject through every fault (leader kills of the
 	// audit stream, partitions of the gate's node, wiped disks): every record links to the
 	// one before it on its subject, from the first, with none lost, forked or reordered.
-	trail, err := auditchain.Read(ctx, cc.admin, names.AuditStream(), auditchain.Query{Subject: names.Prefix + ".audit.>"})
-	if err != nil {
-		t.Fatalf("read the audit trail: %v", err)
-	}
-	if sum, err := auditchain.Verify(trail, auditchain.VerifyOptions{FromStart: true}); err != nil {
-		t.Errorf("audit trail: %v", err)
-	} else {
-		fmt.Printf("audit trail: records=%d subjects=%d unbroken\n", sum.Records, sum.Subjects)
+	// Each partition has its audit stream.
+	for _, names := range cc.names.EachPartition() {
+		trail, err := auditchain.Read(ctx, cc.admin, names.AuditStream(), auditchain.Query{Subject: names.AuditWildcard()})
+		if err != nil {
+			t.Fatalf("read the audit trail: %v", err)
+		}
+		sum, err := auditchain.Verify(trail, auditchain.VerifyOptions{FromStart: true})
+		if err != nil {
+			t.Errorf("audit trail of %s: %v", names.AuditStream(), err)
+			continue
+		}
+		fmt.Printf("audit trail: %s records=%d subjects=%d unbroken\n", names.AuditStream(), sum.Records, sum.Subjects)
 	}
 	if rep.Batches < batches {
 		t.Errorf("checked %d batches, want at least %d", rep.Batches, batches)
@@ -586,11 +592,11 @@ func (c *containerCluster) diagnoseUnpublished(ctx context.Context, h checker.Hi
 		}
 		n++
 		c.t.Logf("diagnosis %s (submitted %s): batch %s", sub.BatchID(), b.SubmittedAt.UTC().Format("15:04:05.000"),
-			phase(c.names.BatchesBucket(), contracts.BatchKey(sub.RunID, sub.Step)))
+			phase(c.names.Of(sub.RunID).BatchesBucket(), contracts.BatchKey(sub.RunID, sub.Step)))
 		for _, call := range sub.Calls {
 			corr := contracts.CorrelationID(contracts.ReasonPermission, sub.RunID, sub.Step, call.CallID)
 			c.t.Logf("  call %s %s: %s (ticket listed: %v)", call.CallID, call.ToolID,
-				phase(c.names.CallsBucket(), contracts.CallKey(exampleTarget(call.ToolID), sub.RunID, sub.Step, call.CallID)), tickets[corr])
+				phase(c.names.Of(sub.RunID).CallsBucket(), contracts.CallKey(exampleTarget(call.ToolID), sub.RunID, sub.Step, call.CallID)), tickets[corr])
 		}
 		mention := sub.RunID + `"`
 		for name, text := range logs {

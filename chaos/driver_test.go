@@ -184,15 +184,22 @@ func waitUntil(ctx context.Context, what string, within, interval time.Duration,
 func (c *driver) resultsInfo(ctx context.Context) (map[string]uint64, error) {
 	ictx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	s, err := c.js.Stream(ictx, c.names.ResultsStream())
-	if err != nil {
-		return nil, err
+	// Every partition's results stream: subjects are per partition, so they never collide.
+	out := map[string]uint64{}
+	for _, pn := range c.names.EachPartition() {
+		s, err := c.js.Stream(ictx, pn.ResultsStream())
+		if err != nil {
+			return nil, err
+		}
+		info, err := s.Info(ictx, jetstream.WithSubjectFilter(pn.ResultsWildcard()))
+		if err != nil {
+			return nil, err
+		}
+		for subject, n := range info.State.Subjects {
+			out[subject] = n
+		}
 	}
-	info, err := s.Info(ictx, jetstream.WithSubjectFilter(c.names.ResultsWildcard()))
-	if err != nil {
-		return nil, err
-	}
-	return info.State.Subjects, nil
+	return out, nil
 }
 
 // check takes what the tail read of the streams, with the ledger, and runs the checker;

@@ -60,6 +60,11 @@ func withRetention(runs, submissions string) string {
 	return chaosConfig + fmt.Sprintf("retention: { runs: %s, events: %s, submissions: %s, results: 1h }\n", runs, runs, submissions)
 }
 
+// withPartitions is cfg with storage.partitions p.
+func withPartitions(cfg string, p int) string {
+	return cfg + fmt.Sprintf("storage: { partitions: %d }\n", p)
+}
+
 var chaosTools = []string{"echo", "counter", "slow", "fail", "delegate", "lookup", "ask_me", "forbidden"}
 
 // workload is the batches a run submits, generated from the seed.

@@ -235,10 +235,15 @@ func (e *crashEvidence) report(t *testing.T) {
 	}
 }
 
+// crashPartitions is the partition count of every cell.
+const crashPartitions = 2
+
 func runCrashCell(t *testing.T, cell crashCell, withSandbox bool, evidence *crashEvidence) {
 	cfg := exampleConfig(t)
 	cfg.Consumers.AckWait = contracts.Duration(time.Second)
 	cfg.Retention = crashRetention
+	// Two partitions: a cell's runs, its consumers and its sweeps span both.
+	cfg.Storage.Partitions = crashPartitions
 	if cell.limits {
 		// These cells read each run's keys in the limits ledger at the end; the keys of a
 		// limit keyed by run go when the run record expires, which the short retention

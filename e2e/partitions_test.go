@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/awaken-dev/awaken/internal/config"
+	"github.com/awaken-dev/awaken/internal/readmodel"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
@@ -60,6 +61,13 @@ func TestPartitions_runsSpreadOverEveryPartitionAndStayInTheirs(t *testing.T) {
 		t.Fatalf("the runs fall in %d of 4 partitions; pick other ids", len(used))
 	}
 
+	// The reader of the api and the CLI, and the harness's client, are not told P: they
+	// read it from the deployment.
+	_, js := h.srv.Conn(t)
+	reader, err := readmodel.OpenReader(ctxFor(t, 10*time.Second), js, contracts.NewNames(""))
+	if err != nil {
+		t.Fatal(err)
+	}
 	var wg sync.WaitGroup
 	for _, run := range ids {
 		wg.Go(func() {
@@ -72,6 +80,13 @@ func TestPartitions_runsSpreadOverEveryPartitionAndStayInTheirs(t *testing.T) {
 				}
 			}
 			h.checkRunInItsPartition(run)
+			v, err := reader.Batch(ctxFor(t, 10*time.Second), contracts.BatchID(run, 2))
+			if err != nil || len(v.Calls) != 2 || v.Calls[1].Outcome != contracts.OutcomeCompleted {
+				t.Errorf("the reader's view of %s: %+v, %v", contracts.BatchID(run, 2), v, err)
+			}
+			if res, err := h.client.Results(ctxFor(t, 10*time.Second), run, 1); err != nil || len(res.Results) != 2 {
+				t.Errorf("the client's results of %s: %v", contracts.BatchID(run, 1), err)
+			}
 		})
 	}
 	wg.Wait()

@@ -63,10 +63,18 @@ func Setup(ctx context.Context, js jetstream.JetStream, cfg *config.Config, log 
 	}); err != nil {
 		return err
 	}
-	return retry(ctx, log, "remove what earlier versions left", func(ctx context.Context) (bool, error) {
+	if err := retry(ctx, log, "remove what earlier versions left", func(ctx context.Context) (bool, error) {
 		err := RemoveObsolete(ctx, js, names, log)
 		return err == nil, err
-	})
+	}); err != nil {
+		return err
+	}
+	// In a cluster, the partitions' leaders on different nodes (best effort).
+	if topology.Replicas > 1 && names.PartitionCount() > 1 {
+		moved := bus.SpreadPartitionLeaders(ctx, js, names, log)
+		log.Info().Int("moved", moved).Int("partitions", names.PartitionCount()).Msg("partition leaders spread over the cluster's nodes")
+	}
+	return nil
 }
 
 // Plan returns what [Setup] would change in the streams and buckets of cfg, changing
