@@ -13,7 +13,7 @@ PKGS := ./...
 FUZZTIME ?= 30s
 CONFIG ?= examples/awaken.yaml
 
-.PHONY: all build wasm schemas test test-short lint fmt vet fuzz run bench bench-e2e soak chaos chaos-cluster upgrade-cluster clean images linux-binaries compose-config
+.PHONY: all build wasm schemas test test-short lint fmt vet fuzz run bench bench-scaling bench-e2e soak chaos chaos-cluster upgrade-cluster clean images linux-binaries compose-config
 
 all: build
 
@@ -79,8 +79,9 @@ run: build
 ## bench: pipeline vs floor vs tuned Temporal at two durability levels (synced, relaxed),
 ## the pipeline and floor on a 3-node cluster (R3, synced), single JetStream operations on
 ## one node and on the cluster, in-process calls, the write counts per call, large parallel
-## batches and the brain-exec scale-out curve; one table + bench/results/*.json (about 5-10
-## minutes). Its own module under bench/, so the main module never depends on Temporal.
+## batches, the brain-exec scale-out curve and the partition rows (bench-scaling); one table +
+## bench/results/*.json (about 10 minutes). Its own module under bench/, so the main module
+## never depends on Temporal.
 ## BENCHFLAGS passes options, e.g. BENCHFLAGS='-duration 5s -cpuprofile /tmp/cpu.pprof'.
 BENCHFLAGS ?=
 bench:
@@ -89,6 +90,15 @@ bench:
 	cd bench && $(GO) build -tags temporal -o ../$(BIN)/awaken-bench-temporal ./cmd/awaken-bench
 	cd bench && ../$(BIN)/awaken-bench -temporal-bin ../$(BIN)/awaken-bench-temporal \
 	  -config ../$(CONFIG) -out results $(BENCHFLAGS)
+
+## bench-scaling: only the partition rows, synced: pipeline-pN and floor-pN for P = 1, 2, 4, 8
+## on one node and pipeline-cluster-pN and floor-cluster-pN for P = 1, 3 on three nodes (R3);
+## the table and bench/results/*.json in a few minutes (no Temporal build). BENCHFLAGS as for
+## bench, e.g. BENCHFLAGS='-duration 10s'.
+bench-scaling:
+	@mkdir -p $(BIN)
+	cd bench && $(GO) build -o ../$(BIN)/awaken-bench ./cmd/awaken-bench
+	cd bench && ../$(BIN)/awaken-bench -rows scaling -config ../$(CONFIG) -out results $(BENCHFLAGS)
 
 ## soak: `bin/awaken dev` on the loopback with a fresh data directory and retention.default
 ## SOAK_RETENTION, driven by SOAK_WORKERS submitters of distinct 1- and 10-call echo runs

@@ -135,7 +135,7 @@ func measureCPU(ctx context.Context, t target, s settings, res *result) error {
 	}
 	return phase(fmt.Sprintf("throughput-%d", s.BatchCalls), func() (int, int, error) {
 		var batches int64
-		_, b, err := throughputFrom(ctx, s, 2, func(ctx context.Context, run string, step int64) error {
+		_, b, err := throughputFrom(ctx, s, 2, throughputRunIDs(s.Runs, 1), func(ctx context.Context, run string, step int64) error {
 			return one(run, step, s.BatchCalls)
 		})
 		batches = b

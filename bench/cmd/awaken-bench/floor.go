@@ -35,6 +35,7 @@ const hopsDoc = "per call on the sequential path, 3 deliveries and 7 round trips
 	"1 round trip: the results message (every result and the finalized payload, one stored message); then n live tool_result facts (core NATS, not stored); " +
 	"then, off the path the client waits on: KV create of the archive (published), or KV get + CAS finalized -> published when the next batch's claim archived it first], " +
 	"client [core subscriptions on its rejections and on the subject where the results stream republishes what it stored]. " +
+	"At P partitions (the -pN rows) the same operations per call and per batch, each on the stores of the run's partition (calls, runs and batches buckets, audit and results streams; submissions shared), every stage consuming every partition's stream. " +
 	"(Before issue 47's projections: the tool_call fact was stored beside the audit copy and the tool_result facts beside the results message, 2 stored messages more per call in the same round trips. Before cut B's third step: the batcher published each call's gate request on the work stream (1 stored message and 1 round trip more per call) and the gate read the run record on a batch's first call. Before issue 26's cut B: the executor request and the output announcement were messages of their own on the work stream, 10 round trips per call. Before its cuts A, C-F: the run claim and the batch record two writes, the finalized mark, the run's release and the published mark three, the results and finalized event one atomic batch, the audit copy and the tool_call fact one round trip before the executor request: 16 stored messages per 1-call batch. " +
 	"The floor of before that also left out the gate's pause read, which the pipeline has done at every decision since the kill switch. " +
 	"Before issue 17's cuts: an entered write per call before the tool ran, 11 round trips per call. Before the optimisation of issue 8: 16 round trips per call — a KV get before the gate's create and a body-run ledger write per call — a KV get of the batch per output, a KV watch to list the call records, and a client that created an ordered consumer per batch.)"
@@ -49,6 +50,7 @@ type floor struct {
 	nats   *backend
 	nc     *nats.Conn
 	js     jetstream.JetStream
+	parts  []floorPart // the names of the partitioned stores
 	conns  []*nats.Conn
 	quit   context.Context
 	cancel context.CancelFunc
@@ -60,11 +62,13 @@ type floor struct {
 const (
 	floorSubmit      = "floor.batches.submit"
 	floorRejected    = "floor.batches.rejected"
-	floorResults     = "floor.results."           // + run
-	floorCommitted   = "floor.committed.results." // + run
+	floorResults     = "floor.results."           // + run (partition 0's: see floorPart)
+	floorCommitted   = "floor.committed.results." // + run (every partition's)
 	floorEvents      = "floor.events."            // + run
 	floorFacts       = "floor.facts."             // + run: live, no stream
-	floorAudit       = "floor.audit."             // + run
+	floorAudit       = "floor.audit."             // + run (partition 0's: see floorPart)
+	floorResultsName = "FLOOR_RESULTS"
+	floorAuditName   = "FLOOR_AUDIT"
 	floorCallsKV     = "FLOOR_calls"
 	floorBatchesKV   = "FLOOR_batches"
 	floorRunsKV      = "FLOOR_runs"
@@ -77,8 +81,6 @@ const (
 	// that hands work on carries the CloudEvent type of the hand-off in its ce-type header
 	// (internal/pipeline/records.go), and its value is the relay's payload, then the state.
 	floorTarget     = "brain"
-	floorCallsSubj  = "$KV." + floorCallsKV + "."
-	floorRunsSubj   = "$KV." + floorRunsKV + "."
 	floorTypeHeader = "ce-type"
 	floorTypeExec   = "exec"
 	floorTypeOutput = "output"
@@ -88,33 +90,83 @@ const (
 	floorStateSep     = "#"
 )
 
-// floorStreams are the pipeline's streams the path writes, as internal/bus configures them
-// (limits retention, the 2-minute duplicate window; the results stream republishes what it
-// stores, for the waiting client).
-func floorStreams() []jetstream.StreamConfig {
-	return []jetstream.StreamConfig{
-		{Name: "FLOOR_SUBMISSIONS", Subjects: []string{"floor.batches.>"}},
-		{Name: "FLOOR_RESULTS", Subjects: []string{floorResults + ">"}, AllowAtomicPublish: true,
-			RePublish: &jetstream.RePublish{Source: floorResults + ">", Destination: floorCommitted + ">"}},
-		{Name: "FLOOR_EVENTS", Subjects: []string{floorEvents + ">"}},
-		{Name: "FLOOR_AUDIT", Subjects: []string{floorAudit + ">"}},
-	}
+// floorPart is one partition of the floor's partitioned stores, as the pipeline
+// partitions them (contracts.Names.Partition): the calls, runs and batches buckets and the
+// audit and results streams, one of each per partition. Partition 0 keeps the names of one
+// partition; partition k ≥ 1 suffixes its buckets "_p{k}" and its streams "_P{k}" and puts
+// its subjects under "floor.p{k}.". Every operation on a run's records goes to the run's
+// partition (partitionOf); the submissions and events streams and the pauses bucket are
+// not partitioned, and every results stream republishes on the same subjects, so the
+// waiting client does not depend on the partition.
+type floorPart struct {
+	callsKV, runsKV, batchesKV string
+	results, audit             string // stream names
+	resultsSubj, auditSubj     string // + run
+	// The buckets, opened on the connection of the stage that holds this copy.
+	calls, runs, batches jetstream.KeyValue
 }
 
-// floorBuckets are the pipeline's buckets the path reads or writes, with its histories.
-var floorBuckets = []struct {
-	name    string
-	history uint8
-}{{floorCallsKV, 5}, {floorBatchesKV, 3}, {floorRunsKV, 3}, {floorPausesKV, 1}}
+// floorPartitions are the names of parts partitions' stores (parts ≤ 1: one, today's names).
+func floorPartitions(parts int) []floorPart {
+	out := make([]floorPart, max(parts, 1))
+	for k := range out {
+		bucket, stream, subj := func(base string) string { return base }, func(base string) string { return base }, floorResults
+		auditSubj := floorAudit
+		if k > 0 {
+			bucket = func(base string) string { return fmt.Sprintf("%s_p%d", base, k) }
+			stream = func(base string) string { return fmt.Sprintf("%s_P%d", base, k) }
+			subj = strings.Replace(floorResults, "floor.", fmt.Sprintf("floor.p%d.", k), 1)
+			auditSubj = strings.Replace(floorAudit, "floor.", fmt.Sprintf("floor.p%d.", k), 1)
+		}
+		out[k] = floorPart{
+			callsKV: bucket(floorCallsKV), runsKV: bucket(floorRunsKV), batchesKV: bucket(floorBatchesKV),
+			results: stream(floorResultsName), audit: stream(floorAuditName),
+			resultsSubj: subj, auditSubj: auditSubj,
+		}
+	}
+	return out
+}
+
+func (p *floorPart) callsSubj() string { return "$KV." + p.callsKV + "." }
+func (p *floorPart) runsSubj() string  { return "$KV." + p.runsKV + "." }
+
+// floorStreams are the pipeline's streams the path writes, as internal/bus configures them
+// (limits retention, the 2-minute duplicate window; the results stream republishes what it
+// stores, for the waiting client), the results and audit streams once per partition.
+func floorStreams(parts []floorPart) []jetstream.StreamConfig {
+	scs := []jetstream.StreamConfig{
+		{Name: "FLOOR_SUBMISSIONS", Subjects: []string{"floor.batches.>"}},
+		{Name: "FLOOR_EVENTS", Subjects: []string{floorEvents + ">"}},
+	}
+	for _, p := range parts {
+		scs = append(scs,
+			jetstream.StreamConfig{Name: p.results, Subjects: []string{p.resultsSubj + ">"}, AllowAtomicPublish: true,
+				RePublish: &jetstream.RePublish{Source: p.resultsSubj + ">", Destination: floorCommitted + ">"}},
+			jetstream.StreamConfig{Name: p.audit, Subjects: []string{p.auditSubj + ">"}})
+	}
+	return scs
+}
+
+// floorBuckets are the pipeline's buckets the path reads or writes, with its histories:
+// the calls, runs and batches buckets once per partition.
+func floorBuckets(parts []floorPart) []jetstream.KeyValueConfig {
+	kcs := []jetstream.KeyValueConfig{{Bucket: floorPausesKV, History: 1}}
+	for _, p := range parts {
+		kcs = append(kcs, jetstream.KeyValueConfig{Bucket: p.callsKV, History: 5},
+			jetstream.KeyValueConfig{Bucket: p.runsKV, History: 3}, jetstream.KeyValueConfig{Bucket: p.batchesKV, History: 3})
+	}
+	return kcs
+}
 
 // newFloor starts the relay at durability level lvl on one embedded server or (cluster)
-// on a 3-node cluster with its streams and buckets R3.
-func newFloor(ctx context.Context, lvl level, cluster bool) (*floor, error) {
+// on a 3-node cluster with its streams and buckets R3, its partitioned stores in
+// partitions partitions (0 or 1: one, with today's names).
+func newFloor(ctx context.Context, lvl level, cluster bool, partitions int) (*floor, error) {
 	b, err := newBackend("floor", lvl, cluster)
 	if err != nil {
 		return nil, err
 	}
-	f := &floor{nats: b}
+	f := &floor{nats: b, parts: floorPartitions(partitions)}
 	f.quit, f.cancel = context.WithCancel(context.Background())
 	conn := func(name string) (jetstream.JetStream, error) {
 		nc, err := b.dial(name)
@@ -130,7 +182,7 @@ func newFloor(ctx context.Context, lvl level, cluster bool) (*floor, error) {
 		return nil, err
 	}
 	f.nc, f.js = f.conns[0], js
-	for _, sc := range floorStreams() {
+	for _, sc := range floorStreams(f.parts) {
 		sc.Retention, sc.Discard = jetstream.LimitsPolicy, jetstream.DiscardOld
 		sc.Storage, sc.Replicas, sc.Duplicates, sc.MaxAge = jetstream.FileStorage, b.replicas, 2*time.Minute, 24*time.Hour
 		if _, err := js.CreateOrUpdateStream(ctx, sc); err != nil {
@@ -138,9 +190,9 @@ func newFloor(ctx context.Context, lvl level, cluster bool) (*floor, error) {
 			return nil, err
 		}
 	}
-	for _, kc := range floorBuckets {
-		if _, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: kc.name, History: kc.history,
-			Storage: jetstream.FileStorage, Replicas: b.replicas}); err != nil {
+	for _, kc := range floorBuckets(f.parts) {
+		kc.Storage, kc.Replicas = jetstream.FileStorage, b.replicas
+		if _, err := js.CreateOrUpdateKeyValue(ctx, kc); err != nil {
 			f.close()
 			return nil, err
 		}
@@ -152,29 +204,37 @@ func newFloor(ctx context.Context, lvl level, cluster bool) (*floor, error) {
 		}
 	}
 	// Consumers of the buckets' streams act on one announced type and ack every other
-	// revision unread (the pipeline's bus.ConsumerSpec.Records).
-	stages := []struct {
+	// revision unread (the pipeline's bus.ConsumerSpec.Records). Every stage consumes
+	// every partition: one durable, pull loop and worker pool per partition's stream.
+	type stage struct {
 		name, stream, filter, recordType string
 		h                                func(context.Context, *stageEnv, fmsg) error
-	}{
-		{"submit", "FLOOR_SUBMISSIONS", floorSubmit, "", stageSubmit},
-		{"gate", "KV_" + floorRunsKV, floorRunsSubj + ">", floorTypeRecorded, stageGate},
-		{"exec", "KV_" + floorCallsKV, floorCallsSubj + floorTarget + ".>", floorTypeExec, stageExec},
-		{"gate-outputs", "KV_" + floorCallsKV, floorCallsSubj + ">", floorTypeOutput, stageGateNext},
-		{"publisher", "KV_" + floorCallsKV, floorCallsSubj + ">", floorTypeOutput, stagePublisher},
+	}
+	stages := []stage{{"submit", "FLOOR_SUBMISSIONS", floorSubmit, "", stageSubmit}}
+	for _, p := range f.parts {
+		// A durable's name is its stage's on every partition's stream.
+		stages = append(stages,
+			stage{"gate", "KV_" + p.runsKV, p.runsSubj() + ">", floorTypeRecorded, stageGate},
+			stage{"exec", "KV_" + p.callsKV, p.callsSubj() + floorTarget + ".>", floorTypeExec, stageExec},
+			stage{"gate-outputs", "KV_" + p.callsKV, p.callsSubj() + ">", floorTypeOutput, stageGateNext},
+			stage{"publisher", "KV_" + p.callsKV, p.callsSubj() + ">", floorTypeOutput, stagePublisher})
 	}
 	for _, st := range stages {
-		sjs, err := conn("floor-" + st.name)
+		sjs, err := conn("floor-" + st.name + "-" + st.stream)
 		if err != nil {
 			f.close()
 			return nil, err
 		}
-		env := &stageEnv{js: sjs, nc: f.conns[len(f.conns)-1]}
-		for _, b := range []struct {
-			dst  *jetstream.KeyValue
-			name string
-		}{{&env.calls, floorCallsKV}, {&env.batches, floorBatchesKV}, {&env.runs, floorRunsKV}} {
-			if *b.dst, err = sjs.KeyValue(ctx, b.name); err != nil {
+		env := &stageEnv{js: sjs, nc: f.conns[len(f.conns)-1], parts: floorPartitions(partitions)}
+		for i := range env.parts {
+			p := &env.parts[i]
+			if p.calls, err = sjs.KeyValue(ctx, p.callsKV); err == nil {
+				p.runs, err = sjs.KeyValue(ctx, p.runsKV)
+			}
+			if err == nil {
+				p.batches, err = sjs.KeyValue(ctx, p.batchesKV)
+			}
+			if err != nil {
 				f.close()
 				return nil, err
 			}
@@ -279,10 +339,13 @@ func parseFloor(s string) (fmsg, error) {
 }
 
 type stageEnv struct {
-	js                   jetstream.JetStream
-	nc                   *nats.Conn
-	calls, batches, runs jetstream.KeyValue
+	js    jetstream.JetStream
+	nc    *nats.Conn
+	parts []floorPart
 }
+
+// part is the partition that holds run's records.
+func (e *stageEnv) part(run string) *floorPart { return &e.parts[partitionOf(run, len(e.parts))] }
 
 // errFloorRunBusy is a run record that holds another open batch: the pipeline's run_busy.
 var errFloorRunBusy = errors.New("floor: run holds another open batch")
@@ -335,12 +398,12 @@ func (e *stageEnv) publishAll(ctx context.Context, msgs []floorPub) error {
 	return nil
 }
 
-// writeRecord writes call record key with value by compare-and-swap at revision rev (0:
-// a create), as one announced revision: the headers of the hand-off typ, as
-// state.Store.WithAnnounce does (a publish on the key's subject expecting its last
+// writeRecord writes call record key of m's run with value by compare-and-swap at
+// revision rev (0: a create), as one announced revision: the headers of the hand-off typ,
+// as state.Store.WithAnnounce does (a publish on the key's subject expecting its last
 // sequence; no message id).
-func (e *stageEnv) writeRecord(ctx context.Context, key, value, typ string, rev uint64) error {
-	return e.writeAnnounced(ctx, floorCallsSubj+key, value, typ, rev)
+func (e *stageEnv) writeRecord(ctx context.Context, m fmsg, key, value, typ string, rev uint64) error {
+	return e.writeAnnounced(ctx, e.part(m.run).callsSubj()+key, value, typ, rev)
 }
 
 // writeAnnounced is writeRecord on the record subject subj of any bucket.
@@ -359,7 +422,7 @@ func (e *stageEnv) writeAnnounced(ctx context.Context, subj, value, typ string, 
 // readRun reads the run record: a direct get, which any replica may answer (the
 // pipeline's ReadBatch and the first read of Store.Update).
 func (e *stageEnv) readRun(ctx context.Context, m fmsg) (jetstream.KeyValueEntry, error) {
-	return e.runs.Get(ctx, m.run)
+	return e.part(m.run).runs.Get(ctx, m.run)
 }
 
 // pauseRead is the gate's read of the tool's pause record from the leader of the pauses
@@ -392,15 +455,15 @@ func (e *stageEnv) pauseRead(ctx context.Context) error {
 }
 
 // leaderGet reads the last message of a call record's subject from the leader of the
-// calls bucket's stream (a JetStream API message get; state.ReadFromLeader).
-func (e *stageEnv) leaderGet(ctx context.Context, subject string) ([]byte, error) {
+// stream of calls bucket callsKV (a JetStream API message get; state.ReadFromLeader).
+func (e *stageEnv) leaderGet(ctx context.Context, callsKV, subject string) ([]byte, error) {
 	req, err := json.Marshal(map[string]string{"last_by_subj": subject})
 	if err != nil {
 		return nil, err
 	}
 	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	r, err := e.nc.RequestWithContext(rctx, "$JS.API.STREAM.MSG.GET.KV_"+floorCallsKV, req)
+	r, err := e.nc.RequestWithContext(rctx, "$JS.API.STREAM.MSG.GET.KV_"+callsKV, req)
 	if err != nil {
 		return nil, err
 	}
@@ -445,7 +508,7 @@ func stageSubmit(ctx context.Context, e *stageEnv, m fmsg) error {
 	cur, err := e.readRun(ctx, m)
 	switch {
 	case errors.Is(err, jetstream.ErrKeyNotFound):
-		return e.writeAnnounced(ctx, floorRunsSubj+m.run, open, floorTypeRecorded, 0)
+		return e.writeAnnounced(ctx, e.part(m.run).runsSubj()+m.run, open, floorTypeRecorded, 0)
 	case err != nil:
 		return err
 	case string(cur.Value()) == open: // a redelivery: the recording was the gate's work
@@ -454,11 +517,11 @@ func stageSubmit(ctx context.Context, e *stageEnv, m fmsg) error {
 		return errFloorRunBusy
 	}
 	if prev, ok := strings.CutPrefix(string(cur.Value()), floorFinalPrefix); ok {
-		if _, err := e.batches.Create(ctx, prev, []byte("finalized")); ignoreExists(err) != nil {
+		if _, err := e.part(m.run).batches.Create(ctx, prev, []byte("finalized")); ignoreExists(err) != nil {
 			return err
 		}
 	}
-	return e.writeAnnounced(ctx, floorRunsSubj+m.run, open, floorTypeRecorded, cur.Revision())
+	return e.writeAnnounced(ctx, e.part(m.run).runsSubj()+m.run, open, floorTypeRecorded, cur.Revision())
 }
 
 // stageGate is the gate on a call to gate (services/gate: gateCall with assumeNew): the
@@ -471,10 +534,10 @@ func stageGate(ctx context.Context, e *stageEnv, m fmsg) error {
 		return err
 	}
 	key := m.call(m.index)
-	if err := e.writeRecord(ctx, key, m.String()+floorStateSep+"executing", floorTypeExec, 0); err != nil {
+	if err := e.writeRecord(ctx, m, key, m.String()+floorStateSep+"executing", floorTypeExec, 0); err != nil {
 		return err
 	}
-	if err := e.publish(ctx, floorAudit+m.run, key+":audit:allow", m.String()); err != nil {
+	if err := e.publish(ctx, e.part(m.run).auditSubj+m.run, key+":audit:allow", m.String()); err != nil {
 		return err
 	}
 	return e.sendLive([]floorPub{{floorFacts + m.run, key + ":event:tool_call", m.String()}})
@@ -486,7 +549,7 @@ func stageGate(ctx context.Context, e *stageEnv, m fmsg) error {
 // call's output.
 func stageExec(ctx context.Context, e *stageEnv, m fmsg) error {
 	key := m.call(m.index)
-	cur, err := e.calls.Get(ctx, key)
+	cur, err := e.part(m.run).calls.Get(ctx, key)
 	if err != nil {
 		return err
 	}
@@ -494,7 +557,7 @@ func stageExec(ctx context.Context, e *stageEnv, m fmsg) error {
 		return nil // completed by an earlier delivery
 	}
 	out := fmt.Sprintf("%s%sx%d", m.String(), floorStateSep, m.index) // the echo "tool"
-	return e.writeRecord(ctx, key, out, floorTypeOutput, cur.Revision())
+	return e.writeRecord(ctx, m, key, out, floorTypeOutput, cur.Revision())
 }
 
 // stageGateNext is the gate's sequential dispatch (services/gate handleOutput): the
@@ -524,11 +587,12 @@ func stagePublisher(ctx context.Context, e *stageEnv, m fmsg) error {
 	if _, err := e.readRun(ctx, m); err != nil {
 		return err
 	}
+	p := e.part(m.run)
 	subjects := make([]string, m.n)
 	for i := range m.n {
-		subjects[i] = floorCallsSubj + m.call(i)
+		subjects[i] = p.callsSubj() + m.call(i)
 	}
-	recs, err := jetstreamext.GetLastMsgsFor(ctx, e.js, "KV_"+floorCallsKV, subjects)
+	recs, err := jetstreamext.GetLastMsgsFor(ctx, e.js, "KV_"+p.callsKV, subjects)
 	if err != nil {
 		return err
 	}
@@ -538,7 +602,7 @@ func stagePublisher(ctx context.Context, e *stageEnv, m fmsg) error {
 			return err
 		}
 		_, out, _ := strings.Cut(string(r.Data), floorStateSep)
-		outs[strings.TrimPrefix(r.Subject, floorCallsSubj)] = out
+		outs[strings.TrimPrefix(r.Subject, p.callsSubj())] = out
 	}
 	results := make([]string, m.n)
 	for i := range m.n {
@@ -546,7 +610,7 @@ func stagePublisher(ctx context.Context, e *stageEnv, m fmsg) error {
 		if !strings.HasPrefix(results[i], "x") {
 			// A replica behind the call's terminal write answered the batch get (on the
 			// cluster): read it again from the stream leader, as the publisher does.
-			data, err := e.leaderGet(ctx, floorCallsSubj+m.call(i))
+			data, err := e.leaderGet(ctx, p.callsKV, p.callsSubj()+m.call(i))
 			if err != nil {
 				return err
 			}
@@ -565,11 +629,11 @@ func stagePublisher(ctx context.Context, e *stageEnv, m fmsg) error {
 	// A record that no longer holds this batch open was finalized by an earlier delivery
 	// (and may hold the run's next batch by now): nothing to write.
 	if string(cur.Value()) == openRun(m) {
-		if _, err := e.runs.Update(ctx, m.run, []byte(floorFinalPrefix+m.batch()), cur.Revision()); err != nil {
+		if _, err := p.runs.Update(ctx, m.run, []byte(floorFinalPrefix+m.batch()), cur.Revision()); err != nil {
 			return err
 		}
 	}
-	if err := e.publish(ctx, floorResults+m.run, m.batch()+":results", strings.Join(results, floorResultsSep)); err != nil {
+	if err := e.publish(ctx, p.resultsSubj+m.run, m.batch()+":results", strings.Join(results, floorResultsSep)); err != nil {
 		return err
 	}
 	facts := make([]floorPub, m.n)
@@ -581,14 +645,14 @@ func stagePublisher(ctx context.Context, e *stageEnv, m fmsg) error {
 	}
 	// The archive, after the results: a create, or — when the claim of the run's next
 	// batch archived it first as finalized — the move to published.
-	if _, err := e.batches.Create(ctx, m.batch(), []byte("published")); !errors.Is(err, jetstream.ErrKeyExists) {
+	if _, err := p.batches.Create(ctx, m.batch(), []byte("published")); !errors.Is(err, jetstream.ErrKeyExists) {
 		return err
 	}
-	a, err := e.batches.Get(ctx, m.batch())
+	a, err := p.batches.Get(ctx, m.batch())
 	if err != nil || string(a.Value()) == "published" {
 		return err
 	}
-	_, err = e.batches.Update(ctx, m.batch(), []byte("published"), a.Revision())
+	_, err = p.batches.Update(ctx, m.batch(), []byte("published"), a.Revision())
 	return err
 }
 

@@ -32,8 +32,9 @@ import (
 )
 
 // Row kinds. A row's name is its kind, with "-cluster" appended for a 3-node cluster
-// (pipeline, floor and ops only) and "-relaxed" appended last for the relaxed durability
-// level (see parseRow); "scaleout-N" runs N brain-exec instances.
+// (pipeline, floor and ops only), then "-pN" for a scaling row at N partitions (pipeline
+// and floor only), and "-relaxed" appended last for the relaxed durability level (see
+// parseRow); "scaleout-N" runs N brain-exec instances.
 const (
 	rowPipeline      = "pipeline"
 	rowFloor         = "floor"
@@ -46,6 +47,11 @@ const (
 	rowScaleOut      = "scaleout"
 	throughputRuns   = 64
 	throughputCalls  = 10
+	// runsPerPartition is the concurrent runs per partition in the throughput phase of
+	// the scaling rows, at least -runs in all: a run of sequential batches has one
+	// message in flight at a time, and the busiest consumer, brain-exec, has 16 workers
+	// (examples/awaken.yaml), so 16 runs can keep every consumer of a partition busy.
+	runsPerPartition = 16
 	// scaleOutWorkers is each brain-exec instance's worker pool in the scale-out rows:
 	// small, so that one instance, not the pipeline, is the bottleneck of the slow tool.
 	scaleOutWorkers = 4
@@ -55,7 +61,30 @@ const (
 const defaultRows = "pipeline,floor,ops,temporal,temporal-local," +
 	"pipeline-cluster,floor-cluster,ops-cluster," +
 	"pipeline-relaxed,floor-relaxed,temporal-relaxed,temporal-local-relaxed," +
-	"in-process,scaleout-1,scaleout-2,scaleout-4"
+	"in-process,scaleout-1,scaleout-2,scaleout-4," + scalingRows
+
+// scalingRows are the partition rows (synced): the pipeline and its floor at P = 1, 2, 4
+// and 8 on one node, and at P = 1 and 3 on the 3-node cluster. `-rows scaling` runs only
+// these.
+const scalingRows = "pipeline-p1,floor-p1,pipeline-p2,floor-p2,pipeline-p4,floor-p4,pipeline-p8,floor-p8," +
+	"pipeline-cluster-p1,floor-cluster-p1,pipeline-cluster-p3,floor-cluster-p3"
+
+// rowSets are names -rows accepts for a list of rows.
+var rowSets = map[string]string{"default": defaultRows, "scaling": scalingRows}
+
+// expandRows is the list of rows named by -rows: row names and row sets, comma-separated.
+func expandRows(list string) []string {
+	var rows []string
+	for _, r := range strings.Split(list, ",") {
+		r = strings.TrimSpace(r)
+		if set, ok := rowSets[r]; ok {
+			rows = append(rows, strings.Split(set, ",")...)
+		} else if r != "" {
+			rows = append(rows, r)
+		}
+	}
+	return rows
+}
 
 // level is a durability level; ratios are only taken between rows of the same level.
 type level string
@@ -78,12 +107,24 @@ type rowSpec struct {
 	level      level
 	executors  int  // scale-out rows: brain-exec instances
 	cluster    bool // on a 3-node cluster (clusterNodes), streams and buckets R3
+	// partitions is the scaling rows' P (storage.partitions, and the floor's); 0 for every
+	// other row, which runs the configuration's.
+	partitions int
 }
 
 func parseRow(name string) (rowSpec, error) {
 	r := rowSpec{name: name, kind: strings.TrimSuffix(name, "-relaxed"), level: levelSynced}
 	if r.kind != name {
 		r.level = levelRelaxed
+	}
+	if i := strings.LastIndex(r.kind, "-p"); i > 0 {
+		if n, err := strconv.Atoi(r.kind[i+2:]); err == nil {
+			base := strings.TrimSuffix(r.kind[:i], clusterSuffix)
+			if n < 1 || (base != rowPipeline && base != rowFloor) {
+				return r, fmt.Errorf("row %q: want pipeline-pN or floor-pN (-cluster before -pN) with N ≥ 1", name)
+			}
+			r.kind, r.partitions = r.kind[:i], n
+		}
 	}
 	if k := strings.TrimSuffix(r.kind, clusterSuffix); k != r.kind {
 		if !slices.Contains([]string{rowPipeline, rowFloor, rowOps}, k) {
@@ -181,6 +222,14 @@ type result struct {
 	// ended, before the write count and the large batches (ru_maxrss then).
 	PeakRSSLoadMiB float64 `json:"peak_rss_load_mib,omitempty"`
 	Error          string  `json:"error,omitempty"`
+
+	// Partitions is the scaling rows' P: storage.partitions, or the floor's partitions.
+	Partitions int `json:"partitions,omitempty"`
+	// Runs is the concurrent runs of the throughput phase.
+	Runs int `json:"throughput_runs,omitempty"`
+	// ThroughputStored is what the throughput phase stored, per stream (the servers'
+	// counters before and after it): how the load spread over the partitions.
+	ThroughputStored map[string]uint64 `json:"throughput_stored_by_stream,omitempty"`
 }
 
 // target runs one batch of n echo calls to completion and returns the ordered outputs.
@@ -192,7 +241,7 @@ type target interface {
 func main() {
 	var s settings
 	row := flag.String("row", "", "run one row in this process and print its JSON result (internal)")
-	rows := flag.String("rows", defaultRows, "rows to run (add temporal-mem for temporaltest's untuned in-memory server)")
+	rows := flag.String("rows", "default", "rows to run, and row sets: default (what `make bench` runs), scaling (the partition rows); add temporal-mem for temporaltest's untuned in-memory server")
 	out := flag.String("out", "results", "directory for the JSON results")
 	temporalBin := flag.String("temporal-bin", "", "binary built with -tags temporal that runs the Temporal rows (default: this one)")
 	flag.IntVar(&s.Iters1, "iters1", 100, "latency iterations of the 1-call batch")
@@ -217,7 +266,7 @@ func main() {
 		_ = json.NewEncoder(os.Stdout).Encode(res)
 		return
 	}
-	if err := parent(strings.Split(*rows, ","), *out, *temporalBin, s); err != nil {
+	if err := parent(expandRows(*rows), *out, *temporalBin, s); err != nil {
 		fmt.Fprintln(os.Stderr, "awaken-bench:", err)
 		os.Exit(1)
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"strings"
@@ -26,6 +27,10 @@ func TestParseRow(t *testing.T) {
 		"ops-cluster-relaxed":      {kind: rowOps, level: levelRelaxed, cluster: true},
 		"ops":                      {kind: rowOps, level: levelSynced},
 		"pipeline-cluster-relaxed": {kind: rowPipeline, level: levelRelaxed, cluster: true},
+		"pipeline-p4":              {kind: rowPipeline, level: levelSynced, partitions: 4},
+		"floor-p8":                 {kind: rowFloor, level: levelSynced, partitions: 8},
+		"pipeline-cluster-p3":      {kind: rowPipeline, level: levelSynced, cluster: true, partitions: 3},
+		"floor-cluster-p1-relaxed": {kind: rowFloor, level: levelRelaxed, cluster: true, partitions: 1},
 	} {
 		got, err := parseRow(name)
 		if err != nil {
@@ -37,7 +42,8 @@ func TestParseRow(t *testing.T) {
 		}
 	}
 	for _, bad := range []string{"pipelines", "scaleout-0", "scaleout-x",
-		"temporal-cluster", "scaleout-2-cluster", "in-process-cluster", "pipeline-relaxed-cluster"} {
+		"temporal-cluster", "scaleout-2-cluster", "in-process-cluster", "pipeline-relaxed-cluster",
+		"pipeline-p0", "ops-p2", "temporal-p2", "pipeline-p2-cluster", "pipeline-p2-relaxed-cluster"} {
 		if _, err := parseRow(bad); err == nil {
 			t.Errorf("%s accepted", bad)
 		}
@@ -45,7 +51,7 @@ func TestParseRow(t *testing.T) {
 }
 
 // TestDefaultRowsParse: every row `make bench` runs has a valid name, and the cluster
-// rows are among them.
+// rows are among them, the scaling rows' included; -rows scaling names the scaling rows.
 func TestDefaultRowsParse(t *testing.T) {
 	var cluster []string
 	for _, name := range strings.Split(defaultRows, ",") {
@@ -57,8 +63,18 @@ func TestDefaultRowsParse(t *testing.T) {
 			cluster = append(cluster, name)
 		}
 	}
-	if strings.Join(cluster, ",") != "pipeline-cluster,floor-cluster,ops-cluster" {
+	if strings.Join(cluster, ",") != "pipeline-cluster,floor-cluster,ops-cluster,"+
+		"pipeline-cluster-p1,floor-cluster-p1,pipeline-cluster-p3,floor-cluster-p3" {
 		t.Errorf("default cluster rows %q", cluster)
+	}
+	scaling := expandRows("scaling")
+	for _, name := range scaling {
+		if r, err := parseRow(name); err != nil || r.partitions == 0 {
+			t.Errorf("scaling row %q: %+v, %v", name, r, err)
+		}
+	}
+	if got := expandRows("pipeline, scaling"); len(got) != 1+len(scaling) || got[0] != "pipeline" {
+		t.Errorf("-rows 'pipeline, scaling': %q", got)
 	}
 }
 
@@ -66,13 +82,13 @@ func TestDefaultRowsParse(t *testing.T) {
 const testConfig = "../../../examples/awaken.yaml"
 
 // testPipeline starts the pipeline of testConfig at lvl, on three clustered nodes or one
-// server, with one executor, under a context that ends after three minutes or with t.
-// The caller closes it.
-func testPipeline(t *testing.T, lvl level, cluster bool) (context.Context, *pipeline) {
+// server, with one executor and partitions partitions (0: the configuration's), under a
+// context that ends after three minutes or with t. The caller closes it.
+func testPipeline(t *testing.T, lvl level, cluster bool, partitions int) (context.Context, *pipeline) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	t.Cleanup(cancel)
-	p, err := newPipeline(ctx, settings{Config: testConfig}, lvl, cluster, 1, 0)
+	p, err := newPipeline(ctx, settings{Config: testConfig}, lvl, cluster, 1, 0, partitions)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +99,7 @@ func testPipeline(t *testing.T, lvl level, cluster bool) (context.Context, *pipe
 // every stream R3, runs 1- and 10-call batches with their outputs in order, the write
 // counters read the cluster, and close stops every node and removes their stores.
 func TestPipelineClusterRow(t *testing.T) {
-	ctx, p := testPipeline(t, levelSynced, true)
+	ctx, p := testPipeline(t, levelSynced, true, 0)
 	closed := false
 	defer func() {
 		if !closed {
@@ -206,6 +222,31 @@ func TestRatios(t *testing.T) {
 			}
 			return ""
 		},
+	}, {
+		name: "scaling",
+		rows: []result{
+			{Row: "pipeline-p1", Partitions: 1, Latency1: stats{MedianMs: 3}, CallsPerSec: 100},
+			{Row: "floor-p1", Partitions: 1, Latency1: stats{MedianMs: 2}, CallsPerSec: 150},
+			{Row: "pipeline-p4", Partitions: 4, Latency1: stats{MedianMs: 3}, CallsPerSec: 200},
+			{Row: "floor-p4", Partitions: 4, Latency1: stats{MedianMs: 2}, CallsPerSec: 500},
+			{Row: "pipeline-cluster-p1", Partitions: 1, CallsPerSec: 50},
+			{Row: "pipeline-cluster-p3", Partitions: 3, CallsPerSec: 150},
+			{Row: "pipeline-p4-relaxed", Partitions: 4, CallsPerSec: 900},
+		},
+		want: map[string]float64{
+			"pipeline-p4/pipeline-p1 throughput":                 2,
+			"floor-p4/floor-p1 throughput":                       500.0 / 150,
+			"floor-p4/pipeline-p4 throughput":                    2.5,
+			"floor-p1/pipeline-p1 throughput":                    1.5,
+			"pipeline-p1/floor-p1 latency_1 median":              1.5,
+			"pipeline-cluster-p3/pipeline-cluster-p1 throughput": 3,
+		},
+		wrong: func(k string) string {
+			if strings.Contains(k, "relaxed") || strings.Contains(k, "cluster-p3/pipeline-p") {
+				return "mixes levels or the cluster with one node"
+			}
+			return ""
+		},
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := ratios(tc.rows)
@@ -227,17 +268,28 @@ func TestRatios(t *testing.T) {
 // messages the pipeline stores for the same batches (floor_hops): its streams and buckets
 // are the pipeline's named FLOOR_ for AWAKEN_. Only the archive varies, in both: one
 // write per batch, or two when the next batch's claim archives it before the publisher
-// does. The floor's one JetStream API request per call is the gate's pause read.
+// does. The floor's one JetStream API request per call is the gate's pause read. At two
+// partitions, each run's messages go to the same partition's stores in both (the
+// partitioned stores' names are the pipeline's with FLOOR for AWAKEN).
 func TestFloorStoresWhatThePipelineStores(t *testing.T) {
-	ctx, p := testPipeline(t, levelRelaxed, false)
+	for _, parts := range []int{1, 2} {
+		t.Run(fmt.Sprintf("p%d", parts), func(t *testing.T) { floorStoresWhatThePipelineStores(t, parts) })
+	}
+}
+
+func floorStoresWhatThePipelineStores(t *testing.T, parts int) {
+	ctx, p := testPipeline(t, levelRelaxed, false, parts)
 	defer p.close()
-	f, err := newFloor(ctx, levelRelaxed, false)
+	f, err := newFloor(ctx, levelRelaxed, false, parts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.close()
 	prefix := strings.TrimSuffix(p.stack.Env.Names.SubmissionsStream(), "_SUBMISSIONS") // AWAKEN
-	archive := "KV_" + p.stack.Env.Names.BatchesBucket()
+	archives := map[string]bool{}
+	for _, pn := range p.stack.Env.Names.EachPartition() {
+		archives["KV_"+pn.BatchesBucket()] = true
+	}
 	for _, path := range []struct {
 		name       string
 		batches, n int
@@ -262,7 +314,7 @@ func TestFloorStoresWhatThePipelineStores(t *testing.T) {
 		}
 		for ps, fs := range floorAs {
 			got, want := stored(fw, fs), stored(pw, ps)
-			if ps == archive {
+			if archives[ps] && (got > 0 || want > 0) {
 				b := float64(path.batches)
 				if got < b || got > 2*b || want < b || want > 2*b {
 					t.Errorf("%s: %s stored %v, %s %v; want %v to %v each", path.name, fs, got, ps, want, b, 2*b)
@@ -277,5 +329,76 @@ func TestFloorStoresWhatThePipelineStores(t *testing.T) {
 			t.Errorf("%s: the floor made %v JetStream API requests per call, want 1 (the pause read)", path.name, fw.APIPerCall)
 		}
 		t.Logf("%s: pipeline %.2f, floor %.2f stored messages per call", path.name, pw.StoredPerCall, fw.StoredPerCall)
+	}
+}
+
+// TestFloorPartitions: the floor at P = 2 keeps each run's records in its partition: the
+// batches of a run write the calls and runs buckets and the audit and results streams of
+// the run's partition (partitionOf) and nothing of the other's.
+func TestFloorPartitions(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	const parts = 2
+	f, err := newFloor(ctx, levelRelaxed, false, parts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.close()
+	partStreams := func(i int) []string {
+		p := floorPartitions(parts)[i]
+		return []string{"KV_" + p.callsKV, "KV_" + p.runsKV, "KV_" + p.batchesKV, p.audit, p.results}
+	}
+	for want := range parts {
+		// countWrites runs "count-{path}": a path whose run is in partition want.
+		path := ""
+		for i := 0; path == ""; i++ {
+			if name := fmt.Sprintf("p%d-%d", want, i); partitionOf("count-"+name, parts) == want {
+				path = name
+			}
+		}
+		wc, err := countWrites(ctx, f.servers(), path, 2, 10, f.run)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range parts {
+			for _, s := range partStreams(i) {
+				if got := wc.ByStream[s] > 0; got != (i == want) {
+					t.Errorf("run of partition %d: %s stored %v per call", want, s, wc.ByStream[s])
+				}
+			}
+		}
+	}
+}
+
+// TestScalingRow: a floor-pN row runs its throughput phase with runsPerPartition runs per
+// partition, as many in each, and its load reaches every partition.
+func TestScalingRow(t *testing.T) {
+	res := measureRow("floor-p2-relaxed", settings{Iters1: 2, Iters10: 1, Warmup: 1, Duration: time.Second, Runs: 4, BatchCalls: 10})
+	if res.Error != "" {
+		t.Fatal(res.Error)
+	}
+	if res.Partitions != 2 || res.Runs != 2*runsPerPartition || res.CallsPerSec <= 0 {
+		t.Fatalf("partitions %d, runs %d, %v calls/s", res.Partitions, res.Runs, res.CallsPerSec)
+	}
+	for _, p := range floorPartitions(2) {
+		if res.ThroughputStored["KV_"+p.callsKV] == 0 {
+			t.Errorf("no call record stored in %s: %v", p.callsKV, res.ThroughputStored)
+		}
+	}
+	if sh := strings.Fields(partitionShares(res)); len(sh) != 2 || sh[0] == "0%" || sh[1] == "0%" {
+		t.Errorf("partition shares %q", sh)
+	}
+	ids := throughputRunIDs(40, 8)
+	per := map[int]int{}
+	for _, id := range ids {
+		per[partitionOf(id, 8)]++
+	}
+	if len(ids) != 40 || len(per) != 8 {
+		t.Fatalf("%d run ids over %d partitions", len(ids), len(per))
+	}
+	for p, n := range per {
+		if n != 5 {
+			t.Errorf("partition %d holds %d runs, want 5", p, n)
+		}
 	}
 }

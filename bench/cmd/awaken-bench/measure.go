@@ -26,17 +26,30 @@ func measureRow(row string, s settings) (res result) {
 		return res
 	}
 	res.Level, res.Desc = spec.level, describe(spec)
+	if spec.partitions > 0 {
+		res.Desc += fmt.Sprintf("; %d partition(s) (storage.partitions, or the floor's), the throughput phase with %d runs a partition (at least -runs, as many in each)",
+			spec.partitions, runsPerPartition)
+	}
 	if spec.cluster {
 		res.Nodes = clusterNodes
 		// The large parallel batches are left to the single-server rows: on the
 		// cluster they would take longer than the rest of the row.
 		s.Large = ""
 	}
+	runs := throughputRunIDs(s.Runs, 0)
+	if spec.partitions > 0 {
+		// A scaling row measures latency and throughput only (the write counts, the large
+		// and the I/O-bound batches are the pipeline row's), with enough runs to fill
+		// every partition, spread evenly over them.
+		res.Partitions = spec.partitions
+		runs = throughputRunIDs(max(s.Runs, runsPerPartition*spec.partitions), spec.partitions)
+	}
+	res.Runs = len(runs)
 	ctx := context.Background()
 	var t target
 	switch spec.kind {
 	case rowPipeline:
-		t, err = newPipeline(ctx, s, spec.level, spec.cluster, 1, 0)
+		t, err = newPipeline(ctx, s, spec.level, spec.cluster, 1, 0, spec.partitions)
 	case rowOps:
 		var o *ops
 		if o, err = newOps(ctx, spec.level, spec.cluster); err == nil {
@@ -50,9 +63,9 @@ func measureRow(row string, s settings) (res result) {
 	case rowScaleOut:
 		res.Executors = spec.executors
 		var p *pipeline
-		if p, err = newPipeline(ctx, s, spec.level, false, spec.executors, scaleOutWorkers); err == nil {
+		if p, err = newPipeline(ctx, s, spec.level, false, spec.executors, scaleOutWorkers, 0); err == nil {
 			defer p.close()
-			if err := measureScaleOut(ctx, p, s, &res); err != nil {
+			if err := measureScaleOut(ctx, p, s, runs, &res); err != nil {
 				res.Error = err.Error()
 			}
 		}
@@ -61,7 +74,7 @@ func measureRow(row string, s settings) (res result) {
 		}
 		return res
 	case rowFloor:
-		t, err = newFloor(ctx, spec.level, spec.cluster)
+		t, err = newFloor(ctx, spec.level, spec.cluster, spec.partitions)
 	case rowTemporal, rowTemporalLocal:
 		res.Tuning = temporalTuning(spec.level, spec.kind == rowTemporalLocal)
 		t, err = newTemporal(ctx, false, spec.level, spec.kind == rowTemporalLocal)
@@ -93,11 +106,14 @@ func measureRow(row string, s settings) (res result) {
 	if spec.cluster {
 		profiled = spec.name
 	}
-	if err := measure(ctx, t, s, &res, profiled); err != nil {
+	if err := measure(ctx, t, s, runs, &res, profiled); err != nil {
 		res.Error = err.Error()
 		return res
 	}
 	res.PeakRSSLoadMiB = peakRSSMiB()
+	if spec.partitions > 0 {
+		return res
+	}
 	if sr, ok := t.(serverRow); ok {
 		if err := measureWrites(ctx, t, sr, &res); err != nil {
 			res.Error = err.Error()
@@ -250,13 +266,13 @@ func measureLarge(ctx context.Context, p *pipeline, s settings, res *result) err
 
 // measureScaleOut runs the throughput phase with the slow tool: s.Runs concurrent runs,
 // each submitting 10-call sequential batches for s.Duration.
-func measureScaleOut(ctx context.Context, p *pipeline, s settings, res *result) error {
+func measureScaleOut(ctx context.Context, p *pipeline, s settings, runs []string, res *result) error {
 	p.tool = "slow"
 	// One warm-up batch per executor's worth of calls.
 	if _, err := p.run(ctx, "warm", 1, 1); err != nil {
 		return err
 	}
-	calls, batches, err := throughput(ctx, s, func(ctx context.Context, run string, step int64) error {
+	calls, batches, err := throughput(ctx, s, runs, func(ctx context.Context, run string, step int64) error {
 		out, err := p.run(ctx, run, step, s.BatchCalls)
 		if err == nil && (len(out) != s.BatchCalls || out[0] != "done") {
 			err = fmt.Errorf("slow batch %s/%d: outputs %q", run, step, out)
@@ -267,8 +283,8 @@ func measureScaleOut(ctx context.Context, p *pipeline, s settings, res *result) 
 	return err
 }
 
-// measure runs the latency series and the throughput phase.
-func measure(ctx context.Context, t target, s settings, res *result, row string) error {
+// measure runs the latency series and the throughput phase with runs.
+func measure(ctx context.Context, t target, s settings, runs []string, res *result, row string) error {
 	want := func(n int) []string {
 		out := make([]string, n)
 		for i := range out {
@@ -312,7 +328,14 @@ func measure(ctx context.Context, t target, s settings, res *result, row string)
 	if err != nil {
 		return err
 	}
-	calls, batches, err := throughput(ctx, s, func(ctx context.Context, run string, step int64) error {
+	var before jsCounters
+	sr, counted := t.(serverRow)
+	if counted {
+		if before, err = readCounters(sr.servers()); err != nil {
+			return err
+		}
+	}
+	calls, batches, err := throughput(ctx, s, runs, func(ctx context.Context, run string, step int64) error {
 		_, err := one(run, step, s.BatchCalls)
 		return err
 	})
@@ -320,27 +343,64 @@ func measure(ctx context.Context, t target, s settings, res *result, row string)
 		err = serr
 	}
 	res.CallsPerSec, res.Batches = calls, batches
+	if err == nil && counted {
+		var after jsCounters
+		if after, err = readCounters(sr.servers()); err == nil {
+			res.ThroughputStored = map[string]uint64{}
+			for name, v := range after.stored {
+				if d := v - before.stored[name]; d > 0 {
+					res.ThroughputStored[name] = d
+				}
+			}
+		}
+	}
 	return err
 }
 
-// throughput runs s.Runs concurrent runs, each submitting batches of s.BatchCalls calls
-// one after the other through batch until s.Duration has passed, and returns the calls
-// per second and the batches completed.
-func throughput(ctx context.Context, s settings, batch func(ctx context.Context, run string, step int64) error) (float64, int64, error) {
-	return throughputFrom(ctx, s, 1, batch)
+// throughputRunIDs are n run ids for the throughput phase; with parts > 1, n rounded up to
+// a multiple of parts, as many in each partition (partitionOf), so that a partition's
+// share of the load is its share of the runs, not the luck of the hash.
+func throughputRunIDs(n, parts int) []string {
+	if parts <= 1 {
+		ids := make([]string, n)
+		for i := range ids {
+			ids[i] = fmt.Sprintf("tp%d", i)
+		}
+		return ids
+	}
+	per := (n + parts - 1) / parts
+	left := make([]int, parts)
+	for i := range left {
+		left[i] = per
+	}
+	ids := make([]string, 0, per*parts)
+	for i := 0; len(ids) < per*parts; i++ {
+		id := fmt.Sprintf("tp%d", i)
+		if p := partitionOf(id, parts); left[p] > 0 {
+			left[p]--
+			ids = append(ids, id)
+		}
+	}
+	return ids
+}
+
+// throughput runs one run per id in runs concurrently, each submitting batches of
+// s.BatchCalls calls one after the other through batch until s.Duration has passed, and
+// returns the calls per second and the batches completed.
+func throughput(ctx context.Context, s settings, runs []string, batch func(ctx context.Context, run string, step int64) error) (float64, int64, error) {
+	return throughputFrom(ctx, s, 1, runs, batch)
 }
 
 // throughputFrom is throughput with each run's steps starting at first.
-func throughputFrom(ctx context.Context, s settings, first int64, batch func(ctx context.Context, run string, step int64) error) (float64, int64, error) {
+func throughputFrom(ctx context.Context, s settings, first int64, runs []string, batch func(ctx context.Context, run string, step int64) error) (float64, int64, error) {
 	var calls, batches atomic.Int64
 	var firstErr error
 	var errOnce sync.Once
 	deadline := time.Now().Add(s.Duration)
 	start := time.Now()
 	var wg sync.WaitGroup
-	for r := range s.Runs {
+	for _, run := range runs {
 		wg.Go(func() {
-			run := fmt.Sprintf("tp%d", r)
 			for step := first; time.Now().Before(deadline); step++ {
 				cctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 				err := batch(cctx, run, step)

@@ -58,8 +58,9 @@ type pipeline struct {
 
 // newPipeline starts the pipeline at durability level lvl, on one embedded server or (cluster)
 // on a 3-node cluster with every stream and bucket R3, with brain-exec running as
-// executors instances of brainWorkers workers each (0 keeps the configuration's).
-func newPipeline(ctx context.Context, s settings, lvl level, cluster bool, executors, brainWorkers int) (*pipeline, error) {
+// executors instances of brainWorkers workers each (0 keeps the configuration's), and
+// partitions partitions (storage.partitions; 0 keeps the configuration's).
+func newPipeline(ctx context.Context, s settings, lvl level, cluster bool, executors, brainWorkers, partitions int) (*pipeline, error) {
 	cfg, err := config.Load(s.Config)
 	if err != nil {
 		return nil, err
@@ -75,6 +76,9 @@ func newPipeline(ctx context.Context, s settings, lvl level, cluster bool, execu
 	}
 	if brainWorkers > 0 {
 		cfg.Executors.Brain.Workers = brainWorkers
+	}
+	if partitions > 0 {
+		cfg.Storage.Partitions = partitions
 	}
 	b, err := newBackend("pipeline", lvl, cluster)
 	if err != nil {

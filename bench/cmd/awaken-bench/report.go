@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -78,6 +80,7 @@ func ratios(rs []result) map[string]float64 {
 			}
 		}
 	}
+	scalingRatios(rs, out)
 	if one, ok := find(rs, rowScaleOut+"-1"); ok && one.CallsPerSec > 0 {
 		for _, r := range rs {
 			if strings.HasPrefix(r.Row, rowScaleOut+"-") && r.Row != one.Row && r.Error == "" {
@@ -86,6 +89,76 @@ func ratios(rs []result) map[string]float64 {
 		}
 	}
 	return out
+}
+
+// scalingRatios adds the scaling rows' ratios to out, within one kind of row and level:
+// each P's throughput over P = 1's (pipeline-p4/pipeline-p1, floor-cluster-p3/floor-cluster-p1),
+// and the floor over the pipeline at the same P (floor-p4/pipeline-p4, near 1 when the
+// pipeline adds little to its JetStream operations).
+func scalingRatios(rs []result, out map[string]float64) {
+	for _, r := range rs {
+		if r.Partitions == 0 || r.Error != "" || r.CallsPerSec == 0 {
+			continue
+		}
+		spec, err := parseRow(r.Row)
+		if err != nil {
+			continue
+		}
+		suffix := ""
+		if spec.level == levelRelaxed {
+			suffix = "-relaxed"
+		}
+		kind := spec.kind
+		if spec.cluster {
+			kind += clusterSuffix
+		}
+		name := func(k string, p int) string { return fmt.Sprintf("%s-p%d%s", k, p, suffix) }
+		if r.Partitions > 1 {
+			if one, ok := find(rs, name(kind, 1)); ok && one.CallsPerSec > 0 {
+				out[r.Row+"/"+one.Row+" throughput"] = r.CallsPerSec / one.CallsPerSec
+			}
+		}
+		if spec.kind == rowPipeline {
+			floorKind := strings.Replace(kind, rowPipeline, rowFloor, 1)
+			if f, ok := find(rs, name(floorKind, r.Partitions)); ok {
+				out[f.Row+"/"+r.Row+" throughput"] = f.CallsPerSec / r.CallsPerSec
+				out[r.Row+"/"+f.Row+" latency_1 median"] = r.Latency1.MedianMs / f.Latency1.MedianMs
+			}
+		}
+	}
+}
+
+// callsStream matches the stream of a calls bucket, the pipeline's or the floor's, of
+// partition 0 (no suffix) or k ("_p{k}").
+var callsStream = regexp.MustCompile(`^KV_[A-Z0-9_]*_calls(?:_p([0-9]+))?$`)
+
+// partitionShares is how the call records a scaling row's throughput phase stored spread
+// over its partitions, partition 0 first ("50% 50%").
+func partitionShares(r result) string {
+	per := make([]uint64, max(r.Partitions, 1))
+	var total uint64
+	for name, n := range r.ThroughputStored {
+		m := callsStream.FindStringSubmatch(name)
+		if m == nil {
+			continue
+		}
+		k := 0
+		if m[1] != "" {
+			k, _ = strconv.Atoi(m[1])
+		}
+		if k < len(per) {
+			per[k] += n
+			total += n
+		}
+	}
+	if total == 0 {
+		return "none counted"
+	}
+	parts := make([]string, len(per))
+	for k, n := range per {
+		parts[k] = fmt.Sprintf("%.0f%%", 100*float64(n)/float64(total))
+	}
+	return strings.Join(parts, " ")
 }
 
 // loadAverage is the first three fields of /proc/loadavg ("" where there is none).
@@ -99,9 +172,9 @@ func loadAverage() string {
 }
 
 func printTable(w io.Writer, rep report) {
-	fmt.Fprintf(w, "\nawaken bench — %s, %s, %d CPUs, load average %s; latency: %d×1-call, %d×10-call sequential batches one at a time; throughput: %d runs × %d-call batches for %s\n\n",
+	fmt.Fprintf(w, "\nawaken bench — %s, %s, %d CPUs, load average %s; latency: %d×1-call, %d×10-call sequential batches one at a time; throughput: %d runs × %d-call batches for %s (the -pN rows: %d runs a partition, at least as many in all)\n\n",
 		rep.Time, rep.GoVersion, rep.CPUs, rep.Load, rep.Settings.Iters1, rep.Settings.Iters10, rep.Settings.Runs,
-		rep.Settings.BatchCalls, rep.Settings.Duration)
+		rep.Settings.BatchCalls, rep.Settings.Duration, runsPerPartition)
 	fmt.Fprintf(w, "%-24s %-8s %11s %11s %12s %12s %10s %10s\n", "row", "level", "1c median", "1c p99", "10c median", "10c p99", "calls/s", "peak RSS")
 	for _, r := range rep.Rows {
 		if r.Error != "" {
@@ -126,6 +199,10 @@ func printTable(w io.Writer, rep report) {
 		printRowWrites(w, r)
 		if r.PeakRSSLoadMiB > 0 && len(r.Large) > 0 {
 			fmt.Fprintf(w, "  %-24s peak RSS %.1fMiB through the latency and throughput series (%.1fMiB with the large batches)\n", r.Row, r.PeakRSSLoadMiB, r.PeakRSSMiB)
+		}
+		if r.Partitions > 0 {
+			fmt.Fprintf(w, "  %-24s %d partition(s), %d runs in the throughput phase; call records stored per partition there: %s\n",
+				r.Row, r.Partitions, r.Runs, partitionShares(r))
 		}
 		for _, l := range r.Large {
 			fmt.Fprintf(w, "  %-24s parallel %3d calls: median %9.1fms, %6.2fms/call, %6.0f calls/s %s\n", r.Row, l.Calls, l.MedianMs, l.PerCallMs, l.CallsPerSec, l.FirstBatchErr)
