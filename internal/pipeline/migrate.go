@@ -161,13 +161,12 @@ func recoverEntered(rec *contracts.CallRecord, call contracts.ToolCall, now time
 	if rec.Policy.Mode == contracts.ModeNeverReplay {
 		return rec.MarkIndeterminate(ReasonInterruptedByUpgrade, now)
 	}
-	switch err := rec.Retry(0, now); {
+	switch err := rec.Requeue(now); {
 	case errors.Is(err, contracts.ErrAttemptsExhausted):
 		return rec.MarkIndeterminate(ReasonInterruptedByUpgrade, now)
 	case err != nil:
 		return err
 	}
-	rec.Entered, rec.EnteredBy = false, 0
 	return rec.CarryInput(rec.Arguments(call.Arguments))
 }
 

@@ -141,6 +141,18 @@ func (r *CallRecord) Retry(seq uint64, at time.Time) error {
 	return nil
 }
 
+// Requeue is [CallRecord.Retry] for an entered call whose delivery no longer exists (an
+// open batch of an earlier version, whose work stream setup removed): the next attempt is
+// entered by no delivery, so an executor that is handed the call takes it. The errors are
+// Retry's.
+func (r *CallRecord) Requeue(at time.Time) error {
+	if err := r.Retry(0, at); err != nil {
+		return err
+	}
+	r.Entered, r.EnteredBy = false, 0
+	return nil
+}
+
 // Park parks a Requested or Executing call on a durable wait. An empty correlation fails
 // with [ErrEmptyWaitCorrelation], an unknown kind or any other phase with
 // [ErrInvalidTransition]. The single-wait rule is the batch's ([BatchRecord.CheckCalls]).
