@@ -21,9 +21,10 @@ import (
 //     around that, a var, or a := of a bus.Delivery literal — so a value of another type
 //     that also has an Event (a stored message a test helper reads back) is not one;
 //   - a bus.Route whose Handler or ByType value, or a handler passed to bus.Consume, is
-//     not a named function or method value (an identifier or a selector): a func literal,
-//     or a call that builds one, is an adapter around another handler shape, which the one
-//     shape, func(ctx, bus.Delivery) error, leaves no need for.
+//     not the effects runtime's handler of a named function or method value
+//     (env.Handle(service, h)): every handler decides and returns its effects, and the
+//     runtime (internal/pipeline effects.go) commits, publishes and reaches the fault
+//     points; a func literal or another adapter would be a second handler shape.
 //
 // Unkeyed bus.Route literals are not looked into: go vet refuses them.
 func handlerShapes(t *testing.T, root string) []string {
@@ -157,16 +158,37 @@ func routeHandlers(route *ast.CompositeLit, report func(token.Pos, string)) {
 	}
 }
 
-// namedHandler reports h, the handler given as what, unless it is a named function or
-// method value.
+// handlerWhy says what a route's handler must be.
+const handlerWhy = " (a handler returns its effects: env.Handle(service, h), h a named function or method value of the shape func(ctx, bus.Delivery) (pipeline.Effects, error))"
+
+// namedHandler reports h, the handler given as what, unless it is built by the effects
+// runtime from a named handler: a call of a method or function named Handle whose last
+// argument is a named function or method value (pipeline.Env.Handle(service, h)).
 func namedHandler(h ast.Expr, what string, report func(token.Pos, string)) {
-	const why = " (a handler is a named function or method value of the shape func(ctx, bus.Delivery) error)"
-	switch ast.Unparen(h).(type) {
-	case *ast.Ident, *ast.SelectorExpr:
+	switch h := ast.Unparen(h).(type) {
+	case *ast.CallExpr:
+		var name string
+		switch fn := h.Fun.(type) {
+		case *ast.Ident:
+			name = fn.Name
+		case *ast.SelectorExpr:
+			name = fn.Sel.Name
+		}
+		if name != "Handle" || len(h.Args) == 0 {
+			report(h.Pos(), what+" is not built by the effects runtime"+handlerWhy)
+			return
+		}
+		switch last := ast.Unparen(h.Args[len(h.Args)-1]).(type) {
+		case *ast.Ident, *ast.SelectorExpr:
+		case *ast.FuncLit:
+			report(last.Pos(), what+" runs a func literal"+handlerWhy)
+		default:
+			report(last.Pos(), what+" runs a handler that is not a named function or method value"+handlerWhy)
+		}
 	case *ast.FuncLit:
-		report(h.Pos(), what+" is a func literal"+why)
+		report(h.Pos(), what+" is a func literal"+handlerWhy)
 	default:
-		report(h.Pos(), what+" is not a named function or method value"+why)
+		report(h.Pos(), what+" is not built by the effects runtime"+handlerWhy)
 	}
 }
 
@@ -217,20 +239,24 @@ func TestEveryHandlerHasOneShape(t *testing.T) {
 // are allowed.
 func TestTheHandlerCheckFindsOtherShapes(t *testing.T) {
 	const typeWhy = " (the consumer's type filter is the only type check: route several types with bus.Route.ByType)"
-	const shapeWhy = " (a handler is a named function or method value of the shape func(ctx, bus.Delivery) error)"
 	sameFindings(t, handlerShapes(t, filepath.Join("testdata", "handlers")), []string{
 		"internal/kit/kit.go:11 compares a delivery's Event.Type" + typeWhy,
-		"internal/kit/kit.go:14 a bus.Route's Handler is a func literal" + shapeWhy,
-		"services/x/x.go:18 switches on a delivery's Event.Type" + typeWhy,
-		"services/x/x.go:22 compares a delivery's Event.Type" + typeWhy,
-		"services/x/x.go:22 compares a delivery's Event.Type" + typeWhy,
-		"services/x/x.go:32 compares a delivery's Event.Type" + typeWhy,
-		"services/x/x.go:32 compares a delivery's Event.Type" + typeWhy,
-		"services/x/x.go:33 compares a delivery's Event.Type" + typeWhy,
-		"services/x/x.go:48 a bus.Route's Handler is a func literal" + shapeWhy,
-		"services/x/x.go:49 a bus.Route's ByType handler is not a named function or method value" + shapeWhy,
-		"services/x/x.go:51 a bus.Route's Handler is not a named function or method value" + shapeWhy,
-		"services/x/x.go:52 a bus.Route's ByType handler is a func literal" + shapeWhy,
-		"services/x/x.go:54 bus.Consume's handler is a func literal" + shapeWhy,
+		"internal/kit/kit.go:14 a bus.Route's Handler is a func literal" + handlerWhy,
+		"services/x/x.go:24 switches on a delivery's Event.Type" + typeWhy,
+		"services/x/x.go:28 compares a delivery's Event.Type" + typeWhy,
+		"services/x/x.go:28 compares a delivery's Event.Type" + typeWhy,
+		"services/x/x.go:38 compares a delivery's Event.Type" + typeWhy,
+		"services/x/x.go:38 compares a delivery's Event.Type" + typeWhy,
+		"services/x/x.go:39 compares a delivery's Event.Type" + typeWhy,
+		"services/x/x.go:53 a bus.Route's Handler is not built by the effects runtime" + handlerWhy,
+		"services/x/x.go:55 a bus.Route's ByType handler is not built by the effects runtime" + handlerWhy,
+		"services/x/x.go:56 a bus.Route's Handler is a func literal" + handlerWhy,
+		"services/x/x.go:57 a bus.Route's ByType handler is not built by the effects runtime" + handlerWhy,
+		"services/x/x.go:58 a bus.Route's Handler runs a func literal" + handlerWhy,
+		"services/x/x.go:59 a bus.Route's Handler runs a handler that is not a named function or method value" + handlerWhy,
+		"services/x/x.go:61 a bus.Route's Handler is not built by the effects runtime" + handlerWhy,
+		"services/x/x.go:62 a bus.Route's ByType handler is a func literal" + handlerWhy,
+		"services/x/x.go:63 bus.Consume's handler is not built by the effects runtime" + handlerWhy,
+		"services/x/x.go:64 bus.Consume's handler is a func literal" + handlerWhy,
 	})
 }

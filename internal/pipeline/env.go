@@ -50,6 +50,10 @@ type Env struct {
 	// Faults is the test-only fault hook (nil in production). Services reach it only
 	// through the commit-point wrappers of [Env.Operation] (faults.go).
 	Faults FaultHook
+	// OnHandOffMismatch, when set, is told of every commit whose stored revisions handed
+	// work to other consumers than its writer named ([Commit]); tests fail on it. The
+	// mismatch is logged either way.
+	OnHandOffMismatch func(HandOffMismatch)
 	// Now is the clock (time.Now in production).
 	Now func() time.Time
 	// Telemetry records the service's metrics and traces; nil records nothing (its

@@ -73,6 +73,10 @@ func (o Operation) Publish(ctx context.Context, publish func() error) error {
 // step is returned as is and reaches no point; the hook's error is returned wrapped, with
 // the service, point and operation named.
 func (o Operation) Step(ctx context.Context, point FaultPoint, step func() (reached bool, err error)) error {
+	return o.step(ctx, point, step)
+}
+
+func (o Operation) step(ctx context.Context, point FaultPoint, step func() (reached bool, err error)) error {
 	reached, err := step()
 	if err != nil || !reached || o.env.Faults == nil {
 		return err

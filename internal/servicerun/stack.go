@@ -59,6 +59,9 @@ type Options struct {
 	Log zerolog.Logger
 	// Faults is the test-only fault hook (nil in production).
 	Faults pipeline.FaultHook
+	// OnHandOffMismatch, when set, is told of every commit that handed work to other
+	// consumers than its writer named (test-only: tests fail on it; nil in production).
+	OnHandOffMismatch func(pipeline.HandOffMismatch)
 	// Now, when set, is every service's clock instead of the real one: a test that depends
 	// on the time of day (the hourly windows of a rate limit) sets it (nil in production).
 	Now func() time.Time
@@ -284,6 +287,7 @@ func Start(ctx context.Context, o Options) (st *Stack, err error) {
 			return st, err
 		}
 		env.Faults = o.Faults
+		env.OnHandOffMismatch = o.OnHandOffMismatch
 		if o.Now != nil {
 			env.Now = o.Now
 		}

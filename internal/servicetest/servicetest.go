@@ -88,6 +88,7 @@ func New(t *testing.T, service, configYAML string, topo bus.TopologyConfig) *Kit
 	k := &Kit{T: t, Ctx: ctx, Server: srv, NC: env.Conn, JS: env.JS, Env: env, service: service,
 		faults: &faults{hits: map[string]int{}}, clock: &clock{}}
 	env.Faults = k.fault
+	env.OnHandOffMismatch = func(m pipeline.HandOffMismatch) { t.Errorf("hand-off mismatch: %v", m) }
 	env.Now = k.clock.now
 	env.Service = service
 	return k

@@ -436,6 +436,7 @@ func (s *Store[T]) publish(ctx context.Context, key string, b []byte, hdr nats.H
 		}
 		return 0, fmt.Errorf("state: write %s/%s at revision %d: %w", s.kvOf(key).Bucket(), key, rev, err)
 	}
+	observed(ctx, s.kvOf(key).Bucket(), key, hdr)
 	return ack.Sequence, nil
 }
 

@@ -67,7 +67,7 @@ func Start(ctx context.Context, env *pipeline.Env, opts ...bus.DeliveryOption) (
 			AcceptTypes:    []string{contracts.TypeBatchRequested},
 			OnReject:       s.submitRejected,
 			OnExhausted:    s.submitExhausted,
-		}, Handler: s.handleSubmit},
+		}, Handler: env.Handle(ServiceName, s.handleSubmit)},
 	}
 	var err error
 	s.consumers, err = env.StartConsumers(ctx, delivery, routes, s.log)

@@ -26,32 +26,34 @@ import (
 // the same content is a no-op, of which the submitter is told at once
 // ([Service.publishUnchanged]). A rejection is returned as a [*contracts.Rejection]; the
 // bus then runs [Service.submitRejected] and dead-letters the message.
-func (s *Service) handleSubmit(ctx context.Context, d bus.Delivery) error {
+func (s *Service) handleSubmit(ctx context.Context, d bus.Delivery) (pipeline.Effects, error) {
 	sub, err := s.decodeSubmission(d.Event.Data)
 	if err != nil {
 		var rej *contracts.Rejection
 		if errors.As(err, &rej) {
-			return rej
+			return pipeline.Effects{}, rej
 		}
-		return bus.Permanent(fmt.Errorf("batcher: decode submission: %w", err))
+		return pipeline.Effects{}, bus.Permanent(fmt.Errorf("batcher: decode submission: %w", err))
 	}
 	batchID := sub.BatchID()
 	log := zerolog.Ctx(ctx).With().Str("batch_id", batchID).Str("run_id", sub.RunID).Logger()
-	ctx = log.WithContext(ctx)
 
 	var rec, unchanged *contracts.BatchRecord
-	if err := s.env.Operation(ServiceName, batchID).Commit(ctx, func() (bool, error) {
-		rec, unchanged, err = s.record(ctx, sub)
-		return rec != nil, err
-	}); err != nil {
-		return err
-	}
-	if unchanged != nil {
-		s.publishUnchanged(ctx, d, unchanged)
-		return nil
-	}
-	log.Info().Int("calls", len(sub.Calls)).Bool("parallel", rec.Parallel).Bool("parallel_declared", rec.ParallelDeclared).Msg("batch recorded; the gate takes it from the run record")
-	return nil
+	return pipeline.Effects{Op: batchID, Log: &log, Steps: []pipeline.Effect{
+		// The batch recorded and its run claimed, in one write that hands the batch to the gate.
+		pipeline.Commit(func(ctx context.Context) (bool, error) {
+			rec, unchanged, err = s.record(ctx, sub)
+			return rec != nil, err
+		}, pipeline.ToGate),
+		pipeline.Do(func(ctx context.Context) error {
+			if unchanged != nil {
+				s.publishUnchanged(ctx, d, unchanged)
+				return nil
+			}
+			log.Info().Int("calls", len(sub.Calls)).Bool("parallel", rec.Parallel).Bool("parallel_declared", rec.ParallelDeclared).Msg("batch recorded; the gate takes it from the run record")
+			return nil
+		}),
+	}}, nil
 }
 
 // decodeSubmission decodes and validates a submission ([contracts.DecodeSubmission]) and

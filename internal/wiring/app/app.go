@@ -49,6 +49,9 @@ type Options struct {
 	Log zerolog.Logger
 	// Faults is the test-only fault hook (nil in production).
 	Faults pipeline.FaultHook
+	// OnHandOffMismatch, when set, is told of every commit that handed work to other
+	// consumers than its writer named (test-only: tests fail on it; nil in production).
+	OnHandOffMismatch func(pipeline.HandOffMismatch)
 	// Now, when set, is every service's clock (test-only, like Faults; nil in production).
 	Now func() time.Time
 	// BrainRegistry replaces the builtin example tools (platform teams bring their own).
@@ -103,7 +106,7 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 	}
 	inOrder := slices.DeleteFunc(order, func(s string) bool { return !slices.Contains(services, s) })
 	st, err := servicerun.Start(ctx, servicerun.Options{
-		Config: o.Config, Services: inOrder, Dial: o.Dial, Log: o.Log, Faults: o.Faults, Now: o.Now,
+		Config: o.Config, Services: inOrder, Dial: o.Dial, Log: o.Log, Faults: o.Faults, OnHandOffMismatch: o.OnHandOffMismatch, Now: o.Now,
 		Topology: o.Topology, Metrics: o.Metrics, TracerProvider: o.TracerProvider,
 		HTTPAddr: o.HTTPAddr, NoEnsure: o.NoEnsure, Server: o.Server,
 		Start: func(ctx context.Context, st *servicerun.Stack, name string, env *pipeline.Env) (servicerun.Service, error) {

@@ -24,6 +24,7 @@ import (
 
 	"github.com/awaken-dev/awaken/internal/execcore"
 	"github.com/awaken-dev/awaken/internal/natstest"
+	"github.com/awaken-dev/awaken/internal/pipeline"
 	"github.com/awaken-dev/awaken/internal/servicerun"
 	"github.com/awaken-dev/awaken/internal/servicetest"
 	"github.com/awaken-dev/awaken/internal/wiring/app"
@@ -109,6 +110,10 @@ func (s *Server) TryStartStack(ctx context.Context, o app.Options) (*Stack, erro
 		o.API.HTTPAddr = "127.0.0.1:0"
 	}
 	o.Log = Logger(s.tb)
+	if o.OnHandOffMismatch == nil {
+		tb := s.tb
+		o.OnHandOffMismatch = func(m pipeline.HandOffMismatch) { tb.Errorf("hand-off mismatch: %v", m) }
+	}
 	st := &Stack{server: s, opts: o}
 	return st, st.start(ctx)
 }
