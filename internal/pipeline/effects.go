@@ -66,7 +66,7 @@ type HandOff string
 
 const (
 	// ToGate: a run-record revision that records a batch, [contracts.TypeBatchRecorded].
-	ToGate HandOff = "gate"
+	ToGate HandOff = HandOff(contracts.ServiceGate)
 	// ToExecutor: a call record handed to its executor, [contracts.TypeExecRequest].
 	ToExecutor HandOff = "executor"
 	// ToBarrier: a call's output, its terminal record, [contracts.TypeCallOutput]: the
