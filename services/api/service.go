@@ -43,7 +43,6 @@ import (
 
 	"github.com/awaken-dev/awaken/internal/apitokens"
 	"github.com/awaken-dev/awaken/internal/mcpserve"
-	"github.com/awaken-dev/awaken/internal/pipeline"
 	"github.com/awaken-dev/awaken/internal/readmodel"
 	"github.com/awaken-dev/awaken/pkg/client"
 	"github.com/awaken-dev/awaken/pkg/contracts"
@@ -121,7 +120,7 @@ type Options struct {
 // Service is a running api: the micro service, the HTTP server and the event hub. Its
 // methods are safe for concurrent use.
 type Service struct {
-	env    *pipeline.Env
+	env    Deps
 	opts   Options
 	log    zerolog.Logger
 	client *client.Client
@@ -168,9 +167,9 @@ type Service struct {
 // Start starts the micro service on env's connection and, when opts.HTTPAddr is set, the
 // HTTP api (the listener is bound before Start returns, so an address in use is an error
 // here). ctx bounds only the start-up; the service runs until Stop.
-func Start(ctx context.Context, env *pipeline.Env, opts Options) (*Service, error) {
-	if env == nil {
-		return nil, errors.New("api: no environment")
+func Start(ctx context.Context, env Deps, opts Options) (*Service, error) {
+	if env.Runtime == nil {
+		return nil, errors.New("api: no runtime")
 	}
 	if opts.ResolveTimeout <= 0 {
 		opts.ResolveTimeout = DefaultResolveTimeout

@@ -15,7 +15,6 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/awaken-dev/awaken/internal/ctxsleep"
-	"github.com/awaken-dev/awaken/internal/pipeline"
 	"github.com/awaken-dev/awaken/internal/state"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 	"github.com/awaken-dev/awaken/pkg/httpapi"
@@ -69,7 +68,7 @@ type subscriber struct {
 // stream is open, so an api nobody watches costs nothing.
 type hub struct {
 	parent context.Context
-	env    *pipeline.Env
+	env    Deps
 	log    zerolog.Logger
 	max    int
 
@@ -80,7 +79,7 @@ type hub struct {
 	wg     sync.WaitGroup
 }
 
-func newHub(parent context.Context, env *pipeline.Env, log zerolog.Logger, max int) *hub {
+func newHub(parent context.Context, env Deps, log zerolog.Logger, max int) *hub {
 	return &hub{parent: parent, env: env, log: log, max: max, subs: make(map[*subscriber]struct{})}
 }
 

@@ -1,6 +1,7 @@
 package batcher_test
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/awaken-dev/awaken/internal/bus"
 	"github.com/awaken-dev/awaken/internal/natstest"
+	"github.com/awaken-dev/awaken/internal/pipeline"
 	"github.com/awaken-dev/awaken/internal/servicetest"
 	"github.com/awaken-dev/awaken/pkg/cloudevent"
 	"github.com/awaken-dev/awaken/pkg/contracts"
@@ -20,7 +22,9 @@ const waitTimeout = servicetest.WaitTimeout
 
 // service is the batcher as its tests run it: a fast redelivery, at most ten deliveries.
 var service = servicetest.Service[*batcher.Service, bus.DeliveryOption]{
-	Name: batcher.ServiceName, Start: batcher.Start,
+	Name: batcher.ServiceName, Start: func(ctx context.Context, env *pipeline.Env, opts ...bus.DeliveryOption) (*batcher.Service, error) {
+		return batcher.Start(ctx, batcher.DepsOf(env), opts...)
+	},
 	Defaults: []bus.DeliveryOption{bus.WithDelivery(10, 20*time.Millisecond)},
 }
 

@@ -28,7 +28,6 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/awaken-dev/awaken/internal/bus"
-	"github.com/awaken-dev/awaken/internal/pipeline"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
@@ -42,7 +41,7 @@ const ServiceName = contracts.ServiceBatcher
 // Service is a running batcher. Several replicas may run against one server: they share
 // the durable consumers, and the batch record's Create decides between them.
 type Service struct {
-	env       *pipeline.Env
+	env       Deps
 	log       zerolog.Logger
 	consumers *bus.Consumers
 }
@@ -53,9 +52,9 @@ type Service struct {
 //
 // opts adjust the delivery of its consumer: [bus.WithWorkers], [bus.WithDelivery],
 // [bus.WithAckWait].
-func Start(ctx context.Context, env *pipeline.Env, opts ...bus.DeliveryOption) (*Service, error) {
-	if env == nil {
-		return nil, errors.New("batcher: start: nil environment")
+func Start(ctx context.Context, env Deps, opts ...bus.DeliveryOption) (*Service, error) {
+	if env.Runtime == nil {
+		return nil, errors.New("batcher: start: no runtime")
 	}
 	delivery := env.Delivery(bus.ServiceDelivery(), opts...)
 	s := &Service{env: env, log: env.Log}

@@ -111,7 +111,7 @@ func TestCancelSealsTheRun(t *testing.T) {
 // and the call after a failed output.
 func TestExhaustedGateInputsSealTheCall(t *testing.T) {
 	h := newHarness(t, servicetest.Stopped())
-	svc, err := newService(h.Env)
+	svc, err := newService(DepsOf(h.Env))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,7 +148,7 @@ func TestExhaustedGateInputsSealTheCall(t *testing.T) {
 // exhaustion hook let it be dead-lettered, with nothing to seal.
 func TestOutputBeforeItsBatchIsVisibleIsRetried(t *testing.T) {
 	h := newHarness(t, servicetest.Stopped())
-	svc, err := newService(h.Env)
+	svc, err := newService(DepsOf(h.Env))
 	if err != nil {
 		t.Fatal(err)
 	}

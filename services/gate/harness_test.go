@@ -1,6 +1,7 @@
 package gate
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -89,7 +90,12 @@ const (
 
 // service is the gate as its tests run it: four workers a consumer.
 var service = servicetest.Service[*Service, bus.DeliveryOption]{
-	Name: ServiceName, Start: Start, Defaults: []bus.DeliveryOption{bus.WithWorkers(4)},
+	Name: ServiceName, Start: startOnEnv, Defaults: []bus.DeliveryOption{bus.WithWorkers(4)},
+}
+
+// startOnEnv starts the gate on the dependencies of env.
+func startOnEnv(ctx context.Context, env *pipeline.Env, opts ...bus.DeliveryOption) (*Service, error) {
+	return Start(ctx, DepsOf(env), opts...)
 }
 
 // harness is the shared service harness running the gate on testConfig.

@@ -24,7 +24,6 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/awaken-dev/awaken/internal/bus"
-	"github.com/awaken-dev/awaken/internal/pipeline"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 	"github.com/awaken-dev/awaken/services/gate/limits"
 	"github.com/awaken-dev/awaken/services/gate/tickets"
@@ -46,7 +45,7 @@ const policyCacheSize = 4096
 // Service is a running gate. Several replicas may run against one server: they share the
 // durable consumers and coordinate through the call records' compare-and-swap.
 type Service struct {
-	env         *pipeline.Env
+	env         Deps
 	host        *contracts.Policy
 	runPolicies *policyCache
 	limits      *limits.Ledger
@@ -69,7 +68,7 @@ type Service struct {
 // [Service.Stop] for a graceful stop.
 //
 // opts adjust the pipeline's delivery ([bus.ServiceDelivery]) for every gate consumer.
-func Start(ctx context.Context, env *pipeline.Env, opts ...bus.DeliveryOption) (*Service, error) {
+func Start(ctx context.Context, env Deps, opts ...bus.DeliveryOption) (*Service, error) {
 	s, err := newService(env)
 	if err != nil {
 		return nil, err
@@ -131,7 +130,7 @@ func Start(ctx context.Context, env *pipeline.Env, opts ...bus.DeliveryOption) (
 }
 
 // newService builds a Service without consumers (tests drive its handlers directly).
-func newService(env *pipeline.Env) (*Service, error) {
+func newService(env Deps) (*Service, error) {
 	host, err := contracts.CompilePolicy(env.Config.Policy)
 	if err != nil {
 		return nil, fmt.Errorf("gate: host policy: %w", err)
@@ -140,10 +139,10 @@ func newService(env *pipeline.Env) (*Service, error) {
 		env:         env,
 		host:        host,
 		runPolicies: newPolicyCache(policyCacheSize),
-		limits:      limits.New(env, host),
+		limits:      limits.New(env.Limits, host),
 		log:         env.Log,
 	}
-	s.tickets = tickets.New(env, ticketDispatch{s})
+	s.tickets = tickets.New(env.Tickets, ticketDispatch{s})
 	return s, nil
 }
 

@@ -20,7 +20,7 @@ func unitService(t *testing.T) *Service {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := newService(&pipeline.Env{Config: cfg, Names: cfg.Names(), Log: zerolog.Nop(), Now: time.Now})
+	s, err := newService(DepsOf(&pipeline.Env{Config: cfg, Names: cfg.Names(), Log: zerolog.Nop(), Now: time.Now}))
 	if err != nil {
 		t.Fatal(err)
 	}

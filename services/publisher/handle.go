@@ -85,7 +85,7 @@ func (s *Service) handleOutput(ctx context.Context, d bus.Delivery) error {
 		return nil
 	}
 	if rec.Parallel {
-		ready, err := s.progress.allTerminal(ctx, s.env, &rec)
+		ready, err := s.progress.allTerminal(ctx, s.env.Calls, &rec)
 		if err != nil || !ready {
 			if err == nil {
 				log.Debug().Msg("barrier holds: a call is not terminal yet")

@@ -1,6 +1,7 @@
 package publisher_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"testing"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/awaken-dev/awaken/internal/bus"
 	"github.com/awaken-dev/awaken/internal/natstest"
+	"github.com/awaken-dev/awaken/internal/pipeline"
 	"github.com/awaken-dev/awaken/internal/servicetest"
 	"github.com/awaken-dev/awaken/pkg/cloudevent"
 	"github.com/awaken-dev/awaken/pkg/contracts"
@@ -19,7 +21,9 @@ const waitTimeout = servicetest.WaitTimeout
 
 // service is the publisher as its tests run it: a fast redelivery, no limit on deliveries.
 var service = servicetest.Service[*publisher.Service, bus.DeliveryOption]{
-	Name: publisher.ServiceName, Start: publisher.Start,
+	Name: publisher.ServiceName, Start: func(ctx context.Context, env *pipeline.Env, opts ...bus.DeliveryOption) (*publisher.Service, error) {
+		return publisher.Start(ctx, publisher.DepsOf(env), opts...)
+	},
 	Defaults: []bus.DeliveryOption{bus.WithDelivery(-1, 20*time.Millisecond)},
 }
 

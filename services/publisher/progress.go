@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/awaken-dev/awaken/internal/pipeline"
 	"github.com/awaken-dev/awaken/internal/state"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
@@ -72,7 +71,7 @@ func (c *progressCache) forget(key string) {
 // yet seen terminal, in model order, up to the first that is not. The reads go to the
 // leader of the calls bucket's stream: a "not terminal" here acknowledges the output, so
 // it must not come from a replica behind the call's terminal write (see terminalCalls).
-func (c *progressCache) allTerminal(ctx context.Context, env *pipeline.Env, rec *contracts.BatchRecord) (bool, error) {
+func (c *progressCache) allTerminal(ctx context.Context, calls *state.Store[contracts.CallRecord], rec *contracts.BatchRecord) (bool, error) {
 	sub := &rec.Submission
 	p := c.get(contracts.BatchKey(sub.RunID, sub.Step), len(sub.Calls))
 	p.mu.Lock()
@@ -81,7 +80,7 @@ func (c *progressCache) allTerminal(ctx context.Context, env *pipeline.Env, rec 
 		if p.terminal[i] {
 			continue
 		}
-		cr, _, err := env.Calls.GetFromLeader(ctx, contracts.CallKeyOf(rec, i))
+		cr, _, err := calls.GetFromLeader(ctx, contracts.CallKeyOf(rec, i))
 		switch {
 		case errors.Is(err, state.ErrNotFound):
 			return false, nil

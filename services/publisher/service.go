@@ -31,7 +31,6 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/awaken-dev/awaken/internal/bus"
-	"github.com/awaken-dev/awaken/internal/pipeline"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
@@ -55,7 +54,7 @@ var unlimited = bus.WithDelivery(-1)
 // share the durable consumer, and the batch record's compare-and-swap plus the results
 // stream's deduplication keep the publication single.
 type Service struct {
-	env       *pipeline.Env
+	env       Deps
 	log       zerolog.Logger
 	progress  *progressCache
 	consumers *bus.Consumers
@@ -67,9 +66,9 @@ type Service struct {
 //
 // opts adjust the delivery of its consumers: [bus.WithWorkers], [bus.WithDelivery],
 // [bus.WithAckWait].
-func Start(ctx context.Context, env *pipeline.Env, opts ...bus.DeliveryOption) (*Service, error) {
-	if env == nil {
-		return nil, errors.New("publisher: start: nil environment")
+func Start(ctx context.Context, env Deps, opts ...bus.DeliveryOption) (*Service, error) {
+	if env.Runtime == nil {
+		return nil, errors.New("publisher: start: no runtime")
 	}
 	delivery := env.Delivery(bus.ServiceDelivery(), append([]bus.DeliveryOption{unlimited}, opts...)...)
 	s := &Service{

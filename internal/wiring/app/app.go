@@ -129,15 +129,15 @@ func startOne(ctx context.Context, st *servicerun.Stack, name string, env *pipel
 	ackWait := bus.WithAckWait(o.Config.Consumers.AckWait.D())
 	switch name {
 	case contracts.ServiceBatcher:
-		return batcher.Start(ctx, env, ackWait)
+		return batcher.Start(ctx, batcher.DepsOf(env), ackWait)
 	case contracts.ServiceGate:
-		return gate.Start(ctx, env, ackWait)
+		return gate.Start(ctx, gate.DepsOf(env), ackWait)
 	case contracts.ServiceBrainExec:
 		return brainexec.Start(ctx, env, o.BrainRegistry, o.BrainBuiltins)
 	case contracts.ServiceSandboxExec:
 		return sandboxexec.Start(ctx, env)
 	case contracts.ServicePublisher:
-		return publisher.Start(ctx, env, ackWait)
+		return publisher.Start(ctx, publisher.DepsOf(env), ackWait)
 	case contracts.ServiceAPI:
 		apiOpts := o.API
 		if apiOpts.Metrics == nil {
@@ -149,7 +149,7 @@ func startOne(ctx context.Context, st *servicerun.Stack, name string, env *pipel
 		if apiOpts.NewClient == nil {
 			apiOpts.NewClient = func(opts ...client.Option) (*client.Client, error) { return client.New(env.Conn, opts...) }
 		}
-		return api.Start(ctx, env, apiOpts)
+		return api.Start(ctx, api.DepsOf(env), apiOpts)
 	}
 	return nil, fmt.Errorf("unknown service %q", name)
 }

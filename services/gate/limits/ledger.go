@@ -50,7 +50,7 @@ var errOverLimit = errors.New("over the limit")
 // Ledger accounts the host policy's limits in the limits ledger. It is nil-safe: a gate
 // whose host policy has no limits has a nil Ledger and writes nothing for them.
 type Ledger struct {
-	env    *pipeline.Env
+	env    Deps
 	limits []contracts.Limit
 
 	once   sync.Once
@@ -79,7 +79,7 @@ type endedNotes struct {
 const maxEndedNotes = 1 << 16
 
 // New returns the ledger of host's limits on env, nil when host has none.
-func New(env *pipeline.Env, host *contracts.Policy) *Ledger {
+func New(env Deps, host *contracts.Policy) *Ledger {
 	if len(host.Limits()) == 0 {
 		return nil
 	}

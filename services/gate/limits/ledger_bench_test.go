@@ -35,7 +35,7 @@ func BenchmarkLedger_budgetBatches(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	l := New(env, host)
+	l := New(DepsOf(env), host)
 	long := strings.Repeat("0123456789abcdef", 4)
 	allow := &contracts.GateOutcome{Kind: contracts.GateAllow}
 	for n := 0; n < b.N; n++ {

@@ -15,7 +15,6 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/awaken-dev/awaken/internal/pipeline"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
@@ -48,13 +47,13 @@ type Dispatch interface {
 // Handler resolves tickets: it handles the resume commands and the timers, and opens,
 // schedules and deletes the tickets the dispatch parks calls on.
 type Handler struct {
-	env      *pipeline.Env
+	env      Deps
 	dispatch Dispatch
 	log      zerolog.Logger
 }
 
 // New returns the ticket handler of the gate whose dispatch is d.
-func New(env *pipeline.Env, d Dispatch) *Handler {
+func New(env Deps, d Dispatch) *Handler {
 	return &Handler{env: env, dispatch: d, log: env.Log}
 }
 

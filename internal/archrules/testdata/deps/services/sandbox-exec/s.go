@@ -1,0 +1,5 @@
+package sandboxexec
+
+import "github.com/awaken-dev/awaken/internal/pipeline"
+
+func Start(env *pipeline.Env) {}
