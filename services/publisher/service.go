@@ -86,7 +86,7 @@ func Start(ctx context.Context, env *pipeline.Env, opts ...bus.DeliveryOption) (
 			FilterSubjects: []string{pn.CallRecordsFilter()},
 			AcceptTypes:    []string{contracts.TypeCallOutput}, Records: true,
 			OnExhausted: s.outputExhausted,
-		}, Handler: s.handleOutput}
+		}, Handler: env.Handle(ServiceName, s.handleOutput)}
 	}), s.log)
 	if err != nil {
 		return nil, fmt.Errorf("publisher: start: %w", err)
