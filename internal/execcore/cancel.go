@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/rs/zerolog"
 
+	"github.com/awaken-dev/awaken/internal/pipeline"
 	"github.com/awaken-dev/awaken/internal/telemetry"
 	"github.com/awaken-dev/awaken/pkg/cloudevent"
 	"github.com/awaken-dev/awaken/pkg/contracts"
@@ -107,18 +108,23 @@ func (x *Executor) stopRun(rc *contracts.RunCancel) {
 	}
 }
 
-// sealCancelled ends a call whose body was stopped by its run's cancellation: it becomes
-// Indeterminate(ReasonRunCancelled) if this delivery still owns it (else it keeps what the
-// gate or another delivery committed), and its output is announced once terminal.
-func (x *Executor) sealCancelled(ctx context.Context, key string, req contracts.ExecRequest, seq uint64, attempt uint16, marked bool, op string) error {
-	rec, err := x.seal(ctx, key, req, ReasonRunCancelled, telemetry.ReasonCancelled, func(cur *contracts.CallRecord) bool {
-		return holds(cur, attempt, seq, marked)
+// sealCancelled ends c's call, whose body was stopped by its run's cancellation: it
+// becomes Indeterminate(ReasonRunCancelled) if this delivery still owns it (else it keeps
+// what the gate or another delivery committed). A call that is terminal then goes on to
+// its announcement; one that is not settles the operation.
+func (x *Executor) sealCancelled(ctx context.Context, c *callRun) error {
+	rec, err := x.seal(ctx, c.key, c.req, ReasonRunCancelled, telemetry.ReasonCancelled, func(cur *contracts.CallRecord) bool {
+		return holds(cur, c.attempt, c.seq, c.marked)
 	})
-	if err != nil || !rec.Phase.IsTerminal() {
+	if err != nil {
 		return err
 	}
+	c.rec = rec
+	if !rec.Phase.IsTerminal() {
+		return pipeline.ErrSettled
+	}
 	zerolog.Ctx(ctx).Info().Str("phase", string(rec.Phase.Kind)).Msg("call stopped by its run's cancellation")
-	return x.announce(ctx, req, rec, op)
+	return nil
 }
 
 // DefaultCancelGrace is how long a body stopped by its call's cancellation may take to
@@ -203,18 +209,19 @@ func (x *Executor) awaitAcknowledgement(ctx context.Context, done <-chan result)
 	}
 }
 
-// endCallCancelled ends a call whose body was stopped by the cancellation cc: with the
+// endCallCancelled ends c's call, whose body was stopped by the cancellation cc: with the
 // body's outcome marked acknowledged when it returned one (bodyErr nil), else
 // Indeterminate(cancelled_in_flight) — if this delivery still owns the call (else it keeps
-// what the gate or another delivery committed). Its output is announced once terminal.
-func (x *Executor) endCallCancelled(ctx context.Context, key string, req contracts.ExecRequest, seq uint64, attempt uint16,
-	marked bool, op string, cc contracts.CallCancel, out contracts.ToolOutput, bodyErr error) error {
+// what the gate or another delivery committed). A call that is terminal then goes on to
+// its announcement; one that is not settles the operation.
+func (x *Executor) endCallCancelled(ctx context.Context, c *callRun, cc contracts.CallCancel, out contracts.ToolOutput, bodyErr error) error {
+	req := c.req
 	acked := bodyErr == nil
 	if acked {
 		var size int
 		out, size = finishOutput(req.CallID, out, MaxOutputBytes)
 		var err error
-		if out, err = x.byReference(ctx, op, out, size); err != nil {
+		if out, err = x.byReference(ctx, c.op, out, size); err != nil {
 			return err
 		}
 	}
@@ -226,9 +233,9 @@ func (x *Executor) endCallCancelled(ctx context.Context, key string, req contrac
 		mark.Outcome = contracts.CancelAcknowledged
 	}
 	sealed := false
-	rec, _, err := x.env.Calls.Update(ctx, key, func(cur *contracts.CallRecord, exists bool) error {
+	rec, _, err := x.env.Calls.Update(ctx, c.key, func(cur *contracts.CallRecord, exists bool) error {
 		sealed = false
-		if !exists || !holds(cur, attempt, seq, marked) {
+		if !exists || !holds(cur, c.attempt, c.seq, c.marked) {
 			return errNotOwned
 		}
 		cur.AdoptPolicy(req.Policy)
@@ -253,9 +260,10 @@ func (x *Executor) endCallCancelled(ctx context.Context, key string, req contrac
 	if sealed && !acked {
 		x.env.Telemetry.Indeterminate(telemetry.ReasonCancelled)
 	}
+	c.rec = rec
 	if !rec.Phase.IsTerminal() {
-		return nil
+		return pipeline.ErrSettled
 	}
 	zerolog.Ctx(ctx).Info().Str("phase", string(rec.Phase.Kind)).Bool("acknowledged", acked).Msg("call stopped by its cancellation")
-	return x.announce(ctx, req, rec, op)
+	return nil
 }

@@ -94,7 +94,7 @@ func Start(ctx context.Context, env *pipeline.Env, opts Options) (*Executor, err
 			Records:        true,
 			AcceptTypes:    []string{contracts.TypeExecRequest},
 			OnExhausted:    x.onExhausted,
-		}, Handler: x.Handle}
+		}, Handler: env.Handle(x.opts.Service, x.handle)}
 	}), env.Log)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", x.opts.Service, err)
@@ -142,72 +142,159 @@ const (
 	actReconcile               // an entered never_replay call with a reconcile function: reconcile it (reconcile.go)
 )
 
-// Handle processes one executor request delivery. It returns nil only when the call's
-// outcome is committed and announced (or there is nothing to do); any error leaves the
-// message to be redelivered, which is safe in every state (see the package documentation).
+// Handle is the consume loop's handler of one executor request: the effects runtime's
+// handler of [Executor.handle], as [Start] routes the requests to it (a test may drive it
+// directly). It returns nil only when the call's outcome is committed and announced (or
+// there is nothing to do); any error leaves the message to be redelivered, which is safe
+// in every state (see the package documentation).
 func (x *Executor) Handle(ctx context.Context, d bus.Delivery) error {
+	return x.env.Handle(x.opts.Service, x.handle)(ctx, d)
+}
+
+// callRun is what the steps of one executor request ([Executor.handle]) pass to each other.
+type callRun struct {
+	req contracts.ExecRequest
+	key string
+	op  string
+	// seq is the request's stream sequence, the EnteredBy of the delivery that enters the
+	// call; delivered the request's delivery count.
+	seq, delivered uint64
+
+	// runCtx is the context the body runs under: tracked from before the call is entered,
+	// so the stop notice of its run or of the call finds it; untrack ends the tracking (and
+	// may be called again). Every step that ends the operation — by an error of its own, by
+	// settling it, or once no body can follow, before its fault point — untracks; only a
+	// fault hook's abort at in-reconcile (test machinery: the process counts as dead there)
+	// leaves the entry, which stops nothing but a context no body runs under.
+	runCtx  context.Context
+	untrack func()
+
+	// act is what the request leads to, rec the call record as committed or found, rev its
+	// revision.
+	act action
+	rec contracts.CallRecord
+	rev uint64
+	// reconcile is the answer of the call's reconcile, when it is reconciled.
+	reconcile *reconcileAnswer
+
+	// The attempt the body ran, whether this delivery entered it, and what it returned:
+	// ran is set when the body returned an output to complete the call with.
+	attempt uint16
+	marked  bool
+	ran     bool
+	out     contracts.ToolOutput
+	cost    *float64
+	// owned: the completion was this delivery's (it still owned the attempt).
+	owned bool
+}
+
+// handle is the handler of one executor request: it reads the request from the revision
+// (a revision that names no call of this target is a [*contracts.Rejection]) and returns
+// the operation of its call, which every delivery of the request runs from the start:
+//
+//   - enter the call (one compare-and-swap, [Executor.enter]): this delivery's claim of
+//     the attempt (the Entered mark, or a recovery's next attempt: a plain write), or the
+//     outcome a recovery commits for a call found entered by a delivery that died — that
+//     terminal revision is the call's output, the barrier's work;
+//   - for a never_replay call with a reconcile function, ask the reconcile (the in-reconcile
+//     point) and commit what it answered ([Executor.askReconcile],
+//     [Executor.commitReconcile]): an outcome, the barrier's work, or the next attempt;
+//   - run the body of the attempt this delivery owns ([Executor.runBody]; the in-tool point
+//     is inside it), and commit Completed with its output ([Executor.completeCall]): the
+//     barrier's work. A body stopped by its run's or its call's cancellation seals the call
+//     instead;
+//   - announce the terminal call ([Executor.announce]): its revision is the output, so
+//     this only audits a reconcile's answer.
+//
+// A request found stale or a duplicate, or a call that another delivery or a cancel moved
+// while the body ran, settles the operation: the delivery is acknowledged.
+func (x *Executor) handle(ctx context.Context, d bus.Delivery) (pipeline.Effects, error) {
 	req, key, err := x.request(d)
 	if err != nil {
-		return err // a *contracts.Rejection: dead-lettered, it names no call we could finish
+		return pipeline.Effects{}, err // a *contracts.Rejection: dead-lettered, it names no call we could finish
 	}
 	if d.StreamSeq == 0 {
-		return errors.New("execcore: delivery has no stream sequence; cannot claim the call")
+		return pipeline.Effects{}, errors.New("execcore: delivery has no stream sequence; cannot claim the call")
 	}
-	op := contracts.OperationID(req.RunID, req.Step, req.CallID)
+	c := &callRun{req: req, key: key, op: contracts.OperationID(req.RunID, req.Step, req.CallID),
+		seq: d.StreamSeq, delivered: d.NumDelivered}
 	log := zerolog.Ctx(ctx).With().
 		Str("batch_id", contracts.BatchID(req.RunID, req.Step)).
 		Str("run_id", req.RunID).Str("call_id", req.CallID).Str("tool_id", req.ToolID).
 		Uint64("stream_seq", d.StreamSeq).Logger()
-	ctx = log.WithContext(ctx)
+	return pipeline.Effects{Op: c.op, Log: &log, Steps: []pipeline.Effect{
+		// Tracked before the call is entered: a cancellation that arrives once the Entered
+		// mark is visible (to the gate, the api or a test) must find the body's context, or
+		// the body runs to its end (a 30 s tool, 30 s) after its run was cancelled.
+		pipeline.Do(func(ctx context.Context) error {
+			c.runCtx, c.untrack = x.cancels.track(ctx, req.RunID, c.op)
+			return nil
+		}),
+		pipeline.Commit(func(ctx context.Context) (bool, error) { return x.enterCall(ctx, c) }, pipeline.ToBarrier),
+		pipeline.Step(pipeline.FaultInReconcile, func(ctx context.Context) (bool, error) { return x.askReconcile(ctx, c) }),
+		pipeline.Commit(func(ctx context.Context) (bool, error) { return x.commitReconcile(ctx, c) }, pipeline.ToBarrier),
+		pipeline.Do(func(ctx context.Context) error { return x.runBody(ctx, c) }),
+		pipeline.Commit(func(ctx context.Context) (bool, error) { return x.completeCall(ctx, c) }, pipeline.ToBarrier),
+		pipeline.Publish(func(ctx context.Context) error {
+			if err := c.keepFound(ctx); err != nil {
+				return err
+			}
+			return x.announce(ctx, c.req, c.rec, c.op)
+		}),
+	}}, nil
+}
 
-	// Tracked before the call is entered: a cancellation that arrives once the Entered
-	// mark is visible (to the gate, the api or a test) must find the body's context, or
-	// the body runs to its end (a 30 s tool, 30 s) after its run was cancelled.
-	runCtx, untrack := x.cancels.track(ctx, req.RunID, op)
-	defer untrack()
-	// Entering the call commits a recovery's outcome when it finds the call entered by a
-	// delivery that died (actSettled), directly or by reconciling it.
-	operation := x.env.Operation(x.opts.Service, op)
-	var act action
-	var rec contracts.CallRecord
-	var rev uint64
-	if err := operation.Commit(ctx, func() (bool, error) {
-		var err error
-		act, rec, rev, err = x.enter(ctx, key, req, d.StreamSeq, d.NumDelivered)
-		if err == nil && act == actReconcile {
-			act, rec, rev, err = x.reconcile(ctx, key, req, d.StreamSeq, rec)
-		}
-		return act == actSettled, err
-	}); err != nil {
-		return err
+// enterCall enters c's call ([Executor.enter]). It reports committed only when the write
+// is a recovery's outcome (a terminal record): the Entered mark, a recovery's next attempt
+// and a reconcile's marker hand nothing on and reach no fault point. The body's tracking
+// ends here when no body can follow, before the fault point.
+func (x *Executor) enterCall(ctx context.Context, c *callRun) (bool, error) {
+	var err error
+	c.act, c.rec, c.rev, err = x.enter(ctx, c.key, c.req, c.seq, c.delivered)
+	if err != nil || (c.act != actInvoke && c.act != actReconcile) {
+		c.untrack()
 	}
-	switch act {
+	return c.act == actSettled, err
+}
+
+// runBody runs the body of the attempt c's delivery owns, when the call was entered (or
+// recovered into a new attempt) for it; the actions that run no body end here, or go on
+// to the announcement of a terminal call. A body stopped by its run's cancellation or its
+// call's seals the call ([Executor.sealCancelled], [Executor.endCallCancelled]) — a write
+// with no fault point of its own — and goes on to its announcement once terminal.
+// Otherwise what the body returned, finished and stored by reference if large, is left
+// for [Executor.completeCall].
+func (x *Executor) runBody(ctx context.Context, c *callRun) error {
+	defer c.untrack()
+	log := zerolog.Ctx(ctx)
+	switch c.act {
 	case actStale:
 		log.Debug().Msg("executor request is stale (call not executing); ignored")
-		return nil
+		return pipeline.ErrSettled
 	case actUnseen:
-		return fmt.Errorf("%s: call %s is %w (found %q)", x.opts.Service, key, errCallNotVisible, rec.Phase.Kind)
+		return fmt.Errorf("%s: call %s is %w (found %q)", x.opts.Service, c.key, errCallNotVisible, c.rec.Phase.Kind)
 	case actDuplicate:
-		log.Info().Uint64("entered_by", rec.EnteredBy).Msg("duplicate executor request; the entering delivery owns the call")
-		return nil
+		log.Info().Uint64("entered_by", c.rec.EnteredBy).Msg("duplicate executor request; the entering delivery owns the call")
+		return pipeline.ErrSettled
 	case actRepublish:
-		log.Debug().Str("phase", string(rec.Phase.Kind)).Msg("call already terminal; re-announcing its output")
-		return x.announce(ctx, req, rec, op)
+		log.Debug().Str("phase", string(c.rec.Phase.Kind)).Msg("call already terminal; re-announcing its output")
+		return nil
 	case actSettled:
-		log.Warn().Str("phase", string(rec.Phase.Kind)).Str("reason", rec.Phase.Reason).Msg("call found entered after a crash; recovery settled it")
-		return x.announce(ctx, req, rec, op)
+		log.Warn().Str("phase", string(c.rec.Phase.Kind)).Str("reason", c.rec.Phase.Reason).Msg("call found entered after a crash; recovery settled it")
+		return nil
 	}
 
-	attempt := rec.Phase.Attempt
+	req := c.req
+	c.attempt = c.rec.Phase.Attempt
 	// marked: this delivery committed Entered; otherwise it runs an unmarked first attempt
 	// of a replay_safe call (see [runsUnmarked]).
-	marked := rec.Entered
+	c.marked = c.rec.Entered
 	inv := Invocation{
 		RunID: req.RunID, Step: req.Step, Index: req.Index, CallID: req.CallID,
-		OperationID: op, ToolID: req.ToolID, Arguments: req.Arguments, Attempt: attempt,
+		OperationID: c.op, ToolID: req.ToolID, Arguments: req.Arguments, Attempt: c.attempt,
 	}
-	log.Debug().Uint16("attempt", attempt).Msg("executor entered")
-	spanCtx, endSpan := x.toolSpan(runCtx, req, inv)
+	log.Debug().Uint16("attempt", c.attempt).Msg("executor entered")
+	spanCtx, endSpan := x.toolSpan(c.runCtx, req, inv)
 	if ledger := x.opts.Ledger; ledger != nil {
 		// inv.BeginBody finds the ledger in the body's context: the public Invocation is
 		// plain data, so only the core can make a body start count.
@@ -219,53 +306,65 @@ func (x *Executor) Handle(ctx context.Context, d bus.Delivery) error {
 	bodyCtx = toolctx.WithCost(bodyCtx, func(amount float64) { cost.Store(&amount) })
 	out, err := x.runUnlessPaused(bodyCtx, inv)
 	endProgress()
-	stopped := ctx.Err() == nil && errors.Is(context.Cause(runCtx), errRunCancelled)
+	stopped := ctx.Err() == nil && errors.Is(context.Cause(c.runCtx), errRunCancelled)
 	var callStop *callCancelled
-	callStopped := ctx.Err() == nil && errors.As(context.Cause(runCtx), &callStop)
+	callStopped := ctx.Err() == nil && errors.As(context.Cause(c.runCtx), &callStop)
 	endSpan(out, err, stopped || callStopped && err != nil)
-	untrack()
+	c.untrack()
 	if stopped {
-		return x.sealCancelled(ctx, key, req, d.StreamSeq, attempt, marked, op)
+		return x.sealCancelled(ctx, c)
 	}
 	if callStopped {
-		return x.endCallCancelled(ctx, key, req, d.StreamSeq, attempt, marked, op, callStop.cc, out, err)
+		return x.endCallCancelled(ctx, c, callStop.cc, out, err)
 	}
 	if err != nil {
 		return err
 	}
 	out, size := finishOutput(req.CallID, out, MaxOutputBytes)
-	if out, err = x.byReference(ctx, op, out, size); err != nil {
+	if out, err = x.byReference(ctx, c.op, out, size); err != nil {
 		return err
 	}
+	c.ran, c.out, c.cost = true, out, cost.Load()
+	return nil
+}
 
-	var owned bool
-	if err := operation.Commit(ctx, func() (bool, error) {
-		var err error
-		rec, owned, err = x.complete(ctx, key, req, d.StreamSeq, attempt, marked, out, cost.Load(), rec, rev)
-		return owned, err
-	}); err != nil {
-		return err
+// completeCall commits Completed with the output of the body c ran ([Executor.complete]),
+// when it ran one. It reports committed when the completion was this delivery's.
+func (x *Executor) completeCall(ctx context.Context, c *callRun) (bool, error) {
+	if !c.ran {
+		return false, nil
 	}
-	switch {
-	case !owned && !rec.Phase.IsTerminal():
-		log.Warn().Uint16("attempt", attempt).Str("phase", string(rec.Phase.Kind)).Uint16("record_attempt", rec.Phase.Attempt).
-			Msg("lost ownership of the call while the tool ran; its output is discarded")
+	var err error
+	c.rec, c.owned, err = x.complete(ctx, c.key, c.req, c.seq, c.attempt, c.marked, c.out, c.cost, c.rec, c.rev)
+	return c.owned, err
+}
+
+// keepFound settles the operation when the call moved while its body ran and is not
+// terminal (another delivery owns it: the body's output is discarded), and logs a call
+// found terminal, whose outcome is kept and announced.
+func (c *callRun) keepFound(ctx context.Context) error {
+	if !c.ran || c.owned {
 		return nil
-	case !owned:
-		log.Info().Str("phase", string(rec.Phase.Kind)).Msg("call became terminal while the tool ran; keeping that outcome")
 	}
-	return x.announce(ctx, req, rec, op)
+	log := zerolog.Ctx(ctx)
+	if !c.rec.Phase.IsTerminal() {
+		log.Warn().Uint16("attempt", c.attempt).Str("phase", string(c.rec.Phase.Kind)).Uint16("record_attempt", c.rec.Phase.Attempt).
+			Msg("lost ownership of the call while the tool ran; its output is discarded")
+		return pipeline.ErrSettled
+	}
+	log.Info().Str("phase", string(c.rec.Phase.Kind)).Msg("call became terminal while the tool ran; keeping that outcome")
+	return nil
 }
 
 // announce finishes a call found or made terminal. Its terminal call-record revision is
 // the output announcement (pipeline: the record is the work): the publisher and the
 // gate consume it from the calls bucket's stream, so nothing is published here — a
-// redelivery that finds the call terminal has nothing to repeat. It runs the
-// after-publish fault point, the boundary between the durable outcome and the ack.
+// redelivery that finds the call terminal has nothing to repeat — but the audit of the
+// call's reconciles ([Executor.auditReconciles]). It is the publish step of the call's
+// operation, before the after-publish point, the boundary between the durable outcome
+// and the ack.
 func (x *Executor) announce(ctx context.Context, req contracts.ExecRequest, rec contracts.CallRecord, op string) error {
-	if err := x.env.Operation(x.opts.Service, op).Publish(ctx, func() error {
-		return x.auditReconciles(ctx, req, rec, op)
-	}); err != nil {
+	if err := x.auditReconciles(ctx, req, rec, op); err != nil {
 		return err
 	}
 	zerolog.Ctx(ctx).Debug().Str("outcome", string(rec.Outcome())).Msg("call output committed")
@@ -458,7 +557,8 @@ var errNotOwned = fmt.Errorf("the call record is not this delivery's: %w", state
 
 // onExhausted runs when a request failed transiently on its last allowed delivery: the
 // call becomes Indeterminate (unless another delivery owns it or it is already terminal)
-// and its CallOutput is published, so the batch still finishes.
+// and its output is announced, so the batch still finishes. The seal is a write with no
+// fault point of its own; the announcement is the publish step of the call's operation.
 func (x *Executor) onExhausted(ctx context.Context, d bus.Delivery, cause error) error {
 	req, key, err := x.request(d)
 	if err != nil {
@@ -466,15 +566,25 @@ func (x *Executor) onExhausted(ctx context.Context, d bus.Delivery, cause error)
 	}
 	op := contracts.OperationID(req.RunID, req.Step, req.CallID)
 	reason := truncate(fmt.Sprintf("%s gave up after %d deliveries: %v", x.opts.Service, d.NumDelivered, cause), 512)
-	rec, err := x.seal(ctx, key, req, reason, telemetry.ReasonDeliveryExhausted, func(cur *contracts.CallRecord) bool {
-		return cur.Phase.Kind == contracts.PhaseExecuting && (!cur.Entered || cur.EnteredBy == d.StreamSeq)
-	})
-	if err != nil || !rec.Phase.IsTerminal() {
-		return err
-	}
-	zerolog.Ctx(ctx).Error().Str("call_id", req.CallID).Str("run_id", req.RunID).Str("reason", reason).
-		Msg("executor request exhausted; call is indeterminate")
-	return x.announce(ctx, req, rec, op)
+	var rec contracts.CallRecord
+	return x.env.Apply(ctx, x.opts.Service, pipeline.Effects{Op: op, Steps: []pipeline.Effect{
+		pipeline.Do(func(ctx context.Context) error {
+			var err error
+			rec, err = x.seal(ctx, key, req, reason, telemetry.ReasonDeliveryExhausted, func(cur *contracts.CallRecord) bool {
+				return cur.Phase.Kind == contracts.PhaseExecuting && (!cur.Entered || cur.EnteredBy == d.StreamSeq)
+			})
+			if err != nil {
+				return err
+			}
+			if !rec.Phase.IsTerminal() {
+				return pipeline.ErrSettled
+			}
+			zerolog.Ctx(ctx).Error().Str("call_id", req.CallID).Str("run_id", req.RunID).Str("reason", reason).
+				Msg("executor request exhausted; call is indeterminate")
+			return nil
+		}),
+		pipeline.Publish(func(ctx context.Context) error { return x.announce(ctx, req, rec, op) }),
+	}})
 }
 
 // seal makes the call of key Indeterminate(reason) if owns says this delivery may seal it

@@ -10,7 +10,6 @@ import (
 
 	"github.com/awaken-dev/awaken/internal/bus"
 	"github.com/awaken-dev/awaken/internal/ctxsleep"
-	"github.com/awaken-dev/awaken/internal/pipeline"
 	"github.com/awaken-dev/awaken/internal/state"
 	"github.com/awaken-dev/awaken/internal/telemetry"
 	"github.com/awaken-dev/awaken/pkg/contracts"
@@ -148,59 +147,98 @@ func (x *Executor) recoverByReconcile(cur *contracts.CallRecord, seq uint64, now
 	return actSettled, nil
 }
 
-// reconcile runs the reconcile of the call entered by seq (rec, as committed or read by
-// enter) and commits what it found by compare-and-swap — only while this delivery still
-// owns the reconcile in progress, so of two deliveries (or replicas) reconciling the same
-// call, one outcome is committed and the other finds it. It returns what Handle does
-// next: actSettled (Completed or Indeterminate committed), actInvoke (not_run and the
-// policy allows another attempt: Executing{n+1}, entered by seq), or the action of a
-// record found moved (actRepublish for a terminal one, actDuplicate otherwise).
-func (x *Executor) reconcile(ctx context.Context, key string, req contracts.ExecRequest, seq uint64, rec contracts.CallRecord) (action, contracts.CallRecord, uint64, error) {
-	log := zerolog.Ctx(ctx)
-	in, ok := rec.Reconciling()
-	if !ok {
-		return actDuplicate, rec, 0, nil
+// reconcileAnswer is what the reconcile of a call answered ([Executor.askReconcile]): the
+// outcome, how many calls of the function it took and the last failure's text, for the
+// reconcile in progress that started at started on attempt.
+type reconcileAnswer struct {
+	res     contracts.Reconciled
+	calls   int
+	failure string
+	started time.Time
+	attempt uint16
+}
+
+// askReconcile runs the reconcile of c's call, entered by c's delivery, when [Executor.enter]
+// left it to reconcile (the record c.rec as committed or read): it asks the tool's
+// reconcile function ([Executor.askReconciler]) and keeps the answer for
+// [Executor.commitReconcile]. It reports reaching the in-reconcile point once the reconcile
+// answered. A record no longer reconciling is another delivery's (a duplicate).
+func (x *Executor) askReconcile(ctx context.Context, c *callRun) (bool, error) {
+	if c.act != actReconcile {
+		return false, nil
 	}
-	started, attempt := in.StartedAt, rec.Phase.Attempt
-	op := contracts.OperationID(req.RunID, req.Step, req.CallID)
+	in, ok := c.rec.Reconciling()
+	if !ok {
+		c.act = actDuplicate
+		c.untrack()
+		return false, nil
+	}
+	req := c.req
+	a := &reconcileAnswer{started: in.StartedAt, attempt: c.rec.Phase.Attempt}
 	inv := Invocation{
 		RunID: req.RunID, Step: req.Step, Index: req.Index, CallID: req.CallID,
-		OperationID: op, ToolID: req.ToolID, Arguments: req.Arguments, Attempt: attempt,
+		OperationID: c.op, ToolID: req.ToolID, Arguments: req.Arguments, Attempt: a.attempt,
 	}
-	var res contracts.Reconciled
-	var calls int
-	var failure string
-	if err := x.env.Operation(x.opts.Service, op).Step(ctx, pipeline.FaultInReconcile, func() (bool, error) {
-		res, calls, failure = x.askReconciler(ctx, inv, started.Add(x.opts.Reconcile.Bound))
-		if err := ctx.Err(); err != nil {
-			// The executor is stopping: what the reconcile could not finish is not an
-			// answer. The reconcile stays in progress for the redelivery (within its bound).
-			return false, fmt.Errorf("%s: reconcile interrupted: %w", x.opts.Service, err)
-		}
-		return true, nil
-	}); err != nil {
-		return 0, rec, 0, err
+	a.res, a.calls, a.failure = x.askReconciler(ctx, inv, a.started.Add(x.opts.Reconcile.Bound))
+	if err := ctx.Err(); err != nil {
+		// The executor is stopping: what the reconcile could not finish is not an
+		// answer. The reconcile stays in progress for the redelivery (within its bound).
+		c.untrack()
+		return false, fmt.Errorf("%s: reconcile interrupted: %w", x.opts.Service, err)
 	}
+	c.reconcile = a
+	return true, nil
+}
+
+// commitReconcile commits what c's reconcile answered by compare-and-swap — only while
+// this delivery still owns the reconcile in progress, so of two deliveries (or replicas)
+// reconciling the same call, one outcome is committed and the other finds it. It leaves in
+// c what the request leads to next: actSettled (Completed or Indeterminate committed: it
+// reports committed), actInvoke (not_run and the policy allows another attempt:
+// Executing{n+1}, entered by this delivery, a write that hands nothing on), or the action
+// of a record found moved (actRepublish for a terminal one, actDuplicate otherwise). The
+// body's tracking ends here when no body can follow, before the fault point.
+func (x *Executor) commitReconcile(ctx context.Context, c *callRun) (bool, error) {
+	a := c.reconcile
+	if a == nil {
+		return false, nil
+	}
+	act, rec, rev, err := x.commitReconciled(ctx, c, a)
+	if err != nil {
+		c.untrack()
+		return false, err
+	}
+	c.act, c.rec, c.rev = act, rec, rev
+	if act != actInvoke {
+		c.untrack()
+	}
+	return act == actSettled, nil
+}
+
+// commitReconciled is [Executor.commitReconcile]'s write.
+func (x *Executor) commitReconciled(ctx context.Context, c *callRun, a *reconcileAnswer) (action, contracts.CallRecord, uint64, error) {
+	log := zerolog.Ctx(ctx)
+	req, res, attempt, seq := c.req, a.res, a.attempt, c.seq
 	var out contracts.ToolOutput
 	if res.Outcome == contracts.ReconcileRan {
 		var size int
 		out, size = finishOutput(req.CallID, *res.Output, MaxOutputBytes)
 		var err error
-		if out, err = x.byReference(ctx, op, out, size); err != nil {
-			return 0, rec, 0, err
+		if out, err = x.byReference(ctx, c.op, out, size); err != nil {
+			return 0, c.rec, 0, err
 		}
 	}
 	act, wrote := actSettled, false
-	committed, rev, err := x.env.Calls.Update(ctx, key, func(cur *contracts.CallRecord, exists bool) error {
+	committed, rev, err := x.env.Calls.Update(ctx, c.key, func(cur *contracts.CallRecord, exists bool) error {
 		act, wrote = actSettled, false
 		if !exists {
 			return errNotOwned
 		}
-		if in, ok := cur.Reconciling(); !ok || !cur.HeldBy(attempt, seq) || !in.StartedAt.Equal(started) {
+		if in, ok := cur.Reconciling(); !ok || !cur.HeldBy(attempt, seq) || !in.StartedAt.Equal(a.started) {
 			return errNotOwned
 		}
 		now := x.env.Now()
-		err := cur.EndReconcile(res.Outcome, calls, failure, now, func() error {
+		err := cur.EndReconcile(res.Outcome, a.calls, a.failure, now, func() error {
 			switch res.Outcome {
 			case contracts.ReconcileRan:
 				return cur.Complete(out, now)
@@ -236,9 +274,9 @@ func (x *Executor) reconcile(ctx context.Context, key string, req contracts.Exec
 		}
 		return actDuplicate, committed, rev, nil
 	}
-	ev := log.Info().Str("reconcile", string(res.Outcome)).Int("reconcile_calls", calls)
-	if failure != "" {
-		ev = log.Warn().Str("reconcile", string(res.Outcome)).Int("reconcile_calls", calls).Str("reconcile_error", failure)
+	ev := log.Info().Str("reconcile", string(res.Outcome)).Int("reconcile_calls", a.calls)
+	if a.failure != "" {
+		ev = log.Warn().Str("reconcile", string(res.Outcome)).Int("reconcile_calls", a.calls).Str("reconcile_error", a.failure)
 	}
 	ev.Str("phase", string(committed.Phase.Kind)).Msg("entered call reconciled after a crash")
 	if committed.Phase.Kind == contracts.PhaseIndeterminate {

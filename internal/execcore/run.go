@@ -121,7 +121,11 @@ func (x *Executor) invokeOnce(ctx context.Context, inv Invocation, timeout time.
 	return r.out, r.err
 }
 
-// call runs the Invoker and the in-tool fault point, reporting on done exactly once.
+// call runs the Invoker and the in-tool fault point, reporting on done exactly once. The
+// point is a step of the call's operation run here, inside the tool body's goroutine
+// while the call is entered ([pipeline.Env.Apply]): after the body returned and before
+// the handler's next step can commit its outcome, which is the crash a redelivery must
+// recover by the call's policy.
 func (x *Executor) call(ctx context.Context, inv Invocation, done chan<- result) {
 	defer func() {
 		if p := recover(); p != nil {
@@ -133,10 +137,12 @@ func (x *Executor) call(ctx context.Context, inv Invocation, done chan<- result)
 	var out contracts.ToolOutput
 	var err error
 	// The tool's own error is its result; only the fault point's aborts the call.
-	if ferr := x.env.Operation(x.opts.Service, inv.OperationID).Step(ctx, pipeline.FaultInTool, func() (bool, error) {
-		out, err = x.opts.Invoker.Invoke(ctx, inv)
-		return true, nil
-	}); ferr != nil {
+	if ferr := x.env.Apply(ctx, x.opts.Service, pipeline.Effects{Op: inv.OperationID, Steps: []pipeline.Effect{
+		pipeline.Step(pipeline.FaultInTool, func(ctx context.Context) (bool, error) {
+			out, err = x.opts.Invoker.Invoke(ctx, inv)
+			return true, nil
+		}),
+	}}); ferr != nil {
 		done <- result{abort: ferr}
 		return
 	}

@@ -31,12 +31,13 @@ var errArchiveInFlight = errors.New("archived batch record not visible yet")
 // must still be in the results (tests hold the handler here).
 const FaultBeforeFinalize pipeline.FaultPoint = "before-finalize"
 
-// handleOutput is the handler of committed call outputs: check the barrier, build the results,
-// finalize (with the run's release), publish, archive.
-func (s *Service) handleOutput(ctx context.Context, d bus.Delivery) error {
+// handleOutput is the handler of committed call outputs: check the barrier in its body
+// (the batch and its calls read, nothing written), and once every call of the batch is
+// terminal return the batch's publication ([Service.publication]).
+func (s *Service) handleOutput(ctx context.Context, d bus.Delivery) (pipeline.Effects, error) {
 	out, err := pipeline.CallOutputOf(s.env.Names, d)
 	if err != nil {
-		return err
+		return pipeline.Effects{}, err
 	}
 	key := contracts.BatchKey(out.RunID, out.Step)
 	// Sequential dispatch makes the last call terminal only after every earlier one, so
@@ -49,7 +50,7 @@ func (s *Service) handleOutput(ctx context.Context, d bus.Delivery) error {
 		if out.Index >= 0 && out.Index < len(sub.Calls)-1 && sub.Calls[out.Index].CallID == out.CallID {
 			zerolog.Ctx(ctx).Debug().Str("batch_id", sub.BatchID()).Str("run_id", sub.RunID).Str("call_id", out.CallID).
 				Int("index", out.Index).Msg("barrier holds: not the last call")
-			return nil
+			return pipeline.Effects{}, nil
 		}
 	}
 	// Otherwise the phase matters, so the record is read fresh rather than from the cache.
@@ -60,13 +61,13 @@ func (s *Service) handleOutput(ctx context.Context, d bus.Delivery) error {
 		// dropping the last output leaves its batch unpublished for good (make
 		// chaos-cluster). It is retried, and dead-lettered on exhaustion only if the record
 		// never shows up.
-		return fmt.Errorf("publisher: load batch: %w", err)
+		return pipeline.Effects{}, fmt.Errorf("publisher: load batch: %w", err)
 	}
 	cached := rec
 	s.env.Remember(&cached)
 	sub := &rec.Submission
 	if out.Index < 0 || out.Index >= len(sub.Calls) || sub.Calls[out.Index].CallID != out.CallID {
-		return contracts.Reject(contracts.RejectInvalidField,
+		return pipeline.Effects{}, contracts.Reject(contracts.RejectInvalidField,
 			"call output names call %d %q, which is not a call of batch %s", out.Index, out.CallID, sub.BatchID())
 	}
 	log := zerolog.Ctx(ctx).With().Str("batch_id", sub.BatchID()).Str("run_id", sub.RunID).Str("call_id", out.CallID).Logger()
@@ -75,14 +76,14 @@ func (s *Service) handleOutput(ctx context.Context, d bus.Delivery) error {
 	if rec.Phase == contracts.BatchPhasePublished {
 		s.progress.forget(key)
 		log.Debug().Msg("batch already published")
-		return nil
+		return pipeline.Effects{}, nil
 	}
 	// Sequential dispatch makes the last call terminal only after every earlier one, so
 	// only its output can open the barrier. A parallel batch (or one that fell back to
 	// sequential dispatch after its probe) may complete in any order.
 	if !rec.Parallel && out.Index != len(sub.Calls)-1 {
 		log.Debug().Int("index", out.Index).Msg("barrier holds: not the last call")
-		return nil
+		return pipeline.Effects{}, nil
 	}
 	if rec.Parallel {
 		ready, err := s.progress.allTerminal(ctx, s.env.Calls, &rec)
@@ -90,7 +91,7 @@ func (s *Service) handleOutput(ctx context.Context, d bus.Delivery) error {
 			if err == nil {
 				log.Debug().Msg("barrier holds: a call is not terminal yet")
 			}
-			return err
+			return pipeline.Effects{}, err
 		}
 	}
 	calls, ready, err := s.terminalCalls(ctx, &rec)
@@ -98,16 +99,9 @@ func (s *Service) handleOutput(ctx context.Context, d bus.Delivery) error {
 		if err == nil {
 			log.Debug().Msg("barrier holds: a call is not terminal yet")
 		}
-		return err
+		return pipeline.Effects{}, err
 	}
-	var pub publication
-	if err := s.env.Operation(ServiceName, sub.BatchID()).Step(ctx, FaultBeforeFinalize, func() (bool, error) {
-		pub, err = s.build(ctx, &rec, calls)
-		return true, err
-	}); err != nil {
-		return err
-	}
-	return s.finalizeAndPublish(ctx, &rec, calls, pub)
+	return s.publication(&rec, calls, &log), nil
 }
 
 // terminalCalls reads every call record of rec's batch in model order. It reports false
@@ -172,63 +166,86 @@ func matchCalls(rec *contracts.BatchRecord, entries map[string]state.Entry[contr
 	return calls, true, nil
 }
 
-// finalizeAndPublish finalizes the batch and releases its run in one compare-and-swap on
-// the run record, publishes its results
-// ([Service.publishResults]) unless they already are, sends the live tool_result
-// facts, and archives the batch as published in the batches bucket (off the path the
-// platform waits on: its results are out). Every step tolerates having been done before
-// by a delivery that died, or concurrently by another worker: the phase moves only by
-// compare-and-swap, and a publication is skipped when the results stream already holds it.
-func (s *Service) finalizeAndPublish(ctx context.Context, rec *contracts.BatchRecord, calls []contracts.CallRecord, pub publication) error {
-	log := zerolog.Ctx(ctx)
-	sub := &rec.Submission
-	batchID := sub.BatchID()
-	key := contracts.BatchKey(sub.RunID, sub.Step)
+// batchPublication is what the steps of one batch's publication pass to each other.
+type batchPublication struct {
+	rec   *contracts.BatchRecord
+	calls []contracts.CallRecord
+	pub   publication
+	// finalizedBefore: a delivery before this one finalized the batch (and may have
+	// published it); publishedBefore: the archive says it is published.
+	finalizedBefore, publishedBefore bool
+}
 
-	op := s.env.Operation(ServiceName, batchID)
-	var finalizedBefore, publishedBefore bool
-	if err := op.Commit(ctx, func() (bool, error) {
-		var resolutions []contracts.BatchResolution
-		var err error
-		finalizedBefore, publishedBefore, resolutions, err = s.finalize(ctx, rec, calls, pub.ended)
-		if err != nil {
+// publication returns the effects that publish rec's batch, every call of which is
+// terminal (calls, in model order): build the results, finalize the batch and release
+// its run in one compare-and-swap on the run record, publish its results
+// ([Service.publishResults]) unless they already are and send the live tool_result facts,
+// and archive the batch as published in the batches bucket (off the path the platform
+// waits on: its results are out). Every step tolerates having been done before by a
+// delivery that died, or concurrently by another worker: the phase moves only by
+// compare-and-swap, and a publication is skipped when the results stream already holds
+// it. The finalize hands nothing on: its run-record revision frees the run for its next
+// batch, which the platform submits.
+func (s *Service) publication(rec *contracts.BatchRecord, calls []contracts.CallRecord, log *zerolog.Logger) pipeline.Effects {
+	b := &batchPublication{rec: rec, calls: calls}
+	return pipeline.Effects{Op: rec.Submission.BatchID(), Log: log, Steps: []pipeline.Effect{
+		// The results built from what the barrier read: a resolution an operator records
+		// from here on is found by the finalize (tests hold the operation here).
+		pipeline.Step(FaultBeforeFinalize, func(ctx context.Context) (bool, error) {
+			var err error
+			b.pub, err = s.build(ctx, b.rec, b.calls)
+			return true, err
+		}),
+		pipeline.Commit(func(ctx context.Context) (bool, error) { return s.finalizeBuilt(ctx, b) }),
+		pipeline.Publish(func(ctx context.Context) error {
+			if b.publishedBefore {
+				s.progress.forget(contracts.BatchKey(rec.Submission.RunID, rec.Submission.Step))
+				zerolog.Ctx(ctx).Debug().Msg("batch was published concurrently")
+				return pipeline.ErrSettled
+			}
+			return s.publishOutputs(ctx, b.rec, b.calls, b.pub, b.finalizedBefore)
+		}),
+		pipeline.Do(func(ctx context.Context) error { return s.archive(ctx, b) }),
+	}}
+}
+
+// finalizeBuilt finalizes the batch of b ([Service.finalize]) and reports whether this
+// publication goes on (the archive does not say the batch is published). When an operator
+// resolved a call between the barrier's read of the batch and the finalize, the finalized
+// batch holds the resolution, and so must the results: they are built again.
+func (s *Service) finalizeBuilt(ctx context.Context, b *batchPublication) (bool, error) {
+	var resolutions []contracts.BatchResolution
+	var err error
+	b.finalizedBefore, b.publishedBefore, resolutions, err = s.finalize(ctx, b.rec, b.calls, b.pub.ended)
+	if err != nil {
+		return false, err
+	}
+	if !sameResolutions(b.rec.Resolutions, resolutions) {
+		b.rec.AdoptResolutions(resolutions)
+		if b.pub, err = s.build(ctx, b.rec, b.calls); err != nil {
 			return false, err
 		}
-		if !sameResolutions(rec.Resolutions, resolutions) {
-			// An operator resolved a call between this delivery's read of the batch and its
-			// finalize: the finalized batch holds the resolution, and so must the results.
-			rec.AdoptResolutions(resolutions)
-			if pub, err = s.build(ctx, rec, calls); err != nil {
-				return false, err
-			}
-		}
-		return !publishedBefore, nil
-	}); err != nil {
-		return err
 	}
-	if publishedBefore {
-		s.progress.forget(key)
-		log.Debug().Msg("batch was published concurrently")
-		return nil
-	}
+	return !b.publishedBefore, nil
+}
 
-	if err := op.Publish(ctx, func() error { return s.publishOutputs(ctx, rec, calls, pub, finalizedBefore) }); err != nil {
-		return err
-	}
-	marked, err := s.archivePublished(ctx, rec, calls)
+// archive archives b's published batch ([Service.archivePublished]) and counts it, once.
+func (s *Service) archive(ctx context.Context, b *batchPublication) error {
+	sub := &b.rec.Submission
+	marked, err := s.archivePublished(ctx, b.rec, b.calls)
 	if err != nil {
 		return err
 	}
-	s.progress.forget(key)
+	s.progress.forget(contracts.BatchKey(sub.RunID, sub.Step))
 	if marked {
 		// Counted once per batch: only the write that moved it to published gets here. The
 		// calls first, so that a scrape that shows the batch published shows its calls.
-		for _, c := range pub.outcomes {
+		for _, c := range b.pub.outcomes {
 			s.env.Telemetry.CallPublished(c.outcome, c.isError)
 		}
 		s.env.Telemetry.BatchPublished()
 	}
-	log.Info().Int("results", len(pub.outcomes)).Bool("retried", finalizedBefore).Msg("batch published")
+	zerolog.Ctx(ctx).Info().Int("results", len(b.pub.outcomes)).Bool("retried", b.finalizedBefore).Msg("batch published")
 	return nil
 }
 

@@ -85,7 +85,7 @@ func Start(ctx context.Context, env Deps, opts ...bus.DeliveryOption) (*Service,
 			FilterSubjects: []string{pn.CallRecordsFilter()},
 			AcceptTypes:    []string{contracts.TypeCallOutput}, Records: true,
 			OnExhausted: s.outputExhausted,
-		}, Handler: s.handleOutput}
+		}, Handler: env.Handle(ServiceName, s.handleOutput)}
 	}), s.log)
 	if err != nil {
 		return nil, fmt.Errorf("publisher: start: %w", err)

@@ -45,7 +45,8 @@ type Env struct {
 }
 
 // New starts a server, ensures the topology (memory storage), parses cfgYAML and binds an
-// environment whose Faults call the hook set with [Env.SetFault] ([servicetest.NewEnv]).
+// environment whose Faults call the hook set with [Env.SetFault] ([servicetest.NewEnv]), and
+// on which a hand-off mismatch fails the test.
 // Logs go to the test log when -v is set, and are discarded otherwise.
 func New(t testing.TB, cfgYAML string) *Env {
 	t.Helper()
@@ -64,6 +65,9 @@ func New(t testing.TB, cfgYAML string) *Env {
 		t.Fatal(err)
 	}
 	e := &Env{Env: penv, T: t, Ctx: ctx, Server: srv, Counters: counters}
+	// A commit whose stored revisions hand work to others than it names fails the test, as
+	// it does in the services' tests (servicetest.New) and the stack's (stacktest).
+	penv.OnHandOffMismatch = func(m pipeline.HandOffMismatch) { t.Errorf("hand-off mismatch: %v", m) }
 	penv.Faults = func(ctx context.Context, service string, p pipeline.FaultPoint, op string) error {
 		e.mu.Lock()
 		f := e.fault
