@@ -82,7 +82,7 @@ func Start(ctx context.Context, env *pipeline.Env, opts ...bus.DeliveryOption) (
 			FilterSubjects: []string{pn.RunRecordsFilter()},
 			AcceptTypes:    []string{contracts.TypeBatchRecorded}, Records: true,
 			OnExhausted: s.recordedExhausted,
-		}, Handler: s.handleRecorded}
+		}, Handler: env.Handle(ServiceName, s.handleRecorded)}
 	})
 	routes = append(routes, bus.PerPartition(n, func(pn contracts.Names) bus.Route {
 		return bus.Route{Spec: bus.ConsumerSpec{
@@ -90,7 +90,7 @@ func Start(ctx context.Context, env *pipeline.Env, opts ...bus.DeliveryOption) (
 			FilterSubjects: []string{pn.CallRecordsFilter()},
 			AcceptTypes:    []string{contracts.TypeCallOutput}, Records: true,
 			OnExhausted: s.outputExhausted,
-		}, Handler: s.handleOutput}
+		}, Handler: env.Handle(ServiceName, s.handleOutput)}
 	})...)
 	routes = append(routes, []bus.Route{
 		{Spec: bus.ConsumerSpec{
