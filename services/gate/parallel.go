@@ -16,8 +16,9 @@ import (
 // first undecided call on.
 const FaultAfterParallelDecision pipeline.FaultPoint = "after-parallel-decision"
 
-// gateDeclared gates a recorded batch whose every call's tool declares parallel
-// ([contracts.BatchRecord.ParallelDeclared]) in two passes:
+// gateDeclared returns the steps that gate a recorded batch whose every call's tool
+// declares parallel ([contracts.BatchRecord.ParallelDeclared]), in two passes, each call's
+// work an operation of the call's own run by [pipeline.Env.Apply]:
 //
 //  1. Decide: every call is decided in model order, and each permission decision is
 //     recorded on its call record (Requested with its decision) before the next call is
