@@ -162,7 +162,7 @@ func TestOutputBeforeItsBatchIsVisibleIsRetried(t *testing.T) {
 		t.Fatal(err)
 	}
 	d := outputDelivery(t, h.Env.Names, unseen, 0, done)
-	err = svc.handleOutput(h.Ctx, d)
+	err = svc.env.Handle(ServiceName, svc.handleOutput)(h.Ctx, d)
 	var rej *contracts.Rejection
 	if err == nil || bus.IsPermanent(err) || errors.As(err, &rej) {
 		t.Fatalf("output of a batch not visible yet: %v, want a transient error", err)
@@ -176,7 +176,7 @@ func TestOutputBeforeItsBatchIsVisibleIsRetried(t *testing.T) {
 
 	b := h.store(sub)
 	d.NumDelivered = 2
-	if err := svc.handleOutput(h.Ctx, d); err != nil {
+	if err := svc.env.Handle(ServiceName, svc.handleOutput)(h.Ctx, d); err != nil {
 		t.Fatalf("redelivery once the record is visible: %v", err)
 	}
 	if rec := h.mustCall(b, 1); rec.Phase.Kind != contracts.PhaseExecuting {

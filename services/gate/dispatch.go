@@ -31,28 +31,36 @@ const (
 	exhaustedOutput   = "gate: the output of the call before it failed on every delivery to the gate"
 )
 
-// handleRecorded gates the batch a run-record revision records: its first call, or the
-// probe of a parallel-delegation batch. The batch arrives in the revision itself, so the
-// gate reads no batch record; it is remembered for the outputs that advance the batch.
-func (s *Service) handleRecorded(ctx context.Context, d bus.Delivery) error {
+// handleRecorded gates the batch a run-record revision records: its first call
+// ([Service.gateCallEffects]: the decision's commit hands the call to its executor, to the
+// barrier, or to no one), the probe of a parallel-delegation batch ([Service.probe]), or
+// every call of a declared-parallel batch ([Service.gateDeclared]). The batch arrives in
+// the revision itself, so the gate reads no batch record; it is remembered for the outputs
+// that advance the batch.
+func (s *Service) handleRecorded(ctx context.Context, d bus.Delivery) (pipeline.Effects, error) {
 	b, err := s.recorded(d)
 	if err != nil {
-		return err
+		return pipeline.Effects{}, err
 	}
 	s.env.Remember(b)
+	if !b.Parallel {
+		// No record of call 0 can exist at the first delivery but a cancellation's seal,
+		// which the create then finds (see [Service.gateCallEffects]).
+		return s.gateCallEffects(ctx, b, 0, d.NumDelivered == 1)
+	}
+	sub := &b.Submission
+	log := zerolog.Ctx(ctx).With().Str("run_id", sub.RunID).Str("batch_id", sub.BatchID()).Logger()
+	eff := pipeline.Effects{Op: pipeline.ProbeID(sub.BatchID()), Log: &log}
 	if b.ParallelDeclared {
-		sub := &b.Submission
-		log := zerolog.Ctx(ctx).With().Str("run_id", sub.RunID).Str("batch_id", sub.BatchID()).Logger()
-		return s.gateDeclared(log.WithContext(ctx), b)
+		// Every call's steps are operations of their own (the call's id), run in turn.
+		eff.Op = sub.BatchID()
+		return eff.Then(s.gateDeclared(b)...), nil
 	}
-	if b.Parallel {
-		sub := &b.Submission
-		log := zerolog.Ctx(ctx).With().Str("run_id", sub.RunID).Str("batch_id", sub.BatchID()).Logger()
-		return s.probe(log.WithContext(ctx), b)
+	steps, err := s.probe(log.WithContext(ctx), b)
+	if err != nil {
+		return pipeline.Effects{}, err
 	}
-	// No record of call 0 can exist at the first delivery but a cancellation's seal,
-	// which the create then finds (see [Service.gateCall]).
-	return s.gateCall(withCall(ctx, b, 0), b, 0, d.NumDelivered == 1)
+	return eff.Then(steps...), nil
 }
 
 // recorded reads and checks the batch of a [contracts.TypeBatchRecorded] revision.
@@ -95,18 +103,24 @@ func (s *Service) recordedExhausted(ctx context.Context, d bus.Delivery, cause e
 // commits first, the gate's handling of the cancellation or an executor's stop, so a
 // cancelled run never runs its next call — without reading the run record on the path of
 // every call.
-func (s *Service) handleOutput(ctx context.Context, d bus.Delivery) error {
+func (s *Service) handleOutput(ctx context.Context, d bus.Delivery) (pipeline.Effects, error) {
 	b, next, runCancelled, err := s.nextCall(ctx, d)
 	if err != nil || b == nil {
-		return err
+		return pipeline.Effects{}, err
 	}
 	if runCancelled {
-		zerolog.Ctx(ctx).Info().Str("run_id", b.Submission.RunID).Str("batch_id", b.Submission.BatchID()).
-			Str("call_id", b.Submission.Calls[next].CallID).
-			Msg("the call before it was ended by its run's cancellation; sealing the batch's remaining calls")
-		return s.seal(ctx, b, -1, cancelledReason, b.Parallel)
+		sub := &b.Submission
+		log := zerolog.Ctx(ctx).With().Str("run_id", sub.RunID).Str("batch_id", sub.BatchID()).
+			Str("call_id", sub.Calls[next].CallID).Logger()
+		return pipeline.Effects{Op: sub.BatchID(), Log: &log, Steps: []pipeline.Effect{
+			pipeline.Do(func(ctx context.Context) error {
+				zerolog.Ctx(ctx).Info().Msg("the call before it was ended by its run's cancellation; sealing the batch's remaining calls")
+				// The seal is an operation of the batch's own (control.go).
+				return s.seal(ctx, b, -1, cancelledReason, b.Parallel)
+			}),
+		}}, nil
 	}
-	return s.gateCall(withCall(ctx, b, next), b, next, d.NumDelivered == 1)
+	return s.gateCallEffects(ctx, b, next, d.NumDelivered == 1)
 }
 
 // nextCall returns the batch of the output d announces and the index of the call it

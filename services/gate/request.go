@@ -6,7 +6,10 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/rs/zerolog"
+
 	"github.com/awaken-dev/awaken/internal/bus"
+	"github.com/awaken-dev/awaken/internal/pipeline"
 	"github.com/awaken-dev/awaken/internal/state"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 	"github.com/awaken-dev/awaken/services/gate/tickets"
@@ -99,43 +102,125 @@ func callOp(b *contracts.BatchRecord, i int) string {
 	return contracts.OperationID(sub.RunID, sub.Step, sub.Calls[i].CallID)
 }
 
-// gateCall gates call i of a sequential batch (asked by the revision that recorded the
-// batch, for call 0, or by call i-1's output, dispatch.go): a Requested call is decided —
-// or its decision recorded by a probe is reused — and the outcome applied in one write; a
-// call past Requested re-publishes what its committed state implies, so a redelivered
-// revision never decides twice.
+// gateCall gates call i of b as a sub-operation of its own ([Service.gateCallEffects]
+// run by the effects runtime): the gate's work for a call whose asking revision's handler
+// gates several (a declared-parallel batch, a probe's fallback to call 0).
+func (s *Service) gateCall(ctx context.Context, b *contracts.BatchRecord, i int, assumeNew bool) error {
+	eff, err := s.gateCallEffects(ctx, b, i, assumeNew)
+	if err != nil {
+		return err
+	}
+	return s.env.Apply(ctx, ServiceName, eff)
+}
+
+// gateCallEffects gates call i of a sequential batch (asked by the revision that recorded
+// the batch, for call 0, or by call i-1's output, dispatch.go): a Requested call is
+// decided here — or its decision recorded by a probe is reused — and the effects commit
+// the outcome in one write, handing the call to whom the decision names
+// ([callHandOffs]), then publish what it implies; a call past Requested only re-publishes
+// what its committed state implies, so a redelivered revision never decides twice.
 //
 // assumeNew skips the first read: the caller expects no record yet (the first delivery of
 // the revision that asks for the call, whose record nobody else writes before the gate), so the
 // decision is written with a create, and only a create that finds a record (a cancelled
 // or sealed call, a redelivery) pays for the read and decides again from what is there.
 // That saves one round trip on the path of every call a host limit does not match (one a
-// limit matches is read first: see decideCall).
-func (s *Service) gateCall(ctx context.Context, b *contracts.BatchRecord, i int, assumeNew bool) error {
-	op := s.env.Operation(ServiceName, callOp(b, i))
-	var rec contracts.CallRecord
-	var d decision
-	var decided bool
-	if err := op.Commit(ctx, func() (bool, error) {
-		var err error
-		rec, d, decided, err = s.decideCall(ctx, b, i, assumeNew)
-		return decided, err
-	}); err != nil {
-		return err
-	}
-	return op.Publish(ctx, func() error {
-		if decided {
-			return s.realizeDecided(ctx, b, i, &rec, d)
-		}
-		return s.realizeRecorded(ctx, b, i, &rec)
-	})
+// limit matches is read first: see [Service.prepareCall]).
+func (s *Service) gateCallEffects(ctx context.Context, b *contracts.BatchRecord, i int, assumeNew bool) (pipeline.Effects, error) {
+	ctx = withCall(ctx, b, i)
+	return s.gateCallAttempt(ctx, zerolog.Ctx(ctx), b, i, assumeNew, 1)
 }
 
-// decideCall decides call i of b and commits the decision by compare-and-swap, deciding
-// again from what is committed when it loses a race. decided is false when the record is
-// past Requested already (an earlier delivery, a probe or a cancellation wrote it): rec is
-// then the record as found, and nothing was written.
-func (s *Service) decideCall(ctx context.Context, b *contracts.BatchRecord, i int, assumeNew bool) (rec contracts.CallRecord, d decision, decided bool, err error) {
+// gateCallAttempt is attempt number attempt of [Service.gateCallEffects], with log the
+// call's logger. A commit that loses its compare-and-swap (another writer changed the
+// record between the read and the write: a cancellation's decision, a concurrent
+// delivery's) commits nothing; the next step then gates the call again from what is
+// committed, as an attempt of its own whose commit names the hand-offs of its own
+// decision, at most [maxCASAttempts] in all.
+func (s *Service) gateCallAttempt(ctx context.Context, log *zerolog.Logger, b *contracts.BatchRecord, i int, assumeNew bool, attempt int) (pipeline.Effects, error) {
+	eff := pipeline.Effects{Op: callOp(b, i), Log: log}
+	g, err := s.prepareCall(ctx, b, i, assumeNew)
+	if err != nil {
+		return eff, err
+	}
+	if !g.requested {
+		return eff.Then(pipeline.Publish(func(ctx context.Context) error {
+			return s.realizeRecorded(ctx, b, i, &g.rec)
+		})), nil
+	}
+	var raced bool
+	return eff.Then(
+		// The decision and what it implies for the call, in one write: the executor request
+		// of an allowed call, the output of a blocked or completed one, a parked call's wait.
+		pipeline.Commit(func(ctx context.Context) (bool, error) {
+			switch _, err := s.putCall(ctx, b, i, g.rec, g.rev); {
+			case errors.Is(err, errRaced):
+				raced = true
+				return false, nil
+			case err != nil:
+				return false, err
+			}
+			if g.decidedNow && g.d.outcome != nil {
+				// Counted once: only the delivery whose write recorded the decision gets here.
+				s.env.Telemetry.GateDecision(g.d.outcome.AuditLabel())
+			}
+			return true, nil
+		}, callHandOffs(&g.rec)...),
+		pipeline.Do(func(ctx context.Context) error {
+			if !raced {
+				return nil
+			}
+			if attempt >= maxCASAttempts {
+				return fmt.Errorf("gate: call %s: %d concurrent writers in a row", callOp(b, i), maxCASAttempts)
+			}
+			again, err := s.gateCallAttempt(ctx, log, b, i, false, attempt+1)
+			if err != nil {
+				return err
+			}
+			if err := s.env.Apply(ctx, ServiceName, again); err != nil {
+				return err
+			}
+			return pipeline.ErrSettled
+		}),
+		pipeline.Publish(func(ctx context.Context) error {
+			return s.realizeDecided(ctx, b, i, &g.rec, g.d)
+		}),
+	), nil
+}
+
+// callGate is one gating of a call, passed from the handler's decision to the steps that
+// commit and realize it.
+type callGate struct {
+	rec contracts.CallRecord
+	rev uint64
+	d   decision
+	// requested: rec is Requested as read, so d applied to it is the write to commit;
+	// otherwise rec is the record found past Requested, and nothing is written.
+	requested bool
+	// decidedNow: d was decided now, not recorded by a probe before.
+	decidedNow bool
+}
+
+// callHandOffs names who the revision rec of a call record hands the call to when it is
+// written: its executor (Executing, not entered, with its input: an allowed call), the
+// barrier and the gate's sequential dispatch (terminal: a blocked call, a fixed result, an
+// unknown tool, a capability bound), or no one (a parked call awaiting an approval or its
+// due time, a decision alone, a call waiting for a concurrency slot).
+func callHandOffs(rec *contracts.CallRecord) []pipeline.HandOff {
+	switch {
+	case rec.Phase.IsTerminal():
+		return []pipeline.HandOff{pipeline.ToBarrier}
+	case rec.ExecutingUnentered() && rec.Input != nil:
+		return []pipeline.HandOff{pipeline.ToExecutor}
+	}
+	return nil
+}
+
+// prepareCall reads call i of b (unless assumeNew) and, when it is Requested, decides it
+// and applies the decision to the record: the write the commit makes. A call past
+// Requested (an earlier delivery, a probe or a cancellation wrote it) is returned as
+// found, to re-publish.
+func (s *Service) prepareCall(ctx context.Context, b *contracts.BatchRecord, i int, assumeNew bool) (*callGate, error) {
 	// A call a limit matches is read first even on its first delivery: its ledger writes
 	// come before the decision's, and once an ended call's share has folded into used (or
 	// its slot gone back) nothing in the ledger says it was counted — only its record
@@ -143,47 +228,36 @@ func (s *Service) decideCall(ctx context.Context, b *contracts.BatchRecord, i in
 	if assumeNew && s.limits.MatchesAny(b.Submission.Calls[i]) {
 		assumeNew = false
 	}
-	for range maxCASAttempts {
-		var rev uint64
-		if assumeNew {
-			rec, assumeNew = newCallRecord(b, i), false
-		} else if rec, rev, err = s.loadCall(ctx, b, i); err != nil {
-			return rec, d, false, err
-		}
-		if rec.Phase.Kind != contracts.PhaseRequested {
-			return rec, d, false, nil
-		}
-		d = decision{outcome: rec.Decision}
-		decidedNow := rec.Decision == nil
-		if decidedNow {
-			if d, err = s.decideNow(ctx, b, i, nil); err != nil {
-				return rec, d, false, err
-			}
-			if err := rec.Decide(d.outcome, s.env.Telemetry.TraceParent(ctx), s.env.Now()); err != nil {
-				return rec, d, false, bus.Permanent(fmt.Errorf("gate: decide call %s: %w", callOp(b, i), err))
-			}
-		}
-		if s.takesSlot(b, i, d) {
-			if d.slotWait, err = s.limits.Acquire(ctx, b, i); err != nil {
-				return rec, d, false, err
-			}
-		}
-		if err := s.applyDecision(b, i, &rec, d); err != nil {
-			return rec, d, false, bus.Permanent(err)
-		}
-		switch _, err := s.putCall(ctx, b, i, rec, rev); {
-		case errors.Is(err, errRaced):
-			continue
-		case err != nil:
-			return rec, d, false, err
-		}
-		if decidedNow && d.outcome != nil {
-			// Counted once: only the delivery whose write recorded the decision gets here.
-			s.env.Telemetry.GateDecision(d.outcome.AuditLabel())
-		}
-		return rec, d, true, nil
+	g := &callGate{}
+	var err error
+	if assumeNew {
+		g.rec = newCallRecord(b, i)
+	} else if g.rec, g.rev, err = s.loadCall(ctx, b, i); err != nil {
+		return nil, err
 	}
-	return rec, d, false, fmt.Errorf("gate: call %s: %d concurrent writers in a row", callOp(b, i), maxCASAttempts)
+	if g.rec.Phase.Kind != contracts.PhaseRequested {
+		return g, nil
+	}
+	g.requested = true
+	g.d = decision{outcome: g.rec.Decision}
+	g.decidedNow = g.rec.Decision == nil
+	if g.decidedNow {
+		if g.d, err = s.decideNow(ctx, b, i, nil); err != nil {
+			return nil, err
+		}
+		if err := g.rec.Decide(g.d.outcome, s.env.Telemetry.TraceParent(ctx), s.env.Now()); err != nil {
+			return nil, bus.Permanent(fmt.Errorf("gate: decide call %s: %w", callOp(b, i), err))
+		}
+	}
+	if s.takesSlot(b, i, g.d) {
+		if g.d.slotWait, err = s.limits.Acquire(ctx, b, i); err != nil {
+			return nil, err
+		}
+	}
+	if err := s.applyDecision(b, i, &g.rec, g.d); err != nil {
+		return nil, bus.Permanent(err)
+	}
+	return g, nil
 }
 
 // realizeDecided publishes what the decision d, just committed on call i's record rec,

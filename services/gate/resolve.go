@@ -5,43 +5,61 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 
+	"github.com/awaken-dev/awaken/internal/pipeline"
 	"github.com/awaken-dev/awaken/internal/telemetry"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 	"github.com/awaken-dev/awaken/services/gate/tickets"
 )
 
-// commitResolution applies a resolution that has passed every check: it writes rec (already
-// moved by the caller and marked ResolvedBy) at rev, deletes the ticket, and publishes the
-// resolution's outputs. A lost compare-and-swap returns [errRaced] and changes nothing, so
-// the caller re-reads and re-validates from the committed state: of two concurrent
-// resolutions exactly one commits.
+// commitResolution applies a resolution that has passed every check, as an operation of
+// the call's own ([Service.resolutionEffects] run by the effects runtime).
 func (s *Service) commitResolution(ctx context.Context, b *contracts.BatchRecord, i int, rec *contracts.CallRecord, rev uint64, ticketRev uint64, res tickets.Resolution) error {
-	op := s.env.Operation(ServiceName, callOp(b, i))
-	if err := op.Commit(ctx, func() (bool, error) {
-		if _, err := s.putCall(ctx, b, i, *rec, rev); err != nil {
-			return false, err
-		}
-		if res.Audit != "" {
-			// Counted once: only the delivery whose write committed the resolution gets here.
-			s.env.Telemetry.GateDecision(res.Audit)
-		}
-		return true, s.tickets.DeleteTicket(ctx, res.Corr, ticketRev)
-	}); err != nil {
-		return err
-	}
-	return op.Publish(ctx, func() error { return s.realizeResolution(ctx, b, i, rec, res) })
+	return s.env.Apply(ctx, ServiceName, s.resolutionEffects(b, i, rec, rev, ticketRev, res))
+}
+
+// resolutionEffects are the effects of a resolution that has passed every check: write rec
+// (already moved by the caller and marked ResolvedBy) at rev and delete the ticket —
+// a write that hands the call to the barrier when the resolution completed it (a denial,
+// an expiry, a pause), and to no one when it moved the call into execution (the hand-over
+// to the executor is a write of its own, after the audit: [Service.realizeResolution]) —
+// then publish the resolution's outputs. A lost compare-and-swap returns [errRaced] and
+// changes nothing, so the caller re-reads and re-validates from the committed state: of
+// two concurrent resolutions exactly one commits.
+func (s *Service) resolutionEffects(b *contracts.BatchRecord, i int, rec *contracts.CallRecord, rev uint64, ticketRev uint64, res tickets.Resolution) pipeline.Effects {
+	return pipeline.Effects{Op: callOp(b, i), Steps: []pipeline.Effect{
+		pipeline.Commit(func(ctx context.Context) (bool, error) {
+			if _, err := s.putCall(ctx, b, i, *rec, rev); err != nil {
+				return false, err
+			}
+			if res.Audit != "" {
+				// Counted once: only the delivery whose write committed the resolution gets here.
+				s.env.Telemetry.GateDecision(res.Audit)
+			}
+			return true, s.tickets.DeleteTicket(ctx, res.Corr, ticketRev)
+		}, callHandOffs(rec)...),
+		pipeline.Publish(func(ctx context.Context) error { return s.realizeResolution(ctx, b, i, rec, res) }),
+	}}
 }
 
 // redeliveredResolution finishes a resolution this very input already committed (the call
-// carries its ResolvedBy): the ticket is deleted if a crash left it, and the outputs are
-// re-published under their deterministic ids.
+// carries its ResolvedBy), as an operation of the call's own
+// ([Service.redeliveredResolutionEffects] run by the effects runtime).
 func (s *Service) redeliveredResolution(ctx context.Context, b *contracts.BatchRecord, i int, rec *contracts.CallRecord, res tickets.Resolution) error {
-	return s.env.Operation(ServiceName, callOp(b, i)).Publish(ctx, func() error {
-		if err := s.tickets.DeleteTicket(ctx, res.Corr, 0); err != nil {
-			return err
-		}
-		return s.realizeResolution(ctx, b, i, rec, res)
-	})
+	return s.env.Apply(ctx, ServiceName, s.redeliveredResolutionEffects(b, i, rec, res))
+}
+
+// redeliveredResolutionEffects are the effects of a resolution this very input already
+// committed: the ticket is deleted if a crash left it, and the outputs are re-published
+// under their deterministic ids.
+func (s *Service) redeliveredResolutionEffects(b *contracts.BatchRecord, i int, rec *contracts.CallRecord, res tickets.Resolution) pipeline.Effects {
+	return pipeline.Effects{Op: callOp(b, i), Steps: []pipeline.Effect{
+		pipeline.Publish(func(ctx context.Context) error {
+			if err := s.tickets.DeleteTicket(ctx, res.Corr, 0); err != nil {
+				return err
+			}
+			return s.realizeResolution(ctx, b, i, rec, res)
+		}),
+	}}
 }
 
 // realizeResolution publishes ticket.resolved and the audit record (and, for an approval

@@ -81,7 +81,7 @@ func Start(ctx context.Context, env Deps, opts ...bus.DeliveryOption) (*Service,
 			FilterSubjects: []string{pn.RunRecordsFilter()},
 			AcceptTypes:    []string{contracts.TypeBatchRecorded}, Records: true,
 			OnExhausted: s.recordedExhausted,
-		}, Handler: s.handleRecorded}
+		}, Handler: env.Handle(ServiceName, s.handleRecorded)}
 	})
 	routes = append(routes, bus.PerPartition(n, func(pn contracts.Names) bus.Route {
 		return bus.Route{Spec: bus.ConsumerSpec{
@@ -89,7 +89,7 @@ func Start(ctx context.Context, env Deps, opts ...bus.DeliveryOption) (*Service,
 			FilterSubjects: []string{pn.CallRecordsFilter()},
 			AcceptTypes:    []string{contracts.TypeCallOutput}, Records: true,
 			OnExhausted: s.outputExhausted,
-		}, Handler: s.handleOutput}
+		}, Handler: env.Handle(ServiceName, s.handleOutput)}
 	})...)
 	routes = append(routes, []bus.Route{
 		{Spec: bus.ConsumerSpec{

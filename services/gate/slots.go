@@ -90,17 +90,18 @@ func (s *Service) giveBackIfEnded(ctx context.Context, b *contracts.BatchRecord,
 }
 
 // releaseSlots gives back the slots of call i of b, which ended, and hands over the calls
-// they went to ([Service.handOverWaiters]).
+// they went to ([Service.handOverWaiters]), as an operation of the ended call's own: the
+// fault point after the ledger passed a slot on names it.
 func (s *Service) releaseSlots(ctx context.Context, b *contracts.BatchRecord, i int) error {
 	from := callOp(b, i)
 	var granted []contracts.LimitWaiter
-	if err := s.env.Operation(ServiceName, from).Step(ctx, FaultAfterSlotHandOff, func() (handedOff bool, err error) {
-		granted, err = s.limits.ReleaseSlots(ctx, b, i)
-		return len(granted) > 0, err
-	}); err != nil {
-		return err
-	}
-	return s.handOverWaiters(ctx, from, granted)
+	return s.env.Apply(ctx, ServiceName, pipeline.Effects{Op: from, Steps: []pipeline.Effect{
+		pipeline.Step(FaultAfterSlotHandOff, func(ctx context.Context) (handedOff bool, err error) {
+			granted, err = s.limits.ReleaseSlots(ctx, b, i)
+			return len(granted) > 0, err
+		}),
+		pipeline.Do(func(ctx context.Context) error { return s.handOverWaiters(ctx, from, granted) }),
+	}})
 }
 
 // handOverWaiters hands over the calls the slots a release gave back went to: each

@@ -203,13 +203,10 @@ func (l *Ledger) Apply(ctx context.Context, b *contracts.BatchRecord, i int, o *
 	if out.Kind == contracts.GateRequireConfirmation {
 		waiting = nil
 	}
-	// Every ledger write of the decision is a step of its own: a crash after it leaves the
-	// share reserved and the decision that counts on it unrecorded.
-	ledger := l.env.Operation(contracts.ServiceGate, op)
 	if waiting != nil {
 		var until time.Time
 		var blocked bool
-		if err := ledger.Step(ctx, FaultAfterReserve, func() (reached bool, err error) {
+		if err := l.reserveStep(ctx, op, func(ctx context.Context) (reached bool, err error) {
 			until, blocked, err = l.ReserveAhead(ctx, waiting, b, op)
 			return !blocked, err
 		}); err != nil {
@@ -248,7 +245,7 @@ func (l *Ledger) Apply(ctx context.Context, b *contracts.BatchRecord, i int, o *
 		key := contracts.LimitLedgerKey(lim.Name, value, window)
 		force := lim.Over == contracts.LimitOverAsk && !lim.Shadow
 		var outcome string
-		if err := ledger.Step(ctx, FaultAfterReserve, func() (_ bool, err error) {
+		if err := l.reserveStep(ctx, op, func(ctx context.Context) (_ bool, err error) {
 			outcome, err = l.reserve(ctx, lim, key, value, window, op, amount, force)
 			return true, err
 		}); err != nil {
@@ -288,6 +285,16 @@ func (l *Ledger) Apply(ctx context.Context, b *contracts.BatchRecord, i int, o *
 		}
 	}
 	return &out, nil
+}
+
+// reserveStep runs reserve, one ledger write of the decision of operation op, as a
+// sub-operation of op's own that the effects runtime runs: each is a step followed by
+// [FaultAfterReserve] when it reached it, so a crash there leaves the share reserved and
+// the decision that counts on it unrecorded.
+func (l *Ledger) reserveStep(ctx context.Context, op string, reserve func(ctx context.Context) (reached bool, err error)) error {
+	return l.env.Apply(ctx, contracts.ServiceGate, pipeline.Effects{Op: op, Steps: []pipeline.Effect{
+		pipeline.Step(FaultAfterReserve, reserve),
+	}})
 }
 
 // block is the outcome of a call over live limit lim: its share in the limits before is
