@@ -101,13 +101,13 @@ func Start(ctx context.Context, env *pipeline.Env, opts ...bus.DeliveryOption) (
 			FilterSubjects: []string{n.TicketResumeSubject(), n.TicketResumeAPISubject()},
 			AcceptTypes:    []string{contracts.TypeTicketResume},
 			OnReject:       s.tickets.ResumeRejected,
-		}, Handler: s.tickets.HandleResume},
+		}, Handler: env.Handle(ServiceName, s.tickets.HandleResume)},
 		{Spec: bus.ConsumerSpec{
 			Stream: n.TimersStream(), Durable: contracts.ConsumerGateTimers,
 			FilterSubjects: []string{n.TicketExpireSubject()},
 			AcceptTypes:    []string{contracts.TypeTicketExpire},
 			OnExhausted:    s.timerExhausted,
-		}, Handler: s.tickets.HandleTimer},
+		}, Handler: env.Handle(ServiceName, s.tickets.HandleTimer)},
 		{Spec: bus.ConsumerSpec{
 			Stream: n.ControlStream(), Durable: contracts.ConsumerGateControl,
 			FilterSubjects: []string{n.RunCancelSubject(), n.CallCancelSubject(), n.CallResolveSubject()},
