@@ -112,9 +112,9 @@ func Start(ctx context.Context, env *pipeline.Env, opts ...bus.DeliveryOption) (
 			Stream: n.ControlStream(), Durable: contracts.ConsumerGateControl,
 			FilterSubjects: []string{n.RunCancelSubject(), n.CallCancelSubject(), n.CallResolveSubject()},
 		}, ByType: map[string]bus.Handler{
-			contracts.TypeRunCancel:   s.handleRunCancel,
-			contracts.TypeCallCancel:  s.handleCallCancel,
-			contracts.TypeCallResolve: s.handleCallResolve,
+			contracts.TypeRunCancel:   env.Handle(ServiceName, s.handleRunCancel),
+			contracts.TypeCallCancel:  env.Handle(ServiceName, s.handleCallCancel),
+			contracts.TypeCallResolve: env.Handle(ServiceName, s.handleCallResolve),
 		}},
 	}...)
 	routes = append(routes, s.limitReleaseRoutes()...)
