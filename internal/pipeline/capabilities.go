@@ -135,8 +135,9 @@ func (e *Env) WatchBucket(ctx context.Context, bucket string) (jetstream.KeyWatc
 	return kv.WatchAll(ctx, jetstream.UpdatesOnly())
 }
 
-// AuditAppender appends to the chains of partition n's audit stream directly, for records not published
-// through Pub (the checkpoints).
-func (e *Env) AuditAppender(n contracts.Names) *auditlog.Appender {
-	return auditlog.New(e.JS, n.AuditStream(), auditlog.SubjectPrefix(n), e.AuditKey)
+// AuditChains is the chain of every partition's audit stream — one appender per partition,
+// in the order of [contracts.Names.EachPartition] — that Pub appends audit records
+// through, for the records not published through Pub (the checkpoints).
+func (e *Env) AuditChains() auditlog.Partitioned {
+	return e.audit
 }

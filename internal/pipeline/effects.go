@@ -131,15 +131,32 @@ func (e Effects) Then(steps ...Effect) Effects {
 	return e
 }
 
-// Handle returns the consume loop's handler of h: run h, then its effects ([Env.Apply]).
-// Every route of every pipeline service is built with it.
+// ErrRaced, returned by a step, means its compare-and-swap lost to another writer: the
+// record changed since the handler read it, and the step wrote nothing. [Env.Handle] then
+// runs the handler again at once, to decide from the records as they are now — what a
+// redelivery would do, without its back-off — at most [MaxRaces] times in a row.
+var ErrRaced = errors.New("record changed concurrently")
+
+// MaxRaces bounds how many times in a row [Env.Handle] decides again after a lost
+// compare-and-swap: every writer of a record moves it forward, so a handler that keeps
+// losing faces a storm, and its delivery is retried later.
+const MaxRaces = 16
+
+// Handle returns the consume loop's handler of h: run h, then its effects ([Env.Apply]);
+// when a step lost a race ([ErrRaced]), run h again. Every route of every pipeline
+// service is built with it.
 func (e *Env) Handle(service string, h EffectHandler) bus.Handler {
 	return func(ctx context.Context, d bus.Delivery) error {
-		eff, err := h(ctx, d)
-		if err != nil {
-			return err
+		for range MaxRaces {
+			eff, err := h(ctx, d)
+			if err != nil {
+				return err
+			}
+			if err := e.Apply(ctx, service, eff); !errors.Is(err, ErrRaced) {
+				return err
+			}
 		}
-		return e.Apply(ctx, service, eff)
+		return fmt.Errorf("%s: %d concurrent writers in a row: %w", service, MaxRaces, ErrRaced)
 	}
 }
 

@@ -61,6 +61,8 @@ type Env struct {
 	Telemetry *telemetry.Telemetry
 
 	cache *batchCache // batch key → *contracts.BatchRecord (immutable part)
+	// audit is the chain of every partition's audit stream, the one Pub appends through.
+	audit auditlog.Partitioned
 
 	pausesOnce sync.Once
 	pauses     *pauseView // the executors' in-memory watch of the pauses bucket
@@ -101,11 +103,13 @@ func NewEnv(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, cfg *con
 	if err != nil {
 		return nil, fmt.Errorf("pipeline: audit signing key: %w", err)
 	}
+	audit := auditlog.NewPartitioned(js, names, auditKey)
 	e := &Env{
 		Conn: nc, JS: js, Config: cfg, Names: names, Log: log, AuditKey: auditKey,
 		// Every record on an audit subject published through Pub is appended to its
 		// subject's chain (internal/auditlog), sealed and signed.
-		Pub: bus.NewPublisher(js).WithChain(auditlog.NewPartitioned(js, names, auditKey)),
+		Pub:   bus.NewPublisher(js).WithChain(audit),
+		audit: audit,
 		// The archive holds finished batches only: each write of a published one expires
 		// with the run retention, and its expiry marker drives the sweep of the batch's
 		// call and ticket records (the gate's sweeper, services/gate/sweep.go). A batch

@@ -193,7 +193,7 @@ func TestSeveralApprovers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := h.Svc.tickets.HandleResume(h.Ctx, bus.Delivery{Event: ev, Subject: h.Env.Names.TicketResumeAPISubject()}); err != nil {
+	if err := h.Env.Handle(ServiceName, h.Svc.tickets.HandleResume)(h.Ctx, bus.Delivery{Event: ev, Subject: h.Env.Names.TicketResumeAPISubject()}); err != nil {
 		t.Fatalf("redelivered first approval: %v", err)
 	}
 	h.quiet()

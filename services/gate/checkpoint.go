@@ -23,10 +23,9 @@ const checkpointRecheck = time.Hour
 // checkpoint subject, covering that stream's chains).
 func (s *Service) checkpointLoop(ctx context.Context) {
 	parts := s.env.Names.EachPartition()
-	appenders := make([]*auditlog.Appender, len(parts))
-	for k, pn := range parts {
-		appenders[k] = s.env.AuditAppender(pn)
-	}
+	// The environment's appenders, one per partition in the order of parts: the ones its
+	// publisher chains the audit records through.
+	appenders := s.env.AuditChains()
 	for {
 		wait := checkpointRecheck
 		for k, pn := range parts {

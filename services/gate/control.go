@@ -20,54 +20,63 @@ import (
 // keys), a call's cancellation, and an operator's resolution of an indeterminate call. The
 // resolution of a ticket is services/gate/tickets'.
 
-// handleCancel is the handler of run cancellation: every open
-// batch of the run is sealed — each non-terminal call becomes Indeterminate("cancelled"),
-// its ticket is cleared — and a CallOutput is published per sealed call so the publisher
+// handleRunCancel is the handler of run cancellation: every open batch of the run is
+// sealed — each non-terminal call becomes Indeterminate("cancelled"), its ticket is
+// cleared — and each sealed call's terminal revision is its output, so the publisher
 // finalizes the batch and its results publish once; then the executors are told to stop
 // the run's bodies in flight (stopRunBodies), the run's io.awaken.run.ended.v1 is
 // published (announceRunEnded) and the run's limits ledger keys are deleted. A late
 // approval or timer then finds no ticket. Redelivery re-seals nothing (the calls are
 // terminal) and re-publishes the same notice and event.
-func (s *Service) handleRunCancel(ctx context.Context, d bus.Delivery) error {
-	ev := d.Event
-	rc, err := contracts.DecodeRunCancel(ev.Data)
+//
+// Its effects, in order: the run's end recorded ([FaultAfterRunEnd]); the seal of the batch
+// that write found open, a sub-operation of the batch ([Service.sealEffects], handing each
+// sealed call to the barrier); the notices and the announcement; the ledger keys deleted.
+func (s *Service) handleRunCancel(ctx context.Context, d bus.Delivery) (pipeline.Effects, error) {
+	rc, err := contracts.DecodeRunCancel(d.Event.Data)
 	if err != nil {
-		return bus.Permanent(fmt.Errorf("gate: decode run cancel: %w", err))
+		return pipeline.Effects{}, bus.Permanent(fmt.Errorf("gate: decode run cancel: %w", err))
 	}
 	log := zerolog.Ctx(ctx).With().Str("run_id", rc.RunID).Logger()
-	ctx = log.WithContext(ctx)
-	var (
+	// What the end's write found, for the steps after it.
+	var ended struct {
 		open *contracts.BatchRecord
 		run  contracts.RunRecord
-	)
-	if err := s.env.Operation(ServiceName, rc.RunID).Step(ctx, FaultAfterRunEnd, func() (bool, error) {
-		open, run, err = s.endCancelledRun(ctx, rc.RunID)
-		return true, err
-	}); err != nil {
-		return err
 	}
-	sealed := 0
-	if open != nil {
-		if err := checkBatch(open); err != nil {
-			return bus.Permanent(err)
-		}
-		if err := s.seal(ctx, open, -1, cancelledReason, open.Parallel); err != nil {
-			return err
-		}
-		sealed++
-	}
-	if err := s.stopRunBodies(ctx, rc); err != nil {
-		return err
-	}
-	if err := s.announceRunEnded(ctx, run); err != nil {
-		return err
-	}
-	// After the announcement, off the path of whoever waits for the cancel to be done.
-	if err := s.limits.DeleteRunLedgerKeys(ctx, rc.RunID); err != nil {
-		return err
-	}
-	log.Info().Int("batches", sealed).Str("reason", run.Ended.Reason).Msg("run cancelled")
-	return nil
+	return pipeline.Effects{Op: rc.RunID, Log: &log, Steps: []pipeline.Effect{
+		pipeline.Step(FaultAfterRunEnd, func(ctx context.Context) (bool, error) {
+			var err error
+			ended.open, ended.run, err = s.endCancelledRun(ctx, rc.RunID)
+			return true, err
+		}),
+		pipeline.Do(func(ctx context.Context) error {
+			if ended.open == nil {
+				return nil
+			}
+			if err := checkBatch(ended.open); err != nil {
+				return bus.Permanent(err)
+			}
+			return s.env.Apply(ctx, ServiceName, s.sealEffects(ended.open, -1, cancelledReason, ended.open.Parallel))
+		}),
+		pipeline.Do(func(ctx context.Context) error {
+			if err := s.stopRunBodies(ctx, rc); err != nil {
+				return err
+			}
+			return s.announceRunEnded(ctx, ended.run)
+		}),
+		// After the announcement, off the path of whoever waits for the cancel to be done.
+		pipeline.Do(func(ctx context.Context) error {
+			if err := s.limits.DeleteRunLedgerKeys(ctx, rc.RunID); err != nil {
+				return err
+			}
+			sealed := 0
+			if ended.open != nil {
+				sealed = 1
+			}
+			zerolog.Ctx(ctx).Info().Int("batches", sealed).Str("reason", ended.run.Ended.Reason).Msg("run cancelled")
+			return nil
+		}),
+	}}, nil
 }
 
 // stopRunBodies tells the executors (core NATS, on [contracts.Names.CallStopSubject]) to
@@ -86,56 +95,67 @@ func (s *Service) stopRunBodies(ctx context.Context, rc *contracts.RunCancel) er
 	return nil
 }
 
-// seal marks every non-terminal call of b — or only call index, when index ≥ 0 —
-// Indeterminate(reason) and clears its ticket. The sealing revision of each call is its
-// output (the record is the work), written with Parallel set to parallel: a seal of every
+// seal runs the effects of sealing call index of b, or every call ([Service.sealEffects]),
+// for work that does not return its effects (an exhausted delivery, a capability-bound
+// run's end).
+func (s *Service) seal(ctx context.Context, b *contracts.BatchRecord, index int, reason string, parallel bool) error {
+	return s.env.Apply(ctx, ServiceName, s.sealEffects(b, index, reason, parallel))
+}
+
+// sealEffects returns the effects, an operation of b's batch id, that mark every
+// non-terminal call of b — or only call index, when index ≥ 0 — Indeterminate(reason) and
+// clear its ticket. The sealing revision of each call is its output (the record is the
+// work: a hand-off to the barrier), written with Parallel set to parallel: a seal of every
 // call of a batch at once advances no sequential dispatch. A call the executor completes
 // concurrently keeps its output: the executor's compare-and-swap and ours are ordered by
-// the store, and Completed is never downgraded.
-func (s *Service) seal(ctx context.Context, b *contracts.BatchRecord, index int, reason string, parallel bool) error {
+// the store, and Completed is never downgraded. A seal that finds every call terminal (a
+// redelivery) commits nothing.
+func (s *Service) sealEffects(b *contracts.BatchRecord, index int, reason string, parallel bool) pipeline.Effects {
 	sub := &b.Submission
 	// Every call at once: the output of call i must not dispatch call i+1 while this loop
 	// has yet to seal it (the gate's own dispatch reads the output the moment it is written), and the
 	// calls are sealed in model order, so the last call's output, the one that opens a
 	// sequential batch's barrier, is written when every earlier call is terminal.
 	parallel = parallel || index < 0
-	op := s.env.Operation(ServiceName, sub.BatchID())
-	if err := op.Commit(ctx, func() (bool, error) {
-		for i := range sub.Calls {
-			if index >= 0 && i != index {
-				continue
+	return pipeline.Effects{Op: sub.BatchID(), Steps: []pipeline.Effect{
+		pipeline.Commit(func(ctx context.Context) (bool, error) {
+			sealed := false
+			for i := range sub.Calls {
+				if index >= 0 && i != index {
+					continue
+				}
+				wrote, err := s.sealCall(ctx, b, i, reason, parallel)
+				if err != nil {
+					return false, err
+				}
+				sealed = sealed || wrote
 			}
-			if _, err := s.sealCall(ctx, b, i, reason, parallel); err != nil {
-				return false, err
-			}
-		}
-		return true, nil
-	}); err != nil {
-		return err
-	}
-	// Each sealed call's terminal revision is its output: nothing more to publish.
-	return op.Publish(ctx, nil)
+			return sealed, nil
+		}, pipeline.ToBarrier),
+		// Each sealed call's terminal revision is its output: nothing more to publish.
+		pipeline.Publish(nil),
+	}}
 }
 
 // sealCall marks call i Indeterminate(reason) unless it is terminal, and clears any ticket
 // it parked on (also when an earlier delivery sealed it and crashed before clearing). It
-// returns the committed record.
-func (s *Service) sealCall(ctx context.Context, b *contracts.BatchRecord, i int, reason string, parallel bool) (contracts.CallRecord, error) {
+// reports whether it wrote the call's record.
+func (s *Service) sealCall(ctx context.Context, b *contracts.BatchRecord, i int, reason string, parallel bool) (bool, error) {
 	for range maxCASAttempts {
 		rec, rev, err := s.loadCall(ctx, b, i)
 		if err != nil {
-			return contracts.CallRecord{}, err
+			return false, err
 		}
 		if rec.Phase.IsTerminal() {
 			if rec.IndeterminateFor(reason) {
 				if err := s.clearTickets(ctx, b, i, &rec); err != nil {
-					return contracts.CallRecord{}, err
+					return false, err
 				}
 			}
-			return rec, nil
+			return false, nil
 		}
 		if err := rec.MarkIndeterminate(reason, s.env.Now()); err != nil {
-			return contracts.CallRecord{}, bus.Permanent(fmt.Errorf("gate: seal call %s: %w", rec.CallID, err))
+			return false, bus.Permanent(fmt.Errorf("gate: seal call %s: %w", rec.CallID, err))
 		}
 		if parallel {
 			rec.RunOutsideSequence()
@@ -144,7 +164,7 @@ func (s *Service) sealCall(ctx context.Context, b *contracts.BatchRecord, i int,
 		case errors.Is(err, errRaced):
 			continue
 		case err != nil:
-			return contracts.CallRecord{}, err
+			return false, err
 		}
 		// Counted once: only the write that sealed the call gets here.
 		if reason == cancelledReason {
@@ -152,12 +172,9 @@ func (s *Service) sealCall(ctx context.Context, b *contracts.BatchRecord, i int,
 		} else {
 			s.env.Telemetry.Indeterminate(telemetry.ReasonDeliveryExhausted)
 		}
-		if err := s.clearTickets(ctx, b, i, &rec); err != nil {
-			return contracts.CallRecord{}, err
-		}
-		return rec, nil
+		return true, s.clearTickets(ctx, b, i, &rec)
 	}
-	return contracts.CallRecord{}, fmt.Errorf("gate: seal call %s: %d concurrent writers in a row", b.Submission.Calls[i].CallID, maxCASAttempts)
+	return false, fmt.Errorf("gate: seal call %s: %d concurrent writers in a row", b.Submission.Calls[i].CallID, maxCASAttempts)
 }
 
 // clearTickets deletes every ticket call i could have parked on. Only a call that was ever
@@ -193,18 +210,19 @@ func (s *Service) clearTickets(ctx context.Context, b *contracts.BatchRecord, i 
 //     call (cancelled_in_flight, or the tool's acknowledged outcome).
 //   - terminal: nothing changes (the api refuses this case with call_terminal first).
 //
-// Every write is a terminal revision or a decision of one call: the rest of the batch goes
-// on and the publisher's barrier publishes it as usual. A redelivery finds its own write
-// and changes nothing more (a stop notice sent again is harmless).
-func (s *Service) handleCallCancel(ctx context.Context, d bus.Delivery) error {
+// Every write is a terminal revision (handed to the barrier) or a decision of one call
+// (handed to no one): the rest of the batch goes on and the publisher's barrier publishes
+// it as usual. A redelivery finds its own write and changes nothing more (a stop notice
+// sent again is harmless).
+func (s *Service) handleCallCancel(ctx context.Context, d bus.Delivery) (pipeline.Effects, error) {
 	cc, err := contracts.DecodeCallCancel(d.Event.Data)
 	if err != nil {
-		return bus.Permanent(fmt.Errorf("gate: decode call cancel: %w", err))
+		return pipeline.Effects{}, bus.Permanent(fmt.Errorf("gate: decode call cancel: %w", err))
 	}
 	ctx, b, index, err := s.commandCall(ctx, "call cancel", cc.OperationID,
 		func(c zerolog.Context) zerolog.Context { return c.Str("actor", cc.Actor) })
 	if err != nil || b == nil {
-		return err
+		return pipeline.Effects{}, err
 	}
 	// Every call of a finished batch is terminal. Past the run retention its call records
 	// are gone while the run record may still hold the batch (and this process's cache
@@ -214,12 +232,12 @@ func (s *Service) handleCallCancel(ctx context.Context, d bus.Delivery) error {
 	switch {
 	case errors.Is(err, pipeline.ErrBatchNotFound):
 		zerolog.Ctx(ctx).Info().Msg("call cancel: the batch is past its retention; nothing changes")
-		return nil
+		return pipeline.Effects{}, nil
 	case err != nil:
-		return fmt.Errorf("gate: call cancel: read batch: %w", err)
+		return pipeline.Effects{}, fmt.Errorf("gate: call cancel: read batch: %w", err)
 	case fresh.Phase != contracts.BatchPhaseOpen:
 		zerolog.Ctx(ctx).Info().Str("phase", string(fresh.Phase)).Msg("call cancel: the batch is finished; nothing changes")
-		return nil
+		return pipeline.Effects{}, nil
 	}
 	return s.cancelCall(ctx, b, index, cc)
 }
@@ -256,63 +274,70 @@ func (s *Service) commandCall(ctx context.Context, what, op string, fields func(
 	return ctx, nil, 0, nil
 }
 
-// cancelCall applies cc to call i of b (see [Service.handleCallCancel]).
-func (s *Service) cancelCall(ctx context.Context, b *contracts.BatchRecord, i int, cc *contracts.CallCancel) error {
+// cancelCall decides what cc does to call i of b (see [Service.handleCallCancel]) from
+// the call's record as read, and returns its effects. The write is a compare-and-swap on
+// that read: when it loses ([errRaced]) the handler decides again from the new record.
+func (s *Service) cancelCall(ctx context.Context, b *contracts.BatchRecord, i int, cc *contracts.CallCancel) (pipeline.Effects, error) {
 	log := zerolog.Ctx(ctx)
 	call := b.Submission.Calls[i]
 	reason := cancelReasonText(cc.Reason)
 	out := contracts.ErrorOutput(call.CallID, contracts.CancelledBeforeStartPrefix+reason)
-	for range maxCASAttempts {
-		rec, rev, err := s.loadCall(ctx, b, i)
-		if err != nil {
-			return err
-		}
-		now := s.env.Now()
-		mark := &contracts.CallCancelMark{Actor: cc.Actor, Reason: reason, Outcome: contracts.CancelBeforeStart, At: now}
-		switch {
-		case rec.Phase.IsTerminal():
-			log.Info().Str("phase", string(rec.Phase.Kind)).Msg("call cancel: the call is terminal; nothing changes")
-			return nil
-		case rec.Phase.Kind == contracts.PhaseRequested:
-			if rec.Cancel != nil {
-				return nil // recorded by an earlier delivery
-			}
-			o := &contracts.GateOutcome{Kind: contracts.GateSetResult, Output: &out}
-			if rec.Decision == nil {
-				if err := rec.Decide(o, s.env.Telemetry.TraceParent(ctx), now); err != nil {
-					return bus.Permanent(fmt.Errorf("gate: cancel call %s: %w", call.CallID, err))
-				}
-			} else if err := rec.ReplaceProbedDecision(o); err != nil {
-				// A probe's decision not yet applied: the cancellation replaces it.
-				return bus.Permanent(fmt.Errorf("gate: cancel call %s: %w", call.CallID, err))
-			}
-		case rec.Phase.Kind == contracts.PhaseAwaiting || rec.ExecutingUnentered():
-			if err := rec.Complete(out, now); err != nil {
-				return bus.Permanent(fmt.Errorf("gate: cancel call %s: %w", call.CallID, err))
-			}
-		default: // Executing, entered: the body runs
-			return s.stopInFlight(ctx, cc)
-		}
-		if err := rec.MarkCancelled(mark); err != nil {
-			return bus.Permanent(fmt.Errorf("gate: cancel call %s: %w", call.CallID, err))
-		}
-		switch _, err := s.putCall(ctx, b, i, rec, rev); {
-		case errors.Is(err, errRaced):
-			continue
-		case err != nil:
-			return err
-		}
-		if rec.Phase.IsTerminal() {
-			if err := s.clearTickets(ctx, b, i, &rec); err != nil {
-				return err
-			}
-			log.Info().Str("reason", reason).Msg("call cancelled before start")
-		} else {
-			log.Info().Str("reason", reason).Msg("call cancel recorded; the call ends cancelled when its batch reaches it")
-		}
-		return nil
+	rec, rev, err := s.loadCall(ctx, b, i)
+	if err != nil {
+		return pipeline.Effects{}, err
 	}
-	return fmt.Errorf("gate: cancel call %s: %d concurrent writers in a row", call.CallID, maxCASAttempts)
+	now := s.env.Now()
+	mark := &contracts.CallCancelMark{Actor: cc.Actor, Reason: reason, Outcome: contracts.CancelBeforeStart, At: now}
+	switch {
+	case rec.Phase.IsTerminal():
+		log.Info().Str("phase", string(rec.Phase.Kind)).Msg("call cancel: the call is terminal; nothing changes")
+		return pipeline.Effects{}, nil
+	case rec.Phase.Kind == contracts.PhaseRequested:
+		if rec.Cancel != nil {
+			return pipeline.Effects{}, nil // recorded by an earlier delivery
+		}
+		o := &contracts.GateOutcome{Kind: contracts.GateSetResult, Output: &out}
+		if rec.Decision == nil {
+			if err := rec.Decide(o, s.env.Telemetry.TraceParent(ctx), now); err != nil {
+				return pipeline.Effects{}, bus.Permanent(fmt.Errorf("gate: cancel call %s: %w", call.CallID, err))
+			}
+		} else if err := rec.ReplaceProbedDecision(o); err != nil {
+			// A probe's decision not yet applied: the cancellation replaces it.
+			return pipeline.Effects{}, bus.Permanent(fmt.Errorf("gate: cancel call %s: %w", call.CallID, err))
+		}
+	case rec.Phase.Kind == contracts.PhaseAwaiting || rec.ExecutingUnentered():
+		if err := rec.Complete(out, now); err != nil {
+			return pipeline.Effects{}, bus.Permanent(fmt.Errorf("gate: cancel call %s: %w", call.CallID, err))
+		}
+	default: // Executing, entered: the body runs
+		return pipeline.Effects{Op: callOp(b, i), Log: log, Steps: []pipeline.Effect{
+			pipeline.Do(func(ctx context.Context) error { return s.stopInFlight(ctx, cc) }),
+		}}, nil
+	}
+	if err := rec.MarkCancelled(mark); err != nil {
+		return pipeline.Effects{}, bus.Permanent(fmt.Errorf("gate: cancel call %s: %w", call.CallID, err))
+	}
+	return pipeline.Effects{Op: callOp(b, i), Log: log, Steps: []pipeline.Effect{
+		// A terminal record is the call's output; a decision alone hands nothing on: the
+		// gate's dispatch applies it when the batch reaches the call.
+		pipeline.Commit(func(ctx context.Context) (bool, error) {
+			if _, err := s.putCall(ctx, b, i, rec, rev); err != nil {
+				return false, err
+			}
+			if !rec.Phase.IsTerminal() {
+				return true, nil
+			}
+			return true, s.clearTickets(ctx, b, i, &rec)
+		}, handOffsOfRecord(&rec)...),
+		pipeline.Do(func(ctx context.Context) error {
+			if rec.Phase.IsTerminal() {
+				zerolog.Ctx(ctx).Info().Str("reason", reason).Msg("call cancelled before start")
+			} else {
+				zerolog.Ctx(ctx).Info().Str("reason", reason).Msg("call cancel recorded; the call ends cancelled when its batch reaches it")
+			}
+			return nil
+		}),
+	}}, nil
 }
 
 // stopInFlight tells the executors to stop the body of the call cc names. It is a core
@@ -360,18 +385,23 @@ const FaultAfterResolveRecorded pipeline.FaultPoint = "after-resolve-recorded"
 // against the committed state, which may have moved: a call that is not Indeterminate, or
 // that another command resolved, is refused (logged; nothing changes, and the api's
 // watcher sees no write of its command).
-func (s *Service) handleCallResolve(ctx context.Context, d bus.Delivery) error {
+//
+// Its effects, in order: the resolution recorded on the open batch
+// ([FaultAfterResolveRecorded]); the call's record written, a terminal revision handed to
+// the barrier — Completed when the batch's results carry the resolution, a correction once
+// they are published without it; a correction's event published.
+func (s *Service) handleCallResolve(ctx context.Context, d bus.Delivery) (pipeline.Effects, error) {
 	ev := d.Event
 	cr, err := contracts.DecodeCallResolve(ev.Data)
 	if err != nil {
-		return bus.Permanent(fmt.Errorf("gate: decode call resolve: %w", err))
+		return pipeline.Effects{}, bus.Permanent(fmt.Errorf("gate: decode call resolve: %w", err))
 	}
 	ctx, b, index, err := s.commandCall(ctx, "call resolve", cr.OperationID,
 		func(c zerolog.Context) zerolog.Context {
 			return c.Str("actor", cr.Actor).Str("outcome", string(cr.Outcome))
 		})
 	if err != nil || b == nil {
-		return err
+		return pipeline.Effects{}, err
 	}
 	log := zerolog.Ctx(ctx)
 	res := contracts.CallResolution{
@@ -380,41 +410,61 @@ func (s *Service) handleCallResolve(ctx context.Context, d bus.Delivery) error {
 	}
 	rec, _, err := s.loadCall(ctx, b, index)
 	if err != nil {
-		return err
+		return pipeline.Effects{}, err
 	}
 	switch {
 	case rec.Resolution != nil && rec.Resolution.CommandID == ev.ID:
 		if rec.Resolution.Applied == contracts.ResolutionCorrected {
-			return s.publishCorrection(ctx, b, index, rec) // a redelivery: publish again (deduplicated)
+			// A redelivery: publish again (deduplicated).
+			return pipeline.Effects{Op: cr.OperationID, Log: log, Steps: []pipeline.Effect{
+				pipeline.Do(func(ctx context.Context) error { return s.publishCorrection(ctx, b, index, rec) }),
+			}}, nil
 		}
-		return nil
+		return pipeline.Effects{}, nil
 	case rec.Resolution != nil:
 		log.Warn().Str("resolved_by", rec.Resolution.CommandID).Msg("call resolve refused: the call was resolved already")
-		return nil
+		return pipeline.Effects{}, nil
 	case rec.Phase.Kind != contracts.PhaseIndeterminate:
 		log.Warn().Str("phase", string(rec.Phase.Kind)).Msg("call resolve refused: the call is not indeterminate")
-		return nil
+		return pipeline.Effects{}, nil
 	}
 
-	var inResults bool
-	if err := s.env.Operation(ServiceName, cr.OperationID).Step(ctx, FaultAfterResolveRecorded, func() (bool, error) {
-		inResults, err = s.recordOnBatch(ctx, b, index, res)
-		return inResults, err
-	}); err != nil {
-		return err
+	// What each step found, for the steps after it.
+	var resolved struct {
+		inResults bool
+		rec       contracts.CallRecord
 	}
-	if inResults {
-		return s.writeResolution(ctx, b, index, res, false)
-	}
-	// The batch was finalized first: its results keep the indeterminate result.
-	published, err := s.batchPublished(ctx, b)
-	if err != nil {
-		return err
-	}
-	if !published {
-		return errAwaitingPublication
-	}
-	return s.writeResolution(ctx, b, index, res, true)
+	return pipeline.Effects{Op: cr.OperationID, Log: log, Steps: []pipeline.Effect{
+		pipeline.Step(FaultAfterResolveRecorded, func(ctx context.Context) (bool, error) {
+			var err error
+			resolved.inResults, err = s.recordOnBatch(ctx, b, index, res)
+			return resolved.inResults, err
+		}),
+		pipeline.Commit(func(ctx context.Context) (bool, error) {
+			if !resolved.inResults {
+				// The batch was finalized first: its results keep the indeterminate result,
+				// and the correction waits for them to be published.
+				published, err := s.batchPublished(ctx, b)
+				if err != nil {
+					return false, err
+				}
+				if !published {
+					return false, errAwaitingPublication
+				}
+			}
+			var err error
+			resolved.rec, err = s.writeResolution(ctx, b, index, res, !resolved.inResults)
+			return err == nil, err
+		}, pipeline.ToBarrier),
+		pipeline.Do(func(ctx context.Context) error {
+			if resolved.inResults {
+				zerolog.Ctx(ctx).Info().Msg("call resolved: the batch's results carry the resolution")
+				return nil
+			}
+			zerolog.Ctx(ctx).Info().Msg("call resolved after publication: correction recorded")
+			return s.publishCorrection(ctx, b, index, resolved.rec)
+		}),
+	}}, nil
 }
 
 // recordOnBatch records res on call index's batch in the run record while the batch is
@@ -480,13 +530,13 @@ func (s *Service) batchPublished(ctx context.Context, b *contracts.BatchRecord) 
 
 // writeResolution records res on call index's record — Completed with the resolved
 // output, or, for a correction, the call left Indeterminate with the correction — and
-// publishes a correction's event.
-func (s *Service) writeResolution(ctx context.Context, b *contracts.BatchRecord, index int, res contracts.CallResolution, correction bool) error {
-	log := zerolog.Ctx(ctx)
+// returns the record written. A lost compare-and-swap re-reads the record and applies res
+// to it again.
+func (s *Service) writeResolution(ctx context.Context, b *contracts.BatchRecord, index int, res contracts.CallResolution, correction bool) (contracts.CallRecord, error) {
 	for range maxCASAttempts {
 		rec, rev, err := s.loadCall(ctx, b, index)
 		if err != nil {
-			return err
+			return rec, err
 		}
 		if correction {
 			err = rec.RecordCorrection(res, res.At)
@@ -494,22 +544,17 @@ func (s *Service) writeResolution(ctx context.Context, b *contracts.BatchRecord,
 			err = rec.ResolveIndeterminate(res, res.At)
 		}
 		if err != nil {
-			return bus.Permanent(fmt.Errorf("gate: resolve %s: %w", rec.CallID, err))
+			return rec, bus.Permanent(fmt.Errorf("gate: resolve %s: %w", rec.CallID, err))
 		}
 		switch _, err := s.putCall(ctx, b, index, rec, rev); {
 		case errors.Is(err, errRaced):
 			continue
 		case err != nil:
-			return err
+			return rec, err
 		}
-		if correction {
-			log.Info().Msg("call resolved after publication: correction recorded")
-			return s.publishCorrection(ctx, b, index, rec)
-		}
-		log.Info().Msg("call resolved: the batch's results carry the resolution")
-		return nil
+		return rec, nil
 	}
-	return fmt.Errorf("gate: resolve call %d of %s: %d concurrent writers in a row", index, b.Submission.BatchID(), maxCASAttempts)
+	return contracts.CallRecord{}, fmt.Errorf("gate: resolve call %d of %s: %d concurrent writers in a row", index, b.Submission.BatchID(), maxCASAttempts)
 }
 
 // publishCorrection publishes the io.awaken.tool.result.corrected.v1 event of rec, a call

@@ -80,7 +80,11 @@ func TestApproveWithEditedArguments(t *testing.T) {
 
 	// A redelivery of the very command (another body cannot come under the same id, but
 	// even if it did) re-publishes what the record says, and changes nothing.
-	if err := h.Svc.tickets.Resume(h.Ctx, "resume-edit", approveAs(tk, "mallory", `{"path":"/tmp/c"}`), true); err != nil {
+	eff, err := h.Svc.tickets.Resume(h.Ctx, "resume-edit", approveAs(tk, "mallory", `{"path":"/tmp/c"}`), true)
+	if err == nil {
+		err = h.Env.Apply(h.Ctx, ServiceName, eff)
+	}
+	if err != nil {
 		t.Fatal(err)
 	}
 	h.quiet()

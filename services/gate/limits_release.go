@@ -42,7 +42,7 @@ func (s *Service) limitReleaseRoutes() []bus.Route {
 			Stream: n.CallRecordsStream(), Durable: contracts.ConsumerGateLimits,
 			FilterSubjects: []string{n.CallRecordsFilter()},
 			AcceptTypes:    []string{contracts.TypeCallOutput}, Records: true,
-		}, Handler: s.onTerminalCall, Delivery: releaseForEver}
+		}, Handler: s.env.Handle(ServiceName, s.onTerminalCall), Delivery: releaseForEver}
 	})
 }
 
@@ -63,40 +63,77 @@ var releaseForEver = []bus.DeliveryOption{bus.WithDelivery(-1)}
 // and the host limits, exactly as the decision derived them, and each release or
 // settlement is a no-op when the operation holds nothing, so a redelivery, or a call that
 // a limit itself blocked, releases or settles nothing twice.
-func (s *Service) onTerminalCall(ctx context.Context, d bus.Delivery) error {
+//
+// Its effects, in order: the call's concurrency slots given back (to the next waiter);
+// its other shares settled ([FaultAfterLimitSettle]) or released ([FaultAfterLimitRelease]).
+// Neither hands work on through a record: the slots' hand-off is a write of its own.
+func (s *Service) onTerminalCall(ctx context.Context, d bus.Delivery) (pipeline.Effects, error) {
 	_, runID, step, rec, err := pipeline.CallRecordOf(s.env.Names, d)
 	if err != nil {
-		return err
+		return pipeline.Effects{}, err
 	}
 	if !rec.Phase.IsTerminal() {
-		return nil
+		return pipeline.Effects{}, nil
 	}
 	op := contracts.OperationID(runID, step, rec.CallID)
-	// The batch is read only when a limit has something to look up in it, once.
-	var b *contracts.BatchRecord
-	var i int
-	batch := func() error {
-		if b != nil {
-			return nil
-		}
-		var err error
-		b, i, err = s.terminalCall(ctx, runID, step, &rec)
-		return err
-	}
 	// Slots first: whatever ended the call — its body, a cancellation, a block after its
 	// slot was taken — its slots go back (to the next waiter), and its place in a queue.
-	if s.limits.SlotsForTool(rec.ToolID) {
-		if err := batch(); err != nil {
-			return err
-		}
-		if err := s.releaseSlots(ctx, b, i); err != nil {
-			return err
-		}
+	slots := s.limits.SlotsForTool(rec.ToolID)
+	shares := s.sharesOfTerminal(&rec)
+	if !slots && shares == sharesKept {
+		return pipeline.Effects{}, nil
 	}
+	// The batch is read only when a limit has something to look up in it, once.
+	b, i, err := s.terminalCall(ctx, runID, step, &rec)
+	if err != nil {
+		return pipeline.Effects{}, err
+	}
+	eff := pipeline.Effects{Op: op}
+	if slots {
+		eff = eff.Then(pipeline.Do(func(ctx context.Context) error { return s.releaseSlots(ctx, b, i) }))
+	}
+	switch shares {
+	case sharesSpent:
+		// Its shares are spent: they fold into the entries' used totals.
+		eff = eff.Then(pipeline.Step(FaultAfterLimitSettle, func(ctx context.Context) (bool, error) {
+			settled, err := s.limits.EndShares(ctx, b, i, op, rec.Decision, rec.Cost)
+			return settled > 0, err
+		}))
+	case sharesReleased:
+		eff = eff.Then(pipeline.Step(FaultAfterLimitRelease, func(ctx context.Context) (bool, error) {
+			released, err := s.limits.ReleaseAll(ctx, b, i, op, rec.Decision)
+			if err != nil {
+				return false, err
+			}
+			if released > 0 {
+				zerolog.Ctx(ctx).Debug().Str("batch_id", b.Submission.BatchID()).Str("run_id", runID).Str("call_id", rec.CallID).
+					Int("limits", released).Msg("limit shares given back: the call never ran")
+			}
+			return true, nil
+		}))
+	}
+	return eff, nil
+}
+
+// What becomes of the limit shares (all but the concurrency slots) of a terminal call.
+type terminalShares int
+
+const (
+	// sharesKept: the call holds none to give back or settle (its decision took none, or
+	// its tool is counted by no limit).
+	sharesKept terminalShares = iota
+	// sharesSpent: the call may have run; its shares are settled and folded into used.
+	sharesSpent
+	// sharesReleased: the call never reached execution; its shares are given back.
+	sharesReleased
+)
+
+// sharesOfTerminal says what becomes of the limit shares of terminal call rec.
+func (s *Service) sharesOfTerminal(rec *contracts.CallRecord) terminalShares {
 	// A call sealed without a decision (a cancellation) may still hold shares: its
 	// decision reserved them and lost the race to the seal before it was recorded.
 	if rec.Decision != nil && !limits.Counts(rec.Decision) {
-		return nil
+		return sharesKept
 	}
 	// A call the gate handed to an executor may have run — a replay-safe tool's executor
 	// claims no durable entry before its body — so its shares stay spent: only a call that
@@ -105,31 +142,11 @@ func (s *Service) onTerminalCall(ctx context.Context, d bus.Delivery) error {
 	// handed to an executor.
 	if _, dispatched := rec.MarkTime(contracts.StageExecuting); (dispatched || rec.Entered) && rec.SlotWait == "" {
 		if rec.Decision == nil || !s.limits.Counting(rec.ToolID) {
-			return nil
+			return sharesKept
 		}
-		// Its shares are spent: they fold into the entries' used totals.
-		if err := batch(); err != nil {
-			return err
-		}
-		return s.env.Operation(ServiceName, op).Step(ctx, FaultAfterLimitSettle, func() (bool, error) {
-			settled, err := s.limits.EndShares(ctx, b, i, op, rec.Decision, rec.Cost)
-			return settled > 0, err
-		})
+		return sharesSpent
 	}
-	if err := batch(); err != nil {
-		return err
-	}
-	return s.env.Operation(ServiceName, op).Step(ctx, FaultAfterLimitRelease, func() (bool, error) {
-		released, err := s.limits.ReleaseAll(ctx, b, i, op, rec.Decision)
-		if err != nil {
-			return false, err
-		}
-		if released > 0 {
-			zerolog.Ctx(ctx).Debug().Str("batch_id", b.Submission.BatchID()).Str("run_id", runID).Str("call_id", rec.CallID).
-				Int("limits", released).Msg("limit shares given back: the call never ran")
-		}
-		return true, nil
-	})
+	return sharesReleased
 }
 
 // terminalCall returns the batch of call record rec and the call's index in it.

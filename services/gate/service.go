@@ -100,20 +100,20 @@ func Start(ctx context.Context, env Deps, opts ...bus.DeliveryOption) (*Service,
 			FilterSubjects: []string{n.TicketResumeSubject(), n.TicketResumeAPISubject()},
 			AcceptTypes:    []string{contracts.TypeTicketResume},
 			OnReject:       s.tickets.ResumeRejected,
-		}, Handler: s.tickets.HandleResume},
+		}, Handler: env.Handle(ServiceName, s.tickets.HandleResume)},
 		{Spec: bus.ConsumerSpec{
 			Stream: n.TimersStream(), Durable: contracts.ConsumerGateTimers,
 			FilterSubjects: []string{n.TicketExpireSubject()},
 			AcceptTypes:    []string{contracts.TypeTicketExpire},
 			OnExhausted:    s.timerExhausted,
-		}, Handler: s.tickets.HandleTimer},
+		}, Handler: env.Handle(ServiceName, s.tickets.HandleTimer)},
 		{Spec: bus.ConsumerSpec{
 			Stream: n.ControlStream(), Durable: contracts.ConsumerGateControl,
 			FilterSubjects: []string{n.RunCancelSubject(), n.CallCancelSubject(), n.CallResolveSubject()},
 		}, ByType: map[string]bus.Handler{
-			contracts.TypeRunCancel:   s.handleRunCancel,
-			contracts.TypeCallCancel:  s.handleCallCancel,
-			contracts.TypeCallResolve: s.handleCallResolve,
+			contracts.TypeRunCancel:   env.Handle(ServiceName, s.handleRunCancel),
+			contracts.TypeCallCancel:  env.Handle(ServiceName, s.handleCallCancel),
+			contracts.TypeCallResolve: env.Handle(ServiceName, s.handleCallResolve),
 		}},
 	}...)
 	routes = append(routes, s.limitReleaseRoutes()...)

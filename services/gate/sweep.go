@@ -12,6 +12,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/awaken-dev/awaken/internal/bus"
+	"github.com/awaken-dev/awaken/internal/pipeline"
 	"github.com/awaken-dev/awaken/internal/state"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
@@ -36,7 +37,7 @@ func (s *Service) sweepRoute(n contracts.Names) bus.Route {
 		Records:        true, Expiries: true,
 		// No type is ever announced on the archive: only the expiries are work.
 		AcceptTypes: []string{bus.TypeRecordExpired},
-	}, Handler: s.handleBatchExpired,
+	}, Handler: s.env.Handle(ServiceName, s.handleBatchExpired),
 		// A sweep that keeps failing is retried rather than given up: the records would
 		// otherwise stay for ever.
 		Delivery: []bus.DeliveryOption{bus.WithDelivery(-1)}}
@@ -47,46 +48,56 @@ func (s *Service) sweepRoute(n contracts.Names) bus.Route {
 // value is the batch's). A batch the run record holds open is never swept: only a run id
 // reused after its run record expired could reach it, and then the records are the new
 // batch's.
-func (s *Service) handleBatchExpired(ctx context.Context, d bus.Delivery) error {
+//
+// Its effects are the purges: they store nothing and hand nothing on.
+func (s *Service) handleBatchExpired(ctx context.Context, d bus.Delivery) (pipeline.Effects, error) {
 	runID, step, ok := batchOfArchiveSubject(s.env.Names, d.Subject)
 	if !ok {
-		return bus.Permanent(fmt.Errorf("gate: sweep: %q is not a batch archive key", d.Subject))
+		return pipeline.Effects{}, bus.Permanent(fmt.Errorf("gate: sweep: %q is not a batch archive key", d.Subject))
 	}
-	log := zerolog.Ctx(ctx).With().Str("run_id", runID).Str("batch_id", contracts.BatchID(runID, step)).Logger()
+	batchID := contracts.BatchID(runID, step)
+	log := zerolog.Ctx(ctx).With().Str("run_id", runID).Str("batch_id", batchID).Logger()
 	// Taken before the run record is read: a ledger write after it (a new batch's
 	// decision) is kept by the purge.
 	bound, err := s.ledgerPurgeBound(ctx, contracts.LimitKeyStep)
 	if err != nil {
-		return fmt.Errorf("gate: sweep %s: %w", contracts.BatchID(runID, step), err)
+		return pipeline.Effects{}, fmt.Errorf("gate: sweep %s: %w", batchID, err)
 	}
 	run, _, err := s.env.Runs.GetFromLeader(ctx, contracts.RunKey(runID))
 	switch {
 	case err == nil:
 		if held := run.Holds(step); held != nil && held.Phase == contracts.BatchPhaseOpen {
 			log.Warn().Msg("the archive of an open batch expired (run id reused after retention?); its records are kept")
-			return nil
+			return pipeline.Effects{}, nil
 		}
 	case !errors.Is(err, state.ErrNotFound):
-		return fmt.Errorf("gate: sweep %s: read run: %w", contracts.BatchID(runID, step), err)
+		return pipeline.Effects{}, fmt.Errorf("gate: sweep %s: read run: %w", batchID, err)
 	}
-	n := s.env.Names
-	for _, bucket := range []string{n.Of(runID).CallsBucket(), n.TicketsBucket()} {
-		st, err := s.recordStream(ctx, bucket)
-		if err != nil {
-			return fmt.Errorf("gate: sweep %s: %s: %w", contracts.BatchID(runID, step), bucket, err)
-		}
-		// Call keys are {target}.{run}.{step}.{call}, ticket keys {kind}.{run}.{step}.{call}.
-		filter := contracts.RecordSubject(bucket, contracts.CallKeysOfBatch(runID, step))
-		if err := st.Purge(ctx, jetstream.WithPurgeSubject(filter)); err != nil {
-			return fmt.Errorf("gate: sweep %s: purge %s: %w", contracts.BatchID(runID, step), filter, err)
-		}
-	}
-	batchOf := &contracts.BatchSubmission{RunID: runID, Step: step}
-	if err := s.purgeLedgerKeys(ctx, contracts.LimitKeyStep, contracts.BatchID(runID, step), batchOf, bound); err != nil {
-		return err
-	}
-	log.Debug().Msg("finished batch past retention: its call and ticket records and its ledger keys removed")
-	return nil
+	return pipeline.Effects{Op: batchID, Log: &log, Steps: []pipeline.Effect{
+		pipeline.Do(func(ctx context.Context) error {
+			n := s.env.Names
+			for _, bucket := range []string{n.Of(runID).CallsBucket(), n.TicketsBucket()} {
+				st, err := s.recordStream(ctx, bucket)
+				if err != nil {
+					return fmt.Errorf("gate: sweep %s: %s: %w", batchID, bucket, err)
+				}
+				// Call keys are {target}.{run}.{step}.{call}, ticket keys {kind}.{run}.{step}.{call}.
+				filter := contracts.RecordSubject(bucket, contracts.CallKeysOfBatch(runID, step))
+				if err := st.Purge(ctx, jetstream.WithPurgeSubject(filter)); err != nil {
+					return fmt.Errorf("gate: sweep %s: purge %s: %w", batchID, filter, err)
+				}
+			}
+			return nil
+		}),
+		pipeline.Do(func(ctx context.Context) error {
+			batchOf := &contracts.BatchSubmission{RunID: runID, Step: step}
+			if err := s.purgeLedgerKeys(ctx, contracts.LimitKeyStep, batchID, batchOf, bound); err != nil {
+				return err
+			}
+			zerolog.Ctx(ctx).Debug().Msg("finished batch past retention: its call and ticket records and its ledger keys removed")
+			return nil
+		}),
+	}}, nil
 }
 
 // runSweepRoute is the gate's durable consumer of the run records' expiries
@@ -114,7 +125,7 @@ func (s *Service) runSweepRoute(n contracts.Names) bus.Route {
 		// Only the expiries are work: the revisions announced on the runs stream (a
 		// recorded batch) are the gate-batches consumer's.
 		AcceptTypes: []string{bus.TypeRecordExpired},
-	}, Handler: s.handleRunExpired,
+	}, Handler: s.env.Handle(ServiceName, s.handleRunExpired),
 		// Retried rather than given up, as the batch sweep: the keys would stay for ever.
 		Delivery: []bus.DeliveryOption{bus.WithDelivery(-1)}}
 }
@@ -123,29 +134,34 @@ func (s *Service) runSweepRoute(n contracts.Names) bus.Route {
 // run whose record expired. A run record that exists again (a run id reused once its record
 // expired, or a cancel of a forgotten run that recorded its end) keeps the keys: they go
 // when that record expires in turn.
-func (s *Service) handleRunExpired(ctx context.Context, d bus.Delivery) error {
+func (s *Service) handleRunExpired(ctx context.Context, d bus.Delivery) (pipeline.Effects, error) {
 	runID, _, ok := s.env.Names.RecordKeyOf(contracts.Names.RunsBucket, d.Subject)
 	if !ok || runID == "" {
-		return bus.Permanent(fmt.Errorf("gate: run sweep: %q is not a run record key", d.Subject))
+		return pipeline.Effects{}, bus.Permanent(fmt.Errorf("gate: run sweep: %q is not a run record key", d.Subject))
 	}
+	log := zerolog.Ctx(ctx).With().Str("run_id", runID).Logger()
 	// Taken before the run record is read: the ledger writes of a run that starts under the
 	// same id after the read come after it and are kept by the purge.
 	bound, err := s.ledgerPurgeBound(ctx, contracts.LimitKeyRun)
 	if err != nil {
-		return fmt.Errorf("gate: run sweep %s: %w", runID, err)
+		return pipeline.Effects{}, fmt.Errorf("gate: run sweep %s: %w", runID, err)
 	}
 	switch _, _, err := s.env.Runs.GetFromLeader(ctx, contracts.RunKey(runID)); {
 	case err == nil:
-		zerolog.Ctx(ctx).Debug().Str("run_id", runID).Msg("the run record of an expired run exists again; its ledger keys stay with it")
-		return nil
+		log.Debug().Msg("the run record of an expired run exists again; its ledger keys stay with it")
+		return pipeline.Effects{}, nil
 	case !errors.Is(err, state.ErrNotFound):
-		return fmt.Errorf("gate: run sweep %s: read run: %w", runID, err)
+		return pipeline.Effects{}, fmt.Errorf("gate: run sweep %s: read run: %w", runID, err)
 	}
-	if err := s.purgeLedgerKeys(ctx, contracts.LimitKeyRun, "run "+runID, &contracts.BatchSubmission{RunID: runID}, bound); err != nil {
-		return err
-	}
-	zerolog.Ctx(ctx).Debug().Str("run_id", runID).Msg("run record expired: its ledger keys removed")
-	return nil
+	return pipeline.Effects{Op: runID, Log: &log, Steps: []pipeline.Effect{
+		pipeline.Do(func(ctx context.Context) error {
+			if err := s.purgeLedgerKeys(ctx, contracts.LimitKeyRun, "run "+runID, &contracts.BatchSubmission{RunID: runID}, bound); err != nil {
+				return err
+			}
+			zerolog.Ctx(ctx).Debug().Msg("run record expired: its ledger keys removed")
+			return nil
+		}),
+	}}, nil
 }
 
 // ledgerPurgeBound returns the limits ledger's stream sequence after its last message, for

@@ -52,12 +52,12 @@ func TestRunSweepRemovesTheExpiredRunsLedgerKeysOnly(t *testing.T) {
 	}
 	for _, run := range []string{"gone", "back"} {
 		d := bus.Delivery{Subject: contracts.RecordSubject(h.Env.Names.RunsBucket(), contracts.RunKey(run))}
-		if err := h.Svc.handleRunExpired(h.Ctx, d); err != nil {
+		if err := h.Env.Handle(ServiceName, h.Svc.handleRunExpired)(h.Ctx, d); err != nil {
 			t.Fatalf("sweep of run %s: %v", run, err)
 		}
 	}
 	archive := bus.Delivery{Subject: contracts.RecordSubject(h.Env.Names.BatchesBucket(), contracts.BatchKey("gone", 1))}
-	if err := h.Svc.handleBatchExpired(h.Ctx, archive); err != nil {
+	if err := h.Env.Handle(ServiceName, h.Svc.handleBatchExpired)(h.Ctx, archive); err != nil {
 		t.Fatalf("sweep of batch gone:1: %v", err)
 	}
 	st, err := h.JS.Stream(h.Ctx, contracts.RecordStream(h.Env.Names.LimitsBucket()))

@@ -11,7 +11,6 @@ package tickets
 
 import (
 	"context"
-	"errors"
 
 	"github.com/rs/zerolog"
 
@@ -23,11 +22,14 @@ import (
 // storm; it returns a transient error and the message is redelivered later.
 const MaxCASAttempts = 16
 
-// ErrRaced means another writer changed the record between our read and our write.
-var ErrRaced = errors.New("record changed concurrently")
+// ErrRaced means another writer changed the record between our read and our write. A
+// step of a handler's effects that returns it wrote nothing, and the runtime runs the
+// handler again to decide from the record as it is now ([pipeline.ErrRaced]).
+var ErrRaced = pipeline.ErrRaced
 
 // Dispatch is what resolving a ticket needs of the gate's dispatch, which owns the call
-// records and the hand-over to the executors.
+// records and the hand-over to the executors. The resolutions are effects the ticket
+// handlers return; the dispatch builds them, the runtime runs them.
 type Dispatch interface {
 	// LoadCall reads the record of call i of b and its revision (0: none yet).
 	LoadCall(ctx context.Context, b *contracts.BatchRecord, i int) (contracts.CallRecord, uint64, error)
@@ -36,12 +38,13 @@ type Dispatch interface {
 	EnterUnlessPaused(b *contracts.BatchRecord, i int, rec *contracts.CallRecord, pause *contracts.ToolPause) error
 	// PolicyChain runs the host and run policies over call (edited arguments) of b.
 	PolicyChain(b *contracts.BatchRecord, call contracts.ToolCall) contracts.GateOutcome
-	// CommitResolution writes rec (moved and marked ResolvedBy) at rev, deletes the ticket
-	// at ticketRev and publishes res's outputs and the work it implies; a lost
-	// compare-and-swap is [ErrRaced].
-	CommitResolution(ctx context.Context, b *contracts.BatchRecord, i int, rec *contracts.CallRecord, rev, ticketRev uint64, res Resolution) error
-	// RedeliveredResolution finishes a resolution this very input already committed.
-	RedeliveredResolution(ctx context.Context, b *contracts.BatchRecord, i int, rec *contracts.CallRecord, res Resolution) error
+	// CommitResolution returns the effects of a resolution: write rec (moved and marked
+	// ResolvedBy) at rev and delete the ticket at ticketRev — a lost compare-and-swap is
+	// [ErrRaced] and writes nothing — then publish res's outputs and the work it implies.
+	CommitResolution(b *contracts.BatchRecord, i int, rec *contracts.CallRecord, rev, ticketRev uint64, res Resolution) pipeline.Effects
+	// RedeliveredResolution returns the effects that finish a resolution this very input
+	// already committed.
+	RedeliveredResolution(b *contracts.BatchRecord, i int, rec *contracts.CallRecord, res Resolution) pipeline.Effects
 }
 
 // Handler resolves tickets: it handles the resume commands and the timers, and opens,
@@ -55,6 +58,13 @@ type Handler struct {
 // New returns the ticket handler of the gate whose dispatch is d.
 func New(env Deps, d Dispatch) *Handler {
 	return &Handler{env: env, dispatch: d, log: env.Log}
+}
+
+// logged returns eff, run under the logger of ctx (the command's or timer's fields, and
+// the run, batch and call once the handler located them).
+func logged(ctx context.Context, eff pipeline.Effects) pipeline.Effects {
+	eff.Log = zerolog.Ctx(ctx)
+	return eff
 }
 
 // withCall adds the batch, call and run of call i of b to the logger of ctx.

@@ -2,8 +2,6 @@ package tickets
 
 import (
 	"encoding/json"
-	"errors"
-	"fmt"
 
 	"github.com/awaken-dev/awaken/internal/pipeline"
 )
@@ -36,15 +34,3 @@ type Resolution struct {
 // Resume commands mark the call with their ce-id; timers with this id, which cannot be
 // mistaken for a command's because it names the timer.
 func TimerResolver(corr, kind string) string { return "timer:" + pipeline.TicketTimerID(corr, kind) }
-
-// retryRaced runs one attempt of a resolution handler until it does not lose a
-// compare-and-swap race, at most [MaxCASAttempts] times.
-func retryRaced(what string, attempt func() error) error {
-	for range MaxCASAttempts {
-		err := attempt()
-		if !errors.Is(err, ErrRaced) {
-			return err
-		}
-	}
-	return fmt.Errorf("gate: %s: %d concurrent writers in a row", what, MaxCASAttempts)
-}

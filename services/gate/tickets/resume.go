@@ -11,6 +11,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/awaken-dev/awaken/internal/bus"
+	"github.com/awaken-dev/awaken/internal/pipeline"
 	"github.com/awaken-dev/awaken/internal/state"
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
@@ -25,21 +26,21 @@ import (
 // subject, not the api's): the resolution records the actor as claimed, and a reserved actor
 // ([contracts.ReservedActor]: timer, anonymous, nats…) is refused reserved_actor before
 // anything is read, so the ticket stays open and no record changes.
-func (h *Handler) HandleResume(ctx context.Context, d bus.Delivery) error {
+func (h *Handler) HandleResume(ctx context.Context, d bus.Delivery) (pipeline.Effects, error) {
 	ev, claimed := d.Event, d.Subject != h.env.Names.TicketResumeAPISubject()
 	cmd, err := contracts.DecodeResumeCommand(ev.Data)
 	if err != nil {
-		return err
+		return pipeline.Effects{}, err
 	}
 	log := zerolog.Ctx(ctx).With().Str("correlation_id", cmd.CorrelationID).Str("run_id", cmd.RunID).Str("resume_id", ev.ID).
 		Str("actor", cmd.Actor).Bool("actor_claimed", claimed).Logger()
 	ctx = log.WithContext(ctx)
 	if claimed {
 		if err := contracts.CheckClaimedActor(cmd.Actor); err != nil {
-			return h.reject(ctx, ev.ID, *cmd, err)
+			return h.reject(ctx, ev.ID, *cmd, err), nil
 		}
 	}
-	return retryRaced("resume "+cmd.CorrelationID, func() error { return h.Resume(ctx, ev.ID, *cmd, claimed) })
+	return h.Resume(ctx, ev.ID, *cmd, claimed)
 }
 
 // ResumeRejected answers a resume command the bus or the decoder refused (wrong type,
@@ -65,19 +66,24 @@ func (h *Handler) publishRejection(ctx context.Context, resumeID string, res con
 	return err
 }
 
-// reject publishes the refusal of cmd with err's resume error code.
-func (h *Handler) reject(ctx context.Context, resumeID string, cmd contracts.ResumeCommand, err error) error {
+// reject returns the effects of refusing cmd with err's resume error code: the refusal
+// published, nothing else changed.
+func (h *Handler) reject(ctx context.Context, resumeID string, cmd contracts.ResumeCommand, err error) pipeline.Effects {
+	return logged(ctx, pipeline.Effects{Steps: []pipeline.Effect{h.rejection(resumeID, cmd, err)}})
+}
+
+// rejection is the step that publishes the refusal of cmd with err's resume error code.
+func (h *Handler) rejection(resumeID string, cmd contracts.ResumeCommand, err error) pipeline.Effect {
 	code := contracts.ResumeNotWaiting
 	var re *contracts.ResumeError
 	if errors.As(err, &re) {
 		code = re.Code
 	}
-	return h.publishRejection(ctx, resumeID, contracts.TicketResolution{
-		CorrelationID: cmd.CorrelationID, Code: string(code), Message: err.Error(), RunID: cmd.RunID,
-	})
+	res := contracts.TicketResolution{CorrelationID: cmd.CorrelationID, Code: string(code), Message: err.Error(), RunID: cmd.RunID}
+	return pipeline.Do(func(ctx context.Context) error { return h.publishRejection(ctx, resumeID, res) })
 }
 
-// Resume is one attempt at applying cmd. In order:
+// Resume decides what cmd does, and returns its effects. In order:
 //  1. read the ticket; locate the call it (or, when it is gone, the correlation id) names;
 //  2. a call already resolved by this very command (ResolvedBy = resumeID) is a redelivery:
 //     re-publish its outputs; a call whose ticket expired is refused expired (and the
@@ -100,38 +106,39 @@ func (h *Handler) reject(ctx context.Context, resumeID string, cmd contracts.Res
 //     reason}", deny → Completed "blocked: {reason or denied}", tool result → Completed
 //     with the client's output; then delete the ticket and publish.
 //
-// A lost race returns [ErrRaced]; the retry re-reads and finds either its own ResolvedBy or
-// another resolution's, which is not_waiting: exactly one of concurrent commands wins.
-func (h *Handler) Resume(ctx context.Context, resumeID string, cmd contracts.ResumeCommand, claimed bool) error {
+// A resolution that loses its compare-and-swap ([ErrRaced]) is decided again by the
+// runtime, which then finds either its own ResolvedBy or another resolution's, which is
+// not_waiting: exactly one of concurrent commands wins.
+func (h *Handler) Resume(ctx context.Context, resumeID string, cmd contracts.ResumeCommand, claimed bool) (pipeline.Effects, error) {
 	tp, ticketRev, err := h.OpenTicket(ctx, cmd.CorrelationID)
 	if err != nil {
-		return err
+		return pipeline.Effects{}, err
 	}
 	p, err := ParseCorrelation(cmd.CorrelationID)
 	if err != nil {
 		// Not a correlation id the gate ever issued.
-		return h.reject(ctx, resumeID, cmd, h.refusal(tp, cmd, err.Error()))
+		return h.reject(ctx, resumeID, cmd, h.refusal(tp, cmd, err.Error())), nil
 	}
 	b, i, ok, err := h.Locate(ctx, p)
 	if err != nil {
-		return err
+		return pipeline.Effects{}, err
 	}
 	if !ok {
-		return h.reject(ctx, resumeID, cmd, h.refusal(tp, cmd, "no such call"))
+		return h.reject(ctx, resumeID, cmd, h.refusal(tp, cmd, "no such call")), nil
 	}
 	ctx = withCall(ctx, b, i)
 	rec, rev, err := h.dispatch.LoadCall(ctx, b, i)
 	if err != nil {
-		return err
+		return pipeline.Effects{}, err
 	}
 	if rec.ResolvedBy == resumeID {
-		return h.dispatch.RedeliveredResolution(ctx, b, i, &rec, resumeResolution(cmd, &rec))
+		return logged(ctx, h.dispatch.RedeliveredResolution(b, i, &rec, resumeResolution(cmd, &rec))), nil
 	}
 	if tp != nil {
 		if _, ok := tp.ApprovalOf(resumeID); ok {
 			// This very command's approval is on the ticket already (a redelivery after
 			// the ticket's write): answer it again, count nothing.
-			return h.publishApprovalRecorded(ctx, b, i, tp.Required(), tp.Approvals, resumeID)
+			return logged(ctx, pipeline.Effects{Steps: []pipeline.Effect{h.approvalRecorded(b, i, tp.Required(), tp.Approvals, resumeID)}}), nil
 		}
 	} else if slices.ContainsFunc(rec.Approvals, func(a contracts.TicketApproval) bool { return a.ResumeID == resumeID }) {
 		// Counted, and the ticket resolved since by a later approval or a denial.
@@ -139,53 +146,53 @@ func (h *Handler) Resume(ctx context.Context, resumeID string, cmd contracts.Res
 		if rec.Decision != nil {
 			required = max(rec.Decision.Approvals, 1)
 		}
-		return h.publishApprovalRecorded(ctx, b, i, required, rec.Approvals, resumeID)
+		return logged(ctx, pipeline.Effects{Steps: []pipeline.Effect{h.approvalRecorded(b, i, required, rec.Approvals, resumeID)}}), nil
 	}
 	if expiredBy := TimerResolver(cmd.CorrelationID, TimerDeadline); tp == nil && rec.ResolvedBy == expiredBy {
 		// The approval deadline passed (by its timer or a late resume): say so rather than
 		// not_waiting, after making sure the expiry itself is published — a crash between
 		// its commit and its publishes is repaired here as well as by the timer.
 		tm := contracts.TicketTimer{CorrelationID: cmd.CorrelationID, Kind: TimerDeadline}
-		if err := h.dispatch.RedeliveredResolution(ctx, b, i, &rec, timerResolution(tm)); err != nil {
-			return err
-		}
-		return h.reject(ctx, resumeID, cmd, &contracts.ResumeError{Code: contracts.ResumeExpired,
-			Message: fmt.Sprintf("the approval deadline of %q has passed", cmd.CorrelationID)})
+		return logged(ctx, h.dispatch.RedeliveredResolution(b, i, &rec, timerResolution(tm)).Then(
+			h.rejection(resumeID, cmd, &contracts.ResumeError{Code: contracts.ResumeExpired,
+				Message: fmt.Sprintf("the approval deadline of %q has passed", cmd.CorrelationID)}))), nil
 	}
 	if err := contracts.ValidateResume(tp, cmd, h.env.Now()); err != nil {
+		var expiry pipeline.Effects
 		if errors.Is(err, contracts.ErrExpired) {
-			if xerr := h.expire(ctx, b, i, tp, ticketRev); xerr != nil {
-				return xerr
+			var xerr error
+			if expiry, xerr = h.expire(ctx, b, i, tp, ticketRev); xerr != nil {
+				return pipeline.Effects{}, xerr
 			}
 		}
-		return h.reject(ctx, resumeID, cmd, err)
+		return logged(ctx, expiry.Then(h.rejection(resumeID, cmd, err))), nil
 	}
 	if err := rec.CheckAwaits(b.Submission.Calls[i], *tp); err != nil {
-		return h.reject(ctx, resumeID, cmd, &contracts.ResumeError{Code: contracts.ResumeNotWaiting, Message: err.Error()})
+		return h.reject(ctx, resumeID, cmd, &contracts.ResumeError{Code: contracts.ResumeNotWaiting, Message: err.Error()}), nil
 	}
 	if err := limitDeferral(&rec, cmd, h.env.Now()); err != nil {
-		return h.reject(ctx, resumeID, cmd, err)
+		return h.reject(ctx, resumeID, cmd, err), nil
 	}
 
 	call := b.Submission.Calls[i]
-	approvals, done, err := h.countApproval(ctx, b, i, tp, ticketRev, cmd, resumeID, claimed)
-	if err != nil || done {
-		return err
+	approvals, answer, answered := h.countApproval(ctx, b, i, tp, ticketRev, cmd, resumeID, claimed)
+	if answered {
+		return answer, nil
 	}
 	if p := cmd.Result.Permission; p != nil && p.Decision == contracts.DecisionAllow && p.ArgumentsDigest == "" {
 		zerolog.Ctx(ctx).Warn().Msg("approval names no arguments_digest: accepted unbound (compatibility for this release; the next refuses it)")
 	}
 	pause, err := h.env.ToolPaused(ctx, call.ToolID)
 	if err != nil {
-		return fmt.Errorf("gate: %w", err)
+		return pipeline.Effects{}, fmt.Errorf("gate: %w", err)
 	}
 	resolver, err := h.resolver(ctx, b, i, cmd, resumeID, claimed)
 	if err != nil {
 		var re *contracts.ResumeError
 		if errors.As(err, &re) {
-			return h.reject(ctx, resumeID, cmd, err)
+			return h.reject(ctx, resumeID, cmd, err), nil
 		}
-		return err
+		return pipeline.Effects{}, err
 	}
 	resolver.Approvals = approvals
 	now := h.env.Now()
@@ -202,9 +209,9 @@ func (h *Handler) Resume(ctx context.Context, resumeID string, cmd contracts.Res
 		err = rec.Complete(r.ToolResult.Normalize(), now)
 	}
 	if err != nil {
-		return bus.Permanent(fmt.Errorf("gate: resume call %s: %w", call.CallID, err))
+		return pipeline.Effects{}, bus.Permanent(fmt.Errorf("gate: resume call %s: %w", call.CallID, err))
 	}
-	return h.dispatch.CommitResolution(ctx, b, i, &rec, rev, ticketRev, resumeResolution(cmd, &rec))
+	return logged(ctx, h.dispatch.CommitResolution(b, i, &rec, rev, ticketRev, resumeResolution(cmd, &rec))), nil
 }
 
 // limitDeferral refuses an allow of a call that a host rate limit with over: wait deferred
@@ -230,67 +237,77 @@ func limitDeferral(rec *contracts.CallRecord, cmd contracts.ResumeCommand, now t
 //     claim cannot be a distinct person) or when it edits the arguments
 //     (edit_needs_single_approval: all N approve the same arguments); ValidateResume
 //     has refused a second approval by the same actor (duplicate_approver);
-//   - below the Nth, is recorded on the ticket by compare-and-swap at ticketRev (a lost
-//     swap is [ErrRaced]: the retry re-reads and counts against the new list, so two
-//     concurrent approvals count once each) and answered approval_recorded; done is true;
+//   - below the Nth, is answered (answered is true) by the effects that record it on the
+//     ticket by compare-and-swap at ticketRev (a lost swap is [ErrRaced]: the command is
+//     decided again and counts against the new list, so two concurrent approvals count
+//     once each) and answer approval_recorded;
 //   - as the Nth, passes through with every approval, this one last: the caller resolves
 //     the call once, by compare-and-swap on the call record.
 func (h *Handler) countApproval(ctx context.Context, b *contracts.BatchRecord, i int, t *contracts.ResumeTicket, ticketRev uint64,
-	cmd contracts.ResumeCommand, resumeID string, claimed bool) (approvals []contracts.TicketApproval, done bool, err error) {
+	cmd contracts.ResumeCommand, resumeID string, claimed bool) (approvals []contracts.TicketApproval, answer pipeline.Effects, answered bool) {
 	p := cmd.Result.Permission
 	if p == nil || p.Decision != contracts.DecisionAllow || t.Required() <= 1 {
-		return t.Approvals, false, nil
+		return t.Approvals, pipeline.Effects{}, false
 	}
 	if claimed {
-		return nil, true, h.reject(ctx, resumeID, cmd, &contracts.ResumeError{Code: contracts.ResumeApproverNotAuthenticated,
+		return nil, h.reject(ctx, resumeID, cmd, &contracts.ResumeError{Code: contracts.ResumeApproverNotAuthenticated,
 			Message: fmt.Sprintf("the ticket needs %d distinct approvers, and no door authenticated %q (a command on the public resume subject); approve through the api",
-				t.Required(), contracts.ActorText(cmd.Actor, true))})
+				t.Required(), contracts.ActorText(cmd.Actor, true))}), true
 	}
 	if p.EditedArguments(b.Submission.Calls[i].Arguments) != nil {
-		return nil, true, h.reject(ctx, resumeID, cmd, &contracts.ResumeError{Code: contracts.ResumeEditNeedsSingleApproval,
-			Message: fmt.Sprintf("the ticket needs %d approvers, who all approve the proposed arguments; approve them as proposed, or deny", t.Required())})
+		return nil, h.reject(ctx, resumeID, cmd, &contracts.ResumeError{Code: contracts.ResumeEditNeedsSingleApproval,
+			Message: fmt.Sprintf("the ticket needs %d approvers, who all approve the proposed arguments; approve them as proposed, or deny", t.Required())}), true
 	}
 	a := contracts.TicketApproval{Actor: cmd.Actor, ResumeID: resumeID, At: h.env.Now().UTC()}
 	approvals = append(slices.Clone(t.Approvals), a)
 	if len(approvals) >= t.Required() {
-		return approvals, false, nil
+		return approvals, pipeline.Effects{}, false
 	}
 	next := *t
 	next.Approvals = approvals
-	if _, err := h.env.Tickets.UpdateAt(ctx, t.CorrelationID, next, ticketRev); err != nil {
-		if errors.Is(err, state.ErrConflict) || errors.Is(err, state.ErrNotFound) {
-			return nil, true, ErrRaced
-		}
-		return nil, true, fmt.Errorf("gate: record approval on ticket %s: %w", t.CorrelationID, err)
-	}
-	zerolog.Ctx(ctx).Info().Int("approvals", len(approvals)).Int("approvals_required", t.Required()).Msg("approval recorded")
-	return nil, true, h.publishApprovalRecorded(ctx, b, i, t.Required(), approvals, resumeID)
+	return nil, logged(ctx, pipeline.Effects{Steps: []pipeline.Effect{
+		// A step without a fault point: the ticket's write hands nothing on, and the
+		// answer after it is published again by a redelivery that finds the approval.
+		pipeline.Do(func(ctx context.Context) error {
+			if _, err := h.env.Tickets.UpdateAt(ctx, t.CorrelationID, next, ticketRev); err != nil {
+				if errors.Is(err, state.ErrConflict) || errors.Is(err, state.ErrNotFound) {
+					return ErrRaced
+				}
+				return fmt.Errorf("gate: record approval on ticket %s: %w", t.CorrelationID, err)
+			}
+			zerolog.Ctx(ctx).Info().Int("approvals", len(approvals)).Int("approvals_required", t.Required()).Msg("approval recorded")
+			return nil
+		}),
+		h.approvalRecorded(b, i, t.Required(), approvals, resumeID),
+	}}), true
 }
 
-// publishApprovalRecorded answers resume command resumeID, whose approval is one of
-// approvals on a ticket that needs required: io.awaken.ticket.resolved.v1 with code
+// approvalRecorded is the step that answers resume command resumeID, whose approval is
+// one of approvals on a ticket that needs required: io.awaken.ticket.resolved.v1 with code
 // approval_recorded, its place in the count and the count needed (the ticket stays open
 // until the last). Its id is the command's, so a redelivery re-publishes the same answer.
-func (h *Handler) publishApprovalRecorded(ctx context.Context, b *contracts.BatchRecord, i int, required int, approvals []contracts.TicketApproval, resumeID string) error {
-	n := slices.IndexFunc(approvals, func(a contracts.TicketApproval) bool { return a.ResumeID == resumeID })
-	if n < 0 {
-		return fmt.Errorf("gate: approval %s is not on its ticket", resumeID)
-	}
-	sub := &b.Submission
-	call := sub.Calls[i]
-	ev, err := h.env.Event(contracts.ServiceGate, approvalRecordedID(resumeID), contracts.TypeTicketResolved,
-		contracts.TicketResolution{
-			CorrelationID: contracts.CorrelationID(contracts.ReasonPermission, sub.RunID, sub.Step, call.CallID),
-			Code:          ResolvedApprovalRecorded,
-			Message:       fmt.Sprintf("approval %d of %d recorded; the ticket stays open until the last", n+1, required),
-			RunID:         sub.RunID, CallID: call.CallID, ResumeID: resumeID, Actor: approvals[n].Actor,
-			Approvals: n + 1, ApprovalsRequired: required,
-		})
-	if err != nil {
-		return fmt.Errorf("gate: build %s: %w", contracts.TypeTicketResolved, err)
-	}
-	_, err = h.env.Pub.Publish(ctx, h.env.Names.TicketResolvedSubject(), ev)
-	return err
+func (h *Handler) approvalRecorded(b *contracts.BatchRecord, i int, required int, approvals []contracts.TicketApproval, resumeID string) pipeline.Effect {
+	return pipeline.Do(func(ctx context.Context) error {
+		n := slices.IndexFunc(approvals, func(a contracts.TicketApproval) bool { return a.ResumeID == resumeID })
+		if n < 0 {
+			return fmt.Errorf("gate: approval %s is not on its ticket", resumeID)
+		}
+		sub := &b.Submission
+		call := sub.Calls[i]
+		ev, err := h.env.Event(contracts.ServiceGate, approvalRecordedID(resumeID), contracts.TypeTicketResolved,
+			contracts.TicketResolution{
+				CorrelationID: contracts.CorrelationID(contracts.ReasonPermission, sub.RunID, sub.Step, call.CallID),
+				Code:          ResolvedApprovalRecorded,
+				Message:       fmt.Sprintf("approval %d of %d recorded; the ticket stays open until the last", n+1, required),
+				RunID:         sub.RunID, CallID: call.CallID, ResumeID: resumeID, Actor: approvals[n].Actor,
+				Approvals: n + 1, ApprovalsRequired: required,
+			})
+		if err != nil {
+			return fmt.Errorf("gate: build %s: %w", contracts.TypeTicketResolved, err)
+		}
+		_, err = h.env.Pub.Publish(ctx, h.env.Names.TicketResolvedSubject(), ev)
+		return err
+	})
 }
 
 // approvalRecordedID is the Nats-Msg-Id of the approval_recorded answer to resume command
