@@ -70,12 +70,9 @@ func TestSetupAndWaitTopology(t *testing.T) {
 // stream although it still holds a message, with a warning) and leaves every current
 // durable; a second setup finds nothing to delete.
 func TestSetupRemovesWhatEarlierVersionsLeft(t *testing.T) {
-	srv := natstest.Start(t)
-	_, js := srv.Conn(t)
+	js, ctx := startServer(t)
 	cfg := &config.Config{}
 	names := cfg.Names()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
 	log := zerolog.Nop()
 	if err := servicerun.Setup(ctx, js, cfg, log); err != nil {
 		t.Fatal(err)
@@ -118,12 +115,9 @@ func TestSetupRemovesWhatEarlierVersionsLeft(t *testing.T) {
 // gives the resume subjects up to the control stream, whose gate-resume reads them now; the
 // tickets stream keeps the gate's subjects only, and its gate-resume is deleted.
 func TestSetupMovesTheResumeCommandsToTheControlStream(t *testing.T) {
-	srv := natstest.Start(t)
-	_, js := srv.Conn(t)
+	js, ctx := startServer(t)
 	cfg := &config.Config{}
 	names := cfg.Names()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
 	resume := []string{names.TicketResumeSubject(), names.TicketResumeAPISubject()}
 	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: names.TicketsStream(), AllowMsgTTL: true, Duplicates: 2 * time.Minute,
 		Subjects: append([]string{names.TicketOpenedSubject(), names.TicketResolvedSubject(), names.TicketRejectedSubject()}, resume...)}); err != nil {
@@ -163,12 +157,9 @@ func TestSetupMovesTheResumeCommandsToTheControlStream(t *testing.T) {
 // stored the old way after the mark stays where it is). A deployment without the mark, as
 // an earlier version left it, is migrated by its next setup, which marks it.
 func TestSetupMigratesTheOpenBatchesOnce(t *testing.T) {
-	srv := natstest.Start(t)
-	_, js := srv.Conn(t)
+	js, ctx := startServer(t)
 	cfg := &config.Config{}
 	names := cfg.Names()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
 	log := zerolog.Nop()
 	if err := servicerun.Setup(ctx, js, cfg, log); err != nil {
 		t.Fatal(err)
@@ -247,4 +238,14 @@ func TestSetupMigratesTheOpenBatchesOnce(t *testing.T) {
 	if _, ok := submissions().Metadata[servicerun.OpenBatchesMigratedMetadataKey]; !ok {
 		t.Fatal("the migrating setup did not record the migration")
 	}
+}
+
+// startServer starts an embedded server for one test and returns its JetStream and a
+// context that ends with the test, or after a minute.
+func startServer(t *testing.T) (jetstream.JetStream, context.Context) {
+	t.Helper()
+	_, js := natstest.Start(t).Conn(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	return js, ctx
 }
