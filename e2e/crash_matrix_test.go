@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -186,25 +185,15 @@ func TestCrashMatrix(t *testing.T) {
 	evidence := crashEvidence{all: len(cells)}
 	t.Cleanup(func() { evidence.report(t) })
 	// Each cell spends its outage (the run retention) with its stack dead and nothing to
-	// compute, so more cells run at once than t.Parallel's limit (GOMAXPROCS) would allow:
-	// crashCellsAtOnce, each a subtest of its own goroutine.
-	slots := make(chan struct{}, crashCellsAtOnce())
-	var cellsDone sync.WaitGroup
+	// compute, so the cells run in parallel, more at once than GOMAXPROCS: TestMain sets
+	// this package's -parallel (parallelCellsPerProc).
 	for _, cell := range cells {
-		cellsDone.Go(func() {
-			slots <- struct{}{}
-			defer func() { <-slots }()
-			t.Run(cell.name(), func(t *testing.T) {
-				runCrashCell(t, cell, withSandbox, &evidence)
-			})
+		t.Run(cell.name(), func(t *testing.T) {
+			t.Parallel()
+			runCrashCell(t, cell, withSandbox, &evidence)
 		})
 	}
-	cellsDone.Wait()
 }
-
-// crashCellsAtOnce is how many cells of the matrix run at once: two per processor, since
-// half of a cell's time is its outage.
-func crashCellsAtOnce() int { return 2 * runtime.GOMAXPROCS(0) }
 
 // crashRetention is the run retention of the crash matrix: the records of a finished
 // batch expire five seconds after its publication, its run record ten. Events expire as

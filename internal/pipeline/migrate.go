@@ -50,7 +50,8 @@ const ReasonInterruptedByUpgrade = "interrupted_by_upgrade: the call was entered
 // runs of one retention) and returns how many batches it moved.
 //
 // Run it with no service of the earlier version running (those versions cannot run beside
-// this one): `awaken setup` and `awaken dev` run it after the topology is ensured.
+// this one): `awaken setup` and `awaken dev` run it after the topology is ensured, until
+// one run of it completes (servicerun.OpenBatchesMigratedMetadataKey).
 func MigrateOpenBatches(ctx context.Context, js jetstream.JetStream, cfg *config.Config, log zerolog.Logger) (int, error) {
 	e, err := NewEnv(ctx, js.Conn(), js, cfg, log)
 	if err != nil {

@@ -1,15 +1,12 @@
 package servicerun_test
 
 import (
-	"context"
 	"errors"
 	"testing"
-	"time"
 
 	"github.com/rs/zerolog"
 
 	"github.com/awaken-dev/awaken/internal/config"
-	"github.com/awaken-dev/awaken/internal/natstest"
 	"github.com/awaken-dev/awaken/internal/servicerun"
 )
 
@@ -17,10 +14,7 @@ import (
 // partitioned store and records P; a setup or a service configured for another P is
 // refused with the typed error, and a deployment set up at P=1 refuses P=4 too.
 func TestSetupCreatesEveryPartitionAndRecordsP(t *testing.T) {
-	srv := natstest.Start(t)
-	_, js := srv.Conn(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
+	js, ctx := startServer(t)
 	log := zerolog.Nop()
 
 	cfg := &config.Config{Prefix: "four", Storage: config.Storage{Partitions: 4}}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -75,6 +76,32 @@ func Setup(ctx context.Context, js jetstream.JetStream, cfg *config.Config, log 
 		moved := bus.SpreadPartitionLeaders(ctx, js, names, log)
 		log.Info().Int("moved", moved).Int("partitions", names.PartitionCount()).Msg("partition leaders spread over the cluster's nodes")
 	}
+	return migrateOpenBatchesOnce(ctx, js, cfg, log)
+}
+
+// OpenBatchesMigratedMetadataKey is the key of the submissions stream's metadata under
+// which [Setup] records that it moved the open batches of the versions before the run
+// record held the open batch ([pipeline.MigrateOpenBatches]). This version never leaves a
+// batch there, so once the migration completed, no setup of the deployment scans the run
+// records again; a deployment without the key (set up by an earlier version, or whose
+// migration was cut short) is migrated by the next setup.
+const OpenBatchesMigratedMetadataKey = "awaken_open_batches_migrated"
+
+// migrateOpenBatchesOnce runs [pipeline.MigrateOpenBatches] unless the deployment recorded
+// that it ran, and records it when it completed.
+func migrateOpenBatchesOnce(ctx context.Context, js jetstream.JetStream, cfg *config.Config, log zerolog.Logger) error {
+	names := cfg.Names()
+	var migrated bool
+	if err := retry(ctx, log, "read whether the open batches were migrated", func(ctx context.Context) (bool, error) {
+		st, err := js.Stream(ctx, names.SubmissionsStream())
+		if err != nil {
+			return false, err
+		}
+		_, migrated = st.CachedInfo().Config.Metadata[OpenBatchesMigratedMetadataKey]
+		return true, nil
+	}); err != nil || migrated {
+		return err
+	}
 	// Not under retry's attempt deadline: it reads every run record once, and each step
 	// it takes is idempotent, so a setup run again completes one cut short.
 	n, err := pipeline.MigrateOpenBatches(ctx, js, cfg, log)
@@ -84,7 +111,23 @@ func Setup(ctx context.Context, js jetstream.JetStream, cfg *config.Config, log 
 	if err != nil {
 		return fmt.Errorf("app: move the open batches of earlier versions into their run records: %w", err)
 	}
-	return nil
+	return retry(ctx, log, "record that the open batches were migrated", func(ctx context.Context) (bool, error) {
+		st, err := js.Stream(ctx, names.SubmissionsStream())
+		if err != nil {
+			return false, err
+		}
+		sc := st.CachedInfo().Config
+		if _, ok := sc.Metadata[OpenBatchesMigratedMetadataKey]; ok {
+			return true, nil
+		}
+		sc.Metadata = maps.Clone(sc.Metadata)
+		if sc.Metadata == nil {
+			sc.Metadata = map[string]string{}
+		}
+		sc.Metadata[OpenBatchesMigratedMetadataKey] = "true"
+		_, err = js.UpdateStream(ctx, sc)
+		return err == nil, err
+	})
 }
 
 // Plan returns what [Setup] would change in the streams and buckets of cfg, changing

@@ -2,6 +2,7 @@ package servicerun_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"slices"
 	"testing"
@@ -69,12 +70,9 @@ func TestSetupAndWaitTopology(t *testing.T) {
 // stream although it still holds a message, with a warning) and leaves every current
 // durable; a second setup finds nothing to delete.
 func TestSetupRemovesWhatEarlierVersionsLeft(t *testing.T) {
-	srv := natstest.Start(t)
-	_, js := srv.Conn(t)
+	js, ctx := startServer(t)
 	cfg := &config.Config{}
 	names := cfg.Names()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
 	log := zerolog.Nop()
 	if err := servicerun.Setup(ctx, js, cfg, log); err != nil {
 		t.Fatal(err)
@@ -117,12 +115,9 @@ func TestSetupRemovesWhatEarlierVersionsLeft(t *testing.T) {
 // gives the resume subjects up to the control stream, whose gate-resume reads them now; the
 // tickets stream keeps the gate's subjects only, and its gate-resume is deleted.
 func TestSetupMovesTheResumeCommandsToTheControlStream(t *testing.T) {
-	srv := natstest.Start(t)
-	_, js := srv.Conn(t)
+	js, ctx := startServer(t)
 	cfg := &config.Config{}
 	names := cfg.Names()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
 	resume := []string{names.TicketResumeSubject(), names.TicketResumeAPISubject()}
 	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: names.TicketsStream(), AllowMsgTTL: true, Duplicates: 2 * time.Minute,
 		Subjects: append([]string{names.TicketOpenedSubject(), names.TicketResolvedSubject(), names.TicketRejectedSubject()}, resume...)}); err != nil {
@@ -154,4 +149,103 @@ func TestSetupMovesTheResumeCommandsToTheControlStream(t *testing.T) {
 			t.Fatalf("a resume command on %s: %+v %v, want it stored in %s", subject, ack, err, names.ControlStream())
 		}
 	}
+}
+
+// TestSetupMigratesTheOpenBatchesOnce: setup records in the deployment's metadata that it
+// moved the open batches of the versions before the run record held the open batch, and
+// a setup of a deployment so marked does not scan the run records again (an open batch
+// stored the old way after the mark stays where it is). A deployment without the mark, as
+// an earlier version left it, is migrated by its next setup, which marks it.
+func TestSetupMigratesTheOpenBatchesOnce(t *testing.T) {
+	js, ctx := startServer(t)
+	cfg := &config.Config{}
+	names := cfg.Names()
+	log := zerolog.Nop()
+	if err := servicerun.Setup(ctx, js, cfg, log); err != nil {
+		t.Fatal(err)
+	}
+	submissions := func() jetstream.StreamConfig {
+		t.Helper()
+		st, err := js.Stream(ctx, names.SubmissionsStream())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st.CachedInfo().Config
+	}
+	if _, ok := submissions().Metadata[servicerun.OpenBatchesMigratedMetadataKey]; !ok {
+		t.Fatalf("setup did not record the migration: metadata %v", submissions().Metadata)
+	}
+
+	// An open batch as the earlier versions stored it: the run record claims the step, the
+	// batch record is open in the batches bucket.
+	put := func(bucket, key string, v any) {
+		t.Helper()
+		kv, err := js.KeyValue(ctx, bucket)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := json.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := kv.Put(ctx, key, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const run = "old-open"
+	sub := contracts.BatchSubmission{RunID: run, ThreadID: "thread-" + run, Step: 1,
+		Agent: contracts.AgentSnapshot{SnapshotID: "snap-1", Tools: []string{"echo"}},
+		Calls: []contracts.ToolCall{{CallID: "c1", ToolID: "echo", Arguments: json.RawMessage(`{}`)}}}
+	put(names.RunsBucket(), contracts.RunKey(run), map[string]any{"run_id": run, "active_step": 1})
+	put(names.BatchesBucket(), contracts.BatchKey(run, 1),
+		contracts.BatchRecord{Submission: sub, Hash: sub.Hash(), Phase: contracts.BatchPhaseOpen, CreatedAt: time.Now().UTC()})
+	holdsBatch := func() bool {
+		t.Helper()
+		kv, err := js.KeyValue(ctx, names.RunsBucket())
+		if err != nil {
+			t.Fatal(err)
+		}
+		e, err := kv.Get(ctx, contracts.RunKey(run))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var r map[string]json.RawMessage
+		if err := json.Unmarshal(e.Value(), &r); err != nil {
+			t.Fatal(err)
+		}
+		_, ok := r["batch"]
+		return ok
+	}
+
+	if err := servicerun.Setup(ctx, js, cfg, log); err != nil {
+		t.Fatal(err)
+	}
+	if holdsBatch() {
+		t.Fatal("a setup of a deployment that recorded the migration scanned the run records again")
+	}
+
+	unmarked := submissions()
+	delete(unmarked.Metadata, servicerun.OpenBatchesMigratedMetadataKey)
+	if _, err := js.UpdateStream(ctx, unmarked); err != nil {
+		t.Fatal(err)
+	}
+	if err := servicerun.Setup(ctx, js, cfg, log); err != nil {
+		t.Fatal(err)
+	}
+	if !holdsBatch() {
+		t.Fatal("a setup of a deployment without the mark did not migrate its open batch")
+	}
+	if _, ok := submissions().Metadata[servicerun.OpenBatchesMigratedMetadataKey]; !ok {
+		t.Fatal("the migrating setup did not record the migration")
+	}
+}
+
+// startServer starts an embedded server for one test and returns its JetStream and a
+// context that ends with the test, or after a minute.
+func startServer(t *testing.T) (jetstream.JetStream, context.Context) {
+	t.Helper()
+	_, js := natstest.Start(t).Conn(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	return js, ctx
 }

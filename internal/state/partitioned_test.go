@@ -1,15 +1,12 @@
 package state_test
 
 import (
-	"context"
 	"fmt"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/awaken-dev/awaken/internal/natstest"
 	"github.com/awaken-dev/awaken/internal/state"
 )
 
@@ -17,10 +14,7 @@ import (
 // updated in the bucket its route names and no other; GetMany reads keys of every bucket;
 // List of a pattern naming one partition reads that bucket, of a wildcard every bucket.
 func TestPartitionedStoreRoutesEveryKeyToItsBucket(t *testing.T) {
-	srv := natstest.Start(t)
-	_, js := srv.Conn(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
+	js, ctx := startJetStream(t)
 	var kvs []jetstream.KeyValue
 	for k := range 3 {
 		kv, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: fmt.Sprintf("part_%d", k), History: 1})

@@ -29,15 +29,22 @@ func newStore(t *testing.T, opts ...state.Option) (*state.Store[counter], jetstr
 
 func newStoreJS(t *testing.T, opts ...state.Option) (*state.Store[counter], jetstream.KeyValue, jetstream.JetStream, context.Context) {
 	t.Helper()
-	srv := natstest.Start(t)
-	_, js := srv.Conn(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	t.Cleanup(cancel)
+	js, ctx := startJetStream(t)
 	kv, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "test_state", History: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return state.NewStore[counter](kv, opts...), kv, js, ctx
+}
+
+// startJetStream starts an embedded server for one test and returns its JetStream and a
+// context that ends with the test, or after a minute.
+func startJetStream(t *testing.T) (jetstream.JetStream, context.Context) {
+	t.Helper()
+	_, js := natstest.Start(t).Conn(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	return js, ctx
 }
 
 func TestCreateGetPutDelete(t *testing.T) {

@@ -123,18 +123,9 @@ func (r *CallRecord) Enter(seq uint64, at time.Time) error {
 // policy that may replay. It fails with [ErrAttemptsExhausted] when n+1 would exceed the
 // pinned max_attempts, and with [ErrInvalidTransition] from any other phase.
 func (r *CallRecord) Retry(seq uint64, at time.Time) error {
-	if err := r.Validate(); err != nil {
+	next, err := r.nextAttempt("retry")
+	if err != nil {
 		return err
-	}
-	if r.Phase.Kind != PhaseExecuting || !r.Entered {
-		return r.badTransition("retry", "Executing and entered")
-	}
-	if r.Phase.Attempt == math.MaxUint16 {
-		return fmt.Errorf("%w: call %q attempt counter would overflow", ErrAttemptsExhausted, r.CallID)
-	}
-	next := r.Phase.Attempt + 1
-	if next > r.Policy.MaxAttempts {
-		return fmt.Errorf("%w: call %q attempt %d exceeds max_attempts %d", ErrAttemptsExhausted, r.CallID, next, r.Policy.MaxAttempts)
 	}
 	r.toExecuting(next, StageRecovered, at)
 	r.Entered, r.EnteredBy = true, seq
@@ -146,11 +137,31 @@ func (r *CallRecord) Retry(seq uint64, at time.Time) error {
 // entered by no delivery, so an executor that is handed the call takes it. The errors are
 // Retry's.
 func (r *CallRecord) Requeue(at time.Time) error {
-	if err := r.Retry(0, at); err != nil {
+	next, err := r.nextAttempt("requeue")
+	if err != nil {
 		return err
 	}
-	r.Entered, r.EnteredBy = false, 0
+	r.toExecuting(next, StageRecovered, at)
 	return nil
+}
+
+// nextAttempt is the attempt that recovers an entered Executing call (op names the
+// transition in the error): n+1 within the pinned max_attempts.
+func (r *CallRecord) nextAttempt(op string) (uint16, error) {
+	if err := r.Validate(); err != nil {
+		return 0, err
+	}
+	if r.Phase.Kind != PhaseExecuting || !r.Entered {
+		return 0, r.badTransition(op, "Executing and entered")
+	}
+	if r.Phase.Attempt == math.MaxUint16 {
+		return 0, fmt.Errorf("%w: call %q attempt counter would overflow", ErrAttemptsExhausted, r.CallID)
+	}
+	next := r.Phase.Attempt + 1
+	if next > r.Policy.MaxAttempts {
+		return 0, fmt.Errorf("%w: call %q attempt %d exceeds max_attempts %d", ErrAttemptsExhausted, r.CallID, next, r.Policy.MaxAttempts)
+	}
+	return next, nil
 }
 
 // Park parks a Requested or Executing call on a durable wait. An empty correlation fails

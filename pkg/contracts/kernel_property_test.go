@@ -347,6 +347,7 @@ func FuzzCallRecordDecode(f *testing.F) {
 			func(c *CallRecord) error { return c.Dispatch(btAt) },
 			func(c *CallRecord) error { return c.Enter(1, btAt) },
 			func(c *CallRecord) error { return c.Retry(1, btAt) },
+			func(c *CallRecord) error { return c.Requeue(btAt) },
 			func(c *CallRecord) error { return c.Complete(btText(c.CallID, "x"), btAt) },
 			func(c *CallRecord) error { return c.MarkIndeterminate("x", btAt) },
 		} {

@@ -225,6 +225,37 @@ func TestAttemptBudgetIsEnforced(t *testing.T) {
 	}
 }
 
+// Requeue is Retry's next attempt with no delivery holding it: an executor handed the
+// call enters it as a fresh attempt, within the same budget, from the same phase only.
+func TestRequeueHandsTheNextAttemptToWhoeverEntersIt(t *testing.T) {
+	c := btRec("c")
+	btMust(t, c.Dispatch(btAt), c.Enter(1, btAt))
+	retried := c
+	retried.Timeline = append([]TimelineMark(nil), c.Timeline...)
+	btMust(t, retried.Retry(7, btAt), c.Requeue(btAt))
+	if c.Phase != retried.Phase || c.Entered || c.EnteredBy != 0 {
+		t.Fatalf("requeued: %+v, want attempt %d not entered", c, retried.Phase.Attempt)
+	}
+	if got, want := c.Timeline[len(c.Timeline)-1], retried.Timeline[len(retried.Timeline)-1]; got != want {
+		t.Fatalf("requeue stamped %+v, retry %+v", got, want)
+	}
+	btMust(t, c.Enter(8, btAt))
+	if !c.HeldBy(2, 8) {
+		t.Fatalf("the requeued attempt was not entered: %+v", c)
+	}
+
+	btMust(t, c.Retry(9, btAt))
+	before := btMustJSON(t, c)
+	btWantErr(t, c.Requeue(btAt), ErrAttemptsExhausted, "fourth attempt of three")
+	if !bytes.Equal(btMustJSON(t, c), before) {
+		t.Fatal("an exhausted requeue changed the record")
+	}
+	d := btRec("d")
+	btWantErr(t, d.Requeue(btAt), ErrInvalidTransition, "requeue of a Requested call")
+	btMust(t, d.Dispatch(btAt))
+	btWantErr(t, d.Requeue(btAt), ErrInvalidTransition, "requeue of an attempt nobody entered")
+}
+
 func TestApprovalMustMatchTheCommittedWait(t *testing.T) {
 	c := btRec("c")
 	btMust(t, c.Park(WaitToolPermission, "approval-1", btAt))

@@ -13,7 +13,6 @@ import (
 
 	"github.com/awaken-dev/awaken/internal/auditlog"
 	"github.com/awaken-dev/awaken/internal/config"
-	"github.com/awaken-dev/awaken/internal/natstest"
 	"github.com/awaken-dev/awaken/internal/servicetest"
 	"github.com/awaken-dev/awaken/internal/wiring/stacktest"
 	"github.com/awaken-dev/awaken/pkg/auditchain"
@@ -37,13 +36,7 @@ func TestAuditVerifyFromASignedCheckpoint(t *testing.T) {
 	}
 	readSubject := func(subject string, n int) []auditchain.Record {
 		t.Helper()
-		var recs []auditchain.Record
-		natstest.WaitFor(t, 30*time.Second, func() bool {
-			var err error
-			recs, err = auditchain.Read(wait, js, names.AuditStream(), auditchain.Query{Subject: subject})
-			return err == nil && len(recs) >= n
-		}, subject+" has its records")
-		return recs
+		return readAuditSubject(t, wait, js, names, subject, n)
 	}
 	// The gate checkpoints the current period as it starts: the stream has a max age.
 	gateCP := readSubject(cpSubject, 1)

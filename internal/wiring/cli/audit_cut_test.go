@@ -51,13 +51,7 @@ func TestAuditRunAndExportVerifyFromTheirCheckpoint(t *testing.T) {
 	}
 	readSubject := func(subject string, n int) []auditchain.Record {
 		t.Helper()
-		var recs []auditchain.Record
-		natstest.WaitFor(t, 30*time.Second, func() bool {
-			var err error
-			recs, err = auditchain.Read(wait, js, names.AuditStream(), auditchain.Query{Subject: subject})
-			return err == nil && len(recs) >= n
-		}, subject+" has its records")
-		return recs
+		return readAuditSubject(t, wait, js, names, subject, n)
 	}
 	readSubject(cpSubject, 1) // the gate's checkpoint of the current period
 
@@ -210,43 +204,7 @@ func TestAuditRunAndExportVerifyFromTheirCheckpoint(t *testing.T) {
 	if anchor.N < 4 {
 		t.Fatalf("the last batch anchored n %d, before the batch before it was audited", anchor.N)
 	}
-	cutCalls := map[string]bool{}
-	for _, r := range recs {
-		l, err := auditchain.LinkOf(r.Header)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if l.N < anchor.N {
-			continue
-		}
-		data, err := cloudeventDecode(r)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var ar contracts.AuditRecord
-		if err := json.Unmarshal(data, &ar); err != nil {
-			t.Fatal(err)
-		}
-		cutCalls[ar.CallID] = true
-		if err := stream.DeleteMsg(wait, r.Seq); err != nil {
-			t.Fatal(err)
-		}
-	}
-	calls, err := js.KeyValue(wait, names.CallsBucket())
-	if err != nil {
-		t.Fatal(err)
-	}
-	keys, err := calls.ListKeys(wait)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for k := range keys.Keys() {
-		if _, run, _, id, err := contracts.ParseCallKey(k); err == nil && run == "run-k" && cutCalls[id] {
-			if err := calls.Purge(wait, k); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
+	cutAuditTail(t, wait, js, names, "run-k", recs, anchor.N)
 	code, out, errOut = auditCLI("audit", "verify", "--run", "run-k")
 	if code != 1 || !strings.Contains(errOut, "truncated") {
 		t.Fatalf("verify --run of the pruned run with its tail cut: exit %d, want it named truncated\n%s%s", code, out, errOut)

@@ -295,49 +295,7 @@ func TestAuditVerifyRunNamesATruncatedTail(t *testing.T) {
 	if run.Batch.AuditHead != nil {
 		from = run.Batch.AuditHead.N
 	}
-	stream, err := js.Stream(wait, names.AuditStream())
-	if err != nil {
-		t.Fatal(err)
-	}
-	cut := map[string]bool{}
-	for _, r := range recs {
-		l, err := auditchain.LinkOf(r.Header)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if l.N < from {
-			continue
-		}
-		var a contracts.AuditRecord
-		data, err := cloudeventDecode(r)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := json.Unmarshal(data, &a); err != nil {
-			t.Fatal(err)
-		}
-		cut[a.CallID] = true
-		if err := stream.DeleteMsg(wait, r.Seq); err != nil {
-			t.Fatal(err)
-		}
-	}
-	calls, err := js.KeyValue(wait, names.CallsBucket())
-	if err != nil {
-		t.Fatal(err)
-	}
-	keys, err := calls.ListKeys(wait)
-	if err != nil {
-		t.Fatal(err)
-	}
-	purged := 0
-	for k := range keys.Keys() {
-		if _, run, _, id, err := contracts.ParseCallKey(k); err == nil && run == "run-t" && cut[id] {
-			if err := calls.Purge(wait, k); err != nil {
-				t.Fatal(err)
-			}
-			purged++
-		}
-	}
+	cut, purged := cutAuditTail(t, wait, js, names, "run-t", recs, from)
 	if purged != len(cut) {
 		t.Fatalf("purged %d call records of the calls %v", purged, cut)
 	}
@@ -429,4 +387,67 @@ func TestAuditVerifySaysWhereAPrunedStreamStarts(t *testing.T) {
 	if code, out, errOut := auditCLI("audit", "verify", "--json=false"); code != 1 || !strings.Contains(errOut, "not 1") {
 		t.Fatalf("verify after a deletion inside the stream: exit %d\n%s%s", code, out, errOut)
 	}
+}
+
+// readAuditSubject waits until the audit stream holds at least n records on subject and
+// returns them.
+func readAuditSubject(t *testing.T, ctx context.Context, js jetstream.JetStream, names contracts.Names, subject string, n int) []auditchain.Record {
+	t.Helper()
+	var recs []auditchain.Record
+	natstest.WaitFor(t, 30*time.Second, func() bool {
+		var err error
+		recs, err = auditchain.Read(ctx, js, names.AuditStream(), auditchain.Query{Subject: subject})
+		return err == nil && len(recs) >= n
+	}, subject+" has its records")
+	return recs
+}
+
+// cutAuditTail deletes from the audit stream the records of recs (run's chain) from n
+// from on, and purges the call records of the calls they audited: the tail of a run cut
+// off. It returns the calls cut and how many call records it purged.
+func cutAuditTail(t *testing.T, ctx context.Context, js jetstream.JetStream, names contracts.Names, run string, recs []auditchain.Record, from uint64) (cut map[string]bool, purged int) {
+	t.Helper()
+	stream, err := js.Stream(ctx, names.AuditStream())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cut = map[string]bool{}
+	for _, r := range recs {
+		l, err := auditchain.LinkOf(r.Header)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if l.N < from {
+			continue
+		}
+		data, err := cloudeventDecode(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var a contracts.AuditRecord
+		if err := json.Unmarshal(data, &a); err != nil {
+			t.Fatal(err)
+		}
+		cut[a.CallID] = true
+		if err := stream.DeleteMsg(ctx, r.Seq); err != nil {
+			t.Fatal(err)
+		}
+	}
+	calls, err := js.KeyValue(ctx, names.CallsBucket())
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys, err := calls.ListKeys(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k := range keys.Keys() {
+		if _, r, _, id, err := contracts.ParseCallKey(k); err == nil && r == run && cut[id] {
+			if err := calls.Purge(ctx, k); err != nil {
+				t.Fatal(err)
+			}
+			purged++
+		}
+	}
+	return cut, purged
 }

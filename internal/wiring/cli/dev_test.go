@@ -33,12 +33,19 @@ func TestDevSyncLevel(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			data := t.TempDir()
 			wantCache := filepath.Join(data, devstack.DefaultCacheDir)
-			if tc.name == "default" {
+			if shared := os.Getenv(config.EnvSandboxCacheDir); tc.name == "default" {
 				// This package's TestMain points every pipeline at one shared compiled-module
 				// cache (AWAKEN_SANDBOX_CACHE_DIR, which overrides cache_dir); without it,
-				// dev must fall back to its data directory.
+				// dev must fall back to its data directory. That directory starts with a
+				// copy of the shared cache's compiled code: compiling the example modules
+				// under the race detector takes a minute and more on two busy cores.
 				t.Setenv(config.EnvSandboxCacheDir, "")
-			} else if shared := os.Getenv(config.EnvSandboxCacheDir); shared != "" {
+				if shared != "" {
+					if err := os.CopyFS(wantCache, os.DirFS(shared)); err != nil {
+						t.Fatal(err)
+					}
+				}
+			} else if shared != "" {
 				wantCache = shared
 			}
 			args := append([]string{"--config", "../../../examples/awaken.yaml", "--data", data,
@@ -73,10 +80,21 @@ func TestDevSyncLevel(t *testing.T) {
 				t.Errorf("no compiled-module cache at %s: %v", wantCache, err)
 			}
 			lines := strings.Split(strings.TrimSpace(logs.String()), "\n")
+			readyCache := ""
 			for _, l := range lines {
 				if isJSON := json.Valid([]byte(l)); isJSON == tc.console {
 					t.Fatalf("log line %q: JSON %v, want %v", l, isJSON, !tc.console)
 				}
+				var ready struct {
+					Message   string `json:"message"`
+					WasmCache string `json:"wasm_cache"`
+				}
+				if !tc.console && json.Unmarshal([]byte(l), &ready) == nil && ready.Message == "ready" {
+					readyCache = ready.WasmCache
+				}
+			}
+			if !tc.console && readyCache != wantCache {
+				t.Errorf("dev's ready line names the compiled-module cache %q, want %q", readyCache, wantCache)
 			}
 			if tc.console && !strings.Contains(logs.String(), " INF ready ") {
 				t.Errorf("the console log has no ready line at INF:\n%s", logs.String())
