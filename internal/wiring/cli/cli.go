@@ -51,6 +51,7 @@ Services:
 
 Operations:
   awaken healthcheck URL               exit 0 iff GET URL answers 200 (container health checks)
+  awaken nats-auth [--partitions N]    print deploy/nats/auth.conf granting every partition (storage.partitions)
 
 Client:
   awaken submit FILE [--wait]          submit a batch (JSON), optionally wait for its results
