@@ -459,7 +459,7 @@ func dialClient(fs *flag.FlagSet) connectFunc {
 			return nil, nil, nil, err
 		}
 		bounded, cancel := context.WithTimeout(ctx, *timeout)
-		names, err := bus.DeploymentNames(bounded, js, c.Names())
+		names, err := bus.DeploymentNames(bounded, js, contracts.NewNames(c.Prefix()))
 		if err != nil {
 			cancel()
 			nc.Close()
