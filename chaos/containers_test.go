@@ -417,8 +417,8 @@ func (c *containerCluster) waitCaughtUp(ctx context.Context, within time.Duratio
 }
 
 // inject runs one fault of kind to its end (the node restarted, reconnected or resumed)
-// and records its start and its end in the history: either may disturb a batch in flight
-// (a rejoining node moves leaders too).
+// and records its start and its end in the history, and its span on the start: a batch
+// in flight at any moment of it may be disturbed (a rejoining node moves leaders too).
 func (c *containerCluster) inject(ctx context.Context, kind string, i int, rec *recorder) (fault, error) {
 	f := fault{kind: kind}
 	begin := func() {
@@ -475,6 +475,7 @@ func (c *containerCluster) inject(ctx context.Context, kind string, i int, rec *
 		return f, fmt.Errorf("unknown fault kind %q", kind)
 	}
 	f.end = time.Now()
+	rec.healed(kind+" "+f.node, f.start, f.end)
 	rec.killed(kind+" "+f.node+" healed", f.end)
 	return f, err
 }

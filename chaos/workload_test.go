@@ -160,6 +160,18 @@ func (r *recorder) killed(target string, at time.Time) {
 	r.h.Kills = append(r.h.Kills, checker.Kill{Target: target, At: at})
 }
 
+// healed records when the fault killed as target at start ended: it disturbed every
+// batch in flight in between, also one submitted and published while it lasted.
+func (r *recorder) healed(target string, start, end time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for i, k := range r.h.Kills {
+		if k.Target == target && k.At.Equal(start) {
+			r.h.Kills[i].Until = end
+		}
+	}
+}
+
 func (r *recorder) kills() []checker.Kill {
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -228,7 +228,7 @@ func acceptanceFlow(t *testing.T, c *client.Client, tag string) {
 		// tool_call and tool_result are live facts on the run's facts subject: a
 		// platform that listens hears both; the events stream stores neither.
 		sub := batch(run("run-facts"), 1, []string{"echo"}, call("c1", "echo", map[string]any{"text": "x"}))
-		live, err := c.Conn().SubscribeSync(c.Names().FactsSubject(sub.RunID))
+		live, err := c.Conn().SubscribeSync(contracts.NewNames(c.Prefix()).FactsSubject(sub.RunID))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -259,11 +259,11 @@ func acceptanceFlow(t *testing.T, c *client.Client, tag string) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		st, err := js.Stream(ctx, c.Names().EventsStream())
+		st, err := js.Stream(ctx, contracts.NewNames(c.Prefix()).EventsStream())
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := st.GetLastMsgForSubject(ctx, c.Names().EventsSubject(sub.RunID)); !errors.Is(err, jetstream.ErrMsgNotFound) {
+		if _, err := st.GetLastMsgForSubject(ctx, contracts.NewNames(c.Prefix()).EventsSubject(sub.RunID)); !errors.Is(err, jetstream.ErrMsgNotFound) {
 			t.Errorf("the events stream holds a message of %s (%v), want none", sub.RunID, err)
 		}
 	})

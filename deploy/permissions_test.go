@@ -325,6 +325,41 @@ func TestSecure_pipelineNeedsNoMorePermission(t *testing.T) {
 	}
 }
 
+// TestSecure_partitionsNeedNoMorePermission runs the acceptance flow on a deployment of
+// two partitions whose server loads the grants `awaken nats-auth --partitions 2` prints
+// ([deploy.PartitionedAuthConf]), every service as its own user: its first run lands in
+// partition 1 (the others where their ids hash), and no connection may meet a permission
+// violation.
+func TestSecure_partitionsNeedNoMorePermission(t *testing.T) {
+	t.Parallel() // no Docker: overlaps the (sequential) container tests
+	const partitions = 2
+	srv, pw := devstacktest.StartSecurePartitions(t, partitions)
+	cfg, err := config.Load(filepath.Join("..", "examples", "awaken.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Storage.Partitions = partitions
+	s := &secureStack{srv: srv, pw: pw, cfg: cfg}
+	ctx := ctxFor(t, 3*time.Minute)
+	_, log := s.setUp(t, ctx)
+	s.startServices(t, ctx, log, app.Options{HTTPAddr: "127.0.0.1:0"})
+	s.useAPI(t, s.startServices(t, ctx, log, app.Options{Services: []string{contracts.ServiceAPI},
+		API: api.Options{HTTPAddr: "127.0.0.1:0"}}))
+
+	// The tag that puts the flow's first run (the example batch's) in partition 1.
+	names, first := cfg.Names(), exampleBatch(t, "batch-mixed.json").RunID
+	tag := ""
+	for i := 0; tag == ""; i++ {
+		if c := fmt.Sprintf("part%d", i); names.PartitionOf(c+"-"+first) == 1 {
+			tag = c
+		}
+	}
+	acceptanceFlow(t, s.client, tag)
+	if v := s.takeViolations(); len(v) > 0 {
+		t.Fatalf("%d permission violations at %d partitions:\n%s", len(v), partitions, strings.Join(v, "\n"))
+	}
+}
+
 // TestSecure_apiNeedsNoMorePermission drives every door of the api — each HTTP route, the
 // event stream, /metrics, each micro endpoint and the micro discovery subjects ($SRV
 // PING/INFO/STATS, bare, by name and by id), refusals included — with the api connected

@@ -67,14 +67,14 @@ func GeneratePasswords() (map[string]string, error) {
 	return out, nil
 }
 
-// AuthConfig returns nats/auth.conf preceded by definitions of the password variables
-// it references, for a server that loads it from memory (server.Options.
-// ProcessConfigString) instead of reading the variables from the environment. Every user
-// of [Users] must have a password.
-func AuthConfig(passwords map[string]string) (string, error) {
-	conf, err := ReadFile(NATSAuthConfig)
+// AuthConfig returns nats/auth.conf for partitions partitions ([PartitionedAuthConf])
+// preceded by definitions of the password variables it references, for a server that
+// loads it from memory (server.Options.ProcessConfigString) instead of reading the
+// variables from the environment. Every user of [Users] must have a password.
+func AuthConfig(passwords map[string]string, partitions int) (string, error) {
+	conf, err := PartitionedAuthConf(partitions)
 	if err != nil {
-		return "", fmt.Errorf("deploy: %w", err)
+		return "", err
 	}
 	var b strings.Builder
 	for _, u := range Users() {

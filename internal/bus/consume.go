@@ -100,6 +100,11 @@ type ConsumerSpec struct {
 	MaxAckPending int
 	// Workers is the number of handlers running at once in this process; default 1.
 	Workers int
+	// Limit, when set, is shared with other consumers of this process: at most its size of
+	// their handlers run at once, whatever their Workers (the partitions of one route
+	// share one: [PerPartition]). A message fetched while the limit is full waits for it
+	// heartbeated.
+	Limit *HandlerLimit
 	// AcceptTypes lists the CloudEvent types this consumer handles; any other type is
 	// rejected with wrong_type (on a Records consumer: ignored). Empty accepts every type.
 	AcceptTypes []string
@@ -484,11 +489,58 @@ func (s *Subscription) worker() {
 	for {
 		select {
 		case f := <-s.work:
+			if !s.spec.Limit.acquire(s.quit) {
+				// Stopping while the shared limit was full: give the message back so
+				// another instance takes it.
+				f.hb.stop()
+				_ = f.msg.Nak()
+				<-s.slots
+				continue
+			}
 			s.process(f)
+			s.spec.Limit.release()
 			<-s.slots
 		case <-s.quit:
 			return
 		}
+	}
+}
+
+// HandlerLimit bounds the handlers running at once across the consumers that share it
+// ([ConsumerSpec.Limit]). A nil *HandlerLimit bounds nothing.
+type HandlerLimit struct {
+	once  sync.Once
+	slots chan struct{}
+}
+
+// NewHandlerLimit returns a limit of n handlers at once (at least 1).
+func NewHandlerLimit(n int) *HandlerLimit {
+	l := &HandlerLimit{}
+	l.size(n)
+	return l
+}
+
+// size sets the limit to n handlers the first time it is called.
+func (l *HandlerLimit) size(n int) {
+	l.once.Do(func() { l.slots = make(chan struct{}, max(n, 1)) })
+}
+
+// acquire waits for a free handler slot, or until quit is closed (false).
+func (l *HandlerLimit) acquire(quit <-chan struct{}) bool {
+	if l == nil {
+		return true
+	}
+	select {
+	case l.slots <- struct{}{}:
+		return true
+	case <-quit:
+		return false
+	}
+}
+
+func (l *HandlerLimit) release() {
+	if l != nil {
+		<-l.slots
 	}
 }
 

@@ -56,6 +56,9 @@ type Route struct {
 	// them: a consumer whose work must happen eventually — giving a concurrency slot back —
 	// retries for ever where the service's other consumers exhaust (WithDelivery(-1)).
 	Delivery []DeliveryOption
+	// shared is the handler limit of the partitions of one route ([PerPartition]): their
+	// consumers together run at most the route's Workers handlers at once.
+	shared *HandlerLimit
 }
 
 // consumer returns the spec and the handler [Start] gives the consume loop for r, or why
@@ -122,6 +125,10 @@ func Start(ctx context.Context, js jetstream.JetStream, opts DeliveryOptions, ro
 		spec.AckWait, spec.MaxDeliver, spec.BackOff = o.AckWait, o.MaxDeliver, o.BackOff
 		spec.Workers, spec.Names, spec.Observer = o.Workers, o.Names, o.Observer
 		spec.HandlerTimeout = o.HandlerTimeout
+		if r.shared != nil {
+			r.shared.size(spec.Workers)
+			spec.Limit = r.shared
+		}
 		specs[i], handlers[i] = spec, h
 	}
 	c := &Consumers{}
@@ -197,8 +204,8 @@ func (o DeliveryOptions) With(opts ...DeliveryOption) DeliveryOptions {
 	return o
 }
 
-// WithWorkers sets how many messages each consumer handles at once in this process;
-// n ≤ 0 keeps the default. Pipeline handlers are idempotent and serialise on their
+// WithWorkers sets how many messages each consumer handles at once in this process (a
+// route's partitions together: [PerPartition]); n ≤ 0 keeps the default. Pipeline handlers are idempotent and serialise on their
 // records' compare-and-swap, so any value is safe.
 func WithWorkers(n int) DeliveryOption {
 	return func(o *DeliveryOptions) {
@@ -237,11 +244,18 @@ func WithAckWait(d time.Duration) DeliveryOption {
 // PerPartition returns route(pn) for the names pn of every partition of names, partition
 // 0 first: a consumer of a partitioned store (a record stream of the calls, runs or
 // batches buckets) is one durable per partition's stream. A durable's name is per stream,
-// so every partition's keeps the route's name.
+// so every partition's keeps the route's name. The partitions' consumers share one
+// handler limit of the route's Workers ([ConsumerSpec.Limit]): the worker count bounds
+// the route's handlers in the process over all partitions, as with one partition.
 func PerPartition(names contracts.Names, route func(pn contracts.Names) Route) []Route {
 	routes := make([]Route, 0, names.PartitionCount())
+	shared := &HandlerLimit{}
 	for _, pn := range names.EachPartition() {
-		routes = append(routes, route(pn))
+		r := route(pn)
+		if names.PartitionCount() > 1 {
+			r.shared = shared
+		}
+		routes = append(routes, r)
 	}
 	return routes
 }

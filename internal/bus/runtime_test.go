@@ -3,7 +3,9 @@ package bus_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -223,5 +225,74 @@ func TestDecodeIsStrict(t *testing.T) {
 	}
 	if _, err := bus.Decode[testRequest]([]byte(`{"run_id":"r"} 1`)); !errors.Is(err, bus.ErrTrailingData) {
 		t.Fatalf("trailing data: %v", err)
+	}
+}
+
+// TestPerPartitionRoutesShareTheWorkers: the consumers of one route's partitions together
+// run at most the service's worker count of handlers at once, not that many each.
+func TestPerPartitionRoutesShareTheWorkers(t *testing.T) {
+	h := newHarness(t)
+	names := h.names
+	names.Partitions = 2
+	const workers, perPartition = 2, 4
+	var running, most, handled atomic.Int64
+	release := make(chan struct{})
+	handler := func(context.Context, bus.Delivery) error {
+		n := running.Add(1)
+		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+		}
+		<-release
+		running.Add(-1)
+		handled.Add(1)
+		return nil
+	}
+	subject := func(pn contracts.Names, i int) string {
+		return testSubject(h.names, fmt.Sprintf("p%d.run-%d", pn.PartitionIndex(), i))
+	}
+	routes := bus.PerPartition(names, func(pn contracts.Names) bus.Route {
+		spec := h.spec(fmt.Sprintf("rt-part-%d", pn.PartitionIndex()))
+		spec.FilterSubjects = []string{testSubject(h.names, fmt.Sprintf("p%d.*", pn.PartitionIndex()))}
+		return bus.Route{Spec: spec, Handler: handler}
+	})
+	opts := bus.DeliveryOptions{AckWait: 30 * time.Second, MaxDeliver: 3, Workers: workers, Names: h.names}
+	cs, err := bus.Start(h.ctx, h.js, opts, routes, h.log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+		defer cancel()
+		_ = cs.Stop(ctx)
+	})
+	for _, pn := range names.EachPartition() {
+		for i := range perPartition {
+			h.publish(subject(pn, i), h.event(fmt.Sprintf("p%d-%d", pn.PartitionIndex(), i), i))
+		}
+	}
+	// Each partition's consumer fetches up to the worker count: once both hold that many
+	// messages, every handler the process would run is running.
+	ackPending := func() int {
+		total := 0
+		for k := range names.PartitionCount() {
+			c, err := h.js.Consumer(h.ctx, testStream(h.names), fmt.Sprintf("rt-part-%d", k))
+			if err != nil {
+				t.Fatal(err)
+			}
+			info, err := c.Info(h.ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			total += info.NumAckPending
+		}
+		return total
+	}
+	natstest.WaitFor(t, waitTimeout, func() bool {
+		return running.Load() >= workers && ackPending() == names.PartitionCount()*workers
+	}, "every partition's consumer to hold the worker count of messages")
+	close(release)
+	natstest.WaitFor(t, waitTimeout, func() bool { return handled.Load() == int64(names.PartitionCount()*perPartition) },
+		"every message to be handled")
+	if m := most.Load(); m != workers {
+		t.Fatalf("at most %d handlers ran at once over %d partitions, want the %d workers", m, names.PartitionCount(), workers)
 	}
 }

@@ -55,6 +55,9 @@ type Kill struct {
 	Target string
 	// At is when the kill was sent.
 	At time.Time
+	// Until, when set, is when a fault that lasted (a node stopped, cut off, frozen)
+	// was healed: the fault disturbs a batch in flight at any moment from At to Until.
+	Until time.Time
 }
 
 // Cancel is a run cancellation the test requested; it explains "cancelled" outcomes.
@@ -394,9 +397,17 @@ func checkCalls(r *Report, h History, b Batch, results []resultMsg, publishedAt 
 	}
 }
 
-// killedWithin reports whether a kill happened while the batch was active.
+// killedWithin reports whether a kill happened while the batch was active: its instant
+// within [from, to], or for a fault that lasted, its span [At, Until] overlapping it (a
+// batch submitted and published while a node was down was disturbed all along).
 func killedWithin(kills []Kill, from, to time.Time) bool {
-	return slices.ContainsFunc(kills, func(k Kill) bool { return !k.At.Before(from) && !k.At.After(to) })
+	return slices.ContainsFunc(kills, func(k Kill) bool {
+		end := k.At
+		if k.Until.After(end) {
+			end = k.Until
+		}
+		return !k.At.After(to) && !end.Before(from)
+	})
 }
 
 // approvalsFrom returns, by operation id, the earliest time an approval of the call was

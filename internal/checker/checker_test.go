@@ -209,6 +209,13 @@ func TestCheck_catchesEveryViolationKind(t *testing.T) {
 			w.run(b, 0)
 			w.publish(b, map[int]string{0: execcore.ReasonOwnerLeaseExpired})
 		}, KindUnexplained},
+		{"indeterminate with a fault that ended before its submission", func(w *world) {
+			start := w.tick()
+			w.h.Kills = append(w.h.Kills, Kill{Target: "leader-stop nats-1", At: start, Until: w.tick()})
+			b := w.submit("run-after-fault", "counter")
+			w.run(b, 0)
+			w.publish(b, map[int]string{0: execcore.ReasonOwnerLeaseExpired})
+		}, KindUnexplained},
 		{"indeterminate with an unknown reason", func(w *world) {
 			b := w.submit("run-odd", "counter")
 			w.h.Kills = append(w.h.Kills, Kill{Target: "gate", At: w.tick()})
@@ -287,5 +294,20 @@ func TestReport_summary(t *testing.T) {
 	want := "checker: batches=2 calls=5 kills=3 indeterminate=1 duplicates=0 lost=0 violations=1"
 	if got := r.Summary(); got != want {
 		t.Errorf("Summary() = %q, want %q", got, want)
+	}
+}
+
+// TestCheck_aFaultSpanningTheBatchExplainsIt: a node stopped before a batch was submitted
+// and back only after it was published disturbed the batch all along, though neither the
+// kill nor the heal falls between its submission and its publication.
+func TestCheck_aFaultSpanningTheBatchExplainsIt(t *testing.T) {
+	w := good()
+	start := w.tick()
+	b := w.submit("run-during-fault", "counter")
+	w.run(b, 0)
+	w.publish(b, map[int]string{0: execcore.ReasonOwnerLeaseExpired})
+	w.h.Kills = append(w.h.Kills, Kill{Target: "leader-stop nats-1", At: start, Until: w.tick()})
+	if r := Check(w.h, &w.o, rules()); !r.OK() {
+		t.Fatalf("violations: %v", r.Violations)
 	}
 }

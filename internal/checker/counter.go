@@ -8,6 +8,7 @@ import (
 
 	"github.com/awaken-dev/awaken/internal/execcore"
 	"github.com/awaken-dev/awaken/pkg/client"
+	"github.com/awaken-dev/awaken/pkg/contracts"
 )
 
 // Counter reads the durable value of the example `counter` tool's counter name (0 when it
@@ -23,7 +24,7 @@ func Counter(ctx context.Context, c *client.Client, name string) (int64, error) 
 	if err != nil {
 		return 0, fmt.Errorf("checker: counters: %w", err)
 	}
-	n, err := execcore.ReadDeploymentCounter(ctx, js, c.Names(), "counter."+name)
+	n, err := execcore.ReadDeploymentCounter(ctx, js, contracts.NewNames(c.Prefix()), "counter."+name)
 	if err != nil {
 		return 0, fmt.Errorf("checker: %w", err)
 	}

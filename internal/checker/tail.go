@@ -291,17 +291,43 @@ func (t *Tail) Expiries(ctx context.Context) (Expiry, error) {
 	return e, nil
 }
 
-// expiryStreams are the streams whose aged-out messages the summary counts, in its order.
+// expiryStreams are the streams whose aged-out messages the expiry evidence counts: the
+// unpartitioned ones, then every partition's results stream.
 func expiryStreams(n contracts.Names) []string {
-	return []string{n.SubmissionsStream(), n.ControlStream(), n.TicketsStream(), n.EventsStream(), n.ResultsStream()}
+	return append(unpartitionedExpiryStreams(n), resultsStreams(n)...)
 }
 
-// Summary is the one-line evidence printed by the chaos runs and the crash matrix.
+func unpartitionedExpiryStreams(n contracts.Names) []string {
+	return []string{n.SubmissionsStream(), n.ControlStream(), n.TicketsStream(), n.EventsStream()}
+}
+
+// resultsStreams is the results stream of every partition, partition 0 first.
+func resultsStreams(n contracts.Names) []string {
+	var out []string
+	for _, pn := range n.EachPartition() {
+		out = append(out, pn.ResultsStream())
+	}
+	return out
+}
+
+// Summary is the one-line evidence printed by the chaos runs and the crash matrix. The
+// results figure sums every partition's results stream; with several partitions each
+// one's follows (results=12 (p0=5,p1=7)).
 func (e Expiry) Summary(n contracts.Names) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "expiry: batch_archives_expired=%d run_records_expired=%d markers=%d aged_out:", e.ArchivesExpired, e.RunRecordsExpired, e.Markers)
-	for _, name := range expiryStreams(n) {
+	for _, name := range unpartitionedExpiryStreams(n) {
 		fmt.Fprintf(&b, " %s=%d", strings.ToLower(name[strings.LastIndexByte(name, '_')+1:]), e.AgedOut[name])
+	}
+	var total uint64
+	var each []string
+	for k, name := range resultsStreams(n) {
+		total += e.AgedOut[name]
+		each = append(each, fmt.Sprintf("p%d=%d", k, e.AgedOut[name]))
+	}
+	fmt.Fprintf(&b, " results=%d", total)
+	if len(each) > 1 {
+		fmt.Fprintf(&b, " (%s)", strings.Join(each, ","))
 	}
 	return b.String()
 }

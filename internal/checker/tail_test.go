@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -120,4 +121,35 @@ func TestTail_aResultThatExpiredUnreadFailsTheSnapshot(t *testing.T) {
 		t.Fatalf("snapshot: %v, want ErrMissed", err)
 	}
 	t.Log(err)
+}
+
+// TestTail_agedOutCountsEveryPartition: the aged-out results figure counts every
+// partition's results stream, a run of partition 1 included.
+func TestTail_agedOutCountsEveryPartition(t *testing.T) {
+	srv := natstest.Start(t)
+	_, js := srv.Conn(t)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	names := contracts.NewNames("")
+	names.Partitions = 2
+	if err := bus.EnsureTopology(ctx, js, names, shortLived); err != nil {
+		t.Fatal(err)
+	}
+	tail := Follow(ctx, js, names)
+	defer tail.Stop()
+	run := ""
+	for i := 0; run == ""; i++ {
+		if r := fmt.Sprintf("aged-%d", i); names.PartitionOf(r) == 1 {
+			run = r
+		}
+	}
+	publishBatch(t, ctx, js, names, run)
+	waitAgedOut(t, ctx, js, names.Partition(1), 1)
+	exp, err := tail.Expiries(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := exp.Summary(names), "results=1 (p0=0,p1=1)"; !strings.HasSuffix(got, want) {
+		t.Errorf("%s: want it to end %q", got, want)
+	}
 }

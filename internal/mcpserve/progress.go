@@ -68,7 +68,7 @@ const subscribeFlush = 5 * time.Second
 // subscription that fails costs only the notifications.
 func (s *Server) followToolProgress(ctx context.Context, p *progressSender, runID, batchID, callID string) {
 	reports := make(chan contracts.ToolProgress, 16)
-	sub, err := s.opts.Client.Conn().Subscribe(s.opts.Client.Names().EventsSubject(runID), func(m *nats.Msg) {
+	sub, err := s.opts.Client.Conn().Subscribe(s.names.EventsSubject(runID), func(m *nats.Msg) {
 		ev, err := cloudevent.DecodeMsg(m.Header, m.Data)
 		if err != nil || ev.Type != contracts.TypeToolProgress {
 			return

@@ -88,7 +88,10 @@ type Options struct {
 // Server is awaken's MCP door. It is safe for concurrent use.
 type Server struct {
 	opts Options
-	js   jetstream.JetStream
+	// names are the deployment's unpartitioned names (the door's audit subject is
+	// partition 0's, its events subject no partition's).
+	names contracts.Names
+	js    jetstream.JetStream
 	// trail appends the Streamable HTTP door's audit records to the chain of the MCP
 	// audit subject.
 	trail *auditlog.Appender
@@ -151,9 +154,11 @@ func New(opts Options) (*Server, error) {
 		return nil, fmt.Errorf("mcpserve: %w", err)
 	}
 	stopped, stop := context.WithCancel(context.Background())
-	names := opts.Client.Names()
+	// The MCP door's records and the events it follows are not a partition's: the audit
+	// subject of its calls is partition 0's audit stream's, the events stream is one.
+	names := contracts.NewNames(opts.Client.Prefix())
 	trail := auditlog.New(js, names.AuditStream(), auditlog.SubjectPrefix(names), opts.AuditKey)
-	s := &Server{opts: opts, js: js, trail: trail, stopped: stopped, stop: stop, servers: map[*mcp.Server]*session{},
+	s := &Server{opts: opts, names: names, js: js, trail: trail, stopped: stopped, stop: stop, servers: map[*mcp.Server]*session{},
 		httpSessions: httpSessions{owner: map[string]string{}, perActor: map[string]int{}}}
 	s.bare = mcp.NewServer(s.implementation(), s.serverOptions())
 	return s, nil
@@ -423,7 +428,7 @@ func (s *Server) audit(ctx context.Context, rec contracts.MCPCallAudit) error {
 	if err != nil {
 		return err
 	}
-	names := s.opts.Client.Names()
+	names := s.names
 	if rec.Transport == TransportStdio {
 		_, err = s.js.PublishMsg(ctx, cloudevent.EncodeMsg(names.MCPCallClaimSubject(), ev))
 	} else {

@@ -47,6 +47,7 @@ import (
 	"github.com/testcontainers/testcontainers-go"
 	"github.com/testcontainers/testcontainers-go/network"
 	"github.com/testcontainers/testcontainers-go/wait"
+	"go.yaml.in/yaml/v3"
 
 	awclient "github.com/awaken-dev/awaken/pkg/client"
 
@@ -207,6 +208,19 @@ func Run(ctx context.Context, o Options) (d *Deployment, err error) {
 	if o.Cluster {
 		nodes, conf = []string{"nats-1", "nats-2", "nats-3"}, deploy.NATSClusterConfig
 	}
+	// A configuration of several partitions needs the grants of each (the image holds
+	// the one-partition auth.conf): the generated file replaces it in every node.
+	var natsFiles []testcontainers.ContainerCustomizer
+	if p := configuredPartitions(o.ConfigYAML); p > 1 {
+		auth, aerr := deploy.PartitionedAuthConf(p)
+		if aerr != nil {
+			return d, aerr
+		}
+		natsFiles = append(natsFiles, testcontainers.CustomizeRequestOption(func(req *testcontainers.GenericContainerRequest) error {
+			return testcontainers.WithFiles(testcontainers.ContainerFile{
+				Reader: bytes.NewReader(auth), ContainerFilePath: "/etc/" + deploy.NATSAuthConfig, FileMode: 0o644})(req)
+		}))
+	}
 	var internalURLs, hostURLs []string
 	var starts []func() error
 	for _, n := range nodes {
@@ -219,10 +233,10 @@ func Run(ctx context.Context, o Options) (d *Deployment, err error) {
 		env := deploy.PasswordEnvironment(passwords)
 		env["NATS_SERVER_NAME"] = n
 		starts = append(starts, func() error {
-			return d.start(ctx, n, "nats", natsReadyLine, o.Images.NATS, o.StartTimeout,
+			return d.start(ctx, n, "nats", natsReadyLine, o.Images.NATS, o.StartTimeout, append([]testcontainers.ContainerCustomizer{
 				testcontainers.WithCmd("-c", "/etc/nats/"+strings.TrimPrefix(conf, "nats/")),
 				testcontainers.WithEnv(env),
-				d.publish("4222/tcp", port))
+				d.publish("4222/tcp", port)}, natsFiles...)...)
 		})
 	}
 	if err := parallel(starts); err != nil {
@@ -301,6 +315,20 @@ func Run(ctx context.Context, o Options) (d *Deployment, err error) {
 		return d, err
 	}
 	return d, nil
+}
+
+// configuredPartitions is storage.partitions of a host configuration (0 when it has none
+// or is not YAML the services would load either).
+func configuredPartitions(configYAML []byte) int {
+	var c struct {
+		Storage struct {
+			Partitions int `yaml:"partitions"`
+		} `yaml:"storage"`
+	}
+	if yaml.Unmarshal(configYAML, &c) != nil {
+		return 0
+	}
+	return c.Storage.Partitions
 }
 
 // setup runs `awaken setup` once, as the admin user, and waits for it to exit 0.

@@ -150,14 +150,17 @@ func (c *Client) Close() error { return c.nc.Drain() }
 // Conn returns the underlying connection.
 func (c *Client) Conn() *nats.Conn { return c.nc }
 
-// Names returns the subject names the client uses.
-func (c *Client) Names() contracts.Names { return c.names }
+// Prefix returns the subject prefix of the deployment the client talks to.
+func (c *Client) Prefix() string { return c.names.Prefix }
 
-// runNames returns the names of run runID's partition: the deployment's partition count
-// is read once, from the submissions stream's metadata (a deployment without it has one
-// partition), so a client is never told the count.
-func (c *Client) runNames(ctx context.Context, runID string) (contracts.Names, error) {
-	n, err := c.deployment.get("partition count", func() (contracts.Names, error) {
+// Names returns the deployment's names: the client's prefix and the partition count
+// `awaken setup` recorded, read once from the submissions stream's metadata as every read
+// of the client does (a deployment without it has one partition). Its per-run methods
+// (Of, ResultsSubject, AuditSubject …) name the run's partition, and EachPartition every
+// partition's stores. It fails only when the submissions stream cannot be read; a later
+// call tries again.
+func (c *Client) Names(ctx context.Context) (contracts.Names, error) {
+	return c.deployment.get("partition count", func() (contracts.Names, error) {
 		n := c.names
 		st, err := c.js.Stream(ctx, n.SubmissionsStream())
 		if err != nil {
@@ -170,6 +173,11 @@ func (c *Client) runNames(ctx context.Context, runID string) (contracts.Names, e
 		n.Partitions = p
 		return n, nil
 	})
+}
+
+// runNames returns the names of run runID's partition ([Client.Names]).
+func (c *Client) runNames(ctx context.Context, runID string) (contracts.Names, error) {
+	n, err := c.Names(ctx)
 	if err != nil {
 		return n, err
 	}

@@ -43,7 +43,7 @@ func TestSubmitAndWaitIgnoresTheRejectionOfAnotherSubmissionOfTheSameBatch(t *te
 	srv := stacktest.NewServer(t)
 	srv.StartStack(ctx, app.Options{Config: cfg, Services: []string{contracts.ServicePublisher, contracts.ServiceBrainExec, contracts.ServiceGate, contracts.ServiceBatcher}})
 	nc, c := srv.NC, srv.Client
-	rejections := servicetest.Rejections(t, nc, c.Names())
+	rejections := servicetest.Rejections(t, nc, contracts.NewNames(c.Prefix()))
 
 	valid := contracts.BatchSubmission{RunID: "run-same-id", ThreadID: "thread-1", Step: 1,
 		Agent:     contracts.AgentSnapshot{SnapshotID: "snap-1", Tools: []string{"ask_me", "echo"}},
@@ -167,11 +167,11 @@ func TestDocumentedNatsPubExample(t *testing.T) {
 	srv := stacktest.NewServer(t)
 	srv.StartStack(ctx, app.Options{Config: cfg, Services: []string{contracts.ServicePublisher, contracts.ServiceBrainExec, contracts.ServiceGate, contracts.ServiceBatcher}})
 	nc, c := srv.NC, srv.Client
-	rejections := servicetest.Rejections(t, nc, c.Names())
+	rejections := servicetest.Rejections(t, nc, contracts.NewNames(c.Prefix()))
 
 	subject, headers, body := natsPubExample(t)
-	if subject != c.Names().SubmitSubject() {
-		t.Fatalf("the example publishes on %q, want %q", subject, c.Names().SubmitSubject())
+	if subject != contracts.NewNames(c.Prefix()).SubmitSubject() {
+		t.Fatalf("the example publishes on %q, want %q", subject, contracts.NewNames(c.Prefix()).SubmitSubject())
 	}
 	var sub contracts.BatchSubmission
 	if err := json.Unmarshal([]byte(body), &sub); err != nil {
@@ -207,11 +207,11 @@ func TestDocumentedNatsPubExample(t *testing.T) {
 		t.Fatal("the headerless submission was not refused")
 	}
 	natstest.WaitFor(t, 30*time.Second, func() bool {
-		st, err := srv.JS.Stream(ctx, c.Names().DeadLetterStream())
+		st, err := srv.JS.Stream(ctx, contracts.NewNames(c.Prefix()).DeadLetterStream())
 		if err != nil {
 			return false
 		}
-		m, err := st.GetLastMsgForSubject(ctx, c.Names().DeadLetterSubject(contracts.ConsumerBatcherSubmit))
+		m, err := st.GetLastMsgForSubject(ctx, contracts.NewNames(c.Prefix()).DeadLetterSubject(contracts.ConsumerBatcherSubmit))
 		return err == nil && m.Header.Get("Awaken-Dead-Code") == string(contracts.RejectMissingCloudEventHeaders) && string(m.Data) == bare
 	}, "the headerless submission on the dead-letter stream with code missing_cloudevent_headers")
 }

@@ -392,7 +392,7 @@ func TestHTTPCancelIsDoneWhenItAnswers(t *testing.T) {
 			}
 			next = 2
 		}
-		events, err := h.nc.SubscribeSync(h.client.Names().EventsSubject(run))
+		events, err := h.nc.SubscribeSync(contracts.NewNames(h.client.Prefix()).EventsSubject(run))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -207,7 +207,10 @@ func soak(ctx context.Context, s settings, bin, outDir string, keep bool) error 
 	sum.Calls, sum.Batches, sum.Errors = l.calls.Load(), l.batches.Load(), l.errors.Load()
 	sum.CallsPerS = float64(sum.Calls) / sum.LoadS
 	summarize(sum)
-	sum.StaleKeys, err = staleKeys(context.Background(), d.js, l, 2*s.Retention)
+	l.mu.Lock()
+	finished := l.finished
+	l.mu.Unlock()
+	sum.StaleKeys, err = staleKeys(context.Background(), d.js, d.names, finished, 2*s.Retention)
 	if err != nil {
 		return err
 	}
@@ -408,6 +411,8 @@ type dialed struct {
 	nc     *nats.Conn
 	client *client.Client
 	js     jetstreamAPI
+	// names are the deployment's, with its partition count (read once awaken dev is up).
+	names contracts.Names
 }
 
 func dial(url string) (*dialed, error) {
@@ -425,7 +430,14 @@ func dial(url string) (*dialed, error) {
 		nc.Close()
 		return nil, err
 	}
-	return &dialed{nc: nc, client: c, js: js}, nil
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	names, err := c.Names(ctx) // every partition's stores are sampled
+	if err != nil {
+		nc.Close()
+		return nil, err
+	}
+	return &dialed{nc: nc, client: c, js: js, names: names}, nil
 }
 
 func (d *dialed) close() {

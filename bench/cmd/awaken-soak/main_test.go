@@ -1,12 +1,18 @@
 package main
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/awaken-dev/awaken/pkg/contracts"
 )
@@ -60,17 +66,18 @@ func TestSoakConfig(t *testing.T) {
 // run id, a step-keyed limit's {run id}/{step}; a record key has the run id as a token.
 func TestRunsOfKey(t *testing.T) {
 	for _, tc := range []struct {
-		bucket, key, want string
+		limits    bool
+		key, want string
 	}{
-		{"AWAKEN_limits", contracts.LimitLedgerKey("soak-per-run", "soak-1-7", time.Time{}), "soak-1-7"},
-		{"AWAKEN_limits", contracts.LimitLedgerKey("per-step", "soak-1-7/1", time.Unix(3600, 0)), "soak-1-7"},
-		{"AWAKEN_calls", "brain.soak-1-7.1.c1", "soak-1-7"},
+		{true, contracts.LimitLedgerKey("soak-per-run", "soak-1-7", time.Time{}), "soak-1-7"},
+		{true, contracts.LimitLedgerKey("per-step", "soak-1-7/1", time.Unix(3600, 0)), "soak-1-7"},
+		{false, "brain.soak-1-7.1.c1", "soak-1-7"},
 	} {
-		if got := runsOfKey(tc.bucket, tc.key); !slices.Contains(got, tc.want) {
-			t.Errorf("runsOfKey(%s, %s) = %v, want %s among them", tc.bucket, tc.key, got, tc.want)
+		if got := runsOfKey(tc.limits, tc.key); !slices.Contains(got, tc.want) {
+			t.Errorf("runsOfKey(%v, %s) = %v, want %s among them", tc.limits, tc.key, got, tc.want)
 		}
 	}
-	if got := runsOfKey("AWAKEN_limits", "not-a-ledger-key"); len(got) != 0 {
+	if got := runsOfKey(true, "not-a-ledger-key"); len(got) != 0 {
 		t.Errorf("runsOfKey of a malformed ledger key = %v, want none", got)
 	}
 }
@@ -93,5 +100,68 @@ func TestSummarizePlateau(t *testing.T) {
 	}
 	if got := sum.Stores["grows"].BytesMid; got != 20<<20 {
 		t.Errorf("50%% mark of grows: %d bytes, want the sample at 500 calls (%d)", got, 20<<20)
+	}
+}
+
+// The soak samples every partition's buckets: the keys of a partitioned bucket are summed
+// over the partitions, and the stale keys of a run of partition 1 are found in its
+// partition's bucket.
+func TestSamplesEveryPartition(t *testing.T) {
+	names := contracts.NewNames("")
+	names.Partitions = 2
+	keys := recordKeys(map[string]store{"KV_AWAKEN_calls": {Keys: 3}, "KV_AWAKEN_calls_p1": {Keys: 4}}, names)
+	if got := keys["calls"]; got.Keys != 7 || !slices.Equal(got.PerPartition, []uint64{3, 4}) {
+		t.Errorf("calls keys %+v, want 7 = 3 + 4", got)
+	}
+
+	opts := &server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true}
+	srv, err := server.NewServer(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Start()
+	t.Cleanup(srv.Shutdown)
+	if !srv.ReadyForConnections(10 * time.Second) {
+		t.Fatal("server not ready")
+	}
+	nc, err := nats.Connect(srv.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var buckets []string
+	for _, pn := range names.EachPartition() {
+		buckets = append(buckets, pn.CallsBucket(), pn.RunsBucket(), pn.BatchesBucket())
+	}
+	for _, b := range append(buckets, names.TicketsBucket(), names.LimitsBucket()) {
+		if _, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: b}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run := ""
+	for i := 0; run == ""; i++ {
+		if r := "soak-" + strconv.Itoa(i); names.PartitionOf(r) == 1 {
+			run = r
+		}
+	}
+	kv, err := js.KeyValue(ctx, names.Of(run).CallsBucket())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Put(ctx, "brain."+run+".1.c1", []byte("{}")); err != nil {
+		t.Fatal(err)
+	}
+	stale, err := staleKeys(ctx, js, names, map[string]time.Time{run: time.Now().Add(-time.Hour)}, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := stale["KV_AWAKEN_calls_p1"]; got != 1 {
+		t.Errorf("stale keys %v, want the one of %s in KV_AWAKEN_calls_p1", stale, run)
 	}
 }

@@ -58,6 +58,37 @@ type sample struct {
 	Probe  latency          `json:"probe"`
 	Disk   int64            `json:"disk_bytes"`
 	Stores map[string]store `json:"stores"`
+	// Records is, per partitioned bucket (calls, runs, batches), its keys summed over the
+	// partitions and each partition's (Stores has each partition's bucket by name too).
+	Records map[string]partitionedKeys `json:"records"`
+}
+
+// partitionedKeys is one partitioned bucket's keys at a sample: the sum over the
+// partitions, and each partition's, partition 0 first.
+type partitionedKeys struct {
+	Keys         uint64   `json:"keys"`
+	PerPartition []uint64 `json:"per_partition"`
+}
+
+// partitionedBuckets are the buckets that exist once per partition, by the short name the
+// samples use.
+func partitionedBuckets(n contracts.Names) map[string]string {
+	return map[string]string{"calls": n.CallsBucket(), "runs": n.RunsBucket(), "batches": n.BatchesBucket()}
+}
+
+// recordKeys sums each partitioned bucket's keys over every partition of names.
+func recordKeys(stores map[string]store, names contracts.Names) map[string]partitionedKeys {
+	out := map[string]partitionedKeys{}
+	for _, pn := range names.EachPartition() {
+		for short, bucket := range partitionedBuckets(pn) {
+			r := out[short]
+			k := stores["KV_"+bucket].Keys
+			r.Keys += k
+			r.PerPartition = append(r.PerPartition, k)
+			out[short] = r
+		}
+	}
+	return out
 }
 
 func takeSample(ctx context.Context, d *dialed, dataDir string, dev *devProcess, t time.Duration, l *load, p *probe) sample {
@@ -77,6 +108,7 @@ func takeSample(ctx context.Context, d *dialed, dataDir string, dev *devProcess,
 		st.Msgs, st.Keys = info.State.Msgs, info.State.NumSubjects
 		s.Stores[info.Config.Name] = st
 	}
+	s.Records = recordKeys(s.Stores, d.names)
 	return s
 }
 
@@ -113,10 +145,22 @@ func diskPerStream(dataDir string) map[string]int64 {
 func printSample(s sample) {
 	fmt.Printf("t=%5.0fs calls=%7d errors=%d rss=%5.1fMiB (anon %5.1f) disk=%7.1fMB probe n=%d p50=%.1fms p99=%.1fms",
 		s.T, s.Calls, s.Errors, s.RSSMiB, s.AnonMiB, float64(s.Disk)/1e6, s.Probe.N, s.Probe.P50Ms, s.Probe.P99Ms)
-	for _, name := range []string{"KV_AWAKEN_calls", "KV_AWAKEN_runs", "KV_AWAKEN_batches", "KV_AWAKEN_limits"} {
-		if st, ok := s.Stores[name]; ok {
-			fmt.Printf(" %s=%dkeys", strings.TrimPrefix(name, "KV_AWAKEN_"), st.Keys)
+	for _, short := range []string{"calls", "runs", "batches"} {
+		r, ok := s.Records[short]
+		if !ok {
+			continue
 		}
+		fmt.Printf(" %s=%dkeys", short, r.Keys)
+		if len(r.PerPartition) > 1 {
+			each := make([]string, len(r.PerPartition))
+			for k, n := range r.PerPartition {
+				each[k] = fmt.Sprint(n)
+			}
+			fmt.Printf("(%s)", strings.Join(each, "+"))
+		}
+	}
+	if st, ok := s.Stores["KV_AWAKEN_limits"]; ok {
+		fmt.Printf(" limits=%dkeys", st.Keys)
 	}
 	fmt.Println()
 }
@@ -169,15 +213,17 @@ func summarize(sum *summary) {
 	}
 }
 
-// staleKeys lists the keys of every bucket and counts those of runs the load finished
-// more than olderThan ago.
-func staleKeys(ctx context.Context, js jetstream.JetStream, l *load, olderThan time.Duration) (map[string]int, error) {
-	l.mu.Lock()
-	finished := l.finished
-	l.mu.Unlock()
+// staleKeys lists the keys of every bucket (each partition's of the partitioned ones) and
+// counts those of runs finished (run id → when) more than olderThan ago, by bucket stream.
+func staleKeys(ctx context.Context, js jetstream.JetStream, names contracts.Names, finished map[string]time.Time, olderThan time.Duration) (map[string]int, error) {
 	now := time.Now()
 	out := map[string]int{}
-	for _, bucket := range []string{"AWAKEN_calls", "AWAKEN_runs", "AWAKEN_batches", "AWAKEN_tickets", "AWAKEN_limits"} {
+	var buckets []string
+	for _, pn := range names.EachPartition() {
+		buckets = append(buckets, pn.CallsBucket(), pn.RunsBucket(), pn.BatchesBucket())
+	}
+	buckets = append(buckets, names.TicketsBucket(), names.LimitsBucket())
+	for _, bucket := range buckets {
 		lctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 		kv, err := js.KeyValue(lctx, bucket)
 		if err != nil {
@@ -191,7 +237,7 @@ func staleKeys(ctx context.Context, js jetstream.JetStream, l *load, olderThan t
 		}
 		n := 0
 		for k := range keys.Keys() {
-			for _, run := range runsOfKey(bucket, k) {
+			for _, run := range runsOfKey(bucket == names.LimitsBucket(), k) {
 				if at, ok := finished[run]; ok && now.Sub(at) > olderThan {
 					n++
 					break
@@ -208,8 +254,8 @@ func staleKeys(ctx context.Context, js jetstream.JetStream, l *load, olderThan t
 // record's key (each key of the soak's runs has the run id as one of its tokens), and the
 // run of a limits ledger key's value (encoded in the key: a run id, or {run id}/{step}
 // for a limit keyed by step).
-func runsOfKey(bucket, key string) []string {
-	if bucket != "AWAKEN_limits" {
+func runsOfKey(limits bool, key string) []string {
+	if !limits {
 		return strings.Split(key, ".")
 	}
 	_, value, _, err := contracts.ParseLimitLedgerKey(key)

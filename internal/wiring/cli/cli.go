@@ -51,6 +51,7 @@ Services:
 
 Operations:
   awaken healthcheck URL               exit 0 iff GET URL answers 200 (container health checks)
+  awaken nats-auth [--partitions N]    print deploy/nats/auth.conf granting every partition (storage.partitions)
 
 Client:
   awaken submit FILE [--wait]          submit a batch (JSON), optionally wait for its results
@@ -458,7 +459,7 @@ func dialClient(fs *flag.FlagSet) connectFunc {
 			return nil, nil, nil, err
 		}
 		bounded, cancel := context.WithTimeout(ctx, *timeout)
-		names, err := bus.DeploymentNames(bounded, js, c.Names())
+		names, err := bus.DeploymentNames(bounded, js, contracts.NewNames(c.Prefix()))
 		if err != nil {
 			cancel()
 			nc.Close()

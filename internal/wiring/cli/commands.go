@@ -51,6 +51,7 @@ func commands() []*command {
 		service(contracts.ServicePublisher),
 		{name: contracts.ServiceAPI, usage: "awaken api [--config FILE] [--nats-url URL] [--http HOST:PORT] [--api-token TOKEN | --api-tokens FILE]", declare: apiCommand},
 		{name: "setup", usage: "awaken setup [--config FILE] [--nats-url URL] [--replicas N] [--timeout 2m]", declare: setupCommand},
+		{name: "nats-auth", usage: "awaken nats-auth [--config FILE | --partitions N]", declare: natsAuthCommand},
 		{name: "healthcheck", usage: "awaken healthcheck URL [--timeout 3s]", declare: healthcheckCommand},
 		{name: "submit", usage: "awaken submit FILE [--wait] [--json]", declare: submitCommand},
 		{name: "tickets", subs: []*command{

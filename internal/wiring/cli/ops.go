@@ -133,6 +133,36 @@ func setupCommand(fs *flag.FlagSet, io cmdIO) runner {
 	}
 }
 
+// natsAuthCommand prints deploy/nats/auth.conf with the grants of every partition of the
+// deployment ([deploy.PartitionedAuthConf]): the NATS servers of a deployment with
+// storage.partitions above 1 load it instead of the image's one-partition file.
+func natsAuthCommand(fs *flag.FlagSet, io cmdIO) runner {
+	cfgPath := fs.String("config", defaultConfigPath(), "host configuration file whose storage.partitions to grant")
+	partitions := fs.Int("partitions", 0, "the partition count to grant, instead of the configuration's storage.partitions")
+	return func(_ context.Context, args []string) error {
+		if len(args) != 0 {
+			return &usageError{"usage: awaken nats-auth [--config FILE | --partitions N]"}
+		}
+		p := *partitions
+		if p == 0 {
+			cfg, err := config.Load(*cfgPath)
+			if err != nil {
+				return err
+			}
+			p = max(cfg.Storage.Partitions, 1)
+		}
+		if p < 1 || p > config.MaxPartitions {
+			return &usageError{fmt.Sprintf("--partitions must be between 1 and %d", config.MaxPartitions)}
+		}
+		conf, err := deploy.PartitionedAuthConf(p)
+		if err != nil {
+			return err
+		}
+		_, err = io.stdout.Write(conf)
+		return err
+	}
+}
+
 // healthcheckCommand probes one URL; the exit code is 0 only for HTTP 200. A container
 // built FROM scratch has no curl, so its health check runs this.
 func healthcheckCommand(fs *flag.FlagSet, _ cmdIO) runner {

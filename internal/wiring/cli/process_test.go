@@ -114,7 +114,7 @@ func TestDevProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	natstest.WaitFor(t, 60*time.Second, func() bool {
-		kv, err := js.KeyValue(ctx, c.Names().CallsBucket())
+		kv, err := js.KeyValue(ctx, contracts.NewNames(c.Prefix()).CallsBucket())
 		if err != nil {
 			return false
 		}

@@ -133,7 +133,7 @@ func Dev(ctx context.Context, o DevOptions) error {
 		if err := checkSecurePrefix(o.Config.Prefix); err != nil {
 			return fmt.Errorf("dev --secure: %w", err)
 		}
-		if ecfg.Customize, err = SecureServerOptions(o.Passwords); err != nil {
+		if ecfg.Customize, err = SecureServerOptions(o.Passwords, o.Config.Storage.Partitions); err != nil {
 			return fmt.Errorf("dev --secure: %w", err)
 		}
 	}
@@ -205,10 +205,11 @@ func secureLogin(passwords map[string]string) func(name string) []nats.Option {
 }
 
 // SecureServerOptions returns a [natsserver.EmbeddedConfig.Customize] hook that loads the
-// accounts, users and permissions of deploy/nats/auth.conf with passwords (one per user
-// of [deploy.Users]).
-func SecureServerOptions(passwords map[string]string) (func(*server.Options) error, error) {
-	text, err := deploy.AuthConfig(passwords)
+// accounts, users and permissions of deploy/nats/auth.conf, with the grants of every
+// one of partitions partitions ([deploy.PartitionedAuthConf]), with passwords (one per
+// user of [deploy.Users]).
+func SecureServerOptions(passwords map[string]string, partitions int) (func(*server.Options) error, error) {
+	text, err := deploy.AuthConfig(passwords, partitions)
 	if err != nil {
 		return nil, err
 	}

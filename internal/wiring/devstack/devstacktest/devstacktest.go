@@ -18,11 +18,18 @@ import (
 // user may do what it needs and no more.
 func StartSecure(tb testing.TB) (*server.Server, map[string]string) {
 	tb.Helper()
+	return StartSecurePartitions(tb, 1)
+}
+
+// StartSecurePartitions is [StartSecure] for a deployment of partitions partitions
+// (storage.partitions): the grants of every partition's stores and subjects.
+func StartSecurePartitions(tb testing.TB, partitions int) (*server.Server, map[string]string) {
+	tb.Helper()
 	pw, err := deploy.GeneratePasswords()
 	if err != nil {
 		tb.Fatal(err)
 	}
-	customize, err := devstack.SecureServerOptions(pw)
+	customize, err := devstack.SecureServerOptions(pw, partitions)
 	if err != nil {
 		tb.Fatal(err)
 	}
