@@ -328,7 +328,7 @@ func (s *Service) cancelCall(ctx context.Context, b *contracts.BatchRecord, i in
 				return true, nil
 			}
 			return true, s.clearTickets(ctx, b, i, &rec)
-		}, handOffsOfRecord(&rec)...),
+		}, callHandOffs(&rec)...),
 		pipeline.Do(func(ctx context.Context) error {
 			if rec.Phase.IsTerminal() {
 				zerolog.Ctx(ctx).Info().Str("reason", reason).Msg("call cancelled before start")

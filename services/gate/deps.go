@@ -35,10 +35,11 @@ type Deps struct {
 }
 
 // Streams binds the streams the gate purges (the sweep) and checkpoints (the audit
-// streams), and appends to an audit chain.
+// streams), and hands out the audit chains its publisher appends through (one per
+// partition), which the checkpoints cover.
 type Streams interface {
 	Stream(ctx context.Context, name string) (jetstream.Stream, error)
-	AuditAppender(n contracts.Names) *auditlog.Appender
+	AuditChains() auditlog.Partitioned
 }
 
 // DepsOf returns the gate's dependencies from the environment.

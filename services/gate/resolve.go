@@ -11,20 +11,15 @@ import (
 	"github.com/awaken-dev/awaken/services/gate/tickets"
 )
 
-// commitResolution applies a resolution that has passed every check, as an operation of
-// the call's own ([Service.resolutionEffects] run by the effects runtime).
-func (s *Service) commitResolution(ctx context.Context, b *contracts.BatchRecord, i int, rec *contracts.CallRecord, rev uint64, ticketRev uint64, res tickets.Resolution) error {
-	return s.env.Apply(ctx, ServiceName, s.resolutionEffects(b, i, rec, rev, ticketRev, res))
-}
-
 // resolutionEffects are the effects of a resolution that has passed every check: write rec
 // (already moved by the caller and marked ResolvedBy) at rev and delete the ticket —
 // a write that hands the call to the barrier when the resolution completed it (a denial,
 // an expiry, a pause), and to no one when it moved the call into execution (the hand-over
 // to the executor is a write of its own, after the audit: [Service.realizeResolution]) —
 // then publish the resolution's outputs. A lost compare-and-swap returns [errRaced] and
-// changes nothing, so the caller re-reads and re-validates from the committed state: of
-// two concurrent resolutions exactly one commits.
+// changes nothing, so the runtime runs the handler again, which re-reads and re-validates
+// from the committed state ([pipeline.ErrRaced]): of two concurrent resolutions exactly one
+// commits.
 func (s *Service) resolutionEffects(b *contracts.BatchRecord, i int, rec *contracts.CallRecord, rev uint64, ticketRev uint64, res tickets.Resolution) pipeline.Effects {
 	return pipeline.Effects{Op: callOp(b, i), Steps: []pipeline.Effect{
 		pipeline.Commit(func(ctx context.Context) (bool, error) {
@@ -39,13 +34,6 @@ func (s *Service) resolutionEffects(b *contracts.BatchRecord, i int, rec *contra
 		}, callHandOffs(rec)...),
 		pipeline.Publish(func(ctx context.Context) error { return s.realizeResolution(ctx, b, i, rec, res) }),
 	}}
-}
-
-// redeliveredResolution finishes a resolution this very input already committed (the call
-// carries its ResolvedBy), as an operation of the call's own
-// ([Service.redeliveredResolutionEffects] run by the effects runtime).
-func (s *Service) redeliveredResolution(ctx context.Context, b *contracts.BatchRecord, i int, rec *contracts.CallRecord, res tickets.Resolution) error {
-	return s.env.Apply(ctx, ServiceName, s.redeliveredResolutionEffects(b, i, rec, res))
 }
 
 // redeliveredResolutionEffects are the effects of a resolution this very input already
