@@ -30,9 +30,6 @@ type Runtime interface {
 	Handle(service string, h EffectHandler) bus.Handler
 	// Apply runs effects that do not start at a delivery ([Env.Apply]).
 	Apply(ctx context.Context, service string, eff Effects) error
-	// Operation is the imperative wrapper of the fault points, until every handler returns
-	// its effects.
-	Operation(service, id string) Operation
 	// Event builds a CloudEvent with a deterministic id.
 	Event(service, id, typ string, payload any) (cloudevent.Event, error)
 }

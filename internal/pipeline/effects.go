@@ -164,7 +164,7 @@ func (e *Env) Handle(service string, h EffectHandler) bus.Handler {
 // first error (nil when a step settled the operation, [ErrSettled]). It is the runtime of
 // [Env.Handle], and of work that starts from a timer or a request rather than a delivery.
 func (e *Env) Apply(ctx context.Context, service string, eff Effects) error {
-	op := Operation{env: e, service: service, id: eff.Op}
+	op := operation{env: e, service: service, id: eff.Op}
 	if eff.Log != nil {
 		ctx = eff.Log.WithContext(ctx)
 	}
@@ -181,7 +181,7 @@ func (e *Env) Apply(ctx context.Context, service string, eff Effects) error {
 }
 
 // applyStep runs one step; a commit under an observer of the revisions it stores.
-func (e *Env) applyStep(ctx context.Context, op Operation, step Effect) error {
+func (e *Env) applyStep(ctx context.Context, op operation, step Effect) error {
 	if step.point == "" {
 		_, err := step.run(ctx)
 		return err
@@ -226,7 +226,7 @@ func (m HandOffMismatch) Error() string {
 // checkHandOffs reports a mismatch between the hand-offs a commit named and those its
 // writes stored: a stored one that is not named, or — for a commit naming exactly one —
 // none stored.
-func (e *Env) checkHandOffs(ctx context.Context, op Operation, named, stored []HandOff) {
+func (e *Env) checkHandOffs(ctx context.Context, op operation, named, stored []HandOff) {
 	ok := true
 	for _, h := range stored {
 		if !slices.Contains(named, h) {

@@ -48,7 +48,7 @@ type Env struct {
 	// Runs holds the lifecycle of every run: its active batch and whether it ended.
 	Runs *state.Store[contracts.RunRecord]
 	// Faults is the test-only fault hook (nil in production). Services reach it only
-	// through the commit-point wrappers of [Env.Operation] (faults.go).
+	// through the effects runtime ([Env.Apply], faults.go).
 	Faults FaultHook
 	// OnHandOffMismatch, when set, is told of every commit whose stored revisions handed
 	// work to other consumers than its writer named ([Commit]); tests fail on it. The
