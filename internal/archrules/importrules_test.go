@@ -48,14 +48,7 @@ const module = "github.com/awaken-dev/awaken"
 func violations(t *testing.T, root string) []string {
 	t.Helper()
 	var out []string
-	moduleDirs(t, root, func(rel, dir string) error {
-		pkg, err := build.ImportDir(dir, build.ImportComment)
-		if err != nil {
-			if _, ok := err.(*build.NoGoError); ok {
-				return nil
-			}
-			return err
-		}
+	modulePackages(t, root, func(rel string, pkg *build.Package) {
 		if rel == "pkg/contracts" {
 			for _, imp := range pkg.Imports {
 				if !isStandard(imp) && !strings.HasPrefix(imp, module+"/pkg/contracts/") {
@@ -116,7 +109,6 @@ func violations(t *testing.T, root string) []string {
 				}
 			}
 		}
-		return nil
 	})
 	slices.Sort(out)
 	return slices.Compact(out)

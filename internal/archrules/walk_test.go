@@ -2,6 +2,7 @@ package archrules
 
 import (
 	"go/ast"
+	"go/build"
 	"go/parser"
 	"go/token"
 	"io/fs"
@@ -45,6 +46,24 @@ func moduleDirs(t *testing.T, root string, visit func(rel, dir string) error) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// modulePackages calls visit with every Go package of the directories [moduleDirs] walks
+// (its module-relative path and its non-test imports, as go/build reads them); a
+// directory without Go files is skipped, an unreadable one fails t.
+func modulePackages(t *testing.T, root string, visit func(rel string, pkg *build.Package)) {
+	t.Helper()
+	moduleDirs(t, root, func(rel, dir string) error {
+		pkg, err := build.ImportDir(dir, build.ImportComment)
+		if err != nil {
+			if _, ok := err.(*build.NoGoError); ok {
+				return nil
+			}
+			return err
+		}
+		visit(rel, pkg)
+		return nil
+	})
 }
 
 // findInGoFiles runs check on every non-test Go file in the directories [moduleDirs]
